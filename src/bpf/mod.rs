@@ -1,0 +1,1 @@
+//! eBPF instructions: encoding, decoding, a builder with labels, and a disassembler.

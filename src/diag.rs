@@ -1,0 +1,208 @@
+//! Errors are data: every phase reports `Diagnostic`s (user errors with a span and hints)
+//! into `Diagnostics`; this module alone turns them into text with codespan-reporting.
+//! System errors (`thiserror` enums of the other modules) are rendered here too, as a
+//! one-line cause plus what to do.
+
+use crate::syntax::ast::Span;
+use codespan_reporting::diagnostic::{Diagnostic as CsDiagnostic, Label};
+use codespan_reporting::files::SimpleFiles;
+use codespan_reporting::term::{self, termcolor::Buffer};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Severity {
+    Error,
+    Warning,
+}
+
+/// One user-facing problem at one place in a script.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Diagnostic {
+    pub severity: Severity,
+    pub message: String,
+    pub span: Span,
+    /// Text under the caret.
+    pub label: String,
+    /// Other places that explain the problem ("first defined here").
+    pub related: Vec<(Span, String)>,
+    /// Lines printed after the snippet: `hint: did you mean ...`.
+    pub hints: Vec<String>,
+}
+
+impl Diagnostic {
+    pub fn error(span: Span, message: impl Into<String>) -> Diagnostic {
+        Diagnostic {
+            severity: Severity::Error,
+            message: message.into(),
+            span,
+            label: String::new(),
+            related: Vec::new(),
+            hints: Vec::new(),
+        }
+    }
+    pub fn warning(span: Span, message: impl Into<String>) -> Diagnostic {
+        Diagnostic { severity: Severity::Warning, ..Diagnostic::error(span, message) }
+    }
+    pub fn label(mut self, label: impl Into<String>) -> Diagnostic {
+        self.label = label.into();
+        self
+    }
+    pub fn hint(mut self, hint: impl Into<String>) -> Diagnostic {
+        self.hints.push(hint.into());
+        self
+    }
+    pub fn related(mut self, span: Span, label: impl Into<String>) -> Diagnostic {
+        self.related.push((span, label.into()));
+        self
+    }
+}
+
+/// The diagnostics of a run; a phase pushes into it, the driver stops between phases
+/// when it holds an error.
+#[derive(Default, Debug)]
+pub struct Diagnostics {
+    pub items: Vec<Diagnostic>,
+}
+
+impl Diagnostics {
+    pub fn push(&mut self, d: Diagnostic) {
+        self.items.push(d);
+    }
+    pub fn has_errors(&self) -> bool {
+        self.items.iter().any(|d| d.severity == Severity::Error)
+    }
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+}
+
+/// The source files a run has read: the script and the libraries it uses.
+/// `Span::file` indexes this table.
+#[derive(Default)]
+pub struct Sources {
+    files: SimpleFiles<String, String>,
+}
+
+impl Sources {
+    pub fn add(&mut self, name: impl Into<String>, text: impl Into<String>) -> u32 {
+        self.files.add(name.into(), text.into()) as u32
+    }
+    pub fn text(&self, file: u32) -> &str {
+        self.files.get(file as usize).map(|f| f.source().as_str()).unwrap_or("")
+    }
+    pub fn name(&self, file: u32) -> &str {
+        self.files.get(file as usize).map(|f| f.name().as_str()).unwrap_or("?")
+    }
+    /// 1-based line and column of a byte offset.
+    pub fn line_col(&self, file: u32, offset: u32) -> (usize, usize) {
+        let text = self.text(file);
+        let offset = (offset as usize).min(text.len());
+        let before = &text[..offset];
+        let line = before.matches('\n').count() + 1;
+        let col = before.rsplit('\n').next().map(|l| l.chars().count()).unwrap_or(0) + 1;
+        (line, col)
+    }
+    /// The source line (trimmed) holding a span: used for `--emit asm` comments.
+    pub fn line_text(&self, span: Span) -> &str {
+        let text = self.text(span.file);
+        let start = (span.start as usize).min(text.len());
+        let line_start = text[..start].rfind('\n').map(|i| i + 1).unwrap_or(0);
+        let line_end = text[start..].find('\n').map(|i| start + i).unwrap_or(text.len());
+        text[line_start..line_end].trim()
+    }
+}
+
+/// Renders diagnostics as codespan-reporting does on a terminal, without colour.
+pub fn render(sources: &Sources, diags: &[Diagnostic]) -> String {
+    render_with(sources, diags, false)
+}
+
+pub fn render_with(sources: &Sources, diags: &[Diagnostic], color: bool) -> String {
+    let config = term::Config::default();
+    let mut buffer = if color { Buffer::ansi() } else { Buffer::no_color() };
+    for d in diags {
+        let cs = match d.severity {
+            Severity::Error => CsDiagnostic::error(),
+            Severity::Warning => CsDiagnostic::warning(),
+        };
+        let mut labels = vec![Label::primary(d.span.file as usize, d.span.start as usize..d.span.end as usize)
+            .with_message(d.label.clone())];
+        for (span, text) in &d.related {
+            labels.push(
+                Label::secondary(span.file as usize, span.start as usize..span.end as usize).with_message(text.clone()),
+            );
+        }
+        let cs = cs
+            .with_message(d.message.clone())
+            .with_labels(labels)
+            .with_notes(d.hints.iter().map(|h| format!("hint: {h}")).collect());
+        // Rendering into memory cannot fail for spans inside the file; if one is out of
+        // range we still print the message rather than lose it.
+        if term::emit_to_write_style(&mut buffer, &config, &sources.files, &cs).is_err() {
+            buffer_fallback(&mut buffer, d);
+        }
+    }
+    String::from_utf8_lossy(buffer.as_slice()).into_owned()
+}
+
+fn buffer_fallback(buffer: &mut Buffer, d: &Diagnostic) {
+    use std::io::Write;
+    let _ = writeln!(buffer, "error: {}", d.message);
+    for h in &d.hints {
+        let _ = writeln!(buffer, "  = hint: {h}");
+    }
+}
+
+/// A system error (a bad pid, missing privileges, a verifier rejection) as the user sees
+/// it: `error: CAUSE` and, when there is one, `  hint: WHAT TO DO`.
+pub fn render_system(cause: &str, hint: Option<&str>) -> String {
+    let mut s = format!("error: {cause}\n");
+    if let Some(h) = hint {
+        s.push_str(&format!("  hint: {h}\n"));
+    }
+    s
+}
+
+/// The closest names to `wanted` among `candidates`, best first, for "did you mean" hints.
+pub fn closest<'a>(wanted: &str, candidates: impl IntoIterator<Item = &'a str>, n: usize) -> Vec<&'a str> {
+    let mut scored: Vec<(usize, &str)> = candidates
+        .into_iter()
+        .map(|c| (edit_distance(wanted, c), c))
+        .filter(|(d, c)| *d <= wanted.len().max(c.len()) / 2 + 1 || c.contains(wanted) || wanted.contains(*c))
+        .collect();
+    scored.sort();
+    scored.dedup_by(|a, b| a.1 == b.1);
+    scored.into_iter().take(n).map(|(_, c)| c).collect()
+}
+
+/// Levenshtein distance over chars.
+pub fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    let mut cur = vec![0; b.len() + 1];
+    for (i, ca) in a.chars().enumerate() {
+        cur[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cost = if ca == *cb { 0 } else { 1 };
+            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        std::mem::swap(&mut prev, &mut cur);
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn closest_prefers_small_edits() {
+        assert_eq!(closest("reqq", ["req", "resp", "ctx"], 2), vec!["req"]);
+    }
+
+    #[test]
+    fn line_col_is_one_based() {
+        let mut s = Sources::default();
+        let f = s.add("x.gt", "ab\ncd");
+        assert_eq!(s.line_col(f, 4), (2, 2));
+    }
+}

@@ -1,0 +1,22 @@
+//! gtrace: a Go-aware tracing language, compiled straight to eBPF.
+//!
+//! The pipeline, one folder a stage (see docs/ARCHITECTURE.md):
+//! `syntax` (text → AST) → `target` (the Go binary: symbols, DWARF, ABI) →
+//! `check` (names, probes and types, into side tables) → `lower` (AST → eBPF) →
+//! `bpf` (instructions, encoding, disassembly) → `object` (the BPF ELF) →
+//! `runtime` (aya: load, attach, read) → `output` (text or JSON).
+//! `driver` states the order of the passes; `diag` renders every user error.
+
+pub mod arch;
+pub mod bpf;
+pub mod check;
+pub mod cli;
+pub mod diag;
+pub mod driver;
+pub mod lower;
+pub mod object;
+pub mod output;
+pub mod plan;
+pub mod runtime;
+pub mod syntax;
+pub mod target;

@@ -1,0 +1,1 @@
+//! The BPF ELF object: programs in `uprobe/NAME` sections, legacy `maps`, relocations.

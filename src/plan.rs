@@ -1,0 +1,227 @@
+//! The whole contract between the compiler and the runtime: what the compiled object
+//! needs to run (maps, probes and where they attach, event formats) and how to read back
+//! and print what it produced. The object's bytes plus a `Plan` are all the runtime needs.
+
+use serde::Serialize;
+use std::path::PathBuf;
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Plan {
+    /// The Go executable probes attach to (by file offset).
+    pub binary: PathBuf,
+    /// Every BPF map in the object.
+    pub maps: Vec<MapSpec>,
+    /// Every BPF program in the object and where it attaches.
+    pub probes: Vec<ProbeSpec>,
+    /// Formats of the events programs send through the ring buffer, indexed by event id.
+    pub events: Vec<EventSpec>,
+    /// Names of probed functions; a uprobe's attach cookie indexes this table.
+    pub functions: Vec<String>,
+}
+
+/// The kind of a BPF map, as the kernel names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum MapKind {
+    Hash,
+    PercpuHash,
+    LruHash,
+    PercpuArray,
+    Array,
+    Ringbuf,
+}
+
+impl MapKind {
+    /// `enum bpf_map_type` in linux/bpf.h.
+    pub fn bpf_type(self) -> u32 {
+        match self {
+            MapKind::Hash => 1,
+            MapKind::Array => 2,
+            MapKind::PercpuHash => 5,
+            MapKind::PercpuArray => 6,
+            MapKind::LruHash => 9,
+            MapKind::Ringbuf => 27,
+        }
+    }
+    pub fn is_percpu(self) -> bool {
+        matches!(self, MapKind::PercpuHash | MapKind::PercpuArray)
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct MapSpec {
+    /// The map's symbol in the object (`m0`, `events`, ...).
+    pub object_name: String,
+    pub kind: MapKind,
+    pub key_size: u32,
+    pub value_size: u32,
+    pub max_entries: u32,
+    /// What the map is for, and so how (and whether) it is printed.
+    pub role: MapRole,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub enum MapRole {
+    /// A user's map: `@name` (empty name for `@`), keyed by `keys`, printed at exit.
+    User { name: String, keys: Vec<Field>, value: MapValue },
+    /// Entry timestamps for `elapsed`, keyed by goroutine activation.
+    EntryTimes,
+    /// `self.NAME` variables, keyed by goroutine.
+    SelfVars,
+    /// The ring buffer of print/printf/exit events.
+    Events,
+    /// Per-CPU scratch memory (zeroed values, event records under construction).
+    Scratch,
+}
+
+/// How a user map's value is laid out and combined across CPUs.
+#[derive(Clone, Debug, Serialize)]
+pub enum MapValue {
+    /// A value assigned with `=`: one of `ty`.
+    Plain(ValueType),
+    /// An aggregation; `of` is the type of the aggregated expression (durations print
+    /// with units).
+    Agg { agg: Agg, of: ValueType },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub enum Agg {
+    /// value: u64 count
+    Count,
+    /// value: i64 sum
+    Sum,
+    /// value: [count, sum]
+    Avg,
+    /// value: [seen, min]
+    Min,
+    /// value: [seen, max]
+    Max,
+    /// value: [count, sum, min, max]
+    Stats,
+    /// value: 65 u64 buckets: [0] for x < 1 (x <= 0), [k] for 2^(k-1) <= x < 2^k
+    Hist,
+    /// value: `lhist_buckets(lo, hi, step)` u64 buckets: [0] below lo, then one per step,
+    /// the last for >= hi.
+    Lhist { lo: i64, hi: i64, step: i64 },
+}
+
+pub const HIST_BUCKETS: u32 = 65;
+
+pub fn lhist_buckets(lo: i64, hi: i64, step: i64) -> u32 {
+    (((hi - lo) + step - 1) / step) as u32 + 2
+}
+
+impl Agg {
+    /// Size in bytes of one CPU's value.
+    pub fn value_size(self) -> u32 {
+        match self {
+            Agg::Count | Agg::Sum => 8,
+            Agg::Avg | Agg::Min | Agg::Max => 16,
+            Agg::Stats => 32,
+            Agg::Hist => 8 * HIST_BUCKETS,
+            Agg::Lhist { lo, hi, step } => 8 * lhist_buckets(lo, hi, step),
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Agg::Count => "count",
+            Agg::Sum => "sum",
+            Agg::Avg => "avg",
+            Agg::Min => "min",
+            Agg::Max => "max",
+            Agg::Stats => "stats",
+            Agg::Hist => "hist",
+            Agg::Lhist { .. } => "lhist",
+        }
+    }
+}
+
+/// A value as it lies in a map key, a map value or an event record.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub enum ValueType {
+    /// An integer of `size` bytes (1, 2, 4, 8).
+    Int { size: u8, signed: bool },
+    Bool,
+    /// Nanoseconds, printed with a unit.
+    Duration,
+    /// A pointer, printed in hex.
+    Pointer,
+    /// A string of at most `max` bytes: a u32 length then the bytes.
+    Str { max: u32 },
+    /// An index into `Plan::functions` (u64): the probed function's name.
+    Func,
+}
+
+impl ValueType {
+    /// Bytes it takes in a record (8-aligned by the compiler).
+    pub fn size(&self) -> u32 {
+        match self {
+            ValueType::Int { size, .. } => *size as u32,
+            ValueType::Bool => 1,
+            ValueType::Duration | ValueType::Pointer | ValueType::Func => 8,
+            ValueType::Str { max } => 8 + *max,
+        }
+    }
+}
+
+/// One field of a record at a byte offset.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Field {
+    pub offset: u32,
+    pub ty: ValueType,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ProbeSpec {
+    /// The program's name in the object; its section is `uprobe/<program>`.
+    pub program: String,
+    pub attach: ProbeAttach,
+    /// The script's probe header, for messages (`on return main.F`).
+    pub describe: String,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub enum ProbeAttach {
+    /// uprobes in the target binary, one per point.
+    Uprobe(Vec<AttachPoint>),
+    /// `on begin`: run once in gtrace itself before the target runs.
+    Begin,
+    /// `on end`: run once in gtrace itself at exit, before maps are printed.
+    End,
+    /// `on interval`: run every `nanos` (on one CPU).
+    Interval { nanos: u64 },
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct AttachPoint {
+    /// The function, as in `Plan::functions[cookie]`.
+    pub function: String,
+    /// Virtual address of the instruction probed (for messages and --emit).
+    pub address: u64,
+    /// Offset of that instruction in the binary's file: what the uprobe attaches to.
+    pub file_offset: u64,
+    /// Passed to the program as its attach cookie: an index into `Plan::functions`.
+    pub cookie: u64,
+}
+
+/// What one event record means. A record starts with a u64 event id; the fields follow.
+#[derive(Clone, Debug, Serialize)]
+pub struct EventSpec {
+    pub kind: EventKind,
+    pub fields: Vec<Field>,
+    /// Total record size in bytes.
+    pub size: u32,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub enum EventKind {
+    /// `printf(format, ...)`.
+    Printf { format: String },
+    /// `print(a, b, ...)`: the values separated by spaces.
+    Print,
+    /// `print(@m)`: print a user map now (its `object_name`).
+    PrintMap { map: String },
+    /// `clear(@m)`: clear a map from user space (the kernel side cannot iterate).
+    ClearMap { map: String },
+    /// `exit()`.
+    Exit,
+}

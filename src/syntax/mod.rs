@@ -1,0 +1,4 @@
+//! Source text to syntax tree: the pest grammar in grammar/gtrace.pest, and the
+//! conversion of its parse tree into `ast`.
+
+pub mod ast;

@@ -1,0 +1,57 @@
+//! Go types as DWARF describes them, in an arena: `TypeId` indexes `Types`.
+
+use serde::Serialize;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct TypeId(pub u32);
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GoType {
+    /// The Go name: `int`, `*main.T`, `[]uint8`, `net/url.URL`.
+    pub name: String,
+    pub size: u64,
+    pub kind: TypeKind,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub enum TypeKind {
+    Int { signed: bool },
+    Bool,
+    Float,
+    Complex,
+    String,
+    Pointer { elem: TypeId },
+    UnsafePointer,
+    Slice { elem: TypeId },
+    Array { elem: TypeId, len: u64 },
+    Struct { fields: Vec<StructField> },
+    /// `empty` for `any`/`interface{}` (eface), else an iface with an itab.
+    Interface { empty: bool },
+    Map,
+    Chan,
+    Func,
+    /// Anything DWARF describes that gtrace does not model.
+    Other,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StructField {
+    pub name: String,
+    pub ty: TypeId,
+    pub offset: u64,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Types {
+    pub items: Vec<GoType>,
+}
+
+impl Types {
+    pub fn get(&self, id: TypeId) -> &GoType {
+        &self.items[id.0 as usize]
+    }
+    pub fn add(&mut self, t: GoType) -> TypeId {
+        self.items.push(t);
+        TypeId(self.items.len() as u32 - 1)
+    }
+}
