@@ -1,2 +1,117 @@
 //! Semantic checks: resolve probes to functions, names to parameters and builtins, and
-//! type every expression; facts go into side tables, errors into `Diagnostics`.
+//! type every expression. The tree is not changed: facts go into side tables
+//! (`Facts`, keyed by `ExprId`), errors into `Diagnostics`.
+//!
+//! Passes, in order: `probes` (symbols → functions and probe sites), then per probe
+//! instance `typeck` (names and types, map shapes into `maps::MapTable`).
+
+pub mod builtins;
+pub mod maps;
+pub mod probes;
+pub mod ty;
+pub mod typeck;
+
+use crate::arch::abi::Location;
+use crate::diag::Diagnostics;
+use crate::syntax::ast::{ExprId, Script, Span};
+use crate::target::Target;
+use std::collections::HashMap;
+use ty::Ty;
+
+pub use builtins::Builtin;
+pub use maps::{MapInfo, MapTable};
+
+/// A script that passed every check, with what lowering needs to know about it.
+#[derive(Debug, Default)]
+pub struct Checked {
+    pub instances: Vec<Instance>,
+    pub maps: MapTable,
+}
+
+/// One probe of the script, specialised to a group of probed functions that share one
+/// compiled program: all of them when the body reads no Go values, else one function.
+#[derive(Debug)]
+pub struct Instance {
+    /// Index of the probe in `Script::items`.
+    pub item: usize,
+    pub kind: InstanceKind,
+    pub functions: Vec<FuncSite>,
+    pub facts: Facts,
+    /// The probe reads `elapsed`, so the functions' entries must be timed.
+    pub uses_elapsed: bool,
+    /// Text for messages and listings: `on return main.F`.
+    pub describe: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InstanceKind {
+    Entry,
+    Return,
+    Begin,
+    End,
+    Interval { nanos: u64 },
+}
+
+/// A probed function and the addresses its probes attach to.
+#[derive(Clone, Debug)]
+pub struct FuncSite {
+    pub name: String,
+    pub entry: u64,
+    pub returns: Vec<u64>,
+}
+
+/// What a name in an expression refers to.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Name {
+    /// A parameter or result of the probed function, where the ABI put it.
+    GoValue { name: String, location: Location },
+    /// A probe-local variable (`x := ...`).
+    Local(String),
+    Builtin(Builtin),
+}
+
+/// Side tables for one instance.
+#[derive(Debug, Default)]
+pub struct Facts {
+    pub types: HashMap<ExprId, Ty>,
+    pub names: HashMap<ExprId, Name>,
+    /// Types of the locals, by name.
+    pub locals: HashMap<String, Ty>,
+}
+
+impl Facts {
+    pub fn ty(&self, id: ExprId) -> &Ty {
+        self.types.get(&id).unwrap_or(&Ty::Void)
+    }
+}
+
+/// Runs every check in order. Returns `None` when an error was reported.
+pub fn check(script: &Script, target: &mut Target, diags: &mut Diagnostics) -> Option<Checked> {
+    let resolved = probes::resolve(script, target, diags);
+    if diags.has_errors() {
+        return None;
+    }
+    let mut checked = Checked::default();
+    for probe in resolved {
+        typeck::check_probe(script, probe, target, &mut checked, diags);
+    }
+    checked.maps.check_references(diags);
+    if diags.has_errors() {
+        None
+    } else {
+        Some(checked)
+    }
+}
+
+/// A span for errors about a whole script with nothing better to point at.
+pub fn script_span(script: &Script) -> Span {
+    script
+        .items
+        .first()
+        .map(|i| match i {
+            crate::syntax::ast::Item::Use(u) => u.span,
+            crate::syntax::ast::Item::Fn(f) => f.span,
+            crate::syntax::ast::Item::Probe(p) => p.span,
+        })
+        .unwrap_or_default()
+}

@@ -2,3 +2,4 @@
 //! conversion of its parse tree into `ast`.
 
 pub mod ast;
+pub mod format;

@@ -1,0 +1,66 @@
+//! The types of script expressions. Go values keep their DWARF type (`TypeId`) so the
+//! checker can follow fields and pointers; everything eBPF computes with is a scalar.
+
+use crate::plan::ValueType;
+use crate::target::types::TypeId;
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Ty {
+    /// An integer of `size` bytes.
+    Int { size: u8, signed: bool },
+    Bool,
+    /// Nanoseconds.
+    Duration,
+    /// A string: a literal, or a Go string read from the target (at most `max` bytes).
+    Str { max: u32 },
+    /// A Go pointer (to `elem` when DWARF says what it points to).
+    Pointer { elem: Option<TypeId> },
+    /// The probed function's name (`func`).
+    Func,
+    /// A statement-only call (`print`, `exit`, ...).
+    Void,
+}
+
+pub const U64: Ty = Ty::Int { size: 8, signed: false };
+pub const I64: Ty = Ty::Int { size: 8, signed: true };
+
+impl Ty {
+    pub fn is_integer(&self) -> bool {
+        matches!(self, Ty::Int { .. })
+    }
+    /// Integers, durations and pointers: what arithmetic and comparisons accept.
+    pub fn is_numeric(&self) -> bool {
+        matches!(self, Ty::Int { .. } | Ty::Duration | Ty::Pointer { .. })
+    }
+    pub fn is_signed(&self) -> bool {
+        matches!(self, Ty::Int { signed: true, .. } | Ty::Duration)
+    }
+    /// How a value of this type is stored in a map key, value or event record.
+    pub fn value_type(&self) -> ValueType {
+        match self {
+            Ty::Int { size, signed } => ValueType::Int { size: 8.max(*size), signed: *signed },
+            Ty::Bool => ValueType::Bool,
+            Ty::Duration => ValueType::Duration,
+            Ty::Str { max } => ValueType::Str { max: *max },
+            Ty::Pointer { .. } => ValueType::Pointer,
+            Ty::Func => ValueType::Func,
+            Ty::Void => ValueType::Int { size: 8, signed: false },
+        }
+    }
+    /// Bytes it takes in a record, 8-aligned.
+    pub fn record_size(&self) -> u32 {
+        (self.value_type().size() + 7) / 8 * 8
+    }
+    /// A name for messages.
+    pub fn describe(&self) -> String {
+        match self {
+            Ty::Int { size, signed } => format!("{}int{}", if *signed { "" } else { "u" }, size * 8),
+            Ty::Bool => "bool".into(),
+            Ty::Duration => "duration".into(),
+            Ty::Str { .. } => "string".into(),
+            Ty::Pointer { .. } => "pointer".into(),
+            Ty::Func => "function name".into(),
+            Ty::Void => "nothing".into(),
+        }
+    }
+}

@@ -1,0 +1,729 @@
+//! Names and types of every expression of one probe, for each group of functions it is
+//! compiled for. Fills `Facts` and the map table; reports what does not type.
+
+use super::builtins::{self, Builtin};
+use super::maps::{MapTable, MapValueTy};
+use super::probes::ResolvedProbe;
+use super::ty::{Ty, I64, U64};
+use super::{Checked, Facts, Instance, InstanceKind, Name};
+use crate::arch::abi::{self, Location};
+use crate::diag::{closest, Diagnostic, Diagnostics};
+use crate::plan::Agg;
+use crate::syntax::ast::*;
+use crate::syntax::format::{self, Piece};
+use crate::target::types::{TypeKind, Types};
+use crate::target::{Param, Target};
+
+/// A Go value the probe can read by name.
+#[derive(Clone, Debug)]
+struct GoValue {
+    name: String,
+    ty: Result<Ty, String>,
+    location: Location,
+    is_result: bool,
+}
+
+/// The default number of bytes read of a Go string.
+pub const STRING_LIMIT: u32 = 64;
+
+pub fn check_probe(script: &Script, probe: ResolvedProbe, target: &mut Target, checked: &mut Checked, diags: &mut Diagnostics) {
+    let Item::Probe(ast) = &script.items[probe.item] else { return };
+    // One instance for all functions when the body reads no Go value; else one each.
+    let groups: Vec<Vec<super::FuncSite>> = if probe.functions.len() > 1 && reads_go_values(&ast.body) {
+        probe.functions.iter().map(|f| vec![f.clone()]).collect()
+    } else {
+        vec![probe.functions.clone()]
+    };
+    let mut seen: Vec<(Span, String)> = Vec::new();
+    for functions in groups {
+        let values = match functions.as_slice() {
+            [one] => go_values(target, &one.name, probe.kind),
+            _ => Ok(Vec::new()),
+        };
+        let values = match values {
+            Ok(v) => v,
+            Err(message) => {
+                diags.push(Diagnostic::error(ast.span, message));
+                continue;
+            }
+        };
+        let mut local = Diagnostics::default();
+        let mut cx = Cx {
+            kind: probe.kind,
+            values,
+            facts: Facts::default(),
+            maps: &mut checked.maps,
+            diags: &mut local,
+            uses_elapsed: false,
+            has_function: !functions.is_empty(),
+        };
+        cx.block(&ast.body);
+        let uses_elapsed = cx.uses_elapsed;
+        let facts = cx.facts;
+        // The same mistake in a body compiled for several functions is reported once.
+        for d in local.items {
+            if !seen.iter().any(|(s, m)| *s == d.span && *m == d.message) {
+                seen.push((d.span, d.message.clone()));
+                diags.push(d);
+            }
+        }
+        checked.instances.push(Instance {
+            item: probe.item,
+            kind: probe.kind,
+            functions,
+            facts,
+            uses_elapsed,
+            describe: probe.describe.clone(),
+        });
+    }
+}
+
+/// Parameters and results of `function` with their ABI locations.
+fn go_values(target: &mut Target, function: &str, kind: InstanceKind) -> Result<Vec<GoValue>, String> {
+    let params: Vec<Param> = match target.params(function) {
+        Ok(Some(p)) => p,
+        Ok(None) => return Ok(Vec::new()),
+        Err(e) => return Err(e.to_string()),
+    };
+    let types = target.types();
+    let (ins, outs): (Vec<&Param>, Vec<&Param>) = params.iter().partition(|p| !p.is_result);
+    let in_locs = abi::assign(&ins.iter().map(|p| p.ty).collect::<Vec<_>>(), types);
+    let out_locs = abi::assign(&outs.iter().map(|p| p.ty).collect::<Vec<_>>(), types);
+    let mut values = Vec::new();
+    for (p, loc) in ins.iter().zip(in_locs) {
+        values.push(GoValue { name: p.name.clone(), ty: go_ty(types, p), location: loc, is_result: false });
+    }
+    if kind == InstanceKind::Return {
+        for (p, loc) in outs.iter().zip(out_locs) {
+            values.push(GoValue { name: p.name.clone(), ty: go_ty(types, p), location: loc, is_result: true });
+        }
+    }
+    Ok(values)
+}
+
+/// The script type of a Go value, or why it cannot be used.
+fn go_ty(types: &Types, p: &Param) -> Result<Ty, String> {
+    let t = types.get(p.ty);
+    Ok(match &t.kind {
+        TypeKind::Int { signed } => Ty::Int { size: t.size as u8, signed: *signed },
+        TypeKind::Bool => Ty::Bool,
+        TypeKind::Pointer { elem } => Ty::Pointer { elem: Some(*elem) },
+        TypeKind::UnsafePointer => Ty::Pointer { elem: None },
+        TypeKind::Float | TypeKind::Complex => {
+            return Err(format!(
+                "`{}` is a {}: Go passes floats in XMM registers, which a uprobe program cannot read",
+                p.name, t.name
+            ))
+        }
+        _ => return Err(format!("`{}` has type {}, which gtrace cannot read yet", p.name, t.name)),
+    })
+}
+
+/// Does the body name anything that is not a builtin or a local (so a Go value)?
+fn reads_go_values(block: &Block) -> bool {
+    let mut locals: Vec<&str> = Vec::new();
+    let mut found = false;
+    visit_block(&block.stmts, &mut locals, &mut found);
+    found
+}
+
+fn visit_block<'a>(stmts: &'a [Stmt], locals: &mut Vec<&'a str>, found: &mut bool) {
+    for s in stmts {
+        match &s.kind {
+            StmtKind::Let { name, value } => {
+                visit_expr(value, locals, found);
+                locals.push(&name.name);
+            }
+            StmtKind::AssignSelf { value, .. } => visit_expr(value, locals, found),
+            StmtKind::AssignMap { map, value } => {
+                map.keys.iter().for_each(|k| visit_expr(k, locals, found));
+                visit_expr(value, locals, found);
+            }
+            StmtKind::Expr(e) => visit_expr(e, locals, found),
+            StmtKind::If { cond, then, otherwise } => {
+                visit_expr(cond, locals, found);
+                visit_block(&then.stmts, locals, found);
+                match otherwise {
+                    Some(Else::Block(b)) => visit_block(&b.stmts, locals, found),
+                    Some(Else::If(s)) => visit_block(std::slice::from_ref(&**s), locals, found),
+                    None => {}
+                }
+            }
+        }
+    }
+}
+
+fn visit_expr(e: &Expr, locals: &[&str], found: &mut bool) {
+    match &e.kind {
+        ExprKind::Name(n) => {
+            if !locals.contains(&n.as_str()) && Builtin::from_name(n).is_none() && n != "ustack" {
+                *found = true;
+            }
+        }
+        ExprKind::Map(m) => m.keys.iter().for_each(|k| visit_expr(k, locals, found)),
+        ExprKind::Field { base, .. } => visit_expr(base, locals, found),
+        ExprKind::Index { base, index } => {
+            visit_expr(base, locals, found);
+            visit_expr(index, locals, found);
+        }
+        ExprKind::Unary { operand, .. } => visit_expr(operand, locals, found),
+        ExprKind::Binary { lhs, rhs, .. } => {
+            visit_expr(lhs, locals, found);
+            visit_expr(rhs, locals, found);
+        }
+        ExprKind::Call { args, .. } => args.iter().for_each(|a| visit_expr(a, locals, found)),
+        _ => {}
+    }
+}
+
+pub fn agg_of(name: &str) -> Option<&'static str> {
+    ["count", "sum", "avg", "min", "max", "stats", "hist", "lhist"].into_iter().find(|a| *a == name)
+}
+
+struct Cx<'a> {
+    kind: InstanceKind,
+    values: Vec<GoValue>,
+    facts: Facts,
+    maps: &'a mut MapTable,
+    diags: &'a mut Diagnostics,
+    uses_elapsed: bool,
+    has_function: bool,
+}
+
+impl Cx<'_> {
+    fn err(&mut self, d: Diagnostic) {
+        self.diags.push(d);
+    }
+
+    fn block(&mut self, b: &Block) {
+        for s in &b.stmts {
+            self.stmt(s);
+        }
+    }
+
+    fn stmt(&mut self, s: &Stmt) {
+        match &s.kind {
+            StmtKind::Let { name, value } => {
+                let t = self.expr(value);
+                if t == Ty::Void {
+                    self.err(Diagnostic::error(value.span, "this has no value").label("cannot be assigned"));
+                    return;
+                }
+                if let Some(old) = self.facts.locals.get(&name.name) {
+                    if old.value_type() != t.value_type() {
+                        self.err(
+                            Diagnostic::error(name.span, format!("`{}` was a {}; it cannot become a {}", name.name, old.describe(), t.describe()))
+                                .label("type changes here"),
+                        );
+                        return;
+                    }
+                }
+                if Builtin::from_name(&name.name).is_some() || self.values.iter().any(|v| v.name == name.name) {
+                    self.err(
+                        Diagnostic::warning(name.span, format!("`{}` hides a builtin or parameter of the same name", name.name))
+                            .hint("use another name"),
+                    );
+                }
+                self.facts.locals.insert(name.name.clone(), t);
+            }
+            StmtKind::AssignSelf { name, .. } => {
+                self.err(
+                    Diagnostic::error(name.span, "goroutine-scoped `self` variables are not supported yet")
+                        .label("not yet implemented")
+                        .hint("use a map keyed by goid: `@x[goid] = ...`"),
+                );
+            }
+            StmtKind::AssignMap { map, value } => {
+                let keys = self.keys(map);
+                let v = match &value.kind {
+                    ExprKind::Call { func, args } if agg_of(&func.name).is_some() => self.agg(func, args, value),
+                    _ => {
+                        let t = self.expr(value);
+                        if t == Ty::Void {
+                            self.err(Diagnostic::error(value.span, "this has no value").label("cannot be stored in a map"));
+                            return;
+                        }
+                        Some(MapValueTy::Plain(t))
+                    }
+                };
+                if let Some(v) = v {
+                    self.maps.declare(&map.name.name, keys, v, map.span, self.diags);
+                }
+            }
+            StmtKind::Expr(e) => self.expr_stmt(e),
+            StmtKind::If { cond, then, otherwise } => {
+                self.condition(cond);
+                self.block(then);
+                match otherwise {
+                    Some(Else::Block(b)) => self.block(b),
+                    Some(Else::If(s)) => self.stmt(s),
+                    None => {}
+                }
+            }
+        }
+    }
+
+    fn condition(&mut self, cond: &Expr) {
+        let t = self.expr(cond);
+        if t != Ty::Bool && t != Ty::Void {
+            let hint = if t.is_numeric() { "compare it: `x != 0`" } else { "a condition is a comparison or a bool" };
+            self.err(Diagnostic::error(cond.span, format!("a condition must be a bool, not a {}", t.describe())).label("not a bool").hint(hint));
+        }
+    }
+
+    fn keys(&mut self, map: &MapRef) -> Vec<Ty> {
+        map.keys
+            .iter()
+            .map(|k| {
+                let t = self.expr(k);
+                if t == Ty::Void {
+                    self.err(Diagnostic::error(k.span, "this has no value").label("cannot be a map key"));
+                }
+                t
+            })
+            .collect()
+    }
+
+    /// An aggregation call: its map value type, or None after an error.
+    fn agg(&mut self, func: &Ident, args: &[Expr], call: &Expr) -> Option<MapValueTy> {
+        let want = match func.name.as_str() {
+            "count" => 0,
+            "lhist" => 4,
+            _ => 1,
+        };
+        if args.len() != want {
+            self.err(
+                Diagnostic::error(call.span, format!("{}() takes {} argument{}, not {}", func.name, want, if want == 1 { "" } else { "s" }, args.len()))
+                    .label("wrong number of arguments"),
+            );
+            return None;
+        }
+        self.facts.types.insert(call.id, Ty::Void);
+        if func.name == "count" {
+            return Some(MapValueTy::Agg { agg: Agg::Count, of: U64 });
+        }
+        let of = self.expr(&args[0]);
+        if !(of.is_integer() || of == Ty::Duration) {
+            self.err(
+                Diagnostic::error(args[0].span, format!("{}() needs an integer or a duration, not a {}", func.name, of.describe()))
+                    .label("not a number"),
+            );
+            return None;
+        }
+        let agg = match func.name.as_str() {
+            "sum" => Agg::Sum,
+            "avg" => Agg::Avg,
+            "min" => Agg::Min,
+            "max" => Agg::Max,
+            "stats" => Agg::Stats,
+            "hist" => Agg::Hist,
+            _ => {
+                let mut lit = [0i64; 3];
+                for (i, a) in args[1..].iter().enumerate() {
+                    match const_int(a) {
+                        Some(v) => lit[i] = v,
+                        None => {
+                            self.err(Diagnostic::error(a.span, "lhist bounds must be integer or duration literals").label("not a literal"));
+                            return None;
+                        }
+                    }
+                }
+                let [lo, hi, step] = lit;
+                if step <= 0 || hi <= lo {
+                    self.err(Diagnostic::error(call.span, "lhist(x, lo, hi, step) needs lo < hi and step > 0").label("bad bounds"));
+                    return None;
+                }
+                if crate::plan::lhist_buckets(lo, hi, step) > 1000 {
+                    self.err(Diagnostic::error(call.span, "lhist would have more than 1000 buckets").label("too many buckets").hint("use a larger step"));
+                    return None;
+                }
+                Agg::Lhist { lo, hi, step }
+            }
+        };
+        Some(MapValueTy::Agg { agg, of })
+    }
+
+    fn expr_stmt(&mut self, e: &Expr) {
+        let ExprKind::Call { func, args } = &e.kind else {
+            self.expr(e);
+            self.err(Diagnostic::error(e.span, "this expression does nothing").label("value unused").hint("assign it, or print it with print(...)"));
+            return;
+        };
+        if agg_of(&func.name).is_some() {
+            // A bare aggregation: into the implicit map `@`, keyed by the probed function.
+            if let Some(v) = self.agg(func, args, e) {
+                if !self.has_function {
+                    self.err(
+                        Diagnostic::error(e.span, "a bare aggregation is keyed by the probed function; this probe has none")
+                            .label("no function here")
+                            .hint("aggregate into a map: `@name = count()`"),
+                    );
+                    return;
+                }
+                self.maps.declare("", vec![Ty::Func], v, e.span, self.diags);
+            }
+            return;
+        }
+        match func.name.as_str() {
+            "print" => {
+                if args.is_empty() {
+                    self.err(Diagnostic::error(e.span, "print() needs something to print").label("no arguments"));
+                }
+                for a in args {
+                    if let ExprKind::Map(m) = &a.kind {
+                        if m.keys.is_empty() && args.len() == 1 {
+                            self.maps.reference(&m.name.name, m.span);
+                            continue;
+                        }
+                    }
+                    let t = self.expr(a);
+                    if t == Ty::Void {
+                        self.err(Diagnostic::error(a.span, "this has no value").label("cannot be printed"));
+                    }
+                }
+            }
+            "printf" => self.printf(e, args),
+            "delete" => match args.as_slice() {
+                [Expr { kind: ExprKind::Map(m), .. }] if !m.keys.is_empty() => {
+                    self.keys(m);
+                    self.maps.reference(&m.name.name, m.span);
+                }
+                _ => self.err(Diagnostic::error(e.span, "delete takes one map element: `delete(@m[key])`").label("not a map element")),
+            },
+            "clear" => match args.as_slice() {
+                [Expr { kind: ExprKind::Map(m), .. }] if m.keys.is_empty() => self.maps.reference(&m.name.name, m.span),
+                _ => self.err(Diagnostic::error(e.span, "clear takes one map: `clear(@m)`").label("not a map")),
+            },
+            "exit" => {
+                if !args.is_empty() {
+                    self.err(Diagnostic::error(e.span, "exit() takes no arguments").label("unexpected arguments"));
+                }
+            }
+            _ => {
+                let t = self.expr(e);
+                if t != Ty::Void {
+                    self.err(Diagnostic::error(e.span, "this expression does nothing").label("value unused").hint("assign it, or print it"));
+                }
+            }
+        }
+        self.facts.types.insert(e.id, Ty::Void);
+    }
+
+    fn printf(&mut self, e: &Expr, args: &[Expr]) {
+        let Some((first, rest)) = args.split_first() else {
+            self.err(Diagnostic::error(e.span, "printf needs a format string").label("no format"));
+            return;
+        };
+        let ExprKind::Str(fmt) = &first.kind else {
+            self.err(Diagnostic::error(first.span, "the format of printf must be a string literal").label("not a literal"));
+            return;
+        };
+        self.facts.types.insert(first.id, Ty::Str { max: fmt.len() as u32 });
+        let pieces = match format::parse(fmt) {
+            Ok(p) => p,
+            Err(fe) => {
+                self.err(Diagnostic::error(first.span, fe.message).label("bad format"));
+                return;
+            }
+        };
+        let verbs: Vec<_> = pieces.iter().filter_map(|p| if let Piece::Verb(v) = p { Some(v) } else { None }).collect();
+        if verbs.len() != rest.len() {
+            self.err(
+                Diagnostic::error(e.span, format!("the format has {} verb{} but {} value{} follow", verbs.len(), if verbs.len() == 1 { "" } else { "s" }, rest.len(), if rest.len() == 1 { "" } else { "s" }))
+                    .label("count mismatch"),
+            );
+        }
+        for (v, a) in verbs.iter().zip(rest) {
+            let t = self.expr(a);
+            let ok = match v.verb {
+                'v' => t != Ty::Void,
+                'd' | 'i' | 'u' | 'c' | 'o' => t.is_numeric() || t == Ty::Bool,
+                'x' | 'X' => t.is_numeric() || matches!(t, Ty::Str { .. }),
+                's' | 'q' => matches!(t, Ty::Str { .. } | Ty::Func),
+                't' => t == Ty::Bool,
+                'p' => matches!(t, Ty::Pointer { .. }) || t.is_integer(),
+                _ => false,
+            };
+            if !ok {
+                self.err(
+                    Diagnostic::error(a.span, format!("%{} cannot print a {}", v.verb, t.describe()))
+                        .label("wrong verb for this value")
+                        .hint("%v prints any value"),
+                );
+            }
+        }
+    }
+
+    fn expr(&mut self, e: &Expr) -> Ty {
+        let t = self.expr_inner(e);
+        self.facts.types.insert(e.id, t.clone());
+        t
+    }
+
+    fn expr_inner(&mut self, e: &Expr) -> Ty {
+        match &e.kind {
+            ExprKind::Int(v) => {
+                if *v > i64::MAX as u64 {
+                    U64
+                } else {
+                    I64
+                }
+            }
+            ExprKind::Str(s) => Ty::Str { max: s.len() as u32 },
+            ExprKind::Bool(_) => Ty::Bool,
+            ExprKind::Duration(_) => Ty::Duration,
+            ExprKind::Name(n) => self.name(e, n),
+            ExprKind::SelfVar(_) => {
+                self.err(Diagnostic::error(e.span, "goroutine-scoped `self` variables are not supported yet").label("not yet implemented"));
+                Ty::Void
+            }
+            ExprKind::Map(m) => {
+                self.keys(m);
+                self.maps.reference(&m.name.name, m.span);
+                match self.maps.maps.get(&m.name.name).map(|i| i.value.clone()) {
+                    Some(MapValueTy::Plain(t)) => t,
+                    Some(MapValueTy::Agg { agg: Agg::Count, of }) | Some(MapValueTy::Agg { agg: Agg::Sum, of }) => {
+                        if of == Ty::Duration {
+                            Ty::Duration
+                        } else {
+                            I64
+                        }
+                    }
+                    Some(MapValueTy::Agg { agg, .. }) => {
+                        self.err(
+                            Diagnostic::error(e.span, format!("the value of a {}() map cannot be read in a probe", agg.name()))
+                                .label("not readable here")
+                                .hint("count() and sum() maps can be read; print(@m) prints any map"),
+                        );
+                        Ty::Void
+                    }
+                    None => {
+                        self.err(
+                            Diagnostic::error(e.span, format!("{} is read before any probe assigns it", super::maps::display_name(&m.name.name)))
+                                .label("unknown map")
+                                .hint("assign a map in an earlier probe of the script before reading it"),
+                        );
+                        Ty::Void
+                    }
+                }
+            }
+            ExprKind::Field { base, field } => {
+                if let ExprKind::Name(n) = &base.kind {
+                    if n == "arg" && self.facts.locals.get("arg").is_none() {
+                        return self.go_value(e, &field.name, field.span, true);
+                    }
+                }
+                self.expr(base);
+                self.err(
+                    Diagnostic::error(field.span, "field access on Go values is not supported yet")
+                        .label("not yet implemented"),
+                );
+                Ty::Void
+            }
+            ExprKind::Index { base, index } => {
+                self.expr(base);
+                self.expr(index);
+                self.err(Diagnostic::error(e.span, "indexing Go values is not supported yet").label("not yet implemented"));
+                Ty::Void
+            }
+            ExprKind::Unary { op, operand } => {
+                let t = self.expr(operand);
+                match op {
+                    UnOp::Neg if t.is_integer() => I64,
+                    UnOp::Neg if t == Ty::Duration => Ty::Duration,
+                    UnOp::Not if t == Ty::Bool => Ty::Bool,
+                    UnOp::Deref => {
+                        self.err(Diagnostic::error(e.span, "dereferencing Go pointers is not supported yet").label("not yet implemented"));
+                        Ty::Void
+                    }
+                    _ => {
+                        let sym = if *op == UnOp::Neg { "-" } else { "!" };
+                        if t != Ty::Void {
+                            self.err(Diagnostic::error(e.span, format!("`{sym}` cannot apply to a {}", t.describe())).label("wrong type"));
+                        }
+                        Ty::Void
+                    }
+                }
+            }
+            ExprKind::Binary { op, lhs, rhs } => self.binary(e, *op, lhs, rhs),
+            ExprKind::Call { func, args } => self.call(e, func, args),
+        }
+    }
+
+    fn binary(&mut self, e: &Expr, op: BinOp, lhs: &Expr, rhs: &Expr) -> Ty {
+        let l = self.expr(lhs);
+        let r = self.expr(rhs);
+        if l == Ty::Void || r == Ty::Void {
+            return Ty::Void;
+        }
+        use BinOp::*;
+        let mismatch = |cx: &mut Self, why: &str| {
+            cx.err(
+                Diagnostic::error(e.span, format!("`{}` cannot apply to a {} and a {}", op.symbol(), l.describe(), r.describe()))
+                    .label(why.to_string()),
+            );
+            Ty::Void
+        };
+        match op {
+            And | Or => {
+                if l == Ty::Bool && r == Ty::Bool {
+                    Ty::Bool
+                } else {
+                    mismatch(self, "both sides must be bools")
+                }
+            }
+            Eq | Ne | Lt | Le | Gt | Ge => {
+                let comparable = (l.is_numeric() && r.is_numeric())
+                    || (l == Ty::Bool && r == Ty::Bool && matches!(op, Eq | Ne));
+                if comparable {
+                    Ty::Bool
+                } else if matches!((&l, &r), (Ty::Str { .. }, Ty::Str { .. })) {
+                    self.err(Diagnostic::error(e.span, "comparing strings is not supported yet").label("not yet implemented"));
+                    Ty::Void
+                } else {
+                    mismatch(self, "these cannot be compared")
+                }
+            }
+            _ => {
+                if !(l.is_numeric() && r.is_numeric()) {
+                    return mismatch(self, "both sides must be numbers");
+                }
+                if l == Ty::Duration || r == Ty::Duration {
+                    if matches!(op, Add | Sub | Mul | Div | Rem) && !(l == Ty::Duration && r == Ty::Duration && matches!(op, Mul)) {
+                        if l == Ty::Duration && r == Ty::Duration && matches!(op, Div) {
+                            return I64;
+                        }
+                        return Ty::Duration;
+                    }
+                    return mismatch(self, "not an operation on durations");
+                }
+                let signed = l.is_signed() || r.is_signed();
+                Ty::Int { size: 8, signed }
+            }
+        }
+    }
+
+    fn call(&mut self, e: &Expr, func: &Ident, args: &[Expr]) -> Ty {
+        for a in args {
+            self.expr(a);
+        }
+        let what = if agg_of(&func.name).is_some() {
+            format!("{}() is an aggregation: it goes in a statement of its own, or as `@map[keys] = {}(...)`", func.name, func.name)
+        } else if ["print", "printf", "exit", "delete", "clear"].contains(&func.name.as_str()) {
+            format!("{}() is a statement, not a value", func.name)
+        } else if ["len", "hasPrefix"].contains(&func.name.as_str()) {
+            format!("{}() is not supported yet", func.name)
+        } else {
+            format!("unknown function `{}`", func.name)
+        };
+        self.err(Diagnostic::error(func.span, what).label("not a value here"));
+        let _ = e;
+        Ty::Void
+    }
+
+    fn name(&mut self, e: &Expr, n: &str) -> Ty {
+        if let Some(t) = self.facts.locals.get(n).cloned() {
+            self.facts.names.insert(e.id, Name::Local(n.to_string()));
+            return t;
+        }
+        if let Some(b) = Builtin::from_name(n) {
+            match b {
+                Builtin::Elapsed => {
+                    if self.kind != InstanceKind::Return {
+                        self.err(
+                            Diagnostic::error(e.span, "`elapsed` is only known in `on return` probes")
+                                .label("no matching entry here")
+                                .hint("use it in `on return FUNC { ... }`"),
+                        );
+                        return Ty::Void;
+                    }
+                    self.uses_elapsed = true;
+                }
+                Builtin::Func if !self.has_function => {
+                    self.err(Diagnostic::error(e.span, "`func` is only known in probes of functions").label("no function here"));
+                    return Ty::Void;
+                }
+                Builtin::Comm => {
+                    self.err(Diagnostic::error(e.span, "`comm` is not supported yet").label("not yet implemented"));
+                    return Ty::Void;
+                }
+                _ => {}
+            }
+            self.facts.names.insert(e.id, Name::Builtin(b));
+            return b.ty();
+        }
+        if n == "args" || n == "ustack" {
+            self.err(Diagnostic::error(e.span, format!("`{n}` is not supported yet")).label("not yet implemented"));
+            return Ty::Void;
+        }
+        if self.kind == InstanceKind::Return {
+            let results: Vec<usize> = (0..self.values.len()).filter(|i| self.values[*i].is_result).collect();
+            let pos = if n == "ret" { Some(0) } else { n.strip_prefix("ret").and_then(|d| d.parse::<usize>().ok()) };
+            if let Some(pos) = pos {
+                return match results.get(pos) {
+                    Some(&i) => {
+                        let name = self.values[i].name.clone();
+                        self.go_value(e, &name, e.span, false)
+                    }
+                    None => {
+                        self.err(
+                            Diagnostic::error(e.span, format!("the function has {} result{}", results.len(), if results.len() == 1 { "" } else { "s" }))
+                                .label(format!("no result {pos}")),
+                        );
+                        Ty::Void
+                    }
+                };
+            }
+        }
+        self.go_value(e, n, e.span, false)
+    }
+
+    /// A parameter (or, in return probes, a result) by its Go name.
+    fn go_value(&mut self, e: &Expr, n: &str, span: Span, via_arg: bool) -> Ty {
+        let found = self.values.iter().find(|v| v.name == n && (!via_arg || !v.is_result)).cloned();
+        let Some(v) = found else {
+            let mut candidates: Vec<&str> = self.values.iter().map(|v| v.name.as_str()).collect();
+            candidates.extend(self.facts.locals.keys().map(|k| k.as_str()));
+            if !via_arg {
+                candidates.extend(builtins::NAMES.iter().copied());
+            }
+            let close = closest(n, candidates, 2);
+            let mut d = Diagnostic::error(span, format!("unknown name `{n}`")).label("not a parameter, local or builtin");
+            if !self.has_function {
+                d = d.hint("begin, end and interval probes have no parameters");
+            } else if self.values.is_empty() {
+                d = d.hint("no parameters are known for this function (no DWARF, or a probe on several functions)");
+            } else if self.kind == InstanceKind::Entry && self.values.iter().all(|v| v.name != n) && n.starts_with("ret") {
+                d = d.hint("results are known in `on return` probes");
+            }
+            if let Some(c) = close.first() {
+                d = d.hint(format!("did you mean `{c}`?"));
+            }
+            self.err(d);
+            return Ty::Void;
+        };
+        match v.ty {
+            Ok(t) => {
+                if let Location::Unreadable { reason } = &v.location {
+                    self.err(Diagnostic::error(span, format!("`{n}` cannot be read: {reason}")).label("unreadable at this probe"));
+                    return Ty::Void;
+                }
+                self.facts.names.insert(e.id, Name::GoValue { name: v.name.clone(), location: v.location.clone() });
+                t
+            }
+            Err(why) => {
+                self.err(Diagnostic::error(span, why).label("cannot be read"));
+                Ty::Void
+            }
+        }
+    }
+}
+
+/// The value of an integer or duration literal, possibly negated.
+fn const_int(e: &Expr) -> Option<i64> {
+    match &e.kind {
+        ExprKind::Int(v) | ExprKind::Duration(v) => i64::try_from(*v).ok(),
+        ExprKind::Unary { op: UnOp::Neg, operand } => const_int(operand).map(|v| -v),
+        _ => None,
+    }
+}
