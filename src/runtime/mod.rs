@@ -1,2 +1,38 @@
 //! The only module that touches aya, syscalls and unsafe code: load the object, attach
 //! uprobes, read maps and events, start and watch the target process.
+//!
+//! `load` → `Loaded::attach` → (`run_begin`, `poll_events` while the target runs,
+//! `map_entries`) → `run_end` → drop (detaches). `process` starts or finds the target;
+//! `signals` turns Ctrl-C into a clean stop.
+
+mod attach;
+mod error;
+mod events;
+mod loader;
+mod maps;
+pub mod process;
+pub mod signals;
+mod trigger;
+
+pub use attach::Scope;
+pub use error::RuntimeError;
+pub use loader::{failing_insn, load, Loaded};
+pub use maps::{possible_cpus, Entries};
+pub use process::{is_alive, process_exe, resolve_command, spawn_held, HeldChild};
+
+impl Loaded {
+    /// Every key of the map `object_name` with its value bytes: one value per possible CPU
+    /// for a per-CPU map, else one.
+    pub fn map_entries(&self, object_name: &str) -> Result<Entries, RuntimeError> {
+        self.map(object_name)?.entries()
+    }
+
+    /// Empties a hash map (deletes every key) or zeroes an array.
+    pub fn clear_map(&self, object_name: &str) -> Result<(), RuntimeError> {
+        self.map(object_name)?.clear()
+    }
+
+    fn map(&self, object_name: &str) -> Result<&maps::MapHandle, RuntimeError> {
+        self.maps.get(object_name).ok_or_else(|| RuntimeError::NoSuchMap { map: object_name.to_string() })
+    }
+}

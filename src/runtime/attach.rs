@@ -1,0 +1,197 @@
+//! Attaching the loaded programs: uprobes at file offsets of the target (with the
+//! function's index as attach cookie), `on begin`/`on end`/`on interval` on gtrace's own
+//! trigger functions, and detaching all of it.
+
+use super::error::{permission_error, RuntimeError};
+use super::events::IntervalTimer;
+use super::loader::Loaded;
+use super::trigger::{Trigger, INTERVAL_SLOTS};
+use crate::plan::{AttachPoint, ProbeAttach};
+use aya::programs::perf_event::{PerfEventConfig, PerfEventLink, PerfEventScope, SamplePolicy, SoftwareEvent};
+use aya::programs::uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeLink, UProbeScope};
+use aya::programs::{Program, ProgramError};
+use std::num::NonZeroU32;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Which processes the target's uprobes fire in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// One process (and what it execs).
+    Process(u32),
+    /// Every process that runs the binary.
+    AllProcesses,
+}
+
+/// One attachment; dropping it detaches.
+pub(crate) enum Link {
+    // Held only to be dropped.
+    Uprobe(#[allow(dead_code)] UProbeLink),
+    Perf(#[allow(dead_code)] PerfEventLink),
+}
+
+impl Loaded {
+    /// Attaches every probe of the plan: the target's uprobes in `binary` within `scope`,
+    /// begin/end triggers in gtrace itself, interval probes. Returns how many attachments
+    /// were made. On failure everything attached so far is detached.
+    pub fn attach(&mut self, binary: &Path, scope: Scope) -> Result<usize, RuntimeError> {
+        let result = self.attach_all(binary, scope);
+        if result.is_err() {
+            self.detach_all();
+        }
+        result
+    }
+
+    fn attach_all(&mut self, binary: &Path, scope: Scope) -> Result<usize, RuntimeError> {
+        let binary = attach_path(binary);
+        let target_scope = match scope {
+            Scope::Process(pid) => UProbeScope::OneProcess(
+                NonZeroU32::new(pid).ok_or(RuntimeError::NoSuchProcess { pid })?,
+            ),
+            Scope::AllProcesses => UProbeScope::AllProcesses,
+        };
+        let before = self.links.len();
+        let mut intervals = 0;
+        for probe in self.plan_probes.clone() {
+            match &probe.attach {
+                ProbeAttach::Uprobe(points) => {
+                    for point in points {
+                        self.attach_uprobe(&probe.program, point, &binary, target_scope)?;
+                    }
+                }
+                ProbeAttach::Begin => self.attach_trigger(&probe.program, Trigger::Begin)?,
+                ProbeAttach::End => self.attach_trigger(&probe.program, Trigger::End)?,
+                ProbeAttach::Interval { nanos } => {
+                    self.attach_interval(&probe.program, *nanos, intervals)?;
+                    intervals += 1;
+                }
+            }
+        }
+        Ok(self.links.len() - before)
+    }
+
+    fn uprobe(&mut self, program: &str) -> Result<&mut aya::programs::UProbe, RuntimeError> {
+        match self.ebpf.program_mut(program) {
+            Some(Program::UProbe(p)) => Ok(p),
+            Some(_) => Err(RuntimeError::BadProgram { program: program.to_string(), problem: "is not a uprobe" }),
+            None => Err(RuntimeError::BadProgram { program: program.to_string(), problem: "is not in the object" }),
+        }
+    }
+
+    fn attach_uprobe(
+        &mut self,
+        program: &str,
+        point: &AttachPoint,
+        binary: &Path,
+        scope: UProbeScope,
+    ) -> Result<(), RuntimeError> {
+        let p = self.uprobe(program)?;
+        let at = UProbeAttachPoint {
+            location: UProbeAttachLocation::AbsoluteOffset(point.file_offset),
+            cookie: Some(point.cookie),
+        };
+        let link = p
+            .attach(at, binary, scope)
+            .and_then(|id| p.take_link(id))
+            .map_err(|source| match permission_error(&source) {
+                Some(io) => RuntimeError::Permission {
+                    action: format!("attaching a uprobe to {}", point.function),
+                    source: io,
+                },
+                None => RuntimeError::Attach {
+                    function: point.function.clone(),
+                    offset: point.file_offset,
+                    binary: binary.to_path_buf(),
+                    source,
+                },
+            })?;
+        self.links.push(Link::Uprobe(link));
+        Ok(())
+    }
+
+    fn attach_trigger(&mut self, program: &str, trigger: Trigger) -> Result<(), RuntimeError> {
+        let (exe, offset) = trigger.location()?;
+        let point = AttachPoint {
+            function: trigger.name().to_string(),
+            address: 0,
+            file_offset: offset,
+            cookie: 0,
+        };
+        let own = NonZeroU32::new(std::process::id()).ok_or(RuntimeError::NoSuchProcess { pid: 0 })?;
+        self.attach_uprobe(program, &point, &exe, UProbeScope::OneProcess(own))
+    }
+
+    /// A perf_event program runs on a CPU-clock event on CPU 0; a uprobe program runs on a
+    /// trigger function that `poll_events` calls every period.
+    fn attach_interval(&mut self, program: &str, nanos: u64, slot: usize) -> Result<(), RuntimeError> {
+        if nanos == 0 {
+            return Err(RuntimeError::Unsupported { what: format!("an interval of 0ns (`{program}`)") });
+        }
+        match self.ebpf.program_mut(program) {
+            Some(Program::PerfEvent(p)) => {
+                let link = p
+                    .attach(
+                        PerfEventConfig::Software(SoftwareEvent::CpuClock),
+                        PerfEventScope::AllProcessesOneCpu { cpu: 0 },
+                        SamplePolicy::Period(nanos),
+                        false,
+                    )
+                    .and_then(|id| p.take_link(id))
+                    .map_err(|source: ProgramError| match permission_error(&source) {
+                        Some(io) => RuntimeError::Permission { action: "opening a perf event".into(), source: io },
+                        None => RuntimeError::AttachPerfEvent { program: program.to_string(), source },
+                    })?;
+                self.links.push(Link::Perf(link));
+                Ok(())
+            }
+            _ => {
+                if slot >= INTERVAL_SLOTS {
+                    return Err(RuntimeError::Unsupported {
+                        what: format!("more than {INTERVAL_SLOTS} `on interval` probes"),
+                    });
+                }
+                let trigger = Trigger::Interval(slot);
+                self.attach_trigger(program, trigger)?;
+                let period = Duration::from_nanos(nanos);
+                self.intervals.push(IntervalTimer { trigger, period, next: Instant::now() + period });
+                Ok(())
+            }
+        }
+    }
+
+    /// Runs the `on begin` programs once.
+    pub fn run_begin(&self) {
+        Trigger::Begin.fire();
+    }
+
+    /// Runs the `on end` programs once.
+    pub fn run_end(&self) {
+        Trigger::End.fire();
+    }
+
+    /// Detaches every probe (the programs stay loaded, the maps keep their contents).
+    pub fn detach_all(&mut self) {
+        self.links.clear();
+        self.intervals.clear();
+    }
+
+    /// How many attachments are live.
+    pub fn attached(&self) -> usize {
+        self.links.len()
+    }
+}
+
+impl Drop for Loaded {
+    fn drop(&mut self) {
+        self.detach_all();
+    }
+}
+
+/// aya looks a bare file name up as a library; make sure a path is taken as a path.
+fn attach_path(binary: &Path) -> PathBuf {
+    if binary.components().count() == 1 && !binary.is_absolute() {
+        Path::new(".").join(binary)
+    } else {
+        binary.to_path_buf()
+    }
+}

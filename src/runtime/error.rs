@@ -1,0 +1,167 @@
+//! Every way the runtime can fail, with a hint for what the user should do about it.
+
+use std::io;
+use std::path::PathBuf;
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum RuntimeError {
+    /// The kernel verifier rejected a program; `log` is the whole verifier log.
+    #[error("the kernel verifier rejected program `{program}`")]
+    Verifier { program: String, log: String },
+
+    /// The kernel refused an operation for lack of privileges.
+    #[error("permission denied while {action}")]
+    Permission {
+        action: String,
+        #[source]
+        source: io::Error,
+    },
+
+    /// The object could not be parsed or its maps created.
+    #[error("cannot load the BPF object")]
+    Load {
+        #[source]
+        source: aya::EbpfError,
+    },
+
+    /// A program of the plan is missing from the object, or has the wrong kind.
+    #[error("program `{program}` {problem}")]
+    BadProgram { program: String, problem: &'static str },
+
+    /// Loading a program failed for a reason other than the verifier or privileges.
+    #[error("cannot load program `{program}`")]
+    ProgramLoad {
+        program: String,
+        #[source]
+        source: aya::programs::ProgramError,
+    },
+
+    /// Attaching a probe failed.
+    #[error("cannot attach a uprobe to {function} at file offset {offset:#x} of {}", binary.display())]
+    Attach {
+        function: String,
+        offset: u64,
+        binary: PathBuf,
+        #[source]
+        source: aya::programs::ProgramError,
+    },
+
+    /// Attaching an `on interval` probe (a perf event) failed.
+    #[error("cannot attach the interval probe `{program}`")]
+    AttachPerfEvent {
+        program: String,
+        #[source]
+        source: aya::programs::ProgramError,
+    },
+
+    /// Something gtrace cannot do (yet).
+    #[error("unsupported: {what}")]
+    Unsupported { what: String },
+
+    /// No map of that name in the object (or the plan).
+    #[error("no map `{map}` in the object")]
+    NoSuchMap { map: String },
+
+    /// A BPF map syscall failed.
+    #[error("{op} on map `{map}` failed")]
+    MapSyscall {
+        map: String,
+        op: &'static str,
+        #[source]
+        source: io::Error,
+    },
+
+    /// The ring buffer could not be set up.
+    #[error("cannot open the event ring buffer `{map}`")]
+    RingBuf {
+        map: String,
+        #[source]
+        source: aya::maps::MapError,
+    },
+
+    /// Waiting for events failed.
+    #[error("waiting for events failed")]
+    Poll {
+        #[source]
+        source: io::Error,
+    },
+
+    /// gtrace's own trigger functions (for `on begin`/`on end`/`on interval`) were not found
+    /// in its memory map.
+    #[error("cannot find gtrace's own trigger function `{function}` in /proc/self/maps")]
+    TriggerNotFound { function: &'static str },
+
+    /// A `-p PID` that names no process.
+    #[error("no process with pid {pid}")]
+    NoSuchProcess { pid: u32 },
+
+    /// The `-c` command is not an executable file, nor found in PATH.
+    #[error("command not found: {command}")]
+    CommandNotFound { command: String },
+
+    /// The command could not be executed.
+    #[error("cannot execute {}", path.display())]
+    Exec {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+
+    /// An empty command line, or one with a NUL byte.
+    #[error("invalid command line: {problem}")]
+    BadCommand { problem: &'static str },
+
+    /// A system call about processes failed.
+    #[error("{action} failed")]
+    Os {
+        action: &'static str,
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl RuntimeError {
+    /// What the user should do about it, when there is something to say.
+    pub fn hint(&self) -> Option<&str> {
+        match self {
+            RuntimeError::Permission { .. } => Some(
+                "run gtrace as root, or grant it CAP_BPF and CAP_PERFMON \
+                 (setcap cap_bpf,cap_perfmon+ep gtrace)",
+            ),
+            RuntimeError::Verifier { .. } => {
+                Some("this is a bug in gtrace's code generation; please report it with the script")
+            }
+            RuntimeError::NoSuchProcess { .. } => Some("check the pid; the process may have exited"),
+            RuntimeError::CommandNotFound { .. } => {
+                Some("give a path to the executable, or make sure it is in PATH")
+            }
+            RuntimeError::Attach { .. } => {
+                Some("check that the binary was not replaced since gtrace read it")
+            }
+            RuntimeError::AttachPerfEvent { .. } => {
+                Some("`on interval` needs perf events; check /proc/sys/kernel/perf_event_paranoid")
+            }
+            _ => None,
+        }
+    }
+
+    /// True for errors that come from missing privileges.
+    pub fn is_permission(&self) -> bool {
+        matches!(self, RuntimeError::Permission { .. })
+    }
+}
+
+/// The first `io::Error` in `err`'s source chain, if it is EPERM or EACCES.
+pub(crate) fn permission_error(err: &(dyn std::error::Error + 'static)) -> Option<io::Error> {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = cur {
+        if let Some(io) = e.downcast_ref::<io::Error>() {
+            if let Some(code @ (libc::EPERM | libc::EACCES)) = io.raw_os_error() {
+                return Some(io::Error::from_raw_os_error(code));
+            }
+        }
+        cur = e.source();
+    }
+    None
+}

@@ -1,0 +1,86 @@
+//! Waiting for work: draining the event ring buffer in order, and firing `on interval`
+//! programs that run as uprobes on gtrace's own trigger functions when their time comes.
+
+use super::error::RuntimeError;
+use super::loader::Loaded;
+use super::trigger::Trigger;
+use aya::maps::{Map, MapData, RingBuf};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+/// The ring buffer of print/printf/exit events.
+pub(crate) struct Events {
+    ring: RingBuf<MapData>,
+}
+
+impl Events {
+    pub fn new(name: &str, map: Map) -> Result<Events, RuntimeError> {
+        let ring = RingBuf::try_from(map).map_err(|source| RuntimeError::RingBuf { map: name.to_string(), source })?;
+        Ok(Events { ring })
+    }
+
+    /// Calls `f` on every record now in the buffer; returns how many.
+    fn drain(&mut self, f: &mut dyn FnMut(&[u8])) -> usize {
+        let mut n = 0;
+        while let Some(item) = self.ring.next() {
+            f(&item);
+            n += 1;
+        }
+        n
+    }
+}
+
+/// An `on interval` program fired from user space.
+pub(crate) struct IntervalTimer {
+    pub trigger: Trigger,
+    pub period: Duration,
+    pub next: Instant,
+}
+
+/// Waits for the ring buffer's fd (or nothing) up to `timeout`; `false` if a signal woke us.
+fn wait_readable(fd: Option<i32>, timeout: Duration) -> Result<bool, RuntimeError> {
+    let millis = timeout.as_millis().min(i32::MAX as u128) as i32;
+    let mut pfd = libc::pollfd { fd: fd.unwrap_or(-1), events: libc::POLLIN, revents: 0 };
+    // SAFETY: one valid pollfd (a negative fd is ignored by poll, which then just sleeps).
+    let ret = unsafe { libc::poll(&mut pfd, 1, millis) };
+    if ret < 0 {
+        let err = io::Error::last_os_error();
+        if err.raw_os_error() == Some(libc::EINTR) {
+            return Ok(false);
+        }
+        return Err(RuntimeError::Poll { source: err });
+    }
+    Ok(true)
+}
+
+impl Loaded {
+    /// Calls `f` on every event record, in order, waiting up to `timeout` for the first.
+    /// Returns early once records were delivered, or when a signal arrives (check
+    /// `signals::stop_requested`). Due `on interval` programs run meanwhile.
+    pub fn poll_events(&mut self, timeout: Duration, f: &mut dyn FnMut(&[u8])) -> Result<(), RuntimeError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let mut delivered = self.events.as_mut().map_or(0, |e| e.drain(f));
+            let now = Instant::now();
+            for timer in &mut self.intervals {
+                if timer.next <= now {
+                    timer.trigger.fire();
+                    // Skip missed periods rather than firing in a burst.
+                    while timer.next <= now {
+                        timer.next += timer.period;
+                    }
+                }
+            }
+            delivered += self.events.as_mut().map_or(0, |e| e.drain(f));
+            if delivered > 0 || now >= deadline {
+                return Ok(());
+            }
+            let wake = self.intervals.iter().map(|t| t.next).fold(deadline, Instant::min);
+            let fd = self.events.as_ref().map(|e| e.ring.as_raw_fd());
+            if !wait_readable(fd, wake.saturating_duration_since(Instant::now()))? {
+                return Ok(());
+            }
+        }
+    }
+}

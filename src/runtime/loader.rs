@@ -1,0 +1,178 @@
+//! Loading the compiled object into the kernel: maps created, every program of the plan
+//! verified, verifier rejections and missing privileges turned into clear errors.
+
+use super::attach::Link;
+use super::error::{permission_error, RuntimeError};
+use super::events::Events;
+use super::maps::MapHandle;
+use crate::plan::{MapRole, Plan, ProbeAttach, ProbeSpec};
+use aya::maps::{Map, MapData};
+use aya::programs::{Program, ProgramError};
+use aya::{Ebpf, EbpfLoader, VerifierLogLevel};
+use std::collections::HashMap;
+
+/// The object loaded in the kernel: its programs, maps, and the probes attached so far.
+/// Dropping it detaches every probe.
+pub struct Loaded {
+    pub(crate) ebpf: Ebpf,
+    pub(crate) plan_probes: Vec<ProbeSpec>,
+    pub(crate) maps: HashMap<String, MapHandle>,
+    pub(crate) events: Option<Events>,
+    pub(crate) links: Vec<Link>,
+    pub(crate) intervals: Vec<super::events::IntervalTimer>,
+}
+
+/// Loads `object` and every program `plan.probes` names.
+pub fn load(object: &[u8], plan: &Plan) -> Result<Loaded, RuntimeError> {
+    raise_memlock_limit();
+    let mut ebpf = EbpfLoader::new()
+        .verifier_log_level(VerifierLogLevel::DEBUG | VerifierLogLevel::STATS)
+        .load(object)
+        .map_err(|source| match permission_error(&source) {
+            Some(io) => RuntimeError::Permission { action: "creating BPF maps".into(), source: io },
+            None => RuntimeError::Load { source },
+        })?;
+
+    for probe in &plan.probes {
+        load_program(&mut ebpf, probe)?;
+    }
+
+    let mut maps = HashMap::new();
+    let mut events = None;
+    for spec in &plan.maps {
+        let map = ebpf
+            .take_map(&spec.object_name)
+            .ok_or_else(|| RuntimeError::NoSuchMap { map: spec.object_name.clone() })?;
+        if matches!(spec.role, MapRole::Events) {
+            events = Some(Events::new(&spec.object_name, map)?);
+        } else {
+            maps.insert(spec.object_name.clone(), MapHandle { spec: spec.clone(), data: map_data(map) });
+        }
+    }
+
+    Ok(Loaded {
+        ebpf,
+        plan_probes: plan.probes.clone(),
+        maps,
+        events,
+        links: Vec::new(),
+        intervals: Vec::new(),
+    })
+}
+
+fn load_program(ebpf: &mut Ebpf, probe: &ProbeSpec) -> Result<(), RuntimeError> {
+    let name = &probe.program;
+    let program = ebpf
+        .program_mut(name)
+        .ok_or_else(|| RuntimeError::BadProgram { program: name.clone(), problem: "is not in the object" })?;
+    let result = match (program, &probe.attach) {
+        (Program::UProbe(p), _) => p.load(),
+        (Program::PerfEvent(p), ProbeAttach::Interval { .. }) => p.load(),
+        _ => {
+            return Err(RuntimeError::BadProgram {
+                program: name.clone(),
+                problem: "has a section kind that does not fit its probe",
+            })
+        }
+    };
+    result.map_err(|source| program_error(name, source))
+}
+
+fn program_error(program: &str, source: ProgramError) -> RuntimeError {
+    match source {
+        ProgramError::LoadError { io_error, verifier_log } => {
+            if io_error.raw_os_error() == Some(libc::EPERM) {
+                RuntimeError::Permission { action: format!("loading program `{program}`"), source: io_error }
+            } else {
+                RuntimeError::Verifier { program: program.to_string(), log: verifier_log.to_string() }
+            }
+        }
+        other => match permission_error(&other) {
+            Some(io) => RuntimeError::Permission { action: format!("loading program `{program}`"), source: io },
+            None => RuntimeError::ProgramLoad { program: program.to_string(), source: other },
+        },
+    }
+}
+
+/// The kernel's handle of a map, whatever its kind.
+fn map_data(map: Map) -> MapData {
+    match map {
+        Map::Array(d)
+        | Map::HashMap(d)
+        | Map::LruHashMap(d)
+        | Map::PerCpuArray(d)
+        | Map::PerCpuHashMap(d)
+        | Map::PerCpuLruHashMap(d)
+        | Map::RingBuf(d)
+        | Map::ArrayOfMaps(d)
+        | Map::BloomFilter(d)
+        | Map::CgroupArray(d)
+        | Map::CgroupStorage(d)
+        | Map::CgrpStorage(d)
+        | Map::CpuMap(d)
+        | Map::DevMap(d)
+        | Map::DevMapHash(d)
+        | Map::HashOfMaps(d)
+        | Map::InodeStorage(d)
+        | Map::LpmTrie(d)
+        | Map::PerCpuCgroupStorage(d)
+        | Map::PerfEventArray(d)
+        | Map::ProgramArray(d)
+        | Map::Queue(d)
+        | Map::ReusePortSockArray(d)
+        | Map::SockHash(d)
+        | Map::SockMap(d)
+        | Map::SkStorage(d)
+        | Map::Stack(d)
+        | Map::StackTraceMap(d)
+        | Map::Unsupported(d)
+        | Map::XskMap(d) => d,
+    }
+}
+
+/// Before kernel 5.11 BPF memory counts against RLIMIT_MEMLOCK; raise it as far as allowed.
+fn raise_memlock_limit() {
+    let unlimited = libc::rlimit { rlim_cur: libc::RLIM_INFINITY, rlim_max: libc::RLIM_INFINITY };
+    // SAFETY: setrlimit/getrlimit with valid pointers to rlimit structs.
+    unsafe {
+        if libc::setrlimit(libc::RLIMIT_MEMLOCK, &unlimited) != 0 {
+            let mut current = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+            if libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut current) == 0 {
+                current.rlim_cur = current.rlim_max;
+                libc::setrlimit(libc::RLIMIT_MEMLOCK, &current);
+            }
+        }
+    }
+}
+
+/// The index of the last instruction a verifier log mentions (`12: (79) r1 = ...`): the
+/// instruction the verifier stopped at.
+pub fn failing_insn(log: &str) -> Option<usize> {
+    log.lines().rev().find_map(|line| {
+        let (index, rest) = line.trim_start().split_once(": ")?;
+        let index: usize = index.parse().ok()?;
+        // An instruction line shows its opcode in parentheses: `(79)`.
+        let opcode = rest.strip_prefix('(')?.get(..3)?;
+        (opcode.len() == 3 && opcode.ends_with(')') && opcode[..2].chars().all(|c| c.is_ascii_hexdigit()))
+            .then_some(index)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failing_insn_is_the_last_instruction_line() {
+        let log = "func#0 @0\n\
+                   0: R1=ctx() R10=fp0\n\
+                   0: (b7) r1 = 0                        ; R1_w=0\n\
+                   1: (7b) *(u64 *)(r10 -8) = r1         ; R1_w=0 R10=fp0 fp-8_w=0\n\
+                   2: (79) r2 = *(u64 *)(r10 -520)\n\
+                   invalid read from stack R10 off=-520 size=8\n\
+                   processed 3 insns (limit 1000000) max_states_per_insn 0\n";
+        assert_eq!(failing_insn(log), Some(2));
+        assert_eq!(failing_insn("from 4 to 7: R0=1\n7: (95) exit\nR0 !read_ok\n"), Some(7));
+        assert_eq!(failing_insn("nothing here\n"), None);
+    }
+}

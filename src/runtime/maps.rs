@@ -1,0 +1,158 @@
+//! Reading and clearing BPF maps as raw bytes, whatever their key and value sizes: the
+//! `bpf(BPF_MAP_*_ELEM)` syscalls on the map's fd, with per-CPU values split per CPU.
+
+use super::error::RuntimeError;
+use crate::plan::MapSpec;
+use aya::maps::MapData;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd};
+
+const BPF_MAP_LOOKUP_ELEM: libc::c_long = 1;
+const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
+const BPF_MAP_DELETE_ELEM: libc::c_long = 3;
+const BPF_MAP_GET_NEXT_KEY: libc::c_long = 4;
+
+/// The map-element part of `union bpf_attr`.
+#[repr(C)]
+#[derive(Default)]
+struct MapElemAttr {
+    map_fd: u32,
+    _pad: u32,
+    key: u64,
+    /// `value` or `next_key`.
+    value: u64,
+    flags: u64,
+}
+
+/// One loaded map and what the plan says about it.
+pub(crate) struct MapHandle {
+    pub spec: MapSpec,
+    pub data: MapData,
+}
+
+/// Every key with its values: one value per possible CPU for a per-CPU map, else one.
+pub type Entries = Vec<(Vec<u8>, Vec<Vec<u8>>)>;
+
+impl MapHandle {
+    fn fd(&self) -> i32 {
+        self.data.fd().as_fd().as_raw_fd()
+    }
+
+    fn syscall(&self, cmd: libc::c_long, key: *const u8, value: *mut u8, flags: u64) -> io::Result<()> {
+        let mut attr = MapElemAttr {
+            map_fd: self.fd() as u32,
+            key: key as u64,
+            value: value as u64,
+            flags,
+            ..MapElemAttr::default()
+        };
+        // SAFETY: `attr` is a valid bpf_attr prefix for the map element commands; the key
+        // and value pointers point to buffers of the map's key size and (per-CPU) value
+        // size, which the kernel reads or writes within those bounds.
+        let ret = unsafe {
+            libc::syscall(
+                libc::SYS_bpf,
+                cmd,
+                &mut attr as *mut MapElemAttr,
+                std::mem::size_of::<MapElemAttr>() as u32,
+            )
+        };
+        if ret < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
+    }
+
+    fn err(&self, op: &'static str, source: io::Error) -> RuntimeError {
+        RuntimeError::MapSyscall { map: self.spec.object_name.clone(), op, source }
+    }
+
+    /// How many values one lookup returns, and the stride between them.
+    fn value_layout(&self) -> Result<(usize, usize), RuntimeError> {
+        let size = self.spec.value_size as usize;
+        if self.spec.kind.is_percpu() {
+            let cpus = possible_cpus()?;
+            Ok((cpus, size.div_ceil(8) * 8))
+        } else {
+            Ok((1, size))
+        }
+    }
+
+    /// The next key after `key` (the first key for `None`); `None` at the end.
+    fn next_key(&self, key: Option<&[u8]>) -> Result<Option<Vec<u8>>, RuntimeError> {
+        let mut next = vec![0u8; self.spec.key_size as usize];
+        let key_ptr = key.map_or(std::ptr::null(), |k| k.as_ptr());
+        match self.syscall(BPF_MAP_GET_NEXT_KEY, key_ptr, next.as_mut_ptr(), 0) {
+            Ok(()) => Ok(Some(next)),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(None),
+            Err(e) => Err(self.err("BPF_MAP_GET_NEXT_KEY", e)),
+        }
+    }
+
+    fn keys(&self) -> Result<Vec<Vec<u8>>, RuntimeError> {
+        let mut keys = Vec::new();
+        // Entries deleted while we iterate make the kernel restart from the first key;
+        // never loop for ever on a map that keeps changing.
+        let limit = self.spec.max_entries as usize * 2 + 16;
+        let mut cur = self.next_key(None)?;
+        while let Some(key) = cur {
+            if keys.len() >= limit {
+                break;
+            }
+            cur = self.next_key(Some(&key))?;
+            keys.push(key);
+        }
+        Ok(keys)
+    }
+
+    /// The values under `key`, or `None` if it has gone.
+    fn lookup(&self, key: &[u8]) -> Result<Option<Vec<Vec<u8>>>, RuntimeError> {
+        let (count, stride) = self.value_layout()?;
+        let mut buf = vec![0u8; count * stride];
+        match self.syscall(BPF_MAP_LOOKUP_ELEM, key.as_ptr(), buf.as_mut_ptr(), 0) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(None),
+            Err(e) => return Err(self.err("BPF_MAP_LOOKUP_ELEM", e)),
+        }
+        let size = self.spec.value_size as usize;
+        Ok(Some(buf.chunks(stride).map(|c| c[..size].to_vec()).collect()))
+    }
+
+    pub fn entries(&self) -> Result<Entries, RuntimeError> {
+        let mut out = Vec::new();
+        for key in self.keys()? {
+            if let Some(values) = self.lookup(&key)? {
+                out.push((key, values));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Deletes every entry of a hash map; zeroes every element of an array.
+    pub fn clear(&self) -> Result<(), RuntimeError> {
+        let is_array = matches!(
+            self.spec.kind,
+            crate::plan::MapKind::Array | crate::plan::MapKind::PercpuArray
+        );
+        let keys = self.keys()?;
+        if is_array {
+            let (count, stride) = self.value_layout()?;
+            let mut zero = vec![0u8; count * stride];
+            for key in keys {
+                self.syscall(BPF_MAP_UPDATE_ELEM, key.as_ptr(), zero.as_mut_ptr(), 0)
+                    .map_err(|e| self.err("BPF_MAP_UPDATE_ELEM", e))?;
+            }
+        } else {
+            for key in keys {
+                match self.syscall(BPF_MAP_DELETE_ELEM, key.as_ptr(), std::ptr::null_mut(), 0) {
+                    Ok(()) => {}
+                    Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+                    Err(e) => return Err(self.err("BPF_MAP_DELETE_ELEM", e)),
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The number of possible CPUs: the number of values in a per-CPU map lookup.
+pub fn possible_cpus() -> Result<usize, RuntimeError> {
+    aya::util::nr_cpus().map_err(|(_, source)| RuntimeError::Os { action: "reading possible CPUs", source })
+}

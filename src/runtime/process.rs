@@ -1,0 +1,292 @@
+//! The target process: start a command held before its first instruction (so probes
+//! scoped to its pid are attached first), watch it, and look up a running process.
+
+use super::error::RuntimeError;
+use std::ffi::{CString, OsStr};
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::ExitStatus;
+
+/// The executable `argv0` names: a path if it holds a `/`, else the first executable file
+/// of that name in `PATH` (as `execvp` would find it).
+pub fn resolve_command(argv0: &str) -> Result<PathBuf, RuntimeError> {
+    let not_found = || RuntimeError::CommandNotFound { command: argv0.to_string() };
+    if argv0.is_empty() {
+        return Err(not_found());
+    }
+    if argv0.contains('/') {
+        let path = PathBuf::from(argv0);
+        return if is_executable(&path) { Ok(path) } else { Err(not_found()) };
+    }
+    let search = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    std::env::split_paths(&search)
+        .map(|dir| if dir.as_os_str().is_empty() { PathBuf::from(".") } else { dir })
+        .map(|dir| dir.join(argv0))
+        .find(|path| is_executable(path))
+        .ok_or_else(not_found)
+}
+
+fn is_executable(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// The executable of a running process: the `/proc/PID/exe` link itself, which opens the
+/// very file the process runs even if it was deleted or lives in another mount namespace.
+pub fn process_exe(pid: u32) -> Result<PathBuf, RuntimeError> {
+    let link = PathBuf::from(format!("/proc/{pid}/exe"));
+    match std::fs::metadata(&link) {
+        Ok(_) => Ok(link),
+        Err(_) if !Path::new(&format!("/proc/{pid}")).exists() => Err(RuntimeError::NoSuchProcess { pid }),
+        Err(source) => Err(RuntimeError::Os { action: "reading /proc/PID/exe", source }),
+    }
+}
+
+/// Whether `pid` is a live (not zombie) process.
+pub fn is_alive(pid: u32) -> bool {
+    let Ok(pid_t) = libc::pid_t::try_from(pid) else { return false };
+    if pid_t <= 0 {
+        return false;
+    }
+    // SAFETY: kill with signal 0 only checks for existence and permission.
+    let ret = unsafe { libc::kill(pid_t, 0) };
+    if ret != 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EPERM) {
+        return false;
+    }
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the last ')' (the command name may hold parentheses).
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.trim_start().chars().next())
+            .is_some_and(|state| state != 'Z' && state != 'X'),
+        Err(_) => false,
+    }
+}
+
+/// A forked child blocked before `exec` until [`HeldChild::release`].
+#[derive(Debug)]
+pub struct HeldChild {
+    pid: u32,
+    /// Write end of the pipe the child waits on; `None` once released.
+    go: Option<std::fs::File>,
+    /// Read end of the CLOEXEC pipe the child writes `errno` to if exec fails.
+    exec_err: Option<std::fs::File>,
+    path: PathBuf,
+    status: Option<ExitStatus>,
+}
+
+/// Forks a child that waits, then executes `argv` (`argv[0]` resolved through `PATH`).
+pub fn spawn_held(argv: &[String]) -> Result<HeldChild, RuntimeError> {
+    let argv0 = argv.first().ok_or(RuntimeError::BadCommand { problem: "empty command" })?;
+    let path = resolve_command(argv0)?;
+    // Everything the child needs is allocated before fork: after fork in a threaded
+    // process the child may only make async-signal-safe calls.
+    let c_path = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| RuntimeError::BadCommand { problem: "NUL byte in the command" })?;
+    let c_args = argv
+        .iter()
+        .map(|a| CString::new(OsStr::new(a).as_bytes()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|_| RuntimeError::BadCommand { problem: "NUL byte in an argument" })?;
+    let mut c_argv: Vec<*const libc::c_char> = c_args.iter().map(|a| a.as_ptr()).collect();
+    c_argv.push(std::ptr::null());
+
+    let (go_read, go_write) = pipe()?;
+    let (err_read, err_write) = pipe()?;
+
+    // SAFETY: fork has no memory-safety preconditions; the child branch below only calls
+    // async-signal-safe functions (read, write, close, execv, _exit) on data prepared above.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(RuntimeError::Os { action: "fork", source: io::Error::last_os_error() });
+    }
+    if pid == 0 {
+        // SAFETY: child of fork; only async-signal-safe calls on valid fds and buffers.
+        unsafe {
+            libc::close(go_write);
+            libc::close(err_read);
+            let mut byte = 0u8;
+            let n = loop {
+                let n = libc::read(go_read, &mut byte as *mut u8 as *mut libc::c_void, 1);
+                if n < 0 && *libc::__errno_location() == libc::EINTR {
+                    continue;
+                }
+                break n;
+            };
+            // EOF: gtrace went away (or dropped us) without releasing: never run.
+            if n != 1 {
+                libc::_exit(127);
+            }
+            libc::close(go_read);
+            libc::execv(c_path.as_ptr(), c_argv.as_ptr());
+            let errno: i32 = *libc::__errno_location();
+            libc::write(err_write, &errno as *const i32 as *const libc::c_void, 4);
+            libc::_exit(127);
+        }
+    }
+    // SAFETY: closing our copies of the child's ends; the others become owned Files.
+    let (go, exec_err) = unsafe {
+        libc::close(go_read);
+        libc::close(err_write);
+        use std::os::fd::FromRawFd;
+        (std::fs::File::from_raw_fd(go_write), std::fs::File::from_raw_fd(err_read))
+    };
+    Ok(HeldChild { pid: pid as u32, go: Some(go), exec_err: Some(exec_err), path, status: None })
+}
+
+fn pipe() -> Result<(i32, i32), RuntimeError> {
+    let mut fds = [0i32; 2];
+    // SAFETY: fds is a valid array of two ints.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(RuntimeError::Os { action: "pipe2", source: io::Error::last_os_error() });
+    }
+    Ok((fds[0], fds[1]))
+}
+
+impl HeldChild {
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// The executable the child runs.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Lets the child exec its command; returns once exec succeeded, or the reason it
+    /// failed.
+    pub fn release(&mut self) -> Result<(), RuntimeError> {
+        use std::io::{Read, Write};
+        let Some(mut go) = self.go.take() else { return Ok(()) };
+        go.write_all(&[1]).map_err(|source| RuntimeError::Os { action: "releasing the command", source })?;
+        drop(go);
+        let Some(mut err) = self.exec_err.take() else { return Ok(()) };
+        let mut buf = [0u8; 4];
+        // EOF (0 bytes): the CLOEXEC pipe closed on a successful exec.
+        let n = loop {
+            match err.read(&mut buf) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                other => break other,
+            }
+        };
+        match n {
+            Ok(4) => {
+                let errno = i32::from_ne_bytes(buf);
+                self.wait();
+                Err(RuntimeError::Exec { path: self.path.clone(), source: io::Error::from_raw_os_error(errno) })
+            }
+            Ok(_) => Ok(()),
+            Err(source) => Err(RuntimeError::Os { action: "waiting for exec", source }),
+        }
+    }
+
+    /// The exit status, if the child has exited (reaping it).
+    pub fn try_wait(&mut self) -> Option<ExitStatus> {
+        self.reap(libc::WNOHANG)
+    }
+
+    /// Waits for the child to exit.
+    pub fn wait(&mut self) -> Option<ExitStatus> {
+        self.reap(0)
+    }
+
+    fn reap(&mut self, flags: i32) -> Option<ExitStatus> {
+        if self.status.is_some() {
+            return self.status;
+        }
+        let mut status = 0;
+        loop {
+            // SAFETY: waitpid on our own child with a valid status pointer.
+            let ret = unsafe { libc::waitpid(self.pid as libc::pid_t, &mut status, flags) };
+            if ret < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                if flags & libc::WNOHANG != 0 {
+                    return None;
+                }
+                continue;
+            }
+            if ret == self.pid as libc::pid_t {
+                self.status = Some(ExitStatus::from_raw(status));
+            }
+            return self.status;
+        }
+    }
+
+    /// Kills the child (SIGKILL) and reaps it.
+    pub fn kill(&mut self) {
+        if self.status.is_none() {
+            // SAFETY: signalling our own, not yet reaped, child.
+            unsafe { libc::kill(self.pid as libc::pid_t, libc::SIGKILL) };
+            self.wait();
+        }
+    }
+}
+
+impl Drop for HeldChild {
+    /// A child never released is killed: it must not run unobserved.
+    fn drop(&mut self) {
+        if self.go.is_some() {
+            self.kill();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolves_through_path_and_rejects_unknown() {
+        assert!(resolve_command("sh").unwrap().is_absolute());
+        assert!(matches!(
+            resolve_command("no-such-command-gtrace"),
+            Err(RuntimeError::CommandNotFound { .. })
+        ));
+        assert!(matches!(resolve_command("/etc/passwd"), Err(RuntimeError::CommandNotFound { .. })));
+    }
+
+    #[test]
+    fn held_child_runs_only_after_release() {
+        let dir = std::env::temp_dir().join(format!("gtrace-held-{}", std::process::id()));
+        let _ = std::fs::remove_file(&dir);
+        let argv: Vec<String> = vec!["sh".into(), "-c".into(), format!("touch {}", dir.display())];
+        let mut child = spawn_held(&argv).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        assert!(child.try_wait().is_none());
+        assert!(!dir.exists(), "ran before release");
+        child.release().unwrap();
+        let status = child.wait().unwrap();
+        assert!(status.success());
+        assert!(dir.exists());
+        std::fs::remove_file(&dir).unwrap();
+    }
+
+    #[test]
+    fn unreleased_child_is_killed_on_drop() {
+        let child = spawn_held(&["sh".to_string(), "-c".to_string(), "true".to_string()]).unwrap();
+        let pid = child.pid();
+        assert!(is_alive(pid));
+        drop(child);
+        assert!(!is_alive(pid));
+    }
+
+    #[test]
+    fn exec_failure_is_reported_after_release() {
+        let dir = std::env::temp_dir().join(format!("gtrace-noexec-{}", std::process::id()));
+        std::fs::write(&dir, b"\x7fELF garbage").unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut child = spawn_held(&[dir.display().to_string()]).unwrap();
+        let err = child.release().unwrap_err();
+        assert!(matches!(err, RuntimeError::Exec { .. }), "{err:?}");
+        std::fs::remove_file(&dir).unwrap();
+    }
+
+    #[test]
+    fn own_process_is_alive_and_has_an_exe() {
+        assert!(is_alive(std::process::id()));
+        assert!(process_exe(std::process::id()).is_ok());
+        assert!(matches!(process_exe(0x3fff_fff0), Err(RuntimeError::NoSuchProcess { pid: 0x3fff_fff0 })));
+        assert!(!is_alive(0x3fff_fff0));
+    }
+}
