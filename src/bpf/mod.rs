@@ -1,1 +1,7 @@
 //! eBPF instructions: encoding, decoding, a builder with labels, and a disassembler.
+
+pub mod asm;
+pub mod builder;
+pub mod disasm;
+pub mod helpers;
+pub mod insn;
