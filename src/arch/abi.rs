@@ -1,8 +1,16 @@
 //! Go's ABIInternal register assignment on amd64 (src/cmd/compile/abi-internal.md):
 //! where each parameter of a function is at its entry, and each result at a RET.
+//!
+//! The algorithm: each value is split into its base pieces (a string into pointer and
+//! length, a slice into three words, an interface into two, a struct field by field, an
+//! array of length 1 into its element); integer-like pieces take the next of the 9 integer
+//! registers, float pieces the next of the 15 float registers. A value with an array of
+//! length > 1 in it, or whose pieces do not all fit in the registers left, goes wholly to
+//! the stack and gives its registers back. Results are assigned afresh from RAX and X0;
+//! their stack slots follow the arguments' stack area, aligned to 8.
 
-use crate::arch::Reg;
-use crate::target::types::{TypeId, Types};
+use crate::arch::{Reg, GO_FLOAT_REGS, GO_INT_REGS, PTR_SIZE};
+use crate::target::types::{TypeId, TypeKind, Types};
 use serde::Serialize;
 
 /// Where one value (a parameter or a result) is.
@@ -11,7 +19,8 @@ pub enum Location {
     /// In registers: each piece is `size` bytes of the value at `offset` within it.
     Regs(Vec<RegPiece>),
     /// On the stack at `offset` bytes above SP at the function's entry (8 is the first
-    /// stack argument: 0(SP) is the return address).
+    /// stack argument: 0(SP) is the return address). At a RET, SP is back at the entry
+    /// value, so result offsets are relative to the same SP.
     Stack { offset: i64 },
     /// A value eBPF cannot read at the probe, and why (a float in an XMM register).
     Unreadable { reason: String },
@@ -26,9 +35,313 @@ pub struct RegPiece {
     pub size: u64,
 }
 
-/// Assign locations to `values` (parameters in order, receiver first; or results) the
-/// way the Go compiler does for an ABIInternal function.
+/// The locations of a whole call: every argument at entry, every result at a RET.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CallLayout {
+    pub params: Vec<Location>,
+    pub results: Vec<Location>,
+}
+
+/// Assign locations to `values` (parameters in order, receiver first) the way the Go
+/// compiler does for an ABIInternal function. For results use `assign_results` (or
+/// `assign_call`): their stack slots depend on the arguments.
 pub fn assign(values: &[TypeId], types: &Types) -> Vec<Location> {
-    let _ = (values, types);
-    unimplemented!("arch::abi::assign is being written")
+    let mut frame = Frame::default();
+    values.iter().map(|v| frame.assign(*v, types)).collect()
+}
+
+/// Locations of `results` at a RET of a function whose parameters (receiver first) are
+/// `params`.
+pub fn assign_results(params: &[TypeId], results: &[TypeId], types: &Types) -> Vec<Location> {
+    assign_call(params, results, types).results
+}
+
+/// Locations of the parameters (at entry) and results (at a RET) of one function.
+pub fn assign_call(params: &[TypeId], results: &[TypeId], types: &Types) -> CallLayout {
+    let mut frame = Frame::default();
+    let params = params.iter().map(|v| frame.assign(*v, types)).collect();
+    frame.stack = align_to(frame.stack, PTR_SIZE);
+    frame.ints = 0;
+    frame.floats = 0;
+    let results = results.iter().map(|v| frame.assign(*v, types)).collect();
+    CallLayout { params, results }
+}
+
+/// One piece of a value in a register: integer register index or float register index.
+enum Piece {
+    Int { index: usize, offset: u64, size: u64 },
+    Float { index: usize },
+}
+
+/// The assignment state: next integer and float register, bytes of stack used so far.
+#[derive(Default)]
+struct Frame {
+    ints: usize,
+    floats: usize,
+    stack: u64,
+}
+
+impl Frame {
+    fn assign(&mut self, ty: TypeId, types: &Types) -> Location {
+        let t = types.get(ty);
+        let (ints, floats) = (self.ints, self.floats);
+        if t.size == 0 {
+            self.stack = align_to(self.stack, alignment(ty, types));
+            return Location::Empty;
+        }
+        let mut pieces = Vec::new();
+        if self.register_assign(ty, 0, types, &mut pieces) {
+            return located(pieces);
+        }
+        self.ints = ints;
+        self.floats = floats;
+        self.stack = align_to(self.stack, alignment(ty, types));
+        let offset = PTR_SIZE + self.stack;
+        self.stack += t.size;
+        Location::Stack { offset: offset as i64 }
+    }
+
+    /// Register-assigns the value of type `ty` found at `offset` of the whole value;
+    /// false when it cannot be (an array of length > 1, or no registers left).
+    fn register_assign(&mut self, ty: TypeId, offset: u64, types: &Types, out: &mut Vec<Piece>) -> bool {
+        let t = types.get(ty);
+        match &t.kind {
+            TypeKind::Int { .. } | TypeKind::Bool => self.int(offset, t.size, out),
+            TypeKind::Pointer { .. }
+            | TypeKind::UnsafePointer
+            | TypeKind::Map
+            | TypeKind::Chan
+            | TypeKind::Func => self.int(offset, PTR_SIZE, out),
+            TypeKind::Float => self.float(out),
+            TypeKind::Complex => self.float(out) && self.float(out),
+            TypeKind::String | TypeKind::Interface { .. } => {
+                self.int(offset, PTR_SIZE, out) && self.int(offset + PTR_SIZE, PTR_SIZE, out)
+            }
+            TypeKind::Slice { .. } => (0..3).all(|i| self.int(offset + i * PTR_SIZE, PTR_SIZE, out)),
+            TypeKind::Struct { fields } => {
+                fields.iter().all(|f| self.register_assign(f.ty, offset + f.offset, types, out))
+            }
+            TypeKind::Array { len: 0, .. } => true,
+            TypeKind::Array { elem, len: 1 } => self.register_assign(*elem, offset, types, out),
+            TypeKind::Array { .. } => false,
+            // A type gtrace does not model: a word-sized one goes in a register, anything
+            // else is treated as memory (on the stack), which a reader will refuse to read.
+            TypeKind::Other if t.size <= PTR_SIZE => self.int(offset, t.size, out),
+            TypeKind::Other => false,
+        }
+    }
+
+    fn int(&mut self, offset: u64, size: u64, out: &mut Vec<Piece>) -> bool {
+        if self.ints >= GO_INT_REGS.len() {
+            return false;
+        }
+        out.push(Piece::Int { index: self.ints, offset, size });
+        self.ints += 1;
+        true
+    }
+
+    fn float(&mut self, out: &mut Vec<Piece>) -> bool {
+        if self.floats >= GO_FLOAT_REGS {
+            return false;
+        }
+        out.push(Piece::Float { index: self.floats });
+        self.floats += 1;
+        true
+    }
+}
+
+/// A register-assigned value: readable pieces, or unreadable if any piece is in an XMM
+/// register (pt_regs holds no vector registers).
+fn located(pieces: Vec<Piece>) -> Location {
+    if let Some(x) = pieces.iter().find_map(|p| match p {
+        Piece::Float { index } => Some(*index),
+        Piece::Int { .. } => None,
+    }) {
+        return Location::Unreadable {
+            reason: format!("it is passed in X{x}, a float register, which uprobes cannot read"),
+        };
+    }
+    let regs = pieces
+        .into_iter()
+        .filter_map(|p| match p {
+            Piece::Int { index, offset, size } => Some(RegPiece { reg: GO_INT_REGS[index], offset, size }),
+            Piece::Float { .. } => None,
+        })
+        .collect();
+    Location::Regs(regs)
+}
+
+/// The alignment of a Go type on amd64.
+pub fn alignment(ty: TypeId, types: &Types) -> u64 {
+    let t = types.get(ty);
+    match &t.kind {
+        TypeKind::Int { .. } | TypeKind::Float => t.size.clamp(1, PTR_SIZE),
+        TypeKind::Bool => 1,
+        TypeKind::Complex => (t.size / 2).clamp(1, PTR_SIZE),
+        TypeKind::Array { elem, .. } => alignment(*elem, types),
+        TypeKind::Struct { fields } => fields.iter().map(|f| alignment(f.ty, types)).max().unwrap_or(1),
+        TypeKind::Other => {
+            if t.size >= PTR_SIZE {
+                PTR_SIZE
+            } else {
+                t.size.max(1).next_power_of_two()
+            }
+        }
+        _ => PTR_SIZE,
+    }
+}
+
+fn align_to(n: u64, align: u64) -> u64 {
+    n.div_ceil(align) * align
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::target::types::{GoType, StructField};
+
+    struct T {
+        types: Types,
+    }
+
+    impl T {
+        fn new() -> T {
+            T { types: Types::default() }
+        }
+        fn add(&mut self, name: &str, size: u64, kind: TypeKind) -> TypeId {
+            self.types.add(GoType { name: name.to_string(), size, kind })
+        }
+        fn int(&mut self) -> TypeId {
+            self.add("int", 8, TypeKind::Int { signed: true })
+        }
+        fn u8(&mut self) -> TypeId {
+            self.add("uint8", 1, TypeKind::Int { signed: false })
+        }
+        fn int32(&mut self) -> TypeId {
+            self.add("int32", 4, TypeKind::Int { signed: true })
+        }
+        fn string(&mut self) -> TypeId {
+            self.add("string", 16, TypeKind::String)
+        }
+        fn float(&mut self) -> TypeId {
+            self.add("float64", 8, TypeKind::Float)
+        }
+        fn array(&mut self, elem: TypeId, len: u64) -> TypeId {
+            let size = self.types.get(elem).size * len;
+            self.add("[n]T", size, TypeKind::Array { elem, len })
+        }
+        fn strukt(&mut self, fields: &[(TypeId, u64)], size: u64) -> TypeId {
+            let fields =
+                fields.iter().map(|(ty, offset)| StructField { name: "f".into(), ty: *ty, offset: *offset }).collect();
+            self.add("S", size, TypeKind::Struct { fields })
+        }
+    }
+
+    fn regs(list: &[(Reg, u64, u64)]) -> Location {
+        Location::Regs(list.iter().map(|(reg, offset, size)| RegPiece { reg: *reg, offset: *offset, size: *size }).collect())
+    }
+
+    #[test]
+    fn ints_take_registers_in_order_then_the_stack() {
+        let mut t = T::new();
+        let int = t.int();
+        let locs = assign(&[int; 11], &t.types);
+        assert_eq!(locs[0], regs(&[(Reg::Rax, 0, 8)]));
+        assert_eq!(locs[3], regs(&[(Reg::Rdi, 0, 8)]));
+        assert_eq!(locs[8], regs(&[(Reg::R11, 0, 8)]));
+        assert_eq!(locs[9], Location::Stack { offset: 8 });
+        assert_eq!(locs[10], Location::Stack { offset: 16 });
+    }
+
+    #[test]
+    fn small_ints_keep_their_size() {
+        let mut t = T::new();
+        let (a, b) = (t.u8(), t.int32());
+        assert_eq!(assign(&[a, b], &t.types), vec![regs(&[(Reg::Rax, 0, 1)]), regs(&[(Reg::Rbx, 0, 4)])]);
+    }
+
+    #[test]
+    fn strings_and_slices_take_two_and_three_registers() {
+        let mut t = T::new();
+        let s = t.string();
+        let u8 = t.u8();
+        let sl = t.add("[]uint8", 24, TypeKind::Slice { elem: u8 });
+        let locs = assign(&[s, sl], &t.types);
+        assert_eq!(locs[0], regs(&[(Reg::Rax, 0, 8), (Reg::Rbx, 8, 8)]));
+        assert_eq!(locs[1], regs(&[(Reg::Rcx, 0, 8), (Reg::Rdi, 8, 8), (Reg::Rsi, 16, 8)]));
+    }
+
+    /// The example of abi-internal.md: a value that does not fit goes to the stack and
+    /// gives back its registers, so a later value still gets one.
+    #[test]
+    fn a_value_that_does_not_fit_goes_wholly_to_the_stack() {
+        let mut t = T::new();
+        let int = t.int();
+        let s = t.string();
+        let mut values = vec![int; 8];
+        values.push(s);
+        values.push(int);
+        let locs = assign(&values, &t.types);
+        assert_eq!(locs[8], Location::Stack { offset: 8 });
+        assert_eq!(locs[9], regs(&[(Reg::R11, 0, 8)]));
+    }
+
+    #[test]
+    fn structs_split_field_by_field_and_arrays_go_to_the_stack() {
+        let mut t = T::new();
+        let (int, i32) = (t.int(), t.int32());
+        let pair = t.strukt(&[(int, 0), (i32, 8)], 16);
+        let arr = t.array(i32, 4);
+        let big = t.strukt(&[(int, 0), (arr, 8)], 24);
+        let locs = assign(&[int, pair, big, int], &t.types);
+        assert_eq!(locs[1], regs(&[(Reg::Rbx, 0, 8), (Reg::Rcx, 8, 4)]));
+        assert_eq!(locs[2], Location::Stack { offset: 8 });
+        assert_eq!(locs[3], regs(&[(Reg::Rdi, 0, 8)]));
+    }
+
+    #[test]
+    fn arrays_of_zero_and_one() {
+        let mut t = T::new();
+        let s = t.string();
+        let one = t.array(s, 1);
+        let zero = t.array(s, 0);
+        let locs = assign(&[zero, one], &t.types);
+        assert_eq!(locs[0], Location::Empty);
+        assert_eq!(locs[1], regs(&[(Reg::Rax, 0, 8), (Reg::Rbx, 8, 8)]));
+    }
+
+    #[test]
+    fn stack_slots_are_aligned() {
+        let mut t = T::new();
+        let (int, u8, i32) = (t.int(), t.u8(), t.int32());
+        let arr = t.array(u8, 3);
+        let mut values = vec![int; 9];
+        values.extend([arr, i32]);
+        let locs = assign(&values, &t.types);
+        assert_eq!(locs[9], Location::Stack { offset: 8 });
+        assert_eq!(locs[10], Location::Stack { offset: 12 });
+    }
+
+    #[test]
+    fn floats_are_unreadable_and_do_not_use_int_registers() {
+        let mut t = T::new();
+        let (f, int) = (t.float(), t.int());
+        let locs = assign(&[f, int, f], &t.types);
+        assert!(matches!(&locs[0], Location::Unreadable { reason } if reason.contains("X0")));
+        assert_eq!(locs[1], regs(&[(Reg::Rax, 0, 8)]));
+        assert!(matches!(&locs[2], Location::Unreadable { reason } if reason.contains("X1")));
+    }
+
+    #[test]
+    fn results_restart_at_rax_and_stack_after_the_arguments() {
+        let mut t = T::new();
+        let (int, i32) = (t.int(), t.int32());
+        let arr = t.array(i32, 3);
+        let layout = assign_call(&[int, arr], &[int, arr], &t.types);
+        assert_eq!(layout.params[1], Location::Stack { offset: 8 });
+        assert_eq!(layout.results[0], regs(&[(Reg::Rax, 0, 8)]));
+        // The arguments take 12 bytes, rounded up to 16.
+        assert_eq!(layout.results[1], Location::Stack { offset: 24 });
+        assert_eq!(assign_results(&[int, arr], &[int, arr], &t.types), layout.results);
+    }
 }

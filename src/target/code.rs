@@ -1,0 +1,124 @@
+//! The machine code of one function (iced-x86): every RET, and the first instruction after
+//! the stack-check prologue, where an entry probe fires once per call even when the call
+//! grows the stack (runtime.morestack jumps back to the function's first instruction).
+//!
+//! A Go amd64 prologue is `CMPQ SP, 16(R14); JBE L`, or `LEAQ -N(SP), R12; CMPQ R12,
+//! 16(R14); JBE L`, or for huge frames `MOVQ SP, R12; SUBQ $N, R12; JCS L; CMPQ R12,
+//! 16(R14); JLS L`. Rather than match these shapes, a conditional branch near the start
+//! counts as the stack check when the block it jumps to calls a `runtime.morestack*`
+//! function: the entry is right after the last such branch.
+
+use crate::target::{ProbeSites, TargetError};
+use iced_x86::{Decoder, DecoderOptions, FlowControl, Instruction};
+
+/// How many instructions from the start the stack check may be (the huge-frame form has 5).
+const PROLOGUE_MAX: usize = 8;
+/// How many instructions of the morestack block are looked at (spills, call, reloads, jmp).
+const MORESTACK_BLOCK_MAX: usize = 32;
+
+/// Decodes `code`, the bytes of `function` at `addr`, into probe sites. `symbol_at` names
+/// the function that starts at an address (to recognise calls to runtime.morestack).
+pub(crate) fn probe_sites<'a>(
+    function: &str,
+    addr: u64,
+    code: &[u8],
+    symbol_at: impl Fn(u64) -> Option<&'a str>,
+) -> Result<ProbeSites, TargetError> {
+    let instructions = decode(code, addr);
+    if let Some(bad) = instructions.iter().find(|i| i.is_invalid()) {
+        return Err(TargetError::Disassembly {
+            function: function.to_string(),
+            message: format!("invalid instruction at {:#x}", bad.ip()),
+        });
+    }
+    let returns = instructions.iter().filter(|i| i.flow_control() == FlowControl::Return).map(|i| i.ip()).collect();
+    let mut entry = addr;
+    for ins in instructions.iter().take(PROLOGUE_MAX) {
+        match ins.flow_control() {
+            FlowControl::ConditionalBranch => {
+                if calls_morestack(&instructions, ins.near_branch_target(), &symbol_at) {
+                    entry = ins.next_ip();
+                }
+            }
+            FlowControl::Next => {}
+            _ => break,
+        }
+    }
+    Ok(ProbeSites { entry, returns })
+}
+
+fn decode(code: &[u8], addr: u64) -> Vec<Instruction> {
+    let mut decoder = Decoder::with_ip(64, code, addr, DecoderOptions::NONE);
+    let mut out = Vec::new();
+    while decoder.can_decode() {
+        out.push(decoder.decode());
+    }
+    out
+}
+
+/// Whether the straight-line block at `target` calls a `runtime.morestack*` function
+/// before it ends.
+fn calls_morestack<'a>(instructions: &[Instruction], target: u64, symbol_at: &impl Fn(u64) -> Option<&'a str>) -> bool {
+    let start = instructions.partition_point(|i| i.ip() < target);
+    if instructions.get(start).is_none_or(|i| i.ip() != target) {
+        return false;
+    }
+    for ins in instructions[start..].iter().take(MORESTACK_BLOCK_MAX) {
+        match ins.flow_control() {
+            FlowControl::Call => {
+                return symbol_at(ins.near_branch_target()).is_some_and(|s| s.starts_with("runtime.morestack"));
+            }
+            FlowControl::Next => {}
+            _ => return false,
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A symbol table with runtime.morestack_noctxt.abi0 at 0x2000.
+    fn sym(a: u64) -> Option<&'static str> {
+        (a == 0x2000).then_some("runtime.morestack_noctxt.abi0")
+    }
+
+    /// `CMPQ SP, 16(R14); JBE L; RET; L: CALL morestack; JMP start` at 0x1000.
+    fn small_frame(call_target: u64) -> Vec<u8> {
+        let mut code = vec![0x49, 0x3b, 0x66, 0x10, 0x76, 0x01, 0xc3];
+        // CALL rel32 at 0x1007, next ip 0x100c.
+        let rel = (call_target as i64 - 0x100c) as i32;
+        code.push(0xe8);
+        code.extend_from_slice(&rel.to_le_bytes());
+        // JMP rel8 back to 0x1000 from 0x100e.
+        code.extend_from_slice(&[0xeb, (0x1000i64 - 0x100e) as i8 as u8]);
+        code
+    }
+
+    #[test]
+    fn entry_is_after_the_stack_check() {
+        let sites = probe_sites("f", 0x1000, &small_frame(0x2000), sym).unwrap();
+        assert_eq!(sites.entry, 0x1006);
+        assert_eq!(sites.returns, vec![0x1006]);
+    }
+
+    #[test]
+    fn branch_to_a_block_without_morestack_is_not_a_stack_check() {
+        let sites = probe_sites("f", 0x1000, &small_frame(0x3000), sym).unwrap();
+        assert_eq!(sites.entry, 0x1000);
+    }
+
+    #[test]
+    fn no_ret_means_no_returns() {
+        // JMP to itself.
+        let sites = probe_sites("f", 0x1000, &[0xeb, 0xfe], sym).unwrap();
+        assert!(sites.returns.is_empty());
+        assert_eq!(sites.entry, 0x1000);
+    }
+
+    #[test]
+    fn bad_bytes_are_an_error() {
+        assert!(matches!(probe_sites("f", 0x1000, &[0x48, 0x8b], sym), Err(TargetError::Disassembly { .. })));
+    }
+}

@@ -1,0 +1,427 @@
+//! The target's DWARF (gimli), read lazily: the sections are decompressed on first use,
+//! each compile unit is indexed (its top-level functions and types by name) only when a
+//! lookup needs it, and only the types a script reaches are parsed into the `Types` arena.
+//!
+//! Go-specific DWARF: `DW_AT_go_kind` (0x2900) holds the reflect.Kind of a type,
+//! `DW_AT_go_elem` (0x2902) the element of a slice, map or chan. Strings and slices are
+//! structures named `string` and `[]T`; interfaces, maps, chans and funcs are typedefs of
+//! runtime structures; results are formal parameters with `DW_AT_variable_parameter`.
+
+use crate::target::types::{GoType, StructField, TypeId, TypeKind, Types};
+use crate::target::{elf, symbols, Param, TargetError};
+use gimli::{constants as dw, AttributeValue, DebugInfoOffset, DwAt, DwTag, Reader, UnitOffset};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+type R = gimli::EndianRcSlice<gimli::LittleEndian>;
+type Entry = gimli::DebuggingInformationEntry<R>;
+
+const DW_AT_GO_KIND: DwAt = DwAt(0x2900);
+const DW_AT_GO_ELEM: DwAt = DwAt(0x2902);
+
+/// reflect.Kind values that DW_AT_go_kind holds.
+mod kind {
+    pub const CHAN: u64 = 18;
+    pub const FUNC: u64 = 19;
+    pub const INTERFACE: u64 = 20;
+    pub const MAP: u64 = 21;
+    pub const SLICE: u64 = 23;
+    pub const STRING: u64 = 24;
+}
+
+/// How many typedefs of typedefs are followed before giving up (a cycle in bad DWARF).
+const TYPEDEF_DEPTH: usize = 16;
+
+/// Top-level named DIEs of one compile unit.
+#[derive(Default)]
+struct UnitIndex {
+    functions: HashMap<String, UnitOffset>,
+    types: HashMap<String, UnitOffset>,
+}
+
+struct UnitSlot {
+    start: DebugInfoOffset,
+    unit: gimli::Unit<R>,
+    /// The compile unit's name: the Go package path.
+    name: String,
+    index: Option<Rc<UnitIndex>>,
+}
+
+/// The attributes of one DIE that gtrace uses, read once into owned values.
+#[derive(Default)]
+struct Die {
+    tag: Option<DwTag>,
+    name: Option<String>,
+    ty: Option<DebugInfoOffset>,
+    byte_size: Option<u64>,
+    encoding: Option<gimli::DwAte>,
+    go_kind: Option<u64>,
+    go_elem: Option<DebugInfoOffset>,
+    variable_parameter: bool,
+    member_offset: Option<u64>,
+    count: Option<u64>,
+    upper_bound: Option<u64>,
+}
+
+/// The DWARF of one target, with what has been indexed and parsed so far.
+pub(crate) struct DwarfInfo {
+    path: PathBuf,
+    dwarf: gimli::Dwarf<R>,
+    units: Vec<UnitSlot>,
+    type_ids: HashMap<DebugInfoOffset, TypeId>,
+    unsafe_pointer: Option<TypeId>,
+}
+
+/// A member of a structure type: name, offset and type DIE.
+pub(crate) struct Member {
+    pub name: String,
+    pub offset: u64,
+    pub ty: Option<DebugInfoOffset>,
+}
+
+impl DwarfInfo {
+    /// Loads the DWARF sections of the ELF in `data`; None when it has no `.debug_info`.
+    pub(crate) fn load(path: &Path, data: &[u8]) -> Result<Option<DwarfInfo>, TargetError> {
+        if elf::section(path, data, ".debug_info")?.is_none() {
+            return Ok(None);
+        }
+        let mut dwarf = gimli::Dwarf::load(|id| -> Result<R, TargetError> {
+            let bytes = elf::section(path, data, id.name())?.unwrap_or_default();
+            Ok(R::new(Rc::from(&*bytes), gimli::LittleEndian))
+        })?;
+        dwarf.populate_abbreviations_cache(gimli::AbbreviationsCacheStrategy::All);
+        let bad = |e: gimli::Error| TargetError::Dwarf { path: path.to_path_buf(), message: e.to_string() };
+        let mut units = Vec::new();
+        let mut headers = dwarf.units();
+        while let Some(header) = headers.next().map_err(bad)? {
+            let start = DebugInfoOffset(header.offset().0);
+            let unit = dwarf.unit(header).map_err(bad)?;
+            let name = match unit.name.as_ref() {
+                Some(n) => n.to_string_lossy().map_err(bad)?.into_owned(),
+                None => String::new(),
+            };
+            units.push(UnitSlot { start, unit, name, index: None });
+        }
+        units.sort_by_key(|u| u.start.0);
+        Ok(Some(DwarfInfo { path: path.to_path_buf(), dwarf, units, type_ids: HashMap::new(), unsafe_pointer: None }))
+    }
+
+    fn bad(&self, e: gimli::Error) -> TargetError {
+        TargetError::Dwarf { path: self.path.clone(), message: e.to_string() }
+    }
+
+    fn bad_ref(&self, what: &str, at: DebugInfoOffset) -> TargetError {
+        TargetError::Dwarf { path: self.path.clone(), message: format!("{what} at .debug_info+{:#x}", at.0) }
+    }
+
+    /// The index of unit `u`, built on first use with one walk of its DIEs.
+    fn index(&mut self, u: usize) -> Result<Rc<UnitIndex>, TargetError> {
+        if let Some(index) = &self.units[u].index {
+            return Ok(index.clone());
+        }
+        let mut index = UnitIndex::default();
+        {
+            let unit = &self.units[u].unit;
+            let mut entries = unit.entries();
+            while let Some(entry) = entries.next_dfs().map_err(|e| self.bad(e))? {
+                if entry.depth() != 1 {
+                    continue;
+                }
+                let map = match entry.tag() {
+                    dw::DW_TAG_subprogram => &mut index.functions,
+                    dw::DW_TAG_structure_type | dw::DW_TAG_typedef => &mut index.types,
+                    _ => continue,
+                };
+                let Some(value) = entry.attr_value(dw::DW_AT_name) else { continue };
+                let name = self.dwarf.attr_string(unit, value).map_err(|e| self.bad(e))?;
+                let name = name.to_string_lossy().map_err(|e| self.bad(e))?;
+                map.entry(name.into_owned()).or_insert(entry.offset());
+            }
+        }
+        let index = Rc::new(index);
+        self.units[u].index = Some(index.clone());
+        Ok(index)
+    }
+
+    /// Finds a top-level DIE by name, looking first in the units of `package` (where Go
+    /// puts it), then in every other unit.
+    fn lookup(
+        &mut self,
+        package: &str,
+        name: &str,
+        pick: fn(&UnitIndex) -> &HashMap<String, UnitOffset>,
+    ) -> Result<Option<DebugInfoOffset>, TargetError> {
+        let (mine, others): (Vec<usize>, Vec<usize>) = (0..self.units.len()).partition(|u| self.units[*u].name == package);
+        for u in mine.into_iter().chain(others) {
+            let index = self.index(u)?;
+            if let Some(off) = pick(&index).get(name) {
+                return Ok(off.to_debug_info_offset(&self.units[u].unit.header));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The unit holding `.debug_info` offset `at`, and the offset within it.
+    fn locate(&self, at: DebugInfoOffset) -> Option<(usize, UnitOffset)> {
+        let u = self.units.partition_point(|s| s.start.0 <= at.0).checked_sub(1)?;
+        Some((u, at.to_unit_offset(&self.units[u].unit.header)?))
+    }
+
+    /// A reference attribute as a `.debug_info` offset.
+    fn reference(&self, u: usize, value: AttributeValue<R>) -> Option<DebugInfoOffset> {
+        match value {
+            AttributeValue::UnitRef(off) => off.to_debug_info_offset(&self.units[u].unit.header),
+            AttributeValue::DebugInfoRef(off) => Some(off),
+            _ => None,
+        }
+    }
+
+    fn read_die(&self, u: usize, entry: &Entry) -> Result<Die, TargetError> {
+        let unit = &self.units[u].unit;
+        let mut die = Die { tag: Some(entry.tag()), ..Die::default() };
+        for attr in entry.attrs() {
+            let value = attr.value();
+            match attr.name() {
+                dw::DW_AT_name => {
+                    let s = self.dwarf.attr_string(unit, value).map_err(|e| self.bad(e))?;
+                    die.name = Some(s.to_string_lossy().map_err(|e| self.bad(e))?.into_owned());
+                }
+                dw::DW_AT_type => die.ty = self.reference(u, value),
+                DW_AT_GO_ELEM => die.go_elem = self.reference(u, value),
+                dw::DW_AT_byte_size => die.byte_size = value.udata_value(),
+                dw::DW_AT_encoding => {
+                    if let AttributeValue::Encoding(e) = value {
+                        die.encoding = Some(e);
+                    } else {
+                        die.encoding = value.u8_value().map(gimli::DwAte);
+                    }
+                }
+                DW_AT_GO_KIND => die.go_kind = value.udata_value(),
+                dw::DW_AT_variable_parameter => {
+                    die.variable_parameter = match value {
+                        AttributeValue::Flag(f) => f,
+                        other => other.udata_value().is_some_and(|v| v != 0),
+                    }
+                }
+                dw::DW_AT_data_member_location => die.member_offset = value.udata_value(),
+                dw::DW_AT_count => die.count = value.udata_value(),
+                dw::DW_AT_upper_bound => die.upper_bound = value.udata_value(),
+                _ => {}
+            }
+        }
+        Ok(die)
+    }
+
+    /// The DIE at `at` and its direct children.
+    fn die_with_children(&self, at: DebugInfoOffset) -> Result<(Die, Vec<Die>), TargetError> {
+        let (u, off) = self.locate(at).ok_or_else(|| self.bad_ref("reference outside .debug_info", at))?;
+        let unit = &self.units[u].unit;
+        let mut entries = unit.entries_at_offset(off).map_err(|e| self.bad(e))?;
+        let first = entries.next_dfs().map_err(|e| self.bad(e))?.ok_or_else(|| self.bad_ref("no DIE", at))?;
+        let base = first.depth();
+        let has_children = first.has_children();
+        let die = self.read_die(u, first)?;
+        let mut children = Vec::new();
+        if has_children {
+            while let Some(entry) = entries.next_dfs().map_err(|e| self.bad(e))? {
+                let depth = entry.depth() - base;
+                if depth <= 0 {
+                    break;
+                }
+                if depth == 1 {
+                    children.push(self.read_die(u, entry)?);
+                }
+            }
+        }
+        Ok((die, children))
+    }
+
+    fn die(&self, at: DebugInfoOffset) -> Result<Die, TargetError> {
+        let (u, off) = self.locate(at).ok_or_else(|| self.bad_ref("reference outside .debug_info", at))?;
+        let entry = self.units[u].unit.entry(off).map_err(|e| self.bad(e))?;
+        self.read_die(u, &entry)
+    }
+
+    /// Parameters and results of function `name` in DWARF order (receiver first); None
+    /// when DWARF has no subprogram of that name.
+    pub(crate) fn params(&mut self, name: &str, types: &mut Types) -> Result<Option<Vec<Param>>, TargetError> {
+        let Some(at) = self.lookup(symbols::package_of(name), name, |i| &i.functions)? else { return Ok(None) };
+        let (_, children) = self.die_with_children(at)?;
+        let mut params = Vec::new();
+        let mut results = 0;
+        for child in children.into_iter().filter(|c| c.tag == Some(dw::DW_TAG_formal_parameter)) {
+            let ty = match child.ty {
+                Some(t) => self.type_id(t, types)?,
+                None => return Err(self.bad_ref("parameter without a type", at)),
+            };
+            let name = match child.name {
+                Some(n) => n,
+                None if child.variable_parameter => format!("~r{results}"),
+                None => "_".to_string(),
+            };
+            results += usize::from(child.variable_parameter);
+            params.push(Param { name, ty, is_result: child.variable_parameter });
+        }
+        // A shape-instantiated generic function takes its dictionary as a hidden first
+        // argument (RAX) that DWARF does not list.
+        if name.contains("[go.shape.") && !params.iter().any(|p| p.name == ".dict") {
+            let ty = self.unsafe_pointer(types);
+            params.insert(0, Param { name: ".dict".to_string(), ty, is_result: false });
+        }
+        Ok(Some(params))
+    }
+
+    fn unsafe_pointer(&mut self, types: &mut Types) -> TypeId {
+        *self.unsafe_pointer.get_or_insert_with(|| {
+            types.add(GoType { name: "unsafe.Pointer".to_string(), size: 8, kind: TypeKind::UnsafePointer })
+        })
+    }
+
+    /// The TypeId of the type DIE at `at`, parsing it (and every type it reaches) on first
+    /// use. Reached types are queued, not recursed into, so deep type graphs are fine.
+    pub(crate) fn type_id(&mut self, at: DebugInfoOffset, types: &mut Types) -> Result<TypeId, TargetError> {
+        let mut pending = Vec::new();
+        let id = self.reserve(at, types, &mut pending);
+        while let Some((id, off)) = pending.pop() {
+            let t = self.parse_type(off, None, types, &mut pending, 0)?;
+            types.items[id.0 as usize] = t;
+        }
+        Ok(id)
+    }
+
+    /// The id of the type at `at`: known, or a placeholder queued for parsing.
+    fn reserve(&mut self, at: DebugInfoOffset, types: &mut Types, pending: &mut Vec<(TypeId, DebugInfoOffset)>) -> TypeId {
+        if let Some(id) = self.type_ids.get(&at) {
+            return *id;
+        }
+        let id = types.add(GoType { name: String::new(), size: 0, kind: TypeKind::Other });
+        self.type_ids.insert(at, id);
+        pending.push((id, at));
+        id
+    }
+
+    fn parse_type(
+        &mut self,
+        at: DebugInfoOffset,
+        name: Option<String>,
+        types: &mut Types,
+        pending: &mut Vec<(TypeId, DebugInfoOffset)>,
+        depth: usize,
+    ) -> Result<GoType, TargetError> {
+        let (die, children) = self.die_with_children(at)?;
+        let name = name.or(die.name.clone()).unwrap_or_default();
+        let size = die.byte_size.unwrap_or(0);
+        let kind = match die.tag.unwrap_or(dw::DW_TAG_null) {
+            dw::DW_TAG_base_type => match die.encoding.unwrap_or(dw::DW_ATE_signed) {
+                dw::DW_ATE_boolean => TypeKind::Bool,
+                dw::DW_ATE_float => TypeKind::Float,
+                dw::DW_ATE_complex_float => TypeKind::Complex,
+                dw::DW_ATE_unsigned | dw::DW_ATE_unsigned_char => TypeKind::Int { signed: false },
+                _ => TypeKind::Int { signed: true },
+            },
+            dw::DW_TAG_pointer_type => match die.ty {
+                Some(elem) if name != "unsafe.Pointer" => TypeKind::Pointer { elem: self.reserve(elem, types, pending) },
+                _ => TypeKind::UnsafePointer,
+            },
+            dw::DW_TAG_structure_type => match die.go_kind {
+                Some(kind::STRING) => TypeKind::String,
+                Some(kind::SLICE) => {
+                    let elem = match die.go_elem {
+                        Some(e) => Some(e),
+                        None => self.slice_elem(&children)?,
+                    };
+                    match elem {
+                        Some(e) => TypeKind::Slice { elem: self.reserve(e, types, pending) },
+                        None => return Err(self.bad_ref("slice type without an element type", at)),
+                    }
+                }
+                _ if name == "string" => TypeKind::String,
+                _ => {
+                    let mut fields = Vec::new();
+                    for m in children.iter().filter(|c| c.tag == Some(dw::DW_TAG_member)) {
+                        let Some(ty) = m.ty else { return Err(self.bad_ref("member without a type", at)) };
+                        fields.push(StructField {
+                            name: m.name.clone().unwrap_or_default(),
+                            ty: self.reserve(ty, types, pending),
+                            offset: m.member_offset.unwrap_or(0),
+                        });
+                    }
+                    TypeKind::Struct { fields }
+                }
+            },
+            dw::DW_TAG_array_type => {
+                let Some(elem) = die.ty else { return Err(self.bad_ref("array without an element type", at)) };
+                let range = children.iter().find(|c| c.tag == Some(dw::DW_TAG_subrange_type));
+                let len = range.and_then(|r| r.count.or(r.upper_bound.map(|u| u + 1))).unwrap_or(0);
+                TypeKind::Array { elem: self.reserve(elem, types, pending), len }
+            }
+            dw::DW_TAG_subroutine_type => TypeKind::Func,
+            dw::DW_TAG_typedef => match die.go_kind {
+                Some(kind::INTERFACE) => {
+                    let target = match die.ty {
+                        Some(t) => self.die(t)?.name,
+                        None => None,
+                    };
+                    return Ok(GoType {
+                        name,
+                        size: 16,
+                        kind: TypeKind::Interface { empty: target.as_deref() == Some("runtime.eface") },
+                    });
+                }
+                Some(kind::MAP) => return Ok(GoType { name, size: 8, kind: TypeKind::Map }),
+                Some(kind::CHAN) => return Ok(GoType { name, size: 8, kind: TypeKind::Chan }),
+                Some(kind::FUNC) => return Ok(GoType { name, size: 8, kind: TypeKind::Func }),
+                _ => {
+                    // A named type: the underlying type under this name. Go's local
+                    // typedefs for generic shapes (`.param0`) keep the shape's name.
+                    let Some(target) = die.ty else { return Err(self.bad_ref("typedef without a type", at)) };
+                    if depth >= TYPEDEF_DEPTH {
+                        return Err(self.bad_ref("typedef cycle", at));
+                    }
+                    let keep = die.name.filter(|n| !n.starts_with('.'));
+                    return self.parse_type(target, keep, types, pending, depth + 1);
+                }
+            },
+            _ => TypeKind::Other,
+        };
+        let size = match kind {
+            TypeKind::Pointer { .. } | TypeKind::UnsafePointer | TypeKind::Func if size == 0 => 8,
+            _ => size,
+        };
+        Ok(GoType { name, size, kind })
+    }
+
+    /// The element of a slice described without DW_AT_go_elem: what its `array` member
+    /// points to.
+    fn slice_elem(&self, children: &[Die]) -> Result<Option<DebugInfoOffset>, TargetError> {
+        let Some(array) = children.iter().find(|c| c.name.as_deref() == Some("array")).and_then(|c| c.ty) else {
+            return Ok(None);
+        };
+        Ok(self.die(array)?.ty)
+    }
+
+    /// Members of the structure type named `name` in package `package` (following a
+    /// typedef of it), or None if DWARF has no such type.
+    pub(crate) fn struct_members(&mut self, package: &str, name: &str) -> Result<Option<Vec<Member>>, TargetError> {
+        let Some(mut at) = self.lookup(package, name, |i| &i.types)? else { return Ok(None) };
+        for _ in 0..TYPEDEF_DEPTH {
+            let die = self.die(at)?;
+            match (die.tag, die.ty) {
+                (Some(dw::DW_TAG_typedef), Some(target)) => at = target,
+                _ => break,
+            }
+        }
+        self.members_at(at).map(Some)
+    }
+
+    /// Members of the structure type at `at`.
+    pub(crate) fn members_at(&self, at: DebugInfoOffset) -> Result<Vec<Member>, TargetError> {
+        let (_, children) = self.die_with_children(at)?;
+        Ok(children
+            .into_iter()
+            .filter(|c| c.tag == Some(dw::DW_TAG_member))
+            .map(|c| Member { name: c.name.unwrap_or_default(), offset: c.member_offset.unwrap_or(0), ty: c.ty })
+            .collect())
+    }
+}

@@ -1,0 +1,118 @@
+//! The ELF container: checks that a file is an x86-64 Go executable, lists the functions of
+//! its symbol table, maps virtual addresses to file offsets through the PT_LOAD program
+//! headers, and hands out (decompressed) section bytes.
+
+use crate::target::{Function, TargetError};
+use object::elf::{PT_LOAD, STT_FUNC};
+use object::read::elf::{ElfFile64, ProgramHeader};
+use object::{Architecture, Endianness, FileKind, Object, ObjectSection, ObjectSymbol, SectionKind};
+use std::borrow::Cow;
+use std::path::Path;
+
+/// One PT_LOAD segment: `filesz` bytes at file `offset` are mapped at `vaddr`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Segment {
+    pub vaddr: u64,
+    pub filesz: u64,
+    pub offset: u64,
+}
+
+/// What `open` learns from the ELF headers and the symbol table.
+pub(crate) struct ElfFacts {
+    /// Every text function, sorted by name then address.
+    pub functions: Vec<Function>,
+    pub segments: Vec<Segment>,
+}
+
+type Elf<'d> = ElfFile64<'d, Endianness>;
+
+/// Parses `data` as an ELF64 little- or big-endian file; any other content is `NotElf`,
+/// and an ELF32 file is `WrongArch`.
+fn parse<'d>(path: &Path, data: &'d [u8]) -> Result<Elf<'d>, TargetError> {
+    match FileKind::parse(data) {
+        Ok(FileKind::Elf64) => {}
+        Ok(FileKind::Elf32) => {
+            let arch = object::File::parse(data)
+                .map(|f| arch_name(f.architecture()))
+                .unwrap_or_else(|_| "a 32-bit machine".to_string());
+            return Err(TargetError::WrongArch { path: path.to_path_buf(), arch });
+        }
+        _ => return Err(TargetError::NotElf { path: path.to_path_buf() }),
+    }
+    ElfFile64::parse(data).map_err(|_| TargetError::NotElf { path: path.to_path_buf() })
+}
+
+/// The architecture as Go names it (GOARCH), so the message reads as the user built it.
+fn arch_name(arch: Architecture) -> String {
+    match arch {
+        Architecture::Aarch64 => "arm64".to_string(),
+        Architecture::Arm => "arm".to_string(),
+        Architecture::I386 => "386".to_string(),
+        Architecture::Riscv64 => "riscv64".to_string(),
+        Architecture::PowerPc64 => "ppc64".to_string(),
+        Architecture::S390x => "s390x".to_string(),
+        Architecture::LoongArch64 => "loong64".to_string(),
+        Architecture::Mips64 => "mips64".to_string(),
+        other => format!("{other:?}").to_lowercase(),
+    }
+}
+
+/// Reads and checks the headers and the symbol table.
+pub(crate) fn read(path: &Path, data: &[u8]) -> Result<ElfFacts, TargetError> {
+    let elf = parse(path, data)?;
+    if elf.architecture() != Architecture::X86_64 {
+        return Err(TargetError::WrongArch { path: path.to_path_buf(), arch: arch_name(elf.architecture()) });
+    }
+    let is_go = elf.section_by_name(".gopclntab").is_some() || elf.section_by_name(".go.buildinfo").is_some();
+    if !is_go {
+        return Err(TargetError::NotGo { path: path.to_path_buf() });
+    }
+    let endian = elf.endian();
+    let segments: Vec<Segment> = elf
+        .elf_program_headers()
+        .iter()
+        .filter(|ph| ph.p_type(endian) == PT_LOAD)
+        .map(|ph| Segment { vaddr: ph.p_vaddr(endian), filesz: ph.p_filesz(endian), offset: ph.p_offset(endian) })
+        .collect();
+    let symtab = elf.elf_symbol_table();
+    if symtab.is_empty() {
+        return Err(TargetError::NoSymbols { path: path.to_path_buf() });
+    }
+    let mut functions = Vec::new();
+    for sym in elf.symbols() {
+        if sym.elf_symbol().st_type() != STT_FUNC {
+            continue;
+        }
+        let in_text = sym
+            .section_index()
+            .and_then(|i| elf.section_by_index(i).ok())
+            .is_some_and(|s| s.kind() == SectionKind::Text);
+        if !in_text {
+            continue;
+        }
+        let Ok(name) = sym.name() else { continue };
+        functions.push(Function { name: name.to_string(), addr: sym.address(), size: sym.size() });
+    }
+    functions.sort_by(|a, b| a.name.cmp(&b.name).then(a.addr.cmp(&b.addr)));
+    functions.dedup();
+    Ok(ElfFacts { functions, segments })
+}
+
+/// The file offset of virtual address `addr`, if a PT_LOAD segment maps it from the file.
+pub(crate) fn file_offset(segments: &[Segment], addr: u64) -> Option<u64> {
+    segments
+        .iter()
+        .find(|s| addr >= s.vaddr && addr - s.vaddr < s.filesz)
+        .map(|s| addr - s.vaddr + s.offset)
+}
+
+/// The contents of section `name`, decompressed (SHF_COMPRESSED or `.zdebug_*`); None
+/// when the file has no such section.
+pub(crate) fn section<'d>(path: &Path, data: &'d [u8], name: &str) -> Result<Option<Cow<'d, [u8]>>, TargetError> {
+    let elf = parse(path, data)?;
+    let Some(section) = elf.section_by_name(name) else { return Ok(None) };
+    section
+        .uncompressed_data()
+        .map(Some)
+        .map_err(|e| TargetError::Dwarf { path: path.to_path_buf(), message: format!("section {name}: {e}") })
+}

@@ -1,0 +1,207 @@
+//! Finding functions by the names a script gives: exact Go names, `*` wildcards, `[...]`
+//! for the type arguments of generic code, and "did you mean" suggestions.
+//!
+//! Pattern rules:
+//! - a name that exists exactly is that one function, even if it holds `*` (`main.(*T).M`);
+//! - otherwise `*` matches any run of characters, `/` `.` `(` `)` included, except that
+//!   `(*` followed by a letter or `_` is Go's pointer receiver and matches itself;
+//! - `[...]` matches any type-argument list: `main.Sum[...]` finds `main.Sum[go.shape.int]`.
+
+use crate::target::Function;
+
+/// One piece of a compiled pattern.
+#[derive(Debug, PartialEq)]
+enum Piece {
+    Lit(String),
+    Any,
+    /// `[` anything `]`: the type arguments of a generic instantiation.
+    TypeArgs,
+}
+
+fn compile(pattern: &str) -> Vec<Piece> {
+    let chars: Vec<char> = pattern.chars().collect();
+    let mut pieces = Vec::new();
+    let mut lit = String::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '[' && chars[i..].starts_with(&['[', '.', '.', '.', ']']) {
+            flush(&mut lit, &mut pieces);
+            pieces.push(Piece::TypeArgs);
+            i += 5;
+            continue;
+        }
+        let pointer_receiver =
+            c == '*' && i > 0 && chars[i - 1] == '(' && chars.get(i + 1).is_some_and(|n| n.is_alphabetic() || *n == '_');
+        if c == '*' && !pointer_receiver {
+            flush(&mut lit, &mut pieces);
+            if pieces.last() != Some(&Piece::Any) {
+                pieces.push(Piece::Any);
+            }
+        } else {
+            lit.push(c);
+        }
+        i += 1;
+    }
+    flush(&mut lit, &mut pieces);
+    pieces
+}
+
+fn flush(lit: &mut String, pieces: &mut Vec<Piece>) {
+    if !lit.is_empty() {
+        pieces.push(Piece::Lit(std::mem::take(lit)));
+    }
+}
+
+/// Whether `name` matches the compiled pattern (backtracking over `*` and `[...]`).
+fn matches(pieces: &[Piece], name: &str) -> bool {
+    match pieces.split_first() {
+        None => name.is_empty(),
+        Some((Piece::Lit(l), rest)) => name.strip_prefix(l.as_str()).is_some_and(|tail| matches(rest, tail)),
+        Some((Piece::Any, rest)) => {
+            name.char_indices().map(|(i, _)| i).chain([name.len()]).any(|i| matches(rest, &name[i..]))
+        }
+        Some((Piece::TypeArgs, rest)) => {
+            let Some(tail) = name.strip_prefix('[') else { return false };
+            // The closing bracket of a balanced list; type arguments nest (`[map[K]V]`).
+            let mut depth = 1;
+            for (i, c) in tail.char_indices() {
+                match c {
+                    '[' => depth += 1,
+                    ']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return matches(rest, &tail[i + 1..]);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            false
+        }
+    }
+}
+
+/// Whether a pattern needs matching rather than an exact lookup.
+pub(crate) fn is_pattern(pattern: &str) -> bool {
+    pattern.contains('*') || pattern.contains("[...]")
+}
+
+/// Functions (sorted by name) matching `pattern`, per the rules above.
+pub(crate) fn find<'f>(functions: &'f [Function], pattern: &str) -> Vec<&'f Function> {
+    let exact = exact(functions, pattern);
+    if !exact.is_empty() || !is_pattern(pattern) {
+        return exact;
+    }
+    let pieces = compile(pattern);
+    functions.iter().filter(|f| matches(&pieces, &f.name)).collect()
+}
+
+fn exact<'f>(functions: &'f [Function], name: &str) -> Vec<&'f Function> {
+    let start = functions.partition_point(|f| f.name.as_str() < name);
+    functions[start..].iter().take_while(|f| f.name == name).collect()
+}
+
+/// The package path of a Go symbol: `net/http` for `net/http.(*conn).serve`.
+pub(crate) fn package_of(name: &str) -> &str {
+    let slash = name.rfind('/').map(|i| i + 1).unwrap_or(0);
+    match name[slash..].find('.') {
+        Some(dot) => &name[..slash + dot],
+        None => name,
+    }
+}
+
+/// Up to `n` function names closest to `name`: names of the same package first (a typo is
+/// more often in the function than in the package), then any.
+pub(crate) fn closest<'f>(functions: &'f [Function], name: &str, n: usize) -> Vec<&'f str> {
+    let package = package_of(name);
+    let prefix = format!("{package}.");
+    let same_package = functions.iter().map(|f| f.name.as_str()).filter(|f| f.starts_with(&prefix));
+    let mut found = crate::diag::closest(name, same_package, n);
+    if found.len() < n {
+        let rest = functions.iter().map(|f| f.name.as_str()).filter(|f| !f.starts_with(&prefix));
+        let mut names: Vec<&str> = rest.collect();
+        names.dedup();
+        for c in crate::diag::closest(name, names, n - found.len()) {
+            found.push(c);
+        }
+    }
+    found.dedup();
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn funcs(names: &[&str]) -> Vec<Function> {
+        let mut v: Vec<Function> =
+            names.iter().enumerate().map(|(i, n)| Function { name: n.to_string(), addr: i as u64, size: 1 }).collect();
+        v.sort_by(|a, b| a.name.cmp(&b.name));
+        v
+    }
+
+    fn names(fs: Vec<&Function>) -> Vec<&str> {
+        fs.into_iter().map(|f| f.name.as_str()).collect()
+    }
+
+    const ALL: &[&str] = &[
+        "main.main",
+        "main.(*T).Add",
+        "main.T.Get",
+        "main.Sum[go.shape.int]",
+        "main.Sum[go.shape.float64]",
+        "main.Map[go.shape.string,map[string]int]",
+        "net/http.(*Client).Do",
+        "net/http.(*Client).do",
+        "net/http.(*conn).serve",
+    ];
+
+    #[test]
+    fn exact_name_with_star_is_literal() {
+        let f = funcs(ALL);
+        assert_eq!(names(find(&f, "main.(*T).Add")), vec!["main.(*T).Add"]);
+    }
+
+    #[test]
+    fn star_matches_slashes_dots_and_parens() {
+        let f = funcs(ALL);
+        assert_eq!(names(find(&f, "net/http.(*Client).*")), vec!["net/http.(*Client).Do", "net/http.(*Client).do"]);
+        assert_eq!(names(find(&f, "net/*serve")), vec!["net/http.(*conn).serve"]);
+        assert_eq!(find(&f, "*").len(), ALL.len());
+        assert_eq!(names(find(&f, "main.*.Add")), vec!["main.(*T).Add"]);
+    }
+
+    #[test]
+    fn pointer_receiver_star_is_not_a_wildcard() {
+        let f = funcs(&["main.(*T).Add", "main.(xT).Add"]);
+        assert_eq!(names(find(&f, "main.(*T).A*")), vec!["main.(*T).Add"]);
+    }
+
+    #[test]
+    fn type_args_match_any_instantiation() {
+        let f = funcs(ALL);
+        assert_eq!(names(find(&f, "main.Sum[...]")), vec!["main.Sum[go.shape.float64]", "main.Sum[go.shape.int]"]);
+        assert_eq!(names(find(&f, "main.Map[...]")), vec!["main.Map[go.shape.string,map[string]int]"]);
+    }
+
+    #[test]
+    fn no_match_is_empty() {
+        let f = funcs(ALL);
+        assert!(find(&f, "main.nope").is_empty());
+        assert!(find(&f, "nope.*").is_empty());
+    }
+
+    #[test]
+    fn package_paths() {
+        assert_eq!(package_of("net/http.(*conn).serve"), "net/http");
+        assert_eq!(package_of("main.main"), "main");
+        assert_eq!(package_of("example.com/x/pkg.F"), "example.com/x/pkg");
+    }
+
+    #[test]
+    fn closest_prefers_same_package() {
+        let f = funcs(&["main.doWork", "work.doWork", "main.doWorkers"]);
+        assert_eq!(closest(&f, "main.doWrk", 2), vec!["main.doWork", "main.doWorkers"]);
+    }
+}

@@ -1,0 +1,3 @@
+module abi
+
+go 1.22
