@@ -482,18 +482,11 @@ impl Cx<'_> {
                 self.maps.reference(&m.name.name, m.span);
                 match self.maps.maps.get(&m.name.name).map(|i| i.value.clone()) {
                     Some(MapValueTy::Plain(t)) => t,
-                    Some(MapValueTy::Agg { agg: Agg::Count, of }) | Some(MapValueTy::Agg { agg: Agg::Sum, of }) => {
-                        if of == Ty::Duration {
-                            Ty::Duration
-                        } else {
-                            I64
-                        }
-                    }
                     Some(MapValueTy::Agg { agg, .. }) => {
                         self.err(
                             Diagnostic::error(e.span, format!("the value of a {}() map cannot be read in a probe", agg.name()))
                                 .label("not readable here")
-                                .hint("count() and sum() maps can be read; print(@m) prints any map"),
+                                .hint("aggregations are kept per CPU and summed when printed; print(@m) prints any map"),
                         );
                         Ty::Void
                     }
