@@ -13,9 +13,8 @@ const IMMS: [i32; 7] = [0, 1, -1, 42, -512, i32::MAX, i32::MIN];
 const OFFS: [i16; 6] = [0, 1, -1, -8, i16::MAX, i16::MIN];
 const ALU_OPS: [u8; 11] =
     [BPF_ADD, BPF_SUB, BPF_MUL, BPF_DIV, BPF_OR, BPF_AND, BPF_LSH, BPF_RSH, BPF_MOD, BPF_XOR, BPF_ARSH];
-const JMP_OPS: [u8; 11] = [
-    BPF_JEQ, BPF_JGT, BPF_JGE, BPF_JSET, BPF_JNE, BPF_JSGT, BPF_JSGE, BPF_JLT, BPF_JLE, BPF_JSLT, BPF_JSLE,
-];
+const JMP_OPS: [u8; 11] =
+    [BPF_JEQ, BPF_JGT, BPF_JGE, BPF_JSET, BPF_JNE, BPF_JSGT, BPF_JSGE, BPF_JLT, BPF_JLE, BPF_JSLT, BPF_JSLE];
 
 /// Disassembles `insns` (one instruction, or the two halves of an `ld_imm64`), checks
 /// the text is not the raw fallback, and assembles it back.
@@ -142,11 +141,7 @@ fn any_encoding_round_trips_even_unknown_ones() {
                     for next in [None, Some(&zero)] {
                         let text = disasm_insn(&insn, next);
                         let back = asm_insn(&text).unwrap_or_else(|e| panic!("{insn:?}: {e}"));
-                        let expected: Vec<Insn> = if is_wide(&insn, next) {
-                            vec![insn, zero]
-                        } else {
-                            vec![insn]
-                        };
+                        let expected: Vec<Insn> = if is_wide(&insn, next) { vec![insn, zero] } else { vec![insn] };
                         assert_eq!(back.insns, expected, "{text}");
                     }
                 }

@@ -83,10 +83,8 @@ impl<'a> Cursor<'a> {
 
     fn word(&mut self) -> Option<&'a str> {
         self.skip();
-        let end = self
-            .rest
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
-            .unwrap_or(self.rest.len());
+        let end =
+            self.rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.')).unwrap_or(self.rest.len());
         if end == 0 {
             return None;
         }
@@ -119,10 +117,7 @@ impl<'a> Cursor<'a> {
             false
         };
         c.rest = c.rest.trim_start_matches(' ');
-        let end = c
-            .rest
-            .find(|ch: char| !ch.is_ascii_alphanumeric())
-            .unwrap_or(c.rest.len());
+        let end = c.rest.find(|ch: char| !ch.is_ascii_alphanumeric()).unwrap_or(c.rest.len());
         let digits = &c.rest[..end];
         let value = match digits.strip_prefix("0x") {
             Some(h) => i128::from_str_radix(h, 16).ok()?,
@@ -218,10 +213,7 @@ fn parse_body(c: &mut Cursor) -> Option<Assembled> {
         return parse_assign(c, dst, wide);
     }
     // `dst op= operand`, the longest operator first.
-    let ops = [
-        BPF_ARSH, BPF_LSH, BPF_RSH, BPF_ADD, BPF_SUB, BPF_MUL, BPF_OR, BPF_AND, BPF_XOR,
-        BPF_DIV, BPF_MOD,
-    ];
+    let ops = [BPF_ARSH, BPF_LSH, BPF_RSH, BPF_ADD, BPF_SUB, BPF_MUL, BPF_OR, BPF_AND, BPF_XOR, BPF_DIV, BPF_MOD];
     let signed = [(BPF_DIV, 1), (BPF_MOD, 1)];
     let (op, off) = signed
         .into_iter()
@@ -263,10 +255,7 @@ fn parse_call(c: &mut Cursor) -> Option<Assembled> {
 
 fn parse_jump(c: &mut Cursor) -> Option<Assembled> {
     let (dst, wide) = c.reg()?;
-    let ops = [
-        BPF_JEQ, BPF_JNE, BPF_JSGE, BPF_JSGT, BPF_JSLE, BPF_JSLT, BPF_JGE, BPF_JGT, BPF_JLE,
-        BPF_JLT, BPF_JSET,
-    ];
+    let ops = [BPF_JEQ, BPF_JNE, BPF_JSGE, BPF_JSGT, BPF_JSLE, BPF_JSLT, BPF_JGE, BPF_JGT, BPF_JLE, BPF_JLT, BPF_JSET];
     let op = ops.into_iter().find(|o| jmp_symbol(*o).is_some_and(|s| c.lit(s)))?;
     let class = if wide { BPF_JMP } else { BPF_JMP32 };
     let insn = if let Some((src, w)) = c.reg() {
@@ -277,7 +266,8 @@ fn parse_jump(c: &mut Cursor) -> Option<Assembled> {
     } else {
         // Jump immediates print in hex; accept the unsigned 32-bit spelling too.
         let v = c.int()?;
-        let imm = if (i32::MIN as i128..=u32::MAX as i128).contains(&v) { v as i64 as u32 as i32 } else { return None };
+        let imm =
+            if (i32::MIN as i128..=u32::MAX as i128).contains(&v) { v as i64 as u32 as i32 } else { return None };
         Insn::new(class | op | BPF_K, dst, 0, 0, imm)
     };
     if !c.lit("goto") {
@@ -296,11 +286,7 @@ fn parse_assign(c: &mut Cursor, dst: Reg, wide: bool) -> Option<Assembled> {
     }
     // dst = map[NAME] ll, dst = map[fd:N] ll
     if c.lit("map[") {
-        let (fd, map) = if c.lit("fd:") {
-            (c.i32()?, None)
-        } else {
-            (0, Some(c.word()?.to_string()))
-        };
+        let (fd, map) = if c.lit("fd:") { (c.i32()?, None) } else { (0, Some(c.word()?.to_string())) };
         if !(c.lit("]") && c.lit("ll") && wide) {
             return None;
         }
@@ -368,10 +354,8 @@ fn parse_atomic(c: &mut Cursor, word: &str, dst: Reg) -> Option<Assembled> {
     if size != bits || !c.lit(",") {
         return None;
     }
-    if imm == BPF_CMPXCHG {
-        if dst != R0 || c.reg()? != (R0, true) || !c.lit(",") {
-            return None;
-        }
+    if imm == BPF_CMPXCHG && (dst != R0 || c.reg()? != (R0, true) || !c.lit(",")) {
+        return None;
     }
     let (src, true) = c.reg()? else { return None };
     if imm != BPF_CMPXCHG && src != dst {
@@ -407,9 +391,6 @@ mod tests {
 
     #[test]
     fn index_mismatch_is_reported() {
-        assert_eq!(
-            asm("   0: exit\n   2: exit\n"),
-            Err(AsmError::IndexMismatch { line: 2, expected: 1, found: 2 })
-        );
+        assert_eq!(asm("   0: exit\n   2: exit\n"), Err(AsmError::IndexMismatch { line: 2, expected: 1, found: 2 }));
     }
 }

@@ -94,11 +94,10 @@ impl Builder {
         let here = self.insns.len();
         match self.labels.get_mut(label.0) {
             Some(slot @ None) => *slot = Some(here),
-            Some(Some(first)) => {
-                if self.double_bound.is_none() {
-                    self.double_bound = Some((label.0, *first, here));
-                }
+            Some(Some(first)) if self.double_bound.is_none() => {
+                self.double_bound = Some((label.0, *first, here));
             }
+            Some(Some(_)) => {}
             // A label of another builder: reported as unbound if it is used.
             None => {}
         }
@@ -139,18 +138,12 @@ impl Builder {
         }
         let len = self.insns.len();
         for &(at, Label(label)) in &self.fixups {
-            let target = self
-                .labels
-                .get(label)
-                .copied()
-                .flatten()
-                .ok_or(BuildError::UnboundLabel { label })?;
+            let target = self.labels.get(label).copied().flatten().ok_or(BuildError::UnboundLabel { label })?;
             if target >= len {
                 return Err(BuildError::LabelPastEnd { label });
             }
             let offset = target as i64 - (at as i64 + 1);
-            let off = i16::try_from(offset)
-                .map_err(|_| BuildError::JumpOutOfRange { insn_index: at, offset })?;
+            let off = i16::try_from(offset).map_err(|_| BuildError::JumpOutOfRange { insn_index: at, offset })?;
             self.insns[at].off = off;
         }
         if len > MAX_INSNS {

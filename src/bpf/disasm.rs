@@ -13,8 +13,7 @@ use std::fmt::Write as _;
 
 /// The whole program: `; comment` lines, then `  idx: text` lines.
 pub fn disasm(program: &Program) -> String {
-    let maps: HashMap<usize, &str> =
-        program.relocations.iter().map(|r| (r.insn_index, r.map.as_str())).collect();
+    let maps: HashMap<usize, &str> = program.relocations.iter().map(|r| (r.insn_index, r.map.as_str())).collect();
     let mut comments = program.comments.iter().peekable();
     let mut out = String::new();
     let mut i = 0;
@@ -58,10 +57,7 @@ fn is_map_load(insn: &Insn, next: Option<&Insn>) -> bool {
 
 /// The fallback form for any encoding.
 pub fn raw(insn: &Insn) -> String {
-    format!(
-        ".insn code={:#04x} dst={} src={} off={} imm={}",
-        insn.code, insn.dst, insn.src, insn.off, insn.imm
-    )
+    format!(".insn code={:#04x} dst={} src={} off={} imm={}", insn.code, insn.dst, insn.src, insn.off, insn.imm)
 }
 
 /// The operator of an ALU operation (`+` for `BPF_ADD`), with the signed forms of
@@ -180,12 +176,8 @@ fn known(i: &Insn, next: Option<&Insn>) -> Option<String> {
             }
             Some(format!("r{dst} = {}", mem(size, signed, src, off)))
         }
-        BPF_ST if mode(code) == BPF_MEM && src == 0 => {
-            Some(format!("{} = {imm}", mem(size, false, dst, off)))
-        }
-        BPF_STX if mode(code) == BPF_MEM && imm == 0 => {
-            Some(format!("{} = r{src}", mem(size, false, dst, off)))
-        }
+        BPF_ST if mode(code) == BPF_MEM && src == 0 => Some(format!("{} = {imm}", mem(size, false, dst, off))),
+        BPF_STX if mode(code) == BPF_MEM && imm == 0 => Some(format!("{} = r{src}", mem(size, false, dst, off))),
         BPF_STX if mode(code) == BPF_ATOMIC && matches!(size, Size::W | Size::DW) => {
             let m = format!("({} *)(r{dst} {off:+})", mem_type(size, false));
             let bits = if size == Size::DW { "64" } else { "" };

@@ -225,7 +225,7 @@ pub fn encode_all(insns: &[Insn]) -> Vec<u8> {
 /// Decodes a byte string of whole instructions; `None` if its length is not a multiple
 /// of 8.
 pub fn decode_all(bytes: &[u8]) -> Option<Vec<Insn>> {
-    if bytes.len() % INSN_SIZE != 0 {
+    if !bytes.len().is_multiple_of(INSN_SIZE) {
         return None;
     }
     Some(
@@ -286,10 +286,7 @@ pub fn ld_imm64(dst: Reg, imm: u64) -> [Insn; 2] {
 /// `dst = map` : a map's address, its fd (imm, 0 here) filled in by the loader from a
 /// relocation.
 pub fn ld_map_fd(dst: Reg) -> [Insn; 2] {
-    [
-        Insn::new(BPF_LD | BPF_IMM | BPF_DW, dst, BPF_PSEUDO_MAP_FD, 0, 0),
-        Insn::new(0, 0, 0, 0, 0),
-    ]
+    [Insn::new(BPF_LD | BPF_IMM | BPF_DW, dst, BPF_PSEUDO_MAP_FD, 0, 0), Insn::new(0, 0, 0, 0, 0)]
 }
 
 /// `dst = *(size *)(src + off)`, zero-extended.
