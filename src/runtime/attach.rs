@@ -2,7 +2,7 @@
 //! function's index as attach cookie), `on begin`/`on end`/`on interval` on gtrace's own
 //! trigger functions, and detaching all of it.
 
-use super::error::{permission_error, RuntimeError};
+use super::error::{has_errno, permission_error, RuntimeError};
 use super::events::IntervalTimer;
 use super::loader::Loaded;
 use super::trigger::{Trigger, INTERVAL_SLOTS};
@@ -98,6 +98,13 @@ impl Loaded {
                     action: format!("attaching a uprobe to {}", point.function),
                     source: io,
                 },
+                None if matches!(scope, UProbeScope::OneProcess(_)) && has_errno(&source, libc::ESRCH) => {
+                    let pid = match scope {
+                        UProbeScope::OneProcess(pid) => pid.get(),
+                        _ => 0,
+                    };
+                    RuntimeError::NoSuchProcess { pid }
+                }
                 None => RuntimeError::Attach {
                     function: point.function.clone(),
                     offset: point.file_offset,

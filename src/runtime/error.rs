@@ -165,3 +165,15 @@ pub(crate) fn permission_error(err: &(dyn std::error::Error + 'static)) -> Optio
     }
     None
 }
+
+/// Whether an `io::Error` with `errno` is in `err`'s source chain.
+pub(crate) fn has_errno(err: &(dyn std::error::Error + 'static), errno: i32) -> bool {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = cur {
+        if e.downcast_ref::<io::Error>().and_then(io::Error::raw_os_error) == Some(errno) {
+            return true;
+        }
+        cur = e.source();
+    }
+    false
+}

@@ -1,0 +1,414 @@
+//! The runtime against the real kernel: objects built with the instruction builder and
+//! the object writer are loaded, attached to a small Go program (started held with
+//! `spawn_held`) or to gtrace's own triggers, and their maps and events read back.
+//!
+//! These need CAP_BPF and CAP_PERFMON. Without them a test prints `SKIP` and passes,
+//! unless CI=true, where it fails.
+
+use gtrace::bpf::builder::{Builder, Program};
+use gtrace::bpf::helpers::*;
+use gtrace::bpf::insn::*;
+use gtrace::object::{write, BpfObject, MapDef, ProgramCode};
+use gtrace::plan::{AttachPoint, MapKind, MapRole, MapSpec, Plan, ProbeAttach, ProbeSpec};
+use gtrace::runtime::{self, failing_insn, Loaded, RuntimeError, Scope};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+// ---------------------------------------------------------------- the Go target
+
+const GO_MAIN: &str = r#"package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+)
+
+//go:noinline
+func work(i int) int { return i*3 + 1 }
+
+func main() {
+	n := 5
+	if len(os.Args) > 1 {
+		n, _ = strconv.Atoi(os.Args[1])
+	}
+	s := 0
+	for i := 0; i < n; i++ {
+		s += work(i)
+	}
+	fmt.Printf("calls %d sum %d\n", n, s)
+}
+"#;
+
+/// Builds the Go target once per test run; returns its path.
+fn go_target() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("runtime-go");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("main.go"), GO_MAIN).unwrap();
+        std::fs::write(dir.join("go.mod"), "module example.com/runtimetarget\n\ngo 1.22\n").unwrap();
+        let out = dir.join("target");
+        let status = std::process::Command::new("go")
+            .args(["build", "-o"])
+            .arg(&out)
+            .arg(".")
+            .current_dir(&dir)
+            .status()
+            .expect("running go build");
+        assert!(status.success(), "go build failed");
+        out
+    })
+}
+
+/// File offset of the entry of `symbol` in `binary`, from its ELF symbol table.
+fn entry_offset(binary: &Path, symbol: &str) -> u64 {
+    use object::{Object, ObjectSection, ObjectSymbol};
+    let data = std::fs::read(binary).unwrap();
+    let file = object::File::parse(&*data).unwrap();
+    let sym = file.symbols().find(|s| s.name() == Ok(symbol)).unwrap_or_else(|| panic!("no {symbol}"));
+    let section = file.section_by_index(sym.section_index().unwrap()).unwrap();
+    let (file_start, _) = section.file_range().unwrap();
+    sym.address() - section.address() + file_start
+}
+
+/// Runs the target with `calls` as its argument, held until `loaded` is attached to it;
+/// returns the number of calls it printed.
+fn run_target(loaded: Option<&mut Loaded>, calls: u32) -> u64 {
+    let argv = vec![go_target().display().to_string(), calls.to_string()];
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("runtime-out-{}", std::process::id()));
+    // The child's stdout goes to a file: run through sh so the runtime's argv stays plain.
+    let sh = vec![
+        "sh".to_string(),
+        "-c".to_string(),
+        format!("exec \"$0\" \"$1\" > {}", out.display()),
+        argv[0].clone(),
+        argv[1].clone(),
+    ];
+    let mut child = runtime::spawn_held(&sh).unwrap();
+    if let Some(loaded) = loaded {
+        let n = loaded.attach(go_target(), Scope::Process(child.pid())).unwrap();
+        assert_eq!(n, 1);
+    }
+    child.release().unwrap();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    let text = std::fs::read_to_string(&out).unwrap();
+    let printed = text.split_whitespace().nth(1).unwrap().parse().unwrap();
+    std::fs::remove_file(&out).unwrap();
+    printed
+}
+
+// ---------------------------------------------------------------- objects and plans
+
+const COUNTS: &str = "counts";
+const EVENTS: &str = "events";
+
+fn map_spec(name: &str, kind: MapKind, key_size: u32, value_size: u32, max_entries: u32, role: MapRole) -> MapSpec {
+    MapSpec { object_name: name.into(), kind, key_size, value_size, max_entries, role }
+}
+
+fn counts_map() -> MapSpec {
+    map_spec(COUNTS, MapKind::PercpuHash, 8, 8, 64, MapRole::Scratch)
+}
+
+fn events_map() -> MapSpec {
+    map_spec(EVENTS, MapKind::Ringbuf, 0, 0, 4096 * 4, MapRole::Events)
+}
+
+/// `counts[attach cookie] += 1` in a per-CPU hash.
+fn count_by_cookie() -> Program {
+    let mut b = Builder::new();
+    let insert = b.new_label();
+    let done = b.new_label();
+    b.emit(call(BPF_FUNC_get_attach_cookie));
+    b.emit(store_reg(Size::DW, R10, -8, R0));
+    b.ld_map(R1, COUNTS);
+    b.emit(mov64_reg(R2, R10));
+    b.emit(alu64_imm(BPF_ADD, R2, -8));
+    b.emit(call(BPF_FUNC_map_lookup_elem));
+    b.jmp_imm_to(BPF_JEQ, R0, 0, insert);
+    b.emit(load(Size::DW, R1, R0, 0));
+    b.emit(alu64_imm(BPF_ADD, R1, 1));
+    b.emit(store_reg(Size::DW, R0, 0, R1));
+    b.ja_to(done);
+    b.bind(insert);
+    b.emit(store_imm(Size::DW, R10, -16, 1));
+    b.ld_map(R1, COUNTS);
+    b.emit(mov64_reg(R2, R10));
+    b.emit(alu64_imm(BPF_ADD, R2, -8));
+    b.emit(mov64_reg(R3, R10));
+    b.emit(alu64_imm(BPF_ADD, R3, -16));
+    b.emit(mov64_imm(R4, BPF_ANY));
+    b.emit(call(BPF_FUNC_map_update_elem));
+    b.bind(done);
+    b.emit(mov64_imm(R0, 0));
+    b.emit(exit());
+    b.finish().unwrap()
+}
+
+/// Sends a 16-byte record `[7u64, 0x1122334455667788u64]` through the ring buffer.
+fn send_event() -> Program {
+    let mut b = Builder::new();
+    b.emit(store_imm(Size::DW, R10, -16, 7));
+    b.emit2(ld_imm64(R1, 0x1122_3344_5566_7788));
+    b.emit(store_reg(Size::DW, R10, -8, R1));
+    b.ld_map(R1, EVENTS);
+    b.emit(mov64_reg(R2, R10));
+    b.emit(alu64_imm(BPF_ADD, R2, -16));
+    b.emit(mov64_imm(R3, 16));
+    b.emit(mov64_imm(R4, 0));
+    b.emit(call(BPF_FUNC_ringbuf_output));
+    b.emit(mov64_imm(R0, 0));
+    b.emit(exit());
+    b.finish().unwrap()
+}
+
+/// Reads far below the 512-byte stack: the verifier must reject it.
+fn out_of_bounds_stack() -> Program {
+    let mut b = Builder::new();
+    b.emit(mov64_imm(R0, 0));
+    b.emit(mov64_imm(R1, 0));
+    b.emit(load(Size::DW, R2, R10, -520));
+    b.emit(exit());
+    b.finish().unwrap()
+}
+
+fn probe(program: &str, attach: ProbeAttach) -> ProbeSpec {
+    ProbeSpec { program: program.into(), attach, describe: format!("test {program}") }
+}
+
+/// Writes the object for `programs` and `maps` and the matching plan.
+fn object_and_plan(programs: Vec<(ProbeSpec, Program)>, maps: Vec<MapSpec>) -> (Vec<u8>, Plan) {
+    let obj = BpfObject {
+        license: "GPL".into(),
+        maps: maps
+            .iter()
+            .map(|m| MapDef {
+                name: m.object_name.clone(),
+                map_type: m.kind.bpf_type(),
+                key_size: m.key_size,
+                value_size: m.value_size,
+                max_entries: m.max_entries,
+                map_flags: 0,
+            })
+            .collect(),
+        programs: programs
+            .iter()
+            .map(|(spec, program)| ProgramCode {
+                name: spec.program.clone(),
+                section: format!("uprobe/{}", spec.program),
+                program: program.clone(),
+            })
+            .collect(),
+    };
+    let bytes = write(&obj).unwrap();
+    let plan = Plan {
+        binary: go_target().to_path_buf(),
+        maps,
+        probes: programs.into_iter().map(|(spec, _)| spec).collect(),
+        events: Vec::new(),
+        functions: vec!["main.work".into()],
+    };
+    (bytes, plan)
+}
+
+/// The uprobe on `main.work` with cookie `cookie`.
+fn work_probe(cookie: u64) -> ProbeSpec {
+    let offset = entry_offset(go_target(), "main.work");
+    probe(
+        "count",
+        ProbeAttach::Uprobe(vec![AttachPoint { function: "main.work".into(), address: 0, file_offset: offset, cookie }]),
+    )
+}
+
+/// Loads, or returns `None` after a loud SKIP when privileges are missing outside CI.
+fn load_or_skip(bytes: &[u8], plan: &Plan) -> Option<Loaded> {
+    match runtime::load(bytes, plan) {
+        Ok(loaded) => Some(loaded),
+        Err(e @ RuntimeError::Permission { .. }) if std::env::var("CI").as_deref() != Ok("true") => {
+            eprintln!("SKIP: not privileged to load BPF programs ({e}); {}", e.hint().unwrap_or(""));
+            None
+        }
+        Err(e) => panic!("load failed: {e} {e:?}"),
+    }
+}
+
+/// Uprobes on gtrace's own triggers fire for any thread of this process; tests that run
+/// them or count in the Go target must not overlap.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The sum over CPUs of the u64 count under `key`.
+fn count_of(loaded: &Loaded, key: u64) -> u64 {
+    let entries = loaded.map_entries(COUNTS).unwrap();
+    entries
+        .iter()
+        .filter(|(k, _)| k.as_slice() == key.to_ne_bytes())
+        .flat_map(|(_, per_cpu)| per_cpu.iter())
+        .map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap()))
+        .sum()
+}
+
+// ---------------------------------------------------------------- tests
+
+#[test]
+fn counts_calls_of_a_go_function_in_a_held_child() {
+    let _serial = serial();
+    let (bytes, plan) = object_and_plan(vec![(work_probe(3), count_by_cookie())], vec![counts_map()]);
+    let Some(mut loaded) = load_or_skip(&bytes, &plan) else { return };
+    let printed = run_target(Some(&mut loaded), 37);
+    assert_eq!(printed, 37);
+    // Every call counted under the cookie, across CPUs, from the first instruction on.
+    assert_eq!(count_of(&loaded, 3), printed);
+    let entries = loaded.map_entries(COUNTS).unwrap();
+    assert_eq!(entries.len(), 1);
+    assert_eq!(entries[0].1.len(), runtime::possible_cpus().unwrap());
+    // clear_map empties it.
+    loaded.clear_map(COUNTS).unwrap();
+    assert!(loaded.map_entries(COUNTS).unwrap().is_empty());
+}
+
+#[test]
+fn held_child_is_probed_from_its_first_instruction_across_exec() {
+    let _serial = serial();
+    // The ELF entry point of the Go binary runs exactly once, before anything else; the
+    // held child first execs sh, which execs the target: the pid-scoped probe follows.
+    let offset = entry_offset(go_target(), "_rt0_amd64_linux");
+    let entry = probe(
+        "count",
+        ProbeAttach::Uprobe(vec![AttachPoint { function: "_rt0".into(), address: 0, file_offset: offset, cookie: 9 }]),
+    );
+    let (bytes, plan) = object_and_plan(vec![(entry, count_by_cookie())], vec![counts_map()]);
+    let Some(mut loaded) = load_or_skip(&bytes, &plan) else { return };
+    run_target(Some(&mut loaded), 2);
+    assert_eq!(count_of(&loaded, 9), 1);
+}
+
+#[test]
+fn detach_all_really_detaches() {
+    let _serial = serial();
+    let (bytes, plan) = object_and_plan(vec![(work_probe(1), count_by_cookie())], vec![counts_map()]);
+    let Some(mut loaded) = load_or_skip(&bytes, &plan) else { return };
+    // Every process running the binary: a later run would be counted if still attached.
+    assert_eq!(loaded.attach(go_target(), Scope::AllProcesses).unwrap(), 1);
+    let printed = run_target(None, 11);
+    assert_eq!(count_of(&loaded, 1), printed);
+    loaded.detach_all();
+    assert_eq!(loaded.attached(), 0);
+    run_target(None, 13);
+    assert_eq!(count_of(&loaded, 1), printed);
+}
+
+#[test]
+fn ring_buffer_round_trip_from_begin() {
+    let _serial = serial();
+    let (bytes, plan) = object_and_plan(vec![(probe("begin", ProbeAttach::Begin), send_event())], vec![events_map()]);
+    let Some(mut loaded) = load_or_skip(&bytes, &plan) else { return };
+    assert_eq!(loaded.attach(go_target(), Scope::AllProcesses).unwrap(), 1);
+    let mut records = Vec::new();
+    loaded.poll_events(Duration::ZERO, &mut |r| records.push(r.to_vec())).unwrap();
+    assert!(records.is_empty(), "begin ran before run_begin");
+    loaded.run_begin();
+    loaded.poll_events(Duration::from_secs(2), &mut |r| records.push(r.to_vec())).unwrap();
+    let mut expected = 7u64.to_ne_bytes().to_vec();
+    expected.extend(0x1122_3344_5566_7788u64.to_ne_bytes());
+    assert_eq!(records, vec![expected]);
+}
+
+#[test]
+fn begin_runs_once_and_end_only_at_end() {
+    let _serial = serial();
+    let mut begin = work_probe(0);
+    begin.program = "on_begin".into();
+    begin.attach = ProbeAttach::Begin;
+    let end = probe("on_end", ProbeAttach::End);
+    // Both count under their cookie, 0: begin and end share the map.
+    let (bytes, plan) =
+        object_and_plan(vec![(begin, count_by_cookie()), (end, count_by_cookie())], vec![counts_map()]);
+    let Some(mut loaded) = load_or_skip(&bytes, &plan) else { return };
+    assert_eq!(loaded.attach(go_target(), Scope::AllProcesses).unwrap(), 2);
+    assert_eq!(count_of(&loaded, 0), 0);
+    loaded.run_begin();
+    assert_eq!(count_of(&loaded, 0), 1);
+    loaded.run_end();
+    assert_eq!(count_of(&loaded, 0), 2);
+    loaded.detach_all();
+    loaded.run_begin();
+    assert_eq!(count_of(&loaded, 0), 2);
+}
+
+#[test]
+fn interval_probes_fire_from_poll_events() {
+    let _serial = serial();
+    let tick = probe("tick", ProbeAttach::Interval { nanos: 20_000_000 });
+    let (bytes, plan) = object_and_plan(vec![(tick, count_by_cookie())], vec![counts_map()]);
+    let Some(mut loaded) = load_or_skip(&bytes, &plan) else { return };
+    assert_eq!(loaded.attach(go_target(), Scope::AllProcesses).unwrap(), 1);
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_millis(250) {
+        loaded.poll_events(Duration::from_millis(50), &mut |_| {}).unwrap();
+    }
+    let ticks = count_of(&loaded, 0);
+    assert!((5..=13).contains(&ticks), "{ticks} ticks of 20ms in 250ms");
+}
+
+#[test]
+fn verifier_rejection_carries_the_log() {
+    let (bytes, plan) = object_and_plan(vec![(work_probe(0), out_of_bounds_stack())], vec![]);
+    match runtime::load(&bytes, &plan) {
+        Err(RuntimeError::Verifier { program, log }) => {
+            assert_eq!(program, "count");
+            assert!(!log.is_empty());
+            assert_eq!(failing_insn(&log), Some(2), "{log}");
+        }
+        Err(e @ RuntimeError::Permission { .. }) if std::env::var("CI").as_deref() != Ok("true") => {
+            eprintln!("SKIP: not privileged to load BPF programs ({e})");
+        }
+        Err(e) => panic!("expected a verifier error, got {e:?}"),
+        Ok(_) => panic!("the verifier accepted an out-of-bounds stack read"),
+    }
+}
+
+#[test]
+fn nonexistent_pid_is_no_such_process() {
+    let pid = 0x3fff_fff0;
+    assert!(matches!(runtime::process_exe(pid), Err(RuntimeError::NoSuchProcess { pid: p }) if p == pid));
+    assert!(!runtime::is_alive(pid));
+
+    let _serial = serial();
+    let (bytes, plan) = object_and_plan(vec![(work_probe(0), count_by_cookie())], vec![counts_map()]);
+    let Some(mut loaded) = load_or_skip(&bytes, &plan) else { return };
+    match loaded.attach(go_target(), Scope::Process(pid)) {
+        Err(RuntimeError::NoSuchProcess { pid: p }) => assert_eq!(p, pid),
+        other => panic!("expected NoSuchProcess, got {other:?}"),
+    }
+    assert_eq!(loaded.attached(), 0);
+}
+
+#[test]
+fn attach_failure_names_the_function_and_detaches() {
+    let _serial = serial();
+    let offset = entry_offset(go_target(), "main.work");
+    let size = std::fs::metadata(go_target()).unwrap().len();
+    let points = vec![
+        AttachPoint { function: "main.work".into(), address: 0, file_offset: offset, cookie: 0 },
+        AttachPoint { function: "main.beyond".into(), address: 0, file_offset: size + 0x1000, cookie: 1 },
+    ];
+    let (bytes, plan) =
+        object_and_plan(vec![(probe("count", ProbeAttach::Uprobe(points)), count_by_cookie())], vec![counts_map()]);
+    let Some(mut loaded) = load_or_skip(&bytes, &plan) else { return };
+    match loaded.attach(go_target(), Scope::AllProcesses) {
+        Err(e @ RuntimeError::Attach { .. }) => {
+            let text = e.to_string();
+            assert!(text.contains("main.beyond") && text.contains(&format!("{:#x}", size + 0x1000)), "{text}");
+        }
+        other => panic!("expected an attach error, got {other:?}"),
+    }
+    assert_eq!(loaded.attached(), 0);
+    run_target(None, 3);
+    assert_eq!(count_of(&loaded, 0), 0);
+}
