@@ -89,8 +89,16 @@ pub struct SymbolPattern {
 }
 
 impl SymbolPattern {
+    /// Whether the pattern holds a `*` wildcard. The `*` of a pointer receiver, `(*T)`,
+    /// is part of the name, not a wildcard.
     pub fn is_wildcard(&self) -> bool {
-        self.text.contains('*') && self.quoted
+        let t = self.text.as_bytes();
+        self.quoted
+            && (0..t.len()).any(|i| {
+                let receiver =
+                    i > 0 && t[i - 1] == b'(' && t.get(i + 1).is_some_and(|n| n.is_ascii_alphabetic() || *n == b'_' || *n >= 0x80);
+                t[i] == b'*' && !receiver
+            })
     }
 }
 

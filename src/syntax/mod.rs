@@ -3,3 +3,6 @@
 
 pub mod ast;
 pub mod format;
+pub mod parser;
+
+pub use parser::parse;
