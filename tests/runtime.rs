@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"time"
 )
 
 //go:noinline
@@ -32,6 +33,10 @@ func main() {
 	n := 5
 	if len(os.Args) > 1 {
 		n, _ = strconv.Atoi(os.Args[1])
+	}
+	if len(os.Args) > 2 {
+		ms, _ := strconv.Atoi(os.Args[2])
+		time.Sleep(time.Duration(ms) * time.Millisecond)
 	}
 	s := 0
 	for i := 0; i < n; i++ {
@@ -76,7 +81,7 @@ fn entry_offset(binary: &Path, symbol: &str) -> u64 {
 /// Runs the target with `calls` as its argument, held until `loaded` is attached to it;
 /// returns the number of calls it printed.
 fn run_target(loaded: Option<&mut Loaded>, calls: u32) -> u64 {
-    let argv = vec![go_target().display().to_string(), calls.to_string()];
+    let argv = [go_target().display().to_string(), calls.to_string()];
     let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("runtime-out-{}", std::process::id()));
     // The child's stdout goes to a file: run through sh so the runtime's argv stays plain.
     let sh = vec![
@@ -198,7 +203,11 @@ fn object_and_plan(programs: Vec<(ProbeSpec, Program)>, maps: Vec<MapSpec>) -> (
             .iter()
             .map(|(spec, program)| ProgramCode {
                 name: spec.program.clone(),
-                section: format!("uprobe/{}", spec.program),
+                // Programs named `pe_*` are perf_event programs, the rest uprobes.
+                section: match spec.program.starts_with("pe_") {
+                    true => format!("perf_event/{}", spec.program),
+                    false => format!("uprobe/{}", spec.program),
+                },
                 program: program.clone(),
             })
             .collect(),
@@ -289,6 +298,25 @@ fn held_child_is_probed_from_its_first_instruction_across_exec() {
 }
 
 #[test]
+fn attaches_to_a_running_process_through_proc_pid_exe() {
+    let _serial = serial();
+    let (bytes, plan) = object_and_plan(vec![(work_probe(4), count_by_cookie())], vec![counts_map()]);
+    let Some(mut loaded) = load_or_skip(&bytes, &plan) else { return };
+    // The target sleeps 400ms before its loop; attach (as `-p` does) meanwhile.
+    let argv = [go_target().display().to_string(), "21".to_string(), "400".to_string()];
+    let mut child = runtime::spawn_held(&argv).unwrap();
+    child.release().unwrap();
+    let pid = child.pid();
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(runtime::is_alive(pid));
+    let exe = runtime::process_exe(pid).unwrap();
+    assert_eq!(loaded.attach(&exe, Scope::Process(pid)).unwrap(), 1);
+    assert!(child.wait().unwrap().success());
+    assert!(!runtime::is_alive(pid));
+    assert_eq!(count_of(&loaded, 4), 21);
+}
+
+#[test]
 fn detach_all_really_detaches() {
     let _serial = serial();
     let (bytes, plan) = object_and_plan(vec![(work_probe(1), count_by_cookie())], vec![counts_map()]);
@@ -354,6 +382,48 @@ fn interval_probes_fire_from_poll_events() {
     }
     let ticks = count_of(&loaded, 0);
     assert!((5..=13).contains(&ticks), "{ticks} ticks of 20ms in 250ms");
+}
+
+#[test]
+fn interval_perf_event_program_ticks_on_cpu0() {
+    let _serial = serial();
+    let tick = probe("pe_tick", ProbeAttach::Interval { nanos: 20_000_000 });
+    let (bytes, plan) = object_and_plan(vec![(tick, count_by_cookie())], vec![counts_map()]);
+    let Some(mut loaded) = load_or_skip(&bytes, &plan) else { return };
+    assert_eq!(loaded.attach(go_target(), Scope::AllProcesses).unwrap(), 1);
+    std::thread::sleep(Duration::from_millis(250));
+    loaded.detach_all();
+    let ticks = count_of(&loaded, 0);
+    assert!((5..=14).contains(&ticks), "{ticks} ticks of 20ms in 250ms");
+}
+
+#[test]
+fn plain_maps_have_one_value_and_arrays_clear_to_zero() {
+    let _serial = serial();
+    for kind in [MapKind::Hash, MapKind::Array, MapKind::PercpuArray] {
+        let begin = probe("on_begin", ProbeAttach::Begin);
+        let counts = map_spec(COUNTS, kind, if kind == MapKind::Hash { 8 } else { 4 }, 8, 4, MapRole::Scratch);
+        // Arrays are keyed by u32: the cookie (0) fits in the key's first 4 bytes.
+        let (bytes, plan) = object_and_plan(vec![(begin, count_by_cookie())], vec![counts]);
+        let Some(mut loaded) = load_or_skip(&bytes, &plan) else { return };
+        loaded.attach(go_target(), Scope::AllProcesses).unwrap();
+        loaded.run_begin();
+        loaded.run_begin();
+        let entries = loaded.map_entries(COUNTS).unwrap();
+        let values_per_key = if kind.is_percpu() { runtime::possible_cpus().unwrap() } else { 1 };
+        assert!(entries.iter().all(|(_, v)| v.len() == values_per_key), "{kind:?}");
+        let total = |entries: &runtime::Entries| -> u64 {
+            entries.iter().flat_map(|(_, v)| v).map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap())).sum()
+        };
+        assert_eq!(total(&entries), 2, "{kind:?}");
+        if kind == MapKind::Hash {
+            assert_eq!(entries.len(), 1);
+        } else {
+            assert_eq!(entries.len(), 4, "every array element is listed");
+        }
+        loaded.clear_map(COUNTS).unwrap();
+        assert_eq!(total(&loaded.map_entries(COUNTS).unwrap()), 0, "{kind:?}");
+    }
 }
 
 #[test]

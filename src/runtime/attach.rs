@@ -109,7 +109,7 @@ impl Loaded {
                     function: point.function.clone(),
                     offset: point.file_offset,
                     binary: binary.to_path_buf(),
-                    source,
+                    source: Box::new(source),
                 },
             })?;
         self.links.push(Link::Uprobe(link));
@@ -146,7 +146,7 @@ impl Loaded {
                     .and_then(|id| p.take_link(id))
                     .map_err(|source: ProgramError| match permission_error(&source) {
                         Some(io) => RuntimeError::Permission { action: "opening a perf event".into(), source: io },
-                        None => RuntimeError::AttachPerfEvent { program: program.to_string(), source },
+                        None => RuntimeError::AttachPerfEvent { program: program.to_string(), source: Box::new(source) },
                     })?;
                 self.links.push(Link::Perf(link));
                 Ok(())

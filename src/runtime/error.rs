@@ -22,7 +22,7 @@ pub enum RuntimeError {
     #[error("cannot load the BPF object")]
     Load {
         #[source]
-        source: aya::EbpfError,
+        source: Box<aya::EbpfError>,
     },
 
     /// A program of the plan is missing from the object, or has the wrong kind.
@@ -34,7 +34,7 @@ pub enum RuntimeError {
     ProgramLoad {
         program: String,
         #[source]
-        source: aya::programs::ProgramError,
+        source: Box<aya::programs::ProgramError>,
     },
 
     /// Attaching a probe failed.
@@ -44,7 +44,7 @@ pub enum RuntimeError {
         offset: u64,
         binary: PathBuf,
         #[source]
-        source: aya::programs::ProgramError,
+        source: Box<aya::programs::ProgramError>,
     },
 
     /// Attaching an `on interval` probe (a perf event) failed.
@@ -52,7 +52,7 @@ pub enum RuntimeError {
     AttachPerfEvent {
         program: String,
         #[source]
-        source: aya::programs::ProgramError,
+        source: Box<aya::programs::ProgramError>,
     },
 
     /// Something gtrace cannot do (yet).
@@ -77,7 +77,7 @@ pub enum RuntimeError {
     RingBuf {
         map: String,
         #[source]
-        source: aya::maps::MapError,
+        source: Box<aya::maps::MapError>,
     },
 
     /// Waiting for events failed.

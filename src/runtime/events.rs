@@ -16,7 +16,7 @@ pub(crate) struct Events {
 
 impl Events {
     pub fn new(name: &str, map: Map) -> Result<Events, RuntimeError> {
-        let ring = RingBuf::try_from(map).map_err(|source| RuntimeError::RingBuf { map: name.to_string(), source })?;
+        let ring = RingBuf::try_from(map).map_err(|source| RuntimeError::RingBuf { map: name.to_string(), source: Box::new(source) })?;
         Ok(Events { ring })
     }
 

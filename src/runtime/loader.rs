@@ -30,7 +30,7 @@ pub fn load(object: &[u8], plan: &Plan) -> Result<Loaded, RuntimeError> {
         .load(object)
         .map_err(|source| match permission_error(&source) {
             Some(io) => RuntimeError::Permission { action: "creating BPF maps".into(), source: io },
-            None => RuntimeError::Load { source },
+            None => RuntimeError::Load { source: Box::new(source) },
         })?;
 
     for probe in &plan.probes {
@@ -89,7 +89,7 @@ fn program_error(program: &str, source: ProgramError) -> RuntimeError {
         }
         other => match permission_error(&other) {
             Some(io) => RuntimeError::Permission { action: format!("loading program `{program}`"), source: io },
-            None => RuntimeError::ProgramLoad { program: program.to_string(), source: other },
+            None => RuntimeError::ProgramLoad { program: program.to_string(), source: Box::new(other) },
         },
     }
 }
