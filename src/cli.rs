@@ -1,1 +1,105 @@
-//! The command line (clap).
+//! The command line (clap): `gtrace [OPTIONS] (-e TEXT | SCRIPT.gt | LIBRARY) TARGET`.
+
+use crate::output::Format;
+use clap::{ArgGroup, Parser, ValueEnum};
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "gtrace",
+    version,
+    about = "Ask a running Go program a question it was not built to answer.",
+    after_help = "Examples:\n  gtrace -e 'on return main.doWork < hist(elapsed) >' -c ./server\n  gtrace -e 'on entry \"main.(*T).Add\" { @calls = count() }' -p 4242\n  gtrace -l 'main.*' -b ./server"
+)]
+#[command(group(ArgGroup::new("target").args(["pid", "command", "binary"]).required(true)))]
+pub struct Cli {
+    /// A script file (SCRIPT.gt).
+    pub script: Option<PathBuf>,
+
+    /// The script on the command line.
+    #[arg(short = 'e', long = "expr", value_name = "TEXT", conflicts_with = "script")]
+    pub expr: Option<String>,
+
+    /// Trace a running Go process.
+    #[arg(short = 'p', long = "pid", value_name = "PID")]
+    pub pid: Option<u32>,
+
+    /// Start CMD (split like a shell would) with every probe attached before it runs; stop when it exits.
+    #[arg(short = 'c', long = "command", value_name = "CMD")]
+    pub command: Option<String>,
+
+    /// Trace every process that runs this Go executable.
+    #[arg(short = 'b', long = "binary", value_name = "PATH")]
+    pub binary: Option<PathBuf>,
+
+    /// List the target's functions matching PATTERN, with their parameters, results and where the ABI puts them.
+    #[arg(short = 'l', long = "list", value_name = "PATTERN", num_args = 0..=1, default_missing_value = "*")]
+    pub list: Option<String>,
+
+    /// Parse and type-check against the target, print diagnostics, and exit (needs no privileges).
+    #[arg(long)]
+    pub check: bool,
+
+    /// Print a stage's output instead of running.
+    #[arg(long, value_enum, value_name = "WHAT")]
+    pub emit: Option<Emit>,
+
+    /// Where `--emit elf` writes the object.
+    #[arg(short = 'o', long = "output", value_name = "FILE", default_value = "gtrace.o")]
+    pub output: PathBuf,
+
+    /// Output format.
+    #[arg(short = 'f', long = "format", value_enum, default_value = "text")]
+    pub format: Format,
+
+    /// Stop after this long (e.g. 30s, 500ms, 2m).
+    #[arg(long, value_name = "D", value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+
+    /// Where `use` looks for libraries.
+    #[arg(short = 'I', value_name = "DIR")]
+    pub include: Vec<PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Emit {
+    /// The syntax tree, as JSON.
+    Ast,
+    /// The eBPF assembly of every program, with the source line of each block.
+    Asm,
+    /// The plan handed to the runtime (maps, probes, events), as JSON.
+    Plan,
+    /// The BPF ELF object, written to --output.
+    Elf,
+}
+
+/// `250ns`, `5us`, `3ms`, `2s`, `1m`, `1h`; a bare number is seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: f64 = num.parse().map_err(|_| format!("`{s}` is not a duration (try 30s, 500ms, 2m)"))?;
+    let scale = match unit {
+        "ns" => 1e-9,
+        "us" | "µs" => 1e-6,
+        "ms" => 1e-3,
+        "" | "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        _ => return Err(format!("unknown unit `{unit}` in `{s}` (use ns, us, ms, s, m or h)")),
+    };
+    Ok(Duration::from_secs_f64(n * scale))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("30s").unwrap(), Duration::from_secs(30));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert!(parse_duration("3 parsecs").is_err());
+    }
+}

@@ -1,2 +1,400 @@
-//! The pipeline in one place: the order of the passes, from a script to a running trace.
-pub fn main() -> i32 { 0 }
+//! The pipeline in one place: the order of the passes, from a command line to a running
+//! trace. parse → check → lower → object → load → attach → run → print. Each pass stops
+//! the pipeline when it reports an error; every error is rendered by `diag`.
+
+use crate::arch::abi::{self, Location};
+use crate::check;
+use crate::cli::{Cli, Emit};
+use crate::diag::{self, Diagnostic, Diagnostics, Sources};
+use crate::lower::{self, Lowered};
+use crate::object::{self, BpfObject, MapDef, ProgramCode};
+use crate::output::{self, Event, Sink};
+use crate::plan::{MapRole, Plan};
+use crate::runtime::{self, HeldChild, Loaded, RuntimeError, Scope};
+use crate::syntax::{self, ast::Script};
+use crate::target::Target;
+use clap::Parser;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// Why gtrace stopped early, ready to render.
+pub enum Failure {
+    /// Problems in the script, with the sources they point into.
+    Script { sources: Sources, diags: Vec<Diagnostic> },
+    /// A problem outside the script: a cause and what to do.
+    System { cause: String, hint: Option<String> },
+}
+
+impl Failure {
+    fn system(cause: impl ToString, hint: Option<&str>) -> Failure {
+        Failure::System { cause: cause.to_string(), hint: hint.map(str::to_string) }
+    }
+    pub fn render(&self) -> String {
+        match self {
+            Failure::Script { sources, diags } => diag::render_with(sources, diags, color_stderr()),
+            Failure::System { cause, hint } => diag::render_system(cause, hint.as_deref()),
+        }
+    }
+}
+
+impl From<RuntimeError> for Failure {
+    fn from(e: RuntimeError) -> Failure {
+        let mut cause = e.to_string();
+        let mut src = std::error::Error::source(&e);
+        while let Some(s) = src {
+            cause.push_str(&format!(": {s}"));
+            src = s.source();
+        }
+        Failure::System { cause, hint: e.hint().map(str::to_string) }
+    }
+}
+
+fn color_stderr() -> bool {
+    std::env::var_os("NO_COLOR").is_none() && unsafe_free_isatty()
+}
+
+fn unsafe_free_isatty() -> bool {
+    use std::io::IsTerminal;
+    std::io::stderr().is_terminal()
+}
+
+pub fn main() -> i32 {
+    let cli = Cli::parse();
+    match run(&cli) {
+        Ok(code) => code,
+        Err(f) => {
+            eprint!("{}", f.render());
+            1
+        }
+    }
+}
+
+/// What the command line says to trace.
+struct TargetSpec {
+    binary: PathBuf,
+    pid: Option<u32>,
+    command: Option<Vec<String>>,
+}
+
+fn target_spec(cli: &Cli) -> Result<TargetSpec, Failure> {
+    if let Some(pid) = cli.pid {
+        return Ok(TargetSpec { binary: runtime::process_exe(pid)?, pid: Some(pid), command: None });
+    }
+    if let Some(cmd) = &cli.command {
+        let argv = shlex::split(cmd).filter(|a| !a.is_empty()).ok_or_else(|| {
+            Failure::system(format!("cannot split the command `{cmd}`"), Some("check its quotes"))
+        })?;
+        return Ok(TargetSpec { binary: runtime::resolve_command(&argv[0])?, pid: None, command: Some(argv) });
+    }
+    let binary = cli.binary.clone().unwrap_or_default();
+    Ok(TargetSpec { binary, pid: None, command: None })
+}
+
+pub fn run(cli: &Cli) -> Result<i32, Failure> {
+    let spec = target_spec(cli)?;
+    let mut target = Target::open(&spec.binary).map_err(|e| {
+        let hint = match &e {
+            crate::target::TargetError::NotGo { .. } => Some("gtrace traces Go executables (Go 1.17 or later)"),
+            crate::target::TargetError::WrongArch { .. } => Some("gtrace traces x86-64 executables on this machine"),
+            crate::target::TargetError::NoSymbols { .. } => Some("build without -ldflags='-s -w' to keep the symbol table"),
+            _ => None,
+        };
+        Failure::system(e, hint)
+    })?;
+    if let Some(pattern) = &cli.list {
+        print!("{}", list(&mut target, pattern));
+        return Ok(0);
+    }
+
+    let (sources, script) = parse(cli)?;
+    if cli.emit == Some(Emit::Ast) {
+        println!("{}", serde_json::to_string_pretty(&script).unwrap_or_default());
+        return Ok(0);
+    }
+    let mut diags = Diagnostics::default();
+    reject_unsupported_items(&script, &mut diags);
+    let checked = if diags.has_errors() { None } else { check::check(&script, &mut target, &mut diags) };
+    let Some(checked) = checked else {
+        return Err(Failure::Script { sources, diags: diags.items });
+    };
+    if !diags.is_empty() {
+        eprint!("{}", diag::render_with(&sources, &diags.items, color_stderr()));
+    }
+    if cli.check {
+        let probes: usize = checked.instances.len();
+        eprintln!("{}: ok, {} probe{}", script_name(cli), probes, if probes == 1 { "" } else { "s" });
+        return Ok(0);
+    }
+
+    let lowered = lower::lower(&script, &checked, &target, &sources).map_err(|e| match e.diagnostic() {
+        Some(d) => Failure::Script { sources: std::mem::take(&mut Sources::default()), diags: vec![d] },
+        None => Failure::system(e, None),
+    });
+    let lowered = match lowered {
+        Ok(l) => l,
+        // A lowering error that points into the script is rendered against its sources.
+        Err(Failure::Script { diags, .. }) => return Err(Failure::Script { sources, diags }),
+        Err(f) => return Err(f),
+    };
+    if cli.emit == Some(Emit::Asm) {
+        print!("{}", listing(&lowered));
+        return Ok(0);
+    }
+    if cli.emit == Some(Emit::Plan) {
+        println!("{}", serde_json::to_string_pretty(&lowered.plan).unwrap_or_default());
+        return Ok(0);
+    }
+    let bytes = object::write(&object_of(&lowered)).map_err(|e| Failure::system(e, None))?;
+    if cli.emit == Some(Emit::Elf) {
+        std::fs::write(&cli.output, &bytes)
+            .map_err(|e| Failure::system(format!("cannot write {}: {e}", cli.output.display()), None))?;
+        eprintln!("wrote {} ({} bytes)", cli.output.display(), bytes.len());
+        return Ok(0);
+    }
+    trace(cli, spec, &lowered, &bytes, &sources)
+}
+
+fn script_name(cli: &Cli) -> String {
+    match &cli.script {
+        Some(p) => p.display().to_string(),
+        None => "<-e>".into(),
+    }
+}
+
+fn parse(cli: &Cli) -> Result<(Sources, Script), Failure> {
+    let mut sources = Sources::default();
+    let (name, text) = match (&cli.expr, &cli.script) {
+        (Some(e), _) => ("<-e>".to_string(), e.clone()),
+        (None, Some(path)) => {
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                Failure::system(format!("cannot read script {}: {e}", path.display()), Some("give a .gt file, or the script with -e"))
+            })?;
+            (path.display().to_string(), text)
+        }
+        (None, None) => return Err(Failure::system("no script", Some("give one with -e 'on entry main.F { ... }' or as a .gt file"))),
+    };
+    let file = sources.add(name, text);
+    let mut next_id = 0;
+    match syntax::parser::parse(sources.text(file).to_string().as_str(), file, &mut next_id) {
+        Ok(script) => Ok((sources, script)),
+        Err(diags) => Err(Failure::Script { sources, diags }),
+    }
+}
+
+/// `use` and `fn` parse, but are resolved in a later version.
+fn reject_unsupported_items(script: &Script, diags: &mut Diagnostics) {
+    use crate::syntax::ast::Item;
+    for item in &script.items {
+        match item {
+            Item::Use(u) => diags.push(Diagnostic::error(u.span, "libraries (`use`) are not supported yet").label("not yet implemented")),
+            Item::Fn(f) => diags.push(Diagnostic::error(f.span, "`fn` helpers are not supported yet").label("not yet implemented")),
+            Item::Probe(_) => {}
+        }
+    }
+}
+
+/// The object the lowered programs and maps make.
+fn object_of(lowered: &Lowered) -> BpfObject {
+    BpfObject {
+        license: "GPL".into(),
+        maps: lowered
+            .plan
+            .maps
+            .iter()
+            .map(|m| MapDef {
+                name: m.object_name.clone(),
+                map_type: m.kind.bpf_type(),
+                key_size: m.key_size,
+                value_size: m.value_size,
+                max_entries: m.max_entries,
+                map_flags: 0,
+            })
+            .collect(),
+        programs: lowered
+            .programs
+            .iter()
+            .map(|(name, program)| ProgramCode { name: name.clone(), section: format!("uprobe/{name}"), program: program.clone() })
+            .collect(),
+    }
+}
+
+/// `--emit asm`: every program with where it attaches and its source lines.
+fn listing(lowered: &Lowered) -> String {
+    let mut out = String::new();
+    for (name, program) in &lowered.programs {
+        let spec = lowered.plan.probes.iter().find(|p| p.program == *name);
+        let (describe, sites) = match spec.map(|s| &s.attach) {
+            Some(crate::plan::ProbeAttach::Uprobe(points)) => (
+                spec.map(|s| s.describe.as_str()).unwrap_or(""),
+                points.iter().map(|p| format!("{}+{:#x} (file offset {:#x})", p.function, p.address, p.file_offset)).collect::<Vec<_>>(),
+            ),
+            _ => (spec.map(|s| s.describe.as_str()).unwrap_or(""), Vec::new()),
+        };
+        out.push_str(&format!("; program {name}: {describe}\n"));
+        for s in sites {
+            out.push_str(&format!(";   attached at {s}\n"));
+        }
+        out.push_str(&crate::bpf::disasm::disasm(program));
+        out.push('\n');
+    }
+    out
+}
+
+/// `-l PATTERN`: each function as a Go signature with where the ABI puts each value.
+pub fn list(target: &mut Target, pattern: &str) -> String {
+    let names: Vec<String> = target.find(pattern).iter().map(|f| f.name.clone()).collect();
+    let mut out = String::new();
+    for name in names {
+        let params = match target.params(&name) {
+            Ok(Some(p)) => p,
+            Ok(None) => {
+                out.push_str(&format!("{name}  (no DWARF: parameters unknown)\n"));
+                continue;
+            }
+            Err(e) => {
+                out.push_str(&format!("{name}  ({e})\n"));
+                continue;
+            }
+        };
+        let types = target.types();
+        let (ins, outs): (Vec<_>, Vec<_>) = params.iter().partition(|p| !p.is_result);
+        let layout = abi::assign_call(&ins.iter().map(|p| p.ty).collect::<Vec<_>>(), &outs.iter().map(|p| p.ty).collect::<Vec<_>>(), types);
+        let show = |ps: &[&crate::target::Param], locs: &[Location]| -> String {
+            ps.iter()
+                .zip(locs)
+                .map(|(p, l)| format!("{} {} {}", p.name, types.get(p.ty).name, location(l)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        out.push_str(&format!("{name}({})", show(&ins, &layout.params)));
+        if !outs.is_empty() {
+            out.push_str(&format!(" ({})", show(&outs, &layout.results)));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn location(l: &Location) -> String {
+    match l {
+        Location::Regs(pieces) => format!("[{}]", pieces.iter().map(|p| p.reg.name()).collect::<Vec<_>>().join(" ")),
+        Location::Stack { offset } => format!("[{offset}(SP)]"),
+        Location::Unreadable { reason } => format!("[unreadable: {reason}]"),
+        Location::Empty => "[empty]".into(),
+    }
+}
+
+/// Loads, attaches, runs until a stop condition, and prints the maps.
+fn trace(cli: &Cli, spec: TargetSpec, lowered: &Lowered, bytes: &[u8], sources: &Sources) -> Result<i32, Failure> {
+    let stop = runtime::signals::install();
+    let plan = &lowered.plan;
+    let mut loaded = runtime::load(bytes, plan).map_err(|e| verifier_failure(e, lowered, sources))?;
+    let mut child: Option<HeldChild> = match &spec.command {
+        Some(argv) => Some(runtime::spawn_held(argv)?),
+        None => None,
+    };
+    let scope = match (spec.pid, &child) {
+        (Some(pid), _) => Scope::Process(pid),
+        (None, Some(c)) => Scope::Process(c.pid()),
+        (None, None) => Scope::AllProcesses,
+    };
+    let attached = loaded.attach(&spec.binary, scope)?;
+    eprintln!("Attached {attached} probe{}", if attached == 1 { "" } else { "s" });
+    let mut sink = output::sink(cli.format);
+    loaded.run_begin();
+    drain(&mut loaded, plan, sink.as_mut(), Duration::ZERO)?;
+    if let Some(c) = child.as_mut() {
+        c.release()?;
+    }
+    let started = Instant::now();
+    loop {
+        if drain(&mut loaded, plan, sink.as_mut(), Duration::from_millis(100))? {
+            break;
+        }
+        if stop.load(std::sync::atomic::Ordering::SeqCst) {
+            break;
+        }
+        if cli.duration.is_some_and(|d| started.elapsed() >= d) {
+            break;
+        }
+        if let Some(c) = child.as_mut() {
+            if c.try_wait().is_some() {
+                break;
+            }
+        }
+        if let Some(pid) = spec.pid {
+            if !runtime::is_alive(pid) {
+                break;
+            }
+        }
+    }
+    // Events already in the ring buffer belong to the run.
+    drain(&mut loaded, plan, sink.as_mut(), Duration::ZERO)?;
+    loaded.run_end();
+    drain(&mut loaded, plan, sink.as_mut(), Duration::ZERO)?;
+    print_maps(&loaded, plan, sink.as_mut(), None)?;
+    loaded.detach_all();
+    if let Some(c) = child.as_mut() {
+        if c.try_wait().is_none() {
+            c.kill();
+        }
+    }
+    sink.flush();
+    Ok(0)
+}
+
+/// Handles the events waiting in the ring buffer; true when one was `exit()`.
+fn drain(loaded: &mut Loaded, plan: &Plan, sink: &mut dyn Sink, wait: Duration) -> Result<bool, Failure> {
+    let mut events = Vec::new();
+    loaded.poll_events(wait, &mut |rec| {
+        if let Some(e) = output::decode_event(rec, plan) {
+            events.push(e);
+        }
+    })?;
+    let mut exit = false;
+    for e in events {
+        match &e {
+            Event::Printf { .. } | Event::Print { .. } => sink.event(&e),
+            Event::PrintMap { map } => print_maps(loaded, plan, sink, Some(map))?,
+            Event::ClearMap { map } => loaded.clear_map(map)?,
+            Event::Exit => exit = true,
+        }
+    }
+    Ok(exit)
+}
+
+/// Prints every non-empty user map (or only `only`), in the order the script names them.
+fn print_maps(loaded: &Loaded, plan: &Plan, sink: &mut dyn Sink, only: Option<&str>) -> Result<(), Failure> {
+    for spec in &plan.maps {
+        if !matches!(spec.role, MapRole::User { .. }) || only.is_some_and(|o| o != spec.object_name) {
+            continue;
+        }
+        let raw = loaded.map_entries(&spec.object_name)?;
+        if raw.is_empty() {
+            continue;
+        }
+        if let Some(dump) = output::decode_map(spec, &raw, plan) {
+            sink.map(&dump);
+        }
+    }
+    Ok(())
+}
+
+/// A verifier rejection, with the source line of the instruction it failed on.
+fn verifier_failure(e: RuntimeError, lowered: &Lowered, sources: &Sources) -> Failure {
+    let _ = sources;
+    let RuntimeError::Verifier { program, log } = &e else { return e.into() };
+    let probe = lowered.plan.probes.iter().find(|p| p.program == *program).map(|p| p.describe.clone()).unwrap_or_default();
+    let mut cause = format!("the kernel's verifier rejected the program of `{probe}` ({program})");
+    if let (Some(at), Some((_, p))) = (runtime::failing_insn(log), lowered.programs.iter().find(|(n, _)| n == program)) {
+        if let Some((_, line)) = p.comments.iter().filter(|(i, _)| *i <= at).last() {
+            cause.push_str(&format!("\n  at instruction {at}, compiled from: {line}"));
+        }
+    }
+    let tail: Vec<&str> = log.lines().rev().take(25).collect::<Vec<_>>().into_iter().rev().collect();
+    cause.push_str(&format!("\n  verifier log (last lines):\n    {}", tail.join("\n    ")));
+    Failure::System {
+        cause,
+        hint: Some("this is a bug in gtrace's code generation; please report it with `--emit asm` output".into()),
+    }
+}

@@ -118,7 +118,7 @@ pub fn lower(script: &Script, checked: &Checked, target: &Target, sources: &Sour
     }
 
     if !timed.is_empty() {
-        let name = "entry_times".to_string();
+        let name = "time_entries".to_string();
         let facts = crate::check::Facts::default();
         let mut gen = Gen::new(&facts, &maps, sources, &mut events);
         gen.b.comment("time the entry of every call whose return uses `elapsed`");

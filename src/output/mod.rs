@@ -1,1 +1,136 @@
-//! Output: maps, histograms and events as text or JSON lines, behind one interface.
+//! Output: maps, histograms and events as text or JSON lines, behind one interface
+//! (`Sink`). Everything the runtime reads back is decoded here (`value`) and rendered by
+//! `text` or `json`; nothing else prints results.
+
+pub mod json;
+pub mod text;
+pub mod value;
+
+use crate::plan::{Agg, EventKind, EventSpec, MapRole, MapSpec, MapValue, Plan, ValueType};
+use value::{AggValue, Value};
+
+/// One map as read at a moment: decoded and combined across CPUs.
+#[derive(Clone, Debug)]
+pub struct MapDump {
+    /// `@name`, or `@` for the implicit map.
+    pub name: String,
+    pub agg: Option<Agg>,
+    /// The aggregated or stored values are durations.
+    pub durations: bool,
+    pub entries: Vec<MapEntry>,
+}
+
+#[derive(Clone, Debug)]
+pub struct MapEntry {
+    pub keys: Vec<Value>,
+    /// For aggregations.
+    pub value: AggValue,
+    /// For plain maps: the stored value.
+    pub plain: Option<Value>,
+}
+
+impl MapEntry {
+    pub fn keys_text(&self) -> String {
+        self.keys.iter().map(text::value).collect::<Vec<_>>().join(", ")
+    }
+}
+
+/// An event decoded from the ring buffer.
+#[derive(Clone, Debug)]
+pub enum Event {
+    Printf { format: String, values: Vec<Value> },
+    Print { values: Vec<Value> },
+    PrintMap { map: String },
+    ClearMap { map: String },
+    Exit,
+}
+
+/// Where results go: text for people, JSON lines for programs.
+pub trait Sink {
+    /// A printf or print event.
+    fn event(&mut self, event: &Event);
+    /// A map, at exit or by `print(@m)`.
+    fn map(&mut self, dump: &MapDump);
+    fn flush(&mut self);
+}
+
+pub fn sink(format: Format) -> Box<dyn Sink> {
+    match format {
+        Format::Text => Box::new(TextSink { out: std::io::stdout() }),
+        Format::Json => Box::new(json::JsonSink { out: std::io::stdout() }),
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+struct TextSink {
+    out: std::io::Stdout,
+}
+
+impl Sink for TextSink {
+    fn event(&mut self, event: &Event) {
+        use std::io::Write;
+        let s = match event {
+            Event::Printf { format, values } => text::printf(format, values),
+            Event::Print { values } => format!("{}\n", values.iter().map(text::value).collect::<Vec<_>>().join(" ")),
+            _ => return,
+        };
+        let _ = self.out.write_all(s.as_bytes());
+        let _ = self.out.flush();
+    }
+    fn map(&mut self, dump: &MapDump) {
+        use std::io::Write;
+        let _ = self.out.write_all(text::map(dump).as_bytes());
+        let _ = self.out.flush();
+    }
+    fn flush(&mut self) {
+        use std::io::Write;
+        let _ = self.out.flush();
+    }
+}
+
+/// Decodes one ring-buffer record.
+pub fn decode_event(bytes: &[u8], plan: &Plan) -> Option<Event> {
+    let id = u64::from_le_bytes(bytes.get(..8)?.try_into().ok()?) as usize;
+    let spec: &EventSpec = plan.events.get(id)?;
+    let values = || spec.fields.iter().map(|f| value::decode(bytes, f, plan)).collect();
+    Some(match &spec.kind {
+        EventKind::Printf { format } => Event::Printf { format: format.clone(), values: values() },
+        EventKind::Print => Event::Print { values: values() },
+        EventKind::PrintMap { map } => Event::PrintMap { map: map.clone() },
+        EventKind::ClearMap { map } => Event::ClearMap { map: map.clone() },
+        EventKind::Exit => Event::Exit,
+    })
+}
+
+/// Decodes a user map's raw entries (key bytes, per-CPU value bytes).
+pub fn decode_map(spec: &MapSpec, raw: &[(Vec<u8>, Vec<Vec<u8>>)], plan: &Plan) -> Option<MapDump> {
+    let MapRole::User { name, keys, value } = &spec.role else { return None };
+    let (agg, durations) = match value {
+        MapValue::Agg { agg, of } => (Some(*agg), *of == ValueType::Duration),
+        MapValue::Plain(t) => (None, *t == ValueType::Duration),
+    };
+    let entries = raw
+        .iter()
+        .map(|(k, vals)| {
+            let keys = keys.iter().map(|f| value::decode(k, f, plan)).collect();
+            match value {
+                MapValue::Agg { agg, .. } => MapEntry { keys, value: value::combine(*agg, vals), plain: None },
+                MapValue::Plain(t) => {
+                    let v = value::decode(vals.first().map(|v| v.as_slice()).unwrap_or(&[]), &crate::plan::Field { offset: 0, ty: t.clone() }, plan);
+                    let sort = AggValue::Sum(match &v {
+                        Value::Int(i) | Value::Duration(i) => *i,
+                        Value::Uint(u) | Value::Pointer(u) => *u as i64,
+                        _ => 0,
+                    });
+                    MapEntry { keys, value: sort, plain: Some(v) }
+                }
+            }
+        })
+        .collect();
+    Some(MapDump { name: format!("@{name}"), agg, durations, entries })
+}

@@ -1,0 +1,78 @@
+//! JSON lines: one object per printed line and per map, raw numbers (durations in
+//! nanoseconds), for programs that read gtrace's output.
+
+use super::text::bucket_bounds;
+use super::value::{AggValue, Value};
+use super::{Event, MapDump, Sink};
+use serde_json::{json, Value as J};
+use std::io::Write;
+
+pub struct JsonSink {
+    pub out: std::io::Stdout,
+}
+
+pub fn value(v: &Value) -> J {
+    match v {
+        Value::Int(i) | Value::Duration(i) => json!(i),
+        Value::Uint(u) | Value::Pointer(u) => json!(u),
+        Value::Bool(b) => json!(b),
+        Value::Str(s) | Value::Func(s) => json!(s),
+    }
+}
+
+fn agg(v: &AggValue, dump: &MapDump) -> J {
+    match v {
+        AggValue::Count(c) => json!(c),
+        AggValue::Sum(s) => json!(s),
+        AggValue::Avg { count, sum } => json!(if *count == 0 { 0 } else { sum / *count as i64 }),
+        AggValue::Min(m) | AggValue::Max(m) => json!(m),
+        AggValue::Stats { count, sum, min, max } => json!({"count": count, "sum": sum, "min": min, "max": max}),
+        AggValue::Buckets(b) => {
+            let a = dump.agg.unwrap_or(crate::plan::Agg::Hist);
+            J::Array(
+                b.iter()
+                    .enumerate()
+                    .filter(|(_, c)| **c != 0)
+                    .map(|(i, c)| {
+                        let (lo, hi) = bucket_bounds(a, i);
+                        json!({"min": lo, "max": hi, "count": c})
+                    })
+                    .collect(),
+            )
+        }
+    }
+}
+
+pub fn map(dump: &MapDump) -> J {
+    let entries: Vec<J> = dump
+        .entries
+        .iter()
+        .map(|e| {
+            let v = match &e.plain {
+                Some(p) => value(p),
+                None => agg(&e.value, dump),
+            };
+            json!({"keys": e.keys.iter().map(value).collect::<Vec<_>>(), "value": v})
+        })
+        .collect();
+    json!({"type": "map", "name": dump.name, "agg": dump.agg.map(|a| a.name()), "entries": entries})
+}
+
+impl Sink for JsonSink {
+    fn event(&mut self, event: &Event) {
+        let line = match event {
+            Event::Printf { format, values } => json!({"type": "printf", "text": super::text::printf(format, values)}),
+            Event::Print { values } => json!({"type": "print", "values": values.iter().map(value).collect::<Vec<_>>()}),
+            _ => return,
+        };
+        let _ = writeln!(self.out, "{line}");
+        let _ = self.out.flush();
+    }
+    fn map(&mut self, dump: &MapDump) {
+        let _ = writeln!(self.out, "{}", map(dump));
+        let _ = self.out.flush();
+    }
+    fn flush(&mut self) {
+        let _ = self.out.flush();
+    }
+}

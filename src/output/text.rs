@@ -1,0 +1,202 @@
+//! Human-readable rendering in bpftrace's familiar shapes: values, durations with units,
+//! printf, maps and histograms.
+
+use super::value::{AggValue, Value};
+use super::MapDump;
+use crate::plan::{lhist_buckets, Agg};
+use crate::syntax::format::{self, Piece};
+
+/// `20.1ms`, `512ns`, `3s`: three significant digits, the largest unit that keeps the
+/// number at least 1.
+pub fn duration(ns: i64) -> String {
+    let neg = ns < 0;
+    let n = ns.unsigned_abs() as f64;
+    let (v, unit) = if n < 1e3 {
+        (n, "ns")
+    } else if n < 1e6 {
+        (n / 1e3, "us")
+    } else if n < 1e9 {
+        (n / 1e6, "ms")
+    } else {
+        (n / 1e9, "s")
+    };
+    let mut s = if unit == "ns" || v >= 100.0 {
+        format!("{v:.0}")
+    } else if v >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    };
+    if s.contains('.') {
+        s = s.trim_end_matches('0').trim_end_matches('.').to_string();
+    }
+    format!("{}{s}{unit}", if neg { "-" } else { "" })
+}
+
+pub fn value(v: &Value) -> String {
+    match v {
+        Value::Int(i) => i.to_string(),
+        Value::Uint(u) => u.to_string(),
+        Value::Bool(b) => b.to_string(),
+        Value::Duration(d) => duration(*d),
+        Value::Pointer(p) => format!("{p:#x}"),
+        Value::Str(s) => s.clone(),
+        Value::Func(f) => f.clone(),
+    }
+}
+
+fn as_i128(v: &Value) -> i128 {
+    match v {
+        Value::Int(i) | Value::Duration(i) => *i as i128,
+        Value::Uint(u) | Value::Pointer(u) => *u as i128,
+        Value::Bool(b) => *b as i128,
+        _ => 0,
+    }
+}
+
+/// Renders a printf format with its values (the checker has matched verbs to values).
+pub fn printf(fmt: &str, values: &[Value]) -> String {
+    let Ok(pieces) = format::parse(fmt) else { return fmt.to_string() };
+    let mut out = String::new();
+    let mut values = values.iter();
+    for p in pieces {
+        match p {
+            Piece::Text(t) => out.push_str(&t),
+            Piece::Verb(v) => {
+                let Some(val) = values.next() else { break };
+                let s = match (v.verb, val) {
+                    ('d' | 'i' | 'u', Value::Duration(d)) => d.to_string(),
+                    ('d' | 'i' | 'u', _) => as_i128(val).to_string(),
+                    ('x', Value::Str(s)) => s.bytes().map(|b| format!("{b:02x}")).collect(),
+                    ('X', Value::Str(s)) => s.bytes().map(|b| format!("{b:02X}")).collect(),
+                    ('x', _) => format!("{:x}", as_i128(val) as u64),
+                    ('X', _) => format!("{:X}", as_i128(val) as u64),
+                    ('o', _) => format!("{:o}", as_i128(val) as u64),
+                    ('c', _) => char::from_u32(as_i128(val) as u32).map(String::from).unwrap_or_default(),
+                    ('q', Value::Str(s)) => format!("{s:?}"),
+                    ('p', _) => format!("{:#x}", as_i128(val) as u64),
+                    _ => value(val),
+                };
+                out.push_str(&format::pad(&v, s));
+            }
+        }
+    }
+    out
+}
+
+fn agg_scalar(v: &AggValue, durations: bool) -> String {
+    let num = |n: i64| if durations { duration(n) } else { n.to_string() };
+    match v {
+        AggValue::Count(c) => c.to_string(),
+        AggValue::Sum(s) => num(*s),
+        AggValue::Avg { count, sum } => num(if *count == 0 { 0 } else { sum / *count as i64 }),
+        AggValue::Min(m) | AggValue::Max(m) => m.map(num).unwrap_or_else(|| "-".into()),
+        AggValue::Stats { count, sum, min, max } => {
+            let avg = if *count == 0 { 0 } else { sum / *count as i64 };
+            format!("count {count}, average {}, min {}, max {}, total {}", num(avg), num(*min), num(*max), num(*sum))
+        }
+        AggValue::Buckets(_) => String::new(),
+    }
+}
+
+/// The label of each bucket of a histogram, and its bounds as numbers.
+pub fn bucket_bounds(agg: Agg, i: usize) -> (Option<i64>, Option<i64>) {
+    match agg {
+        Agg::Hist => {
+            if i == 0 {
+                (None, Some(1))
+            } else {
+                let lo = 1i64 << (i - 1);
+                (Some(lo), lo.checked_mul(2))
+            }
+        }
+        Agg::Lhist { lo, hi, step } => {
+            let n = lhist_buckets(lo, hi, step) as usize;
+            if i == 0 {
+                (None, Some(lo))
+            } else if i == n - 1 {
+                (Some(hi), None)
+            } else {
+                let l = lo + step * (i as i64 - 1);
+                (Some(l), Some((l + step).min(hi)))
+            }
+        }
+        _ => (None, None),
+    }
+}
+
+fn bucket_label(agg: Agg, i: usize, durations: bool) -> String {
+    let num = |n: i64| if durations { duration(n) } else { n.to_string() };
+    match bucket_bounds(agg, i) {
+        (None, Some(hi)) => format!("(..., {})", num(hi)),
+        (Some(lo), None) => format!("[{}, ...)", num(lo)),
+        (Some(lo), Some(hi)) => format!("[{}, {})", num(lo), num(hi)),
+        (None, None) => String::new(),
+    }
+}
+
+fn histogram(agg: Agg, buckets: &[u64], durations: bool, out: &mut String) {
+    let first = buckets.iter().position(|c| *c != 0);
+    let last = buckets.iter().rposition(|c| *c != 0);
+    let (Some(first), Some(last)) = (first, last) else { return };
+    let max = *buckets.iter().max().unwrap_or(&1).max(&1);
+    let labels: Vec<String> = (first..=last).map(|i| bucket_label(agg, i, durations)).collect();
+    let width = labels.iter().map(|l| l.len()).max().unwrap_or(0);
+    for (label, i) in labels.iter().zip(first..=last) {
+        let c = buckets[i];
+        let bar = ((c as f64 / max as f64) * 52.0).round() as usize;
+        out.push_str(&format!("{label:<width$} {c:>8} |{:<52}|\n", "@".repeat(bar)));
+    }
+}
+
+pub fn map(dump: &MapDump) -> String {
+    let mut out = String::new();
+    let mut entries: Vec<_> = dump.entries.iter().collect();
+    entries.sort_by(|a, b| a.value.sort_key().cmp(&b.value.sort_key()).then_with(|| a.keys_text().cmp(&b.keys_text())));
+    for e in entries {
+        let head = if e.keys.is_empty() { dump.name.clone() } else { format!("{}[{}]", dump.name, e.keys_text()) };
+        match (&e.value, dump.agg) {
+            (AggValue::Buckets(b), Some(agg)) => {
+                out.push_str(&format!("{head}:\n"));
+                histogram(agg, b, dump.durations, &mut out);
+                out.push('\n');
+            }
+            (v, _) => out.push_str(&format!("{head}: {}\n", e.plain.as_ref().map(value).unwrap_or_else(|| agg_scalar(v, dump.durations)))),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_have_units() {
+        assert_eq!(duration(512), "512ns");
+        assert_eq!(duration(20_100_000), "20.1ms");
+        assert_eq!(duration(1_024), "1.02us");
+        assert_eq!(duration(2_000_000_000), "2s");
+        assert_eq!(duration(-1500), "-1.5us");
+    }
+
+    #[test]
+    fn hist_buckets_are_powers_of_two() {
+        assert_eq!(bucket_bounds(Agg::Hist, 0), (None, Some(1)));
+        assert_eq!(bucket_bounds(Agg::Hist, 1), (Some(1), Some(2)));
+        assert_eq!(bucket_bounds(Agg::Hist, 4), (Some(8), Some(16)));
+    }
+
+    #[test]
+    fn lhist_buckets() {
+        let a = Agg::Lhist { lo: 0, hi: 100, step: 10 };
+        assert_eq!(bucket_bounds(a, 0), (None, Some(0)));
+        assert_eq!(bucket_bounds(a, 1), (Some(0), Some(10)));
+        assert_eq!(bucket_bounds(a, 11), (Some(100), None));
+    }
+
+    #[test]
+    fn printf_verbs() {
+        assert_eq!(printf("%d %5s|%-3d|%x %v\n", &[Value::Int(-3), Value::Str("ab".into()), Value::Uint(7), Value::Uint(255), Value::Duration(1500)]), "-3    ab|7  |ff 1.5us\n");
+    }
+}

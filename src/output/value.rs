@@ -1,0 +1,129 @@
+//! Values read back from maps and events: decoded from their bytes by `plan::ValueType`,
+//! and aggregations combined across CPUs.
+
+use crate::plan::{Agg, Field, Plan, ValueType};
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    Int(i64),
+    Uint(u64),
+    Bool(bool),
+    /// Nanoseconds.
+    Duration(i64),
+    Pointer(u64),
+    Str(String),
+    /// A probed function's name.
+    Func(String),
+}
+
+fn u64_at(bytes: &[u8], offset: usize) -> u64 {
+    let mut b = [0u8; 8];
+    let end = (offset + 8).min(bytes.len());
+    if offset < end {
+        b[..end - offset].copy_from_slice(&bytes[offset..end]);
+    }
+    u64::from_le_bytes(b)
+}
+
+pub fn decode(bytes: &[u8], field: &Field, plan: &Plan) -> Value {
+    let at = field.offset as usize;
+    let raw = u64_at(bytes, at);
+    match &field.ty {
+        ValueType::Int { signed: true, .. } => Value::Int(raw as i64),
+        ValueType::Int { signed: false, .. } => Value::Uint(raw),
+        ValueType::Bool => Value::Bool(raw & 0xff != 0),
+        ValueType::Duration => Value::Duration(raw as i64),
+        ValueType::Pointer => Value::Pointer(raw),
+        ValueType::Func => Value::Func(plan.functions.get(raw as usize).cloned().unwrap_or_else(|| format!("?{raw}"))),
+        ValueType::Str { max } => {
+            let len = (u64_at(bytes, at) as usize).min(*max as usize);
+            let start = (at + 8).min(bytes.len());
+            let end = (start + len).min(bytes.len());
+            Value::Str(String::from_utf8_lossy(&bytes[start..end]).into_owned())
+        }
+    }
+}
+
+/// An aggregation's value, summed (or min'd, max'd) over every CPU.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AggValue {
+    Count(u64),
+    Sum(i64),
+    Avg { count: u64, sum: i64 },
+    Min(Option<i64>),
+    Max(Option<i64>),
+    Stats { count: u64, sum: i64, min: i64, max: i64 },
+    /// Bucket counts, in `plan::Agg` order.
+    Buckets(Vec<u64>),
+}
+
+impl AggValue {
+    /// The number used to sort map entries, as bpftrace does (ascending).
+    pub fn sort_key(&self) -> i128 {
+        match self {
+            AggValue::Count(c) => *c as i128,
+            AggValue::Sum(s) => *s as i128,
+            AggValue::Avg { count, sum } => if *count == 0 { 0 } else { (*sum / *count as i64) as i128 },
+            AggValue::Min(v) | AggValue::Max(v) => v.unwrap_or(0) as i128,
+            AggValue::Stats { count, .. } => *count as i128,
+            AggValue::Buckets(b) => b.iter().sum::<u64>() as i128,
+        }
+    }
+}
+
+pub fn combine(agg: Agg, per_cpu: &[Vec<u8>]) -> AggValue {
+    let word = |v: &Vec<u8>, i: usize| u64_at(v, 8 * i);
+    let sum_of = |i: usize| per_cpu.iter().map(|v| word(v, i)).fold(0u64, |a, b| a.wrapping_add(b));
+    match agg {
+        Agg::Count => AggValue::Count(sum_of(0)),
+        Agg::Sum => AggValue::Sum(sum_of(0) as i64),
+        Agg::Avg => AggValue::Avg { count: sum_of(0), sum: sum_of(1) as i64 },
+        Agg::Min | Agg::Max => {
+            let seen = per_cpu.iter().filter(|v| word(v, 0) != 0).map(|v| word(v, 1) as i64);
+            if agg == Agg::Min {
+                AggValue::Min(seen.min())
+            } else {
+                AggValue::Max(seen.max())
+            }
+        }
+        Agg::Stats => {
+            let live: Vec<&Vec<u8>> = per_cpu.iter().filter(|v| word(v, 0) != 0).collect();
+            AggValue::Stats {
+                count: sum_of(0),
+                sum: sum_of(1) as i64,
+                min: live.iter().map(|v| word(v, 2) as i64).min().unwrap_or(0),
+                max: live.iter().map(|v| word(v, 3) as i64).max().unwrap_or(0),
+            }
+        }
+        Agg::Hist | Agg::Lhist { .. } => {
+            let n = agg.value_size() as usize / 8;
+            AggValue::Buckets((0..n).map(sum_of).collect())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(w: &[u64]) -> Vec<u8> {
+        w.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+
+    #[test]
+    fn counts_add_across_cpus() {
+        assert_eq!(combine(Agg::Count, &[words(&[3]), words(&[4])]), AggValue::Count(7));
+    }
+
+    #[test]
+    fn min_ignores_cpus_that_saw_nothing() {
+        assert_eq!(combine(Agg::Min, &[words(&[0, 0]), words(&[1, 5]), words(&[1, 9])]), AggValue::Min(Some(5)));
+        assert_eq!(combine(Agg::Max, &[words(&[0, 0])]), AggValue::Max(None));
+    }
+
+    #[test]
+    fn stats_combine() {
+        let v = combine(Agg::Stats, &[words(&[2, 10, 3, 7]), words(&[0, 0, 0, 0]), words(&[1, -4i64 as u64, -4i64 as u64, -4i64 as u64])]);
+        assert_eq!(v, AggValue::Stats { count: 3, sum: 6, min: -4, max: 7 });
+    }
+}
