@@ -87,8 +87,12 @@ fn go_values(target: &mut Target, function: &str, kind: InstanceKind) -> Result<
     };
     let types = target.types();
     let (ins, outs): (Vec<&Param>, Vec<&Param>) = params.iter().partition(|p| !p.is_result);
-    let in_locs = abi::assign(&ins.iter().map(|p| p.ty).collect::<Vec<_>>(), types);
-    let out_locs = abi::assign(&outs.iter().map(|p| p.ty).collect::<Vec<_>>(), types);
+    let layout = abi::assign_call(
+        &ins.iter().map(|p| p.ty).collect::<Vec<_>>(),
+        &outs.iter().map(|p| p.ty).collect::<Vec<_>>(),
+        types,
+    );
+    let (in_locs, out_locs) = (layout.params, layout.results);
     let mut values = Vec::new();
     for (p, loc) in ins.iter().zip(in_locs) {
         values.push(GoValue { name: p.name.clone(), ty: go_ty(types, p), location: loc, is_result: false });
