@@ -281,7 +281,7 @@ fn expected_words(positives: &[Rule], tokens: &[String]) -> Vec<String> {
         }
     }
     // A new line is worth mentioning where it ends something, not where one may be skipped.
-    let newline = tokens.iter().any(|t| NEWLINES.contains(&t.as_str()));
+    let newline = tokens.iter().any(|t| NEWLINES.contains(&t.as_str())) && has(";");
     if newline && !top_level && !statement && !expression {
         push("a new line".to_string());
     }
