@@ -232,12 +232,22 @@ fn work_probe(cookie: u64) -> ProbeSpec {
     )
 }
 
+/// Says loudly that a test did not run; straight to stderr, past the test harness's capture.
+fn skip(e: &RuntimeError) {
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "\n==== SKIP: not privileged to load BPF programs ({e}); {} ====",
+        e.hint().unwrap_or("")
+    );
+}
+
 /// Loads, or returns `None` after a loud SKIP when privileges are missing outside CI.
 fn load_or_skip(bytes: &[u8], plan: &Plan) -> Option<Loaded> {
     match runtime::load(bytes, plan) {
         Ok(loaded) => Some(loaded),
         Err(e @ RuntimeError::Permission { .. }) if std::env::var("CI").as_deref() != Ok("true") => {
-            eprintln!("SKIP: not privileged to load BPF programs ({e}); {}", e.hint().unwrap_or(""));
+            skip(&e);
             None
         }
         Err(e) => panic!("load failed: {e} {e:?}"),
@@ -436,7 +446,7 @@ fn verifier_rejection_carries_the_log() {
             assert_eq!(failing_insn(&log), Some(2), "{log}");
         }
         Err(e @ RuntimeError::Permission { .. }) if std::env::var("CI").as_deref() != Ok("true") => {
-            eprintln!("SKIP: not privileged to load BPF programs ({e})");
+            skip(&e);
         }
         Err(e) => panic!("expected a verifier error, got {e:?}"),
         Ok(_) => panic!("the verifier accepted an out-of-bounds stack read"),
