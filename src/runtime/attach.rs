@@ -7,7 +7,9 @@ use super::events::IntervalTimer;
 use super::loader::Loaded;
 use super::trigger::{Trigger, INTERVAL_SLOTS};
 use crate::plan::{AttachPoint, ProbeAttach};
-use aya::programs::perf_event::{PerfEventConfig, PerfEventLink, PerfEventScope, SamplePolicy, SoftwareEvent};
+use aya::programs::perf_event::{
+    PerfEventConfig, PerfEventLink, PerfEventScope, SamplePolicy, SoftwareEvent,
+};
 use aya::programs::uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeLink, UProbeScope};
 use aya::programs::{Program, ProgramError};
 use std::num::NonZeroU32;
@@ -73,8 +75,14 @@ impl Loaded {
     fn uprobe(&mut self, program: &str) -> Result<&mut aya::programs::UProbe, RuntimeError> {
         match self.ebpf.program_mut(program) {
             Some(Program::UProbe(p)) => Ok(p),
-            Some(_) => Err(RuntimeError::BadProgram { program: program.to_string(), problem: "is not a uprobe" }),
-            None => Err(RuntimeError::BadProgram { program: program.to_string(), problem: "is not in the object" }),
+            Some(_) => Err(RuntimeError::BadProgram {
+                program: program.to_string(),
+                problem: "is not a uprobe",
+            }),
+            None => Err(RuntimeError::BadProgram {
+                program: program.to_string(),
+                problem: "is not in the object",
+            }),
         }
     }
 
@@ -98,7 +106,9 @@ impl Loaded {
                     action: format!("attaching a uprobe to {}", point.function),
                     source: io,
                 },
-                None if matches!(scope, UProbeScope::OneProcess(_)) && has_errno(&source, libc::ESRCH) => {
+                None if matches!(scope, UProbeScope::OneProcess(_))
+                    && has_errno(&source, libc::ESRCH) =>
+                {
                     let pid = match scope {
                         UProbeScope::OneProcess(pid) => pid.get(),
                         _ => 0,
@@ -124,15 +134,23 @@ impl Loaded {
             file_offset: offset,
             cookie: 0,
         };
-        let own = NonZeroU32::new(std::process::id()).ok_or(RuntimeError::NoSuchProcess { pid: 0 })?;
+        let own =
+            NonZeroU32::new(std::process::id()).ok_or(RuntimeError::NoSuchProcess { pid: 0 })?;
         self.attach_uprobe(program, &point, &exe, UProbeScope::OneProcess(own))
     }
 
     /// A perf_event program runs on a CPU-clock event on CPU 0; a uprobe program runs on a
     /// trigger function that `poll_events` calls every period.
-    fn attach_interval(&mut self, program: &str, nanos: u64, slot: usize) -> Result<(), RuntimeError> {
+    fn attach_interval(
+        &mut self,
+        program: &str,
+        nanos: u64,
+        slot: usize,
+    ) -> Result<(), RuntimeError> {
         if nanos == 0 {
-            return Err(RuntimeError::Unsupported { what: format!("an interval of 0ns (`{program}`)") });
+            return Err(RuntimeError::Unsupported {
+                what: format!("an interval of 0ns (`{program}`)"),
+            });
         }
         match self.ebpf.program_mut(program) {
             Some(Program::PerfEvent(p)) => {
@@ -145,8 +163,14 @@ impl Loaded {
                     )
                     .and_then(|id| p.take_link(id))
                     .map_err(|source: ProgramError| match permission_error(&source) {
-                        Some(io) => RuntimeError::Permission { action: "opening a perf event".into(), source: io },
-                        None => RuntimeError::AttachPerfEvent { program: program.to_string(), source: Box::new(source) },
+                        Some(io) => RuntimeError::Permission {
+                            action: "opening a perf event".into(),
+                            source: io,
+                        },
+                        None => RuntimeError::AttachPerfEvent {
+                            program: program.to_string(),
+                            source: Box::new(source),
+                        },
                     })?;
                 self.links.push(Link::Perf(link));
                 Ok(())
@@ -160,7 +184,11 @@ impl Loaded {
                 let trigger = Trigger::Interval(slot);
                 self.attach_trigger(program, trigger)?;
                 let period = Duration::from_nanos(nanos);
-                self.intervals.push(IntervalTimer { trigger, period, next: Instant::now() + period });
+                self.intervals.push(IntervalTimer {
+                    trigger,
+                    period,
+                    next: Instant::now() + period,
+                });
                 Ok(())
             }
         }

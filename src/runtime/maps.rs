@@ -38,7 +38,13 @@ impl MapHandle {
         self.data.fd().as_fd().as_raw_fd()
     }
 
-    fn syscall(&self, cmd: libc::c_long, key: *const u8, value: *mut u8, flags: u64) -> io::Result<()> {
+    fn syscall(
+        &self,
+        cmd: libc::c_long,
+        key: *const u8,
+        value: *mut u8,
+        flags: u64,
+    ) -> io::Result<()> {
         let mut attr = MapElemAttr {
             map_fd: self.fd() as u32,
             key: key as u64,
@@ -57,11 +63,19 @@ impl MapHandle {
                 std::mem::size_of::<MapElemAttr>() as u32,
             )
         };
-        if ret < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
+        if ret < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(())
+        }
     }
 
     fn err(&self, op: &'static str, source: io::Error) -> RuntimeError {
-        RuntimeError::MapSyscall { map: self.spec.object_name.clone(), op, source }
+        RuntimeError::MapSyscall {
+            map: self.spec.object_name.clone(),
+            op,
+            source,
+        }
     }
 
     /// How many values one lookup returns, and the stride between them.
@@ -112,7 +126,9 @@ impl MapHandle {
             Err(e) => return Err(self.err("BPF_MAP_LOOKUP_ELEM", e)),
         }
         let size = self.spec.value_size as usize;
-        Ok(Some(buf.chunks(stride).map(|c| c[..size].to_vec()).collect()))
+        Ok(Some(
+            buf.chunks(stride).map(|c| c[..size].to_vec()).collect(),
+        ))
     }
 
     pub fn entries(&self) -> Result<Entries, RuntimeError> {
@@ -154,5 +170,8 @@ impl MapHandle {
 
 /// The number of possible CPUs: the number of values in a per-CPU map lookup.
 pub fn possible_cpus() -> Result<usize, RuntimeError> {
-    aya::util::nr_cpus().map_err(|(_, source)| RuntimeError::Os { action: "reading possible CPUs", source })
+    aya::util::nr_cpus().map_err(|(_, source)| RuntimeError::Os {
+        action: "reading possible CPUs",
+        source,
+    })
 }

@@ -33,6 +33,10 @@ impl Loaded {
     }
 
     fn map(&self, object_name: &str) -> Result<&maps::MapHandle, RuntimeError> {
-        self.maps.get(object_name).ok_or_else(|| RuntimeError::NoSuchMap { map: object_name.to_string() })
+        self.maps
+            .get(object_name)
+            .ok_or_else(|| RuntimeError::NoSuchMap {
+                map: object_name.to_string(),
+            })
     }
 }

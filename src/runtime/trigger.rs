@@ -75,8 +75,11 @@ impl Trigger {
     pub fn location(self) -> Result<(PathBuf, u64), RuntimeError> {
         let (f, name) = self.function();
         let addr = f as usize as u64;
-        let maps = std::fs::read_to_string("/proc/self/maps")
-            .map_err(|source| RuntimeError::Os { action: "reading /proc/self/maps", source })?;
+        let maps =
+            std::fs::read_to_string("/proc/self/maps").map_err(|source| RuntimeError::Os {
+                action: "reading /proc/self/maps",
+                source,
+            })?;
         file_offset_in_maps(&maps, addr).ok_or(RuntimeError::TriggerNotFound { function: name })
     }
 }
@@ -126,6 +129,9 @@ mod tests {
         let (_, end) = Trigger::End.location().unwrap();
         assert!(path.is_absolute());
         assert_ne!(begin, end);
-        assert_ne!(Trigger::Interval(0).location().unwrap().1, Trigger::Interval(1).location().unwrap().1);
+        assert_ne!(
+            Trigger::Interval(0).location().unwrap().1,
+            Trigger::Interval(1).location().unwrap().1
+        );
     }
 }
