@@ -488,6 +488,16 @@ fn error_keyword_param() {
     assert_snapshot!(err("fn f(a, if) = a"));
 }
 
+#[test]
+fn expected_lists_are_words() {
+    assert!(err("use http").contains("^^^^ expected a string\n"));
+    assert!(err("on begin { a. }").contains("^ expected a field name\n"));
+    assert!(err("on entry main.F, { }").contains("^ expected a function name or a string\n"));
+    assert!(err("on begin { if x > 1 { } else }").contains("^ expected a block `{ ... }` or `if`\n"));
+    assert!(err("fn f(a) =").contains("^ expected an expression\n"));
+    assert!(err("on interval x {}").contains("^ expected a duration such as `1s`\n"));
+}
+
 // ---- robustness -------------------------------------------------------------------------
 
 /// Fails (rather than panics) or parses; never takes the process down.

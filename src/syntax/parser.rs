@@ -275,7 +275,12 @@ fn expected_words(positives: &[Rule], tokens: &[String]) -> Vec<String> {
             || (probe_head && matches!(t, "\"" | "*" | "entry" | "return" | "begin" | "end" | "interval"))
             || ((statement || expression) && (EXPR_START.contains(&t) || t == ";"))
             || (operator && (OPERATORS.contains(&t) || t == "." || t == "["))
-            || matches!(t, "}" | ")" | "]");
+            || matches!(t, "}" | ")" | "]")
+            // The first character of something already named in words.
+            || (t == "\"" && positives.iter().any(|r| matches!(r, Rule::string | Rule::sym_quoted)))
+            || (matches!(t, "_" | "*")
+                && positives.iter().any(|r| matches!(r, Rule::field_name | Rule::decl_name | Rule::sym_bare)))
+            || (t == "{" && positives.contains(&Rule::brace_block) && !has("<"));
         if !skip {
             push(format!("`{t}`"));
         }
