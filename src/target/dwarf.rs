@@ -40,9 +40,12 @@ struct UnitIndex {
     types: HashMap<String, UnitOffset>,
 }
 
+/// One compile unit: its header and abbreviations (not a `gimli::Unit`, which would
+/// need `.debug_line` and friends decompressed too).
 struct UnitSlot {
     start: DebugInfoOffset,
-    unit: gimli::Unit<R>,
+    header: gimli::UnitHeader<R>,
+    abbrevs: Rc<gimli::Abbreviations>,
     /// The compile unit's name: the Go package path.
     name: String,
     index: Option<Rc<UnitIndex>>,
@@ -67,10 +70,62 @@ struct Die {
 /// The DWARF of one target, with what has been indexed and parsed so far.
 pub(crate) struct DwarfInfo {
     path: PathBuf,
-    dwarf: gimli::Dwarf<R>,
+    debug_str: gimli::DebugStr<R>,
     units: Vec<UnitSlot>,
     type_ids: HashMap<DebugInfoOffset, TypeId>,
     unsafe_pointer: Option<TypeId>,
+}
+
+/// A string attribute: inline (`DW_FORM_string`, what Go writes) or in `.debug_str`;
+/// None for forms that need a unit's string-offsets table, which Go does not use.
+fn string(debug_str: &gimli::DebugStr<R>, value: AttributeValue<R>) -> gimli::Result<Option<String>> {
+    let r = match value {
+        AttributeValue::String(r) => r,
+        AttributeValue::DebugStrRef(off) => debug_str.get_str(off)?,
+        _ => return Ok(None),
+    };
+    Ok(Some(r.to_string_lossy()?.into_owned()))
+}
+
+/// Where the hidden dictionary argument of a shape-instantiated generic function goes:
+/// 0 for a function (`pkg.F[go.shape.int]`), 1 for a method of a generic type
+/// (`pkg.(*T[go.shape.int]).M`, after the receiver); None for everything else, closures
+/// (`pkg.F[go.shape.int].func1`) and method values (`-fm`) included: they capture it.
+pub(crate) fn dictionary_position(name: &str) -> Option<usize> {
+    if !name.contains("[go.shape.") {
+        return None;
+    }
+    let package = symbols::package_of(name);
+    let rest = name.get(package.len() + 1..)?;
+    if rest.ends_with(']') {
+        return Some(0);
+    }
+    let open = rest.find('[')?;
+    let mut depth = 0;
+    let mut close = None;
+    for (i, c) in rest[open..].char_indices() {
+        match c {
+            '[' => depth += 1,
+            ']' => {
+                depth -= 1;
+                if depth == 0 {
+                    close = Some(open + i);
+                    break;
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut after = &rest[close? + 1..];
+    if rest.starts_with('(') {
+        after = after.strip_prefix(')')?;
+    }
+    let method = after.strip_prefix('.')?;
+    let closure = ["func", "gowrap", "deferwrap"]
+        .iter()
+        .any(|p| method.strip_prefix(p).is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())));
+    let plain = !method.is_empty() && method.chars().all(|c| c.is_alphanumeric() || c == '_');
+    (plain && !closure).then_some(1)
 }
 
 /// A member of a structure type: name, offset and type DIE.
@@ -81,30 +136,42 @@ pub(crate) struct Member {
 }
 
 impl DwarfInfo {
-    /// Loads the DWARF sections of the ELF in `data`; None when it has no `.debug_info`.
+    /// Loads the DWARF of the ELF in `data`: only `.debug_info`, `.debug_abbrev` and
+    /// `.debug_str` are decompressed. None when it has no `.debug_info`.
     pub(crate) fn load(path: &Path, data: &[u8]) -> Result<Option<DwarfInfo>, TargetError> {
-        if elf::section(path, data, ".debug_info")?.is_none() {
-            return Ok(None);
-        }
-        let mut dwarf = gimli::Dwarf::load(|id| -> Result<R, TargetError> {
-            let bytes = elf::section(path, data, id.name())?.unwrap_or_default();
-            Ok(R::new(Rc::from(&*bytes), gimli::LittleEndian))
-        })?;
-        dwarf.populate_abbreviations_cache(gimli::AbbreviationsCacheStrategy::All);
+        let section = |name: &str| -> Result<Option<R>, TargetError> {
+            Ok(elf::section(path, data, name)?.map(|bytes| R::new(Rc::from(&*bytes), gimli::LittleEndian)))
+        };
+        let Some(info) = section(".debug_info")? else { return Ok(None) };
+        let empty = || R::new(Rc::from(&[][..]), gimli::LittleEndian);
+        let debug_info = gimli::DebugInfo::from(info);
+        let debug_abbrev = gimli::DebugAbbrev::from(section(".debug_abbrev")?.unwrap_or_else(empty));
+        let debug_str = gimli::DebugStr::from(section(".debug_str")?.unwrap_or_else(empty));
         let bad = |e: gimli::Error| TargetError::Dwarf { path: path.to_path_buf(), message: e.to_string() };
+        let mut abbrev_cache: HashMap<gimli::DebugAbbrevOffset, Rc<gimli::Abbreviations>> = HashMap::new();
         let mut units = Vec::new();
-        let mut headers = dwarf.units();
+        let mut headers = debug_info.units();
         while let Some(header) = headers.next().map_err(bad)? {
             let start = DebugInfoOffset(header.offset().0);
-            let unit = dwarf.unit(header).map_err(bad)?;
-            let name = match unit.name.as_ref() {
-                Some(n) => n.to_string_lossy().map_err(bad)?.into_owned(),
-                None => String::new(),
+            let abbrevs = match abbrev_cache.get(&header.debug_abbrev_offset()) {
+                Some(a) => a.clone(),
+                None => {
+                    let a = Rc::new(debug_abbrev.abbreviations(header.debug_abbrev_offset()).map_err(bad)?);
+                    abbrev_cache.insert(header.debug_abbrev_offset(), a.clone());
+                    a
+                }
             };
-            units.push(UnitSlot { start, unit, name, index: None });
+            let mut slot = UnitSlot { start, header, abbrevs, name: String::new(), index: None };
+            let mut entries = slot.header.entries(&slot.abbrevs);
+            if let Some(root) = entries.next_dfs().map_err(bad)? {
+                if let Some(value) = root.attr_value(dw::DW_AT_name) {
+                    slot.name = string(&debug_str, value).map_err(bad)?.unwrap_or_default();
+                }
+            }
+            units.push(slot);
         }
         units.sort_by_key(|u| u.start.0);
-        Ok(Some(DwarfInfo { path: path.to_path_buf(), dwarf, units, type_ids: HashMap::new(), unsafe_pointer: None }))
+        Ok(Some(DwarfInfo { path: path.to_path_buf(), debug_str, units, type_ids: HashMap::new(), unsafe_pointer: None }))
     }
 
     fn bad(&self, e: gimli::Error) -> TargetError {
@@ -122,8 +189,8 @@ impl DwarfInfo {
         }
         let mut index = UnitIndex::default();
         {
-            let unit = &self.units[u].unit;
-            let mut entries = unit.entries();
+            let slot = &self.units[u];
+            let mut entries = slot.header.entries(&slot.abbrevs);
             while let Some(entry) = entries.next_dfs().map_err(|e| self.bad(e))? {
                 if entry.depth() != 1 {
                     continue;
@@ -134,9 +201,8 @@ impl DwarfInfo {
                     _ => continue,
                 };
                 let Some(value) = entry.attr_value(dw::DW_AT_name) else { continue };
-                let name = self.dwarf.attr_string(unit, value).map_err(|e| self.bad(e))?;
-                let name = name.to_string_lossy().map_err(|e| self.bad(e))?;
-                map.entry(name.into_owned()).or_insert(entry.offset());
+                let Some(name) = string(&self.debug_str, value).map_err(|e| self.bad(e))? else { continue };
+                map.entry(name).or_insert(entry.offset());
             }
         }
         let index = Rc::new(index);
@@ -156,7 +222,7 @@ impl DwarfInfo {
         for u in mine.into_iter().chain(others) {
             let index = self.index(u)?;
             if let Some(off) = pick(&index).get(name) {
-                return Ok(off.to_debug_info_offset(&self.units[u].unit.header));
+                return Ok(off.to_debug_info_offset(&self.units[u].header));
             }
         }
         Ok(None)
@@ -165,27 +231,25 @@ impl DwarfInfo {
     /// The unit holding `.debug_info` offset `at`, and the offset within it.
     fn locate(&self, at: DebugInfoOffset) -> Option<(usize, UnitOffset)> {
         let u = self.units.partition_point(|s| s.start.0 <= at.0).checked_sub(1)?;
-        Some((u, at.to_unit_offset(&self.units[u].unit.header)?))
+        Some((u, at.to_unit_offset(&self.units[u].header)?))
     }
 
     /// A reference attribute as a `.debug_info` offset.
     fn reference(&self, u: usize, value: AttributeValue<R>) -> Option<DebugInfoOffset> {
         match value {
-            AttributeValue::UnitRef(off) => off.to_debug_info_offset(&self.units[u].unit.header),
+            AttributeValue::UnitRef(off) => off.to_debug_info_offset(&self.units[u].header),
             AttributeValue::DebugInfoRef(off) => Some(off),
             _ => None,
         }
     }
 
     fn read_die(&self, u: usize, entry: &Entry) -> Result<Die, TargetError> {
-        let unit = &self.units[u].unit;
         let mut die = Die { tag: Some(entry.tag()), ..Die::default() };
         for attr in entry.attrs() {
             let value = attr.value();
             match attr.name() {
                 dw::DW_AT_name => {
-                    let s = self.dwarf.attr_string(unit, value).map_err(|e| self.bad(e))?;
-                    die.name = Some(s.to_string_lossy().map_err(|e| self.bad(e))?.into_owned());
+                    die.name = string(&self.debug_str, value).map_err(|e| self.bad(e))?;
                 }
                 dw::DW_AT_type => die.ty = self.reference(u, value),
                 DW_AT_GO_ELEM => die.go_elem = self.reference(u, value),
@@ -216,8 +280,8 @@ impl DwarfInfo {
     /// The DIE at `at` and its direct children.
     fn die_with_children(&self, at: DebugInfoOffset) -> Result<(Die, Vec<Die>), TargetError> {
         let (u, off) = self.locate(at).ok_or_else(|| self.bad_ref("reference outside .debug_info", at))?;
-        let unit = &self.units[u].unit;
-        let mut entries = unit.entries_at_offset(off).map_err(|e| self.bad(e))?;
+        let slot = &self.units[u];
+        let mut entries = slot.header.entries_at_offset(&slot.abbrevs, off).map_err(|e| self.bad(e))?;
         let first = entries.next_dfs().map_err(|e| self.bad(e))?.ok_or_else(|| self.bad_ref("no DIE", at))?;
         let base = first.depth();
         let has_children = first.has_children();
@@ -239,7 +303,8 @@ impl DwarfInfo {
 
     fn die(&self, at: DebugInfoOffset) -> Result<Die, TargetError> {
         let (u, off) = self.locate(at).ok_or_else(|| self.bad_ref("reference outside .debug_info", at))?;
-        let entry = self.units[u].unit.entry(off).map_err(|e| self.bad(e))?;
+        let slot = &self.units[u];
+        let entry = slot.header.entry(&slot.abbrevs, off).map_err(|e| self.bad(e))?;
         self.read_die(u, &entry)
     }
 
@@ -263,11 +328,13 @@ impl DwarfInfo {
             results += usize::from(child.variable_parameter);
             params.push(Param { name, ty, is_result: child.variable_parameter });
         }
-        // A shape-instantiated generic function takes its dictionary as a hidden first
-        // argument (RAX) that DWARF does not list.
-        if name.contains("[go.shape.") && !params.iter().any(|p| p.name == ".dict") {
-            let ty = self.unsafe_pointer(types);
-            params.insert(0, Param { name: ".dict".to_string(), ty, is_result: false });
+        // A shape-instantiated generic function takes its dictionary as a hidden argument
+        // that DWARF does not list: first, or right after the receiver of a method.
+        if let Some(at) = dictionary_position(name) {
+            if !params.iter().any(|p| p.name == ".dict") && at <= params.len() {
+                let ty = self.unsafe_pointer(types);
+                params.insert(at, Param { name: ".dict".to_string(), ty, is_result: false });
+            }
         }
         Ok(Some(params))
     }
@@ -404,7 +471,13 @@ impl DwarfInfo {
     /// Members of the structure type named `name` in package `package` (following a
     /// typedef of it), or None if DWARF has no such type.
     pub(crate) fn struct_members(&mut self, package: &str, name: &str) -> Result<Option<Vec<Member>>, TargetError> {
-        let Some(mut at) = self.lookup(package, name, |i| &i.types)? else { return Ok(None) };
+        let Some(at) = self.lookup(package, name, |i| &i.types)? else { return Ok(None) };
+        self.members_at(at).map(Some)
+    }
+
+    /// Members of the structure type at `at` (following typedefs: Go names structs that
+    /// way, e.g. `runtime.stack`).
+    pub(crate) fn members_at(&self, mut at: DebugInfoOffset) -> Result<Vec<Member>, TargetError> {
         for _ in 0..TYPEDEF_DEPTH {
             let die = self.die(at)?;
             match (die.tag, die.ty) {
@@ -412,16 +485,28 @@ impl DwarfInfo {
                 _ => break,
             }
         }
-        self.members_at(at).map(Some)
-    }
-
-    /// Members of the structure type at `at`.
-    pub(crate) fn members_at(&self, at: DebugInfoOffset) -> Result<Vec<Member>, TargetError> {
         let (_, children) = self.die_with_children(at)?;
         Ok(children
             .into_iter()
             .filter(|c| c.tag == Some(dw::DW_TAG_member))
             .map(|c| Member { name: c.name.unwrap_or_default(), offset: c.member_offset.unwrap_or(0), ty: c.ty })
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::dictionary_position;
+
+    #[test]
+    fn dictionary_goes_first_for_functions_and_after_the_receiver_for_methods() {
+        assert_eq!(dictionary_position("main.Sum[go.shape.int]"), Some(0));
+        assert_eq!(dictionary_position("example.com/x/pkg.Map[go.shape.string,go.shape.int]"), Some(0));
+        assert_eq!(dictionary_position("main.(*Stack[go.shape.string]).Push"), Some(1));
+        assert_eq!(dictionary_position("main.Stack[go.shape.string].Len"), Some(1));
+        assert_eq!(dictionary_position("main.Sum[go.shape.int].func1"), None);
+        assert_eq!(dictionary_position("main.(*Stack[go.shape.string]).Push.func2"), None);
+        assert_eq!(dictionary_position("main.(*Stack[go.shape.string]).Push-fm"), None);
+        assert_eq!(dictionary_position("main.main"), None);
     }
 }

@@ -104,7 +104,9 @@ fn exact<'f>(functions: &'f [Function], name: &str) -> Vec<&'f Function> {
 
 /// The package path of a Go symbol: `net/http` for `net/http.(*conn).serve`.
 pub(crate) fn package_of(name: &str) -> &str {
-    let slash = name.rfind('/').map(|i| i + 1).unwrap_or(0);
+    // Type arguments and receivers may hold other paths; a package path holds no `[` `(`.
+    let head = &name[..name.find(['[', '(']).unwrap_or(name.len())];
+    let slash = head.rfind('/').map(|i| i + 1).unwrap_or(0);
     match name[slash..].find('.') {
         Some(dot) => &name[..slash + dot],
         None => name,
@@ -197,6 +199,7 @@ mod tests {
         assert_eq!(package_of("net/http.(*conn).serve"), "net/http");
         assert_eq!(package_of("main.main"), "main");
         assert_eq!(package_of("example.com/x/pkg.F"), "example.com/x/pkg");
+        assert_eq!(package_of("main.Sum[go.shape.*net/url.URL]"), "main");
     }
 
     #[test]

@@ -95,6 +95,17 @@ func Sum[T int | float64](xs []T) T {
 	return s
 }
 
+// Stack is a generic type; its methods get a hidden dictionary argument too.
+type Stack[T any] struct {
+	items []T
+}
+
+//go:noinline
+func (s *Stack[T]) Push(v T) int {
+	s.items = append(s.items, v)
+	return len(s.items)
+}
+
 //go:noinline
 func iface(v any, e error, s fmt.Stringer) bool {
 	return v != nil && e != nil && s == nil
@@ -126,6 +137,21 @@ func mixed(p *Pair, m map[string]int, ch chan int, fn func(int) int) int {
 	return int(p.A) + len(m) + len(ch) + fn(1)
 }
 
+// stackResults returns an array, which goes to the stack, and a string in RAX, RBX.
+//
+//go:noinline
+func stackResults(a [2]int, n int) (r [2]int, s string) {
+	r[0], r[1] = a[1]+n, a[0]
+	return r, "ok"
+}
+
+// fail never returns: it has no RET at all.
+//
+//go:noinline
+func fail(msg string) {
+	panic(msg)
+}
+
 // leaf has no stack check: it calls nothing and needs no frame.
 //
 //go:noinline
@@ -145,6 +171,16 @@ func recurse(n int) int {
 	return recurse(n-1) + int(buf[n%64])
 }
 
+// hugeFrame has a frame larger than the stack guard: its prologue checks for
+// wrap-around before it compares with the guard.
+//
+//go:noinline
+func hugeFrame(n int) int {
+	var buf [100000]byte
+	buf[n%len(buf)] = byte(n)
+	return int(buf[(n+1)%len(buf)]) + recurse(0)
+}
+
 func main() {
 	c := &Counter{N: 1, Name: "c"}
 	c.Inc(2)
@@ -159,6 +195,8 @@ func main() {
 	total += int64(c.Value(1))
 	total += int64(Sum([]int{1, 2, 3}))
 	total += int64(Sum([]float64{1.5, 2.5}))
+	st := &Stack[string]{}
+	total += int64(st.Push("a"))
 	if flag(true, 1) {
 		total++
 	}
@@ -175,5 +213,11 @@ func main() {
 	total += int64(mixed(&Pair{A: 1}, map[string]int{"a": 1}, make(chan int, 1), func(x int) int { return x + 1 }))
 	total += int64(leaf(3, 4))
 	total += int64(recurse(10))
+	total += int64(hugeFrame(7))
+	r, rs := stackResults([2]int{1, 2}, 3)
+	total += int64(r[0] + r[1] + len(rs))
+	if total < 0 {
+		fail("negative")
+	}
 	fmt.Fprintln(os.Stdout, total)
 }

@@ -1,0 +1,131 @@
+//! Helpers shared by the integration tests: building the Go test programs of `tests/go/`
+//! (cached by a hash of their sources and flags) and reading what Go's own tools say of
+//! a binary, to check gtrace against.
+#![allow(dead_code)]
+
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// The crate's root folder.
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Builds the Go program in `tests/go/<dir>` with `go build <extra_flags>` and returns
+/// the executable, `target/gobin/<dir>-<hash>`: rebuilt only when its sources or the
+/// flags change. Panics with go's stderr if the build fails.
+pub fn go_build(dir: &str, extra_flags: &[&str]) -> PathBuf {
+    go_build_env(dir, extra_flags, &[])
+}
+
+/// `go_build` with extra environment variables, e.g. `[("GOARCH", "arm64")]`.
+pub fn go_build_env(dir: &str, extra_flags: &[&str], env: &[(&str, &str)]) -> PathBuf {
+    let src = root().join("tests/go").join(dir);
+    assert!(src.is_dir(), "no Go test program at {}", src.display());
+    let mut hasher = DefaultHasher::new();
+    hash_tree(&src, &mut hasher);
+    extra_flags.hash(&mut hasher);
+    env.hash(&mut hasher);
+    go_version().hash(&mut hasher);
+    let out_dir = root().join("target/gobin");
+    std::fs::create_dir_all(&out_dir).expect("create target/gobin");
+    let out = out_dir.join(format!("{dir}-{:016x}", hasher.finish()));
+    if out.exists() {
+        return out;
+    }
+    // Build under a unique name and rename: tests running in parallel may build the same
+    // program at once.
+    static COUNTER: AtomicUsize = AtomicUsize::new(0);
+    let tmp = out_dir.join(format!(
+        ".{dir}-{}-{}.tmp",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
+    let output = Command::new("go")
+        .arg("build")
+        .arg("-o")
+        .arg(&tmp)
+        .args(extra_flags)
+        .arg(".")
+        .current_dir(&src)
+        .env("GOTOOLCHAIN", "local")
+        .env("GOFLAGS", "-mod=mod")
+        .envs(env.iter().copied())
+        .output()
+        .expect("run go build");
+    if !output.status.success() {
+        panic!("go build of tests/go/{dir} {extra_flags:?} failed:\n{}", String::from_utf8_lossy(&output.stderr));
+    }
+    std::fs::rename(&tmp, &out).expect("rename the built program");
+    out
+}
+
+/// Hashes every file under `dir` (names and contents), in a stable order.
+fn hash_tree(dir: &Path, hasher: &mut DefaultHasher) {
+    let mut entries: Vec<PathBuf> =
+        std::fs::read_dir(dir).expect("read test program dir").map(|e| e.expect("dir entry").path()).collect();
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            hash_tree(&path, hasher);
+        } else {
+            path.file_name().hash(hasher);
+            std::fs::read(&path).expect("read source").hash(hasher);
+        }
+    }
+}
+
+/// The Go toolchain's version, as `go env GOVERSION` prints it: `go1.26.8`.
+pub fn go_version() -> String {
+    let out = Command::new("go").args(["env", "GOVERSION"]).env("GOTOOLCHAIN", "local").output().expect("run go env");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// One instruction as `go tool objdump` prints it.
+#[derive(Clone, Debug)]
+pub struct ObjdumpLine {
+    pub addr: u64,
+    pub bytes: Vec<u8>,
+    /// The Go assembler text: `CMPQ SP, 0x10(R14)`, `RET`.
+    pub asm: String,
+}
+
+/// The instructions of the function named exactly `function`, per `go tool objdump`.
+pub fn objdump(binary: &Path, function: &str) -> Vec<ObjdumpLine> {
+    let pattern = format!("^{}$", regex_escape(function));
+    let out = Command::new("go")
+        .args(["tool", "objdump", "-s", &pattern])
+        .arg(binary)
+        .env("GOTOOLCHAIN", "local")
+        .output()
+        .expect("run go tool objdump");
+    assert!(out.status.success(), "go tool objdump: {}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut lines = Vec::new();
+    for line in text.lines().filter(|l| !l.starts_with("TEXT ")) {
+        let cols: Vec<&str> = line.trim().split('\t').filter(|c| !c.is_empty()).collect();
+        if cols.len() < 3 {
+            continue;
+        }
+        let addr = u64::from_str_radix(cols[1].trim_start_matches("0x"), 16).expect("objdump address");
+        let hex = cols[2];
+        let bytes = (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex")).collect();
+        lines.push(ObjdumpLine { addr, bytes, asm: cols.get(3).unwrap_or(&"").trim().to_string() });
+    }
+    assert!(!lines.is_empty(), "go tool objdump found no function {function}");
+    lines
+}
+
+fn regex_escape(s: &str) -> String {
+    let mut out = String::new();
+    for c in s.chars() {
+        if "\\.+*?()|[]{}^$".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
