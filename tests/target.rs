@@ -124,7 +124,8 @@ fn entry_is_after_the_stack_check() {
 #[test]
 fn a_leaf_without_stack_check_enters_at_its_first_instruction() {
     let t = open();
-    for name in ["main.leaf", "main.stackResults"] {
+    // main.raw starts with a float compare and a JBE that is not a stack check.
+    for name in ["main.leaf", "main.stackResults", "main.raw"] {
         let f = func(&t, name);
         let lines = support::objdump(abi_binary(), name);
         assert!(!lines.iter().any(|l| l.asm.contains("morestack")), "{name} should be a leaf");
@@ -516,4 +517,37 @@ fn without_dwarf_params_and_g_layout_are_none() {
     assert_eq!(t.params("main.pair").unwrap(), None);
     assert_eq!(t.g_layout(), None);
     assert!(!t.find("main.pair").is_empty());
+}
+
+#[test]
+fn a_target_can_move_to_another_thread() {
+    fn is_send<T: Send>(_: &T) {}
+    is_send(&open());
+}
+
+#[test]
+fn unsafe_pointer_complex_and_named_types() {
+    let mut t = open();
+    let params = t.params("main.raw").unwrap().unwrap();
+    let tys: Vec<_> = params.iter().filter(|p| !p.is_result).map(|p| p.ty).collect();
+    let res: Vec<_> = params.iter().filter(|p| p.is_result).map(|p| p.ty).collect();
+    let layout = assign_call(&tys, &res, t.types());
+    let got: Vec<(&str, &str, TypeKind)> =
+        params.iter().map(|p| (p.name.as_str(), t.types().get(p.ty).name.as_str(), kind(&t, p))).collect();
+    assert_eq!(
+        got,
+        vec![
+            ("p", "unsafe.Pointer", TypeKind::UnsafePointer),
+            ("c", "complex128", TypeKind::Complex),
+            ("d", "time.Duration", TypeKind::Int { signed: true }),
+            ("m", "main.MyInt", TypeKind::Int { signed: true }),
+            ("~r0", "uintptr", TypeKind::Int { signed: false }),
+        ]
+    );
+    // The complex takes X0 and X1; the ints go on in RBX and RCX.
+    assert_eq!(layout.params[0], r(Rax));
+    assert!(matches!(&layout.params[1], Location::Unreadable { reason } if reason.contains("X0")));
+    assert_eq!(layout.params[2], r(Rbx));
+    assert_eq!(layout.params[3], regs(&[(Rcx, 0, 4)]));
+    assert_eq!(layout.results[0], r(Rax));
 }

@@ -12,9 +12,9 @@ use crate::target::{elf, symbols, Param, TargetError};
 use gimli::{constants as dw, AttributeValue, DebugInfoOffset, DwAt, DwTag, Reader, UnitOffset};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
+use std::sync::Arc;
 
-type R = gimli::EndianRcSlice<gimli::LittleEndian>;
+type R = gimli::EndianArcSlice<gimli::LittleEndian>;
 type Entry = gimli::DebuggingInformationEntry<R>;
 
 const DW_AT_GO_KIND: DwAt = DwAt(0x2900);
@@ -45,10 +45,10 @@ struct UnitIndex {
 struct UnitSlot {
     start: DebugInfoOffset,
     header: gimli::UnitHeader<R>,
-    abbrevs: Rc<gimli::Abbreviations>,
+    abbrevs: Arc<gimli::Abbreviations>,
     /// The compile unit's name: the Go package path.
     name: String,
-    index: Option<Rc<UnitIndex>>,
+    index: Option<Arc<UnitIndex>>,
 }
 
 /// The attributes of one DIE that gtrace uses, read once into owned values.
@@ -140,15 +140,15 @@ impl DwarfInfo {
     /// `.debug_str` are decompressed. None when it has no `.debug_info`.
     pub(crate) fn load(path: &Path, data: &[u8]) -> Result<Option<DwarfInfo>, TargetError> {
         let section = |name: &str| -> Result<Option<R>, TargetError> {
-            Ok(elf::section(path, data, name)?.map(|bytes| R::new(Rc::from(&*bytes), gimli::LittleEndian)))
+            Ok(elf::section(path, data, name)?.map(|bytes| R::new(Arc::from(&*bytes), gimli::LittleEndian)))
         };
         let Some(info) = section(".debug_info")? else { return Ok(None) };
-        let empty = || R::new(Rc::from(&[][..]), gimli::LittleEndian);
+        let empty = || R::new(Arc::from(&[][..]), gimli::LittleEndian);
         let debug_info = gimli::DebugInfo::from(info);
         let debug_abbrev = gimli::DebugAbbrev::from(section(".debug_abbrev")?.unwrap_or_else(empty));
         let debug_str = gimli::DebugStr::from(section(".debug_str")?.unwrap_or_else(empty));
         let bad = |e: gimli::Error| TargetError::Dwarf { path: path.to_path_buf(), message: e.to_string() };
-        let mut abbrev_cache: HashMap<gimli::DebugAbbrevOffset, Rc<gimli::Abbreviations>> = HashMap::new();
+        let mut abbrev_cache: HashMap<gimli::DebugAbbrevOffset, Arc<gimli::Abbreviations>> = HashMap::new();
         let mut units = Vec::new();
         let mut headers = debug_info.units();
         while let Some(header) = headers.next().map_err(bad)? {
@@ -156,7 +156,7 @@ impl DwarfInfo {
             let abbrevs = match abbrev_cache.get(&header.debug_abbrev_offset()) {
                 Some(a) => a.clone(),
                 None => {
-                    let a = Rc::new(debug_abbrev.abbreviations(header.debug_abbrev_offset()).map_err(bad)?);
+                    let a = Arc::new(debug_abbrev.abbreviations(header.debug_abbrev_offset()).map_err(bad)?);
                     abbrev_cache.insert(header.debug_abbrev_offset(), a.clone());
                     a
                 }
@@ -183,7 +183,7 @@ impl DwarfInfo {
     }
 
     /// The index of unit `u`, built on first use with one walk of its DIEs.
-    fn index(&mut self, u: usize) -> Result<Rc<UnitIndex>, TargetError> {
+    fn index(&mut self, u: usize) -> Result<Arc<UnitIndex>, TargetError> {
         if let Some(index) = &self.units[u].index {
             return Ok(index.clone());
         }
@@ -205,7 +205,7 @@ impl DwarfInfo {
                 map.entry(name).or_insert(entry.offset());
             }
         }
-        let index = Rc::new(index);
+        let index = Arc::new(index);
         self.units[u].index = Some(index.clone());
         Ok(index)
     }

@@ -114,7 +114,8 @@ pub(crate) fn package_of(name: &str) -> &str {
 }
 
 /// Up to `n` function names closest to `name`: names of the same package first (a typo is
-/// more often in the function than in the package), then any.
+/// more often in the function than in the package), then any, then functions of another
+/// package with a close name (`http.Get` for `nosuch.Get`).
 pub(crate) fn closest<'f>(functions: &'f [Function], name: &str, n: usize) -> Vec<&'f str> {
     let package = package_of(name);
     let prefix = format!("{package}.");
@@ -128,7 +129,17 @@ pub(crate) fn closest<'f>(functions: &'f [Function], name: &str, n: usize) -> Ve
             found.push(c);
         }
     }
-    found.dedup();
+    if found.len() < n {
+        let short = &name[package_of(name).len()..];
+        let shorts = functions.iter().map(|f| &f.name[package_of(&f.name).len()..]);
+        for c in crate::diag::closest(short, shorts, n) {
+            for f in functions.iter().filter(|f| f.name.ends_with(c) && f.name.len() - c.len() == package_of(&f.name).len()) {
+                if found.len() < n && !found.contains(&f.name.as_str()) {
+                    found.push(&f.name);
+                }
+            }
+        }
+    }
     found
 }
 
@@ -206,5 +217,9 @@ mod tests {
     fn closest_prefers_same_package() {
         let f = funcs(&["main.doWork", "work.doWork", "main.doWorkers"]);
         assert_eq!(closest(&f, "main.doWrk", 2), vec!["main.doWork", "main.doWorkers"]);
+        assert_eq!(closest(&f, "main.doWrk", 3), vec!["main.doWork", "main.doWorkers", "work.doWork"]);
+        let other = closest(&f, "averyunlikelypackagename.doWork", 2);
+        assert_eq!(other.len(), 2, "{other:?}");
+        assert!(other.iter().all(|n| n.ends_with(".doWork")), "{other:?}");
     }
 }

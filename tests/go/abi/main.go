@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
+	"unsafe"
 )
 
 // Pair fits in two integer registers.
@@ -145,6 +147,14 @@ func stackResults(a [2]int, n int) (r [2]int, s string) {
 	return r, "ok"
 }
 
+// MyInt is a named integer type: DWARF calls it main.MyInt, a base type.
+type MyInt int32
+
+//go:noinline
+func raw(p unsafe.Pointer, c complex128, d time.Duration, m MyInt) uintptr {
+	return uintptr(p) + uintptr(real(c)) + uintptr(d) + uintptr(m)
+}
+
 // fail never returns: it has no RET at all.
 //
 //go:noinline
@@ -216,6 +226,8 @@ func main() {
 	total += int64(hugeFrame(7))
 	r, rs := stackResults([2]int{1, 2}, 3)
 	total += int64(r[0] + r[1] + len(rs))
+	x := 1
+	total += int64(raw(unsafe.Pointer(&x), complex(1, 2), time.Second, 3) & 1)
 	if total < 0 {
 		fail("negative")
 	}
