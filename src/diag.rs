@@ -196,7 +196,8 @@ mod tests {
 
     #[test]
     fn closest_prefers_small_edits() {
-        assert_eq!(closest("reqq", ["req", "resp", "ctx"], 2), vec!["req"]);
+        assert_eq!(closest("reqq", ["resp", "req", "ctx"], 1), vec!["req"]);
+        assert!(!closest("reqq", ["resp", "req", "ctx"], 3).contains(&"ctx"));
     }
 
     #[test]

@@ -1,0 +1,338 @@
+//! End-to-end: real Go programs (tests/go/e2e) traced by the real gtrace binary with real
+//! eBPF, and gtrace's output compared with the ground truth the program prints itself.
+//! Needs root (CAP_BPF + CAP_PERFMON). Without it these tests say SKIP loudly, except
+//! on CI (CI=true), where they fail.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn gtrace_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_gtrace")
+}
+
+fn e2e() -> PathBuf {
+    support::go_build("e2e", &[])
+}
+
+/// True when this process may load eBPF; otherwise SKIP (or fail on CI).
+fn privileged(test: &str) -> bool {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let cap_eff = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .unwrap_or(0);
+    let cap_sys_admin = 1u64 << 21;
+    let cap_bpf_and_perfmon = (1u64 << 39) | (1u64 << 38);
+    let ok = cap_eff & cap_sys_admin != 0 || cap_eff & cap_bpf_and_perfmon == cap_bpf_and_perfmon;
+    if !ok {
+        if std::env::var("CI").as_deref() == Ok("true") {
+            panic!("{test}: cannot load eBPF here (need CAP_BPF and CAP_PERFMON, or root), and CI=true");
+        }
+        eprintln!("SKIP {test}: needs root or CAP_BPF+CAP_PERFMON to load eBPF");
+    }
+    ok
+}
+
+struct Run {
+    stdout: String,
+    stderr: String,
+    code: i32,
+}
+
+fn gtrace(args: &[&str]) -> Run {
+    let out: Output = Command::new(gtrace_bin()).args(args).output().expect("run gtrace");
+    Run {
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        code: out.status.code().unwrap_or(-1),
+    }
+}
+
+/// Traces `e2e MODE N` started by gtrace (-c) with `script`.
+fn trace_c(script: &str, mode_args: &str) -> Run {
+    let cmd = format!("{} {mode_args}", e2e().display());
+    let r = gtrace(&["-e", script, "-c", &cmd]);
+    assert_eq!(r.code, 0, "gtrace failed:\nstdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("Attached"), "no Attached line: {}", r.stderr);
+    r
+}
+
+/// The value of `key=` in the program's own output.
+fn truth(out: &str, key: &str) -> i64 {
+    out.split_whitespace()
+        .find_map(|w| w.strip_prefix(&format!("{key}=")))
+        .unwrap_or_else(|| panic!("no {key}= in {out}"))
+        .parse()
+        .unwrap()
+}
+
+/// The value printed for map `name` (`@name: V`).
+fn map_value(out: &str, name: &str) -> i64 {
+    let prefix = format!("{name}: ");
+    out.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("no `{prefix}` line in:\n{out}"))
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("`{name}` is not a number in:\n{out}"))
+}
+
+/// Sum of the counts of the histogram printed under `header` (`@name:`).
+fn hist_total(out: &str, header: &str) -> (u64, Vec<String>) {
+    let mut lines = out.lines().skip_while(|l| *l != header).skip(1);
+    let mut total = 0;
+    let mut labels = Vec::new();
+    for l in lines.by_ref() {
+        if l.trim().is_empty() {
+            break;
+        }
+        let (label, rest) = l.split_once(')').or_else(|| l.split_once(']')).expect("bucket line");
+        labels.push(format!("{label})"));
+        let count: u64 = rest.split('|').next().unwrap().trim().parse().expect("bucket count");
+        total += count;
+    }
+    (total, labels)
+}
+
+#[test]
+fn counts_calls_and_sums_an_int_parameter() {
+    if !privileged("counts_calls_and_sums_an_int_parameter") {
+        return;
+    }
+    let r = trace_c("on entry main.add { @calls = count(); @sum = sum(a) }", "add 1000");
+    assert_eq!(map_value(&r.stdout, "@calls"), truth(&r.stdout, "calls"));
+    assert_eq!(map_value(&r.stdout, "@sum"), truth(&r.stdout, "sum_a"));
+}
+
+#[test]
+fn pointer_receiver_method_by_quoted_name() {
+    if !privileged("pointer_receiver_method_by_quoted_name") {
+        return;
+    }
+    let r = trace_c(r#"on entry "main.(*T).Add" { @calls = count(); @total = sum(delta) }"#, "method 300");
+    assert_eq!(map_value(&r.stdout, "@calls"), truth(&r.stdout, "calls"));
+    assert_eq!(map_value(&r.stdout, "@total"), truth(&r.stdout, "total"));
+}
+
+#[test]
+fn return_probes_pair_with_entries_in_a_latency_histogram() {
+    if !privileged("return_probes_pair_with_entries_in_a_latency_histogram") {
+        return;
+    }
+    let r = trace_c("on return main.sleepy < hist(elapsed) >; on return main.sleepy { @n = count() }", "sleep 20");
+    let calls = truth(&r.stdout, "calls");
+    assert_eq!(map_value(&r.stdout, "@n"), calls);
+    let (total, labels) = hist_total(&r.stdout, "@[main.sleepy]:");
+    assert_eq!(total as i64, calls, "histogram:\n{}", r.stdout);
+    // Every call slept 2ms: no bucket may start below 1ms.
+    for l in labels {
+        assert!(l.contains("ms") && !l.starts_with("[0"), "bucket {l} is below the sleep:\n{}", r.stdout);
+    }
+}
+
+#[test]
+fn wildcard_matches_several_functions_each_counted() {
+    if !privileged("wildcard_matches_several_functions_each_counted") {
+        return;
+    }
+    let r = trace_c(r#"on entry "main.other*" { count() }"#, "others 77");
+    let calls = truth(&r.stdout, "calls");
+    assert_eq!(map_value(&r.stdout, "@[main.other1]"), calls);
+    assert_eq!(map_value(&r.stdout, "@[main.other2]"), calls);
+}
+
+#[test]
+fn narrow_ints_and_bools_are_read_at_their_width() {
+    if !privileged("narrow_ints_and_bools_are_read_at_their_width") {
+        return;
+    }
+    let n = 200;
+    let r = trace_c("on entry main.small8 { @x = sum(x); @u = sum(u); if flag { @t = count() } }", &format!("small {n}"));
+    let want_x: i64 = (0..n).map(|i: i64| (-i % 100) as i8 as i64).sum();
+    let want_u: i64 = (0..n).map(|i: i64| (i * 7) as u16 as i64).sum();
+    assert_eq!(map_value(&r.stdout, "@x"), want_x);
+    assert_eq!(map_value(&r.stdout, "@u"), want_u);
+    assert_eq!(map_value(&r.stdout, "@t"), truth(&r.stdout, "true"));
+}
+
+#[test]
+fn stack_growth_neither_doubles_entries_nor_loses_returns() {
+    if !privileged("stack_growth_neither_doubles_entries_nor_loses_returns") {
+        return;
+    }
+    let r = trace_c(
+        "on entry main.grow { @entries = count() } on return main.grow { @returns = count(); @timed = count(); @lat = max(elapsed) }",
+        "grow 2000",
+    );
+    let calls = truth(&r.stdout, "calls");
+    assert_eq!(map_value(&r.stdout, "@entries"), calls, "{}", r.stdout);
+    assert_eq!(map_value(&r.stdout, "@returns"), calls, "{}", r.stdout);
+}
+
+#[test]
+fn elapsed_pairs_every_return_across_stack_copies() {
+    if !privileged("elapsed_pairs_every_return_across_stack_copies") {
+        return;
+    }
+    // A return probe that uses `elapsed` runs only when it finds its own entry: so this
+    // count equals the calls only if every activation key survived the stack copies.
+    let r = trace_c("on return main.grow { @timed = count(); @lat = sum(elapsed) }", "grow 2000");
+    assert_eq!(map_value(&r.stdout, "@timed"), truth(&r.stdout, "calls"), "{}", r.stdout);
+}
+
+#[test]
+fn printf_events_arrive_in_order() {
+    if !privileged("printf_events_arrive_in_order") {
+        return;
+    }
+    let r = trace_c(r#"on entry main.add { printf("a=%d b=%d\n", a, b) }"#, "add 100");
+    let lines: Vec<&str> = r.stdout.lines().filter(|l| l.starts_with("a=")).collect();
+    let want: Vec<String> = (0..100).map(|i| format!("a={i} b=1")).collect();
+    assert_eq!(lines, want);
+}
+
+#[test]
+fn exit_stops_the_trace() {
+    if !privileged("exit_stops_the_trace") {
+        return;
+    }
+    let cmd = format!("{} sleep 500", e2e().display());
+    let start = Instant::now();
+    let r = gtrace(&["-e", "on entry main.sleepy { @n = count(); exit() }", "-c", &cmd]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    // 500 sleeps of 2ms would take a second or more; exit() on the first call ends much sooner.
+    assert!(start.elapsed() < Duration::from_millis(900), "took {:?}", start.elapsed());
+    assert!(map_value(&r.stdout, "@n") >= 1);
+    // The command gtrace started does not outlive it.
+    assert!(!r.stdout.contains("calls=500"), "{}", r.stdout);
+}
+
+#[test]
+fn attaches_to_a_running_process_by_pid() {
+    if !privileged("attaches_to_a_running_process_by_pid") {
+        return;
+    }
+    let go_file = std::env::temp_dir().join(format!("gtrace-e2e-go-{}", std::process::id()));
+    let _ = std::fs::remove_file(&go_file);
+    let mut target = Command::new(e2e())
+        .args(["wait", "500", go_file.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start the target");
+    let mut target_out = BufReader::new(target.stdout.take().unwrap());
+    let mut line = String::new();
+    target_out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "ready");
+    let pid = target.id().to_string();
+    let mut tracer = Command::new(gtrace_bin())
+        .args(["-e", "on entry main.add { @calls = count(); @sum = sum(a) }", "-p", &pid])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start gtrace");
+    let mut err = BufReader::new(tracer.stderr.take().unwrap());
+    let mut attached = String::new();
+    err.read_line(&mut attached).unwrap();
+    assert!(attached.starts_with("Attached"), "gtrace said: {attached}");
+    std::fs::write(&go_file, "go").unwrap();
+    let mut rest = String::new();
+    target_out.read_to_string(&mut rest).unwrap();
+    target.wait().unwrap();
+    // gtrace ends by itself when the target ends.
+    let out = tracer.wait_with_output().unwrap();
+    let _ = std::fs::remove_file(&go_file);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    assert_eq!(map_value(&stdout, "@calls"), truth(&rest, "calls"));
+    assert_eq!(map_value(&stdout, "@sum"), truth(&rest, "sum_a"));
+}
+
+#[test]
+fn duration_ends_the_trace() {
+    if !privileged("duration_ends_the_trace") {
+        return;
+    }
+    let start = Instant::now();
+    let r = gtrace(&["-e", "on entry main.sleepy { @n = count() }", "-b", e2e().to_str().unwrap(), "--duration", "300ms"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(start.elapsed() < Duration::from_secs(3));
+}
+
+// Bad input: a clear error, a non-zero exit, never a panic. These need no privileges.
+
+fn assert_clean_failure(r: &Run) {
+    assert_ne!(r.code, 0);
+    assert!(!r.stderr.contains("panicked") && !r.stderr.contains("RUST_BACKTRACE"), "{}", r.stderr);
+    assert!(r.stderr.starts_with("error"), "{}", r.stderr);
+}
+
+#[test]
+fn unknown_symbol_names_the_closest_functions() {
+    let r = gtrace(&["-e", "on entry main.ad { @n = count() }", "-b", e2e().to_str().unwrap()]);
+    assert_clean_failure(&r);
+    assert!(r.stderr.contains("no function matches `main.ad`"), "{}", r.stderr);
+    assert!(r.stderr.contains("did you mean") && r.stderr.contains("main.add"), "{}", r.stderr);
+    assert!(r.stderr.contains("<-e>:1:10"), "{}", r.stderr);
+}
+
+#[test]
+fn syntax_error_points_at_the_place() {
+    let r = gtrace(&["-e", "on entry main.add { @n = count( }", "-b", e2e().to_str().unwrap()]);
+    assert_clean_failure(&r);
+    assert!(r.stderr.contains("<-e>:1:"), "{}", r.stderr);
+    assert!(r.stderr.contains('^'), "{}", r.stderr);
+}
+
+#[test]
+fn unknown_parameter_suggests_the_right_one() {
+    let r = gtrace(&["-e", "on entry main.add { @s = sum(aa) }", "-b", e2e().to_str().unwrap()]);
+    assert_clean_failure(&r);
+    assert!(r.stderr.contains("unknown name `aa`") && r.stderr.contains("did you mean `a`?"), "{}", r.stderr);
+}
+
+#[test]
+fn elapsed_in_an_entry_probe_is_a_type_error() {
+    let r = gtrace(&["-e", "on entry main.add { @s = sum(elapsed) }", "-b", e2e().to_str().unwrap()]);
+    assert_clean_failure(&r);
+    assert!(r.stderr.contains("`elapsed` is only known in `on return` probes"), "{}", r.stderr);
+}
+
+#[test]
+fn check_needs_no_privileges_and_says_ok() {
+    let r = gtrace(&["--check", "-e", "on return main.add { @s = sum(ret) }", "-b", e2e().to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("ok, 1 probe"), "{}", r.stderr);
+}
+
+#[test]
+fn a_binary_that_is_not_go_is_refused() {
+    let r = gtrace(&["-e", "on entry main.add { @n = count() }", "-b", "/bin/true"]);
+    assert_clean_failure(&r);
+    assert!(r.stderr.contains("not a Go executable"), "{}", r.stderr);
+}
+
+#[test]
+fn a_foreign_arch_binary_is_refused() {
+    let arm = support::go_build_env("e2e", &[], &[("GOARCH", "arm64")]);
+    let r = gtrace(&["-e", "on entry main.add { @n = count() }", "-b", arm.to_str().unwrap()]);
+    assert_clean_failure(&r);
+    assert!(r.stderr.contains("not x86-64"), "{}", r.stderr);
+}
+
+#[test]
+fn a_pid_that_does_not_exist_is_refused() {
+    let r = gtrace(&["-e", "on entry main.add { @n = count() }", "-p", "999999999"]);
+    assert_clean_failure(&r);
+    assert!(r.stderr.contains("999999999"), "{}", r.stderr);
+}
+
+#[test]
+fn a_command_that_does_not_exist_is_refused() {
+    let r = gtrace(&["-e", "on entry main.add { @n = count() }", "-c", "/no/such/program"]);
+    assert_clean_failure(&r);
+}

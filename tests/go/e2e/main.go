@@ -1,0 +1,122 @@
+// e2e: the Go program gtrace's end-to-end tests trace. Each mode calls known functions a
+// known number of times and prints its own ground truth as `key=value` words, so the
+// tests can compare gtrace's output with what really happened.
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+)
+
+type T struct{ total int64 }
+
+//go:noinline
+func (t *T) Add(delta int64) { t.total += delta }
+
+//go:noinline
+func add(a, b int) int { return a + b }
+
+//go:noinline
+func small8(x int8, u uint16, flag bool) int {
+	if flag {
+		return int(x) + int(u)
+	}
+	return 0
+}
+
+//go:noinline
+func sleepy(ms int) { time.Sleep(time.Duration(ms) * time.Millisecond) }
+
+// grow recurses with a large frame, so the runtime copies the stack many times.
+//
+//go:noinline
+func grow(n int) int {
+	var pad [512]byte
+	pad[n%512] = byte(n)
+	if n == 0 {
+		return int(pad[0])
+	}
+	return grow(n-1) + 1 + int(pad[n%512]) - int(byte(n))
+}
+
+//go:noinline
+func other1() int { return 1 }
+
+//go:noinline
+func other2() int { return 2 }
+
+func atoi(s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		panic(err)
+	}
+	return n
+}
+
+func main() {
+	mode := os.Args[1]
+	n := atoi(os.Args[2])
+	switch mode {
+	case "add":
+		sum := 0
+		for i := 0; i < n; i++ {
+			sum += add(i, 1)
+		}
+		fmt.Printf("calls=%d sum_a=%d\n", n, n*(n-1)/2)
+		_ = sum
+	case "method":
+		t := &T{}
+		for i := 0; i < n; i++ {
+			t.Add(int64(i * 3))
+		}
+		fmt.Printf("calls=%d total=%d\n", n, t.total)
+	case "small":
+		count := 0
+		for i := 0; i < n; i++ {
+			small8(int8(-i%100), uint16(i*7), i%2 == 0)
+			if i%2 == 0 {
+				count++
+			}
+		}
+		fmt.Printf("calls=%d true=%d\n", n, count)
+	case "sleep":
+		for i := 0; i < n; i++ {
+			sleepy(2)
+		}
+		fmt.Printf("calls=%d\n", n)
+	case "grow":
+		// Each top-level call recurses n deep on a fresh goroutine: its stack starts small
+		// and is copied as it grows.
+		done := make(chan int)
+		total := 0
+		for r := 0; r < 4; r++ {
+			go func() { done <- grow(n) }()
+			total += <-done
+		}
+		fmt.Printf("calls=%d result=%d\n", 4*(n+1), total)
+	case "others":
+		s := 0
+		for i := 0; i < n; i++ {
+			s += other1() + other2()
+		}
+		fmt.Printf("calls=%d\n", n)
+	case "wait":
+		// Announce, then wait for the file named by argv[3] before calling add n times.
+		fmt.Println("ready")
+		for {
+			if _, err := os.Stat(os.Args[3]); err == nil {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		for i := 0; i < n; i++ {
+			add(i, 1)
+		}
+		fmt.Printf("calls=%d sum_a=%d\n", n, n*(n-1)/2)
+	default:
+		fmt.Fprintln(os.Stderr, "unknown mode", mode)
+		os.Exit(2)
+	}
+}
