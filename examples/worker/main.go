@@ -15,7 +15,7 @@ func (c *Counter) Add(delta int) { c.total += delta }
 
 //go:noinline
 func doWork(n int) int {
-	time.Sleep(time.Duration(n) * 100 * time.Microsecond)
+	time.Sleep(time.Duration(n) * time.Millisecond)
 	return n * 2
 }
 
