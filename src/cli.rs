@@ -12,9 +12,9 @@ use std::time::Duration;
     about = "Ask a running Go program a question it was not built to answer.",
     after_help = "Examples:\n  gtrace -e 'on return main.doWork < hist(elapsed) >' -c ./server\n  gtrace -e 'on entry \"main.(*T).Add\" { @calls = count() }' -p 4242\n  gtrace -l 'main.*' -b ./server"
 )]
-#[command(group(ArgGroup::new("target").args(["pid", "command", "binary"]).required(true)))]
+#[command(group(ArgGroup::new("target").args(["pid", "command", "binary", "list_libraries"]).required(true)))]
 pub struct Cli {
-    /// A script file (SCRIPT.gt).
+    /// A script file (SCRIPT.gt), or the name of a stdlib library (see --list-libraries).
     pub script: Option<PathBuf>,
 
     /// The script on the command line.
@@ -60,6 +60,14 @@ pub struct Cli {
     /// Where `use` looks for libraries.
     #[arg(short = 'I', value_name = "DIR")]
     pub include: Vec<PathBuf>,
+
+    /// Set a `param` of the script or its libraries (e.g. --set threshold=50ms); repeatable.
+    #[arg(long = "set", value_name = "NAME=VALUE")]
+    pub set: Vec<String>,
+
+    /// List the stdlib's libraries, a line each, and exit.
+    #[arg(long = "list-libraries", exclusive = true)]
+    pub list_libraries: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

@@ -6,12 +6,13 @@ use crate::arch::abi::{self, Location};
 use crate::check;
 use crate::cli::{Cli, Emit};
 use crate::diag::{self, Diagnostic, Diagnostics, Sources};
+use crate::library;
 use crate::lower::{self, Lowered};
 use crate::object::{self, BpfObject, MapDef, ProgramCode};
 use crate::output::{self, Event, Sink};
 use crate::plan::{MapRole, Plan};
 use crate::runtime::{self, HeldChild, Loaded, RuntimeError, Scope};
-use crate::syntax::{self, ast::Script};
+use crate::syntax::ast::Script;
 use crate::target::Target;
 use clap::Parser;
 use std::path::PathBuf;
@@ -91,6 +92,10 @@ fn target_spec(cli: &Cli) -> Result<TargetSpec, Failure> {
 }
 
 pub fn run(cli: &Cli) -> Result<i32, Failure> {
+    if cli.list_libraries {
+        print!("{}", library::stdlib::listing());
+        return Ok(0);
+    }
     let spec = target_spec(cli)?;
     let mut target = Target::open(&spec.binary).map_err(|e| {
         let hint = match &e {
@@ -112,7 +117,6 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
         return Ok(0);
     }
     let mut diags = Diagnostics::default();
-    reject_unsupported_items(&script, &mut diags);
     let checked = if diags.has_errors() { None } else { check::check(&script, &mut target, &mut diags) };
     let Some(checked) = checked else {
         return Err(Failure::Script { sources, diags: diags.items });
@@ -163,33 +167,28 @@ fn script_name(cli: &Cli) -> String {
 
 fn parse(cli: &Cli) -> Result<(Sources, Script), Failure> {
     let mut sources = Sources::default();
-    let (name, text) = match (&cli.expr, &cli.script) {
-        (Some(e), _) => ("<-e>".to_string(), e.clone()),
-        (None, Some(path)) => {
-            let text = std::fs::read_to_string(path).map_err(|e| {
-                Failure::system(format!("cannot read script {}: {e}", path.display()), Some("give a .gt file, or the script with -e"))
-            })?;
-            (path.display().to_string(), text)
-        }
+    let root = match (&cli.expr, &cli.script) {
+        // `use` in -e text looks in the current folder after the -I folders.
+        (Some(e), _) => library::Root { name: "<-e>".into(), text: e.clone(), dir: Some(PathBuf::new()) },
+        (None, Some(path)) => match path.to_str().filter(|_| !path.exists()).and_then(library::root_from_stdlib) {
+            Some(root) => root,
+            None => {
+                let text = std::fs::read_to_string(path).map_err(|e| {
+                    Failure::system(
+                        format!("cannot read script {}: {e}", path.display()),
+                        Some("give a .gt file, a stdlib library (see --list-libraries), or the script with -e"),
+                    )
+                })?;
+                let dir = path.parent().map(PathBuf::from);
+                library::Root { name: path.display().to_string(), text, dir }
+            }
+        },
         (None, None) => return Err(Failure::system("no script", Some("give one with -e 'on entry main.F { ... }' or as a .gt file"))),
     };
-    let file = sources.add(name, text);
-    let mut next_id = 0;
-    match syntax::parser::parse(sources.text(file).to_string().as_str(), file, &mut next_id) {
+    let opts = library::Options { include: cli.include.clone(), sets: cli.set.clone() };
+    match library::load(root, &opts, &mut sources) {
         Ok(script) => Ok((sources, script)),
         Err(diags) => Err(Failure::Script { sources, diags }),
-    }
-}
-
-/// `use` and `fn` parse, but are resolved in a later version.
-fn reject_unsupported_items(script: &Script, diags: &mut Diagnostics) {
-    use crate::syntax::ast::Item;
-    for item in &script.items {
-        match item {
-            Item::Use(u) => diags.push(Diagnostic::error(u.span, "libraries (`use`) are not supported yet").label("not yet implemented")),
-            Item::Fn(f) => diags.push(Diagnostic::error(f.span, "`fn` helpers are not supported yet").label("not yet implemented")),
-            Item::Probe(_) => {}
-        }
     }
 }
 

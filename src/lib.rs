@@ -13,6 +13,7 @@ pub mod check;
 pub mod cli;
 pub mod diag;
 pub mod driver;
+pub mod library;
 pub mod lower;
 pub mod object;
 pub mod output;

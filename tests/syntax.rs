@@ -54,6 +54,9 @@ fn ast(src: &str) -> String {
             }
         }
     }
+    for p in &script.params {
+        out += &format!("param {} = {}\n", p.name.name, expr(&p.value));
+    }
     out
 }
 
@@ -481,6 +484,24 @@ fn error_missing_paren() {
 #[test]
 fn error_top_level_garbage() {
     assert_snapshot!(err("print(1)"));
+}
+
+#[test]
+fn params() {
+    assert_snapshot!(ast(r#"
+param threshold = 50ms
+param label = "x"
+on entry main.F { param := 1; if n > threshold { print(param) } }
+param limit =
+    10
+"#));
+}
+
+#[test]
+fn error_param_needs_a_value_and_a_name() {
+    assert!(err("param x").contains("expected `=`"), "{}", err("param x"));
+    assert!(err("param if = 1").contains("`if` is a keyword"));
+    assert!(err("param = 1").contains("expected a name"), "{}", err("param = 1"));
 }
 
 #[test]

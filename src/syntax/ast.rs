@@ -30,6 +30,19 @@ pub struct Ident {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Script {
     pub items: Vec<Item>,
+    /// `param NAME = VALUE` declarations, in source order. Kept apart from `items`: they
+    /// are settings, not code, and are replaced by their values before checking.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub params: Vec<Param>,
+}
+
+/// `param threshold = 50ms`: a setting of a script or library, with its default value;
+/// `--set threshold=100ms` overrides it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Param {
+    pub name: Ident,
+    pub value: Expr,
+    pub span: Span,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -242,7 +242,7 @@ fn expected_words(positives: &[Rule], tokens: &[String]) -> Vec<String> {
         push("`>`".to_string());
     }
     if top_level {
-        for kw in ["`on`", "`fn`", "`use`"] {
+        for kw in ["`on`", "`fn`", "`use`", "`param`"] {
             push(kw.to_string());
         }
     }
@@ -271,7 +271,7 @@ fn expected_words(positives: &[Rule], tokens: &[String]) -> Vec<String> {
         let t = t.as_str();
         let skip = LAYOUT.contains(&t)
             || NEWLINES.contains(&t)
-            || (top_level && (t == ";" || t == "on" || t == "fn" || t == "use"))
+            || (top_level && (t == ";" || t == "on" || t == "fn" || t == "use" || t == "param"))
             || (probe_head && matches!(t, "\"" | "*" | "entry" | "return" | "begin" | "end" | "interval"))
             || ((statement || expression) && (EXPR_START.contains(&t) || t == ";"))
             || (operator && (OPERATORS.contains(&t) || t == "." || t == "["))
@@ -335,15 +335,28 @@ impl Cx<'_> {
 
     fn script(&mut self, root: Pair<Rule>) -> Fatal<Script> {
         let mut items = Vec::new();
+        let mut params = Vec::new();
         for p in root.into_inner() {
             match p.as_rule() {
                 Rule::use_item => items.push(Item::Use(self.use_item(p))),
+                Rule::param_item => params.push(self.param_item(p)?),
                 Rule::fn_item => items.push(Item::Fn(self.fn_item(p)?)),
                 Rule::probe => items.push(Item::Probe(self.probe(p)?)),
                 _ => {}
             }
         }
-        Ok(Script { items })
+        Ok(Script { items, params })
+    }
+
+    fn param_item(&mut self, p: Pair<Rule>) -> Fatal<Param> {
+        let span = self.span(&p);
+        let mut inner = p.into_inner();
+        let name = match inner.find(|q| q.as_rule() == Rule::decl_name) {
+            Some(n) => self.decl_name(n, "a parameter name"),
+            None => Ident { name: String::new(), span },
+        };
+        let value = self.next_expr(&mut inner, span)?;
+        Ok(Param { name, value, span })
     }
 
     fn use_item(&mut self, p: Pair<Rule>) -> Use {

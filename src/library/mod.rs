@@ -1,0 +1,56 @@
+//! Libraries: from one script to the one program the checker sees. `load` reads the
+//! script and every library it names with `use` (from -I folders, the script's folder,
+//! then the stdlib built into gtrace), merges their items into one `Script` with spans
+//! into each file, gives every `param` its value (its default or `--set NAME=VALUE`),
+//! and inlines every `fn` helper where it is called. What it returns holds only probes.
+//!
+//! The steps, one module each: `resolve` (finding and parsing files), `merge` (one table
+//! of names, each defined once), `params` (values of the settings), `inline` (helpers
+//! and params substituted into the probes), `stdlib` (the embedded libraries).
+
+mod inline;
+mod merge;
+mod params;
+mod resolve;
+pub mod stdlib;
+
+use crate::diag::{Diagnostic, Sources};
+use crate::syntax::ast::Script;
+use std::path::PathBuf;
+
+/// The script gtrace was given: its name for diagnostics, its text, and the folder its
+/// `use` lines look in after the -I folders (none for a stdlib library given by name).
+pub struct Root {
+    pub name: String,
+    pub text: String,
+    pub dir: Option<PathBuf>,
+}
+
+/// Where libraries are looked for and what the command line sets.
+#[derive(Default)]
+pub struct Options {
+    /// `-I DIR`, searched first, in order.
+    pub include: Vec<PathBuf>,
+    /// `--set NAME=VALUE`, in order; a later one wins.
+    pub sets: Vec<String>,
+}
+
+/// Reads `root` and the libraries it uses (each file added to `sources`, ExprIds from one
+/// counter), and returns one script of probes with params and helpers substituted.
+/// Every problem found is returned, each pointing into the file it is in.
+pub fn load(root: Root, opts: &Options, sources: &mut Sources) -> Result<Script, Vec<Diagnostic>> {
+    let mut next_id = 0u32;
+    let files = resolve::load_all(root, &opts.include, sources, &mut next_id)?;
+    let program = merge::merge(files)?;
+    let values = params::values(&program.params, &opts.sets, sources, &mut next_id)?;
+    inline::inline(program, &values, &mut next_id)
+}
+
+/// A library given by name on the command line (`gtrace gc -p PID`): its text, if
+/// `name` is a stdlib library rather than a path.
+pub fn root_from_stdlib(name: &str) -> Option<Root> {
+    stdlib::get(name).map(|text| Root { name: format!("stdlib/{name}.gt"), text: text.to_string(), dir: None })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,3 @@
+module gtrace.test/libs
+
+go 1.22
