@@ -1,0 +1,312 @@
+//! Libraries and the output they need, end to end: `use`, `fn`, `param`/`--set`, the
+//! stdlib (gc, sched, lock) by name, `on begin`/`on end`/`on interval`, `print`/`clear`
+//! in an interval, and `-f json`, each run by the real gtrace binary on the real Go
+//! program tests/go/libs (which prints its own truth as `key=value` lines).
+//! The tracing tests need root (CAP_BPF + CAP_PERFMON): without it they say SKIP
+//! loudly, except on CI (CI=true), where they fail. The `--check` tests need nothing.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn gtrace_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_gtrace")
+}
+
+fn libs() -> PathBuf {
+    support::go_build("libs", &[])
+}
+
+/// True when this process may load eBPF; otherwise SKIP (or fail on CI).
+fn privileged(test: &str) -> bool {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let cap_eff = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .unwrap_or(0);
+    let cap_sys_admin = 1u64 << 21;
+    let cap_bpf_and_perfmon = (1u64 << 39) | (1u64 << 38);
+    let ok = cap_eff & cap_sys_admin != 0 || cap_eff & cap_bpf_and_perfmon == cap_bpf_and_perfmon;
+    if !ok {
+        if std::env::var("CI").as_deref() == Ok("true") {
+            panic!("{test}: cannot load eBPF here (need CAP_BPF and CAP_PERFMON, or root), and CI=true");
+        }
+        eprintln!("SKIP {test}: needs root or CAP_BPF+CAP_PERFMON to load eBPF");
+    }
+    ok
+}
+
+struct Run {
+    stdout: String,
+    stderr: String,
+    code: i32,
+}
+
+fn gtrace(args: &[&str]) -> Run {
+    let out: Output = Command::new(gtrace_bin()).args(args).output().expect("run gtrace");
+    Run {
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        code: out.status.code().unwrap_or(-1),
+    }
+}
+
+/// gtrace `args` on `libs MODE N` started with -c; must succeed.
+fn trace(args: &[&str], mode: &str) -> Run {
+    let cmd = format!("{} {mode}", libs().display());
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend(["-c", &cmd]);
+    let r = gtrace(&all);
+    assert_eq!(r.code, 0, "gtrace {all:?} failed:\nstdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("Attached"), "no Attached line: {}", r.stderr);
+    r
+}
+
+/// The value of `key=` in the program's own output.
+fn truth(out: &str, key: &str) -> i64 {
+    out.split_whitespace()
+        .find_map(|w| w.strip_prefix(&format!("{key}=")))
+        .unwrap_or_else(|| panic!("no {key}= in {out}"))
+        .parse()
+        .unwrap()
+}
+
+/// The number printed for map `name` (`@name: V`), the first time it is printed.
+fn map_value(out: &str, name: &str) -> i64 {
+    map_values(out, name).first().copied().unwrap_or_else(|| panic!("no `{name}: ` line in:\n{out}"))
+}
+
+/// Every number printed for map `name`, in order.
+fn map_values(out: &str, name: &str) -> Vec<i64> {
+    let prefix = format!("{name}: ");
+    out.lines()
+        .filter_map(|l| l.strip_prefix(&prefix))
+        .map(|v| v.trim().parse().unwrap_or_else(|_| panic!("`{name}` is not a number in:\n{out}")))
+        .collect()
+}
+
+/// The JSON objects of `-f json` output; every line that is not the program's own
+/// `key=value` must be one.
+fn json_lines(out: &str) -> Vec<serde_json::Value> {
+    out.lines()
+        .filter(|l| !l.contains('=') || l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not one JSON object a line ({e}): {l}\n{out}")))
+        .collect()
+}
+
+/// The value of the map named `name` without keys, from JSON lines.
+fn json_map_value(objects: &[serde_json::Value], name: &str) -> i64 {
+    objects
+        .iter()
+        .filter(|o| o["type"] == "map" && o["name"] == name)
+        .find_map(|o| o["entries"][0]["value"].as_i64())
+        .unwrap_or_else(|| panic!("no map {name} with a number in {objects:?}"))
+}
+
+// ---- output: begin, end, interval, print, clear, json -----------------------------------
+
+#[test]
+fn begin_runs_before_the_target_and_end_after_it() {
+    if !privileged("begin_runs_before_the_target_and_end_after_it") {
+        return;
+    }
+    let r = trace(
+        &["-e", r#"on begin { printf("began\n") } on entry main.tick { @ticks = count() } on end { printf("ended\n") }"#],
+        "tick 5",
+    );
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    let at = |s: &str| lines.iter().position(|l| *l == s).unwrap_or_else(|| panic!("no `{s}` line in:\n{}", r.stdout));
+    assert!(at("began") < at("ticks=5"), "begin after the program's output:\n{}", r.stdout);
+    assert!(at("ticks=5") < at("ended"), "end before the program's output:\n{}", r.stdout);
+    assert!(at("ended") < at("@ticks: 5"), "maps are printed after `on end`:\n{}", r.stdout);
+}
+
+#[test]
+fn interval_prints_and_clears_a_map_like_top() {
+    if !privileged("interval_prints_and_clears_a_map_like_top") {
+        return;
+    }
+    // 60 ticks 10ms apart: at least 600ms, so a 100ms interval fires several times.
+    let r = trace(&["-e", "on entry main.tick { @t = count() } on interval 100ms { print(@t); clear(@t) }"], "tick 60");
+    let printed = map_values(&r.stdout, "@t");
+    assert!(printed.len() >= 4, "the interval fired {} times:\n{}", printed.len(), r.stdout);
+    // Each print holds only the ticks since the last clear; with the final print they add
+    // up to every tick (one may fall between a print and its clear).
+    let total: i64 = printed.iter().sum();
+    let ticks = truth(&r.stdout, "ticks");
+    assert!(total <= ticks && total >= ticks - 2, "printed {printed:?}, sum {total}, ticks {ticks}:\n{}", r.stdout);
+    assert!(printed.iter().all(|v| *v < ticks), "a print was not cleared before: {printed:?}");
+}
+
+#[test]
+fn json_is_one_object_a_line_with_raw_numbers() {
+    if !privileged("json_is_one_object_a_line_with_raw_numbers") {
+        return;
+    }
+    let r = trace(
+        &["-f", "json", "-e", r#"on begin { printf("hello %d\n", 7) } on entry main.tick { @calls = count() } on return main.spawn { @took = max(elapsed) }"#],
+        "spawn 20",
+    );
+    let objects = json_lines(&r.stdout);
+    assert!(objects.iter().any(|o| o["type"] == "printf" && o["text"] == "hello 7\n"), "{}", r.stdout);
+    assert_eq!(json_map_value(&objects, "@calls"), 20);
+    // A duration is a plain number of nanoseconds: spawn waits for 20 goroutines, > 1us.
+    let took = objects.iter().find(|o| o["name"] == "@took").expect("@took");
+    assert!(took["entries"][0]["value"].as_u64().is_some_and(|ns| ns > 1_000), "{took}");
+}
+
+// ---- the stdlib, by name -----------------------------------------------------------------
+
+#[test]
+fn gc_counts_forced_collections_and_their_pauses() {
+    if !privileged("gc_counts_forced_collections_and_their_pauses") {
+        return;
+    }
+    let r = trace(&["gc"], "gc 7");
+    let forced = truth(&r.stdout, "forced");
+    let numgc = truth(&r.stdout, "numgc");
+    assert!(numgc >= forced);
+    assert!(map_value(&r.stdout, "@gc_cycles") >= numgc, "{}", r.stdout);
+    assert!(map_value(&r.stdout, "@gc_requests") >= forced, "{}", r.stdout);
+    // Each cycle stops the world twice.
+    assert!(map_value(&r.stdout, "@gc_pauses") >= 2 * numgc, "{}", r.stdout);
+    assert!(r.stdout.contains("@gc_pause:\n["), "a pause histogram:\n{}", r.stdout);
+}
+
+#[test]
+fn sched_counts_spawned_goroutines() {
+    if !privileged("sched_counts_spawned_goroutines") {
+        return;
+    }
+    let r = trace(&["sched"], "spawn 300");
+    let spawned = truth(&r.stdout, "spawned");
+    assert!(map_value(&r.stdout, "@sched_created") >= spawned, "{}", r.stdout);
+    assert!(map_value(&r.stdout, "@sched_exited") >= spawned, "{}", r.stdout);
+    // Created minus exited: the spawned ones all ended; a few runtime goroutines may live.
+    let alive = map_value(&r.stdout, "@sched_alive");
+    assert!((0..20).contains(&alive), "alive {alive}:\n{}", r.stdout);
+}
+
+#[test]
+fn lock_measures_mutex_waits() {
+    if !privileged("lock_measures_mutex_waits") {
+        return;
+    }
+    // 20 goroutines take one mutex in turn, each holding it 1ms.
+    let r = trace(&["lock", "-f", "json", "--set", "lock_slow_wait=1h"], "lock 20");
+    let n = truth(&r.stdout, "contenders");
+    let objects = json_lines(&r.stdout);
+    let contended = json_map_value(&objects, "@lock_contended");
+    assert!(contended >= n / 2 && contended <= n + 5, "contended {contended} of {n}:\n{}", r.stdout);
+    // The last to get the lock waited for most of the others' 1ms each.
+    let max = json_map_value(&objects, "@lock_wait_max");
+    assert!(max >= (n / 2) * 1_000_000, "longest wait {max}ns:\n{}", r.stdout);
+    assert!(!r.stdout.contains("lock: waited"), "nothing is slower than lock_slow_wait=1h");
+}
+
+// ---- a user's own library: use, fn, param, --set -----------------------------------------
+
+fn user_library() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("gtrace-libraries-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    std::fs::write(
+        dir.join("ticks.gt"),
+        "# ticks: counts main.tick calls at or above a minimum\nparam min_i = 5\nfn big(x) = x >= min_i\nfn tally(x) {\n  if big(x) { @big = count() }\n}\non entry main.tick { @all = count() }\n",
+    )
+    .expect("write library");
+    dir
+}
+
+#[test]
+fn a_users_library_with_helpers_and_a_param_set_on_the_command_line() {
+    if !privileged("a_users_library_with_helpers_and_a_param_set_on_the_command_line") {
+        return;
+    }
+    let dir = user_library();
+    let inc = dir.display().to_string();
+    let script = r#"use "ticks"; on entry main.tick { tally(i) }"#;
+    // tick(i) for i in 0..30: 25 are >= 5 (the default), 20 are >= 10.
+    let r = trace(&["-I", &inc, "-e", script], "tick 30");
+    assert_eq!(map_value(&r.stdout, "@all"), 30, "{}", r.stdout);
+    assert_eq!(map_value(&r.stdout, "@big"), 25, "{}", r.stdout);
+    let r = trace(&["-I", &inc, "--set", "min_i=10", "-e", script], "tick 30");
+    assert_eq!(map_value(&r.stdout, "@big"), 20, "{}", r.stdout);
+}
+
+// ---- --check of every stdlib library and example; listing -------------------------------
+
+fn check(args: &[&str], binary: &Path) -> Run {
+    let mut all: Vec<&str> = args.to_vec();
+    let b = binary.display().to_string();
+    all.extend(["--check", "-b", &b]);
+    gtrace(&all)
+}
+
+#[test]
+fn every_stdlib_library_checks_by_name_and_through_use() {
+    let listing = gtrace(&["--list-libraries"]);
+    assert_eq!(listing.code, 0, "{}", listing.stderr);
+    let names: Vec<String> = listing.stdout.lines().filter_map(|l| l.split_whitespace().next()).map(String::from).collect();
+    for want in ["gc", "lock", "sched"] {
+        assert!(names.iter().any(|n| n == want), "{want} not listed:\n{}", listing.stdout);
+    }
+    let bin = libs();
+    for name in &names {
+        let r = check(&[name], &bin);
+        assert_eq!(r.code, 0, "gtrace {name} --check:\n{}", r.stderr);
+        assert!(r.stderr.contains("ok,"), "{}", r.stderr);
+        let r = check(&["-e", &format!("use \"{name}\"")], &bin);
+        assert_eq!(r.code, 0, "use \"{name}\" --check:\n{}", r.stderr);
+    }
+    // And all of them at once: no name is defined twice.
+    let all: String = names.iter().map(|n| format!("use \"{n}\"\n")).collect();
+    let r = check(&["-e", &all], &bin);
+    assert_eq!(r.code, 0, "{all}--check:\n{}", r.stderr);
+}
+
+#[test]
+fn every_example_script_checks_against_its_program() {
+    let examples = support::root().join("examples");
+    let mut checked = 0;
+    for dir in std::fs::read_dir(&examples).expect("examples/").map(|e| e.expect("entry").path()) {
+        let scripts: Vec<PathBuf> = match std::fs::read_dir(&dir) {
+            Ok(rd) => rd.map(|e| e.expect("entry").path()).filter(|p| p.extension().is_some_and(|x| x == "gt")).collect(),
+            Err(_) => continue,
+        };
+        if scripts.is_empty() {
+            continue;
+        }
+        let name = dir.file_name().expect("name").to_string_lossy().into_owned();
+        let bin = support::root().join("target/gobin").join(format!("example-{name}"));
+        let out = Command::new("go")
+            .args(["build", "-o"])
+            .arg(&bin)
+            .arg(".")
+            .current_dir(&dir)
+            .env("GOTOOLCHAIN", "local")
+            .output()
+            .expect("go build");
+        assert!(out.status.success(), "go build of {}: {}", dir.display(), String::from_utf8_lossy(&out.stderr));
+        for s in scripts {
+            let r = check(&[&s.display().to_string()], &bin);
+            assert_eq!(r.code, 0, "{} --check:\n{}", s.display(), r.stderr);
+            checked += 1;
+        }
+    }
+    assert!(checked > 0, "no examples/*/*.gt found");
+}
+
+#[test]
+fn library_errors_name_the_library() {
+    let r = check(&["-e", r#"use "nosuchlib""#], &libs());
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains("no library `nosuchlib`"), "{}", r.stderr);
+    let r = check(&["gc", "--set", "gc_slow_pause=5"], &libs());
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains("`gc_slow_pause` is a duration"), "{}", r.stderr);
+    let r = check(&["nosuchlib"], &libs());
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains("--list-libraries"), "{}", r.stderr);
+}
