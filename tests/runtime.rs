@@ -613,3 +613,123 @@ fn attach_failure_names_the_function_and_detaches() {
     run_target(None, 3);
     assert_eq!(count_of(&loaded, 0), 0);
 }
+
+/// File offsets of the entries of the first `n` functions of `binary` whose names start
+/// with `prefix`, in address order.
+fn function_offsets(binary: &Path, prefix: &str, n: usize) -> Vec<(String, u64)> {
+    use object::{Object, ObjectSection, ObjectSymbol, SymbolKind};
+    let data = std::fs::read(binary).unwrap();
+    let file = object::File::parse(&*data).unwrap();
+    let mut found: Vec<(u64, String, u64)> = file
+        .symbols()
+        .filter(|s| s.kind() == SymbolKind::Text && s.size() > 0)
+        .filter_map(|s| {
+            let name = s.name().ok()?;
+            if !name.starts_with(prefix) {
+                return None;
+            }
+            let section = file.section_by_index(s.section_index()?).ok()?;
+            let (file_start, _) = section.file_range()?;
+            Some((
+                s.address(),
+                name.to_string(),
+                s.address() - section.address() + file_start,
+            ))
+        })
+        .collect();
+    found.sort();
+    found.dedup_by_key(|f| f.0);
+    found
+        .into_iter()
+        .take(n)
+        .map(|(_, name, off)| (name, off))
+        .collect()
+}
+
+/// Whether this process holds a BPF link of `link_type` (as /proc/self/fdinfo names it).
+fn holds_link_of_type(link_type: &str) -> bool {
+    std::fs::read_dir("/proc/self/fdinfo")
+        .unwrap()
+        .flatten()
+        .any(|e| {
+            std::fs::read_to_string(e.path()).is_ok_and(|t| {
+                t.lines()
+                    .any(|l| l.split_whitespace().eq(["link_type:", link_type]))
+            })
+        })
+}
+
+#[test]
+fn a_thousand_points_attach_and_detach_through_one_multi_uprobe_link() {
+    let _serial = serial();
+    // 999 runtime functions (cookies 0..999) and main.work (cookie 999).
+    let mut points: Vec<AttachPoint> = function_offsets(go_target(), "runtime.", 999)
+        .into_iter()
+        .enumerate()
+        .map(|(i, (function, file_offset))| AttachPoint {
+            function,
+            address: 0,
+            file_offset,
+            cookie: i as u64,
+        })
+        .collect();
+    assert_eq!(
+        points.len(),
+        999,
+        "the Go target has fewer runtime functions"
+    );
+    points.push(AttachPoint {
+        function: "main.work".into(),
+        address: 0,
+        file_offset: entry_offset(go_target(), "main.work"),
+        cookie: 999,
+    });
+    let counts = map_spec(COUNTS, MapKind::PercpuHash, 8, 8, 1024, MapRole::Scratch);
+    let (bytes, plan) = object_and_plan(
+        vec![(
+            probe("count", ProbeAttach::Uprobe(points)),
+            count_by_cookie(),
+        )],
+        vec![counts],
+    );
+    let Some(mut loaded) = load_or_skip(&bytes, &plan) else {
+        return;
+    };
+    let argv = [go_target().display().to_string(), "123".to_string()];
+    let mut child = runtime::spawn_held(&argv).unwrap();
+    let started = Instant::now();
+    assert_eq!(
+        loaded
+            .attach(go_target(), Scope::Process(child.pid()))
+            .unwrap(),
+        1000
+    );
+    let attach_time = started.elapsed();
+    assert_eq!(loaded.attached(), 1000);
+    // One multi-uprobe link, not a thousand perf events (the kernel here has them).
+    let multi = holds_link_of_type("uprobe_multi");
+    if std::env::var_os(runtime::NO_UPROBE_MULTI_ENV).is_none() {
+        assert!(multi, "no uprobe_multi link in /proc/self/fdinfo");
+    }
+    child.release().unwrap();
+    assert!(child.wait().unwrap().success());
+    assert_eq!(count_of(&loaded, 999), 123);
+    // The runtime ran: some runtime functions were counted under their own cookies.
+    let entries = loaded.map_entries(COUNTS).unwrap();
+    assert!(
+        entries.len() > 10,
+        "only {} functions counted",
+        entries.len()
+    );
+    let started = Instant::now();
+    loaded.detach_all();
+    let detach_time = started.elapsed();
+    assert_eq!(loaded.attached(), 0);
+    assert!(!holds_link_of_type("uprobe_multi"));
+    // Detached: another run is not counted.
+    let mut child = runtime::spawn_held(&argv).unwrap();
+    child.release().unwrap();
+    assert!(child.wait().unwrap().success());
+    assert_eq!(count_of(&loaded, 999), 123);
+    eprintln!("1000 points: attach {attach_time:?}, detach {detach_time:?} (multi link: {multi})");
+}

@@ -1,11 +1,17 @@
 //! Attaching the loaded programs: uprobes at file offsets of the target (with the
 //! function's index as attach cookie), `on begin`/`on end`/`on interval` on gtrace's own
 //! trigger functions, and detaching all of it.
+//!
+//! All the target offsets of one program go into one multi-uprobe link when the kernel
+//! has them (`uprobe_multi`): one syscall to attach, one to detach. Otherwise, or if the
+//! kernel refuses that link for any reason, each offset gets its own perf-event link
+//! (which also names the offending function when an offset is bad).
 
 use super::error::{has_errno, permission_error, RuntimeError};
 use super::events::IntervalTimer;
 use super::loader::Loaded;
 use super::trigger::{Trigger, INTERVAL_SLOTS};
+use super::uprobe_multi::{self, MultiLink};
 use crate::plan::{AttachPoint, ProbeAttach};
 use aya::programs::perf_event::{
     PerfEventConfig, PerfEventLink, PerfEventScope, SamplePolicy, SoftwareEvent,
@@ -13,6 +19,7 @@ use aya::programs::perf_event::{
 use aya::programs::uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeLink, UProbeScope};
 use aya::programs::{Program, ProgramError};
 use std::num::NonZeroU32;
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -30,12 +37,24 @@ pub(crate) enum Link {
     // Held only to be dropped.
     Uprobe(#[allow(dead_code)] UProbeLink),
     Perf(#[allow(dead_code)] PerfEventLink),
+    /// Many offsets of one program.
+    Multi(MultiLink),
+}
+
+impl Link {
+    /// How many probe points the link attaches.
+    fn points(&self) -> usize {
+        match self {
+            Link::Multi(m) => m.points(),
+            Link::Uprobe(_) | Link::Perf(_) => 1,
+        }
+    }
 }
 
 impl Loaded {
     /// Attaches every probe of the plan: the target's uprobes in `binary` within `scope`,
-    /// begin/end triggers in gtrace itself, interval probes. Returns how many attachments
-    /// were made. On failure everything attached so far is detached.
+    /// begin/end triggers in gtrace itself, interval probes. Returns how many probe points
+    /// were attached. On failure everything attached so far is detached.
     pub fn attach(&mut self, binary: &Path, scope: Scope) -> Result<usize, RuntimeError> {
         let result = self.attach_all(binary, scope);
         if result.is_err() {
@@ -52,11 +71,14 @@ impl Loaded {
             ),
             Scope::AllProcesses => UProbeScope::AllProcesses,
         };
-        let before = self.links.len();
+        let before = self.attached();
         let mut intervals = 0;
         for probe in self.plan_probes.clone() {
             match &probe.attach {
                 ProbeAttach::Uprobe(points) => {
+                    if self.attach_multi(&probe.program, points, &binary, scope) {
+                        continue;
+                    }
                     for point in points {
                         self.attach_uprobe(&probe.program, point, &binary, target_scope)?;
                     }
@@ -69,7 +91,38 @@ impl Loaded {
                 }
             }
         }
-        Ok(self.links.len() - before)
+        Ok(self.attached() - before)
+    }
+
+    /// Attaches `program` at all `points` with one multi-uprobe link; false when there is
+    /// no multi-uprobe copy of the program or the kernel refuses the link (the caller then
+    /// attaches point by point, and reports a real error from there).
+    fn attach_multi(
+        &mut self,
+        program: &str,
+        points: &[AttachPoint],
+        binary: &Path,
+        scope: Scope,
+    ) -> bool {
+        let Some(fd) = self.multi.get(program) else {
+            return false;
+        };
+        if points.is_empty() {
+            return false;
+        }
+        let offsets: Vec<u64> = points.iter().map(|p| p.file_offset).collect();
+        let cookies: Vec<u64> = points.iter().map(|p| p.cookie).collect();
+        let pid = match scope {
+            Scope::Process(pid) => pid,
+            Scope::AllProcesses => 0,
+        };
+        match uprobe_multi::attach(fd.as_fd(), binary, &offsets, &cookies, pid) {
+            Ok(link) => {
+                self.links.push(Link::Multi(link));
+                true
+            }
+            Err(_) => false,
+        }
     }
 
     fn uprobe(&mut self, program: &str) -> Result<&mut aya::programs::UProbe, RuntimeError> {
@@ -210,9 +263,9 @@ impl Loaded {
         self.intervals.clear();
     }
 
-    /// How many attachments are live.
+    /// How many probe points are attached.
     pub fn attached(&self) -> usize {
-        self.links.len()
+        self.links.iter().map(Link::points).sum()
     }
 }
 

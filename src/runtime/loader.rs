@@ -10,6 +10,7 @@ use aya::maps::{Map, MapData};
 use aya::programs::{Program, ProgramError};
 use aya::{Ebpf, EbpfLoader, VerifierLogLevel};
 use std::collections::HashMap;
+use std::os::fd::OwnedFd;
 
 /// The object loaded in the kernel: its programs, maps, and the probes attached so far.
 /// Dropping it detaches every probe.
@@ -19,6 +20,9 @@ pub struct Loaded {
     pub(crate) maps: HashMap<String, MapHandle>,
     pub(crate) events: Option<Events>,
     pub(crate) links: Vec<Link>,
+    /// Copies of the uprobe programs loaded for multi-uprobe links, by program name
+    /// (empty when the kernel has no such links).
+    pub(crate) multi: HashMap<String, OwnedFd>,
     pub(crate) intervals: Vec<super::events::IntervalTimer>,
 }
 
@@ -41,6 +45,7 @@ pub fn load(object: &[u8], plan: &Plan) -> Result<Loaded, RuntimeError> {
     for probe in &plan.probes {
         load_program(&mut ebpf, probe)?;
     }
+    let multi = super::uprobe_multi::load_for_plan(&ebpf, object, plan);
 
     let mut maps = HashMap::new();
     let mut events = None;
@@ -69,6 +74,7 @@ pub fn load(object: &[u8], plan: &Plan) -> Result<Loaded, RuntimeError> {
         maps,
         events,
         links: Vec::new(),
+        multi,
         intervals: Vec::new(),
     })
 }
