@@ -503,20 +503,60 @@ fn an_arm64_binary_is_the_wrong_arch() {
 }
 
 #[test]
-fn a_stripped_binary_has_no_symbols() {
+fn a_stripped_binary_reads_its_functions_from_gopclntab() {
     let bin = support::go_build("abi", &["-ldflags=-s -w"]);
-    let err = Target::open(&bin).err().expect("stripped");
-    assert!(matches!(err, TargetError::NoSymbols { .. }), "{err}");
-    assert!(err.to_string().contains("stripped"), "{err}");
+    let t = Target::open(&bin).expect("a stripped binary opens");
+    assert!(t.is_stripped() && !t.has_dwarf());
+    let full = open();
+    for name in ["main.main", "main.ints", "main.(*Counter).Inc", "main.Sum[go.shape.int]"] {
+        let (a, b) = (func(&t, name), func(&full, name));
+        assert_eq!((a.addr, a.abi), (b.addr, b.abi), "{name}");
+        assert!(a.size >= b.size, "{name}: {} < {}", a.size, b.size);
+        assert_eq!(t.probe_sites(a).unwrap(), full.probe_sites(b).unwrap(), "{name}");
+    }
+    // Assembly is ABI0 (the table says so since Go 1.18), Go code the register ABI.
+    assert_eq!(func(&t, "runtime.morestack").abi, gtrace::target::Abi::Abi0);
+    assert_eq!(func(&t, "main.ints").abi, gtrace::target::Abi::Internal);
+    assert_eq!(t.go_version(), full.go_version());
+    assert_eq!(t.module_path(), Some("abi"));
 }
 
 #[test]
-fn without_dwarf_params_and_g_layout_are_none() {
+fn without_dwarf_params_are_none_and_g_layout_comes_from_the_table() {
     let bin = support::go_build("abi", &["-ldflags=-w"]);
     let mut t = Target::open(&bin).unwrap();
     assert_eq!(t.params("main.pair").unwrap(), None);
-    assert_eq!(t.g_layout(), None);
+    assert!(!t.has_dwarf());
+    assert_eq!(t.g_layout_from_dwarf(), None);
+    assert_eq!(t.g_layout(), open().g_layout_from_dwarf(), "the table by version disagrees with DWARF");
     assert!(!t.find("main.pair").is_empty());
+}
+
+#[test]
+fn go_older_than_1_17_is_refused_by_its_build_info() {
+    // The local build with its version string rewritten to a 1.16 one of the same length.
+    let data = std::fs::read(abi_binary()).unwrap();
+    let version = support::go_version();
+    let old = format!("go1.16{}", &version["go1.NN".len()..]);
+    assert_eq!(old.len(), version.len());
+    let mut patched = data.clone();
+    let places: Vec<usize> =
+        data.windows(version.len()).enumerate().filter(|(_, w)| *w == version.as_bytes()).map(|(i, _)| i).collect();
+    assert!(!places.is_empty());
+    for at in places {
+        patched[at..at + version.len()].copy_from_slice(old.as_bytes());
+    }
+    let path = std::env::temp_dir().join(format!("gtrace-old-go-{}", std::process::id()));
+    std::fs::write(&path, &patched).unwrap();
+    let err = Target::open(&path).err();
+    let _ = std::fs::remove_file(&path);
+    match err {
+        Some(e @ TargetError::TooOld { .. }) => {
+            let text = e.to_string();
+            assert!(text.contains(&old) && text.contains("Go 1.17"), "{text}");
+        }
+        other => panic!("expected TooOld, got {other:?}"),
+    }
 }
 
 #[test]

@@ -2,11 +2,13 @@
 //! its symbol table, maps virtual addresses to file offsets through the PT_LOAD program
 //! headers, and hands out (decompressed) section bytes.
 
-use crate::target::{Function, TargetError};
-use object::elf::{PT_LOAD, STT_FUNC};
+use crate::target::moduledata::Range;
+use crate::target::{Abi, Function, TargetError};
+use object::elf::{PT_LOAD, R_X86_64_RELATIVE, STT_FUNC};
 use object::read::elf::{ElfFile64, ProgramHeader};
-use object::{Architecture, Endianness, FileKind, Object, ObjectSection, ObjectSymbol, SectionKind};
+use object::{Architecture, Endianness, FileKind, Object, ObjectSection, ObjectSymbol, RelocationFlags, SectionKind};
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::path::Path;
 
 /// One PT_LOAD segment: `filesz` bytes at file `offset` are mapped at `vaddr`.
@@ -19,9 +21,23 @@ pub(crate) struct Segment {
 
 /// What `open` learns from the ELF headers and the symbol table.
 pub(crate) struct ElfFacts {
-    /// Every text function, sorted by name then address.
+    /// Every text function of the symbol table, sorted by name then address; empty when
+    /// the binary is stripped.
     pub functions: Vec<Function>,
     pub segments: Vec<Segment>,
+    /// `R_X86_64_RELATIVE` dynamic relocations: address → value.
+    pub relative: HashMap<u64, u64>,
+    /// Start of `.text`.
+    pub text: u64,
+    /// `.gopclntab` (`.data.rel.ro.gopclntab` in a Go 1.17 PIE).
+    pub pclntab: Option<u64>,
+    /// `.rodata`.
+    pub rodata: Option<Range>,
+    /// Writable data sections, where the runtime's moduledata lives.
+    pub data: Vec<Range>,
+    /// Every data section, read-only or not: where the function table may be when no
+    /// section is named for it (an externally linked Go 1.17 PIE merges it).
+    pub all_data: Vec<Range>,
 }
 
 type Elf<'d> = ElfFile64<'d, Endianness>;
@@ -63,7 +79,7 @@ pub(crate) fn read(path: &Path, data: &[u8]) -> Result<ElfFacts, TargetError> {
     if elf.architecture() != Architecture::X86_64 {
         return Err(TargetError::WrongArch { path: path.to_path_buf(), arch: arch_name(elf.architecture()) });
     }
-    let is_go = elf.section_by_name(".gopclntab").is_some() || elf.section_by_name(".go.buildinfo").is_some();
+    let is_go = [".gopclntab", ".data.rel.ro.gopclntab", ".go.buildinfo"].iter().any(|n| elf.section_by_name(n).is_some());
     if !is_go {
         return Err(TargetError::NotGo { path: path.to_path_buf() });
     }
@@ -74,10 +90,6 @@ pub(crate) fn read(path: &Path, data: &[u8]) -> Result<ElfFacts, TargetError> {
         .filter(|ph| ph.p_type(endian) == PT_LOAD)
         .map(|ph| Segment { vaddr: ph.p_vaddr(endian), filesz: ph.p_filesz(endian), offset: ph.p_offset(endian) })
         .collect();
-    let symtab = elf.elf_symbol_table();
-    if symtab.is_empty() {
-        return Err(TargetError::NoSymbols { path: path.to_path_buf() });
-    }
     let mut functions = Vec::new();
     for sym in elf.symbols() {
         if sym.elf_symbol().st_type() != STT_FUNC {
@@ -91,11 +103,30 @@ pub(crate) fn read(path: &Path, data: &[u8]) -> Result<ElfFacts, TargetError> {
             continue;
         }
         let Ok(name) = sym.name() else { continue };
-        functions.push(Function { name: name.to_string(), addr: sym.address(), size: sym.size() });
+        let abi = if name.ends_with(".abi0") { Abi::Abi0 } else { Abi::Unknown };
+        functions.push(Function { name: name.to_string(), addr: sym.address(), size: sym.size(), abi });
     }
     functions.sort_by(|a, b| a.name.cmp(&b.name).then(a.addr.cmp(&b.addr)));
     functions.dedup();
-    Ok(ElfFacts { functions, segments })
+    let mut relative = HashMap::new();
+    for (offset, reloc) in elf.dynamic_relocations().into_iter().flatten() {
+        if reloc.flags() == (RelocationFlags::Elf { r_type: R_X86_64_RELATIVE }) {
+            relative.insert(offset, reloc.addend() as u64);
+        }
+    }
+    let range = |s: &object::read::elf::ElfSection64<'_, '_, Endianness>| Range { addr: s.address(), size: s.size() };
+    let text = elf.section_by_name(".text").map(|s| s.address()).unwrap_or(0);
+    let pclntab = elf.section_by_name(".gopclntab").or_else(|| elf.section_by_name(".data.rel.ro.gopclntab")).map(|s| s.address());
+    let rodata = elf.section_by_name(".rodata").map(|s| range(&s));
+    // Wherever the linker put moduledata (.noptrdata, .go.module, .data.rel.ro, ...): a
+    // writable section with contents.
+    let data = elf.sections().filter(|s| s.kind() == SectionKind::Data).map(|s| range(&s)).collect();
+    let all_data = elf
+        .sections()
+        .filter(|s| matches!(s.kind(), SectionKind::Data | SectionKind::ReadOnlyData))
+        .map(|s| range(&s))
+        .collect();
+    Ok(ElfFacts { functions, segments, relative, text, pclntab, rodata, data, all_data })
 }
 
 /// The file offset of virtual address `addr`, if a PT_LOAD segment maps it from the file.

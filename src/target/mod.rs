@@ -1,11 +1,16 @@
-//! The Go executable being traced: its functions (from the symbol table), their file
-//! offsets, the probe sites inside them (entry after the stack check, every RET), and what
-//! its DWARF says of parameters, results and `runtime.g`.
+//! The Go executable being traced: its functions (from the symbol table, or from Go's own
+//! function table when stripped), their file offsets, the probe sites inside them (entry
+//! after the stack check, every RET, every place the function was inlined), and what its
+//! DWARF says of parameters, results and `runtime.g` (a table by Go version without DWARF).
 
 mod buildinfo;
 mod code;
 mod dwarf;
 mod elf;
+mod glayout;
+mod image;
+mod moduledata;
+mod pclntab;
 mod symbols;
 pub mod types;
 
@@ -23,6 +28,32 @@ pub struct Function {
     pub addr: u64,
     /// Size of its code in bytes.
     pub size: u64,
+    /// Its calling convention, where the binary says.
+    pub abi: Abi,
+}
+
+/// How a function takes its arguments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Abi {
+    /// Go's register ABI (every Go function since Go 1.17 on amd64).
+    Internal,
+    /// The stack ABI of assembly functions.
+    Abi0,
+    /// Not recorded: Go 1.17 tables do not mark assembly, and symbols name only some ABI0
+    /// functions (`.abi0`).
+    Unknown,
+}
+
+/// A place where a function was inlined into another.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InlinedSite {
+    /// The inlined function: `main.triple`.
+    pub callee: String,
+    /// The function whose code holds it.
+    pub caller: String,
+    /// The lowest address of its inlined body: where an entry probe for this call goes.
+    /// Its parameters are not in ABI registers there.
+    pub addr: u64,
 }
 
 /// Where the probes of one function go.
@@ -60,10 +91,16 @@ pub enum TargetError {
     NotElf { path: PathBuf },
     #[error("{path} is built for {arch}, not x86-64")]
     WrongArch { path: PathBuf, arch: String },
-    #[error("{path} is not a Go executable (no .gopclntab or .go.buildinfo)")]
+    #[error("{path} is not a Go executable (no .gopclntab or .go.buildinfo); gtrace traces programs built by the Go toolchain")]
     NotGo { path: PathBuf },
-    #[error("{path} has no symbol table: it is stripped (built with -ldflags=-s); rebuild it without -s")]
+    #[error("{path} was built by {version}; gtrace supports Go 1.17 and later (the register ABI): rebuild it with a newer Go")]
+    TooOld { path: PathBuf, version: String },
+    /// No longer returned (stripped binaries are read from .gopclntab); kept until the
+    /// driver stops naming it.
+    #[error("{path} has no symbol table")]
     NoSymbols { path: PathBuf },
+    #[error("cannot read the Go function table (.gopclntab) of {path}: {message}")]
+    BadPclntab { path: PathBuf, message: String },
     #[error("bad DWARF in {path}: {message}")]
     Dwarf { path: PathBuf, message: String },
     #[error("cannot disassemble {function}: {message}")]
@@ -87,32 +124,243 @@ pub struct Target {
     /// Indexes into `functions`, sorted by address.
     by_addr: Vec<usize>,
     segments: Vec<elf::Segment>,
+    /// R_X86_64_RELATIVE relocations: address → value.
+    relative: std::collections::HashMap<u64, u64>,
     go_version: Option<String>,
+    module_path: Option<String>,
+    has_dwarf: bool,
+    /// Whether the functions come from `.gopclntab` (no symbol table).
+    from_pclntab: bool,
+    /// Where the function table and the sections it needs are.
+    layout: Layout,
+    /// Data sections, searched for the function table when no section is named for it.
+    all_data: Vec<moduledata::Range>,
+    /// Every inlined call, sorted by callee then address; read on first use.
+    inlined: OnceCell<Vec<InlinedSite>>,
     dwarf: RefCell<DwarfState>,
     types: Types,
     g_layout: OnceCell<Option<GLayout>>,
 }
 
+/// Addresses of what reading the function table needs.
+struct Layout {
+    text: u64,
+    pclntab: Option<u64>,
+    rodata: Option<moduledata::Range>,
+    data: Vec<moduledata::Range>,
+}
+
+/// The minor release of a Go version string: 17 for `go1.17.13`, 26 for `go1.26rc1`;
+/// None for `devel` builds and anything else.
+fn go_minor(version: &str) -> Option<u32> {
+    let rest = version.strip_prefix("go1.")?;
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
 impl Target {
-    /// Reads and checks `path`: an ELF x86-64 Go executable with a symbol table.
+    /// Reads and checks `path`: an ELF x86-64 executable built by Go 1.17 or later. Its
+    /// functions come from the symbol table, or from `.gopclntab` when it is stripped.
     pub fn open(path: &Path) -> Result<Target, TargetError> {
         let data = std::fs::read(path).map_err(|source| TargetError::Io { path: path.to_path_buf(), source })?;
         let facts = elf::read(path, &data)?;
-        let mut by_addr: Vec<usize> = (0..facts.functions.len()).collect();
-        by_addr.sort_by_key(|i| facts.functions[*i].addr);
+        let has_dwarf = elf::section(path, &data, ".debug_info")?.is_some();
         let mut target = Target {
             path: path.to_path_buf(),
             data,
             functions: facts.functions,
-            by_addr,
+            by_addr: Vec::new(),
             segments: facts.segments,
+            relative: facts.relative,
             go_version: None,
+            module_path: None,
+            has_dwarf,
+            from_pclntab: false,
+            layout: Layout { text: facts.text, pclntab: facts.pclntab, rodata: facts.rodata, data: facts.data },
+            all_data: facts.all_data,
+            inlined: OnceCell::new(),
             dwarf: RefCell::new(DwarfState::NotLoaded),
             types: Types::default(),
             g_layout: OnceCell::new(),
         };
-        target.go_version = target.read_go_version();
+        target.read_build_info();
+        if target.layout.pclntab.is_none() {
+            target.layout.pclntab = target.search_pclntab();
+        }
+        if let Some(version) = target.go_version.as_deref() {
+            if go_minor(version).is_some_and(|m| m < 17) {
+                return Err(TargetError::TooOld { path: target.path.clone(), version: version.to_string() });
+            }
+        }
+        let records = target.func_records()?;
+        if target.functions.is_empty() {
+            target.from_pclntab = true;
+            target.functions = records
+                .iter()
+                .map(|r| Function {
+                    name: r.name.clone(),
+                    addr: r.entry,
+                    size: r.end - r.entry,
+                    abi: match r.asm {
+                        Some(true) => Abi::Abi0,
+                        Some(false) => Abi::Internal,
+                        None => Abi::Unknown,
+                    },
+                })
+                .collect();
+            target.functions.sort_by(|a, b| a.name.cmp(&b.name).then(a.addr.cmp(&b.addr)));
+            target.functions.dedup();
+        } else {
+            // Symbols name functions; the table knows which are assembly.
+            let asm: std::collections::HashMap<u64, bool> =
+                records.iter().filter_map(|r| Some((r.entry, r.asm?))).collect();
+            for f in &mut target.functions {
+                if f.abi == Abi::Unknown {
+                    f.abi = match asm.get(&f.addr) {
+                        Some(true) => Abi::Abi0,
+                        Some(false) => Abi::Internal,
+                        None => Abi::Unknown,
+                    };
+                }
+            }
+        }
+        let mut by_addr: Vec<usize> = (0..target.functions.len()).collect();
+        by_addr.sort_by_key(|i| target.functions[*i].addr);
+        target.by_addr = by_addr;
         Ok(target)
+    }
+
+    fn image(&self) -> image::Image<'_> {
+        image::Image { data: &self.data, segments: &self.segments, relative: &self.relative }
+    }
+
+    fn bad_pclntab(&self, message: String) -> TargetError {
+        TargetError::BadPclntab { path: self.path.clone(), message }
+    }
+
+    /// Every function of `.gopclntab`; an empty list when there is none (a Go binary
+    /// whose table was removed still has its symbols).
+    fn func_records(&self) -> Result<Vec<pclntab::FuncRecord>, TargetError> {
+        let Some(addr) = self.layout.pclntab else {
+            return if self.functions.is_empty() {
+                Err(self.bad_pclntab("it has neither a symbol table nor .gopclntab".to_string()))
+            } else {
+                Ok(Vec::new())
+            };
+        };
+        let image = self.image();
+        let table = match self.pclntab(&image, addr) {
+            Ok((t, _)) => t,
+            Err(pclntab::PclntabError::TooOld) => {
+                let version = self.go_version.clone().unwrap_or_else(|| "a Go older than 1.16".to_string());
+                return Err(TargetError::TooOld { path: self.path.clone(), version });
+            }
+            Err(pclntab::PclntabError::Bad(m)) => return Err(self.bad_pclntab(m)),
+        };
+        table.functions().map_err(|e| match e {
+            pclntab::PclntabError::Bad(m) => self.bad_pclntab(m),
+            pclntab::PclntabError::TooOld => self.bad_pclntab("old format".to_string()),
+        })
+    }
+
+    /// The function table in a binary that has no section named for it: the first
+    /// 8-aligned Go 1.16+ header in a data section whose functions all read.
+    fn search_pclntab(&self) -> Option<u64> {
+        let image = self.image();
+        for section in &self.all_data {
+            let Some(bytes) = image.bytes(section.addr, section.size) else { continue };
+            let first = section.addr.next_multiple_of(8) - section.addr;
+            for off in (first as usize..bytes.len().saturating_sub(8)).step_by(8) {
+                let head = &bytes[off..off + 8];
+                let magic = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
+                let known = matches!(magic, 0xffff_fffa | 0xffff_fff0 | 0xffff_fff1);
+                if known && head[4..] == [0, 0, 1, 8] {
+                    let addr = section.addr + off as u64;
+                    if self.pclntab(&image, addr).is_ok_and(|(t, _)| t.functions().is_ok_and(|f| !f.is_empty())) {
+                        return Some(addr);
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// The function table at `addr` with the right base for its entries, and the address
+    /// of the runtime's moduledata if found.
+    fn pclntab<'i>(
+        &self,
+        image: &'i image::Image<'i>,
+        addr: u64,
+    ) -> Result<(pclntab::Pclntab<'i>, Option<u64>), pclntab::PclntabError> {
+        let mut table = pclntab::Pclntab::parse(image, addr, self.layout.text)?;
+        let md = moduledata::find(image, addr, table.funcnametab(), &self.layout.data);
+        if let Some(text) = md.and_then(|md| moduledata::text(image, md)) {
+            table.set_text_start(text);
+        }
+        Ok((table, md))
+    }
+
+    /// Whether the binary has DWARF (`.debug_info`). Without it, `params` is None and
+    /// parameters can only be offered by position (`arg0`, `arg1`, ... in ABI order).
+    pub fn has_dwarf(&self) -> bool {
+        self.has_dwarf
+    }
+
+    /// Whether the binary has no symbol table, so its functions come from `.gopclntab`.
+    pub fn is_stripped(&self) -> bool {
+        self.from_pclntab
+    }
+
+    /// The main module's path from the build info: `example.com/app`.
+    pub fn module_path(&self) -> Option<&str> {
+        self.module_path.as_deref()
+    }
+
+    /// Every place a function was inlined, from the inline trees of `.gopclntab` (the
+    /// runtime's own record, present stripped or not), sorted by callee then address.
+    pub fn inlined_sites(&self) -> &[InlinedSite] {
+        self.inlined.get_or_init(|| {
+            let mut out = self.read_inlined().unwrap_or_default();
+            out.sort_by(|a, b| a.callee.cmp(&b.callee).then(a.addr.cmp(&b.addr)));
+            out.dedup();
+            out
+        })
+    }
+
+    fn read_inlined(&self) -> Option<Vec<InlinedSite>> {
+        let image = self.image();
+        let (table, md) = self.pclntab(&image, self.layout.pclntab?).ok()?;
+        let functions = table.functions().ok()?;
+        let gofunc = if table.format == pclntab::Format::Go116 {
+            None
+        } else {
+            let candidates = moduledata::gofunc_candidates(&image, md?, self.layout.rodata?);
+            Some(candidates.into_iter().find(|g| table.gofunc_fits(&functions, *g))?)
+        };
+        let mut out = Vec::new();
+        for f in functions {
+            for call in table.inlined_calls(&f, gofunc) {
+                out.push(InlinedSite { callee: call.callee, caller: call.caller, addr: call.addr });
+            }
+        }
+        Some(out)
+    }
+
+    /// The places where functions matching `pattern` (as in `find`) were inlined.
+    pub fn find_inlined(&self, pattern: &str) -> Vec<&InlinedSite> {
+        let sites = self.inlined_sites();
+        if symbols::is_pattern(pattern) {
+            sites.iter().filter(|s| symbols::matches_name(pattern, &s.callee)).collect()
+        } else {
+            let start = sites.partition_point(|s| s.callee.as_str() < pattern);
+            sites[start..].iter().take_while(|s| s.callee == pattern).collect()
+        }
+    }
+
+    /// The inlined call whose probe site is `addr`, if `addr` is one: the checker must not
+    /// read parameters from ABI registers there.
+    pub fn inlined_at(&self, addr: u64) -> Option<&InlinedSite> {
+        self.inlined_sites().iter().find(|s| s.addr == addr)
     }
 
     pub fn path(&self) -> &Path {
@@ -145,17 +393,15 @@ impl Target {
 
     /// The machine code of `f`, as the file holds it.
     pub fn code(&self, f: &Function) -> Option<&[u8]> {
+        if f.size == 0 {
+            return None;
+        }
         self.bytes_at(f.addr, f.size)
     }
 
     fn bytes_at(&self, addr: u64, len: u64) -> Option<&[u8]> {
-        let start = usize::try_from(self.file_offset(addr)?).ok()?;
-        // The whole range must come from one segment's file bytes.
-        let last = addr.checked_add(len.checked_sub(1)?)?;
-        if self.file_offset(last)? != start as u64 + len - 1 {
-            return None;
-        }
-        self.data.get(start..start.checked_add(usize::try_from(len).ok()?)?)
+        let image = image::Image { data: &self.data, segments: &self.segments, relative: &self.relative };
+        image.bytes(addr, len)
     }
 
     /// Where the probes of `f` go: the entry after its stack check and every RET.
@@ -212,9 +458,23 @@ impl Target {
         &self.types
     }
 
-    /// Offsets of `goid` and `stack.hi` in runtime.g, from DWARF; None without DWARF.
+    /// Offsets of `goid` and `stack.hi` in runtime.g: from DWARF, or without it from a
+    /// table by Go version (see `glayout`); None when neither knows.
     pub fn g_layout(&self) -> Option<GLayout> {
         *self.g_layout.get_or_init(|| {
+            self.g_layout_from_dwarf().or_else(|| glayout::by_version(go_minor(self.go_version.as_deref()?)?))
+        })
+    }
+
+    /// The layout of runtime.g that gtrace assumes for binaries of Go `version`
+    /// (`go1.21.13`) without DWARF.
+    pub fn g_layout_for_version(version: &str) -> Option<GLayout> {
+        glayout::by_version(go_minor(version)?)
+    }
+
+    /// Offsets of `goid` and `stack.hi` in runtime.g as DWARF gives them.
+    pub fn g_layout_from_dwarf(&self) -> Option<GLayout> {
+        {
             let mut state = self.dwarf.borrow_mut();
             let dwarf = Self::dwarf_mut(&mut state, &self.path, &self.data).ok()??;
             let members = dwarf.struct_members("runtime", "runtime.g").ok()??;
@@ -222,7 +482,7 @@ impl Target {
             let stack = members.iter().find(|m| m.name == "stack")?;
             let hi = dwarf.members_at(stack.ty?).ok()?.into_iter().find(|m| m.name == "hi")?.offset;
             Some(GLayout { goid: u32::try_from(goid).ok()?, stack_hi: u32::try_from(stack.offset + hi).ok()? })
-        })
+        }
     }
 
     /// The Go version from the build info, e.g. `go1.22.3`.
@@ -230,8 +490,12 @@ impl Target {
         self.go_version.as_deref()
     }
 
-    fn read_go_version(&self) -> Option<String> {
-        let section = elf::section(&self.path, &self.data, ".go.buildinfo").ok()??;
-        buildinfo::go_version(&section, |addr, len| self.bytes_at(addr, len as u64).map(<[u8]>::to_vec))
+    fn read_build_info(&mut self) {
+        let Ok(Some(section)) = elf::section(&self.path, &self.data, ".go.buildinfo") else { return };
+        let read = |addr: u64, len: usize| self.bytes_at(addr, len as u64).map(<[u8]>::to_vec);
+        let version = buildinfo::go_version(&section, read);
+        let module = buildinfo::module_path(&section, read);
+        self.go_version = version;
+        self.module_path = module;
     }
 }

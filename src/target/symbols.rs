@@ -82,6 +82,11 @@ fn matches(pieces: &[Piece], name: &str) -> bool {
     }
 }
 
+/// Whether `name` matches `pattern` by the rules above (wildcards, `[...]`, or equality).
+pub(crate) fn matches_name(pattern: &str, name: &str) -> bool {
+    matches(&compile(pattern), name)
+}
+
 /// Whether a pattern needs matching rather than an exact lookup.
 pub(crate) fn is_pattern(pattern: &str) -> bool {
     pattern.contains('*') || pattern.contains("[...]")

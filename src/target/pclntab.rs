@@ -1,0 +1,369 @@
+//! Go's own function table, `.gopclntab` (the runtime's pcHeader, functab and _func
+//! records), read without symbols or DWARF: every function's name, entry and end, whether
+//! it is assembly, and the inline tree that tells where other functions were inlined.
+//!
+//! Three layouts since Go 1.16 (debug/gosym/pclntab.go, runtime/symtab.go):
+//! - 1.16/1.17 (magic 0xfffffffa): functab entries and funcdata are absolute pointers;
+//! - 1.18/1.19 (0xfffffff0): entries are 32-bit offsets from the start of .text, funcdata
+//!   32-bit offsets from `moduledata.gofunc`; a `flag` byte marks assembly;
+//! - 1.20+ (0xfffffff1): `_func` gains `startLine`, and the inline tree's records shrink
+//!   from 20 to 16 bytes (no parent index: a call's parent is found at its `parentPc`).
+//!
+//! Older tables (0xfffffffb, Go 1.2 to 1.15) are recognised only to be refused.
+
+use crate::target::image::Image;
+
+const MAGIC_116: u32 = 0xffff_fffa;
+const MAGIC_118: u32 = 0xffff_fff0;
+const MAGIC_120: u32 = 0xffff_fff1;
+const MAGIC_12: u32 = 0xffff_fffb;
+
+/// runtime's `_PCDATA_InlTreeIndex` and `_FUNCDATA_InlTree`.
+const PCDATA_INL_TREE_INDEX: u32 = 2;
+const FUNCDATA_INL_TREE: u32 = 3;
+/// `abi.FuncFlagAsm` (Go 1.18+).
+const FLAG_ASM: u8 = 1 << 2;
+/// Longest function name read from the name table.
+const NAME_MAX: usize = 4096;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Format {
+    Go116,
+    Go118,
+    Go120,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum PclntabError {
+    /// A Go 1.2–1.15 table.
+    TooOld,
+    /// Not a table gtrace knows, or one that points outside the file.
+    Bad(String),
+}
+
+/// One function of the table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct FuncRecord {
+    pub name: String,
+    pub entry: u64,
+    pub end: u64,
+    /// Written in assembly (ABI0); only known from Go 1.18 on.
+    pub asm: Option<bool>,
+    /// Address of its `_func` record.
+    record: u64,
+}
+
+/// Where a function was inlined: the first address of its inlined body.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct InlinedCall {
+    pub callee: String,
+    pub caller: String,
+    pub addr: u64,
+}
+
+/// A parsed table header, reading the rest on demand through an `Image`.
+pub(crate) struct Pclntab<'d> {
+    image: &'d Image<'d>,
+    pub format: Format,
+    quantum: u64,
+    nfunc: u64,
+    text_start: u64,
+    funcnametab: u64,
+    pctab: u64,
+    functab: u64,
+}
+
+fn bad(what: impl Into<String>) -> PclntabError {
+    PclntabError::Bad(what.into())
+}
+
+impl<'d> Pclntab<'d> {
+    /// The table at virtual address `addr`. Go 1.18+ entries are offsets from
+    /// `runtime.text`, which the header holds (relocated through the image; an external
+    /// linker may put C code before it in `.text`); `text_start`, the address of `.text`,
+    /// is the fallback when the header's word is zero.
+    pub fn parse(image: &'d Image<'d>, addr: u64, text_start: u64) -> Result<Pclntab<'d>, PclntabError> {
+        let magic = image.u32(addr).ok_or_else(|| bad("no table header"))?;
+        let format = match magic {
+            MAGIC_116 => Format::Go116,
+            MAGIC_118 => Format::Go118,
+            MAGIC_120 => Format::Go120,
+            MAGIC_12 => return Err(PclntabError::TooOld),
+            other => return Err(bad(format!("unknown magic {other:#x}"))),
+        };
+        let header = image.bytes(addr, 8).ok_or_else(|| bad("short header"))?;
+        if header[7] != 8 {
+            return Err(bad(format!("pointer size {}", header[7])));
+        }
+        let word = |i: u64| image.u64(addr + 8 + 8 * i).ok_or_else(|| bad("short header"));
+        let (names, pctab, functab) = match format {
+            Format::Go116 => (word(2)?, word(5)?, word(6)?),
+            _ => (word(3)?, word(6)?, word(7)?),
+        };
+        let table = Pclntab {
+            image,
+            format,
+            quantum: u64::from(header[6]),
+            nfunc: word(0)?,
+            text_start: match format {
+                Format::Go116 => text_start,
+                _ => Some(word(2)?).filter(|t| *t != 0).unwrap_or(text_start),
+            },
+            funcnametab: addr + names,
+            pctab: addr + pctab,
+            functab: addr + functab,
+        };
+        if table.quantum == 0 || table.nfunc > 1 << 24 {
+            return Err(bad("implausible header"));
+        }
+        Ok(table)
+    }
+
+    /// Uses `text` as the base of function entries (Go 1.18+): `moduledata.text`.
+    pub fn set_text_start(&mut self, text: u64) {
+        if self.format != Format::Go116 {
+            self.text_start = text;
+        }
+    }
+
+    /// The address of the function name table.
+    pub fn funcnametab(&self) -> u64 {
+        self.funcnametab
+    }
+
+    /// Entry address and `_func` address of functab slot `i` (slot `nfunc` holds the end
+    /// of the last function).
+    fn slot(&self, i: u64) -> Option<(u64, u64)> {
+        match self.format {
+            Format::Go116 => {
+                let at = self.functab + 16 * i;
+                Some((self.image.u64(at)?, self.functab + self.image.u64(at + 8)?))
+            }
+            _ => {
+                let at = self.functab + 8 * i;
+                Some((self.text_start + u64::from(self.image.u32(at)?), self.functab + u64::from(self.image.u32(at + 4)?)))
+            }
+        }
+    }
+
+    /// Every function, in address order.
+    pub fn functions(&self) -> Result<Vec<FuncRecord>, PclntabError> {
+        let mut out = Vec::with_capacity(self.nfunc as usize);
+        let mut next = self.slot(0).ok_or_else(|| bad("functab outside the file"))?;
+        for i in 0..self.nfunc {
+            let (entry, record) = next;
+            next = self.slot(i + 1).ok_or_else(|| bad("functab outside the file"))?;
+            let name = self.func_name(record).ok_or_else(|| bad(format!("no name for the function at {entry:#x}")))?;
+            let asm = match self.format {
+                Format::Go116 => None,
+                Format::Go118 => Some(self.image.u8(record + 37).unwrap_or(0) & FLAG_ASM != 0),
+                Format::Go120 => Some(self.image.u8(record + 41).unwrap_or(0) & FLAG_ASM != 0),
+            };
+            out.push(FuncRecord { name: name.to_string(), entry, end: next.0.max(entry), asm, record });
+        }
+        Ok(out)
+    }
+
+    fn func_name(&self, record: u64) -> Option<&'d str> {
+        let at = if self.format == Format::Go116 { record + 8 } else { record + 4 };
+        let off = self.image.u32(at)? as i32;
+        self.name(off)
+    }
+
+    fn name(&self, off: i32) -> Option<&'d str> {
+        self.image.c_string(self.funcnametab.checked_add_signed(i64::from(off))?, NAME_MAX)
+    }
+
+    /// (npcdata, nfuncdata, address of pcdata[0]) of a `_func`.
+    fn tables(&self, record: u64) -> Option<(u32, u8, u64)> {
+        match self.format {
+            Format::Go116 => Some((self.image.u32(record + 32)?, self.image.u8(record + 43)?, record + 44)),
+            Format::Go118 => Some((self.image.u32(record + 28)?, self.image.u8(record + 39)?, record + 40)),
+            Format::Go120 => Some((self.image.u32(record + 28)?, self.image.u8(record + 43)?, record + 44)),
+        }
+    }
+
+    /// The address of funcdata `index` of the function whose record is `record`; `gofunc`
+    /// is `moduledata.gofunc` (needed from Go 1.18 on).
+    fn funcdata(&self, record: u64, index: u32, gofunc: Option<u64>) -> Option<u64> {
+        let (npcdata, nfuncdata, pcdata) = self.tables(record)?;
+        if index >= u32::from(nfuncdata) {
+            return None;
+        }
+        let after = pcdata + 4 * u64::from(npcdata);
+        match self.format {
+            Format::Go116 => {
+                let aligned = if after % 8 != 0 { after + 4 } else { after };
+                self.image.u64(aligned + 8 * u64::from(index)).filter(|p| *p != 0)
+            }
+            _ => {
+                let off = self.image.u32(after + 4 * u64::from(index))?;
+                (off != u32::MAX).then_some(gofunc? + u64::from(off))
+            }
+        }
+    }
+
+    /// The pc-value table `table` of a function as `(from, to, value)` runs.
+    fn pcdata(&self, record: u64, entry: u64, table: u32) -> Option<Vec<(u64, u64, i32)>> {
+        let (npcdata, _, pcdata) = self.tables(record)?;
+        if table >= npcdata {
+            return None;
+        }
+        let off = self.image.u32(pcdata + 4 * u64::from(table))?;
+        if off == 0 {
+            return None;
+        }
+        self.pc_values(self.pctab + u64::from(off), entry)
+    }
+
+    /// Decodes the pc-value table at `at` (runtime.step): zig-zag value deltas and pc
+    /// deltas in units of the instruction quantum.
+    fn pc_values(&self, mut at: u64, entry: u64) -> Option<Vec<(u64, u64, i32)>> {
+        let mut runs = Vec::new();
+        let mut pc = entry;
+        let mut value: i32 = -1;
+        let mut first = true;
+        loop {
+            let (uv, n) = self.varint(at)?;
+            if uv == 0 && !first {
+                return Some(runs);
+            }
+            first = false;
+            at += n;
+            let delta = ((uv >> 1) as i32) ^ -((uv & 1) as i32);
+            value = value.wrapping_add(delta);
+            let (pcdelta, n) = self.varint(at)?;
+            at += n;
+            let next = pc.checked_add(u64::from(pcdelta) * self.quantum)?;
+            runs.push((pc, next, value));
+            pc = next;
+            if runs.len() > 1 << 20 {
+                return None;
+            }
+        }
+    }
+
+    fn varint(&self, at: u64) -> Option<(u32, u64)> {
+        let mut v: u32 = 0;
+        for i in 0..5u64 {
+            let b = self.image.u8(at + i)?;
+            v |= u32::from(b & 0x7f) << (7 * i);
+            if b & 0x80 == 0 {
+                return Some((v, i + 1));
+            }
+        }
+        None
+    }
+
+    /// Whether `gofunc` is right: the first inline-tree record of (up to) 32 functions that
+    /// have one names the start of a name (the byte before is the NUL ending the previous
+    /// name) and a parent pc inside the function.
+    pub fn gofunc_fits(&self, functions: &[FuncRecord], gofunc: u64) -> bool {
+        let mut checked = 0;
+        for f in functions {
+            let Some(tree) = self.funcdata(f.record, FUNCDATA_INL_TREE, Some(gofunc)) else { continue };
+            let (name_at, parent_pc_at) = if self.format == Format::Go120 { (tree + 4, tree + 8) } else { (tree + 12, tree + 16) };
+            let (Some(name), Some(parent_pc)) = (self.image.u32(name_at), self.image.u32(parent_pc_at)) else { return false };
+            let starts_name = name > 0
+                && self.image.u8(self.funcnametab + u64::from(name) - 1) == Some(0)
+                && self.name(name as i32).is_some_and(|n| !n.is_empty());
+            if !starts_name || u64::from(parent_pc) >= f.end - f.entry {
+                return false;
+            }
+            checked += 1;
+            if checked == 32 {
+                break;
+            }
+        }
+        checked > 0
+    }
+
+    /// Every inlined call in function `f`: which function, and the lowest address of its
+    /// inlined body (including what was inlined into it in turn). `gofunc` as in `funcdata`.
+    pub fn inlined_calls(&self, f: &FuncRecord, gofunc: Option<u64>) -> Vec<InlinedCall> {
+        let Some(tree) = self.funcdata(f.record, FUNCDATA_INL_TREE, gofunc) else { return Vec::new() };
+        let Some(runs) = self.pcdata(f.record, f.entry, PCDATA_INL_TREE_INDEX) else { return Vec::new() };
+        let value_at = |pc: u64| runs.iter().find(|(lo, hi, _)| *lo <= pc && pc < *hi).map(|r| r.2).unwrap_or(-1);
+        let record_size: u64 = if self.format == Format::Go120 { 16 } else { 20 };
+        // (name offset, parent index) of inline tree entry `i`.
+        let node = |i: i32| -> Option<(i32, i32)> {
+            let at = tree + record_size * u64::try_from(i).ok()?;
+            let (name_at, parent_pc_at) = if self.format == Format::Go120 { (at + 4, at + 8) } else { (at + 12, at + 16) };
+            let name = self.image.u32(name_at)? as i32;
+            let parent_pc = self.image.u32(parent_pc_at)? as i32;
+            Some((name, value_at(f.entry.checked_add_signed(i64::from(parent_pc))?)))
+        };
+        let mut lowest: std::collections::BTreeMap<i32, u64> = std::collections::BTreeMap::new();
+        for (lo, hi, value) in &runs {
+            if *value < 0 || lo >= hi {
+                continue;
+            }
+            // This run belongs to entry `value` and to every inlined call enclosing it.
+            let mut i = *value;
+            for _ in 0..64 {
+                let e = lowest.entry(i).or_insert(*lo);
+                *e = (*e).min(*lo);
+                match node(i) {
+                    Some((_, parent)) if parent >= 0 && parent != i => i = parent,
+                    _ => break,
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for (i, addr) in lowest {
+            let Some((name_off, _)) = node(i) else { continue };
+            let Some(callee) = self.name(name_off) else { continue };
+            out.push(InlinedCall { callee: callee.to_string(), caller: f.name.clone(), addr });
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::target::elf::Segment;
+    use std::collections::HashMap;
+
+    /// An image of `bytes` mapped at 0x1000.
+    fn image<'d>(bytes: &'d [u8], segs: &'d [Segment], rel: &'d HashMap<u64, u64>) -> Image<'d> {
+        Image { data: bytes, segments: segs, relative: rel }
+    }
+
+    fn seg(len: usize) -> [Segment; 1] {
+        [Segment { vaddr: 0x1000, filesz: len as u64, offset: 0 }]
+    }
+
+    #[test]
+    fn old_tables_are_refused_and_garbage_is_bad() {
+        let rel = HashMap::new();
+        let old = [0xfb, 0xff, 0xff, 0xff, 0, 0, 1, 8, 0, 0, 0, 0, 0, 0, 0, 0];
+        let s = seg(old.len());
+        assert_eq!(Pclntab::parse(&image(&old, &s, &rel), 0x1000, 0).err(), Some(PclntabError::TooOld));
+        let junk = [0u8; 64];
+        let s = seg(junk.len());
+        assert!(matches!(Pclntab::parse(&image(&junk, &s, &rel), 0x1000, 0), Err(PclntabError::Bad(_))));
+    }
+
+    #[test]
+    fn pc_value_runs_decode_like_runtime_step() {
+        // From -1: delta +1 (zig-zag 2) for 4 quanta, then delta -2 (zig-zag 3) for 2, then the end.
+        let mut bytes = vec![0u8; 16];
+        bytes.extend_from_slice(&[2, 4, 3, 2, 0]);
+        let rel = HashMap::new();
+        let s = seg(bytes.len());
+        let img = image(&bytes, &s, &rel);
+        let table = Pclntab {
+            image: &img,
+            format: Format::Go120,
+            quantum: 1,
+            nfunc: 0,
+            text_start: 0,
+            funcnametab: 0,
+            pctab: 0x1000,
+            functab: 0,
+        };
+        let runs = table.pc_values(0x1010, 0x400).unwrap();
+        assert_eq!(runs, vec![(0x400, 0x404, 0), (0x404, 0x406, -2)]);
+    }
+}

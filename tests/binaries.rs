@@ -1,0 +1,272 @@
+//! Every kind of Go binary gtrace must handle, built from tests/go/kinds: stripped or not,
+//! PIE or not, cgo or not, by the local Go toolchain, the oldest supported release (1.17)
+//! and the newest (fetched through the Go module proxy with GOTOOLCHAIN; a toolchain that
+//! cannot be fetched is skipped, loudly). The target stage is checked against the
+//! unstripped build's symbols and DWARF; the real gtrace binary (with eBPF, needs root)
+//! against the program's own truth. tests/go-versions.sh runs this for every release.
+//!
+//! GTRACE_GO_VERSIONS (space-separated, e.g. `go1.21.13 local`) replaces the default
+//! toolchain list.
+
+use gtrace::target::{Abi, GLayout, Target};
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// The oldest release gtrace supports and the newest one published, tested by default.
+const OLDEST: &str = "go1.17.13";
+const NEWEST: &str = "go1.27.4";
+
+fn toolchains() -> Vec<String> {
+    match std::env::var("GTRACE_GO_VERSIONS") {
+        Ok(v) if !v.trim().is_empty() => v.split_whitespace().map(str::to_string).collect(),
+        _ => vec!["local".to_string(), OLDEST.to_string(), NEWEST.to_string()],
+    }
+}
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// One way of building the program.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+struct Kind {
+    stripped: bool,
+    pie: bool,
+    cgo: bool,
+}
+
+const KINDS: [Kind; 7] = [
+    Kind { stripped: false, pie: false, cgo: false },
+    Kind { stripped: true, pie: false, cgo: false },
+    Kind { stripped: false, pie: true, cgo: false },
+    Kind { stripped: true, pie: true, cgo: false },
+    Kind { stripped: false, pie: false, cgo: true },
+    Kind { stripped: false, pie: true, cgo: true },
+    Kind { stripped: true, pie: true, cgo: true },
+];
+
+impl Kind {
+    fn unstripped(self) -> Kind {
+        Kind { stripped: false, ..self }
+    }
+    fn label(self) -> String {
+        format!(
+            "{}{}{}",
+            if self.stripped { "stripped" } else { "symbols" },
+            if self.pie { "-pie" } else { "-exe" },
+            if self.cgo { "-cgo" } else { "" }
+        )
+    }
+}
+
+/// Why a build did not happen.
+enum NotBuilt {
+    /// The toolchain could not be fetched (no network to the proxy, unknown release).
+    NoToolchain(String),
+}
+
+/// Builds tests/go/<dir> with `toolchain` ("local" or e.g. "go1.17.13") as `kind`, cached
+/// under target/gobin by a hash of sources, toolchain and kind.
+fn build(dir: &str, toolchain: &str, kind: Kind) -> Result<PathBuf, NotBuilt> {
+    let src = root().join("tests/go").join(dir);
+    let mut hasher = DefaultHasher::new();
+    hash_tree(&src, &mut hasher);
+    toolchain.hash(&mut hasher);
+    kind.hash(&mut hasher);
+    if toolchain == "local" {
+        local_version().hash(&mut hasher);
+    }
+    let out_dir = root().join("target/gobin");
+    std::fs::create_dir_all(&out_dir).expect("create target/gobin");
+    let out = out_dir.join(format!("{dir}-{toolchain}-{}-{:016x}", kind.label(), hasher.finish()));
+    if out.exists() {
+        return Ok(out);
+    }
+    static COUNTER: AtomicUsize = AtomicUsize::new(0);
+    let tmp = out_dir.join(format!(".{dir}-{}-{}.tmp", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed)));
+    let mut cmd = Command::new("go");
+    cmd.arg("build").arg("-o").arg(&tmp);
+    if kind.pie {
+        cmd.arg("-buildmode=pie");
+    }
+    if kind.stripped {
+        cmd.arg("-ldflags=-s -w");
+    }
+    let output = cmd
+        .arg(".")
+        .current_dir(&src)
+        .env("GOTOOLCHAIN", toolchain)
+        // Old toolchains reject flags newer ones accept (-buildvcs), so set GOFLAGS whole.
+        .env("GOFLAGS", "-mod=mod")
+        .env("CGO_ENABLED", if kind.cgo { "1" } else { "0" })
+        .output()
+        .expect("run go build");
+    if !output.status.success() {
+        let err = String::from_utf8_lossy(&output.stderr).into_owned();
+        if err.contains("downloading go1") || err.contains("toolchain") && err.contains("not") {
+            return Err(NotBuilt::NoToolchain(err));
+        }
+        panic!("go build of tests/go/{dir} with {toolchain} as {kind:?} failed:\n{err}");
+    }
+    std::fs::rename(&tmp, &out).expect("rename the built program");
+    Ok(out)
+}
+
+fn hash_tree(dir: &Path, hasher: &mut DefaultHasher) {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir).expect("read dir").map(|e| e.expect("entry").path()).collect();
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            hash_tree(&path, hasher);
+        } else {
+            path.file_name().hash(hasher);
+            std::fs::read(&path).expect("read source").hash(hasher);
+        }
+    }
+}
+
+fn local_version() -> String {
+    let out = Command::new("go").args(["env", "GOVERSION"]).env("GOTOOLCHAIN", "local").output().expect("go env");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// The kinds program built every way with `toolchain`, or None (said loudly) when the
+/// toolchain cannot be fetched.
+fn builds(toolchain: &str) -> Option<Vec<(Kind, PathBuf)>> {
+    let mut out = Vec::new();
+    for kind in KINDS {
+        match build("kinds", toolchain, kind) {
+            Ok(p) => out.push((kind, p)),
+            Err(NotBuilt::NoToolchain(err)) => {
+                eprintln!("\n!!! SKIP {toolchain}: the toolchain cannot be fetched through the Go module proxy:\n{err}\n");
+                return None;
+            }
+        }
+    }
+    Some(out)
+}
+
+fn open(path: &Path) -> Target {
+    Target::open(path).unwrap_or_else(|e| panic!("open {}: {e}", path.display()))
+}
+
+const MAIN_FUNCS: [&str; 6] = ["main.add", "main.sleepy", "main.callerA", "main.callerB", "main.callerC", "main.main"];
+
+#[test]
+fn every_kind_every_toolchain_target_facts() {
+    for toolchain in toolchains() {
+        let Some(built) = builds(&toolchain) else { continue };
+        for (kind, path) in &built {
+            let what = format!("{toolchain} {}", kind.label());
+            let t = open(path);
+            let version = t.go_version().unwrap_or_else(|| panic!("{what}: no Go version")).to_string();
+            if toolchain != "local" {
+                assert_eq!(version, toolchain, "{what}");
+            }
+            assert_eq!(t.module_path(), Some("example.com/kinds"), "{what}");
+            assert_eq!(t.is_stripped(), kind.stripped, "{what}");
+            assert_eq!(t.has_dwarf(), !kind.stripped, "{what}");
+            for name in MAIN_FUNCS {
+                let f = t.find(name);
+                assert_eq!(f.len(), 1, "{what}: {name}");
+                assert!(f[0].size > 0, "{what}: {name}");
+                assert_ne!(f[0].abi, Abi::Abi0, "{what}: {name}");
+            }
+            // The same code with and without symbols: same functions at the same places,
+            // same probe sites.
+            let full = open(&built.iter().find(|(k, _)| *k == kind.unstripped()).expect("unstripped twin").1);
+            for name in MAIN_FUNCS {
+                let (a, b) = (t.find(name)[0], full.find(name)[0]);
+                assert_eq!(a.addr, b.addr, "{what}: {name}");
+                assert_eq!(t.probe_sites(a).unwrap(), full.probe_sites(b).unwrap(), "{what}: {name}");
+                assert_eq!(t.file_offset(a.addr), full.file_offset(b.addr), "{what}: {name}");
+            }
+            if kind.stripped {
+                check_against_symbols(&t, &full, &what);
+            }
+            // sleepy calls time.Sleep: it has a stack check, so its entry is past it.
+            let sleepy = t.find("main.sleepy")[0];
+            assert!(t.probe_sites(sleepy).unwrap().entry > sleepy.addr, "{what}");
+            // Entry bytes at the file offset are the function's code.
+            let data = std::fs::read(path).unwrap();
+            let off = t.file_offset(sleepy.addr).unwrap() as usize;
+            assert_eq!(&data[off..off + 16], &t.code(sleepy).unwrap()[..16], "{what}");
+            // Parameters: by name from DWARF, none without it.
+            let mut t = t;
+            let params = t.params("main.add").unwrap();
+            if kind.stripped {
+                assert!(params.is_none(), "{what}");
+            } else {
+                let names: Vec<String> = params.expect("DWARF params").into_iter().map(|p| p.name).collect();
+                // Go 1.17 DWARF leaves out unnamed results; later releases call it ~r0.
+                assert_eq!(names[..2], ["a", "b"], "{what}");
+                assert!(names.len() == 2 || names[2] == "~r0", "{what}: {names:?}");
+            }
+            // runtime.g: the table by version agrees with DWARF.
+            let g = t.g_layout().unwrap_or_else(|| panic!("{what}: no g layout"));
+            let by_version = Target::g_layout_for_version(&version);
+            assert_eq!(Some(g), by_version, "{what}: the g layout table is wrong for {version}");
+            if !kind.stripped {
+                assert_eq!(t.g_layout_from_dwarf(), Some(g), "{what}");
+            }
+            // Inlining: triple is inlined into its three callers.
+            let sites = t.find_inlined("main.triple");
+            let callers: Vec<&str> = sites.iter().map(|s| s.caller.as_str()).collect();
+            for c in ["main.callerA", "main.callerB", "main.callerC"] {
+                assert_eq!(callers.iter().filter(|x| **x == c).count(), 1, "{what}: {callers:?}");
+                let caller = t.find(c)[0];
+                let site = sites.iter().find(|s| s.caller == c).unwrap();
+                assert!(site.addr >= caller.addr && site.addr < caller.addr + caller.size, "{what}: {site:x?} {caller:x?}");
+                assert_eq!(t.inlined_at(site.addr).map(|s| s.callee.as_str()), Some("main.triple"));
+            }
+        }
+    }
+}
+
+/// Every Go function of the symbol table is in the stripped binary's table, same address.
+fn check_against_symbols(stripped: &Target, full: &Target, what: &str) {
+    let mut checked = 0;
+    for f in full.functions() {
+        // C functions (cgo) and linker-made symbols are not Go functions.
+        let name = f.name.strip_suffix(".abi0").unwrap_or(&f.name);
+        if !name.contains('.') || name.starts_with("_cgo") || name.starts_with("x_cgo") || name.starts_with("go:") || name.starts_with("go.") {
+            continue;
+        }
+        let found = stripped.find(name);
+        if found.is_empty() {
+            continue;
+        }
+        assert!(found.iter().any(|g| g.addr == f.addr), "{what}: {name} at {:#x}: {found:?}", f.addr);
+        checked += 1;
+    }
+    assert!(checked > 1000, "{what}: only {checked} functions compared");
+    let stripped_go = stripped.functions().len();
+    assert!(stripped_go > 1000, "{what}: {stripped_go}");
+}
+
+#[allow(dead_code)]
+fn _layout(_: GLayout) {}
+
+#[test]
+fn go_older_than_1_17_is_refused() {
+    let toolchain = std::env::var("GTRACE_GO_TOO_OLD").unwrap_or_default();
+    if toolchain.is_empty() {
+        eprintln!("SKIP go_older_than_1_17_is_refused: set GTRACE_GO_TOO_OLD=go1.16.15 (tests/go-versions.sh does)");
+        return;
+    }
+    let Ok(path) = build("kinds", &toolchain, KINDS[0]) else {
+        eprintln!("\n!!! SKIP {toolchain}: the toolchain cannot be fetched\n");
+        return;
+    };
+    match Target::open(&path) {
+        Err(e @ gtrace::target::TargetError::TooOld { .. }) => {
+            let text = e.to_string();
+            assert!(text.contains(&toolchain) && text.contains("1.17"), "{text}");
+        }
+        Err(e) => panic!("wrong error: {e}"),
+        Ok(_) => panic!("a {toolchain} binary was accepted"),
+    }
+}
