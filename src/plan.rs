@@ -149,6 +149,8 @@ pub enum ValueType {
     Str { max: u32 },
     /// An index into `Plan::functions` (u64): the probed function's name.
     Func,
+    /// An interface: [type or itab word, data word], printed as `nil` or both in hex.
+    Interface,
 }
 
 impl ValueType {
@@ -158,6 +160,7 @@ impl ValueType {
             ValueType::Int { size, .. } => *size as u32,
             ValueType::Bool => 1,
             ValueType::Duration | ValueType::Pointer | ValueType::Func => 8,
+            ValueType::Interface => 16,
             ValueType::Str { max } => 8 + *max,
         }
     }
@@ -216,8 +219,9 @@ pub struct EventSpec {
 pub enum EventKind {
     /// `printf(format, ...)`.
     Printf { format: String },
-    /// `print(a, b, ...)`: the values separated by spaces.
-    Print,
+    /// `print(a, b, ...)`: the values separated by spaces; a value with a label prints as
+    /// `label=value` (`print(args)`).
+    Print { labels: Vec<Option<String>> },
     /// `print(@m)`: print a user map now (its `object_name`).
     PrintMap { map: String },
     /// `clear(@m)`: clear a map from user space (the kernel side cannot iterate).

@@ -20,15 +20,7 @@ fn e2e() -> PathBuf {
 
 /// True when this process may load eBPF; otherwise SKIP (or fail on CI).
 fn privileged(test: &str) -> bool {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let cap_eff = status
-        .lines()
-        .find_map(|l| l.strip_prefix("CapEff:"))
-        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-        .unwrap_or(0);
-    let cap_sys_admin = 1u64 << 21;
-    let cap_bpf_and_perfmon = (1u64 << 39) | (1u64 << 38);
-    let ok = cap_eff & cap_sys_admin != 0 || cap_eff & cap_bpf_and_perfmon == cap_bpf_and_perfmon;
+    let ok = support::can_load_bpf();
     if !ok {
         if std::env::var("CI").as_deref() == Ok("true") {
             panic!("{test}: cannot load eBPF here (need CAP_BPF and CAP_PERFMON, or root), and CI=true");

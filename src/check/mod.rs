@@ -77,6 +77,19 @@ pub struct Facts {
     pub names: HashMap<ExprId, Name>,
     /// Types of the locals, by name.
     pub locals: HashMap<String, Ty>,
+    /// The Go (DWARF) type of every expression that denotes a Go value: parameters,
+    /// fields, elements, dereferences.
+    pub go_types: HashMap<ExprId, crate::target::types::TypeId>,
+    /// What `args` prints: every readable parameter with its place and type.
+    pub args: Vec<ArgInfo>,
+}
+
+#[derive(Clone, Debug)]
+pub struct ArgInfo {
+    pub name: String,
+    pub location: Location,
+    pub type_id: crate::target::types::TypeId,
+    pub ty: Ty,
 }
 
 impl Facts {

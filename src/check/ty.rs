@@ -17,6 +17,16 @@ pub enum Ty {
     Pointer { elem: Option<TypeId> },
     /// The probed function's name (`func`).
     Func,
+    /// A Go value that is not a scalar (a struct, slice, array, map, chan, func): it can
+    /// be indexed, have its fields read, or be measured with `len`, not computed with.
+    Go(TypeId),
+    /// A Go interface (`any`, `error`, ...): printed as nil or its dynamic type's address
+    /// and data word; compared with `nil`.
+    Interface,
+    /// `nil`.
+    Nil,
+    /// `args`: every parameter, for printing.
+    Args,
     /// A statement-only call (`print`, `exit`, ...).
     Void,
 }
@@ -44,7 +54,8 @@ impl Ty {
             Ty::Str { max } => ValueType::Str { max: *max },
             Ty::Pointer { .. } => ValueType::Pointer,
             Ty::Func => ValueType::Func,
-            Ty::Void => ValueType::Int { size: 8, signed: false },
+            Ty::Interface => ValueType::Interface,
+            Ty::Go(_) | Ty::Nil | Ty::Args | Ty::Void => ValueType::Int { size: 8, signed: false },
         }
     }
     /// Bytes it takes in a record, 8-aligned.
@@ -60,6 +71,10 @@ impl Ty {
             Ty::Str { .. } => "string".into(),
             Ty::Pointer { .. } => "pointer".into(),
             Ty::Func => "function name".into(),
+            Ty::Go(_) => "Go value".into(),
+            Ty::Interface => "interface".into(),
+            Ty::Nil => "nil".into(),
+            Ty::Args => "args".into(),
             Ty::Void => "nothing".into(),
         }
     }

@@ -18,6 +18,7 @@ use crate::target::{Param, Target};
 #[derive(Clone, Debug)]
 struct GoValue {
     name: String,
+    type_id: crate::target::types::TypeId,
     ty: Result<Ty, String>,
     location: Location,
     is_result: bool,
@@ -50,6 +51,7 @@ pub fn check_probe(script: &Script, probe: ResolvedProbe, target: &mut Target, c
         let mut local = Diagnostics::default();
         let mut cx = Cx {
             kind: probe.kind,
+            types: target.types(),
             values,
             facts: Facts::default(),
             maps: &mut checked.maps,
@@ -95,31 +97,38 @@ fn go_values(target: &mut Target, function: &str, kind: InstanceKind) -> Result<
     let (in_locs, out_locs) = (layout.params, layout.results);
     let mut values = Vec::new();
     for (p, loc) in ins.iter().zip(in_locs) {
-        values.push(GoValue { name: p.name.clone(), ty: go_ty(types, p), location: loc, is_result: false });
+        if p.name.starts_with('.') {
+            // The hidden dictionary of generic code: placed by the ABI, never named.
+            continue;
+        }
+        values.push(GoValue { name: p.name.clone(), type_id: p.ty, ty: go_ty(types, p.ty, &p.name), location: loc, is_result: false });
     }
     if kind == InstanceKind::Return {
         for (p, loc) in outs.iter().zip(out_locs) {
-            values.push(GoValue { name: p.name.clone(), ty: go_ty(types, p), location: loc, is_result: true });
+            values.push(GoValue { name: p.name.clone(), type_id: p.ty, ty: go_ty(types, p.ty, &p.name), location: loc, is_result: true });
         }
     }
     Ok(values)
 }
 
 /// The script type of a Go value, or why it cannot be used.
-fn go_ty(types: &Types, p: &Param) -> Result<Ty, String> {
-    let t = types.get(p.ty);
+pub fn go_ty(types: &Types, id: crate::target::types::TypeId, what: &str) -> Result<Ty, String> {
+    let t = types.get(id);
     Ok(match &t.kind {
+        TypeKind::Int { .. } if t.name == "time.Duration" => Ty::Duration,
         TypeKind::Int { signed } => Ty::Int { size: t.size as u8, signed: *signed },
         TypeKind::Bool => Ty::Bool,
         TypeKind::Pointer { elem } => Ty::Pointer { elem: Some(*elem) },
         TypeKind::UnsafePointer => Ty::Pointer { elem: None },
+        TypeKind::String => Ty::Str { max: STRING_LIMIT },
+        TypeKind::Interface { .. } => Ty::Interface,
         TypeKind::Float | TypeKind::Complex => {
             return Err(format!(
-                "`{}` is a {}: Go passes floats in XMM registers, which a uprobe program cannot read",
-                p.name, t.name
+                "`{what}` is a {}: eBPF has no floating point, and Go passes floats in XMM registers, which a uprobe program cannot read",
+                t.name
             ))
         }
-        _ => return Err(format!("`{}` has type {}, which gtrace cannot read yet", p.name, t.name)),
+        _ => Ty::Go(id),
     })
 }
 
@@ -186,6 +195,7 @@ pub fn agg_of(name: &str) -> Option<&'static str> {
 
 struct Cx<'a> {
     kind: InstanceKind,
+    types: &'a Types,
     values: Vec<GoValue>,
     facts: Facts,
     maps: &'a mut MapTable,
@@ -210,7 +220,9 @@ impl Cx<'_> {
             StmtKind::Let { name, value } => {
                 let t = self.expr(value);
                 if t == Ty::Void {
-                    self.err(Diagnostic::error(value.span, "this has no value").label("cannot be assigned"));
+                    return; // already reported
+                }
+                if !self.storable(value, &t, "held in a local") {
                     return;
                 }
                 if let Some(old) = self.facts.locals.get(&name.name) {
@@ -244,7 +256,9 @@ impl Cx<'_> {
                     _ => {
                         let t = self.expr(value);
                         if t == Ty::Void {
-                            self.err(Diagnostic::error(value.span, "this has no value").label("cannot be stored in a map"));
+                            return; // already reported
+                        }
+                        if !self.storable(value, &t, "stored in a map") {
                             return;
                         }
                         Some(MapValueTy::Plain(t))
@@ -267,6 +281,15 @@ impl Cx<'_> {
         }
     }
 
+    /// Can this be compared with nil?
+    fn nilable(&self, t: &Ty) -> bool {
+        match t {
+            Ty::Pointer { .. } | Ty::Interface => true,
+            Ty::Go(id) => matches!(self.types.get(*id).kind, TypeKind::Slice { .. } | TypeKind::Map | TypeKind::Chan | TypeKind::Func),
+            _ => false,
+        }
+    }
+
     fn condition(&mut self, cond: &Expr) {
         let t = self.expr(cond);
         if t != Ty::Bool && t != Ty::Void {
@@ -280,9 +303,7 @@ impl Cx<'_> {
             .iter()
             .map(|k| {
                 let t = self.expr(k);
-                if t == Ty::Void {
-                    self.err(Diagnostic::error(k.span, "this has no value").label("cannot be a map key"));
-                }
+                self.storable(k, &t, "a map key");
                 t
             })
             .collect()
@@ -307,6 +328,9 @@ impl Cx<'_> {
             return Some(MapValueTy::Agg { agg: Agg::Count, of: U64 });
         }
         let of = self.expr(&args[0]);
+        if of == Ty::Void {
+            return None; // already reported
+        }
         if !(of.is_integer() || of == Ty::Duration) {
             self.err(
                 Diagnostic::error(args[0].span, format!("{}() needs an integer or a duration, not a {}", func.name, of.describe()))
@@ -381,9 +405,7 @@ impl Cx<'_> {
                         }
                     }
                     let t = self.expr(a);
-                    if t == Ty::Void {
-                        self.err(Diagnostic::error(a.span, "this has no value").label("cannot be printed"));
-                    }
+                    self.storable(a, &t, "printed");
                 }
             }
             "printf" => self.printf(e, args),
@@ -439,8 +461,11 @@ impl Cx<'_> {
         }
         for (v, a) in verbs.iter().zip(rest) {
             let t = self.expr(a);
+            if t == Ty::Void {
+                continue; // already reported
+            }
             let ok = match v.verb {
-                'v' => t != Ty::Void,
+                'v' => t != Ty::Void && !matches!(t, Ty::Go(_) | Ty::Args | Ty::Nil),
                 'd' | 'i' | 'u' | 'c' | 'o' => t.is_numeric() || t == Ty::Bool,
                 'x' | 'X' => t.is_numeric() || matches!(t, Ty::Str { .. }),
                 's' | 'q' => matches!(t, Ty::Str { .. } | Ty::Func),
@@ -511,17 +536,57 @@ impl Cx<'_> {
                     }
                 }
                 self.expr(base);
-                self.err(
-                    Diagnostic::error(field.span, "field access on Go values is not supported yet")
-                        .label("not yet implemented"),
-                );
-                Ty::Void
+                let Some(mut id) = self.facts.go_types.get(&base.id).copied() else {
+                    self.err(Diagnostic::error(field.span, "only Go values have fields").label("not a Go struct"));
+                    return Ty::Void;
+                };
+                // Like Go, `p.f` reads through a pointer to a struct.
+                if let TypeKind::Pointer { elem } = &self.types.get(id).kind {
+                    id = *elem;
+                }
+                let t = self.types.get(id);
+                let TypeKind::Struct { fields } = &t.kind else {
+                    self.err(Diagnostic::error(field.span, format!("{} has no fields", t.name)).label("not a struct"));
+                    return Ty::Void;
+                };
+                let Some(f) = fields.iter().find(|f| f.name == field.name) else {
+                    let close = closest(&field.name, fields.iter().map(|f| f.name.as_str()), 1);
+                    let mut d = Diagnostic::error(field.span, format!("no field `{}` in {}", field.name, t.name)).label("unknown field");
+                    d = match close.first() {
+                        Some(c) => d.hint(format!("did you mean `{c}`?")),
+                        None => d.hint(format!("its fields: {}", fields.iter().map(|f| f.name.as_str()).collect::<Vec<_>>().join(", "))),
+                    };
+                    self.err(d);
+                    return Ty::Void;
+                };
+                let fid = f.ty;
+                self.go_typed(e, fid, &field.name, field.span)
             }
             ExprKind::Index { base, index } => {
-                self.expr(base);
-                self.expr(index);
-                self.err(Diagnostic::error(e.span, "indexing Go values is not supported yet").label("not yet implemented"));
-                Ty::Void
+                let bt = self.expr(base);
+                let it = self.expr(index);
+                if !it.is_integer() && it != Ty::Void {
+                    self.err(Diagnostic::error(index.span, format!("an index must be an integer, not a {}", it.describe())).label("not an integer"));
+                    return Ty::Void;
+                }
+                if matches!(bt, Ty::Str { .. }) {
+                    return Ty::Int { size: 1, signed: false };
+                }
+                let Some(id) = self.facts.go_types.get(&base.id).copied() else {
+                    if bt != Ty::Void {
+                        self.err(Diagnostic::error(base.span, format!("a {} cannot be indexed", bt.describe())).label("not a slice, array or string"));
+                    }
+                    return Ty::Void;
+                };
+                let t = self.types.get(id);
+                let elem = match &t.kind {
+                    TypeKind::Slice { elem } | TypeKind::Array { elem, .. } => *elem,
+                    _ => {
+                        self.err(Diagnostic::error(base.span, format!("{} cannot be indexed", t.name)).label("not a slice, array or string").hint("maps cannot be indexed by a probe; len(m) works"));
+                        return Ty::Void;
+                    }
+                };
+                self.go_typed(e, elem, "this element", e.span)
             }
             ExprKind::Unary { op, operand } => {
                 let t = self.expr(operand);
@@ -529,10 +594,14 @@ impl Cx<'_> {
                     UnOp::Neg if t.is_integer() => I64,
                     UnOp::Neg if t == Ty::Duration => Ty::Duration,
                     UnOp::Not if t == Ty::Bool => Ty::Bool,
-                    UnOp::Deref => {
-                        self.err(Diagnostic::error(e.span, "dereferencing Go pointers is not supported yet").label("not yet implemented"));
-                        Ty::Void
-                    }
+                    UnOp::Deref => match t {
+                        Ty::Pointer { elem: Some(id) } => self.go_typed(e, id, "*p", e.span),
+                        Ty::Void => Ty::Void,
+                        _ => {
+                            self.err(Diagnostic::error(e.span, format!("only typed Go pointers can be dereferenced, not a {}", t.describe())).label("not a pointer"));
+                            Ty::Void
+                        }
+                    },
                     _ => {
                         let sym = if *op == UnOp::Neg { "-" } else { "!" };
                         if t != Ty::Void {
@@ -574,9 +643,15 @@ impl Cx<'_> {
                     || (l == Ty::Bool && r == Ty::Bool && matches!(op, Eq | Ne));
                 if comparable {
                     Ty::Bool
-                } else if matches!((&l, &r), (Ty::Str { .. }, Ty::Str { .. })) {
-                    self.err(Diagnostic::error(e.span, "comparing strings is not supported yet").label("not yet implemented"));
-                    Ty::Void
+                } else if matches!((&l, &r), (Ty::Str { .. }, Ty::Str { .. })) && matches!(op, Eq | Ne) {
+                    if matches!(lhs.kind, ExprKind::Str(_)) || matches!(rhs.kind, ExprKind::Str(_)) {
+                        Ty::Bool
+                    } else {
+                        self.err(Diagnostic::error(e.span, "strings are compared with a string literal").label("neither side is a literal").hint("compare with \"...\" or use hasPrefix(s, \"...\")"));
+                        Ty::Void
+                    }
+                } else if matches!(op, Eq | Ne) && (self.nilable(&l) && r == Ty::Nil || l == Ty::Nil && self.nilable(&r)) {
+                    Ty::Bool
                 } else {
                     mismatch(self, "these cannot be compared")
                 }
@@ -601,21 +676,73 @@ impl Cx<'_> {
     }
 
     fn call(&mut self, e: &Expr, func: &Ident, args: &[Expr]) -> Ty {
-        for a in args {
-            self.expr(a);
+        let tys: Vec<Ty> = args.iter().map(|a| self.expr(a)).collect();
+        match func.name.as_str() {
+            "len" => {
+                if args.len() != 1 {
+                    self.err(Diagnostic::error(e.span, "len takes one argument").label("wrong number of arguments"));
+                    return Ty::Void;
+                }
+                let ok = match &tys[0] {
+                    Ty::Str { .. } => true,
+                    Ty::Go(id) => matches!(self.types.get(*id).kind, TypeKind::Slice { .. } | TypeKind::Array { .. } | TypeKind::Map),
+                    _ => false,
+                };
+                if !ok {
+                    if tys[0] != Ty::Void {
+                        self.err(Diagnostic::error(args[0].span, format!("len needs a string, slice, array or map, not a {}", tys[0].describe())).label("no length"));
+                    }
+                    return Ty::Void;
+                }
+                return I64;
+            }
+            "hasPrefix" => {
+                let lit = matches!(args.get(1).map(|a| &a.kind), Some(ExprKind::Str(_)));
+                if args.len() != 2 || !matches!(tys[0], Ty::Str { .. }) || !lit {
+                    self.err(Diagnostic::error(e.span, "hasPrefix takes a string and a string literal: hasPrefix(s, \"/api/\")").label("wrong arguments"));
+                    return Ty::Void;
+                }
+                return Ty::Bool;
+            }
+            _ => {}
         }
         let what = if agg_of(&func.name).is_some() {
             format!("{}() is an aggregation: it goes in a statement of its own, or as `@map[keys] = {}(...)`", func.name, func.name)
         } else if ["print", "printf", "exit", "delete", "clear"].contains(&func.name.as_str()) {
             format!("{}() is a statement, not a value", func.name)
-        } else if ["len", "hasPrefix"].contains(&func.name.as_str()) {
-            format!("{}() is not supported yet", func.name)
         } else {
             format!("unknown function `{}`", func.name)
         };
         self.err(Diagnostic::error(func.span, what).label("not a value here"));
-        let _ = e;
         Ty::Void
+    }
+
+    /// Records the Go type of `e` and returns its script type (or reports why it cannot
+    /// be read).
+    fn go_typed(&mut self, e: &Expr, id: crate::target::types::TypeId, what: &str, span: Span) -> Ty {
+        self.facts.go_types.insert(e.id, id);
+        match go_ty(self.types, id, what) {
+            Ok(t) => t,
+            Err(why) => {
+                self.err(Diagnostic::error(span, why).label("cannot be read"));
+                Ty::Void
+            }
+        }
+    }
+
+    /// Reports a value that cannot be stored (in a key, a value, a local, an event).
+    fn storable(&mut self, e: &Expr, t: &Ty, role: &str) -> bool {
+        let why = match t {
+            Ty::Go(id) => format!("a {} cannot be {role}: pick one of its fields, or use len()", self.types.get(*id).name),
+            Ty::Args if role == "printed" => return true,
+            Ty::Args => format!("`args` cannot be {role}; print(args) prints every parameter"),
+            Ty::Nil => format!("nil cannot be {role}"),
+            Ty::Interface if role != "printed" => format!("an interface cannot be {role}; compare it with nil, or print it"),
+            Ty::Void => return false,
+            _ => return true,
+        };
+        self.err(Diagnostic::error(e.span, why).label(format!("cannot be {role}")));
+        false
     }
 
     fn name(&mut self, e: &Expr, n: &str) -> Ty {
@@ -649,7 +776,31 @@ impl Cx<'_> {
             self.facts.names.insert(e.id, Name::Builtin(b));
             return b.ty();
         }
-        if n == "args" || n == "ustack" {
+        if n == "nil" {
+            return Ty::Nil;
+        }
+        if n == "args" {
+            if !self.has_function {
+                self.err(Diagnostic::error(e.span, "`args` is only known in probes of functions").label("no function here"));
+                return Ty::Void;
+            }
+            self.facts.args = self
+                .values
+                .iter()
+                .filter(|v| !v.is_result && !matches!(v.location, Location::Unreadable { .. }))
+                .filter_map(|v| match &v.ty {
+                    Ok(t) if !matches!(t, Ty::Go(_)) => Some(super::ArgInfo {
+                        name: v.name.clone(),
+                        location: v.location.clone(),
+                        type_id: v.type_id,
+                        ty: t.clone(),
+                    }),
+                    _ => None,
+                })
+                .collect();
+            return Ty::Args;
+        }
+        if n == "ustack" {
             self.err(Diagnostic::error(e.span, format!("`{n}` is not supported yet")).label("not yet implemented"));
             return Ty::Void;
         }
@@ -706,6 +857,7 @@ impl Cx<'_> {
                     return Ty::Void;
                 }
                 self.facts.names.insert(e.id, Name::GoValue { name: v.name.clone(), location: v.location.clone() });
+                self.facts.go_types.insert(e.id, v.type_id);
                 t
             }
             Err(why) => {

@@ -8,7 +8,6 @@
 use super::frame::Frame;
 use super::maps::{self, Maps, UserMap};
 use super::LowerError;
-use crate::arch::abi::Location;
 use crate::arch::{self, Reg as MReg};
 use crate::bpf::builder::{Builder, Label};
 use crate::bpf::helpers::*;
@@ -20,13 +19,15 @@ use crate::check::{Facts, Name};
 use crate::diag::Sources;
 use crate::plan::{Agg, EventKind, EventSpec, Field};
 use crate::syntax::ast::*;
+use crate::target::types::Types;
 use crate::target::GLayout;
 use std::collections::HashMap;
 
 pub struct Gen<'a> {
     pub b: Builder,
     pub frame: Frame,
-    facts: &'a Facts,
+    pub(super) facts: &'a Facts,
+    pub(super) types: &'a Types,
     maps: &'a Maps,
     sources: &'a Sources,
     /// Every event format of the script; a record's first u64 indexes it.
@@ -40,24 +41,32 @@ pub struct Gen<'a> {
     pub done: Label,
 }
 
-/// The width in bytes of a value of type `ty` as the target holds it.
-fn go_size(ty: &Ty) -> u8 {
-    match ty {
-        Ty::Int { size, .. } => *size,
-        Ty::Bool => 1,
-        _ => 8,
-    }
-}
-
 impl<'a> Gen<'a> {
-    pub fn new(facts: &'a Facts, maps: &'a Maps, sources: &'a Sources, events: &'a mut Vec<EventSpec>) -> Gen<'a> {
+    pub fn new(facts: &'a Facts, types: &'a Types, maps: &'a Maps, sources: &'a Sources, events: &'a mut Vec<EventSpec>) -> Gen<'a> {
         let mut b = Builder::new();
         let done = b.new_label();
-        Gen { b, frame: Frame::default(), facts, maps, sources, events, locals: HashMap::new(), activation: None, elapsed: None, done }
+        Gen { b, frame: Frame::default(), facts, types, maps, sources, events, locals: HashMap::new(), activation: None, elapsed: None, done }
     }
 
     fn slot(&mut self, size: u32, span: Span) -> Result<i16, LowerError> {
         self.frame.alloc(size).map_err(|e| LowerError::Stack { span, needed: e.needed })
+    }
+
+    /// A stack slot for a temporary (released with `frame.release`).
+    pub(super) fn temp(&mut self, size: u32, span: Span) -> Result<i16, LowerError> {
+        self.slot(size, span)
+    }
+
+    pub(super) fn frame_slot(&mut self, size: u32) -> Result<i16, LowerError> {
+        self.slot(size, Span::default())
+    }
+
+    /// The stack slot of the local that `e` names.
+    pub(super) fn local_slot(&self, e: &Expr) -> Result<i16, LowerError> {
+        match self.facts.names.get(&e.id) {
+            Some(Name::Local(l)) => self.locals.get(l).copied().ok_or_else(|| LowerError::unsupported(e.span, "a local read before it is set")),
+            _ => Err(LowerError::unsupported(e.span, "this value")),
+        }
     }
 
     /// r6 = ctx. Every program starts here.
@@ -73,6 +82,10 @@ impl<'a> Gen<'a> {
     }
 
     /// `dst = *(u64 *)(ctx + offset of reg)`.
+    pub(super) fn load_ctx_reg(&mut self, dst: u8, reg: MReg) {
+        self.load_reg(dst, reg)
+    }
+
     fn load_reg(&mut self, dst: u8, reg: MReg) {
         self.b.emit(load(Size::DW, dst, R6, reg.pt_regs_offset()));
     }
@@ -166,19 +179,21 @@ impl<'a> Gen<'a> {
         let mark = self.frame.mark();
         match &s.kind {
             StmtKind::Let { name, value } => {
-                self.scalar_only(value)?;
-                self.expr(value)?;
+                let size = self.facts.ty(value.id).record_size();
                 let slot = match self.locals.get(&name.name) {
                     Some(s) => *s,
                     None => {
-                        // Locals live for the whole program: allocate below any temporaries.
-                        let slot = self.slot(8, name.span)?;
+                        // Locals live for the whole program: allocated where temporaries
+                        // of this statement would have started, and never released.
+                        let slot = self.slot(size, name.span)?;
                         self.locals.insert(name.name.clone(), slot);
-                        self.b.emit(store_imm(Size::DW, R10, slot, 0));
+                        for i in 0..(size / 8) as i16 {
+                            self.b.emit(store_imm(Size::DW, R10, slot + 8 * i, 0));
+                        }
                         slot
                     }
                 };
-                self.b.emit(store_reg(Size::DW, R10, slot, R0));
+                self.value_to(value, R10, slot)?;
                 return Ok(());
             }
             StmtKind::AssignSelf { name, .. } => return Err(LowerError::unsupported(name.span, "self variables")),
@@ -219,13 +234,6 @@ impl<'a> Gen<'a> {
         self.maps.user.get(name).cloned().ok_or_else(|| LowerError::unsupported(span, "a map that no probe writes"))
     }
 
-    fn scalar_only(&self, e: &Expr) -> Result<(), LowerError> {
-        match self.facts.ty(e.id) {
-            Ty::Str { .. } => Err(LowerError::unsupported(e.span, "string values")),
-            _ => Ok(()),
-        }
-    }
-
     /// Builds a map key in a fresh, zeroed stack slot; returns the slot.
     fn key(&mut self, um: &UserMap, keys: &[Expr], span: Span) -> Result<i16, LowerError> {
         let slot = self.slot(um.key_size, span)?;
@@ -233,19 +241,19 @@ impl<'a> Gen<'a> {
             self.b.emit(store_imm(Size::DW, R10, slot + 8 * i as i16, 0));
         }
         for (k, field) in keys.iter().zip(&um.key_fields) {
-            self.scalar_only(k)?;
-            self.expr(k)?;
-            self.b.emit(store_reg(Size::DW, R10, slot + field.offset as i16, R0));
+            self.value_to(k, R10, slot + field.offset as i16)?;
         }
         Ok(slot)
     }
 
     fn store_plain(&mut self, um: &UserMap, keys: &[Expr], value: &Expr, span: Span) -> Result<(), LowerError> {
-        self.scalar_only(value)?;
         let key = self.key(um, keys, span)?;
-        let val = self.slot(8, span)?;
-        self.expr(value)?;
-        self.b.emit(store_reg(Size::DW, R10, val, R0));
+        let size = self.facts.ty(value.id).record_size();
+        let val = self.slot(size, span)?;
+        for i in 0..(size / 8) as i16 {
+            self.b.emit(store_imm(Size::DW, R10, val + 8 * i, 0));
+        }
+        self.value_to(value, R10, val)?;
         self.b.ld_map(R1, &um.object_name);
         self.stack_ptr(R2, key);
         self.stack_ptr(R3, val);
@@ -316,7 +324,7 @@ impl<'a> Gen<'a> {
                         return self.event(EventKind::PrintMap { map: um.object_name }, &[], e.span);
                     }
                 }
-                self.event(EventKind::Print, args, e.span)
+                self.event(EventKind::Print { labels: Vec::new() }, args, e.span)
             }
             "printf" => {
                 let ExprKind::Str(format) = &args[0].kind else {
@@ -349,12 +357,35 @@ impl<'a> Gen<'a> {
 
     /// Sends an event record [id, values...] through the ring buffer, built in the
     /// per-CPU scratch buffer.
-    fn event(&mut self, kind: EventKind, args: &[Expr], span: Span) -> Result<(), LowerError> {
+    fn event(&mut self, mut kind: EventKind, args: &[Expr], span: Span) -> Result<(), LowerError> {
+        // What goes in the record: each argument, or for `args` each parameter.
+        enum Item<'e> {
+            Expr(&'e Expr),
+            Arg(crate::check::ArgInfo),
+        }
+        let mut items = Vec::new();
+        let mut labels = Vec::new();
+        for a in args {
+            if *self.facts.ty(a.id) == Ty::Args {
+                for info in &self.facts.args {
+                    labels.push(Some(info.name.clone()));
+                    items.push(Item::Arg(info.clone()));
+                }
+            } else {
+                labels.push(None);
+                items.push(Item::Expr(a));
+            }
+        }
+        if let EventKind::Print { labels: l } = &mut kind {
+            *l = labels;
+        }
         let mut fields = Vec::new();
         let mut offset = 8;
-        for a in args {
-            self.scalar_only(a)?;
-            let t = self.facts.ty(a.id).clone();
+        for item in &items {
+            let t = match item {
+                Item::Expr(a) => self.facts.ty(a.id).clone(),
+                Item::Arg(info) => info.ty.clone(),
+            };
             fields.push(Field { offset, ty: t.value_type() });
             offset += t.record_size();
         }
@@ -369,9 +400,11 @@ impl<'a> Gen<'a> {
         self.b.jmp_imm_to(BPF_JEQ, R0, 0, skip);
         self.b.emit(mov64_reg(R8, R0));
         self.b.emit(store_imm(Size::DW, R8, 0, id as i32));
-        for (a, f) in args.iter().zip(&fields) {
-            self.expr(a)?;
-            self.b.emit(store_reg(Size::DW, R8, f.offset as i16, R0));
+        for (item, f) in items.iter().zip(&fields) {
+            match item {
+                Item::Expr(a) => self.value_to(a, R8, f.offset as i16)?,
+                Item::Arg(info) => self.arg_to(info, R8, f.offset as i16, span)?,
+            }
         }
         self.b.ld_map(R1, maps::EVENTS);
         self.b.emit(mov64_reg(R2, R8));
@@ -383,6 +416,28 @@ impl<'a> Gen<'a> {
         Ok(())
     }
 
+    /// Writes one parameter of `args` at `base + off`.
+    fn arg_to(&mut self, info: &crate::check::ArgInfo, base: u8, off: i16, span: Span) -> Result<(), LowerError> {
+        let mark = self.frame.mark();
+        let place = self.location_place(&info.location, span)?;
+        match &info.ty {
+            Ty::Str { max } => self.string_from_place(&place, base, off, *max, span)?,
+            Ty::Interface => {
+                self.read_scalar(&place, 8, false)?;
+                self.b.emit(store_reg(Size::DW, base, off, R0));
+                self.read_scalar(&place.clone().plus(8), 8, false)?;
+                self.b.emit(store_reg(Size::DW, base, off + 8, R0));
+            }
+            t => {
+                let size = self.types.get(info.type_id).size.clamp(1, 8);
+                self.read_scalar(&place, size, t.is_signed())?;
+                self.b.emit(store_reg(Size::DW, base, off, R0));
+            }
+        }
+        self.frame.release(mark);
+        Ok(())
+    }
+
     /// Evaluates a scalar expression into R0.
     pub fn expr(&mut self, e: &Expr) -> Result<(), LowerError> {
         match &e.kind {
@@ -390,10 +445,10 @@ impl<'a> Gen<'a> {
             ExprKind::Bool(v) => self.b.emit(mov64_imm(R0, *v as i32)),
             ExprKind::Str(_) => return Err(LowerError::unsupported(e.span, "string values")),
             ExprKind::Name(n) => self.name(e, n)?,
-            ExprKind::Field { .. } => match self.facts.names.get(&e.id).cloned() {
-                Some(Name::GoValue { location, .. }) => self.go_value(&location, self.facts.ty(e.id).clone(), e.span)?,
-                _ => return Err(LowerError::unsupported(e.span, "field access")),
-            },
+            ExprKind::Field { .. } | ExprKind::Unary { op: UnOp::Deref, .. } if self.is_go_value(e) => self.go_scalar(e)?,
+            ExprKind::Index { base, index } if matches!(self.facts.ty(base.id), Ty::Str { .. }) => self.string_byte(base, index, e.span)?,
+            ExprKind::Index { .. } if self.is_go_value(e) => self.go_scalar(e)?,
+            ExprKind::Field { .. } => return Err(LowerError::unsupported(e.span, "field access")),
             ExprKind::Map(m) => {
                 let um = self.user_map(&m.name.name, m.span)?;
                 let mark = self.frame.mark();
@@ -419,7 +474,11 @@ impl<'a> Gen<'a> {
             ExprKind::Binary { op, lhs, rhs } => self.binary(*op, lhs, rhs, e.span)?,
             ExprKind::SelfVar(_) => return Err(LowerError::unsupported(e.span, "self variables")),
             ExprKind::Index { .. } => return Err(LowerError::unsupported(e.span, "indexing")),
-            ExprKind::Call { func, .. } => return Err(LowerError::unsupported(func.span, "this call as a value")),
+            ExprKind::Call { func, args } => match (func.name.as_str(), args.as_slice()) {
+                ("len", [x]) => self.length(x)?,
+                ("hasPrefix", [s, Expr { kind: ExprKind::Str(lit), .. }]) => self.string_matches(s, lit, true)?,
+                _ => return Err(LowerError::unsupported(func.span, "this call as a value")),
+            },
         }
         Ok(())
     }
@@ -443,7 +502,7 @@ impl<'a> Gen<'a> {
                 self.b.emit(load(Size::DW, R0, R10, slot));
             }
             Some(Name::Builtin(b)) => self.builtin(b, e.span)?,
-            Some(Name::GoValue { location, .. }) => self.go_value(&location, self.facts.ty(e.id).clone(), e.span)?,
+            Some(Name::GoValue { .. }) => self.go_scalar(e)?,
             None => return Err(LowerError::unsupported(e.span, "an unresolved name")),
         }
         Ok(())
@@ -479,36 +538,6 @@ impl<'a> Gen<'a> {
         Ok(())
     }
 
-    /// Reads a parameter or result where the ABI put it into R0, narrowed to its width.
-    fn go_value(&mut self, location: &Location, ty: Ty, span: Span) -> Result<(), LowerError> {
-        let size = go_size(&ty);
-        match location {
-            Location::Regs(pieces) if pieces.len() == 1 && pieces[0].size <= 8 => {
-                self.load_reg(R0, pieces[0].reg);
-            }
-            Location::Stack { offset } => {
-                let mark = self.frame.mark();
-                let slot = self.slot(8, span)?;
-                self.load_reg(R3, arch::SP);
-                self.read_user(slot, R3, *offset as i32);
-                self.b.emit(load(Size::DW, R0, R10, slot));
-                self.frame.release(mark);
-            }
-            Location::Empty => {
-                self.b.emit(mov64_imm(R0, 0));
-                return Ok(());
-            }
-            _ => return Err(LowerError::unsupported(span, "a value spread over several registers")),
-        }
-        if size < 8 {
-            let shift = 64 - 8 * size as i32;
-            self.b.emit(alu64_imm(BPF_LSH, R0, shift));
-            let op = if ty.is_signed() { BPF_ARSH } else { BPF_RSH };
-            self.b.emit(alu64_imm(op, R0, shift));
-        }
-        Ok(())
-    }
-
     fn binary(&mut self, op: BinOp, lhs: &Expr, rhs: &Expr, span: Span) -> Result<(), LowerError> {
         if matches!(op, BinOp::And | BinOp::Or) {
             let end = self.b.new_label();
@@ -519,6 +548,24 @@ impl<'a> Gen<'a> {
             self.b.bind(end);
             self.b.emit(alu64_imm(BPF_ADD, R0, 0));
             return Ok(());
+        }
+        if matches!(op, BinOp::Eq | BinOp::Ne) {
+            let l = self.facts.ty(lhs.id).clone();
+            let r = self.facts.ty(rhs.id).clone();
+            let special = match (&lhs.kind, &rhs.kind, &l, &r) {
+                (_, ExprKind::Str(lit), Ty::Str { .. }, _) => Some(self.string_matches(lhs, lit, false)),
+                (ExprKind::Str(lit), _, _, Ty::Str { .. }) => Some(self.string_matches(rhs, lit, false)),
+                (_, _, _, Ty::Nil) => Some(self.is_nil(lhs)),
+                (_, _, Ty::Nil, _) => Some(self.is_nil(rhs)),
+                _ => None,
+            };
+            if let Some(done) = special {
+                done?;
+                if op == BinOp::Ne {
+                    self.b.emit(alu64_imm(BPF_XOR, R0, 1));
+                }
+                return Ok(());
+            }
         }
         let signed = self.signed(lhs, rhs);
         let mark = self.frame.mark();
@@ -573,6 +620,48 @@ impl<'a> Gen<'a> {
         self.b.emit(mov64_imm(R0, 0));
         self.b.bind(yes);
         self.b.emit(alu64_imm(BPF_ADD, R0, 0));
+        Ok(())
+    }
+
+    /// R0 = 1 when the Go value `e` is nil.
+    fn is_nil(&mut self, e: &Expr) -> Result<(), LowerError> {
+        self.first_word(e)?;
+        let yes = self.b.new_label();
+        self.b.emit(mov64_reg(R1, R0));
+        self.b.emit(mov64_imm(R0, 1));
+        self.b.jmp_imm_to(BPF_JEQ, R1, 0, yes);
+        self.b.emit(mov64_imm(R0, 0));
+        self.b.bind(yes);
+        self.b.emit(alu64_imm(BPF_ADD, R0, 0));
+        Ok(())
+    }
+
+    /// R0 = s[i] (a byte), or 0 when `i` is out of range.
+    fn string_byte(&mut self, s: &Expr, i: &Expr, span: Span) -> Result<(), LowerError> {
+        if !self.is_go_value(s) {
+            return Err(LowerError::unsupported(span, "indexing a string that is not a Go value"));
+        }
+        let mark = self.frame.mark();
+        let place = self.place(s)?;
+        let ptr = self.temp(8, span)?;
+        let idx = self.temp(8, span)?;
+        self.read_scalar(&place, 8, false)?;
+        self.b.emit(store_reg(Size::DW, R10, ptr, R0));
+        self.expr(i)?;
+        self.b.emit(store_reg(Size::DW, R10, idx, R0));
+        self.read_scalar(&place.plus(8), 8, false)?;
+        let out = self.b.new_label();
+        self.b.emit(load(Size::DW, R1, R10, idx));
+        self.b.emit(mov64_reg(R2, R0));
+        self.b.emit(mov64_imm(R0, 0));
+        self.b.jmp_reg_to(BPF_JGE, R1, R2, out);
+        self.b.emit(load(Size::DW, R0, R10, ptr));
+        self.b.emit(alu64_reg(BPF_ADD, R0, R1));
+        self.b.emit(store_reg(Size::DW, R10, ptr, R0));
+        self.read_scalar(&super::values::Place::Mem { addr: ptr, offset: 0 }, 1, false)?;
+        self.b.bind(out);
+        self.b.emit(alu64_imm(BPF_ADD, R0, 0));
+        self.frame.release(mark);
         Ok(())
     }
 

@@ -8,6 +8,7 @@ pub mod agg;
 pub mod codegen;
 pub mod frame;
 pub mod maps;
+pub mod values;
 
 use crate::bpf::builder::{BuildError, Program};
 use crate::check::{Builtin, Checked, InstanceKind, Name};
@@ -85,7 +86,7 @@ pub fn lower(script: &Script, checked: &Checked, target: &Target, sources: &Sour
     for (i, inst) in checked.instances.iter().enumerate() {
         let Item::Probe(probe) = &script.items[inst.item] else { continue };
         let name = format!("p{i}");
-        let mut gen = Gen::new(&inst.facts, &maps, sources, &mut events);
+        let mut gen = Gen::new(&inst.facts, target.types(), &maps, sources, &mut events);
         gen.b.comment(format!("{}", sources.line_text(probe.span)));
         gen.prologue();
         let uses_goid = inst.facts.names.values().any(|n| *n == Name::Builtin(Builtin::Goid));
@@ -120,7 +121,7 @@ pub fn lower(script: &Script, checked: &Checked, target: &Target, sources: &Sour
     if !timed.is_empty() {
         let name = "time_entries".to_string();
         let facts = crate::check::Facts::default();
-        let mut gen = Gen::new(&facts, &maps, sources, &mut events);
+        let mut gen = Gen::new(&facts, target.types(), &maps, sources, &mut events);
         gen.b.comment("time the entry of every call whose return uses `elapsed`");
         gen.prologue();
         let span = Span::default();

@@ -17,6 +17,8 @@ pub fn value(v: &Value) -> J {
         Value::Uint(u) | Value::Pointer(u) => json!(u),
         Value::Bool(b) => json!(b),
         Value::Str(s) | Value::Func(s) => json!(s),
+        Value::Interface { tab: 0, .. } => J::Null,
+        Value::Interface { tab, data } => json!({"type": tab, "data": data}),
     }
 }
 
@@ -62,7 +64,19 @@ impl Sink for JsonSink {
     fn event(&mut self, event: &Event) {
         let line = match event {
             Event::Printf { format, values } => json!({"type": "printf", "text": super::text::printf(format, values)}),
-            Event::Print { values } => json!({"type": "print", "values": values.iter().map(value).collect::<Vec<_>>()}),
+            Event::Print { labels, values } => {
+                if labels.iter().any(|l| l.is_some()) {
+                    let named: serde_json::Map<String, J> = labels
+                        .iter()
+                        .zip(values)
+                        .enumerate()
+                        .map(|(i, (l, v))| (l.clone().unwrap_or_else(|| i.to_string()), value(v)))
+                        .collect();
+                    json!({"type": "print", "values": named})
+                } else {
+                    json!({"type": "print", "values": values.iter().map(value).collect::<Vec<_>>()})
+                }
+            }
             _ => return,
         };
         let _ = writeln!(self.out, "{line}");

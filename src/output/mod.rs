@@ -39,7 +39,7 @@ impl MapEntry {
 #[derive(Clone, Debug)]
 pub enum Event {
     Printf { format: String, values: Vec<Value> },
-    Print { values: Vec<Value> },
+    Print { labels: Vec<Option<String>>, values: Vec<Value> },
     PrintMap { map: String },
     ClearMap { map: String },
     Exit,
@@ -76,7 +76,7 @@ impl Sink for TextSink {
         use std::io::Write;
         let s = match event {
             Event::Printf { format, values } => text::printf(format, values),
-            Event::Print { values } => format!("{}\n", values.iter().map(text::value).collect::<Vec<_>>().join(" ")),
+            Event::Print { labels, values } => format!("{}\n", text::labelled(labels, values)),
             _ => return,
         };
         let _ = self.out.write_all(s.as_bytes());
@@ -100,7 +100,7 @@ pub fn decode_event(bytes: &[u8], plan: &Plan) -> Option<Event> {
     let values = || spec.fields.iter().map(|f| value::decode(bytes, f, plan)).collect();
     Some(match &spec.kind {
         EventKind::Printf { format } => Event::Printf { format: format.clone(), values: values() },
-        EventKind::Print => Event::Print { values: values() },
+        EventKind::Print { labels } => Event::Print { labels: labels.clone(), values: values() },
         EventKind::PrintMap { map } => Event::PrintMap { map: map.clone() },
         EventKind::ClearMap { map } => Event::ClearMap { map: map.clone() },
         EventKind::Exit => Event::Exit,

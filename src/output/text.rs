@@ -42,7 +42,22 @@ pub fn value(v: &Value) -> String {
         Value::Pointer(p) => format!("{p:#x}"),
         Value::Str(s) => s.clone(),
         Value::Func(f) => f.clone(),
+        Value::Interface { tab: 0, .. } => "nil".into(),
+        Value::Interface { tab, data } => format!("({tab:#x}, {data:#x})"),
     }
+}
+
+/// `print(...)` values separated by spaces, `name=value` where labelled (`print(args)`).
+pub fn labelled(labels: &[Option<String>], values: &[Value]) -> String {
+    values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| match labels.get(i).and_then(|l| l.as_ref()) {
+            Some(l) => format!("{l}={}", value(v)),
+            None => value(v),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn as_i128(v: &Value) -> i128 {

@@ -14,6 +14,8 @@ pub enum Value {
     Str(String),
     /// A probed function's name.
     Func(String),
+    /// An interface's words: the type (or itab) and the data; nil when `tab` is 0.
+    Interface { tab: u64, data: u64 },
 }
 
 fn u64_at(bytes: &[u8], offset: usize) -> u64 {
@@ -35,6 +37,7 @@ pub fn decode(bytes: &[u8], field: &Field, plan: &Plan) -> Value {
         ValueType::Duration => Value::Duration(raw as i64),
         ValueType::Pointer => Value::Pointer(raw),
         ValueType::Func => Value::Func(plan.functions.get(raw as usize).cloned().unwrap_or_else(|| format!("?{raw}"))),
+        ValueType::Interface => Value::Interface { tab: raw, data: u64_at(bytes, at + 8) },
         ValueType::Str { max } => {
             let len = (u64_at(bytes, at) as usize).min(*max as usize);
             let start = (at + 8).min(bytes.len());

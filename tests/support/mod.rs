@@ -129,3 +129,17 @@ fn regex_escape(s: &str) -> String {
     }
     out
 }
+
+/// Whether this process may load eBPF and attach uprobes: root's CAP_SYS_ADMIN, or both
+/// CAP_BPF and CAP_PERFMON, in the effective set.
+pub fn can_load_bpf() -> bool {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let cap_eff = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .unwrap_or(0);
+    let cap_sys_admin = 1u64 << 21;
+    let cap_bpf_and_perfmon = (1u64 << 39) | (1u64 << 38);
+    cap_eff & cap_sys_admin != 0 || cap_eff & cap_bpf_and_perfmon == cap_bpf_and_perfmon
+}

@@ -1,0 +1,372 @@
+//! Reading Go values: where a parameter, field, element or pointee lives at the probe
+//! (a `Place`: registers, or target memory at an address), and reading scalars,
+//! strings and interfaces from there with `bpf_probe_read_user`. Nothing is ever written
+//! to the target.
+
+use super::codegen::Gen;
+use super::LowerError;
+use crate::arch::abi::{Location, RegPiece};
+use crate::arch;
+use crate::bpf::helpers::*;
+use crate::bpf::insn::*;
+use crate::check::ty::Ty;
+use crate::check::Name;
+use crate::syntax::ast::*;
+use crate::target::types::{TypeId, TypeKind};
+
+/// Where a Go value is at the probe.
+#[derive(Clone, Debug)]
+pub enum Place {
+    /// In registers; `offset` is the byte offset within the value being addressed.
+    Regs { pieces: Vec<RegPiece>, offset: u64 },
+    /// In the target's memory at (the address held in stack slot `addr`) + `offset`.
+    Mem { addr: i16, offset: i64 },
+}
+
+impl Place {
+    pub fn plus(self, more: u64) -> Place {
+        match self {
+            Place::Regs { pieces, offset } => Place::Regs { pieces, offset: offset + more },
+            Place::Mem { addr, offset } => Place::Mem { addr, offset: offset + more as i64 },
+        }
+    }
+}
+
+/// The byte size of a scalar Go type (1, 2, 4 or 8).
+fn scalar_size(gen: &Gen, id: TypeId) -> u64 {
+    gen.types.get(id).size.clamp(1, 8)
+}
+
+impl Gen<'_> {
+    /// Does `e` denote a Go value (a parameter, field, element, pointee)?
+    pub fn is_go_value(&self, e: &Expr) -> bool {
+        self.facts.go_types.contains_key(&e.id)
+    }
+
+    pub fn go_type_of(&self, e: &Expr) -> Option<TypeId> {
+        self.facts.go_types.get(&e.id).copied()
+    }
+
+    /// The place of a parameter or result at this probe.
+    pub fn location_place(&mut self, location: &Location, span: Span) -> Result<Place, LowerError> {
+        match location {
+            Location::Regs(pieces) => Ok(Place::Regs { pieces: pieces.clone(), offset: 0 }),
+            Location::Stack { offset } => {
+                let slot = self.temp(8, span)?;
+                self.load_ctx_reg(R0, arch::SP);
+                self.b.emit(alu64_imm(BPF_ADD, R0, *offset as i32));
+                self.b.emit(store_reg(Size::DW, R10, slot, R0));
+                Ok(Place::Mem { addr: slot, offset: 0 })
+            }
+            Location::Empty => Ok(Place::Regs { pieces: Vec::new(), offset: 0 }),
+            Location::Unreadable { reason } => Err(LowerError::unsupported(span, reason)),
+        }
+    }
+
+    /// Keeps R0 (an address) in a new stack slot: the place of the value it points at.
+    fn address_place(&mut self, span: Span) -> Result<Place, LowerError> {
+        let slot = self.temp(8, span)?;
+        self.b.emit(store_reg(Size::DW, R10, slot, R0));
+        Ok(Place::Mem { addr: slot, offset: 0 })
+    }
+
+    /// Where the Go value `e` is.
+    pub fn place(&mut self, e: &Expr) -> Result<Place, LowerError> {
+        if let Some(Name::GoValue { location, .. }) = self.facts.names.get(&e.id).cloned() {
+            return self.location_place(&location, e.span);
+        }
+        match &e.kind {
+            ExprKind::Field { base, field } => {
+                let bid = self.go_type_of(base).ok_or_else(|| LowerError::unsupported(e.span, "a field of this"))?;
+                let (through_pointer, sid) = match &self.types.get(bid).kind {
+                    TypeKind::Pointer { elem } => (true, *elem),
+                    _ => (false, bid),
+                };
+                let offset = match &self.types.get(sid).kind {
+                    TypeKind::Struct { fields } => fields.iter().find(|f| f.name == field.name).map(|f| f.offset),
+                    _ => None,
+                }
+                .ok_or_else(|| LowerError::unsupported(field.span, "this field"))?;
+                if through_pointer {
+                    self.expr(base)?;
+                    Ok(self.address_place(e.span)?.plus(offset))
+                } else {
+                    Ok(self.place(base)?.plus(offset))
+                }
+            }
+            ExprKind::Unary { op: UnOp::Deref, operand } => {
+                self.expr(operand)?;
+                self.address_place(e.span)
+            }
+            ExprKind::Index { base, index } => {
+                let bid = self.go_type_of(base).ok_or_else(|| LowerError::unsupported(e.span, "indexing this"))?;
+                let (elem, len) = match &self.types.get(bid).kind {
+                    TypeKind::Slice { elem } => (*elem, None),
+                    TypeKind::Array { elem, len } => (*elem, Some(*len)),
+                    _ => return Err(LowerError::unsupported(e.span, "indexing this")),
+                };
+                let size = self.types.get(elem).size;
+                let bp = self.place(base)?;
+                let idx = self.temp(8, e.span)?;
+                self.expr(index)?;
+                self.b.emit(store_reg(Size::DW, R10, idx, R0));
+                // The element's address, or 0 (which reads as zero) when out of range.
+                let (base_addr, bound) = match (len, &bp) {
+                    (None, _) => {
+                        let ptr = self.temp(8, e.span)?;
+                        self.read_scalar(&bp, 8, false)?;
+                        self.b.emit(store_reg(Size::DW, R10, ptr, R0));
+                        self.read_scalar(&bp.clone().plus(8), 8, false)?;
+                        self.b.emit(mov64_reg(R2, R0));
+                        (ptr, None)
+                    }
+                    (Some(n), Place::Mem { addr, offset }) => {
+                        let ptr = self.temp(8, e.span)?;
+                        self.b.emit(load(Size::DW, R0, R10, *addr));
+                        self.b.emit(alu64_imm(BPF_ADD, R0, *offset as i32));
+                        self.b.emit(store_reg(Size::DW, R10, ptr, R0));
+                        (ptr, Some(n))
+                    }
+                    (Some(_), Place::Regs { .. }) => {
+                        return Err(LowerError::unsupported(e.span, "indexing an array held in registers"))
+                    }
+                };
+                let out = self.b.new_label();
+                self.b.emit(load(Size::DW, R1, R10, idx));
+                self.b.emit(mov64_imm(R0, 0));
+                match bound {
+                    None => self.b.jmp_reg_to(BPF_JGE, R1, R2, out),
+                    Some(n) => self.b.jmp_imm_to(BPF_JGE, R1, n as i32, out),
+                }
+                self.b.emit(mov64_reg(R0, R1));
+                self.b.emit(alu64_imm(BPF_MUL, R0, size as i32));
+                self.b.emit(load(Size::DW, R1, R10, base_addr));
+                self.b.emit(alu64_reg(BPF_ADD, R0, R1));
+                self.b.bind(out);
+                self.b.emit(alu64_imm(BPF_ADD, R0, 0));
+                self.address_place(e.span)
+            }
+            _ => Err(LowerError::unsupported(e.span, "reading this Go value")),
+        }
+    }
+
+    /// R0 = the `size`-byte scalar at `place`, sign- or zero-extended.
+    pub fn read_scalar(&mut self, place: &Place, size: u64, signed: bool) -> Result<(), LowerError> {
+        match place {
+            Place::Regs { pieces, offset } => {
+                let piece = pieces.iter().find(|p| p.offset <= *offset && *offset < p.offset + p.size.max(1));
+                match piece {
+                    Some(p) => {
+                        let reg = p.reg;
+                        let shift = (*offset - p.offset) * 8;
+                        self.load_ctx_reg(R0, reg);
+                        if shift > 0 {
+                            self.b.emit(alu64_imm(BPF_RSH, R0, shift as i32));
+                        }
+                    }
+                    // A zero-sized value, or a part no register holds.
+                    None => self.b.emit(mov64_imm(R0, 0)),
+                }
+            }
+            Place::Mem { addr, offset } => {
+                let tmp = self.frame_slot(8)?;
+                self.b.emit(store_imm(Size::DW, R10, tmp, 0));
+                self.b.emit(load(Size::DW, R3, R10, *addr));
+                if *offset != 0 {
+                    self.b.emit(alu64_imm(BPF_ADD, R3, *offset as i32));
+                }
+                self.b.emit(mov64_reg(R1, R10));
+                self.b.emit(alu64_imm(BPF_ADD, R1, tmp as i32));
+                self.b.emit(mov64_imm(R2, size as i32));
+                self.b.emit(call(BPF_FUNC_probe_read_user));
+                self.b.emit(load(Size::DW, R0, R10, tmp));
+            }
+        }
+        self.narrow(size, signed);
+        Ok(())
+    }
+
+    /// Keeps the low `size` bytes of R0, sign-extending when `signed`.
+    pub fn narrow(&mut self, size: u64, signed: bool) {
+        if size < 8 {
+            let shift = 64 - 8 * size as i32;
+            self.b.emit(alu64_imm(BPF_LSH, R0, shift));
+            self.b.emit(alu64_imm(if signed { BPF_ARSH } else { BPF_RSH }, R0, shift));
+        }
+    }
+
+    /// R0 = the scalar Go value `e` (an integer, bool, pointer or duration).
+    pub fn go_scalar(&mut self, e: &Expr) -> Result<(), LowerError> {
+        let id = self.go_type_of(e).ok_or_else(|| LowerError::unsupported(e.span, "this value"))?;
+        let size = scalar_size(self, id);
+        let signed = self.facts.ty(e.id).is_signed();
+        let mark = self.frame.mark();
+        let place = self.place(e)?;
+        self.read_scalar(&place, size, signed)?;
+        self.frame.release(mark);
+        Ok(())
+    }
+
+    /// R0 = the first word of a nil-able Go value (pointer, interface, slice, map, ...).
+    pub fn first_word(&mut self, e: &Expr) -> Result<(), LowerError> {
+        if matches!(self.facts.ty(e.id), Ty::Pointer { .. }) {
+            return self.expr(e);
+        }
+        let mark = self.frame.mark();
+        let place = self.place(e)?;
+        self.read_scalar(&place, 8, false)?;
+        self.frame.release(mark);
+        Ok(())
+    }
+
+    /// R0 = len(e).
+    pub fn length(&mut self, e: &Expr) -> Result<(), LowerError> {
+        match (&e.kind, self.facts.ty(e.id).clone()) {
+            (ExprKind::Str(s), _) => {
+                self.b.emit(mov64_imm(R0, s.len() as i32));
+                return Ok(());
+            }
+            (ExprKind::Name(_), Ty::Str { .. }) if !self.is_go_value(e) => {
+                let slot = self.local_slot(e)?;
+                self.b.emit(load(Size::DW, R0, R10, slot));
+                return Ok(());
+            }
+            _ => {}
+        }
+        let id = self.go_type_of(e).ok_or_else(|| LowerError::unsupported(e.span, "len of this"))?;
+        let kind = self.types.get(id).kind.clone();
+        let mark = self.frame.mark();
+        match kind {
+            TypeKind::Array { len, .. } => self.b.emit(mov64_imm(R0, len as i32)),
+            TypeKind::String | TypeKind::Slice { .. } => {
+                let p = self.place(e)?;
+                self.read_scalar(&p.plus(8), 8, true)?;
+            }
+            TypeKind::Map => {
+                // A map is a pointer to its header, whose first word is the count (hmap.count
+                // before Go 1.24, maps.Map.used since); nil reads as 0.
+                let p = self.place(e)?;
+                self.read_scalar(&p, 8, false)?;
+                let addr = self.address_place(e.span)?;
+                self.read_scalar(&addr, 8, true)?;
+            }
+            _ => return Err(LowerError::unsupported(e.span, "len of this")),
+        }
+        self.frame.release(mark);
+        Ok(())
+    }
+
+    /// Writes the string `e` as a record (u64 length, then at most `max` bytes) at
+    /// `base + off`, where `base` is R10 (the stack) or R8 (an event record).
+    pub fn string_to(&mut self, e: &Expr, base: u8, off: i16, max: u32) -> Result<(), LowerError> {
+        if let ExprKind::Str(lit) = &e.kind {
+            let bytes = &lit.as_bytes()[..lit.len().min(max as usize)];
+            self.b.emit(store_imm(Size::DW, base, off, bytes.len() as i32));
+            for (i, chunk) in bytes.chunks(8).enumerate() {
+                let mut word = [0u8; 8];
+                word[..chunk.len()].copy_from_slice(chunk);
+                self.b.emit2(ld_imm64(R1, u64::from_le_bytes(word)));
+                self.b.emit(store_reg(Size::DW, base, off + 8 + 8 * i as i16, R1));
+            }
+            return Ok(());
+        }
+        if !self.is_go_value(e) {
+            // A local string: copy its record.
+            let slot = self.local_slot(e)?;
+            let Ty::Str { max: have } = self.facts.ty(e.id).clone() else {
+                return Err(LowerError::unsupported(e.span, "this string"));
+            };
+            for i in 0..(8 + have.min(max) as i16 + 7) / 8 {
+                self.b.emit(load(Size::DW, R1, R10, slot + 8 * i));
+                self.b.emit(store_reg(Size::DW, base, off + 8 * i, R1));
+            }
+            return Ok(());
+        }
+        let mark = self.frame.mark();
+        let place = self.place(e)?;
+        self.string_from_place(&place, base, off, max, e.span)?;
+        self.frame.release(mark);
+        Ok(())
+    }
+
+    /// Writes the Go string at `place` as a record at `base + off`.
+    pub fn string_from_place(&mut self, place: &Place, base: u8, off: i16, max: u32, span: Span) -> Result<(), LowerError> {
+        let mark = self.frame.mark();
+        let place = place.clone();
+        let ptr = self.temp(8, span)?;
+        self.read_scalar(&place, 8, false)?;
+        self.b.emit(store_reg(Size::DW, R10, ptr, R0));
+        self.read_scalar(&place.plus(8), 8, false)?;
+        let ok = self.b.new_label();
+        self.b.jmp_imm_to(BPF_JLE, R0, max as i32, ok);
+        self.b.emit(mov64_imm(R0, max as i32));
+        self.b.bind(ok);
+        self.b.emit(store_reg(Size::DW, base, off, R0));
+        self.b.emit(mov64_reg(R2, R0));
+        self.b.emit(load(Size::DW, R3, R10, ptr));
+        self.b.emit(mov64_reg(R1, base));
+        self.b.emit(alu64_imm(BPF_ADD, R1, off as i32 + 8));
+        self.b.emit(call(BPF_FUNC_probe_read_user));
+        self.frame.release(mark);
+        Ok(())
+    }
+
+    /// Writes an interface's two words (type or itab, data) at `base + off`.
+    pub fn interface_to(&mut self, e: &Expr, base: u8, off: i16) -> Result<(), LowerError> {
+        let mark = self.frame.mark();
+        let place = self.place(e)?;
+        self.read_scalar(&place, 8, false)?;
+        self.b.emit(store_reg(Size::DW, base, off, R0));
+        self.read_scalar(&place.plus(8), 8, false)?;
+        self.b.emit(store_reg(Size::DW, base, off + 8, R0));
+        self.frame.release(mark);
+        Ok(())
+    }
+
+    /// Writes the value of `e` as its record (`Ty::record_size` bytes) at `base + off`.
+    pub fn value_to(&mut self, e: &Expr, base: u8, off: i16) -> Result<(), LowerError> {
+        match self.facts.ty(e.id).clone() {
+            Ty::Str { max } => self.string_to(e, base, off, max),
+            Ty::Interface => self.interface_to(e, base, off),
+            _ => {
+                self.expr(e)?;
+                self.b.emit(store_reg(Size::DW, base, off, R0));
+                Ok(())
+            }
+        }
+    }
+
+    /// R0 = 1 when the string `e` equals `lit` (or, with `prefix`, starts with it).
+    pub fn string_matches(&mut self, e: &Expr, lit: &str, prefix: bool) -> Result<(), LowerError> {
+        let n = lit.len() as u32;
+        // For equality, read one byte more than the literal, so a longer string's
+        // clamped length still differs.
+        let max = if prefix { n } else { n + 1 };
+        let words = (max as i16 + 7) / 8;
+        let mark = self.frame.mark();
+        let buf = self.temp(8 + 8 * words as u32, e.span)?;
+        for i in 0..=words {
+            self.b.emit(store_imm(Size::DW, R10, buf + 8 * i, 0));
+        }
+        self.string_to(e, R10, buf, max)?;
+        let no = self.b.new_label();
+        let end = self.b.new_label();
+        self.b.emit(load(Size::DW, R1, R10, buf));
+        self.b.jmp_imm_to(BPF_JNE, R1, n as i32, no);
+        for (i, chunk) in lit.as_bytes().chunks(8).enumerate() {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.b.emit(load(Size::DW, R1, R10, buf + 8 + 8 * i as i16));
+            self.b.emit2(ld_imm64(R2, u64::from_le_bytes(word)));
+            self.b.jmp_reg_to(BPF_JNE, R1, R2, no);
+        }
+        self.b.emit(mov64_imm(R0, 1));
+        self.b.ja_to(end);
+        self.b.bind(no);
+        self.b.emit(mov64_imm(R0, 0));
+        self.b.bind(end);
+        self.b.emit(alu64_imm(BPF_ADD, R0, 0));
+        self.frame.release(mark);
+        Ok(())
+    }
+}

@@ -1,0 +1,192 @@
+//! Go values end to end: parameters and results of every shape the register ABI passes,
+//! fields through pointers, strings, slices, arrays, interfaces, generics, read by name
+//! from tests/go/values and compared with the truth that program prints. Needs root
+//! (SKIP without it, unless CI=true: then it fails).
+
+mod support;
+
+use std::process::Command;
+
+struct Run {
+    stdout: String,
+    stderr: String,
+    code: i32,
+}
+
+fn values() -> std::path::PathBuf {
+    support::go_build("values", &[])
+}
+
+fn gtrace(args: &[&str]) -> Run {
+    let out = Command::new(env!("CARGO_BIN_EXE_gtrace")).args(args).output().expect("run gtrace");
+    Run {
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        code: out.status.code().unwrap_or(-1),
+    }
+}
+
+fn privileged() -> bool {
+    let ok = support::can_load_bpf();
+    if !ok {
+        if std::env::var("CI").as_deref() == Ok("true") {
+            panic!("cannot load eBPF here (need root or CAP_BPF+CAP_PERFMON), and CI=true");
+        }
+        eprintln!("SKIP: needs root or CAP_BPF+CAP_PERFMON to load eBPF");
+    }
+    ok
+}
+
+/// Runs the values program under gtrace with `script`.
+fn trace(script: &str) -> Run {
+    let r = gtrace(&["-e", script, "-c", values().to_str().unwrap()]);
+    assert_eq!(r.code, 0, "gtrace failed:\n{}\n{}", r.stdout, r.stderr);
+    r
+}
+
+fn truth(out: &str, key: &str) -> i64 {
+    out.split_whitespace()
+        .find_map(|w| w.strip_prefix(&format!("{key}=")))
+        .unwrap_or_else(|| panic!("no {key}= in {out}"))
+        .parse()
+        .unwrap()
+}
+
+fn map(out: &str, name: &str) -> i64 {
+    let prefix = format!("{name}: ");
+    out.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("no `{prefix}` in:\n{out}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+macro_rules! traced {
+    ($name:ident, $script:expr, |$out:ident| $body:block) => {
+        #[test]
+        fn $name() {
+            if !privileged() {
+                return;
+            }
+            let $out = trace($script).stdout;
+            $body
+        }
+    };
+}
+
+traced!(string_field_through_two_pointers_as_map_key, "on entry main.handle { @hosts[r.URL.Host] = count(); @bytes = sum(r.Size) }", |out| {
+    for host in ["a.example", "b.example", "c.example", "d.example"] {
+        assert_eq!(map(&out, &format!("@hosts[{host}]")), truth(&out, &format!("host:{host}")), "{out}");
+    }
+    assert_eq!(map(&out, "@bytes"), truth(&out, "size"));
+});
+
+traced!(pointer_chain_three_levels_deep, "on entry main.deep { @p[w.Req.URL.Path] = count() }", |out| {
+    assert_eq!(map(&out, "@p[/deep/0]"), truth(&out, "deep:/deep/0"));
+    assert_eq!(map(&out, "@p[/deep/1]"), truth(&out, "deep:/deep/1"));
+});
+
+traced!(strings_compare_prefix_len_and_truncate, r#"on entry main.greet { @n[name] = count(); if name == "bob" { @bob = count() }; if hasPrefix(name, "al") { @al = count() }; @len = sum(len(name)) }"#, |out| {
+    assert_eq!(map(&out, "@bob"), truth(&out, "bob"));
+    assert_eq!(map(&out, "@al"), truth(&out, "al"));
+    assert_eq!(map(&out, "@len"), truth(&out, "namelen"));
+    assert_eq!(map(&out, "@n[alice]"), 4);
+    assert_eq!(map(&out, "@n[]"), 4, "the empty string is a key of its own");
+    // A string longer than the read limit (64 bytes) is cut there.
+    assert_eq!(map(&out, &format!("@n[{}]", "x".repeat(64))), 4);
+});
+
+traced!(slices_len_index_and_out_of_range, "on entry main.total { @len = sum(len(xs)); @first = sum(xs[0]); @oob = sum(xs[100]) }", |out| {
+    assert_eq!(map(&out, "@len"), truth(&out, "lens"));
+    assert_eq!(map(&out, "@first"), truth(&out, "first"));
+    assert_eq!(map(&out, "@oob"), 0, "an index out of range reads as zero");
+});
+
+traced!(struct_split_over_registers, "on entry main.split { @x = sum(p.X); @y = sum(p.Y) }", |out| {
+    assert_eq!(map(&out, "@x"), truth(&out, "sx"));
+    assert_eq!(map(&out, "@y"), truth(&out, "sy"));
+});
+
+traced!(array_parameter_on_the_stack, "on entry main.onStack { @a = sum(a[2]); @n = sum(n) }", |out| {
+    assert_eq!(map(&out, "@a"), truth(&out, "sa2"));
+    assert_eq!(map(&out, "@n"), truth(&out, "sn"));
+});
+
+traced!(more_than_nine_int_parameters, "on entry main.many { @j = sum(j); @k = sum(k) }", |out| {
+    assert_eq!(map(&out, "@j"), truth(&out, "sj"));
+    assert_eq!(map(&out, "@k"), truth(&out, "sk"));
+});
+
+traced!(named_results_and_error_nil_checks, "on return main.named { if err != nil { @errs = count() } else { @ok = count(); @q = sum(q) } }", |out| {
+    assert_eq!(map(&out, "@errs"), truth(&out, "errs"));
+    assert_eq!(map(&out, "@ok"), truth(&out, "oks"));
+    assert_eq!(map(&out, "@q"), truth(&out, "qs"));
+});
+
+traced!(unnamed_positions_ret_and_ret1, "on return main.named { @q = sum(ret); if ret1 == nil { @nil = count() } }", |out| {
+    assert_eq!(map(&out, "@q"), truth(&out, "qs"));
+    assert_eq!(map(&out, "@nil"), truth(&out, "oks"));
+});
+
+traced!(error_parameter_nil_and_not, "on entry main.check { if err == nil { @nil = count() } else { @err = count() } }", |out| {
+    assert_eq!(map(&out, "@nil"), truth(&out, "nils"));
+    assert_eq!(map(&out, "@err"), truth(&out, "nonnil"));
+});
+
+traced!(value_receiver_method, r#"on entry "main.Point.Norm1" { @x = sum(p.X) }"#, |out| {
+    assert_eq!(map(&out, "@x"), truth(&out, "normx"));
+});
+
+traced!(generic_function_by_bracket_name, r#"on entry "main.Max[...]" { @c = count(); @a = sum(a) }"#, |out| {
+    assert_eq!(map(&out, "@c"), truth(&out, "max"));
+    assert_eq!(map(&out, "@a"), truth(&out, "maxa"));
+});
+
+traced!(narrow_widths_sign_and_zero_extend, "on entry main.narrow { @s = sum(a + b + c + d); if ok { @ok = count() } }", |out| {
+    assert_eq!(map(&out, "@s"), truth(&out, "narrowsum"));
+    assert_eq!(map(&out, "@ok"), 20);
+});
+
+traced!(durations_print_with_units, r#"on entry main.dur { printf("%v %d\n", d, d) }"#, |out| {
+    assert!(out.lines().any(|l| l == "1.5ms 1500000"), "{out}");
+});
+
+traced!(args_prints_every_parameter_by_name, "on entry main.greet { print(args) }", |out| {
+    assert!(out.lines().any(|l| l == "name=alice n=0"), "{out}");
+    assert!(out.lines().any(|l| l == "name=bob n=1"), "{out}");
+});
+
+// Refusals: no privileges needed.
+
+fn check_err(script: &str) -> String {
+    let r = gtrace(&["--check", "-e", script, "-b", values().to_str().unwrap()]);
+    assert_ne!(r.code, 0, "expected an error for {script}");
+    assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
+    r.stderr
+}
+
+#[test]
+fn a_float_parameter_is_refused_with_the_reason() {
+    let e = check_err("on entry main.fl { @s = sum(x) }");
+    assert!(e.contains("XMM registers"), "{e}");
+    assert_eq!(e.matches("error").count(), 1, "one error, not a cascade:\n{e}");
+}
+
+#[test]
+fn an_unknown_field_gets_the_closest_name() {
+    let e = check_err("on entry main.handle { @x[r.URL.Pth] = count() }");
+    assert!(e.contains("no field `Pth` in main.URL") && e.contains("did you mean `Path`?"), "{e}");
+}
+
+#[test]
+fn a_string_used_as_a_number_is_refused() {
+    let e = check_err("on entry main.handle { @x = sum(r.Method) }");
+    assert!(e.contains("sum() needs an integer or a duration, not a string"), "{e}");
+}
+
+#[test]
+fn a_struct_is_not_a_map_key() {
+    let e = check_err("on entry main.split { @x[p] = count() }");
+    assert!(e.contains("main.Point cannot be a map key"), "{e}");
+}
