@@ -113,7 +113,10 @@ fn begin_runs_before_the_target_and_end_after_it() {
         return;
     }
     let r = trace(
-        &["-e", r#"on begin { printf("began\n") } on entry main.tick { @ticks = count() } on end { printf("ended\n") }"#],
+        &[
+            "-e",
+            r#"on begin { printf("began\n") } on entry main.tick { @ticks = count() } on end { printf("ended\n") }"#,
+        ],
         "tick 5",
     );
     let lines: Vec<&str> = r.stdout.lines().collect();
@@ -146,7 +149,12 @@ fn json_is_one_object_a_line_with_raw_numbers() {
         return;
     }
     let r = trace(
-        &["-f", "json", "-e", r#"on begin { printf("hello %d\n", 7) } on entry main.tick { @calls = count() } on return main.spawn { @took = max(elapsed) }"#],
+        &[
+            "-f",
+            "json",
+            "-e",
+            r#"on begin { printf("hello %d\n", 7) } on entry main.tick { @calls = count() } on return main.spawn { @took = max(elapsed) }"#,
+        ],
         "spawn 20",
     );
     let objects = json_lines(&r.stdout);
@@ -248,7 +256,8 @@ fn check(args: &[&str], binary: &Path) -> Run {
 fn every_stdlib_library_checks_by_name_and_through_use() {
     let listing = gtrace(&["--list-libraries"]);
     assert_eq!(listing.code, 0, "{}", listing.stderr);
-    let names: Vec<String> = listing.stdout.lines().filter_map(|l| l.split_whitespace().next()).map(String::from).collect();
+    let names: Vec<String> =
+        listing.stdout.lines().filter_map(|l| l.split_whitespace().next()).map(String::from).collect();
     for want in ["gc", "lock", "sched"] {
         assert!(names.iter().any(|n| n == want), "{want} not listed:\n{}", listing.stdout);
     }
@@ -272,7 +281,9 @@ fn every_example_script_checks_against_its_program() {
     let mut checked = 0;
     for dir in std::fs::read_dir(&examples).expect("examples/").map(|e| e.expect("entry").path()) {
         let scripts: Vec<PathBuf> = match std::fs::read_dir(&dir) {
-            Ok(rd) => rd.map(|e| e.expect("entry").path()).filter(|p| p.extension().is_some_and(|x| x == "gt")).collect(),
+            Ok(rd) => {
+                rd.map(|e| e.expect("entry").path()).filter(|p| p.extension().is_some_and(|x| x == "gt")).collect()
+            }
             Err(_) => continue,
         };
         if scripts.is_empty() {

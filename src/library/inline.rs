@@ -91,7 +91,9 @@ impl Inliner<'_> {
                 env.insert(name.name.clone(), Bound::Local(local.clone()));
                 StmtKind::Let { name: Ident { name: local, span: name.span }, value }
             }
-            StmtKind::AssignSelf { name, value } => StmtKind::AssignSelf { name: name.clone(), value: self.expr(value, env) },
+            StmtKind::AssignSelf { name, value } => {
+                StmtKind::AssignSelf { name: name.clone(), value: self.expr(value, env) }
+            }
             StmtKind::AssignMap { map, value } => {
                 StmtKind::AssignMap { map: self.map_ref(map, env), value: self.expr(value, env) }
             }
@@ -140,7 +142,9 @@ impl Inliner<'_> {
                 ExprKind::Call { func: func.clone(), args: args.iter().map(|a| self.expr(a, env)).collect() }
             }
             ExprKind::Map(m) => ExprKind::Map(self.map_ref(m, env)),
-            ExprKind::Field { base, field } => ExprKind::Field { base: Box::new(self.expr(base, env)), field: field.clone() },
+            ExprKind::Field { base, field } => {
+                ExprKind::Field { base: Box::new(self.expr(base, env)), field: field.clone() }
+            }
             ExprKind::Index { base, index } => {
                 ExprKind::Index { base: Box::new(self.expr(base, env)), index: Box::new(self.expr(index, env)) }
             }
@@ -186,7 +190,11 @@ impl Inliner<'_> {
             let chain: Vec<&str> = self.stack[pos..].iter().map(|(n, _)| n.as_str()).chain([name.as_str()]).collect();
             self.diags.push(
                 Diagnostic::error(call, format!("`{name}` calls itself"))
-                    .label(if chain.len() > 2 { format!("recursion: {}", chain.join(" → ")) } else { "recursion".into() })
+                    .label(if chain.len() > 2 {
+                        format!("recursion: {}", chain.join(" → "))
+                    } else {
+                        "recursion".into()
+                    })
                     .related(def.name.span, "helpers are inlined, so they cannot be recursive")
                     .hint("unroll it by hand, or use an `if` in one helper"),
             );
@@ -205,9 +213,16 @@ impl Inliner<'_> {
                 n => format!("{n} arguments"),
             };
             self.diags.push(
-                Diagnostic::error(call, format!("`{name}` takes {takes}, but {} {} given", args.len(), if args.len() == 1 { "was" } else { "were" }))
-                    .label("wrong number of arguments")
-                    .related(def.span, "defined here"),
+                Diagnostic::error(
+                    call,
+                    format!(
+                        "`{name}` takes {takes}, but {} {} given",
+                        args.len(),
+                        if args.len() == 1 { "was" } else { "were" }
+                    ),
+                )
+                .label("wrong number of arguments")
+                .related(def.span, "defined here"),
             );
             return None;
         }
@@ -226,7 +241,10 @@ impl Inliner<'_> {
                 Diagnostic::error(span, format!("`{}` has a block body and gives no value", func.name))
                     .label("used as a value here")
                     .related(def.span, "defined with `{ ... }`")
-                    .hint(format!("call it as a statement on its own line, or define it as `fn {}(...) = EXPR`", func.name)),
+                    .hint(format!(
+                        "call it as a statement on its own line, or define it as `fn {}(...) = EXPR`",
+                        func.name
+                    )),
             );
             return self.placeholder(span);
         };
@@ -257,7 +275,9 @@ impl Inliner<'_> {
 fn check_depth(b: &Block, diags: &mut Vec<Diagnostic>) {
     for s in &b.stmts {
         match &s.kind {
-            StmtKind::Let { value, .. } | StmtKind::AssignSelf { value, .. } | StmtKind::Expr(value) => deep(value, diags),
+            StmtKind::Let { value, .. } | StmtKind::AssignSelf { value, .. } | StmtKind::Expr(value) => {
+                deep(value, diags)
+            }
             StmtKind::AssignMap { map, value } => {
                 map.keys.iter().for_each(|k| deep(k, diags));
                 deep(value, diags);

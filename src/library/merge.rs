@@ -11,7 +11,20 @@ use std::collections::HashMap;
 
 /// The functions a script calls that are part of the language.
 pub(super) const BUILTIN_CALLS: &[&str] = &[
-    "count", "sum", "avg", "min", "max", "stats", "hist", "lhist", "print", "printf", "exit", "delete", "clear", "len",
+    "count",
+    "sum",
+    "avg",
+    "min",
+    "max",
+    "stats",
+    "hist",
+    "lhist",
+    "print",
+    "printf",
+    "exit",
+    "delete",
+    "clear",
+    "len",
     "hasPrefix",
 ];
 
@@ -76,7 +89,10 @@ pub(super) fn merge(files: Vec<File>) -> Result<Program, Vec<Diagnostic>> {
 fn reserved(name: &str) -> Option<&'static str> {
     if BUILTIN_CALLS.contains(&name) {
         Some("a builtin function")
-    } else if builtins::NAMES.contains(&name) || name == "arg" || name.starts_with("ret") && name[3..].bytes().all(|b| b.is_ascii_digit()) {
+    } else if builtins::NAMES.contains(&name)
+        || name == "arg"
+        || name.starts_with("ret") && name[3..].bytes().all(|b| b.is_ascii_digit())
+    {
         Some("a builtin name")
     } else {
         None

@@ -73,7 +73,8 @@ fn override_value(
     let file = sources.add("--set", text.clone());
     let name_span = Span::new(file, 6, 6 + name.len());
     let Some(declared) = params.iter().find(|p| p.name.name == name) else {
-        let mut d = Diagnostic::error(name_span, format!("no param `{name}`")).label("not declared by the script or its libraries");
+        let mut d = Diagnostic::error(name_span, format!("no param `{name}`"))
+            .label("not declared by the script or its libraries");
         let names: Vec<&str> = params.iter().map(|p| p.name.name.as_str()).collect();
         if let Some(near) = closest(name, names.iter().copied(), 1).first() {
             d = d.hint(format!("did you mean `{near}`?"));

@@ -151,12 +151,17 @@ fn not_found(u: &Use, include: &[PathBuf], dir: Option<&Path>) -> Diagnostic {
         places.push(if d.as_os_str().is_empty() { ".".to_string() } else { d.display().to_string() });
     }
     places.push("the stdlib".to_string());
-    let mut d = Diagnostic::error(u.span, format!("no library `{}`", u.name))
-        .label("not found")
-        .hint(format!("looked for {} in {}", file_name(&u.name).display(), places.join(", ")));
+    let mut d = Diagnostic::error(u.span, format!("no library `{}`", u.name)).label("not found").hint(format!(
+        "looked for {} in {}",
+        file_name(&u.name).display(),
+        places.join(", ")
+    ));
     let near = closest(&u.name, stdlib::names(), 2);
     if !near.is_empty() {
-        d = d.hint(format!("the stdlib has {}", near.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(" and ")));
+        d = d.hint(format!(
+            "the stdlib has {}",
+            near.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(" and ")
+        ));
     } else {
         d = d.hint(format!("the stdlib's libraries: {}", stdlib::names().collect::<Vec<_>>().join(", ")));
     }

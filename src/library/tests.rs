@@ -98,7 +98,9 @@ fn e(x: &Expr) -> String {
         ExprKind::Index { base, index } => format!("{}[{}]", e(base), e(index)),
         ExprKind::Unary { op, operand } => format!("({op:?} {})", e(operand)),
         ExprKind::Binary { op, lhs, rhs } => format!("({} {} {})", op.symbol(), e(lhs), e(rhs)),
-        ExprKind::Call { func, args } => format!("{}({})", func.name, args.iter().map(e).collect::<Vec<_>>().join(", ")),
+        ExprKind::Call { func, args } => {
+            format!("{}({})", func.name, args.iter().map(e).collect::<Vec<_>>().join(", "))
+        }
     }
 }
 
@@ -122,7 +124,9 @@ fn ids_unique(s: &Script) -> bool {
     }
     fn block(b: &Block, seen: &mut HashSet<ExprId>) -> bool {
         b.stmts.iter().all(|s| match &s.kind {
-            StmtKind::Let { value, .. } | StmtKind::AssignSelf { value, .. } | StmtKind::Expr(value) => walk(value, seen),
+            StmtKind::Let { value, .. } | StmtKind::AssignSelf { value, .. } | StmtKind::Expr(value) => {
+                walk(value, seen)
+            }
             StmtKind::AssignMap { map, value } => map.keys.iter().all(|k| walk(k, seen)) && walk(value, seen),
             StmtKind::If { cond, then, otherwise } => {
                 walk(cond, seen)
@@ -165,12 +169,17 @@ fn expression_helper_is_substituted_by_its_argument() {
 fn arguments_are_not_captured_by_the_helpers_names() {
     // `a` in the argument is the caller's `a`, even though the helper's parameter is `a` too
     // and the helper reads a probe name `b`.
-    assert_eq!(ok("fn f(a, x) = a * x + b\non entry main.F { a := 3; print(f(a + 1, a)) }"), "a := 3\nprint((+ (* (+ a 1) a) b))\n");
+    assert_eq!(
+        ok("fn f(a, x) = a * x + b\non entry main.F { a := 3; print(f(a + 1, a)) }"),
+        "a := 3\nprint((+ (* (+ a 1) a) b))\n"
+    );
 }
 
 #[test]
 fn block_helper_is_spliced_with_its_locals_renamed() {
-    let out = ok("fn report(x) {\n  y := x / 1000\n  printf(\"%d\\n\", y)\n}\non entry main.F { y := 1; report(n); print(y) }");
+    let out = ok(
+        "fn report(x) {\n  y := x / 1000\n  printf(\"%d\\n\", y)\n}\non entry main.F { y := 1; report(n); print(y) }",
+    );
     assert_eq!(out, "y := 1\ny·1 := (/ n 1000)\nprintf(\"%d\\n\", y·1)\nprint(y)\n");
 }
 
@@ -269,10 +278,13 @@ fn use_looks_in_include_dirs_then_the_scripts_folder_then_the_stdlib() {
 
 #[test]
 fn each_library_is_read_once_even_in_a_cycle() {
-    let dir = folder("cycle", &[
-        ("a.gt", "use \"b\"\non entry main.A { @a = count() }\n"),
-        ("b.gt", "use \"a\"\nuse \"a.gt\"\non entry main.B { @b = count() }\n"),
-    ]);
+    let dir = folder(
+        "cycle",
+        &[
+            ("a.gt", "use \"b\"\non entry main.A { @a = count() }\n"),
+            ("b.gt", "use \"a\"\nuse \"a.gt\"\non entry main.B { @b = count() }\n"),
+        ],
+    );
     let (_, r) = load_with("use \"a\"\nuse \"b\"\non entry main.F { @f = count() }", Some(&dir), &Options::default());
     assert_eq!(show(&r.expect("loads")), "@b = count()\n@a = count()\n@f = count()\n");
     let _ = std::fs::remove_dir_all(dir);
