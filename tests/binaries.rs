@@ -8,7 +8,7 @@
 //! GTRACE_GO_VERSIONS (space-separated, e.g. `go1.21.13 local`) replaces the default
 //! toolchain list.
 
-use gtrace::target::{Abi, GLayout, Target};
+use gtrace::target::{Abi, Target};
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
@@ -247,9 +247,6 @@ fn check_against_symbols(stripped: &Target, full: &Target, what: &str) {
     assert!(stripped_go > 1000, "{what}: {stripped_go}");
 }
 
-#[allow(dead_code)]
-fn _layout(_: GLayout) {}
-
 #[test]
 fn go_older_than_1_17_is_refused() {
     let toolchain = std::env::var("GTRACE_GO_TOO_OLD").unwrap_or_default();
@@ -269,4 +266,102 @@ fn go_older_than_1_17_is_refused() {
         Err(e) => panic!("wrong error: {e}"),
         Ok(_) => panic!("a {toolchain} binary was accepted"),
     }
+}
+
+// ---- end to end: the real gtrace binary, real eBPF ----
+
+/// True when this process may load eBPF; otherwise SKIP (or fail on CI).
+fn privileged(test: &str) -> bool {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let cap_eff = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .unwrap_or(0);
+    let ok = cap_eff & (1 << 21) != 0 || cap_eff & ((1 << 39) | (1 << 38)) == (1 << 39) | (1 << 38);
+    if !ok {
+        if std::env::var("CI").as_deref() == Ok("true") {
+            panic!("{test}: cannot load eBPF here (need CAP_BPF and CAP_PERFMON, or root), and CI=true");
+        }
+        eprintln!("SKIP {test}: needs root or CAP_BPF+CAP_PERFMON to load eBPF");
+    }
+    ok
+}
+
+fn truth(out: &str, key: &str) -> i64 {
+    out.split_whitespace()
+        .find_map(|w| w.strip_prefix(&format!("{key}=")))
+        .unwrap_or_else(|| panic!("no {key}= in {out}"))
+        .parse()
+        .unwrap()
+}
+
+/// The text printed for map `name` (`@name: V`).
+fn map_text<'o>(out: &'o str, name: &str) -> &'o str {
+    let prefix = format!("{name}: ");
+    out.lines().find_map(|l| l.strip_prefix(&prefix)).unwrap_or_else(|| panic!("no `{prefix}` line in:\n{out}")).trim()
+}
+
+fn map_value(out: &str, name: &str) -> i64 {
+    map_text(out, name).parse().unwrap_or_else(|_| panic!("`{name}` is not a number in:\n{out}"))
+}
+
+/// The same script on every kind of binary: entry and return counts, an int parameter
+/// (by name where there is DWARF), elapsed pairing, goid, and a function inlined into
+/// three callers counted where it was inlined.
+#[test]
+fn the_same_script_gives_the_same_answer_on_every_kind() {
+    if !privileged("the_same_script_gives_the_same_answer_on_every_kind") {
+        return;
+    }
+    let n = 200;
+    for toolchain in toolchains() {
+        let Some(built) = builds(&toolchain) else { continue };
+        for (kind, path) in &built {
+            let what = format!("{toolchain} {}", kind.label());
+            let mut script = String::from(
+                "on entry main.add { @calls = count(); @g[goid] = count() } \
+                 on return main.sleepy { @returns = count(); @min = min(elapsed) } \
+                 on entry main.triple { @inlined = count() }",
+            );
+            if !kind.stripped {
+                script.push_str(" on entry main.add { @sum = sum(a) }");
+            }
+            let out = Command::new(env!("CARGO_BIN_EXE_gtrace"))
+                .args(["-e", &script, "-c", &format!("{} all {n}", path.display())])
+                .output()
+                .expect("run gtrace");
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success() && stderr.contains("Attached"), "{what}:\n{stdout}\n{stderr}");
+            assert_eq!(map_value(&stdout, "@calls"), truth(&stdout, "calls"), "{what}:\n{stdout}");
+            let goid = truth(&stdout, "goid");
+            assert_eq!(map_value(&stdout, &format!("@g[{goid}]")), truth(&stdout, "calls"), "{what}:\n{stdout}");
+            assert_eq!(map_value(&stdout, "@returns"), truth(&stdout, "sleeps"), "{what}:\n{stdout}");
+            // Every return found its own entry and took at least the 1ms it slept.
+            let min = map_text(&stdout, "@min");
+            assert!(min.ends_with("ms") || min.ends_with('s') && !min.ends_with("us") && !min.ends_with("ns"), "{what}: {min}");
+            assert_eq!(map_value(&stdout, "@inlined"), truth(&stdout, "inlined"), "{what}:\n{stdout}");
+            if !kind.stripped {
+                assert_eq!(map_value(&stdout, "@sum"), truth(&stdout, "sum_a"), "{what}:\n{stdout}");
+            }
+            if kind.cgo {
+                assert!(truth(&stdout, "cgo") > 0, "{what}: the C function did not run");
+            }
+        }
+    }
+}
+
+/// `on return` of a function that exists only inlined: a clear error (no privileges).
+#[test]
+fn return_of_an_only_inlined_function_is_refused() {
+    let path = build("kinds", "local", KINDS[1]).ok().expect("local build");
+    let out = Command::new(env!("CARGO_BIN_EXE_gtrace"))
+        .args(["--check", "-e", "on return main.triple { @n = count() }", "-b", path.to_str().unwrap()])
+        .output()
+        .expect("run gtrace");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("exists only inlined") && stderr.contains("main.callerA"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
 }

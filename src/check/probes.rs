@@ -1,5 +1,7 @@
 //! Resolve each probe's symbols to functions of the target, and find where its uprobes
-//! go (the entry after the stack check, every RET).
+//! go (the entry after the stack check, every RET, and for entry probes every place the
+//! function was inlined: those sites are `FuncSite`s of the same name whose entry
+//! `Target::inlined_at` knows; parameters are not in ABI registers there).
 
 use super::{FuncSite, InstanceKind};
 use crate::diag::{Diagnostic, Diagnostics};
@@ -29,7 +31,7 @@ pub fn resolve(script: &Script, target: &Target, diags: &mut Diagnostics) -> Vec
         let mut functions: Vec<FuncSite> = Vec::new();
         for pattern in patterns {
             for site in resolve_pattern(pattern, kind, target, diags) {
-                if !functions.iter().any(|f| f.name == site.name) {
+                if !functions.iter().any(|f| f.name == site.name && f.entry == site.entry) {
                     functions.push(site);
                 }
             }
@@ -43,7 +45,23 @@ pub fn resolve(script: &Script, target: &Target, diags: &mut Diagnostics) -> Vec
 
 fn resolve_pattern(pattern: &SymbolPattern, kind: InstanceKind, target: &Target, diags: &mut Diagnostics) -> Vec<FuncSite> {
     let found = target.find(&pattern.text);
-    if found.is_empty() {
+    let inlined = target.find_inlined(&pattern.text);
+    if kind == InstanceKind::Return && found.is_empty() && !inlined.is_empty() {
+        let mut callers: Vec<&str> = inlined.iter().map(|s| s.caller.as_str()).collect();
+        callers.dedup();
+        let more = if callers.len() > 3 { format!(" and {} more", callers.len() - 3) } else { String::new() };
+        let list = callers.iter().take(3).map(|c| format!("`{}`", quote_if_needed(c))).collect::<Vec<_>>().join(", ");
+        diags.push(
+            Diagnostic::error(
+                pattern.span,
+                format!("`{}` exists only inlined (into {list}{more}): it never returns as a call of its own", pattern.text),
+            )
+            .label("no return to probe")
+            .hint("`on entry` fires where it was inlined; to time it, probe the returns of the functions it was inlined into"),
+        );
+        return Vec::new();
+    }
+    if found.is_empty() && inlined.is_empty() {
         let mut d = Diagnostic::error(pattern.span, format!("no function matches `{}` in {}", pattern.text, target.path().display()))
             .label("no such function");
         let close = target.closest(&pattern.text, 3);
@@ -74,6 +92,12 @@ fn resolve_pattern(pattern: &SymbolPattern, kind: InstanceKind, target: &Target,
                 sites.push(FuncSite { name: f.name.clone(), entry: s.entry, returns: s.returns });
             }
             Err(e) => diags.push(Diagnostic::error(pattern.span, e.to_string()).label("cannot place a probe here")),
+        }
+    }
+    // Where the function was inlined: an entry with no call, so no return.
+    if kind == InstanceKind::Entry {
+        for site in &inlined {
+            sites.push(FuncSite { name: site.callee.clone(), entry: site.addr, returns: Vec::new() });
         }
     }
     sites

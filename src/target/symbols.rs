@@ -154,7 +154,7 @@ mod tests {
 
     fn funcs(names: &[&str]) -> Vec<Function> {
         let mut v: Vec<Function> =
-            names.iter().enumerate().map(|(i, n)| Function { name: n.to_string(), addr: i as u64, size: 1 }).collect();
+            names.iter().enumerate().map(|(i, n)| Function { name: n.to_string(), addr: i as u64, size: 1, abi: crate::target::Abi::Internal }).collect();
         v.sort_by(|a, b| a.name.cmp(&b.name));
         v
     }

@@ -62,6 +62,17 @@ func atoi(s string) int {
 func main() {
 	mode := os.Args[1]
 	n := atoi(os.Args[2])
+	if mode == "all" {
+		// Every mode, each n times, one truth line each.
+		for _, m := range []string{"add", "sleep", "inline"} {
+			run(m, n)
+		}
+		return
+	}
+	run(mode, n)
+}
+
+func run(mode string, n int) {
 	switch mode {
 	case "add":
 		// Calls add n times from a fresh goroutine, whose id it prints.
@@ -85,13 +96,13 @@ func main() {
 		for i := 0; i < n; i++ {
 			sleepy(1)
 		}
-		fmt.Printf("calls=%d\n", n)
+		fmt.Printf("sleeps=%d\n", n)
 	case "inline":
 		s := 0
 		for i := 0; i < n; i++ {
 			s += callerA(i) + callerB(i) + callerC(i)
 		}
-		fmt.Printf("calls=%d sum=%d\n", 3*n, s)
+		fmt.Printf("inlined=%d sum=%d\n", 3*n, s)
 	default:
 		fmt.Fprintln(os.Stderr, "unknown mode", mode)
 		os.Exit(2)
