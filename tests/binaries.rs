@@ -365,3 +365,54 @@ fn return_of_an_only_inlined_function_is_refused() {
     assert!(stderr.contains("exists only inlined") && stderr.contains("main.callerA"), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+// ---- a real program nobody here wrote: gofmt ----
+
+/// gofmt built from the installed Go source, stripped or not.
+fn gofmt(stripped: bool) -> PathBuf {
+    let out = root().join("target/gobin").join(format!("gofmt-{}-{}", local_version(), if stripped { "s" } else { "full" }));
+    if out.exists() {
+        return out;
+    }
+    let tmp = out.with_extension(format!("tmp{}", std::process::id()));
+    let mut cmd = Command::new("go");
+    cmd.args(["build", "-o"]).arg(&tmp);
+    if stripped {
+        cmd.arg("-ldflags=-s -w");
+    }
+    let status = cmd.arg("cmd/gofmt").env("GOTOOLCHAIN", "local").env("CGO_ENABLED", "0").status().expect("go build gofmt");
+    assert!(status.success(), "go build cmd/gofmt failed");
+    std::fs::rename(&tmp, &out).unwrap();
+    out
+}
+
+#[test]
+fn gofmt_parses_each_file_once() {
+    for stripped in [false, true] {
+        let bin = gofmt(stripped);
+        let t = open(&bin);
+        assert_eq!(t.is_stripped(), stripped);
+        assert_eq!(t.find("go/parser.(*parser).parseFile").len(), 1, "{}", bin.display());
+    }
+    if !privileged("gofmt_parses_each_file_once") {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("gtrace-gofmt-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let n = 23;
+    for i in 0..n {
+        std::fs::write(dir.join(format!("f{i}.go")), format!("package p\n\nfunc F{i}(x int) int {{ return x + {i} }}\n")).unwrap();
+    }
+    for stripped in [false, true] {
+        let bin = gofmt(stripped);
+        let out = Command::new(env!("CARGO_BIN_EXE_gtrace"))
+            .args(["-e", r#"on entry "go/parser.(*parser).parseFile" { @files = count() }"#, "-c"])
+            .arg(format!("{} -l {}", bin.display(), dir.display()))
+            .output()
+            .expect("run gtrace");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(map_value(&stdout, "@files"), n, "stripped={stripped}:\n{stdout}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
