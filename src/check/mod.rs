@@ -26,6 +26,16 @@ pub use maps::{MapInfo, MapTable};
 pub struct Checked {
     pub instances: Vec<Instance>,
     pub maps: MapTable,
+    /// `self.NAME` variables: their index (part of the map key) and type.
+    pub self_vars: std::collections::BTreeMap<String, SelfVar>,
+}
+
+#[derive(Clone, Debug)]
+pub struct SelfVar {
+    pub index: u32,
+    pub ty: Ty,
+    /// Where it was first assigned.
+    pub span: Span,
 }
 
 /// One probe of the script, specialised to a group of probed functions that share one
@@ -82,6 +92,8 @@ pub struct Facts {
     pub go_types: HashMap<ExprId, crate::target::types::TypeId>,
     /// What `args` prints: every readable parameter with its place and type.
     pub args: Vec<ArgInfo>,
+    /// The probe reads or writes `self` variables (so it needs the goroutine id).
+    pub uses_self: bool,
 }
 
 #[derive(Clone, Debug)]

@@ -55,6 +55,7 @@ pub fn check_probe(script: &Script, probe: ResolvedProbe, target: &mut Target, c
             values,
             facts: Facts::default(),
             maps: &mut checked.maps,
+            self_vars: &mut checked.self_vars,
             diags: &mut local,
             uses_elapsed: false,
             has_function: !functions.is_empty(),
@@ -101,7 +102,17 @@ fn go_values(target: &mut Target, function: &str, kind: InstanceKind) -> Result<
             // The hidden dictionary of generic code: placed by the ABI, never named.
             continue;
         }
-        values.push(GoValue { name: p.name.clone(), type_id: p.ty, ty: go_ty(types, p.ty, &p.name), location: loc, is_result: false });
+        let ty = if kind == InstanceKind::Return {
+            // At a RET the parameters' registers hold results or garbage, and their
+            // stack spill slots may have been reused.
+            Err(format!(
+                "`{}` is a parameter: at a return Go has reused its register. Save it at entry and read it here: `on entry F {{ self.{} = {} }}` then `self.{}`",
+                p.name, p.name, p.name, p.name
+            ))
+        } else {
+            go_ty(types, p.ty, &p.name)
+        };
+        values.push(GoValue { name: p.name.clone(), type_id: p.ty, ty, location: loc, is_result: false });
     }
     if kind == InstanceKind::Return {
         for (p, loc) in outs.iter().zip(out_locs) {
@@ -199,6 +210,7 @@ struct Cx<'a> {
     values: Vec<GoValue>,
     facts: Facts,
     maps: &'a mut MapTable,
+    self_vars: &'a mut std::collections::BTreeMap<String, super::SelfVar>,
     diags: &'a mut Diagnostics,
     uses_elapsed: bool,
     has_function: bool,
@@ -242,12 +254,31 @@ impl Cx<'_> {
                 }
                 self.facts.locals.insert(name.name.clone(), t);
             }
-            StmtKind::AssignSelf { name, .. } => {
-                self.err(
-                    Diagnostic::error(name.span, "goroutine-scoped `self` variables are not supported yet")
-                        .label("not yet implemented")
-                        .hint("use a map keyed by goid: `@x[goid] = ...`"),
-                );
+            StmtKind::AssignSelf { name, value } => {
+                let t = self.expr(value);
+                if t == Ty::Void || !self.storable(value, &t, "a self variable") {
+                    return;
+                }
+                if !self.has_function {
+                    self.err(Diagnostic::error(name.span, "self variables belong to a goroutine; this probe runs on none").label("no goroutine here"));
+                    return;
+                }
+                self.facts.uses_self = true;
+                match self.self_vars.get(&name.name) {
+                    Some(v) if v.ty.value_type() != t.value_type() => {
+                        let (first, was) = (v.span, v.ty.describe());
+                        self.err(
+                            Diagnostic::error(name.span, format!("self.{} was a {}; it cannot become a {}", name.name, was, t.describe()))
+                                .label("type changes here")
+                                .related(first, "first assigned here"),
+                        );
+                    }
+                    Some(_) => {}
+                    None => {
+                        let index = self.self_vars.len() as u32;
+                        self.self_vars.insert(name.name.clone(), super::SelfVar { index, ty: t, span: name.span });
+                    }
+                }
             }
             StmtKind::AssignMap { map, value } => {
                 let keys = self.keys(map);
@@ -502,9 +533,22 @@ impl Cx<'_> {
             ExprKind::Bool(_) => Ty::Bool,
             ExprKind::Duration(_) => Ty::Duration,
             ExprKind::Name(n) => self.name(e, n),
-            ExprKind::SelfVar(_) => {
-                self.err(Diagnostic::error(e.span, "goroutine-scoped `self` variables are not supported yet").label("not yet implemented"));
-                Ty::Void
+            ExprKind::SelfVar(name) => {
+                self.facts.uses_self = true;
+                match self.self_vars.get(name) {
+                    Some(v) => v.ty.clone(),
+                    None => {
+                        let close = closest(name, self.self_vars.keys().map(|k| k.as_str()), 1);
+                        let mut d = Diagnostic::error(e.span, format!("self.{name} is read before any probe assigns it"))
+                            .label("unknown self variable")
+                            .hint("assign it in an earlier probe, e.g. `on entry F { self.x = ... }`");
+                        if let Some(c) = close.first() {
+                            d = d.hint(format!("did you mean self.{c}?"));
+                        }
+                        self.err(d);
+                        Ty::Void
+                    }
+                }
             }
             ExprKind::Map(m) => {
                 self.keys(m);
@@ -787,7 +831,7 @@ impl Cx<'_> {
             self.facts.args = self
                 .values
                 .iter()
-                .filter(|v| !v.is_result && !matches!(v.location, Location::Unreadable { .. }))
+                .filter(|v| !v.is_result && !matches!(v.location, Location::Unreadable { .. }) && v.ty.is_ok())
                 .filter_map(|v| match &v.ty {
                     Ok(t) if !matches!(t, Ty::Go(_)) => Some(super::ArgInfo {
                         name: v.name.clone(),

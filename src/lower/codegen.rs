@@ -39,13 +39,22 @@ pub struct Gen<'a> {
     pub elapsed: Option<i16>,
     /// Where the program ends (r0 = 0; exit).
     pub done: Label,
+    /// The script's `self` variables.
+    pub self_vars: &'a std::collections::BTreeMap<String, crate::check::SelfVar>,
 }
 
 impl<'a> Gen<'a> {
-    pub fn new(facts: &'a Facts, types: &'a Types, maps: &'a Maps, sources: &'a Sources, events: &'a mut Vec<EventSpec>) -> Gen<'a> {
+    pub fn new(
+        facts: &'a Facts,
+        types: &'a Types,
+        maps: &'a Maps,
+        self_vars: &'a std::collections::BTreeMap<String, crate::check::SelfVar>,
+        sources: &'a Sources,
+        events: &'a mut Vec<EventSpec>,
+    ) -> Gen<'a> {
         let mut b = Builder::new();
         let done = b.new_label();
-        Gen { b, frame: Frame::default(), facts, types, maps, sources, events, locals: HashMap::new(), activation: None, elapsed: None, done }
+        Gen { b, frame: Frame::default(), facts, types, maps, sources, events, locals: HashMap::new(), activation: None, elapsed: None, done, self_vars }
     }
 
     fn slot(&mut self, size: u32, span: Span) -> Result<i16, LowerError> {
@@ -196,7 +205,7 @@ impl<'a> Gen<'a> {
                 self.value_to(value, R10, slot)?;
                 return Ok(());
             }
-            StmtKind::AssignSelf { name, .. } => return Err(LowerError::unsupported(name.span, "self variables")),
+            StmtKind::AssignSelf { name, value } => self.store_self(&name.name, value, s.span)?,
             StmtKind::AssignMap { map, value } => {
                 let um = self.user_map(&map.name.name, map.span)?;
                 match (&value.kind, &um.value) {
@@ -472,7 +481,16 @@ impl<'a> Gen<'a> {
                 }
             }
             ExprKind::Binary { op, lhs, rhs } => self.binary(*op, lhs, rhs, e.span)?,
-            ExprKind::SelfVar(_) => return Err(LowerError::unsupported(e.span, "self variables")),
+            ExprKind::SelfVar(name) => {
+                let mark = self.frame.mark();
+                self.lookup_self(name, e.span)?;
+                let end = self.b.new_label();
+                self.b.jmp_imm_to(BPF_JEQ, R0, 0, end);
+                self.b.emit(load(Size::DW, R0, R0, 0));
+                self.b.bind(end);
+                self.b.emit(alu64_imm(BPF_ADD, R0, 0));
+                self.frame.release(mark);
+            }
             ExprKind::Index { .. } => return Err(LowerError::unsupported(e.span, "indexing")),
             ExprKind::Call { func, args } => match (func.name.as_str(), args.as_slice()) {
                 ("len", [x]) => self.length(x)?,
@@ -620,6 +638,57 @@ impl<'a> Gen<'a> {
         self.b.emit(mov64_imm(R0, 0));
         self.b.bind(yes);
         self.b.emit(alu64_imm(BPF_ADD, R0, 0));
+        Ok(())
+    }
+
+    /// Builds the key (goid, index) of self variable `name` in a new slot.
+    fn self_key(&mut self, name: &str, span: Span) -> Result<i16, LowerError> {
+        let var = self.self_vars.get(name).ok_or_else(|| LowerError::unsupported(span, "an unknown self variable"))?;
+        let index = var.index;
+        let act = self.activation.ok_or_else(|| LowerError::unsupported(span, "self variables without a goroutine id"))?;
+        let key = self.slot(16, span)?;
+        self.b.emit(load(Size::DW, R1, R10, act));
+        self.b.emit(store_reg(Size::DW, R10, key, R1));
+        self.b.emit(store_imm(Size::DW, R10, key + 8, index as i32));
+        Ok(key)
+    }
+
+    /// R0 = pointer to the value of self variable `name` on this goroutine, or 0.
+    pub(super) fn lookup_self(&mut self, name: &str, span: Span) -> Result<(), LowerError> {
+        let key = self.self_key(name, span)?;
+        self.b.ld_map(R1, maps::SELF_VARS);
+        self.stack_ptr(R2, key);
+        self.b.emit(call(BPF_FUNC_map_lookup_elem));
+        Ok(())
+    }
+
+    fn store_self(&mut self, name: &str, value: &Expr, span: Span) -> Result<(), LowerError> {
+        let key = self.self_key(name, span)?;
+        let size = self.facts.ty(value.id).record_size();
+        let val = self.slot(size, span)?;
+        for i in 0..(size / 8) as i16 {
+            self.b.emit(store_imm(Size::DW, R10, val + 8 * i, 0));
+        }
+        self.value_to(value, R10, val)?;
+        self.b.ld_map(R1, maps::SELF_VARS);
+        self.stack_ptr(R2, key);
+        self.stack_ptr(R3, val);
+        self.b.emit(mov64_imm(R4, BPF_ANY));
+        self.b.emit(call(BPF_FUNC_map_update_elem));
+        Ok(())
+    }
+
+    /// At runtime.goexit0(gp): deletes every self variable of gp's goroutine.
+    pub fn free_self_vars(&mut self, g: GLayout, span: Span) -> Result<(), LowerError> {
+        let key = self.slot(16, span)?;
+        self.load_reg(R7, arch::GO_INT_REGS[0]);
+        self.read_user(key, R7, g.goid as i32);
+        for var in self.self_vars.values() {
+            self.b.emit(store_imm(Size::DW, R10, key + 8, var.index as i32));
+            self.b.ld_map(R1, maps::SELF_VARS);
+            self.stack_ptr(R2, key);
+            self.b.emit(call(BPF_FUNC_map_delete_elem));
+        }
         Ok(())
     }
 

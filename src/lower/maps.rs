@@ -16,6 +16,9 @@ pub const EVENTS: &str = "events";
 pub const ENTRY_TIMES: &str = "entry_times";
 pub const SCRATCH: &str = "scratch";
 pub const ZEROS: &str = "zeros";
+pub const SELF_VARS: &str = "self_vars";
+/// `self` variables of live goroutines (freed when a goroutine exits).
+pub const SELF_ENTRIES: u32 = 65_536;
 
 /// A user map as the programs see it.
 #[derive(Clone, Debug)]
@@ -92,6 +95,19 @@ impl Maps {
             });
         }
         maps
+    }
+
+    /// The `self` variables: keyed by (goid, variable index), each value the size of the
+    /// largest variable's record.
+    pub fn add_self_vars(&mut self, value_size: u32) {
+        self.specs.push(MapSpec {
+            object_name: SELF_VARS.into(),
+            kind: MapKind::Hash,
+            key_size: 16,
+            value_size: value_size.max(8),
+            max_entries: SELF_ENTRIES,
+            role: MapRole::SelfVars,
+        });
     }
 
     /// The per-CPU scratch buffer events are built in: added last, once every program

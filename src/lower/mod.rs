@@ -33,6 +33,8 @@ pub enum LowerError {
     Stack { span: Span, needed: i32 },
     #[error("internal error building program {program}: {source}")]
     Build { program: String, source: BuildError },
+    #[error("self variables need runtime.goexit0 and the layout of runtime.g (from DWARF) to be freed when a goroutine exits")]
+    NoGoexit,
     #[error("no file offset for {function} at {addr:#x}")]
     NoFileOffset { function: String, addr: u64 },
 }
@@ -78,7 +80,11 @@ pub fn lower(script: &Script, checked: &Checked, target: &Target, sources: &Sour
             }
         }
     }
-    let maps = maps::Maps::new(&checked.maps, !timed.is_empty());
+    let mut maps = maps::Maps::new(&checked.maps, !timed.is_empty());
+    if !checked.self_vars.is_empty() {
+        maps.add_self_vars(checked.self_vars.values().map(|v| v.ty.record_size()).max().unwrap_or(8));
+    }
+    let maps = maps;
     let g = target.g_layout();
     let mut events = Vec::new();
     let mut programs = Vec::new();
@@ -86,10 +92,10 @@ pub fn lower(script: &Script, checked: &Checked, target: &Target, sources: &Sour
     for (i, inst) in checked.instances.iter().enumerate() {
         let Item::Probe(probe) = &script.items[inst.item] else { continue };
         let name = format!("p{i}");
-        let mut gen = Gen::new(&inst.facts, target.types(), &maps, sources, &mut events);
+        let mut gen = Gen::new(&inst.facts, target.types(), &maps, &checked.self_vars, sources, &mut events);
         gen.b.comment(format!("{}", sources.line_text(probe.span)));
         gen.prologue();
-        let uses_goid = inst.facts.names.values().any(|n| *n == Name::Builtin(Builtin::Goid));
+        let uses_goid = inst.facts.uses_self || inst.facts.names.values().any(|n| *n == Name::Builtin(Builtin::Goid));
         if inst.uses_elapsed || uses_goid {
             let key = gen.activation_key(g, probe.span)?;
             if inst.uses_elapsed {
@@ -121,7 +127,7 @@ pub fn lower(script: &Script, checked: &Checked, target: &Target, sources: &Sour
     if !timed.is_empty() {
         let name = "time_entries".to_string();
         let facts = crate::check::Facts::default();
-        let mut gen = Gen::new(&facts, target.types(), &maps, sources, &mut events);
+        let mut gen = Gen::new(&facts, target.types(), &maps, &checked.self_vars, sources, &mut events);
         gen.b.comment("time the entry of every call whose return uses `elapsed`");
         gen.prologue();
         let span = Span::default();
@@ -133,6 +139,42 @@ pub fn lower(script: &Script, checked: &Checked, target: &Target, sources: &Sour
         plan.probes.push(ProbeSpec { program: name.clone(), attach: ProbeAttach::Uprobe(points), describe: "entry times for elapsed".into() });
         programs.push((name, program));
     }
+
+    if !checked.self_vars.is_empty() {
+        // A goroutine's `self` variables are deleted when it exits: at runtime.goexit0,
+        // whose parameter is the exiting g.
+        let Some(f) = target.find("runtime.goexit0").first().map(|f| (*f).clone()) else {
+            return Err(LowerError::NoGoexit);
+        };
+        let g = g.ok_or(LowerError::NoGoexit)?;
+        let sites = target.probe_sites(&f).map_err(|_| LowerError::NoGoexit)?;
+        let name = "self_cleanup".to_string();
+        let facts = crate::check::Facts::default();
+        let mut gen = Gen::new(&facts, target.types(), &maps, &checked.self_vars, sources, &mut events);
+        gen.b.comment("free the self variables of the goroutine that exits");
+        gen.prologue();
+        gen.free_self_vars(g, Span::default())?;
+        gen.epilogue();
+        let program = gen.b.finish().map_err(|source| LowerError::Build { program: name.clone(), source })?;
+        if !plan.functions.contains(&f.name) {
+            plan.functions.push(f.name.clone());
+        }
+        let points = vec![point(&plan, &f.name, sites.entry)?];
+        plan.probes.push(ProbeSpec { program: name.clone(), attach: ProbeAttach::Uprobe(points), describe: "goroutine exit: free self variables".into() });
+        programs.push((name, program));
+    }
+
+    // When probes share an address (a function whose first instruction is its RET), the
+    // kernel runs the one attached last first. Attach return probes first, so entry
+    // probes and entry timing run before the return probes at the same instruction.
+    let is_return: Vec<bool> = plan
+        .probes
+        .iter()
+        .map(|p| checked.instances.iter().zip(0..).any(|(inst, i)| p.program == format!("p{i}") && inst.kind == InstanceKind::Return))
+        .collect();
+    let mut order: Vec<usize> = (0..plan.probes.len()).collect();
+    order.sort_by_key(|i| !is_return[*i]);
+    plan.probes = order.iter().map(|i| plan.probes[*i].clone()).collect();
 
     let mut maps = maps;
     maps.add_scratch(events.iter().map(|e| e.size).max().unwrap_or(8));

@@ -270,6 +270,28 @@ impl Gen<'_> {
             }
             return Ok(());
         }
+        if let ExprKind::SelfVar(name) = &e.kind {
+            // A self variable's record, copied from its map value (empty when unset).
+            let Ty::Str { max: have } = self.facts.ty(e.id).clone() else {
+                return Err(LowerError::unsupported(e.span, "this string"));
+            };
+            let mark = self.frame.mark();
+            let words = (8 + have.min(max) as i16 + 7) / 8;
+            for i in 0..words {
+                self.b.emit(store_imm(Size::DW, base, off + 8 * i, 0));
+            }
+            self.lookup_self(name, e.span)?;
+            let end = self.b.new_label();
+            self.b.jmp_imm_to(BPF_JEQ, R0, 0, end);
+            for i in 0..words {
+                self.b.emit(load(Size::DW, R1, R0, 8 * i));
+                self.b.emit(store_reg(Size::DW, base, off + 8 * i, R1));
+            }
+            self.b.bind(end);
+            self.b.emit(alu64_imm(BPF_ADD, R0, 0));
+            self.frame.release(mark);
+            return Ok(());
+        }
         if !self.is_go_value(e) {
             // A local string: copy its record.
             let slot = self.local_slot(e)?;

@@ -1,0 +1,85 @@
+// goroutines: the cases where keying per-call state by thread goes wrong. Each mode prints
+// its own truth as `key=value` words for tests/goroutines.rs.
+package main
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// work yields several times, so its goroutine may resume on another thread.
+//
+//go:noinline
+func work(id int) int {
+	for i := 0; i < 3; i++ {
+		runtime.Gosched()
+	}
+	return id
+}
+
+//go:noinline
+func nap(ms int) { time.Sleep(time.Duration(ms) * time.Millisecond) }
+
+//go:noinline
+func mayPanic(i int) int {
+	if i%2 == 0 {
+		panic("even")
+	}
+	return i
+}
+
+func safe(i int) (r int) {
+	defer func() {
+		if recover() != nil {
+			r = -1
+		}
+	}()
+	return mayPanic(i)
+}
+
+//go:noinline
+func setter(v int) int { return v }
+
+func main() {
+	mode := os.Args[1]
+	n, _ := strconv.Atoi(os.Args[2])
+	var wg sync.WaitGroup
+	switch mode {
+	case "gosched":
+		for i := 0; i < n; i++ {
+			wg.Add(1)
+			go func(id int) { defer wg.Done(); work(id) }(i)
+		}
+		wg.Wait()
+		fmt.Printf("calls=%d\n", n)
+	case "sleep":
+		for i := 0; i < n; i++ {
+			wg.Add(1)
+			go func() { defer wg.Done(); nap(20) }()
+		}
+		wg.Wait()
+		fmt.Printf("calls=%d sleep_ms=20\n", n)
+	case "panic":
+		returned := 0
+		for i := 0; i < n; i++ {
+			if safe(i) >= 0 {
+				returned++
+			}
+		}
+		fmt.Printf("calls=%d returned=%d\n", n, returned)
+	case "exit":
+		// Goroutines in batches, each setting a self variable and exiting.
+		for b := 0; b < n/1000; b++ {
+			for i := 0; i < 1000; i++ {
+				wg.Add(1)
+				go func(v int) { defer wg.Done(); setter(v) }(b*1000 + i)
+			}
+			wg.Wait()
+		}
+		fmt.Printf("calls=%d\n", n/1000*1000)
+	}
+}

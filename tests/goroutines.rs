@@ -1,0 +1,129 @@
+//! Goroutines end to end: goroutine-scoped `self` variables and `elapsed` stay exact when
+//! goroutines migrate between threads, stacks are copied, panics skip returns, and many
+//! goroutines come and go. tests/go/goroutines prints its own truth. Needs root (SKIP
+//! without it, unless CI=true: then it fails).
+
+mod support;
+
+use std::process::Command;
+
+fn gtrace_on(script: &str, args: &str) -> String {
+    let cmd = format!("{} {args}", support::go_build("goroutines", &[]).display());
+    let out = Command::new(env!("CARGO_BIN_EXE_gtrace")).args(["-e", script, "-c", &cmd]).output().expect("run gtrace");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "gtrace failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    stdout
+}
+
+fn privileged() -> bool {
+    let ok = support::can_load_bpf();
+    if !ok {
+        if std::env::var("CI").as_deref() == Ok("true") {
+            panic!("cannot load eBPF here (need root or CAP_BPF+CAP_PERFMON), and CI=true");
+        }
+        eprintln!("SKIP: needs root or CAP_BPF+CAP_PERFMON to load eBPF");
+    }
+    ok
+}
+
+fn truth(out: &str, key: &str) -> i64 {
+    out.split_whitespace()
+        .find_map(|w| w.strip_prefix(&format!("{key}=")))
+        .unwrap_or_else(|| panic!("no {key}= in {out}"))
+        .parse()
+        .unwrap()
+}
+
+fn map_line<'a>(out: &'a str, name: &str) -> Option<&'a str> {
+    out.lines().find_map(|l| l.strip_prefix(&format!("{name}: ")))
+}
+
+fn map(out: &str, name: &str) -> i64 {
+    map_line(out, name).unwrap_or_else(|| panic!("no {name} in:\n{out}")).trim().parse().unwrap()
+}
+
+/// A duration as printed (`24.5ms`) in nanoseconds.
+fn nanos(text: &str) -> f64 {
+    let split = text.find(|c: char| c.is_ascii_alphabetic()).unwrap();
+    let (n, unit) = text.trim().split_at(split);
+    let n: f64 = n.parse().unwrap();
+    n * match unit.trim() {
+        "ns" => 1.0,
+        "us" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        u => panic!("unit {u}"),
+    }
+}
+
+#[test]
+fn self_variables_follow_goroutines_across_gosched() {
+    if !privileged() {
+        return;
+    }
+    let out = gtrace_on(
+        "on entry main.work { self.id = id } on return main.work { if self.id == ret { @match = count() } else { @mismatch = count() } }",
+        "gosched 3000",
+    );
+    assert_eq!(map(&out, "@match"), truth(&out, "calls"), "{out}");
+    assert!(map_line(&out, "@mismatch").is_none(), "{out}");
+}
+
+#[test]
+fn elapsed_covers_the_sleep_on_many_goroutines_at_once() {
+    if !privileged() {
+        return;
+    }
+    let out = gtrace_on("on return main.nap { @min = min(elapsed); @max = max(elapsed); @n = count() }", "sleep 64");
+    assert_eq!(map(&out, "@n"), truth(&out, "calls"));
+    let slept = truth(&out, "sleep_ms") as f64 * 1e6;
+    let min = nanos(map_line(&out, "@min").unwrap());
+    let max = nanos(map_line(&out, "@max").unwrap());
+    assert!(min >= slept, "min {min} below the sleep {slept}:\n{out}");
+    assert!(max < 2e9, "max {max} is absurd:\n{out}");
+}
+
+#[test]
+fn panics_leave_no_stale_pairing() {
+    if !privileged() {
+        return;
+    }
+    let out = gtrace_on(
+        "on entry main.mayPanic { @entries = count() } on return main.mayPanic { @returns = count(); @max = max(elapsed) }",
+        "panic 100000",
+    );
+    assert_eq!(map(&out, "@entries"), truth(&out, "calls"));
+    assert_eq!(map(&out, "@returns"), truth(&out, "returned"));
+    // A call that panicked left its entry time behind at the same goroutine and depth; the
+    // next call there overwrote it, so no return is paired with a stale, older entry.
+    let max = nanos(map_line(&out, "@max").unwrap());
+    assert!(max < 1e8, "a return was paired with a stale entry: max {max}ns\n{out}");
+}
+
+#[test]
+fn self_variables_are_freed_when_goroutines_exit() {
+    if !privileged() {
+        return;
+    }
+    // 100,000 goroutines each set a self variable and exit. The table holds 65,536: if
+    // exits did not free their variables, the later goroutines could not store theirs and
+    // would read 0 back.
+    let out = gtrace_on(
+        "on entry main.setter { self.v = v } on return main.setter { if self.v == ret { @ok = count() } else { @bad = count() } }",
+        "exit 100000",
+    );
+    assert_eq!(map(&out, "@ok"), truth(&out, "calls"), "{out}");
+    assert!(map_line(&out, "@bad").is_none(), "{out}");
+}
+
+#[test]
+fn parameters_are_refused_in_return_probes_with_the_fix() {
+    let bin = support::go_build("goroutines", &[]);
+    let out = Command::new(env!("CARGO_BIN_EXE_gtrace"))
+        .args(["--check", "-e", "on return main.work { @x = sum(id) }", "-b", bin.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("at a return Go has reused its register") && err.contains("self.id = id"), "{err}");
+}
