@@ -95,9 +95,10 @@ fn panics_leave_no_stale_pairing() {
     assert_eq!(map(&out, "@entries"), truth(&out, "calls"));
     assert_eq!(map(&out, "@returns"), truth(&out, "returned"));
     // A call that panicked left its entry time behind at the same goroutine and depth; the
-    // next call there overwrote it, so no return is paired with a stale, older entry.
+    // next call there overwrote it. Nothing here is timed precisely (the machine may be
+    // loaded): the longest call must only be far from the whole run's length.
     let max = nanos(map_line(&out, "@max").unwrap());
-    assert!(max < 1e8, "a return was paired with a stale entry: max {max}ns\n{out}");
+    assert!(max < 2e9, "a return was paired with a stale entry: max {max}ns\n{out}");
 }
 
 #[test]

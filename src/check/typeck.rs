@@ -35,9 +35,25 @@ pub fn check_probe(script: &Script, probe: ResolvedProbe, target: &mut Target, c
     } else {
         vec![probe.functions.clone()]
     };
+    // Where the function was inlined its parameters cannot be read: a probe that reads
+    // them traces only the real calls there are, and says so.
+    let is_inlined = |g: &Vec<super::FuncSite>| g.len() == 1 && target.inlined_at(g[0].entry).is_some();
+    let real = groups.iter().filter(|g| !is_inlined(g)).count();
+    let inlined = groups.len() - real;
+    let groups: Vec<Vec<super::FuncSite>> = if real > 0 && inlined > 0 && groups.len() > 1 && reads_go_values(&ast.body) {
+        diags.push(
+            Diagnostic::warning(ast.span, format!("this probe reads parameters, which cannot be read at the {inlined} place(s) where the function was inlined"))
+                .label("those inlined calls are not traced")
+                .hint("a probe that reads no parameters fires at inlined calls too"),
+        );
+        groups.into_iter().filter(|g| !is_inlined(g)).collect()
+    } else {
+        groups
+    };
     let mut seen: Vec<(Span, String)> = Vec::new();
     for functions in groups {
         let values = match functions.as_slice() {
+            [one] if target.inlined_at(one.entry).is_some() => Ok(inlined_values(target, &one.name)),
             [one] => go_values(target, &one.name, probe.kind),
             _ => Ok(Vec::new()),
         };
@@ -120,6 +136,26 @@ fn go_values(target: &mut Target, function: &str, kind: InstanceKind) -> Result<
         }
     }
     Ok(values)
+}
+
+/// Where a function was inlined, its parameters are wherever the caller's code keeps
+/// them, not in ABI registers: known by name, refused with the reason.
+fn inlined_values(target: &mut Target, function: &str) -> Vec<GoValue> {
+    let Ok(Some(params)) = target.params(function) else { return Vec::new() };
+    params
+        .iter()
+        .filter(|p| !p.is_result && !p.name.starts_with('.'))
+        .map(|p| GoValue {
+            name: p.name.clone(),
+            type_id: p.ty,
+            ty: Err(format!(
+                "`{}` is a parameter of {function}, which was inlined here: the inlined code keeps it in no fixed register, so it cannot be read at this site",
+                p.name
+            )),
+            location: Location::Empty,
+            is_result: false,
+        })
+        .collect()
 }
 
 /// The script type of a Go value, or why it cannot be used.
