@@ -11,6 +11,8 @@ use aya::programs::{Program, ProgramError};
 use aya::{Ebpf, EbpfLoader, VerifierLogLevel};
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;
+use std::sync::Mutex;
+use std::thread::JoinHandle;
 
 /// The object loaded in the kernel: its programs, maps, and the probes attached so far.
 /// Dropping it detaches every probe.
@@ -26,10 +28,35 @@ pub struct Loaded {
     pub(crate) intervals: Vec<super::events::IntervalTimer>,
 }
 
+/// A loader being prepared on another thread (see `prewarm`).
+static PREWARMED: Mutex<Option<JoinHandle<EbpfLoader<'static>>>> = Mutex::new(None);
+
+/// Starts preparing the loader on another thread, so that the work aya does before any
+/// object is seen (parsing the kernel's BTF, /sys/kernel/btf/vmlinux: tens of
+/// milliseconds, though gtrace's objects never use it) overlaps the compilation. Call
+/// it first thing when a trace will be loaded; `load` uses the prepared loader.
+pub fn prewarm() {
+    let mut slot = PREWARMED.lock().unwrap_or_else(|e| e.into_inner());
+    if slot.is_none() {
+        *slot = Some(std::thread::spawn(|| {
+            raise_memlock_limit();
+            EbpfLoader::new()
+        }));
+    }
+}
+
+/// The prepared loader if `prewarm` ran, else a new one.
+fn loader() -> EbpfLoader<'static> {
+    let prepared = PREWARMED.lock().unwrap_or_else(|e| e.into_inner()).take();
+    prepared
+        .and_then(|t| t.join().ok())
+        .unwrap_or_else(EbpfLoader::new)
+}
+
 /// Loads `object` and every program `plan.probes` names.
 pub fn load(object: &[u8], plan: &Plan) -> Result<Loaded, RuntimeError> {
     raise_memlock_limit();
-    let mut ebpf = EbpfLoader::new()
+    let mut ebpf = loader()
         .verifier_log_level(VerifierLogLevel::DEBUG | VerifierLogLevel::STATS)
         .load(object)
         .map_err(|source| match permission_error(&source) {

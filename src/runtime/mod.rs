@@ -17,7 +17,7 @@ mod uprobe_multi;
 
 pub use attach::Scope;
 pub use error::RuntimeError;
-pub use loader::{failing_insn, load, Loaded};
+pub use loader::{failing_insn, load, prewarm, Loaded};
 pub use maps::{possible_cpus, Entries};
 pub use uprobe_multi::DISABLE_ENV as NO_UPROBE_MULTI_ENV;
 pub use process::{is_alive, process_exe, resolve_command, spawn_held, HeldChild};

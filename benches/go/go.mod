@@ -1,0 +1,3 @@
+module gtrace.dev/benchtarget
+
+go 1.22
