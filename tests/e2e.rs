@@ -328,3 +328,38 @@ fn a_command_that_does_not_exist_is_refused() {
     let r = gtrace(&["-e", "on entry main.add { @n = count() }", "-c", "/no/such/program"]);
     assert_clean_failure(&r);
 }
+
+#[test]
+fn missing_privileges_give_the_cause_and_what_to_do() {
+    // Run gtrace as `nobody` with no capabilities (setpriv is in util-linux); needs root
+    // to switch user, like the tracing tests.
+    if !privileged("missing_privileges_give_the_cause_and_what_to_do") {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("gtrace-noprivs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let gt = dir.join("gtrace");
+    let target = dir.join("e2e");
+    std::fs::copy(gtrace_bin(), &gt).unwrap();
+    std::fs::copy(e2e(), &target).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    for p in [&dir, &gt, &target] {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"])
+        .arg(&gt)
+        .args(["-e", "on entry main.add { @n = count() }", "-c"])
+        .arg(format!("{} add 3", target.display()))
+        .output()
+        .expect("run setpriv");
+    let _ = std::fs::remove_dir_all(&dir);
+    let r = Run {
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        code: out.status.code().unwrap_or(-1),
+    };
+    assert_clean_failure(&r);
+    assert!(r.stderr.contains("permission denied") && r.stderr.contains("CAP_BPF"), "{}", r.stderr);
+    assert!(!r.stdout.contains("calls="), "the command must not run untraced: {}", r.stdout);
+}
