@@ -363,3 +363,15 @@ fn missing_privileges_give_the_cause_and_what_to_do() {
     assert!(r.stderr.contains("permission denied") && r.stderr.contains("CAP_BPF"), "{}", r.stderr);
     assert!(!r.stdout.contains("calls="), "the command must not run untraced: {}", r.stdout);
 }
+
+#[test]
+fn comm_is_the_thread_name() {
+    if !privileged("comm_is_the_thread_name") {
+        return;
+    }
+    let r = trace_c(r#"on entry main.add { @c[comm] = count(); @l = max(len(comm)) }"#, "add 10");
+    let exe = e2e();
+    let name: String = exe.file_name().unwrap().to_str().unwrap().chars().take(15).collect();
+    assert_eq!(map_value(&r.stdout, &format!("@c[{name}]")), 10, "{}", r.stdout);
+    assert_eq!(map_value(&r.stdout, "@l"), name.len() as i64);
+}

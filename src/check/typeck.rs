@@ -847,10 +847,6 @@ impl Cx<'_> {
                     self.err(Diagnostic::error(e.span, "`func` is only known in probes of functions").label("no function here"));
                     return Ty::Void;
                 }
-                Builtin::Comm => {
-                    self.err(Diagnostic::error(e.span, "`comm` is not supported yet").label("not yet implemented"));
-                    return Ty::Void;
-                }
                 _ => {}
             }
             self.facts.names.insert(e.id, Name::Builtin(b));

@@ -226,9 +226,13 @@ impl Gen<'_> {
                 self.b.emit(mov64_imm(R0, s.len() as i32));
                 return Ok(());
             }
-            (ExprKind::Name(_), Ty::Str { .. }) if !self.is_go_value(e) => {
-                let slot = self.local_slot(e)?;
-                self.b.emit(load(Size::DW, R0, R10, slot));
+            (_, Ty::Str { max }) if !self.is_go_value(e) => {
+                // A local, self variable or builtin string: its record holds the length.
+                let mark = self.frame.mark();
+                let buf = self.temp(8 + max, e.span)?;
+                self.string_to(e, R10, buf, max)?;
+                self.b.emit(load(Size::DW, R0, R10, buf));
+                self.frame.release(mark);
                 return Ok(());
             }
             _ => {}
@@ -269,6 +273,9 @@ impl Gen<'_> {
                 self.b.emit(store_reg(Size::DW, base, off + 8 + 8 * i as i16, R1));
             }
             return Ok(());
+        }
+        if matches!(self.facts.names.get(&e.id), Some(Name::Builtin(crate::check::Builtin::Comm))) {
+            return self.comm_to(base, off, max);
         }
         if let ExprKind::SelfVar(name) = &e.kind {
             // A self variable's record, copied from its map value (empty when unset).
@@ -329,6 +336,50 @@ impl Gen<'_> {
         self.b.emit(mov64_reg(R1, base));
         self.b.emit(alu64_imm(BPF_ADD, R1, off as i32 + 8));
         self.b.emit(call(BPF_FUNC_probe_read_user));
+        self.frame.release(mark);
+        Ok(())
+    }
+
+    /// Writes the current thread's name as a string record: bpf_get_current_comm, then
+    /// its length up to the first NUL.
+    fn comm_to(&mut self, base: u8, off: i16, max: u32) -> Result<(), LowerError> {
+        const COMM: i16 = 16;
+        let mut buf_off = off + 8;
+        let mark = self.frame.mark();
+        // The helper writes 16 bytes: into the record when it has room, else a temporary.
+        let tmp = if max < COMM as u32 { Some(self.frame_slot(COMM as u32)?) } else { None };
+        let (buf_base, b_off) = match tmp {
+            Some(t) => (R10, t),
+            None => (base, off + 8),
+        };
+        self.b.emit(mov64_reg(R1, buf_base));
+        self.b.emit(alu64_imm(BPF_ADD, R1, b_off as i32));
+        self.b.emit(mov64_imm(R2, COMM as i32));
+        self.b.emit(call(BPF_FUNC_get_current_comm));
+        let done = self.b.new_label();
+        self.b.emit(mov64_imm(R0, COMM as i32));
+        for i in 0..COMM {
+            let next = self.b.new_label();
+            self.b.emit(load(Size::B, R1, buf_base, b_off + i));
+            self.b.jmp_imm_to(BPF_JNE, R1, 0, next);
+            self.b.emit(mov64_imm(R0, i as i32));
+            self.b.ja_to(done);
+            self.b.bind(next);
+            self.b.emit(alu64_imm(BPF_ADD, R1, 0));
+        }
+        self.b.bind(done);
+        let ok = self.b.new_label();
+        self.b.jmp_imm_to(BPF_JLE, R0, max as i32, ok);
+        self.b.emit(mov64_imm(R0, max as i32));
+        self.b.bind(ok);
+        self.b.emit(store_reg(Size::DW, base, off, R0));
+        if tmp.is_some() {
+            for i in 0..(max as i16).min(COMM) {
+                self.b.emit(load(Size::B, R1, buf_base, b_off + i));
+                self.b.emit(store_reg(Size::B, base, buf_off, R1));
+                buf_off += 1;
+            }
+        }
         self.frame.release(mark);
         Ok(())
     }
