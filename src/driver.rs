@@ -155,7 +155,7 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
         eprintln!("wrote {} ({} bytes)", cli.output.display(), bytes.len());
         return Ok(0);
     }
-    trace(cli, spec, &lowered, &bytes, &sources)
+    trace(cli, spec, &lowered, &bytes, &sources, &target)
 }
 
 fn script_name(cli: &Cli) -> String {
@@ -284,7 +284,7 @@ fn location(l: &Location) -> String {
 }
 
 /// Loads, attaches, runs until a stop condition, and prints the maps.
-fn trace(cli: &Cli, spec: TargetSpec, lowered: &Lowered, bytes: &[u8], sources: &Sources) -> Result<i32, Failure> {
+fn trace(cli: &Cli, spec: TargetSpec, lowered: &Lowered, bytes: &[u8], sources: &Sources, target: &Target) -> Result<i32, Failure> {
     let stop = runtime::signals::install();
     let plan = &lowered.plan;
     let mut loaded = runtime::load(bytes, plan).map_err(|e| verifier_failure(e, lowered, sources))?;
@@ -301,13 +301,13 @@ fn trace(cli: &Cli, spec: TargetSpec, lowered: &Lowered, bytes: &[u8], sources: 
     eprintln!("Attached {attached} probe{}", if attached == 1 { "" } else { "s" });
     let mut sink = output::sink(cli.format);
     loaded.run_begin();
-    drain(&mut loaded, plan, sink.as_mut(), Duration::ZERO)?;
+    drain(&mut loaded, plan, target, sink.as_mut(), Duration::ZERO)?;
     if let Some(c) = child.as_mut() {
         c.release()?;
     }
     let started = Instant::now();
     loop {
-        if drain(&mut loaded, plan, sink.as_mut(), Duration::from_millis(100))? {
+        if drain(&mut loaded, plan, target, sink.as_mut(), Duration::from_millis(100))? {
             break;
         }
         if stop.load(std::sync::atomic::Ordering::SeqCst) {
@@ -328,9 +328,9 @@ fn trace(cli: &Cli, spec: TargetSpec, lowered: &Lowered, bytes: &[u8], sources: 
         }
     }
     // Events already in the ring buffer belong to the run.
-    drain(&mut loaded, plan, sink.as_mut(), Duration::ZERO)?;
+    drain(&mut loaded, plan, target, sink.as_mut(), Duration::ZERO)?;
     loaded.run_end();
-    drain(&mut loaded, plan, sink.as_mut(), Duration::ZERO)?;
+    drain(&mut loaded, plan, target, sink.as_mut(), Duration::ZERO)?;
     print_maps(&loaded, plan, sink.as_mut(), None)?;
     loaded.detach_all();
     if let Some(c) = child.as_mut() {
@@ -343,7 +343,7 @@ fn trace(cli: &Cli, spec: TargetSpec, lowered: &Lowered, bytes: &[u8], sources: 
 }
 
 /// Handles the events waiting in the ring buffer; true when one was `exit()`.
-fn drain(loaded: &mut Loaded, plan: &Plan, sink: &mut dyn Sink, wait: Duration) -> Result<bool, Failure> {
+fn drain(loaded: &mut Loaded, plan: &Plan, target: &Target, sink: &mut dyn Sink, wait: Duration) -> Result<bool, Failure> {
     let mut events = Vec::new();
     loaded.poll_events(wait, &mut |rec| {
         if let Some(e) = output::decode_event(rec, plan) {
@@ -351,7 +351,8 @@ fn drain(loaded: &mut Loaded, plan: &Plan, sink: &mut dyn Sink, wait: Duration) 
         }
     })?;
     let mut exit = false;
-    for e in events {
+    for mut e in events {
+        output::name_interfaces(&mut e, &|addr| target.runtime_type_name(addr));
         match &e {
             Event::Printf { .. } | Event::Print { .. } => sink.event(&e),
             Event::PrintMap { map } => print_maps(loaded, plan, sink, Some(map))?,

@@ -106,6 +106,9 @@ pub enum Agg {
 
 pub const HIST_BUCKETS: u32 = 65;
 
+/// Bytes of an interface's record (see `ValueType::Interface`).
+pub const INTERFACE_RECORD: u32 = 24 + 8 + 64;
+
 pub fn lhist_buckets(lo: i64, hi: i64, step: i64) -> u32 {
     (((hi - lo) + step - 1) / step) as u32 + 2
 }
@@ -149,7 +152,9 @@ pub enum ValueType {
     Str { max: u32 },
     /// An index into `Plan::functions` (u64): the probed function's name.
     Func,
-    /// An interface: [type or itab word, data word], printed as `nil` or both in hex.
+    /// An interface: [type, data, first word at data, string at data (u64 length, 64
+    /// bytes)]: its dynamic type's descriptor and data, and what the data points at, for
+    /// printing simple values (`int(3)`, `*errors.errorString("...")`).
     Interface,
 }
 
@@ -160,7 +165,7 @@ impl ValueType {
             ValueType::Int { size, .. } => *size as u32,
             ValueType::Bool => 1,
             ValueType::Duration | ValueType::Pointer | ValueType::Func => 8,
-            ValueType::Interface => 16,
+            ValueType::Interface => INTERFACE_RECORD,
             ValueType::Str { max } => 8 + *max,
         }
     }

@@ -157,6 +157,22 @@ traced!(args_prints_every_parameter_by_name, "on entry main.greet { print(args) 
     assert!(out.lines().any(|l| l == "name=bob n=1"), "{out}");
 });
 
+traced!(errors_print_their_dynamic_type_and_message, r#"on entry main.check { printf("%v\n", err) }"#, |out| {
+    let lines: Vec<&str> = out.lines().filter(|l| *l == "nil" || l.starts_with('*')).collect();
+    assert_eq!(lines.iter().filter(|l| **l == "nil").count() as i64, truth(&out, "nils"), "{out}");
+    assert_eq!(
+        lines.iter().filter(|l| **l == r#"*errors.errorString("divisible by three")"#).count() as i64,
+        truth(&out, "nonnil"),
+        "{out}"
+    );
+});
+
+traced!(any_values_print_type_and_value, "on entry main.describe { print(v) }", |out| {
+    let got: Vec<&str> = out.lines().skip_while(|l| !l.starts_with("narrow=")).skip(1).collect();
+    assert_eq!(got[..5], ["string(\"hi\")", "int(42)", "int8(-3)", "bool(true)", "nil"], "{out}");
+    assert!(got[5].starts_with("*main.Point(0x"), "{out}");
+});
+
 // Refusals: no privileges needed.
 
 fn check_err(script: &str) -> String {

@@ -432,10 +432,8 @@ impl<'a> Gen<'a> {
         match &info.ty {
             Ty::Str { max } => self.string_from_place(&place, base, off, *max, span)?,
             Ty::Interface => {
-                self.read_scalar(&place, 8, false)?;
-                self.b.emit(store_reg(Size::DW, base, off, R0));
-                self.read_scalar(&place.clone().plus(8), 8, false)?;
-                self.b.emit(store_reg(Size::DW, base, off + 8, R0));
+                let empty = matches!(self.types.get(info.type_id).kind, crate::target::types::TypeKind::Interface { empty: true });
+                self.interface_from_place(&place, empty, base, off, span)?;
             }
             t => {
                 let size = self.types.get(info.type_id).size.clamp(1, 8);

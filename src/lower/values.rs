@@ -384,14 +384,36 @@ impl Gen<'_> {
         Ok(())
     }
 
-    /// Writes an interface's two words (type or itab, data) at `base + off`.
+    /// Writes an interface's record (see `plan::ValueType::Interface`) at `base + off`.
     pub fn interface_to(&mut self, e: &Expr, base: u8, off: i16) -> Result<(), LowerError> {
+        let id = self.go_type_of(e).ok_or_else(|| LowerError::unsupported(e.span, "this interface"))?;
+        let empty = matches!(self.types.get(id).kind, TypeKind::Interface { empty: true });
         let mark = self.frame.mark();
         let place = self.place(e)?;
-        self.read_scalar(&place, 8, false)?;
+        self.interface_from_place(&place, empty, base, off, e.span)?;
+        self.frame.release(mark);
+        Ok(())
+    }
+
+    pub fn interface_from_place(&mut self, place: &Place, empty: bool, base: u8, off: i16, span: Span) -> Result<(), LowerError> {
+        let mark = self.frame.mark();
+        // The type: the first word of an `any`; the itab's type (at 8) otherwise.
+        self.read_scalar(place, 8, false)?;
+        if !empty {
+            let itab = self.temp(8, span)?;
+            self.b.emit(store_reg(Size::DW, R10, itab, R0));
+            self.read_scalar(&Place::Mem { addr: itab, offset: 8 }, 8, false)?;
+        }
         self.b.emit(store_reg(Size::DW, base, off, R0));
-        self.read_scalar(&place.plus(8), 8, false)?;
+        let data = self.temp(8, span)?;
+        self.read_scalar(&place.clone().plus(8), 8, false)?;
+        self.b.emit(store_reg(Size::DW, R10, data, R0));
         self.b.emit(store_reg(Size::DW, base, off + 8, R0));
+        // What the data points at (zero when nil): a word, and a string if it is one.
+        let pointee = Place::Mem { addr: data, offset: 0 };
+        self.read_scalar(&pointee, 8, false)?;
+        self.b.emit(store_reg(Size::DW, base, off + 16, R0));
+        self.string_from_place(&pointee, base, off + 24, 64, span)?;
         self.frame.release(mark);
         Ok(())
     }

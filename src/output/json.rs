@@ -18,7 +18,7 @@ pub fn value(v: &Value) -> J {
         Value::Bool(b) => json!(b),
         Value::Str(s) | Value::Func(s) => json!(s),
         Value::Interface { tab: 0, .. } => J::Null,
-        Value::Interface { tab, data } => json!({"type": tab, "data": data}),
+        Value::Interface { type_name, data, .. } => json!({"type": type_name, "data": data, "text": super::text::value(v)}),
     }
 }
 

@@ -93,6 +93,22 @@ impl Sink for TextSink {
     }
 }
 
+/// Gives every interface value in `event` its dynamic type's name, from `name_of` (the
+/// target's runtime type names by descriptor address).
+pub fn name_interfaces(event: &mut Event, name_of: &dyn Fn(u64) -> Option<String>) {
+    let values = match event {
+        Event::Printf { values, .. } | Event::Print { values, .. } => values,
+        _ => return,
+    };
+    for v in values {
+        if let Value::Interface { tab, type_name, .. } = v {
+            if *tab != 0 {
+                *type_name = name_of(*tab);
+            }
+        }
+    }
+}
+
 /// Decodes one ring-buffer record.
 pub fn decode_event(bytes: &[u8], plan: &Plan) -> Option<Event> {
     let id = u64::from_le_bytes(bytes.get(..8)?.try_into().ok()?) as usize;

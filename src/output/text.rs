@@ -43,8 +43,32 @@ pub fn value(v: &Value) -> String {
         Value::Str(s) => s.clone(),
         Value::Func(f) => f.clone(),
         Value::Interface { tab: 0, .. } => "nil".into(),
-        Value::Interface { tab, data } => format!("({tab:#x}, {data:#x})"),
+        Value::Interface { tab, data, word, text, type_name } => interface(*tab, *data, *word, text, type_name.as_deref()),
     }
+}
+
+/// An interface as `TYPE(VALUE)`: the value for strings, integers, bools and the common
+/// error types (their message); the data pointer otherwise. Without the type's name (a
+/// stripped or PIE binary), the descriptor and data addresses.
+fn interface(tab: u64, data: u64, word: u64, text: &str, type_name: Option<&str>) -> String {
+    let Some(name) = type_name else { return format!("(type {tab:#x})({data:#x})") };
+    let signed = |bits: u32| ((word << (64 - bits)) as i64 >> (64 - bits)).to_string();
+    let unsigned = |bits: u32| if bits == 64 { word.to_string() } else { (word & ((1u64 << bits) - 1)).to_string() };
+    let value = match name {
+        "string" => format!("{text:?}"),
+        "int" | "int64" => signed(64),
+        "int32" => signed(32),
+        "int16" => signed(16),
+        "int8" => signed(8),
+        "uint" | "uint64" | "uintptr" => unsigned(64),
+        "uint32" => unsigned(32),
+        "uint16" => unsigned(16),
+        "uint8" => unsigned(8),
+        "bool" => (word & 0xff != 0).to_string(),
+        "*errors.errorString" | "*fmt.wrapError" | "*fmt.wrapErrors" => format!("{text:?}"),
+        _ => format!("{data:#x}"),
+    };
+    format!("{name}({value})")
 }
 
 /// `print(...)` values separated by spaces, `name=value` where labelled (`print(args)`).

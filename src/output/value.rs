@@ -14,8 +14,9 @@ pub enum Value {
     Str(String),
     /// A probed function's name.
     Func(String),
-    /// An interface's words: the type (or itab) and the data; nil when `tab` is 0.
-    Interface { tab: u64, data: u64 },
+    /// An interface: its dynamic type's descriptor address (0 when nil) and name when
+    /// known, its data word, and what the data points at (a word, a string).
+    Interface { tab: u64, data: u64, word: u64, text: String, type_name: Option<String> },
 }
 
 fn u64_at(bytes: &[u8], offset: usize) -> u64 {
@@ -37,7 +38,16 @@ pub fn decode(bytes: &[u8], field: &Field, plan: &Plan) -> Value {
         ValueType::Duration => Value::Duration(raw as i64),
         ValueType::Pointer => Value::Pointer(raw),
         ValueType::Func => Value::Func(plan.functions.get(raw as usize).cloned().unwrap_or_else(|| format!("?{raw}"))),
-        ValueType::Interface => Value::Interface { tab: raw, data: u64_at(bytes, at + 8) },
+        ValueType::Interface => Value::Interface {
+            tab: raw,
+            data: u64_at(bytes, at + 8),
+            word: u64_at(bytes, at + 16),
+            text: match decode(bytes, &Field { offset: field.offset + 24, ty: ValueType::Str { max: 64 } }, plan) {
+                Value::Str(s) => s,
+                _ => String::new(),
+            },
+            type_name: None,
+        },
         ValueType::Str { max } => {
             let len = (u64_at(bytes, at) as usize).min(*max as usize);
             let start = (at + 8).min(bytes.len());

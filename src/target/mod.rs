@@ -10,6 +10,7 @@ mod elf;
 mod glayout;
 mod image;
 mod moduledata;
+mod rtype;
 mod pclntab;
 mod symbols;
 pub mod types;
@@ -140,6 +141,8 @@ pub struct Target {
     dwarf: RefCell<DwarfState>,
     types: Types,
     g_layout: OnceCell<Option<GLayout>>,
+    /// `runtime.types`, looked up on first use (see rtype.rs).
+    types_base: OnceCell<Option<u64>>,
 }
 
 /// Addresses of what reading the function table needs.
@@ -182,6 +185,7 @@ impl Target {
             dwarf: RefCell::new(DwarfState::NotLoaded),
             types: Types::default(),
             g_layout: OnceCell::new(),
+            types_base: OnceCell::new(),
         };
         target.read_build_info();
         if target.layout.pclntab.is_none() {
@@ -335,6 +339,7 @@ impl Target {
             None
         } else {
             let candidates = moduledata::gofunc_candidates(&image, md?, self.layout.rodata?);
+            eprintln!("DEBUG md {md:x?} cands {candidates:x?} fits {:?}", candidates.iter().map(|g| table.gofunc_fits(&functions, *g)).collect::<Vec<_>>());
             Some(candidates.into_iter().find(|g| table.gofunc_fits(&functions, *g))?)
         };
         let mut out = Vec::new();

@@ -88,6 +88,9 @@ func narrow(a int8, b uint8, c int16, d uint32, ok bool) int {
 	return 0
 }
 
+//go:noinline
+func describe(v any) bool { return v != nil }
+
 func abs(x int) int {
 	if x < 0 {
 		return -x
@@ -201,4 +204,8 @@ func main() {
 		na += int(a) + int(b) + int(c) + int(d)
 	}
 	fmt.Printf("narrow=40 narrowsum=%d\n", na)
+
+	for _, v := range []any{"hi", 42, int8(-3), true, nil, &Point{X: 1}} {
+		describe(v)
+	}
 }
