@@ -5,8 +5,11 @@
 /// Every stdlib library: its name (what `use "NAME"` and `gtrace NAME` take) and text.
 pub const LIBRARIES: &[(&str, &str)] = &[
     ("gc", include_str!("../../stdlib/gc.gt")),
+    ("http", include_str!("../../stdlib/http.gt")),
+    ("httpclient", include_str!("../../stdlib/httpclient.gt")),
     ("lock", include_str!("../../stdlib/lock.gt")),
     ("sched", include_str!("../../stdlib/sched.gt")),
+    ("sql", include_str!("../../stdlib/sql.gt")),
 ];
 
 /// The text of the stdlib library `name`.

@@ -1,0 +1,3 @@
+module gtrace.test/httpclient
+
+go 1.22

@@ -1,0 +1,3 @@
+module gtrace.test/httpserver
+
+go 1.22
