@@ -331,7 +331,7 @@ fn trace(cli: &Cli, spec: TargetSpec, lowered: &Lowered, bytes: &[u8], sources: 
     drain(&mut loaded, plan, target, sink.as_mut(), Duration::ZERO)?;
     loaded.run_end();
     drain(&mut loaded, plan, target, sink.as_mut(), Duration::ZERO)?;
-    print_maps(&loaded, plan, sink.as_mut(), None)?;
+    print_maps(&loaded, plan, target, sink.as_mut(), None)?;
     loaded.detach_all();
     if let Some(c) = child.as_mut() {
         if c.try_wait().is_none() {
@@ -352,10 +352,10 @@ fn drain(loaded: &mut Loaded, plan: &Plan, target: &Target, sink: &mut dyn Sink,
     })?;
     let mut exit = false;
     for mut e in events {
-        output::name_interfaces(&mut e, &|addr| target.runtime_type_name(addr));
+        output::name_event(&mut e, &TargetSymbols(target));
         match &e {
             Event::Printf { .. } | Event::Print { .. } => sink.event(&e),
-            Event::PrintMap { map } => print_maps(loaded, plan, sink, Some(map))?,
+            Event::PrintMap { map } => print_maps(loaded, plan, target, sink, Some(map))?,
             Event::ClearMap { map } => loaded.clear_map(map)?,
             Event::Exit => exit = true,
         }
@@ -363,8 +363,20 @@ fn drain(loaded: &mut Loaded, plan: &Plan, target: &Target, sink: &mut dyn Sink,
     Ok(exit)
 }
 
+/// Type names and code symbols from the target, for output.
+struct TargetSymbols<'a>(&'a Target);
+
+impl output::Symbols for TargetSymbols<'_> {
+    fn type_name(&self, addr: u64) -> Option<String> {
+        self.0.runtime_type_name(addr)
+    }
+    fn function(&self, pc: u64) -> Option<(String, u64)> {
+        self.0.function_containing(pc).map(|f| (f.name.clone(), f.addr))
+    }
+}
+
 /// Prints every non-empty user map (or only `only`), in the order the script names them.
-fn print_maps(loaded: &Loaded, plan: &Plan, sink: &mut dyn Sink, only: Option<&str>) -> Result<(), Failure> {
+fn print_maps(loaded: &Loaded, plan: &Plan, target: &Target, sink: &mut dyn Sink, only: Option<&str>) -> Result<(), Failure> {
     for spec in &plan.maps {
         if !matches!(spec.role, MapRole::User { .. }) || only.is_some_and(|o| o != spec.object_name) {
             continue;
@@ -373,7 +385,8 @@ fn print_maps(loaded: &Loaded, plan: &Plan, sink: &mut dyn Sink, only: Option<&s
         if raw.is_empty() {
             continue;
         }
-        if let Some(dump) = output::decode_map(spec, &raw, plan) {
+        if let Some(mut dump) = output::decode_map(spec, &raw, plan) {
+            output::name_map(&mut dump, &TargetSymbols(target));
             sink.map(&dump);
         }
     }

@@ -156,7 +156,12 @@ pub enum ValueType {
     /// bytes)]: its dynamic type's descriptor and data, and what the data points at, for
     /// printing simple values (`int(3)`, `*errors.errorString("...")`).
     Interface,
+    /// `ustack`: `USTACK_DEPTH` program counters, innermost first, 0 after the last.
+    Stack,
 }
+
+/// Frames `ustack` records.
+pub const USTACK_DEPTH: u32 = 16;
 
 impl ValueType {
     /// Bytes it takes in a record (8-aligned by the compiler).
@@ -166,6 +171,7 @@ impl ValueType {
             ValueType::Bool => 1,
             ValueType::Duration | ValueType::Pointer | ValueType::Func => 8,
             ValueType::Interface => INTERFACE_RECORD,
+            ValueType::Stack => 8 * USTACK_DEPTH,
             ValueType::Str { max } => 8 + *max,
         }
     }

@@ -375,3 +375,17 @@ fn comm_is_the_thread_name() {
     assert_eq!(map_value(&r.stdout, &format!("@c[{name}]")), 10, "{}", r.stdout);
     assert_eq!(map_value(&r.stdout, "@l"), name.len() as i64);
 }
+
+#[test]
+fn ustack_is_the_go_call_stack_symbolized() {
+    if !privileged("ustack_is_the_go_call_stack_symbolized") {
+        return;
+    }
+    // grow(3) recurses to grow(0): at that entry the stack is grow ×4 under the goroutine's
+    // function. As a map key, each distinct stack is counted.
+    let r = trace_c("on entry main.grow { if n == 0 { @[ustack] = count() } }", "grow 3");
+    let frames: Vec<&str> = r.stdout.lines().filter(|l| l.starts_with("    ")).map(|l| l.trim()).collect();
+    let names: Vec<&str> = frames.iter().map(|f| f.split('+').next().unwrap()).collect();
+    assert_eq!(names[..5], ["main.grow", "main.grow", "main.grow", "main.grow", "main.main.func1"], "{}", r.stdout);
+    assert!(r.stdout.contains("]: 4"), "four goroutines took the same path:\n{}", r.stdout);
+}

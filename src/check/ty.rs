@@ -27,6 +27,8 @@ pub enum Ty {
     Nil,
     /// `args`: every parameter, for printing.
     Args,
+    /// `ustack`: the Go call stack, as return addresses (symbolized when printed).
+    Stack,
     /// A statement-only call (`print`, `exit`, ...).
     Void,
 }
@@ -55,6 +57,7 @@ impl Ty {
             Ty::Pointer { .. } => ValueType::Pointer,
             Ty::Func => ValueType::Func,
             Ty::Interface => ValueType::Interface,
+            Ty::Stack => ValueType::Stack,
             Ty::Go(_) | Ty::Nil | Ty::Args | Ty::Void => ValueType::Int { size: 8, signed: false },
         }
     }
@@ -75,6 +78,7 @@ impl Ty {
             Ty::Interface => "interface".into(),
             Ty::Nil => "nil".into(),
             Ty::Args => "args".into(),
+            Ty::Stack => "stack".into(),
             Ty::Void => "nothing".into(),
         }
     }

@@ -877,8 +877,11 @@ impl Cx<'_> {
             return Ty::Args;
         }
         if n == "ustack" {
-            self.err(Diagnostic::error(e.span, format!("`{n}` is not supported yet")).label("not yet implemented"));
-            return Ty::Void;
+            if !self.has_function {
+                self.err(Diagnostic::error(e.span, "`ustack` is only known in probes of functions").label("no Go stack here"));
+                return Ty::Void;
+            }
+            return Ty::Stack;
         }
         if self.kind == InstanceKind::Return {
             let results: Vec<usize> = (0..self.values.len()).filter(|i| self.values[*i].is_result).collect();

@@ -384,6 +384,52 @@ impl Gen<'_> {
         Ok(())
     }
 
+    /// Writes the Go call stack at `base + off`: the probed instruction, the return
+    /// address at SP (probes sit before the frame pointer is pushed, or after it is
+    /// popped), then the frame-pointer chain (Go keeps frame pointers on amd64).
+    pub fn ustack_to(&mut self, base: u8, off: i16, span: Span) -> Result<(), LowerError> {
+        let depth = crate::plan::USTACK_DEPTH as i16;
+        let mark = self.frame.mark();
+        let fp = self.temp(8, span)?;
+        let pair = self.temp(16, span)?;
+        for i in 0..depth {
+            self.b.emit(store_imm(Size::DW, base, off + 8 * i, 0));
+        }
+        self.load_ctx_reg(R0, arch::Reg::Rip);
+        self.b.emit(store_reg(Size::DW, base, off, R0));
+        self.load_ctx_reg(R3, arch::SP);
+        self.b.emit(store_imm(Size::DW, R10, pair, 0));
+        self.b.emit(mov64_reg(R1, R10));
+        self.b.emit(alu64_imm(BPF_ADD, R1, pair as i32));
+        self.b.emit(mov64_imm(R2, 8));
+        self.b.emit(call(BPF_FUNC_probe_read_user));
+        self.b.emit(load(Size::DW, R0, R10, pair));
+        self.b.emit(store_reg(Size::DW, base, off + 8, R0));
+        self.load_ctx_reg(R0, arch::Reg::Rbp);
+        self.b.emit(store_reg(Size::DW, R10, fp, R0));
+        let done = self.b.new_label();
+        for i in 2..depth {
+            // [fp] is the caller's frame pointer, [fp + 8] its return address.
+            self.b.emit(load(Size::DW, R3, R10, fp));
+            self.b.jmp_imm_to(BPF_JEQ, R3, 0, done);
+            self.b.emit(store_imm(Size::DW, R10, pair, 0));
+            self.b.emit(store_imm(Size::DW, R10, pair + 8, 0));
+            self.b.emit(mov64_reg(R1, R10));
+            self.b.emit(alu64_imm(BPF_ADD, R1, pair as i32));
+            self.b.emit(mov64_imm(R2, 16));
+            self.b.emit(call(BPF_FUNC_probe_read_user));
+            self.b.emit(load(Size::DW, R0, R10, pair + 8));
+            self.b.jmp_imm_to(BPF_JEQ, R0, 0, done);
+            self.b.emit(store_reg(Size::DW, base, off + 8 * i, R0));
+            self.b.emit(load(Size::DW, R0, R10, pair));
+            self.b.emit(store_reg(Size::DW, R10, fp, R0));
+        }
+        self.b.bind(done);
+        self.b.emit(alu64_imm(BPF_ADD, R0, 0));
+        self.frame.release(mark);
+        Ok(())
+    }
+
     /// Writes an interface's record (see `plan::ValueType::Interface`) at `base + off`.
     pub fn interface_to(&mut self, e: &Expr, base: u8, off: i16) -> Result<(), LowerError> {
         let id = self.go_type_of(e).ok_or_else(|| LowerError::unsupported(e.span, "this interface"))?;
@@ -423,6 +469,7 @@ impl Gen<'_> {
         match self.facts.ty(e.id).clone() {
             Ty::Str { max } => self.string_to(e, base, off, max),
             Ty::Interface => self.interface_to(e, base, off),
+            Ty::Stack => self.ustack_to(base, off, e.span),
             _ => {
                 self.expr(e)?;
                 self.b.emit(store_reg(Size::DW, base, off, R0));

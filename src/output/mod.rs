@@ -93,18 +93,51 @@ impl Sink for TextSink {
     }
 }
 
-/// Gives every interface value in `event` its dynamic type's name, from `name_of` (the
-/// target's runtime type names by descriptor address).
-pub fn name_interfaces(event: &mut Event, name_of: &dyn Fn(u64) -> Option<String>) {
-    let values = match event {
-        Event::Printf { values, .. } | Event::Print { values, .. } => values,
-        _ => return,
-    };
+/// What only the target knows, to finish decoded values: runtime type names by
+/// descriptor address, and symbols of code addresses.
+pub trait Symbols {
+    fn type_name(&self, addr: u64) -> Option<String>;
+    /// The function holding a code address, and where it starts.
+    fn function(&self, pc: u64) -> Option<(String, u64)>;
+}
+
+/// Names interface types and symbolizes stacks in `values`.
+pub fn name_values(values: &mut [Value], symbols: &dyn Symbols) {
     for v in values {
-        if let Value::Interface { tab, type_name, .. } = v {
-            if *tab != 0 {
-                *type_name = name_of(*tab);
+        match v {
+            Value::Interface { tab, type_name, .. } if *tab != 0 => *type_name = symbols.type_name(*tab),
+            Value::Stack { pcs, frames } => {
+                // Every frame but the first is a return address: the call is just before it.
+                *frames = pcs
+                    .iter()
+                    .enumerate()
+                    .map(|(i, pc)| {
+                        let at = if i == 0 { *pc } else { pc.saturating_sub(1) };
+                        match symbols.function(at) {
+                            Some((name, start)) => format!("{name}+{:#x}", pc - start),
+                            None => format!("{pc:#x}"),
+                        }
+                    })
+                    .collect();
             }
+            _ => {}
+        }
+    }
+}
+
+/// Names and symbolizes the values of a printed event.
+pub fn name_event(event: &mut Event, symbols: &dyn Symbols) {
+    if let Event::Printf { values, .. } | Event::Print { values, .. } = event {
+        name_values(values, symbols);
+    }
+}
+
+/// Names and symbolizes the keys of a map about to be printed.
+pub fn name_map(dump: &mut MapDump, symbols: &dyn Symbols) {
+    for e in &mut dump.entries {
+        name_values(&mut e.keys, symbols);
+        if let Some(p) = &mut e.plain {
+            name_values(std::slice::from_mut(p), symbols);
         }
     }
 }

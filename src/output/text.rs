@@ -44,6 +44,10 @@ pub fn value(v: &Value) -> String {
         Value::Func(f) => f.clone(),
         Value::Interface { tab: 0, .. } => "nil".into(),
         Value::Interface { tab, data, word, text, type_name } => interface(*tab, *data, *word, text, type_name.as_deref()),
+        Value::Stack { pcs, frames } => {
+            let lines: Vec<String> = pcs.iter().enumerate().map(|(i, pc)| frames.get(i).cloned().unwrap_or_else(|| format!("{pc:#x}"))).collect();
+            format!("\n    {}\n", lines.join("\n    "))
+        }
     }
 }
 

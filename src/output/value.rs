@@ -17,6 +17,8 @@ pub enum Value {
     /// An interface: its dynamic type's descriptor address (0 when nil) and name when
     /// known, its data word, and what the data points at (a word, a string).
     Interface { tab: u64, data: u64, word: u64, text: String, type_name: Option<String> },
+    /// A call stack: program counters, innermost first, with their symbols when known.
+    Stack { pcs: Vec<u64>, frames: Vec<String> },
 }
 
 fn u64_at(bytes: &[u8], offset: usize) -> u64 {
@@ -47,6 +49,10 @@ pub fn decode(bytes: &[u8], field: &Field, plan: &Plan) -> Value {
                 _ => String::new(),
             },
             type_name: None,
+        },
+        ValueType::Stack => Value::Stack {
+            pcs: (0..crate::plan::USTACK_DEPTH as usize).map(|i| u64_at(bytes, at + 8 * i)).take_while(|pc| *pc != 0).collect(),
+            frames: Vec::new(),
         },
         ValueType::Str { max } => {
             let len = (u64_at(bytes, at) as usize).min(*max as usize);

@@ -339,7 +339,6 @@ impl Target {
             None
         } else {
             let candidates = moduledata::gofunc_candidates(&image, md?, self.layout.rodata?);
-            eprintln!("DEBUG md {md:x?} cands {candidates:x?} fits {:?}", candidates.iter().map(|g| table.gofunc_fits(&functions, *g)).collect::<Vec<_>>());
             Some(candidates.into_iter().find(|g| table.gofunc_fits(&functions, *g))?)
         };
         let mut out = Vec::new();
@@ -394,6 +393,13 @@ impl Target {
     pub fn function_at(&self, addr: u64) -> Option<&Function> {
         let i = self.by_addr.partition_point(|i| self.functions[*i].addr < addr);
         self.by_addr.get(i).map(|i| &self.functions[*i]).filter(|f| f.addr == addr)
+    }
+
+    /// The function whose code holds `addr` (for symbolizing stacks).
+    pub fn function_containing(&self, addr: u64) -> Option<&Function> {
+        let i = self.by_addr.partition_point(|i| self.functions[*i].addr <= addr);
+        let f = &self.functions[*self.by_addr.get(i.checked_sub(1)?)?];
+        (addr < f.addr + f.size.max(1)).then_some(f)
     }
 
     /// The machine code of `f`, as the file holds it.
