@@ -5,9 +5,11 @@
 
 mod support;
 
+use support::{gtrace, map_value, privileged, truth, Run};
+
 use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn gtrace_bin() -> &'static str {
@@ -18,33 +20,6 @@ fn e2e() -> PathBuf {
     support::go_build("e2e", &[])
 }
 
-/// True when this process may load eBPF; otherwise SKIP (or fail on CI).
-fn privileged(test: &str) -> bool {
-    let ok = support::can_load_bpf();
-    if !ok {
-        if std::env::var("CI").as_deref() == Ok("true") {
-            panic!("{test}: cannot load eBPF here (need CAP_BPF and CAP_PERFMON, or root), and CI=true");
-        }
-        eprintln!("SKIP {test}: needs root or CAP_BPF+CAP_PERFMON to load eBPF");
-    }
-    ok
-}
-
-struct Run {
-    stdout: String,
-    stderr: String,
-    code: i32,
-}
-
-fn gtrace(args: &[&str]) -> Run {
-    let out: Output = Command::new(gtrace_bin()).args(args).output().expect("run gtrace");
-    Run {
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        code: out.status.code().unwrap_or(-1),
-    }
-}
-
 /// Traces `e2e MODE N` started by gtrace (-c) with `script`.
 fn trace_c(script: &str, mode_args: &str) -> Run {
     let cmd = format!("{} {mode_args}", e2e().display());
@@ -52,26 +27,6 @@ fn trace_c(script: &str, mode_args: &str) -> Run {
     assert_eq!(r.code, 0, "gtrace failed:\nstdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
     assert!(r.stderr.contains("Attached"), "no Attached line: {}", r.stderr);
     r
-}
-
-/// The value of `key=` in the program's own output.
-fn truth(out: &str, key: &str) -> i64 {
-    out.split_whitespace()
-        .find_map(|w| w.strip_prefix(&format!("{key}=")))
-        .unwrap_or_else(|| panic!("no {key}= in {out}"))
-        .parse()
-        .unwrap()
-}
-
-/// The value printed for map `name` (`@name: V`).
-fn map_value(out: &str, name: &str) -> i64 {
-    let prefix = format!("{name}: ");
-    out.lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .unwrap_or_else(|| panic!("no `{prefix}` line in:\n{out}"))
-        .trim()
-        .parse()
-        .unwrap_or_else(|_| panic!("`{name}` is not a number in:\n{out}"))
 }
 
 /// Sum of the counts of the histogram printed under `header` (`@name:`).

@@ -5,6 +5,8 @@
 
 mod support;
 
+use support::{map_value, privileged, truth};
+
 use std::process::Command;
 
 fn gtrace_on(script: &str, args: &str) -> String {
@@ -15,32 +17,10 @@ fn gtrace_on(script: &str, args: &str) -> String {
     stdout
 }
 
-fn privileged() -> bool {
-    let ok = support::can_load_bpf();
-    if !ok {
-        if std::env::var("CI").as_deref() == Ok("true") {
-            panic!("cannot load eBPF here (need root or CAP_BPF+CAP_PERFMON), and CI=true");
-        }
-        eprintln!("SKIP: needs root or CAP_BPF+CAP_PERFMON to load eBPF");
-    }
-    ok
-}
-
-fn truth(out: &str, key: &str) -> i64 {
-    out.split_whitespace()
-        .find_map(|w| w.strip_prefix(&format!("{key}=")))
-        .unwrap_or_else(|| panic!("no {key}= in {out}"))
-        .parse()
-        .unwrap()
-}
-
 fn map_line<'a>(out: &'a str, name: &str) -> Option<&'a str> {
     out.lines().find_map(|l| l.strip_prefix(&format!("{name}: ")))
 }
 
-fn map(out: &str, name: &str) -> i64 {
-    map_line(out, name).unwrap_or_else(|| panic!("no {name} in:\n{out}")).trim().parse().unwrap()
-}
 
 /// A duration as printed (`24.5ms`) in nanoseconds.
 fn nanos(text: &str) -> f64 {
@@ -58,24 +38,24 @@ fn nanos(text: &str) -> f64 {
 
 #[test]
 fn self_variables_follow_goroutines_across_gosched() {
-    if !privileged() {
+    if !privileged("self_variables_follow_goroutines_across_gosched") {
         return;
     }
     let out = gtrace_on(
         "on entry main.work { self.id = id } on return main.work { if self.id == ret { @match = count() } else { @mismatch = count() } }",
         "gosched 3000",
     );
-    assert_eq!(map(&out, "@match"), truth(&out, "calls"), "{out}");
+    assert_eq!(map_value(&out, "@match"), truth(&out, "calls"), "{out}");
     assert!(map_line(&out, "@mismatch").is_none(), "{out}");
 }
 
 #[test]
 fn elapsed_covers_the_sleep_on_many_goroutines_at_once() {
-    if !privileged() {
+    if !privileged("elapsed_covers_the_sleep_on_many_goroutines_at_once") {
         return;
     }
     let out = gtrace_on("on return main.nap { @min = min(elapsed); @max = max(elapsed); @n = count() }", "sleep 64");
-    assert_eq!(map(&out, "@n"), truth(&out, "calls"));
+    assert_eq!(map_value(&out, "@n"), truth(&out, "calls"));
     let slept = truth(&out, "sleep_ms") as f64 * 1e6;
     let min = nanos(map_line(&out, "@min").unwrap());
     let max = nanos(map_line(&out, "@max").unwrap());
@@ -85,15 +65,15 @@ fn elapsed_covers_the_sleep_on_many_goroutines_at_once() {
 
 #[test]
 fn panics_leave_no_stale_pairing() {
-    if !privileged() {
+    if !privileged("panics_leave_no_stale_pairing") {
         return;
     }
     let out = gtrace_on(
         "on entry main.mayPanic { @entries = count() } on return main.mayPanic { @returns = count(); @max = max(elapsed) }",
         "panic 100000",
     );
-    assert_eq!(map(&out, "@entries"), truth(&out, "calls"));
-    assert_eq!(map(&out, "@returns"), truth(&out, "returned"));
+    assert_eq!(map_value(&out, "@entries"), truth(&out, "calls"));
+    assert_eq!(map_value(&out, "@returns"), truth(&out, "returned"));
     // A call that panicked left its entry time behind at the same goroutine and depth; the
     // next call there overwrote it. Nothing here is timed precisely (the machine may be
     // loaded): the longest call must only be far from the whole run's length.
@@ -103,7 +83,7 @@ fn panics_leave_no_stale_pairing() {
 
 #[test]
 fn self_variables_are_freed_when_goroutines_exit() {
-    if !privileged() {
+    if !privileged("self_variables_are_freed_when_goroutines_exit") {
         return;
     }
     // 100,000 goroutines each set a self variable and exit. The table holds 65,536: if
@@ -113,7 +93,7 @@ fn self_variables_are_freed_when_goroutines_exit() {
         "on entry main.setter { self.v = v } on return main.setter { if self.v == ret { @ok = count() } else { @bad = count() } }",
         "exit 100000",
     );
-    assert_eq!(map(&out, "@ok"), truth(&out, "calls"), "{out}");
+    assert_eq!(map_value(&out, "@ok"), truth(&out, "calls"), "{out}");
     assert!(map_line(&out, "@bad").is_none(), "{out}");
 }
 

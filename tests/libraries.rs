@@ -7,50 +7,15 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use support::{gtrace, privileged, truth, Run};
+use std::process::Command;
 
-fn gtrace_bin() -> &'static str {
-    env!("CARGO_BIN_EXE_gtrace")
-}
+use std::path::{Path, PathBuf};
+
+
 
 fn libs() -> PathBuf {
     support::go_build("libs", &[])
-}
-
-/// True when this process may load eBPF; otherwise SKIP (or fail on CI).
-fn privileged(test: &str) -> bool {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let cap_eff = status
-        .lines()
-        .find_map(|l| l.strip_prefix("CapEff:"))
-        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-        .unwrap_or(0);
-    let cap_sys_admin = 1u64 << 21;
-    let cap_bpf_and_perfmon = (1u64 << 39) | (1u64 << 38);
-    let ok = cap_eff & cap_sys_admin != 0 || cap_eff & cap_bpf_and_perfmon == cap_bpf_and_perfmon;
-    if !ok {
-        if std::env::var("CI").as_deref() == Ok("true") {
-            panic!("{test}: cannot load eBPF here (need CAP_BPF and CAP_PERFMON, or root), and CI=true");
-        }
-        eprintln!("SKIP {test}: needs root or CAP_BPF+CAP_PERFMON to load eBPF");
-    }
-    ok
-}
-
-struct Run {
-    stdout: String,
-    stderr: String,
-    code: i32,
-}
-
-fn gtrace(args: &[&str]) -> Run {
-    let out: Output = Command::new(gtrace_bin()).args(args).output().expect("run gtrace");
-    Run {
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        code: out.status.code().unwrap_or(-1),
-    }
 }
 
 /// gtrace `args` on `libs MODE N` started with -c; must succeed.
@@ -62,15 +27,6 @@ fn trace(args: &[&str], mode: &str) -> Run {
     assert_eq!(r.code, 0, "gtrace {all:?} failed:\nstdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
     assert!(r.stderr.contains("Attached"), "no Attached line: {}", r.stderr);
     r
-}
-
-/// The value of `key=` in the program's own output.
-fn truth(out: &str, key: &str) -> i64 {
-    out.split_whitespace()
-        .find_map(|w| w.strip_prefix(&format!("{key}=")))
-        .unwrap_or_else(|| panic!("no {key}= in {out}"))
-        .parse()
-        .unwrap()
 }
 
 /// The number printed for map `name` (`@name: V`), the first time it is printed.

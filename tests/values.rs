@@ -5,36 +5,11 @@
 
 mod support;
 
-use std::process::Command;
+use support::{gtrace, map_value as map, privileged, truth, Run};
 
-struct Run {
-    stdout: String,
-    stderr: String,
-    code: i32,
-}
 
 fn values() -> std::path::PathBuf {
     support::go_build("values", &[])
-}
-
-fn gtrace(args: &[&str]) -> Run {
-    let out = Command::new(env!("CARGO_BIN_EXE_gtrace")).args(args).output().expect("run gtrace");
-    Run {
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        code: out.status.code().unwrap_or(-1),
-    }
-}
-
-fn privileged() -> bool {
-    let ok = support::can_load_bpf();
-    if !ok {
-        if std::env::var("CI").as_deref() == Ok("true") {
-            panic!("cannot load eBPF here (need root or CAP_BPF+CAP_PERFMON), and CI=true");
-        }
-        eprintln!("SKIP: needs root or CAP_BPF+CAP_PERFMON to load eBPF");
-    }
-    ok
 }
 
 /// Runs the values program under gtrace with `script`.
@@ -44,29 +19,11 @@ fn trace(script: &str) -> Run {
     r
 }
 
-fn truth(out: &str, key: &str) -> i64 {
-    out.split_whitespace()
-        .find_map(|w| w.strip_prefix(&format!("{key}=")))
-        .unwrap_or_else(|| panic!("no {key}= in {out}"))
-        .parse()
-        .unwrap()
-}
-
-fn map(out: &str, name: &str) -> i64 {
-    let prefix = format!("{name}: ");
-    out.lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .unwrap_or_else(|| panic!("no `{prefix}` in:\n{out}"))
-        .trim()
-        .parse()
-        .unwrap()
-}
-
 macro_rules! traced {
     ($name:ident, $script:expr, |$out:ident| $body:block) => {
         #[test]
         fn $name() {
-            if !privileged() {
+            if !privileged(stringify!($name)) {
                 return;
             }
             let $out = trace($script).stdout;

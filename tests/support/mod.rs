@@ -39,11 +39,7 @@ pub fn go_build_env(dir: &str, extra_flags: &[&str], env: &[(&str, &str)]) -> Pa
     // Build under a unique name and rename: tests running in parallel may build the same
     // program at once.
     static COUNTER: AtomicUsize = AtomicUsize::new(0);
-    let tmp = out_dir.join(format!(
-        ".{dir}-{}-{}.tmp",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    ));
+    let tmp = out_dir.join(format!(".{dir}-{}-{}.tmp", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed)));
     let output = Command::new("go")
         .arg("build")
         .arg("-o")
@@ -142,4 +138,56 @@ pub fn can_load_bpf() -> bool {
     let cap_sys_admin = 1u64 << 21;
     let cap_bpf_and_perfmon = (1u64 << 39) | (1u64 << 38);
     cap_eff & cap_sys_admin != 0 || cap_eff & cap_bpf_and_perfmon == cap_bpf_and_perfmon
+}
+
+/// True when this process may load eBPF. Otherwise a test that needs it says SKIP loudly
+/// (straight to stderr, which the harness does not hide), or fails when CI=true: on CI a
+/// test that cannot load eBPF must never pass silently.
+pub fn privileged(test: &str) -> bool {
+    let ok = can_load_bpf();
+    if !ok {
+        if std::env::var("CI").as_deref() == Ok("true") {
+            panic!("{test}: cannot load eBPF here (need root, or CAP_BPF and CAP_PERFMON), and CI=true");
+        }
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "SKIP {test}: needs root or CAP_BPF+CAP_PERFMON to load eBPF");
+    }
+    ok
+}
+
+/// What a run of the gtrace binary printed, and its exit code.
+pub struct Run {
+    pub stdout: String,
+    pub stderr: String,
+    pub code: i32,
+}
+
+/// Runs the real gtrace binary.
+pub fn gtrace(args: &[&str]) -> Run {
+    let out = Command::new(env!("CARGO_BIN_EXE_gtrace")).args(args).output().expect("run gtrace");
+    Run {
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        code: out.status.code().unwrap_or(-1),
+    }
+}
+
+/// The value of `key=` in a test program's own output (its ground truth).
+pub fn truth(out: &str, key: &str) -> i64 {
+    out.split_whitespace()
+        .find_map(|w| w.strip_prefix(&format!("{key}=")))
+        .unwrap_or_else(|| panic!("no {key}= in {out}"))
+        .parse()
+        .unwrap_or_else(|_| panic!("{key}= is not a number in {out}"))
+}
+
+/// The number gtrace printed for map `name` (`@name: V`), the first time.
+pub fn map_value(out: &str, name: &str) -> i64 {
+    let prefix = format!("{name}: ");
+    out.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("no `{prefix}` line in:\n{out}"))
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("`{name}` is not a number in:\n{out}"))
 }
