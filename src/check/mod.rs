@@ -6,6 +6,7 @@
 //! instance `typeck` (names and types, map shapes into `maps::MapTable`).
 
 pub mod builtins;
+pub mod govalues;
 pub mod maps;
 pub mod probes;
 pub mod ty;

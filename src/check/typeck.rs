@@ -2,30 +2,18 @@
 //! compiled for. Fills `Facts` and the map table; reports what does not type.
 
 use super::builtins::{self, Builtin};
+use super::govalues::{go_ty, go_values, inlined_values, reads_go_values, GoValue};
 use super::maps::{MapTable, MapValueTy};
 use super::probes::ResolvedProbe;
 use super::ty::{Ty, I64, U64};
 use super::{Checked, Facts, Instance, InstanceKind, Name};
-use crate::arch::abi::{self, Location};
+use crate::arch::abi::Location;
 use crate::diag::{closest, Diagnostic, Diagnostics};
 use crate::plan::Agg;
 use crate::syntax::ast::*;
 use crate::syntax::format::{self, Piece};
 use crate::target::types::{TypeKind, Types};
-use crate::target::{Param, Target};
-
-/// A Go value the probe can read by name.
-#[derive(Clone, Debug)]
-struct GoValue {
-    name: String,
-    type_id: crate::target::types::TypeId,
-    ty: Result<Ty, String>,
-    location: Location,
-    is_result: bool,
-}
-
-/// The default number of bytes read of a Go string.
-pub const STRING_LIMIT: u32 = 64;
+use crate::target::Target;
 
 pub fn check_probe(script: &Script, probe: ResolvedProbe, target: &mut Target, checked: &mut Checked, diags: &mut Diagnostics) {
     let Item::Probe(ast) = &script.items[probe.item] else { return };
@@ -94,145 +82,6 @@ pub fn check_probe(script: &Script, probe: ResolvedProbe, target: &mut Target, c
             uses_elapsed,
             describe: probe.describe.clone(),
         });
-    }
-}
-
-/// Parameters and results of `function` with their ABI locations.
-fn go_values(target: &mut Target, function: &str, kind: InstanceKind) -> Result<Vec<GoValue>, String> {
-    let params: Vec<Param> = match target.params(function) {
-        Ok(Some(p)) => p,
-        Ok(None) => return Ok(Vec::new()),
-        Err(e) => return Err(e.to_string()),
-    };
-    let types = target.types();
-    let (ins, outs): (Vec<&Param>, Vec<&Param>) = params.iter().partition(|p| !p.is_result);
-    let layout = abi::assign_call(
-        &ins.iter().map(|p| p.ty).collect::<Vec<_>>(),
-        &outs.iter().map(|p| p.ty).collect::<Vec<_>>(),
-        types,
-    );
-    let (in_locs, out_locs) = (layout.params, layout.results);
-    let mut values = Vec::new();
-    for (p, loc) in ins.iter().zip(in_locs) {
-        if p.name.starts_with('.') {
-            // The hidden dictionary of generic code: placed by the ABI, never named.
-            continue;
-        }
-        let ty = if kind == InstanceKind::Return {
-            // At a RET the parameters' registers hold results or garbage, and their
-            // stack spill slots may have been reused.
-            Err(format!(
-                "`{}` is a parameter: at a return Go has reused its register. Save it at entry and read it here: `on entry F {{ self.{} = {} }}` then `self.{}`",
-                p.name, p.name, p.name, p.name
-            ))
-        } else {
-            go_ty(types, p.ty, &p.name)
-        };
-        values.push(GoValue { name: p.name.clone(), type_id: p.ty, ty, location: loc, is_result: false });
-    }
-    if kind == InstanceKind::Return {
-        for (p, loc) in outs.iter().zip(out_locs) {
-            values.push(GoValue { name: p.name.clone(), type_id: p.ty, ty: go_ty(types, p.ty, &p.name), location: loc, is_result: true });
-        }
-    }
-    Ok(values)
-}
-
-/// Where a function was inlined, its parameters are wherever the caller's code keeps
-/// them, not in ABI registers: known by name, refused with the reason.
-fn inlined_values(target: &mut Target, function: &str) -> Vec<GoValue> {
-    let Ok(Some(params)) = target.params(function) else { return Vec::new() };
-    params
-        .iter()
-        .filter(|p| !p.is_result && !p.name.starts_with('.'))
-        .map(|p| GoValue {
-            name: p.name.clone(),
-            type_id: p.ty,
-            ty: Err(format!(
-                "`{}` is a parameter of {function}, which was inlined here: the inlined code keeps it in no fixed register, so it cannot be read at this site",
-                p.name
-            )),
-            location: Location::Empty,
-            is_result: false,
-        })
-        .collect()
-}
-
-/// The script type of a Go value, or why it cannot be used.
-pub fn go_ty(types: &Types, id: crate::target::types::TypeId, what: &str) -> Result<Ty, String> {
-    let t = types.get(id);
-    Ok(match &t.kind {
-        TypeKind::Int { .. } if t.name == "time.Duration" => Ty::Duration,
-        TypeKind::Int { signed } => Ty::Int { size: t.size as u8, signed: *signed },
-        TypeKind::Bool => Ty::Bool,
-        TypeKind::Pointer { elem } => Ty::Pointer { elem: Some(*elem) },
-        TypeKind::UnsafePointer => Ty::Pointer { elem: None },
-        TypeKind::String => Ty::Str { max: STRING_LIMIT },
-        TypeKind::Interface { .. } => Ty::Interface,
-        TypeKind::Float | TypeKind::Complex => {
-            return Err(format!(
-                "`{what}` is a {}: eBPF has no floating point, and Go passes floats in XMM registers, which a uprobe program cannot read",
-                t.name
-            ))
-        }
-        _ => Ty::Go(id),
-    })
-}
-
-/// Does the body name anything that is not a builtin or a local (so a Go value)?
-fn reads_go_values(block: &Block) -> bool {
-    let mut locals: Vec<&str> = Vec::new();
-    let mut found = false;
-    visit_block(&block.stmts, &mut locals, &mut found);
-    found
-}
-
-fn visit_block<'a>(stmts: &'a [Stmt], locals: &mut Vec<&'a str>, found: &mut bool) {
-    for s in stmts {
-        match &s.kind {
-            StmtKind::Let { name, value } => {
-                visit_expr(value, locals, found);
-                locals.push(&name.name);
-            }
-            StmtKind::AssignSelf { value, .. } => visit_expr(value, locals, found),
-            StmtKind::AssignMap { map, value } => {
-                map.keys.iter().for_each(|k| visit_expr(k, locals, found));
-                visit_expr(value, locals, found);
-            }
-            StmtKind::Expr(e) => visit_expr(e, locals, found),
-            StmtKind::If { cond, then, otherwise } => {
-                visit_expr(cond, locals, found);
-                visit_block(&then.stmts, locals, found);
-                match otherwise {
-                    Some(Else::Block(b)) => visit_block(&b.stmts, locals, found),
-                    Some(Else::If(s)) => visit_block(std::slice::from_ref(&**s), locals, found),
-                    None => {}
-                }
-            }
-        }
-    }
-}
-
-fn visit_expr(e: &Expr, locals: &[&str], found: &mut bool) {
-    match &e.kind {
-        ExprKind::Name(n) => {
-            if !locals.contains(&n.as_str()) && Builtin::from_name(n).is_none() && n != "ustack" {
-                *found = true;
-            }
-        }
-        ExprKind::Map(m) => m.keys.iter().for_each(|k| visit_expr(k, locals, found)),
-        ExprKind::Field { base, .. } => visit_expr(base, locals, found),
-        ExprKind::Index { base, index } => {
-            visit_expr(base, locals, found);
-            visit_expr(index, locals, found);
-        }
-        ExprKind::Unary { operand, .. } => visit_expr(operand, locals, found),
-        ExprKind::Binary { lhs, rhs, .. } => {
-            visit_expr(lhs, locals, found);
-            visit_expr(rhs, locals, found);
-        }
-        ExprKind::Call { args, .. } => args.iter().for_each(|a| visit_expr(a, locals, found)),
-        _ => {}
     }
 }
 
