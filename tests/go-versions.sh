@@ -41,8 +41,16 @@ for v in $versions; do
     rm -f "$log"
 done
 echo "=== go1.16.15 (must be refused)"
-if GTRACE_GO_TOO_OLD=go1.16.15 cargo test -q -j 2 --test binaries go_older_than_1_17_is_refused 2>&1 | tee /dev/stderr | grep -q "SKIP"; then
+out=$(GTRACE_GO_TOO_OLD=go1.16.15 cargo test -q -j 2 --test binaries go_older_than_1_17_is_refused 2>&1)
+status=$?
+echo "$out" | grep -E "SKIP|test result|panicked"
+if [ $status -ne 0 ]; then
+    echo "$out" | tail -30
+    failed="$failed go1.16.15-refusal"
+elif echo "$out" | grep -q "SKIP"; then
     skipped="$skipped go1.16.15-refusal"
+else
+    passed="$passed go1.16.15-refusal"
 fi
 echo
 echo "passed: ${passed:- none}"

@@ -260,22 +260,25 @@ impl<'d> Pclntab<'d> {
     /// name) and a parent pc inside the function.
     pub fn gofunc_fits(&self, functions: &[FuncRecord], gofunc: u64) -> bool {
         let mut checked = 0;
+        // Zeros also pass for name 0: most records must name something else.
+        let mut named = 0;
         for f in functions {
             let Some(tree) = self.funcdata(f.record, FUNCDATA_INL_TREE, Some(gofunc)) else { continue };
             let (name_at, parent_pc_at) = if self.format == Format::Go120 { (tree + 4, tree + 8) } else { (tree + 12, tree + 16) };
             let (Some(name), Some(parent_pc)) = (self.image.u32(name_at), self.image.u32(parent_pc_at)) else { return false };
-            let starts_name = name > 0
-                && self.image.u8(self.funcnametab + u64::from(name) - 1) == Some(0)
+            // (Offset 0 is the first name of the table.)
+            let starts_name = (name == 0 || self.image.u8(self.funcnametab + u64::from(name) - 1) == Some(0))
                 && self.name(name as i32).is_some_and(|n| !n.is_empty());
             if !starts_name || u64::from(parent_pc) >= f.end - f.entry {
                 return false;
             }
             checked += 1;
+            named += usize::from(name != 0);
             if checked == 32 {
                 break;
             }
         }
-        checked > 0
+        checked > 0 && 2 * named >= checked
     }
 
     /// Every inlined call in function `f`: which function, and the lowest address of its
