@@ -300,14 +300,17 @@ fn trace(cli: &Cli, spec: TargetSpec, lowered: &Lowered, bytes: &[u8], sources: 
     let attached = loaded.attach(&spec.binary, scope)?;
     eprintln!("Attached {attached} probe{}", if attached == 1 { "" } else { "s" });
     let mut sink = output::sink(cli.format);
+    let traced_pid = spec.pid.or(child.as_ref().map(|c| c.pid()));
+    let mut symbols = TargetSymbols { target, bias: None };
     loaded.run_begin();
-    drain(&mut loaded, plan, target, sink.as_mut(), Duration::ZERO)?;
+    drain(&mut loaded, plan, &symbols, sink.as_mut(), Duration::ZERO)?;
     if let Some(c) = child.as_mut() {
         c.release()?;
     }
     let started = Instant::now();
     loop {
-        if drain(&mut loaded, plan, target, sink.as_mut(), Duration::from_millis(100))? {
+        symbols.learn_bias(traced_pid);
+        if drain(&mut loaded, plan, &symbols, sink.as_mut(), Duration::from_millis(100))? {
             break;
         }
         if stop.load(std::sync::atomic::Ordering::SeqCst) {
@@ -328,10 +331,10 @@ fn trace(cli: &Cli, spec: TargetSpec, lowered: &Lowered, bytes: &[u8], sources: 
         }
     }
     // Events already in the ring buffer belong to the run.
-    drain(&mut loaded, plan, target, sink.as_mut(), Duration::ZERO)?;
+    drain(&mut loaded, plan, &symbols, sink.as_mut(), Duration::ZERO)?;
     loaded.run_end();
-    drain(&mut loaded, plan, target, sink.as_mut(), Duration::ZERO)?;
-    print_maps(&loaded, plan, target, sink.as_mut(), None)?;
+    drain(&mut loaded, plan, &symbols, sink.as_mut(), Duration::ZERO)?;
+    print_maps(&loaded, plan, &symbols, sink.as_mut(), None)?;
     loaded.detach_all();
     if let Some(c) = child.as_mut() {
         if c.try_wait().is_none() {
@@ -343,7 +346,7 @@ fn trace(cli: &Cli, spec: TargetSpec, lowered: &Lowered, bytes: &[u8], sources: 
 }
 
 /// Handles the events waiting in the ring buffer; true when one was `exit()`.
-fn drain(loaded: &mut Loaded, plan: &Plan, target: &Target, sink: &mut dyn Sink, wait: Duration) -> Result<bool, Failure> {
+fn drain(loaded: &mut Loaded, plan: &Plan, symbols: &TargetSymbols, sink: &mut dyn Sink, wait: Duration) -> Result<bool, Failure> {
     let mut events = Vec::new();
     loaded.poll_events(wait, &mut |rec| {
         if let Some(e) = output::decode_event(rec, plan) {
@@ -352,10 +355,10 @@ fn drain(loaded: &mut Loaded, plan: &Plan, target: &Target, sink: &mut dyn Sink,
     })?;
     let mut exit = false;
     for mut e in events {
-        output::name_event(&mut e, &TargetSymbols(target));
+        output::name_event(&mut e, symbols);
         match &e {
             Event::Printf { .. } | Event::Print { .. } => sink.event(&e),
-            Event::PrintMap { map } => print_maps(loaded, plan, target, sink, Some(map))?,
+            Event::PrintMap { map } => print_maps(loaded, plan, symbols, sink, Some(map))?,
             Event::ClearMap { map } => loaded.clear_map(map)?,
             Event::Exit => exit = true,
         }
@@ -363,20 +366,45 @@ fn drain(loaded: &mut Loaded, plan: &Plan, target: &Target, sink: &mut dyn Sink,
     Ok(exit)
 }
 
-/// Type names and code symbols from the target, for output.
-struct TargetSymbols<'a>(&'a Target);
+/// Type names and code symbols from the target, for output. Run-time addresses in a
+/// PIE are moved back by its load bias (known once the traced process has mapped it;
+/// unknown with -b, where every process has its own).
+struct TargetSymbols<'a> {
+    target: &'a Target,
+    bias: Option<u64>,
+}
+
+impl TargetSymbols<'_> {
+    fn link(&self, addr: u64) -> Option<u64> {
+        if self.target.is_pie() {
+            addr.checked_sub(self.bias?)
+        } else {
+            Some(addr)
+        }
+    }
+
+    /// Learns the bias of a PIE from the traced process's memory map.
+    fn learn_bias(&mut self, pid: Option<u32>) {
+        if self.bias.is_some() || !self.target.is_pie() {
+            return;
+        }
+        let (Some(pid), Some(link)) = (pid, self.target.vaddr_of_file_offset(0)) else { return };
+        self.bias = runtime::mapping_start(pid, self.target.path()).map(|start| start.wrapping_sub(link));
+    }
+}
 
 impl output::Symbols for TargetSymbols<'_> {
     fn type_name(&self, addr: u64) -> Option<String> {
-        self.0.runtime_type_name(addr)
+        self.target.runtime_type_name(self.link(addr)?)
     }
     fn function(&self, pc: u64) -> Option<(String, u64)> {
-        self.0.function_containing(pc).map(|f| (f.name.clone(), f.addr))
+        let bias = pc - self.link(pc)?;
+        self.target.function_containing(pc - bias).map(|f| (f.name.clone(), f.addr + bias))
     }
 }
 
 /// Prints every non-empty user map (or only `only`), in the order the script names them.
-fn print_maps(loaded: &Loaded, plan: &Plan, target: &Target, sink: &mut dyn Sink, only: Option<&str>) -> Result<(), Failure> {
+fn print_maps(loaded: &Loaded, plan: &Plan, symbols: &TargetSymbols, sink: &mut dyn Sink, only: Option<&str>) -> Result<(), Failure> {
     for spec in &plan.maps {
         if !matches!(spec.role, MapRole::User { .. }) || only.is_some_and(|o| o != spec.object_name) {
             continue;
@@ -386,7 +414,7 @@ fn print_maps(loaded: &Loaded, plan: &Plan, target: &Target, sink: &mut dyn Sink
             continue;
         }
         if let Some(mut dump) = output::decode_map(spec, &raw, plan) {
-            output::name_map(&mut dump, &TargetSymbols(target));
+            output::name_map(&mut dump, symbols);
             sink.map(&dump);
         }
     }

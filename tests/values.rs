@@ -163,3 +163,16 @@ fn a_struct_is_not_a_map_key() {
     let e = check_err("on entry main.split { @x[p] = count() }");
     assert!(e.contains("main.Point cannot be a map key"), "{e}");
 }
+
+#[test]
+fn pie_binaries_name_types_and_symbolize_stacks() {
+    if !privileged("pie_binaries_name_types_and_symbolize_stacks") {
+        return;
+    }
+    let pie = support::go_build("values", &["-buildmode=pie"]);
+    let r = gtrace(&["-e", r#"on entry main.check { printf("%v\n", err) } on entry main.deep { @[ustack] = count() }"#, "-c", pie.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let errors = r.stdout.lines().filter(|l| *l == r#"*errors.errorString("divisible by three")"#).count() as i64;
+    assert_eq!(errors, truth(&r.stdout, "nonnil"), "{}", r.stdout);
+    assert!(r.stdout.contains("    main.deep+0x0\n    main.main+"), "{}", r.stdout);
+}

@@ -20,7 +20,7 @@ pub use error::RuntimeError;
 pub use loader::{failing_insn, load, prewarm, Loaded};
 pub use maps::{possible_cpus, Entries};
 pub use uprobe_multi::DISABLE_ENV as NO_UPROBE_MULTI_ENV;
-pub use process::{is_alive, process_exe, resolve_command, spawn_held, HeldChild};
+pub use process::{is_alive, mapping_start, process_exe, resolve_command, spawn_held, HeldChild};
 
 impl Loaded {
     /// Every key of the map `object_name` with its value bytes: one value per possible CPU

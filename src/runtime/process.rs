@@ -61,6 +61,24 @@ pub fn process_exe(pid: u32) -> Result<PathBuf, RuntimeError> {
     }
 }
 
+/// Where `pid` mapped byte 0 of `exe` (matched by device and inode in /proc/PID/maps):
+/// with the link address of that byte, the load bias of a PIE. None when not (yet) mapped.
+pub fn mapping_start(pid: u32, exe: &Path) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(exe).ok()?;
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+    maps.lines().find_map(|line| {
+        // start-end perms offset dev inode path
+        let mut f = line.split_whitespace();
+        let range = f.next()?;
+        let _perms = f.next()?;
+        let offset = u64::from_str_radix(f.next()?, 16).ok()?;
+        let _dev = f.next()?;
+        let inode: u64 = f.next()?.parse().ok()?;
+        (offset == 0 && inode == meta.ino()).then(|| u64::from_str_radix(range.split('-').next()?, 16).ok()).flatten()
+    })
+}
+
 /// Whether `pid` is a live (not zombie) process.
 pub fn is_alive(pid: u32) -> bool {
     let Ok(pid_t) = libc::pid_t::try_from(pid) else {

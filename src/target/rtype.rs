@@ -1,7 +1,7 @@
 //! Names of Go runtime types by the address of their descriptor (`internal/abi.Type`), so
 //! an interface value can be printed with its dynamic type. Read from the executable:
 //! `runtime.types` (from the symbol table) is the base that a type's `Str` name offset
-//! counts from.
+//! counts from. Also what turns run-time addresses of a PIE back into link-time ones.
 
 use super::Target;
 use object::{Object, ObjectSymbol};
@@ -13,6 +13,20 @@ const STR: u64 = 40;
 const TFLAG_EXTRA_STAR: u8 = 1 << 1;
 
 impl Target {
+    /// A position-independent executable (ELF type ET_DYN): loaded at a bias that
+    /// addresses seen at run time must have subtracted.
+    pub fn is_pie(&self) -> bool {
+        self.data.get(16..18) == Some(&[3, 0][..])
+    }
+
+    /// The link-time address of the byte at `offset` in the file.
+    pub fn vaddr_of_file_offset(&self, offset: u64) -> Option<u64> {
+        self.segments
+            .iter()
+            .find(|s| s.offset <= offset && offset < s.offset + s.filesz.max(1))
+            .map(|s| s.vaddr + (offset - s.offset))
+    }
+
     /// The address of `runtime.types`, when the symbol table has it.
     fn types_base(&self) -> Option<u64> {
         *self.types_base.get_or_init(|| {
