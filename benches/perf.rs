@@ -588,7 +588,7 @@ fn startup_and_exit(cfg: &Config, target: &Path, tools: &Tools, report: &mut Rep
                 .map(|f| format!("uprobe:{bin}:{f}"))
                 .collect();
             cases.push((
-                "bpftrace (BPFTRACE_MAX_PROBES=2000)".into(),
+                "bpftrace (BPFTRACE_MAX_PROBES/_BPF_PROGS=2000)".into(),
                 format!("{}", thousand.len()),
                 Some(vec![
                     "bpftrace".into(),
@@ -597,7 +597,10 @@ fn startup_and_exit(cfg: &Config, target: &Path, tools: &Tools, report: &mut Rep
                     "-c".into(),
                     wait.clone(),
                 ]),
-                vec![("BPFTRACE_MAX_PROBES", "2000")],
+                vec![
+                    ("BPFTRACE_MAX_PROBES", "2000"),
+                    ("BPFTRACE_MAX_BPF_PROGS", "2000"),
+                ],
                 if cfg.quick { 0 } else { 1 },
                 cfg.quick
                     .then(|| "skipped in --quick mode (takes minutes)".to_string()),
