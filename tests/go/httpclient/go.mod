@@ -1,3 +1,3 @@
 module gtrace.test/httpclient
 
-go 1.22
+go 1.17

@@ -1,0 +1,278 @@
+//! The stdlib libraries for networked Go programs, end to end: `gtrace http` on a
+//! net/http server driven by a real client (tests/go/httpserver), `gtrace httpclient` on
+//! clients of local servers (tests/go/httpclient), and `gtrace sql` on database/sql over
+//! an in-memory SQLite (tests/go/sqlprog). Each program prints its own truth as
+//! `key=value` lines; the counts gtrace prints (read through `-f json`) must equal them.
+//! Only loopback addresses are used. The tracing tests need root (CAP_BPF + CAP_PERFMON):
+//! without it they say SKIP loudly, except on CI (CI=true), where they fail. The
+//! `--check` test, of every stdlib library against programs that use its packages,
+//! needs nothing.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+use support::{gtrace, privileged, Run};
+
+/// `gtrace ARGS -f json -c 'PROGRAM MODE'`; must succeed.
+fn trace(args: &[&str], program: &Path, mode: &str) -> Run {
+    let cmd = format!("{} {mode}", program.display());
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend(["-f", "json", "-c", &cmd]);
+    let r = gtrace(&all);
+    assert_eq!(r.code, 0, "gtrace {all:?} failed:\nstdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("Attached"), "no Attached line: {}", r.stderr);
+    r
+}
+
+/// The program's own `key=value` lines.
+fn truths(out: &str) -> BTreeMap<String, String> {
+    out.lines()
+        .filter(|l| !l.starts_with('{'))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn truth_n(t: &BTreeMap<String, String>, key: &str) -> u64 {
+    t.get(key).unwrap_or_else(|| panic!("no {key}= in {t:?}")).parse().expect("a number")
+}
+
+/// The JSON objects gtrace printed (every stdout line starting with `{`).
+fn json(out: &str) -> Vec<Value> {
+    out.lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect()
+}
+
+/// A key part as text: strings as they are, numbers in decimal.
+fn key_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The entries of map `name` at exit (its last printing): keys joined by `|` -> value.
+fn map_entries(objects: &[Value], name: &str) -> BTreeMap<String, Value> {
+    let map = objects
+        .iter()
+        .filter(|o| o["type"] == "map" && o["name"] == name)
+        .last()
+        .unwrap_or_else(|| panic!("map {name} not printed in {objects:?}"));
+    map["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .map(|e| {
+            let keys: Vec<String> = e["keys"].as_array().expect("keys").iter().map(key_text).collect();
+            (keys.join("|"), e["value"].clone())
+        })
+        .collect()
+}
+
+/// Map `name`'s counts: keys joined by `|` -> count.
+fn counts(objects: &[Value], name: &str) -> BTreeMap<String, u64> {
+    map_entries(objects, name)
+        .into_iter()
+        .map(|(k, v)| (k, v.as_u64().unwrap_or_else(|| panic!("{name}: not a count: {v}"))))
+        .collect()
+}
+
+fn printed(objects: &[Value]) -> Vec<String> {
+    objects.iter().filter(|o| o["type"] == "printf").filter_map(|o| o["text"].as_str().map(String::from)).collect()
+}
+
+// ---- http --------------------------------------------------------------------------------
+
+fn httpserver() -> PathBuf {
+    support::go_build("httpserver", &[])
+}
+
+#[test]
+fn http_counts_server_requests_by_method_path_and_status() {
+    if !privileged("http_counts_server_requests_by_method_path_and_status") {
+        return;
+    }
+    let r = trace(&["http", "--set", "http_slow=120ms"], &httpserver(), "4");
+    let t = truths(&r.stdout);
+    let objects = json(&r.stdout);
+
+    // The program's truth is METHOD_path_STATUS=N; gtrace's keys are METHOD|/path|STATUS.
+    let mut want = BTreeMap::new();
+    for (k, v) in &t {
+        if k == "requests" {
+            continue;
+        }
+        let mut parts = k.splitn(3, '_');
+        let (method, path, status) = (parts.next().unwrap(), parts.next().unwrap(), parts.next().unwrap());
+        want.insert(format!("{method}|/{path}|{status}"), v.parse::<u64>().unwrap());
+    }
+    assert_eq!(want.values().sum::<u64>(), truth_n(&t, "requests"));
+    // 4 rounds of 3+1+2+1+1+1 requests, and /slow once.
+    assert_eq!(truth_n(&t, "requests"), 4 * 9 + 1);
+    let got = counts(&objects, "@http_requests");
+    assert_eq!(got, want, "stdout:\n{}", r.stdout);
+
+    // Latency: one histogram per method and path, with every request in it.
+    let lat = map_entries(&objects, "@http_latency");
+    let hello: u64 =
+        lat["GET|/hello"].as_array().expect("buckets").iter().map(|b| b["count"].as_u64().expect("count")).sum();
+    assert_eq!(hello, 12);
+    let max = map_entries(&objects, "@http_latency_max");
+    let slow_ns = max["GET|/slow"].as_u64().expect("ns");
+    assert!(slow_ns >= 150_000_000, "/slow sleeps 150ms, its max is {slow_ns}ns");
+    assert!(max["GET|/hello"].as_u64().expect("ns") < 120_000_000);
+
+    // Only /slow is slower than http_slow, and it is printed once.
+    let slow = printed(&objects);
+    assert_eq!(slow.len(), 1, "{slow:?}");
+    assert!(slow[0].starts_with("http: GET /slow 200 took 15"), "{slow:?}");
+}
+
+// ---- httpclient --------------------------------------------------------------------------
+
+#[test]
+fn httpclient_counts_requests_by_host_and_status_and_errors() {
+    if !privileged("httpclient_counts_requests_by_host_and_status_and_errors") {
+        return;
+    }
+    let program = support::go_build("httpclient", &[]);
+    let r = trace(&["httpclient"], &program, "3");
+    let t = truths(&r.stdout);
+    let objects = json(&r.stdout);
+    let host = |x: &str| t.get(&format!("host_{x}")).unwrap_or_else(|| panic!("no host_{x} in {t:?}")).clone();
+    let (a, b, c) = (host("a"), host("b"), host("c"));
+    assert!(a.starts_with("127.0.0.1:") && b.starts_with("127.0.0.1:") && a != b);
+
+    // The redirect from b's /moved to /ok is followed inside one Client.Do: one 200.
+    let want: BTreeMap<String, u64> = [
+        (format!("GET|{a}|200"), truth_n(&t, "a_200")),
+        (format!("GET|{a}|404"), truth_n(&t, "a_404")),
+        (format!("POST|{b}|201"), truth_n(&t, "b_201")),
+        (format!("GET|{b}|200"), truth_n(&t, "b_200")),
+    ]
+    .into_iter()
+    .collect();
+    // 3 rounds: a 3x200 and 1x404, b 2x201 and 1 followed redirect, each round.
+    let by_truth: Vec<u64> = ["a_200", "a_404", "b_201", "b_200"].iter().map(|k| truth_n(&t, k)).collect();
+    assert_eq!(by_truth, vec![9, 3, 6, 3]);
+    assert_eq!(counts(&objects, "@httpc_requests"), want, "stdout:\n{}", r.stdout);
+
+    let errors = counts(&objects, "@httpc_errors");
+    assert_eq!(errors, [(format!("GET|{c}"), truth_n(&t, "c_errors"))].into_iter().collect(), "{}", r.stdout);
+    assert_eq!(truth_n(&t, "c_errors"), 1);
+
+    // Every request, answered or not, is in its host's latency histogram.
+    let lat = map_entries(&objects, "@httpc_latency");
+    let total = |h: &str| -> u64 {
+        lat[h].as_array().expect("buckets").iter().map(|b| b["count"].as_u64().expect("count")).sum()
+    };
+    assert_eq!(total(&a), 12);
+    assert_eq!(total(&b), 9);
+    assert_eq!(total(&c), 1);
+}
+
+// ---- sql ---------------------------------------------------------------------------------
+
+fn sqlprog() -> PathBuf {
+    support::go_build("sqlprog", &[])
+}
+
+#[test]
+fn sql_counts_queries_and_execs_by_text_and_their_errors() {
+    if !privileged("sql_counts_queries_and_execs_by_text_and_their_errors") {
+        return;
+    }
+    let r = trace(&["sql"], &sqlprog(), "25");
+    let t = truths(&r.stdout);
+    let objects = json(&r.stdout);
+    let n = truth_n(&t, "inserts");
+    assert_eq!(n, 25);
+    assert_eq!(truth_n(&t, "point_queries"), 25);
+
+    let execs = counts(&objects, "@sql_execs");
+    let want_execs: BTreeMap<String, u64> = [
+        ("CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT)".to_string(), truth_n(&t, "creates")),
+        ("INSERT INTO items (name) VALUES (?)".to_string(), n),
+        ("DELETE FROM no_such_table".to_string(), truth_n(&t, "exec_errors")),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(execs, want_execs, "stdout:\n{}", r.stdout);
+
+    let queries = counts(&objects, "@sql_queries");
+    let want_queries: BTreeMap<String, u64> = [
+        ("SELECT name FROM items WHERE id = ?".to_string(), truth_n(&t, "point_queries")),
+        ("SELECT count(*) FROM items".to_string(), truth_n(&t, "count_queries")),
+        ("SELECT * FROM no_such_table".to_string(), truth_n(&t, "query_errors")),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(queries, want_queries, "stdout:\n{}", r.stdout);
+
+    let errors = counts(&objects, "@sql_errors");
+    let want_errors: BTreeMap<String, u64> = [
+        ("SELECT * FROM no_such_table".to_string(), truth_n(&t, "query_errors")),
+        ("DELETE FROM no_such_table".to_string(), truth_n(&t, "exec_errors")),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(errors, want_errors, "stdout:\n{}", r.stdout);
+
+    let lat = map_entries(&objects, "@sql_latency");
+    let inserts: u64 = lat["INSERT INTO items (name) VALUES (?)"]
+        .as_array()
+        .expect("buckets")
+        .iter()
+        .map(|b| b["count"].as_u64().expect("count"))
+        .sum();
+    assert_eq!(inserts, n);
+    assert!(printed(&objects).is_empty(), "nothing in memory takes 100ms: {:?}", printed(&objects));
+}
+
+// ---- --check of every stdlib library against a program that uses it ---------------------
+
+fn check(args: &[&str], binary: &Path) -> Run {
+    let mut all: Vec<&str> = args.to_vec();
+    let b = binary.display().to_string();
+    all.extend(["--check", "-b", &b]);
+    gtrace(&all)
+}
+
+#[test]
+fn every_stdlib_library_checks_against_a_program_using_its_packages() {
+    let listing = gtrace(&["--list-libraries"]);
+    assert_eq!(listing.code, 0, "{}", listing.stderr);
+    let names: Vec<String> =
+        listing.stdout.lines().filter_map(|l| l.split_whitespace().next()).map(String::from).collect();
+    for want in ["http", "httpclient", "sql"] {
+        assert!(names.iter().any(|n| n == want), "{want} not listed:\n{}", listing.stdout);
+    }
+    // httpserver has a net/http server and client; sqlprog has database/sql. Both have
+    // the runtime and sync.Mutex that gc, sched and lock need.
+    let web = httpserver();
+    let db = sqlprog();
+    for name in &names {
+        let bin = if name == "sql" { &db } else { &web };
+        let r = check(&[name], bin);
+        assert_eq!(r.code, 0, "gtrace {name} --check -b {}:\n{}", bin.display(), r.stderr);
+        assert!(r.stderr.contains("ok,"), "{}", r.stderr);
+    }
+    // All those a program can use at once: no name is defined twice.
+    let uses = |libs: &[&str]| libs.iter().map(|n| format!("use \"{n}\"\n")).collect::<String>();
+    let web_all = uses(&["gc", "sched", "lock", "http", "httpclient"]);
+    let r = check(&["-e", &web_all], &web);
+    assert_eq!(r.code, 0, "{web_all}--check:\n{}", r.stderr);
+    let db_all = uses(&["gc", "sched", "lock", "sql"]);
+    let r = check(&["-e", &db_all], &db);
+    assert_eq!(r.code, 0, "{db_all}--check:\n{}", r.stderr);
+    // A program without database/sql: sql says which function is missing.
+    let r = check(&["sql"], &web);
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains("database/sql"), "{}", r.stderr);
+}
