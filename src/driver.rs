@@ -92,8 +92,13 @@ fn target_spec(cli: &Cli) -> Result<TargetSpec, Failure> {
 }
 
 pub fn run(cli: &Cli) -> Result<i32, Failure> {
+    if !cli.check && cli.emit.is_none() && cli.list.is_none() && !cli.list_libraries {
+        // Loading will need aya's loader, whose set-up (parsing the kernel's BTF) can
+        // overlap the compilation.
+        runtime::prewarm();
+    }
     if cli.list_libraries {
-        print!("{}", library::stdlib::listing());
+        print_stdout(&library::stdlib::listing());
         return Ok(0);
     }
     let spec = target_spec(cli)?;
@@ -101,19 +106,20 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
         let hint = match &e {
             crate::target::TargetError::NotGo { .. } => Some("gtrace traces Go executables (Go 1.17 or later)"),
             crate::target::TargetError::WrongArch { .. } => Some("gtrace traces x86-64 executables on this machine"),
-            crate::target::TargetError::NoSymbols { .. } => Some("build without -ldflags='-s -w' to keep the symbol table"),
+            crate::target::TargetError::TooOld { .. } => Some("gtrace needs Go's register ABI: rebuild the program with Go 1.17 or later"),
+            crate::target::TargetError::BadPclntab { .. } => Some("the function table could not be read; if this is a Go binary, please report it"),
             _ => None,
         };
         Failure::system(e, hint)
     })?;
     if let Some(pattern) = &cli.list {
-        print!("{}", list(&mut target, pattern));
+        print_stdout(&list(&mut target, pattern));
         return Ok(0);
     }
 
     let (sources, script) = parse(cli)?;
     if cli.emit == Some(Emit::Ast) {
-        println!("{}", serde_json::to_string_pretty(&script).unwrap_or_default());
+        print_stdout(&format!("{}\n", serde_json::to_string_pretty(&script).unwrap_or_default()));
         return Ok(0);
     }
     let mut diags = Diagnostics::default();
@@ -141,11 +147,11 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
         Err(f) => return Err(f),
     };
     if cli.emit == Some(Emit::Asm) {
-        print!("{}", listing(&lowered));
+        print_stdout(&listing(&lowered));
         return Ok(0);
     }
     if cli.emit == Some(Emit::Plan) {
-        println!("{}", serde_json::to_string_pretty(&lowered.plan).unwrap_or_default());
+        print_stdout(&format!("{}\n", serde_json::to_string_pretty(&lowered.plan).unwrap_or_default()));
         return Ok(0);
     }
     let bytes = object::write(&object_of(&lowered)).map_err(|e| Failure::system(e, None))?;
@@ -156,6 +162,12 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
         return Ok(0);
     }
     trace(cli, spec, &lowered, &bytes, &sources, &target)
+}
+
+/// Writes to stdout, ignoring a closed pipe (`gtrace -l | head`).
+fn print_stdout(text: &str) {
+    use std::io::Write;
+    let _ = std::io::stdout().write_all(text.as_bytes());
 }
 
 fn script_name(cli: &Cli) -> String {
@@ -225,7 +237,7 @@ fn listing(lowered: &Lowered) -> String {
         let (describe, sites) = match spec.map(|s| &s.attach) {
             Some(crate::plan::ProbeAttach::Uprobe(points)) => (
                 spec.map(|s| s.describe.as_str()).unwrap_or(""),
-                points.iter().map(|p| format!("{}+{:#x} (file offset {:#x})", p.function, p.address, p.file_offset)).collect::<Vec<_>>(),
+                points.iter().map(|p| format!("{} at {:#x} (file offset {:#x})", p.function, p.address, p.file_offset)).collect::<Vec<_>>(),
             ),
             _ => (spec.map(|s| s.describe.as_str()).unwrap_or(""), Vec::new()),
         };
@@ -246,8 +258,14 @@ pub fn list(target: &mut Target, pattern: &str) -> String {
     for name in names {
         let params = match target.params(&name) {
             Ok(Some(p)) => p,
+            Ok(None) if !target.has_dwarf() => {
+                let abi0 = target.find(&name).first().is_some_and(|f| f.abi == crate::target::Abi::Abi0);
+                let words = if abi0 { "arg0 … as words at 8(SP), 16(SP), …" } else { "arg0 … arg8 as words in RAX RBX RCX RDI RSI R8 R9 R10 R11" };
+                out.push_str(&format!("{name}  (no DWARF: parameters by position, {words})\n"));
+                continue;
+            }
             Ok(None) => {
-                out.push_str(&format!("{name}  (no DWARF: parameters unknown)\n"));
+                out.push_str(&format!("{name}  (no DWARF for this function: parameters unknown)\n"));
                 continue;
             }
             Err(e) => {
@@ -310,7 +328,8 @@ fn trace(cli: &Cli, spec: TargetSpec, lowered: &Lowered, bytes: &[u8], sources: 
     let started = Instant::now();
     loop {
         symbols.learn_bias(traced_pid);
-        if drain(&mut loaded, plan, &symbols, sink.as_mut(), Duration::from_millis(100))? {
+        // Short waits, so gtrace notices promptly when the target ends.
+        if drain(&mut loaded, plan, &symbols, sink.as_mut(), Duration::from_millis(20))? {
             break;
         }
         if stop.load(std::sync::atomic::Ordering::SeqCst) {

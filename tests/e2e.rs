@@ -344,3 +344,28 @@ fn ustack_is_the_go_call_stack_symbolized() {
     assert_eq!(names[..5], ["main.grow", "main.grow", "main.grow", "main.grow", "main.main.func1"], "{}", r.stdout);
     assert!(r.stdout.contains("]: 4"), "four goroutines took the same path:\n{}", r.stdout);
 }
+
+#[test]
+fn stripped_binaries_offer_parameters_by_position() {
+    if !privileged("stripped_binaries_offer_parameters_by_position") {
+        return;
+    }
+    let stripped = support::go_build("e2e", &["-ldflags=-s -w"]);
+    let cmd = format!("{} add 100", stripped.display());
+    let r = gtrace(&["-e", "on entry main.add { @s = sum(arg0); @n = count() } on return main.add { @r = sum(ret) }", "-c", &cmd]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(map_value(&r.stdout, "@n"), truth(&r.stdout, "calls"));
+    assert_eq!(map_value(&r.stdout, "@s"), truth(&r.stdout, "sum_a"));
+    // add(i, 1) returns i + 1.
+    assert_eq!(map_value(&r.stdout, "@r"), truth(&r.stdout, "sum_a") + truth(&r.stdout, "calls"));
+}
+
+#[test]
+fn a_named_parameter_in_a_stripped_binary_says_use_positions() {
+    let stripped = support::go_build("e2e", &["-ldflags=-s -w"]);
+    let r = gtrace(&["--check", "-e", "on entry main.add { @s = sum(a) }", "-b", stripped.to_str().unwrap()]);
+    assert_clean_failure(&r);
+    assert!(r.stderr.contains("no DWARF (stripped)") && r.stderr.contains("arg0"), "{}", r.stderr);
+    let l = gtrace(&["-l", "main.add", "-b", stripped.to_str().unwrap()]);
+    assert!(l.stdout.contains("main.add  (no DWARF: parameters by position, arg0"), "{}", l.stdout);
+}

@@ -27,6 +27,7 @@ pub const STRING_LIMIT: u32 = 64;
 pub fn go_values(target: &mut Target, function: &str, kind: InstanceKind) -> Result<Vec<GoValue>, String> {
     let params: Vec<Param> = match target.params(function) {
         Ok(Some(p)) => p,
+        Ok(None) if !target.has_dwarf() => return Ok(positional(target, function, kind)),
         Ok(None) => return Ok(Vec::new()),
         Err(e) => return Err(e.to_string()),
     };
@@ -62,6 +63,32 @@ pub fn go_values(target: &mut Target, function: &str, kind: InstanceKind) -> Res
         }
     }
     Ok(values)
+}
+
+/// The machine words a register-ABI function receives (`arg0` … `arg8`, in RAX, RBX, …)
+/// or, at a return, returns (`ret0` …): what can be said without DWARF. An assembly
+/// (ABI0) function takes its words on the stack, from 8(SP).
+pub fn positional(target: &mut Target, function: &str, kind: InstanceKind) -> Vec<GoValue> {
+    let word = target.word_type();
+    let abi0 = target.find(function).first().is_some_and(|f| f.abi == crate::target::Abi::Abi0);
+    let mut values = Vec::new();
+    for (i, reg) in crate::arch::GO_INT_REGS.iter().enumerate() {
+        let location = if abi0 {
+            Location::Stack { offset: 8 + 8 * i as i64 }
+        } else {
+            Location::Regs(vec![abi::RegPiece { reg: *reg, offset: 0, size: 8 }])
+        };
+        let ty = if kind == InstanceKind::Return {
+            Err(format!("`arg{i}` is a parameter: at a return Go has reused its register. Save it at entry: `on entry F {{ self.a = arg{i} }}`"))
+        } else {
+            Ok(Ty::Int { size: 8, signed: true })
+        };
+        values.push(GoValue { name: format!("arg{i}"), type_id: word, ty, location: location.clone(), is_result: false });
+        if kind == InstanceKind::Return && !abi0 {
+            values.push(GoValue { name: format!("ret{i}"), type_id: word, ty: Ok(Ty::Int { size: 8, signed: true }), location, is_result: true });
+        }
+    }
+    values
 }
 
 /// Where a function was inlined, its parameters are wherever the caller's code keeps

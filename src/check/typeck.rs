@@ -767,6 +767,8 @@ impl Cx<'_> {
             let mut d = Diagnostic::error(span, format!("unknown name `{n}`")).label("not a parameter, local or builtin");
             if !self.has_function {
                 d = d.hint("begin, end and interval probes have no parameters");
+            } else if self.values.first().is_some_and(|v| v.name == "arg0") && !via_arg {
+                d = d.hint("this binary has no DWARF (stripped): parameters are known by position as machine words, `arg0` … `arg8` (RAX, RBX, RCX, RDI, RSI, R8 … R11), results as `ret0` …");
             } else if self.values.is_empty() {
                 d = d.hint("no parameters are known for this function (no DWARF, or a probe on several functions)");
             } else if self.kind == InstanceKind::Entry && self.values.iter().all(|v| v.name != n) && n.starts_with("ret") {

@@ -6,9 +6,9 @@
 //! updated; R8 points at the event record being built.
 
 use super::frame::Frame;
-use super::maps::{self, Maps, UserMap};
+use super::maps::Maps;
 use super::LowerError;
-use crate::arch::{self, Reg as MReg};
+use crate::arch::Reg as MReg;
 use crate::bpf::builder::{Builder, Label};
 use crate::bpf::helpers::*;
 use crate::bpf::insn::*;
@@ -17,10 +17,9 @@ use crate::check::maps::MapValueTy;
 use crate::check::ty::Ty;
 use crate::check::{Facts, Name};
 use crate::diag::Sources;
-use crate::plan::{Agg, EventKind, EventSpec, Field};
+use crate::plan::{EventKind, EventSpec};
 use crate::syntax::ast::*;
 use crate::target::types::Types;
-use crate::target::GLayout;
 use std::collections::HashMap;
 
 pub struct Gen<'a> {
@@ -28,7 +27,7 @@ pub struct Gen<'a> {
     pub frame: Frame,
     pub(super) facts: &'a Facts,
     pub(super) types: &'a Types,
-    maps: &'a Maps,
+    pub(super) maps: &'a Maps,
     sources: &'a Sources,
     /// Every event format of the script; a record's first u64 indexes it.
     pub events: &'a mut Vec<EventSpec>,
@@ -57,7 +56,7 @@ impl<'a> Gen<'a> {
         Gen { b, frame: Frame::default(), facts, types, maps, sources, events, locals: HashMap::new(), activation: None, elapsed: None, done, self_vars }
     }
 
-    fn slot(&mut self, size: u32, span: Span) -> Result<i16, LowerError> {
+    pub(super) fn slot(&mut self, size: u32, span: Span) -> Result<i16, LowerError> {
         self.frame.alloc(size).map_err(|e| LowerError::Stack { span, needed: e.needed })
     }
 
@@ -95,12 +94,12 @@ impl<'a> Gen<'a> {
         self.load_reg(dst, reg)
     }
 
-    fn load_reg(&mut self, dst: u8, reg: MReg) {
+    pub(super) fn load_reg(&mut self, dst: u8, reg: MReg) {
         self.b.emit(load(Size::DW, dst, R6, reg.pt_regs_offset()));
     }
 
     /// Copies 8 bytes of target memory at `addr_reg + off` into stack slot `slot`.
-    fn read_user(&mut self, slot: i16, addr_reg: u8, off: i32) {
+    pub(super) fn read_user(&mut self, slot: i16, addr_reg: u8, off: i32) {
         if addr_reg != R3 {
             self.b.emit(mov64_reg(R3, addr_reg));
         }
@@ -113,65 +112,7 @@ impl<'a> Gen<'a> {
         self.b.emit(call(BPF_FUNC_probe_read_user));
     }
 
-    /// Computes the key of this call's activation into a 16-byte slot: the goroutine id
-    /// and g.stack.hi - SP, both unchanged when the runtime moves the stack. Without a
-    /// layout of runtime.g, the thread id and SP (exact unless the goroutine migrates or
-    /// its stack moves between entry and return).
-    pub fn activation_key(&mut self, g: Option<GLayout>, span: Span) -> Result<i16, LowerError> {
-        let slot = self.slot(16, span)?;
-        self.b.comment("activation key: (goid, g.stack.hi - SP)");
-        match g {
-            Some(g) => {
-                self.load_reg(R7, arch::G_REG);
-                self.read_user(slot, R7, g.goid as i32);
-                self.read_user(slot + 8, R7, g.stack_hi as i32);
-                self.load_reg(R1, arch::SP);
-                self.b.emit(load(Size::DW, R2, R10, slot + 8));
-                self.b.emit(alu64_reg(BPF_SUB, R2, R1));
-                self.b.emit(store_reg(Size::DW, R10, slot + 8, R2));
-            }
-            None => {
-                self.b.emit(call(BPF_FUNC_get_current_pid_tgid));
-                self.b.emit(store_reg(Size::DW, R10, slot, R0));
-                self.load_reg(R1, arch::SP);
-                self.b.emit(store_reg(Size::DW, R10, slot + 8, R1));
-            }
-        }
-        self.activation = Some(slot);
-        Ok(slot)
-    }
-
-    /// Entry timing: entry_times[activation] = now.
-    pub fn store_entry_time(&mut self, key: i16, span: Span) -> Result<(), LowerError> {
-        let val = self.slot(8, span)?;
-        self.b.emit(call(BPF_FUNC_ktime_get_ns));
-        self.b.emit(store_reg(Size::DW, R10, val, R0));
-        self.b.ld_map(R1, maps::ENTRY_TIMES);
-        self.stack_ptr(R2, key);
-        self.stack_ptr(R3, val);
-        self.b.emit(mov64_imm(R4, BPF_ANY));
-        self.b.emit(call(BPF_FUNC_map_update_elem));
-        Ok(())
-    }
-
-    /// Return timing: elapsed = now - entry_times[activation]; a return whose entry was
-    /// not seen (the call began before the probes were attached) skips the probe.
-    pub fn load_elapsed(&mut self, key: i16, span: Span) -> Result<(), LowerError> {
-        let slot = self.slot(8, span)?;
-        self.b.comment("elapsed = now - entry time of this activation");
-        self.b.ld_map(R1, maps::ENTRY_TIMES);
-        self.stack_ptr(R2, key);
-        self.b.emit(call(BPF_FUNC_map_lookup_elem));
-        self.b.jmp_imm_to(BPF_JEQ, R0, 0, self.done);
-        self.b.emit(load(Size::DW, R7, R0, 0));
-        self.b.emit(call(BPF_FUNC_ktime_get_ns));
-        self.b.emit(alu64_reg(BPF_SUB, R0, R7));
-        self.b.emit(store_reg(Size::DW, R10, slot, R0));
-        self.elapsed = Some(slot);
-        Ok(())
-    }
-
-    fn stack_ptr(&mut self, dst: u8, slot: i16) {
+    pub(super) fn stack_ptr(&mut self, dst: u8, slot: i16) {
         self.b.emit(mov64_reg(dst, R10));
         self.b.emit(alu64_imm(BPF_ADD, dst, slot as i32));
     }
@@ -239,79 +180,6 @@ impl<'a> Gen<'a> {
         Ok(())
     }
 
-    fn user_map(&self, name: &str, span: Span) -> Result<UserMap, LowerError> {
-        self.maps.user.get(name).cloned().ok_or_else(|| LowerError::unsupported(span, "a map that no probe writes"))
-    }
-
-    /// Builds a map key in a fresh, zeroed stack slot; returns the slot.
-    fn key(&mut self, um: &UserMap, keys: &[Expr], span: Span) -> Result<i16, LowerError> {
-        let slot = self.slot(um.key_size, span)?;
-        for i in 0..(um.key_size / 8) {
-            self.b.emit(store_imm(Size::DW, R10, slot + 8 * i as i16, 0));
-        }
-        for (k, field) in keys.iter().zip(&um.key_fields) {
-            self.value_to(k, R10, slot + field.offset as i16)?;
-        }
-        Ok(slot)
-    }
-
-    fn store_plain(&mut self, um: &UserMap, keys: &[Expr], value: &Expr, span: Span) -> Result<(), LowerError> {
-        let key = self.key(um, keys, span)?;
-        let size = self.facts.ty(value.id).record_size();
-        let val = self.slot(size, span)?;
-        for i in 0..(size / 8) as i16 {
-            self.b.emit(store_imm(Size::DW, R10, val + 8 * i, 0));
-        }
-        self.value_to(value, R10, val)?;
-        self.b.ld_map(R1, &um.object_name);
-        self.stack_ptr(R2, key);
-        self.stack_ptr(R3, val);
-        self.b.emit(mov64_imm(R4, BPF_ANY));
-        self.b.emit(call(BPF_FUNC_map_update_elem));
-        Ok(())
-    }
-
-    /// Looks the key up in a per-CPU aggregation map, inserting a zeroed value the first
-    /// time, and updates it with the value of `arg`.
-    fn aggregate(&mut self, um: &UserMap, keys: &[Expr], agg: Agg, arg: Option<&Expr>, span: Span) -> Result<(), LowerError> {
-        let key = self.key(um, keys, span)?;
-        let val = self.slot(8, span)?;
-        if let Some(a) = arg {
-            self.expr(a)?;
-            self.b.emit(store_reg(Size::DW, R10, val, R0));
-        }
-        let have = self.b.new_label();
-        let skip = self.b.new_label();
-        self.b.ld_map(R1, &um.object_name);
-        self.stack_ptr(R2, key);
-        self.b.emit(call(BPF_FUNC_map_lookup_elem));
-        self.b.jmp_imm_to(BPF_JNE, R0, 0, have);
-        // First update of this key on this CPU: insert zeros (from the `zeros` map, which
-        // is never written), then look it up again.
-        let zkey = self.slot(8, span)?;
-        self.b.emit(store_imm(Size::DW, R10, zkey, 0));
-        self.b.ld_map(R1, maps::ZEROS);
-        self.stack_ptr(R2, zkey);
-        self.b.emit(call(BPF_FUNC_map_lookup_elem));
-        self.b.jmp_imm_to(BPF_JEQ, R0, 0, skip);
-        self.b.emit(mov64_reg(R3, R0));
-        self.b.ld_map(R1, &um.object_name);
-        self.stack_ptr(R2, key);
-        self.b.emit(mov64_imm(R4, BPF_NOEXIST));
-        self.b.emit(call(BPF_FUNC_map_update_elem));
-        self.b.ld_map(R1, &um.object_name);
-        self.stack_ptr(R2, key);
-        self.b.emit(call(BPF_FUNC_map_lookup_elem));
-        self.b.jmp_imm_to(BPF_JEQ, R0, 0, skip);
-        self.b.bind(have);
-        self.b.emit(mov64_reg(R7, R0));
-        self.b.emit(load(Size::DW, R1, R10, val));
-        super::agg::update(&mut self.b, agg);
-        self.b.bind(skip);
-        self.b.emit(mov64_imm(R0, 0));
-        Ok(())
-    }
-
     fn call_stmt(&mut self, e: &Expr) -> Result<(), LowerError> {
         let ExprKind::Call { func, args } = &e.kind else {
             return self.expr(e);
@@ -362,87 +230,6 @@ impl<'a> Gen<'a> {
             }
             _ => Err(LowerError::unsupported(func.span, "this call")),
         }
-    }
-
-    /// Sends an event record [id, values...] through the ring buffer, built in the
-    /// per-CPU scratch buffer.
-    fn event(&mut self, mut kind: EventKind, args: &[Expr], span: Span) -> Result<(), LowerError> {
-        // What goes in the record: each argument, or for `args` each parameter.
-        enum Item<'e> {
-            Expr(&'e Expr),
-            Arg(crate::check::ArgInfo),
-        }
-        let mut items = Vec::new();
-        let mut labels = Vec::new();
-        for a in args {
-            if *self.facts.ty(a.id) == Ty::Args {
-                for info in &self.facts.args {
-                    labels.push(Some(info.name.clone()));
-                    items.push(Item::Arg(info.clone()));
-                }
-            } else {
-                labels.push(None);
-                items.push(Item::Expr(a));
-            }
-        }
-        if let EventKind::Print { labels: l } = &mut kind {
-            *l = labels;
-        }
-        let mut fields = Vec::new();
-        let mut offset = 8;
-        for item in &items {
-            let t = match item {
-                Item::Expr(a) => self.facts.ty(a.id).clone(),
-                Item::Arg(info) => info.ty.clone(),
-            };
-            fields.push(Field { offset, ty: t.value_type() });
-            offset += t.record_size();
-        }
-        let id = self.events.len();
-        self.events.push(EventSpec { kind, fields: fields.clone(), size: offset });
-        let skip = self.b.new_label();
-        let zkey = self.slot(8, span)?;
-        self.b.emit(store_imm(Size::DW, R10, zkey, 0));
-        self.b.ld_map(R1, maps::SCRATCH);
-        self.stack_ptr(R2, zkey);
-        self.b.emit(call(BPF_FUNC_map_lookup_elem));
-        self.b.jmp_imm_to(BPF_JEQ, R0, 0, skip);
-        self.b.emit(mov64_reg(R8, R0));
-        self.b.emit(store_imm(Size::DW, R8, 0, id as i32));
-        for (item, f) in items.iter().zip(&fields) {
-            match item {
-                Item::Expr(a) => self.value_to(a, R8, f.offset as i16)?,
-                Item::Arg(info) => self.arg_to(info, R8, f.offset as i16, span)?,
-            }
-        }
-        self.b.ld_map(R1, maps::EVENTS);
-        self.b.emit(mov64_reg(R2, R8));
-        self.b.emit(mov64_imm(R3, offset as i32));
-        self.b.emit(mov64_imm(R4, 0));
-        self.b.emit(call(BPF_FUNC_ringbuf_output));
-        self.b.bind(skip);
-        self.b.emit(mov64_imm(R0, 0));
-        Ok(())
-    }
-
-    /// Writes one parameter of `args` at `base + off`.
-    fn arg_to(&mut self, info: &crate::check::ArgInfo, base: u8, off: i16, span: Span) -> Result<(), LowerError> {
-        let mark = self.frame.mark();
-        let place = self.location_place(&info.location, span)?;
-        match &info.ty {
-            Ty::Str { max } => self.string_from_place(&place, base, off, *max, span)?,
-            Ty::Interface => {
-                let empty = matches!(self.types.get(info.type_id).kind, crate::target::types::TypeKind::Interface { empty: true });
-                self.interface_from_place(&place, empty, base, off, span)?;
-            }
-            t => {
-                let size = self.types.get(info.type_id).size.clamp(1, 8);
-                self.read_scalar(&place, size, t.is_signed())?;
-                self.b.emit(store_reg(Size::DW, base, off, R0));
-            }
-        }
-        self.frame.release(mark);
-        Ok(())
     }
 
     /// Evaluates a scalar expression into R0.
@@ -636,57 +423,6 @@ impl<'a> Gen<'a> {
         self.b.emit(mov64_imm(R0, 0));
         self.b.bind(yes);
         self.b.emit(alu64_imm(BPF_ADD, R0, 0));
-        Ok(())
-    }
-
-    /// Builds the key (goid, index) of self variable `name` in a new slot.
-    fn self_key(&mut self, name: &str, span: Span) -> Result<i16, LowerError> {
-        let var = self.self_vars.get(name).ok_or_else(|| LowerError::unsupported(span, "an unknown self variable"))?;
-        let index = var.index;
-        let act = self.activation.ok_or_else(|| LowerError::unsupported(span, "self variables without a goroutine id"))?;
-        let key = self.slot(16, span)?;
-        self.b.emit(load(Size::DW, R1, R10, act));
-        self.b.emit(store_reg(Size::DW, R10, key, R1));
-        self.b.emit(store_imm(Size::DW, R10, key + 8, index as i32));
-        Ok(key)
-    }
-
-    /// R0 = pointer to the value of self variable `name` on this goroutine, or 0.
-    pub(super) fn lookup_self(&mut self, name: &str, span: Span) -> Result<(), LowerError> {
-        let key = self.self_key(name, span)?;
-        self.b.ld_map(R1, maps::SELF_VARS);
-        self.stack_ptr(R2, key);
-        self.b.emit(call(BPF_FUNC_map_lookup_elem));
-        Ok(())
-    }
-
-    fn store_self(&mut self, name: &str, value: &Expr, span: Span) -> Result<(), LowerError> {
-        let key = self.self_key(name, span)?;
-        let size = self.facts.ty(value.id).record_size();
-        let val = self.slot(size, span)?;
-        for i in 0..(size / 8) as i16 {
-            self.b.emit(store_imm(Size::DW, R10, val + 8 * i, 0));
-        }
-        self.value_to(value, R10, val)?;
-        self.b.ld_map(R1, maps::SELF_VARS);
-        self.stack_ptr(R2, key);
-        self.stack_ptr(R3, val);
-        self.b.emit(mov64_imm(R4, BPF_ANY));
-        self.b.emit(call(BPF_FUNC_map_update_elem));
-        Ok(())
-    }
-
-    /// At runtime.goexit0(gp): deletes every self variable of gp's goroutine.
-    pub fn free_self_vars(&mut self, g: GLayout, span: Span) -> Result<(), LowerError> {
-        let key = self.slot(16, span)?;
-        self.load_reg(R7, arch::GO_INT_REGS[0]);
-        self.read_user(key, R7, g.goid as i32);
-        for var in self.self_vars.values() {
-            self.b.emit(store_imm(Size::DW, R10, key + 8, var.index as i32));
-            self.b.ld_map(R1, maps::SELF_VARS);
-            self.stack_ptr(R2, key);
-            self.b.emit(call(BPF_FUNC_map_delete_elem));
-        }
         Ok(())
     }
 

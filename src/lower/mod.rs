@@ -6,7 +6,10 @@
 
 pub mod agg;
 pub mod codegen;
+pub mod events;
 pub mod frame;
+pub mod goroutine;
+pub mod mapops;
 pub mod maps;
 pub mod values;
 

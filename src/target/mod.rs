@@ -96,10 +96,6 @@ pub enum TargetError {
     NotGo { path: PathBuf },
     #[error("{path} was built by {version}; gtrace supports Go 1.17 and later (the register ABI): rebuild it with a newer Go")]
     TooOld { path: PathBuf, version: String },
-    /// No longer returned (stripped binaries are read from .gopclntab); kept until the
-    /// driver stops naming it.
-    #[error("{path} has no symbol table")]
-    NoSymbols { path: PathBuf },
     #[error("cannot read the Go function table (.gopclntab) of {path}: {message}")]
     BadPclntab { path: PathBuf, message: String },
     #[error("bad DWARF in {path}: {message}")]
@@ -465,6 +461,14 @@ impl Target {
     }
 
     /// Every Go type parsed so far.
+    /// A signed machine word: the type of positional `argN` without DWARF.
+    pub fn word_type(&mut self) -> crate::target::types::TypeId {
+        if let Some(i) = self.types.items.iter().position(|t| t.name == "word" && t.kind == types::TypeKind::Int { signed: true }) {
+            return crate::target::types::TypeId(i as u32);
+        }
+        self.types.add(types::GoType { name: "word".into(), size: 8, kind: types::TypeKind::Int { signed: true } })
+    }
+
     pub fn types(&self) -> &Types {
         &self.types
     }

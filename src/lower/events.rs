@@ -1,0 +1,94 @@
+//! Events: `print`, `printf`, `print(@m)`, `clear(@m)` and `exit()` as records sent
+//! through the ring buffer, built in the per-CPU scratch buffer.
+
+use super::codegen::Gen;
+use super::maps;
+use super::LowerError;
+use crate::bpf::helpers::*;
+use crate::bpf::insn::*;
+use crate::syntax::ast::*;
+use crate::check::ty::Ty;
+use crate::plan::{EventKind, EventSpec, Field};
+
+impl Gen<'_> {
+    /// Sends an event record [id, values...] through the ring buffer, built in the
+    /// per-CPU scratch buffer.
+    pub(super) fn event(&mut self, mut kind: EventKind, args: &[Expr], span: Span) -> Result<(), LowerError> {
+        // What goes in the record: each argument, or for `args` each parameter.
+        enum Item<'e> {
+            Expr(&'e Expr),
+            Arg(crate::check::ArgInfo),
+        }
+        let mut items = Vec::new();
+        let mut labels = Vec::new();
+        for a in args {
+            if *self.facts.ty(a.id) == Ty::Args {
+                for info in &self.facts.args {
+                    labels.push(Some(info.name.clone()));
+                    items.push(Item::Arg(info.clone()));
+                }
+            } else {
+                labels.push(None);
+                items.push(Item::Expr(a));
+            }
+        }
+        if let EventKind::Print { labels: l } = &mut kind {
+            *l = labels;
+        }
+        let mut fields = Vec::new();
+        let mut offset = 8;
+        for item in &items {
+            let t = match item {
+                Item::Expr(a) => self.facts.ty(a.id).clone(),
+                Item::Arg(info) => info.ty.clone(),
+            };
+            fields.push(Field { offset, ty: t.value_type() });
+            offset += t.record_size();
+        }
+        let id = self.events.len();
+        self.events.push(EventSpec { kind, fields: fields.clone(), size: offset });
+        let skip = self.b.new_label();
+        let zkey = self.slot(8, span)?;
+        self.b.emit(store_imm(Size::DW, R10, zkey, 0));
+        self.b.ld_map(R1, maps::SCRATCH);
+        self.stack_ptr(R2, zkey);
+        self.b.emit(call(BPF_FUNC_map_lookup_elem));
+        self.b.jmp_imm_to(BPF_JEQ, R0, 0, skip);
+        self.b.emit(mov64_reg(R8, R0));
+        self.b.emit(store_imm(Size::DW, R8, 0, id as i32));
+        for (item, f) in items.iter().zip(&fields) {
+            match item {
+                Item::Expr(a) => self.value_to(a, R8, f.offset as i16)?,
+                Item::Arg(info) => self.arg_to(info, R8, f.offset as i16, span)?,
+            }
+        }
+        self.b.ld_map(R1, maps::EVENTS);
+        self.b.emit(mov64_reg(R2, R8));
+        self.b.emit(mov64_imm(R3, offset as i32));
+        self.b.emit(mov64_imm(R4, 0));
+        self.b.emit(call(BPF_FUNC_ringbuf_output));
+        self.b.bind(skip);
+        self.b.emit(mov64_imm(R0, 0));
+        Ok(())
+    }
+
+    /// Writes one parameter of `args` at `base + off`.
+    fn arg_to(&mut self, info: &crate::check::ArgInfo, base: u8, off: i16, span: Span) -> Result<(), LowerError> {
+        let mark = self.frame.mark();
+        let place = self.location_place(&info.location, span)?;
+        match &info.ty {
+            Ty::Str { max } => self.string_from_place(&place, base, off, *max, span)?,
+            Ty::Interface => {
+                let empty = matches!(self.types.get(info.type_id).kind, crate::target::types::TypeKind::Interface { empty: true });
+                self.interface_from_place(&place, empty, base, off, span)?;
+            }
+            t => {
+                let size = self.types.get(info.type_id).size.clamp(1, 8);
+                self.read_scalar(&place, size, t.is_signed())?;
+                self.b.emit(store_reg(Size::DW, base, off, R0));
+            }
+        }
+        self.frame.release(mark);
+        Ok(())
+    }
+}

@@ -1,0 +1,86 @@
+//! User maps in the programs: building keys, storing plain values, and updating per-CPU
+//! aggregations (inserting a zeroed value the first time a key is seen on a CPU).
+
+use super::codegen::Gen;
+use super::maps;
+use super::LowerError;
+use crate::bpf::helpers::*;
+use crate::bpf::insn::*;
+use crate::syntax::ast::*;
+use super::maps::UserMap;
+use crate::plan::Agg;
+
+impl Gen<'_> {
+    pub(super) fn user_map(&self, name: &str, span: Span) -> Result<UserMap, LowerError> {
+        self.maps.user.get(name).cloned().ok_or_else(|| LowerError::unsupported(span, "a map that no probe writes"))
+    }
+
+    /// Builds a map key in a fresh, zeroed stack slot; returns the slot.
+    pub(super) fn key(&mut self, um: &UserMap, keys: &[Expr], span: Span) -> Result<i16, LowerError> {
+        let slot = self.slot(um.key_size, span)?;
+        for i in 0..(um.key_size / 8) {
+            self.b.emit(store_imm(Size::DW, R10, slot + 8 * i as i16, 0));
+        }
+        for (k, field) in keys.iter().zip(&um.key_fields) {
+            self.value_to(k, R10, slot + field.offset as i16)?;
+        }
+        Ok(slot)
+    }
+
+    pub(super) fn store_plain(&mut self, um: &UserMap, keys: &[Expr], value: &Expr, span: Span) -> Result<(), LowerError> {
+        let key = self.key(um, keys, span)?;
+        let size = self.facts.ty(value.id).record_size();
+        let val = self.slot(size, span)?;
+        for i in 0..(size / 8) as i16 {
+            self.b.emit(store_imm(Size::DW, R10, val + 8 * i, 0));
+        }
+        self.value_to(value, R10, val)?;
+        self.b.ld_map(R1, &um.object_name);
+        self.stack_ptr(R2, key);
+        self.stack_ptr(R3, val);
+        self.b.emit(mov64_imm(R4, BPF_ANY));
+        self.b.emit(call(BPF_FUNC_map_update_elem));
+        Ok(())
+    }
+
+    /// Looks the key up in a per-CPU aggregation map, inserting a zeroed value the first
+    /// time, and updates it with the value of `arg`.
+    pub(super) fn aggregate(&mut self, um: &UserMap, keys: &[Expr], agg: Agg, arg: Option<&Expr>, span: Span) -> Result<(), LowerError> {
+        let key = self.key(um, keys, span)?;
+        let val = self.slot(8, span)?;
+        if let Some(a) = arg {
+            self.expr(a)?;
+            self.b.emit(store_reg(Size::DW, R10, val, R0));
+        }
+        let have = self.b.new_label();
+        let skip = self.b.new_label();
+        self.b.ld_map(R1, &um.object_name);
+        self.stack_ptr(R2, key);
+        self.b.emit(call(BPF_FUNC_map_lookup_elem));
+        self.b.jmp_imm_to(BPF_JNE, R0, 0, have);
+        // First update of this key on this CPU: insert zeros (from the `zeros` map, which
+        // is never written), then look it up again.
+        let zkey = self.slot(8, span)?;
+        self.b.emit(store_imm(Size::DW, R10, zkey, 0));
+        self.b.ld_map(R1, maps::ZEROS);
+        self.stack_ptr(R2, zkey);
+        self.b.emit(call(BPF_FUNC_map_lookup_elem));
+        self.b.jmp_imm_to(BPF_JEQ, R0, 0, skip);
+        self.b.emit(mov64_reg(R3, R0));
+        self.b.ld_map(R1, &um.object_name);
+        self.stack_ptr(R2, key);
+        self.b.emit(mov64_imm(R4, BPF_NOEXIST));
+        self.b.emit(call(BPF_FUNC_map_update_elem));
+        self.b.ld_map(R1, &um.object_name);
+        self.stack_ptr(R2, key);
+        self.b.emit(call(BPF_FUNC_map_lookup_elem));
+        self.b.jmp_imm_to(BPF_JEQ, R0, 0, skip);
+        self.b.bind(have);
+        self.b.emit(mov64_reg(R7, R0));
+        self.b.emit(load(Size::DW, R1, R10, val));
+        super::agg::update(&mut self.b, agg);
+        self.b.bind(skip);
+        self.b.emit(mov64_imm(R0, 0));
+        Ok(())
+    }
+}
