@@ -108,3 +108,17 @@ fn parameters_are_refused_in_return_probes_with_the_fix() {
     assert!(!out.status.success());
     assert!(err.contains("at a return Go has reused its register") && err.contains("self.id = id"), "{err}");
 }
+
+#[test]
+fn self_variables_of_different_sizes_share_one_table() {
+    if !privileged("self_variables_of_different_sizes_share_one_table") {
+        return;
+    }
+    // A string and an integer self variable: the table's values are as large as the
+    // string's; storing the integer must not read past its own slot.
+    let out = gtrace_on(
+        r#"on entry main.work { self.tag = "w"; self.id = id } on return main.work { if self.id == ret && self.tag == "w" { @match = count() } }"#,
+        "gosched 100",
+    );
+    assert_eq!(map_value(&out, "@match"), truth(&out, "calls"), "{out}");
+}

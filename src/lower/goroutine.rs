@@ -93,7 +93,9 @@ impl Gen<'_> {
 
     pub(super) fn store_self(&mut self, name: &str, value: &Expr, span: Span) -> Result<(), LowerError> {
         let key = self.self_key(name, span)?;
-        let size = self.facts.ty(value.id).record_size();
+        // The map's values are as large as the largest self variable: the update copies
+        // that many bytes, so the slot must hold them all.
+        let size = self.self_vars.values().map(|v| v.ty.record_size()).max().unwrap_or(8);
         let val = self.slot(size, span)?;
         for i in 0..(size / 8) as i16 {
             self.b.emit(store_imm(Size::DW, R10, val + 8 * i, 0));

@@ -350,7 +350,8 @@ impl Target {
     pub fn find_inlined(&self, pattern: &str) -> Vec<&InlinedSite> {
         let sites = self.inlined_sites();
         if symbols::is_pattern(pattern) {
-            sites.iter().filter(|s| symbols::matches_name(pattern, &s.callee)).collect()
+            let m = symbols::Matcher::new(pattern);
+            sites.iter().filter(|s| m.matches(&s.callee)).collect()
         } else {
             let start = sites.partition_point(|s| s.callee.as_str() < pattern);
             sites[start..].iter().take_while(|s| s.callee == pattern).collect()

@@ -82,14 +82,22 @@ fn matches(pieces: &[Piece], name: &str) -> bool {
     }
 }
 
-/// Whether `name` matches `pattern` by the rules above (wildcards, `[...]`, or equality).
-pub(crate) fn matches_name(pattern: &str, name: &str) -> bool {
-    matches(&compile(pattern), name)
+/// Whether a pattern needs matching rather than an exact lookup (the `*` of a pointer
+/// receiver, `(*T)`, is not a wildcard).
+pub(crate) fn is_pattern(pattern: &str) -> bool {
+    (pattern.contains('*') || pattern.contains("[...]")) && compile(pattern).iter().any(|p| !matches!(p, Piece::Lit(_)))
 }
 
-/// Whether a pattern needs matching rather than an exact lookup.
-pub(crate) fn is_pattern(pattern: &str) -> bool {
-    pattern.contains('*') || pattern.contains("[...]")
+/// A pattern compiled once, to match many names.
+pub(crate) struct Matcher(Vec<Piece>);
+
+impl Matcher {
+    pub(crate) fn new(pattern: &str) -> Matcher {
+        Matcher(compile(pattern))
+    }
+    pub(crate) fn matches(&self, name: &str) -> bool {
+        matches(&self.0, name)
+    }
 }
 
 /// Functions (sorted by name) matching `pattern`, per the rules above.
