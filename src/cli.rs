@@ -57,6 +57,10 @@ pub struct Cli {
     #[arg(long, value_name = "D", value_parser = parse_duration)]
     pub duration: Option<Duration>,
 
+    /// How many bytes of a Go string to read (longer strings are cut there), 1 to 400.
+    #[arg(long, value_name = "BYTES", default_value_t = crate::check::govalues::STRING_LIMIT, value_parser = clap::value_parser!(u32).range(1..=400))]
+    pub string_limit: u32,
+
     /// Where `use` looks for libraries.
     #[arg(short = 'I', value_name = "DIR")]
     pub include: Vec<PathBuf>,

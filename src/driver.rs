@@ -123,7 +123,7 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
         return Ok(0);
     }
     let mut diags = Diagnostics::default();
-    let checked = if diags.has_errors() { None } else { check::check(&script, &mut target, &mut diags) };
+    let checked = if diags.has_errors() { None } else { check::check(&script, &mut target, &mut diags, cli.string_limit) };
     let Some(checked) = checked else {
         return Err(Failure::Script { sources, diags: diags.items });
     };

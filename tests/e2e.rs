@@ -369,3 +369,10 @@ fn a_named_parameter_in_a_stripped_binary_says_use_positions() {
     let l = gtrace(&["-l", "main.add", "-b", stripped.to_str().unwrap()]);
     assert!(l.stdout.contains("main.add  (no DWARF: parameters by position, arg0"), "{}", l.stdout);
 }
+
+#[test]
+fn goroutine_state_in_an_assembly_function_is_refused() {
+    let r = gtrace(&["--check", "-e", "on entry runtime.memmove { @g[goid] = count() }", "-b", e2e().to_str().unwrap()]);
+    assert_clean_failure(&r);
+    assert!(r.stderr.contains("assembly (ABI0) function"), "{}", r.stderr);
+}

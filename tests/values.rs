@@ -70,6 +70,17 @@ traced!(array_parameter_on_the_stack, "on entry main.onStack { @a = sum(a[2]); @
     assert_eq!(map(&out, "@n"), truth(&out, "sn"));
 });
 
+traced!(struct_that_goes_to_the_stack, "on entry main.ten { @j = sum(t.J); @a = sum(t.A); @n = count() }", |out| {
+    assert_eq!(map(&out, "@n"), truth(&out, "ten"));
+    assert_eq!(map(&out, "@j"), truth(&out, "tenj"));
+    assert_eq!(map(&out, "@a"), truth(&out, "tena"));
+});
+
+traced!(string_limit_is_settable, "on entry main.greet { @l = max(len(name)) }", |out| {
+    // len() is the real length whatever the limit.
+    assert_eq!(map(&out, "@l"), 100);
+});
+
 traced!(more_than_nine_int_parameters, "on entry main.many { @j = sum(j); @k = sum(k) }", |out| {
     assert_eq!(map(&out, "@j"), truth(&out, "sj"));
     assert_eq!(map(&out, "@k"), truth(&out, "sk"));
@@ -125,10 +136,20 @@ traced!(errors_print_their_dynamic_type_and_message, r#"on entry main.check { pr
 });
 
 traced!(any_values_print_type_and_value, "on entry main.describe { print(v) }", |out| {
-    let got: Vec<&str> = out.lines().skip_while(|l| !l.starts_with("narrow=")).skip(1).collect();
+    let got: Vec<&str> = out.lines().skip_while(|l| !l.starts_with("ten=")).skip(1).collect();
     assert_eq!(got[..5], ["string(\"hi\")", "int(42)", "int8(-3)", "bool(true)", "nil"], "{out}");
     assert!(got[5].starts_with("*main.Point(0x"), "{out}");
 });
+
+#[test]
+fn a_longer_string_limit_reads_more() {
+    if !privileged("a_longer_string_limit_reads_more") {
+        return;
+    }
+    let r = gtrace(&["--string-limit", "100", "-e", "on entry main.greet { @n[name] = count() }", "-c", values().to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(map(&r.stdout, &format!("@n[{}]", "x".repeat(100))), 4, "{}", r.stdout);
+}
 
 // Refusals: no privileges needed.
 

@@ -20,11 +20,11 @@ pub struct GoValue {
     pub is_result: bool,
 }
 
-/// The default number of bytes read of a Go string.
+/// The default number of bytes read of a Go string (`--string-limit`).
 pub const STRING_LIMIT: u32 = 64;
 
 /// Parameters and results of `function` with their ABI locations.
-pub fn go_values(target: &mut Target, function: &str, kind: InstanceKind) -> Result<Vec<GoValue>, String> {
+pub fn go_values(target: &mut Target, function: &str, kind: InstanceKind, limit: u32) -> Result<Vec<GoValue>, String> {
     let params: Vec<Param> = match target.params(function) {
         Ok(Some(p)) => p,
         Ok(None) if !target.has_dwarf() => return Ok(positional(target, function, kind)),
@@ -53,13 +53,13 @@ pub fn go_values(target: &mut Target, function: &str, kind: InstanceKind) -> Res
                 p.name, p.name, p.name, p.name
             ))
         } else {
-            go_ty(types, p.ty, &p.name)
+            go_ty(types, p.ty, &p.name, limit)
         };
         values.push(GoValue { name: p.name.clone(), type_id: p.ty, ty, location: loc, is_result: false });
     }
     if kind == InstanceKind::Return {
         for (p, loc) in outs.iter().zip(out_locs) {
-            values.push(GoValue { name: p.name.clone(), type_id: p.ty, ty: go_ty(types, p.ty, &p.name), location: loc, is_result: true });
+            values.push(GoValue { name: p.name.clone(), type_id: p.ty, ty: go_ty(types, p.ty, &p.name, limit), location: loc, is_result: true });
         }
     }
     Ok(values)
@@ -112,7 +112,7 @@ pub fn inlined_values(target: &mut Target, function: &str) -> Vec<GoValue> {
 }
 
 /// The script type of a Go value, or why it cannot be used.
-pub fn go_ty(types: &Types, id: crate::target::types::TypeId, what: &str) -> Result<Ty, String> {
+pub fn go_ty(types: &Types, id: crate::target::types::TypeId, what: &str, limit: u32) -> Result<Ty, String> {
     let t = types.get(id);
     Ok(match &t.kind {
         TypeKind::Int { .. } if t.name == "time.Duration" => Ty::Duration,
@@ -120,7 +120,7 @@ pub fn go_ty(types: &Types, id: crate::target::types::TypeId, what: &str) -> Res
         TypeKind::Bool => Ty::Bool,
         TypeKind::Pointer { elem } => Ty::Pointer { elem: Some(*elem) },
         TypeKind::UnsafePointer => Ty::Pointer { elem: None },
-        TypeKind::String => Ty::Str { max: STRING_LIMIT },
+        TypeKind::String => Ty::Str { max: limit },
         TypeKind::Interface { .. } => Ty::Interface,
         TypeKind::Float | TypeKind::Complex => {
             return Err(format!(

@@ -112,14 +112,15 @@ impl Facts {
 }
 
 /// Runs every check in order. Returns `None` when an error was reported.
-pub fn check(script: &Script, target: &mut Target, diags: &mut Diagnostics) -> Option<Checked> {
+/// `string_limit`: how many bytes of a Go string to read (`--string-limit`).
+pub fn check(script: &Script, target: &mut Target, diags: &mut Diagnostics, string_limit: u32) -> Option<Checked> {
     let resolved = probes::resolve(script, target, diags);
     if diags.has_errors() {
         return None;
     }
     let mut checked = Checked::default();
     for probe in resolved {
-        typeck::check_probe(script, probe, target, &mut checked, diags);
+        typeck::check_probe(script, probe, target, &mut checked, diags, string_limit);
     }
     checked.maps.check_references(diags);
     if diags.has_errors() {

@@ -15,7 +15,7 @@ use crate::syntax::format::{self, Piece};
 use crate::target::types::{TypeKind, Types};
 use crate::target::Target;
 
-pub fn check_probe(script: &Script, probe: ResolvedProbe, target: &mut Target, checked: &mut Checked, diags: &mut Diagnostics) {
+pub fn check_probe(script: &Script, probe: ResolvedProbe, target: &mut Target, checked: &mut Checked, diags: &mut Diagnostics, limit: u32) {
     let Item::Probe(ast) = &script.items[probe.item] else { return };
     // One instance for all functions when the body reads no Go value; else one each.
     let groups: Vec<Vec<super::FuncSite>> = if probe.functions.len() > 1 && reads_go_values(&ast.body) {
@@ -42,7 +42,7 @@ pub fn check_probe(script: &Script, probe: ResolvedProbe, target: &mut Target, c
     for functions in groups {
         let values = match functions.as_slice() {
             [one] if target.inlined_at(one.entry).is_some() => Ok(inlined_values(target, &one.name)),
-            [one] => go_values(target, &one.name, probe.kind),
+            [one] => go_values(target, &one.name, probe.kind, limit),
             _ => Ok(Vec::new()),
         };
         let values = match values {
@@ -55,6 +55,7 @@ pub fn check_probe(script: &Script, probe: ResolvedProbe, target: &mut Target, c
         let mut local = Diagnostics::default();
         let mut cx = Cx {
             kind: probe.kind,
+            string_limit: limit,
             types: target.types(),
             values,
             facts: Facts::default(),
@@ -67,6 +68,19 @@ pub fn check_probe(script: &Script, probe: ResolvedProbe, target: &mut Target, c
         cx.block(&ast.body);
         let uses_elapsed = cx.uses_elapsed;
         let facts = cx.facts;
+        // The goroutine is found through R14, which holds g only in ABIInternal functions.
+        let needs_g = uses_elapsed || facts.uses_self || facts.names.values().any(|n| *n == Name::Builtin(Builtin::Goid));
+        if needs_g {
+            for f in &functions {
+                if target.find(&f.name).first().is_some_and(|t| t.abi == crate::target::Abi::Abi0) {
+                    local.push(
+                        Diagnostic::error(ast.span, format!("`{}` is an assembly (ABI0) function: R14 does not hold the goroutine there", f.name))
+                            .label("goid, self and elapsed are unavailable here")
+                            .hint("probe the Go function that calls it instead"),
+                    );
+                }
+            }
+        }
         // The same mistake in a body compiled for several functions is reported once.
         for d in local.items {
             if !seen.iter().any(|(s, m)| *s == d.span && *m == d.message) {
@@ -91,6 +105,8 @@ pub fn agg_of(name: &str) -> Option<&'static str> {
 
 struct Cx<'a> {
     kind: InstanceKind,
+    /// Bytes read of a Go string.
+    string_limit: u32,
     types: &'a Types,
     values: Vec<GoValue>,
     facts: Facts,
@@ -650,7 +666,7 @@ impl Cx<'_> {
     /// be read).
     fn go_typed(&mut self, e: &Expr, id: crate::target::types::TypeId, what: &str, span: Span) -> Ty {
         self.facts.go_types.insert(e.id, id);
-        match go_ty(self.types, id, what) {
+        match go_ty(self.types, id, what, self.string_limit) {
             Ok(t) => t,
             Err(why) => {
                 self.err(Diagnostic::error(span, why).label("cannot be read"));

@@ -91,6 +91,12 @@ func narrow(a int8, b uint8, c int16, d uint32, ok bool) int {
 //go:noinline
 func describe(v any) bool { return v != nil }
 
+// Ten does not fit in the nine integer registers: the whole struct goes on the stack.
+type Ten struct{ A, B, C, D, E, F, G, H, I, J int }
+
+//go:noinline
+func ten(n int, t Ten) int { return n + t.A + t.J }
+
 func abs(x int) int {
 	if x < 0 {
 		return -x
@@ -204,6 +210,14 @@ func main() {
 		na += int(a) + int(b) + int(c) + int(d)
 	}
 	fmt.Printf("narrow=40 narrowsum=%d\n", na)
+
+	tj, ta := 0, 0
+	for i := 0; i < 10; i++ {
+		ten(i, Ten{A: i * 2, J: i * 7})
+		tj += i * 7
+		ta += i * 2
+	}
+	fmt.Printf("ten=10 tenj=%d tena=%d\n", tj, ta)
 
 	for _, v := range []any{"hi", 42, int8(-3), true, nil, &Point{X: 1}} {
 		describe(v)
