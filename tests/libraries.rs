@@ -151,6 +151,15 @@ fn sched_counts_spawned_goroutines() {
     // Created minus exited: the spawned ones all ended; a few runtime goroutines may live.
     let alive = map_value(&r.stdout, "@sched_alive");
     assert!((0..20).contains(&alive), "alive {alive}:\n{}", r.stdout);
+    // By creator: the stack whose `go` statement is in main.spawn made every one of them.
+    let by_spawn = r
+        .stdout
+        .split("@sched_created_by[")
+        .find(|block| block.contains("\n    main.spawn+"))
+        .and_then(|block| block.split("]: ").nth(1))
+        .and_then(|rest| rest.lines().next())
+        .and_then(|n| n.trim().parse::<i64>().ok());
+    assert_eq!(by_spawn, Some(spawned), "{}", r.stdout);
 }
 
 #[test]
@@ -168,6 +177,14 @@ fn lock_measures_mutex_waits() {
     let max = json_map_value(&objects, "@lock_wait_max");
     assert!(max >= (n / 2) * 1_000_000, "longest wait {max}ns:\n{}", r.stdout);
     assert!(!r.stdout.contains("lock: waited"), "nothing is slower than lock_slow_wait=1h");
+    // By caller: every wait is under the goroutine in main.contend that called Lock.
+    let by_caller = objects.iter().find(|o| o["name"] == "@lock_wait_by_caller").expect("@lock_wait_by_caller");
+    let entries = by_caller["entries"].as_array().unwrap();
+    assert!(!entries.is_empty());
+    for e in entries {
+        let frames: Vec<&str> = e["keys"][0].as_array().unwrap().iter().map(|f| f.as_str().unwrap()).collect();
+        assert!(frames.iter().any(|f| f.starts_with("main.contend.func1+")), "{frames:?}");
+    }
 }
 
 // ---- a user's own library: use, fn, param, --set -----------------------------------------
