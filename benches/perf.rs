@@ -40,21 +40,9 @@ struct Config {
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let cfg = if quick {
-        Config {
-            quick,
-            rounds: 3,
-            calls: 20_000,
-            dlv_calls: 200,
-            start_rounds: 3,
-        }
+        Config { quick, rounds: 3, calls: 20_000, dlv_calls: 200, start_rounds: 3 }
     } else {
-        Config {
-            quick,
-            rounds: 7,
-            calls: 100_000,
-            dlv_calls: 1_000,
-            start_rounds: 5,
-        }
+        Config { quick, rounds: 7, calls: 100_000, dlv_calls: 1_000, start_rounds: 5 }
     };
     let work = Path::new(ROOT).join("target/bench");
     std::fs::create_dir_all(&work).expect("creating target/bench");
@@ -97,38 +85,17 @@ impl Tools {
             .output()
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
             .unwrap_or_default();
-        let dlv = [
-            PathBuf::from(&gopath).join("bin/dlv"),
-            PathBuf::from("/usr/bin/dlv"),
-        ]
-        .into_iter()
-        .find(|p| p.exists());
-        let objcopy = Command::new("objcopy")
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success());
+        let dlv =
+            [PathBuf::from(&gopath).join("bin/dlv"), PathBuf::from("/usr/bin/dlv")].into_iter().find(|p| p.exists());
+        let objcopy = Command::new("objcopy").arg("--version").output().is_ok_and(|o| o.status.success());
         let time = Path::new("/usr/bin/time").exists();
-        Tools {
-            bpftrace,
-            dlv,
-            objcopy,
-            time,
-        }
+        Tools { bpftrace, dlv, objcopy, time }
     }
 
     fn describe(&self) -> String {
         let dlv = self.dlv.as_ref().map(|p| {
-            let v = Command::new(p)
-                .arg("version")
-                .output()
-                .map(|o| String::from_utf8_lossy(&o.stdout).to_string());
-            v.ok()
-                .and_then(|v| {
-                    v.lines()
-                        .find(|l| l.starts_with("Version"))
-                        .map(str::to_string)
-                })
-                .unwrap_or_default()
+            let v = Command::new(p).arg("version").output().map(|o| String::from_utf8_lossy(&o.stdout).to_string());
+            v.ok().and_then(|v| v.lines().find(|l| l.starts_with("Version")).map(str::to_string)).unwrap_or_default()
         });
         format!(
             "bpftrace: {}; dlv: {}; objcopy: {}; /usr/bin/time: {}",
@@ -170,13 +137,7 @@ fn per_call(cfg: &Config, work: &Path, target: &Path, tools: &Tools, report: &mu
     let bin = target.display().to_string();
     let run = |calls: u64| format!("{bin} bench {calls}");
     let gtrace = |script: &str, calls: u64| {
-        Some(vec![
-            GTRACE.to_string(),
-            "-e".into(),
-            script.to_string(),
-            "-c".into(),
-            run(calls),
-        ])
+        Some(vec![GTRACE.to_string(), "-e".into(), script.to_string(), "-c".into(), run(calls)])
     };
     let n = cfg.calls;
     let mut rows = vec![
@@ -223,15 +184,9 @@ fn per_call(cfg: &Config, work: &Path, target: &Path, tools: &Tools, report: &mu
             missing: None,
         },
     ];
-    let bpftrace_missing = tools
-        .bpftrace
-        .is_none()
-        .then(|| "bpftrace is not installed".to_string());
+    let bpftrace_missing = tools.bpftrace.is_none().then(|| "bpftrace is not installed".to_string());
     let bpf = |script: String| -> Option<Vec<String>> {
-        tools
-            .bpftrace
-            .as_ref()
-            .map(|_| vec!["bpftrace".into(), "-e".into(), script, "-c".into(), run(n)])
+        tools.bpftrace.as_ref().map(|_| vec!["bpftrace".into(), "-e".into(), script, "-c".into(), run(n)])
     };
     rows.push(Row {
         name: "bpftrace empty `uprobe:BIN:main.hot {}` (floor)",
@@ -263,13 +218,7 @@ fn per_call(cfg: &Config, work: &Path, target: &Path, tools: &Tools, report: &mu
             );
             rows.push(Row {
                 name: "bpftrace latency, go-bpf-gen style (entry + each RET, by tid)",
-                argv: Some(vec![
-                    "bpftrace".into(),
-                    "-e".into(),
-                    script,
-                    "-c".into(),
-                    format!("{c} bench {n}"),
-                ]),
+                argv: Some(vec!["bpftrace".into(), "-e".into(), script, "-c".into(), format!("{c} bench {n}")]),
                 env: vec![],
                 calls: n,
                 missing: None,
@@ -336,13 +285,7 @@ fn per_call(cfg: &Config, work: &Path, target: &Path, tools: &Tools, report: &mu
             rounds: samples[i].len(),
             ns_per_call: med,
             cost: med.map(|m| m - untraced),
-            missing: row.missing.clone().or_else(|| {
-                if med.is_none() {
-                    failures[i].clone()
-                } else {
-                    None
-                }
-            }),
+            missing: row.missing.clone().or_else(|| if med.is_none() { failures[i].clone() } else { None }),
         });
     }
     report.per_call = table;
@@ -358,26 +301,13 @@ fn ns_per_call(argv: &[String], env: &[(&str, &str)], calls: u64) -> Result<f64,
         .output()
         .map_err(|e| format!("cannot run {}: {e}", argv[0]))?;
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let line = stdout
-        .lines()
-        .find(|l| l.starts_with("ns/call "))
-        .ok_or_else(|| {
-            let err = String::from_utf8_lossy(&out.stderr);
-            format!(
-                "{} printed no ns/call: {}",
-                argv[0],
-                err.lines().rev().take(3).collect::<Vec<_>>().join(" | ")
-            )
-        })?;
+    let line = stdout.lines().find(|l| l.starts_with("ns/call ")).ok_or_else(|| {
+        let err = String::from_utf8_lossy(&out.stderr);
+        format!("{} printed no ns/call: {}", argv[0], err.lines().rev().take(3).collect::<Vec<_>>().join(" | "))
+    })?;
     let words: Vec<&str> = line.split_whitespace().collect();
-    let ns: f64 = words
-        .get(1)
-        .and_then(|w| w.parse().ok())
-        .ok_or("bad ns/call line")?;
-    let seen: u64 = words
-        .get(3)
-        .and_then(|w| w.parse().ok())
-        .ok_or("bad ns/call line")?;
+    let ns: f64 = words.get(1).and_then(|w| w.parse().ok()).ok_or("bad ns/call line")?;
+    let seen: u64 = words.get(3).and_then(|w| w.parse().ok()).ok_or("bad ns/call line")?;
     if seen != calls {
         return Err(format!("the target made {seen} calls, not {calls}"));
     }
@@ -386,18 +316,9 @@ fn ns_per_call(argv: &[String], env: &[(&str, &str)], calls: u64) -> Result<f64,
 
 /// A copy of `binary` with a symbol `hot_retK` at each RET of `function` (from `go tool
 /// objdump`), each one byte long: bpftrace 0.17 refuses symbols of size 0.
-fn ret_symbols(
-    work: &Path,
-    binary: &Path,
-    function: &str,
-) -> Result<(PathBuf, Vec<String>), String> {
+fn ret_symbols(work: &Path, binary: &Path, function: &str) -> Result<(PathBuf, Vec<String>), String> {
     let dump = Command::new("go")
-        .args([
-            "tool",
-            "objdump",
-            "-s",
-            &format!("^{}$", function.replace('.', "\\.")),
-        ])
+        .args(["tool", "objdump", "-s", &format!("^{}$", function.replace('.', "\\."))])
         .arg(binary)
         .output()
         .map_err(|e| format!("go tool objdump: {e}"))?;
@@ -406,9 +327,7 @@ fn ret_symbols(
         .lines()
         .filter(|l| l.split_whitespace().any(|w| w == "RET"))
         .filter_map(|l| {
-            l.split_whitespace()
-                .nth(1)
-                .and_then(|a| u64::from_str_radix(a.trim_start_matches("0x"), 16).ok())
+            l.split_whitespace().nth(1).and_then(|a| u64::from_str_radix(a.trim_start_matches("0x"), 16).ok())
         })
         .collect();
     if rets.is_empty() {
@@ -420,16 +339,9 @@ fn ret_symbols(
     let mut cmd = Command::new("objcopy");
     let names: Vec<String> = (0..rets.len()).map(|i| format!("hot_ret{i}")).collect();
     for (name, addr) in names.iter().zip(&rets) {
-        cmd.arg("--add-symbol").arg(format!(
-            "{name}=.text:{:#x},function,global",
-            addr - text_addr
-        ));
+        cmd.arg("--add-symbol").arg(format!("{name}=.text:{:#x},function,global", addr - text_addr));
     }
-    let ok = cmd
-        .arg(binary)
-        .arg(&copy)
-        .status()
-        .is_ok_and(|s| s.success());
+    let ok = cmd.arg(binary).arg(&copy).status().is_ok_and(|s| s.success());
     if !ok {
         return Err("objcopy --add-symbol failed".into());
     }
@@ -453,19 +365,10 @@ fn set_symbol_sizes(bytes: &mut [u8], names: &[String], size: u64) -> Option<()>
         let file = ElfFile64::<Endianness>::parse(&*bytes).ok()?;
         let e = file.endian();
         let sections = file.elf_header().sections(e, &*bytes).ok()?;
-        let (index, symtab) = sections
-            .iter()
-            .enumerate()
-            .find(|(_, s)| s.sh_type(e) == object::elf::SHT_SYMTAB)?;
+        let (index, symtab) = sections.iter().enumerate().find(|(_, s)| s.sh_type(e) == object::elf::SHT_SYMTAB)?;
         let _ = index;
-        let strtab = sections
-            .section(object::SectionIndex(symtab.sh_link(e) as usize))
-            .ok()?;
-        (
-            symtab.sh_offset(e) as usize,
-            symtab.sh_size(e) as usize,
-            strtab.sh_offset(e) as usize,
-        )
+        let strtab = sections.section(object::SectionIndex(symtab.sh_link(e) as usize)).ok()?;
+        (symtab.sh_offset(e) as usize, symtab.sh_size(e) as usize, strtab.sh_offset(e) as usize)
     };
     let mut found = 0;
     for off in (symtab_off..symtab_off + symtab_size).step_by(24) {
@@ -504,9 +407,7 @@ fn runtime_functions(binary: &Path, n: usize) -> Vec<String> {
         .filter(|s| s.kind() == SymbolKind::Text && s.size() > 0)
         .filter_map(|s| Some((s.address(), s.name().ok()?.to_string())))
         .filter(|(_, n)| {
-            n.starts_with("runtime.")
-                && n.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_')
+            n.starts_with("runtime.") && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_')
         })
         .collect();
     names.sort();
@@ -519,13 +420,7 @@ fn startup_and_exit(cfg: &Config, target: &Path, tools: &Tools, report: &mut Rep
     let wait = format!("{bin} wait");
     let thousand = runtime_functions(target, 1000);
     let quoted: Vec<String> = thousand.iter().map(|f| format!("\"{f}\"")).collect();
-    let g1 = vec![
-        GTRACE.to_string(),
-        "-e".into(),
-        "on entry main.hot { }".into(),
-        "-c".into(),
-        wait.clone(),
-    ];
+    let g1 = vec![GTRACE.to_string(), "-e".into(), "on entry main.hot { }".into(), "-c".into(), wait.clone()];
     let g1000 = vec![
         GTRACE.to_string(),
         "-e".into(),
@@ -533,38 +428,16 @@ fn startup_and_exit(cfg: &Config, target: &Path, tools: &Tools, report: &mut Rep
         "-c".into(),
         wait.clone(),
     ];
-    let mut cases: Vec<(
-        String,
-        String,
-        Option<Vec<String>>,
-        Vec<(&str, &str)>,
-        usize,
-        Option<String>,
-    )> = vec![
-        (
-            "gtrace".into(),
-            "1".into(),
-            Some(g1),
-            vec![],
-            cfg.start_rounds,
-            None,
-        ),
-        (
-            "gtrace".into(),
-            format!("{}", thousand.len()),
-            Some(g1000.clone()),
-            vec![],
-            cfg.start_rounds,
-            None,
-        ),
+    let mut cases: Vec<(String, String, Option<Vec<String>>, Vec<(&str, &str)>, usize, Option<String>)> = vec![
+        ("gtrace".into(), "1".into(), Some(g1), vec![], cfg.start_rounds, None),
+        ("gtrace".into(), format!("{}", thousand.len()), Some(g1000.clone()), vec![], cfg.start_rounds, None),
         (
             "gtrace, perf-event links".into(),
             format!("{}", thousand.len()),
             Some(g1000),
             vec![("GTRACE_NO_UPROBE_MULTI", "1")],
             if cfg.quick { 0 } else { 1 },
-            cfg.quick
-                .then(|| "skipped in --quick mode (takes minutes)".to_string()),
+            cfg.quick.then(|| "skipped in --quick mode (takes minutes)".to_string()),
         ),
     ];
     match &tools.bpftrace {
@@ -583,10 +456,7 @@ fn startup_and_exit(cfg: &Config, target: &Path, tools: &Tools, report: &mut Rep
                 cfg.start_rounds,
                 None,
             ));
-            let probes: Vec<String> = thousand
-                .iter()
-                .map(|f| format!("uprobe:{bin}:{f}"))
-                .collect();
+            let probes: Vec<String> = thousand.iter().map(|f| format!("uprobe:{bin}:{f}")).collect();
             cases.push((
                 "bpftrace (BPFTRACE_MAX_PROBES/_BPF_PROGS=2000)".into(),
                 format!("{}", thousand.len()),
@@ -597,25 +467,14 @@ fn startup_and_exit(cfg: &Config, target: &Path, tools: &Tools, report: &mut Rep
                     "-c".into(),
                     wait.clone(),
                 ]),
-                vec![
-                    ("BPFTRACE_MAX_PROBES", "2000"),
-                    ("BPFTRACE_MAX_BPF_PROGS", "2000"),
-                ],
+                vec![("BPFTRACE_MAX_PROBES", "2000"), ("BPFTRACE_MAX_BPF_PROGS", "2000")],
                 if cfg.quick { 0 } else { 1 },
-                cfg.quick
-                    .then(|| "skipped in --quick mode (takes minutes)".to_string()),
+                cfg.quick.then(|| "skipped in --quick mode (takes minutes)".to_string()),
             ));
         }
         None => {
             for p in ["1", "1000"] {
-                cases.push((
-                    "bpftrace".into(),
-                    p.into(),
-                    None,
-                    vec![],
-                    0,
-                    Some("bpftrace is not installed".into()),
-                ));
+                cases.push(("bpftrace".into(), p.into(), None, vec![], 0, Some("bpftrace is not installed".into())));
             }
         }
     }
@@ -682,10 +541,7 @@ fn start_and_stop(argv: &[String], env: &[(&str, &str)]) -> Result<StartStop, St
         .map_err(|e| format!("cannot run {}: {e}", argv[0]))?;
     let (tx, rx) = mpsc::channel::<(bool, String, Instant)>();
     let readers: Vec<_> = [
-        (
-            true,
-            Box::new(child.stdout.take().unwrap()) as Box<dyn Read + Send>,
-        ),
+        (true, Box::new(child.stdout.take().unwrap()) as Box<dyn Read + Send>),
         (false, Box::new(child.stderr.take().unwrap())),
     ]
     .into_iter()
@@ -720,12 +576,9 @@ fn start_and_stop(argv: &[String], env: &[(&str, &str)]) -> Result<StartStop, St
     // Let the tracer settle into its loop, as a user would before pressing Ctrl-C.
     std::thread::sleep(Duration::from_millis(200));
     // The tracer's children (the target), to make sure they are gone afterwards.
-    let children = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", child.id()))
-        .unwrap_or_default();
+    let children = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", child.id())).unwrap_or_default();
     let stop = Instant::now();
-    let _ = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status();
+    let _ = Command::new("kill").args(["-INT", &child.id().to_string()]).status();
     let status = child.wait().map_err(|e| e.to_string())?;
     let exit = stop.elapsed();
     for r in readers {
@@ -735,18 +588,11 @@ fn start_and_stop(argv: &[String], env: &[(&str, &str)]) -> Result<StartStop, St
     // gtrace kills its target on exit; whatever tracer this is, make sure it is gone.
     for pid in children.split_whitespace() {
         let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
-        if exe
-            .file_name()
-            .is_some_and(|n| n.to_string_lossy().starts_with("benchtarget"))
-        {
+        if exe.file_name().is_some_and(|n| n.to_string_lossy().starts_with("benchtarget")) {
             let _ = Command::new("kill").args(["-KILL", pid]).status();
         }
     }
-    Ok(StartStop {
-        attached,
-        ready: ready.unwrap_or_default(),
-        exit,
-    })
+    Ok(StartStop { attached, ready: ready.unwrap_or_default(), exit })
 }
 
 // ---------------------------------------------------------------- the compiler alone
@@ -765,12 +611,8 @@ fn compiler(cfg: &Config, work: &Path, report: &mut Report) {
     let big = work.join("compile");
     if !big.exists() {
         eprintln!("building cmd/compile with DWARF (once) ...");
-        let ok = Command::new("go")
-            .args(["build", "-o"])
-            .arg(&big)
-            .arg("cmd/compile")
-            .status()
-            .is_ok_and(|s| s.success());
+        let ok =
+            Command::new("go").args(["build", "-o"]).arg(&big).arg("cmd/compile").status().is_ok_and(|s| s.success());
         if !ok {
             report.compiler = Some(CompilerResult {
                 binary: "cmd/compile".into(),
@@ -784,26 +626,17 @@ fn compiler(cfg: &Config, work: &Path, report: &mut Report) {
             return;
         }
     }
-    let binary_mb = std::fs::metadata(&big)
-        .map(|m| m.len() as f64 / 1e6)
-        .unwrap_or(0.0);
+    let binary_mb = std::fs::metadata(&big).map(|m| m.len() as f64 / 1e6).unwrap_or(0.0);
     // The script: 200 entry probes on ssa functions with an int parameter (read by name),
     // and one return probe over a wildcard with hist(elapsed).
-    let listing = Command::new(GTRACE)
-        .args(["-l", "cmd/compile/internal/ssa.*", "-b"])
-        .arg(&big)
-        .output();
-    let listing = listing
-        .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
-        .unwrap_or_default();
+    let listing = Command::new(GTRACE).args(["-l", "cmd/compile/internal/ssa.*", "-b"]).arg(&big).output();
+    let listing = listing.map(|o| String::from_utf8_lossy(&o.stdout).to_string()).unwrap_or_default();
     let mut script = String::new();
     let mut probes = 0;
     for line in listing.lines() {
         // `NAME(params) (results)`; a pointer receiver's `(*T)` is part of NAME.
-        let Some(open) = line
-            .char_indices()
-            .find(|&(i, c)| c == '(' && !line[i + 1..].starts_with('*'))
-            .map(|(i, _)| i)
+        let Some(open) =
+            line.char_indices().find(|&(i, c)| c == '(' && !line[i + 1..].starts_with('*')).map(|(i, _)| i)
         else {
             continue;
         };
@@ -821,18 +654,13 @@ fn compiler(cfg: &Config, work: &Path, report: &mut Report) {
         }) else {
             continue;
         };
-        let _ = writeln!(
-            script,
-            "on entry \"{name}\" {{ @calls[func] = count(); @sum[func] = sum({param}) }}"
-        );
+        let _ = writeln!(script, "on entry \"{name}\" {{ @calls[func] = count(); @sum[func] = sum({param}) }}");
         probes += 1;
         if probes == 200 {
             break;
         }
     }
-    script.push_str(
-        "on return \"cmd/compile/internal/ssa.(*Func).*\" { @lat[func] = hist(elapsed) }\n",
-    );
+    script.push_str("on return \"cmd/compile/internal/ssa.(*Func).*\" { @lat[func] = hist(elapsed) }\n");
     let path = work.join("large.gt");
     std::fs::write(&path, &script).expect("writing the script");
     let mut wall = Vec::new();
@@ -854,10 +682,8 @@ fn compiler(cfg: &Config, work: &Path, report: &mut Report) {
             Ok(o) if o.status.success() => {
                 wall.push(ms(elapsed));
                 let err = String::from_utf8_lossy(&o.stderr);
-                if let Some(kb) = err
-                    .lines()
-                    .find_map(|l| l.strip_prefix("maxrss_kb "))
-                    .and_then(|v| v.trim().parse::<f64>().ok())
+                if let Some(kb) =
+                    err.lines().find_map(|l| l.strip_prefix("maxrss_kb ")).and_then(|v| v.trim().parse::<f64>().ok())
                 {
                     peak.push(kb / 1024.0);
                 }
@@ -865,11 +691,7 @@ fn compiler(cfg: &Config, work: &Path, report: &mut Report) {
             Ok(o) => {
                 note = Some(format!(
                     "--check failed: {}",
-                    String::from_utf8_lossy(&o.stderr)
-                        .lines()
-                        .take(4)
-                        .collect::<Vec<_>>()
-                        .join(" | ")
+                    String::from_utf8_lossy(&o.stderr).lines().take(4).collect::<Vec<_>>().join(" | ")
                 ))
             }
             Err(e) => note = Some(format!("cannot run /usr/bin/time: {e}")),
@@ -914,16 +736,11 @@ fn median(v: &[f64]) -> Option<f64> {
     let mut s = v.to_vec();
     s.sort_by(|a, b| a.total_cmp(b));
     let m = s.len() / 2;
-    Some(if s.len() % 2 == 1 {
-        s[m]
-    } else {
-        (s[m - 1] + s[m]) / 2.0
-    })
+    Some(if s.len() % 2 == 1 { s[m] } else { (s[m - 1] + s[m]) / 2.0 })
 }
 
 fn opt(v: Option<f64>, digits: usize) -> String {
-    v.map(|x| format!("{x:.digits$}"))
-        .unwrap_or_else(|| "–".into())
+    v.map(|x| format!("{x:.digits$}")).unwrap_or_else(|| "–".into())
 }
 
 impl Report {
@@ -932,10 +749,7 @@ impl Report {
     }
 
     fn cost_of(&self, prefix: &str) -> Option<f64> {
-        self.per_call
-            .iter()
-            .find(|r| r.name.starts_with(prefix))
-            .and_then(|r| r.cost)
+        self.per_call.iter().find(|r| r.name.starts_with(prefix)).and_then(|r| r.cost)
     }
 
     fn render(&self, cfg: &Config) -> String {
@@ -945,15 +759,7 @@ impl Report {
             "<!-- BEGIN GENERATED by `cargo bench --bench perf{}` -->",
             if cfg.quick { " -- --quick" } else { "" }
         );
-        let _ = writeln!(
-            s,
-            "## Results{}\n",
-            if cfg.quick {
-                " (quick mode: fewer rounds and calls)"
-            } else {
-                ""
-            }
-        );
+        let _ = writeln!(s, "## Results{}\n", if cfg.quick { " (quick mode: fewer rounds and calls)" } else { "" });
         let _ = writeln!(s, "- date: {}", sh("date -u '+%Y-%m-%d %H:%M UTC'"));
         let _ = writeln!(
             s,
@@ -973,7 +779,10 @@ impl Report {
         );
 
         let _ = writeln!(s, "### Cost per call of main.hot\n");
-        let _ = writeln!(s, "cost = ns/call traced − ns/call untraced; ratios against gtrace's empty uprobe (the floor).\n");
+        let _ = writeln!(
+            s,
+            "cost = ns/call traced − ns/call untraced; ratios against gtrace's empty uprobe (the floor).\n"
+        );
         let _ = writeln!(s, "| run | rounds | ns/call | cost ns/call | × floor |");
         let _ = writeln!(s, "|---|---:|---:|---:|---:|");
         for r in &self.per_call {
@@ -981,27 +790,19 @@ impl Report {
                 (Some(c), Some(f)) if f > 0.0 && r.name != "untraced" => format!("{:.3}", c / f),
                 _ => "–".into(),
             };
-            let cost = if r.name == "untraced" {
-                "0".into()
-            } else {
-                opt(r.cost, 0)
-            };
+            let cost = if r.name == "untraced" { "0".into() } else { opt(r.cost, 0) };
             let name = match &r.missing {
                 Some(m) => format!("{} — **not measured: {}**", r.name, m),
                 None => r.name.to_string(),
             };
-            let _ = writeln!(
-                s,
-                "| {name} | {} | {} | {cost} | {ratio} |",
-                r.rounds,
-                opt(r.ns_per_call, 1)
-            );
+            let _ = writeln!(s, "| {name} | {} | {} | {cost} | {ratio} |", r.rounds, opt(r.ns_per_call, 1));
             let _ = r.calls;
         }
 
         let _ = writeln!(s, "\n### Start-up and exit (target `benchtarget wait`)\n");
         let _ = writeln!(s, "attached: launch → `Attached` line; running: launch → the target's first line; exit: SIGINT → tracer gone.\n");
-        let _ = writeln!(s, "| tracer | probes | rounds | attached ms | running ms | exit ms | running + exit ms | note |");
+        let _ =
+            writeln!(s, "| tracer | probes | rounds | attached ms | running ms | exit ms | running + exit ms | note |");
         let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---|");
         for r in &self.start_exit {
             let _ = writeln!(
@@ -1020,10 +821,7 @@ impl Report {
 
         if let Some(c) = &self.compiler {
             let _ = writeln!(s, "\n### The compiler alone: `gtrace --check`\n");
-            let _ = writeln!(
-                s,
-                "| binary | size MB | probes in script | rounds | wall ms | peak RSS MB | note |"
-            );
+            let _ = writeln!(s, "| binary | size MB | probes in script | rounds | wall ms | peak RSS MB | note |");
             let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---|");
             let _ = writeln!(
                 s,
@@ -1079,10 +877,7 @@ impl Report {
             goal(r4.map(|r| r >= 100.0)),
             opt(r4, 0)
         );
-        let one = self
-            .start_exit
-            .iter()
-            .find(|r| r.name == "gtrace" && r.probes == "1");
+        let one = self.start_exit.iter().find(|r| r.name == "gtrace" && r.probes == "1");
         let a = one.and_then(|r| r.attached_ms);
         let _ = writeln!(
             s,
@@ -1090,10 +885,7 @@ impl Report {
             goal(a.map(|a| a <= 50.0)),
             opt(a, 1)
         );
-        let k = self
-            .start_exit
-            .iter()
-            .find(|r| r.name == "gtrace" && r.probes != "1");
+        let k = self.start_exit.iter().find(|r| r.name == "gtrace" && r.probes != "1");
         let t = k.and_then(|r| r.total_ms);
         let _ = writeln!(
             s,
@@ -1103,8 +895,7 @@ impl Report {
             opt(t, 0)
         );
         if let Some(c) = &self.compiler {
-            let _ =
-                writeln!(
+            let _ = writeln!(
                 s,
                 "- --check against a {:.0} MB Go binary under 300 ms and 100 MB: {} ({} ms, {} MB)",
                 c.binary_mb,
@@ -1130,9 +921,7 @@ fn sh(cmd: &str) -> String {
 fn merge_into_doc(doc: &Path, generated: &str) -> String {
     let old = std::fs::read_to_string(doc).unwrap_or_else(|_| "# Performance\n\n".into());
     let begin = old.find("<!-- BEGIN GENERATED");
-    let end = old
-        .find("<!-- END GENERATED -->")
-        .map(|e| e + "<!-- END GENERATED -->\n".len());
+    let end = old.find("<!-- END GENERATED -->").map(|e| e + "<!-- END GENERATED -->\n".len());
     match (begin, end) {
         (Some(b), Some(e)) if e > b => {
             format!("{}{}{}", &old[..b], generated, &old[e.min(old.len())..])

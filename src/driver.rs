@@ -82,9 +82,9 @@ fn target_spec(cli: &Cli) -> Result<TargetSpec, Failure> {
         return Ok(TargetSpec { binary: runtime::process_exe(pid)?, pid: Some(pid), command: None });
     }
     if let Some(cmd) = &cli.command {
-        let argv = shlex::split(cmd).filter(|a| !a.is_empty()).ok_or_else(|| {
-            Failure::system(format!("cannot split the command `{cmd}`"), Some("check its quotes"))
-        })?;
+        let argv = shlex::split(cmd)
+            .filter(|a| !a.is_empty())
+            .ok_or_else(|| Failure::system(format!("cannot split the command `{cmd}`"), Some("check its quotes")))?;
         return Ok(TargetSpec { binary: runtime::resolve_command(&argv[0])?, pid: None, command: Some(argv) });
     }
     let binary = cli.binary.clone().unwrap_or_default();
@@ -106,8 +106,12 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
         let hint = match &e {
             crate::target::TargetError::NotGo { .. } => Some("gtrace traces Go executables (Go 1.17 or later)"),
             crate::target::TargetError::WrongArch { .. } => Some("gtrace traces x86-64 executables on this machine"),
-            crate::target::TargetError::TooOld { .. } => Some("gtrace needs Go's register ABI: rebuild the program with Go 1.17 or later"),
-            crate::target::TargetError::BadPclntab { .. } => Some("the function table could not be read; if this is a Go binary, please report it"),
+            crate::target::TargetError::TooOld { .. } => {
+                Some("gtrace needs Go's register ABI: rebuild the program with Go 1.17 or later")
+            }
+            crate::target::TargetError::BadPclntab { .. } => {
+                Some("the function table could not be read; if this is a Go binary, please report it")
+            }
             _ => None,
         };
         Failure::system(e, hint)
@@ -123,7 +127,8 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
         return Ok(0);
     }
     let mut diags = Diagnostics::default();
-    let checked = if diags.has_errors() { None } else { check::check(&script, &mut target, &mut diags, cli.string_limit) };
+    let checked =
+        if diags.has_errors() { None } else { check::check(&script, &mut target, &mut diags, cli.string_limit) };
     let Some(checked) = checked else {
         return Err(Failure::Script { sources, diags: diags.items });
     };
@@ -195,7 +200,12 @@ fn parse(cli: &Cli) -> Result<(Sources, Script), Failure> {
                 library::Root { name: path.display().to_string(), text, dir }
             }
         },
-        (None, None) => return Err(Failure::system("no script", Some("give one with -e 'on entry main.F { ... }' or as a .gt file"))),
+        (None, None) => {
+            return Err(Failure::system(
+                "no script",
+                Some("give one with -e 'on entry main.F { ... }' or as a .gt file"),
+            ))
+        }
     };
     let opts = library::Options { include: cli.include.clone(), sets: cli.set.clone() };
     match library::load(root, &opts, &mut sources) {
@@ -208,23 +218,15 @@ fn parse(cli: &Cli) -> Result<(Sources, Script), Failure> {
 fn object_of(lowered: &Lowered) -> BpfObject {
     BpfObject {
         license: "GPL".into(),
-        maps: lowered
-            .plan
-            .maps
-            .iter()
-            .map(|m| MapDef {
-                name: m.object_name.clone(),
-                map_type: m.kind.bpf_type(),
-                key_size: m.key_size,
-                value_size: m.value_size,
-                max_entries: m.max_entries,
-                map_flags: 0,
-            })
-            .collect(),
+        maps: lowered.plan.maps.iter().map(MapDef::from).collect(),
         programs: lowered
             .programs
             .iter()
-            .map(|(name, program)| ProgramCode { name: name.clone(), section: format!("uprobe/{name}"), program: program.clone() })
+            .map(|(name, program)| ProgramCode {
+                name: name.clone(),
+                section: format!("uprobe/{name}"),
+                program: program.clone(),
+            })
             .collect(),
     }
 }
@@ -237,7 +239,10 @@ fn listing(lowered: &Lowered) -> String {
         let (describe, sites) = match spec.map(|s| &s.attach) {
             Some(crate::plan::ProbeAttach::Uprobe(points)) => (
                 spec.map(|s| s.describe.as_str()).unwrap_or(""),
-                points.iter().map(|p| format!("{} at {:#x} (file offset {:#x})", p.function, p.address, p.file_offset)).collect::<Vec<_>>(),
+                points
+                    .iter()
+                    .map(|p| format!("{} at {:#x} (file offset {:#x})", p.function, p.address, p.file_offset))
+                    .collect::<Vec<_>>(),
             ),
             _ => (spec.map(|s| s.describe.as_str()).unwrap_or(""), Vec::new()),
         };
@@ -260,7 +265,11 @@ pub fn list(target: &mut Target, pattern: &str) -> String {
             Ok(Some(p)) => p,
             Ok(None) if !target.has_dwarf() => {
                 let abi0 = target.find(&name).first().is_some_and(|f| f.abi == crate::target::Abi::Abi0);
-                let words = if abi0 { "arg0 … as words at 8(SP), 16(SP), …" } else { "arg0 … arg8 as words in RAX RBX RCX RDI RSI R8 R9 R10 R11" };
+                let words = if abi0 {
+                    "arg0 … as words at 8(SP), 16(SP), …"
+                } else {
+                    "arg0 … arg8 as words in RAX RBX RCX RDI RSI R8 R9 R10 R11"
+                };
                 out.push_str(&format!("{name}  (no DWARF: parameters by position, {words})\n"));
                 continue;
             }
@@ -275,7 +284,11 @@ pub fn list(target: &mut Target, pattern: &str) -> String {
         };
         let types = target.types();
         let (ins, outs): (Vec<_>, Vec<_>) = params.iter().partition(|p| !p.is_result);
-        let layout = abi::assign_call(&ins.iter().map(|p| p.ty).collect::<Vec<_>>(), &outs.iter().map(|p| p.ty).collect::<Vec<_>>(), types);
+        let layout = abi::assign_call(
+            &ins.iter().map(|p| p.ty).collect::<Vec<_>>(),
+            &outs.iter().map(|p| p.ty).collect::<Vec<_>>(),
+            types,
+        );
         let show = |ps: &[&crate::target::Param], locs: &[Location]| -> String {
             ps.iter()
                 .zip(locs)
@@ -302,7 +315,14 @@ fn location(l: &Location) -> String {
 }
 
 /// Loads, attaches, runs until a stop condition, and prints the maps.
-fn trace(cli: &Cli, spec: TargetSpec, lowered: &Lowered, bytes: &[u8], sources: &Sources, target: &Target) -> Result<i32, Failure> {
+fn trace(
+    cli: &Cli,
+    spec: TargetSpec,
+    lowered: &Lowered,
+    bytes: &[u8],
+    sources: &Sources,
+    target: &Target,
+) -> Result<i32, Failure> {
     let stop = runtime::signals::install();
     let plan = &lowered.plan;
     let mut loaded = runtime::load(bytes, plan).map_err(|e| verifier_failure(e, lowered, sources))?;
@@ -365,7 +385,13 @@ fn trace(cli: &Cli, spec: TargetSpec, lowered: &Lowered, bytes: &[u8], sources: 
 }
 
 /// Handles the events waiting in the ring buffer; true when one was `exit()`.
-fn drain(loaded: &mut Loaded, plan: &Plan, symbols: &TargetSymbols, sink: &mut dyn Sink, wait: Duration) -> Result<bool, Failure> {
+fn drain(
+    loaded: &mut Loaded,
+    plan: &Plan,
+    symbols: &TargetSymbols,
+    sink: &mut dyn Sink,
+    wait: Duration,
+) -> Result<bool, Failure> {
     let mut events = Vec::new();
     loaded.poll_events(wait, &mut |rec| {
         if let Some(e) = output::decode_event(rec, plan) {
@@ -423,7 +449,13 @@ impl output::Symbols for TargetSymbols<'_> {
 }
 
 /// Prints every non-empty user map (or only `only`), in the order the script names them.
-fn print_maps(loaded: &Loaded, plan: &Plan, symbols: &TargetSymbols, sink: &mut dyn Sink, only: Option<&str>) -> Result<(), Failure> {
+fn print_maps(
+    loaded: &Loaded,
+    plan: &Plan,
+    symbols: &TargetSymbols,
+    sink: &mut dyn Sink,
+    only: Option<&str>,
+) -> Result<(), Failure> {
     for spec in &plan.maps {
         if !matches!(spec.role, MapRole::User { .. }) || only.is_some_and(|o| o != spec.object_name) {
             continue;
@@ -444,9 +476,11 @@ fn print_maps(loaded: &Loaded, plan: &Plan, symbols: &TargetSymbols, sink: &mut 
 fn verifier_failure(e: RuntimeError, lowered: &Lowered, sources: &Sources) -> Failure {
     let _ = sources;
     let RuntimeError::Verifier { program, log } = &e else { return e.into() };
-    let probe = lowered.plan.probes.iter().find(|p| p.program == *program).map(|p| p.describe.clone()).unwrap_or_default();
+    let probe =
+        lowered.plan.probes.iter().find(|p| p.program == *program).map(|p| p.describe.clone()).unwrap_or_default();
     let mut cause = format!("the kernel's verifier rejected the program of `{probe}` ({program})");
-    if let (Some(at), Some((_, p))) = (runtime::failing_insn(log), lowered.programs.iter().find(|(n, _)| n == program)) {
+    if let (Some(at), Some((_, p))) = (runtime::failing_insn(log), lowered.programs.iter().find(|(n, _)| n == program))
+    {
         if let Some((_, line)) = p.comments.iter().filter(|(i, _)| *i <= at).last() {
             cause.push_str(&format!("\n  at instruction {at}, compiled from: {line}"));
         }

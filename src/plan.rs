@@ -142,14 +142,19 @@ impl Agg {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub enum ValueType {
     /// An integer of `size` bytes (1, 2, 4, 8).
-    Int { size: u8, signed: bool },
+    Int {
+        size: u8,
+        signed: bool,
+    },
     Bool,
     /// Nanoseconds, printed with a unit.
     Duration,
     /// A pointer, printed in hex.
     Pointer,
     /// A string of at most `max` bytes: a u32 length then the bytes.
-    Str { max: u32 },
+    Str {
+        max: u32,
+    },
     /// An index into `Plan::functions` (u64): the probed function's name.
     Func,
     /// An interface: [type, data, first word at data, string at data (u64 length, 64

@@ -8,12 +8,15 @@
 //! GTRACE_GO_VERSIONS (space-separated, e.g. `go1.21.13 local`) replaces the default
 //! toolchain list.
 
+mod support;
+
 use gtrace::target::{Abi, Target};
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use support::{map_value, privileged, truth};
 
 /// The oldest release gtrace supports and the newest one published, tested by default.
 const OLDEST: &str = "go1.17.13";
@@ -24,10 +27,6 @@ fn toolchains() -> Vec<String> {
         Ok(v) if !v.trim().is_empty() => v.split_whitespace().map(str::to_string).collect(),
         _ => vec!["local".to_string(), OLDEST.to_string(), NEWEST.to_string()],
     }
-}
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
 /// One way of building the program.
@@ -71,15 +70,15 @@ enum NotBuilt {
 /// Builds tests/go/<dir> with `toolchain` ("local" or e.g. "go1.17.13") as `kind`, cached
 /// under target/gobin by a hash of sources, toolchain and kind.
 fn build(dir: &str, toolchain: &str, kind: Kind) -> Result<PathBuf, NotBuilt> {
-    let src = root().join("tests/go").join(dir);
+    let src = support::root().join("tests/go").join(dir);
     let mut hasher = DefaultHasher::new();
-    hash_tree(&src, &mut hasher);
+    support::hash_tree(&src, &mut hasher);
     toolchain.hash(&mut hasher);
     kind.hash(&mut hasher);
     if toolchain == "local" {
         local_version().hash(&mut hasher);
     }
-    let out_dir = root().join("target/gobin");
+    let out_dir = support::root().join("target/gobin");
     std::fs::create_dir_all(&out_dir).expect("create target/gobin");
     let out = out_dir.join(format!("{dir}-{toolchain}-{}-{:016x}", kind.label(), hasher.finish()));
     if out.exists() {
@@ -115,19 +114,6 @@ fn build(dir: &str, toolchain: &str, kind: Kind) -> Result<PathBuf, NotBuilt> {
     Ok(out)
 }
 
-fn hash_tree(dir: &Path, hasher: &mut DefaultHasher) {
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir).expect("read dir").map(|e| e.expect("entry").path()).collect();
-    entries.sort();
-    for path in entries {
-        if path.is_dir() {
-            hash_tree(&path, hasher);
-        } else {
-            path.file_name().hash(hasher);
-            std::fs::read(&path).expect("read source").hash(hasher);
-        }
-    }
-}
-
 fn local_version() -> String {
     let out = Command::new("go").args(["env", "GOVERSION"]).env("GOTOOLCHAIN", "local").output().expect("go env");
     String::from_utf8_lossy(&out.stdout).trim().to_string()
@@ -141,7 +127,9 @@ fn builds(toolchain: &str) -> Option<Vec<(Kind, PathBuf)>> {
         match build("kinds", toolchain, kind) {
             Ok(p) => out.push((kind, p)),
             Err(NotBuilt::NoToolchain(err)) => {
-                eprintln!("\n!!! SKIP {toolchain}: the toolchain cannot be fetched through the Go module proxy:\n{err}\n");
+                eprintln!(
+                    "\n!!! SKIP {toolchain}: the toolchain cannot be fetched through the Go module proxy:\n{err}\n"
+                );
                 return None;
             }
         }
@@ -219,7 +207,10 @@ fn every_kind_every_toolchain_target_facts() {
                 assert_eq!(callers.iter().filter(|x| **x == c).count(), 1, "{what}: {callers:?}");
                 let caller = t.find(c)[0];
                 let site = sites.iter().find(|s| s.caller == c).unwrap();
-                assert!(site.addr >= caller.addr && site.addr < caller.addr + caller.size, "{what}: {site:x?} {caller:x?}");
+                assert!(
+                    site.addr >= caller.addr && site.addr < caller.addr + caller.size,
+                    "{what}: {site:x?} {caller:x?}"
+                );
                 assert_eq!(t.inlined_at(site.addr).map(|s| s.callee.as_str()), Some("main.triple"));
             }
         }
@@ -232,7 +223,12 @@ fn check_against_symbols(stripped: &Target, full: &Target, what: &str) {
     for f in full.functions() {
         // C functions (cgo) and linker-made symbols are not Go functions.
         let name = f.name.strip_suffix(".abi0").unwrap_or(&f.name);
-        if !name.contains('.') || name.starts_with("_cgo") || name.starts_with("x_cgo") || name.starts_with("go:") || name.starts_with("go.") {
+        if !name.contains('.')
+            || name.starts_with("_cgo")
+            || name.starts_with("x_cgo")
+            || name.starts_with("go:")
+            || name.starts_with("go.")
+        {
             continue;
         }
         let found = stripped.find(name);
@@ -270,40 +266,10 @@ fn go_older_than_1_17_is_refused() {
 
 // ---- end to end: the real gtrace binary, real eBPF ----
 
-/// True when this process may load eBPF; otherwise SKIP (or fail on CI).
-fn privileged(test: &str) -> bool {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let cap_eff = status
-        .lines()
-        .find_map(|l| l.strip_prefix("CapEff:"))
-        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-        .unwrap_or(0);
-    let ok = cap_eff & (1 << 21) != 0 || cap_eff & ((1 << 39) | (1 << 38)) == (1 << 39) | (1 << 38);
-    if !ok {
-        if std::env::var("CI").as_deref() == Ok("true") {
-            panic!("{test}: cannot load eBPF here (need CAP_BPF and CAP_PERFMON, or root), and CI=true");
-        }
-        eprintln!("SKIP {test}: needs root or CAP_BPF+CAP_PERFMON to load eBPF");
-    }
-    ok
-}
-
-fn truth(out: &str, key: &str) -> i64 {
-    out.split_whitespace()
-        .find_map(|w| w.strip_prefix(&format!("{key}=")))
-        .unwrap_or_else(|| panic!("no {key}= in {out}"))
-        .parse()
-        .unwrap()
-}
-
 /// The text printed for map `name` (`@name: V`).
 fn map_text<'o>(out: &'o str, name: &str) -> &'o str {
     let prefix = format!("{name}: ");
     out.lines().find_map(|l| l.strip_prefix(&prefix)).unwrap_or_else(|| panic!("no `{prefix}` line in:\n{out}")).trim()
-}
-
-fn map_value(out: &str, name: &str) -> i64 {
-    map_text(out, name).parse().unwrap_or_else(|_| panic!("`{name}` is not a number in:\n{out}"))
 }
 
 /// The same script on every kind of binary: entry and return counts, an int parameter
@@ -340,7 +306,10 @@ fn the_same_script_gives_the_same_answer_on_every_kind() {
             assert_eq!(map_value(&stdout, "@returns"), truth(&stdout, "sleeps"), "{what}:\n{stdout}");
             // Every return found its own entry and took at least the 1ms it slept.
             let min = map_text(&stdout, "@min");
-            assert!(min.ends_with("ms") || min.ends_with('s') && !min.ends_with("us") && !min.ends_with("ns"), "{what}: {min}");
+            assert!(
+                min.ends_with("ms") || min.ends_with('s') && !min.ends_with("us") && !min.ends_with("ns"),
+                "{what}: {min}"
+            );
             assert_eq!(map_value(&stdout, "@inlined"), truth(&stdout, "inlined"), "{what}:\n{stdout}");
             if !kind.stripped {
                 assert_eq!(map_value(&stdout, "@sum"), truth(&stdout, "sum_a"), "{what}:\n{stdout}");
@@ -370,7 +339,11 @@ fn return_of_an_only_inlined_function_is_refused() {
 
 /// gofmt built from the installed Go source, stripped or not.
 fn gofmt(stripped: bool) -> PathBuf {
-    let out = root().join("target/gobin").join(format!("gofmt-{}-{}", local_version(), if stripped { "s" } else { "full" }));
+    let out = support::root().join("target/gobin").join(format!(
+        "gofmt-{}-{}",
+        local_version(),
+        if stripped { "s" } else { "full" }
+    ));
     if out.exists() {
         return out;
     }
@@ -380,7 +353,8 @@ fn gofmt(stripped: bool) -> PathBuf {
     if stripped {
         cmd.arg("-ldflags=-s -w");
     }
-    let status = cmd.arg("cmd/gofmt").env("GOTOOLCHAIN", "local").env("CGO_ENABLED", "0").status().expect("go build gofmt");
+    let status =
+        cmd.arg("cmd/gofmt").env("GOTOOLCHAIN", "local").env("CGO_ENABLED", "0").status().expect("go build gofmt");
     assert!(status.success(), "go build cmd/gofmt failed");
     std::fs::rename(&tmp, &out).unwrap();
     out
@@ -401,7 +375,11 @@ fn gofmt_parses_each_file_once() {
     std::fs::create_dir_all(&dir).unwrap();
     let n = 23;
     for i in 0..n {
-        std::fs::write(dir.join(format!("f{i}.go")), format!("package p\n\nfunc F{i}(x int) int {{ return x + {i} }}\n")).unwrap();
+        std::fs::write(
+            dir.join(format!("f{i}.go")),
+            format!("package p\n\nfunc F{i}(x int) int {{ return x + {i} }}\n"),
+        )
+        .unwrap();
     }
     for stripped in [false, true] {
         let bin = gofmt(stripped);

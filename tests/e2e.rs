@@ -99,7 +99,8 @@ fn narrow_ints_and_bools_are_read_at_their_width() {
         return;
     }
     let n = 200;
-    let r = trace_c("on entry main.small8 { @x = sum(x); @u = sum(u); if flag { @t = count() } }", &format!("small {n}"));
+    let r =
+        trace_c("on entry main.small8 { @x = sum(x); @u = sum(u); if flag { @t = count() } }", &format!("small {n}"));
     let want_x: i64 = (0..n).map(|i: i64| (-i % 100) as i8 as i64).sum();
     let want_u: i64 = (0..n).map(|i: i64| (i * 7) as u16 as i64).sum();
     assert_eq!(map_value(&r.stdout, "@x"), want_x);
@@ -205,7 +206,8 @@ fn duration_ends_the_trace() {
         return;
     }
     let start = Instant::now();
-    let r = gtrace(&["-e", "on entry main.sleepy { @n = count() }", "-b", e2e().to_str().unwrap(), "--duration", "300ms"]);
+    let r =
+        gtrace(&["-e", "on entry main.sleepy { @n = count() }", "-b", e2e().to_str().unwrap(), "--duration", "300ms"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(start.elapsed() < Duration::from_secs(3));
 }
@@ -352,7 +354,12 @@ fn stripped_binaries_offer_parameters_by_position() {
     }
     let stripped = support::go_build("e2e", &["-ldflags=-s -w"]);
     let cmd = format!("{} add 100", stripped.display());
-    let r = gtrace(&["-e", "on entry main.add { @s = sum(arg0); @n = count() } on return main.add { @r = sum(ret) }", "-c", &cmd]);
+    let r = gtrace(&[
+        "-e",
+        "on entry main.add { @s = sum(arg0); @n = count() } on return main.add { @r = sum(ret) }",
+        "-c",
+        &cmd,
+    ]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(map_value(&r.stdout, "@n"), truth(&r.stdout, "calls"));
     assert_eq!(map_value(&r.stdout, "@s"), truth(&r.stdout, "sum_a"));
@@ -372,7 +379,8 @@ fn a_named_parameter_in_a_stripped_binary_says_use_positions() {
 
 #[test]
 fn goroutine_state_in_an_assembly_function_is_refused() {
-    let r = gtrace(&["--check", "-e", "on entry runtime.memmove { @g[goid] = count() }", "-b", e2e().to_str().unwrap()]);
+    let r =
+        gtrace(&["--check", "-e", "on entry runtime.memmove { @g[goid] = count() }", "-b", e2e().to_str().unwrap()]);
     assert_clean_failure(&r);
     assert!(r.stderr.contains("assembly (ABI0) function"), "{}", r.stderr);
 }

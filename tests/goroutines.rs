@@ -21,7 +21,6 @@ fn map_line<'a>(out: &'a str, name: &str) -> Option<&'a str> {
     out.lines().find_map(|l| l.strip_prefix(&format!("{name}: ")))
 }
 
-
 /// A duration as printed (`24.5ms`) in nanoseconds.
 fn nanos(text: &str) -> f64 {
     let split = text.find(|c: char| c.is_ascii_alphabetic()).unwrap();

@@ -7,12 +7,10 @@
 
 mod support;
 
-use support::{gtrace, privileged, truth, Run};
 use std::process::Command;
+use support::{gtrace, privileged, truth, Run};
 
-use std::path::{Path, PathBuf};
-
-
+use std::path::PathBuf;
 
 fn libs() -> PathBuf {
     support::go_build("libs", &[])
@@ -218,36 +216,27 @@ fn a_users_library_with_helpers_and_a_param_set_on_the_command_line() {
 
 // ---- --check of every stdlib library and example; listing -------------------------------
 
-fn check(args: &[&str], binary: &Path) -> Run {
-    let mut all: Vec<&str> = args.to_vec();
-    let b = binary.display().to_string();
-    all.extend(["--check", "-b", &b]);
-    gtrace(&all)
-}
-
 #[test]
 fn every_stdlib_library_checks_by_name_and_through_use() {
-    let listing = gtrace(&["--list-libraries"]);
-    assert_eq!(listing.code, 0, "{}", listing.stderr);
-    let names: Vec<String> =
-        listing.stdout.lines().filter_map(|l| l.split_whitespace().next()).map(String::from).collect();
+    let names = support::stdlib_names();
     for want in ["gc", "lock", "sched"] {
-        assert!(names.iter().any(|n| n == want), "{want} not listed:\n{}", listing.stdout);
+        assert!(names.iter().any(|n| n == want), "{want} not listed in {names:?}");
     }
     // libs has no net/http or database/sql: http, httpclient and sql are checked against
     // programs that use them, in tests/stdlib_net.rs.
-    let names: Vec<String> = names.into_iter().filter(|n| !["http", "httpclient", "sql"].contains(&n.as_str())).collect();
+    let names: Vec<String> =
+        names.into_iter().filter(|n| !["http", "httpclient", "sql"].contains(&n.as_str())).collect();
     let bin = libs();
     for name in &names {
-        let r = check(&[name], &bin);
+        let r = support::check_against(&[name], &bin);
         assert_eq!(r.code, 0, "gtrace {name} --check:\n{}", r.stderr);
         assert!(r.stderr.contains("ok,"), "{}", r.stderr);
-        let r = check(&["-e", &format!("use \"{name}\"")], &bin);
+        let r = support::check_against(&["-e", &format!("use \"{name}\"")], &bin);
         assert_eq!(r.code, 0, "use \"{name}\" --check:\n{}", r.stderr);
     }
     // And all of them at once: no name is defined twice.
     let all: String = names.iter().map(|n| format!("use \"{n}\"\n")).collect();
-    let r = check(&["-e", &all], &bin);
+    let r = support::check_against(&["-e", &all], &bin);
     assert_eq!(r.code, 0, "{all}--check:\n{}", r.stderr);
 }
 
@@ -277,7 +266,7 @@ fn every_example_script_checks_against_its_program() {
             .expect("go build");
         assert!(out.status.success(), "go build of {}: {}", dir.display(), String::from_utf8_lossy(&out.stderr));
         for s in scripts {
-            let r = check(&[&s.display().to_string()], &bin);
+            let r = support::check_against(&[&s.display().to_string()], &bin);
             assert_eq!(r.code, 0, "{} --check:\n{}", s.display(), r.stderr);
             checked += 1;
         }
@@ -287,13 +276,13 @@ fn every_example_script_checks_against_its_program() {
 
 #[test]
 fn library_errors_name_the_library() {
-    let r = check(&["-e", r#"use "nosuchlib""#], &libs());
+    let r = support::check_against(&["-e", r#"use "nosuchlib""#], &libs());
     assert_eq!(r.code, 1);
     assert!(r.stderr.contains("no library `nosuchlib`"), "{}", r.stderr);
-    let r = check(&["gc", "--set", "gc_slow_pause=5"], &libs());
+    let r = support::check_against(&["gc", "--set", "gc_slow_pause=5"], &libs());
     assert_eq!(r.code, 1);
     assert!(r.stderr.contains("`gc_slow_pause` is a duration"), "{}", r.stderr);
-    let r = check(&["nosuchlib"], &libs());
+    let r = support::check_against(&["nosuchlib"], &libs());
     assert_eq!(r.code, 1);
     assert!(r.stderr.contains("--list-libraries"), "{}", r.stderr);
 }

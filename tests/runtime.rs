@@ -53,11 +53,7 @@ fn go_target() -> &'static Path {
         let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("runtime-go");
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("main.go"), GO_MAIN).unwrap();
-        std::fs::write(
-            dir.join("go.mod"),
-            "module example.com/runtimetarget\n\ngo 1.22\n",
-        )
-        .unwrap();
+        std::fs::write(dir.join("go.mod"), "module example.com/runtimetarget\n\ngo 1.22\n").unwrap();
         let out = dir.join("target");
         let status = std::process::Command::new("go")
             .args(["build", "-o"])
@@ -76,10 +72,7 @@ fn entry_offset(binary: &Path, symbol: &str) -> u64 {
     use object::{Object, ObjectSection, ObjectSymbol};
     let data = std::fs::read(binary).unwrap();
     let file = object::File::parse(&*data).unwrap();
-    let sym = file
-        .symbols()
-        .find(|s| s.name() == Ok(symbol))
-        .unwrap_or_else(|| panic!("no {symbol}"));
+    let sym = file.symbols().find(|s| s.name() == Ok(symbol)).unwrap_or_else(|| panic!("no {symbol}"));
     let section = file.section_by_index(sym.section_index().unwrap()).unwrap();
     let (file_start, _) = section.file_range().unwrap();
     sym.address() - section.address() + file_start
@@ -89,8 +82,7 @@ fn entry_offset(binary: &Path, symbol: &str) -> u64 {
 /// returns the number of calls it printed.
 fn run_target(loaded: Option<&mut Loaded>, calls: u32) -> u64 {
     let argv = [go_target().display().to_string(), calls.to_string()];
-    let out =
-        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("runtime-out-{}", std::process::id()));
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("runtime-out-{}", std::process::id()));
     // The child's stdout goes to a file: run through sh so the runtime's argv stays plain.
     let sh = vec![
         "sh".to_string(),
@@ -101,9 +93,7 @@ fn run_target(loaded: Option<&mut Loaded>, calls: u32) -> u64 {
     ];
     let mut child = runtime::spawn_held(&sh).unwrap();
     if let Some(loaded) = loaded {
-        let n = loaded
-            .attach(go_target(), Scope::Process(child.pid()))
-            .unwrap();
+        let n = loaded.attach(go_target(), Scope::Process(child.pid())).unwrap();
         assert_eq!(n, 1);
     }
     child.release().unwrap();
@@ -120,22 +110,8 @@ fn run_target(loaded: Option<&mut Loaded>, calls: u32) -> u64 {
 const COUNTS: &str = "counts";
 const EVENTS: &str = "events";
 
-fn map_spec(
-    name: &str,
-    kind: MapKind,
-    key_size: u32,
-    value_size: u32,
-    max_entries: u32,
-    role: MapRole,
-) -> MapSpec {
-    MapSpec {
-        object_name: name.into(),
-        kind,
-        key_size,
-        value_size,
-        max_entries,
-        role,
-    }
+fn map_spec(name: &str, kind: MapKind, key_size: u32, value_size: u32, max_entries: u32, role: MapRole) -> MapSpec {
+    MapSpec { object_name: name.into(), kind, key_size, value_size, max_entries, role }
 }
 
 fn counts_map() -> MapSpec {
@@ -205,28 +181,14 @@ fn out_of_bounds_stack() -> Program {
 }
 
 fn probe(program: &str, attach: ProbeAttach) -> ProbeSpec {
-    ProbeSpec {
-        program: program.into(),
-        attach,
-        describe: format!("test {program}"),
-    }
+    ProbeSpec { program: program.into(), attach, describe: format!("test {program}") }
 }
 
 /// Writes the object for `programs` and `maps` and the matching plan.
 fn object_and_plan(programs: Vec<(ProbeSpec, Program)>, maps: Vec<MapSpec>) -> (Vec<u8>, Plan) {
     let obj = BpfObject {
         license: "GPL".into(),
-        maps: maps
-            .iter()
-            .map(|m| MapDef {
-                name: m.object_name.clone(),
-                map_type: m.kind.bpf_type(),
-                key_size: m.key_size,
-                value_size: m.value_size,
-                max_entries: m.max_entries,
-                map_flags: 0,
-            })
-            .collect(),
+        maps: maps.iter().map(MapDef::from).collect(),
         programs: programs
             .iter()
             .map(|(spec, program)| ProgramCode {
@@ -279,9 +241,7 @@ fn skip(e: &RuntimeError) {
 fn load_or_skip(bytes: &[u8], plan: &Plan) -> Option<Loaded> {
     match runtime::load(bytes, plan) {
         Ok(loaded) => Some(loaded),
-        Err(e @ RuntimeError::Permission { .. })
-            if std::env::var("CI").as_deref() != Ok("true") =>
-        {
+        Err(e @ RuntimeError::Permission { .. }) if std::env::var("CI").as_deref() != Ok("true") => {
             skip(&e);
             None
         }
@@ -312,8 +272,7 @@ fn count_of(loaded: &Loaded, key: u64) -> u64 {
 #[test]
 fn counts_calls_of_a_go_function_in_a_held_child() {
     let _serial = serial();
-    let (bytes, plan) =
-        object_and_plan(vec![(work_probe(3), count_by_cookie())], vec![counts_map()]);
+    let (bytes, plan) = object_and_plan(vec![(work_probe(3), count_by_cookie())], vec![counts_map()]);
     let Some(mut loaded) = load_or_skip(&bytes, &plan) else {
         return;
     };
@@ -337,12 +296,7 @@ fn held_child_is_probed_from_its_first_instruction_across_exec() {
     let offset = entry_offset(go_target(), "_rt0_amd64_linux");
     let entry = probe(
         "count",
-        ProbeAttach::Uprobe(vec![AttachPoint {
-            function: "_rt0".into(),
-            address: 0,
-            file_offset: offset,
-            cookie: 9,
-        }]),
+        ProbeAttach::Uprobe(vec![AttachPoint { function: "_rt0".into(), address: 0, file_offset: offset, cookie: 9 }]),
     );
     let (bytes, plan) = object_and_plan(vec![(entry, count_by_cookie())], vec![counts_map()]);
     let Some(mut loaded) = load_or_skip(&bytes, &plan) else {
@@ -355,17 +309,12 @@ fn held_child_is_probed_from_its_first_instruction_across_exec() {
 #[test]
 fn attaches_to_a_running_process_through_proc_pid_exe() {
     let _serial = serial();
-    let (bytes, plan) =
-        object_and_plan(vec![(work_probe(4), count_by_cookie())], vec![counts_map()]);
+    let (bytes, plan) = object_and_plan(vec![(work_probe(4), count_by_cookie())], vec![counts_map()]);
     let Some(mut loaded) = load_or_skip(&bytes, &plan) else {
         return;
     };
     // The target sleeps 400ms before its loop; attach (as `-p` does) meanwhile.
-    let argv = [
-        go_target().display().to_string(),
-        "21".to_string(),
-        "400".to_string(),
-    ];
+    let argv = [go_target().display().to_string(), "21".to_string(), "400".to_string()];
     let mut child = runtime::spawn_held(&argv).unwrap();
     child.release().unwrap();
     let pid = child.pid();
@@ -381,8 +330,7 @@ fn attaches_to_a_running_process_through_proc_pid_exe() {
 #[test]
 fn detach_all_really_detaches() {
     let _serial = serial();
-    let (bytes, plan) =
-        object_and_plan(vec![(work_probe(1), count_by_cookie())], vec![counts_map()]);
+    let (bytes, plan) = object_and_plan(vec![(work_probe(1), count_by_cookie())], vec![counts_map()]);
     let Some(mut loaded) = load_or_skip(&bytes, &plan) else {
         return;
     };
@@ -399,23 +347,16 @@ fn detach_all_really_detaches() {
 #[test]
 fn ring_buffer_round_trip_from_begin() {
     let _serial = serial();
-    let (bytes, plan) = object_and_plan(
-        vec![(probe("begin", ProbeAttach::Begin), send_event())],
-        vec![events_map()],
-    );
+    let (bytes, plan) = object_and_plan(vec![(probe("begin", ProbeAttach::Begin), send_event())], vec![events_map()]);
     let Some(mut loaded) = load_or_skip(&bytes, &plan) else {
         return;
     };
     assert_eq!(loaded.attach(go_target(), Scope::AllProcesses).unwrap(), 1);
     let mut records = Vec::new();
-    loaded
-        .poll_events(Duration::ZERO, &mut |r| records.push(r.to_vec()))
-        .unwrap();
+    loaded.poll_events(Duration::ZERO, &mut |r| records.push(r.to_vec())).unwrap();
     assert!(records.is_empty(), "begin ran before run_begin");
     loaded.run_begin();
-    loaded
-        .poll_events(Duration::from_secs(2), &mut |r| records.push(r.to_vec()))
-        .unwrap();
+    loaded.poll_events(Duration::from_secs(2), &mut |r| records.push(r.to_vec())).unwrap();
     let mut expected = 7u64.to_ne_bytes().to_vec();
     expected.extend(0x1122_3344_5566_7788u64.to_ne_bytes());
     assert_eq!(records, vec![expected]);
@@ -429,10 +370,7 @@ fn begin_runs_once_and_end_only_at_end() {
     begin.attach = ProbeAttach::Begin;
     let end = probe("on_end", ProbeAttach::End);
     // Both count under their cookie, 0: begin and end share the map.
-    let (bytes, plan) = object_and_plan(
-        vec![(begin, count_by_cookie()), (end, count_by_cookie())],
-        vec![counts_map()],
-    );
+    let (bytes, plan) = object_and_plan(vec![(begin, count_by_cookie()), (end, count_by_cookie())], vec![counts_map()]);
     let Some(mut loaded) = load_or_skip(&bytes, &plan) else {
         return;
     };
@@ -458,9 +396,7 @@ fn interval_probes_fire_from_poll_events() {
     assert_eq!(loaded.attach(go_target(), Scope::AllProcesses).unwrap(), 1);
     let start = Instant::now();
     while start.elapsed() < Duration::from_millis(250) {
-        loaded
-            .poll_events(Duration::from_millis(50), &mut |_| {})
-            .unwrap();
+        loaded.poll_events(Duration::from_millis(50), &mut |_| {}).unwrap();
     }
     let ticks = count_of(&loaded, 0);
     assert!((3..=13).contains(&ticks), "{ticks} ticks of 20ms in 250ms");
@@ -486,14 +422,7 @@ fn plain_maps_have_one_value_and_arrays_clear_to_zero() {
     let _serial = serial();
     for kind in [MapKind::Hash, MapKind::Array, MapKind::PercpuArray] {
         let begin = probe("on_begin", ProbeAttach::Begin);
-        let counts = map_spec(
-            COUNTS,
-            kind,
-            if kind == MapKind::Hash { 8 } else { 4 },
-            8,
-            4,
-            MapRole::Scratch,
-        );
+        let counts = map_spec(COUNTS, kind, if kind == MapKind::Hash { 8 } else { 4 }, 8, 4, MapRole::Scratch);
         // Arrays are keyed by u32: the cookie (0) fits in the key's first 4 bytes.
         let (bytes, plan) = object_and_plan(vec![(begin, count_by_cookie())], vec![counts]);
         let Some(mut loaded) = load_or_skip(&bytes, &plan) else {
@@ -503,21 +432,10 @@ fn plain_maps_have_one_value_and_arrays_clear_to_zero() {
         loaded.run_begin();
         loaded.run_begin();
         let entries = loaded.map_entries(COUNTS).unwrap();
-        let values_per_key = if kind.is_percpu() {
-            runtime::possible_cpus().unwrap()
-        } else {
-            1
-        };
-        assert!(
-            entries.iter().all(|(_, v)| v.len() == values_per_key),
-            "{kind:?}"
-        );
+        let values_per_key = if kind.is_percpu() { runtime::possible_cpus().unwrap() } else { 1 };
+        assert!(entries.iter().all(|(_, v)| v.len() == values_per_key), "{kind:?}");
         let total = |entries: &runtime::Entries| -> u64 {
-            entries
-                .iter()
-                .flat_map(|(_, v)| v)
-                .map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap()))
-                .sum()
+            entries.iter().flat_map(|(_, v)| v).map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap())).sum()
         };
         assert_eq!(total(&entries), 2, "{kind:?}");
         if kind == MapKind::Hash {
@@ -539,9 +457,7 @@ fn verifier_rejection_carries_the_log() {
             assert!(!log.is_empty());
             assert_eq!(failing_insn(&log), Some(2), "{log}");
         }
-        Err(e @ RuntimeError::Permission { .. })
-            if std::env::var("CI").as_deref() != Ok("true") =>
-        {
+        Err(e @ RuntimeError::Permission { .. }) if std::env::var("CI").as_deref() != Ok("true") => {
             skip(&e);
         }
         Err(e) => panic!("expected a verifier error, got {e:?}"),
@@ -552,14 +468,11 @@ fn verifier_rejection_carries_the_log() {
 #[test]
 fn nonexistent_pid_is_no_such_process() {
     let pid = 0x3fff_fff0;
-    assert!(
-        matches!(runtime::process_exe(pid), Err(RuntimeError::NoSuchProcess { pid: p }) if p == pid)
-    );
+    assert!(matches!(runtime::process_exe(pid), Err(RuntimeError::NoSuchProcess { pid: p }) if p == pid));
     assert!(!runtime::is_alive(pid));
 
     let _serial = serial();
-    let (bytes, plan) =
-        object_and_plan(vec![(work_probe(0), count_by_cookie())], vec![counts_map()]);
+    let (bytes, plan) = object_and_plan(vec![(work_probe(0), count_by_cookie())], vec![counts_map()]);
     let Some(mut loaded) = load_or_skip(&bytes, &plan) else {
         return;
     };
@@ -576,36 +489,18 @@ fn attach_failure_names_the_function_and_detaches() {
     let offset = entry_offset(go_target(), "main.work");
     let size = std::fs::metadata(go_target()).unwrap().len();
     let points = vec![
-        AttachPoint {
-            function: "main.work".into(),
-            address: 0,
-            file_offset: offset,
-            cookie: 0,
-        },
-        AttachPoint {
-            function: "main.beyond".into(),
-            address: 0,
-            file_offset: size + 0x1000,
-            cookie: 1,
-        },
+        AttachPoint { function: "main.work".into(), address: 0, file_offset: offset, cookie: 0 },
+        AttachPoint { function: "main.beyond".into(), address: 0, file_offset: size + 0x1000, cookie: 1 },
     ];
-    let (bytes, plan) = object_and_plan(
-        vec![(
-            probe("count", ProbeAttach::Uprobe(points)),
-            count_by_cookie(),
-        )],
-        vec![counts_map()],
-    );
+    let (bytes, plan) =
+        object_and_plan(vec![(probe("count", ProbeAttach::Uprobe(points)), count_by_cookie())], vec![counts_map()]);
     let Some(mut loaded) = load_or_skip(&bytes, &plan) else {
         return;
     };
     match loaded.attach(go_target(), Scope::AllProcesses) {
         Err(e @ RuntimeError::Attach { .. }) => {
             let text = e.to_string();
-            assert!(
-                text.contains("main.beyond") && text.contains(&format!("{:#x}", size + 0x1000)),
-                "{text}"
-            );
+            assert!(text.contains("main.beyond") && text.contains(&format!("{:#x}", size + 0x1000)), "{text}");
         }
         other => panic!("expected an attach error, got {other:?}"),
     }
@@ -630,33 +525,20 @@ fn function_offsets(binary: &Path, prefix: &str, n: usize) -> Vec<(String, u64)>
             }
             let section = file.section_by_index(s.section_index()?).ok()?;
             let (file_start, _) = section.file_range()?;
-            Some((
-                s.address(),
-                name.to_string(),
-                s.address() - section.address() + file_start,
-            ))
+            Some((s.address(), name.to_string(), s.address() - section.address() + file_start))
         })
         .collect();
     found.sort();
     found.dedup_by_key(|f| f.0);
-    found
-        .into_iter()
-        .take(n)
-        .map(|(_, name, off)| (name, off))
-        .collect()
+    found.into_iter().take(n).map(|(_, name, off)| (name, off)).collect()
 }
 
 /// Whether this process holds a BPF link of `link_type` (as /proc/self/fdinfo names it).
 fn holds_link_of_type(link_type: &str) -> bool {
-    std::fs::read_dir("/proc/self/fdinfo")
-        .unwrap()
-        .flatten()
-        .any(|e| {
-            std::fs::read_to_string(e.path()).is_ok_and(|t| {
-                t.lines()
-                    .any(|l| l.split_whitespace().eq(["link_type:", link_type]))
-            })
-        })
+    std::fs::read_dir("/proc/self/fdinfo").unwrap().flatten().any(|e| {
+        std::fs::read_to_string(e.path())
+            .is_ok_and(|t| t.lines().any(|l| l.split_whitespace().eq(["link_type:", link_type])))
+    })
 }
 
 #[test]
@@ -666,18 +548,9 @@ fn a_thousand_points_attach_and_detach_through_one_multi_uprobe_link() {
     let mut points: Vec<AttachPoint> = function_offsets(go_target(), "runtime.", 999)
         .into_iter()
         .enumerate()
-        .map(|(i, (function, file_offset))| AttachPoint {
-            function,
-            address: 0,
-            file_offset,
-            cookie: i as u64,
-        })
+        .map(|(i, (function, file_offset))| AttachPoint { function, address: 0, file_offset, cookie: i as u64 })
         .collect();
-    assert_eq!(
-        points.len(),
-        999,
-        "the Go target has fewer runtime functions"
-    );
+    assert_eq!(points.len(), 999, "the Go target has fewer runtime functions");
     points.push(AttachPoint {
         function: "main.work".into(),
         address: 0,
@@ -685,25 +558,15 @@ fn a_thousand_points_attach_and_detach_through_one_multi_uprobe_link() {
         cookie: 999,
     });
     let counts = map_spec(COUNTS, MapKind::PercpuHash, 8, 8, 1024, MapRole::Scratch);
-    let (bytes, plan) = object_and_plan(
-        vec![(
-            probe("count", ProbeAttach::Uprobe(points)),
-            count_by_cookie(),
-        )],
-        vec![counts],
-    );
+    let (bytes, plan) =
+        object_and_plan(vec![(probe("count", ProbeAttach::Uprobe(points)), count_by_cookie())], vec![counts]);
     let Some(mut loaded) = load_or_skip(&bytes, &plan) else {
         return;
     };
     let argv = [go_target().display().to_string(), "123".to_string()];
     let mut child = runtime::spawn_held(&argv).unwrap();
     let started = Instant::now();
-    assert_eq!(
-        loaded
-            .attach(go_target(), Scope::Process(child.pid()))
-            .unwrap(),
-        1000
-    );
+    assert_eq!(loaded.attach(go_target(), Scope::Process(child.pid())).unwrap(), 1000);
     let attach_time = started.elapsed();
     assert_eq!(loaded.attached(), 1000);
     // One multi-uprobe link, not a thousand perf events (the kernel here has them).
@@ -716,11 +579,7 @@ fn a_thousand_points_attach_and_detach_through_one_multi_uprobe_link() {
     assert_eq!(count_of(&loaded, 999), 123);
     // The runtime ran: some runtime functions were counted under their own cookies.
     let entries = loaded.map_entries(COUNTS).unwrap();
-    assert!(
-        entries.len() > 10,
-        "only {} functions counted",
-        entries.len()
-    );
+    assert!(entries.len() > 10, "only {} functions counted", entries.len());
     let started = Instant::now();
     loaded.detach_all();
     let detach_time = started.elapsed();

@@ -236,21 +236,11 @@ fn sql_counts_queries_and_execs_by_text_and_their_errors() {
 
 // ---- --check of every stdlib library against a program that uses it ---------------------
 
-fn check(args: &[&str], binary: &Path) -> Run {
-    let mut all: Vec<&str> = args.to_vec();
-    let b = binary.display().to_string();
-    all.extend(["--check", "-b", &b]);
-    gtrace(&all)
-}
-
 #[test]
 fn every_stdlib_library_checks_against_a_program_using_its_packages() {
-    let listing = gtrace(&["--list-libraries"]);
-    assert_eq!(listing.code, 0, "{}", listing.stderr);
-    let names: Vec<String> =
-        listing.stdout.lines().filter_map(|l| l.split_whitespace().next()).map(String::from).collect();
+    let names = support::stdlib_names();
     for want in ["http", "httpclient", "sql"] {
-        assert!(names.iter().any(|n| n == want), "{want} not listed:\n{}", listing.stdout);
+        assert!(names.iter().any(|n| n == want), "{want} not listed in {names:?}");
     }
     // httpserver has a net/http server and client; sqlprog has database/sql. Both have
     // the runtime and sync.Mutex that gc, sched and lock need.
@@ -258,20 +248,20 @@ fn every_stdlib_library_checks_against_a_program_using_its_packages() {
     let db = sqlprog();
     for name in &names {
         let bin = if name == "sql" { &db } else { &web };
-        let r = check(&[name], bin);
+        let r = support::check_against(&[name], bin);
         assert_eq!(r.code, 0, "gtrace {name} --check -b {}:\n{}", bin.display(), r.stderr);
         assert!(r.stderr.contains("ok,"), "{}", r.stderr);
     }
     // All those a program can use at once: no name is defined twice.
     let uses = |libs: &[&str]| libs.iter().map(|n| format!("use \"{n}\"\n")).collect::<String>();
     let web_all = uses(&["gc", "sched", "lock", "http", "httpclient"]);
-    let r = check(&["-e", &web_all], &web);
+    let r = support::check_against(&["-e", &web_all], &web);
     assert_eq!(r.code, 0, "{web_all}--check:\n{}", r.stderr);
     let db_all = uses(&["gc", "sched", "lock", "sql"]);
-    let r = check(&["-e", &db_all], &db);
+    let r = support::check_against(&["-e", &db_all], &db);
     assert_eq!(r.code, 0, "{db_all}--check:\n{}", r.stderr);
     // A program without database/sql: sql says which function is missing.
-    let r = check(&["sql"], &web);
+    let r = support::check_against(&["sql"], &web);
     assert_eq!(r.code, 1);
     assert!(r.stderr.contains("database/sql"), "{}", r.stderr);
 }

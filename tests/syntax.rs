@@ -65,7 +65,11 @@ fn syms(s: &[SymbolPattern]) -> String {
         .iter()
         .map(|s| {
             let w = if s.is_wildcard() { " (wildcard)" } else { "" };
-            if s.quoted { format!("{:?}{w}", s.text) } else { s.text.clone() }
+            if s.quoted {
+                format!("{:?}{w}", s.text)
+            } else {
+                s.text.clone()
+            }
         })
         .collect();
     v.join(", ")
@@ -366,9 +370,7 @@ fn else_if_spans_nest() {
     let src = "on begin { if a { } else if b { } else { } }";
     let s = parse_ok(src);
     let Item::Probe(p) = &s.items[0] else { panic!("not a probe") };
-    let StmtKind::If { otherwise: Some(Else::If(inner)), .. } = &p.body.stmts[0].kind else {
-        panic!("no else if")
-    };
+    let StmtKind::If { otherwise: Some(Else::If(inner)), .. } = &p.body.stmts[0].kind else { panic!("no else if") };
     assert_eq!(&src[inner.span.start as usize..inner.span.end as usize], "if b { } else { }");
 }
 
@@ -555,15 +557,59 @@ fn moderate_nesting_parses() {
 #[test]
 fn garbage_never_panics() {
     let samples = [
-        "", "\0", "\u{feff}", "on", "on on on", "@", "@@", "on begin {", "}", ">", "<", "on begin <",
-        "on begin < >>", "\"", "\"\\", "\"\\\n\"", "on begin { \"\\u{ffff\" }", "on begin { \"\\U0011ffff\" }",
-        "on begin { \"\\x\" }", "on begin { 0x }", "on begin { 0x_1 }", "on begin { 1_ }", "on begin { 99999999999999999999h }",
-        "on interval 0x10 { }", "on interval 1.5s {}", "fn", "fn (", "fn f(", "fn f() =", "use", "use x",
-        "日本語 { }", "on 日本.語 { }", "on begin { 日本 := 1 }", "on \"\" { }", "on begin { a[ }", "on begin { a. }",
-        "on begin { self }", "on begin { self. }", "on begin { if }", "on begin { if a { } else }", "on begin { else }",
-        "\r\n\r\n", "on begin {\r\n x := 1\r\n}\r\n", "# comment only", "on begin { x := 1 } // c\n#",
-        "on begin { ((((((((((( }", "on begin { ]]]]]]] }", "on begin { )()()( }", "on end.F { }",
-        "on begin { x := \"\u{1F600}\" }", "on begin { \u{1F600} }", "on begin { a := 'c' }",
+        "",
+        "\0",
+        "\u{feff}",
+        "on",
+        "on on on",
+        "@",
+        "@@",
+        "on begin {",
+        "}",
+        ">",
+        "<",
+        "on begin <",
+        "on begin < >>",
+        "\"",
+        "\"\\",
+        "\"\\\n\"",
+        "on begin { \"\\u{ffff\" }",
+        "on begin { \"\\U0011ffff\" }",
+        "on begin { \"\\x\" }",
+        "on begin { 0x }",
+        "on begin { 0x_1 }",
+        "on begin { 1_ }",
+        "on begin { 99999999999999999999h }",
+        "on interval 0x10 { }",
+        "on interval 1.5s {}",
+        "fn",
+        "fn (",
+        "fn f(",
+        "fn f() =",
+        "use",
+        "use x",
+        "日本語 { }",
+        "on 日本.語 { }",
+        "on begin { 日本 := 1 }",
+        "on \"\" { }",
+        "on begin { a[ }",
+        "on begin { a. }",
+        "on begin { self }",
+        "on begin { self. }",
+        "on begin { if }",
+        "on begin { if a { } else }",
+        "on begin { else }",
+        "\r\n\r\n",
+        "on begin {\r\n x := 1\r\n}\r\n",
+        "# comment only",
+        "on begin { x := 1 } // c\n#",
+        "on begin { ((((((((((( }",
+        "on begin { ]]]]]]] }",
+        "on begin { )()()( }",
+        "on end.F { }",
+        "on begin { x := \"\u{1F600}\" }",
+        "on begin { \u{1F600} }",
+        "on begin { a := 'c' }",
     ];
     for s in samples {
         survives(s);

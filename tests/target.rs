@@ -151,7 +151,9 @@ fn returns_match_objdump() {
 // ---- DWARF: parameters, types, ABI ----
 
 fn regs(pieces: &[(Reg, u64, u64)]) -> Location {
-    Location::Regs(pieces.iter().map(|(reg, offset, size)| RegPiece { reg: *reg, offset: *offset, size: *size }).collect())
+    Location::Regs(
+        pieces.iter().map(|(reg, offset, size)| RegPiece { reg: *reg, offset: *offset, size: *size }).collect(),
+    )
 }
 
 fn r(reg: Reg) -> Location {
@@ -211,7 +213,11 @@ fn bool_string_and_byte_slice() {
     let p = check_params(
         &mut t,
         "main.flag",
-        &[("b", "bool", false, regs(&[(Rax, 0, 1)])), ("n", "int", false, r(Rbx)), ("~r0", "bool", true, regs(&[(Rax, 0, 1)]))],
+        &[
+            ("b", "bool", false, regs(&[(Rax, 0, 1)])),
+            ("n", "int", false, r(Rbx)),
+            ("~r0", "bool", true, regs(&[(Rax, 0, 1)])),
+        ],
     );
     assert_eq!(kind(&t, &p[0]), TypeKind::Bool);
     let p = check_params(
@@ -252,7 +258,11 @@ fn structs_split_over_registers_or_go_to_the_stack() {
     let p = check_params(
         &mut t,
         "main.big",
-        &[("n", "int", false, r(Rax)), ("b", "main.Big", false, Location::Stack { offset: 8 }), ("~r0", "int64", true, r(Rax))],
+        &[
+            ("n", "int", false, r(Rax)),
+            ("b", "main.Big", false, Location::Stack { offset: 8 }),
+            ("~r0", "int64", true, r(Rax)),
+        ],
     );
     assert_eq!(t.types().get(p[1].ty).size, 24);
 }
@@ -287,16 +297,22 @@ fn arrays_of_length_one_use_registers_longer_ones_the_stack() {
 fn more_than_nine_ints_spill_to_the_stack() {
     let mut t = open();
     let int_regs = [Rax, Rbx, Rcx, Rdi, Rsi, R8, R9, R10, R11];
-    let mut expected: Vec<(&str, &str, bool, Location)> =
-        ["a", "b", "c", "d", "e", "f", "g", "h", "i"].iter().zip(int_regs).map(|(n, reg)| (*n, "int", false, r(reg))).collect();
+    let mut expected: Vec<(&str, &str, bool, Location)> = ["a", "b", "c", "d", "e", "f", "g", "h", "i"]
+        .iter()
+        .zip(int_regs)
+        .map(|(n, reg)| (*n, "int", false, r(reg)))
+        .collect();
     expected.push(("j", "int", false, Location::Stack { offset: 8 }));
     expected.push(("k", "int", false, Location::Stack { offset: 16 }));
     expected.push(("~r0", "int", true, r(Rax)));
     check_params(&mut t, "main.many", &expected);
     // A string that does not fit in the one register left goes to the stack and gives
     // the register back to the next int.
-    let mut expected: Vec<(&str, &str, bool, Location)> =
-        ["a", "b", "c", "d", "e", "f", "g", "h"].iter().zip(int_regs).map(|(n, reg)| (*n, "int", false, r(reg))).collect();
+    let mut expected: Vec<(&str, &str, bool, Location)> = ["a", "b", "c", "d", "e", "f", "g", "h"]
+        .iter()
+        .zip(int_regs)
+        .map(|(n, reg)| (*n, "int", false, r(reg)))
+        .collect();
     expected.push(("s", "string", false, Location::Stack { offset: 8 }));
     expected.push(("last", "int", false, r(R11)));
     expected.push(("~r0", "int", true, r(Rax)));
@@ -315,7 +331,11 @@ fn receivers_come_first() {
             ("~r0", "int", true, r(Rax)),
         ],
     );
-    let p = check_params(&mut t, "main.(*Counter).Inc", &[("c", "*main.Counter", false, r(Rax)), ("by", "int", false, r(Rbx))]);
+    let p = check_params(
+        &mut t,
+        "main.(*Counter).Inc",
+        &[("c", "*main.Counter", false, r(Rax)), ("by", "int", false, r(Rbx))],
+    );
     let TypeKind::Pointer { elem } = kind(&t, &p[0]) else { panic!("*Counter is a pointer") };
     assert_eq!(t.types().get(elem).name, "main.Counter");
 }
@@ -443,7 +463,9 @@ fn readelf_g_member(binary: &Path, member: &str) -> u64 {
     let lines: Vec<&str> = text.lines().collect();
     let start = lines
         .windows(2)
-        .position(|w| w[0].contains("DW_TAG_structure_type") && w[1].trim_end().ends_with("DW_AT_name        : runtime.g"))
+        .position(|w| {
+            w[0].contains("DW_TAG_structure_type") && w[1].trim_end().ends_with("DW_AT_name        : runtime.g")
+        })
         .expect("runtime.g in readelf output");
     let mut in_member = false;
     for line in &lines[start + 2..] {

@@ -7,7 +7,6 @@ mod support;
 
 use support::{gtrace, map_value as map, privileged, truth, Run};
 
-
 fn values() -> std::path::PathBuf {
     support::go_build("values", &[])
 }
@@ -32,33 +31,45 @@ macro_rules! traced {
     };
 }
 
-traced!(string_field_through_two_pointers_as_map_key, "on entry main.handle { @hosts[r.URL.Host] = count(); @bytes = sum(r.Size) }", |out| {
-    for host in ["a.example", "b.example", "c.example", "d.example"] {
-        assert_eq!(map(&out, &format!("@hosts[{host}]")), truth(&out, &format!("host:{host}")), "{out}");
+traced!(
+    string_field_through_two_pointers_as_map_key,
+    "on entry main.handle { @hosts[r.URL.Host] = count(); @bytes = sum(r.Size) }",
+    |out| {
+        for host in ["a.example", "b.example", "c.example", "d.example"] {
+            assert_eq!(map(&out, &format!("@hosts[{host}]")), truth(&out, &format!("host:{host}")), "{out}");
+        }
+        assert_eq!(map(&out, "@bytes"), truth(&out, "size"));
     }
-    assert_eq!(map(&out, "@bytes"), truth(&out, "size"));
-});
+);
 
 traced!(pointer_chain_three_levels_deep, "on entry main.deep { @p[w.Req.URL.Path] = count() }", |out| {
     assert_eq!(map(&out, "@p[/deep/0]"), truth(&out, "deep:/deep/0"));
     assert_eq!(map(&out, "@p[/deep/1]"), truth(&out, "deep:/deep/1"));
 });
 
-traced!(strings_compare_prefix_len_and_truncate, r#"on entry main.greet { @n[name] = count(); if name == "bob" { @bob = count() }; if hasPrefix(name, "al") { @al = count() }; @len = sum(len(name)) }"#, |out| {
-    assert_eq!(map(&out, "@bob"), truth(&out, "bob"));
-    assert_eq!(map(&out, "@al"), truth(&out, "al"));
-    assert_eq!(map(&out, "@len"), truth(&out, "namelen"));
-    assert_eq!(map(&out, "@n[alice]"), 4);
-    assert_eq!(map(&out, "@n[]"), 4, "the empty string is a key of its own");
-    // A string longer than the read limit (64 bytes) is cut there.
-    assert_eq!(map(&out, &format!("@n[{}]", "x".repeat(64))), 4);
-});
+traced!(
+    strings_compare_prefix_len_and_truncate,
+    r#"on entry main.greet { @n[name] = count(); if name == "bob" { @bob = count() }; if hasPrefix(name, "al") { @al = count() }; @len = sum(len(name)) }"#,
+    |out| {
+        assert_eq!(map(&out, "@bob"), truth(&out, "bob"));
+        assert_eq!(map(&out, "@al"), truth(&out, "al"));
+        assert_eq!(map(&out, "@len"), truth(&out, "namelen"));
+        assert_eq!(map(&out, "@n[alice]"), 4);
+        assert_eq!(map(&out, "@n[]"), 4, "the empty string is a key of its own");
+        // A string longer than the read limit (64 bytes) is cut there.
+        assert_eq!(map(&out, &format!("@n[{}]", "x".repeat(64))), 4);
+    }
+);
 
-traced!(slices_len_index_and_out_of_range, "on entry main.total { @len = sum(len(xs)); @first = sum(xs[0]); @oob = sum(xs[100]) }", |out| {
-    assert_eq!(map(&out, "@len"), truth(&out, "lens"));
-    assert_eq!(map(&out, "@first"), truth(&out, "first"));
-    assert_eq!(map(&out, "@oob"), 0, "an index out of range reads as zero");
-});
+traced!(
+    slices_len_index_and_out_of_range,
+    "on entry main.total { @len = sum(len(xs)); @first = sum(xs[0]); @oob = sum(xs[100]) }",
+    |out| {
+        assert_eq!(map(&out, "@len"), truth(&out, "lens"));
+        assert_eq!(map(&out, "@first"), truth(&out, "first"));
+        assert_eq!(map(&out, "@oob"), 0, "an index out of range reads as zero");
+    }
+);
 
 traced!(struct_split_over_registers, "on entry main.split { @x = sum(p.X); @y = sum(p.Y) }", |out| {
     assert_eq!(map(&out, "@x"), truth(&out, "sx"));
@@ -86,21 +97,33 @@ traced!(more_than_nine_int_parameters, "on entry main.many { @j = sum(j); @k = s
     assert_eq!(map(&out, "@k"), truth(&out, "sk"));
 });
 
-traced!(named_results_and_error_nil_checks, "on return main.named { if err != nil { @errs = count() } else { @ok = count(); @q = sum(q) } }", |out| {
-    assert_eq!(map(&out, "@errs"), truth(&out, "errs"));
-    assert_eq!(map(&out, "@ok"), truth(&out, "oks"));
-    assert_eq!(map(&out, "@q"), truth(&out, "qs"));
-});
+traced!(
+    named_results_and_error_nil_checks,
+    "on return main.named { if err != nil { @errs = count() } else { @ok = count(); @q = sum(q) } }",
+    |out| {
+        assert_eq!(map(&out, "@errs"), truth(&out, "errs"));
+        assert_eq!(map(&out, "@ok"), truth(&out, "oks"));
+        assert_eq!(map(&out, "@q"), truth(&out, "qs"));
+    }
+);
 
-traced!(unnamed_positions_ret_and_ret1, "on return main.named { @q = sum(ret); if ret1 == nil { @nil = count() } }", |out| {
-    assert_eq!(map(&out, "@q"), truth(&out, "qs"));
-    assert_eq!(map(&out, "@nil"), truth(&out, "oks"));
-});
+traced!(
+    unnamed_positions_ret_and_ret1,
+    "on return main.named { @q = sum(ret); if ret1 == nil { @nil = count() } }",
+    |out| {
+        assert_eq!(map(&out, "@q"), truth(&out, "qs"));
+        assert_eq!(map(&out, "@nil"), truth(&out, "oks"));
+    }
+);
 
-traced!(error_parameter_nil_and_not, "on entry main.check { if err == nil { @nil = count() } else { @err = count() } }", |out| {
-    assert_eq!(map(&out, "@nil"), truth(&out, "nils"));
-    assert_eq!(map(&out, "@err"), truth(&out, "nonnil"));
-});
+traced!(
+    error_parameter_nil_and_not,
+    "on entry main.check { if err == nil { @nil = count() } else { @err = count() } }",
+    |out| {
+        assert_eq!(map(&out, "@nil"), truth(&out, "nils"));
+        assert_eq!(map(&out, "@err"), truth(&out, "nonnil"));
+    }
+);
 
 traced!(value_receiver_method, r#"on entry "main.Point.Norm1" { @x = sum(p.X) }"#, |out| {
     assert_eq!(map(&out, "@x"), truth(&out, "normx"));
@@ -111,10 +134,14 @@ traced!(generic_function_by_bracket_name, r#"on entry "main.Max[...]" { @c = cou
     assert_eq!(map(&out, "@a"), truth(&out, "maxa"));
 });
 
-traced!(narrow_widths_sign_and_zero_extend, "on entry main.narrow { @s = sum(a + b + c + d); if ok { @ok = count() } }", |out| {
-    assert_eq!(map(&out, "@s"), truth(&out, "narrowsum"));
-    assert_eq!(map(&out, "@ok"), 20);
-});
+traced!(
+    narrow_widths_sign_and_zero_extend,
+    "on entry main.narrow { @s = sum(a + b + c + d); if ok { @ok = count() } }",
+    |out| {
+        assert_eq!(map(&out, "@s"), truth(&out, "narrowsum"));
+        assert_eq!(map(&out, "@ok"), 20);
+    }
+);
 
 traced!(durations_print_with_units, r#"on entry main.dur { printf("%v %d\n", d, d) }"#, |out| {
     assert!(out.lines().any(|l| l == "1.5ms 1500000"), "{out}");
@@ -146,7 +173,14 @@ fn a_longer_string_limit_reads_more() {
     if !privileged("a_longer_string_limit_reads_more") {
         return;
     }
-    let r = gtrace(&["--string-limit", "100", "-e", "on entry main.greet { @n[name] = count() }", "-c", values().to_str().unwrap()]);
+    let r = gtrace(&[
+        "--string-limit",
+        "100",
+        "-e",
+        "on entry main.greet { @n[name] = count() }",
+        "-c",
+        values().to_str().unwrap(),
+    ]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(map(&r.stdout, &format!("@n[{}]", "x".repeat(100))), 4, "{}", r.stdout);
 }
@@ -191,7 +225,12 @@ fn pie_binaries_name_types_and_symbolize_stacks() {
         return;
     }
     let pie = support::go_build("values", &["-buildmode=pie"]);
-    let r = gtrace(&["-e", r#"on entry main.check { printf("%v\n", err) } on entry main.deep { @[ustack] = count() }"#, "-c", pie.to_str().unwrap()]);
+    let r = gtrace(&[
+        "-e",
+        r#"on entry main.check { printf("%v\n", err) } on entry main.deep { @[ustack] = count() }"#,
+        "-c",
+        pie.to_str().unwrap(),
+    ]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let errors = r.stdout.lines().filter(|l| *l == r#"*errors.errorString("divisible by three")"#).count() as i64;
     assert_eq!(errors, truth(&r.stdout, "nonnil"), "{}", r.stdout);

@@ -107,11 +107,9 @@ impl Frame {
         let t = types.get(ty);
         match &t.kind {
             TypeKind::Int { .. } | TypeKind::Bool => self.int(offset, t.size, out),
-            TypeKind::Pointer { .. }
-            | TypeKind::UnsafePointer
-            | TypeKind::Map
-            | TypeKind::Chan
-            | TypeKind::Func => self.int(offset, PTR_SIZE, out),
+            TypeKind::Pointer { .. } | TypeKind::UnsafePointer | TypeKind::Map | TypeKind::Chan | TypeKind::Func => {
+                self.int(offset, PTR_SIZE, out)
+            }
             TypeKind::Float => self.float(out),
             TypeKind::Complex => self.float(out) && self.float(out),
             TypeKind::String | TypeKind::Interface { .. } => {
@@ -238,7 +236,9 @@ mod tests {
     }
 
     fn regs(list: &[(Reg, u64, u64)]) -> Location {
-        Location::Regs(list.iter().map(|(reg, offset, size)| RegPiece { reg: *reg, offset: *offset, size: *size }).collect())
+        Location::Regs(
+            list.iter().map(|(reg, offset, size)| RegPiece { reg: *reg, offset: *offset, size: *size }).collect(),
+        )
     }
 
     #[test]

@@ -59,7 +59,13 @@ pub fn go_values(target: &mut Target, function: &str, kind: InstanceKind, limit:
     }
     if kind == InstanceKind::Return {
         for (p, loc) in outs.iter().zip(out_locs) {
-            values.push(GoValue { name: p.name.clone(), type_id: p.ty, ty: go_ty(types, p.ty, &p.name, limit), location: loc, is_result: true });
+            values.push(GoValue {
+                name: p.name.clone(),
+                type_id: p.ty,
+                ty: go_ty(types, p.ty, &p.name, limit),
+                location: loc,
+                is_result: true,
+            });
         }
     }
     Ok(values)
@@ -83,9 +89,21 @@ pub fn positional(target: &mut Target, function: &str, kind: InstanceKind) -> Ve
         } else {
             Ok(Ty::Int { size: 8, signed: true })
         };
-        values.push(GoValue { name: format!("arg{i}"), type_id: word, ty, location: location.clone(), is_result: false });
+        values.push(GoValue {
+            name: format!("arg{i}"),
+            type_id: word,
+            ty,
+            location: location.clone(),
+            is_result: false,
+        });
         if kind == InstanceKind::Return && !abi0 {
-            values.push(GoValue { name: format!("ret{i}"), type_id: word, ty: Ok(Ty::Int { size: 8, signed: true }), location, is_result: true });
+            values.push(GoValue {
+                name: format!("ret{i}"),
+                type_id: word,
+                ty: Ok(Ty::Int { size: 8, signed: true }),
+                location,
+                is_result: true,
+            });
         }
     }
     values

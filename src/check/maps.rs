@@ -51,7 +51,9 @@ impl MapTable {
             return;
         }
         let same = match (&existing.value, &value) {
-            (MapValueTy::Agg { agg: a, of: x }, MapValueTy::Agg { agg: b, of: y }) => a == b && x.value_type() == y.value_type(),
+            (MapValueTy::Agg { agg: a, of: x }, MapValueTy::Agg { agg: b, of: y }) => {
+                a == b && x.value_type() == y.value_type()
+            }
             (MapValueTy::Plain(x), MapValueTy::Plain(y)) => x.value_type() == y.value_type(),
             _ => false,
         };
@@ -74,7 +76,8 @@ impl MapTable {
         for (name, span) in &self.referenced {
             if !self.maps.contains_key(name) {
                 let close = crate::diag::closest(name, self.maps.keys().map(|k| k.as_str()), 1);
-                let mut d = Diagnostic::error(*span, format!("{} is never assigned", display_name(name))).label("unknown map");
+                let mut d =
+                    Diagnostic::error(*span, format!("{} is never assigned", display_name(name))).label("unknown map");
                 if let Some(c) = close.first() {
                     d = d.hint(format!("did you mean {}?", display_name(c)));
                 }

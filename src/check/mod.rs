@@ -75,7 +75,10 @@ pub struct FuncSite {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Name {
     /// A parameter or result of the probed function, where the ABI put it.
-    GoValue { name: String, location: Location },
+    GoValue {
+        name: String,
+        location: Location,
+    },
     /// A probe-local variable (`x := ...`).
     Local(String),
     Builtin(Builtin),

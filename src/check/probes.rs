@@ -43,7 +43,12 @@ pub fn resolve(script: &Script, target: &Target, diags: &mut Diagnostics) -> Vec
     out
 }
 
-fn resolve_pattern(pattern: &SymbolPattern, kind: InstanceKind, target: &Target, diags: &mut Diagnostics) -> Vec<FuncSite> {
+fn resolve_pattern(
+    pattern: &SymbolPattern,
+    kind: InstanceKind,
+    target: &Target,
+    diags: &mut Diagnostics,
+) -> Vec<FuncSite> {
     let found = target.find(&pattern.text);
     let inlined = target.find_inlined(&pattern.text);
     if kind == InstanceKind::Return && found.is_empty() && !inlined.is_empty() {
@@ -62,8 +67,11 @@ fn resolve_pattern(pattern: &SymbolPattern, kind: InstanceKind, target: &Target,
         return Vec::new();
     }
     if found.is_empty() && inlined.is_empty() {
-        let mut d = Diagnostic::error(pattern.span, format!("no function matches `{}` in {}", pattern.text, target.path().display()))
-            .label("no such function");
+        let mut d = Diagnostic::error(
+            pattern.span,
+            format!("no function matches `{}` in {}", pattern.text, target.path().display()),
+        )
+        .label("no such function");
         let close = target.closest(&pattern.text, 3);
         if !close.is_empty() {
             let list: Vec<String> = close.iter().map(|c| format!("`{}`", quote_if_needed(c))).collect();

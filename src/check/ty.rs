@@ -7,14 +7,21 @@ use crate::target::types::TypeId;
 #[derive(Clone, Debug, PartialEq)]
 pub enum Ty {
     /// An integer of `size` bytes.
-    Int { size: u8, signed: bool },
+    Int {
+        size: u8,
+        signed: bool,
+    },
     Bool,
     /// Nanoseconds.
     Duration,
     /// A string: a literal, or a Go string read from the target (at most `max` bytes).
-    Str { max: u32 },
+    Str {
+        max: u32,
+    },
     /// A Go pointer (to `elem` when DWARF says what it points to).
-    Pointer { elem: Option<TypeId> },
+    Pointer {
+        elem: Option<TypeId>,
+    },
     /// The probed function's name (`func`).
     Func,
     /// A Go value that is not a scalar (a struct, slice, array, map, chan, func): it can

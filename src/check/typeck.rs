@@ -15,7 +15,14 @@ use crate::syntax::format::{self, Piece};
 use crate::target::types::{TypeKind, Types};
 use crate::target::Target;
 
-pub fn check_probe(script: &Script, probe: ResolvedProbe, target: &mut Target, checked: &mut Checked, diags: &mut Diagnostics, limit: u32) {
+pub fn check_probe(
+    script: &Script,
+    probe: ResolvedProbe,
+    target: &mut Target,
+    checked: &mut Checked,
+    diags: &mut Diagnostics,
+    limit: u32,
+) {
     let Item::Probe(ast) = &script.items[probe.item] else { return };
     // One instance for all functions when the body reads no Go value; else one each.
     let groups: Vec<Vec<super::FuncSite>> = if probe.functions.len() > 1 && reads_go_values(&ast.body) {
@@ -28,7 +35,8 @@ pub fn check_probe(script: &Script, probe: ResolvedProbe, target: &mut Target, c
     let is_inlined = |g: &Vec<super::FuncSite>| g.len() == 1 && target.inlined_at(g[0].entry).is_some();
     let real = groups.iter().filter(|g| !is_inlined(g)).count();
     let inlined = groups.len() - real;
-    let groups: Vec<Vec<super::FuncSite>> = if real > 0 && inlined > 0 && groups.len() > 1 && reads_go_values(&ast.body) {
+    let groups: Vec<Vec<super::FuncSite>> = if real > 0 && inlined > 0 && groups.len() > 1 && reads_go_values(&ast.body)
+    {
         diags.push(
             Diagnostic::warning(ast.span, format!("this probe reads parameters, which cannot be read at the {inlined} place(s) where the function was inlined"))
                 .label("those inlined calls are not traced")
@@ -69,14 +77,21 @@ pub fn check_probe(script: &Script, probe: ResolvedProbe, target: &mut Target, c
         let uses_elapsed = cx.uses_elapsed;
         let facts = cx.facts;
         // The goroutine is found through R14, which holds g only in ABIInternal functions.
-        let needs_g = uses_elapsed || facts.uses_self || facts.names.values().any(|n| *n == Name::Builtin(Builtin::Goid));
+        let needs_g =
+            uses_elapsed || facts.uses_self || facts.names.values().any(|n| *n == Name::Builtin(Builtin::Goid));
         if needs_g {
             for f in &functions {
                 if target.find(&f.name).first().is_some_and(|t| t.abi == crate::target::Abi::Abi0) {
                     local.push(
-                        Diagnostic::error(ast.span, format!("`{}` is an assembly (ABI0) function: R14 does not hold the goroutine there", f.name))
-                            .label("goid, self and elapsed are unavailable here")
-                            .hint("probe the Go function that calls it instead"),
+                        Diagnostic::error(
+                            ast.span,
+                            format!(
+                                "`{}` is an assembly (ABI0) function: R14 does not hold the goroutine there",
+                                f.name
+                            ),
+                        )
+                        .label("goid, self and elapsed are unavailable here")
+                        .hint("probe the Go function that calls it instead"),
                     );
                 }
             }
@@ -141,16 +156,27 @@ impl Cx<'_> {
                 if let Some(old) = self.facts.locals.get(&name.name) {
                     if old.value_type() != t.value_type() {
                         self.err(
-                            Diagnostic::error(name.span, format!("`{}` was a {}; it cannot become a {}", name.name, old.describe(), t.describe()))
-                                .label("type changes here"),
+                            Diagnostic::error(
+                                name.span,
+                                format!(
+                                    "`{}` was a {}; it cannot become a {}",
+                                    name.name,
+                                    old.describe(),
+                                    t.describe()
+                                ),
+                            )
+                            .label("type changes here"),
                         );
                         return;
                     }
                 }
                 if Builtin::from_name(&name.name).is_some() || self.values.iter().any(|v| v.name == name.name) {
                     self.err(
-                        Diagnostic::warning(name.span, format!("`{}` hides a builtin or parameter of the same name", name.name))
-                            .hint("use another name"),
+                        Diagnostic::warning(
+                            name.span,
+                            format!("`{}` hides a builtin or parameter of the same name", name.name),
+                        )
+                        .hint("use another name"),
                     );
                 }
                 self.facts.locals.insert(name.name.clone(), t);
@@ -161,7 +187,10 @@ impl Cx<'_> {
                     return;
                 }
                 if !self.has_function {
-                    self.err(Diagnostic::error(name.span, "self variables belong to a goroutine; this probe runs on none").label("no goroutine here"));
+                    self.err(
+                        Diagnostic::error(name.span, "self variables belong to a goroutine; this probe runs on none")
+                            .label("no goroutine here"),
+                    );
                     return;
                 }
                 self.facts.uses_self = true;
@@ -169,9 +198,12 @@ impl Cx<'_> {
                     Some(v) if v.ty.value_type() != t.value_type() => {
                         let (first, was) = (v.span, v.ty.describe());
                         self.err(
-                            Diagnostic::error(name.span, format!("self.{} was a {}; it cannot become a {}", name.name, was, t.describe()))
-                                .label("type changes here")
-                                .related(first, "first assigned here"),
+                            Diagnostic::error(
+                                name.span,
+                                format!("self.{} was a {}; it cannot become a {}", name.name, was, t.describe()),
+                            )
+                            .label("type changes here")
+                            .related(first, "first assigned here"),
                         );
                     }
                     Some(_) => {}
@@ -217,7 +249,10 @@ impl Cx<'_> {
     fn nilable(&self, t: &Ty) -> bool {
         match t {
             Ty::Pointer { .. } | Ty::Interface => true,
-            Ty::Go(id) => matches!(self.types.get(*id).kind, TypeKind::Slice { .. } | TypeKind::Map | TypeKind::Chan | TypeKind::Func),
+            Ty::Go(id) => matches!(
+                self.types.get(*id).kind,
+                TypeKind::Slice { .. } | TypeKind::Map | TypeKind::Chan | TypeKind::Func
+            ),
             _ => false,
         }
     }
@@ -226,7 +261,11 @@ impl Cx<'_> {
         let t = self.expr(cond);
         if t != Ty::Bool && t != Ty::Void {
             let hint = if t.is_numeric() { "compare it: `x != 0`" } else { "a condition is a comparison or a bool" };
-            self.err(Diagnostic::error(cond.span, format!("a condition must be a bool, not a {}", t.describe())).label("not a bool").hint(hint));
+            self.err(
+                Diagnostic::error(cond.span, format!("a condition must be a bool, not a {}", t.describe()))
+                    .label("not a bool")
+                    .hint(hint),
+            );
         }
     }
 
@@ -250,8 +289,17 @@ impl Cx<'_> {
         };
         if args.len() != want {
             self.err(
-                Diagnostic::error(call.span, format!("{}() takes {} argument{}, not {}", func.name, want, if want == 1 { "" } else { "s" }, args.len()))
-                    .label("wrong number of arguments"),
+                Diagnostic::error(
+                    call.span,
+                    format!(
+                        "{}() takes {} argument{}, not {}",
+                        func.name,
+                        want,
+                        if want == 1 { "" } else { "s" },
+                        args.len()
+                    ),
+                )
+                .label("wrong number of arguments"),
             );
             return None;
         }
@@ -265,8 +313,11 @@ impl Cx<'_> {
         }
         if !(of.is_integer() || of == Ty::Duration) {
             self.err(
-                Diagnostic::error(args[0].span, format!("{}() needs an integer or a duration, not a {}", func.name, of.describe()))
-                    .label("not a number"),
+                Diagnostic::error(
+                    args[0].span,
+                    format!("{}() needs an integer or a duration, not a {}", func.name, of.describe()),
+                )
+                .label("not a number"),
             );
             return None;
         }
@@ -283,18 +334,28 @@ impl Cx<'_> {
                     match const_int(a) {
                         Some(v) => lit[i] = v,
                         None => {
-                            self.err(Diagnostic::error(a.span, "lhist bounds must be integer or duration literals").label("not a literal"));
+                            self.err(
+                                Diagnostic::error(a.span, "lhist bounds must be integer or duration literals")
+                                    .label("not a literal"),
+                            );
                             return None;
                         }
                     }
                 }
                 let [lo, hi, step] = lit;
                 if step <= 0 || hi <= lo {
-                    self.err(Diagnostic::error(call.span, "lhist(x, lo, hi, step) needs lo < hi and step > 0").label("bad bounds"));
+                    self.err(
+                        Diagnostic::error(call.span, "lhist(x, lo, hi, step) needs lo < hi and step > 0")
+                            .label("bad bounds"),
+                    );
                     return None;
                 }
                 if crate::plan::lhist_buckets(lo, hi, step) > 1000 {
-                    self.err(Diagnostic::error(call.span, "lhist would have more than 1000 buckets").label("too many buckets").hint("use a larger step"));
+                    self.err(
+                        Diagnostic::error(call.span, "lhist would have more than 1000 buckets")
+                            .label("too many buckets")
+                            .hint("use a larger step"),
+                    );
                     return None;
                 }
                 Agg::Lhist { lo, hi, step }
@@ -306,7 +367,11 @@ impl Cx<'_> {
     fn expr_stmt(&mut self, e: &Expr) {
         let ExprKind::Call { func, args } = &e.kind else {
             self.expr(e);
-            self.err(Diagnostic::error(e.span, "this expression does nothing").label("value unused").hint("assign it, or print it with print(...)"));
+            self.err(
+                Diagnostic::error(e.span, "this expression does nothing")
+                    .label("value unused")
+                    .hint("assign it, or print it with print(...)"),
+            );
             return;
         };
         if agg_of(&func.name).is_some() {
@@ -314,9 +379,12 @@ impl Cx<'_> {
             if let Some(v) = self.agg(func, args, e) {
                 if !self.has_function {
                     self.err(
-                        Diagnostic::error(e.span, "a bare aggregation is keyed by the probed function; this probe has none")
-                            .label("no function here")
-                            .hint("aggregate into a map: `@name = count()`"),
+                        Diagnostic::error(
+                            e.span,
+                            "a bare aggregation is keyed by the probed function; this probe has none",
+                        )
+                        .label("no function here")
+                        .hint("aggregate into a map: `@name = count()`"),
                     );
                     return;
                 }
@@ -346,7 +414,10 @@ impl Cx<'_> {
                     self.keys(m);
                     self.maps.reference(&m.name.name, m.span);
                 }
-                _ => self.err(Diagnostic::error(e.span, "delete takes one map element: `delete(@m[key])`").label("not a map element")),
+                _ => self.err(
+                    Diagnostic::error(e.span, "delete takes one map element: `delete(@m[key])`")
+                        .label("not a map element"),
+                ),
             },
             "clear" => match args.as_slice() {
                 [Expr { kind: ExprKind::Map(m), .. }] if m.keys.is_empty() => self.maps.reference(&m.name.name, m.span),
@@ -360,7 +431,11 @@ impl Cx<'_> {
             _ => {
                 let t = self.expr(e);
                 if t != Ty::Void {
-                    self.err(Diagnostic::error(e.span, "this expression does nothing").label("value unused").hint("assign it, or print it"));
+                    self.err(
+                        Diagnostic::error(e.span, "this expression does nothing")
+                            .label("value unused")
+                            .hint("assign it, or print it"),
+                    );
                 }
             }
         }
@@ -373,7 +448,9 @@ impl Cx<'_> {
             return;
         };
         let ExprKind::Str(fmt) = &first.kind else {
-            self.err(Diagnostic::error(first.span, "the format of printf must be a string literal").label("not a literal"));
+            self.err(
+                Diagnostic::error(first.span, "the format of printf must be a string literal").label("not a literal"),
+            );
             return;
         };
         self.facts.types.insert(first.id, Ty::Str { max: fmt.len() as u32 });
@@ -387,8 +464,17 @@ impl Cx<'_> {
         let verbs: Vec<_> = pieces.iter().filter_map(|p| if let Piece::Verb(v) = p { Some(v) } else { None }).collect();
         if verbs.len() != rest.len() {
             self.err(
-                Diagnostic::error(e.span, format!("the format has {} verb{} but {} value{} follow", verbs.len(), if verbs.len() == 1 { "" } else { "s" }, rest.len(), if rest.len() == 1 { "" } else { "s" }))
-                    .label("count mismatch"),
+                Diagnostic::error(
+                    e.span,
+                    format!(
+                        "the format has {} verb{} but {} value{} follow",
+                        verbs.len(),
+                        if verbs.len() == 1 { "" } else { "s" },
+                        rest.len(),
+                        if rest.len() == 1 { "" } else { "s" }
+                    ),
+                )
+                .label("count mismatch"),
             );
         }
         for (v, a) in verbs.iter().zip(rest) {
@@ -440,9 +526,10 @@ impl Cx<'_> {
                     Some(v) => v.ty.clone(),
                     None => {
                         let close = closest(name, self.self_vars.keys().map(|k| k.as_str()), 1);
-                        let mut d = Diagnostic::error(e.span, format!("self.{name} is read before any probe assigns it"))
-                            .label("unknown self variable")
-                            .hint("assign it in an earlier probe, e.g. `on entry F { self.x = ... }`");
+                        let mut d =
+                            Diagnostic::error(e.span, format!("self.{name} is read before any probe assigns it"))
+                                .label("unknown self variable")
+                                .hint("assign it in an earlier probe, e.g. `on entry F { self.x = ... }`");
                         if let Some(c) = close.first() {
                             d = d.hint(format!("did you mean self.{c}?"));
                         }
@@ -458,17 +545,26 @@ impl Cx<'_> {
                     Some(MapValueTy::Plain(t)) => t,
                     Some(MapValueTy::Agg { agg, .. }) => {
                         self.err(
-                            Diagnostic::error(e.span, format!("the value of a {}() map cannot be read in a probe", agg.name()))
-                                .label("not readable here")
-                                .hint("aggregations are kept per CPU and summed when printed; print(@m) prints any map"),
+                            Diagnostic::error(
+                                e.span,
+                                format!("the value of a {}() map cannot be read in a probe", agg.name()),
+                            )
+                            .label("not readable here")
+                            .hint("aggregations are kept per CPU and summed when printed; print(@m) prints any map"),
                         );
                         Ty::Void
                     }
                     None => {
                         self.err(
-                            Diagnostic::error(e.span, format!("{} is read before any probe assigns it", super::maps::display_name(&m.name.name)))
-                                .label("unknown map")
-                                .hint("assign a map in an earlier probe of the script before reading it"),
+                            Diagnostic::error(
+                                e.span,
+                                format!(
+                                    "{} is read before any probe assigns it",
+                                    super::maps::display_name(&m.name.name)
+                                ),
+                            )
+                            .label("unknown map")
+                            .hint("assign a map in an earlier probe of the script before reading it"),
                         );
                         Ty::Void
                     }
@@ -496,10 +592,14 @@ impl Cx<'_> {
                 };
                 let Some(f) = fields.iter().find(|f| f.name == field.name) else {
                     let close = closest(&field.name, fields.iter().map(|f| f.name.as_str()), 1);
-                    let mut d = Diagnostic::error(field.span, format!("no field `{}` in {}", field.name, t.name)).label("unknown field");
+                    let mut d = Diagnostic::error(field.span, format!("no field `{}` in {}", field.name, t.name))
+                        .label("unknown field");
                     d = match close.first() {
                         Some(c) => d.hint(format!("did you mean `{c}`?")),
-                        None => d.hint(format!("its fields: {}", fields.iter().map(|f| f.name.as_str()).collect::<Vec<_>>().join(", "))),
+                        None => d.hint(format!(
+                            "its fields: {}",
+                            fields.iter().map(|f| f.name.as_str()).collect::<Vec<_>>().join(", ")
+                        )),
                     };
                     self.err(d);
                     return Ty::Void;
@@ -511,7 +611,10 @@ impl Cx<'_> {
                 let bt = self.expr(base);
                 let it = self.expr(index);
                 if !it.is_integer() && it != Ty::Void {
-                    self.err(Diagnostic::error(index.span, format!("an index must be an integer, not a {}", it.describe())).label("not an integer"));
+                    self.err(
+                        Diagnostic::error(index.span, format!("an index must be an integer, not a {}", it.describe()))
+                            .label("not an integer"),
+                    );
                     return Ty::Void;
                 }
                 if matches!(bt, Ty::Str { .. }) {
@@ -519,7 +622,10 @@ impl Cx<'_> {
                 }
                 let Some(id) = self.facts.go_types.get(&base.id).copied() else {
                     if bt != Ty::Void {
-                        self.err(Diagnostic::error(base.span, format!("a {} cannot be indexed", bt.describe())).label("not a slice, array or string"));
+                        self.err(
+                            Diagnostic::error(base.span, format!("a {} cannot be indexed", bt.describe()))
+                                .label("not a slice, array or string"),
+                        );
                     }
                     return Ty::Void;
                 };
@@ -527,7 +633,11 @@ impl Cx<'_> {
                 let elem = match &t.kind {
                     TypeKind::Slice { elem } | TypeKind::Array { elem, .. } => *elem,
                     _ => {
-                        self.err(Diagnostic::error(base.span, format!("{} cannot be indexed", t.name)).label("not a slice, array or string").hint("maps cannot be indexed by a probe; len(m) works"));
+                        self.err(
+                            Diagnostic::error(base.span, format!("{} cannot be indexed", t.name))
+                                .label("not a slice, array or string")
+                                .hint("maps cannot be indexed by a probe; len(m) works"),
+                        );
                         return Ty::Void;
                     }
                 };
@@ -543,14 +653,23 @@ impl Cx<'_> {
                         Ty::Pointer { elem: Some(id) } => self.go_typed(e, id, "*p", e.span),
                         Ty::Void => Ty::Void,
                         _ => {
-                            self.err(Diagnostic::error(e.span, format!("only typed Go pointers can be dereferenced, not a {}", t.describe())).label("not a pointer"));
+                            self.err(
+                                Diagnostic::error(
+                                    e.span,
+                                    format!("only typed Go pointers can be dereferenced, not a {}", t.describe()),
+                                )
+                                .label("not a pointer"),
+                            );
                             Ty::Void
                         }
                     },
                     _ => {
                         let sym = if *op == UnOp::Neg { "-" } else { "!" };
                         if t != Ty::Void {
-                            self.err(Diagnostic::error(e.span, format!("`{sym}` cannot apply to a {}", t.describe())).label("wrong type"));
+                            self.err(
+                                Diagnostic::error(e.span, format!("`{sym}` cannot apply to a {}", t.describe()))
+                                    .label("wrong type"),
+                            );
                         }
                         Ty::Void
                     }
@@ -570,8 +689,11 @@ impl Cx<'_> {
         use BinOp::*;
         let mismatch = |cx: &mut Self, why: &str| {
             cx.err(
-                Diagnostic::error(e.span, format!("`{}` cannot apply to a {} and a {}", op.symbol(), l.describe(), r.describe()))
-                    .label(why.to_string()),
+                Diagnostic::error(
+                    e.span,
+                    format!("`{}` cannot apply to a {} and a {}", op.symbol(), l.describe(), r.describe()),
+                )
+                .label(why.to_string()),
             );
             Ty::Void
         };
@@ -584,18 +706,24 @@ impl Cx<'_> {
                 }
             }
             Eq | Ne | Lt | Le | Gt | Ge => {
-                let comparable = (l.is_numeric() && r.is_numeric())
-                    || (l == Ty::Bool && r == Ty::Bool && matches!(op, Eq | Ne));
+                let comparable =
+                    (l.is_numeric() && r.is_numeric()) || (l == Ty::Bool && r == Ty::Bool && matches!(op, Eq | Ne));
                 if comparable {
                     Ty::Bool
                 } else if matches!((&l, &r), (Ty::Str { .. }, Ty::Str { .. })) && matches!(op, Eq | Ne) {
                     if matches!(lhs.kind, ExprKind::Str(_)) || matches!(rhs.kind, ExprKind::Str(_)) {
                         Ty::Bool
                     } else {
-                        self.err(Diagnostic::error(e.span, "strings are compared with a string literal").label("neither side is a literal").hint("compare with \"...\" or use hasPrefix(s, \"...\")"));
+                        self.err(
+                            Diagnostic::error(e.span, "strings are compared with a string literal")
+                                .label("neither side is a literal")
+                                .hint("compare with \"...\" or use hasPrefix(s, \"...\")"),
+                        );
                         Ty::Void
                     }
-                } else if matches!(op, Eq | Ne) && (self.nilable(&l) && r == Ty::Nil || l == Ty::Nil && self.nilable(&r)) {
+                } else if matches!(op, Eq | Ne)
+                    && (self.nilable(&l) && r == Ty::Nil || l == Ty::Nil && self.nilable(&r))
+                {
                     Ty::Bool
                 } else {
                     mismatch(self, "these cannot be compared")
@@ -606,7 +734,9 @@ impl Cx<'_> {
                     return mismatch(self, "both sides must be numbers");
                 }
                 if l == Ty::Duration || r == Ty::Duration {
-                    if matches!(op, Add | Sub | Mul | Div | Rem) && !(l == Ty::Duration && r == Ty::Duration && matches!(op, Mul)) {
+                    if matches!(op, Add | Sub | Mul | Div | Rem)
+                        && !(l == Ty::Duration && r == Ty::Duration && matches!(op, Mul))
+                    {
                         if l == Ty::Duration && r == Ty::Duration && matches!(op, Div) {
                             return I64;
                         }
@@ -630,12 +760,21 @@ impl Cx<'_> {
                 }
                 let ok = match &tys[0] {
                     Ty::Str { .. } => true,
-                    Ty::Go(id) => matches!(self.types.get(*id).kind, TypeKind::Slice { .. } | TypeKind::Array { .. } | TypeKind::Map),
+                    Ty::Go(id) => matches!(
+                        self.types.get(*id).kind,
+                        TypeKind::Slice { .. } | TypeKind::Array { .. } | TypeKind::Map
+                    ),
                     _ => false,
                 };
                 if !ok {
                     if tys[0] != Ty::Void {
-                        self.err(Diagnostic::error(args[0].span, format!("len needs a string, slice, array or map, not a {}", tys[0].describe())).label("no length"));
+                        self.err(
+                            Diagnostic::error(
+                                args[0].span,
+                                format!("len needs a string, slice, array or map, not a {}", tys[0].describe()),
+                            )
+                            .label("no length"),
+                        );
                     }
                     return Ty::Void;
                 }
@@ -644,7 +783,13 @@ impl Cx<'_> {
             "hasPrefix" => {
                 let lit = matches!(args.get(1).map(|a| &a.kind), Some(ExprKind::Str(_)));
                 if args.len() != 2 || !matches!(tys[0], Ty::Str { .. }) || !lit {
-                    self.err(Diagnostic::error(e.span, "hasPrefix takes a string and a string literal: hasPrefix(s, \"/api/\")").label("wrong arguments"));
+                    self.err(
+                        Diagnostic::error(
+                            e.span,
+                            "hasPrefix takes a string and a string literal: hasPrefix(s, \"/api/\")",
+                        )
+                        .label("wrong arguments"),
+                    );
                     return Ty::Void;
                 }
                 return Ty::Bool;
@@ -652,7 +797,10 @@ impl Cx<'_> {
             _ => {}
         }
         let what = if agg_of(&func.name).is_some() {
-            format!("{}() is an aggregation: it goes in a statement of its own, or as `@map[keys] = {}(...)`", func.name, func.name)
+            format!(
+                "{}() is an aggregation: it goes in a statement of its own, or as `@map[keys] = {}(...)`",
+                func.name, func.name
+            )
         } else if ["print", "printf", "exit", "delete", "clear"].contains(&func.name.as_str()) {
             format!("{}() is a statement, not a value", func.name)
         } else {
@@ -678,11 +826,15 @@ impl Cx<'_> {
     /// Reports a value that cannot be stored (in a key, a value, a local, an event).
     fn storable(&mut self, e: &Expr, t: &Ty, role: &str) -> bool {
         let why = match t {
-            Ty::Go(id) => format!("a {} cannot be {role}: pick one of its fields, or use len()", self.types.get(*id).name),
+            Ty::Go(id) => {
+                format!("a {} cannot be {role}: pick one of its fields, or use len()", self.types.get(*id).name)
+            }
             Ty::Args if role == "printed" => return true,
             Ty::Args => format!("`args` cannot be {role}; print(args) prints every parameter"),
             Ty::Nil => format!("nil cannot be {role}"),
-            Ty::Interface if role != "printed" => format!("an interface cannot be {role}; compare it with nil, or print it"),
+            Ty::Interface if role != "printed" => {
+                format!("an interface cannot be {role}; compare it with nil, or print it")
+            }
             Ty::Void => return false,
             _ => return true,
         };
@@ -709,7 +861,10 @@ impl Cx<'_> {
                     self.uses_elapsed = true;
                 }
                 Builtin::Func if !self.has_function => {
-                    self.err(Diagnostic::error(e.span, "`func` is only known in probes of functions").label("no function here"));
+                    self.err(
+                        Diagnostic::error(e.span, "`func` is only known in probes of functions")
+                            .label("no function here"),
+                    );
                     return Ty::Void;
                 }
                 _ => {}
@@ -722,7 +877,9 @@ impl Cx<'_> {
         }
         if n == "args" {
             if !self.has_function {
-                self.err(Diagnostic::error(e.span, "`args` is only known in probes of functions").label("no function here"));
+                self.err(
+                    Diagnostic::error(e.span, "`args` is only known in probes of functions").label("no function here"),
+                );
                 return Ty::Void;
             }
             self.facts.args = self
@@ -743,7 +900,10 @@ impl Cx<'_> {
         }
         if n == "ustack" {
             if !self.has_function {
-                self.err(Diagnostic::error(e.span, "`ustack` is only known in probes of functions").label("no Go stack here"));
+                self.err(
+                    Diagnostic::error(e.span, "`ustack` is only known in probes of functions")
+                        .label("no Go stack here"),
+                );
                 return Ty::Void;
             }
             return Ty::Stack;
@@ -759,8 +919,15 @@ impl Cx<'_> {
                     }
                     None => {
                         self.err(
-                            Diagnostic::error(e.span, format!("the function has {} result{}", results.len(), if results.len() == 1 { "" } else { "s" }))
-                                .label(format!("no result {pos}")),
+                            Diagnostic::error(
+                                e.span,
+                                format!(
+                                    "the function has {} result{}",
+                                    results.len(),
+                                    if results.len() == 1 { "" } else { "s" }
+                                ),
+                            )
+                            .label(format!("no result {pos}")),
                         );
                         Ty::Void
                     }
@@ -780,14 +947,18 @@ impl Cx<'_> {
                 candidates.extend(builtins::NAMES.iter().copied());
             }
             let close = closest(n, candidates, 2);
-            let mut d = Diagnostic::error(span, format!("unknown name `{n}`")).label("not a parameter, local or builtin");
+            let mut d =
+                Diagnostic::error(span, format!("unknown name `{n}`")).label("not a parameter, local or builtin");
             if !self.has_function {
                 d = d.hint("begin, end and interval probes have no parameters");
             } else if self.values.first().is_some_and(|v| v.name == "arg0") && !via_arg {
                 d = d.hint("this binary has no DWARF (stripped): parameters are known by position as machine words, `arg0` … `arg8` (RAX, RBX, RCX, RDI, RSI, R8 … R11), results as `ret0` …");
             } else if self.values.is_empty() {
                 d = d.hint("no parameters are known for this function (no DWARF, or a probe on several functions)");
-            } else if self.kind == InstanceKind::Entry && self.values.iter().all(|v| v.name != n) && n.starts_with("ret") {
+            } else if self.kind == InstanceKind::Entry
+                && self.values.iter().all(|v| v.name != n)
+                && n.starts_with("ret")
+            {
                 d = d.hint("results are known in `on return` probes");
             }
             if let Some(c) = close.first() {
@@ -799,7 +970,10 @@ impl Cx<'_> {
         match v.ty {
             Ok(t) => {
                 if let Location::Unreadable { reason } = &v.location {
-                    self.err(Diagnostic::error(span, format!("`{n}` cannot be read: {reason}")).label("unreadable at this probe"));
+                    self.err(
+                        Diagnostic::error(span, format!("`{n}` cannot be read: {reason}"))
+                            .label("unreadable at this probe"),
+                    );
                     return Ty::Void;
                 }
                 self.facts.names.insert(e.id, Name::GoValue { name: v.name.clone(), location: v.location.clone() });

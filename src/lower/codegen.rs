@@ -53,7 +53,20 @@ impl<'a> Gen<'a> {
     ) -> Gen<'a> {
         let mut b = Builder::new();
         let done = b.new_label();
-        Gen { b, frame: Frame::default(), facts, types, maps, sources, events, locals: HashMap::new(), activation: None, elapsed: None, done, self_vars }
+        Gen {
+            b,
+            frame: Frame::default(),
+            facts,
+            types,
+            maps,
+            sources,
+            events,
+            locals: HashMap::new(),
+            activation: None,
+            elapsed: None,
+            done,
+            self_vars,
+        }
     }
 
     pub(super) fn slot(&mut self, size: u32, span: Span) -> Result<i16, LowerError> {
@@ -72,7 +85,11 @@ impl<'a> Gen<'a> {
     /// The stack slot of the local that `e` names.
     pub(super) fn local_slot(&self, e: &Expr) -> Result<i16, LowerError> {
         match self.facts.names.get(&e.id) {
-            Some(Name::Local(l)) => self.locals.get(l).copied().ok_or_else(|| LowerError::unsupported(e.span, "a local read before it is set")),
+            Some(Name::Local(l)) => self
+                .locals
+                .get(l)
+                .copied()
+                .ok_or_else(|| LowerError::unsupported(e.span, "a local read before it is set")),
             _ => Err(LowerError::unsupported(e.span, "this value")),
         }
     }
@@ -239,8 +256,12 @@ impl<'a> Gen<'a> {
             ExprKind::Bool(v) => self.b.emit(mov64_imm(R0, *v as i32)),
             ExprKind::Str(_) => return Err(LowerError::unsupported(e.span, "string values")),
             ExprKind::Name(n) => self.name(e, n)?,
-            ExprKind::Field { .. } | ExprKind::Unary { op: UnOp::Deref, .. } if self.is_go_value(e) => self.go_scalar(e)?,
-            ExprKind::Index { base, index } if matches!(self.facts.ty(base.id), Ty::Str { .. }) => self.string_byte(base, index, e.span)?,
+            ExprKind::Field { .. } | ExprKind::Unary { op: UnOp::Deref, .. } if self.is_go_value(e) => {
+                self.go_scalar(e)?
+            }
+            ExprKind::Index { base, index } if matches!(self.facts.ty(base.id), Ty::Str { .. }) => {
+                self.string_byte(base, index, e.span)?
+            }
             ExprKind::Index { .. } if self.is_go_value(e) => self.go_scalar(e)?,
             ExprKind::Field { .. } => return Err(LowerError::unsupported(e.span, "field access")),
             ExprKind::Map(m) => {
@@ -301,7 +322,10 @@ impl<'a> Gen<'a> {
         }
         match self.facts.names.get(&e.id).cloned() {
             Some(Name::Local(l)) => {
-                let slot = *self.locals.get(&l).ok_or_else(|| LowerError::unsupported(e.span, "a local read before it is set"))?;
+                let slot = *self
+                    .locals
+                    .get(&l)
+                    .ok_or_else(|| LowerError::unsupported(e.span, "a local read before it is set"))?;
                 self.b.emit(load(Size::DW, R0, R10, slot));
             }
             Some(Name::Builtin(b)) => self.builtin(b, e.span)?,
@@ -314,12 +338,15 @@ impl<'a> Gen<'a> {
     fn builtin(&mut self, b: Builtin, span: Span) -> Result<(), LowerError> {
         match b {
             Builtin::Elapsed => {
-                let slot = self.elapsed.ok_or_else(|| LowerError::unsupported(span, "elapsed outside a return probe"))?;
+                let slot =
+                    self.elapsed.ok_or_else(|| LowerError::unsupported(span, "elapsed outside a return probe"))?;
                 self.b.emit(load(Size::DW, R0, R10, slot));
             }
             Builtin::Nsecs => self.b.emit(call(BPF_FUNC_ktime_get_ns)),
             Builtin::Goid => {
-                let slot = self.activation.ok_or_else(|| LowerError::unsupported(span, "goid without the layout of runtime.g"))?;
+                let slot = self
+                    .activation
+                    .ok_or_else(|| LowerError::unsupported(span, "goid without the layout of runtime.g"))?;
                 self.b.emit(load(Size::DW, R0, R10, slot));
             }
             Builtin::Pid => {

@@ -6,9 +6,9 @@ use super::maps;
 use super::LowerError;
 use crate::bpf::helpers::*;
 use crate::bpf::insn::*;
-use crate::syntax::ast::*;
 use crate::check::ty::Ty;
 use crate::plan::{EventKind, EventSpec, Field};
+use crate::syntax::ast::*;
 
 impl Gen<'_> {
     /// Sends an event record [id, values...] through the ring buffer, built in the
@@ -79,7 +79,10 @@ impl Gen<'_> {
         match &info.ty {
             Ty::Str { max } => self.string_from_place(&place, base, off, *max, span)?,
             Ty::Interface => {
-                let empty = matches!(self.types.get(info.type_id).kind, crate::target::types::TypeKind::Interface { empty: true });
+                let empty = matches!(
+                    self.types.get(info.type_id).kind,
+                    crate::target::types::TypeKind::Interface { empty: true }
+                );
                 self.interface_from_place(&place, empty, base, off, span)?;
             }
             t => {

@@ -74,7 +74,8 @@ impl Gen<'_> {
     pub(super) fn self_key(&mut self, name: &str, span: Span) -> Result<i16, LowerError> {
         let var = self.self_vars.get(name).ok_or_else(|| LowerError::unsupported(span, "an unknown self variable"))?;
         let index = var.index;
-        let act = self.activation.ok_or_else(|| LowerError::unsupported(span, "self variables without a goroutine id"))?;
+        let act =
+            self.activation.ok_or_else(|| LowerError::unsupported(span, "self variables without a goroutine id"))?;
         let key = self.slot(16, span)?;
         self.b.emit(load(Size::DW, R1, R10, act));
         self.b.emit(store_reg(Size::DW, R10, key, R1));

@@ -3,12 +3,12 @@
 
 use super::codegen::Gen;
 use super::maps;
+use super::maps::UserMap;
 use super::LowerError;
 use crate::bpf::helpers::*;
 use crate::bpf::insn::*;
-use crate::syntax::ast::*;
-use super::maps::UserMap;
 use crate::plan::Agg;
+use crate::syntax::ast::*;
 
 impl Gen<'_> {
     pub(super) fn user_map(&self, name: &str, span: Span) -> Result<UserMap, LowerError> {
@@ -27,7 +27,13 @@ impl Gen<'_> {
         Ok(slot)
     }
 
-    pub(super) fn store_plain(&mut self, um: &UserMap, keys: &[Expr], value: &Expr, span: Span) -> Result<(), LowerError> {
+    pub(super) fn store_plain(
+        &mut self,
+        um: &UserMap,
+        keys: &[Expr],
+        value: &Expr,
+        span: Span,
+    ) -> Result<(), LowerError> {
         let key = self.key(um, keys, span)?;
         let size = self.facts.ty(value.id).record_size();
         let val = self.slot(size, span)?;
@@ -45,7 +51,14 @@ impl Gen<'_> {
 
     /// Looks the key up in a per-CPU aggregation map, inserting a zeroed value the first
     /// time, and updates it with the value of `arg`.
-    pub(super) fn aggregate(&mut self, um: &UserMap, keys: &[Expr], agg: Agg, arg: Option<&Expr>, span: Span) -> Result<(), LowerError> {
+    pub(super) fn aggregate(
+        &mut self,
+        um: &UserMap,
+        keys: &[Expr],
+        agg: Agg,
+        arg: Option<&Expr>,
+        span: Span,
+    ) -> Result<(), LowerError> {
         let key = self.key(um, keys, span)?;
         let val = self.slot(8, span)?;
         if let Some(a) = arg {

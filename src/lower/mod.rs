@@ -50,10 +50,14 @@ impl LowerError {
     /// The error as a diagnostic, when it points into the script.
     pub fn diagnostic(&self) -> Option<Diagnostic> {
         match self {
-            LowerError::Unsupported { span, .. } => Some(Diagnostic::error(*span, self.to_string()).label("not supported yet")),
-            LowerError::Stack { span, .. } => {
-                Some(Diagnostic::error(*span, self.to_string()).label("too much stack").hint("split the probe, or use fewer map keys"))
+            LowerError::Unsupported { span, .. } => {
+                Some(Diagnostic::error(*span, self.to_string()).label("not supported yet"))
             }
+            LowerError::Stack { span, .. } => Some(
+                Diagnostic::error(*span, self.to_string())
+                    .label("too much stack")
+                    .hint("split the probe, or use fewer map keys"),
+            ),
             _ => None,
         }
     }
@@ -70,7 +74,9 @@ pub fn lower(script: &Script, checked: &Checked, target: &Target, sources: &Sour
     }
     let cookie = |plan: &Plan, name: &str| plan.functions.iter().position(|f| f == name).unwrap_or(0) as u64;
     let point = |plan: &Plan, function: &str, addr: u64| -> Result<AttachPoint, LowerError> {
-        let file_offset = target.file_offset(addr).ok_or_else(|| LowerError::NoFileOffset { function: function.to_string(), addr })?;
+        let file_offset = target
+            .file_offset(addr)
+            .ok_or_else(|| LowerError::NoFileOffset { function: function.to_string(), addr })?;
         Ok(AttachPoint { function: function.to_string(), address: addr, file_offset, cookie: cookie(plan, function) })
     };
 
@@ -139,7 +145,11 @@ pub fn lower(script: &Script, checked: &Checked, target: &Target, sources: &Sour
         gen.epilogue();
         let program = gen.b.finish().map_err(|source| LowerError::Build { program: name.clone(), source })?;
         let points = timed.iter().map(|(f, addr)| point(&plan, f, *addr)).collect::<Result<_, _>>()?;
-        plan.probes.push(ProbeSpec { program: name.clone(), attach: ProbeAttach::Uprobe(points), describe: "entry times for elapsed".into() });
+        plan.probes.push(ProbeSpec {
+            program: name.clone(),
+            attach: ProbeAttach::Uprobe(points),
+            describe: "entry times for elapsed".into(),
+        });
         programs.push((name, program));
     }
 
@@ -163,7 +173,11 @@ pub fn lower(script: &Script, checked: &Checked, target: &Target, sources: &Sour
             plan.functions.push(f.name.clone());
         }
         let points = vec![point(&plan, &f.name, sites.entry)?];
-        plan.probes.push(ProbeSpec { program: name.clone(), attach: ProbeAttach::Uprobe(points), describe: "goroutine exit: free self variables".into() });
+        plan.probes.push(ProbeSpec {
+            program: name.clone(),
+            attach: ProbeAttach::Uprobe(points),
+            describe: "goroutine exit: free self variables".into(),
+        });
         programs.push((name, program));
     }
 
@@ -173,7 +187,13 @@ pub fn lower(script: &Script, checked: &Checked, target: &Target, sources: &Sour
     let is_return: Vec<bool> = plan
         .probes
         .iter()
-        .map(|p| checked.instances.iter().zip(0..).any(|(inst, i)| p.program == format!("p{i}") && inst.kind == InstanceKind::Return))
+        .map(|p| {
+            checked
+                .instances
+                .iter()
+                .zip(0..)
+                .any(|(inst, i)| p.program == format!("p{i}") && inst.kind == InstanceKind::Return)
+        })
         .collect();
     let mut order: Vec<usize> = (0..plan.probes.len()).collect();
     order.sort_by_key(|i| !is_return[*i]);

@@ -5,8 +5,8 @@
 
 use super::codegen::Gen;
 use super::LowerError;
-use crate::arch::abi::{Location, RegPiece};
 use crate::arch;
+use crate::arch::abi::{Location, RegPiece};
 use crate::bpf::helpers::*;
 use crate::bpf::insn::*;
 use crate::check::ty::Ty;
@@ -319,7 +319,14 @@ impl Gen<'_> {
     }
 
     /// Writes the Go string at `place` as a record at `base + off`.
-    pub fn string_from_place(&mut self, place: &Place, base: u8, off: i16, max: u32, span: Span) -> Result<(), LowerError> {
+    pub fn string_from_place(
+        &mut self,
+        place: &Place,
+        base: u8,
+        off: i16,
+        max: u32,
+        span: Span,
+    ) -> Result<(), LowerError> {
         let mark = self.frame.mark();
         let place = place.clone();
         let ptr = self.temp(8, span)?;
@@ -441,7 +448,14 @@ impl Gen<'_> {
         Ok(())
     }
 
-    pub fn interface_from_place(&mut self, place: &Place, empty: bool, base: u8, off: i16, span: Span) -> Result<(), LowerError> {
+    pub fn interface_from_place(
+        &mut self,
+        place: &Place,
+        empty: bool,
+        base: u8,
+        off: i16,
+        span: Span,
+    ) -> Result<(), LowerError> {
         let mark = self.frame.mark();
         // The type: the first word of an `any`; the itab's type (at 8) otherwise.
         self.read_scalar(place, 8, false)?;

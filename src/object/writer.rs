@@ -37,6 +37,20 @@ pub struct MapDef {
     pub map_flags: u32,
 }
 
+impl From<&crate::plan::MapSpec> for MapDef {
+    /// The definition of a map the plan describes.
+    fn from(m: &crate::plan::MapSpec) -> MapDef {
+        MapDef {
+            name: m.object_name.clone(),
+            map_type: m.kind.bpf_type(),
+            key_size: m.key_size,
+            value_size: m.value_size,
+            max_entries: m.max_entries,
+            map_flags: 0,
+        }
+    }
+}
+
 /// One program and the section it goes in (`uprobe/p0`, `perf_event/t0`); the section
 /// name tells the loader the program type.
 #[derive(Clone, Debug)]

@@ -18,8 +18,14 @@ pub fn value(v: &Value) -> J {
         Value::Bool(b) => json!(b),
         Value::Str(s) | Value::Func(s) => json!(s),
         Value::Interface { tab: 0, .. } => J::Null,
-        Value::Stack { pcs, frames } => json!(if frames.is_empty() { pcs.iter().map(|p| format!("{p:#x}")).collect::<Vec<_>>() } else { frames.clone() }),
-        Value::Interface { type_name, data, .. } => json!({"type": type_name, "data": data, "text": super::text::value(v)}),
+        Value::Stack { pcs, frames } => json!(if frames.is_empty() {
+            pcs.iter().map(|p| format!("{p:#x}")).collect::<Vec<_>>()
+        } else {
+            frames.clone()
+        }),
+        Value::Interface { type_name, data, .. } => {
+            json!({"type": type_name, "data": data, "text": super::text::value(v)})
+        }
     }
 }
 

@@ -170,7 +170,11 @@ pub fn decode_map(spec: &MapSpec, raw: &[(Vec<u8>, Vec<Vec<u8>>)], plan: &Plan) 
             match value {
                 MapValue::Agg { agg, .. } => MapEntry { keys, value: value::combine(*agg, vals), plain: None },
                 MapValue::Plain(t) => {
-                    let v = value::decode(vals.first().map(|v| v.as_slice()).unwrap_or(&[]), &crate::plan::Field { offset: 0, ty: t.clone() }, plan);
+                    let v = value::decode(
+                        vals.first().map(|v| v.as_slice()).unwrap_or(&[]),
+                        &crate::plan::Field { offset: 0, ty: t.clone() },
+                        plan,
+                    );
                     let sort = AggValue::Sum(match &v {
                         Value::Int(i) | Value::Duration(i) => *i,
                         Value::Uint(u) | Value::Pointer(u) => *u as i64,

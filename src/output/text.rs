@@ -43,9 +43,15 @@ pub fn value(v: &Value) -> String {
         Value::Str(s) => s.clone(),
         Value::Func(f) => f.clone(),
         Value::Interface { tab: 0, .. } => "nil".into(),
-        Value::Interface { tab, data, word, text, type_name } => interface(*tab, *data, *word, text, type_name.as_deref()),
+        Value::Interface { tab, data, word, text, type_name } => {
+            interface(*tab, *data, *word, text, type_name.as_deref())
+        }
         Value::Stack { pcs, frames } => {
-            let lines: Vec<String> = pcs.iter().enumerate().map(|(i, pc)| frames.get(i).cloned().unwrap_or_else(|| format!("{pc:#x}"))).collect();
+            let lines: Vec<String> = pcs
+                .iter()
+                .enumerate()
+                .map(|(i, pc)| frames.get(i).cloned().unwrap_or_else(|| format!("{pc:#x}")))
+                .collect();
             format!("\n    {}\n", lines.join("\n    "))
         }
     }
@@ -204,7 +210,10 @@ pub fn map(dump: &MapDump) -> String {
                 histogram(agg, b, dump.durations, &mut out);
                 out.push('\n');
             }
-            (v, _) => out.push_str(&format!("{head}: {}\n", e.plain.as_ref().map(value).unwrap_or_else(|| agg_scalar(v, dump.durations)))),
+            (v, _) => out.push_str(&format!(
+                "{head}: {}\n",
+                e.plain.as_ref().map(value).unwrap_or_else(|| agg_scalar(v, dump.durations))
+            )),
         }
     }
     out
@@ -240,6 +249,12 @@ mod tests {
 
     #[test]
     fn printf_verbs() {
-        assert_eq!(printf("%d %5s|%-3d|%x %v\n", &[Value::Int(-3), Value::Str("ab".into()), Value::Uint(7), Value::Uint(255), Value::Duration(1500)]), "-3    ab|7  |ff 1.5us\n");
+        assert_eq!(
+            printf(
+                "%d %5s|%-3d|%x %v\n",
+                &[Value::Int(-3), Value::Str("ab".into()), Value::Uint(7), Value::Uint(255), Value::Duration(1500)]
+            ),
+            "-3    ab|7  |ff 1.5us\n"
+        );
     }
 }

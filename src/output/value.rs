@@ -16,9 +16,18 @@ pub enum Value {
     Func(String),
     /// An interface: its dynamic type's descriptor address (0 when nil) and name when
     /// known, its data word, and what the data points at (a word, a string).
-    Interface { tab: u64, data: u64, word: u64, text: String, type_name: Option<String> },
+    Interface {
+        tab: u64,
+        data: u64,
+        word: u64,
+        text: String,
+        type_name: Option<String>,
+    },
     /// A call stack: program counters, innermost first, with their symbols when known.
-    Stack { pcs: Vec<u64>, frames: Vec<String> },
+    Stack {
+        pcs: Vec<u64>,
+        frames: Vec<String>,
+    },
 }
 
 fn u64_at(bytes: &[u8], offset: usize) -> u64 {
@@ -51,7 +60,10 @@ pub fn decode(bytes: &[u8], field: &Field, plan: &Plan) -> Value {
             type_name: None,
         },
         ValueType::Stack => Value::Stack {
-            pcs: (0..crate::plan::USTACK_DEPTH as usize).map(|i| u64_at(bytes, at + 8 * i)).take_while(|pc| *pc != 0).collect(),
+            pcs: (0..crate::plan::USTACK_DEPTH as usize)
+                .map(|i| u64_at(bytes, at + 8 * i))
+                .take_while(|pc| *pc != 0)
+                .collect(),
             frames: Vec::new(),
         },
         ValueType::Str { max } => {
@@ -68,10 +80,18 @@ pub fn decode(bytes: &[u8], field: &Field, plan: &Plan) -> Value {
 pub enum AggValue {
     Count(u64),
     Sum(i64),
-    Avg { count: u64, sum: i64 },
+    Avg {
+        count: u64,
+        sum: i64,
+    },
     Min(Option<i64>),
     Max(Option<i64>),
-    Stats { count: u64, sum: i64, min: i64, max: i64 },
+    Stats {
+        count: u64,
+        sum: i64,
+        min: i64,
+        max: i64,
+    },
     /// Bucket counts, in `plan::Agg` order.
     Buckets(Vec<u64>),
 }
@@ -82,7 +102,13 @@ impl AggValue {
         match self {
             AggValue::Count(c) => *c as i128,
             AggValue::Sum(s) => *s as i128,
-            AggValue::Avg { count, sum } => if *count == 0 { 0 } else { (*sum / *count as i64) as i128 },
+            AggValue::Avg { count, sum } => {
+                if *count == 0 {
+                    0
+                } else {
+                    (*sum / *count as i64) as i128
+                }
+            }
             AggValue::Min(v) | AggValue::Max(v) => v.unwrap_or(0) as i128,
             AggValue::Stats { count, .. } => *count as i128,
             AggValue::Buckets(b) => b.iter().sum::<u64>() as i128,
@@ -142,7 +168,10 @@ mod tests {
 
     #[test]
     fn stats_combine() {
-        let v = combine(Agg::Stats, &[words(&[2, 10, 3, 7]), words(&[0, 0, 0, 0]), words(&[1, -4i64 as u64, -4i64 as u64, -4i64 as u64])]);
+        let v = combine(
+            Agg::Stats,
+            &[words(&[2, 10, 3, 7]), words(&[0, 0, 0, 0]), words(&[1, -4i64 as u64, -4i64 as u64, -4i64 as u64])],
+        );
         assert_eq!(v, AggValue::Stats { count: 3, sum: 6, min: -4, max: 7 });
     }
 }

@@ -13,9 +13,7 @@ use super::loader::Loaded;
 use super::trigger::{Trigger, INTERVAL_SLOTS};
 use super::uprobe_multi::{self, MultiLink};
 use crate::plan::{AttachPoint, ProbeAttach};
-use aya::programs::perf_event::{
-    PerfEventConfig, PerfEventLink, PerfEventScope, SamplePolicy, SoftwareEvent,
-};
+use aya::programs::perf_event::{PerfEventConfig, PerfEventLink, PerfEventScope, SamplePolicy, SoftwareEvent};
 use aya::programs::uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeLink, UProbeScope};
 use aya::programs::{Program, ProgramError};
 use std::num::NonZeroU32;
@@ -66,9 +64,9 @@ impl Loaded {
     fn attach_all(&mut self, binary: &Path, scope: Scope) -> Result<usize, RuntimeError> {
         let binary = attach_path(binary);
         let target_scope = match scope {
-            Scope::Process(pid) => UProbeScope::OneProcess(
-                NonZeroU32::new(pid).ok_or(RuntimeError::NoSuchProcess { pid })?,
-            ),
+            Scope::Process(pid) => {
+                UProbeScope::OneProcess(NonZeroU32::new(pid).ok_or(RuntimeError::NoSuchProcess { pid })?)
+            }
             Scope::AllProcesses => UProbeScope::AllProcesses,
         };
         let before = self.attached();
@@ -97,13 +95,7 @@ impl Loaded {
     /// Attaches `program` at all `points` with one multi-uprobe link; false when there is
     /// no multi-uprobe copy of the program or the kernel refuses the link (the caller then
     /// attaches point by point, and reports a real error from there).
-    fn attach_multi(
-        &mut self,
-        program: &str,
-        points: &[AttachPoint],
-        binary: &Path,
-        scope: Scope,
-    ) -> bool {
+    fn attach_multi(&mut self, program: &str, points: &[AttachPoint], binary: &Path, scope: Scope) -> bool {
         let Some(fd) = self.multi.get(program) else {
             return false;
         };
@@ -128,14 +120,8 @@ impl Loaded {
     fn uprobe(&mut self, program: &str) -> Result<&mut aya::programs::UProbe, RuntimeError> {
         match self.ebpf.program_mut(program) {
             Some(Program::UProbe(p)) => Ok(p),
-            Some(_) => Err(RuntimeError::BadProgram {
-                program: program.to_string(),
-                problem: "is not a uprobe",
-            }),
-            None => Err(RuntimeError::BadProgram {
-                program: program.to_string(),
-                problem: "is not in the object",
-            }),
+            Some(_) => Err(RuntimeError::BadProgram { program: program.to_string(), problem: "is not a uprobe" }),
+            None => Err(RuntimeError::BadProgram { program: program.to_string(), problem: "is not in the object" }),
         }
     }
 
@@ -151,29 +137,27 @@ impl Loaded {
             location: UProbeAttachLocation::AbsoluteOffset(point.file_offset),
             cookie: Some(point.cookie),
         };
-        let link = p
-            .attach(at, binary, scope)
-            .and_then(|id| p.take_link(id))
-            .map_err(|source| match permission_error(&source) {
-                Some(io) => RuntimeError::Permission {
-                    action: format!("attaching a uprobe to {}", point.function),
-                    source: io,
-                },
-                None if matches!(scope, UProbeScope::OneProcess(_))
-                    && has_errno(&source, libc::ESRCH) =>
-                {
-                    let pid = match scope {
-                        UProbeScope::OneProcess(pid) => pid.get(),
-                        _ => 0,
-                    };
-                    RuntimeError::NoSuchProcess { pid }
+        let link =
+            p.attach(at, binary, scope).and_then(|id| p.take_link(id)).map_err(|source| {
+                match permission_error(&source) {
+                    Some(io) => RuntimeError::Permission {
+                        action: format!("attaching a uprobe to {}", point.function),
+                        source: io,
+                    },
+                    None if matches!(scope, UProbeScope::OneProcess(_)) && has_errno(&source, libc::ESRCH) => {
+                        let pid = match scope {
+                            UProbeScope::OneProcess(pid) => pid.get(),
+                            _ => 0,
+                        };
+                        RuntimeError::NoSuchProcess { pid }
+                    }
+                    None => RuntimeError::Attach {
+                        function: point.function.clone(),
+                        offset: point.file_offset,
+                        binary: binary.to_path_buf(),
+                        source: Box::new(source),
+                    },
                 }
-                None => RuntimeError::Attach {
-                    function: point.function.clone(),
-                    offset: point.file_offset,
-                    binary: binary.to_path_buf(),
-                    source: Box::new(source),
-                },
             })?;
         self.links.push(Link::Uprobe(link));
         Ok(())
@@ -181,29 +165,16 @@ impl Loaded {
 
     fn attach_trigger(&mut self, program: &str, trigger: Trigger) -> Result<(), RuntimeError> {
         let (exe, offset) = trigger.location()?;
-        let point = AttachPoint {
-            function: trigger.name().to_string(),
-            address: 0,
-            file_offset: offset,
-            cookie: 0,
-        };
-        let own =
-            NonZeroU32::new(std::process::id()).ok_or(RuntimeError::NoSuchProcess { pid: 0 })?;
+        let point = AttachPoint { function: trigger.name().to_string(), address: 0, file_offset: offset, cookie: 0 };
+        let own = NonZeroU32::new(std::process::id()).ok_or(RuntimeError::NoSuchProcess { pid: 0 })?;
         self.attach_uprobe(program, &point, &exe, UProbeScope::OneProcess(own))
     }
 
     /// A perf_event program runs on a CPU-clock event on CPU 0; a uprobe program runs on a
     /// trigger function that `poll_events` calls every period.
-    fn attach_interval(
-        &mut self,
-        program: &str,
-        nanos: u64,
-        slot: usize,
-    ) -> Result<(), RuntimeError> {
+    fn attach_interval(&mut self, program: &str, nanos: u64, slot: usize) -> Result<(), RuntimeError> {
         if nanos == 0 {
-            return Err(RuntimeError::Unsupported {
-                what: format!("an interval of 0ns (`{program}`)"),
-            });
+            return Err(RuntimeError::Unsupported { what: format!("an interval of 0ns (`{program}`)") });
         }
         match self.ebpf.program_mut(program) {
             Some(Program::PerfEvent(p)) => {
@@ -216,14 +187,10 @@ impl Loaded {
                     )
                     .and_then(|id| p.take_link(id))
                     .map_err(|source: ProgramError| match permission_error(&source) {
-                        Some(io) => RuntimeError::Permission {
-                            action: "opening a perf event".into(),
-                            source: io,
-                        },
-                        None => RuntimeError::AttachPerfEvent {
-                            program: program.to_string(),
-                            source: Box::new(source),
-                        },
+                        Some(io) => RuntimeError::Permission { action: "opening a perf event".into(), source: io },
+                        None => {
+                            RuntimeError::AttachPerfEvent { program: program.to_string(), source: Box::new(source) }
+                        }
                     })?;
                 self.links.push(Link::Perf(link));
                 Ok(())
@@ -237,11 +204,7 @@ impl Loaded {
                 let trigger = Trigger::Interval(slot);
                 self.attach_trigger(program, trigger)?;
                 let period = Duration::from_nanos(nanos);
-                self.intervals.push(IntervalTimer {
-                    trigger,
-                    period,
-                    next: Instant::now() + period,
-                });
+                self.intervals.push(IntervalTimer { trigger, period, next: Instant::now() + period });
                 Ok(())
             }
         }

@@ -27,10 +27,7 @@ pub enum RuntimeError {
 
     /// A program of the plan is missing from the object, or has the wrong kind.
     #[error("program `{program}` {problem}")]
-    BadProgram {
-        program: String,
-        problem: &'static str,
-    },
+    BadProgram { program: String, problem: &'static str },
 
     /// Loading a program failed for a reason other than the verifier or privileges.
     #[error("cannot load program `{program}`")]
@@ -135,15 +132,9 @@ impl RuntimeError {
             RuntimeError::Verifier { .. } => {
                 Some("this is a bug in gtrace's code generation; please report it with the script")
             }
-            RuntimeError::NoSuchProcess { .. } => {
-                Some("check the pid; the process may have exited")
-            }
-            RuntimeError::CommandNotFound { .. } => {
-                Some("give a path to the executable, or make sure it is in PATH")
-            }
-            RuntimeError::Attach { .. } => {
-                Some("check that the binary was not replaced since gtrace read it")
-            }
+            RuntimeError::NoSuchProcess { .. } => Some("check the pid; the process may have exited"),
+            RuntimeError::CommandNotFound { .. } => Some("give a path to the executable, or make sure it is in PATH"),
+            RuntimeError::Attach { .. } => Some("check that the binary was not replaced since gtrace read it"),
             RuntimeError::AttachPerfEvent { .. } => {
                 Some("`on interval` needs perf events; check /proc/sys/kernel/perf_event_paranoid")
             }
@@ -175,10 +166,7 @@ pub(crate) fn permission_error(err: &(dyn std::error::Error + 'static)) -> Optio
 pub(crate) fn has_errno(err: &(dyn std::error::Error + 'static), errno: i32) -> bool {
     let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(err);
     while let Some(e) = cur {
-        if e.downcast_ref::<io::Error>()
-            .and_then(io::Error::raw_os_error)
-            == Some(errno)
-        {
+        if e.downcast_ref::<io::Error>().and_then(io::Error::raw_os_error) == Some(errno) {
             return true;
         }
         cur = e.source();

@@ -16,10 +16,8 @@ pub(crate) struct Events {
 
 impl Events {
     pub fn new(name: &str, map: Map) -> Result<Events, RuntimeError> {
-        let ring = RingBuf::try_from(map).map_err(|source| RuntimeError::RingBuf {
-            map: name.to_string(),
-            source: Box::new(source),
-        })?;
+        let ring = RingBuf::try_from(map)
+            .map_err(|source| RuntimeError::RingBuf { map: name.to_string(), source: Box::new(source) })?;
         Ok(Events { ring })
     }
 
@@ -44,11 +42,7 @@ pub(crate) struct IntervalTimer {
 /// Waits for the ring buffer's fd (or nothing) up to `timeout`; `false` if a signal woke us.
 fn wait_readable(fd: Option<i32>, timeout: Duration) -> Result<bool, RuntimeError> {
     let millis = timeout.as_millis().min(i32::MAX as u128) as i32;
-    let mut pfd = libc::pollfd {
-        fd: fd.unwrap_or(-1),
-        events: libc::POLLIN,
-        revents: 0,
-    };
+    let mut pfd = libc::pollfd { fd: fd.unwrap_or(-1), events: libc::POLLIN, revents: 0 };
     // SAFETY: one valid pollfd (a negative fd is ignored by poll, which then just sleeps).
     let ret = unsafe { libc::poll(&mut pfd, 1, millis) };
     if ret < 0 {
@@ -65,11 +59,7 @@ impl Loaded {
     /// Calls `f` on every event record, in order, waiting up to `timeout` for the first.
     /// Returns early once records were delivered, or when a signal arrives (check
     /// `signals::stop_requested`). Due `on interval` programs run meanwhile.
-    pub fn poll_events(
-        &mut self,
-        timeout: Duration,
-        f: &mut dyn FnMut(&[u8]),
-    ) -> Result<(), RuntimeError> {
+    pub fn poll_events(&mut self, timeout: Duration, f: &mut dyn FnMut(&[u8])) -> Result<(), RuntimeError> {
         let deadline = Instant::now() + timeout;
         loop {
             let mut delivered = self.events.as_mut().map_or(0, |e| e.drain(f));
@@ -87,11 +77,7 @@ impl Loaded {
             if delivered > 0 || now >= deadline {
                 return Ok(());
             }
-            let wake = self
-                .intervals
-                .iter()
-                .map(|t| t.next)
-                .fold(deadline, Instant::min);
+            let wake = self.intervals.iter().map(|t| t.next).fold(deadline, Instant::min);
             let fd = self.events.as_ref().map(|e| e.ring.as_raw_fd());
             if !wait_readable(fd, wake.saturating_duration_since(Instant::now()))? {
                 return Ok(());

@@ -48,9 +48,7 @@ pub fn prewarm() {
 /// The prepared loader if `prewarm` ran, else a new one.
 fn loader() -> EbpfLoader<'static> {
     let prepared = PREWARMED.lock().unwrap_or_else(|e| e.into_inner()).take();
-    prepared
-        .and_then(|t| t.join().ok())
-        .unwrap_or_else(EbpfLoader::new)
+    prepared.and_then(|t| t.join().ok()).unwrap_or_else(EbpfLoader::new)
 }
 
 /// Loads `object` and every program `plan.probes` names.
@@ -60,13 +58,8 @@ pub fn load(object: &[u8], plan: &Plan) -> Result<Loaded, RuntimeError> {
         .verifier_log_level(VerifierLogLevel::DEBUG | VerifierLogLevel::STATS)
         .load(object)
         .map_err(|source| match permission_error(&source) {
-            Some(io) => RuntimeError::Permission {
-                action: "creating BPF maps".into(),
-                source: io,
-            },
-            None => RuntimeError::Load {
-                source: Box::new(source),
-            },
+            Some(io) => RuntimeError::Permission { action: "creating BPF maps".into(), source: io },
+            None => RuntimeError::Load { source: Box::new(source) },
         })?;
 
     for probe in &plan.probes {
@@ -79,41 +72,22 @@ pub fn load(object: &[u8], plan: &Plan) -> Result<Loaded, RuntimeError> {
     for spec in &plan.maps {
         let map = ebpf
             .take_map(&spec.object_name)
-            .ok_or_else(|| RuntimeError::NoSuchMap {
-                map: spec.object_name.clone(),
-            })?;
+            .ok_or_else(|| RuntimeError::NoSuchMap { map: spec.object_name.clone() })?;
         if matches!(spec.role, MapRole::Events) {
             events = Some(Events::new(&spec.object_name, map)?);
         } else {
-            maps.insert(
-                spec.object_name.clone(),
-                MapHandle {
-                    spec: spec.clone(),
-                    data: map_data(map),
-                },
-            );
+            maps.insert(spec.object_name.clone(), MapHandle { spec: spec.clone(), data: map_data(map) });
         }
     }
 
-    Ok(Loaded {
-        ebpf,
-        plan_probes: plan.probes.clone(),
-        maps,
-        events,
-        links: Vec::new(),
-        multi,
-        intervals: Vec::new(),
-    })
+    Ok(Loaded { ebpf, plan_probes: plan.probes.clone(), maps, events, links: Vec::new(), multi, intervals: Vec::new() })
 }
 
 fn load_program(ebpf: &mut Ebpf, probe: &ProbeSpec) -> Result<(), RuntimeError> {
     let name = &probe.program;
     let program = ebpf
         .program_mut(name)
-        .ok_or_else(|| RuntimeError::BadProgram {
-            program: name.clone(),
-            problem: "is not in the object",
-        })?;
+        .ok_or_else(|| RuntimeError::BadProgram { program: name.clone(), problem: "is not in the object" })?;
     let result = match (program, &probe.attach) {
         (Program::UProbe(p), _) => p.load(),
         (Program::PerfEvent(p), ProbeAttach::Interval { .. }) => p.load(),
@@ -129,31 +103,16 @@ fn load_program(ebpf: &mut Ebpf, probe: &ProbeSpec) -> Result<(), RuntimeError> 
 
 fn program_error(program: &str, source: ProgramError) -> RuntimeError {
     match source {
-        ProgramError::LoadError {
-            io_error,
-            verifier_log,
-        } => {
+        ProgramError::LoadError { io_error, verifier_log } => {
             if io_error.raw_os_error() == Some(libc::EPERM) {
-                RuntimeError::Permission {
-                    action: format!("loading program `{program}`"),
-                    source: io_error,
-                }
+                RuntimeError::Permission { action: format!("loading program `{program}`"), source: io_error }
             } else {
-                RuntimeError::Verifier {
-                    program: program.to_string(),
-                    log: verifier_log.to_string(),
-                }
+                RuntimeError::Verifier { program: program.to_string(), log: verifier_log.to_string() }
             }
         }
         other => match permission_error(&other) {
-            Some(io) => RuntimeError::Permission {
-                action: format!("loading program `{program}`"),
-                source: io,
-            },
-            None => RuntimeError::ProgramLoad {
-                program: program.to_string(),
-                source: Box::new(other),
-            },
+            Some(io) => RuntimeError::Permission { action: format!("loading program `{program}`"), source: io },
+            None => RuntimeError::ProgramLoad { program: program.to_string(), source: Box::new(other) },
         },
     }
 }
@@ -196,17 +155,11 @@ fn map_data(map: Map) -> MapData {
 
 /// Before kernel 5.11 BPF memory counts against RLIMIT_MEMLOCK; raise it as far as allowed.
 fn raise_memlock_limit() {
-    let unlimited = libc::rlimit {
-        rlim_cur: libc::RLIM_INFINITY,
-        rlim_max: libc::RLIM_INFINITY,
-    };
+    let unlimited = libc::rlimit { rlim_cur: libc::RLIM_INFINITY, rlim_max: libc::RLIM_INFINITY };
     // SAFETY: setrlimit/getrlimit with valid pointers to rlimit structs.
     unsafe {
         if libc::setrlimit(libc::RLIMIT_MEMLOCK, &unlimited) != 0 {
-            let mut current = libc::rlimit {
-                rlim_cur: 0,
-                rlim_max: 0,
-            };
+            let mut current = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
             if libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut current) == 0 {
                 current.rlim_cur = current.rlim_max;
                 libc::setrlimit(libc::RLIMIT_MEMLOCK, &current);
@@ -223,10 +176,8 @@ pub fn failing_insn(log: &str) -> Option<usize> {
         let index: usize = index.parse().ok()?;
         // An instruction line shows its opcode in parentheses: `(79)`.
         let opcode = rest.strip_prefix('(')?.get(..3)?;
-        (opcode.len() == 3
-            && opcode.ends_with(')')
-            && opcode[..2].chars().all(|c| c.is_ascii_hexdigit()))
-        .then_some(index)
+        (opcode.len() == 3 && opcode.ends_with(')') && opcode[..2].chars().all(|c| c.is_ascii_hexdigit()))
+            .then_some(index)
     })
 }
 
@@ -244,10 +195,7 @@ mod tests {
                    invalid read from stack R10 off=-520 size=8\n\
                    processed 3 insns (limit 1000000) max_states_per_insn 0\n";
         assert_eq!(failing_insn(log), Some(2));
-        assert_eq!(
-            failing_insn("from 4 to 7: R0=1\n7: (95) exit\nR0 !read_ok\n"),
-            Some(7)
-        );
+        assert_eq!(failing_insn("from 4 to 7: R0=1\n7: (95) exit\nR0 !read_ok\n"), Some(7));
         assert_eq!(failing_insn("nothing here\n"), None);
     }
 }

@@ -38,13 +38,7 @@ impl MapHandle {
         self.data.fd().as_fd().as_raw_fd()
     }
 
-    fn syscall(
-        &self,
-        cmd: libc::c_long,
-        key: *const u8,
-        value: *mut u8,
-        flags: u64,
-    ) -> io::Result<()> {
+    fn syscall(&self, cmd: libc::c_long, key: *const u8, value: *mut u8, flags: u64) -> io::Result<()> {
         let mut attr = MapElemAttr {
             map_fd: self.fd() as u32,
             key: key as u64,
@@ -56,12 +50,7 @@ impl MapHandle {
         // and value pointers point to buffers of the map's key size and (per-CPU) value
         // size, which the kernel reads or writes within those bounds.
         let ret = unsafe {
-            libc::syscall(
-                libc::SYS_bpf,
-                cmd,
-                &mut attr as *mut MapElemAttr,
-                std::mem::size_of::<MapElemAttr>() as u32,
-            )
+            libc::syscall(libc::SYS_bpf, cmd, &mut attr as *mut MapElemAttr, std::mem::size_of::<MapElemAttr>() as u32)
         };
         if ret < 0 {
             Err(io::Error::last_os_error())
@@ -71,11 +60,7 @@ impl MapHandle {
     }
 
     fn err(&self, op: &'static str, source: io::Error) -> RuntimeError {
-        RuntimeError::MapSyscall {
-            map: self.spec.object_name.clone(),
-            op,
-            source,
-        }
+        RuntimeError::MapSyscall { map: self.spec.object_name.clone(), op, source }
     }
 
     /// How many values one lookup returns, and the stride between them.
@@ -126,9 +111,7 @@ impl MapHandle {
             Err(e) => return Err(self.err("BPF_MAP_LOOKUP_ELEM", e)),
         }
         let size = self.spec.value_size as usize;
-        Ok(Some(
-            buf.chunks(stride).map(|c| c[..size].to_vec()).collect(),
-        ))
+        Ok(Some(buf.chunks(stride).map(|c| c[..size].to_vec()).collect()))
     }
 
     pub fn entries(&self) -> Result<Entries, RuntimeError> {
@@ -143,10 +126,7 @@ impl MapHandle {
 
     /// Deletes every entry of a hash map; zeroes every element of an array.
     pub fn clear(&self) -> Result<(), RuntimeError> {
-        let is_array = matches!(
-            self.spec.kind,
-            crate::plan::MapKind::Array | crate::plan::MapKind::PercpuArray
-        );
+        let is_array = matches!(self.spec.kind, crate::plan::MapKind::Array | crate::plan::MapKind::PercpuArray);
         let keys = self.keys()?;
         if is_array {
             let (count, stride) = self.value_layout()?;
@@ -170,8 +150,5 @@ impl MapHandle {
 
 /// The number of possible CPUs: the number of values in a per-CPU map lookup.
 pub fn possible_cpus() -> Result<usize, RuntimeError> {
-    aya::util::nr_cpus().map_err(|(_, source)| RuntimeError::Os {
-        action: "reading possible CPUs",
-        source,
-    })
+    aya::util::nr_cpus().map_err(|(_, source)| RuntimeError::Os { action: "reading possible CPUs", source })
 }

@@ -19,8 +19,8 @@ pub use attach::Scope;
 pub use error::RuntimeError;
 pub use loader::{failing_insn, load, prewarm, Loaded};
 pub use maps::{possible_cpus, Entries};
-pub use uprobe_multi::DISABLE_ENV as NO_UPROBE_MULTI_ENV;
 pub use process::{is_alive, mapping_start, process_exe, resolve_command, spawn_held, HeldChild};
+pub use uprobe_multi::DISABLE_ENV as NO_UPROBE_MULTI_ENV;
 
 impl Loaded {
     /// Every key of the map `object_name` with its value bytes: one value per possible CPU
@@ -35,10 +35,6 @@ impl Loaded {
     }
 
     fn map(&self, object_name: &str) -> Result<&maps::MapHandle, RuntimeError> {
-        self.maps
-            .get(object_name)
-            .ok_or_else(|| RuntimeError::NoSuchMap {
-                map: object_name.to_string(),
-            })
+        self.maps.get(object_name).ok_or_else(|| RuntimeError::NoSuchMap { map: object_name.to_string() })
     }
 }

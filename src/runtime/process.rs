@@ -13,29 +13,17 @@ use std::process::ExitStatus;
 /// The executable `argv0` names: a path if it holds a `/`, else the first executable file
 /// of that name in `PATH` (as `execvp` would find it).
 pub fn resolve_command(argv0: &str) -> Result<PathBuf, RuntimeError> {
-    let not_found = || RuntimeError::CommandNotFound {
-        command: argv0.to_string(),
-    };
+    let not_found = || RuntimeError::CommandNotFound { command: argv0.to_string() };
     if argv0.is_empty() {
         return Err(not_found());
     }
     if argv0.contains('/') {
         let path = PathBuf::from(argv0);
-        return if is_executable(&path) {
-            Ok(path)
-        } else {
-            Err(not_found())
-        };
+        return if is_executable(&path) { Ok(path) } else { Err(not_found()) };
     }
     let search = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
     std::env::split_paths(&search)
-        .map(|dir| {
-            if dir.as_os_str().is_empty() {
-                PathBuf::from(".")
-            } else {
-                dir
-            }
-        })
+        .map(|dir| if dir.as_os_str().is_empty() { PathBuf::from(".") } else { dir })
         .map(|dir| dir.join(argv0))
         .find(|path| is_executable(path))
         .ok_or_else(not_found)
@@ -51,13 +39,8 @@ pub fn process_exe(pid: u32) -> Result<PathBuf, RuntimeError> {
     let link = PathBuf::from(format!("/proc/{pid}/exe"));
     match std::fs::metadata(&link) {
         Ok(_) => Ok(link),
-        Err(_) if !Path::new(&format!("/proc/{pid}")).exists() => {
-            Err(RuntimeError::NoSuchProcess { pid })
-        }
-        Err(source) => Err(RuntimeError::Os {
-            action: "reading /proc/PID/exe",
-            source,
-        }),
+        Err(_) if !Path::new(&format!("/proc/{pid}")).exists() => Err(RuntimeError::NoSuchProcess { pid }),
+        Err(source) => Err(RuntimeError::Os { action: "reading /proc/PID/exe", source }),
     }
 }
 
@@ -116,23 +99,17 @@ pub struct HeldChild {
 
 /// Forks a child that waits, then executes `argv` (`argv[0]` resolved through `PATH`).
 pub fn spawn_held(argv: &[String]) -> Result<HeldChild, RuntimeError> {
-    let argv0 = argv.first().ok_or(RuntimeError::BadCommand {
-        problem: "empty command",
-    })?;
+    let argv0 = argv.first().ok_or(RuntimeError::BadCommand { problem: "empty command" })?;
     let path = resolve_command(argv0)?;
     // Everything the child needs is allocated before fork: after fork in a threaded
     // process the child may only make async-signal-safe calls.
-    let c_path =
-        CString::new(path.as_os_str().as_bytes()).map_err(|_| RuntimeError::BadCommand {
-            problem: "NUL byte in the command",
-        })?;
+    let c_path = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| RuntimeError::BadCommand { problem: "NUL byte in the command" })?;
     let c_args = argv
         .iter()
         .map(|a| CString::new(OsStr::new(a).as_bytes()))
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|_| RuntimeError::BadCommand {
-            problem: "NUL byte in an argument",
-        })?;
+        .map_err(|_| RuntimeError::BadCommand { problem: "NUL byte in an argument" })?;
     let mut c_argv: Vec<*const libc::c_char> = c_args.iter().map(|a| a.as_ptr()).collect();
     c_argv.push(std::ptr::null());
 
@@ -143,10 +120,7 @@ pub fn spawn_held(argv: &[String]) -> Result<HeldChild, RuntimeError> {
     // async-signal-safe functions (read, write, close, execv, _exit) on data prepared above.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
-        return Err(RuntimeError::Os {
-            action: "fork",
-            source: io::Error::last_os_error(),
-        });
+        return Err(RuntimeError::Os { action: "fork", source: io::Error::last_os_error() });
     }
     if pid == 0 {
         // SAFETY: child of fork; only async-signal-safe calls on valid fds and buffers.
@@ -177,28 +151,16 @@ pub fn spawn_held(argv: &[String]) -> Result<HeldChild, RuntimeError> {
         libc::close(go_read);
         libc::close(err_write);
         use std::os::fd::FromRawFd;
-        (
-            std::fs::File::from_raw_fd(go_write),
-            std::fs::File::from_raw_fd(err_read),
-        )
+        (std::fs::File::from_raw_fd(go_write), std::fs::File::from_raw_fd(err_read))
     };
-    Ok(HeldChild {
-        pid: pid as u32,
-        go: Some(go),
-        exec_err: Some(exec_err),
-        path,
-        status: None,
-    })
+    Ok(HeldChild { pid: pid as u32, go: Some(go), exec_err: Some(exec_err), path, status: None })
 }
 
 fn pipe() -> Result<(i32, i32), RuntimeError> {
     let mut fds = [0i32; 2];
     // SAFETY: fds is a valid array of two ints.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(RuntimeError::Os {
-            action: "pipe2",
-            source: io::Error::last_os_error(),
-        });
+        return Err(RuntimeError::Os { action: "pipe2", source: io::Error::last_os_error() });
     }
     Ok((fds[0], fds[1]))
 }
@@ -220,10 +182,7 @@ impl HeldChild {
         let Some(mut go) = self.go.take() else {
             return Ok(());
         };
-        go.write_all(&[1]).map_err(|source| RuntimeError::Os {
-            action: "releasing the command",
-            source,
-        })?;
+        go.write_all(&[1]).map_err(|source| RuntimeError::Os { action: "releasing the command", source })?;
         drop(go);
         let Some(mut err) = self.exec_err.take() else {
             return Ok(());
@@ -240,16 +199,10 @@ impl HeldChild {
             Ok(4) => {
                 let errno = i32::from_ne_bytes(buf);
                 self.wait();
-                Err(RuntimeError::Exec {
-                    path: self.path.clone(),
-                    source: io::Error::from_raw_os_error(errno),
-                })
+                Err(RuntimeError::Exec { path: self.path.clone(), source: io::Error::from_raw_os_error(errno) })
             }
             Ok(_) => Ok(()),
-            Err(source) => Err(RuntimeError::Os {
-                action: "waiting for exec",
-                source,
-            }),
+            Err(source) => Err(RuntimeError::Os { action: "waiting for exec", source }),
         }
     }
 
@@ -310,14 +263,8 @@ mod tests {
     #[test]
     fn resolves_through_path_and_rejects_unknown() {
         assert!(resolve_command("sh").unwrap().is_absolute());
-        assert!(matches!(
-            resolve_command("no-such-command-gtrace"),
-            Err(RuntimeError::CommandNotFound { .. })
-        ));
-        assert!(matches!(
-            resolve_command("/etc/passwd"),
-            Err(RuntimeError::CommandNotFound { .. })
-        ));
+        assert!(matches!(resolve_command("no-such-command-gtrace"), Err(RuntimeError::CommandNotFound { .. })));
+        assert!(matches!(resolve_command("/etc/passwd"), Err(RuntimeError::CommandNotFound { .. })));
     }
 
     #[test]
@@ -360,10 +307,7 @@ mod tests {
     fn own_process_is_alive_and_has_an_exe() {
         assert!(is_alive(std::process::id()));
         assert!(process_exe(std::process::id()).is_ok());
-        assert!(matches!(
-            process_exe(0x3fff_fff0),
-            Err(RuntimeError::NoSuchProcess { pid: 0x3fff_fff0 })
-        ));
+        assert!(matches!(process_exe(0x3fff_fff0), Err(RuntimeError::NoSuchProcess { pid: 0x3fff_fff0 })));
         assert!(!is_alive(0x3fff_fff0));
     }
 }

@@ -75,11 +75,8 @@ impl Trigger {
     pub fn location(self) -> Result<(PathBuf, u64), RuntimeError> {
         let (f, name) = self.function();
         let addr = f as usize as u64;
-        let maps =
-            std::fs::read_to_string("/proc/self/maps").map_err(|source| RuntimeError::Os {
-                action: "reading /proc/self/maps",
-                source,
-            })?;
+        let maps = std::fs::read_to_string("/proc/self/maps")
+            .map_err(|source| RuntimeError::Os { action: "reading /proc/self/maps", source })?;
         file_offset_in_maps(&maps, addr).ok_or(RuntimeError::TriggerNotFound { function: name })
     }
 }
@@ -115,10 +112,7 @@ mod tests {
         let maps = "55d0c0000000-55d0c0010000 r--p 00000000 08:01 42 /usr/bin/gtrace\n\
                     55d0c0010000-55d0c0200000 r-xp 00010000 08:01 42 /usr/bin/gtrace\n\
                     7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0 [stack]\n";
-        assert_eq!(
-            file_offset_in_maps(maps, 0x55d0c0010123),
-            Some((PathBuf::from("/usr/bin/gtrace"), 0x10123))
-        );
+        assert_eq!(file_offset_in_maps(maps, 0x55d0c0010123), Some((PathBuf::from("/usr/bin/gtrace"), 0x10123)));
         assert_eq!(file_offset_in_maps(maps, 0x7ffd00000010), None);
         assert_eq!(file_offset_in_maps(maps, 0x1000), None);
     }
@@ -129,9 +123,6 @@ mod tests {
         let (_, end) = Trigger::End.location().unwrap();
         assert!(path.is_absolute());
         assert_ne!(begin, end);
-        assert_ne!(
-            Trigger::Interval(0).location().unwrap().1,
-            Trigger::Interval(1).location().unwrap().1
-        );
+        assert_ne!(Trigger::Interval(0).location().unwrap().1, Trigger::Interval(1).location().unwrap().1);
     }
 }

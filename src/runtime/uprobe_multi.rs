@@ -96,19 +96,12 @@ pub(crate) fn load_for_plan(ebpf: &Ebpf, object: &[u8], plan: &Plan) -> HashMap<
     if std::env::var_os(DISABLE_ENV).is_some() {
         return HashMap::new();
     }
-    let names: Vec<&str> = plan
-        .probes
-        .iter()
-        .filter(|p| matches!(p.attach, ProbeAttach::Uprobe(_)))
-        .map(|p| p.program.as_str())
-        .collect();
+    let names: Vec<&str> =
+        plan.probes.iter().filter(|p| matches!(p.attach, ProbeAttach::Uprobe(_))).map(|p| p.program.as_str()).collect();
     if names.is_empty() {
         return HashMap::new();
     }
-    let map_fds = ebpf
-        .maps()
-        .filter_map(|(name, map)| Some((name.to_string(), map_fd(map)?)))
-        .collect();
+    let map_fds = ebpf.maps().filter_map(|(name, map)| Some((name.to_string(), map_fd(map)?))).collect();
     load_programs(object, &names, &map_fds)
 }
 
@@ -155,11 +148,7 @@ pub(crate) fn load_programs(
 }
 
 /// The instructions of program `name` with every map relocation resolved to a map fd.
-fn relocated_insns(
-    file: &object::File<'_>,
-    name: &str,
-    map_fds: &HashMap<String, BorrowedFd<'_>>,
-) -> Option<Vec<u8>> {
+fn relocated_insns(file: &object::File<'_>, name: &str, map_fds: &HashMap<String, BorrowedFd<'_>>) -> Option<Vec<u8>> {
     let section = file.section_by_name(&format!("uprobe/{name}"))?;
     let mut insns = section.data().ok()?.to_vec();
     for (offset, reloc) in section.relocations() {
@@ -183,13 +172,7 @@ fn load_program(name: &str, insns: &[u8], license: &CString) -> io::Result<Owned
     let mut prog_name = [0u8; 16];
     // The kernel accepts letters, digits, `_` and `.` in a program name, 15 at most;
     // keep the letters, digits and `_`.
-    for (slot, b) in prog_name
-        .iter_mut()
-        .zip(
-            name.bytes()
-                .filter(|b| b.is_ascii_alphanumeric() || *b == b'_'),
-        )
-        .take(15)
+    for (slot, b) in prog_name.iter_mut().zip(name.bytes().filter(|b| b.is_ascii_alphanumeric() || *b == b'_')).take(15)
     {
         *slot = b;
     }
@@ -230,8 +213,7 @@ pub(crate) fn attach(
     if offsets.is_empty() || offsets.len() != cookies.len() {
         return Err(io::Error::from_raw_os_error(libc::EINVAL));
     }
-    let path = CString::new(binary.as_os_str().as_bytes())
-        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let path = CString::new(binary.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
     let attr = LinkCreateAttr {
         prog_fd: program.as_raw_fd() as u32,
         attach_type: BPF_TRACE_UPROBE_MULTI,
@@ -243,10 +225,7 @@ pub(crate) fn attach(
         ..Default::default()
     };
     let fd = bpf(BPF_LINK_CREATE, &attr)?;
-    Ok(MultiLink {
-        _fd: fd,
-        points: offsets.len(),
-    })
+    Ok(MultiLink { _fd: fd, points: offsets.len() })
 }
 
 #[cfg(test)]
@@ -269,13 +248,9 @@ mod tests {
     fn mismatched_offsets_and_cookies_are_refused_before_the_kernel() {
         let file = std::fs::File::open("/dev/null").unwrap();
         let fd = std::os::fd::AsFd::as_fd(&file);
-        let err = attach(fd, Path::new("/bin/true"), &[1, 2], &[1], 0)
-            .err()
-            .unwrap();
+        let err = attach(fd, Path::new("/bin/true"), &[1, 2], &[1], 0).err().unwrap();
         assert_eq!(err.raw_os_error(), Some(libc::EINVAL));
-        let err = attach(fd, Path::new("/bin/true"), &[], &[], 0)
-            .err()
-            .unwrap();
+        let err = attach(fd, Path::new("/bin/true"), &[], &[], 0).err().unwrap();
         assert_eq!(err.raw_os_error(), Some(libc::EINVAL));
     }
 }

@@ -89,7 +89,10 @@ pub enum ProbeKind {
     Begin,
     End,
     /// `on interval 1s`: the period in nanoseconds.
-    Interval { nanos: u64, span: Span },
+    Interval {
+        nanos: u64,
+        span: Span,
+    },
 }
 
 /// A function name as written: bare (`main.doWork`) or quoted (`"net/http.(*conn).serve"`),
@@ -108,8 +111,9 @@ impl SymbolPattern {
         let t = self.text.as_bytes();
         self.quoted
             && (0..t.len()).any(|i| {
-                let receiver =
-                    i > 0 && t[i - 1] == b'(' && t.get(i + 1).is_some_and(|n| n.is_ascii_alphabetic() || *n == b'_' || *n >= 0x80);
+                let receiver = i > 0
+                    && t[i - 1] == b'('
+                    && t.get(i + 1).is_some_and(|n| n.is_ascii_alphabetic() || *n == b'_' || *n >= 0x80);
                 t[i] == b'*' && !receiver
             })
     }
@@ -130,14 +134,27 @@ pub struct Stmt {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub enum StmtKind {
     /// `x := expr`
-    Let { name: Ident, value: Expr },
+    Let {
+        name: Ident,
+        value: Expr,
+    },
     /// `self.name = expr`
-    AssignSelf { name: Ident, value: Expr },
+    AssignSelf {
+        name: Ident,
+        value: Expr,
+    },
     /// `@m[k1, k2] = expr`, where expr may be an aggregation call such as `count()`.
-    AssignMap { map: MapRef, value: Expr },
+    AssignMap {
+        map: MapRef,
+        value: Expr,
+    },
     /// A call or expression as a statement: `hist(elapsed)`, `print(x)`, `exit()`.
     Expr(Expr),
-    If { cond: Expr, then: Block, otherwise: Option<Else> },
+    If {
+        cond: Expr,
+        then: Block,
+        otherwise: Option<Else>,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -182,13 +199,29 @@ pub enum ExprKind {
     /// `@m[k]` read as a value.
     Map(MapRef),
     /// `x.field` (also `arg.NAME`).
-    Field { base: Box<Expr>, field: Ident },
+    Field {
+        base: Box<Expr>,
+        field: Ident,
+    },
     /// `x[i]`
-    Index { base: Box<Expr>, index: Box<Expr> },
-    Unary { op: UnOp, operand: Box<Expr> },
-    Binary { op: BinOp, lhs: Box<Expr>, rhs: Box<Expr> },
+    Index {
+        base: Box<Expr>,
+        index: Box<Expr>,
+    },
+    Unary {
+        op: UnOp,
+        operand: Box<Expr>,
+    },
+    Binary {
+        op: BinOp,
+        lhs: Box<Expr>,
+        rhs: Box<Expr>,
+    },
     /// `name(args...)`: builtins, aggregations, and `fn` helpers.
-    Call { func: Ident, args: Vec<Expr> },
+    Call {
+        func: Ident,
+        args: Vec<Expr>,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

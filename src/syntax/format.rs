@@ -60,7 +60,10 @@ pub fn parse(format: &str) -> Result<Vec<Piece>, FormatError> {
         let verb = match chars.next() {
             Some((_, v)) if VERBS.contains(v) => v,
             Some((_, v)) => {
-                return Err(FormatError { at, message: format!("unknown verb `%{v}`; use one of %d %x %s %q %v %t %c %p %u") })
+                return Err(FormatError {
+                    at,
+                    message: format!("unknown verb `%{v}`; use one of %d %x %s %q %v %t %c %p %u"),
+                })
             }
             None => return Err(FormatError { at, message: "format ends in the middle of a verb".into() }),
         };

@@ -218,7 +218,10 @@ fn expected_words(positives: &[Rule], tokens: &[String]) -> Vec<String> {
     let has = |t: &str| tokens.iter().any(|x| x == t);
     let is_infix = |r: &Rule| {
         use Rule::*;
-        matches!(r, or | and | eq | ne | shl | shr | le | ge | lt | gt | add | sub | bor | bxor | mul | div | rem | band)
+        matches!(
+            r,
+            or | and | eq | ne | shl | shr | le | ge | lt | gt | add | sub | bor | bxor | mul | div | rem | band
+        )
     };
     let top_level = has("on") && has("fn") && has("use");
     let statement = has("@") && has("if");
@@ -434,18 +437,19 @@ impl Cx<'_> {
             return ProbeKind::Interval { nanos: 0, span: Span::default() };
         };
         let span = self.span(&n);
-        let nanos = match self.number(n.as_str(), span) {
-            Some(Number::Duration(ns)) => ns,
-            Some(Number::Int(_)) => {
-                self.diags.push(
-                    Diagnostic::error(span, "an interval needs a unit")
-                        .label("a number without a unit")
-                        .hint(format!("write a duration such as `{}s` or `{}ms`", n.as_str(), n.as_str())),
-                );
-                0
-            }
-            None => 0,
-        };
+        let nanos =
+            match self.number(n.as_str(), span) {
+                Some(Number::Duration(ns)) => ns,
+                Some(Number::Int(_)) => {
+                    self.diags.push(
+                        Diagnostic::error(span, "an interval needs a unit")
+                            .label("a number without a unit")
+                            .hint(format!("write a duration such as `{}s` or `{}ms`", n.as_str(), n.as_str())),
+                    );
+                    0
+                }
+                None => 0,
+            };
         ProbeKind::Interval { nanos, span }
     }
 
@@ -588,10 +592,8 @@ impl Cx<'_> {
             }
         }
         while let Some((start, cond, then)) = arms.pop() {
-            let stmt = Stmt {
-                kind: StmtKind::If { cond, then, otherwise: otherwise.take() },
-                span: Span { start, ..whole },
-            };
+            let stmt =
+                Stmt { kind: StmtKind::If { cond, then, otherwise: otherwise.take() }, span: Span { start, ..whole } };
             if arms.is_empty() {
                 return Ok(stmt);
             }

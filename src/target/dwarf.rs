@@ -171,7 +171,13 @@ impl DwarfInfo {
             units.push(slot);
         }
         units.sort_by_key(|u| u.start.0);
-        Ok(Some(DwarfInfo { path: path.to_path_buf(), debug_str, units, type_ids: HashMap::new(), unsafe_pointer: None }))
+        Ok(Some(DwarfInfo {
+            path: path.to_path_buf(),
+            debug_str,
+            units,
+            type_ids: HashMap::new(),
+            unsafe_pointer: None,
+        }))
     }
 
     fn bad(&self, e: gimli::Error) -> TargetError {
@@ -218,7 +224,8 @@ impl DwarfInfo {
         name: &str,
         pick: fn(&UnitIndex) -> &HashMap<String, UnitOffset>,
     ) -> Result<Option<DebugInfoOffset>, TargetError> {
-        let (mine, others): (Vec<usize>, Vec<usize>) = (0..self.units.len()).partition(|u| self.units[*u].name == package);
+        let (mine, others): (Vec<usize>, Vec<usize>) =
+            (0..self.units.len()).partition(|u| self.units[*u].name == package);
         for u in mine.into_iter().chain(others) {
             let index = self.index(u)?;
             if let Some(off) = pick(&index).get(name) {
@@ -358,7 +365,12 @@ impl DwarfInfo {
     }
 
     /// The id of the type at `at`: known, or a placeholder queued for parsing.
-    fn reserve(&mut self, at: DebugInfoOffset, types: &mut Types, pending: &mut Vec<(TypeId, DebugInfoOffset)>) -> TypeId {
+    fn reserve(
+        &mut self,
+        at: DebugInfoOffset,
+        types: &mut Types,
+        pending: &mut Vec<(TypeId, DebugInfoOffset)>,
+    ) -> TypeId {
         if let Some(id) = self.type_ids.get(&at) {
             return *id;
         }
@@ -388,7 +400,9 @@ impl DwarfInfo {
                 _ => TypeKind::Int { signed: true },
             },
             dw::DW_TAG_pointer_type => match die.ty {
-                Some(elem) if name != "unsafe.Pointer" => TypeKind::Pointer { elem: self.reserve(elem, types, pending) },
+                Some(elem) if name != "unsafe.Pointer" => {
+                    TypeKind::Pointer { elem: self.reserve(elem, types, pending) }
+                }
                 _ => TypeKind::UnsafePointer,
             },
             dw::DW_TAG_structure_type => match die.go_kind {

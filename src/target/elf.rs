@@ -79,7 +79,8 @@ pub(crate) fn read(path: &Path, data: &[u8]) -> Result<ElfFacts, TargetError> {
     if elf.architecture() != Architecture::X86_64 {
         return Err(TargetError::WrongArch { path: path.to_path_buf(), arch: arch_name(elf.architecture()) });
     }
-    let is_go = [".gopclntab", ".data.rel.ro.gopclntab", ".go.buildinfo"].iter().any(|n| elf.section_by_name(n).is_some());
+    let is_go =
+        [".gopclntab", ".data.rel.ro.gopclntab", ".go.buildinfo"].iter().any(|n| elf.section_by_name(n).is_some());
     if !is_go {
         return Err(TargetError::NotGo { path: path.to_path_buf() });
     }
@@ -116,7 +117,10 @@ pub(crate) fn read(path: &Path, data: &[u8]) -> Result<ElfFacts, TargetError> {
     }
     let range = |s: &object::read::elf::ElfSection64<'_, '_, Endianness>| Range { addr: s.address(), size: s.size() };
     let text = elf.section_by_name(".text").map(|s| s.address()).unwrap_or(0);
-    let pclntab = elf.section_by_name(".gopclntab").or_else(|| elf.section_by_name(".data.rel.ro.gopclntab")).map(|s| s.address());
+    let pclntab = elf
+        .section_by_name(".gopclntab")
+        .or_else(|| elf.section_by_name(".data.rel.ro.gopclntab"))
+        .map(|s| s.address());
     let rodata = elf.section_by_name(".rodata").map(|s| range(&s));
     // Wherever the linker put moduledata (.noptrdata, .go.module, .data.rel.ro, ...): a
     // writable section with contents.
@@ -131,10 +135,7 @@ pub(crate) fn read(path: &Path, data: &[u8]) -> Result<ElfFacts, TargetError> {
 
 /// The file offset of virtual address `addr`, if a PT_LOAD segment maps it from the file.
 pub(crate) fn file_offset(segments: &[Segment], addr: u64) -> Option<u64> {
-    segments
-        .iter()
-        .find(|s| addr >= s.vaddr && addr - s.vaddr < s.filesz)
-        .map(|s| addr - s.vaddr + s.offset)
+    segments.iter().find(|s| addr >= s.vaddr && addr - s.vaddr < s.filesz).map(|s| addr - s.vaddr + s.offset)
 }
 
 /// The contents of section `name`, decompressed (SHF_COMPRESSED or `.zdebug_*`); None

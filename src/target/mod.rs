@@ -10,8 +10,8 @@ mod elf;
 mod glayout;
 mod image;
 mod moduledata;
-mod rtype;
 mod pclntab;
+mod rtype;
 mod symbols;
 pub mod types;
 
@@ -464,7 +464,9 @@ impl Target {
     /// Every Go type parsed so far.
     /// A signed machine word: the type of positional `argN` without DWARF.
     pub fn word_type(&mut self) -> crate::target::types::TypeId {
-        if let Some(i) = self.types.items.iter().position(|t| t.name == "word" && t.kind == types::TypeKind::Int { signed: true }) {
+        if let Some(i) =
+            self.types.items.iter().position(|t| t.name == "word" && t.kind == types::TypeKind::Int { signed: true })
+        {
             return crate::target::types::TypeId(i as u32);
         }
         self.types.add(types::GoType { name: "word".into(), size: 8, kind: types::TypeKind::Int { signed: true } })

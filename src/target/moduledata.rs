@@ -25,7 +25,6 @@ pub(crate) struct Range {
     pub size: u64,
 }
 
-
 /// The address of `firstmoduledata`: `pclntab` is the table's address, `funcnametab` the
 /// address of its name table, `data` the sections that may hold moduledata.
 pub(crate) fn find(image: &Image, pclntab: u64, funcnametab: u64, data: &[Range]) -> Option<u64> {

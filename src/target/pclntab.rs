@@ -141,7 +141,10 @@ impl<'d> Pclntab<'d> {
             }
             _ => {
                 let at = self.functab + 8 * i;
-                Some((self.text_start + u64::from(self.image.u32(at)?), self.functab + u64::from(self.image.u32(at + 4)?)))
+                Some((
+                    self.text_start + u64::from(self.image.u32(at)?),
+                    self.functab + u64::from(self.image.u32(at + 4)?),
+                ))
             }
         }
     }
@@ -264,8 +267,11 @@ impl<'d> Pclntab<'d> {
         let mut named = 0;
         for f in functions {
             let Some(tree) = self.funcdata(f.record, FUNCDATA_INL_TREE, Some(gofunc)) else { continue };
-            let (name_at, parent_pc_at) = if self.format == Format::Go120 { (tree + 4, tree + 8) } else { (tree + 12, tree + 16) };
-            let (Some(name), Some(parent_pc)) = (self.image.u32(name_at), self.image.u32(parent_pc_at)) else { return false };
+            let (name_at, parent_pc_at) =
+                if self.format == Format::Go120 { (tree + 4, tree + 8) } else { (tree + 12, tree + 16) };
+            let (Some(name), Some(parent_pc)) = (self.image.u32(name_at), self.image.u32(parent_pc_at)) else {
+                return false;
+            };
             // (Offset 0 is the first name of the table.)
             let starts_name = (name == 0 || self.image.u8(self.funcnametab + u64::from(name) - 1) == Some(0))
                 && self.name(name as i32).is_some_and(|n| !n.is_empty());
@@ -291,7 +297,8 @@ impl<'d> Pclntab<'d> {
         // (name offset, parent index) of inline tree entry `i`.
         let node = |i: i32| -> Option<(i32, i32)> {
             let at = tree + record_size * u64::try_from(i).ok()?;
-            let (name_at, parent_pc_at) = if self.format == Format::Go120 { (at + 4, at + 8) } else { (at + 12, at + 16) };
+            let (name_at, parent_pc_at) =
+                if self.format == Format::Go120 { (at + 4, at + 8) } else { (at + 12, at + 16) };
             let name = self.image.u32(name_at)? as i32;
             let parent_pc = self.image.u32(parent_pc_at)? as i32;
             Some((name, value_at(f.entry.checked_add_signed(i64::from(parent_pc))?)))

@@ -31,8 +31,10 @@ fn compile(pattern: &str) -> Vec<Piece> {
             i += 5;
             continue;
         }
-        let pointer_receiver =
-            c == '*' && i > 0 && chars[i - 1] == '(' && chars.get(i + 1).is_some_and(|n| n.is_alphabetic() || *n == '_');
+        let pointer_receiver = c == '*'
+            && i > 0
+            && chars[i - 1] == '('
+            && chars.get(i + 1).is_some_and(|n| n.is_alphabetic() || *n == '_');
         if c == '*' && !pointer_receiver {
             flush(&mut lit, &mut pieces);
             if pieces.last() != Some(&Piece::Any) {
@@ -146,7 +148,9 @@ pub(crate) fn closest<'f>(functions: &'f [Function], name: &str, n: usize) -> Ve
         let short = &name[package_of(name).len()..];
         let shorts = functions.iter().map(|f| &f.name[package_of(&f.name).len()..]);
         for c in crate::diag::closest(short, shorts, n) {
-            for f in functions.iter().filter(|f| f.name.ends_with(c) && f.name.len() - c.len() == package_of(&f.name).len()) {
+            for f in
+                functions.iter().filter(|f| f.name.ends_with(c) && f.name.len() - c.len() == package_of(&f.name).len())
+            {
                 if found.len() < n && !found.contains(&f.name.as_str()) {
                     found.push(&f.name);
                 }
@@ -161,8 +165,11 @@ mod tests {
     use super::*;
 
     fn funcs(names: &[&str]) -> Vec<Function> {
-        let mut v: Vec<Function> =
-            names.iter().enumerate().map(|(i, n)| Function { name: n.to_string(), addr: i as u64, size: 1, abi: crate::target::Abi::Internal }).collect();
+        let mut v: Vec<Function> = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| Function { name: n.to_string(), addr: i as u64, size: 1, abi: crate::target::Abi::Internal })
+            .collect();
         v.sort_by(|a, b| a.name.cmp(&b.name));
         v
     }

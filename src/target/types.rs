@@ -15,18 +15,31 @@ pub struct GoType {
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub enum TypeKind {
-    Int { signed: bool },
+    Int {
+        signed: bool,
+    },
     Bool,
     Float,
     Complex,
     String,
-    Pointer { elem: TypeId },
+    Pointer {
+        elem: TypeId,
+    },
     UnsafePointer,
-    Slice { elem: TypeId },
-    Array { elem: TypeId, len: u64 },
-    Struct { fields: Vec<StructField> },
+    Slice {
+        elem: TypeId,
+    },
+    Array {
+        elem: TypeId,
+        len: u64,
+    },
+    Struct {
+        fields: Vec<StructField>,
+    },
     /// `empty` for `any`/`interface{}` (eface), else an iface with an itab.
-    Interface { empty: bool },
+    Interface {
+        empty: bool,
+    },
     Map,
     Chan,
     Func,

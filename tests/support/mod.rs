@@ -60,7 +60,7 @@ pub fn go_build_env(dir: &str, extra_flags: &[&str], env: &[(&str, &str)]) -> Pa
 }
 
 /// Hashes every file under `dir` (names and contents), in a stable order.
-fn hash_tree(dir: &Path, hasher: &mut DefaultHasher) {
+pub fn hash_tree(dir: &Path, hasher: &mut DefaultHasher) {
     let mut entries: Vec<PathBuf> =
         std::fs::read_dir(dir).expect("read test program dir").map(|e| e.expect("dir entry").path()).collect();
     entries.sort();
@@ -190,4 +190,19 @@ pub fn map_value(out: &str, name: &str) -> i64 {
         .trim()
         .parse()
         .unwrap_or_else(|_| panic!("`{name}` is not a number in:\n{out}"))
+}
+
+/// `gtrace ARGS --check -b BINARY`.
+pub fn check_against(args: &[&str], binary: &Path) -> Run {
+    let mut all: Vec<&str> = args.to_vec();
+    let b = binary.display().to_string();
+    all.extend(["--check", "-b", &b]);
+    gtrace(&all)
+}
+
+/// The names `gtrace --list-libraries` lists.
+pub fn stdlib_names() -> Vec<String> {
+    let listing = gtrace(&["--list-libraries"]);
+    assert_eq!(listing.code, 0, "{}", listing.stderr);
+    listing.stdout.lines().filter_map(|l| l.split_whitespace().next()).map(String::from).collect()
 }
