@@ -72,6 +72,13 @@ impl Ty {
     pub fn record_size(&self) -> u32 {
         (self.value_type().size() + 7) / 8 * 8
     }
+    /// A name for messages with its article: `an int64`, `a string`.
+    pub fn a(&self) -> String {
+        let d = self.describe();
+        let article = if d.starts_with(['i', 'a', 'e', 'o']) { "an" } else { "a" };
+        format!("{article} {d}")
+    }
+
     /// A name for messages.
     pub fn describe(&self) -> String {
         match self {

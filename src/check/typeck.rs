@@ -262,7 +262,7 @@ impl Cx<'_> {
         if t != Ty::Bool && t != Ty::Void {
             let hint = if t.is_numeric() { "compare it: `x != 0`" } else { "a condition is a comparison or a bool" };
             self.err(
-                Diagnostic::error(cond.span, format!("a condition must be a bool, not a {}", t.describe()))
+                Diagnostic::error(cond.span, format!("a condition must be a bool, not {}", t.a()))
                     .label("not a bool")
                     .hint(hint),
             );
@@ -467,11 +467,12 @@ impl Cx<'_> {
                 Diagnostic::error(
                     e.span,
                     format!(
-                        "the format has {} verb{} but {} value{} follow",
+                        "the format has {} verb{} but {} value{} follow{}",
                         verbs.len(),
                         if verbs.len() == 1 { "" } else { "s" },
                         rest.len(),
-                        if rest.len() == 1 { "" } else { "s" }
+                        if rest.len() == 1 { "" } else { "s" },
+                        if rest.len() == 1 { "s" } else { "" }
                     ),
                 )
                 .label("count mismatch"),
@@ -612,7 +613,7 @@ impl Cx<'_> {
                 let it = self.expr(index);
                 if !it.is_integer() && it != Ty::Void {
                     self.err(
-                        Diagnostic::error(index.span, format!("an index must be an integer, not a {}", it.describe()))
+                        Diagnostic::error(index.span, format!("an index must be an integer, not {}", it.a()))
                             .label("not an integer"),
                     );
                     return Ty::Void;
@@ -656,7 +657,7 @@ impl Cx<'_> {
                             self.err(
                                 Diagnostic::error(
                                     e.span,
-                                    format!("only typed Go pointers can be dereferenced, not a {}", t.describe()),
+                                    format!("only typed Go pointers can be dereferenced, not {}", t.a()),
                                 )
                                 .label("not a pointer"),
                             );
@@ -771,7 +772,7 @@ impl Cx<'_> {
                         self.err(
                             Diagnostic::error(
                                 args[0].span,
-                                format!("len needs a string, slice, array or map, not a {}", tys[0].describe()),
+                                format!("len needs a string, slice, array or map, not {}", tys[0].a()),
                             )
                             .label("no length"),
                         );

@@ -1,0 +1,38 @@
+//! Rendered diagnostics of the checker, as a user sees them (`gtrace --check`), snapshot
+//! with insta: each points at the place, says why, and hints at the fix. No privileges
+//! needed. The test program's path is replaced by BIN so snapshots do not depend on it.
+
+mod support;
+
+fn rendered(script: &str) -> String {
+    let bin = support::go_build("values", &[]);
+    let r = support::check_against(&["-e", script], &bin);
+    assert_ne!(r.code, 0, "expected an error for {script}");
+    r.stderr.replace(bin.to_str().unwrap(), "BIN")
+}
+
+macro_rules! diagnostic {
+    ($name:ident, $script:expr) => {
+        #[test]
+        fn $name() {
+            insta::assert_snapshot!(rendered($script));
+        }
+    };
+}
+
+diagnostic!(unknown_function, "on entry main.handel { @n = count() }");
+diagnostic!(unknown_parameter, "on entry main.greet { @n = sum(nn) }");
+diagnostic!(unknown_field, "on entry main.handle { @x[r.URL.Pth] = count() }");
+diagnostic!(float_parameter, "on entry main.fl { @s = sum(x) }");
+diagnostic!(string_as_a_number, "on entry main.handle { @x = sum(r.Method) }");
+diagnostic!(struct_as_a_key, "on entry main.split { @x[p] = count() }");
+diagnostic!(parameter_at_a_return, "on return main.greet { @n = sum(n) }");
+diagnostic!(elapsed_at_an_entry, "on entry main.greet { @t = hist(elapsed) }");
+diagnostic!(condition_not_a_bool, "on entry main.greet { if n { @n = count() } }");
+diagnostic!(map_used_two_ways, "on entry main.greet { @m = count() } on entry main.handle { @m = sum(r.Size) }");
+diagnostic!(printf_arity, r#"on entry main.greet { printf("%s %d\n", name) }"#);
+diagnostic!(printf_verb, r#"on entry main.greet { printf("%d\n", name) }"#);
+diagnostic!(string_compared_with_a_variable, "on entry main.greet { x := name; if x == name { @n = count() } }");
+diagnostic!(self_read_before_set, "on return main.greet { @n = sum(self.count) }");
+diagnostic!(result_out_of_range, "on return main.greet { @n = sum(ret3) }");
+diagnostic!(return_of_an_only_inlined_function, "on return main.abs { @n = count() }");
