@@ -339,17 +339,24 @@ fn trace(
     eprintln!("Attached {attached} probe{}", if attached == 1 { "" } else { "s" });
     let mut sink = output::sink(cli.format);
     let traced_pid = spec.pid.or(child.as_ref().map(|c| c.pid()));
-    let mut symbols = TargetSymbols { target, bias: None };
+    let mut symbols = TargetSymbols { target, bias: None, pid: traced_pid };
     loaded.run_begin();
-    drain(&mut loaded, plan, &symbols, sink.as_mut(), Duration::ZERO)?;
+    drain(&mut loaded, plan, &mut symbols, sink.as_mut(), Duration::ZERO)?;
     if let Some(c) = child.as_mut() {
         c.release()?;
+        // A PIE's load bias is read from the child's memory map as soon as it has
+        // exec'd, before its events (and its exit) could outrun us.
+        let deadline = Instant::now() + Duration::from_millis(200);
+        while target.is_pie() && symbols.bias.is_none() && Instant::now() < deadline {
+            symbols.learn_bias();
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
     let started = Instant::now();
     loop {
-        symbols.learn_bias(traced_pid);
+        symbols.learn_bias();
         // Short waits, so gtrace notices promptly when the target ends.
-        if drain(&mut loaded, plan, &symbols, sink.as_mut(), Duration::from_millis(20))? {
+        if drain(&mut loaded, plan, &mut symbols, sink.as_mut(), Duration::from_millis(20))? {
             break;
         }
         if stop.load(std::sync::atomic::Ordering::SeqCst) {
@@ -370,9 +377,9 @@ fn trace(
         }
     }
     // Events already in the ring buffer belong to the run.
-    drain(&mut loaded, plan, &symbols, sink.as_mut(), Duration::ZERO)?;
+    drain(&mut loaded, plan, &mut symbols, sink.as_mut(), Duration::ZERO)?;
     loaded.run_end();
-    drain(&mut loaded, plan, &symbols, sink.as_mut(), Duration::ZERO)?;
+    drain(&mut loaded, plan, &mut symbols, sink.as_mut(), Duration::ZERO)?;
     print_maps(&loaded, plan, &symbols, sink.as_mut(), None)?;
     loaded.detach_all();
     if let Some(c) = child.as_mut() {
@@ -388,7 +395,7 @@ fn trace(
 fn drain(
     loaded: &mut Loaded,
     plan: &Plan,
-    symbols: &TargetSymbols,
+    symbols: &mut TargetSymbols,
     sink: &mut dyn Sink,
     wait: Duration,
 ) -> Result<bool, Failure> {
@@ -398,6 +405,9 @@ fn drain(
             events.push(e);
         }
     })?;
+    if !events.is_empty() {
+        symbols.learn_bias();
+    }
     let mut exit = false;
     for mut e in events {
         output::name_event(&mut e, symbols);
@@ -417,6 +427,8 @@ fn drain(
 struct TargetSymbols<'a> {
     target: &'a Target,
     bias: Option<u64>,
+    /// The traced process, when there is one (-p, -c).
+    pid: Option<u32>,
 }
 
 impl TargetSymbols<'_> {
@@ -429,11 +441,11 @@ impl TargetSymbols<'_> {
     }
 
     /// Learns the bias of a PIE from the traced process's memory map.
-    fn learn_bias(&mut self, pid: Option<u32>) {
+    fn learn_bias(&mut self) {
         if self.bias.is_some() || !self.target.is_pie() {
             return;
         }
-        let (Some(pid), Some(link)) = (pid, self.target.vaddr_of_file_offset(0)) else { return };
+        let (Some(pid), Some(link)) = (self.pid, self.target.vaddr_of_file_offset(0)) else { return };
         self.bias = runtime::mapping_start(pid, self.target.path()).map(|start| start.wrapping_sub(link));
     }
 }

@@ -42,6 +42,19 @@ impl Gen<'_> {
 
     /// Entry timing: entry_times[activation] = now.
     pub fn store_entry_time(&mut self, key: i16, span: Span) -> Result<(), LowerError> {
+        // An activation seen before (the same goroutine and depth: a loop calling F) is
+        // updated in place; only a new one costs an insertion.
+        let insert = self.b.new_label();
+        let done = self.b.new_label();
+        self.b.ld_map(R1, maps::ENTRY_TIMES);
+        self.stack_ptr(R2, key);
+        self.b.emit(call(BPF_FUNC_map_lookup_elem));
+        self.b.jmp_imm_to(BPF_JEQ, R0, 0, insert);
+        self.b.emit(mov64_reg(R7, R0));
+        self.b.emit(call(BPF_FUNC_ktime_get_ns));
+        self.b.emit(store_reg(Size::DW, R7, 0, R0));
+        self.b.ja_to(done);
+        self.b.bind(insert);
         let val = self.slot(8, span)?;
         self.b.emit(call(BPF_FUNC_ktime_get_ns));
         self.b.emit(store_reg(Size::DW, R10, val, R0));
@@ -50,6 +63,8 @@ impl Gen<'_> {
         self.stack_ptr(R3, val);
         self.b.emit(mov64_imm(R4, BPF_ANY));
         self.b.emit(call(BPF_FUNC_map_update_elem));
+        self.b.bind(done);
+        self.b.emit(mov64_imm(R0, 0));
         Ok(())
     }
 

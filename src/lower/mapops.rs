@@ -90,7 +90,9 @@ impl Gen<'_> {
         self.b.jmp_imm_to(BPF_JEQ, R0, 0, skip);
         self.b.bind(have);
         self.b.emit(mov64_reg(R7, R0));
-        self.b.emit(load(Size::DW, R1, R10, val));
+        if arg.is_some() {
+            self.b.emit(load(Size::DW, R1, R10, val));
+        }
         super::agg::update(&mut self.b, agg);
         self.b.bind(skip);
         self.b.emit(mov64_imm(R0, 0));
