@@ -101,6 +101,12 @@ impl Sources {
         let col = before.rsplit('\n').next().map(|l| l.chars().count()).unwrap_or(0) + 1;
         (line, col)
     }
+    /// `FILE:LINE: the line's text`, for `--emit asm` comments and verifier errors.
+    pub fn located_line(&self, span: Span) -> String {
+        let (line, _) = self.line_col(span.file, span.start);
+        format!("{}:{}: {}", self.name(span.file), line, self.line_text(span))
+    }
+
     /// The source line (trimmed) holding a span: used for `--emit asm` comments.
     pub fn line_text(&self, span: Span) -> &str {
         let text = self.text(span.file);

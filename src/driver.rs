@@ -166,7 +166,7 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
         eprintln!("wrote {} ({} bytes)", cli.output.display(), bytes.len());
         return Ok(0);
     }
-    trace(cli, spec, &lowered, &bytes, &sources, &target)
+    trace(cli, spec, &lowered, &bytes, &target)
 }
 
 /// Writes to stdout, ignoring a closed pipe (`gtrace -l | head`).
@@ -315,17 +315,10 @@ fn location(l: &Location) -> String {
 }
 
 /// Loads, attaches, runs until a stop condition, and prints the maps.
-fn trace(
-    cli: &Cli,
-    spec: TargetSpec,
-    lowered: &Lowered,
-    bytes: &[u8],
-    sources: &Sources,
-    target: &Target,
-) -> Result<i32, Failure> {
+fn trace(cli: &Cli, spec: TargetSpec, lowered: &Lowered, bytes: &[u8], target: &Target) -> Result<i32, Failure> {
     let stop = runtime::signals::install();
     let plan = &lowered.plan;
-    let mut loaded = runtime::load(bytes, plan).map_err(|e| verifier_failure(e, lowered, sources))?;
+    let mut loaded = runtime::load(bytes, plan).map_err(|e| verifier_failure(e, lowered))?;
     let mut child: Option<HeldChild> = match &spec.command {
         Some(argv) => Some(runtime::spawn_held(argv)?),
         None => None,
@@ -485,8 +478,7 @@ fn print_maps(
 }
 
 /// A verifier rejection, with the source line of the instruction it failed on.
-fn verifier_failure(e: RuntimeError, lowered: &Lowered, sources: &Sources) -> Failure {
-    let _ = sources;
+fn verifier_failure(e: RuntimeError, lowered: &Lowered) -> Failure {
     let RuntimeError::Verifier { program, log } = &e else { return e.into() };
     let probe =
         lowered.plan.probes.iter().find(|p| p.program == *program).map(|p| p.describe.clone()).unwrap_or_default();
@@ -502,5 +494,40 @@ fn verifier_failure(e: RuntimeError, lowered: &Lowered, sources: &Sources) -> Fa
     Failure::System {
         cause,
         hint: Some("this is a bug in gtrace's code generation; please report it with `--emit asm` output".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bpf::builder::Program;
+    use crate::bpf::insn::{exit, mov64_imm};
+    use crate::plan::{ProbeAttach, ProbeSpec};
+
+    #[test]
+    fn a_verifier_rejection_names_the_probe_the_source_line_and_the_log() {
+        let program = Program {
+            insns: vec![mov64_imm(0, 0); 8].into_iter().chain([exit()]).collect(),
+            relocations: Vec::new(),
+            comments: vec![(0, "<-e>:1:1: on entry main.F".into()), (5, "<-e>:2:5: @n = count()".into())],
+        };
+        let lowered = Lowered {
+            programs: vec![("p0".into(), program)],
+            plan: Plan {
+                probes: vec![ProbeSpec {
+                    program: "p0".into(),
+                    attach: ProbeAttach::Begin,
+                    describe: "on entry main.F".into(),
+                }],
+                ..Plan::default()
+            },
+        };
+        let log = "0: R1=ctx() R10=fp0\n0: (bf) r6 = r1\n6: (79) r1 = *(u64 *)(r10 -8)\ninvalid read from stack R10 off=-8 size=8\nprocessed 7 insns";
+        let f = verifier_failure(RuntimeError::Verifier { program: "p0".into(), log: log.into() }, &lowered);
+        let text = f.render();
+        assert!(text.contains("rejected the program of `on entry main.F` (p0)"), "{text}");
+        assert!(text.contains("at instruction 6, compiled from: <-e>:2:5: @n = count()"), "{text}");
+        assert!(text.contains("invalid read from stack R10 off=-8 size=8"), "{text}");
+        assert!(text.contains("hint:"), "{text}");
     }
 }

@@ -142,7 +142,7 @@ impl<'a> Gen<'a> {
     }
 
     fn stmt(&mut self, s: &Stmt) -> Result<(), LowerError> {
-        self.b.comment(format!("{}", self.sources.line_text(s.span)));
+        self.b.comment(self.sources.located_line(s.span));
         let mark = self.frame.mark();
         match &s.kind {
             StmtKind::Let { name, value } => {

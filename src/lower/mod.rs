@@ -102,7 +102,7 @@ pub fn lower(script: &Script, checked: &Checked, target: &Target, sources: &Sour
         let Item::Probe(probe) = &script.items[inst.item] else { continue };
         let name = format!("p{i}");
         let mut gen = Gen::new(&inst.facts, target.types(), &maps, &checked.self_vars, sources, &mut events);
-        gen.b.comment(format!("{}", sources.line_text(probe.span)));
+        gen.b.comment(sources.located_line(probe.span));
         gen.prologue();
         let uses_goid = inst.facts.uses_self || inst.facts.names.values().any(|n| *n == Name::Builtin(Builtin::Goid));
         if inst.uses_elapsed || uses_goid {
