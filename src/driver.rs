@@ -453,7 +453,7 @@ impl output::Symbols for TargetSymbols<'_> {
     }
 }
 
-/// Prints every non-empty user map (or only `only`), in the order the script names them.
+/// Prints every non-empty user map (or only `only`), in the order of their names.
 fn print_maps(
     loaded: &Loaded,
     plan: &Plan,

@@ -91,6 +91,9 @@ func narrow(a int8, b uint8, c int16, d uint32, ok bool) int {
 //go:noinline
 func describe(v any) bool { return v != nil }
 
+//go:noinline
+func countKeys(m map[string]int) int { return len(m) }
+
 // Ten does not fit in the nine integer registers: the whole struct goes on the stack.
 type Ten struct{ A, B, C, D, E, F, G, H, I, J int }
 
@@ -210,6 +213,20 @@ func main() {
 		na += int(a) + int(b) + int(c) + int(d)
 	}
 	fmt.Printf("narrow=40 narrowsum=%d\n", na)
+
+	keys := 0
+	for i := 0; i < 6; i++ {
+		var m map[string]int // nil for i == 0
+		if i > 0 {
+			m = map[string]int{}
+			for j := 0; j < i*3; j++ {
+				m[fmt.Sprint(j)] = j
+			}
+		}
+		keys += len(m)
+		countKeys(m)
+	}
+	fmt.Printf("maps=6 keys=%d\n", keys)
 
 	tj, ta := 0, 0
 	for i := 0; i < 10; i++ {
