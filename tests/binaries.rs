@@ -288,7 +288,8 @@ fn the_same_script_gives_the_same_answer_on_every_kind() {
             let mut script = String::from(
                 "on entry main.add { @calls = count(); @g[goid] = count() } \
                  on return main.sleepy { @returns = count(); @min = min(elapsed) } \
-                 on entry main.triple { @inlined = count() }",
+                 on entry main.triple { @inlined = count() } \
+                 on return main.add { @ret = sum(ret) }",
             );
             if !kind.stripped {
                 script.push_str(" on entry main.add { @sum = sum(a) }");
@@ -311,6 +312,13 @@ fn the_same_script_gives_the_same_answer_on_every_kind() {
                 "{what}: {min}"
             );
             assert_eq!(map_value(&stdout, "@inlined"), truth(&stdout, "inlined"), "{what}:\n{stdout}");
+            // add(i, 1) returns i + 1: `ret` by DWARF, by position when stripped, and as a
+            // machine word on Go 1.17, whose DWARF omits unnamed results.
+            assert_eq!(
+                map_value(&stdout, "@ret"),
+                truth(&stdout, "sum_a") + truth(&stdout, "calls"),
+                "{what}:\n{stdout}"
+            );
             if !kind.stripped {
                 assert_eq!(map_value(&stdout, "@sum"), truth(&stdout, "sum_a"), "{what}:\n{stdout}");
             }

@@ -81,10 +81,14 @@ traced!(array_parameter_on_the_stack, "on entry main.onStack { @a = sum(a[2]); @
     assert_eq!(map(&out, "@n"), truth(&out, "sn"));
 });
 
-traced!(len_of_a_map_including_nil, "on entry main.countKeys { @keys = sum(len(m)); if m == nil { @nil = count() } }", |out| {
-    assert_eq!(map(&out, "@keys"), truth(&out, "keys"));
-    assert_eq!(map(&out, "@nil"), 1);
-});
+traced!(
+    len_of_a_map_including_nil,
+    "on entry main.countKeys { @keys = sum(len(m)); if m == nil { @nil = count() } }",
+    |out| {
+        assert_eq!(map(&out, "@keys"), truth(&out, "keys"));
+        assert_eq!(map(&out, "@nil"), 1);
+    }
+);
 
 traced!(struct_that_goes_to_the_stack, "on entry main.ten { @j = sum(t.J); @a = sum(t.A); @n = count() }", |out| {
     assert_eq!(map(&out, "@n"), truth(&out, "ten"));

@@ -31,6 +31,11 @@ pub fn go_values(target: &mut Target, function: &str, kind: InstanceKind, limit:
         Ok(None) => return Ok(Vec::new()),
         Err(e) => return Err(e.to_string()),
     };
+    // Go 1.17's DWARF leaves unnamed results out: there, a function that lists none is
+    // offered `ret0` … as machine words from RAX, RBX, … (the register ABI's results).
+    let go117 = target.go_version().is_some_and(|v| v == "go1.17" || v.starts_with("go1.17."));
+    let guessed_results =
+        (kind == InstanceKind::Return && go117 && !params.iter().any(|p| p.is_result)).then(|| target.word_type());
     let types = target.types();
     let (ins, outs): (Vec<&Param>, Vec<&Param>) = params.iter().partition(|p| !p.is_result);
     let layout = abi::assign_call(
@@ -66,6 +71,17 @@ pub fn go_values(target: &mut Target, function: &str, kind: InstanceKind, limit:
                 location: loc,
                 is_result: true,
             });
+        }
+        if let Some(word) = guessed_results {
+            for (i, reg) in crate::arch::GO_INT_REGS.iter().enumerate() {
+                values.push(GoValue {
+                    name: format!("ret{i}"),
+                    type_id: word,
+                    ty: Ok(Ty::Int { size: 8, signed: true }),
+                    location: Location::Regs(vec![abi::RegPiece { reg: *reg, offset: 0, size: 8 }]),
+                    is_result: true,
+                });
+            }
         }
     }
     Ok(values)
