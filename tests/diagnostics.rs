@@ -36,3 +36,4 @@ diagnostic!(string_compared_with_a_variable, "on entry main.greet { x := name; i
 diagnostic!(self_read_before_set, "on return main.greet { @n = sum(self.count) }");
 diagnostic!(result_out_of_range, "on return main.greet { @n = sum(ret3) }");
 diagnostic!(return_of_an_only_inlined_function, "on return main.abs { @n = count() }");
+diagnostic!(interval_too_short, "on interval 0s { print(1) }");

@@ -26,7 +26,16 @@ pub fn resolve(script: &Script, target: &Target, diags: &mut Diagnostics) -> Vec
             ProbeKind::Return(p) => (InstanceKind::Return, p.as_slice(), "return"),
             ProbeKind::Begin => (InstanceKind::Begin, &[][..], "begin"),
             ProbeKind::End => (InstanceKind::End, &[][..], "end"),
-            ProbeKind::Interval { nanos, .. } => (InstanceKind::Interval { nanos: *nanos }, &[][..], "interval"),
+            ProbeKind::Interval { nanos, span } => {
+                if *nanos < 1_000_000 {
+                    diags.push(
+                        Diagnostic::error(*span, "an interval must be at least 1ms")
+                            .label("too short")
+                            .hint("intervals are timed by gtrace's event loop: use 1ms or more"),
+                    );
+                }
+                (InstanceKind::Interval { nanos: *nanos }, &[][..], "interval")
+            }
         };
         let mut functions: Vec<FuncSite> = Vec::new();
         for pattern in patterns {
