@@ -384,3 +384,34 @@ fn goroutine_state_in_an_assembly_function_is_refused() {
     assert_clean_failure(&r);
     assert!(r.stderr.contains("assembly (ABI0) function"), "{}", r.stderr);
 }
+
+#[test]
+fn sigterm_and_ctrl_c_end_the_trace_cleanly_with_the_maps() {
+    if !privileged("sigterm_and_ctrl_c_end_the_trace_cleanly_with_the_maps") {
+        return;
+    }
+    for signal in ["TERM", "INT"] {
+        let bin = e2e();
+        let cmd = format!("{} sleep 100000", bin.display());
+        let mut tracer = Command::new(gtrace_bin())
+            .args(["-e", "on entry main.sleepy { @n = count() }", "-c", &cmd])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start gtrace");
+        let mut err = BufReader::new(tracer.stderr.take().unwrap());
+        let mut attached = String::new();
+        err.read_line(&mut attached).unwrap();
+        assert!(attached.starts_with("Attached"), "{attached}");
+        std::thread::sleep(Duration::from_millis(100));
+        Command::new("kill").args([format!("-{signal}"), tracer.id().to_string()]).status().unwrap();
+        let out = tracer.wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "signal {signal}: {:?}", out.status);
+        assert!(map_value(&stdout, "@n") >= 1, "signal {signal}: {stdout}");
+        // The command it started does not outlive it.
+        std::thread::sleep(Duration::from_millis(100));
+        let ps = Command::new("pgrep").args(["-f", &cmd]).output().unwrap();
+        assert!(ps.stdout.is_empty(), "signal {signal}: the traced command still runs");
+    }
+}
