@@ -171,6 +171,11 @@ traced!(errors_print_their_dynamic_type_and_message, r#"on entry main.check { pr
     );
 });
 
+traced!(errors_with_percent_s_print_their_message, r#"on entry main.check { printf("[%s]\n", err) }"#, |out| {
+    assert_eq!(out.lines().filter(|l| *l == "[<nil>]").count() as i64, truth(&out, "nils"), "{out}");
+    assert_eq!(out.lines().filter(|l| *l == "[divisible by three]").count() as i64, truth(&out, "nonnil"), "{out}");
+});
+
 traced!(any_values_print_type_and_value, "on entry main.describe { print(v) }", |out| {
     let got: Vec<&str> = out.lines().skip_while(|l| !l.starts_with("ten=")).skip(1).collect();
     assert_eq!(got[..5], ["string(\"hi\")", "int(42)", "int8(-3)", "bool(true)", "nil"], "{out}");

@@ -57,6 +57,9 @@ pub fn value(v: &Value) -> String {
     }
 }
 
+/// Error types whose first field is their message.
+const ERROR_TYPES: [&str; 3] = ["*errors.errorString", "*fmt.wrapError", "*fmt.wrapErrors"];
+
 /// An interface as `TYPE(VALUE)`: the value for strings, integers, bools and the common
 /// error types (their message); the data pointer otherwise. Without the type's name (a
 /// stripped or PIE binary), the descriptor and data addresses.
@@ -75,7 +78,7 @@ fn interface(tab: u64, data: u64, word: u64, text: &str, type_name: Option<&str>
         "uint16" => unsigned(16),
         "uint8" => unsigned(8),
         "bool" => (word & 0xff != 0).to_string(),
-        "*errors.errorString" | "*fmt.wrapError" | "*fmt.wrapErrors" => format!("{text:?}"),
+        t if ERROR_TYPES.contains(&t) => format!("{text:?}"),
         _ => format!("{data:#x}"),
     };
     format!("{name}({value})")
@@ -123,6 +126,13 @@ pub fn printf(fmt: &str, values: &[Value]) -> String {
                     ('o', _) => format!("{:o}", as_i128(val) as u64),
                     ('c', _) => char::from_u32(as_i128(val) as u32).map(String::from).unwrap_or_default(),
                     ('q', Value::Str(s)) => format!("{s:?}"),
+                    // An error with %s prints its message, as Go's fmt does.
+                    ('s', Value::Interface { tab: 0, .. }) => "<nil>".to_string(),
+                    ('s', Value::Interface { text, type_name: Some(t), .. })
+                        if ERROR_TYPES.contains(&t.as_str()) || t == "string" =>
+                    {
+                        text.clone()
+                    }
                     ('p', _) => format!("{:#x}", as_i128(val) as u64),
                     _ => value(val),
                 };
