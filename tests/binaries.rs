@@ -292,7 +292,8 @@ fn the_same_script_gives_the_same_answer_on_every_kind() {
                  on return main.add { @ret = sum(ret) }",
             );
             if !kind.stripped {
-                script.push_str(" on entry main.add { @sum = sum(a) }");
+                // Parameters by name, and at inlined calls where DWARF places them.
+                script.push_str(" on entry main.add { @sum = sum(a) } on entry main.triple { @tx = sum(x) }");
             }
             let out = Command::new(env!("CARGO_BIN_EXE_gtrace"))
                 .args(["-e", &script, "-c", &format!("{} all {n}", path.display())])
@@ -321,6 +322,9 @@ fn the_same_script_gives_the_same_answer_on_every_kind() {
             );
             if !kind.stripped {
                 assert_eq!(map_value(&stdout, "@sum"), truth(&stdout, "sum_a"), "{what}:\n{stdout}");
+                // triple(i), triple(i+1), triple(i+2) for i < n, each inlined into its caller.
+                let n = truth(&stdout, "inlined") / 3;
+                assert_eq!(map_value(&stdout, "@tx"), 3 * n * (n - 1) / 2 + 3 * n, "{what}:\n{stdout}");
             }
             if kind.cgo {
                 assert!(truth(&stdout, "cgo") > 0, "{what}: the C function did not run");

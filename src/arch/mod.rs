@@ -48,6 +48,30 @@ impl Reg {
         }
     }
 
+    /// The register DWARF numbers `n` on x86-64 (System V psABI: 0 RAX, 1 RDX, 2 RCX,
+    /// 3 RBX, 4 RSI, 5 RDI, 6 RBP, 7 RSP, 8-15 R8-R15).
+    pub fn from_dwarf(n: u16) -> Option<Reg> {
+        Some(match n {
+            0 => Reg::Rax,
+            1 => Reg::Rdx,
+            2 => Reg::Rcx,
+            3 => Reg::Rbx,
+            4 => Reg::Rsi,
+            5 => Reg::Rdi,
+            6 => Reg::Rbp,
+            7 => Reg::Rsp,
+            8 => Reg::R8,
+            9 => Reg::R9,
+            10 => Reg::R10,
+            11 => Reg::R11,
+            12 => Reg::R12,
+            13 => Reg::R13,
+            14 => Reg::R14,
+            15 => Reg::R15,
+            _ => return None,
+        })
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Reg::Rax => "RAX",

@@ -126,8 +126,39 @@ pub fn positional(target: &mut Target, function: &str, kind: InstanceKind) -> Ve
 }
 
 /// Where a function was inlined, its parameters are wherever the caller's code keeps
-/// them, not in ABI registers: known by name, refused with the reason.
-pub fn inlined_values(target: &mut Target, function: &str) -> Vec<GoValue> {
+/// them, not in ABI registers: read where DWARF locates them in registers at the site's
+/// address, refused with the reason otherwise.
+pub fn inlined_values(target: &mut Target, function: &str, site: u64, limit: u32) -> Vec<GoValue> {
+    let unreadable = |name: &str, why: &str| {
+        format!(
+            "`{name}` is a parameter of {function}, which was inlined here: {why}, so it cannot be read at this site"
+        )
+    };
+    // Where DWARF says the inlined call keeps each parameter at the site's address.
+    let located = match target.inlined_at(site).cloned() {
+        Some(s) => target.inlined_params(&s).ok().flatten(),
+        None => None,
+    };
+    if let Some(located) = located {
+        let types = target.types();
+        return located
+            .into_iter()
+            .filter(|(p, _)| !p.is_result && !p.name.starts_with('.'))
+            .map(|(p, location)| {
+                let ty = match &location {
+                    Some(_) => go_ty(types, p.ty, &p.name, limit),
+                    None => Err(unreadable(&p.name, "DWARF does not place it in registers at that address")),
+                };
+                GoValue {
+                    name: p.name.clone(),
+                    type_id: p.ty,
+                    ty,
+                    location: location.unwrap_or(Location::Empty),
+                    is_result: false,
+                }
+            })
+            .collect();
+    }
     let Ok(Some(params)) = target.params(function) else { return Vec::new() };
     params
         .iter()
@@ -135,10 +166,7 @@ pub fn inlined_values(target: &mut Target, function: &str) -> Vec<GoValue> {
         .map(|p| GoValue {
             name: p.name.clone(),
             type_id: p.ty,
-            ty: Err(format!(
-                "`{}` is a parameter of {function}, which was inlined here: the inlined code keeps it in no fixed register, so it cannot be read at this site",
-                p.name
-            )),
+            ty: Err(unreadable(&p.name, "DWARF does not describe this inlined call")),
             location: Location::Empty,
             is_result: false,
         })

@@ -30,29 +30,33 @@ pub fn check_probe(
     } else {
         vec![probe.functions.clone()]
     };
-    // Where the function was inlined its parameters cannot be read: a probe that reads
-    // them traces only the real calls there are, and says so.
-    let is_inlined = |g: &Vec<super::FuncSite>| g.len() == 1 && target.inlined_at(g[0].entry).is_some();
-    let real = groups.iter().filter(|g| !is_inlined(g)).count();
-    let inlined = groups.len() - real;
-    let groups: Vec<Vec<super::FuncSite>> = if real > 0 && inlined > 0 && groups.len() > 1 && reads_go_values(&ast.body)
-    {
-        diags.push(
-            Diagnostic::warning(ast.span, format!("this probe reads parameters, which cannot be read at the {inlined} place(s) where the function was inlined"))
-                .label("those inlined calls are not traced")
-                .hint("a probe that reads no parameters fires at inlined calls too"),
-        );
-        groups.into_iter().filter(|g| !is_inlined(g)).collect()
-    } else {
-        groups
-    };
+    // Where the function was inlined, parameters are read where DWARF locates them. A
+    // probe whose body cannot be compiled at an inlined call (a parameter DWARF does not
+    // place in registers there) skips that call, and says so, when real calls remain.
+    let inlined: Vec<bool> = groups.iter().map(|g| g.len() == 1 && target.inlined_at(g[0].entry).is_some()).collect();
+    let real = inlined.iter().filter(|i| !**i).count();
+    let mut skipped = 0;
     let mut seen: Vec<(Span, String)> = Vec::new();
-    for functions in groups {
+    // Inlined calls whose parameters sit in the same registers share one program.
+    let mut work: Vec<(Vec<super::FuncSite>, bool, Result<Vec<GoValue>, String>)> = Vec::new();
+    let mut same_places: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for (functions, at_inlined_call) in groups.into_iter().zip(inlined) {
         let values = match functions.as_slice() {
-            [one] if target.inlined_at(one.entry).is_some() => Ok(inlined_values(target, &one.name)),
+            [one] if at_inlined_call => Ok(inlined_values(target, &one.name, one.entry, limit)),
             [one] => go_values(target, &one.name, probe.kind, limit),
             _ => Ok(Vec::new()),
         };
+        if let (true, Ok(v)) = (at_inlined_call, &values) {
+            let key = format!("{}{v:?}", functions[0].name);
+            if let Some(&i) = same_places.get(&key) {
+                work[i].0.extend(functions);
+                continue;
+            }
+            same_places.insert(key, work.len());
+        }
+        work.push((functions, at_inlined_call, values));
+    }
+    for (functions, at_inlined_call, values) in work {
         let values = match values {
             Ok(v) => v,
             Err(message) => {
@@ -96,6 +100,10 @@ pub fn check_probe(
                 }
             }
         }
+        if real > 0 && at_inlined_call && local.has_errors() {
+            skipped += functions.len();
+            continue;
+        }
         // The same mistake in a body compiled for several functions is reported once.
         for d in local.items {
             if !seen.iter().any(|(s, m)| *s == d.span && *m == d.message) {
@@ -111,6 +119,16 @@ pub fn check_probe(
             uses_elapsed,
             describe: probe.describe.clone(),
         });
+    }
+    if skipped > 0 {
+        diags.push(
+            Diagnostic::warning(
+                ast.span,
+                format!("this probe reads parameters that DWARF does not place in registers at {skipped} of the places where the function was inlined"),
+            )
+            .label("those inlined calls are not traced")
+            .hint("a probe that reads no parameters fires at every inlined call"),
+        );
     }
 }
 

@@ -461,7 +461,42 @@ impl Target {
         dwarf.params(function, &mut self.types)
     }
 
-    /// Every Go type parsed so far.
+    /// The parameters of the inlined call at `site`, each with where DWARF puts it at
+    /// the site's address (registers only; None where DWARF does not locate it there).
+    /// None without DWARF, or when DWARF does not describe that inlined call.
+    #[allow(clippy::type_complexity)]
+    pub fn inlined_params(
+        &mut self,
+        site: &InlinedSite,
+    ) -> Result<Option<Vec<(Param, Option<crate::arch::abi::Location>)>>, TargetError> {
+        let Some(dwarf) = Self::dwarf_mut(self.dwarf.get_mut(), &self.path, &self.data)? else { return Ok(None) };
+        let Some(params) = dwarf.inlined_params(&self.data, &site.callee, &site.caller, site.addr, &mut self.types)?
+        else {
+            return Ok(None);
+        };
+        Ok(Some(
+            params
+                .into_iter()
+                .map(|p| {
+                    let location = p.pieces.and_then(|pieces| {
+                        pieces
+                            .into_iter()
+                            .map(|(reg, offset, size)| {
+                                crate::arch::Reg::from_dwarf(reg).map(|reg| crate::arch::abi::RegPiece {
+                                    reg,
+                                    offset,
+                                    size,
+                                })
+                            })
+                            .collect::<Option<Vec<_>>>()
+                            .map(crate::arch::abi::Location::Regs)
+                    });
+                    (p.param, location)
+                })
+                .collect(),
+        ))
+    }
+
     /// A signed machine word: the type of positional `argN` without DWARF.
     pub fn word_type(&mut self) -> crate::target::types::TypeId {
         if let Some(i) =
@@ -472,6 +507,7 @@ impl Target {
         self.types.add(types::GoType { name: "word".into(), size: 8, kind: types::TypeKind::Int { signed: true } })
     }
 
+    /// Every Go type parsed so far.
     pub fn types(&self) -> &Types {
         &self.types
     }
