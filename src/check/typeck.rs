@@ -34,8 +34,9 @@ pub fn check_probe(
     // probe whose body cannot be compiled at an inlined call (a parameter DWARF does not
     // place in registers there) skips that call, and says so, when real calls remain.
     let inlined: Vec<bool> = groups.iter().map(|g| g.len() == 1 && target.inlined_at(g[0].entry).is_some()).collect();
-    let real = inlined.iter().filter(|i| !**i).count();
     let mut skipped = 0;
+    let mut failed: Vec<crate::diag::Diagnostic> = Vec::new();
+    let instances_before = checked.instances.len();
     let mut seen: Vec<(Span, String)> = Vec::new();
     // Inlined calls whose parameters sit in the same registers share one program.
     let mut work: Vec<(Vec<super::FuncSite>, bool, Result<Vec<GoValue>, String>)> = Vec::new();
@@ -100,8 +101,9 @@ pub fn check_probe(
                 }
             }
         }
-        if real > 0 && at_inlined_call && local.has_errors() {
+        if at_inlined_call && local.has_errors() {
             skipped += functions.len();
+            failed.extend(local.items);
             continue;
         }
         // The same mistake in a body compiled for several functions is reported once.
@@ -120,7 +122,15 @@ pub fn check_probe(
             describe: probe.describe.clone(),
         });
     }
-    if skipped > 0 {
+    if skipped > 0 && checked.instances.len() == instances_before {
+        // No call of the function could be compiled: the errors of the inlined ones.
+        for d in failed {
+            if !seen.iter().any(|(s, m)| *s == d.span && *m == d.message) {
+                seen.push((d.span, d.message.clone()));
+                diags.push(d);
+            }
+        }
+    } else if skipped > 0 {
         diags.push(
             Diagnostic::warning(
                 ast.span,
