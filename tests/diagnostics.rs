@@ -37,3 +37,4 @@ diagnostic!(self_read_before_set, "on return main.greet { @n = sum(self.count) }
 diagnostic!(result_out_of_range, "on return main.greet { @n = sum(ret3) }");
 diagnostic!(return_of_an_only_inlined_function, "on return main.abs { @n = count() }");
 diagnostic!(interval_too_short, "on interval 0s { print(1) }");
+diagnostic!(parameter_optimized_away_where_inlined, "on entry main.abs { @s = sum(x) }");

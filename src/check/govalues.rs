@@ -140,22 +140,28 @@ pub fn inlined_values(target: &mut Target, function: &str, site: u64, limit: u32
         None => None,
     };
     if let Some(located) = located {
+        // Every parameter the function declares; one the inlined call does not list was
+        // optimized away there.
+        let declared: Vec<Param> = match target.params(function) {
+            Ok(Some(p)) => p.into_iter().filter(|p| !p.is_result && !p.name.starts_with('.')).collect(),
+            _ => located.iter().map(|(p, _)| p.clone()).filter(|p| !p.is_result).collect(),
+        };
         let types = target.types();
-        return located
+        return declared
             .into_iter()
-            .filter(|(p, _)| !p.is_result && !p.name.starts_with('.'))
-            .map(|(p, location)| {
-                let ty = match &location {
-                    Some(_) => go_ty(types, p.ty, &p.name, limit),
-                    None => Err(unreadable(&p.name, "DWARF does not place it in registers at that address")),
+            .map(|p| {
+                let (ty, location) = match located.iter().find(|(l, _)| l.name == p.name) {
+                    Some((_, Some(loc))) => (go_ty(types, p.ty, &p.name, limit), loc.clone()),
+                    Some((_, None)) => (
+                        Err(unreadable(&p.name, "DWARF does not place it in registers at that address")),
+                        Location::Empty,
+                    ),
+                    None => (
+                        Err(unreadable(&p.name, "the inlined code does not keep it (optimized away)")),
+                        Location::Empty,
+                    ),
                 };
-                GoValue {
-                    name: p.name.clone(),
-                    type_id: p.ty,
-                    ty,
-                    location: location.unwrap_or(Location::Empty),
-                    is_result: false,
-                }
+                GoValue { name: p.name.clone(), type_id: p.ty, ty, location, is_result: false }
             })
             .collect();
     }
