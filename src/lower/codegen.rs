@@ -69,15 +69,12 @@ impl<'a> Gen<'a> {
         }
     }
 
+    /// A stack slot of `size` bytes (a temporary is released with `frame.release`).
     pub(super) fn slot(&mut self, size: u32, span: Span) -> Result<i16, LowerError> {
         self.frame.alloc(size).map_err(|e| LowerError::Stack { span, needed: e.needed })
     }
 
-    /// A stack slot for a temporary (released with `frame.release`).
-    pub(super) fn temp(&mut self, size: u32, span: Span) -> Result<i16, LowerError> {
-        self.slot(size, span)
-    }
-
+    /// A slot where no span is at hand (an overflow then points at the probe's start).
     pub(super) fn frame_slot(&mut self, size: u32) -> Result<i16, LowerError> {
         self.slot(size, Span::default())
     }
@@ -473,8 +470,8 @@ impl<'a> Gen<'a> {
         }
         let mark = self.frame.mark();
         let place = self.place(s)?;
-        let ptr = self.temp(8, span)?;
-        let idx = self.temp(8, span)?;
+        let ptr = self.slot(8, span)?;
+        let idx = self.slot(8, span)?;
         self.read_scalar(&place, 8, false)?;
         self.b.emit(store_reg(Size::DW, R10, ptr, R0));
         self.expr(i)?;

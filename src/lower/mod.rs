@@ -97,6 +97,7 @@ pub fn lower(script: &Script, checked: &Checked, target: &Target, sources: &Sour
     let g = target.g_layout();
     let mut events = Vec::new();
     let mut programs = Vec::new();
+    let mut return_programs: Vec<String> = Vec::new();
 
     for (i, inst) in checked.instances.iter().enumerate() {
         let Item::Probe(probe) = &script.items[inst.item] else { continue };
@@ -129,6 +130,9 @@ pub fn lower(script: &Script, checked: &Checked, target: &Target, sources: &Sour
             InstanceKind::End => ProbeAttach::End,
             InstanceKind::Interval { nanos } => ProbeAttach::Interval { nanos },
         };
+        if inst.kind == InstanceKind::Return {
+            return_programs.push(name.clone());
+        }
         plan.probes.push(ProbeSpec { program: name.clone(), attach, describe: inst.describe.clone() });
         programs.push((name, program));
     }
@@ -184,20 +188,7 @@ pub fn lower(script: &Script, checked: &Checked, target: &Target, sources: &Sour
     // When probes share an address (a function whose first instruction is its RET), the
     // kernel runs the one attached last first. Attach return probes first, so entry
     // probes and entry timing run before the return probes at the same instruction.
-    let is_return: Vec<bool> = plan
-        .probes
-        .iter()
-        .map(|p| {
-            checked
-                .instances
-                .iter()
-                .zip(0..)
-                .any(|(inst, i)| p.program == format!("p{i}") && inst.kind == InstanceKind::Return)
-        })
-        .collect();
-    let mut order: Vec<usize> = (0..plan.probes.len()).collect();
-    order.sort_by_key(|i| !is_return[*i]);
-    plan.probes = order.iter().map(|i| plan.probes[*i].clone()).collect();
+    plan.probes.sort_by_key(|p| !return_programs.contains(&p.program));
 
     let mut maps = maps;
     maps.add_scratch(events.iter().map(|e| e.size).max().unwrap_or(8));

@@ -52,7 +52,7 @@ impl Gen<'_> {
         match location {
             Location::Regs(pieces) => Ok(Place::Regs { pieces: pieces.clone(), offset: 0 }),
             Location::Stack { offset } => {
-                let slot = self.temp(8, span)?;
+                let slot = self.slot(8, span)?;
                 self.load_ctx_reg(R0, arch::SP);
                 self.b.emit(alu64_imm(BPF_ADD, R0, *offset as i32));
                 self.b.emit(store_reg(Size::DW, R10, slot, R0));
@@ -65,7 +65,7 @@ impl Gen<'_> {
 
     /// Keeps R0 (an address) in a new stack slot: the place of the value it points at.
     fn address_place(&mut self, span: Span) -> Result<Place, LowerError> {
-        let slot = self.temp(8, span)?;
+        let slot = self.slot(8, span)?;
         self.b.emit(store_reg(Size::DW, R10, slot, R0));
         Ok(Place::Mem { addr: slot, offset: 0 })
     }
@@ -107,13 +107,13 @@ impl Gen<'_> {
                 };
                 let size = self.types.get(elem).size;
                 let bp = self.place(base)?;
-                let idx = self.temp(8, e.span)?;
+                let idx = self.slot(8, e.span)?;
                 self.expr(index)?;
                 self.b.emit(store_reg(Size::DW, R10, idx, R0));
                 // The element's address, or 0 (which reads as zero) when out of range.
                 let (base_addr, bound) = match (len, &bp) {
                     (None, _) => {
-                        let ptr = self.temp(8, e.span)?;
+                        let ptr = self.slot(8, e.span)?;
                         self.read_scalar(&bp, 8, false)?;
                         self.b.emit(store_reg(Size::DW, R10, ptr, R0));
                         self.read_scalar(&bp.clone().plus(8), 8, false)?;
@@ -121,7 +121,7 @@ impl Gen<'_> {
                         (ptr, None)
                     }
                     (Some(n), Place::Mem { addr, offset }) => {
-                        let ptr = self.temp(8, e.span)?;
+                        let ptr = self.slot(8, e.span)?;
                         self.b.emit(load(Size::DW, R0, R10, *addr));
                         self.b.emit(alu64_imm(BPF_ADD, R0, *offset as i32));
                         self.b.emit(store_reg(Size::DW, R10, ptr, R0));
@@ -229,7 +229,7 @@ impl Gen<'_> {
             (_, Ty::Str { max }) if !self.is_go_value(e) => {
                 // A local, self variable or builtin string: its record holds the length.
                 let mark = self.frame.mark();
-                let buf = self.temp(8 + max, e.span)?;
+                let buf = self.slot(8 + max, e.span)?;
                 self.string_to(e, R10, buf, max)?;
                 self.b.emit(load(Size::DW, R0, R10, buf));
                 self.frame.release(mark);
@@ -329,7 +329,7 @@ impl Gen<'_> {
     ) -> Result<(), LowerError> {
         let mark = self.frame.mark();
         let place = place.clone();
-        let ptr = self.temp(8, span)?;
+        let ptr = self.slot(8, span)?;
         self.read_scalar(&place, 8, false)?;
         self.b.emit(store_reg(Size::DW, R10, ptr, R0));
         self.read_scalar(&place.plus(8), 8, false)?;
@@ -397,8 +397,8 @@ impl Gen<'_> {
     pub fn ustack_to(&mut self, base: u8, off: i16, span: Span) -> Result<(), LowerError> {
         let depth = crate::plan::USTACK_DEPTH as i16;
         let mark = self.frame.mark();
-        let fp = self.temp(8, span)?;
-        let pair = self.temp(16, span)?;
+        let fp = self.slot(8, span)?;
+        let pair = self.slot(16, span)?;
         for i in 0..depth {
             self.b.emit(store_imm(Size::DW, base, off + 8 * i, 0));
         }
@@ -460,12 +460,12 @@ impl Gen<'_> {
         // The type: the first word of an `any`; the itab's type (at 8) otherwise.
         self.read_scalar(place, 8, false)?;
         if !empty {
-            let itab = self.temp(8, span)?;
+            let itab = self.slot(8, span)?;
             self.b.emit(store_reg(Size::DW, R10, itab, R0));
             self.read_scalar(&Place::Mem { addr: itab, offset: 8 }, 8, false)?;
         }
         self.b.emit(store_reg(Size::DW, base, off, R0));
-        let data = self.temp(8, span)?;
+        let data = self.slot(8, span)?;
         self.read_scalar(&place.clone().plus(8), 8, false)?;
         self.b.emit(store_reg(Size::DW, R10, data, R0));
         self.b.emit(store_reg(Size::DW, base, off + 8, R0));
@@ -500,7 +500,7 @@ impl Gen<'_> {
         let max = if prefix { n } else { n + 1 };
         let words = (max as i16 + 7) / 8;
         let mark = self.frame.mark();
-        let buf = self.temp(8 + 8 * words as u32, e.span)?;
+        let buf = self.slot(8 + 8 * words as u32, e.span)?;
         for i in 0..=words {
             self.b.emit(store_imm(Size::DW, R10, buf + 8 * i, 0));
         }
