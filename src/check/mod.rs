@@ -132,16 +132,3 @@ pub fn check(script: &Script, target: &mut Target, diags: &mut Diagnostics, stri
         Some(checked)
     }
 }
-
-/// A span for errors about a whole script with nothing better to point at.
-pub fn script_span(script: &Script) -> Span {
-    script
-        .items
-        .first()
-        .map(|i| match i {
-            crate::syntax::ast::Item::Use(u) => u.span,
-            crate::syntax::ast::Item::Fn(f) => f.span,
-            crate::syntax::ast::Item::Probe(p) => p.span,
-        })
-        .unwrap_or_default()
-}

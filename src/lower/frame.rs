@@ -8,8 +8,6 @@ pub const MAX_STACK: i32 = 512;
 pub struct Frame {
     /// Bytes used so far (slots grow downward from R10).
     used: i32,
-    /// The most bytes ever used.
-    pub high_water: i32,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -23,7 +21,6 @@ impl Frame {
     pub fn alloc(&mut self, size: u32) -> Result<i16, FrameFull> {
         let size = ((size + 7) / 8 * 8) as i32;
         self.used += size;
-        self.high_water = self.high_water.max(self.used);
         if self.used > MAX_STACK {
             return Err(FrameFull { needed: self.used });
         }
