@@ -3,10 +3,11 @@
 //! (`Facts`, keyed by `ExprId`), errors into `Diagnostics`.
 //!
 //! Passes, in order: `probes` (symbols → functions and probe sites), then per probe
-//! instance `typeck` (names and types, map shapes into `maps::MapTable`).
+//! instance (`instances`) `typeck` (names and types, map shapes into `maps::MapTable`).
 
 pub mod builtins;
 pub mod govalues;
+pub mod instances;
 pub mod maps;
 pub mod probes;
 pub mod ty;
@@ -123,7 +124,7 @@ pub fn check(script: &Script, target: &mut Target, diags: &mut Diagnostics, stri
     }
     let mut checked = Checked::default();
     for probe in resolved {
-        typeck::check_probe(script, probe, target, &mut checked, diags, string_limit);
+        instances::check_probe(script, probe, target, &mut checked, diags, string_limit);
     }
     checked.maps.check_references(diags);
     if diags.has_errors() {

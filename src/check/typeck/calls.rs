@@ -1,0 +1,309 @@
+//! Calls: aggregations, the statements that look like calls (print, printf, delete,
+//! clear, exit), and the builtin functions that give values (len, hasPrefix).
+
+use super::super::maps::MapValueTy;
+use super::super::ty::{Ty, I64, U64};
+use super::Cx;
+use crate::diag::Diagnostic;
+use crate::plan::Agg;
+use crate::syntax::ast::*;
+use crate::syntax::format::{self, Piece};
+use crate::target::types::TypeKind;
+
+pub fn agg_of(name: &str) -> Option<&'static str> {
+    ["count", "sum", "avg", "min", "max", "stats", "hist", "lhist"].into_iter().find(|a| *a == name)
+}
+
+impl Cx<'_> {
+    /// An aggregation call: its map value type, or None after an error.
+    pub(super) fn agg(&mut self, func: &Ident, args: &[Expr], call: &Expr) -> Option<MapValueTy> {
+        let want = match func.name.as_str() {
+            "count" => 0,
+            "lhist" => 4,
+            _ => 1,
+        };
+        if args.len() != want {
+            self.err(
+                Diagnostic::error(
+                    call.span,
+                    format!(
+                        "{}() takes {} argument{}, not {}",
+                        func.name,
+                        want,
+                        if want == 1 { "" } else { "s" },
+                        args.len()
+                    ),
+                )
+                .label("wrong number of arguments"),
+            );
+            return None;
+        }
+        self.facts.types.insert(call.id, Ty::Void);
+        if func.name == "count" {
+            return Some(MapValueTy::Agg { agg: Agg::Count, of: U64 });
+        }
+        let of = self.expr(&args[0]);
+        if of == Ty::Void {
+            return None; // already reported
+        }
+        if !(of.is_integer() || of == Ty::Duration) {
+            self.err(
+                Diagnostic::error(
+                    args[0].span,
+                    format!("{}() needs an integer or a duration, not a {}", func.name, of.describe()),
+                )
+                .label("not a number"),
+            );
+            return None;
+        }
+        let agg = match func.name.as_str() {
+            "sum" => Agg::Sum,
+            "avg" => Agg::Avg,
+            "min" => Agg::Min,
+            "max" => Agg::Max,
+            "stats" => Agg::Stats,
+            "hist" => Agg::Hist,
+            _ => {
+                let mut lit = [0i64; 3];
+                for (i, a) in args[1..].iter().enumerate() {
+                    match const_int(a) {
+                        Some(v) => lit[i] = v,
+                        None => {
+                            self.err(
+                                Diagnostic::error(a.span, "lhist bounds must be integer or duration literals")
+                                    .label("not a literal"),
+                            );
+                            return None;
+                        }
+                    }
+                }
+                let [lo, hi, step] = lit;
+                if step <= 0 || hi <= lo {
+                    self.err(
+                        Diagnostic::error(call.span, "lhist(x, lo, hi, step) needs lo < hi and step > 0")
+                            .label("bad bounds"),
+                    );
+                    return None;
+                }
+                if crate::plan::lhist_buckets(lo, hi, step) > 1000 {
+                    self.err(
+                        Diagnostic::error(call.span, "lhist would have more than 1000 buckets")
+                            .label("too many buckets")
+                            .hint("use a larger step"),
+                    );
+                    return None;
+                }
+                Agg::Lhist { lo, hi, step }
+            }
+        };
+        Some(MapValueTy::Agg { agg, of })
+    }
+
+    pub(super) fn expr_stmt(&mut self, e: &Expr) {
+        let ExprKind::Call { func, args } = &e.kind else {
+            self.expr(e);
+            self.err(
+                Diagnostic::error(e.span, "this expression does nothing")
+                    .label("value unused")
+                    .hint("assign it, or print it with print(...)"),
+            );
+            return;
+        };
+        if agg_of(&func.name).is_some() {
+            // A bare aggregation: into the implicit map `@`, keyed by the probed function.
+            if let Some(v) = self.agg(func, args, e) {
+                if !self.has_function {
+                    self.err(
+                        Diagnostic::error(
+                            e.span,
+                            "a bare aggregation is keyed by the probed function; this probe has none",
+                        )
+                        .label("no function here")
+                        .hint("aggregate into a map: `@name = count()`"),
+                    );
+                    return;
+                }
+                self.maps.declare("", vec![Ty::Func], v, e.span, self.diags);
+            }
+            return;
+        }
+        match func.name.as_str() {
+            "print" => {
+                if args.is_empty() {
+                    self.err(Diagnostic::error(e.span, "print() needs something to print").label("no arguments"));
+                }
+                for a in args {
+                    if let ExprKind::Map(m) = &a.kind {
+                        if m.keys.is_empty() && args.len() == 1 {
+                            self.maps.reference(&m.name.name, m.span);
+                            continue;
+                        }
+                    }
+                    let t = self.expr(a);
+                    self.storable(a, &t, "printed");
+                }
+            }
+            "printf" => self.printf(e, args),
+            "delete" => match args.as_slice() {
+                [Expr { kind: ExprKind::Map(m), .. }] if !m.keys.is_empty() => {
+                    self.keys(m);
+                    self.maps.reference(&m.name.name, m.span);
+                }
+                _ => self.err(
+                    Diagnostic::error(e.span, "delete takes one map element: `delete(@m[key])`")
+                        .label("not a map element"),
+                ),
+            },
+            "clear" => match args.as_slice() {
+                [Expr { kind: ExprKind::Map(m), .. }] if m.keys.is_empty() => self.maps.reference(&m.name.name, m.span),
+                _ => self.err(Diagnostic::error(e.span, "clear takes one map: `clear(@m)`").label("not a map")),
+            },
+            "exit" => {
+                if !args.is_empty() {
+                    self.err(Diagnostic::error(e.span, "exit() takes no arguments").label("unexpected arguments"));
+                }
+            }
+            _ => {
+                let t = self.expr(e);
+                if t != Ty::Void {
+                    self.err(
+                        Diagnostic::error(e.span, "this expression does nothing")
+                            .label("value unused")
+                            .hint("assign it, or print it"),
+                    );
+                }
+            }
+        }
+        self.facts.types.insert(e.id, Ty::Void);
+    }
+
+    pub(super) fn printf(&mut self, e: &Expr, args: &[Expr]) {
+        let Some((first, rest)) = args.split_first() else {
+            self.err(Diagnostic::error(e.span, "printf needs a format string").label("no format"));
+            return;
+        };
+        let ExprKind::Str(fmt) = &first.kind else {
+            self.err(
+                Diagnostic::error(first.span, "the format of printf must be a string literal").label("not a literal"),
+            );
+            return;
+        };
+        self.facts.types.insert(first.id, Ty::Str { max: fmt.len() as u32 });
+        let pieces = match format::parse(fmt) {
+            Ok(p) => p,
+            Err(fe) => {
+                self.err(Diagnostic::error(first.span, fe.message).label("bad format"));
+                return;
+            }
+        };
+        let verbs: Vec<_> = pieces.iter().filter_map(|p| if let Piece::Verb(v) = p { Some(v) } else { None }).collect();
+        if verbs.len() != rest.len() {
+            self.err(
+                Diagnostic::error(
+                    e.span,
+                    format!(
+                        "the format has {} verb{} but {} value{} follow{}",
+                        verbs.len(),
+                        if verbs.len() == 1 { "" } else { "s" },
+                        rest.len(),
+                        if rest.len() == 1 { "" } else { "s" },
+                        if rest.len() == 1 { "s" } else { "" }
+                    ),
+                )
+                .label("count mismatch"),
+            );
+        }
+        for (v, a) in verbs.iter().zip(rest) {
+            let t = self.expr(a);
+            if t == Ty::Void {
+                continue; // already reported
+            }
+            let ok = match v.verb {
+                'v' => t != Ty::Void && !matches!(t, Ty::Go(_) | Ty::Args | Ty::Nil),
+                'd' | 'i' | 'u' | 'c' | 'o' => t.is_numeric() || t == Ty::Bool,
+                'x' | 'X' => t.is_numeric() || matches!(t, Ty::Str { .. }),
+                's' => matches!(t, Ty::Str { .. } | Ty::Func | Ty::Interface),
+                'q' => matches!(t, Ty::Str { .. } | Ty::Func),
+                't' => t == Ty::Bool,
+                'p' => matches!(t, Ty::Pointer { .. }) || t.is_integer(),
+                _ => false,
+            };
+            if !ok {
+                self.err(
+                    Diagnostic::error(a.span, format!("%{} cannot print a {}", v.verb, t.describe()))
+                        .label("wrong verb for this value")
+                        .hint("%v prints any value"),
+                );
+            }
+        }
+    }
+
+    pub(super) fn call(&mut self, e: &Expr, func: &Ident, args: &[Expr]) -> Ty {
+        let tys: Vec<Ty> = args.iter().map(|a| self.expr(a)).collect();
+        match func.name.as_str() {
+            "len" => {
+                if args.len() != 1 {
+                    self.err(Diagnostic::error(e.span, "len takes one argument").label("wrong number of arguments"));
+                    return Ty::Void;
+                }
+                let ok = match &tys[0] {
+                    Ty::Str { .. } => true,
+                    Ty::Go(id) => matches!(
+                        self.types.get(*id).kind,
+                        TypeKind::Slice { .. } | TypeKind::Array { .. } | TypeKind::Map
+                    ),
+                    _ => false,
+                };
+                if !ok {
+                    if tys[0] != Ty::Void {
+                        self.err(
+                            Diagnostic::error(
+                                args[0].span,
+                                format!("len needs a string, slice, array or map, not {}", tys[0].a()),
+                            )
+                            .label("no length"),
+                        );
+                    }
+                    return Ty::Void;
+                }
+                return I64;
+            }
+            "hasPrefix" => {
+                let lit = matches!(args.get(1).map(|a| &a.kind), Some(ExprKind::Str(_)));
+                if args.len() != 2 || !matches!(tys[0], Ty::Str { .. }) || !lit {
+                    self.err(
+                        Diagnostic::error(
+                            e.span,
+                            "hasPrefix takes a string and a string literal: hasPrefix(s, \"/api/\")",
+                        )
+                        .label("wrong arguments"),
+                    );
+                    return Ty::Void;
+                }
+                return Ty::Bool;
+            }
+            _ => {}
+        }
+        let what = if agg_of(&func.name).is_some() {
+            format!(
+                "{}() is an aggregation: it goes in a statement of its own, or as `@map[keys] = {}(...)`",
+                func.name, func.name
+            )
+        } else if ["print", "printf", "exit", "delete", "clear"].contains(&func.name.as_str()) {
+            format!("{}() is a statement, not a value", func.name)
+        } else {
+            format!("unknown function `{}`", func.name)
+        };
+        self.err(Diagnostic::error(func.span, what).label("not a value here"));
+        Ty::Void
+    }
+}
+
+/// The value of an integer or duration literal, possibly negated.
+fn const_int(e: &Expr) -> Option<i64> {
+    match &e.kind {
+        ExprKind::Int(v) | ExprKind::Duration(v) => i64::try_from(*v).ok(),
+        ExprKind::Unary { op: UnOp::Neg, operand } => const_int(operand).map(|v| -v),
+        _ => None,
+    }
+}

@@ -1,0 +1,262 @@
+//! Expressions: literals, self variables, map reads, fields, indexing, operators.
+
+use super::super::maps::{self, MapValueTy};
+use super::super::ty::{Ty, I64, U64};
+use super::Cx;
+use crate::diag::{closest, Diagnostic};
+use crate::syntax::ast::*;
+use crate::target::types::TypeKind;
+
+impl Cx<'_> {
+    pub(super) fn expr(&mut self, e: &Expr) -> Ty {
+        let t = self.expr_inner(e);
+        self.facts.types.insert(e.id, t.clone());
+        t
+    }
+
+    fn expr_inner(&mut self, e: &Expr) -> Ty {
+        match &e.kind {
+            ExprKind::Int(v) => {
+                if *v > i64::MAX as u64 {
+                    U64
+                } else {
+                    I64
+                }
+            }
+            ExprKind::Str(s) => Ty::Str { max: s.len() as u32 },
+            ExprKind::Bool(_) => Ty::Bool,
+            ExprKind::Duration(_) => Ty::Duration,
+            ExprKind::Name(n) => self.name(e, n),
+            ExprKind::SelfVar(name) => self.self_var(e, name),
+            ExprKind::Map(m) => self.map_read(e, m),
+            ExprKind::Field { base, field } => self.field(e, base, field),
+            ExprKind::Index { base, index } => self.index(e, base, index),
+            ExprKind::Unary { op, operand } => self.unary(e, *op, operand),
+            ExprKind::Binary { op, lhs, rhs } => self.binary(e, *op, lhs, rhs),
+            ExprKind::Call { func, args } => self.call(e, func, args),
+        }
+    }
+
+    fn self_var(&mut self, e: &Expr, name: &str) -> Ty {
+        self.facts.uses_self = true;
+        match self.self_vars.get(name) {
+            Some(v) => v.ty.clone(),
+            None => {
+                let close = closest(name, self.self_vars.keys().map(|k| k.as_str()), 1);
+                let mut d = Diagnostic::error(e.span, format!("self.{name} is read before any probe assigns it"))
+                    .label("unknown self variable")
+                    .hint("assign it in an earlier probe, e.g. `on entry F { self.x = ... }`");
+                if let Some(c) = close.first() {
+                    d = d.hint(format!("did you mean self.{c}?"));
+                }
+                self.err(d);
+                Ty::Void
+            }
+        }
+    }
+
+    /// A plain map's value read back in a probe.
+    fn map_read(&mut self, e: &Expr, m: &MapRef) -> Ty {
+        self.keys(m);
+        self.maps.reference(&m.name.name, m.span);
+        match self.maps.maps.get(&m.name.name).map(|i| i.value.clone()) {
+            Some(MapValueTy::Plain(t)) => t,
+            Some(MapValueTy::Agg { agg, .. }) => {
+                self.err(
+                    Diagnostic::error(e.span, format!("the value of a {}() map cannot be read in a probe", agg.name()))
+                        .label("not readable here")
+                        .hint("aggregations are kept per CPU and summed when printed; print(@m) prints any map"),
+                );
+                Ty::Void
+            }
+            None => {
+                self.err(
+                    Diagnostic::error(
+                        e.span,
+                        format!("{} is read before any probe assigns it", maps::display_name(&m.name.name)),
+                    )
+                    .label("unknown map")
+                    .hint("assign a map in an earlier probe of the script before reading it"),
+                );
+                Ty::Void
+            }
+        }
+    }
+
+    /// `base.field`, through a pointer as in Go; `arg.NAME` is a parameter.
+    fn field(&mut self, e: &Expr, base: &Expr, field: &Ident) -> Ty {
+        if let ExprKind::Name(n) = &base.kind {
+            if n == "arg" && self.facts.locals.get("arg").is_none() {
+                return self.go_value(e, &field.name, field.span, true);
+            }
+        }
+        self.expr(base);
+        let Some(mut id) = self.facts.go_types.get(&base.id).copied() else {
+            self.err(Diagnostic::error(field.span, "only Go values have fields").label("not a Go struct"));
+            return Ty::Void;
+        };
+        // Like Go, `p.f` reads through a pointer to a struct.
+        if let TypeKind::Pointer { elem } = &self.types.get(id).kind {
+            id = *elem;
+        }
+        let t = self.types.get(id);
+        let TypeKind::Struct { fields } = &t.kind else {
+            self.err(Diagnostic::error(field.span, format!("{} has no fields", t.name)).label("not a struct"));
+            return Ty::Void;
+        };
+        let Some(f) = fields.iter().find(|f| f.name == field.name) else {
+            let close = closest(&field.name, fields.iter().map(|f| f.name.as_str()), 1);
+            let mut d = Diagnostic::error(field.span, format!("no field `{}` in {}", field.name, t.name))
+                .label("unknown field");
+            d = match close.first() {
+                Some(c) => d.hint(format!("did you mean `{c}`?")),
+                None => d.hint(format!(
+                    "its fields: {}",
+                    fields.iter().map(|f| f.name.as_str()).collect::<Vec<_>>().join(", ")
+                )),
+            };
+            self.err(d);
+            return Ty::Void;
+        };
+        let fid = f.ty;
+        self.go_typed(e, fid, &field.name, field.span)
+    }
+
+    /// `base[index]` of a string, slice or array.
+    fn index(&mut self, e: &Expr, base: &Expr, index: &Expr) -> Ty {
+        let bt = self.expr(base);
+        let it = self.expr(index);
+        if !it.is_integer() && it != Ty::Void {
+            self.err(
+                Diagnostic::error(index.span, format!("an index must be an integer, not {}", it.a()))
+                    .label("not an integer"),
+            );
+            return Ty::Void;
+        }
+        if matches!(bt, Ty::Str { .. }) {
+            return Ty::Int { size: 1, signed: false };
+        }
+        let Some(id) = self.facts.go_types.get(&base.id).copied() else {
+            if bt != Ty::Void {
+                self.err(
+                    Diagnostic::error(base.span, format!("a {} cannot be indexed", bt.describe()))
+                        .label("not a slice, array or string"),
+                );
+            }
+            return Ty::Void;
+        };
+        let t = self.types.get(id);
+        let elem = match &t.kind {
+            TypeKind::Slice { elem } | TypeKind::Array { elem, .. } => *elem,
+            _ => {
+                self.err(
+                    Diagnostic::error(base.span, format!("{} cannot be indexed", t.name))
+                        .label("not a slice, array or string")
+                        .hint("maps cannot be indexed by a probe; len(m) works"),
+                );
+                return Ty::Void;
+            }
+        };
+        self.go_typed(e, elem, "this element", e.span)
+    }
+
+    fn unary(&mut self, e: &Expr, op: UnOp, operand: &Expr) -> Ty {
+        let t = self.expr(operand);
+        match op {
+            UnOp::Neg if t.is_integer() => I64,
+            UnOp::Neg if t == Ty::Duration => Ty::Duration,
+            UnOp::Not if t == Ty::Bool => Ty::Bool,
+            UnOp::Deref => match t {
+                Ty::Pointer { elem: Some(id) } => self.go_typed(e, id, "*p", e.span),
+                Ty::Void => Ty::Void,
+                _ => {
+                    self.err(
+                        Diagnostic::error(e.span, format!("only typed Go pointers can be dereferenced, not {}", t.a()))
+                            .label("not a pointer"),
+                    );
+                    Ty::Void
+                }
+            },
+            _ => {
+                let sym = if op == UnOp::Neg { "-" } else { "!" };
+                if t != Ty::Void {
+                    self.err(
+                        Diagnostic::error(e.span, format!("`{sym}` cannot apply to a {}", t.describe()))
+                            .label("wrong type"),
+                    );
+                }
+                Ty::Void
+            }
+        }
+    }
+
+    pub(super) fn binary(&mut self, e: &Expr, op: BinOp, lhs: &Expr, rhs: &Expr) -> Ty {
+        let l = self.expr(lhs);
+        let r = self.expr(rhs);
+        if l == Ty::Void || r == Ty::Void {
+            return Ty::Void;
+        }
+        use BinOp::*;
+        let mismatch = |cx: &mut Self, why: &str| {
+            cx.err(
+                Diagnostic::error(
+                    e.span,
+                    format!("`{}` cannot apply to a {} and a {}", op.symbol(), l.describe(), r.describe()),
+                )
+                .label(why.to_string()),
+            );
+            Ty::Void
+        };
+        match op {
+            And | Or => {
+                if l == Ty::Bool && r == Ty::Bool {
+                    Ty::Bool
+                } else {
+                    mismatch(self, "both sides must be bools")
+                }
+            }
+            Eq | Ne | Lt | Le | Gt | Ge => {
+                let comparable =
+                    (l.is_numeric() && r.is_numeric()) || (l == Ty::Bool && r == Ty::Bool && matches!(op, Eq | Ne));
+                if comparable {
+                    Ty::Bool
+                } else if matches!((&l, &r), (Ty::Str { .. }, Ty::Str { .. })) && matches!(op, Eq | Ne) {
+                    if matches!(lhs.kind, ExprKind::Str(_)) || matches!(rhs.kind, ExprKind::Str(_)) {
+                        Ty::Bool
+                    } else {
+                        self.err(
+                            Diagnostic::error(e.span, "strings are compared with a string literal")
+                                .label("neither side is a literal")
+                                .hint("compare with \"...\" or use hasPrefix(s, \"...\")"),
+                        );
+                        Ty::Void
+                    }
+                } else if matches!(op, Eq | Ne)
+                    && (self.nilable(&l) && r == Ty::Nil || l == Ty::Nil && self.nilable(&r))
+                {
+                    Ty::Bool
+                } else {
+                    mismatch(self, "these cannot be compared")
+                }
+            }
+            _ => {
+                if !(l.is_numeric() && r.is_numeric()) {
+                    return mismatch(self, "both sides must be numbers");
+                }
+                if l == Ty::Duration || r == Ty::Duration {
+                    if matches!(op, Add | Sub | Mul | Div | Rem)
+                        && !(l == Ty::Duration && r == Ty::Duration && matches!(op, Mul))
+                    {
+                        if l == Ty::Duration && r == Ty::Duration && matches!(op, Div) {
+                            return I64;
+                        }
+                        return Ty::Duration;
+                    }
+                    return mismatch(self, "not an operation on durations");
+                }
+                let signed = l.is_signed() || r.is_signed();
+                Ty::Int { size: 8, signed }
+            }
+        }
+    }
+}

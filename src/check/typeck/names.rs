@@ -1,0 +1,171 @@
+//! Names: locals, builtins, `args`, `ustack`, results by position, and Go parameters
+//! and results by their Go names.
+
+use super::super::builtins::{self, Builtin};
+use super::super::govalues::go_ty;
+use super::super::ty::Ty;
+use super::super::{ArgInfo, InstanceKind, Name};
+use super::Cx;
+use crate::arch::abi::Location;
+use crate::diag::{closest, Diagnostic};
+use crate::syntax::ast::*;
+
+impl Cx<'_> {
+    /// Records the Go type of `e` and returns its script type (or reports why it cannot
+    /// be read).
+    pub(super) fn go_typed(&mut self, e: &Expr, id: crate::target::types::TypeId, what: &str, span: Span) -> Ty {
+        self.facts.go_types.insert(e.id, id);
+        match go_ty(self.types, id, what, self.string_limit) {
+            Ok(t) => t,
+            Err(why) => {
+                self.err(Diagnostic::error(span, why).label("cannot be read"));
+                Ty::Void
+            }
+        }
+    }
+
+    pub(super) fn name(&mut self, e: &Expr, n: &str) -> Ty {
+        if let Some(t) = self.facts.locals.get(n).cloned() {
+            self.facts.names.insert(e.id, Name::Local(n.to_string()));
+            return t;
+        }
+        if let Some(b) = Builtin::from_name(n) {
+            match b {
+                Builtin::Elapsed => {
+                    if self.kind != InstanceKind::Return {
+                        self.err(
+                            Diagnostic::error(e.span, "`elapsed` is only known in `on return` probes")
+                                .label("no matching entry here")
+                                .hint("use it in `on return FUNC { ... }`"),
+                        );
+                        return Ty::Void;
+                    }
+                    self.uses_elapsed = true;
+                }
+                Builtin::Func if !self.has_function => {
+                    self.err(
+                        Diagnostic::error(e.span, "`func` is only known in probes of functions")
+                            .label("no function here"),
+                    );
+                    return Ty::Void;
+                }
+                _ => {}
+            }
+            self.facts.names.insert(e.id, Name::Builtin(b));
+            return b.ty();
+        }
+        if n == "nil" {
+            return Ty::Nil;
+        }
+        if n == "args" {
+            if !self.has_function {
+                self.err(
+                    Diagnostic::error(e.span, "`args` is only known in probes of functions").label("no function here"),
+                );
+                return Ty::Void;
+            }
+            self.facts.args = self
+                .values
+                .iter()
+                .filter(|v| !v.is_result && !matches!(v.location, Location::Unreadable { .. }) && v.ty.is_ok())
+                .filter_map(|v| match &v.ty {
+                    Ok(t) if !matches!(t, Ty::Go(_)) => Some(ArgInfo {
+                        name: v.name.clone(),
+                        location: v.location.clone(),
+                        type_id: v.type_id,
+                        ty: t.clone(),
+                    }),
+                    _ => None,
+                })
+                .collect();
+            return Ty::Args;
+        }
+        if n == "ustack" {
+            if !self.has_function {
+                self.err(
+                    Diagnostic::error(e.span, "`ustack` is only known in probes of functions")
+                        .label("no Go stack here"),
+                );
+                return Ty::Void;
+            }
+            return Ty::Stack;
+        }
+        if self.kind == InstanceKind::Return {
+            let results: Vec<usize> = (0..self.values.len()).filter(|i| self.values[*i].is_result).collect();
+            let pos = if n == "ret" { Some(0) } else { n.strip_prefix("ret").and_then(|d| d.parse::<usize>().ok()) };
+            if let Some(pos) = pos {
+                return match results.get(pos) {
+                    Some(&i) => {
+                        let name = self.values[i].name.clone();
+                        self.go_value(e, &name, e.span, false)
+                    }
+                    None => {
+                        self.err(
+                            Diagnostic::error(
+                                e.span,
+                                format!(
+                                    "the function has {} result{}",
+                                    results.len(),
+                                    if results.len() == 1 { "" } else { "s" }
+                                ),
+                            )
+                            .label(format!("no result {pos}")),
+                        );
+                        Ty::Void
+                    }
+                };
+            }
+        }
+        self.go_value(e, n, e.span, false)
+    }
+
+    /// A parameter (or, in return probes, a result) by its Go name.
+    pub(super) fn go_value(&mut self, e: &Expr, n: &str, span: Span, via_arg: bool) -> Ty {
+        let found = self.values.iter().find(|v| v.name == n && (!via_arg || !v.is_result)).cloned();
+        let Some(v) = found else {
+            let mut candidates: Vec<&str> = self.values.iter().map(|v| v.name.as_str()).collect();
+            candidates.extend(self.facts.locals.keys().map(|k| k.as_str()));
+            if !via_arg {
+                candidates.extend(builtins::NAMES.iter().copied());
+            }
+            let close = closest(n, candidates, 2);
+            let mut d =
+                Diagnostic::error(span, format!("unknown name `{n}`")).label("not a parameter, local or builtin");
+            if !self.has_function {
+                d = d.hint("begin, end and interval probes have no parameters");
+            } else if self.values.first().is_some_and(|v| v.name == "arg0") && !via_arg {
+                d = d.hint("this binary has no DWARF (stripped): parameters are known by position as machine words, `arg0` … `arg8` (RAX, RBX, RCX, RDI, RSI, R8 … R11), results as `ret0` …");
+            } else if self.values.is_empty() {
+                d = d.hint("no parameters are known for this function (no DWARF, or a probe on several functions)");
+            } else if self.kind == InstanceKind::Entry
+                && self.values.iter().all(|v| v.name != n)
+                && n.starts_with("ret")
+            {
+                d = d.hint("results are known in `on return` probes");
+            }
+            if let Some(c) = close.first() {
+                d = d.hint(format!("did you mean `{c}`?"));
+            }
+            self.err(d);
+            return Ty::Void;
+        };
+        match v.ty {
+            Ok(t) => {
+                if let Location::Unreadable { reason } = &v.location {
+                    self.err(
+                        Diagnostic::error(span, format!("`{n}` cannot be read: {reason}"))
+                            .label("unreadable at this probe"),
+                    );
+                    return Ty::Void;
+                }
+                self.facts.names.insert(e.id, Name::GoValue { name: v.name.clone(), location: v.location.clone() });
+                self.facts.go_types.insert(e.id, v.type_id);
+                t
+            }
+            Err(why) => {
+                self.err(Diagnostic::error(span, why).label("cannot be read"));
+                Ty::Void
+            }
+        }
+    }
+}
