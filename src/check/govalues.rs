@@ -11,7 +11,7 @@ use crate::target::types::{TypeId, TypeKind, Types};
 use crate::target::{Param, Target};
 
 /// A Go value the probe can read by name.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct GoValue {
     pub name: String,
     pub type_id: TypeId,

@@ -6,11 +6,22 @@
 use super::govalues::{go_values, inlined_values, reads_go_values, GoValue};
 use super::probes::ResolvedProbe;
 use super::typeck;
-use super::{Builtin, Checked, Instance, Name};
+use super::{Builtin, Checked, FuncSite, Instance, Name};
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::syntax::ast::*;
 use crate::target::Target;
 
+/// Functions that share one compiled program, and what the program may read there.
+struct Group {
+    functions: Vec<FuncSite>,
+    /// The probe site is an inlined call (parameters where DWARF places them there).
+    at_inlined_call: bool,
+    values: Result<Vec<GoValue>, String>,
+}
+
+/// Types the probe's body once per group of its functions and adds an `Instance` for
+/// each that types. Inlined calls whose body cannot be compiled there are skipped with a
+/// warning while another call of the function compiles.
 pub fn check_probe(
     script: &Script,
     probe: ResolvedProbe,
@@ -20,41 +31,12 @@ pub fn check_probe(
     limit: u32,
 ) {
     let Item::Probe(ast) = &script.items[probe.item] else { return };
-    // One instance for all functions when the body reads no Go value; else one each.
-    let groups: Vec<Vec<super::FuncSite>> = if probe.functions.len() > 1 && reads_go_values(&ast.body) {
-        probe.functions.iter().map(|f| vec![f.clone()]).collect()
-    } else {
-        vec![probe.functions.clone()]
-    };
-    // Where the function was inlined, parameters are read where DWARF locates them. A
-    // probe whose body cannot be compiled at an inlined call (a parameter DWARF does not
-    // place in registers there) skips that call, and says so, when real calls remain.
-    let inlined: Vec<bool> = groups.iter().map(|g| g.len() == 1 && target.inlined_at(g[0].entry).is_some()).collect();
-    let mut skipped = 0;
-    let mut failed: Vec<crate::diag::Diagnostic> = Vec::new();
     let instances_before = checked.instances.len();
-    let mut seen: Vec<(Span, String)> = Vec::new();
-    // Inlined calls whose parameters sit in the same registers share one program.
-    let mut work: Vec<(Vec<super::FuncSite>, bool, Result<Vec<GoValue>, String>)> = Vec::new();
-    let mut same_places: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
-    for (functions, at_inlined_call) in groups.into_iter().zip(inlined) {
-        let values = match functions.as_slice() {
-            [one] if at_inlined_call => Ok(inlined_values(target, &one.name, one.entry, limit)),
-            [one] => go_values(target, &one.name, probe.kind, limit),
-            _ => Ok(Vec::new()),
-        };
-        if let (true, Ok(v)) = (at_inlined_call, &values) {
-            let key = format!("{}{v:?}", functions[0].name);
-            if let Some(&i) = same_places.get(&key) {
-                work[i].0.extend(functions);
-                continue;
-            }
-            same_places.insert(key, work.len());
-        }
-        work.push((functions, at_inlined_call, values));
-    }
-    for (functions, at_inlined_call, values) in work {
-        let values = match values {
+    let mut reported = Reported::default();
+    let mut skipped = 0;
+    let mut failed: Vec<Diagnostic> = Vec::new();
+    for group in groups(&probe, &ast.body, target, limit) {
+        let values = match group.values {
             Ok(v) => v,
             Err(message) => {
                 diags.push(Diagnostic::error(ast.span, message));
@@ -67,46 +49,25 @@ pub fn check_probe(
             string_limit: limit,
             types: target.types(),
             values,
-            has_function: !functions.is_empty(),
+            has_function: !group.functions.is_empty(),
         };
         let typeck::Typed { facts, uses_elapsed } =
             typeck::check_body(&ast.body, env, &mut checked.maps, &mut checked.self_vars, &mut local);
-        // The goroutine is found through R14, which holds g only in ABIInternal functions.
         let needs_g =
             uses_elapsed || facts.uses_self || facts.names.values().any(|n| *n == Name::Builtin(Builtin::Goid));
         if needs_g {
-            for f in &functions {
-                if target.find(&f.name).first().is_some_and(|t| t.abi == crate::target::Abi::Abi0) {
-                    local.push(
-                        Diagnostic::error(
-                            ast.span,
-                            format!(
-                                "`{}` is an assembly (ABI0) function: R14 does not hold the goroutine there",
-                                f.name
-                            ),
-                        )
-                        .label("goid, self and elapsed are unavailable here")
-                        .hint("probe the Go function that calls it instead"),
-                    );
-                }
-            }
+            require_abi_internal(&group.functions, target, ast.span, &mut local);
         }
-        if at_inlined_call && local.has_errors() {
-            skipped += functions.len();
+        if group.at_inlined_call && local.has_errors() {
+            skipped += group.functions.len();
             failed.extend(local.items);
             continue;
         }
-        // The same mistake in a body compiled for several functions is reported once.
-        for d in local.items {
-            if !seen.iter().any(|(s, m)| *s == d.span && *m == d.message) {
-                seen.push((d.span, d.message.clone()));
-                diags.push(d);
-            }
-        }
+        reported.push_all(local.items, diags);
         checked.instances.push(Instance {
             item: probe.item,
             kind: probe.kind,
-            functions,
+            functions: group.functions,
             facts,
             uses_elapsed,
             describe: probe.describe.clone(),
@@ -114,12 +75,7 @@ pub fn check_probe(
     }
     if skipped > 0 && checked.instances.len() == instances_before {
         // No call of the function could be compiled: the errors of the inlined ones.
-        for d in failed {
-            if !seen.iter().any(|(s, m)| *s == d.span && *m == d.message) {
-                seen.push((d.span, d.message.clone()));
-                diags.push(d);
-            }
-        }
+        reported.push_all(failed, diags);
     } else if skipped > 0 {
         diags.push(
             Diagnostic::warning(
@@ -129,5 +85,71 @@ pub fn check_probe(
             .label("those inlined calls are not traced")
             .hint("a probe that reads no parameters fires at every inlined call"),
         );
+    }
+}
+
+/// The groups of the probe's functions: all of them in one when the body reads no Go
+/// value, else one each; inlined calls of one function whose parameters sit in the same
+/// places share one.
+fn groups(probe: &ResolvedProbe, body: &Block, target: &mut Target, limit: u32) -> Vec<Group> {
+    if probe.functions.len() <= 1 || !reads_go_values(body) {
+        let functions = probe.functions.clone();
+        let values = match functions.as_slice() {
+            [one] if target.inlined_at(one.entry).is_some() => Ok(inlined_values(target, &one.name, one.entry, limit)),
+            [one] => go_values(target, &one.name, probe.kind, limit),
+            _ => Ok(Vec::new()),
+        };
+        let at_inlined_call = matches!(functions.as_slice(), [one] if target.inlined_at(one.entry).is_some());
+        return vec![Group { functions, at_inlined_call, values }];
+    }
+    let mut out: Vec<Group> = Vec::new();
+    for f in &probe.functions {
+        if target.inlined_at(f.entry).is_some() {
+            let values = inlined_values(target, &f.name, f.entry, limit);
+            let same = out.iter_mut().find(|g| {
+                g.at_inlined_call && g.functions[0].name == f.name && g.values.as_ref().is_ok_and(|v| *v == values)
+            });
+            match same {
+                Some(g) => g.functions.push(f.clone()),
+                None => out.push(Group { functions: vec![f.clone()], at_inlined_call: true, values: Ok(values) }),
+            }
+        } else {
+            let values = go_values(target, &f.name, probe.kind, limit);
+            out.push(Group { functions: vec![f.clone()], at_inlined_call: false, values });
+        }
+    }
+    out
+}
+
+/// goid, self and elapsed find the goroutine through the g register, which holds it only
+/// in ABIInternal functions.
+fn require_abi_internal(functions: &[FuncSite], target: &Target, span: Span, diags: &mut Diagnostics) {
+    for f in functions {
+        if target.find(&f.name).first().is_some_and(|t| t.abi == crate::target::Abi::Abi0) {
+            diags.push(
+                Diagnostic::error(
+                    span,
+                    format!("`{}` is an assembly (ABI0) function: R14 does not hold the goroutine there", f.name),
+                )
+                .label("goid, self and elapsed are unavailable here")
+                .hint("probe the Go function that calls it instead"),
+            );
+        }
+    }
+}
+
+/// Diagnostics already given: the same mistake in a body compiled for several functions
+/// is reported once.
+#[derive(Default)]
+struct Reported(Vec<(Span, String)>);
+
+impl Reported {
+    fn push_all(&mut self, items: Vec<Diagnostic>, diags: &mut Diagnostics) {
+        for d in items {
+            if !self.0.iter().any(|(s, m)| *s == d.span && *m == d.message) {
+                self.0.push((d.span, d.message.clone()));
+                diags.push(d);
+            }
+        }
     }
 }
