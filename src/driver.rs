@@ -102,7 +102,7 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
         return Ok(0);
     }
     let spec = target_spec(cli)?;
-    let mut target = Target::open(&spec.binary).map_err(|e| {
+    let target = Target::open(&spec.binary).map_err(|e| {
         let hint = match &e {
             crate::target::TargetError::NotGo { .. } => Some("gtrace traces Go executables (Go 1.17 or later)"),
             crate::target::TargetError::WrongArch { .. } => Some("gtrace traces x86-64 executables on this machine"),
@@ -117,7 +117,7 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
         Failure::system(e, hint)
     })?;
     if let Some(pattern) = &cli.list {
-        print_stdout(&list(&mut target, pattern));
+        print_stdout(&list(&target, pattern));
         return Ok(0);
     }
 
@@ -127,8 +127,7 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
         return Ok(0);
     }
     let mut diags = Diagnostics::default();
-    let checked =
-        if diags.has_errors() { None } else { check::check(&script, &mut target, &mut diags, cli.string_limit) };
+    let checked = if diags.has_errors() { None } else { check::check(&script, &target, &mut diags, cli.string_limit) };
     let Some(checked) = checked else {
         return Err(Failure::Script { sources, diags: diags.items });
     };
@@ -257,7 +256,7 @@ fn listing(lowered: &Lowered) -> String {
 }
 
 /// `-l PATTERN`: each function as a Go signature with where the ABI puts each value.
-pub fn list(target: &mut Target, pattern: &str) -> String {
+pub fn list(target: &Target, pattern: &str) -> String {
     let names: Vec<String> = target.find(pattern).iter().map(|f| f.name.clone()).collect();
     let mut out = String::new();
     for name in names {
@@ -282,7 +281,7 @@ pub fn list(target: &mut Target, pattern: &str) -> String {
                 continue;
             }
         };
-        let types = target.types();
+        let types = &*target.types();
         let (ins, outs): (Vec<_>, Vec<_>) = params.iter().partition(|p| !p.is_result);
         let layout = abi::assign_call(
             &ins.iter().map(|p| p.ty).collect::<Vec<_>>(),

@@ -183,7 +183,6 @@ fn every_kind_every_toolchain_target_facts() {
             let off = t.file_offset(sleepy.addr).unwrap() as usize;
             assert_eq!(&data[off..off + 16], &t.code(sleepy).unwrap()[..16], "{what}");
             // Parameters: by name from DWARF, none without it.
-            let mut t = t;
             let params = t.params("main.add").unwrap();
             if kind.stripped {
                 assert!(params.is_none(), "{what}");

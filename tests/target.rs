@@ -162,11 +162,11 @@ fn r(reg: Reg) -> Location {
 
 /// The parameters of `function` and their ABI locations, checked against `expected`:
 /// (name, Go type name, is result, location).
-fn check_params(t: &mut Target, function: &str, expected: &[(&str, &str, bool, Location)]) -> Vec<Param> {
+fn check_params(t: &Target, function: &str, expected: &[(&str, &str, bool, Location)]) -> Vec<Param> {
     let params = t.params(function).unwrap().unwrap_or_else(|| panic!("{function}: no DWARF"));
     let args: Vec<_> = params.iter().filter(|p| !p.is_result).map(|p| p.ty).collect();
     let results: Vec<_> = params.iter().filter(|p| p.is_result).map(|p| p.ty).collect();
-    let layout = assign_call(&args, &results, t.types());
+    let layout = assign_call(&args, &results, &t.types());
     let locations: Vec<Location> = layout.params.into_iter().chain(layout.results).collect();
     let got: Vec<(String, String, bool, Location)> = params
         .iter()
@@ -185,9 +185,9 @@ fn kind(t: &Target, p: &Param) -> TypeKind {
 
 #[test]
 fn ints_of_every_width_fill_the_nine_registers() {
-    let mut t = open();
+    let t = open();
     let p = check_params(
-        &mut t,
+        &t,
         "main.ints",
         &[
             ("a", "int8", false, regs(&[(Rax, 0, 1)])),
@@ -209,9 +209,9 @@ fn ints_of_every_width_fill_the_nine_registers() {
 
 #[test]
 fn bool_string_and_byte_slice() {
-    let mut t = open();
+    let t = open();
     let p = check_params(
-        &mut t,
+        &t,
         "main.flag",
         &[
             ("b", "bool", false, regs(&[(Rax, 0, 1)])),
@@ -221,7 +221,7 @@ fn bool_string_and_byte_slice() {
     );
     assert_eq!(kind(&t, &p[0]), TypeKind::Bool);
     let p = check_params(
-        &mut t,
+        &t,
         "main.str",
         &[
             ("s", "string", false, regs(&[(Rax, 0, 8), (Rbx, 8, 8)])),
@@ -231,7 +231,7 @@ fn bool_string_and_byte_slice() {
     );
     assert_eq!(kind(&t, &p[0]), TypeKind::String);
     let p = check_params(
-        &mut t,
+        &t,
         "main.bytesLen",
         &[("b", "[]uint8", false, regs(&[(Rax, 0, 8), (Rbx, 8, 8), (Rcx, 16, 8)])), ("~r0", "int", true, r(Rax))],
     );
@@ -241,9 +241,9 @@ fn bool_string_and_byte_slice() {
 
 #[test]
 fn structs_split_over_registers_or_go_to_the_stack() {
-    let mut t = open();
+    let t = open();
     let p = check_params(
-        &mut t,
+        &t,
         "main.pair",
         &[
             ("n", "int", false, r(Rax)),
@@ -256,7 +256,7 @@ fn structs_split_over_registers_or_go_to_the_stack() {
     assert_eq!(fields, vec![("A", 0), ("B", 8)]);
     // Big holds a [4]int32: the whole struct goes to the stack, n keeps RAX.
     let p = check_params(
-        &mut t,
+        &t,
         "main.big",
         &[
             ("n", "int", false, r(Rax)),
@@ -269,9 +269,9 @@ fn structs_split_over_registers_or_go_to_the_stack() {
 
 #[test]
 fn arrays_of_length_one_use_registers_longer_ones_the_stack() {
-    let mut t = open();
+    let t = open();
     let p = check_params(
-        &mut t,
+        &t,
         "main.array",
         &[
             ("a", "[3]int", false, Location::Stack { offset: 8 }),
@@ -282,7 +282,7 @@ fn arrays_of_length_one_use_registers_longer_ones_the_stack() {
     assert!(matches!(kind(&t, &p[0]), TypeKind::Array { len: 3, .. }));
     // Results on the stack follow the arguments' stack area (objdump: MOVQ AX, 0x18(SP)).
     check_params(
-        &mut t,
+        &t,
         "main.stackResults",
         &[
             ("a", "[2]int", false, Location::Stack { offset: 8 }),
@@ -295,7 +295,7 @@ fn arrays_of_length_one_use_registers_longer_ones_the_stack() {
 
 #[test]
 fn more_than_nine_ints_spill_to_the_stack() {
-    let mut t = open();
+    let t = open();
     let int_regs = [Rax, Rbx, Rcx, Rdi, Rsi, R8, R9, R10, R11];
     let mut expected: Vec<(&str, &str, bool, Location)> = ["a", "b", "c", "d", "e", "f", "g", "h", "i"]
         .iter()
@@ -305,7 +305,7 @@ fn more_than_nine_ints_spill_to_the_stack() {
     expected.push(("j", "int", false, Location::Stack { offset: 8 }));
     expected.push(("k", "int", false, Location::Stack { offset: 16 }));
     expected.push(("~r0", "int", true, r(Rax)));
-    check_params(&mut t, "main.many", &expected);
+    check_params(&t, "main.many", &expected);
     // A string that does not fit in the one register left goes to the stack and gives
     // the register back to the next int.
     let mut expected: Vec<(&str, &str, bool, Location)> = ["a", "b", "c", "d", "e", "f", "g", "h"]
@@ -316,14 +316,14 @@ fn more_than_nine_ints_spill_to_the_stack() {
     expected.push(("s", "string", false, Location::Stack { offset: 8 }));
     expected.push(("last", "int", false, r(R11)));
     expected.push(("~r0", "int", true, r(Rax)));
-    check_params(&mut t, "main.spill", &expected);
+    check_params(&t, "main.spill", &expected);
 }
 
 #[test]
 fn receivers_come_first() {
-    let mut t = open();
+    let t = open();
     check_params(
-        &mut t,
+        &t,
         "main.Counter.Value",
         &[
             ("c", "main.Counter", false, regs(&[(Rax, 0, 8), (Rbx, 8, 8), (Rcx, 16, 8)])),
@@ -331,21 +331,18 @@ fn receivers_come_first() {
             ("~r0", "int", true, r(Rax)),
         ],
     );
-    let p = check_params(
-        &mut t,
-        "main.(*Counter).Inc",
-        &[("c", "*main.Counter", false, r(Rax)), ("by", "int", false, r(Rbx))],
-    );
+    let p =
+        check_params(&t, "main.(*Counter).Inc", &[("c", "*main.Counter", false, r(Rax)), ("by", "int", false, r(Rbx))]);
     let TypeKind::Pointer { elem } = kind(&t, &p[0]) else { panic!("*Counter is a pointer") };
     assert_eq!(t.types().get(elem).name, "main.Counter");
 }
 
 #[test]
 fn generic_functions_take_a_hidden_dictionary() {
-    let mut t = open();
+    let t = open();
     // objdump of main.main: LEAQ main..dict.Sum[int], AX before CALL main.Sum[go.shape.int].
     check_params(
-        &mut t,
+        &t,
         "main.Sum[go.shape.int]",
         &[
             (".dict", "unsafe.Pointer", false, r(Rax)),
@@ -355,7 +352,7 @@ fn generic_functions_take_a_hidden_dictionary() {
     );
     // A method of a generic type: receiver in AX, dictionary in BX.
     check_params(
-        &mut t,
+        &t,
         "main.(*Stack[go.shape.string]).Push",
         &[
             ("s", "*main.Stack[go.shape.string]", false, r(Rax)),
@@ -368,9 +365,9 @@ fn generic_functions_take_a_hidden_dictionary() {
 
 #[test]
 fn interfaces_and_errors() {
-    let mut t = open();
+    let t = open();
     let p = check_params(
-        &mut t,
+        &t,
         "main.iface",
         &[
             ("v", "interface {}", false, regs(&[(Rax, 0, 8), (Rbx, 8, 8)])),
@@ -386,11 +383,11 @@ fn interfaces_and_errors() {
 
 #[test]
 fn floats_are_unreadable() {
-    let mut t = open();
+    let t = open();
     let params = t.params("main.float").unwrap().unwrap();
     let tys: Vec<_> = params.iter().filter(|p| !p.is_result).map(|p| p.ty).collect();
     let res: Vec<_> = params.iter().filter(|p| p.is_result).map(|p| p.ty).collect();
-    let layout = assign_call(&tys, &res, t.types());
+    let layout = assign_call(&tys, &res, &t.types());
     let unreadable_in = |loc: &Location, x: &str| matches!(loc, Location::Unreadable { reason } if reason.contains(x));
     assert!(unreadable_in(&layout.params[0], "X0"), "{:?}", layout.params[0]);
     assert_eq!(layout.params[1], r(Rax));
@@ -402,9 +399,9 @@ fn floats_are_unreadable() {
 
 #[test]
 fn named_and_unnamed_results() {
-    let mut t = open();
+    let t = open();
     check_params(
-        &mut t,
+        &t,
         "main.named",
         &[
             ("n", "int", false, r(Rax)),
@@ -413,7 +410,7 @@ fn named_and_unnamed_results() {
         ],
     );
     check_params(
-        &mut t,
+        &t,
         "main.unnamed",
         &[
             ("n", "int", false, r(Rax)),
@@ -425,9 +422,9 @@ fn named_and_unnamed_results() {
 
 #[test]
 fn pointers_maps_chans_funcs() {
-    let mut t = open();
+    let t = open();
     let p = check_params(
-        &mut t,
+        &t,
         "main.mixed",
         &[
             ("p", "*main.Pair", false, r(Rax)),
@@ -443,13 +440,13 @@ fn pointers_maps_chans_funcs() {
 
 #[test]
 fn params_of_unknown_functions_are_none() {
-    let mut t = open();
+    let t = open();
     assert_eq!(t.params("main.nosuch").unwrap(), None);
 }
 
 #[test]
 fn only_reached_types_are_parsed() {
-    let mut t = open();
+    let t = open();
     t.params("main.str").unwrap();
     assert!(t.types().items.len() < 10, "{} types parsed for main.str", t.types().items.len());
 }
@@ -546,7 +543,7 @@ fn a_stripped_binary_reads_its_functions_from_gopclntab() {
 #[test]
 fn without_dwarf_params_are_none_and_g_layout_comes_from_the_table() {
     let bin = support::go_build("abi", &["-ldflags=-w"]);
-    let mut t = Target::open(&bin).unwrap();
+    let t = Target::open(&bin).unwrap();
     assert_eq!(t.params("main.pair").unwrap(), None);
     assert!(!t.has_dwarf());
     assert_eq!(t.g_layout_from_dwarf(), None);
@@ -589,13 +586,14 @@ fn a_target_can_move_to_another_thread() {
 
 #[test]
 fn unsafe_pointer_complex_and_named_types() {
-    let mut t = open();
+    let t = open();
     let params = t.params("main.raw").unwrap().unwrap();
     let tys: Vec<_> = params.iter().filter(|p| !p.is_result).map(|p| p.ty).collect();
     let res: Vec<_> = params.iter().filter(|p| p.is_result).map(|p| p.ty).collect();
-    let layout = assign_call(&tys, &res, t.types());
+    let layout = assign_call(&tys, &res, &t.types());
+    let types = t.types().clone();
     let got: Vec<(&str, &str, TypeKind)> =
-        params.iter().map(|p| (p.name.as_str(), t.types().get(p.ty).name.as_str(), kind(&t, p))).collect();
+        params.iter().map(|p| (p.name.as_str(), types.get(p.ty).name.as_str(), kind(&t, p))).collect();
     assert_eq!(
         got,
         vec![

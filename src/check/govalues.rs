@@ -24,7 +24,7 @@ pub struct GoValue {
 pub const STRING_LIMIT: u32 = 64;
 
 /// Parameters and results of `function` with their ABI locations.
-pub fn go_values(target: &mut Target, function: &str, kind: InstanceKind, limit: u32) -> Result<Vec<GoValue>, String> {
+pub fn go_values(target: &Target, function: &str, kind: InstanceKind, limit: u32) -> Result<Vec<GoValue>, String> {
     let params: Vec<Param> = match target.params(function) {
         Ok(Some(p)) => p,
         Ok(None) if !target.has_dwarf() => return Ok(positional(target, function, kind)),
@@ -36,7 +36,7 @@ pub fn go_values(target: &mut Target, function: &str, kind: InstanceKind, limit:
     let go117 = target.go_version().is_some_and(|v| v == "go1.17" || v.starts_with("go1.17."));
     let guessed_results =
         (kind == InstanceKind::Return && go117 && !params.iter().any(|p| p.is_result)).then(|| target.word_type());
-    let types = target.types();
+    let types = &*target.types();
     let (ins, outs): (Vec<&Param>, Vec<&Param>) = params.iter().partition(|p| !p.is_result);
     let layout = abi::assign_call(
         &ins.iter().map(|p| p.ty).collect::<Vec<_>>(),
@@ -90,7 +90,7 @@ pub fn go_values(target: &mut Target, function: &str, kind: InstanceKind, limit:
 /// The machine words a register-ABI function receives (`arg0` … `arg8`, in RAX, RBX, …)
 /// or, at a return, returns (`ret0` …): what can be said without DWARF. An assembly
 /// (ABI0) function takes its words on the stack, from 8(SP).
-pub fn positional(target: &mut Target, function: &str, kind: InstanceKind) -> Vec<GoValue> {
+pub fn positional(target: &Target, function: &str, kind: InstanceKind) -> Vec<GoValue> {
     let word = target.word_type();
     let abi0 = target.find(function).first().is_some_and(|f| f.abi == crate::target::Abi::Abi0);
     let mut values = Vec::new();
@@ -128,7 +128,7 @@ pub fn positional(target: &mut Target, function: &str, kind: InstanceKind) -> Ve
 /// Where a function was inlined, its parameters are wherever the caller's code keeps
 /// them, not in ABI registers: read where DWARF locates them in registers at the site's
 /// address, refused with the reason otherwise.
-pub fn inlined_values(target: &mut Target, function: &str, site: u64, limit: u32) -> Vec<GoValue> {
+pub fn inlined_values(target: &Target, function: &str, site: u64, limit: u32) -> Vec<GoValue> {
     let unreadable = |name: &str, why: &str| {
         format!(
             "`{name}` is a parameter of {function}, which was inlined here: {why}, so it cannot be read at this site"
@@ -146,7 +146,7 @@ pub fn inlined_values(target: &mut Target, function: &str, site: u64, limit: u32
             Ok(Some(p)) => p.into_iter().filter(|p| !p.is_result && !p.name.starts_with('.')).collect(),
             _ => located.iter().map(|(p, _)| p.clone()).filter(|p| !p.is_result).collect(),
         };
-        let types = target.types();
+        let types = &*target.types();
         return declared
             .into_iter()
             .map(|p| {

@@ -25,7 +25,7 @@ struct Group {
 pub fn check_probe(
     script: &Script,
     probe: ResolvedProbe,
-    target: &mut Target,
+    target: &Target,
     checked: &mut Checked,
     diags: &mut Diagnostics,
     limit: u32,
@@ -47,7 +47,7 @@ pub fn check_probe(
         let env = typeck::Env {
             kind: probe.kind,
             string_limit: limit,
-            types: target.types(),
+            types: &target.types(),
             values,
             has_function: !group.functions.is_empty(),
         };
@@ -91,7 +91,7 @@ pub fn check_probe(
 /// The groups of the probe's functions: all of them in one when the body reads no Go
 /// value, else one each; inlined calls of one function whose parameters sit in the same
 /// places share one.
-fn groups(probe: &ResolvedProbe, body: &Block, target: &mut Target, limit: u32) -> Vec<Group> {
+fn groups(probe: &ResolvedProbe, body: &Block, target: &Target, limit: u32) -> Vec<Group> {
     if probe.functions.len() <= 1 || !reads_go_values(body) {
         let functions = probe.functions.clone();
         let values = match functions.as_slice() {

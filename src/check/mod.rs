@@ -30,6 +30,9 @@ pub struct Checked {
     pub maps: MapTable,
     /// `self.NAME` variables: their index (part of the map key) and type.
     pub self_vars: std::collections::BTreeMap<String, SelfVar>,
+    /// The Go types the facts name (`TypeId`s index this arena): a copy of what the
+    /// target had parsed when checking ended, so later passes need no target state.
+    pub types: crate::target::types::Types,
 }
 
 #[derive(Clone, Debug)]
@@ -117,7 +120,7 @@ impl Facts {
 
 /// Runs every check in order. Returns `None` when an error was reported.
 /// `string_limit`: how many bytes of a Go string to read (`--string-limit`).
-pub fn check(script: &Script, target: &mut Target, diags: &mut Diagnostics, string_limit: u32) -> Option<Checked> {
+pub fn check(script: &Script, target: &Target, diags: &mut Diagnostics, string_limit: u32) -> Option<Checked> {
     let resolved = probes::resolve(script, target, diags);
     if diags.has_errors() {
         return None;
@@ -127,6 +130,7 @@ pub fn check(script: &Script, target: &mut Target, diags: &mut Diagnostics, stri
         instances::check_probe(script, probe, target, &mut checked, diags, string_limit);
     }
     checked.maps.check_references(diags);
+    checked.types = target.types().clone();
     if diags.has_errors() {
         None
     } else {

@@ -102,7 +102,7 @@ pub fn lower(script: &Script, checked: &Checked, target: &Target, sources: &Sour
     for (i, inst) in checked.instances.iter().enumerate() {
         let Item::Probe(probe) = &script.items[inst.item] else { continue };
         let name = format!("p{i}");
-        let mut gen = Gen::new(&inst.facts, target.types(), &maps, &checked.self_vars, sources, &mut events);
+        let mut gen = Gen::new(&inst.facts, &checked.types, &maps, &checked.self_vars, sources, &mut events);
         gen.b.comment(sources.located_line(probe.span));
         gen.prologue();
         let uses_goid = inst.facts.uses_self || inst.facts.names.values().any(|n| *n == Name::Builtin(Builtin::Goid));
@@ -140,7 +140,7 @@ pub fn lower(script: &Script, checked: &Checked, target: &Target, sources: &Sour
     if !timed.is_empty() {
         let name = "time_entries".to_string();
         let facts = crate::check::Facts::default();
-        let mut gen = Gen::new(&facts, target.types(), &maps, &checked.self_vars, sources, &mut events);
+        let mut gen = Gen::new(&facts, &checked.types, &maps, &checked.self_vars, sources, &mut events);
         gen.b.comment("time the entry of every call whose return uses `elapsed`");
         gen.prologue();
         let span = Span::default();
@@ -167,7 +167,7 @@ pub fn lower(script: &Script, checked: &Checked, target: &Target, sources: &Sour
         let sites = target.probe_sites(&f).map_err(|_| LowerError::NoGoexit)?;
         let name = "self_cleanup".to_string();
         let facts = crate::check::Facts::default();
-        let mut gen = Gen::new(&facts, target.types(), &maps, &checked.self_vars, sources, &mut events);
+        let mut gen = Gen::new(&facts, &checked.types, &maps, &checked.self_vars, sources, &mut events);
         gen.b.comment("free the self variables of the goroutine that exits");
         gen.prologue();
         gen.free_self_vars(g, Span::default())?;

@@ -17,7 +17,7 @@ pub mod types;
 
 use crate::target::dwarf::DwarfInfo;
 use crate::target::types::{TypeId, Types};
-use std::cell::{OnceCell, RefCell};
+use std::cell::{OnceCell, Ref, RefCell};
 use std::path::{Path, PathBuf};
 
 /// A function of the target.
@@ -135,7 +135,8 @@ pub struct Target {
     /// Every inlined call, sorted by callee then address; read on first use.
     inlined: OnceCell<Vec<InlinedSite>>,
     dwarf: RefCell<DwarfState>,
-    types: Types,
+    /// The Go types parsed so far (only those a script reached), indexed by `TypeId`.
+    types: RefCell<Types>,
     g_layout: OnceCell<Option<GLayout>>,
     /// `runtime.types`, looked up on first use (see rtype.rs).
     types_base: OnceCell<Option<u64>>,
@@ -179,7 +180,7 @@ impl Target {
             all_data: facts.all_data,
             inlined: OnceCell::new(),
             dwarf: RefCell::new(DwarfState::NotLoaded),
-            types: Types::default(),
+            types: RefCell::new(Types::default()),
             g_layout: OnceCell::new(),
             types_base: OnceCell::new(),
         };
@@ -456,9 +457,10 @@ impl Target {
     /// pass it to `arch::abi` like any other, hide it from users.
     /// None without DWARF, or when DWARF does not describe the function (assembly).
     /// Parsed lazily: only the compile units and types a script touches.
-    pub fn params(&mut self, function: &str) -> Result<Option<Vec<Param>>, TargetError> {
-        let Some(dwarf) = Self::dwarf_mut(self.dwarf.get_mut(), &self.path, &self.data)? else { return Ok(None) };
-        dwarf.params(function, &mut self.types)
+    pub fn params(&self, function: &str) -> Result<Option<Vec<Param>>, TargetError> {
+        let mut state = self.dwarf.borrow_mut();
+        let Some(dwarf) = Self::dwarf_mut(&mut state, &self.path, &self.data)? else { return Ok(None) };
+        dwarf.params(function, &mut self.types.borrow_mut())
     }
 
     /// The parameters of the inlined call at `site`, each with where DWARF puts it at
@@ -466,11 +468,13 @@ impl Target {
     /// None without DWARF, or when DWARF does not describe that inlined call.
     #[allow(clippy::type_complexity)]
     pub fn inlined_params(
-        &mut self,
+        &self,
         site: &InlinedSite,
     ) -> Result<Option<Vec<(Param, Option<crate::arch::abi::Location>)>>, TargetError> {
-        let Some(dwarf) = Self::dwarf_mut(self.dwarf.get_mut(), &self.path, &self.data)? else { return Ok(None) };
-        let Some(params) = dwarf.inlined_params(&self.data, &site.callee, &site.caller, site.addr, &mut self.types)?
+        let mut state = self.dwarf.borrow_mut();
+        let Some(dwarf) = Self::dwarf_mut(&mut state, &self.path, &self.data)? else { return Ok(None) };
+        let Some(params) =
+            dwarf.inlined_params(&self.data, &site.callee, &site.caller, site.addr, &mut self.types.borrow_mut())?
         else {
             return Ok(None);
         };
@@ -498,18 +502,20 @@ impl Target {
     }
 
     /// A signed machine word: the type of positional `argN` without DWARF.
-    pub fn word_type(&mut self) -> crate::target::types::TypeId {
+    pub fn word_type(&self) -> crate::target::types::TypeId {
+        let mut types = self.types.borrow_mut();
         if let Some(i) =
-            self.types.items.iter().position(|t| t.name == "word" && t.kind == types::TypeKind::Int { signed: true })
+            types.items.iter().position(|t| t.name == "word" && t.kind == types::TypeKind::Int { signed: true })
         {
             return crate::target::types::TypeId(i as u32);
         }
-        self.types.add(types::GoType { name: "word".into(), size: 8, kind: types::TypeKind::Int { signed: true } })
+        types.add(types::GoType { name: "word".into(), size: 8, kind: types::TypeKind::Int { signed: true } })
     }
 
-    /// Every Go type parsed so far.
-    pub fn types(&self) -> &Types {
-        &self.types
+    /// Every Go type parsed so far. Parsing more (`params`) while this is held panics:
+    /// copy what you need, as the checker does into `Checked::types`.
+    pub fn types(&self) -> Ref<'_, Types> {
+        self.types.borrow()
     }
 
     /// Offsets of `goid` and `stack.hi` in runtime.g: from DWARF, or without it from a
