@@ -1,7 +1,7 @@
 //! The command line (clap): `gtrace [OPTIONS] (-e TEXT | SCRIPT.gt | LIBRARY) TARGET`.
 
 use crate::output::Format;
-use clap::{ArgGroup, Parser, ValueEnum};
+use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -13,7 +13,12 @@ use std::time::Duration;
     after_help = "Examples:\n  gtrace -e 'on return main.doWork < hist(elapsed) >' -c ./server\n  gtrace -e 'on entry \"main.(*T).Add\" { @calls = count() }' -p 4242\n  gtrace -l 'main.*' -b ./server"
 )]
 #[command(group(ArgGroup::new("target").args(["pid", "command", "binary", "list_libraries"]).required(true)))]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct Cli {
+    /// `gtrace run PLAN TARGET`: trace with a plan compiled elsewhere.
+    #[command(subcommand)]
+    pub run: Option<RunCommand>,
+
     /// A script file (SCRIPT.gt), or the name of a stdlib library (see --list-libraries).
     pub script: Option<PathBuf>,
 
@@ -21,17 +26,8 @@ pub struct Cli {
     #[arg(short = 'e', long = "expr", value_name = "TEXT", conflicts_with = "script")]
     pub expr: Option<String>,
 
-    /// Trace a running Go process.
-    #[arg(short = 'p', long = "pid", value_name = "PID")]
-    pub pid: Option<u32>,
-
-    /// Start CMD (split like a shell would) with every probe attached before it runs; stop when it exits.
-    #[arg(short = 'c', long = "command", value_name = "CMD")]
-    pub command: Option<String>,
-
-    /// Trace every process that runs this Go executable.
-    #[arg(short = 'b', long = "binary", value_name = "PATH")]
-    pub binary: Option<PathBuf>,
+    #[command(flatten)]
+    pub target: TargetArgs,
 
     /// List the target's functions matching PATTERN, with their parameters, results and where the ABI puts them.
     #[arg(short = 'l', long = "list", value_name = "PATTERN", num_args = 0..=1, default_missing_value = "*")]
@@ -45,17 +41,13 @@ pub struct Cli {
     #[arg(long, value_enum, value_name = "WHAT")]
     pub emit: Option<Emit>,
 
-    /// Where `--emit elf` writes the object.
-    #[arg(short = 'o', long = "output", value_name = "FILE", default_value = "gtrace.o")]
-    pub output: PathBuf,
+    /// Where `--emit elf` writes the object (default gtrace.o) and `--emit plan` the plan
+    /// (default: standard output).
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
 
-    /// Output format.
-    #[arg(short = 'f', long = "format", value_enum, default_value = "text")]
-    pub format: Format,
-
-    /// Stop after this long (e.g. 30s, 500ms, 2m).
-    #[arg(long, value_name = "D", value_parser = parse_duration)]
-    pub duration: Option<Duration>,
+    #[command(flatten)]
+    pub trace: TraceArgs,
 
     /// How many bytes of a Go string to read (longer strings are cut there), 1 to 400.
     #[arg(long, value_name = "BYTES", default_value_t = crate::check::govalues::STRING_LIMIT, value_parser = clap::value_parser!(u32).range(1..=400))]
@@ -74,13 +66,62 @@ pub struct Cli {
     pub list_libraries: bool,
 }
 
+#[derive(Subcommand, Debug)]
+pub enum RunCommand {
+    /// Trace with a plan written by `--emit plan -o FILE`, on a host that has the binary
+    /// (stripped or not; checked by build id) but perhaps not its DWARF or the script.
+    Run(RunArgs),
+}
+
+#[derive(Args, Debug)]
+#[command(group(ArgGroup::new("run_target").args(["pid", "command", "binary"]).required(true)))]
+pub struct RunArgs {
+    /// The plan: what `gtrace --emit plan -o FILE` wrote.
+    pub plan: PathBuf,
+
+    #[command(flatten)]
+    pub target: TargetArgs,
+
+    #[command(flatten)]
+    pub trace: TraceArgs,
+}
+
+/// What to trace: one of these.
+#[derive(Args, Debug, Clone, Default)]
+pub struct TargetArgs {
+    /// Trace a running Go process.
+    #[arg(short = 'p', long = "pid", value_name = "PID")]
+    pub pid: Option<u32>,
+
+    /// Start CMD (split like a shell would) with every probe attached before it runs; stop when it exits.
+    #[arg(short = 'c', long = "command", value_name = "CMD")]
+    pub command: Option<String>,
+
+    /// Trace every process that runs this Go executable.
+    #[arg(short = 'b', long = "binary", value_name = "PATH")]
+    pub binary: Option<PathBuf>,
+}
+
+/// How a trace runs and prints.
+#[derive(Args, Debug, Clone)]
+pub struct TraceArgs {
+    /// Output format.
+    #[arg(short = 'f', long = "format", value_enum, default_value = "text")]
+    pub format: Format,
+
+    /// Stop after this long (e.g. 30s, 500ms, 2m).
+    #[arg(long, value_name = "D", value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Emit {
     /// The syntax tree, as JSON.
     Ast,
     /// The eBPF assembly of every program, with the source line of each block.
     Asm,
-    /// The plan handed to the runtime (maps, probes, events), as JSON.
+    /// The plan handed to the runtime (maps, probes, events) with the object, as JSON:
+    /// what `gtrace run` reads.
     Plan,
     /// The BPF ELF object, written to --output.
     Elf,

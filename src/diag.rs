@@ -75,9 +75,66 @@ impl Diagnostics {
     }
 }
 
+/// Diagnostics with the sources they point into: what a compile reports, ready to render.
+#[derive(Default)]
+pub struct Report {
+    pub sources: Sources,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl Report {
+    pub fn has_errors(&self) -> bool {
+        self.diagnostics.iter().any(|d| d.severity == Severity::Error)
+    }
+    pub fn render(&self, color: bool) -> String {
+        render_with(&self.sources, &self.diagnostics, color)
+    }
+}
+
+/// Why gtrace stopped early, ready to render: problems in the script, or a problem
+/// outside it (a system error: a cause and what to do).
+pub enum Failure {
+    Script(Report),
+    System { cause: String, hint: Option<String> },
+}
+
+impl Failure {
+    /// A system error with its chain of causes (`cause: source: source`) and a hint.
+    pub fn system(error: &dyn std::error::Error, hint: Option<&str>) -> Failure {
+        let mut cause = error.to_string();
+        let mut source = error.source();
+        while let Some(s) = source {
+            let text = s.to_string();
+            if !cause.contains(&text) {
+                cause.push_str(&format!(": {text}"));
+            }
+            source = s.source();
+        }
+        Failure::System { cause, hint: hint.map(str::to_string) }
+    }
+
+    /// A system error described in words.
+    pub fn message(cause: impl Into<String>, hint: Option<&str>) -> Failure {
+        Failure::System { cause: cause.into(), hint: hint.map(str::to_string) }
+    }
+
+    pub fn render(&self, color: bool) -> String {
+        match self {
+            Failure::Script(report) => report.render(color),
+            Failure::System { cause, hint } => render_system(cause, hint.as_deref()),
+        }
+    }
+}
+
+impl From<Report> for Failure {
+    fn from(report: Report) -> Failure {
+        Failure::Script(report)
+    }
+}
+
 /// The source files a run has read: the script and the libraries it uses.
 /// `Span::file` indexes this table.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct Sources {
     files: SimpleFiles<String, String>,
 }

@@ -5,12 +5,16 @@
 //! `check` (names, probes and types, into side tables) → `lower` (AST → eBPF) →
 //! `bpf` (instructions, encoding, disassembly) → `object` (the BPF ELF) →
 //! `runtime` (aya: load, attach, read) → `output` (text or JSON).
-//! `driver` states the order of the passes; `diag` renders every user error.
+//! `compile` states the order of the passes (the compiler as a library); `trace` runs a
+//! compiled script; `driver` is the command line's flow; `diag` renders every error.
+
+pub use compile::{compile, Compiled, Options};
 
 pub mod arch;
 pub mod bpf;
 pub mod check;
 pub mod cli;
+pub mod compile;
 pub mod diag;
 pub mod driver;
 pub mod library;
@@ -21,3 +25,4 @@ pub mod plan;
 pub mod runtime;
 pub mod syntax;
 pub mod target;
+pub mod trace;

@@ -1,14 +1,21 @@
 //! The whole contract between the compiler and the runtime: what the compiled object
 //! needs to run (maps, probes and where they attach, event formats) and how to read back
-//! and print what it produced. The object's bytes plus a `Plan` are all the runtime needs.
+//! and print what it produced. The object's bytes plus a `Plan` are all the runtime needs:
+//! both are written together by `--emit plan` and read back by `gtrace run`.
 
-use serde::Serialize;
+use crate::target::BuildIds;
+use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
-#[derive(Clone, Debug, Default, Serialize)]
+/// The version of the plan's format. A plan of another version is refused.
+pub const PLAN_VERSION: u32 = 1;
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Plan {
-    /// The Go executable probes attach to (by file offset).
-    pub binary: PathBuf,
+    /// `PLAN_VERSION` when written.
+    pub version: u32,
+    /// The Go executable the probes were compiled for (they attach by file offset).
+    pub binary: Binary,
     /// Every BPF map in the object.
     pub maps: Vec<MapSpec>,
     /// Every BPF program in the object and where it attaches.
@@ -19,8 +26,16 @@ pub struct Plan {
     pub functions: Vec<String>,
 }
 
+/// The executable a plan was compiled against: a binary given to the runtime must carry
+/// the same build ids (or, where it has none, the same path).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Binary {
+    pub path: PathBuf,
+    pub build_ids: BuildIds,
+}
+
 /// The kind of a BPF map, as the kernel names it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum MapKind {
     Hash,
     PercpuHash,
@@ -47,7 +62,7 @@ impl MapKind {
     }
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct MapSpec {
     /// The map's symbol in the object (`m0`, `events`, ...).
     pub object_name: String,
@@ -59,7 +74,7 @@ pub struct MapSpec {
     pub role: MapRole,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum MapRole {
     /// A user's map: `@name` (empty name for `@`), keyed by `keys`, printed at exit.
     User { name: String, keys: Vec<Field>, value: MapValue },
@@ -74,7 +89,7 @@ pub enum MapRole {
 }
 
 /// How a user map's value is laid out and combined across CPUs.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum MapValue {
     /// A value assigned with `=`: one of `ty`.
     Plain(ValueType),
@@ -83,7 +98,7 @@ pub enum MapValue {
     Agg { agg: Agg, of: ValueType },
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Agg {
     /// value: u64 count
     Count,
@@ -105,6 +120,10 @@ pub enum Agg {
 }
 
 pub const HIST_BUCKETS: u32 = 65;
+
+/// How many `on interval` probes a script may have (each runs on one of gtrace's own
+/// trigger functions).
+pub const MAX_INTERVAL_PROBES: usize = 8;
 
 /// Bytes of an interface's record (see `ValueType::Interface`).
 pub const INTERFACE_RECORD: u32 = 24 + 8 + 64;
@@ -139,7 +158,7 @@ impl Agg {
 }
 
 /// A value as it lies in a map key, a map value or an event record.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum ValueType {
     /// An integer of `size` bytes (1, 2, 4, 8).
     Int {
@@ -183,22 +202,27 @@ impl ValueType {
 }
 
 /// One field of a record at a byte offset.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Field {
     pub offset: u32,
     pub ty: ValueType,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ProbeSpec {
-    /// The program's name in the object; its section is `uprobe/<program>`.
+    /// The program's name in the object.
     pub program: String,
+    /// The object's section that holds the program (`uprobe/<program>`).
+    pub section: String,
     pub attach: ProbeAttach,
     /// The script's probe header, for messages (`on return main.F`).
     pub describe: String,
+    /// Where instructions come from: (first instruction, `FILE:LINE: source line`), in
+    /// order, so that a verifier rejection names the line of the script it failed on.
+    pub source_lines: Vec<(usize, String)>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum ProbeAttach {
     /// uprobes in the target binary, one per point.
     Uprobe(Vec<AttachPoint>),
@@ -210,7 +234,7 @@ pub enum ProbeAttach {
     Interval { nanos: u64 },
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct AttachPoint {
     /// The function, as in `Plan::functions[cookie]`.
     pub function: String,
@@ -223,7 +247,7 @@ pub struct AttachPoint {
 }
 
 /// What one event record means. A record starts with a u64 event id; the fields follow.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct EventSpec {
     pub kind: EventKind,
     pub fields: Vec<Field>,
@@ -231,7 +255,7 @@ pub struct EventSpec {
     pub size: u32,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum EventKind {
     /// `printf(format, ...)`.
     Printf { format: String },
@@ -244,4 +268,73 @@ pub enum EventKind {
     ClearMap { map: String },
     /// `exit()`.
     Exit,
+}
+
+/// What `--emit plan` writes and `gtrace run` reads: the plan and the object's bytes
+/// (base64 in JSON), everything needed to trace on a host that has only the binary.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Bundle {
+    pub plan: Plan,
+    #[serde(with = "base64_bytes")]
+    pub object: Vec<u8>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BundleError {
+    #[error("cannot read the plan {path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{path} is not a gtrace plan: {source}")]
+    Json { path: PathBuf, source: serde_json::Error },
+    #[error("{path} is a plan of format {found}; this gtrace reads format {PLAN_VERSION}")]
+    Version { path: PathBuf, found: u32 },
+}
+
+impl BundleError {
+    pub fn hint(&self) -> Option<&'static str> {
+        match self {
+            BundleError::Version { .. } => Some("compile the script again with this gtrace: --emit plan -o FILE"),
+            BundleError::Json { .. } => Some("a plan is what `gtrace --emit plan -o FILE` writes"),
+            BundleError::Io { .. } => None,
+        }
+    }
+}
+
+impl From<BundleError> for crate::diag::Failure {
+    fn from(e: BundleError) -> crate::diag::Failure {
+        crate::diag::Failure::system(&e, e.hint())
+    }
+}
+
+impl Bundle {
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_default()
+    }
+
+    /// Reads a bundle written by `to_json`, refusing other format versions.
+    pub fn read(path: &std::path::Path) -> Result<Bundle, BundleError> {
+        let text =
+            std::fs::read_to_string(path).map_err(|source| BundleError::Io { path: path.to_path_buf(), source })?;
+        let bundle: Bundle =
+            serde_json::from_str(&text).map_err(|source| BundleError::Json { path: path.to_path_buf(), source })?;
+        if bundle.plan.version != PLAN_VERSION {
+            return Err(BundleError::Version { path: path.to_path_buf(), found: bundle.plan.version });
+        }
+        Ok(bundle)
+    }
+}
+
+/// Bytes as one base64 string (serde `with`).
+mod base64_bytes {
+    use base64::engine::general_purpose::STANDARD;
+    use base64::Engine;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&STANDARD.encode(bytes))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let text = String::deserialize(d)?;
+        STANDARD.decode(text).map_err(serde::de::Error::custom)
+    }
 }

@@ -181,7 +181,13 @@ fn out_of_bounds_stack() -> Program {
 }
 
 fn probe(program: &str, attach: ProbeAttach) -> ProbeSpec {
-    ProbeSpec { program: program.into(), attach, describe: format!("test {program}") }
+    ProbeSpec {
+        program: program.into(),
+        section: format!("uprobe/{program}"),
+        attach,
+        describe: format!("test {program}"),
+        source_lines: Vec::new(),
+    }
 }
 
 /// Writes the object for `programs` and `maps` and the matching plan.
@@ -193,18 +199,15 @@ fn object_and_plan(programs: Vec<(ProbeSpec, Program)>, maps: Vec<MapSpec>) -> (
             .iter()
             .map(|(spec, program)| ProgramCode {
                 name: spec.program.clone(),
-                // Programs named `pe_*` are perf_event programs, the rest uprobes.
-                section: match spec.program.starts_with("pe_") {
-                    true => format!("perf_event/{}", spec.program),
-                    false => format!("uprobe/{}", spec.program),
-                },
+                section: spec.section.clone(),
                 program: program.clone(),
             })
             .collect(),
     };
     let bytes = write(&obj).unwrap();
     let plan = Plan {
-        binary: go_target().to_path_buf(),
+        version: gtrace::plan::PLAN_VERSION,
+        binary: gtrace::plan::Binary { path: go_target().to_path_buf(), build_ids: Default::default() },
         maps,
         probes: programs.into_iter().map(|(spec, _)| spec).collect(),
         events: Vec::new(),
@@ -400,21 +403,6 @@ fn interval_probes_fire_from_poll_events() {
     }
     let ticks = count_of(&loaded, 0);
     assert!((3..=13).contains(&ticks), "{ticks} ticks of 20ms in 250ms");
-}
-
-#[test]
-fn interval_perf_event_program_ticks_on_cpu0() {
-    let _serial = serial();
-    let tick = probe("pe_tick", ProbeAttach::Interval { nanos: 20_000_000 });
-    let (bytes, plan) = object_and_plan(vec![(tick, count_by_cookie())], vec![counts_map()]);
-    let Some(mut loaded) = load_or_skip(&bytes, &plan) else {
-        return;
-    };
-    assert_eq!(loaded.attach(go_target(), Scope::AllProcesses).unwrap(), 1);
-    std::thread::sleep(Duration::from_millis(250));
-    loaded.detach_all();
-    let ticks = count_of(&loaded, 0);
-    assert!((3..=14).contains(&ticks), "{ticks} ticks of 20ms in 250ms");
 }
 
 #[test]

@@ -71,6 +71,7 @@ pub fn check_probe(
             facts,
             uses_elapsed,
             describe: probe.describe.clone(),
+            span: ast.span,
         });
     }
     if skipped > 0 && checked.instances.len() == instances_before {

@@ -56,6 +56,8 @@ pub struct Instance {
     pub uses_elapsed: bool,
     /// Text for messages and listings: `on return main.F`.
     pub describe: String,
+    /// The probe's header in the script.
+    pub span: Span,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

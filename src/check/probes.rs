@@ -5,6 +5,7 @@
 
 use super::{FuncSite, InstanceKind};
 use crate::diag::{Diagnostic, Diagnostics};
+use crate::plan::MAX_INTERVAL_PROBES;
 use crate::syntax::ast::{Item, ProbeKind, Script, SymbolPattern};
 use crate::target::Target;
 
@@ -19,6 +20,7 @@ pub struct ResolvedProbe {
 
 pub fn resolve(script: &Script, target: &Target, diags: &mut Diagnostics) -> Vec<ResolvedProbe> {
     let mut out = Vec::new();
+    let mut intervals = 0;
     for (item, it) in script.items.iter().enumerate() {
         let Item::Probe(probe) = it else { continue };
         let (kind, patterns, word) = match &probe.kind {
@@ -32,6 +34,14 @@ pub fn resolve(script: &Script, target: &Target, diags: &mut Diagnostics) -> Vec
                         Diagnostic::error(*span, "an interval must be at least 1ms")
                             .label("too short")
                             .hint("intervals are timed by gtrace's event loop: use 1ms or more"),
+                    );
+                }
+                intervals += 1;
+                if intervals == MAX_INTERVAL_PROBES + 1 {
+                    diags.push(
+                        Diagnostic::error(probe.span, format!("more than {MAX_INTERVAL_PROBES} `on interval` probes"))
+                            .label("one too many")
+                            .hint("put the work of probes with the same interval into one"),
                     );
                 }
                 (InstanceKind::Interval { nanos: *nanos }, &[][..], "interval")

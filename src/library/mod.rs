@@ -14,7 +14,7 @@ mod params;
 mod resolve;
 pub mod stdlib;
 
-use crate::diag::{Diagnostic, Sources};
+use crate::diag::{Diagnostic, Diagnostics, Sources};
 use crate::syntax::ast::Script;
 use std::path::PathBuf;
 
@@ -37,8 +37,19 @@ pub struct Options {
 
 /// Reads `root` and the libraries it uses (each file added to `sources`, ExprIds from one
 /// counter), and returns one script of probes with params and helpers substituted.
-/// Every problem found is returned, each pointing into the file it is in.
-pub fn load(root: Root, opts: &Options, sources: &mut Sources) -> Result<Script, Vec<Diagnostic>> {
+/// Every problem found goes into `diags`, each pointing into the file it is in; None
+/// when one is an error.
+pub fn load(root: Root, opts: &Options, sources: &mut Sources, diags: &mut Diagnostics) -> Option<Script> {
+    match load_script(root, opts, sources) {
+        Ok(script) => Some(script),
+        Err(found) => {
+            diags.items.extend(found);
+            None
+        }
+    }
+}
+
+fn load_script(root: Root, opts: &Options, sources: &mut Sources) -> Result<Script, Vec<Diagnostic>> {
     let mut next_id = 0u32;
     let files = resolve::load_all(root, &opts.include, sources, &mut next_id)?;
     let program = merge::merge(files)?;

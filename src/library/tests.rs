@@ -12,7 +12,7 @@ fn root(text: &str, dir: Option<&Path>) -> Root {
 
 fn load_with(text: &str, dir: Option<&Path>, opts: &Options) -> (Sources, Result<Script, Vec<Diagnostic>>) {
     let mut sources = Sources::default();
-    let r = load(root(text, dir), opts, &mut sources);
+    let r = load_script(root(text, dir), opts, &mut sources);
     (sources, r)
 }
 
@@ -310,7 +310,7 @@ fn errors_in_a_library_point_into_it() {
 fn every_stdlib_library_loads_and_is_documented() {
     for (name, text) in stdlib::LIBRARIES {
         let mut sources = Sources::default();
-        let r = load(root_from_stdlib(name).expect("embedded"), &Options::default(), &mut sources);
+        let r = load_script(root_from_stdlib(name).expect("embedded"), &Options::default(), &mut sources);
         let s = r.unwrap_or_else(|d| panic!("{name}: {}", diag::render(&sources, &d)));
         assert!(!s.items.is_empty(), "{name} has probes");
         assert!(ids_unique(&s), "{name}");
@@ -323,7 +323,7 @@ fn every_stdlib_library_loads_and_is_documented() {
 fn helpers_inlined_many_times_keep_ids_unique() {
     let mut sources = Sources::default();
     let text = "fn sq(x) = x * x\nfn q(x) = sq(sq(x))\non entry main.F { @a = sum(q(n)); @b = sum(q(n + 1)) }";
-    let s = load(root(text, None), &Options::default(), &mut sources).expect("loads");
+    let s = load_script(root(text, None), &Options::default(), &mut sources).expect("loads");
     assert!(ids_unique(&s));
     assert_eq!(show(&s), "@a = sum((* (* n n) (* n n)))\n@b = sum((* (* (+ n 1) (+ n 1)) (* (+ n 1) (+ n 1))))\n");
 }

@@ -10,12 +10,12 @@
 use super::error::{has_errno, permission_error, RuntimeError};
 use super::events::IntervalTimer;
 use super::loader::Loaded;
-use super::trigger::{Trigger, INTERVAL_SLOTS};
+use super::trigger::Trigger;
 use super::uprobe_multi::{self, MultiLink};
+use crate::plan::MAX_INTERVAL_PROBES;
 use crate::plan::{AttachPoint, ProbeAttach};
-use aya::programs::perf_event::{PerfEventConfig, PerfEventLink, PerfEventScope, SamplePolicy, SoftwareEvent};
 use aya::programs::uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeLink, UProbeScope};
-use aya::programs::{Program, ProgramError};
+use aya::programs::Program;
 use std::num::NonZeroU32;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
@@ -34,7 +34,6 @@ pub enum Scope {
 pub(crate) enum Link {
     // Held only to be dropped.
     Uprobe(#[allow(dead_code)] UProbeLink),
-    Perf(#[allow(dead_code)] PerfEventLink),
     /// Many offsets of one program.
     Multi(MultiLink),
 }
@@ -44,7 +43,7 @@ impl Link {
     fn points(&self) -> usize {
         match self {
             Link::Multi(m) => m.points(),
-            Link::Uprobe(_) | Link::Perf(_) => 1,
+            Link::Uprobe(_) => 1,
         }
     }
 }
@@ -170,44 +169,21 @@ impl Loaded {
         self.attach_uprobe(program, &point, &exe, UProbeScope::OneProcess(own))
     }
 
-    /// A perf_event program runs on a CPU-clock event on CPU 0; a uprobe program runs on a
-    /// trigger function that `poll_events` calls every period.
+    /// An `on interval` program runs on one of gtrace's trigger functions, which
+    /// `poll_events` calls every period.
     fn attach_interval(&mut self, program: &str, nanos: u64, slot: usize) -> Result<(), RuntimeError> {
-        if nanos == 0 {
-            return Err(RuntimeError::Unsupported { what: format!("an interval of 0ns (`{program}`)") });
+        if nanos == 0 || slot >= MAX_INTERVAL_PROBES {
+            return Err(RuntimeError::Unsupported {
+                what: format!(
+                    "`{program}`: an interval of 0ns, or more than {MAX_INTERVAL_PROBES} `on interval` probes"
+                ),
+            });
         }
-        match self.ebpf.program_mut(program) {
-            Some(Program::PerfEvent(p)) => {
-                let link = p
-                    .attach(
-                        PerfEventConfig::Software(SoftwareEvent::CpuClock),
-                        PerfEventScope::AllProcessesOneCpu { cpu: 0 },
-                        SamplePolicy::Period(nanos),
-                        false,
-                    )
-                    .and_then(|id| p.take_link(id))
-                    .map_err(|source: ProgramError| match permission_error(&source) {
-                        Some(io) => RuntimeError::Permission { action: "opening a perf event".into(), source: io },
-                        None => {
-                            RuntimeError::AttachPerfEvent { program: program.to_string(), source: Box::new(source) }
-                        }
-                    })?;
-                self.links.push(Link::Perf(link));
-                Ok(())
-            }
-            _ => {
-                if slot >= INTERVAL_SLOTS {
-                    return Err(RuntimeError::Unsupported {
-                        what: format!("more than {INTERVAL_SLOTS} `on interval` probes"),
-                    });
-                }
-                let trigger = Trigger::Interval(slot);
-                self.attach_trigger(program, trigger)?;
-                let period = Duration::from_nanos(nanos);
-                self.intervals.push(IntervalTimer { trigger, period, next: Instant::now() + period });
-                Ok(())
-            }
-        }
+        let trigger = Trigger::Interval(slot);
+        self.attach_trigger(program, trigger)?;
+        let period = Duration::from_nanos(nanos);
+        self.intervals.push(IntervalTimer { trigger, period, next: Instant::now() + period });
+        Ok(())
     }
 
     /// Runs the `on begin` programs once.

@@ -47,14 +47,6 @@ pub enum RuntimeError {
         source: Box<aya::programs::ProgramError>,
     },
 
-    /// Attaching an `on interval` probe (a perf event) failed.
-    #[error("cannot attach the interval probe `{program}`")]
-    AttachPerfEvent {
-        program: String,
-        #[source]
-        source: Box<aya::programs::ProgramError>,
-    },
-
     /// Something gtrace cannot do (yet).
     #[error("unsupported: {what}")]
     Unsupported { what: String },
@@ -135,9 +127,6 @@ impl RuntimeError {
             RuntimeError::NoSuchProcess { .. } => Some("check the pid; the process may have exited"),
             RuntimeError::CommandNotFound { .. } => Some("give a path to the executable, or make sure it is in PATH"),
             RuntimeError::Attach { .. } => Some("check that the binary was not replaced since gtrace read it"),
-            RuntimeError::AttachPerfEvent { .. } => {
-                Some("`on interval` needs perf events; check /proc/sys/kernel/perf_event_paranoid")
-            }
             _ => None,
         }
     }
@@ -172,4 +161,10 @@ pub(crate) fn has_errno(err: &(dyn std::error::Error + 'static), errno: i32) -> 
         cur = e.source();
     }
     false
+}
+
+impl From<RuntimeError> for crate::diag::Failure {
+    fn from(e: RuntimeError) -> crate::diag::Failure {
+        crate::diag::Failure::system(&e, e.hint())
+    }
 }

@@ -5,7 +5,7 @@ use super::attach::Link;
 use super::error::{permission_error, RuntimeError};
 use super::events::Events;
 use super::maps::MapHandle;
-use crate::plan::{MapRole, Plan, ProbeAttach, ProbeSpec};
+use crate::plan::{MapRole, Plan, ProbeSpec};
 use aya::maps::{Map, MapData};
 use aya::programs::{Program, ProgramError};
 use aya::{Ebpf, EbpfLoader, VerifierLogLevel};
@@ -88,9 +88,8 @@ fn load_program(ebpf: &mut Ebpf, probe: &ProbeSpec) -> Result<(), RuntimeError> 
     let program = ebpf
         .program_mut(name)
         .ok_or_else(|| RuntimeError::BadProgram { program: name.clone(), problem: "is not in the object" })?;
-    let result = match (program, &probe.attach) {
-        (Program::UProbe(p), _) => p.load(),
-        (Program::PerfEvent(p), ProbeAttach::Interval { .. }) => p.load(),
+    let result = match program {
+        Program::UProbe(p) => p.load(),
         _ => {
             return Err(RuntimeError::BadProgram {
                 program: name.clone(),

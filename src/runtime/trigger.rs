@@ -16,7 +16,7 @@ pub enum Trigger {
 }
 
 /// How many `on interval` probes can run as uprobes on trigger functions.
-pub const INTERVAL_SLOTS: usize = 8;
+pub const INTERVAL_SLOTS: usize = crate::plan::MAX_INTERVAL_PROBES;
 
 // Each body differs (a different constant) so that no compiler or linker pass can fold two
 // triggers into one address.

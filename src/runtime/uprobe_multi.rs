@@ -96,13 +96,17 @@ pub(crate) fn load_for_plan(ebpf: &Ebpf, object: &[u8], plan: &Plan) -> HashMap<
     if std::env::var_os(DISABLE_ENV).is_some() {
         return HashMap::new();
     }
-    let names: Vec<&str> =
-        plan.probes.iter().filter(|p| matches!(p.attach, ProbeAttach::Uprobe(_))).map(|p| p.program.as_str()).collect();
-    if names.is_empty() {
+    let programs: Vec<(&str, &str)> = plan
+        .probes
+        .iter()
+        .filter(|p| matches!(p.attach, ProbeAttach::Uprobe(_)))
+        .map(|p| (p.program.as_str(), p.section.as_str()))
+        .collect();
+    if programs.is_empty() {
         return HashMap::new();
     }
     let map_fds = ebpf.maps().filter_map(|(name, map)| Some((name.to_string(), map_fd(map)?))).collect();
-    load_programs(object, &names, &map_fds)
+    load_programs(object, &programs, &map_fds)
 }
 
 /// The fd of a map of a kind gtrace creates (`plan::MapKind`).
@@ -119,12 +123,13 @@ fn map_fd(map: &Map) -> Option<BorrowedFd<'_>> {
     }
 }
 
-/// Loads every program of `names` found in `object` as a multi-uprobe program, its map
+/// Loads every program of `programs` (name, section) found in `object` as a multi-uprobe
+/// program, its map
 /// loads pointing at `map_fds` (by map symbol). A program the kernel refuses (an older
 /// kernel, or anything else) is left out: the caller falls back to per-probe links.
 pub(crate) fn load_programs(
     object: &[u8],
-    names: &[&str],
+    programs: &[(&str, &str)],
     map_fds: &HashMap<String, BorrowedFd<'_>>,
 ) -> HashMap<String, OwnedFd> {
     let Ok(file) = object::File::parse(object) else {
@@ -136,8 +141,8 @@ pub(crate) fn load_programs(
         .and_then(|d| CString::new(d.split(|b| *b == 0).next().unwrap_or_default()).ok())
         .unwrap_or_else(|| c"GPL".to_owned());
     let mut loaded = HashMap::new();
-    for name in names {
-        let Some(insns) = relocated_insns(&file, name, map_fds) else {
+    for (name, section) in programs {
+        let Some(insns) = relocated_insns(&file, section, map_fds) else {
             continue;
         };
         if let Ok(fd) = load_program(name, &insns, &license) {
@@ -147,9 +152,13 @@ pub(crate) fn load_programs(
     loaded
 }
 
-/// The instructions of program `name` with every map relocation resolved to a map fd.
-fn relocated_insns(file: &object::File<'_>, name: &str, map_fds: &HashMap<String, BorrowedFd<'_>>) -> Option<Vec<u8>> {
-    let section = file.section_by_name(&format!("uprobe/{name}"))?;
+/// The instructions in `section` with every map relocation resolved to a map fd.
+fn relocated_insns(
+    file: &object::File<'_>,
+    section: &str,
+    map_fds: &HashMap<String, BorrowedFd<'_>>,
+) -> Option<Vec<u8>> {
+    let section = file.section_by_name(section)?;
     let mut insns = section.data().ok()?.to_vec();
     for (offset, reloc) in section.relocations() {
         let RelocationTarget::Symbol(index) = reloc.target() else {

@@ -38,6 +38,38 @@ pub(crate) struct ElfFacts {
     /// Every data section, read-only or not: where the function table may be when no
     /// section is named for it (an externally linked Go 1.17 PIE merges it).
     pub all_data: Vec<Range>,
+    /// The binary's identity: the GNU build id note and Go's own build id.
+    pub build_ids: BuildIds,
+}
+
+/// What identifies one build of a binary: the GNU build id (hex; present when the
+/// program was linked with `-ldflags=-B gobuildid` or by an external linker) and Go's
+/// build id (`.note.go.buildid`, written by every Go build).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct BuildIds {
+    pub gnu: Option<String>,
+    pub go: Option<String>,
+}
+
+fn build_ids(elf: &Elf<'_>) -> BuildIds {
+    let gnu = elf.build_id().ok().flatten().map(|id| id.iter().map(|b| format!("{b:02x}")).collect());
+    let go = elf.section_by_name(".note.go.buildid").and_then(|s| s.data().ok()).and_then(go_build_id_note);
+    BuildIds { gnu, go }
+}
+
+/// The description of a `Go` note of type 4 (namesz, descsz, type, name padded to 4,
+/// then the description): Go's build id as text.
+fn go_build_id_note(note: &[u8]) -> Option<String> {
+    let word = |i: usize| Some(u32::from_le_bytes(note.get(i..i + 4)?.try_into().ok()?) as usize);
+    let (namesz, descsz, kind) = (word(0)?, word(4)?, word(8)?);
+    let name = note.get(12..12 + namesz)?;
+    let name_end = name.iter().position(|b| *b == 0).unwrap_or(name.len());
+    if kind != 4 || &name[..name_end] != b"Go" {
+        return None;
+    }
+    let desc_start = 12 + namesz.next_multiple_of(4);
+    let desc = note.get(desc_start..desc_start.checked_add(descsz)?)?;
+    String::from_utf8(desc.to_vec()).ok()
 }
 
 type Elf<'d> = ElfFile64<'d, Endianness>;
@@ -130,7 +162,8 @@ pub(crate) fn read(path: &Path, data: &[u8]) -> Result<ElfFacts, TargetError> {
         .filter(|s| matches!(s.kind(), SectionKind::Data | SectionKind::ReadOnlyData))
         .map(|s| range(&s))
         .collect();
-    Ok(ElfFacts { functions, segments, relative, text, pclntab, rodata, data, all_data })
+    let build_ids = build_ids(&elf);
+    Ok(ElfFacts { functions, segments, relative, text, pclntab, rodata, data, all_data, build_ids })
 }
 
 /// The file offset of virtual address `addr`, if a PT_LOAD segment maps it from the file.

@@ -15,6 +15,8 @@ mod rtype;
 mod symbols;
 pub mod types;
 
+pub use elf::BuildIds;
+
 use crate::target::dwarf::DwarfInfo;
 use crate::target::types::{TypeId, Types};
 use std::cell::{OnceCell, Ref, RefCell};
@@ -104,6 +106,29 @@ pub enum TargetError {
     Disassembly { function: String, message: String },
 }
 
+impl TargetError {
+    /// What the user can do about it, where there is something to say.
+    pub fn hint(&self) -> Option<&'static str> {
+        match self {
+            TargetError::NotGo { .. } => Some("gtrace traces Go executables (Go 1.17 or later)"),
+            TargetError::WrongArch { .. } => Some("gtrace traces x86-64 executables on this machine"),
+            TargetError::TooOld { .. } => {
+                Some("gtrace needs Go's register ABI: rebuild the program with Go 1.17 or later")
+            }
+            TargetError::BadPclntab { .. } => {
+                Some("the function table could not be read; if this is a Go binary, please report it")
+            }
+            _ => None,
+        }
+    }
+}
+
+impl From<TargetError> for crate::diag::Failure {
+    fn from(e: TargetError) -> crate::diag::Failure {
+        crate::diag::Failure::system(&e, e.hint())
+    }
+}
+
 /// The DWARF of the target, loaded on first use.
 enum DwarfState {
     NotLoaded,
@@ -125,6 +150,7 @@ pub struct Target {
     relative: std::collections::HashMap<u64, u64>,
     go_version: Option<String>,
     module_path: Option<String>,
+    build_ids: BuildIds,
     has_dwarf: bool,
     /// Whether the functions come from `.gopclntab` (no symbol table).
     from_pclntab: bool,
@@ -174,6 +200,7 @@ impl Target {
             relative: facts.relative,
             go_version: None,
             module_path: None,
+            build_ids: facts.build_ids,
             has_dwarf,
             from_pclntab: false,
             layout: Layout { text: facts.text, pclntab: facts.pclntab, rodata: facts.rodata, data: facts.data },
@@ -310,6 +337,11 @@ impl Target {
     /// Whether the binary has no symbol table, so its functions come from `.gopclntab`.
     pub fn is_stripped(&self) -> bool {
         self.from_pclntab
+    }
+
+    /// The build ids that identify this build of the binary.
+    pub fn build_ids(&self) -> &BuildIds {
+        &self.build_ids
     }
 
     /// The main module's path from the build info: `example.com/app`.

@@ -1,0 +1,84 @@
+//! Listings for people: `-l PATTERN` (each function as a Go signature with where the ABI
+//! puts each value) and `--emit asm` (every program with where it attaches and the
+//! script lines it was compiled from).
+
+use crate::arch::abi::{self, Location};
+use crate::compile::Compiled;
+use crate::plan::ProbeAttach;
+use crate::target::{Abi, Param, Target};
+
+/// `-l PATTERN`: each matching function, a line each.
+pub fn functions(target: &Target, pattern: &str) -> String {
+    let names: Vec<String> = target.find(pattern).iter().map(|f| f.name.clone()).collect();
+    let mut out = String::new();
+    for name in names {
+        out.push_str(&function(target, &name));
+        out.push('\n');
+    }
+    out
+}
+
+fn function(target: &Target, name: &str) -> String {
+    let params = match target.params(name) {
+        Ok(Some(p)) => p,
+        Ok(None) if !target.has_dwarf() => {
+            let abi0 = target.find(name).first().is_some_and(|f| f.abi == Abi::Abi0);
+            let words = if abi0 {
+                "arg0 … as words at 8(SP), 16(SP), …"
+            } else {
+                "arg0 … arg8 as words in RAX RBX RCX RDI RSI R8 R9 R10 R11"
+            };
+            return format!("{name}  (no DWARF: parameters by position, {words})");
+        }
+        Ok(None) => return format!("{name}  (no DWARF for this function: parameters unknown)"),
+        Err(e) => return format!("{name}  ({e})"),
+    };
+    let types = target.types();
+    let (ins, outs): (Vec<&Param>, Vec<&Param>) = params.iter().partition(|p| !p.is_result);
+    let layout = abi::assign_call(
+        &ins.iter().map(|p| p.ty).collect::<Vec<_>>(),
+        &outs.iter().map(|p| p.ty).collect::<Vec<_>>(),
+        &types,
+    );
+    let show = |ps: &[&Param], locs: &[Location]| -> String {
+        ps.iter()
+            .zip(locs)
+            .map(|(p, l)| format!("{} {} {}", p.name, types.get(p.ty).name, location(l)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut line = format!("{name}({})", show(&ins, &layout.params));
+    if !outs.is_empty() {
+        line.push_str(&format!(" ({})", show(&outs, &layout.results)));
+    }
+    line
+}
+
+fn location(l: &Location) -> String {
+    match l {
+        Location::Regs(pieces) => format!("[{}]", pieces.iter().map(|p| p.reg.name()).collect::<Vec<_>>().join(" ")),
+        Location::Stack { offset } => format!("[{offset}(SP)]"),
+        Location::Unreadable { reason } => format!("[unreadable: {reason}]"),
+        Location::Empty => "[empty]".into(),
+    }
+}
+
+/// `--emit asm`: every program with where it attaches and its source lines.
+pub fn assembly(compiled: &Compiled) -> String {
+    let mut out = String::new();
+    for (name, program) in &compiled.programs {
+        let spec = compiled.plan.probes.iter().find(|p| p.program == *name);
+        out.push_str(&format!("; program {name}: {}\n", spec.map(|s| s.describe.as_str()).unwrap_or("")));
+        if let Some(ProbeAttach::Uprobe(points)) = spec.map(|s| &s.attach) {
+            for p in points {
+                out.push_str(&format!(
+                    ";   attached at {} at {:#x} (file offset {:#x})\n",
+                    p.function, p.address, p.file_offset
+                ));
+            }
+        }
+        out.push_str(&crate::bpf::disasm::disasm(program));
+        out.push('\n');
+    }
+    out
+}

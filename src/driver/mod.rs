@@ -1,0 +1,198 @@
+//! The command line's flow: from `Cli` to a listing, a check, an emitted stage, or a
+//! running trace. The passes are `compile::compile`; the live trace is `trace::run`.
+//! Every failure is a `diag::Failure`, rendered once, in `main`.
+
+mod listing;
+
+use crate::cli::{Cli, Emit, RunArgs, RunCommand, TargetArgs};
+use crate::compile::{self, Compiled};
+use crate::diag::Failure;
+use crate::library::{self, Root};
+use crate::plan::{Binary, Bundle};
+use crate::runtime;
+use crate::target::Target;
+use crate::trace::{self, Process};
+use clap::Parser;
+use std::path::PathBuf;
+
+pub use listing::functions as list;
+
+pub fn main() -> i32 {
+    let cli = Cli::parse();
+    match run(&cli) {
+        Ok(code) => code,
+        Err(f) => {
+            eprint!("{}", f.render(color_stderr()));
+            1
+        }
+    }
+}
+
+fn color_stderr() -> bool {
+    use std::io::IsTerminal;
+    std::env::var_os("NO_COLOR").is_none() && std::io::stderr().is_terminal()
+}
+
+pub fn run(cli: &Cli) -> Result<i32, Failure> {
+    if let Some(RunCommand::Run(args)) = &cli.run {
+        return run_plan(args);
+    }
+    let tracing = !cli.check && cli.emit.is_none() && cli.list.is_none() && !cli.list_libraries;
+    if tracing {
+        // Loading will need aya's loader, whose set-up (parsing the kernel's BTF) can
+        // overlap the compilation.
+        runtime::prewarm();
+    }
+    if cli.list_libraries {
+        print_stdout(&library::stdlib::listing());
+        return Ok(0);
+    }
+    let process = process(&cli.target)?;
+    let target = Target::open(&process.binary)?;
+    if let Some(pattern) = &cli.list {
+        print_stdout(&list(&target, pattern));
+        return Ok(0);
+    }
+    let opts = compile::Options { include: cli.include.clone(), sets: cli.set.clone(), string_limit: cli.string_limit };
+    if cli.emit == Some(Emit::Ast) {
+        let (_, script) = compile::parse(root(cli)?, &opts)?;
+        print_stdout(&format!("{}\n", serde_json::to_string_pretty(&script).unwrap_or_default()));
+        return Ok(0);
+    }
+    let compiled = compile::compile(root(cli)?, &target, &opts)?;
+    if !compiled.warnings.diagnostics.is_empty() {
+        eprint!("{}", compiled.warnings.render(color_stderr()));
+    }
+    if cli.check {
+        let plural = |n: usize| if n == 1 { "" } else { "s" };
+        let (probes, programs, sites) = (compiled.script_probes, compiled.programs.len(), compiled.uprobe_sites());
+        eprintln!(
+            "{}: ok, {probes} probe{} ({programs} program{} at {sites} uprobe site{})",
+            script_name(cli),
+            plural(probes),
+            plural(programs),
+            plural(sites)
+        );
+        return Ok(0);
+    }
+    match cli.emit {
+        Some(Emit::Asm) => print_stdout(&listing::assembly(&compiled)),
+        Some(Emit::Plan) => emit_plan(&compiled, cli.output.as_ref())?,
+        Some(Emit::Elf) => {
+            let path = cli.output.clone().unwrap_or_else(|| PathBuf::from("gtrace.o"));
+            write_file(&path, &compiled.object)?;
+            eprintln!("wrote {} ({} bytes)", path.display(), compiled.object.len());
+        }
+        Some(Emit::Ast) | None => {
+            let bundle = Bundle { plan: compiled.plan, object: compiled.object };
+            return trace::run(&bundle, &target, process, &cli.trace);
+        }
+    }
+    Ok(0)
+}
+
+/// `gtrace run PLAN TARGET`: a plan compiled elsewhere, on this host's binary.
+fn run_plan(args: &RunArgs) -> Result<i32, Failure> {
+    runtime::prewarm();
+    let bundle = Bundle::read(&args.plan)?;
+    let process = process(&args.target)?;
+    let target = Target::open(&process.binary)?;
+    let here = Binary { path: process.binary.clone(), build_ids: target.build_ids().clone() };
+    check_same_build(&bundle.plan.binary, &here)?;
+    trace::run(&bundle, &target, process, &args.trace)
+}
+
+/// Probes attach by file offset: a plan runs only on the build it was compiled for.
+fn check_same_build(planned: &Binary, here: &Binary) -> Result<(), Failure> {
+    let (p, h) = (&planned.build_ids, &here.build_ids);
+    let same = match (&p.go, &h.go, &p.gnu, &h.gnu) {
+        (Some(a), Some(b), _, _) if a != b => false,
+        (_, _, Some(a), Some(b)) if a != b => false,
+        (Some(_), Some(_), _, _) | (_, _, Some(_), Some(_)) => true,
+        // Neither build carries an id both can compare: only the same file will do.
+        _ => planned.path == here.path,
+    };
+    if same {
+        return Ok(());
+    }
+    let show = |b: &Binary| {
+        format!(
+            "{} (Go build id {}, GNU build id {})",
+            b.path.display(),
+            b.build_ids.go.as_deref().unwrap_or("none"),
+            b.build_ids.gnu.as_deref().unwrap_or("none")
+        )
+    };
+    Err(Failure::message(
+        format!("the plan was compiled for {}, not {}", show(planned), show(here)),
+        Some("compile the plan against the same build of the program that runs here"),
+    ))
+}
+
+/// What the command line says to trace.
+fn process(t: &TargetArgs) -> Result<Process, Failure> {
+    if let Some(pid) = t.pid {
+        return Ok(Process { binary: runtime::process_exe(pid)?, pid: Some(pid), command: None });
+    }
+    if let Some(cmd) = &t.command {
+        let argv = shlex::split(cmd)
+            .filter(|a| !a.is_empty())
+            .ok_or_else(|| Failure::message(format!("cannot split the command `{cmd}`"), Some("check its quotes")))?;
+        return Ok(Process { binary: runtime::resolve_command(&argv[0])?, pid: None, command: Some(argv) });
+    }
+    Ok(Process { binary: t.binary.clone().unwrap_or_default(), pid: None, command: None })
+}
+
+/// The script: `-e TEXT`, a file, or a stdlib library by name.
+fn root(cli: &Cli) -> Result<Root, Failure> {
+    match (&cli.expr, &cli.script) {
+        // `use` in -e text looks in the current folder after the -I folders.
+        (Some(e), _) => Ok(Root { name: "<-e>".into(), text: e.clone(), dir: Some(PathBuf::new()) }),
+        (None, Some(path)) => {
+            if let Some(root) = path.to_str().filter(|_| !path.exists()).and_then(library::root_from_stdlib) {
+                return Ok(root);
+            }
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                Failure::message(
+                    format!("cannot read script {}: {e}", path.display()),
+                    Some("give a .gt file, a stdlib library (see --list-libraries), or the script with -e"),
+                )
+            })?;
+            Ok(Root { name: path.display().to_string(), text, dir: path.parent().map(PathBuf::from) })
+        }
+        (None, None) => {
+            Err(Failure::message("no script", Some("give one with -e 'on entry main.F { ... }' or as a .gt file")))
+        }
+    }
+}
+
+fn script_name(cli: &Cli) -> String {
+    match &cli.script {
+        Some(p) => p.display().to_string(),
+        None => "<-e>".into(),
+    }
+}
+
+/// `--emit plan`: the plan with the object, to a file or standard output.
+fn emit_plan(compiled: &Compiled, output: Option<&PathBuf>) -> Result<(), Failure> {
+    let bundle = Bundle { plan: compiled.plan.clone(), object: compiled.object.clone() };
+    let json = format!("{}\n", bundle.to_json());
+    match output {
+        Some(path) => {
+            write_file(path, json.as_bytes())?;
+            eprintln!("wrote {} ({} probes)", path.display(), compiled.plan.probes.len());
+        }
+        None => print_stdout(&json),
+    }
+    Ok(())
+}
+
+fn write_file(path: &PathBuf, bytes: &[u8]) -> Result<(), Failure> {
+    std::fs::write(path, bytes).map_err(|e| Failure::message(format!("cannot write {}: {e}", path.display()), None))
+}
+
+/// Writes to stdout, ignoring a closed pipe (`gtrace -l | head`).
+fn print_stdout(text: &str) {
+    use std::io::Write;
+    let _ = std::io::stdout().write_all(text.as_bytes());
+}

@@ -1,0 +1,205 @@
+//! The programs of a script, by kind: a probe instance's body, the timing of entries for
+//! `elapsed`, and the freeing of `self` variables at goroutine exit. Each is one
+//! prologue, a body and one epilogue (`program`); where it attaches goes into the plan.
+
+use super::codegen::Gen;
+use super::maps::Maps;
+use super::{LowerError, Lowered};
+use crate::bpf::builder::Program;
+use crate::check::{Builtin, Checked, Facts, Instance, InstanceKind, Name};
+use crate::diag::Sources;
+use crate::plan::{AttachPoint, Binary, EventSpec, Plan, ProbeAttach, ProbeSpec, PLAN_VERSION};
+use crate::syntax::ast::{Item, Script, Span};
+use crate::target::Target;
+
+/// What every program of the script shares while it is lowered.
+struct Ctx<'a> {
+    checked: &'a Checked,
+    target: &'a Target,
+    sources: &'a Sources,
+    maps: &'a Maps,
+    events: Vec<EventSpec>,
+    plan: Plan,
+    programs: Vec<(String, Program)>,
+    /// Programs of `on return` probes: attached first (see `lower_all`).
+    return_programs: Vec<String>,
+}
+
+pub(super) fn lower_all(
+    script: &Script,
+    checked: &Checked,
+    target: &Target,
+    sources: &Sources,
+) -> Result<Lowered, LowerError> {
+    let binary = Binary { path: target.path().to_path_buf(), build_ids: target.build_ids().clone() };
+    let mut plan = Plan { version: PLAN_VERSION, binary, ..Plan::default() };
+    for f in checked.instances.iter().flat_map(|i| &i.functions) {
+        if !plan.functions.contains(&f.name) {
+            plan.functions.push(f.name.clone());
+        }
+    }
+    let timed = timed_functions(checked);
+    let mut maps = Maps::new(&checked.maps, !timed.is_empty());
+    if !checked.self_vars.is_empty() {
+        maps.add_self_vars(checked.self_vars.values().map(|v| v.ty.record_size()).max().unwrap_or(8));
+    }
+    let mut cx = Ctx {
+        checked,
+        target,
+        sources,
+        maps: &maps,
+        events: Vec::new(),
+        plan,
+        programs: Vec::new(),
+        return_programs: Vec::new(),
+    };
+    for (i, inst) in checked.instances.iter().enumerate() {
+        let Item::Probe(probe) = &script.items[inst.item] else { continue };
+        cx.probe_program(format!("p{i}"), inst, probe)?;
+    }
+    if let Some((_, span)) = timed.first() {
+        cx.entry_timing_program(&timed, *span)?;
+    }
+    if let Some(var) = checked.self_vars.values().min_by_key(|v| v.index) {
+        cx.self_cleanup_program(var.span)?;
+    }
+    // When probes share an address (a function whose first instruction is its RET), the
+    // kernel runs the one attached last first. Attach return probes first, so entry
+    // probes and entry timing run before the return probes at the same instruction.
+    let Ctx { mut plan, programs, return_programs, events, .. } = cx;
+    plan.probes.sort_by_key(|p| !return_programs.contains(&p.program));
+    let mut maps = maps;
+    maps.add_scratch(events.iter().map(|e| e.size).max().unwrap_or(8));
+    plan.maps = maps.specs;
+    plan.events = events;
+    Ok(Lowered { programs, plan })
+}
+
+/// Functions whose entries must be timed for `elapsed`, each with the span of the first
+/// probe that needs it.
+fn timed_functions(checked: &Checked) -> Vec<((String, u64), Span)> {
+    let mut timed: Vec<((String, u64), Span)> = Vec::new();
+    for inst in checked.instances.iter().filter(|i| i.uses_elapsed) {
+        for f in &inst.functions {
+            if !timed.iter().any(|((n, _), _)| *n == f.name) {
+                timed.push(((f.name.clone(), f.entry), inst.span));
+            }
+        }
+    }
+    timed
+}
+
+impl Ctx<'_> {
+    /// Generates a program: the prologue, `body`, the epilogue.
+    fn program(
+        &mut self,
+        name: &str,
+        comment: String,
+        facts: &Facts,
+        span: Span,
+        body: impl FnOnce(&mut Gen) -> Result<(), LowerError>,
+    ) -> Result<Program, LowerError> {
+        let checked = self.checked;
+        let mut gen = Gen::new(facts, &checked.types, self.maps, &checked.self_vars, self.sources, &mut self.events);
+        gen.b.comment(comment);
+        gen.prologue();
+        body(&mut gen)?;
+        gen.epilogue();
+        gen.b.finish().map_err(|source| LowerError::Build { span, program: name.to_string(), source })
+    }
+
+    fn add(&mut self, name: String, program: Program, attach: ProbeAttach, describe: String) {
+        self.plan.probes.push(ProbeSpec {
+            section: format!("uprobe/{name}"),
+            program: name.clone(),
+            attach,
+            describe,
+            source_lines: program.comments.clone(),
+        });
+        self.programs.push((name, program));
+    }
+
+    /// Where a probe of `function` at `addr` attaches, with the function's cookie.
+    fn point(&mut self, function: &str, addr: u64, span: Span) -> Result<AttachPoint, LowerError> {
+        let file_offset = self.target.file_offset(addr).ok_or_else(|| LowerError::NoFileOffset {
+            span,
+            function: function.to_string(),
+            addr,
+        })?;
+        let cookie = match self.plan.functions.iter().position(|f| f == function) {
+            Some(i) => i,
+            None => {
+                self.plan.functions.push(function.to_string());
+                self.plan.functions.len() - 1
+            }
+        } as u64;
+        Ok(AttachPoint { function: function.to_string(), address: addr, file_offset, cookie })
+    }
+
+    fn probe_program(
+        &mut self,
+        name: String,
+        inst: &Instance,
+        probe: &crate::syntax::ast::Probe,
+    ) -> Result<(), LowerError> {
+        let g = self.target.g_layout();
+        let uses_goid = inst.facts.uses_self || inst.facts.names.values().any(|n| *n == Name::Builtin(Builtin::Goid));
+        let comment = self.sources.located_line(probe.span);
+        let program = self.program(&name, comment, &inst.facts, probe.span, |gen| {
+            if inst.uses_elapsed || uses_goid {
+                let key = gen.activation_key(g, probe.span)?;
+                if inst.uses_elapsed {
+                    gen.load_elapsed(key, probe.span)?;
+                }
+            }
+            gen.block(&probe.body)
+        })?;
+        let attach = match inst.kind {
+            InstanceKind::Entry => ProbeAttach::Uprobe(
+                inst.functions.iter().map(|f| self.point(&f.name, f.entry, probe.span)).collect::<Result<_, _>>()?,
+            ),
+            InstanceKind::Return => {
+                self.return_programs.push(name.clone());
+                let sites = inst.functions.iter().flat_map(|f| f.returns.iter().map(move |r| (&f.name, *r)));
+                ProbeAttach::Uprobe(sites.map(|(f, r)| self.point(f, r, probe.span)).collect::<Result<_, _>>()?)
+            }
+            InstanceKind::Begin => ProbeAttach::Begin,
+            InstanceKind::End => ProbeAttach::End,
+            InstanceKind::Interval { nanos } => ProbeAttach::Interval { nanos },
+        };
+        self.add(name, program, attach, inst.describe.clone());
+        Ok(())
+    }
+
+    /// Stores the entry time of every call whose return uses `elapsed`, under the
+    /// call's activation key.
+    fn entry_timing_program(&mut self, timed: &[((String, u64), Span)], span: Span) -> Result<(), LowerError> {
+        let name = "time_entries".to_string();
+        let g = self.target.g_layout();
+        let comment = "time the entry of every call whose return uses `elapsed`".to_string();
+        let program = self.program(&name, comment, &Facts::default(), span, |gen| {
+            let key = gen.activation_key(g, span)?;
+            gen.store_entry_time(key, span)
+        })?;
+        let points = timed.iter().map(|((f, addr), span)| self.point(f, *addr, *span)).collect::<Result<_, _>>()?;
+        self.add(name, program, ProbeAttach::Uprobe(points), "entry times for elapsed".into());
+        Ok(())
+    }
+
+    /// Deletes a goroutine's `self` variables when it exits: at runtime.goexit0, whose
+    /// parameter is the exiting g.
+    fn self_cleanup_program(&mut self, span: Span) -> Result<(), LowerError> {
+        let target = self.target;
+        let Some(f) = target.find("runtime.goexit0").first().map(|f| (*f).clone()) else {
+            return Err(LowerError::NoGoexit { span });
+        };
+        let g = target.g_layout().ok_or(LowerError::NoGoexit { span })?;
+        let sites = target.probe_sites(&f).map_err(|_| LowerError::NoGoexit { span })?;
+        let name = "self_cleanup".to_string();
+        let comment = "free the self variables of the goroutine that exits".to_string();
+        let program = self.program(&name, comment, &Facts::default(), span, |gen| gen.free_self_vars(g, span))?;
+        let points = vec![self.point(&f.name, sites.entry, span)?];
+        self.add(name, program, ProbeAttach::Uprobe(points), "goroutine exit: free self variables".into());
+        Ok(())
+    }
+}

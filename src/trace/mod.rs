@@ -1,0 +1,194 @@
+//! A live trace: load the compiled object, attach its probes to the target, run until a
+//! stop condition (Ctrl-C, SIGTERM, --duration, `exit()`, the target's end), print events
+//! as they come and every map at the end. Every probe is detached on every way out
+//! (`runtime::Loaded` owns the links) and a started command never outlives the trace.
+
+mod symbols;
+
+use crate::cli::TraceArgs;
+use crate::diag::Failure;
+use crate::output::{self, Event, Sink};
+use crate::plan::{Bundle, MapRole, Plan};
+use crate::runtime::{self, HeldChild, Loaded, RuntimeError, Scope};
+use crate::target::Target;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+use symbols::TargetSymbols;
+
+/// What to trace: every process running `binary`, one process, or a command started here.
+pub struct Process {
+    pub binary: PathBuf,
+    pub pid: Option<u32>,
+    pub command: Option<Vec<String>>,
+}
+
+/// Loads, attaches, runs until a stop condition, and prints the maps. Returns the exit
+/// code.
+pub fn run(bundle: &Bundle, target: &Target, process: Process, args: &TraceArgs) -> Result<i32, Failure> {
+    let stop = runtime::signals::install();
+    let plan = &bundle.plan;
+    let mut loaded = runtime::load(&bundle.object, plan).map_err(|e| verifier_failure(e, plan))?;
+    let mut child: Option<HeldChild> = match &process.command {
+        Some(argv) => Some(runtime::spawn_held(argv)?),
+        None => None,
+    };
+    let scope = match (process.pid, &child) {
+        (Some(pid), _) => Scope::Process(pid),
+        (None, Some(c)) => Scope::Process(c.pid()),
+        (None, None) => Scope::AllProcesses,
+    };
+    let attached = loaded.attach(&process.binary, scope)?;
+    eprintln!("Attached {attached} probe{}", if attached == 1 { "" } else { "s" });
+    let mut sink = output::sink(args.format);
+    let traced_pid = process.pid.or(child.as_ref().map(|c| c.pid()));
+    let mut symbols = TargetSymbols { target, bias: None, pid: traced_pid };
+    loaded.run_begin();
+    drain(&mut loaded, plan, &mut symbols, sink.as_mut(), Duration::ZERO)?;
+    if let Some(c) = child.as_mut() {
+        c.release()?;
+        // A PIE's load bias is read from the child's memory map as soon as it has
+        // exec'd, before its events (and its exit) could outrun us.
+        let deadline = Instant::now() + Duration::from_millis(200);
+        while target.is_pie() && symbols.bias.is_none() && Instant::now() < deadline {
+            symbols.learn_bias();
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    let started = Instant::now();
+    loop {
+        symbols.learn_bias();
+        // Short waits, so gtrace notices promptly when the target ends.
+        if drain(&mut loaded, plan, &mut symbols, sink.as_mut(), Duration::from_millis(20))? {
+            break;
+        }
+        if stop.load(std::sync::atomic::Ordering::SeqCst) {
+            break;
+        }
+        if args.duration.is_some_and(|d| started.elapsed() >= d) {
+            break;
+        }
+        if let Some(c) = child.as_mut() {
+            if c.try_wait().is_some() {
+                break;
+            }
+        }
+        if let Some(pid) = process.pid {
+            if !runtime::is_alive(pid) {
+                break;
+            }
+        }
+    }
+    // Events already in the ring buffer belong to the run.
+    drain(&mut loaded, plan, &mut symbols, sink.as_mut(), Duration::ZERO)?;
+    loaded.run_end();
+    drain(&mut loaded, plan, &mut symbols, sink.as_mut(), Duration::ZERO)?;
+    print_maps(&loaded, plan, &symbols, sink.as_mut(), None)?;
+    loaded.detach_all();
+    if let Some(c) = child.as_mut() {
+        if c.try_wait().is_none() {
+            c.kill();
+        }
+    }
+    sink.flush();
+    Ok(0)
+}
+
+/// Handles the events waiting in the ring buffer; true when one was `exit()`.
+fn drain(
+    loaded: &mut Loaded,
+    plan: &Plan,
+    symbols: &mut TargetSymbols,
+    sink: &mut dyn Sink,
+    wait: Duration,
+) -> Result<bool, Failure> {
+    let mut events = Vec::new();
+    loaded.poll_events(wait, &mut |rec| {
+        if let Some(e) = output::decode_event(rec, plan) {
+            events.push(e);
+        }
+    })?;
+    if !events.is_empty() {
+        symbols.learn_bias();
+    }
+    let mut exit = false;
+    for mut e in events {
+        output::name_event(&mut e, symbols);
+        match &e {
+            Event::Printf { .. } | Event::Print { .. } => sink.event(&e),
+            Event::PrintMap { map } => print_maps(loaded, plan, symbols, sink, Some(map))?,
+            Event::ClearMap { map } => loaded.clear_map(map)?,
+            Event::Exit => exit = true,
+        }
+    }
+    Ok(exit)
+}
+
+/// Prints every non-empty user map (or only `only`), in the order of their names.
+fn print_maps(
+    loaded: &Loaded,
+    plan: &Plan,
+    symbols: &TargetSymbols,
+    sink: &mut dyn Sink,
+    only: Option<&str>,
+) -> Result<(), Failure> {
+    for spec in &plan.maps {
+        if !matches!(spec.role, MapRole::User { .. }) || only.is_some_and(|o| o != spec.object_name) {
+            continue;
+        }
+        let raw = loaded.map_entries(&spec.object_name)?;
+        if raw.is_empty() {
+            continue;
+        }
+        if let Some(mut dump) = output::decode_map(spec, &raw, plan) {
+            output::name_map(&mut dump, symbols);
+            sink.map(&dump);
+        }
+    }
+    Ok(())
+}
+
+/// A verifier rejection, with the source line of the instruction it failed on.
+fn verifier_failure(e: RuntimeError, plan: &Plan) -> Failure {
+    let RuntimeError::Verifier { program, log } = &e else { return e.into() };
+    let probe = plan.probes.iter().find(|p| p.program == *program);
+    let describe = probe.map(|p| p.describe.as_str()).unwrap_or_default();
+    let mut cause = format!("the kernel's verifier rejected the program of `{describe}` ({program})");
+    if let (Some(at), Some(probe)) = (runtime::failing_insn(log), probe) {
+        if let Some((_, line)) = probe.source_lines.iter().filter(|(i, _)| *i <= at).last() {
+            cause.push_str(&format!("\n  at instruction {at}, compiled from: {line}"));
+        }
+    }
+    let tail: Vec<&str> = log.lines().rev().take(25).collect::<Vec<_>>().into_iter().rev().collect();
+    cause.push_str(&format!("\n  verifier log (last lines):\n    {}", tail.join("\n    ")));
+    Failure::message(
+        cause,
+        Some("this is a bug in gtrace's code generation; please report it with `--emit asm` output"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{ProbeAttach, ProbeSpec};
+
+    #[test]
+    fn a_verifier_rejection_names_the_probe_the_source_line_and_the_log() {
+        let plan = Plan {
+            probes: vec![ProbeSpec {
+                program: "p0".into(),
+                section: "uprobe/p0".into(),
+                attach: ProbeAttach::Begin,
+                describe: "on entry main.F".into(),
+                source_lines: vec![(0, "<-e>:1:1: on entry main.F".into()), (5, "<-e>:2:5: @n = count()".into())],
+            }],
+            ..Plan::default()
+        };
+        let log = "0: R1=ctx() R10=fp0\n0: (bf) r6 = r1\n6: (79) r1 = *(u64 *)(r10 -8)\ninvalid read from stack R10 off=-8 size=8\nprocessed 7 insns";
+        let f = verifier_failure(RuntimeError::Verifier { program: "p0".into(), log: log.into() }, &plan);
+        let text = f.render(false);
+        assert!(text.contains("rejected the program of `on entry main.F` (p0)"), "{text}");
+        assert!(text.contains("at instruction 6, compiled from: <-e>:2:5: @n = count()"), "{text}");
+        assert!(text.contains("invalid read from stack R10 off=-8 size=8"), "{text}");
+        assert!(text.contains("hint:"), "{text}");
+    }
+}
