@@ -226,11 +226,21 @@ pub fn render_system(cause: &str, hint: Option<&str>) -> String {
 }
 
 /// The closest names to `wanted` among `candidates`, best first, for "did you mean" hints.
+/// A candidate is close when at most about half of it must change, or when one name holds
+/// the other. Each distance is computed only up to that bound, so a long name costs its
+/// length times the bound, not the product of every pair of lengths.
 pub fn closest<'a>(wanted: &str, candidates: impl IntoIterator<Item = &'a str>, n: usize) -> Vec<&'a str> {
+    let wanted_chars: Vec<char> = wanted.chars().collect();
     let mut scored: Vec<(usize, &str)> = candidates
         .into_iter()
-        .map(|c| (edit_distance(wanted, c), c))
-        .filter(|(d, c)| *d <= wanted.len().max(c.len()) / 2 + 1 || c.contains(wanted) || wanted.contains(*c))
+        .filter_map(|c| {
+            let bound = wanted.len().max(c.len()) / 2 + 1;
+            match edit_distance_within(&wanted_chars, c, bound) {
+                Some(d) => Some((d, c)),
+                None if c.contains(wanted) || wanted.contains(c) => Some((wanted.len().abs_diff(c.len()), c)),
+                None => None,
+            }
+        })
         .collect();
     scored.sort();
     scored.dedup_by(|a, b| a.1 == b.1);
@@ -239,18 +249,43 @@ pub fn closest<'a>(wanted: &str, candidates: impl IntoIterator<Item = &'a str>, 
 
 /// Levenshtein distance over chars.
 pub fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    edit_distance_within(&a, b, usize::MAX).unwrap_or(usize::MAX)
+}
+
+/// The Levenshtein distance between `a` and `b` when it is at most `bound`, else None:
+/// only the cells within `bound` of the diagonal are computed.
+fn edit_distance_within(a: &[char], b: &str, bound: usize) -> Option<usize> {
     let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    let mut cur = vec![0; b.len() + 1];
-    for (i, ca) in a.chars().enumerate() {
-        cur[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let cost = if ca == *cb { 0 } else { 1 };
-            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
+    if a.len().abs_diff(b.len()) > bound {
+        return None;
+    }
+    let far = bound.saturating_add(1);
+    let mut prev: Vec<usize> = (0..=b.len()).map(|j| if j <= bound { j } else { far }).collect();
+    let mut cur = vec![far; b.len() + 1];
+    for (i, ca) in a.iter().enumerate() {
+        let row = i + 1;
+        let lo = row.saturating_sub(bound).max(1);
+        let hi = row.saturating_add(bound).min(b.len());
+        // Cells outside the band are `far`: the one left of it, and the one right of it
+        // that the next row reads.
+        cur[0] = if row <= bound { row } else { far };
+        cur[lo - 1] = if lo == 1 { cur[0] } else { far };
+        let mut best = cur[0];
+        for j in lo..=hi {
+            let cost = usize::from(*ca != b[j - 1]);
+            cur[j] = (prev[j - 1].saturating_add(cost)).min(prev[j].saturating_add(1)).min(cur[j - 1].saturating_add(1)).min(far);
+            best = best.min(cur[j]);
+        }
+        if let Some(right) = cur.get_mut(hi + 1) {
+            *right = far;
+        }
+        if best > bound {
+            return None;
         }
         std::mem::swap(&mut prev, &mut cur);
     }
-    prev[b.len()]
+    Some(prev[b.len()]).filter(|d| *d <= bound)
 }
 
 #[cfg(test)]
@@ -261,6 +296,33 @@ mod tests {
     fn closest_prefers_small_edits() {
         assert_eq!(closest("reqq", ["resp", "req", "ctx"], 1), vec!["req"]);
         assert!(!closest("reqq", ["resp", "req", "ctx"], 3).contains(&"ctx"));
+    }
+
+    #[test]
+    fn bounded_distance_agrees_with_the_full_one() {
+        let words = ["", "a", "ab", "ba", "abc", "kitten", "sitting", "main.doWork", "main.doWrk", "µs", "ms"];
+        for a in words {
+            for b in words {
+                let full = edit_distance(a, b);
+                let chars: Vec<char> = a.chars().collect();
+                for bound in 0..12 {
+                    let within = edit_distance_within(&chars, b, bound);
+                    assert_eq!(within, (full <= bound).then_some(full), "{a:?} {b:?} within {bound}");
+                }
+            }
+        }
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+    }
+
+    #[test]
+    fn a_huge_unknown_name_is_compared_quickly() {
+        // 20,000 characters against 20,000 candidates of 1,000: the full distance would
+        // take 4*10^11 steps; the bounded one refuses each by its length at once.
+        let long = "x".repeat(20_000);
+        let names: Vec<String> = (0..20_000).map(|i| format!("pkg{i}.{}", "y".repeat(1_000))).collect();
+        assert!(closest(&long, names.iter().map(String::as_str), 3).is_empty());
+        let near = format!("{}z", "x".repeat(1_999));
+        assert_eq!(closest(&long[..2_000], [near.as_str(), "main.main"], 3), vec![near.as_str()]);
     }
 
     #[test]
