@@ -50,14 +50,7 @@ pub struct Compiled {
 impl Compiled {
     /// How many uprobe sites the plan attaches to.
     pub fn uprobe_sites(&self) -> usize {
-        self.plan
-            .probes
-            .iter()
-            .map(|p| match &p.attach {
-                crate::plan::ProbeAttach::Uprobe(points) => points.len(),
-                _ => 0,
-            })
-            .sum()
+        self.plan.uprobe_points()
     }
 }
 

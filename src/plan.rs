@@ -24,6 +24,23 @@ pub struct Plan {
     pub events: Vec<EventSpec>,
     /// Names of probed functions; a uprobe's attach cookie indexes this table.
     pub functions: Vec<String>,
+    /// The functions and sites the probes passed over (they cannot hold a uprobe), with
+    /// why: said in one line when the trace starts.
+    #[serde(default)]
+    pub skipped: Vec<crate::check::skips::Skipped>,
+}
+
+impl Plan {
+    /// How many uprobe sites the plan attaches to.
+    pub fn uprobe_points(&self) -> usize {
+        self.probes
+            .iter()
+            .map(|p| match &p.attach {
+                ProbeAttach::Uprobe(points) => points.len(),
+                _ => 0,
+            })
+            .sum()
+    }
 }
 
 /// The executable a plan was compiled against: a binary given to the runtime must carry

@@ -38,3 +38,6 @@ diagnostic!(result_out_of_range, "on return main.greet { @n = sum(ret3) }");
 diagnostic!(return_of_an_only_inlined_function, "on return main.abs { @n = count() }");
 diagnostic!(interval_too_short, "on interval 0s { print(1) }");
 diagnostic!(parameter_optimized_away_where_inlined, "on entry main.abs { @s = sum(x) }");
+diagnostic!(zero_size_symbol, "on entry runtime.text { @n = count() }");
+diagnostic!(every_site_refused_by_uprobes, "on entry runtime.markBits.setMarked { @n = count() }");
+diagnostic!(no_ret_in_an_explicit_return_probe, "on return runtime.exitThread.abi0 { @n = count() }");

@@ -115,3 +115,4 @@ pub const SP: Reg = Reg::Rsp;
 pub const PTR_SIZE: u64 = 8;
 
 pub mod abi;
+pub mod uprobe;

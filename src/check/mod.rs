@@ -10,6 +10,7 @@ pub mod govalues;
 pub mod instances;
 pub mod maps;
 pub mod probes;
+pub mod skips;
 pub mod ty;
 pub mod typeck;
 
@@ -33,6 +34,8 @@ pub struct Checked {
     /// The Go types the facts name (`TypeId`s index this arena): a copy of what the
     /// target had parsed when checking ended, so later passes need no target state.
     pub types: crate::target::types::Types,
+    /// The functions and sites probes passed over, with why.
+    pub skipped: Vec<skips::Skipped>,
 }
 
 #[derive(Clone, Debug)]
@@ -123,19 +126,52 @@ impl Facts {
 /// Runs every check in order. Returns `None` when an error was reported.
 /// `string_limit`: how many bytes of a Go string to read (`--string-limit`).
 pub fn check(script: &Script, target: &Target, diags: &mut Diagnostics, string_limit: u32) -> Option<Checked> {
-    let resolved = probes::resolve(script, target, diags);
+    let mut checked = Checked::default();
+    let resolved = probes::resolve(script, target, diags, &mut checked.skipped);
     if diags.has_errors() {
         return None;
     }
-    let mut checked = Checked::default();
     for probe in resolved {
         instances::check_probe(script, probe, target, &mut checked, diags, string_limit);
     }
+    untimeable_entries(script, target, &mut checked, diags);
     checked.maps.check_references(diags);
     checked.types = target.types().clone();
     if diags.has_errors() {
         None
     } else {
         Some(checked)
+    }
+}
+
+/// A return probe that uses `elapsed` also needs a uprobe at each function's entry: the
+/// functions whose entry the kernel would refuse are passed over (an error when that
+/// leaves the probe nothing).
+fn untimeable_entries(script: &Script, target: &Target, checked: &mut Checked, diags: &mut Diagnostics) {
+    for inst in checked.instances.iter_mut().filter(|i| i.kind == InstanceKind::Return && i.uses_elapsed) {
+        let before = inst.functions.len();
+        let mut last = None;
+        inst.functions.retain(|f| match target.uprobe_refusal(f.entry) {
+            Some(r) => {
+                let reason = skips::SkipReason::EntryRefused(r);
+                checked.skipped.push(skips::Skipped {
+                    probe: inst.describe.clone(),
+                    function: f.name.clone(),
+                    addr: Some(f.entry),
+                    reason: reason.clone(),
+                });
+                last = Some((f.name.clone(), reason));
+                false
+            }
+            None => true,
+        });
+        if let (true, Some((name, reason)), crate::syntax::ast::Item::Probe(p)) =
+            (inst.functions.is_empty() && before > 0, last, &script.items[inst.item])
+        {
+            diags.push(
+                crate::diag::Diagnostic::error(p.span, format!("`{name}` cannot be probed: {}", reason.describe()))
+                    .label("cannot time its calls"),
+            );
+        }
     }
 }

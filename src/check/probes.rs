@@ -2,7 +2,12 @@
 //! go (the entry after the stack check, every RET, and for entry probes every place the
 //! function was inlined: those sites are `FuncSite`s of the same name whose entry
 //! `Target::inlined_at` knows; parameters are not in ABI registers there).
+//!
+//! What cannot hold a probe is passed over with its reason (see `skips`): a wildcard or
+//! a list goes on with the rest; a probe left with nothing to probe is an error that
+//! says why.
 
+use super::skips::{SkipReason, Skipped};
 use super::{FuncSite, InstanceKind};
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::plan::MAX_INTERVAL_PROBES;
@@ -18,7 +23,13 @@ pub struct ResolvedProbe {
     pub describe: String,
 }
 
-pub fn resolve(script: &Script, target: &Target, diags: &mut Diagnostics) -> Vec<ResolvedProbe> {
+/// Resolves every probe; what was passed over goes into `skipped`.
+pub fn resolve(
+    script: &Script,
+    target: &Target,
+    diags: &mut Diagnostics,
+    skipped: &mut Vec<Skipped>,
+) -> Vec<ResolvedProbe> {
     let mut out = Vec::new();
     let mut intervals = 0;
     for (item, it) in script.items.iter().enumerate() {
@@ -47,19 +58,59 @@ pub fn resolve(script: &Script, target: &Target, diags: &mut Diagnostics) -> Vec
                 (InstanceKind::Interval { nanos: *nanos }, &[][..], "interval")
             }
         };
+        let names: Vec<&str> = patterns.iter().map(|p| p.text.as_str()).collect();
+        let describe = if names.is_empty() { format!("on {word}") } else { format!("on {word} {}", names.join(", ")) };
         let mut functions: Vec<FuncSite> = Vec::new();
+        let mut passed_over = Vec::new();
         for pattern in patterns {
-            for site in resolve_pattern(pattern, kind, target, diags) {
+            for site in resolve_pattern(pattern, kind, target, diags, &mut passed_over) {
                 if !functions.iter().any(|f| f.name == site.name && f.entry == site.entry) {
                     functions.push(site);
                 }
             }
         }
-        let names: Vec<&str> = patterns.iter().map(|p| p.text.as_str()).collect();
-        let describe = if names.is_empty() { format!("on {word}") } else { format!("on {word} {}", names.join(", ")) };
+        if functions.is_empty() && !passed_over.is_empty() {
+            diags.push(nothing_to_probe(patterns, &passed_over));
+        }
+        skipped.extend(passed_over.into_iter().map(|(function, addr, reason)| Skipped {
+            probe: describe.clone(),
+            function,
+            addr,
+            reason,
+        }));
         out.push(ResolvedProbe { item, kind, functions, describe });
     }
     out
+}
+
+/// A function or site passed over: the function, the site's address, why.
+type PassedOver = (String, Option<u64>, SkipReason);
+
+/// The error for a probe whose every function or site was passed over.
+fn nothing_to_probe(patterns: &[SymbolPattern], passed_over: &[PassedOver]) -> Diagnostic {
+    let span = patterns[0].span.to(patterns[patterns.len() - 1].span);
+    let functions: std::collections::BTreeSet<&str> = passed_over.iter().map(|(f, _, _)| f.as_str()).collect();
+    let reasons: std::collections::BTreeSet<String> = passed_over.iter().map(|(_, _, r)| r.describe()).collect();
+    let subject = match functions.iter().next() {
+        Some(f) if functions.len() == 1 => format!("`{f}` cannot be probed"),
+        _ => format!("none of the {} functions matched can be probed", functions.len()),
+    };
+    let places = passed_over.len();
+    if reasons.len() == 1 {
+        let reason = reasons.into_iter().next().unwrap_or_default();
+        let every = if places > 1 { format!(" (at each of its {places} places)") } else { String::new() };
+        let every = if functions.len() > 1 { String::new() } else { every };
+        return Diagnostic::error(span, format!("{subject}: {reason}{every}")).label("cannot hold a probe");
+    }
+    let mut d = Diagnostic::error(span, format!("{subject}: {places} places passed over")).label("cannot hold a probe");
+    for (function, addr, reason) in passed_over.iter().take(3) {
+        let at = addr.map(|a| format!(" at {a:#x}")).unwrap_or_default();
+        d = d.hint(format!("{function}{at}: {}", reason.describe()));
+    }
+    if places > 3 {
+        d = d.hint(format!("and {} more", places - 3));
+    }
+    d
 }
 
 fn resolve_pattern(
@@ -67,6 +118,7 @@ fn resolve_pattern(
     kind: InstanceKind,
     target: &Target,
     diags: &mut Diagnostics,
+    passed_over: &mut Vec<PassedOver>,
 ) -> Vec<FuncSite> {
     let found = target.find(&pattern.text);
     let inlined = target.find_inlined(&pattern.text);
@@ -102,32 +154,69 @@ fn resolve_pattern(
     }
     let mut sites = Vec::new();
     for f in found {
-        match target.probe_sites(f) {
-            Ok(s) => {
-                if kind == InstanceKind::Return && s.returns.is_empty() {
-                    let msg = format!(
-                        "`{}` has no RET instruction (it ends in a tail call, a panic or an endless loop): a return probe never fires",
-                        f.name
-                    );
-                    if pattern.is_wildcard() {
-                        diags.push(Diagnostic::warning(pattern.span, msg).label("skipped for this function"));
-                        continue;
-                    }
-                    diags.push(Diagnostic::error(pattern.span, msg).label("cannot probe its returns"));
-                    continue;
-                }
-                sites.push(FuncSite { name: f.name.clone(), entry: s.entry, returns: s.returns });
-            }
-            Err(e) => diags.push(Diagnostic::error(pattern.span, e.to_string()).label("cannot place a probe here")),
+        if let Some(site) = function_site(f, kind, target, passed_over) {
+            sites.push(site);
         }
     }
     // Where the function was inlined: an entry with no call, so no return.
     if kind == InstanceKind::Entry {
         for site in &inlined {
-            sites.push(FuncSite { name: site.callee.clone(), entry: site.addr, returns: Vec::new() });
+            match target.uprobe_refusal(site.addr) {
+                Some(r) => passed_over.push((site.callee.clone(), Some(site.addr), SkipReason::Refused(r))),
+                None => sites.push(FuncSite { name: site.callee.clone(), entry: site.addr, returns: Vec::new() }),
+            }
         }
     }
     sites
+}
+
+/// Where the probes of `f` go, or None (with the reason in `passed_over`) when it cannot
+/// hold one; refused return sites are passed over one by one.
+fn function_site(
+    f: &crate::target::Function,
+    kind: InstanceKind,
+    target: &Target,
+    passed_over: &mut Vec<PassedOver>,
+) -> Option<FuncSite> {
+    let mut pass = |addr: Option<u64>, reason: SkipReason| passed_over.push((f.name.clone(), addr, reason));
+    if f.size == 0 {
+        pass(None, SkipReason::ZeroSize);
+        return None;
+    }
+    let s = match target.probe_sites(f) {
+        Ok(s) => s,
+        Err(crate::target::TargetError::Disassembly { message, .. }) if target.code(f).is_some() => {
+            pass(None, SkipReason::BadCode { message });
+            return None;
+        }
+        Err(_) => {
+            pass(None, SkipReason::NoCode);
+            return None;
+        }
+    };
+    match kind {
+        InstanceKind::Return => {
+            if s.returns.is_empty() {
+                pass(None, SkipReason::NoReturn);
+                return None;
+            }
+            let mut returns = Vec::new();
+            for r in s.returns {
+                match target.uprobe_refusal(r) {
+                    Some(refusal) => pass(Some(r), SkipReason::Refused(refusal)),
+                    None => returns.push(r),
+                }
+            }
+            (!returns.is_empty()).then(|| FuncSite { name: f.name.clone(), entry: s.entry, returns })
+        }
+        _ => match target.uprobe_refusal(s.entry) {
+            Some(refusal) => {
+                pass(Some(s.entry), SkipReason::Refused(refusal));
+                None
+            }
+            None => Some(FuncSite { name: f.name.clone(), entry: s.entry, returns: s.returns }),
+        },
+    }
 }
 
 /// A Go name as the user must write it: bare when it is `pkg.Name`, quoted otherwise.

@@ -73,6 +73,10 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
             plural(programs),
             plural(sites)
         );
+        if let Some(line) = crate::check::skips::summary(&compiled.plan.skipped) {
+            eprintln!("{line}");
+            eprint!("{}", crate::check::skips::listing(&compiled.plan.skipped));
+        }
         return Ok(0);
     }
     match cli.emit {

@@ -32,7 +32,7 @@ pub(super) fn lower_all(
     sources: &Sources,
 ) -> Result<Lowered, LowerError> {
     let binary = Binary { path: target.path().to_path_buf(), build_ids: target.build_ids().clone() };
-    let mut plan = Plan { version: PLAN_VERSION, binary, ..Plan::default() };
+    let mut plan = Plan { version: PLAN_VERSION, binary, skipped: checked.skipped.clone(), ..Plan::default() };
     for f in checked.instances.iter().flat_map(|i| &i.functions) {
         if !plan.functions.contains(&f.name) {
             plan.functions.push(f.name.clone());

@@ -6,6 +6,10 @@
 //! has them (`uprobe_multi`): one syscall to attach, one to detach. Otherwise, or if the
 //! kernel refuses that link for any reason, each offset gets its own perf-event link
 //! (which also names the offending function when an offset is bad).
+//!
+//! A probe point the kernel refuses (ENOTSUPP for an instruction it will not step,
+//! EINVAL, ENOEXEC) is left out and recorded (`Loaded::refused`): one bad site never
+//! stops the others. Missing privileges and a vanished process still end the attach.
 
 use super::error::{has_errno, permission_error, RuntimeError};
 use super::events::IntervalTimer;
@@ -48,7 +52,27 @@ impl Link {
     }
 }
 
+/// A probe point the kernel refused to attach, and its errno.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RefusedPoint {
+    /// The program that was to run there.
+    pub program: String,
+    pub function: String,
+    pub address: u64,
+    pub file_offset: u64,
+    pub errno: i32,
+}
+
+/// The errnos with which the kernel refuses one probe point rather than the whole attach.
+const REFUSED_POINT_ERRNOS: [i32; 3] = [524 /* ENOTSUPP */, libc::EINVAL, libc::ENOEXEC];
+
 impl Loaded {
+    /// The probe points the kernel refused during `attach` (each left out; the others
+    /// are attached).
+    pub fn refused(&self) -> &[RefusedPoint] {
+        &self.refused
+    }
+
     /// Attaches every probe of the plan: the target's uprobes in `binary` within `scope`,
     /// begin/end triggers in gtrace itself, interval probes. Returns how many probe points
     /// were attached. On failure everything attached so far is detached.
@@ -77,7 +101,21 @@ impl Loaded {
                         continue;
                     }
                     for point in points {
-                        self.attach_uprobe(&probe.program, point, &binary, target_scope)?;
+                        match self.attach_uprobe(&probe.program, point, &binary, target_scope) {
+                            Err(RuntimeError::Attach { source, .. })
+                                if REFUSED_POINT_ERRNOS.iter().any(|e| has_errno(&*source, *e)) =>
+                            {
+                                let errno = REFUSED_POINT_ERRNOS.into_iter().find(|e| has_errno(&*source, *e));
+                                self.refused.push(RefusedPoint {
+                                    program: probe.program.clone(),
+                                    function: point.function.clone(),
+                                    address: point.address,
+                                    file_offset: point.file_offset,
+                                    errno: errno.unwrap_or(0),
+                                });
+                            }
+                            other => other?,
+                        }
                     }
                 }
                 ProbeAttach::Begin => self.attach_trigger(&probe.program, Trigger::Begin)?,

@@ -26,6 +26,8 @@ pub struct Loaded {
     /// (empty when the kernel has no such links).
     pub(crate) multi: HashMap<String, OwnedFd>,
     pub(crate) intervals: Vec<super::events::IntervalTimer>,
+    /// The probe points the kernel refused while attaching (see `Loaded::refused`).
+    pub(crate) refused: Vec<super::attach::RefusedPoint>,
 }
 
 /// A loader being prepared on another thread (see `prewarm`).
@@ -80,7 +82,7 @@ pub fn load(object: &[u8], plan: &Plan) -> Result<Loaded, RuntimeError> {
         }
     }
 
-    Ok(Loaded { ebpf, plan_probes: plan.probes.clone(), maps, events, links: Vec::new(), multi, intervals: Vec::new() })
+    Ok(Loaded { ebpf, plan_probes: plan.probes.clone(), maps, events, links: Vec::new(), multi, intervals: Vec::new(), refused: Vec::new() })
 }
 
 fn load_program(ebpf: &mut Ebpf, probe: &ProbeSpec) -> Result<(), RuntimeError> {

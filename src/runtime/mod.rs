@@ -15,7 +15,7 @@ pub mod signals;
 mod trigger;
 mod uprobe_multi;
 
-pub use attach::Scope;
+pub use attach::{RefusedPoint, Scope};
 pub use error::RuntimeError;
 pub use loader::{failing_insn, load, prewarm, Loaded};
 pub use maps::{possible_cpus, Entries};

@@ -454,6 +454,15 @@ impl Target {
         code::probe_sites(&f.name, f.addr, code, |a| self.function_at(a).map(|f| f.name.as_str()))
     }
 
+    /// Why the kernel would refuse a uprobe at `addr` (see `arch::uprobe`), judged from
+    /// the instruction the file holds there; None when it would accept it.
+    pub fn uprobe_refusal(&self, addr: u64) -> Option<crate::arch::uprobe::Refusal> {
+        let max = crate::arch::uprobe::MAX_INSN_BYTES as u64;
+        // The instruction's bytes, as many as the segment holds (up to the longest).
+        let code = (1..=max).rev().find_map(|len| self.bytes_at(addr, len)).unwrap_or(&[]);
+        crate::arch::uprobe::refusal(code)
+    }
+
     /// The offset in the file of the byte at virtual address `addr` (what a uprobe
     /// attaches to), for PIE and non-PIE executables alike.
     pub fn file_offset(&self, addr: u64) -> Option<u64> {

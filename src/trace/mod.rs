@@ -39,6 +39,7 @@ pub fn run(bundle: &Bundle, target: &Target, process: Process, args: &TraceArgs)
     };
     let attached = loaded.attach(&process.binary, scope)?;
     eprintln!("Attached {attached} probe{}", if attached == 1 { "" } else { "s" });
+    report_skipped(&loaded, plan)?;
     let mut sink = output::sink(args.format);
     let traced_pid = process.pid.or(child.as_ref().map(|c| c.pid()));
     let mut symbols = TargetSymbols { target, bias: None, pid: traced_pid };
@@ -91,6 +92,36 @@ pub fn run(bundle: &Bundle, target: &Target, process: Process, args: &TraceArgs)
     }
     sink.flush();
     Ok(0)
+}
+
+/// The one line that says what was passed over, before attaching (the plan's list) and
+/// while attaching; an error when the kernel refused every probe point of the target.
+fn report_skipped(loaded: &Loaded, plan: &Plan) -> Result<(), Failure> {
+    use crate::check::skips::{self, SkipReason, Skipped};
+    let refused = loaded.refused();
+    let mut all = plan.skipped.clone();
+    all.extend(refused.iter().map(|r| Skipped {
+        probe: plan.probes.iter().find(|p| p.program == r.program).map(|p| p.describe.clone()).unwrap_or_default(),
+        function: r.function.clone(),
+        addr: Some(r.address),
+        reason: SkipReason::Kernel { errno: r.errno },
+    }));
+    if let Some(line) = skips::summary(&all) {
+        eprintln!("{line}");
+    }
+    let points = plan.uprobe_points();
+    match refused.first() {
+        Some(first) if refused.len() == points => Err(Failure::message(
+            format!(
+                "the kernel refused every probe point ({points} of them), e.g. {} at file offset {:#x}: {}",
+                first.function,
+                first.file_offset,
+                skips::errno_text(first.errno)
+            ),
+            Some("check that the binary was not replaced since gtrace read it"),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Handles the events waiting in the ring buffer; true when one was `exit()`.
