@@ -274,7 +274,10 @@ fn edit_distance_within(a: &[char], b: &str, bound: usize) -> Option<usize> {
         let mut best = cur[0];
         for j in lo..=hi {
             let cost = usize::from(*ca != b[j - 1]);
-            cur[j] = (prev[j - 1].saturating_add(cost)).min(prev[j].saturating_add(1)).min(cur[j - 1].saturating_add(1)).min(far);
+            cur[j] = (prev[j - 1].saturating_add(cost))
+                .min(prev[j].saturating_add(1))
+                .min(cur[j - 1].saturating_add(1))
+                .min(far);
             best = best.min(cur[j]);
         }
         if let Some(right) = cur.get_mut(hi + 1) {

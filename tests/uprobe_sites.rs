@@ -82,11 +82,8 @@ fn the_kernel_refuses_exactly_the_sites_gtrace_predicts() {
         .collect();
     // The kernel judges the instruction when a process has the file mapped: a running one.
     let gate = std::env::temp_dir().join(format!("gtrace-sites-{}", std::process::id()));
-    let mut child = Command::new(&bin)
-        .args(["wait", "1", gate.to_str().unwrap()])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child =
+        Command::new(&bin).args(["wait", "1", gate.to_str().unwrap()]).stdout(Stdio::piped()).spawn().unwrap();
     let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
     out.read_line(&mut line).unwrap();
@@ -140,7 +137,10 @@ fn wildcards_pass_over_markers_and_refused_sites_at_check() {
     for pattern in ["runtime.*", "runtime.e*", "*"] {
         let (count, listed) = check_listing(&format!("on entry \"{pattern}\" {{ @n = count() }}"), &bin);
         assert_eq!(count, listed.len(), "{pattern}: {listed:?}");
-        assert!(listed.iter().any(|l| l.starts_with("  skipped runtime.etext ") && l.contains("zero-size")), "{listed:?}");
+        assert!(
+            listed.iter().any(|l| l.starts_with("  skipped runtime.etext ") && l.contains("zero-size")),
+            "{listed:?}"
+        );
     }
     let (_, listed) = check_listing("on entry \"*\" { @n = count() }", &bin);
     let locks = greyobject_lock_sites(&bin);
@@ -189,10 +189,15 @@ fn the_lock_site_in_greyobject_is_passed_over_and_the_rest_counted() {
     // main.add: the LOCK sites are passed over, main.add counts every call.
     let target = Target::open(&bin).unwrap();
     let locks = greyobject_lock_sites(&bin);
-    let callees: BTreeSet<String> =
-        target.inlined_sites().iter().filter(|s| locks.contains(&s.addr)).map(|s| format!("\"{}\"", s.callee)).collect();
+    let callees: BTreeSet<String> = target
+        .inlined_sites()
+        .iter()
+        .filter(|s| locks.contains(&s.addr))
+        .map(|s| format!("\"{}\"", s.callee))
+        .collect();
     assert!(!callees.is_empty());
-    let script = format!("on entry {}, main.add {{ @n[func] = count() }}", callees.into_iter().collect::<Vec<_>>().join(", "));
+    let script =
+        format!("on entry {}, main.add {{ @n[func] = count() }}", callees.into_iter().collect::<Vec<_>>().join(", "));
     let (count, listed) = check_listing(&script, &bin);
     assert!(count >= locks.len() && listed.iter().filter(|l| l.contains("LOCK-prefixed")).count() >= locks.len());
     let r = support::gtrace(&["-e", &script, "-c", &format!("{} add 250", bin.display())]);

@@ -48,13 +48,19 @@ impl Refusal {
     /// or several (`LOCK-prefixed (atomic) instructions`).
     pub fn describe(&self, plural: bool) -> String {
         let (one, many) = match self {
-            Refusal::Undecodable => {
-                ("bytes that do not decode as an x86 instruction".into(), "bytes that do not decode as x86 instructions".into())
+            Refusal::Undecodable => (
+                "bytes that do not decode as an x86 instruction".into(),
+                "bytes that do not decode as x86 instructions".into(),
+            ),
+            Refusal::Lock => {
+                ("a LOCK-prefixed (atomic) instruction".into(), "LOCK-prefixed (atomic) instructions".into())
             }
-            Refusal::Lock => ("a LOCK-prefixed (atomic) instruction".into(), "LOCK-prefixed (atomic) instructions".into()),
             Refusal::SegmentPrefix { byte } => {
                 let seg = segment_name(*byte);
-                (format!("an instruction with a segment prefix ({seg})"), format!("instructions with a segment prefix ({seg})"))
+                (
+                    format!("an instruction with a segment prefix ({seg})"),
+                    format!("instructions with a segment prefix ({seg})"),
+                )
             }
             Refusal::MasksInterrupts => ("a MOV or POP to SS".into(), "MOVs or POPs to SS".into()),
             Refusal::Opcode { opcode, vex: false } => (
@@ -180,18 +186,18 @@ mod tests {
     #[test]
     fn ordinary_go_instructions_are_accepted() {
         for code in [
-            &[0x55][..],                                // PUSHQ BP
-            &[0x48, 0x83, 0xec, 0x18],                  // SUBQ $0x18, SP
-            &[0xc3],                                    // RET
-            &[0x49, 0x3b, 0x66, 0x10],                  // CMPQ SP, 16(R14)
-            &[0xe8, 0, 0, 0, 0],                        // CALL
-            &[0x0f, 0x84, 0, 0, 0, 0],                  // JEQ rel32
-            &[0x0f, 0x05],                              // SYSCALL: 0F passes the table
-            &[0xc5, 0xfe, 0x7f, 0x07],                  // VMOVDQU Y0, (DI): opcode byte 7F
-            &[0xf3, 0x48, 0xab],                        // REP STOSQ
+            &[0x55][..],                                 // PUSHQ BP
+            &[0x48, 0x83, 0xec, 0x18],                   // SUBQ $0x18, SP
+            &[0xc3],                                     // RET
+            &[0x49, 0x3b, 0x66, 0x10],                   // CMPQ SP, 16(R14)
+            &[0xe8, 0, 0, 0, 0],                         // CALL
+            &[0x0f, 0x84, 0, 0, 0, 0],                   // JEQ rel32
+            &[0x0f, 0x05],                               // SYSCALL: 0F passes the table
+            &[0xc5, 0xfe, 0x7f, 0x07],                   // VMOVDQU Y0, (DI): opcode byte 7F
+            &[0xf3, 0x48, 0xab],                         // REP STOSQ
             &[0x64, 0x48, 0x8b, 0x04, 0x25, 0, 0, 0, 0], // MOVQ FS:0, AX
-            &[0x66, 0x90],                              // 2-byte NOP
-            &[0x0f, 0x1f, 0x44, 0x00, 0x00],            // NOPL
+            &[0x66, 0x90],                               // 2-byte NOP
+            &[0x0f, 0x1f, 0x44, 0x00, 0x00],             // NOPL
         ] {
             assert_eq!(refusal(code), None, "{code:x?}");
         }
@@ -200,18 +206,18 @@ mod tests {
     #[test]
     fn refused_instructions_and_why() {
         let cases: &[(&[u8], Refusal)] = &[
-            (&[0xf0, 0x08, 0x0b], Refusal::Lock),                          // LOCK ORB CL, (BX)
-            (&[0xf0, 0x48, 0x0f, 0xc1, 0x03], Refusal::Lock),              // LOCK XADDQ AX, (BX)
-            (&[0x66, 0xf0, 0x0f, 0xb1, 0x0b], Refusal::Lock),              // LOCK after another prefix
-            (&[0x2e, 0xeb, 0x00], Refusal::SegmentPrefix { byte: 0x2e }),  // CS-hinted JMP
+            (&[0xf0, 0x08, 0x0b], Refusal::Lock),                         // LOCK ORB CL, (BX)
+            (&[0xf0, 0x48, 0x0f, 0xc1, 0x03], Refusal::Lock),             // LOCK XADDQ AX, (BX)
+            (&[0x66, 0xf0, 0x0f, 0xb1, 0x0b], Refusal::Lock),             // LOCK after another prefix
+            (&[0x2e, 0xeb, 0x00], Refusal::SegmentPrefix { byte: 0x2e }), // CS-hinted JMP
             (&[0x66, 0x2e, 0x0f, 0x1f, 0x84, 0, 0, 0, 0, 0], Refusal::SegmentPrefix { byte: 0x2e }), // long NOP
-            (&[0x8e, 0xd0], Refusal::MasksInterrupts),                     // MOV AX, SS
-            (&[0xcc], Refusal::Opcode { opcode: 0xcc, vex: false }),       // INT3
-            (&[0xf4], Refusal::Opcode { opcode: 0xf4, vex: false }),       // HLT
+            (&[0x8e, 0xd0], Refusal::MasksInterrupts),                    // MOV AX, SS
+            (&[0xcc], Refusal::Opcode { opcode: 0xcc, vex: false }),      // INT3
+            (&[0xf4], Refusal::Opcode { opcode: 0xf4, vex: false }),      // HLT
             (&[0xcd, 0x80], Refusal::Opcode { opcode: 0xcd, vex: false }), // INT 0x80
             (&[0xc5, 0xfe, 0x6f, 0x07], Refusal::Opcode { opcode: 0x6f, vex: true }), // VMOVDQU (DI), Y0
             (&[0x66, 0xe9, 0, 0, 0, 0], Refusal::Branch16),
-            (&[0x48, 0x8b], Refusal::Undecodable),                         // cut short
+            (&[0x48, 0x8b], Refusal::Undecodable), // cut short
             (&[], Refusal::Undecodable),
             (&[0x06], Refusal::Undecodable), // PUSH ES: invalid in 64-bit mode
         ];

@@ -51,7 +51,9 @@ impl SkipReason {
         match self {
             SkipReason::ZeroSize => pair("zero-size symbol", "zero-size symbols"),
             SkipReason::NoCode => pair("function without code in the file", "functions without code in the file"),
-            SkipReason::BadCode { .. } => pair("function whose code does not disassemble", "functions whose code does not disassemble"),
+            SkipReason::BadCode { .. } => {
+                pair("function whose code does not disassemble", "functions whose code does not disassemble")
+            }
             SkipReason::NoReturn => pair("function without a RET", "functions without a RET"),
             SkipReason::Refused(r) => (format!("site at {r}"), format!("sites at {}", r.describe(true))),
             SkipReason::EntryRefused(r) => (
@@ -98,10 +100,8 @@ pub fn summary(skipped: &[Skipped]) -> Option<String> {
     for s in skipped {
         *by_reason.entry(s.reason.noun()).or_default() += 1;
     }
-    let parts: Vec<String> = by_reason
-        .into_iter()
-        .map(|((one, many), n)| format!("{n} {}", if n == 1 { one } else { many }))
-        .collect();
+    let parts: Vec<String> =
+        by_reason.into_iter().map(|((one, many), n)| format!("{n} {}", if n == 1 { one } else { many })).collect();
     let n = skipped.len();
     Some(format!(
         "gtrace: passed over {n} place{} that cannot hold a probe: {} (`--check` lists them)",
@@ -148,8 +148,13 @@ mod tests {
 
     #[test]
     fn plurals_read_as_english() {
-        let two = |r: Refusal| summary(&[skip("a", SkipReason::Refused(r)), skip("b", SkipReason::Refused(r))]).unwrap();
-        assert!(two(Refusal::Lock).contains("2 sites at LOCK-prefixed (atomic) instructions"), "{}", two(Refusal::Lock));
+        let two =
+            |r: Refusal| summary(&[skip("a", SkipReason::Refused(r)), skip("b", SkipReason::Refused(r))]).unwrap();
+        assert!(
+            two(Refusal::Lock).contains("2 sites at LOCK-prefixed (atomic) instructions"),
+            "{}",
+            two(Refusal::Lock)
+        );
         let seg = two(Refusal::SegmentPrefix { byte: 0x2e });
         assert!(seg.contains("2 sites at instructions with a segment prefix (CS)"), "{seg}");
         let op = two(Refusal::Opcode { opcode: 0xcc, vex: false });

@@ -82,7 +82,16 @@ pub fn load(object: &[u8], plan: &Plan) -> Result<Loaded, RuntimeError> {
         }
     }
 
-    Ok(Loaded { ebpf, plan_probes: plan.probes.clone(), maps, events, links: Vec::new(), multi, intervals: Vec::new(), refused: Vec::new() })
+    Ok(Loaded {
+        ebpf,
+        plan_probes: plan.probes.clone(),
+        maps,
+        events,
+        links: Vec::new(),
+        multi,
+        intervals: Vec::new(),
+        refused: Vec::new(),
+    })
 }
 
 fn load_program(ebpf: &mut Ebpf, probe: &ProbeSpec) -> Result<(), RuntimeError> {

@@ -78,7 +78,9 @@ fn matches(pieces: &[Piece], name: &str) -> bool {
     }
     // The last run must end where the name ends.
     match fixed_len(last) {
-        Some(len) => name.len().checked_sub(len).is_some_and(|start| start >= at && match_run(last, name, start).is_some()),
+        Some(len) => {
+            name.len().checked_sub(len).is_some_and(|start| start >= at && match_run(last, name, start).is_some())
+        }
         None => (at..=name.len()).any(|start| match_run(last, name, start) == Some(name.len())),
     }
 }
