@@ -472,29 +472,49 @@ fn nonexistent_pid_is_no_such_process() {
 }
 
 #[test]
-fn attach_failure_names_the_function_and_detaches() {
+fn a_point_the_kernel_refuses_is_left_out_and_the_others_attach() {
     let _serial = serial();
     let offset = entry_offset(go_target(), "main.work");
     let size = std::fs::metadata(go_target()).unwrap().len();
     let points = vec![
         AttachPoint { function: "main.work".into(), address: 0, file_offset: offset, cookie: 0 },
-        AttachPoint { function: "main.beyond".into(), address: 0, file_offset: size + 0x1000, cookie: 1 },
+        AttachPoint { function: "main.beyond".into(), address: 0x99, file_offset: size + 0x1000, cookie: 1 },
     ];
     let (bytes, plan) =
         object_and_plan(vec![(probe("count", ProbeAttach::Uprobe(points)), count_by_cookie())], vec![counts_map()]);
     let Some(mut loaded) = load_or_skip(&bytes, &plan) else {
         return;
     };
-    match loaded.attach(go_target(), Scope::AllProcesses) {
+    assert_eq!(loaded.attach(go_target(), Scope::AllProcesses).unwrap(), 1);
+    let refused = loaded.refused().to_vec();
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!((refused[0].function.as_str(), refused[0].address), ("main.beyond", 0x99));
+    assert_eq!((refused[0].file_offset, refused[0].errno), (size + 0x1000, libc::EINVAL));
+    let printed = run_target(None, 3);
+    assert_eq!(count_of(&loaded, 0), printed);
+    assert_eq!(count_of(&loaded, 1), 0);
+}
+
+#[test]
+fn an_attach_error_names_the_function_and_detaches() {
+    let _serial = serial();
+    let offset = entry_offset(go_target(), "main.work");
+    // A file that does not exist is no refused point: the attach fails and detaches.
+    let points = vec![AttachPoint { function: "main.work".into(), address: 0, file_offset: offset, cookie: 0 }];
+    let (bytes, plan) =
+        object_and_plan(vec![(probe("count", ProbeAttach::Uprobe(points)), count_by_cookie())], vec![counts_map()]);
+    let Some(mut loaded) = load_or_skip(&bytes, &plan) else {
+        return;
+    };
+    let missing = Path::new(env!("CARGO_TARGET_TMPDIR")).join("no-such-binary");
+    match loaded.attach(&missing, Scope::AllProcesses) {
         Err(e @ RuntimeError::Attach { .. }) => {
             let text = e.to_string();
-            assert!(text.contains("main.beyond") && text.contains(&format!("{:#x}", size + 0x1000)), "{text}");
+            assert!(text.contains("main.work") && text.contains(&format!("{offset:#x}")), "{text}");
         }
         other => panic!("expected an attach error, got {other:?}"),
     }
     assert_eq!(loaded.attached(), 0);
-    run_target(None, 3);
-    assert_eq!(count_of(&loaded, 0), 0);
 }
 
 /// File offsets of the entries of the first `n` functions of `binary` whose names start
