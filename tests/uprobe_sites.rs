@@ -48,8 +48,14 @@ fn object_at(binary: &Path, points: Vec<AttachPoint>) -> (Vec<u8>, Plan) {
         programs: vec![ProgramCode { name: "nop".into(), section: "uprobe/nop".into(), program }],
     };
     let plan = Plan {
-        binary: binary.to_path_buf(),
-        probes: vec![ProbeSpec { program: "nop".into(), attach: ProbeAttach::Uprobe(points), describe: "nop".into() }],
+        binary: gtrace::plan::Binary { path: binary.to_path_buf(), build_ids: Default::default() },
+        probes: vec![ProbeSpec {
+            program: "nop".into(),
+            section: "uprobe/nop".into(),
+            attach: ProbeAttach::Uprobe(points),
+            describe: "nop".into(),
+            source_lines: Vec::new(),
+        }],
         ..Plan::default()
     };
     (write(&obj).unwrap(), plan)
