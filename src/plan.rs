@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
 /// The version of the plan's format. A plan of another version is refused.
-pub const PLAN_VERSION: u32 = 1;
+pub const PLAN_VERSION: u32 = 2;
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Plan {
@@ -94,7 +94,8 @@ pub struct MapSpec {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum MapRole {
     /// A user's map: `@name` (empty name for `@`), keyed by `keys`, printed at exit.
-    User { name: String, keys: Vec<Field>, value: MapValue },
+    /// `key_names` names each key (the labels of the export, the fields of -f json).
+    User { name: String, keys: Vec<Field>, key_names: Vec<String>, value: MapValue },
     /// Entry timestamps for `elapsed`, keyed by goroutine activation.
     EntryTimes,
     /// `self.NAME` variables, keyed by goroutine.

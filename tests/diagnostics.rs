@@ -41,3 +41,14 @@ diagnostic!(parameter_optimized_away_where_inlined, "on entry main.abs { @s = su
 diagnostic!(zero_size_symbol, "on entry runtime.text { @n = count() }");
 diagnostic!(every_site_refused_by_uprobes, "on entry runtime.markBits.setMarked { @n = count() }");
 diagnostic!(no_ret_in_an_explicit_return_probe, "on return runtime.exitThread.abi0 { @n = count() }");
+diagnostic!(key_name_not_a_label, "on entry main.handle { @x[größe: r.Size] = count() }");
+diagnostic!(key_name_reserved, "on entry main.handle { @x[le: r.Size] = count() }");
+diagnostic!(key_names_alike, "on entry main.handle { self.path = r.Method; @x[self.path, r.URL.Path] = count() }");
+diagnostic!(
+    key_named_two_ways,
+    "on entry main.handle { @x[method: r.Method] = count() } on entry main.greet { @x[verb: name] = count() }"
+);
+diagnostic!(
+    key_read_under_another_name,
+    "on entry main.handle { @x[method: r.Method] = r.Size } on entry main.greet { print(@x[m: name]) }"
+);

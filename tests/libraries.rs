@@ -180,7 +180,7 @@ fn lock_measures_mutex_waits() {
     let entries = by_caller["entries"].as_array().unwrap();
     assert!(!entries.is_empty());
     for e in entries {
-        let frames: Vec<&str> = e["keys"][0].as_array().unwrap().iter().map(|f| f.as_str().unwrap()).collect();
+        let frames: Vec<&str> = e["keys"]["ustack"].as_array().unwrap().iter().map(|f| f.as_str().unwrap()).collect();
         assert!(frames.iter().any(|f| f.starts_with("main.contend.func1+")), "{frames:?}");
     }
 }

@@ -56,6 +56,12 @@ fn key_text(v: &Value) -> String {
     }
 }
 
+/// The names of map `name`'s keys, in order.
+fn key_names(objects: &[Value], name: &str) -> Vec<String> {
+    let map = objects.iter().find(|o| o["type"] == "map" && o["name"] == name).expect("map printed");
+    map["key_names"].as_array().expect("key_names").iter().map(key_text).collect()
+}
+
 /// The entries of map `name` at exit (its last printing): keys joined by `|` -> value.
 fn map_entries(objects: &[Value], name: &str) -> BTreeMap<String, Value> {
     let map = objects
@@ -63,12 +69,14 @@ fn map_entries(objects: &[Value], name: &str) -> BTreeMap<String, Value> {
         .filter(|o| o["type"] == "map" && o["name"] == name)
         .last()
         .unwrap_or_else(|| panic!("map {name} not printed in {objects:?}"));
+    let names: Vec<&str> = map["key_names"].as_array().expect("key_names").iter().filter_map(|n| n.as_str()).collect();
     map["entries"]
         .as_array()
         .expect("entries")
         .iter()
         .map(|e| {
-            let keys: Vec<String> = e["keys"].as_array().expect("keys").iter().map(key_text).collect();
+            // Keys are fields named by key_names (the order of the script's keys).
+            let keys: Vec<String> = names.iter().map(|n| key_text(&e["keys"][*n])).collect();
             (keys.join("|"), e["value"].clone())
         })
         .collect()
@@ -116,6 +124,7 @@ fn http_counts_server_requests_by_method_path_and_status() {
     assert_eq!(truth_n(&t, "requests"), 4 * 9 + 1);
     let got = counts(&objects, "@http_requests");
     assert_eq!(got, want, "stdout:\n{}", r.stdout);
+    assert_eq!(key_names(&objects, "@http_requests"), ["method", "path", "status"]);
 
     // Latency: one histogram per method and path, with every request in it.
     let lat = map_entries(&objects, "@http_latency");
@@ -161,6 +170,7 @@ fn httpclient_counts_requests_by_host_and_status_and_errors() {
     let by_truth: Vec<u64> = ["a_200", "a_404", "b_201", "b_200"].iter().map(|k| truth_n(&t, k)).collect();
     assert_eq!(by_truth, vec![9, 3, 6, 3]);
     assert_eq!(counts(&objects, "@httpc_requests"), want, "stdout:\n{}", r.stdout);
+    assert_eq!(key_names(&objects, "@httpc_requests"), ["method", "host", "status"]);
 
     let errors = counts(&objects, "@httpc_errors");
     assert_eq!(errors, [(format!("GET|{c}"), truth_n(&t, "c_errors"))].into_iter().collect(), "{}", r.stdout);

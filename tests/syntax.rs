@@ -112,7 +112,15 @@ fn map_ref(m: &MapRef) -> String {
     if m.keys.is_empty() {
         format!("@{}", m.name.name)
     } else {
-        let k: Vec<String> = m.keys.iter().map(expr).collect();
+        let k: Vec<String> = m
+            .keys
+            .iter()
+            .enumerate()
+            .map(|(i, k)| match m.key_name(i) {
+                Some(n) => format!("{}: {}", n.name, expr(k)),
+                None => expr(k),
+            })
+            .collect();
         format!("@{}[{}]", m.name.name, k.join(", "))
     }
 }
@@ -229,6 +237,26 @@ on return main.F {
     delete(@m[pid]); clear(@total)
 }
 "#));
+}
+
+#[test]
+fn named_keys() {
+    assert_snapshot!(ast(r#"
+on return main.F {
+    @http[method: self.m, path: req.URL.Path, code] = count()
+    @m[
+        a: 1,
+        end: x > 2,
+    ] = sum(x)
+    delete(@http[method: "GET", path: "/", code: 200])
+    @m2[x : y] = count()
+}
+"#));
+}
+
+#[test]
+fn error_key_name_without_key() {
+    assert_snapshot!(err("on begin { @m[method: ] = count() }"));
 }
 
 #[test]

@@ -1,10 +1,12 @@
-//! The table of user maps (`@name`): every use of a map must agree on its key types and
-//! on what its value is (one aggregation, or plain values of one type).
+//! The table of user maps (`@name`): every use of a map must agree on its key types, on
+//! its keys' names (`keynames`) and on what its value is (one aggregation, or plain values
+//! of one type).
 
+use super::keynames::{self, KeyName};
 use super::ty::Ty;
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::plan::Agg;
-use crate::syntax::ast::Span;
+use crate::syntax::ast::{MapRef, Span};
 use std::collections::BTreeMap;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -16,6 +18,9 @@ pub enum MapValueTy {
 #[derive(Clone, Debug)]
 pub struct MapInfo {
     pub keys: Vec<Ty>,
+    /// One name per key: written in some use (`method: x`), else derived from the key
+    /// expression of the first use.
+    pub key_names: Vec<KeyName>,
     pub value: MapValueTy,
     /// Where the map was first given its shape.
     pub span: Span,
@@ -24,8 +29,9 @@ pub struct MapInfo {
 #[derive(Debug, Default)]
 pub struct MapTable {
     pub maps: BTreeMap<String, MapInfo>,
-    /// Maps named by print/clear/delete/reads, checked once all probes are seen.
-    pub referenced: Vec<(String, Span)>,
+    /// Maps named by print/clear/delete/reads, with the key names written there (if
+    /// any), checked once all probes are seen.
+    pub referenced: Vec<(String, Span, Vec<Option<KeyName>>)>,
 }
 
 /// `@name`, or `@` for the anonymous map.
@@ -36,9 +42,17 @@ pub fn display_name(name: &str) -> String {
 impl MapTable {
     /// Records a write of `value` under `keys` to map `name`; an error if it disagrees with
     /// an earlier use.
-    pub fn declare(&mut self, name: &str, keys: Vec<Ty>, value: MapValueTy, span: Span, diags: &mut Diagnostics) {
-        let Some(existing) = self.maps.get(name) else {
-            self.maps.insert(name.to_string(), MapInfo { keys, value, span });
+    pub fn declare(
+        &mut self,
+        name: &str,
+        keys: Vec<Ty>,
+        key_names: Vec<KeyName>,
+        value: MapValueTy,
+        span: Span,
+        diags: &mut Diagnostics,
+    ) {
+        let Some(existing) = self.maps.get_mut(name) else {
+            self.maps.insert(name.to_string(), MapInfo { keys, key_names, value, span });
             return;
         };
         let key_layout = |k: &[Ty]| k.iter().map(|t| t.value_type()).collect::<Vec<_>>();
@@ -50,6 +64,7 @@ impl MapTable {
             );
             return;
         }
+        merge_names(name, &mut existing.key_names, key_names, diags);
         let same = match (&existing.value, &value) {
             (MapValueTy::Agg { agg: a, of: x }, MapValueTy::Agg { agg: b, of: y }) => {
                 a == b && x.value_type() == y.value_type()
@@ -67,13 +82,27 @@ impl MapTable {
         }
     }
 
-    pub fn reference(&mut self, name: &str, span: Span) {
-        self.referenced.push((name.to_string(), span));
+    /// A use of `map` that does not write it: a read, print, clear or delete.
+    pub fn reference(&mut self, map: &MapRef) {
+        let written = keynames::key_names(map).into_iter().map(|n| n.explicit.then_some(n)).collect();
+        self.referenced.push((map.name.name.clone(), map.span, written));
     }
 
-    /// Every referenced map must be written somewhere.
+    /// Every referenced map must be written somewhere, and the key names written where
+    /// it is read must be its names; every map's key names must be valid and distinct.
     pub fn check_references(&self, diags: &mut Diagnostics) {
-        for (name, span) in &self.referenced {
+        for (name, info) in &self.maps {
+            check_names(name, &info.key_names, diags);
+        }
+        for (name, span, written) in &self.referenced {
+            if let Some(info) = self.maps.get(name) {
+                for (n, have) in written.iter().zip(&info.key_names) {
+                    match n {
+                        Some(n) if n.name != have.name => diags.push(renamed(name, n, have)),
+                        _ => {}
+                    }
+                }
+            }
             if !self.maps.contains_key(name) {
                 let close = crate::diag::closest(name, self.maps.keys().map(|k| k.as_str()), 1);
                 let mut d =
@@ -83,6 +112,56 @@ impl MapTable {
                 }
                 diags.push(d);
             }
+        }
+    }
+}
+
+/// Takes the names of a new use of a map into its names: a written name wins over a
+/// derived one; two written names must agree. Derived names that differ keep the first.
+fn merge_names(map: &str, names: &mut [KeyName], new: Vec<KeyName>, diags: &mut Diagnostics) {
+    for (have, new) in names.iter_mut().zip(new) {
+        if !new.explicit || have.name == new.name {
+            continue;
+        }
+        if have.explicit {
+            diags.push(renamed(map, &new, have));
+        } else {
+            *have = new;
+        }
+    }
+}
+
+fn renamed(map: &str, here: &KeyName, there: &KeyName) -> Diagnostic {
+    let how = if there.explicit { "named" } else { "named after its expression" };
+    Diagnostic::error(
+        here.span,
+        format!("this key of {} is named `{}`, but elsewhere `{}`", display_name(map), here.name, there.name),
+    )
+    .label(format!("named `{}` here", here.name))
+    .related(there.span, format!("{how} `{}` here", there.name))
+    .hint("a key has one name wherever the map is used: the label of its metrics and its field in -f json")
+}
+
+/// Each name is a valid label name, and no two keys of a map share one.
+fn check_names(map: &str, names: &[KeyName], diags: &mut Diagnostics) {
+    for (i, n) in names.iter().enumerate() {
+        let how = if n.explicit { "" } else { " (after its expression)" };
+        if let Some(why) = keynames::invalid(&n.name) {
+            let mut d =
+                Diagnostic::error(n.span, format!("`{}` cannot name a key of {}{how}", n.name, display_name(map)))
+                    .label("not a valid key name")
+                    .hint(why);
+            if !n.explicit {
+                d = d.hint("name the key: `@m[NAME: expr]`");
+            }
+            diags.push(d);
+        } else if let Some(first) = names[..i].iter().find(|f| f.name == n.name) {
+            let mut d =
+                Diagnostic::error(n.span, format!("two keys of {} are named `{}`{how}", display_name(map), n.name))
+                    .label("the second")
+                    .related(first.span, "the first");
+            d = d.hint(format!("name them apart: `{}[a: ..., b: ...]`", display_name(map)));
+            diags.push(d);
         }
     }
 }

@@ -8,6 +8,7 @@
 pub mod builtins;
 pub mod govalues;
 pub mod instances;
+pub mod keynames;
 pub mod maps;
 pub mod probes;
 pub mod skips;

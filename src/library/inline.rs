@@ -125,7 +125,12 @@ impl Inliner<'_> {
     }
 
     fn map_ref(&mut self, m: &MapRef, env: &Env) -> MapRef {
-        MapRef { name: m.name.clone(), keys: m.keys.iter().map(|k| self.expr(k, env)).collect(), span: m.span }
+        MapRef {
+            name: m.name.clone(),
+            keys: m.keys.iter().map(|k| self.expr(k, env)).collect(),
+            names: m.names.clone(),
+            span: m.span,
+        }
     }
 
     fn expr(&mut self, e: &Expr, env: &Env) -> Expr {

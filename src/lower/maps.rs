@@ -62,7 +62,12 @@ impl Maps {
                 key_size,
                 value_size,
                 max_entries: USER_MAP_ENTRIES,
-                role: MapRole::User { name: name.clone(), keys: key_fields.clone(), value },
+                role: MapRole::User {
+                    name: name.clone(),
+                    keys: key_fields.clone(),
+                    key_names: info.key_names.iter().map(|n| n.name.clone()).collect(),
+                    value,
+                },
             });
             maps.user.insert(name.clone(), UserMap { object_name, key_fields, key_size, value: info.value.clone() });
         }

@@ -61,10 +61,13 @@ pub fn map(dump: &MapDump) -> J {
                 Some(p) => value(p),
                 None => agg(&e.value, dump),
             };
-            json!({"keys": e.keys.iter().map(value).collect::<Vec<_>>(), "value": v})
+            let keys: serde_json::Map<String, J> =
+                dump.key_names.iter().cloned().zip(e.keys.iter().map(value)).collect();
+            json!({"keys": keys, "value": v})
         })
         .collect();
-    json!({"type": "map", "name": dump.name, "agg": dump.agg.map(|a| a.name()), "entries": entries})
+    let agg = dump.agg.map(|a| a.name());
+    json!({"type": "map", "name": dump.name, "agg": agg, "key_names": dump.key_names, "entries": entries})
 }
 
 impl Sink for JsonSink {

@@ -17,6 +17,8 @@ pub struct MapDump {
     pub agg: Option<Agg>,
     /// The aggregated or stored values are durations.
     pub durations: bool,
+    /// The name of each key (`method`, `path`, `key0`): labels and JSON fields.
+    pub key_names: Vec<String>,
     pub entries: Vec<MapEntry>,
 }
 
@@ -158,7 +160,7 @@ pub fn decode_event(bytes: &[u8], plan: &Plan) -> Option<Event> {
 
 /// Decodes a user map's raw entries (key bytes, per-CPU value bytes).
 pub fn decode_map(spec: &MapSpec, raw: &[(Vec<u8>, Vec<Vec<u8>>)], plan: &Plan) -> Option<MapDump> {
-    let MapRole::User { name, keys, value } = &spec.role else { return None };
+    let MapRole::User { name, keys, key_names, value } = &spec.role else { return None };
     let (agg, durations) = match value {
         MapValue::Agg { agg, of } => (Some(*agg), *of == ValueType::Duration),
         MapValue::Plain(t) => (None, *t == ValueType::Duration),
@@ -185,5 +187,5 @@ pub fn decode_map(spec: &MapSpec, raw: &[(Vec<u8>, Vec<Vec<u8>>)], plan: &Plan) 
             }
         })
         .collect();
-    Some(MapDump { name: format!("@{name}"), agg, durations, entries })
+    Some(MapDump { name: format!("@{name}"), agg, durations, key_names: key_names.clone(), entries })
 }

@@ -169,7 +169,26 @@ pub enum Else {
 pub struct MapRef {
     pub name: Ident,
     pub keys: Vec<Expr>,
+    /// The name written before each key, `@m[method: x]`, or `None`: as long as `keys`.
+    #[serde(skip_serializing_if = "unnamed")]
+    pub names: Vec<Option<Ident>>,
     pub span: Span,
+}
+
+impl MapRef {
+    /// A reference with unnamed keys.
+    pub fn new(name: Ident, keys: Vec<Expr>, span: Span) -> MapRef {
+        let names = vec![None; keys.len()];
+        MapRef { name, keys, names, span }
+    }
+    /// The name written before key `i`, if any.
+    pub fn key_name(&self, i: usize) -> Option<&Ident> {
+        self.names.get(i).and_then(|n| n.as_ref())
+    }
+}
+
+fn unnamed(names: &[Option<Ident>]) -> bool {
+    names.iter().all(|n| n.is_none())
 }
 
 /// Identifies an expression node for side tables. Unique within one parsed file;

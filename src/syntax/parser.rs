@@ -521,7 +521,7 @@ impl Cx<'_> {
             Rule::map_assign => {
                 let map = match inner.next() {
                     Some(m) => self.map_ref(m)?.0,
-                    None => MapRef { name: Ident { name: String::new(), span }, keys: Vec::new(), span },
+                    None => MapRef::new(Ident { name: String::new(), span }, Vec::new(), span),
                 };
                 StmtKind::AssignMap { map, value: self.next_expr(&mut inner, span)? }
             }
@@ -761,22 +761,34 @@ impl Cx<'_> {
     fn map_ref(&mut self, p: Pair<Rule>) -> Fatal<(MapRef, u32)> {
         let span = self.span(&p);
         let mut name = Ident { name: String::new(), span };
-        let mut keys = Vec::new();
+        let (mut keys, mut names) = (Vec::new(), Vec::new());
         let mut below = 0;
         for q in p.into_inner() {
             match q.as_rule() {
                 // The ident's span covers the `@`: that is what a user points at.
                 Rule::map_name => name = Ident { name: q.as_str()[1..].to_string(), span: self.span(&q) },
                 _ => {
+                    let mut named = None;
                     for k in q.into_inner() {
+                        if k.as_rule() == Rule::key_name {
+                            named = self.key_name(k);
+                            continue;
+                        }
                         let b = self.expr(k)?;
                         below = below.max(b.depth);
                         keys.push(b.expr);
+                        names.push(named.take());
                     }
                 }
             }
         }
-        Ok((MapRef { name, keys, span }, below))
+        Ok((MapRef { name, keys, names, span }, below))
+    }
+
+    /// `method:` before a map key: the name (checked as a label name by the checker).
+    fn key_name(&mut self, p: Pair<Rule>) -> Option<Ident> {
+        let n = p.into_inner().next()?;
+        Some(Ident { name: n.as_str().to_string(), span: self.span(&n) })
     }
 
     // ---- literals ----

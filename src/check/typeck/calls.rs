@@ -1,6 +1,7 @@
 //! Calls: aggregations, the statements that look like calls (print, printf, delete,
 //! clear, exit), and the builtin functions that give values (len, hasPrefix).
 
+use super::super::keynames::KeyName;
 use super::super::maps::MapValueTy;
 use super::super::ty::{Ty, I64, U64};
 use super::Cx;
@@ -123,7 +124,8 @@ impl Cx<'_> {
                     );
                     return;
                 }
-                self.maps.declare("", vec![Ty::Func], v, e.span, self.diags);
+                let key = KeyName { name: "func".into(), explicit: false, span: e.span };
+                self.maps.declare("", vec![Ty::Func], vec![key], v, e.span, self.diags);
             }
             return;
         }
@@ -135,7 +137,7 @@ impl Cx<'_> {
                 for a in args {
                     if let ExprKind::Map(m) = &a.kind {
                         if m.keys.is_empty() && args.len() == 1 {
-                            self.maps.reference(&m.name.name, m.span);
+                            self.maps.reference(m);
                             continue;
                         }
                     }
@@ -147,7 +149,7 @@ impl Cx<'_> {
             "delete" => match args.as_slice() {
                 [Expr { kind: ExprKind::Map(m), .. }] if !m.keys.is_empty() => {
                     self.keys(m);
-                    self.maps.reference(&m.name.name, m.span);
+                    self.maps.reference(m);
                 }
                 _ => self.err(
                     Diagnostic::error(e.span, "delete takes one map element: `delete(@m[key])`")
@@ -155,7 +157,7 @@ impl Cx<'_> {
                 ),
             },
             "clear" => match args.as_slice() {
-                [Expr { kind: ExprKind::Map(m), .. }] if m.keys.is_empty() => self.maps.reference(&m.name.name, m.span),
+                [Expr { kind: ExprKind::Map(m), .. }] if m.keys.is_empty() => self.maps.reference(m),
                 _ => self.err(Diagnostic::error(e.span, "clear takes one map: `clear(@m)`").label("not a map")),
             },
             "exit" => {

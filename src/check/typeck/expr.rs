@@ -58,7 +58,7 @@ impl Cx<'_> {
     /// A plain map's value read back in a probe.
     fn map_read(&mut self, e: &Expr, m: &MapRef) -> Ty {
         self.keys(m);
-        self.maps.reference(&m.name.name, m.span);
+        self.maps.reference(m);
         match self.maps.maps.get(&m.name.name).map(|i| i.value.clone()) {
             Some(MapValueTy::Plain(t)) => t,
             Some(MapValueTy::Agg { agg, .. }) => {

@@ -7,6 +7,7 @@ mod expr;
 mod names;
 
 use super::govalues::GoValue;
+use super::keynames;
 use super::maps::{MapTable, MapValueTy};
 use super::ty::Ty;
 use super::{Builtin, Facts, InstanceKind, SelfVar};
@@ -171,7 +172,8 @@ impl Cx<'_> {
                     }
                 };
                 if let Some(v) = v {
-                    self.maps.declare(&map.name.name, keys, v, map.span, self.diags);
+                    let names = keynames::key_names(map);
+                    self.maps.declare(&map.name.name, keys, names, v, map.span, self.diags);
                 }
             }
             StmtKind::Expr(e) => self.expr_stmt(e),
