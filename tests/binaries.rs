@@ -11,31 +11,10 @@
 mod support;
 
 use gtrace::target::{Abi, Target};
-use std::collections::hash_map::DefaultHasher;
-use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use support::toolchain::{build, toolchains, Kind, NotBuilt};
 use support::{map_value, privileged, truth};
-
-/// The oldest release gtrace supports and the newest one published, tested by default.
-const OLDEST: &str = "go1.17.13";
-const NEWEST: &str = "go1.27.4";
-
-fn toolchains() -> Vec<String> {
-    match std::env::var("GTRACE_GO_VERSIONS") {
-        Ok(v) if !v.trim().is_empty() => v.split_whitespace().map(str::to_string).collect(),
-        _ => vec!["local".to_string(), OLDEST.to_string(), NEWEST.to_string()],
-    }
-}
-
-/// One way of building the program.
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
-struct Kind {
-    stripped: bool,
-    pie: bool,
-    cgo: bool,
-}
 
 const KINDS: [Kind; 7] = [
     Kind { stripped: false, pie: false, cgo: false },
@@ -46,78 +25,6 @@ const KINDS: [Kind; 7] = [
     Kind { stripped: false, pie: true, cgo: true },
     Kind { stripped: true, pie: true, cgo: true },
 ];
-
-impl Kind {
-    fn unstripped(self) -> Kind {
-        Kind { stripped: false, ..self }
-    }
-    fn label(self) -> String {
-        format!(
-            "{}{}{}",
-            if self.stripped { "stripped" } else { "symbols" },
-            if self.pie { "-pie" } else { "-exe" },
-            if self.cgo { "-cgo" } else { "" }
-        )
-    }
-}
-
-/// Why a build did not happen.
-enum NotBuilt {
-    /// The toolchain could not be fetched (no network to the proxy, unknown release).
-    NoToolchain(String),
-}
-
-/// Builds tests/go/<dir> with `toolchain` ("local" or e.g. "go1.17.13") as `kind`, cached
-/// under target/gobin by a hash of sources, toolchain and kind.
-fn build(dir: &str, toolchain: &str, kind: Kind) -> Result<PathBuf, NotBuilt> {
-    let src = support::root().join("tests/go").join(dir);
-    let mut hasher = DefaultHasher::new();
-    support::hash_tree(&src, &mut hasher);
-    toolchain.hash(&mut hasher);
-    kind.hash(&mut hasher);
-    if toolchain == "local" {
-        local_version().hash(&mut hasher);
-    }
-    let out_dir = support::root().join("target/gobin");
-    std::fs::create_dir_all(&out_dir).expect("create target/gobin");
-    let out = out_dir.join(format!("{dir}-{toolchain}-{}-{:016x}", kind.label(), hasher.finish()));
-    if out.exists() {
-        return Ok(out);
-    }
-    static COUNTER: AtomicUsize = AtomicUsize::new(0);
-    let tmp = out_dir.join(format!(".{dir}-{}-{}.tmp", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed)));
-    let mut cmd = Command::new("go");
-    cmd.arg("build").arg("-o").arg(&tmp);
-    if kind.pie {
-        cmd.arg("-buildmode=pie");
-    }
-    if kind.stripped {
-        cmd.arg("-ldflags=-s -w");
-    }
-    let output = cmd
-        .arg(".")
-        .current_dir(&src)
-        .env("GOTOOLCHAIN", toolchain)
-        // Old toolchains reject flags newer ones accept (-buildvcs), so set GOFLAGS whole.
-        .env("GOFLAGS", "-mod=mod")
-        .env("CGO_ENABLED", if kind.cgo { "1" } else { "0" })
-        .output()
-        .expect("run go build");
-    if !output.status.success() {
-        let err = String::from_utf8_lossy(&output.stderr).into_owned();
-        if err.contains("downloading go1") || err.contains("toolchain") && err.contains("not") {
-            return Err(NotBuilt::NoToolchain(err));
-        }
-        panic!("go build of tests/go/{dir} with {toolchain} as {kind:?} failed:\n{err}");
-    }
-    std::fs::rename(&tmp, &out).expect("rename the built program");
-    Ok(out)
-}
-
-fn local_version() -> String {
-    let out = Command::new("go").args(["env", "GOVERSION"]).env("GOTOOLCHAIN", "local").output().expect("go env");
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
 
 /// The kinds program built every way with `toolchain`, or None (said loudly) when the
 /// toolchain cannot be fetched.
@@ -206,11 +113,10 @@ fn every_kind_every_toolchain_target_facts() {
                 assert_eq!(callers.iter().filter(|x| **x == c).count(), 1, "{what}: {callers:?}");
                 let caller = t.find(c)[0];
                 let site = sites.iter().find(|s| s.caller == c).unwrap();
-                assert!(
-                    site.addr >= caller.addr && site.addr < caller.addr + caller.size,
-                    "{what}: {site:x?} {caller:x?}"
-                );
-                assert_eq!(t.inlined_at(site.addr).map(|s| s.callee.as_str()), Some("main.triple"));
+                for addr in [site.addr, site.body] {
+                    assert!(addr >= caller.addr && addr < caller.addr + caller.size, "{what}: {site:x?} {caller:x?}");
+                }
+                assert_ne!(site.how, gtrace::target::Placement::Lowest, "{what}: {site:x?}");
             }
         }
     }
@@ -352,7 +258,7 @@ fn return_of_an_only_inlined_function_is_refused() {
 fn gofmt(stripped: bool) -> PathBuf {
     let out = support::root().join("target/gobin").join(format!(
         "gofmt-{}-{}",
-        local_version(),
+        support::go_version(),
         if stripped { "s" } else { "full" }
     ));
     if out.exists() {

@@ -28,7 +28,7 @@ fn all_sites(target: &Target) -> Vec<(String, u64, bool)> {
             sites.push((f.name.clone(), s.entry, target.uprobe_refusal(s.entry).is_some()));
         }
     }
-    for s in target.inlined_sites() {
+    for s in &target.find_inlined("*") {
         sites.push((s.callee.clone(), s.addr, target.uprobe_refusal(s.addr).is_some()));
     }
     sites.sort_by_key(|s| s.1);
@@ -129,7 +129,7 @@ fn check_listing(script: &str, bin: &Path) -> (usize, Vec<String>) {
 /// (where another function was inlined), per `go tool objdump`.
 fn greyobject_lock_sites(bin: &Path) -> Vec<u64> {
     let target = Target::open(bin).unwrap();
-    let inlined: BTreeSet<u64> = target.inlined_sites().iter().map(|s| s.addr).collect();
+    let inlined: BTreeSet<u64> = target.find_inlined("*").iter().map(|s| s.addr).collect();
     support::objdump(bin, "runtime.greyobject")
         .into_iter()
         .filter(|l| l.asm.starts_with("LOCK ") && inlined.contains(&l.addr))
@@ -196,7 +196,7 @@ fn the_lock_site_in_greyobject_is_passed_over_and_the_rest_counted() {
     let target = Target::open(&bin).unwrap();
     let locks = greyobject_lock_sites(&bin);
     let callees: BTreeSet<String> = target
-        .inlined_sites()
+        .find_inlined("*")
         .iter()
         .filter(|s| locks.contains(&s.addr))
         .map(|s| format!("\"{}\"", s.callee))

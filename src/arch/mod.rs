@@ -115,4 +115,5 @@ pub const SP: Reg = Reg::Rsp;
 pub const PTR_SIZE: u64 = 8;
 
 pub mod abi;
+pub mod flow;
 pub mod uprobe;

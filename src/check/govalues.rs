@@ -8,7 +8,7 @@ use crate::arch::abi::{self, Location};
 use crate::check::Builtin;
 use crate::syntax::ast::*;
 use crate::target::types::{TypeId, TypeKind, Types};
-use crate::target::{Param, Target};
+use crate::target::{InlinedLocation, InlinedSite, Param, Target};
 
 /// A Go value the probe can read by name.
 #[derive(Clone, Debug, PartialEq)]
@@ -127,19 +127,16 @@ pub fn positional(target: &Target, function: &str, kind: InstanceKind) -> Vec<Go
 
 /// Where a function was inlined, its parameters are wherever the caller's code keeps
 /// them, not in ABI registers: read where DWARF locates them in registers at the site's
-/// address, refused with the reason otherwise.
-pub fn inlined_values(target: &Target, function: &str, site: u64, limit: u32) -> Vec<GoValue> {
+/// probe address, refused with the reason otherwise.
+pub fn inlined_values(target: &Target, site: &InlinedSite, limit: u32) -> Vec<GoValue> {
+    let function = site.callee.as_str();
     let unreadable = |name: &str, why: &str| {
         format!(
             "`{name}` is a parameter of {function}, which was inlined here: {why}, so it cannot be read at this site"
         )
     };
-    // Where DWARF says the inlined call keeps each parameter at the site's address.
-    let located = match target.inlined_at(site).cloned() {
-        Some(s) => target.inlined_params(&s).ok().flatten(),
-        None => None,
-    };
-    if let Some(located) = located {
+    // Where DWARF says the inlined call keeps each parameter at the probe's address.
+    if let Some(located) = target.inlined_params(site).ok().flatten() {
         // Every parameter the function declares; one the inlined call does not list was
         // optimized away there.
         let declared: Vec<Param> = match target.params(function) {
@@ -151,9 +148,15 @@ pub fn inlined_values(target: &Target, function: &str, site: u64, limit: u32) ->
             .into_iter()
             .map(|p| {
                 let (ty, location) = match located.iter().find(|(l, _)| l.name == p.name) {
-                    Some((_, Some(loc))) => (go_ty(types, p.ty, &p.name, limit), loc.clone()),
-                    Some((_, None)) => (
-                        Err(unreadable(&p.name, "DWARF does not place it in registers at that address")),
+                    Some((_, InlinedLocation::Regs(loc))) => (go_ty(types, p.ty, &p.name, limit), loc.clone()),
+                    Some((_, InlinedLocation::Elsewhere)) => {
+                        (Err(unreadable(&p.name, "DWARF places it in memory there, not in registers")), Location::Empty)
+                    }
+                    Some((_, InlinedLocation::Nowhere)) => (
+                        Err(unreadable(
+                            &p.name,
+                            "DWARF has no location for it where the probe is (optimized away there)",
+                        )),
                         Location::Empty,
                     ),
                     None => (

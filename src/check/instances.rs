@@ -96,17 +96,17 @@ fn groups(probe: &ResolvedProbe, body: &Block, target: &Target, limit: u32) -> V
     if probe.functions.len() <= 1 || !reads_go_values(body) {
         let functions = probe.functions.clone();
         let values = match functions.as_slice() {
-            [one] if target.inlined_at(one.entry).is_some() => Ok(inlined_values(target, &one.name, one.entry, limit)),
+            [FuncSite { inlined: Some(site), .. }] => Ok(inlined_values(target, site, limit)),
             [one] => go_values(target, &one.name, probe.kind, limit),
             _ => Ok(Vec::new()),
         };
-        let at_inlined_call = matches!(functions.as_slice(), [one] if target.inlined_at(one.entry).is_some());
+        let at_inlined_call = matches!(functions.as_slice(), [one] if one.inlined.is_some());
         return vec![Group { functions, at_inlined_call, values }];
     }
     let mut out: Vec<Group> = Vec::new();
     for f in &probe.functions {
-        if target.inlined_at(f.entry).is_some() {
-            let values = inlined_values(target, &f.name, f.entry, limit);
+        if let Some(site) = &f.inlined {
+            let values = inlined_values(target, site, limit);
             let same = out.iter_mut().find(|g| {
                 g.at_inlined_call && g.functions[0].name == f.name && g.values.as_ref().is_ok_and(|v| *v == values)
             });

@@ -79,6 +79,9 @@ pub struct FuncSite {
     pub name: String,
     pub entry: u64,
     pub returns: Vec<u64>,
+    /// Set when this is a place where the function was inlined (its entry is the
+    /// inlined call's probe address; parameters are where DWARF says, not in ABI registers).
+    pub inlined: Option<crate::target::InlinedSite>,
 }
 
 /// What a name in an expression refers to.

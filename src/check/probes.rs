@@ -1,7 +1,7 @@
 //! Resolve each probe's symbols to functions of the target, and find where its uprobes
 //! go (the entry after the stack check, every RET, and for entry probes every place the
-//! function was inlined: those sites are `FuncSite`s of the same name whose entry
-//! `Target::inlined_at` knows; parameters are not in ABI registers there).
+//! function was inlined: those sites are `FuncSite`s of the same name that carry their
+//! `InlinedSite`; parameters are not in ABI registers there).
 //!
 //! What cannot hold a probe is passed over with its reason (see `skips`): a wildcard or
 //! a list goes on with the rest; a probe left with nothing to probe is an error that
@@ -64,7 +64,8 @@ pub fn resolve(
         let mut passed_over = Vec::new();
         for pattern in patterns {
             for site in resolve_pattern(pattern, kind, target, diags, &mut passed_over) {
-                if !functions.iter().any(|f| f.name == site.name && f.entry == site.entry) {
+                if !functions.iter().any(|f| f.name == site.name && f.entry == site.entry && f.inlined == site.inlined)
+                {
                     functions.push(site);
                 }
             }
@@ -160,10 +161,29 @@ fn resolve_pattern(
     }
     // Where the function was inlined: an entry with no call, so no return.
     if kind == InstanceKind::Entry {
-        for site in &inlined {
+        let unsure = inlined.iter().filter(|s| s.how == crate::target::Placement::Lowest).count();
+        if unsure > 0 {
+            diags.push(
+                Diagnostic::warning(
+                    pattern.span,
+                    format!(
+                        "at {unsure} of the {} places where `{}` was inlined, no one instruction is passed once by every call (the inlined code is only register moves, or spread over several paths)",
+                        inlined.len(),
+                        pattern.text
+                    ),
+                )
+                .label("those calls are probed at the lowest address of their code, and may be missed or counted twice"),
+            );
+        }
+        for site in inlined {
             match target.uprobe_refusal(site.addr) {
                 Some(r) => passed_over.push((site.callee.clone(), Some(site.addr), SkipReason::Refused(r))),
-                None => sites.push(FuncSite { name: site.callee.clone(), entry: site.addr, returns: Vec::new() }),
+                None => sites.push(FuncSite {
+                    name: site.callee.clone(),
+                    entry: site.addr,
+                    returns: Vec::new(),
+                    inlined: Some(site),
+                }),
             }
         }
     }
@@ -207,14 +227,14 @@ fn function_site(
                     None => returns.push(r),
                 }
             }
-            (!returns.is_empty()).then(|| FuncSite { name: f.name.clone(), entry: s.entry, returns })
+            (!returns.is_empty()).then(|| FuncSite { name: f.name.clone(), entry: s.entry, returns, inlined: None })
         }
         _ => match target.uprobe_refusal(s.entry) {
             Some(refusal) => {
                 pass(Some(s.entry), SkipReason::Refused(refusal));
                 None
             }
-            None => Some(FuncSite { name: f.name.clone(), entry: s.entry, returns: s.returns }),
+            None => Some(FuncSite { name: f.name.clone(), entry: s.entry, returns: s.returns, inlined: None }),
         },
     }
 }

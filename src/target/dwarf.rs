@@ -543,11 +543,12 @@ struct UnitBase {
 }
 
 /// A parameter of an inlined call, and the registers DWARF puts it in at one address:
-/// `(DWARF register number, byte offset in the value, size)` pieces, or None when DWARF
-/// does not locate it in registers there.
+/// `(DWARF register number, byte offset in the value, size)` pieces; `Some(None)` when
+/// DWARF places it elsewhere there (memory, a constant), None when nowhere (its location
+/// does not cover the address: optimized away there).
 pub(crate) struct InlinedParam {
     pub param: Param,
-    pub pieces: Option<Vec<(u16, u64, u64)>>,
+    pub pieces: Option<Option<Vec<(u16, u64, u64)>>>,
 }
 
 impl DwarfInfo {
@@ -616,15 +617,17 @@ impl DwarfInfo {
         Ok(false)
     }
 
-    /// The registers a location (an expression, or a list) gives at `addr`; None when it
-    /// is anything else (memory, a constant, optimized out) or covers another address.
+    /// The registers a location (an expression, or a list) gives at `addr`: None when it
+    /// does not cover `addr`, `Some(None)` when it is anything but registers there
+    /// (memory, a constant).
+    #[allow(clippy::type_complexity)]
     fn registers_at(
         &self,
         value: AttributeValue<R>,
         addr: u64,
         base: &UnitBase,
         lists: &Lists,
-    ) -> Result<Option<Vec<(u16, u64, u64)>>, TargetError> {
+    ) -> Result<Option<Option<Vec<(u16, u64, u64)>>>, TargetError> {
         let expr = match value {
             AttributeValue::Exprloc(e) => Some(e),
             AttributeValue::LocationListsRef(offset) => {
@@ -652,31 +655,32 @@ impl DwarfInfo {
             match op {
                 gimli::Operation::Register { register } if pending.is_none() => pending = Some(register.0),
                 gimli::Operation::Piece { size_in_bits, bit_offset: None } if size_in_bits % 8 == 0 => {
-                    let Some(reg) = pending.take() else { return Ok(None) };
+                    let Some(reg) = pending.take() else { return Ok(Some(None)) };
                     pieces.push((reg, offset, size_in_bits / 8));
                     offset += size_in_bits / 8;
                 }
-                _ => return Ok(None),
+                _ => return Ok(Some(None)),
             }
         }
         if let Some(reg) = pending {
             if !pieces.is_empty() {
-                return Ok(None);
+                return Ok(Some(None));
             }
             pieces.push((reg, 0, 8));
         }
-        Ok((!pieces.is_empty()).then_some(pieces))
+        Ok(Some((!pieces.is_empty()).then_some(pieces)))
     }
 
     /// The parameters of the call of `callee` inlined into `caller` whose code holds
-    /// `addr`, each with the registers DWARF puts it in there. None when DWARF has no such
-    /// inlined call.
+    /// `body`, each with the registers DWARF puts it in at `at` (the probe's address,
+    /// which may be outside the body). None when DWARF has no such inlined call.
     pub(crate) fn inlined_params(
         &mut self,
         data: &[u8],
         callee: &str,
         caller: &str,
-        addr: u64,
+        body: u64,
+        at: u64,
         types: &mut Types,
     ) -> Result<Option<Vec<InlinedParam>>, TargetError> {
         let Some(origin) = self.lookup(symbols::package_of(callee), callee, |i| &i.functions)? else { return Ok(None) };
@@ -685,7 +689,7 @@ impl DwarfInfo {
         let base = self.unit_base(u)?;
         self.lists(data)?;
         let lists = self.lists.take().expect("loaded above");
-        let found = self.find_inlined(u, off, origin, addr, &base, &lists);
+        let found = self.find_inlined(u, off, origin, body, &base, &lists);
         let raw = match found {
             Ok(Some(raw)) => raw,
             Ok(None) => {
@@ -700,7 +704,7 @@ impl DwarfInfo {
         let mut located = Vec::new();
         for (param_origin, location) in raw {
             let pieces = match location {
-                Some(v) => self.registers_at(v, addr, &base, &lists)?,
+                Some(v) => self.registers_at(v, at, &base, &lists)?,
                 None => None,
             };
             located.push((param_origin, pieces));

@@ -4,11 +4,14 @@
 //! DWARF says of parameters, results and `runtime.g` (a table by Go version without DWARF).
 
 mod buildinfo;
+mod cfg;
 mod code;
 mod dwarf;
 mod elf;
 mod glayout;
 mod image;
+mod inlentry;
+mod inlined;
 mod moduledata;
 mod pclntab;
 mod rtype;
@@ -18,6 +21,8 @@ pub mod types;
 pub use elf::BuildIds;
 
 use crate::target::dwarf::DwarfInfo;
+pub use crate::target::inlentry::{InlinedEntry, Placement};
+pub use crate::target::inlined::{InlinedLocation, InlinedSite};
 use crate::target::types::{TypeId, Types};
 use std::cell::{OnceCell, Ref, RefCell};
 use std::path::{Path, PathBuf};
@@ -45,18 +50,6 @@ pub enum Abi {
     /// Not recorded: Go 1.17 tables do not mark assembly, and symbols name only some ABI0
     /// functions (`.abi0`).
     Unknown,
-}
-
-/// A place where a function was inlined into another.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct InlinedSite {
-    /// The inlined function: `main.triple`.
-    pub callee: String,
-    /// The function whose code holds it.
-    pub caller: String,
-    /// The lowest address of its inlined body: where an entry probe for this call goes.
-    /// Its parameters are not in ABI registers there.
-    pub addr: u64,
 }
 
 /// Where the probes of one function go.
@@ -158,8 +151,8 @@ pub struct Target {
     layout: Layout,
     /// Data sections, searched for the function table when no section is named for it.
     all_data: Vec<moduledata::Range>,
-    /// Every inlined call, sorted by callee then address; read on first use.
-    inlined: OnceCell<Vec<InlinedSite>>,
+    /// Every inlined call with code, sorted by callee then address; read on first use.
+    inlined: OnceCell<Vec<pclntab::InlinedCall>>,
     dwarf: RefCell<DwarfState>,
     /// The Go types parsed so far (only those a script reached), indexed by `TypeId`.
     types: RefCell<Types>,
@@ -349,54 +342,6 @@ impl Target {
         self.module_path.as_deref()
     }
 
-    /// Every place a function was inlined, from the inline trees of `.gopclntab` (the
-    /// runtime's own record, present stripped or not), sorted by callee then address.
-    pub fn inlined_sites(&self) -> &[InlinedSite] {
-        self.inlined.get_or_init(|| {
-            let mut out = self.read_inlined().unwrap_or_default();
-            out.sort_by(|a, b| a.callee.cmp(&b.callee).then(a.addr.cmp(&b.addr)));
-            out.dedup();
-            out
-        })
-    }
-
-    fn read_inlined(&self) -> Option<Vec<InlinedSite>> {
-        let image = self.image();
-        let (table, md) = self.pclntab(&image, self.layout.pclntab?).ok()?;
-        let functions = table.functions().ok()?;
-        let gofunc = if table.format == pclntab::Format::Go116 {
-            None
-        } else {
-            let candidates = moduledata::gofunc_candidates(&image, md?, self.layout.rodata?);
-            Some(candidates.into_iter().find(|g| table.gofunc_fits(&functions, *g))?)
-        };
-        let mut out = Vec::new();
-        for f in functions {
-            for call in table.inlined_calls(&f, gofunc) {
-                out.push(InlinedSite { callee: call.callee, caller: call.caller, addr: call.addr });
-            }
-        }
-        Some(out)
-    }
-
-    /// The places where functions matching `pattern` (as in `find`) were inlined.
-    pub fn find_inlined(&self, pattern: &str) -> Vec<&InlinedSite> {
-        let sites = self.inlined_sites();
-        if symbols::is_pattern(pattern) {
-            let m = symbols::Matcher::new(pattern);
-            sites.iter().filter(|s| m.matches(&s.callee)).collect()
-        } else {
-            let start = sites.partition_point(|s| s.callee.as_str() < pattern);
-            sites[start..].iter().take_while(|s| s.callee == pattern).collect()
-        }
-    }
-
-    /// The inlined call whose probe site is `addr`, if `addr` is one: the checker must not
-    /// read parameters from ABI registers there.
-    pub fn inlined_at(&self, addr: u64) -> Option<&InlinedSite> {
-        self.inlined_sites().iter().find(|s| s.addr == addr)
-    }
-
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -502,44 +447,6 @@ impl Target {
         let mut state = self.dwarf.borrow_mut();
         let Some(dwarf) = Self::dwarf_mut(&mut state, &self.path, &self.data)? else { return Ok(None) };
         dwarf.params(function, &mut self.types.borrow_mut())
-    }
-
-    /// The parameters of the inlined call at `site`, each with where DWARF puts it at
-    /// the site's address (registers only; None where DWARF does not locate it there).
-    /// None without DWARF, or when DWARF does not describe that inlined call.
-    #[allow(clippy::type_complexity)]
-    pub fn inlined_params(
-        &self,
-        site: &InlinedSite,
-    ) -> Result<Option<Vec<(Param, Option<crate::arch::abi::Location>)>>, TargetError> {
-        let mut state = self.dwarf.borrow_mut();
-        let Some(dwarf) = Self::dwarf_mut(&mut state, &self.path, &self.data)? else { return Ok(None) };
-        let Some(params) =
-            dwarf.inlined_params(&self.data, &site.callee, &site.caller, site.addr, &mut self.types.borrow_mut())?
-        else {
-            return Ok(None);
-        };
-        Ok(Some(
-            params
-                .into_iter()
-                .map(|p| {
-                    let location = p.pieces.and_then(|pieces| {
-                        pieces
-                            .into_iter()
-                            .map(|(reg, offset, size)| {
-                                crate::arch::Reg::from_dwarf(reg).map(|reg| crate::arch::abi::RegPiece {
-                                    reg,
-                                    offset,
-                                    size,
-                                })
-                            })
-                            .collect::<Option<Vec<_>>>()
-                            .map(crate::arch::abi::Location::Regs)
-                    });
-                    (p.param, location)
-                })
-                .collect(),
-        ))
     }
 
     /// A signed machine word: the type of positional `argN` without DWARF.

@@ -53,12 +53,22 @@ pub(crate) struct FuncRecord {
     record: u64,
 }
 
-/// Where a function was inlined: the first address of its inlined body.
+/// One call of a function inlined into another: the code of its inlined body, and the
+/// call site's instruction that the inline tree names.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct InlinedCall {
     pub callee: String,
     pub caller: String,
-    pub addr: u64,
+    /// The caller's code: `[entry, end)`.
+    pub caller_code: (u64, u64),
+    /// The address ranges `[lo, hi)` whose code is this call's body (what was inlined into
+    /// it in turn included), in address order.
+    pub body: Vec<(u64, u64)>,
+    /// The tree's `parentPc`: "an instruction whose source position is the call site"
+    /// (runtime/symtabinl.go): the compiler's inline mark (a NOP before the body), or,
+    /// when the compiler reused another instruction of the call's line as the mark, that
+    /// instruction, which may sit on another path.
+    pub parent_pc: Option<u64>,
 }
 
 /// A parsed table header, reading the rest on demand through an `Image`.
@@ -287,23 +297,23 @@ impl<'d> Pclntab<'d> {
         checked > 0 && 2 * named >= checked
     }
 
-    /// Every inlined call in function `f`: which function, and the lowest address of its
-    /// inlined body (including what was inlined into it in turn). `gofunc` as in `funcdata`.
+    /// Every inlined call in function `f` that has code: which function, its body's
+    /// address ranges and its `parentPc`. `gofunc` as in `funcdata`.
     pub fn inlined_calls(&self, f: &FuncRecord, gofunc: Option<u64>) -> Vec<InlinedCall> {
         let Some(tree) = self.funcdata(f.record, FUNCDATA_INL_TREE, gofunc) else { return Vec::new() };
         let Some(runs) = self.pcdata(f.record, f.entry, PCDATA_INL_TREE_INDEX) else { return Vec::new() };
         let value_at = |pc: u64| runs.iter().find(|(lo, hi, _)| *lo <= pc && pc < *hi).map(|r| r.2).unwrap_or(-1);
         let record_size: u64 = if self.format == Format::Go120 { 16 } else { 20 };
-        // (name offset, parent index) of inline tree entry `i`.
-        let node = |i: i32| -> Option<(i32, i32)> {
+        // (name offset, parentPc, parent index) of inline tree entry `i`.
+        let node = |i: i32| -> Option<(i32, u64, i32)> {
             let at = tree + record_size * u64::try_from(i).ok()?;
             let (name_at, parent_pc_at) =
                 if self.format == Format::Go120 { (at + 4, at + 8) } else { (at + 12, at + 16) };
             let name = self.image.u32(name_at)? as i32;
-            let parent_pc = self.image.u32(parent_pc_at)? as i32;
-            Some((name, value_at(f.entry.checked_add_signed(i64::from(parent_pc))?)))
+            let parent_pc = f.entry.checked_add_signed(i64::from(self.image.u32(parent_pc_at)? as i32))?;
+            Some((name, parent_pc, value_at(parent_pc)))
         };
-        let mut lowest: std::collections::BTreeMap<i32, u64> = std::collections::BTreeMap::new();
+        let mut bodies: std::collections::BTreeMap<i32, Vec<(u64, u64)>> = std::collections::BTreeMap::new();
         for (lo, hi, value) in &runs {
             if *value < 0 || lo >= hi {
                 continue;
@@ -311,19 +321,33 @@ impl<'d> Pclntab<'d> {
             // This run belongs to entry `value` and to every inlined call enclosing it.
             let mut i = *value;
             for _ in 0..64 {
-                let e = lowest.entry(i).or_insert(*lo);
-                *e = (*e).min(*lo);
+                bodies.entry(i).or_default().push((*lo, *hi));
                 match node(i) {
-                    Some((_, parent)) if parent >= 0 && parent != i => i = parent,
+                    Some((_, _, parent)) if parent >= 0 && parent != i => i = parent,
                     _ => break,
                 }
             }
         }
         let mut out = Vec::new();
-        for (i, addr) in lowest {
-            let Some((name_off, _)) = node(i) else { continue };
+        for (i, mut body) in bodies {
+            let Some((name_off, parent_pc, _)) = node(i) else { continue };
             let Some(callee) = self.name(name_off) else { continue };
-            out.push(InlinedCall { callee: callee.to_string(), caller: f.name.clone(), addr });
+            body.sort_unstable();
+            body.dedup_by(|next, prev| {
+                let joins = next.0 <= prev.1;
+                if joins {
+                    prev.1 = prev.1.max(next.1);
+                }
+                joins
+            });
+            let parent_pc = (f.entry..f.end).contains(&parent_pc).then_some(parent_pc);
+            out.push(InlinedCall {
+                callee: callee.to_string(),
+                caller: f.name.clone(),
+                caller_code: (f.entry, f.end),
+                body,
+                parent_pc,
+            });
         }
         out
     }

@@ -3,6 +3,8 @@
 //! a binary, to check gtrace against.
 #![allow(dead_code)]
 
+pub mod toolchain;
+
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};

@@ -1,0 +1,98 @@
+//! Entry probes at inlined calls, against the program's own counts: tests/go/inline calls
+//! inlined functions after an `if` with code of its own, in branches, in loops (the
+//! caller's and the callee's own), after early returns, in a short-circuit condition and
+//! inside one another, on the local toolchain, the oldest supported release and the newest.
+//! Each call must be seen exactly once, and a parameter read where DWARF locates it at the
+//! probe's address (or refused with the reason).
+
+mod support;
+
+use gtrace::target::{Placement, Target};
+use support::toolchain::{build_plain, toolchains};
+use support::{map_value, privileged, truth};
+
+const CALLEES: [(&str, &str); 8] = [
+    ("main.weigh", "weigh"),
+    ("main.note", "note"),
+    ("main.tick", "tick"),
+    ("main.check", "check"),
+    ("main.inner", "inner"),
+    ("main.outer", "outer"),
+    ("main.below", "below"),
+    ("main.sumTo", "sumto"),
+];
+
+#[test]
+fn every_inlined_call_has_one_place_every_call_passes() {
+    for toolchain in toolchains() {
+        let Some(bin) = build_plain("inline", &toolchain) else { continue };
+        let t = Target::open(&bin).unwrap();
+        for (callee, _) in CALLEES {
+            assert!(t.find(callee).is_empty(), "{toolchain}: {callee} was not inlined everywhere");
+            let sites = t.find_inlined(callee);
+            assert!(!sites.is_empty(), "{toolchain}: {callee} inlined nowhere");
+            for s in sites {
+                assert_ne!(s.how, Placement::Lowest, "{toolchain}: {s:x?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn inlined_calls_are_counted_exactly() {
+    if !privileged("inlined_calls_are_counted_exactly") {
+        return;
+    }
+    let script: String = CALLEES.iter().map(|(f, key)| format!("on entry {f} {{ @{key} = count() }}\n")).collect();
+    for toolchain in toolchains() {
+        let Some(bin) = build_plain("inline", &toolchain) else { continue };
+        let run = support::gtrace(&["-e", &script, "-c", &format!("{} 1000", bin.display())]);
+        assert_eq!(run.code, 0, "{toolchain}:\n{}\n{}", run.stdout, run.stderr);
+        assert!(!run.stderr.contains("warning"), "{toolchain}: {}", run.stderr);
+        for (_, key) in CALLEES {
+            assert_eq!(
+                map_value(&run.stdout, &format!("@{key}")),
+                truth(&run.stdout, key),
+                "{toolchain} {key}:\n{}",
+                run.stdout
+            );
+        }
+    }
+}
+
+/// weigh and check are each inlined at one place: the sum of their argument is the
+/// program's, wherever DWARF locates it at the probe; where it does not, gtrace says why.
+#[test]
+fn inlined_parameters_are_read_at_the_probe_address() {
+    if !privileged("inlined_parameters_are_read_at_the_probe_address") {
+        return;
+    }
+    let mut read = 0;
+    for toolchain in toolchains() {
+        let Some(bin) = build_plain("inline", &toolchain) else { continue };
+        for (callee, key) in [("main.weigh", "weigh"), ("main.check", "check")] {
+            let script = format!("on entry {callee} {{ @sum = sum(x); @n = count() }}");
+            let run = support::gtrace(&["-e", &script, "-c", &format!("{} 1000", bin.display())]);
+            if run.code == 0 {
+                assert_eq!(map_value(&run.stdout, "@n"), truth(&run.stdout, key), "{toolchain} {callee}");
+                assert_eq!(
+                    map_value(&run.stdout, "@sum"),
+                    truth(&run.stdout, &format!("{key}_sum")),
+                    "{toolchain} {callee}:\n{}",
+                    run.stdout
+                );
+                read += 1;
+            } else {
+                // Refused before anything ran, with DWARF's reason.
+                assert!(
+                    run.stderr.contains("cannot be read at this site")
+                        && (run.stderr.contains("optimized away") || run.stderr.contains("in memory")),
+                    "{toolchain} {callee}:\n{}",
+                    run.stderr
+                );
+                assert!(toolchain != "local", "the local toolchain's DWARF places `x` at {callee}:\n{}", run.stderr);
+            }
+        }
+    }
+    assert!(read > 0, "no toolchain's inlined parameters were read");
+}
