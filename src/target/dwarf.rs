@@ -335,6 +335,11 @@ impl DwarfInfo {
                 None if child.variable_parameter => format!("~r{results}"),
                 None => "_".to_string(),
             };
+            // Go 1.26 lists every result but the last twice when the function defers a
+            // call (the same name, type and place): a name is one value. Only `_` may repeat.
+            if name != "_" && params.iter().any(|p: &Param| p.name == name) {
+                continue;
+            }
             results += usize::from(child.variable_parameter);
             params.push(Param { name, ty, is_result: child.variable_parameter });
         }

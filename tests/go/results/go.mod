@@ -1,0 +1,3 @@
+module example.com/results
+
+go 1.17

@@ -1,0 +1,64 @@
+// results: functions with named results and a deferred closure that recovers a panic
+// into `err`, a common Go pattern (Go 1.26's DWARF lists such results twice). Each call
+// prints its results as gtrace's return probes print them, for the two to be compared.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+)
+
+//go:noinline
+func risky(n int) (q int, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("recovered: %v", r)
+		}
+	}()
+	if n%4 == 3 {
+		panic("three")
+	}
+	if n%5 == 4 {
+		return -n, errors.New("four")
+	}
+	return 100 / (n%7 - 6), nil
+}
+
+//go:noinline
+func labelled(n int, s string) (q int, label string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			q, err = -1, fmt.Errorf("recovered: %v", r)
+		}
+	}()
+	if n%3 == 2 {
+		panic(s)
+	}
+	return n * 2, s + "!", nil
+}
+
+//go:noinline
+func blank(n int) (q int, _ int, err error) {
+	defer func() { n++ }()
+	if n%2 == 1 {
+		return n, n + 1, errors.New("odd")
+	}
+	return n, n + 2, nil
+}
+
+func main() {
+	n, err := strconv.Atoi(os.Args[1])
+	if err != nil {
+		panic(err)
+	}
+	for i := 0; i < n; i++ {
+		q, err := risky(i)
+		fmt.Printf("risky q=%d err=%v\n", q, err)
+		q, label, err := labelled(i, "s"+strconv.Itoa(i))
+		fmt.Printf("labelled q=%d label=%s err=%v\n", q, label, err)
+		q, b, err := blank(i)
+		fmt.Printf("blank q=%d b=%d err=%v\n", q, b, err)
+	}
+}
