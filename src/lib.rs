@@ -17,6 +17,7 @@ pub mod cli;
 pub mod compile;
 pub mod diag;
 pub mod driver;
+pub mod gotypes;
 pub mod library;
 pub mod lower;
 pub mod object;

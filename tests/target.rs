@@ -7,7 +7,7 @@ mod support;
 
 use gtrace::arch::abi::{assign_call, Location, RegPiece};
 use gtrace::arch::Reg::{self, *};
-use gtrace::target::types::TypeKind;
+use gtrace::gotypes::TypeKind;
 use gtrace::target::{Function, Param, Target, TargetError};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

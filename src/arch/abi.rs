@@ -10,7 +10,7 @@
 //! their stack slots follow the arguments' stack area, aligned to 8.
 
 use crate::arch::{Reg, GO_FLOAT_REGS, GO_INT_REGS, PTR_SIZE};
-use crate::target::types::{TypeId, TypeKind, Types};
+use crate::gotypes::{TypeId, TypeKind, Types};
 use serde::Serialize;
 
 /// Where one value (a parameter or a result) is.
@@ -196,7 +196,7 @@ fn align_to(n: u64, align: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::target::types::{GoType, StructField};
+    use crate::gotypes::{GoType, StructField};
 
     struct T {
         types: Types,

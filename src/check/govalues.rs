@@ -7,7 +7,7 @@ use super::InstanceKind;
 use crate::arch::abi::{self, Location};
 use crate::check::Builtin;
 use crate::syntax::ast::*;
-use crate::target::types::{TypeId, TypeKind, Types};
+use crate::gotypes::{TypeId, TypeKind, Types};
 use crate::target::{InlinedLocation, InlinedSite, Param, Target};
 
 /// A Go value the probe can read by name.
@@ -183,7 +183,7 @@ pub fn inlined_values(target: &Target, site: &InlinedSite, limit: u32) -> Vec<Go
 }
 
 /// The script type of a Go value, or why it cannot be used.
-pub fn go_ty(types: &Types, id: crate::target::types::TypeId, what: &str, limit: u32) -> Result<Ty, String> {
+pub fn go_ty(types: &Types, id: crate::gotypes::TypeId, what: &str, limit: u32) -> Result<Ty, String> {
     let t = types.get(id);
     Ok(match &t.kind {
         TypeKind::Int { .. } if t.name == "time.Duration" => Ty::Duration,

@@ -34,7 +34,7 @@ pub struct Checked {
     pub self_vars: std::collections::BTreeMap<String, SelfVar>,
     /// The Go types the facts name (`TypeId`s index this arena): a copy of what the
     /// target had parsed when checking ended, so later passes need no target state.
-    pub types: crate::target::types::Types,
+    pub types: crate::gotypes::Types,
     /// The functions and sites probes passed over, with why.
     pub skipped: Vec<skips::Skipped>,
 }
@@ -106,7 +106,7 @@ pub struct Facts {
     pub locals: HashMap<String, Ty>,
     /// The Go (DWARF) type of every expression that denotes a Go value: parameters,
     /// fields, elements, dereferences.
-    pub go_types: HashMap<ExprId, crate::target::types::TypeId>,
+    pub go_types: HashMap<ExprId, crate::gotypes::TypeId>,
     /// What `args` prints: every readable parameter with its place and type.
     pub args: Vec<ArgInfo>,
     /// The probe reads or writes `self` variables (so it needs the goroutine id).
@@ -117,7 +117,7 @@ pub struct Facts {
 pub struct ArgInfo {
     pub name: String,
     pub location: Location,
-    pub type_id: crate::target::types::TypeId,
+    pub type_id: crate::gotypes::TypeId,
     pub ty: Ty,
 }
 

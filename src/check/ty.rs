@@ -2,7 +2,7 @@
 //! checker can follow fields and pointers; everything eBPF computes with is a scalar.
 
 use crate::plan::ValueType;
-use crate::target::types::TypeId;
+use crate::gotypes::TypeId;
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Ty {

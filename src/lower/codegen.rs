@@ -19,7 +19,7 @@ use crate::check::{Facts, Name};
 use crate::diag::Sources;
 use crate::plan::{EventKind, EventSpec};
 use crate::syntax::ast::*;
-use crate::target::types::Types;
+use crate::gotypes::Types;
 use std::collections::HashMap;
 
 pub struct Gen<'a> {

@@ -81,7 +81,7 @@ impl Gen<'_> {
             Ty::Interface => {
                 let empty = matches!(
                     self.types.get(info.type_id).kind,
-                    crate::target::types::TypeKind::Interface { empty: true }
+                    crate::gotypes::TypeKind::Interface { empty: true }
                 );
                 self.interface_from_place(&place, empty, base, off, span)?;
             }

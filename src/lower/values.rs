@@ -12,7 +12,7 @@ use crate::bpf::insn::*;
 use crate::check::ty::Ty;
 use crate::check::Name;
 use crate::syntax::ast::*;
-use crate::target::types::{TypeId, TypeKind};
+use crate::gotypes::{TypeId, TypeKind};
 
 /// Where a Go value is at the probe.
 #[derive(Clone, Debug)]

@@ -7,7 +7,7 @@
 //! structures named `string` and `[]T`; interfaces, maps, chans and funcs are typedefs of
 //! runtime structures; results are formal parameters with `DW_AT_variable_parameter`.
 
-use crate::target::types::{GoType, StructField, TypeId, TypeKind, Types};
+use crate::gotypes::{GoType, StructField, TypeId, TypeKind, Types};
 use crate::target::{elf, symbols, Param, TargetError};
 use gimli::{constants as dw, AttributeValue, DebugInfoOffset, DwAt, DwTag, Reader, UnitOffset};
 use std::collections::HashMap;

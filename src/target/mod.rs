@@ -16,14 +16,13 @@ mod moduledata;
 mod pclntab;
 mod rtype;
 mod symbols;
-pub mod types;
 
 pub use elf::BuildIds;
 
 use crate::target::dwarf::DwarfInfo;
 pub use crate::target::inlentry::{InlinedEntry, Placement};
 pub use crate::target::inlined::{InlinedLocation, InlinedSite};
-use crate::target::types::{TypeId, Types};
+use crate::gotypes::{GoType, TypeId, TypeKind, Types};
 use std::cell::{OnceCell, Ref, RefCell};
 use std::path::{Path, PathBuf};
 
@@ -450,14 +449,13 @@ impl Target {
     }
 
     /// A signed machine word: the type of positional `argN` without DWARF.
-    pub fn word_type(&self) -> crate::target::types::TypeId {
+    pub fn word_type(&self) -> TypeId {
         let mut types = self.types.borrow_mut();
-        if let Some(i) =
-            types.items.iter().position(|t| t.name == "word" && t.kind == types::TypeKind::Int { signed: true })
-        {
-            return crate::target::types::TypeId(i as u32);
+        let word = GoType { name: "word".into(), size: 8, kind: TypeKind::Int { signed: true } };
+        match types.items.iter().position(|t| *t == word) {
+            Some(i) => TypeId(i as u32),
+            None => types.add(word),
         }
-        types.add(types::GoType { name: "word".into(), size: 8, kind: types::TypeKind::Int { signed: true } })
     }
 
     /// Every Go type parsed so far. Parsing more (`params`) while this is held panics:

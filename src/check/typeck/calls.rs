@@ -9,7 +9,7 @@ use crate::diag::Diagnostic;
 use crate::plan::Agg;
 use crate::syntax::ast::*;
 use crate::syntax::format::{self, Piece};
-use crate::target::types::TypeKind;
+use crate::gotypes::TypeKind;
 
 pub fn agg_of(name: &str) -> Option<&'static str> {
     ["count", "sum", "avg", "min", "max", "stats", "hist", "lhist"].into_iter().find(|a| *a == name)

@@ -5,7 +5,7 @@ use super::super::ty::{Ty, I64, U64};
 use super::Cx;
 use crate::diag::{closest, Diagnostic};
 use crate::syntax::ast::*;
-use crate::target::types::TypeKind;
+use crate::gotypes::TypeKind;
 
 impl Cx<'_> {
     pub(super) fn expr(&mut self, e: &Expr) -> Ty {

@@ -13,7 +13,7 @@ use super::ty::Ty;
 use super::{Builtin, Facts, InstanceKind, SelfVar};
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::syntax::ast::*;
-use crate::target::types::{TypeKind, Types};
+use crate::gotypes::{TypeKind, Types};
 use std::collections::BTreeMap;
 
 pub use calls::agg_of;

@@ -13,7 +13,7 @@ use crate::syntax::ast::*;
 impl Cx<'_> {
     /// Records the Go type of `e` and returns its script type (or reports why it cannot
     /// be read).
-    pub(super) fn go_typed(&mut self, e: &Expr, id: crate::target::types::TypeId, what: &str, span: Span) -> Ty {
+    pub(super) fn go_typed(&mut self, e: &Expr, id: crate::gotypes::TypeId, what: &str, span: Span) -> Ty {
         self.facts.go_types.insert(e.id, id);
         match go_ty(self.types, id, what, self.string_limit) {
             Ok(t) => t,

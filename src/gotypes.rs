@@ -1,4 +1,5 @@
-//! Go types as DWARF describes them, in an arena: `TypeId` indexes `Types`.
+//! Go types as DWARF describes them, in an arena (`TypeId` indexes `Types`): filled by the
+//! target's DWARF reader, read by the ABI assignment, the checker and lowering.
 
 use serde::Serialize;
 
