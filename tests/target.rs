@@ -6,7 +6,8 @@
 mod support;
 
 use gtrace::arch::abi::{assign_call, Location, RegPiece};
-use gtrace::arch::Reg::{self, *};
+use gtrace::arch::x86_64::Reg::{self, *};
+use gtrace::arch::Arch;
 use gtrace::gotypes::TypeKind;
 use gtrace::target::{Function, Param, Target, TargetError};
 use std::path::{Path, PathBuf};
@@ -152,7 +153,10 @@ fn returns_match_objdump() {
 
 fn regs(pieces: &[(Reg, u64, u64)]) -> Location {
     Location::Regs(
-        pieces.iter().map(|(reg, offset, size)| RegPiece { reg: *reg, offset: *offset, size: *size }).collect(),
+        pieces
+            .iter()
+            .map(|(reg, offset, size)| RegPiece { reg: gtrace::arch::Reg::X86(*reg), offset: *offset, size: *size })
+            .collect(),
     )
 }
 
@@ -166,7 +170,7 @@ fn check_params(t: &Target, function: &str, expected: &[(&str, &str, bool, Locat
     let params = t.params(function).unwrap().unwrap_or_else(|| panic!("{function}: no DWARF"));
     let args: Vec<_> = params.iter().filter(|p| !p.is_result).map(|p| p.ty).collect();
     let results: Vec<_> = params.iter().filter(|p| p.is_result).map(|p| p.ty).collect();
-    let layout = assign_call(&args, &results, &t.types());
+    let layout = assign_call(Arch::X86_64, &args, &results, &t.types());
     let locations: Vec<Location> = layout.params.into_iter().chain(layout.results).collect();
     let got: Vec<(String, String, bool, Location)> = params
         .iter()
@@ -387,7 +391,7 @@ fn floats_are_unreadable() {
     let params = t.params("main.float").unwrap().unwrap();
     let tys: Vec<_> = params.iter().filter(|p| !p.is_result).map(|p| p.ty).collect();
     let res: Vec<_> = params.iter().filter(|p| p.is_result).map(|p| p.ty).collect();
-    let layout = assign_call(&tys, &res, &t.types());
+    let layout = assign_call(Arch::X86_64, &tys, &res, &t.types());
     let unreadable_in = |loc: &Location, x: &str| matches!(loc, Location::Unreadable { reason } if reason.contains(x));
     assert!(unreadable_in(&layout.params[0], "X0"), "{:?}", layout.params[0]);
     assert_eq!(layout.params[1], r(Rax));
@@ -590,7 +594,7 @@ fn unsafe_pointer_complex_and_named_types() {
     let params = t.params("main.raw").unwrap().unwrap();
     let tys: Vec<_> = params.iter().filter(|p| !p.is_result).map(|p| p.ty).collect();
     let res: Vec<_> = params.iter().filter(|p| p.is_result).map(|p| p.ty).collect();
-    let layout = assign_call(&tys, &res, &t.types());
+    let layout = assign_call(Arch::X86_64, &tys, &res, &t.types());
     let types = t.types().clone();
     let got: Vec<(&str, &str, TypeKind)> =
         params.iter().map(|p| (p.name.as_str(), types.get(p.ty).name.as_str(), kind(&t, p))).collect();

@@ -1,4 +1,4 @@
-//! Probe sites that x86 uprobes refuse: gtrace's prediction (`arch::uprobe`, judged from
+//! Probe sites that x86 uprobes refuse: gtrace's prediction (`arch::x86_64::uprobe`, judged from
 //! the instruction bytes before attaching) against the kernel's own answer, and the
 //! whole tool on wildcards that cover such sites (`"runtime.*"`, `"*"`, the LOCK-prefixed
 //! atomic inlined into runtime.greyobject): every other probe runs, counts are exact, and
@@ -73,7 +73,7 @@ fn the_kernel_refuses_exactly_the_sites_gtrace_predicts() {
     // This toolchain's runtime has LOCK-prefixed atomics inlined at probe sites
     // (markBits.setMarked in runtime.greyobject) and AVX-512 kernels starting with EVEX.
     assert!(refused.len() >= 10, "{refused:?}");
-    assert!(refused.iter().any(|s| target.uprobe_refusal(s.1) == Some(gtrace::arch::uprobe::Refusal::Lock)));
+    assert!(refused.iter().any(|s| target.uprobe_refusal(s.1) == Some(gtrace::arch::Refusal::Lock)));
     // Every refused site and ten accepted ones, spread over the binary.
     let accepted: Vec<_> = sites.iter().filter(|s| !s.2).step_by(97).take(10).collect();
     let points: Vec<AttachPoint> = refused

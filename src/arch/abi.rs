@@ -9,7 +9,7 @@
 //! the stack and gives its registers back. Results are assigned afresh from RAX and X0;
 //! their stack slots follow the arguments' stack area, aligned to 8.
 
-use crate::arch::{Reg, GO_FLOAT_REGS, GO_INT_REGS, PTR_SIZE};
+use crate::arch::{Arch, Reg, PTR_SIZE};
 use crate::gotypes::{TypeId, TypeKind, Types};
 use serde::Serialize;
 
@@ -45,20 +45,20 @@ pub struct CallLayout {
 /// Assign locations to `values` (parameters in order, receiver first) the way the Go
 /// compiler does for an ABIInternal function. For results use `assign_results` (or
 /// `assign_call`): their stack slots depend on the arguments.
-pub fn assign(values: &[TypeId], types: &Types) -> Vec<Location> {
-    let mut frame = Frame::default();
+pub fn assign(arch: Arch, values: &[TypeId], types: &Types) -> Vec<Location> {
+    let mut frame = Frame::new(arch);
     values.iter().map(|v| frame.assign(*v, types)).collect()
 }
 
 /// Locations of `results` at a RET of a function whose parameters (receiver first) are
 /// `params`.
-pub fn assign_results(params: &[TypeId], results: &[TypeId], types: &Types) -> Vec<Location> {
-    assign_call(params, results, types).results
+pub fn assign_results(arch: Arch, params: &[TypeId], results: &[TypeId], types: &Types) -> Vec<Location> {
+    assign_call(arch, params, results, types).results
 }
 
 /// Locations of the parameters (at entry) and results (at a RET) of one function.
-pub fn assign_call(params: &[TypeId], results: &[TypeId], types: &Types) -> CallLayout {
-    let mut frame = Frame::default();
+pub fn assign_call(arch: Arch, params: &[TypeId], results: &[TypeId], types: &Types) -> CallLayout {
+    let mut frame = Frame::new(arch);
     let params = params.iter().map(|v| frame.assign(*v, types)).collect();
     frame.stack = align_to(frame.stack, PTR_SIZE);
     frame.ints = 0;
@@ -74,14 +74,18 @@ enum Piece {
 }
 
 /// The assignment state: next integer and float register, bytes of stack used so far.
-#[derive(Default)]
 struct Frame {
+    arch: Arch,
     ints: usize,
     floats: usize,
     stack: u64,
 }
 
 impl Frame {
+    fn new(arch: Arch) -> Frame {
+        Frame { arch, ints: 0, floats: 0, stack: 0 }
+    }
+
     fn assign(&mut self, ty: TypeId, types: &Types) -> Location {
         let t = types.get(ty);
         let (ints, floats) = (self.ints, self.floats);
@@ -91,12 +95,12 @@ impl Frame {
         }
         let mut pieces = Vec::new();
         if self.register_assign(ty, 0, types, &mut pieces) {
-            return located(pieces);
+            return located(self.arch, pieces);
         }
         self.ints = ints;
         self.floats = floats;
         self.stack = align_to(self.stack, alignment(ty, types));
-        let offset = PTR_SIZE + self.stack;
+        let offset = self.arch.stack_args_offset() + self.stack;
         self.stack += t.size;
         Location::Stack { offset: offset as i64 }
     }
@@ -130,7 +134,7 @@ impl Frame {
     }
 
     fn int(&mut self, offset: u64, size: u64, out: &mut Vec<Piece>) -> bool {
-        if self.ints >= GO_INT_REGS.len() {
+        if self.ints >= self.arch.int_arg_regs().len() {
             return false;
         }
         out.push(Piece::Int { index: self.ints, offset, size });
@@ -139,7 +143,7 @@ impl Frame {
     }
 
     fn float(&mut self, out: &mut Vec<Piece>) -> bool {
-        if self.floats >= GO_FLOAT_REGS {
+        if self.floats >= self.arch.float_arg_regs() {
             return false;
         }
         out.push(Piece::Float { index: self.floats });
@@ -148,28 +152,28 @@ impl Frame {
     }
 }
 
-/// A register-assigned value: readable pieces, or unreadable if any piece is in an XMM
+/// A register-assigned value: readable pieces, or unreadable if any piece is in a float
 /// register (pt_regs holds no vector registers).
-fn located(pieces: Vec<Piece>) -> Location {
+fn located(arch: Arch, pieces: Vec<Piece>) -> Location {
     if let Some(x) = pieces.iter().find_map(|p| match p {
         Piece::Float { index } => Some(*index),
         Piece::Int { .. } => None,
     }) {
         return Location::Unreadable {
-            reason: format!("it is passed in X{x}, a float register, which uprobes cannot read"),
+            reason: format!("it is passed in {}, a float register, which uprobes cannot read", arch.float_reg_name(x)),
         };
     }
     let regs = pieces
         .into_iter()
         .filter_map(|p| match p {
-            Piece::Int { index, offset, size } => Some(RegPiece { reg: GO_INT_REGS[index], offset, size }),
+            Piece::Int { index, offset, size } => Some(RegPiece { reg: arch.int_arg_regs()[index], offset, size }),
             Piece::Float { .. } => None,
         })
         .collect();
     Location::Regs(regs)
 }
 
-/// The alignment of a Go type on amd64.
+/// The alignment of a Go type (the same on amd64 and arm64).
 pub fn alignment(ty: TypeId, types: &Types) -> u64 {
     let t = types.get(ty);
     match &t.kind {
@@ -196,7 +200,14 @@ fn align_to(n: u64, align: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::arch::x86_64::Reg as X;
     use crate::gotypes::{GoType, StructField};
+
+    const A: Arch = Arch::X86_64;
+
+    fn assign(values: &[TypeId], types: &Types) -> Vec<Location> {
+        super::assign(A, values, types)
+    }
 
     struct T {
         types: Types,
@@ -235,9 +246,11 @@ mod tests {
         }
     }
 
-    fn regs(list: &[(Reg, u64, u64)]) -> Location {
+    fn regs(list: &[(X, u64, u64)]) -> Location {
         Location::Regs(
-            list.iter().map(|(reg, offset, size)| RegPiece { reg: *reg, offset: *offset, size: *size }).collect(),
+            list.iter()
+                .map(|(reg, offset, size)| RegPiece { reg: Reg::X86(*reg), offset: *offset, size: *size })
+                .collect(),
         )
     }
 
@@ -246,9 +259,9 @@ mod tests {
         let mut t = T::new();
         let int = t.int();
         let locs = assign(&[int; 11], &t.types);
-        assert_eq!(locs[0], regs(&[(Reg::Rax, 0, 8)]));
-        assert_eq!(locs[3], regs(&[(Reg::Rdi, 0, 8)]));
-        assert_eq!(locs[8], regs(&[(Reg::R11, 0, 8)]));
+        assert_eq!(locs[0], regs(&[(X::Rax, 0, 8)]));
+        assert_eq!(locs[3], regs(&[(X::Rdi, 0, 8)]));
+        assert_eq!(locs[8], regs(&[(X::R11, 0, 8)]));
         assert_eq!(locs[9], Location::Stack { offset: 8 });
         assert_eq!(locs[10], Location::Stack { offset: 16 });
     }
@@ -257,7 +270,7 @@ mod tests {
     fn small_ints_keep_their_size() {
         let mut t = T::new();
         let (a, b) = (t.u8(), t.int32());
-        assert_eq!(assign(&[a, b], &t.types), vec![regs(&[(Reg::Rax, 0, 1)]), regs(&[(Reg::Rbx, 0, 4)])]);
+        assert_eq!(assign(&[a, b], &t.types), vec![regs(&[(X::Rax, 0, 1)]), regs(&[(X::Rbx, 0, 4)])]);
     }
 
     #[test]
@@ -267,8 +280,8 @@ mod tests {
         let u8 = t.u8();
         let sl = t.add("[]uint8", 24, TypeKind::Slice { elem: u8 });
         let locs = assign(&[s, sl], &t.types);
-        assert_eq!(locs[0], regs(&[(Reg::Rax, 0, 8), (Reg::Rbx, 8, 8)]));
-        assert_eq!(locs[1], regs(&[(Reg::Rcx, 0, 8), (Reg::Rdi, 8, 8), (Reg::Rsi, 16, 8)]));
+        assert_eq!(locs[0], regs(&[(X::Rax, 0, 8), (X::Rbx, 8, 8)]));
+        assert_eq!(locs[1], regs(&[(X::Rcx, 0, 8), (X::Rdi, 8, 8), (X::Rsi, 16, 8)]));
     }
 
     /// The example of abi-internal.md: a value that does not fit goes to the stack and
@@ -283,7 +296,7 @@ mod tests {
         values.push(int);
         let locs = assign(&values, &t.types);
         assert_eq!(locs[8], Location::Stack { offset: 8 });
-        assert_eq!(locs[9], regs(&[(Reg::R11, 0, 8)]));
+        assert_eq!(locs[9], regs(&[(X::R11, 0, 8)]));
     }
 
     #[test]
@@ -294,9 +307,9 @@ mod tests {
         let arr = t.array(i32, 4);
         let big = t.strukt(&[(int, 0), (arr, 8)], 24);
         let locs = assign(&[int, pair, big, int], &t.types);
-        assert_eq!(locs[1], regs(&[(Reg::Rbx, 0, 8), (Reg::Rcx, 8, 4)]));
+        assert_eq!(locs[1], regs(&[(X::Rbx, 0, 8), (X::Rcx, 8, 4)]));
         assert_eq!(locs[2], Location::Stack { offset: 8 });
-        assert_eq!(locs[3], regs(&[(Reg::Rdi, 0, 8)]));
+        assert_eq!(locs[3], regs(&[(X::Rdi, 0, 8)]));
     }
 
     #[test]
@@ -307,7 +320,7 @@ mod tests {
         let zero = t.array(s, 0);
         let locs = assign(&[zero, one], &t.types);
         assert_eq!(locs[0], Location::Empty);
-        assert_eq!(locs[1], regs(&[(Reg::Rax, 0, 8), (Reg::Rbx, 8, 8)]));
+        assert_eq!(locs[1], regs(&[(X::Rax, 0, 8), (X::Rbx, 8, 8)]));
     }
 
     #[test]
@@ -328,7 +341,7 @@ mod tests {
         let (f, int) = (t.float(), t.int());
         let locs = assign(&[f, int, f], &t.types);
         assert!(matches!(&locs[0], Location::Unreadable { reason } if reason.contains("X0")));
-        assert_eq!(locs[1], regs(&[(Reg::Rax, 0, 8)]));
+        assert_eq!(locs[1], regs(&[(X::Rax, 0, 8)]));
         assert!(matches!(&locs[2], Location::Unreadable { reason } if reason.contains("X1")));
     }
 
@@ -337,11 +350,11 @@ mod tests {
         let mut t = T::new();
         let (int, i32) = (t.int(), t.int32());
         let arr = t.array(i32, 3);
-        let layout = assign_call(&[int, arr], &[int, arr], &t.types);
+        let layout = assign_call(A, &[int, arr], &[int, arr], &t.types);
         assert_eq!(layout.params[1], Location::Stack { offset: 8 });
-        assert_eq!(layout.results[0], regs(&[(Reg::Rax, 0, 8)]));
+        assert_eq!(layout.results[0], regs(&[(X::Rax, 0, 8)]));
         // The arguments take 12 bytes, rounded up to 16.
         assert_eq!(layout.results[1], Location::Stack { offset: 24 });
-        assert_eq!(assign_results(&[int, arr], &[int, arr], &t.types), layout.results);
+        assert_eq!(assign_results(A, &[int, arr], &[int, arr], &t.types), layout.results);
     }
 }

@@ -1,119 +1,245 @@
-//! Everything specific to x86-64: where a uprobe program finds each register in
-//! `struct pt_regs`, and the Go register ABI's integer register order. The rest of the
-//! compiler asks this module; an arm64 port replaces it.
+//! Everything that depends on the target's instruction set, behind one `Arch`: its
+//! registers (names, DWARF numbers, where a uprobe program finds them in `struct
+//! pt_regs`), Go's ABIInternal register assignment (`abi`), the questions asked of
+//! machine code (RETs, the stack-check prologue), relocations, and the frame layout a
+//! stack walk follows. Nothing outside this folder names a machine register; a port is
+//! a folder beside `x86_64` and a variant of `Arch`.
 
-/// A machine register of the target, as Go's ABI and `pt_regs` know it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+pub mod abi;
+pub mod x86_64;
+
+pub use x86_64::uprobe::Refusal;
+
+use serde::{Deserialize, Serialize};
+
+/// An instruction set gtrace reads Go binaries of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Arch {
+    X86_64,
+}
+
+/// A machine register of some architecture.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 pub enum Reg {
-    Rax,
-    Rbx,
-    Rcx,
-    Rdx,
-    Rsi,
-    Rdi,
-    Rbp,
-    Rsp,
-    R8,
-    R9,
-    R10,
-    R11,
-    R12,
-    R13,
-    R14,
-    R15,
-    Rip,
+    X86(x86_64::Reg),
 }
 
 impl Reg {
-    /// Byte offset of the register in the kernel's `struct pt_regs` (x86-64).
-    pub fn pt_regs_offset(self) -> i16 {
+    /// The name users see in listings and messages: `RAX`.
+    pub fn name(self) -> &'static str {
         match self {
-            Reg::R15 => 0,
-            Reg::R14 => 8,
-            Reg::R13 => 16,
-            Reg::R12 => 24,
-            Reg::Rbp => 32,
-            Reg::Rbx => 40,
-            Reg::R11 => 48,
-            Reg::R10 => 56,
-            Reg::R9 => 64,
-            Reg::R8 => 72,
-            Reg::Rax => 80,
-            Reg::Rcx => 88,
-            Reg::Rdx => 96,
-            Reg::Rsi => 104,
-            Reg::Rdi => 112,
-            Reg::Rip => 128,
-            Reg::Rsp => 152,
+            Reg::X86(r) => r.name(),
         }
     }
 
-    /// The register DWARF numbers `n` on x86-64 (System V psABI: 0 RAX, 1 RDX, 2 RCX,
-    /// 3 RBX, 4 RSI, 5 RDI, 6 RBP, 7 RSP, 8-15 R8-R15).
-    pub fn from_dwarf(n: u16) -> Option<Reg> {
-        Some(match n {
-            0 => Reg::Rax,
-            1 => Reg::Rdx,
-            2 => Reg::Rcx,
-            3 => Reg::Rbx,
-            4 => Reg::Rsi,
-            5 => Reg::Rdi,
-            6 => Reg::Rbp,
-            7 => Reg::Rsp,
-            8 => Reg::R8,
-            9 => Reg::R9,
-            10 => Reg::R10,
-            11 => Reg::R11,
-            12 => Reg::R12,
-            13 => Reg::R13,
-            14 => Reg::R14,
-            15 => Reg::R15,
-            _ => return None,
-        })
-    }
-
-    pub fn name(self) -> &'static str {
+    /// Byte offset of the register in the `struct pt_regs` a uprobe program receives.
+    pub fn pt_regs_offset(self) -> i16 {
         match self {
-            Reg::Rax => "RAX",
-            Reg::Rbx => "RBX",
-            Reg::Rcx => "RCX",
-            Reg::Rdx => "RDX",
-            Reg::Rsi => "RSI",
-            Reg::Rdi => "RDI",
-            Reg::Rbp => "RBP",
-            Reg::Rsp => "RSP",
-            Reg::R8 => "R8",
-            Reg::R9 => "R9",
-            Reg::R10 => "R10",
-            Reg::R11 => "R11",
-            Reg::R12 => "R12",
-            Reg::R13 => "R13",
-            Reg::R14 => "R14",
-            Reg::R15 => "R15",
-            Reg::Rip => "RIP",
+            Reg::X86(r) => r.pt_regs_offset(),
         }
     }
 }
 
-/// Go's ABIInternal integer argument and result registers on amd64, in order
-/// (src/cmd/compile/abi-internal.md).
-pub const GO_INT_REGS: [Reg; 9] =
-    [Reg::Rax, Reg::Rbx, Reg::Rcx, Reg::Rdi, Reg::Rsi, Reg::R8, Reg::R9, Reg::R10, Reg::R11];
+/// Where the return address is at a probe placed at a function's entry or at a RET.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReturnAddress {
+    /// In memory at SP (x86-64: CALL pushed it).
+    AtStackPointer,
+    /// In a register (a link register).
+    InRegister(Reg),
+}
 
-/// Number of float registers Go's ABIInternal uses for arguments (X0..X14). uprobe
-/// programs cannot read them: `pt_regs` holds no vector registers.
-pub const GO_FLOAT_REGS: usize = 15;
+/// Where the probes of one function go.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProbeSites {
+    /// The address an entry probe attaches to: after the stack-check prologue, so a call
+    /// that goes through runtime.morestack is seen once.
+    pub entry: u64,
+    /// Every RET instruction's address; empty when the function has none (it ends in a
+    /// tail call or never returns).
+    pub returns: Vec<u64>,
+}
 
-/// The register holding the current goroutine's `g` at every ABIInternal function
-/// boundary (Go 1.17+).
-pub const G_REG: Reg = Reg::R14;
+/// Machine code that does not decode.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid instruction at {addr:#x}")]
+pub struct DecodeError {
+    pub addr: u64,
+}
 
-/// The stack pointer.
-pub const SP: Reg = Reg::Rsp;
+/// Where control goes after an instruction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flow {
+    /// To the next instruction (plain instructions and calls, which return there).
+    Next,
+    /// Always to the target (`JMP rel`).
+    Jump(u64),
+    /// To the target or the next instruction (`Jcc`).
+    Branch(u64),
+    /// Somewhere a register or memory says (`JMP reg`: a jump table, a tail call).
+    Indirect,
+    /// Nowhere in this function: `RET`, `INT3`, `UD2`.
+    Stop,
+    /// A direct call (`CALL rel`): to the next instruction unless the callee never
+    /// returns (runtime.gopanic, runtime.throw...), which the caller knows by name.
+    Call(u64),
+}
 
-/// Pointer size in bytes.
+/// One instruction and where control goes after it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlowInsn {
+    pub addr: u64,
+    /// The address right after it.
+    pub next: u64,
+    pub flow: Flow,
+    /// A NOP: Go's inline marks are NOPs.
+    pub nop: bool,
+    /// It only moves a value between registers and stack slots, or makes a constant:
+    /// what Go's register allocator adds (spills, reloads, copies, rematerialized
+    /// constants), often far from the code it serves.
+    pub shuffle: bool,
+}
+
+/// Pointer size in bytes, the same on every architecture gtrace reads.
 pub const PTR_SIZE: u64 = 8;
 
-pub mod abi;
-pub mod flow;
-pub mod uprobe;
+impl Arch {
+    /// The architecture of an ELF file, if gtrace reads its Go binaries.
+    pub fn from_elf(machine: object::Architecture) -> Option<Arch> {
+        match machine {
+            object::Architecture::X86_64 => Some(Arch::X86_64),
+            _ => None,
+        }
+    }
+
+    /// The architecture gtrace itself runs on, where probes can attach.
+    pub fn host() -> Option<Arch> {
+        match std::env::consts::ARCH {
+            "x86_64" => Some(Arch::X86_64),
+            _ => None,
+        }
+    }
+
+    /// The name Go gives it (GOARCH).
+    pub fn goarch(self) -> &'static str {
+        match self {
+            Arch::X86_64 => "amd64",
+        }
+    }
+
+    /// Go's ABIInternal integer argument and result registers, in order.
+    pub fn int_arg_regs(self) -> &'static [Reg] {
+        match self {
+            Arch::X86_64 => &x86_64::INT_ARGS,
+        }
+    }
+
+    /// How many float registers Go's ABIInternal passes arguments in. A uprobe program
+    /// cannot read them: `pt_regs` holds no vector registers.
+    pub fn float_arg_regs(self) -> usize {
+        match self {
+            Arch::X86_64 => 15,
+        }
+    }
+
+    /// The name of float argument register `i`: `X0`.
+    pub fn float_reg_name(self, i: usize) -> String {
+        match self {
+            Arch::X86_64 => format!("X{i}"),
+        }
+    }
+
+    /// The register holding the current goroutine's `g` at every ABIInternal function
+    /// boundary (Go 1.17+).
+    pub fn g_reg(self) -> Reg {
+        match self {
+            Arch::X86_64 => Reg::X86(x86_64::Reg::R14),
+        }
+    }
+
+    pub fn stack_pointer(self) -> Reg {
+        match self {
+            Arch::X86_64 => Reg::X86(x86_64::Reg::Rsp),
+        }
+    }
+
+    pub fn program_counter(self) -> Reg {
+        match self {
+            Arch::X86_64 => Reg::X86(x86_64::Reg::Rip),
+        }
+    }
+
+    /// The frame pointer: `[fp]` is the caller's frame pointer, `[fp + 8]` the return
+    /// address into the caller (Go keeps frame pointers).
+    pub fn frame_pointer(self) -> Reg {
+        match self {
+            Arch::X86_64 => Reg::X86(x86_64::Reg::Rbp),
+        }
+    }
+
+    /// Where the return address is at an entry probe (after the stack check, before the
+    /// frame is set up) and at a RET.
+    pub fn return_address(self) -> ReturnAddress {
+        match self {
+            Arch::X86_64 => ReturnAddress::AtStackPointer,
+        }
+    }
+
+    /// Where the first stack argument is, in bytes above SP at a function's entry.
+    pub fn stack_args_offset(self) -> u64 {
+        match self {
+            Arch::X86_64 => PTR_SIZE,
+        }
+    }
+
+    /// The register DWARF numbers `n`.
+    pub fn reg_from_dwarf(self, n: u16) -> Option<Reg> {
+        match self {
+            Arch::X86_64 => x86_64::Reg::from_dwarf(n).map(Reg::X86),
+        }
+    }
+
+    /// The ELF relocation type of a PIE's pointers (`*_RELATIVE`).
+    pub fn relative_relocation(self) -> u32 {
+        match self {
+            Arch::X86_64 => x86_64::RELATIVE_RELOCATION,
+        }
+    }
+
+    /// Decodes `code`, the bytes of a function at `addr`, into its probe sites.
+    /// `symbol_at` names the function that starts at an address (to recognise calls to
+    /// runtime.morestack).
+    pub fn probe_sites<'a>(
+        self,
+        addr: u64,
+        code: &[u8],
+        symbol_at: impl Fn(u64) -> Option<&'a str>,
+    ) -> Result<ProbeSites, DecodeError> {
+        match self {
+            Arch::X86_64 => x86_64::code::probe_sites(addr, code, symbol_at),
+        }
+    }
+
+    /// The instructions of `code`, loaded at `addr`, with where control goes after each
+    /// (what a control flow graph is built from). None when the bytes do not decode.
+    pub fn control_flow(self, code: &[u8], addr: u64) -> Option<Vec<FlowInsn>> {
+        match self {
+            Arch::X86_64 => x86_64::flow::decode(code, addr),
+        }
+    }
+
+    /// The most bytes one instruction takes (what `uprobe_refusal` needs to see).
+    pub fn max_insn_bytes(self) -> usize {
+        match self {
+            Arch::X86_64 => x86_64::uprobe::MAX_INSN_BYTES,
+        }
+    }
+
+    /// Why the kernel would refuse a uprobe on the instruction that `code` starts with,
+    /// if it would.
+    pub fn uprobe_refusal(self, code: &[u8]) -> Option<Refusal> {
+        match self {
+            Arch::X86_64 => x86_64::uprobe::refusal(code),
+        }
+    }
+}

@@ -6,8 +6,8 @@ use super::ty::Ty;
 use super::InstanceKind;
 use crate::arch::abi::{self, Location};
 use crate::check::Builtin;
-use crate::syntax::ast::*;
 use crate::gotypes::{TypeId, TypeKind, Types};
+use crate::syntax::ast::*;
 use crate::target::{InlinedLocation, InlinedSite, Param, Target};
 
 /// A Go value the probe can read by name.
@@ -32,13 +32,14 @@ pub fn go_values(target: &Target, function: &str, kind: InstanceKind, limit: u32
         Err(e) => return Err(e.to_string()),
     };
     // Go 1.17's DWARF leaves unnamed results out: there, a function that lists none is
-    // offered `ret0` … as machine words from RAX, RBX, … (the register ABI's results).
+    // offered `ret0` … as machine words from the register ABI's result registers.
     let go117 = target.go_version().is_some_and(|v| v == "go1.17" || v.starts_with("go1.17."));
     let guessed_results =
         (kind == InstanceKind::Return && go117 && !params.iter().any(|p| p.is_result)).then(|| target.word_type());
     let types = &*target.types();
     let (ins, outs): (Vec<&Param>, Vec<&Param>) = params.iter().partition(|p| !p.is_result);
     let layout = abi::assign_call(
+        target.arch(),
         &ins.iter().map(|p| p.ty).collect::<Vec<_>>(),
         &outs.iter().map(|p| p.ty).collect::<Vec<_>>(),
         types,
@@ -73,7 +74,7 @@ pub fn go_values(target: &Target, function: &str, kind: InstanceKind, limit: u32
             });
         }
         if let Some(word) = guessed_results {
-            for (i, reg) in crate::arch::GO_INT_REGS.iter().enumerate() {
+            for (i, reg) in target.arch().int_arg_regs().iter().enumerate() {
                 values.push(GoValue {
                     name: format!("ret{i}"),
                     type_id: word,
@@ -87,16 +88,16 @@ pub fn go_values(target: &Target, function: &str, kind: InstanceKind, limit: u32
     Ok(values)
 }
 
-/// The machine words a register-ABI function receives (`arg0` … `arg8`, in RAX, RBX, …)
+/// The machine words a register-ABI function receives (`arg0` …, in its integer registers)
 /// or, at a return, returns (`ret0` …): what can be said without DWARF. An assembly
 /// (ABI0) function takes its words on the stack, from 8(SP).
 pub fn positional(target: &Target, function: &str, kind: InstanceKind) -> Vec<GoValue> {
     let word = target.word_type();
     let abi0 = target.find(function).first().is_some_and(|f| f.abi == crate::target::Abi::Abi0);
     let mut values = Vec::new();
-    for (i, reg) in crate::arch::GO_INT_REGS.iter().enumerate() {
+    for (i, reg) in target.arch().int_arg_regs().iter().enumerate() {
         let location = if abi0 {
-            Location::Stack { offset: 8 + 8 * i as i64 }
+            Location::Stack { offset: (target.arch().stack_args_offset() + 8 * i as u64) as i64 }
         } else {
             Location::Regs(vec![abi::RegPiece { reg: *reg, offset: 0, size: 8 }])
         };
@@ -195,7 +196,7 @@ pub fn go_ty(types: &Types, id: crate::gotypes::TypeId, what: &str, limit: u32) 
         TypeKind::Interface { .. } => Ty::Interface,
         TypeKind::Float | TypeKind::Complex => {
             return Err(format!(
-                "`{what}` is a {}: eBPF has no floating point, and Go passes floats in XMM registers, which a uprobe program cannot read",
+                "`{what}` is a {}: eBPF has no floating point, and Go passes floats in float registers, which a uprobe program cannot read",
                 t.name
             ))
         }

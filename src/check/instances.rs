@@ -130,7 +130,11 @@ fn require_abi_internal(functions: &[FuncSite], target: &Target, span: Span, dia
             diags.push(
                 Diagnostic::error(
                     span,
-                    format!("`{}` is an assembly (ABI0) function: R14 does not hold the goroutine there", f.name),
+                    format!(
+                        "`{}` is an assembly (ABI0) function: {} does not hold the goroutine there",
+                        f.name,
+                        target.arch().g_reg().name()
+                    ),
                 )
                 .label("goid, self and elapsed are unavailable here")
                 .hint("probe the Go function that calls it instead"),

@@ -4,7 +4,7 @@
 //! still refused when attaching. A wildcard or a list goes on with the rest and says so
 //! in one summary line; `--check` lists every one.
 
-use crate::arch::uprobe::Refusal;
+use crate::arch::Refusal;
 use std::collections::BTreeMap;
 
 /// Why a function or one of its probe sites was passed over.

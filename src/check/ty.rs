@@ -1,8 +1,8 @@
 //! The types of script expressions. Go values keep their DWARF type (`TypeId`) so the
 //! checker can follow fields and pointers; everything eBPF computes with is a scalar.
 
-use crate::plan::ValueType;
 use crate::gotypes::TypeId;
+use crate::plan::ValueType;
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Ty {

@@ -23,10 +23,12 @@ fn function(target: &Target, name: &str) -> String {
         Ok(Some(p)) => p,
         Ok(None) if !target.has_dwarf() => {
             let abi0 = target.find(name).first().is_some_and(|f| f.abi == Abi::Abi0);
+            let regs = target.arch().int_arg_regs();
             let words = if abi0 {
-                "arg0 … as words at 8(SP), 16(SP), …"
+                "arg0 … as words at 8(SP), 16(SP), …".to_string()
             } else {
-                "arg0 … arg8 as words in RAX RBX RCX RDI RSI R8 R9 R10 R11"
+                let names: Vec<&str> = regs.iter().map(|r| r.name()).collect();
+                format!("arg0 … arg{} as words in {}", regs.len() - 1, names.join(" "))
             };
             return format!("{name}  (no DWARF: parameters by position, {words})");
         }
@@ -36,6 +38,7 @@ fn function(target: &Target, name: &str) -> String {
     let types = target.types();
     let (ins, outs): (Vec<&Param>, Vec<&Param>) = params.iter().partition(|p| !p.is_result);
     let layout = abi::assign_call(
+        target.arch(),
         &ins.iter().map(|p| p.ty).collect::<Vec<_>>(),
         &outs.iter().map(|p| p.ty).collect::<Vec<_>>(),
         &types,

@@ -8,7 +8,7 @@
 use super::frame::Frame;
 use super::maps::Maps;
 use super::LowerError;
-use crate::arch::Reg as MReg;
+use crate::arch::{Arch, Reg as MReg};
 use crate::bpf::builder::{Builder, Label};
 use crate::bpf::helpers::*;
 use crate::bpf::insn::*;
@@ -17,13 +17,15 @@ use crate::check::maps::MapValueTy;
 use crate::check::ty::Ty;
 use crate::check::{Facts, Name};
 use crate::diag::Sources;
+use crate::gotypes::Types;
 use crate::plan::{EventKind, EventSpec};
 use crate::syntax::ast::*;
-use crate::gotypes::Types;
 use std::collections::HashMap;
 
 pub struct Gen<'a> {
     pub b: Builder,
+    /// The target's instruction set: where registers are in the context.
+    pub arch: Arch,
     pub frame: Frame,
     pub(super) facts: &'a Facts,
     pub(super) types: &'a Types,
@@ -44,6 +46,7 @@ pub struct Gen<'a> {
 
 impl<'a> Gen<'a> {
     pub fn new(
+        arch: Arch,
         facts: &'a Facts,
         types: &'a Types,
         maps: &'a Maps,
@@ -55,6 +58,7 @@ impl<'a> Gen<'a> {
         let done = b.new_label();
         Gen {
             b,
+            arch,
             frame: Frame::default(),
             facts,
             types,

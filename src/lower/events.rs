@@ -79,10 +79,8 @@ impl Gen<'_> {
         match &info.ty {
             Ty::Str { max } => self.string_from_place(&place, base, off, *max, span)?,
             Ty::Interface => {
-                let empty = matches!(
-                    self.types.get(info.type_id).kind,
-                    crate::gotypes::TypeKind::Interface { empty: true }
-                );
+                let empty =
+                    matches!(self.types.get(info.type_id).kind, crate::gotypes::TypeKind::Interface { empty: true });
                 self.interface_from_place(&place, empty, base, off, span)?;
             }
             t => {

@@ -5,7 +5,6 @@
 use super::codegen::Gen;
 use super::maps;
 use super::LowerError;
-use crate::arch;
 use crate::bpf::helpers::*;
 use crate::bpf::insn::*;
 use crate::syntax::ast::*;
@@ -21,10 +20,10 @@ impl Gen<'_> {
         self.b.comment("activation key: (goid, g.stack.hi - SP)");
         match g {
             Some(g) => {
-                self.load_reg(R7, arch::G_REG);
+                self.load_reg(R7, self.arch.g_reg());
                 self.read_user(slot, R7, g.goid as i32);
                 self.read_user(slot + 8, R7, g.stack_hi as i32);
-                self.load_reg(R1, arch::SP);
+                self.load_reg(R1, self.arch.stack_pointer());
                 self.b.emit(load(Size::DW, R2, R10, slot + 8));
                 self.b.emit(alu64_reg(BPF_SUB, R2, R1));
                 self.b.emit(store_reg(Size::DW, R10, slot + 8, R2));
@@ -32,7 +31,7 @@ impl Gen<'_> {
             None => {
                 self.b.emit(call(BPF_FUNC_get_current_pid_tgid));
                 self.b.emit(store_reg(Size::DW, R10, slot, R0));
-                self.load_reg(R1, arch::SP);
+                self.load_reg(R1, self.arch.stack_pointer());
                 self.b.emit(store_reg(Size::DW, R10, slot + 8, R1));
             }
         }
@@ -128,7 +127,7 @@ impl Gen<'_> {
     /// At runtime.goexit0(gp): deletes every self variable of gp's goroutine.
     pub fn free_self_vars(&mut self, g: GLayout, span: Span) -> Result<(), LowerError> {
         let key = self.slot(16, span)?;
-        self.load_reg(R7, arch::GO_INT_REGS[0]);
+        self.load_reg(R7, self.arch.int_arg_regs()[0]);
         self.read_user(key, R7, g.goid as i32);
         for var in self.self_vars.values() {
             self.b.emit(store_imm(Size::DW, R10, key + 8, var.index as i32));

@@ -100,7 +100,15 @@ impl Ctx<'_> {
         body: impl FnOnce(&mut Gen) -> Result<(), LowerError>,
     ) -> Result<Program, LowerError> {
         let checked = self.checked;
-        let mut gen = Gen::new(facts, &checked.types, self.maps, &checked.self_vars, self.sources, &mut self.events);
+        let mut gen = Gen::new(
+            self.target.arch(),
+            facts,
+            &checked.types,
+            self.maps,
+            &checked.self_vars,
+            self.sources,
+            &mut self.events,
+        );
         gen.b.comment(comment);
         gen.prologue();
         body(&mut gen)?;

@@ -5,14 +5,14 @@
 
 use super::codegen::Gen;
 use super::LowerError;
-use crate::arch;
 use crate::arch::abi::{Location, RegPiece};
+use crate::arch::ReturnAddress;
 use crate::bpf::helpers::*;
 use crate::bpf::insn::*;
 use crate::check::ty::Ty;
 use crate::check::Name;
-use crate::syntax::ast::*;
 use crate::gotypes::{TypeId, TypeKind};
+use crate::syntax::ast::*;
 
 /// Where a Go value is at the probe.
 #[derive(Clone, Debug)]
@@ -53,7 +53,7 @@ impl Gen<'_> {
             Location::Regs(pieces) => Ok(Place::Regs { pieces: pieces.clone(), offset: 0 }),
             Location::Stack { offset } => {
                 let slot = self.slot(8, span)?;
-                self.load_ctx_reg(R0, arch::SP);
+                self.load_ctx_reg(R0, self.arch.stack_pointer());
                 self.b.emit(alu64_imm(BPF_ADD, R0, *offset as i32));
                 self.b.emit(store_reg(Size::DW, R10, slot, R0));
                 Ok(Place::Mem { addr: slot, offset: 0 })
@@ -392,8 +392,8 @@ impl Gen<'_> {
     }
 
     /// Writes the Go call stack at `base + off`: the probed instruction, the return
-    /// address at SP (probes sit before the frame pointer is pushed, or after it is
-    /// popped), then the frame-pointer chain (Go keeps frame pointers on amd64).
+    /// address (at SP or in the link register: probes sit before the frame is set up, or
+    /// after it is torn down), then the frame-pointer chain (Go keeps frame pointers).
     pub fn ustack_to(&mut self, base: u8, off: i16, span: Span) -> Result<(), LowerError> {
         let depth = crate::plan::USTACK_DEPTH as i16;
         let mark = self.frame.mark();
@@ -402,17 +402,22 @@ impl Gen<'_> {
         for i in 0..depth {
             self.b.emit(store_imm(Size::DW, base, off + 8 * i, 0));
         }
-        self.load_ctx_reg(R0, arch::Reg::Rip);
+        self.load_ctx_reg(R0, self.arch.program_counter());
         self.b.emit(store_reg(Size::DW, base, off, R0));
-        self.load_ctx_reg(R3, arch::SP);
-        self.b.emit(store_imm(Size::DW, R10, pair, 0));
-        self.b.emit(mov64_reg(R1, R10));
-        self.b.emit(alu64_imm(BPF_ADD, R1, pair as i32));
-        self.b.emit(mov64_imm(R2, 8));
-        self.b.emit(call(BPF_FUNC_probe_read_user));
-        self.b.emit(load(Size::DW, R0, R10, pair));
+        match self.arch.return_address() {
+            ReturnAddress::AtStackPointer => {
+                self.load_ctx_reg(R3, self.arch.stack_pointer());
+                self.b.emit(store_imm(Size::DW, R10, pair, 0));
+                self.b.emit(mov64_reg(R1, R10));
+                self.b.emit(alu64_imm(BPF_ADD, R1, pair as i32));
+                self.b.emit(mov64_imm(R2, 8));
+                self.b.emit(call(BPF_FUNC_probe_read_user));
+                self.b.emit(load(Size::DW, R0, R10, pair));
+            }
+            ReturnAddress::InRegister(reg) => self.load_ctx_reg(R0, reg),
+        }
         self.b.emit(store_reg(Size::DW, base, off + 8, R0));
-        self.load_ctx_reg(R0, arch::Reg::Rbp);
+        self.load_ctx_reg(R0, self.arch.frame_pointer());
         self.b.emit(store_reg(Size::DW, R10, fp, R0));
         let done = self.b.new_label();
         for i in 2..depth {

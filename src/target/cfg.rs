@@ -7,7 +7,7 @@
 //! Blocks that nothing reaches but a computed jump (a switch's jump table) are treated as
 //! successors of every block that ends in one.
 
-use crate::arch::flow::{Flow, FlowInsn};
+use crate::arch::{Flow, FlowInsn};
 
 /// A basic block: `insns[first..end]` of the function.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,10 +1,12 @@
-//! The ELF container: checks that a file is an x86-64 Go executable, lists the functions of
+//! The ELF container: checks that a file is a Go executable of an architecture gtrace
+//! reads, lists the functions of
 //! its symbol table, maps virtual addresses to file offsets through the PT_LOAD program
 //! headers, and hands out (decompressed) section bytes.
 
+use crate::arch::Arch;
 use crate::target::moduledata::Range;
 use crate::target::{Abi, Function, TargetError};
-use object::elf::{PT_LOAD, R_X86_64_RELATIVE, STT_FUNC};
+use object::elf::{PT_LOAD, STT_FUNC};
 use object::read::elf::{ElfFile64, ProgramHeader};
 use object::{Architecture, Endianness, FileKind, Object, ObjectSection, ObjectSymbol, RelocationFlags, SectionKind};
 use std::borrow::Cow;
@@ -21,11 +23,12 @@ pub(crate) struct Segment {
 
 /// What `open` learns from the ELF headers and the symbol table.
 pub(crate) struct ElfFacts {
+    pub arch: Arch,
     /// Every text function of the symbol table, sorted by name then address; empty when
     /// the binary is stripped.
     pub functions: Vec<Function>,
     pub segments: Vec<Segment>,
-    /// `R_X86_64_RELATIVE` dynamic relocations: address → value.
+    /// The `*_RELATIVE` dynamic relocations of a PIE: address → value.
     pub relative: HashMap<u64, u64>,
     /// Start of `.text`.
     pub text: u64,
@@ -108,9 +111,9 @@ fn arch_name(arch: Architecture) -> String {
 /// Reads and checks the headers and the symbol table.
 pub(crate) fn read(path: &Path, data: &[u8]) -> Result<ElfFacts, TargetError> {
     let elf = parse(path, data)?;
-    if elf.architecture() != Architecture::X86_64 {
+    let Some(arch) = Arch::from_elf(elf.architecture()) else {
         return Err(TargetError::WrongArch { path: path.to_path_buf(), arch: arch_name(elf.architecture()) });
-    }
+    };
     let is_go =
         [".gopclntab", ".data.rel.ro.gopclntab", ".go.buildinfo"].iter().any(|n| elf.section_by_name(n).is_some());
     if !is_go {
@@ -143,7 +146,7 @@ pub(crate) fn read(path: &Path, data: &[u8]) -> Result<ElfFacts, TargetError> {
     functions.dedup();
     let mut relative = HashMap::new();
     for (offset, reloc) in elf.dynamic_relocations().into_iter().flatten() {
-        if reloc.flags() == (RelocationFlags::Elf { r_type: R_X86_64_RELATIVE }) {
+        if reloc.flags() == (RelocationFlags::Elf { r_type: arch.relative_relocation() }) {
             relative.insert(offset, reloc.addend() as u64);
         }
     }
@@ -163,7 +166,7 @@ pub(crate) fn read(path: &Path, data: &[u8]) -> Result<ElfFacts, TargetError> {
         .map(|s| range(&s))
         .collect();
     let build_ids = build_ids(&elf);
-    Ok(ElfFacts { functions, segments, relative, text, pclntab, rodata, data, all_data, build_ids })
+    Ok(ElfFacts { arch, functions, segments, relative, text, pclntab, rodata, data, all_data, build_ids })
 }
 
 /// The file offset of virtual address `addr`, if a PT_LOAD segment maps it from the file.

@@ -1,6 +1,6 @@
 //! The target's memory as the loader maps it from the file, before it runs: bytes at
 //! virtual addresses through the PT_LOAD segments, and pointer-sized words with their
-//! `R_X86_64_RELATIVE` dynamic relocations applied (a PIE may leave the word in the file
+//! `*_RELATIVE` dynamic relocations applied (a PIE may leave the word in the file
 //! zero and put the value in the relocation's addend).
 
 use crate::target::elf::Segment;

@@ -125,7 +125,7 @@ pub(crate) fn place(cfg: &Cfg, body: &[(u64, u64)], parent_pc: Option<u64>) -> O
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::arch::flow::{Flow, FlowInsn};
+    use crate::arch::{Flow, FlowInsn};
 
     fn insn(addr: u64, flow: Flow) -> FlowInsn {
         FlowInsn { addr, next: addr + 1, flow, nop: false, shuffle: false }

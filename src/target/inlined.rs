@@ -7,7 +7,6 @@ use super::inlentry::{self, InlinedEntry, Placement};
 use super::Param;
 use super::{moduledata, pclntab, symbols, Target, TargetError};
 use crate::arch::abi::{Location, RegPiece};
-use crate::arch::Reg;
 
 /// A place where a function was inlined into another.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -90,7 +89,7 @@ impl Target {
                 let graph = graphs.entry(call.caller_code).or_insert_with(|| {
                     let code = self.bytes_at(entry, end - entry)?;
                     let noreturn = |a: u64| self.function_at(a).is_some_and(|f| never_returns(&f.name));
-                    crate::arch::flow::decode(code, entry).map(|insns| Cfg::new(insns, noreturn))
+                    self.arch.control_flow(code, entry).map(|insns| Cfg::new(insns, noreturn))
                 });
                 let lowest = call.body.first().map_or(entry, |r| r.0);
                 let at = graph
@@ -129,7 +128,9 @@ impl Target {
                         Some(None) => InlinedLocation::Elsewhere,
                         Some(Some(pieces)) => pieces
                             .into_iter()
-                            .map(|(reg, offset, size)| Reg::from_dwarf(reg).map(|reg| RegPiece { reg, offset, size }))
+                            .map(|(reg, offset, size)| {
+                                self.arch.reg_from_dwarf(reg).map(|reg| RegPiece { reg, offset, size })
+                            })
                             .collect::<Option<Vec<_>>>()
                             .map_or(InlinedLocation::Elsewhere, |p| InlinedLocation::Regs(Location::Regs(p))),
                     };

@@ -5,7 +5,6 @@
 
 mod buildinfo;
 mod cfg;
-mod code;
 mod dwarf;
 mod elf;
 mod glayout;
@@ -17,12 +16,13 @@ mod pclntab;
 mod rtype;
 mod symbols;
 
+pub use crate::arch::ProbeSites;
 pub use elf::BuildIds;
 
+use crate::gotypes::{GoType, TypeId, TypeKind, Types};
 use crate::target::dwarf::DwarfInfo;
 pub use crate::target::inlentry::{InlinedEntry, Placement};
 pub use crate::target::inlined::{InlinedLocation, InlinedSite};
-use crate::gotypes::{GoType, TypeId, TypeKind, Types};
 use std::cell::{OnceCell, Ref, RefCell};
 use std::path::{Path, PathBuf};
 
@@ -51,17 +51,6 @@ pub enum Abi {
     Unknown,
 }
 
-/// Where the probes of one function go.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ProbeSites {
-    /// The address an entry probe attaches to: after the stack-check prologue, so a call
-    /// that goes through runtime.morestack is seen once.
-    pub entry: u64,
-    /// Every RET instruction's address; empty when the function has none (it ends in a
-    /// tail call or never returns).
-    pub returns: Vec<u64>,
-}
-
 /// A parameter or result of a function, from DWARF.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Param {
@@ -84,7 +73,7 @@ pub enum TargetError {
     Io { path: PathBuf, source: std::io::Error },
     #[error("{path} is not an ELF executable")]
     NotElf { path: PathBuf },
-    #[error("{path} is built for {arch}, not x86-64")]
+    #[error("{path} is built for {arch}, which gtrace cannot read")]
     WrongArch { path: PathBuf, arch: String },
     #[error("{path} is not a Go executable (no .gopclntab or .go.buildinfo); gtrace traces programs built by the Go toolchain")]
     NotGo { path: PathBuf },
@@ -103,7 +92,7 @@ impl TargetError {
     pub fn hint(&self) -> Option<&'static str> {
         match self {
             TargetError::NotGo { .. } => Some("gtrace traces Go executables (Go 1.17 or later)"),
-            TargetError::WrongArch { .. } => Some("gtrace traces x86-64 executables on this machine"),
+            TargetError::WrongArch { .. } => Some("gtrace reads Go executables built for amd64 (GOARCH=amd64)"),
             TargetError::TooOld { .. } => {
                 Some("gtrace needs Go's register ABI: rebuild the program with Go 1.17 or later")
             }
@@ -132,13 +121,14 @@ enum DwarfState {
 /// DWARF only when `params` or `g_layout` first need it.
 pub struct Target {
     path: PathBuf,
+    arch: crate::arch::Arch,
     data: Vec<u8>,
     /// Sorted by name, then address.
     functions: Vec<Function>,
     /// Indexes into `functions`, sorted by address.
     by_addr: Vec<usize>,
     segments: Vec<elf::Segment>,
-    /// R_X86_64_RELATIVE relocations: address → value.
+    /// The `*_RELATIVE` dynamic relocations of a PIE: address → value.
     relative: std::collections::HashMap<u64, u64>,
     go_version: Option<String>,
     module_path: Option<String>,
@@ -177,7 +167,8 @@ fn go_minor(version: &str) -> Option<u32> {
 }
 
 impl Target {
-    /// Reads and checks `path`: an ELF x86-64 executable built by Go 1.17 or later. Its
+    /// Reads and checks `path`: an ELF executable of an architecture gtrace reads, built
+    /// by Go 1.17 or later. Its
     /// functions come from the symbol table, or from `.gopclntab` when it is stripped.
     pub fn open(path: &Path) -> Result<Target, TargetError> {
         let data = std::fs::read(path).map_err(|source| TargetError::Io { path: path.to_path_buf(), source })?;
@@ -185,6 +176,7 @@ impl Target {
         let has_dwarf = elf::section(path, &data, ".debug_info")?.is_some();
         let mut target = Target {
             path: path.to_path_buf(),
+            arch: facts.arch,
             data,
             functions: facts.functions,
             by_addr: Vec::new(),
@@ -320,6 +312,11 @@ impl Target {
         Ok((table, md))
     }
 
+    /// The instruction set the binary is built for.
+    pub fn arch(&self) -> crate::arch::Arch {
+        self.arch
+    }
+
     /// Whether the binary has DWARF (`.debug_info`). Without it, `params` is None and
     /// parameters can only be offered by position (`arg0`, `arg1`, ... in ABI order).
     pub fn has_dwarf(&self) -> bool {
@@ -395,16 +392,18 @@ impl Target {
             function: f.name.clone(),
             message: format!("its {} bytes at {:#x} are not in the file", f.size, f.addr),
         })?;
-        code::probe_sites(&f.name, f.addr, code, |a| self.function_at(a).map(|f| f.name.as_str()))
+        self.arch
+            .probe_sites(f.addr, code, |a| self.function_at(a).map(|f| f.name.as_str()))
+            .map_err(|e| TargetError::Disassembly { function: f.name.clone(), message: e.to_string() })
     }
 
-    /// Why the kernel would refuse a uprobe at `addr` (see `arch::uprobe`), judged from
-    /// the instruction the file holds there; None when it would accept it.
-    pub fn uprobe_refusal(&self, addr: u64) -> Option<crate::arch::uprobe::Refusal> {
-        let max = crate::arch::uprobe::MAX_INSN_BYTES as u64;
+    /// Why the kernel would refuse a uprobe at `addr` (see `Arch::uprobe_refusal`),
+    /// judged from the instruction the file holds there; None when it would accept it.
+    pub fn uprobe_refusal(&self, addr: u64) -> Option<crate::arch::Refusal> {
+        let max = self.arch.max_insn_bytes() as u64;
         // The instruction's bytes, as many as the segment holds (up to the longest).
         let code = (1..=max).rev().find_map(|len| self.bytes_at(addr, len)).unwrap_or(&[]);
-        crate::arch::uprobe::refusal(code)
+        self.arch.uprobe_refusal(code)
     }
 
     /// The offset in the file of the byte at virtual address `addr` (what a uprobe
@@ -438,7 +437,7 @@ impl Target {
     /// Parameters and results of `function` in DWARF order: the receiver first, then the
     /// arguments, then the results (`is_result`; unnamed ones are `~r0`, `~r1`, ...).
     /// A shape-instantiated generic function (`pkg.F[go.shape.int]`) starts with a
-    /// hidden `.dict` parameter of type unsafe.Pointer: the dictionary Go passes in RAX;
+    /// hidden `.dict` parameter of type unsafe.Pointer: the dictionary Go passes first;
     /// pass it to `arch::abi` like any other, hide it from users.
     /// None without DWARF, or when DWARF does not describe the function (assembly).
     /// Parsed lazily: only the compile units and types a script touches.

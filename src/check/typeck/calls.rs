@@ -6,10 +6,10 @@ use super::super::maps::MapValueTy;
 use super::super::ty::{Ty, I64, U64};
 use super::Cx;
 use crate::diag::Diagnostic;
+use crate::gotypes::TypeKind;
 use crate::plan::Agg;
 use crate::syntax::ast::*;
 use crate::syntax::format::{self, Piece};
-use crate::gotypes::TypeKind;
 
 pub fn agg_of(name: &str) -> Option<&'static str> {
     ["count", "sum", "avg", "min", "max", "stats", "hist", "lhist"].into_iter().find(|a| *a == name)

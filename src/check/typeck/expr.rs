@@ -4,8 +4,8 @@ use super::super::maps::{self, MapValueTy};
 use super::super::ty::{Ty, I64, U64};
 use super::Cx;
 use crate::diag::{closest, Diagnostic};
-use crate::syntax::ast::*;
 use crate::gotypes::TypeKind;
+use crate::syntax::ast::*;
 
 impl Cx<'_> {
     pub(super) fn expr(&mut self, e: &Expr) -> Ty {

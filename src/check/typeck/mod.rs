@@ -12,8 +12,8 @@ use super::maps::{MapTable, MapValueTy};
 use super::ty::Ty;
 use super::{Builtin, Facts, InstanceKind, SelfVar};
 use crate::diag::{Diagnostic, Diagnostics};
-use crate::syntax::ast::*;
 use crate::gotypes::{TypeKind, Types};
+use crate::syntax::ast::*;
 use std::collections::BTreeMap;
 
 pub use calls::agg_of;

@@ -2,7 +2,7 @@
 //! and results by their Go names.
 
 use super::super::builtins::{self, Builtin};
-use super::super::govalues::go_ty;
+use super::super::govalues::{go_ty, GoValue};
 use super::super::ty::Ty;
 use super::super::{ArgInfo, InstanceKind, Name};
 use super::Cx;
@@ -119,6 +119,24 @@ impl Cx<'_> {
         self.go_value(e, n, e.span, false)
     }
 
+    /// How parameters are named without DWARF: `arg0` … in the registers of this ABI.
+    fn positional_hint(&self) -> String {
+        let args: Vec<&GoValue> = self.values.iter().filter(|v| !v.is_result).collect();
+        let places: Vec<String> = args
+            .iter()
+            .map(|v| match &v.location {
+                Location::Regs(pieces) => pieces.iter().map(|p| p.reg.name()).collect::<Vec<_>>().join("+"),
+                Location::Stack { offset } => format!("{offset}(SP)"),
+                _ => "?".into(),
+            })
+            .collect();
+        format!(
+            "this binary has no DWARF (stripped): parameters are known by position as machine words, `arg0` … `arg{}` ({}), results as `ret0` …",
+            args.len().saturating_sub(1),
+            places.join(", ")
+        )
+    }
+
     /// A parameter (or, in return probes, a result) by its Go name.
     pub(super) fn go_value(&mut self, e: &Expr, n: &str, span: Span, via_arg: bool) -> Ty {
         let found = self.values.iter().find(|v| v.name == n && (!via_arg || !v.is_result)).cloned();
@@ -134,7 +152,7 @@ impl Cx<'_> {
             if !self.has_function {
                 d = d.hint("begin, end and interval probes have no parameters");
             } else if self.values.first().is_some_and(|v| v.name == "arg0") && !via_arg {
-                d = d.hint("this binary has no DWARF (stripped): parameters are known by position as machine words, `arg0` … `arg8` (RAX, RBX, RCX, RDI, RSI, R8 … R11), results as `ret0` …");
+                d = d.hint(self.positional_hint());
             } else if self.values.is_empty() {
                 d = d.hint("no parameters are known for this function (no DWARF, or a probe on several functions)");
             } else if self.kind == InstanceKind::Entry

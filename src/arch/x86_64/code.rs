@@ -1,4 +1,4 @@
-//! The machine code of one function (iced-x86): every RET, and the first instruction after
+//! The machine code of one x86-64 function (iced-x86): every RET, and the first instruction after
 //! the stack-check prologue, where an entry probe fires once per call even when the call
 //! grows the stack (runtime.morestack jumps back to the function's first instruction).
 //!
@@ -8,7 +8,7 @@
 //! counts as the stack check when the block it jumps to calls a `runtime.morestack*`
 //! function: the entry is right after the last such branch.
 
-use crate::target::{ProbeSites, TargetError};
+use crate::arch::{DecodeError, ProbeSites};
 use iced_x86::{Decoder, DecoderOptions, FlowControl, Instruction};
 
 /// How many instructions from the start the stack check may be (the huge-frame form has 5).
@@ -16,20 +16,16 @@ const PROLOGUE_MAX: usize = 8;
 /// How many instructions of the morestack block are looked at (spills, call, reloads, jmp).
 const MORESTACK_BLOCK_MAX: usize = 32;
 
-/// Decodes `code`, the bytes of `function` at `addr`, into probe sites. `symbol_at` names
+/// Decodes `code`, the bytes of a function at `addr`, into probe sites. `symbol_at` names
 /// the function that starts at an address (to recognise calls to runtime.morestack).
 pub(crate) fn probe_sites<'a>(
-    function: &str,
     addr: u64,
     code: &[u8],
     symbol_at: impl Fn(u64) -> Option<&'a str>,
-) -> Result<ProbeSites, TargetError> {
+) -> Result<ProbeSites, DecodeError> {
     let instructions = decode(code, addr);
     if let Some(bad) = instructions.iter().find(|i| i.is_invalid()) {
-        return Err(TargetError::Disassembly {
-            function: function.to_string(),
-            message: format!("invalid instruction at {:#x}", bad.ip()),
-        });
+        return Err(DecodeError { addr: bad.ip() });
     }
     let returns = instructions.iter().filter(|i| i.flow_control() == FlowControl::Return).map(|i| i.ip()).collect();
     let mut entry = addr;
@@ -98,27 +94,27 @@ mod tests {
 
     #[test]
     fn entry_is_after_the_stack_check() {
-        let sites = probe_sites("f", 0x1000, &small_frame(0x2000), sym).unwrap();
+        let sites = probe_sites(0x1000, &small_frame(0x2000), sym).unwrap();
         assert_eq!(sites.entry, 0x1006);
         assert_eq!(sites.returns, vec![0x1006]);
     }
 
     #[test]
     fn branch_to_a_block_without_morestack_is_not_a_stack_check() {
-        let sites = probe_sites("f", 0x1000, &small_frame(0x3000), sym).unwrap();
+        let sites = probe_sites(0x1000, &small_frame(0x3000), sym).unwrap();
         assert_eq!(sites.entry, 0x1000);
     }
 
     #[test]
     fn no_ret_means_no_returns() {
         // JMP to itself.
-        let sites = probe_sites("f", 0x1000, &[0xeb, 0xfe], sym).unwrap();
+        let sites = probe_sites(0x1000, &[0xeb, 0xfe], sym).unwrap();
         assert!(sites.returns.is_empty());
         assert_eq!(sites.entry, 0x1000);
     }
 
     #[test]
     fn bad_bytes_are_an_error() {
-        assert!(matches!(probe_sites("f", 0x1000, &[0x48, 0x8b], sym), Err(TargetError::Disassembly { .. })));
+        assert_eq!(probe_sites(0x1000, &[0x48, 0x8b], sym), Err(DecodeError { addr: 0x1000 }));
     }
 }

@@ -1,41 +1,8 @@
 //! The control flow of x86-64 machine code (iced-x86): for each instruction, where the
-//! processor may go next. What the rest of gtrace needs to build a function's control
-//! flow graph without knowing the instruction set.
+//! processor may go next (`arch::Flow`).
 
+use crate::arch::{Flow, FlowInsn};
 use iced_x86::{Decoder, DecoderOptions, FlowControl, Instruction, Mnemonic, OpKind, Register};
-
-/// Where control goes after an instruction.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Flow {
-    /// To the next instruction (plain instructions and calls, which return there).
-    Next,
-    /// Always to the target (`JMP rel`).
-    Jump(u64),
-    /// To the target or the next instruction (`Jcc`).
-    Branch(u64),
-    /// Somewhere a register or memory says (`JMP reg`: a jump table, a tail call).
-    Indirect,
-    /// Nowhere in this function: `RET`, `INT3`, `UD2`.
-    Stop,
-    /// A direct call (`CALL rel`): to the next instruction unless the callee never
-    /// returns (runtime.gopanic, runtime.throw...), which the caller knows by name.
-    Call(u64),
-}
-
-/// One instruction and where control goes after it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FlowInsn {
-    pub addr: u64,
-    /// The address right after it.
-    pub next: u64,
-    pub flow: Flow,
-    /// A NOP: Go's inline marks are NOPs.
-    pub nop: bool,
-    /// It only moves a value between registers and stack slots, or makes a constant:
-    /// what Go's register allocator adds (spills, reloads, copies, rematerialized
-    /// constants), often far from the code it serves.
-    pub shuffle: bool,
-}
 
 /// The instructions of `code`, loaded at `addr`, with their flow. None when the bytes do
 /// not decode (not code, or cut short).
