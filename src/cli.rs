@@ -24,7 +24,7 @@ pub struct Cli {
 
     /// The script on the command line.
     #[arg(short = 'e', long = "expr", value_name = "TEXT", conflicts_with = "script")]
-    pub expr: Option<String>,
+    pub expr: Option<std::ffi::OsString>,
 
     #[command(flatten)]
     pub target: TargetArgs,
@@ -142,7 +142,9 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         "h" => 3600.0,
         _ => return Err(format!("unknown unit `{unit}` in `{s}` (use ns, us, ms, s, m or h)")),
     };
-    Ok(Duration::from_secs_f64(n * scale))
+    Duration::try_from_secs_f64(n * scale).map_err(|_| {
+        format!("`{s}` is too long: a duration holds at most {} seconds (about 584 billion years)", u64::MAX)
+    })
 }
 
 #[cfg(test)]
@@ -154,5 +156,8 @@ mod tests {
         assert_eq!(parse_duration("30s").unwrap(), Duration::from_secs(30));
         assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
         assert!(parse_duration("3 parsecs").is_err());
+        assert!(parse_duration("99999999999999999999s").unwrap_err().contains("too long"));
+        assert!(parse_duration("99999999999999999999h").unwrap_err().contains("too long"));
+        assert!(parse_duration(&"9".repeat(400)).is_err());
     }
 }

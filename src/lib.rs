@@ -18,6 +18,7 @@ pub mod compile;
 pub mod diag;
 pub mod driver;
 pub mod gotypes;
+pub mod input;
 pub mod library;
 pub mod lower;
 pub mod object;

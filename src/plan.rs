@@ -214,7 +214,7 @@ impl ValueType {
             ValueType::Duration | ValueType::Pointer | ValueType::Func => 8,
             ValueType::Interface => INTERFACE_RECORD,
             ValueType::Stack => 8 * USTACK_DEPTH,
-            ValueType::Str { max } => 8 + *max,
+            ValueType::Str { max } => max.saturating_add(8),
         }
     }
 }
@@ -301,6 +301,9 @@ pub struct Bundle {
 pub enum BundleError {
     #[error("cannot read the plan {path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
+    /// Not a regular file, or too large.
+    #[error(transparent)]
+    File(#[from] crate::input::InputError),
     #[error("{path} is not a gtrace plan: {source}")]
     Json { path: PathBuf, source: serde_json::Error },
     #[error("{path} is a plan of format {found}; this gtrace reads format {PLAN_VERSION}")]
@@ -312,7 +315,7 @@ impl BundleError {
         match self {
             BundleError::Version { .. } => Some("compile the script again with this gtrace: --emit plan -o FILE"),
             BundleError::Json { .. } => Some("a plan is what `gtrace --emit plan -o FILE` writes"),
-            BundleError::Io { .. } => None,
+            BundleError::Io { .. } | BundleError::File(_) => None,
         }
     }
 }
@@ -330,8 +333,11 @@ impl Bundle {
 
     /// Reads a bundle written by `to_json`, refusing other format versions.
     pub fn read(path: &std::path::Path) -> Result<Bundle, BundleError> {
-        let text =
-            std::fs::read_to_string(path).map_err(|source| BundleError::Io { path: path.to_path_buf(), source })?;
+        let bytes = crate::input::read_file(path, crate::input::MAX_TEXT.saturating_mul(16))?;
+        let text = String::from_utf8(bytes).map_err(|e| BundleError::Io {
+            path: path.to_path_buf(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+        })?;
         let bundle: Bundle =
             serde_json::from_str(&text).map_err(|source| BundleError::Json { path: path.to_path_buf(), source })?;
         if bundle.plan.version != PLAN_VERSION {

@@ -70,7 +70,7 @@ impl Ty {
     }
     /// Bytes it takes in a record, 8-aligned.
     pub fn record_size(&self) -> u32 {
-        (self.value_type().size() + 7) / 8 * 8
+        self.value_type().size().saturating_add(7) / 8 * 8
     }
     /// A name for messages with its article: `an int64`, `a string`.
     pub fn a(&self) -> String {

@@ -44,19 +44,19 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
         runtime::prewarm();
     }
     if cli.list_libraries {
-        print_stdout(&library::stdlib::listing());
+        print_stdout(&library::stdlib::listing())?;
         return Ok(0);
     }
     let process = process(&cli.target)?;
     let target = Target::open(&process.binary)?;
     if let Some(pattern) = &cli.list {
-        print_stdout(&list(&target, pattern));
+        print_stdout(&list(&target, pattern))?;
         return Ok(0);
     }
     let opts = compile::Options { include: cli.include.clone(), sets: cli.set.clone(), string_limit: cli.string_limit };
     if cli.emit == Some(Emit::Ast) {
         let (_, script) = compile::parse(root(cli)?, &opts)?;
-        print_stdout(&format!("{}\n", serde_json::to_string_pretty(&script).unwrap_or_default()));
+        print_stdout(&format!("{}\n", serde_json::to_string_pretty(&script).unwrap_or_default()))?;
         return Ok(0);
     }
     let compiled = compile::compile(root(cli)?, &target, &opts)?;
@@ -80,7 +80,7 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
         return Ok(0);
     }
     match cli.emit {
-        Some(Emit::Asm) => print_stdout(&listing::assembly(&compiled)),
+        Some(Emit::Asm) => print_stdout(&listing::assembly(&compiled))?,
         Some(Emit::Plan) => emit_plan(&compiled, cli.output.as_ref())?,
         Some(Emit::Elf) => {
             let path = cli.output.clone().unwrap_or_else(|| PathBuf::from("gtrace.o"));
@@ -149,25 +149,39 @@ fn process(t: &TargetArgs) -> Result<Process, Failure> {
 
 /// The script: `-e TEXT`, a file, or a stdlib library by name.
 fn root(cli: &Cli) -> Result<Root, Failure> {
+    use std::os::unix::ffi::OsStrExt;
     match (&cli.expr, &cli.script) {
         // `use` in -e text looks in the current folder after the -I folders.
-        (Some(e), _) => Ok(Root { name: "<-e>".into(), text: e.clone(), dir: Some(PathBuf::new()) }),
+        (Some(e), _) => {
+            let text = script_text("<-e>", e.as_bytes().to_vec())?;
+            Ok(Root { name: "<-e>".into(), text, dir: Some(PathBuf::new()) })
+        }
         (None, Some(path)) => {
             if let Some(root) = path.to_str().filter(|_| !path.exists()).and_then(library::root_from_stdlib) {
                 return Ok(root);
             }
-            let text = std::fs::read_to_string(path).map_err(|e| {
+            let bytes = crate::input::read_file(path, crate::input::MAX_TEXT).map_err(|e| {
+                let e = Failure::system(&e, None).render(false);
                 Failure::message(
-                    format!("cannot read script {}: {e}", path.display()),
+                    format!("cannot read the script: {}", e.trim_start_matches("error: ").trim_end()),
                     Some("give a .gt file, a stdlib library (see --list-libraries), or the script with -e"),
                 )
             })?;
-            Ok(Root { name: path.display().to_string(), text, dir: path.parent().map(PathBuf::from) })
+            let name = path.display().to_string();
+            let text = script_text(&name, bytes)?;
+            Ok(Root { name, text, dir: path.parent().map(PathBuf::from) })
         }
         (None, None) => {
             Err(Failure::message("no script", Some("give one with -e 'on entry main.F { ... }' or as a .gt file")))
         }
     }
+}
+
+/// Script text that must be UTF-8: an error at the first bad byte otherwise.
+fn script_text(name: &str, bytes: Vec<u8>) -> Result<String, Failure> {
+    let mut sources = crate::diag::Sources::default();
+    crate::input::script_text(&mut sources, name, bytes)
+        .map_err(|d| Failure::Script(crate::diag::Report { sources, diagnostics: vec![d] }))
 }
 
 fn script_name(cli: &Cli) -> String {
@@ -186,7 +200,7 @@ fn emit_plan(compiled: &Compiled, output: Option<&PathBuf>) -> Result<(), Failur
             write_file(path, json.as_bytes())?;
             eprintln!("wrote {} ({} probes)", path.display(), compiled.plan.probes.len());
         }
-        None => print_stdout(&json),
+        None => print_stdout(&json)?,
     }
     Ok(())
 }
@@ -195,8 +209,11 @@ fn write_file(path: &PathBuf, bytes: &[u8]) -> Result<(), Failure> {
     std::fs::write(path, bytes).map_err(|e| Failure::message(format!("cannot write {}: {e}", path.display()), None))
 }
 
-/// Writes to stdout, ignoring a closed pipe (`gtrace -l | head`).
-fn print_stdout(text: &str) {
-    use std::io::Write;
-    let _ = std::io::stdout().write_all(text.as_bytes());
+/// Writes to stdout. A closed pipe (`gtrace -l | head`) is not an error: the reader
+/// has what it wanted. Any other failure (a full disk, /dev/full) is.
+fn print_stdout(text: &str) -> Result<(), Failure> {
+    match crate::output::write_out(&mut std::io::stdout(), text.as_bytes()) {
+        Ok(()) | Err(crate::output::OutputError::Closed) => Ok(()),
+        Err(e) => Err(Failure::system(&e, Some("check where standard output goes (a full disk?)"))),
+    }
 }

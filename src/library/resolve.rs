@@ -96,15 +96,17 @@ impl Loader<'_> {
                 if !self.seen.insert(identity_of(&path)) {
                     return;
                 }
-                match std::fs::read_to_string(&path) {
-                    Ok(text) => {
-                        let dir = path.parent().map(Path::to_path_buf);
-                        self.visit(path.display().to_string(), text, dir, depth + 1);
+                let name = path.display().to_string();
+                let text = match crate::input::read_file(&path, crate::input::MAX_TEXT) {
+                    Ok(bytes) => crate::input::script_text(self.sources, &name, bytes),
+                    Err(e) => {
+                        Err(Diagnostic::error(u.span, format!("cannot read library {}: {}", name, error_chain(&e)))
+                            .label("this library"))
                     }
-                    Err(e) => self.diags.push(
-                        Diagnostic::error(u.span, format!("cannot read library {}: {e}", path.display()))
-                            .label("this library"),
-                    ),
+                };
+                match text {
+                    Ok(text) => self.visit(name, text, path.parent().map(Path::to_path_buf), depth + 1),
+                    Err(d) => self.diags.push(d),
                 }
             }
         }
@@ -166,4 +168,15 @@ fn not_found(u: &Use, include: &[PathBuf], dir: Option<&Path>) -> Diagnostic {
         d = d.hint(format!("the stdlib's libraries: {}", stdlib::names().collect::<Vec<_>>().join(", ")));
     }
     d
+}
+
+/// An error and its causes, `error: cause: cause`.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(&format!(": {s}"));
+        source = s.source();
+    }
+    text
 }

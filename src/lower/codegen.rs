@@ -301,7 +301,9 @@ impl<'a> Gen<'a> {
             ExprKind::Index { .. } => return Err(LowerError::unsupported(e.span, "indexing")),
             ExprKind::Call { func, args } => match (func.name.as_str(), args.as_slice()) {
                 ("len", [x]) => self.length(x)?,
-                ("hasPrefix", [s, Expr { kind: ExprKind::Str(lit), .. }]) => self.string_matches(s, lit, true)?,
+                ("hasPrefix", [s, l @ Expr { kind: ExprKind::Str(lit), .. }]) => {
+                    self.string_matches(s, lit, l.span, true)?
+                }
                 _ => return Err(LowerError::unsupported(func.span, "this call as a value")),
             },
         }
@@ -384,8 +386,8 @@ impl<'a> Gen<'a> {
             let l = self.facts.ty(lhs.id).clone();
             let r = self.facts.ty(rhs.id).clone();
             let special = match (&lhs.kind, &rhs.kind, &l, &r) {
-                (_, ExprKind::Str(lit), Ty::Str { .. }, _) => Some(self.string_matches(lhs, lit, false)),
-                (ExprKind::Str(lit), _, _, Ty::Str { .. }) => Some(self.string_matches(rhs, lit, false)),
+                (_, ExprKind::Str(lit), Ty::Str { .. }, _) => Some(self.string_matches(lhs, lit, rhs.span, false)),
+                (ExprKind::Str(lit), _, _, Ty::Str { .. }) => Some(self.string_matches(rhs, lit, lhs.span, false)),
                 (_, _, _, Ty::Nil) => Some(self.is_nil(lhs)),
                 (_, _, Ty::Nil, _) => Some(self.is_nil(rhs)),
                 _ => None,

@@ -36,14 +36,16 @@ impl Gen<'_> {
             *l = labels;
         }
         let mut fields = Vec::new();
-        let mut offset = 8;
+        let mut offset: u32 = 8;
         for item in &items {
-            let t = match item {
-                Item::Expr(a) => self.facts.ty(a.id).clone(),
-                Item::Arg(info) => info.ty.clone(),
+            let (t, at) = match item {
+                Item::Expr(a) => (self.facts.ty(a.id).clone(), a.span),
+                Item::Arg(info) => (info.ty.clone(), span),
             };
             fields.push(Field { offset, ty: t.value_type() });
-            offset += t.record_size();
+            offset = offset.saturating_add(t.record_size());
+            // Every field is written at an instruction's 16-bit offset from the record.
+            super::offset(at, 0, offset as usize)?;
         }
         let id = self.events.len();
         self.events.push(EventSpec { kind, fields: fields.clone(), size: offset });
@@ -58,6 +60,7 @@ impl Gen<'_> {
         self.b.emit(store_imm(Size::DW, R8, 0, id as i32));
         for (item, f) in items.iter().zip(&fields) {
             match item {
+                // Checked above: every field ends within an i16 offset.
                 Item::Expr(a) => self.value_to(a, R8, f.offset as i16)?,
                 Item::Arg(info) => self.arg_to(info, R8, f.offset as i16, span)?,
             }

@@ -19,11 +19,11 @@ pub struct FrameFull {
 impl Frame {
     /// A slot of `size` bytes (rounded up to 8); returns its offset from R10 (negative).
     pub fn alloc(&mut self, size: u32) -> Result<i16, FrameFull> {
-        let size = ((size + 7) / 8 * 8) as i32;
-        self.used += size;
-        if self.used > MAX_STACK {
-            return Err(FrameFull { needed: self.used });
+        let needed = i64::from(self.used) + (i64::from(size) + 7) / 8 * 8;
+        if needed > i64::from(MAX_STACK) {
+            return Err(FrameFull { needed: i32::try_from(needed).unwrap_or(i32::MAX) });
         }
+        self.used = needed as i32;
         Ok(-self.used as i16)
     }
 

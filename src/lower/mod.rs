@@ -41,6 +41,17 @@ pub enum LowerError {
     NoGoexit { span: Span },
     #[error("no file offset for {function} at {addr:#x}")]
     NoFileOffset { span: Span, function: String, addr: u64 },
+    #[error("this needs {bytes} bytes in one record; eBPF reaches at most {} bytes from its start", i16::MAX)]
+    TooLarge { span: Span, bytes: usize },
+}
+
+/// The offset `off + add` as an instruction holds it (16 bits, signed); an error at
+/// `span` when a record or literal reaches past that.
+pub(crate) fn offset(span: Span, off: i16, add: usize) -> Result<i16, LowerError> {
+    i64::try_from(add)
+        .ok()
+        .and_then(|add| i16::try_from(i64::from(off) + add).ok())
+        .ok_or(LowerError::TooLarge { span, bytes: add })
 }
 
 impl LowerError {
@@ -62,6 +73,9 @@ impl LowerError {
             LowerError::NoGoexit { span } => {
                 d(span).label("a self variable").hint("keep the value in a map keyed by goid instead")
             }
+            LowerError::TooLarge { span, .. } => d(span)
+                .label("too large")
+                .hint("use a shorter string literal, or print fewer or shorter values (--string-limit)"),
             LowerError::NoFileOffset { span, .. } => d(span)
                 .label("probed here")
                 .hint("the function's code is not in the file: was the binary modified after it was linked?"),

@@ -265,12 +265,13 @@ impl Gen<'_> {
     pub fn string_to(&mut self, e: &Expr, base: u8, off: i16, max: u32) -> Result<(), LowerError> {
         if let ExprKind::Str(lit) = &e.kind {
             let bytes = &lit.as_bytes()[..lit.len().min(max as usize)];
+            super::offset(e.span, off, 8 + bytes.len().next_multiple_of(8))?;
             self.b.emit(store_imm(Size::DW, base, off, bytes.len() as i32));
             for (i, chunk) in bytes.chunks(8).enumerate() {
                 let mut word = [0u8; 8];
                 word[..chunk.len()].copy_from_slice(chunk);
                 self.b.emit2(ld_imm64(R1, u64::from_le_bytes(word)));
-                self.b.emit(store_reg(Size::DW, base, off + 8 + 8 * i as i16, R1));
+                self.b.emit(store_reg(Size::DW, base, super::offset(e.span, off, 8 + 8 * i)?, R1));
             }
             return Ok(());
         }
@@ -283,7 +284,7 @@ impl Gen<'_> {
                 return Err(LowerError::unsupported(e.span, "this string"));
             };
             let mark = self.frame.mark();
-            let words = (8 + have.min(max) as i16 + 7) / 8;
+            let words = words_of(e.span, off, have.min(max))?;
             for i in 0..words {
                 self.b.emit(store_imm(Size::DW, base, off + 8 * i, 0));
             }
@@ -305,7 +306,7 @@ impl Gen<'_> {
             let Ty::Str { max: have } = self.facts.ty(e.id).clone() else {
                 return Err(LowerError::unsupported(e.span, "this string"));
             };
-            for i in 0..(8 + have.min(max) as i16 + 7) / 8 {
+            for i in 0..words_of(e.span, off, have.min(max))? {
                 self.b.emit(load(Size::DW, R1, R10, slot + 8 * i));
                 self.b.emit(store_reg(Size::DW, base, off + 8 * i, R1));
             }
@@ -381,7 +382,7 @@ impl Gen<'_> {
         self.b.bind(ok);
         self.b.emit(store_reg(Size::DW, base, off, R0));
         if tmp.is_some() {
-            for i in 0..(max as i16).min(COMM) {
+            for i in 0..COMM.min(max.try_into().unwrap_or(COMM)) {
                 self.b.emit(load(Size::B, R1, buf_base, b_off + i));
                 self.b.emit(store_reg(Size::B, base, buf_off, R1));
                 buf_off += 1;
@@ -497,15 +498,23 @@ impl Gen<'_> {
         }
     }
 
-    /// R0 = 1 when the string `e` equals `lit` (or, with `prefix`, starts with it).
-    pub fn string_matches(&mut self, e: &Expr, lit: &str, prefix: bool) -> Result<(), LowerError> {
-        let n = lit.len() as u32;
-        // For equality, read one byte more than the literal, so a longer string's
-        // clamped length still differs.
-        let max = if prefix { n } else { n + 1 };
-        let words = (max as i16 + 7) / 8;
+    /// R0 = 1 when the string `e` equals `lit` (or, with `prefix`, starts with it);
+    /// `lit_span` is the literal's place in the script.
+    pub fn string_matches(&mut self, e: &Expr, lit: &str, lit_span: Span, prefix: bool) -> Result<(), LowerError> {
+        // The string is copied to the stack with one byte more than the literal (for
+        // equality, so a longer string's clamped length still differs).
+        let needed = i32::try_from(lit.len().saturating_add(16)).unwrap_or(i32::MAX);
+        let too_long = || LowerError::Stack { span: lit_span, needed };
+        let n = u32::try_from(lit.len()).map_err(|_| too_long())?;
+        let max = if prefix { n } else { n.saturating_add(1) };
+        let words = max.div_ceil(8);
+        if words > super::frame::MAX_STACK as u32 / 8 {
+            return Err(too_long());
+        }
         let mark = self.frame.mark();
-        let buf = self.slot(8 + 8 * words as u32, e.span)?;
+        let buf = self.slot(8 + 8 * words, lit_span)?;
+        // The slot fits the stack, so every offset in it fits an instruction's.
+        let words = words as i16;
         for i in 0..=words {
             self.b.emit(store_imm(Size::DW, R10, buf + 8 * i, 0));
         }
@@ -530,4 +539,12 @@ impl Gen<'_> {
         self.frame.release(mark);
         Ok(())
     }
+}
+
+/// How many 8-byte words a string record of at most `max` bytes takes at `base + off`;
+/// an error when its end is past what an instruction's offset reaches.
+fn words_of(span: Span, off: i16, max: u32) -> Result<i16, LowerError> {
+    let bytes = 8 + (max as usize).next_multiple_of(8);
+    super::offset(span, off, bytes)?;
+    Ok((bytes / 8) as i16)
 }

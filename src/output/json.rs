@@ -3,9 +3,8 @@
 
 use super::text::bucket_bounds;
 use super::value::{AggValue, Value};
-use super::{Event, MapDump, Sink};
+use super::{write_out, Event, MapDump, OutputError, Sink};
 use serde_json::{json, Value as J};
-use std::io::Write;
 
 pub struct JsonSink {
     pub out: std::io::Stdout,
@@ -71,7 +70,7 @@ pub fn map(dump: &MapDump) -> J {
 }
 
 impl Sink for JsonSink {
-    fn event(&mut self, event: &Event) {
+    fn event(&mut self, event: &Event) -> Result<(), OutputError> {
         let line = match event {
             Event::Printf { format, values } => json!({"type": "printf", "text": super::text::printf(format, values)}),
             Event::Print { labels, values } => {
@@ -87,16 +86,14 @@ impl Sink for JsonSink {
                     json!({"type": "print", "values": values.iter().map(value).collect::<Vec<_>>()})
                 }
             }
-            _ => return,
+            _ => return Ok(()),
         };
-        let _ = writeln!(self.out, "{line}");
-        let _ = self.out.flush();
+        write_out(&mut self.out, format!("{line}\n").as_bytes())
     }
-    fn map(&mut self, dump: &MapDump) {
-        let _ = writeln!(self.out, "{}", map(dump));
-        let _ = self.out.flush();
+    fn map(&mut self, dump: &MapDump) -> Result<(), OutputError> {
+        write_out(&mut self.out, format!("{}\n", map(dump)).as_bytes())
     }
-    fn flush(&mut self) {
-        let _ = self.out.flush();
+    fn flush(&mut self) -> Result<(), OutputError> {
+        write_out(&mut self.out, b"")
     }
 }

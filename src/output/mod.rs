@@ -47,13 +47,46 @@ pub enum Event {
     Exit,
 }
 
-/// Where results go: text for people, JSON lines for programs.
+/// Where results go: text for people, JSON lines for programs. Every write is flushed
+/// at once (output is read while the trace runs) and can fail.
 pub trait Sink {
     /// A printf or print event.
-    fn event(&mut self, event: &Event);
+    fn event(&mut self, event: &Event) -> Result<(), OutputError>;
     /// A map, at exit or by `print(@m)`.
-    fn map(&mut self, dump: &MapDump);
-    fn flush(&mut self);
+    fn map(&mut self, dump: &MapDump) -> Result<(), OutputError>;
+    fn flush(&mut self) -> Result<(), OutputError>;
+}
+
+/// Writing the output failed.
+#[derive(Debug, thiserror::Error)]
+pub enum OutputError {
+    /// The reader went away: a closed pipe (`gtrace ... | head -1`). Not an error for the
+    /// user: gtrace stops quietly.
+    #[error("the output's reader is gone (a closed pipe)")]
+    Closed,
+    /// The device refused the write: a full disk, /dev/full, an I/O error.
+    #[error("cannot write the output to standard output")]
+    Write {
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl From<std::io::Error> for OutputError {
+    fn from(source: std::io::Error) -> OutputError {
+        if source.kind() == std::io::ErrorKind::BrokenPipe {
+            OutputError::Closed
+        } else {
+            OutputError::Write { source }
+        }
+    }
+}
+
+/// Writes `bytes` and flushes them.
+pub fn write_out(out: &mut impl std::io::Write, bytes: &[u8]) -> Result<(), OutputError> {
+    out.write_all(bytes)?;
+    out.flush()?;
+    Ok(())
 }
 
 pub fn sink(format: Format) -> Box<dyn Sink> {
@@ -74,24 +107,19 @@ struct TextSink {
 }
 
 impl Sink for TextSink {
-    fn event(&mut self, event: &Event) {
-        use std::io::Write;
+    fn event(&mut self, event: &Event) -> Result<(), OutputError> {
         let s = match event {
             Event::Printf { format, values } => text::printf(format, values),
             Event::Print { labels, values } => format!("{}\n", text::labelled(labels, values)),
-            _ => return,
+            _ => return Ok(()),
         };
-        let _ = self.out.write_all(s.as_bytes());
-        let _ = self.out.flush();
+        write_out(&mut self.out, s.as_bytes())
     }
-    fn map(&mut self, dump: &MapDump) {
-        use std::io::Write;
-        let _ = self.out.write_all(text::map(dump).as_bytes());
-        let _ = self.out.flush();
+    fn map(&mut self, dump: &MapDump) -> Result<(), OutputError> {
+        write_out(&mut self.out, text::map(dump).as_bytes())
     }
-    fn flush(&mut self) {
-        use std::io::Write;
-        let _ = self.out.flush();
+    fn flush(&mut self) -> Result<(), OutputError> {
+        write_out(&mut self.out, b"")
     }
 }
 

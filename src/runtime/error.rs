@@ -88,9 +88,17 @@ pub enum RuntimeError {
     #[error("no process with pid {pid}")]
     NoSuchProcess { pid: u32 },
 
+    /// A `-p PID` whose process has no executable to trace, or hides it.
+    #[error("cannot trace pid {pid} ({comm}): {why}")]
+    NotTraceable { pid: u32, comm: String, why: String },
+
     /// The `-c` command is not an executable file, nor found in PATH.
     #[error("command not found: {command}")]
     CommandNotFound { command: String },
+
+    /// The `-c` command names something that cannot run.
+    #[error("cannot run `{command}`: it is {what}")]
+    NotACommand { command: String, what: String },
 
     /// The command could not be executed.
     #[error("cannot execute {}", path.display())]
@@ -125,7 +133,13 @@ impl RuntimeError {
                 Some("this is a bug in gtrace's code generation; please report it with the script")
             }
             RuntimeError::NoSuchProcess { .. } => Some("check the pid; the process may have exited"),
+            RuntimeError::NotTraceable { .. } => {
+                Some("give the pid of a running Go program (`pgrep -f NAME`), or its executable with -b PATH")
+            }
             RuntimeError::CommandNotFound { .. } => Some("give a path to the executable, or make sure it is in PATH"),
+            RuntimeError::NotACommand { .. } => {
+                Some("-c takes the Go program to start and its arguments: -c './server --port 8080'")
+            }
             RuntimeError::Attach { .. } => Some("check that the binary was not replaced since gtrace read it"),
             _ => None,
         }

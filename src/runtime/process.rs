@@ -11,7 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
 
 /// The executable `argv0` names: a path if it holds a `/`, else the first executable file
-/// of that name in `PATH` (as `execvp` would find it).
+/// of that name in `PATH` (as `execvp` would find it). What is there and cannot run (a
+/// directory, a file without execute permission, a FIFO) is named in the error.
 pub fn resolve_command(argv0: &str) -> Result<PathBuf, RuntimeError> {
     let not_found = || RuntimeError::CommandNotFound { command: argv0.to_string() };
     if argv0.is_empty() {
@@ -19,28 +20,96 @@ pub fn resolve_command(argv0: &str) -> Result<PathBuf, RuntimeError> {
     }
     if argv0.contains('/') {
         let path = PathBuf::from(argv0);
-        return if is_executable(&path) { Ok(path) } else { Err(not_found()) };
+        return match why_not_executable(&path) {
+            None => Ok(path),
+            Some(Some(what)) => Err(RuntimeError::NotACommand { command: argv0.to_string(), what }),
+            Some(None) => Err(not_found()),
+        };
     }
     let search = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
-    std::env::split_paths(&search)
+    let mut seen = None;
+    for path in std::env::split_paths(&search)
         .map(|dir| if dir.as_os_str().is_empty() { PathBuf::from(".") } else { dir })
         .map(|dir| dir.join(argv0))
-        .find(|path| is_executable(path))
-        .ok_or_else(not_found)
+    {
+        match why_not_executable(&path) {
+            None => return Ok(path),
+            Some(Some(what)) if seen.is_none() => seen = Some((path, what)),
+            Some(_) => {}
+        }
+    }
+    Err(match seen {
+        // Found in PATH, but not something that runs: say what it is, and where.
+        Some((path, what)) => RuntimeError::NotACommand { command: path.display().to_string(), what },
+        None => not_found(),
+    })
 }
 
-fn is_executable(path: &Path) -> bool {
-    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+/// None when `path` is an executable regular file; else what it is (`a directory`, `a
+/// regular file without execute permission`), or Some(None) when nothing is there.
+fn why_not_executable(path: &Path) -> Option<Option<String>> {
+    let Ok(meta) = std::fs::metadata(path) else { return Some(None) };
+    if !meta.is_file() {
+        return Some(Some(crate::input::kind_of(&meta).to_string()));
+    }
+    if meta.permissions().mode() & 0o111 == 0 {
+        return Some(Some("a regular file without execute permission".to_string()));
+    }
+    None
 }
 
 /// The executable of a running process: the `/proc/PID/exe` link itself, which opens the
 /// very file the process runs even if it was deleted or lives in another mount namespace.
+/// A process that has none (a zombie, a kernel thread) or hides it is an error that
+/// says what the process is and why it cannot be traced.
 pub fn process_exe(pid: u32) -> Result<PathBuf, RuntimeError> {
     let link = PathBuf::from(format!("/proc/{pid}/exe"));
+    if pid == 0 || !Path::new(&format!("/proc/{pid}")).exists() {
+        return Err(RuntimeError::NoSuchProcess { pid });
+    }
+    let stat = ProcStat::read(pid);
+    let comm = stat.as_ref().map(|s| s.comm.clone()).unwrap_or_else(|| "?".into());
+    let not_traceable = |why: String| RuntimeError::NotTraceable { pid, comm: comm.clone(), why };
+    if let Some(s) = &stat {
+        if matches!(s.state, 'Z' | 'X') {
+            return Err(not_traceable(
+                "it is a zombie: it has exited and waits for its parent to collect it, so it runs no code".into(),
+            ));
+        }
+        if s.flags & PF_KTHREAD != 0 {
+            return Err(not_traceable("it is a kernel thread: it runs kernel code, not an executable".into()));
+        }
+    }
     match std::fs::metadata(&link) {
         Ok(_) => Ok(link),
-        Err(_) if !Path::new(&format!("/proc/{pid}")).exists() => Err(RuntimeError::NoSuchProcess { pid }),
-        Err(source) => Err(RuntimeError::Os { action: "reading /proc/PID/exe", source }),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) => Err(not_traceable(format!(
+            "the kernel refuses access to its executable (/proc/{pid}/exe: {e}); it may belong to another user or PID namespace"
+        ))),
+        Err(e) => Err(not_traceable(format!("its executable cannot be read (/proc/{pid}/exe: {e})"))),
+    }
+}
+
+/// `PF_KTHREAD` in the flags of /proc/PID/stat: a kernel thread.
+const PF_KTHREAD: u64 = 0x0020_0000;
+
+/// What /proc/PID/stat says of a process: its name, state and flags.
+struct ProcStat {
+    comm: String,
+    state: char,
+    flags: u64,
+}
+
+impl ProcStat {
+    fn read(pid: u32) -> Option<ProcStat> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // PID (COMM) STATE PPID PGRP SESSION TTY TPGID FLAGS ...; COMM may hold ')'.
+        let open = stat.find('(')?;
+        let close = stat.rfind(')')?;
+        let comm = stat.get(open + 1..close)?.to_string();
+        let mut rest = stat.get(close + 1..)?.split_whitespace();
+        let state = rest.next()?.chars().next()?;
+        let flags = rest.nth(5)?.parse().ok()?;
+        Some(ProcStat { comm, state, flags })
     }
 }
 
@@ -75,14 +144,7 @@ pub fn is_alive(pid: u32) -> bool {
     if ret != 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EPERM) {
         return false;
     }
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        // The state follows the last ')' (the command name may hold parentheses).
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.trim_start().chars().next())
-            .is_some_and(|state| state != 'Z' && state != 'X'),
-        Err(_) => false,
-    }
+    ProcStat::read(pid).is_some_and(|s| s.state != 'Z' && s.state != 'X')
 }
 
 /// A forked child blocked before `exec` until [`HeldChild::release`].
@@ -98,6 +160,11 @@ pub struct HeldChild {
 }
 
 /// Forks a child that waits, then executes `argv` (`argv[0]` resolved through `PATH`).
+///
+/// The child is never orphaned: it asks the kernel for SIGKILL when its parent dies
+/// (PR_SET_PDEATHSIG, kept across exec), so it dies with gtrace however gtrace ends,
+/// SIGKILL included. The kernel ties that signal to the *thread* that forked: call this
+/// from a thread that lives as long as the trace (gtrace calls it from its main thread).
 pub fn spawn_held(argv: &[String]) -> Result<HeldChild, RuntimeError> {
     let argv0 = argv.first().ok_or(RuntimeError::BadCommand { problem: "empty command" })?;
     let path = resolve_command(argv0)?;
@@ -115,9 +182,12 @@ pub fn spawn_held(argv: &[String]) -> Result<HeldChild, RuntimeError> {
 
     let (go_read, go_write) = pipe()?;
     let (err_read, err_write) = pipe()?;
+    // SAFETY: getpid has no preconditions.
+    let parent = unsafe { libc::getpid() };
 
     // SAFETY: fork has no memory-safety preconditions; the child branch below only calls
-    // async-signal-safe functions (read, write, close, execv, _exit) on data prepared above.
+    // async-signal-safe functions (read, write, close, prctl, getppid, execv, _exit) on
+    // data prepared above.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
         return Err(RuntimeError::Os { action: "fork", source: io::Error::last_os_error() });
@@ -127,6 +197,12 @@ pub fn spawn_held(argv: &[String]) -> Result<HeldChild, RuntimeError> {
         unsafe {
             libc::close(go_write);
             libc::close(err_read);
+            // Die with the parent; if it already died (before the prctl), never run.
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0
+                || libc::getppid() != parent
+            {
+                libc::_exit(127);
+            }
             let mut byte = 0u8;
             let n = loop {
                 let n = libc::read(go_read, &mut byte as *mut u8 as *mut libc::c_void, 1);
@@ -248,11 +324,10 @@ impl HeldChild {
 }
 
 impl Drop for HeldChild {
-    /// A child never released is killed: it must not run unobserved.
+    /// A child that has not exited is killed (and reaped): a command gtrace started
+    /// never outlives its trace, whichever way the trace ends.
     fn drop(&mut self) {
-        if self.go.is_some() {
-            self.kill();
-        }
+        self.kill();
     }
 }
 
@@ -264,7 +339,14 @@ mod tests {
     fn resolves_through_path_and_rejects_unknown() {
         assert!(resolve_command("sh").unwrap().is_absolute());
         assert!(matches!(resolve_command("no-such-command-gtrace"), Err(RuntimeError::CommandNotFound { .. })));
-        assert!(matches!(resolve_command("/etc/passwd"), Err(RuntimeError::CommandNotFound { .. })));
+        assert!(matches!(resolve_command("/no/such/file"), Err(RuntimeError::CommandNotFound { .. })));
+        let what = |c: &str| match resolve_command(c) {
+            Err(RuntimeError::NotACommand { what, .. }) => what,
+            other => panic!("{c}: {other:?}"),
+        };
+        assert_eq!(what("/etc/passwd"), "a regular file without execute permission");
+        assert_eq!(what("/tmp/"), "a directory");
+        assert_eq!(what("/dev/null"), "a character device");
     }
 
     #[test]

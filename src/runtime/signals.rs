@@ -1,4 +1,4 @@
-//! SIGINT and SIGTERM end the trace cleanly: the handler only sets a flag, and without
+//! SIGINT, SIGTERM and SIGHUP end the trace cleanly: the handler only sets a flag, and without
 //! SA_RESTART a blocking wait for events returns early, so the driver's loop sees the flag,
 //! prints the maps and detaches.
 //!
@@ -17,7 +17,7 @@ extern "C" fn on_signal(_signal: libc::c_int) {
 /// Installs the handlers (once is enough; calling again is harmless) and returns the flag
 /// they set.
 pub fn install() -> &'static AtomicBool {
-    for signal in [libc::SIGINT, libc::SIGTERM] {
+    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
         // SAFETY: a zeroed sigaction with a handler that only stores to an atomic (which is
         // async-signal-safe) and no SA_RESTART flag.
         unsafe {
@@ -31,7 +31,7 @@ pub fn install() -> &'static AtomicBool {
     &STOP
 }
 
-/// Whether SIGINT or SIGTERM arrived since `install`.
+/// Whether SIGINT, SIGTERM or SIGHUP arrived since `install`.
 pub fn stop_requested() -> bool {
     STOP.load(Ordering::SeqCst)
 }

@@ -77,9 +77,18 @@ fn go_build_id_note(note: &[u8]) -> Option<String> {
 
 type Elf<'d> = ElfFile64<'d, Endianness>;
 
-/// Parses `data` as an ELF64 little- or big-endian file; any other content is `NotElf`,
-/// and an ELF32 file is `WrongArch`.
+/// Parses `data` as an ELF64 little- or big-endian file; a script (`#!`) is `Script`, a
+/// file cut short of what its headers describe is `Truncated`, any other content is
+/// `NotElf`, and an ELF32 file is `WrongArch`.
 fn parse<'d>(path: &Path, data: &'d [u8]) -> Result<Elf<'d>, TargetError> {
+    if let Some(rest) = data.strip_prefix(b"#!") {
+        let line = &rest[..rest.iter().position(|b| *b == b'\n').unwrap_or(rest.len()).min(200)];
+        let interpreter = String::from_utf8_lossy(line).trim().to_string();
+        return Err(TargetError::Script { path: path.to_path_buf(), interpreter });
+    }
+    if let Some(expected) = described_size(data).filter(|n| *n > data.len() as u64) {
+        return Err(TargetError::Truncated { path: path.to_path_buf(), size: data.len() as u64, expected });
+    }
     match FileKind::parse(data) {
         Ok(FileKind::Elf64) => {}
         Ok(FileKind::Elf32) => {
@@ -91,6 +100,33 @@ fn parse<'d>(path: &Path, data: &'d [u8]) -> Result<Elf<'d>, TargetError> {
         _ => return Err(TargetError::NotElf { path: path.to_path_buf() }),
     }
     ElfFile64::parse(data).map_err(|_| TargetError::NotElf { path: path.to_path_buf() })
+}
+
+/// How long an ELF64 little-endian file says it is: the end of its section headers, of
+/// its program headers, and of every segment's bytes in the file. None when `data` is
+/// not such a file; at least 64 (the ELF header) when it starts like one.
+fn described_size(data: &[u8]) -> Option<u64> {
+    if !data.starts_with(b"\x7fELF\x02\x01") {
+        return None;
+    }
+    let u16_at = |o: usize| data.get(o..o + 2).map(|b| u64::from(u16::from_le_bytes([b[0], b[1]])));
+    let u64_at = |o: usize| data.get(o..o + 8).map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])));
+    let mut end = 64u64;
+    if let (Some(phoff), Some(phentsize), Some(phnum)) = (u64_at(0x20), u16_at(0x36), u16_at(0x38)) {
+        end = end.max(phoff.saturating_add(phentsize.saturating_mul(phnum)));
+        for i in 0..phnum {
+            let Some(at) = phoff.checked_add(i * phentsize).and_then(|a| usize::try_from(a).ok()) else { break };
+            // p_type, then p_offset at +8 and p_filesz at +32 (ELF64).
+            let (Some(offset), Some(filesz)) = (u64_at(at + 8), u64_at(at + 32)) else { break };
+            if u16_at(at) == Some(u64::from(PT_LOAD as u16)) {
+                end = end.max(offset.saturating_add(filesz));
+            }
+        }
+    }
+    if let (Some(shoff), Some(shentsize), Some(shnum)) = (u64_at(0x28), u16_at(0x3a), u16_at(0x3c)) {
+        end = end.max(shoff.saturating_add(shentsize.saturating_mul(shnum)));
+    }
+    Some(end)
 }
 
 /// The architecture as Go names it (GOARCH), so the message reads as the user built it.

@@ -69,10 +69,15 @@ pub struct GLayout {
 
 #[derive(Debug, thiserror::Error)]
 pub enum TargetError {
-    #[error("cannot read {path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    /// Not a regular file, too large, or unreadable.
+    #[error(transparent)]
+    File(#[from] crate::input::InputError),
     #[error("{path} is not an ELF executable")]
     NotElf { path: PathBuf },
+    #[error("{path} is a script ({interpreter}), not a Go executable")]
+    Script { path: PathBuf, interpreter: String },
+    #[error("{path} is truncated: it has {size} bytes, and its ELF headers describe {expected}")]
+    Truncated { path: PathBuf, size: u64, expected: u64 },
     #[error("{path} is built for {arch}, which gtrace cannot read")]
     WrongArch { path: PathBuf, arch: String },
     #[error("{path} is not a Go executable (no .gopclntab or .go.buildinfo); gtrace traces programs built by the Go toolchain")]
@@ -95,6 +100,16 @@ impl TargetError {
             TargetError::WrongArch { .. } => Some("gtrace reads Go executables built for amd64 (GOARCH=amd64)"),
             TargetError::TooOld { .. } => {
                 Some("gtrace needs Go's register ABI: rebuild the program with Go 1.17 or later")
+            }
+            TargetError::Script { .. } => Some(
+                "trace the Go program the script runs: `-b PROGRAM` for every process that runs it, \
+                 or `-c 'PROGRAM ARGS'` to start it yourself",
+            ),
+            TargetError::Truncated { .. } => {
+                Some("the file was cut short (an interrupted copy or download?): copy or build it again")
+            }
+            TargetError::File(crate::input::InputError::NotAFile { .. }) => {
+                Some("give the Go executable itself (-b PATH, -c 'PATH ARGS' or -p PID)")
             }
             TargetError::BadPclntab { .. } => {
                 Some("the function table could not be read; if this is a Go binary, please report it")
@@ -171,7 +186,7 @@ impl Target {
     /// by Go 1.17 or later. Its
     /// functions come from the symbol table, or from `.gopclntab` when it is stripped.
     pub fn open(path: &Path) -> Result<Target, TargetError> {
-        let data = std::fs::read(path).map_err(|source| TargetError::Io { path: path.to_path_buf(), source })?;
+        let data = crate::input::read_file(path, crate::input::MAX_BINARY)?;
         let facts = elf::read(path, &data)?;
         let has_dwarf = elf::section(path, &data, ".debug_info")?.is_some();
         let mut target = Target {

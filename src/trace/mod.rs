@@ -22,9 +22,41 @@ pub struct Process {
     pub command: Option<Vec<String>>,
 }
 
+/// Why a trace ended before its natural end.
+enum Halt {
+    /// The output's reader went away: stop quietly, print nothing more.
+    OutputClosed,
+    Failure(Failure),
+}
+
+impl<E: Into<Failure>> From<E> for Halt {
+    fn from(e: E) -> Halt {
+        Halt::Failure(e.into())
+    }
+}
+
+/// Writes to the sink; a closed pipe halts the trace quietly.
+fn written(r: Result<(), output::OutputError>) -> Result<(), Halt> {
+    match r {
+        Ok(()) => Ok(()),
+        Err(output::OutputError::Closed) => Err(Halt::OutputClosed),
+        Err(e) => Err(Halt::Failure(Failure::system(&e, Some("check where standard output goes (a full disk?)")))),
+    }
+}
+
 /// Loads, attaches, runs until a stop condition, and prints the maps. Returns the exit
-/// code.
+/// code: 0, also when the output's reader went away (`gtrace ... | head -1`: gtrace
+/// detaches and ends, printing nothing more).
 pub fn run(bundle: &Bundle, target: &Target, process: Process, args: &TraceArgs) -> Result<i32, Failure> {
+    match session(bundle, target, process, args) {
+        Ok(()) | Err(Halt::OutputClosed) => Ok(0),
+        Err(Halt::Failure(f)) => Err(f),
+    }
+}
+
+/// The trace itself. Every way out detaches (`Loaded` is dropped) and kills a started
+/// command that still runs (`HeldChild` is dropped).
+fn session(bundle: &Bundle, target: &Target, process: Process, args: &TraceArgs) -> Result<(), Halt> {
     let stop = runtime::signals::install();
     let plan = &bundle.plan;
     let mut loaded = runtime::load(&bundle.object, plan).map_err(|e| verifier_failure(e, plan))?;
@@ -44,40 +76,20 @@ pub fn run(bundle: &Bundle, target: &Target, process: Process, args: &TraceArgs)
     let traced_pid = process.pid.or(child.as_ref().map(|c| c.pid()));
     let mut symbols = TargetSymbols { target, bias: None, pid: traced_pid };
     loaded.run_begin();
-    drain(&mut loaded, plan, &mut symbols, sink.as_mut(), Duration::ZERO)?;
-    if let Some(c) = child.as_mut() {
-        c.release()?;
-        // A PIE's load bias is read from the child's memory map as soon as it has
-        // exec'd, before its events (and its exit) could outrun us.
-        let deadline = Instant::now() + Duration::from_millis(200);
-        while target.is_pie() && symbols.bias.is_none() && Instant::now() < deadline {
-            symbols.learn_bias();
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    }
-    let started = Instant::now();
-    loop {
-        symbols.learn_bias();
-        // Short waits, so gtrace notices promptly when the target ends.
-        if drain(&mut loaded, plan, &mut symbols, sink.as_mut(), Duration::from_millis(20))? {
-            break;
-        }
-        if stop.load(std::sync::atomic::Ordering::SeqCst) {
-            break;
-        }
-        if args.duration.is_some_and(|d| started.elapsed() >= d) {
-            break;
-        }
+    // `exit()` in `on begin` ends the trace before a -c command starts.
+    let exited = drain(&mut loaded, plan, &mut symbols, sink.as_mut(), Duration::ZERO)?;
+    if !exited {
         if let Some(c) = child.as_mut() {
-            if c.try_wait().is_some() {
-                break;
+            c.release()?;
+            // A PIE's load bias is read from the child's memory map as soon as it has
+            // exec'd, before its events (and its exit) could outrun us.
+            let deadline = Instant::now() + Duration::from_millis(200);
+            while target.is_pie() && symbols.bias.is_none() && Instant::now() < deadline {
+                symbols.learn_bias();
+                std::thread::sleep(Duration::from_millis(1));
             }
         }
-        if let Some(pid) = process.pid {
-            if !runtime::is_alive(pid) {
-                break;
-            }
-        }
+        run_until_stopped(&mut loaded, plan, &mut symbols, sink.as_mut(), &process, child.as_mut(), args, stop)?;
     }
     // Events already in the ring buffer belong to the run.
     drain(&mut loaded, plan, &mut symbols, sink.as_mut(), Duration::ZERO)?;
@@ -90,8 +102,100 @@ pub fn run(bundle: &Bundle, target: &Target, process: Process, args: &TraceArgs)
             c.kill();
         }
     }
-    sink.flush();
-    Ok(0)
+    written(sink.flush())
+}
+
+/// Handles events until a stop condition: `exit()`, a signal, --duration, the end of
+/// the traced process.
+#[allow(clippy::too_many_arguments)]
+fn run_until_stopped(
+    loaded: &mut Loaded,
+    plan: &Plan,
+    symbols: &mut TargetSymbols,
+    sink: &mut dyn Sink,
+    process: &Process,
+    mut child: Option<&mut HeldChild>,
+    args: &TraceArgs,
+    stop: &std::sync::atomic::AtomicBool,
+) -> Result<(), Halt> {
+    let started = Instant::now();
+    loop {
+        symbols.learn_bias();
+        // Short waits, so gtrace notices promptly when the target ends.
+        if drain(loaded, plan, symbols, sink, Duration::from_millis(20))? {
+            return Ok(());
+        }
+        if stop.load(std::sync::atomic::Ordering::SeqCst) {
+            return Ok(());
+        }
+        if args.duration.is_some_and(|d| started.elapsed() >= d) {
+            return Ok(());
+        }
+        if let Some(c) = child.as_deref_mut() {
+            if c.try_wait().is_some() {
+                return Ok(());
+            }
+        }
+        if let Some(pid) = process.pid {
+            if !runtime::is_alive(pid) {
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// Handles the events waiting in the ring buffer; true when one was `exit()`.
+fn drain(
+    loaded: &mut Loaded,
+    plan: &Plan,
+    symbols: &mut TargetSymbols,
+    sink: &mut dyn Sink,
+    wait: Duration,
+) -> Result<bool, Halt> {
+    let mut events = Vec::new();
+    loaded.poll_events(wait, &mut |rec| {
+        if let Some(e) = output::decode_event(rec, plan) {
+            events.push(e);
+        }
+    })?;
+    if !events.is_empty() {
+        symbols.learn_bias();
+    }
+    let mut exit = false;
+    for mut e in events {
+        output::name_event(&mut e, symbols);
+        match &e {
+            Event::Printf { .. } | Event::Print { .. } => written(sink.event(&e))?,
+            Event::PrintMap { map } => print_maps(loaded, plan, symbols, sink, Some(map))?,
+            Event::ClearMap { map } => loaded.clear_map(map)?,
+            Event::Exit => exit = true,
+        }
+    }
+    Ok(exit)
+}
+
+/// Prints every non-empty user map (or only `only`), in the order of their names.
+fn print_maps(
+    loaded: &Loaded,
+    plan: &Plan,
+    symbols: &TargetSymbols,
+    sink: &mut dyn Sink,
+    only: Option<&str>,
+) -> Result<(), Halt> {
+    for spec in &plan.maps {
+        if !matches!(spec.role, MapRole::User { .. }) || only.is_some_and(|o| o != spec.object_name) {
+            continue;
+        }
+        let raw = loaded.map_entries(&spec.object_name)?;
+        if raw.is_empty() {
+            continue;
+        }
+        if let Some(mut dump) = output::decode_map(spec, &raw, plan) {
+            output::name_map(&mut dump, symbols);
+            written(sink.map(&dump))?;
+        }
+    }
+    Ok(())
 }
 
 /// The one line that says what was passed over, before attaching (the plan's list) and
@@ -122,60 +226,6 @@ fn report_skipped(loaded: &Loaded, plan: &Plan) -> Result<(), Failure> {
         )),
         _ => Ok(()),
     }
-}
-
-/// Handles the events waiting in the ring buffer; true when one was `exit()`.
-fn drain(
-    loaded: &mut Loaded,
-    plan: &Plan,
-    symbols: &mut TargetSymbols,
-    sink: &mut dyn Sink,
-    wait: Duration,
-) -> Result<bool, Failure> {
-    let mut events = Vec::new();
-    loaded.poll_events(wait, &mut |rec| {
-        if let Some(e) = output::decode_event(rec, plan) {
-            events.push(e);
-        }
-    })?;
-    if !events.is_empty() {
-        symbols.learn_bias();
-    }
-    let mut exit = false;
-    for mut e in events {
-        output::name_event(&mut e, symbols);
-        match &e {
-            Event::Printf { .. } | Event::Print { .. } => sink.event(&e),
-            Event::PrintMap { map } => print_maps(loaded, plan, symbols, sink, Some(map))?,
-            Event::ClearMap { map } => loaded.clear_map(map)?,
-            Event::Exit => exit = true,
-        }
-    }
-    Ok(exit)
-}
-
-/// Prints every non-empty user map (or only `only`), in the order of their names.
-fn print_maps(
-    loaded: &Loaded,
-    plan: &Plan,
-    symbols: &TargetSymbols,
-    sink: &mut dyn Sink,
-    only: Option<&str>,
-) -> Result<(), Failure> {
-    for spec in &plan.maps {
-        if !matches!(spec.role, MapRole::User { .. }) || only.is_some_and(|o| o != spec.object_name) {
-            continue;
-        }
-        let raw = loaded.map_entries(&spec.object_name)?;
-        if raw.is_empty() {
-            continue;
-        }
-        if let Some(mut dump) = output::decode_map(spec, &raw, plan) {
-            output::name_map(&mut dump, symbols);
-            sink.map(&dump);
-        }
-    }
-    Ok(())
 }
 
 /// A verifier rejection, with the source line of the instruction it failed on.
