@@ -64,8 +64,13 @@ pub struct Diagnostics {
 }
 
 impl Diagnostics {
+    /// Adds `d`, unless the same problem (severity, place and message) is already there:
+    /// a probe checked once per function of a wildcard says each thing once.
     pub fn push(&mut self, d: Diagnostic) {
-        self.items.push(d);
+        let same = |o: &Diagnostic| o.severity == d.severity && o.span == d.span && o.message == d.message;
+        if !self.items.iter().any(same) {
+            self.items.push(d);
+        }
     }
     pub fn has_errors(&self) -> bool {
         self.items.iter().any(|d| d.severity == Severity::Error)

@@ -50,7 +50,11 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
     let process = process(&cli.target)?;
     let target = Target::open(&process.binary)?;
     if let Some(pattern) = &cli.list {
-        print_stdout(&list(&target, pattern))?;
+        let listing = list(&target, pattern);
+        if listing.is_empty() {
+            return Err(nothing_listed(&target, pattern));
+        }
+        print_stdout(&listing)?;
         return Ok(0);
     }
     let opts = compile::Options { include: cli.include.clone(), sets: cli.set.clone(), string_limit: cli.string_limit };
@@ -174,6 +178,21 @@ fn root(cli: &Cli) -> Result<Root, Failure> {
         (None, None) => {
             Err(Failure::message("no script", Some("give one with -e 'on entry main.F { ... }' or as a .gt file")))
         }
+    }
+}
+
+/// `-l PATTERN` that matches no function: say so, with the closest names.
+fn nothing_listed(target: &Target, pattern: &str) -> Failure {
+    let close = target.closest(pattern, 3);
+    let hint = if close.is_empty() {
+        "`gtrace -l` lists every function; `*` matches any run of characters (`-l 'main.*'`)".to_string()
+    } else {
+        let names: Vec<String> = close.iter().map(|c| format!("`{c}`")).collect();
+        format!("did you mean {}? (`*` matches any run of characters: `-l 'main.*'`)", names.join(", "))
+    };
+    Failure::System {
+        cause: format!("no function matches `{pattern}` in {}", target.path().display()),
+        hint: Some(hint),
     }
 }
 

@@ -184,8 +184,9 @@ pub(crate) fn closest<'f>(functions: &'f [Function], name: &str, n: usize) -> Ve
             found.push(c);
         }
     }
-    if found.len() < n {
-        let short = &name[package_of(name).len()..];
+    let short = &name[package_of(name).len()..];
+    // `.Name` of another package; a name without a package has no such part.
+    if found.len() < n && short.len() > 1 {
         let shorts = functions.iter().map(|f| &f.name[package_of(&f.name).len()..]);
         for c in crate::diag::closest(short, shorts, n) {
             for f in
@@ -349,5 +350,8 @@ mod tests {
         let other = closest(&f, "averyunlikelypackagename.doWork", 2);
         assert_eq!(other.len(), 2, "{other:?}");
         assert!(other.iter().all(|n| n.ends_with(".doWork")), "{other:?}");
+        // A name without a package is not `.` plus nothing: no match for every dotless name.
+        let f = funcs(&["_rt0_amd64", "aeshashbody", "main.main"]);
+        assert!(closest(&f, "zzqqxx", 3).is_empty(), "{:?}", closest(&f, "zzqqxx", 3));
     }
 }

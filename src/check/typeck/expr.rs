@@ -90,9 +90,13 @@ impl Cx<'_> {
                 return self.go_value(e, &field.name, field.span, true);
             }
         }
-        self.expr(base);
+        let bt = self.expr(base);
         let Some(mut id) = self.facts.go_types.get(&base.id).copied() else {
-            self.err(Diagnostic::error(field.span, "only Go values have fields").label("not a Go struct"));
+            // A base that was already an error (Void) says nothing more: one bad name in
+            // a chain `a.b.c.d` is one error, not one per field after it.
+            if bt != Ty::Void {
+                self.err(Diagnostic::error(field.span, "only Go values have fields").label("not a Go struct"));
+            }
             return Ty::Void;
         };
         // Like Go, `p.f` reads through a pointer to a struct.
