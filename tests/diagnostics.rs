@@ -52,3 +52,7 @@ diagnostic!(
     key_read_under_another_name,
     "on entry main.handle { @x[method: r.Method] = r.Size } on entry main.greet { print(@x[m: name]) }"
 );
+diagnostic!(pid_in_begin_is_gtraces_own, "on begin { print(pid) }");
+diagnostic!(comm_in_end_is_gtraces_own, "on end { print(comm) }");
+diagnostic!(goid_in_an_interval_is_gtraces_own, "on interval 1s { print(goid) }");
+diagnostic!(one_error_for_a_bad_field_chain, "on entry main.handle { @x[r.URL.Pth.Foo.Bar.Baz.Qux] = count() }");

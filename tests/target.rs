@@ -507,7 +507,10 @@ fn a_file_that_is_not_elf() {
 
 #[test]
 fn a_missing_file() {
-    assert!(matches!(Target::open(Path::new("/nonexistent/gtrace-test")), Err(TargetError::File(gtrace::input::InputError::Io { .. }))));
+    assert!(matches!(
+        Target::open(Path::new("/nonexistent/gtrace-test")),
+        Err(TargetError::File(gtrace::input::InputError::Io { .. }))
+    ));
 }
 
 #[test]

@@ -15,7 +15,8 @@ pub fn value(v: &Value) -> J {
         Value::Int(i) | Value::Duration(i) => json!(i),
         Value::Uint(u) | Value::Pointer(u) => json!(u),
         Value::Bool(b) => json!(b),
-        Value::Str(s) | Value::Func(s) => json!(s),
+        Value::Str(s) => json!(String::from_utf8_lossy(s)),
+        Value::Func(s) => json!(s),
         Value::Interface { tab: 0, .. } => J::Null,
         Value::Stack { pcs, frames } => json!(if frames.is_empty() {
             pcs.iter().map(|p| format!("{p:#x}")).collect::<Vec<_>>()

@@ -3,6 +3,7 @@
 //! `text` or `json`; nothing else prints results.
 
 pub mod json;
+pub mod quote;
 pub mod text;
 pub mod value;
 
@@ -33,7 +34,7 @@ pub struct MapEntry {
 
 impl MapEntry {
     pub fn keys_text(&self) -> String {
-        self.keys.iter().map(text::value).collect::<Vec<_>>().join(", ")
+        self.keys.iter().map(text::in_line).collect::<Vec<_>>().join(", ")
     }
 }
 

@@ -40,7 +40,7 @@ pub fn value(v: &Value) -> String {
         Value::Bool(b) => b.to_string(),
         Value::Duration(d) => duration(*d),
         Value::Pointer(p) => format!("{p:#x}"),
-        Value::Str(s) => s.clone(),
+        Value::Str(s) => String::from_utf8_lossy(s).into_owned(),
         Value::Func(f) => f.clone(),
         Value::Interface { tab: 0, .. } => "nil".into(),
         Value::Interface { tab, data, word, text, type_name } => {
@@ -68,7 +68,7 @@ fn interface(tab: u64, data: u64, word: u64, text: &str, type_name: Option<&str>
     let signed = |bits: u32| ((word << (64 - bits)) as i64 >> (64 - bits)).to_string();
     let unsigned = |bits: u32| if bits == 64 { word.to_string() } else { (word & ((1u64 << bits) - 1)).to_string() };
     let value = match name {
-        "string" => format!("{text:?}"),
+        "string" => super::quote::quote(text.as_bytes()),
         "int" | "int64" => signed(64),
         "int32" => signed(32),
         "int16" => signed(16),
@@ -78,7 +78,7 @@ fn interface(tab: u64, data: u64, word: u64, text: &str, type_name: Option<&str>
         "uint16" => unsigned(16),
         "uint8" => unsigned(8),
         "bool" => (word & 0xff != 0).to_string(),
-        t if ERROR_TYPES.contains(&t) => format!("{text:?}"),
+        t if ERROR_TYPES.contains(&t) => super::quote::quote(text.as_bytes()),
         _ => format!("{data:#x}"),
     };
     format!("{name}({value})")
@@ -119,13 +119,13 @@ pub fn printf(fmt: &str, values: &[Value]) -> String {
                 let s = match (v.verb, val) {
                     ('d' | 'i' | 'u', Value::Duration(d)) => d.to_string(),
                     ('d' | 'i' | 'u', _) => as_i128(val).to_string(),
-                    ('x', Value::Str(s)) => s.bytes().map(|b| format!("{b:02x}")).collect(),
-                    ('X', Value::Str(s)) => s.bytes().map(|b| format!("{b:02X}")).collect(),
+                    ('x', Value::Str(s)) => s.iter().map(|b| format!("{b:02x}")).collect(),
+                    ('X', Value::Str(s)) => s.iter().map(|b| format!("{b:02X}")).collect(),
                     ('x', _) => format!("{:x}", as_i128(val) as u64),
                     ('X', _) => format!("{:X}", as_i128(val) as u64),
                     ('o', _) => format!("{:o}", as_i128(val) as u64),
                     ('c', _) => char::from_u32(as_i128(val) as u32).map(String::from).unwrap_or_default(),
-                    ('q', Value::Str(s)) => format!("{s:?}"),
+                    ('q', Value::Str(s)) => super::quote::quote(s),
                     // An error with %s prints its message, as Go's fmt does.
                     ('s', Value::Interface { tab: 0, .. }) => "<nil>".to_string(),
                     ('s', Value::Interface { text, type_name: Some(t), .. })
@@ -208,6 +208,15 @@ fn histogram(agg: Agg, buckets: &[u64], durations: bool, out: &mut String) {
     }
 }
 
+/// A value inside a line of a map: a string with Go's escapes (see `quote`), so that a
+/// newline, ESC or NUL in it cannot break the line or reach the terminal.
+pub fn in_line(v: &Value) -> String {
+    match v {
+        Value::Str(s) => super::quote::escape(s),
+        v => value(v),
+    }
+}
+
 pub fn map(dump: &MapDump) -> String {
     let mut out = String::new();
     let mut entries: Vec<_> = dump.entries.iter().collect();
@@ -222,7 +231,7 @@ pub fn map(dump: &MapDump) -> String {
             }
             (v, _) => out.push_str(&format!(
                 "{head}: {}\n",
-                e.plain.as_ref().map(value).unwrap_or_else(|| agg_scalar(v, dump.durations))
+                e.plain.as_ref().map(in_line).unwrap_or_else(|| agg_scalar(v, dump.durations))
             )),
         }
     }
@@ -262,7 +271,7 @@ mod tests {
         assert_eq!(
             printf(
                 "%d %5s|%-3d|%x %v\n",
-                &[Value::Int(-3), Value::Str("ab".into()), Value::Uint(7), Value::Uint(255), Value::Duration(1500)]
+                &[Value::Int(-3), Value::Str(b"ab".to_vec()), Value::Uint(7), Value::Uint(255), Value::Duration(1500)]
             ),
             "-3    ab|7  |ff 1.5us\n"
         );

@@ -11,7 +11,8 @@ pub enum Value {
     /// Nanoseconds.
     Duration(i64),
     Pointer(u64),
-    Str(String),
+    /// A Go string's bytes as read (a Go string need not be UTF-8).
+    Str(Vec<u8>),
     /// A probed function's name.
     Func(String),
     /// An interface: its dynamic type's descriptor address (0 when nil) and name when
@@ -54,7 +55,7 @@ pub fn decode(bytes: &[u8], field: &Field, plan: &Plan) -> Value {
             data: u64_at(bytes, at + 8),
             word: u64_at(bytes, at + 16),
             text: match decode(bytes, &Field { offset: field.offset + 24, ty: ValueType::Str { max: 64 } }, plan) {
-                Value::Str(s) => s,
+                Value::Str(s) => String::from_utf8_lossy(&s).into_owned(),
                 _ => String::new(),
             },
             type_name: None,
@@ -70,7 +71,7 @@ pub fn decode(bytes: &[u8], field: &Field, plan: &Plan) -> Value {
             let len = (u64_at(bytes, at) as usize).min(*max as usize);
             let start = (at + 8).min(bytes.len());
             let end = (start + len).min(bytes.len());
-            Value::Str(String::from_utf8_lossy(&bytes[start..end]).into_owned())
+            Value::Str(bytes[start..end].to_vec())
         }
     }
 }

@@ -103,8 +103,9 @@ fn parse<'d>(path: &Path, data: &'d [u8]) -> Result<Elf<'d>, TargetError> {
 }
 
 /// How long an ELF64 little-endian file says it is: the end of its section headers, of
-/// its program headers, and of every segment's bytes in the file. None when `data` is
-/// not such a file; at least 64 (the ELF header) when it starts like one.
+/// its program headers, of every segment's bytes and of every section's bytes in the file
+/// (as far as the headers are there to read). None when `data` is not such a file; at
+/// least 64 (the ELF header) when it starts like one.
 fn described_size(data: &[u8]) -> Option<u64> {
     if !data.starts_with(b"\x7fELF\x02\x01") {
         return None;
@@ -125,6 +126,16 @@ fn described_size(data: &[u8]) -> Option<u64> {
     }
     if let (Some(shoff), Some(shentsize), Some(shnum)) = (u64_at(0x28), u16_at(0x3a), u16_at(0x3c)) {
         end = end.max(shoff.saturating_add(shentsize.saturating_mul(shnum)));
+        for i in 0..shnum {
+            let Some(at) = shoff.checked_add(i * shentsize).and_then(|a| usize::try_from(a).ok()) else { break };
+            // sh_type at +4 (SHT_NOBITS takes no bytes), sh_offset at +24, sh_size at +32.
+            let (Some(kind), Some(offset), Some(size)) = (u16_at(at + 4), u64_at(at + 24), u64_at(at + 32)) else {
+                break;
+            };
+            if kind != u64::from(object::elf::SHT_NOBITS as u16) {
+                end = end.max(offset.saturating_add(size));
+            }
+        }
     }
     Some(end)
 }

@@ -42,6 +42,18 @@ impl Cx<'_> {
                     }
                     self.uses_elapsed = true;
                 }
+                // `on begin`, `on end` and `on interval` fire in gtrace's own process.
+                Builtin::Pid | Builtin::Tid | Builtin::Comm | Builtin::Goid if !self.has_function => {
+                    self.err(
+                        Diagnostic::error(
+                            e.span,
+                            format!("`{n}` here would be gtrace's own, not the traced program's"),
+                        )
+                        .label("gtrace's, not the target's")
+                        .hint("`on begin`, `on end` and `on interval` run in gtrace itself; read it in a probe of a function, which runs in the traced program"),
+                    );
+                    return Ty::Void;
+                }
                 Builtin::Func if !self.has_function => {
                     self.err(
                         Diagnostic::error(e.span, "`func` is only known in probes of functions")

@@ -42,6 +42,14 @@ func grow(n int) int {
 }
 
 //go:noinline
+func label(s string) int { return len(s) }
+
+// words holds what a string a program passes around may hold: line breaks, terminal
+// escapes, NUL, bytes that are not UTF-8, quotes and backslashes, non-ASCII text.
+var words = []string{"plain", "two\nlines", "\x1b[31mred\x1b[0m", "nul\x00byte", "bad\xffutf8",
+	"tab\there", "quote\"and\\back", "héllo 世界", "zero\u200bwidth", "bell\a"}
+
+//go:noinline
 func other1() int { return 1 }
 
 //go:noinline
@@ -96,6 +104,16 @@ func main() {
 			total += <-done
 		}
 		fmt.Printf("calls=%d result=%d\n", 4*(n+1), total)
+	case "strings":
+		for i := 0; i < n; i++ {
+			for _, w := range words {
+				label(w)
+			}
+		}
+		for _, w := range words {
+			fmt.Printf("quoted=%q\n", w)
+		}
+		fmt.Printf("calls=%d\n", n*len(words))
 	case "others":
 		s := 0
 		for i := 0; i < n; i++ {
