@@ -25,10 +25,19 @@ pub fn go_build(dir: &str, extra_flags: &[&str]) -> PathBuf {
 
 /// `go_build` with extra environment variables, e.g. `[("GOARCH", "arm64")]`.
 pub fn go_build_env(dir: &str, extra_flags: &[&str], env: &[(&str, &str)]) -> PathBuf {
-    let src = root().join("tests/go").join(dir);
-    assert!(src.is_dir(), "no Go test program at {}", src.display());
+    go_build_dir(&root().join("tests/go").join(dir), dir, extra_flags, env)
+}
+
+/// Builds the Go program in `src` (e.g. examples/worker) like `go_build`, as
+/// `target/gobin/<name>-<hash>`.
+pub fn go_build_at(src: &Path, name: &str, extra_flags: &[&str]) -> PathBuf {
+    go_build_dir(src, name, extra_flags, &[])
+}
+
+fn go_build_dir(src: &Path, dir: &str, extra_flags: &[&str], env: &[(&str, &str)]) -> PathBuf {
+    assert!(src.is_dir(), "no Go program at {}", src.display());
     let mut hasher = DefaultHasher::new();
-    hash_tree(&src, &mut hasher);
+    hash_tree(src, &mut hasher);
     extra_flags.hash(&mut hasher);
     env.hash(&mut hasher);
     go_version().hash(&mut hasher);
@@ -48,7 +57,7 @@ pub fn go_build_env(dir: &str, extra_flags: &[&str], env: &[(&str, &str)]) -> Pa
         .arg(&tmp)
         .args(extra_flags)
         .arg(".")
-        .current_dir(&src)
+        .current_dir(src)
         .env("GOTOOLCHAIN", "local")
         .env("GOFLAGS", "-mod=mod")
         .envs(env.iter().copied())

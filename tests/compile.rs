@@ -1,0 +1,167 @@
+//! The compiler as a library, without privileges: every stdlib library and example script,
+//! and one script per language construct, goes through `gtrace::compile` against a real Go
+//! program; the object must parse back with aya-obj (every program of the plan in its
+//! section, every map defined), and the plan must round-trip through JSON unchanged.
+
+mod support;
+
+use gtrace::compile::{compile, Compiled, Options};
+use gtrace::library::{self, Root};
+use gtrace::plan::{Bundle, MapKind, MapRole, ProbeAttach};
+use gtrace::target::Target;
+use std::path::Path;
+
+fn root(name: &str, text: &str, dir: Option<&Path>) -> Root {
+    Root { name: name.into(), text: text.into(), dir: dir.map(Path::to_path_buf) }
+}
+
+/// Compiles `text` against `binary`, or panics with the rendered diagnostics.
+fn compiled(text: &str, binary: &Path) -> Compiled {
+    compiled_root(root("<test>", text, None), binary)
+}
+
+fn compiled_root(root: Root, binary: &Path) -> Compiled {
+    let name = root.name.clone();
+    let target = Target::open(binary).unwrap_or_else(|e| panic!("{}: {e}", binary.display()));
+    compile(root, &target, &Options::default())
+        .unwrap_or_else(|report| panic!("{name} does not compile:\n{}", report.render(false)))
+}
+
+/// The object holds every program of the plan in its section and every map; the plan
+/// and object survive a JSON round trip.
+fn assert_whole(what: &str, c: &Compiled) {
+    let obj = aya_obj::Object::parse(&c.object).unwrap_or_else(|e| panic!("{what}: aya-obj: {e}"));
+    for probe in &c.plan.probes {
+        assert!(obj.programs.contains_key(&probe.program), "{what}: program {} missing", probe.program);
+        assert!(probe.section.starts_with("uprobe/"), "{what}: section {}", probe.section);
+    }
+    assert_eq!(obj.programs.len(), c.plan.probes.len(), "{what}: programs");
+    for map in &c.plan.maps {
+        let m = obj.maps.get(&map.object_name).unwrap_or_else(|| panic!("{what}: map {}", map.object_name));
+        assert_eq!(m.key_size(), map.key_size, "{what}: {}", map.object_name);
+        assert_eq!(m.value_size(), map.value_size, "{what}: {}", map.object_name);
+        assert_eq!(m.max_entries(), map.max_entries, "{what}: {}", map.object_name);
+        assert_eq!(m.map_type(), map.kind.bpf_type(), "{what}: {}", map.object_name);
+    }
+    let bundle = Bundle { plan: c.plan.clone(), object: c.object.clone() };
+    let json = bundle.to_json();
+    let back: Bundle = serde_json::from_str(&json).unwrap_or_else(|e| panic!("{what}: plan JSON: {e}"));
+    assert_eq!(back.object, c.object, "{what}: object bytes");
+    assert_eq!(back.to_json(), json, "{what}: plan round trip");
+}
+
+#[test]
+fn every_stdlib_library_compiles_to_a_whole_object() {
+    let web = support::go_build("httpserver", &[]);
+    let db = support::go_build("sqlprog", &[]);
+    for (name, _) in library::stdlib::LIBRARIES {
+        let bin = if *name == "sql" { &db } else { &web };
+        let c = compiled_root(library::root_from_stdlib(name).expect("embedded"), bin);
+        assert!(c.script_probes > 0, "{name}");
+        assert_whole(name, &c);
+    }
+}
+
+#[test]
+fn every_example_compiles_to_a_whole_object() {
+    let worker = support::go_build_at(&support::root().join("examples/worker"), "worker", &[]);
+    let dir = support::root().join("examples/worker");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).expect("examples/worker") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_some_and(|e| e == "gt") {
+            let text = std::fs::read_to_string(&path).expect("read example");
+            let c = compiled_root(root(&path.display().to_string(), &text, Some(&dir)), &worker);
+            assert_whole(&path.display().to_string(), &c);
+            seen += 1;
+        }
+    }
+    assert!(seen >= 3, "examples/worker has its scripts");
+}
+
+/// One script per construct, against tests/go/values and tests/go/e2e: each compiles, and
+/// its plan says what the construct needs.
+#[test]
+fn every_construct_lowers() {
+    let values = support::go_build("values", &[]);
+    let e2e = support::go_build("e2e", &[]);
+    let cases: &[(&str, &Path)] = &[
+        ("on entry main.add { @n = count() }", &e2e),
+        ("on entry main.add { @s = sum(a); @a = avg(b); @lo = min(a); @hi = max(b); @st = stats(a) }", &e2e),
+        ("on entry main.add { @h = hist(a); @l = lhist(b, 0, 100, 10) }", &e2e),
+        ("on return main.add { @r[ret] = count() }", &e2e),
+        ("on return main.sleepy { @lat = hist(elapsed) }", &e2e),
+        ("on entry main.add { self.a = a } on return main.add { @x = sum(self.a) }", &e2e),
+        ("on entry main.add { printf(\"%d %d %v\\n\", a, b, goid) }", &e2e),
+        ("on entry main.add { print(args); print(a, func, comm) }", &e2e),
+        ("on entry main.add { if a > 1 && b != 2 { @big = count() } else { @small = count() } }", &e2e),
+        ("on entry main.add { @m[a] = b; delete(@m[a]); x := a * 2 + b % 3; @x = sum(x) }", &e2e),
+        ("on entry main.add { @s[ustack] = count() }", &e2e),
+        ("on entry \"main.(*T).Add\" { @d = sum(delta); @t = sum(t.total) }", &e2e),
+        ("on entry main.handle { @p[r.URL.Path] = count(); @n = sum(len(r.URL.Path)) }", &values),
+        (
+            "on entry main.greet { if hasPrefix(name, \"a\") { @a = count() }; if name == \"bob\" { @b = count() } }",
+            &values,
+        ),
+        ("on entry main.total { @n = sum(len(xs)); @first = sum(xs[0]) }", &values),
+        ("on entry main.check { if err != nil { printf(\"%v\\n\", err) } }", &values),
+        ("on entry main.describe { print(v) }", &values),
+        ("on return main.named { @q = sum(q); print(err) }", &values),
+        ("on begin { @b = count() } on end { print(@b) } on interval 10ms { clear(@b) }", &values),
+        ("on entry main.add { exit() }", &e2e),
+    ];
+    for (script, binary) in cases {
+        let c = compiled(script, binary);
+        assert_whole(script, &c);
+    }
+    // What some constructs need of the plan.
+    let c = compiled("on return main.sleepy { @lat = hist(elapsed) }", &e2e);
+    assert!(c.plan.maps.iter().any(|m| matches!(m.role, MapRole::EntryTimes)), "elapsed times entries");
+    assert!(c.plan.probes.iter().any(|p| p.describe.contains("entry times")), "a timing program");
+    let c = compiled("on entry main.add { self.a = a } on return main.add { @x = sum(self.a) }", &e2e);
+    assert!(c.plan.maps.iter().any(|m| matches!(m.role, MapRole::SelfVars)));
+    assert!(c.plan.probes.iter().any(|p| p.describe.contains("free self variables")));
+    let c = compiled("on entry main.add { @h = hist(a) }", &e2e);
+    let user = c.plan.maps.iter().find(|m| matches!(m.role, MapRole::User { .. })).expect("a user map");
+    assert_eq!(user.kind, MapKind::PercpuHash, "aggregations are per CPU");
+    let c = compiled("on begin { print(1) } on interval 5ms { print(2) }", &e2e);
+    assert!(c.plan.probes.iter().any(|p| matches!(p.attach, ProbeAttach::Begin)));
+    assert!(c.plan.probes.iter().any(|p| matches!(p.attach, ProbeAttach::Interval { nanos: 5_000_000 })));
+}
+
+#[test]
+fn return_probes_attach_at_every_ret_and_entries_after_the_stack_check() {
+    let e2e = support::go_build("e2e", &[]);
+    let target = Target::open(&e2e).unwrap();
+    let f = target.find("main.grow").first().copied().cloned().expect("main.grow");
+    let sites = target.probe_sites(&f).unwrap();
+    let c = compiled("on entry main.grow { @e = count() } on return main.grow { @r = count() }", &e2e);
+    let points = |word: &str| -> Vec<u64> {
+        c.plan
+            .probes
+            .iter()
+            .filter(|p| p.describe.starts_with(word))
+            .flat_map(|p| match &p.attach {
+                ProbeAttach::Uprobe(points) => points.iter().map(|pt| pt.address).collect(),
+                _ => Vec::new(),
+            })
+            .collect()
+    };
+    assert_eq!(points("on entry"), vec![sites.entry]);
+    assert_eq!(points("on return"), sites.returns);
+    assert!(sites.entry > f.addr, "after the stack check");
+}
+
+#[test]
+fn errors_come_back_as_a_report_with_sources() {
+    let e2e = support::go_build("e2e", &[]);
+    let target = Target::open(&e2e).unwrap();
+    let Err(report) =
+        compile(root("<test>", "on entry main.add { @s = sum(nope) }", None), &target, &Options::default())
+    else {
+        panic!("an unknown name compiled")
+    };
+    assert!(report.has_errors());
+    let text = report.render(false);
+    assert!(text.contains("unknown name `nope`") && text.contains("<test>:1:"), "{text}");
+}
