@@ -164,9 +164,14 @@ impl Sources {
         (line, col)
     }
     /// `FILE:LINE: the line's text`, for `--emit asm` comments and verifier errors.
+    /// A line longer than `LINE_SHOWN` characters is cut there, with `…`.
     pub fn located_line(&self, span: Span) -> String {
+        const LINE_SHOWN: usize = 100;
         let (line, _) = self.line_col(span.file, span.start);
-        format!("{}:{}: {}", self.name(span.file), line, self.line_text(span))
+        let text = self.line_text(span);
+        let shown: String = text.chars().take(LINE_SHOWN).collect();
+        let cut = if shown.len() < text.len() { "…" } else { "" };
+        format!("{}:{}: {shown}{cut}", self.name(span.file), line)
     }
 
     /// The source line (trimmed) holding a span: used for `--emit asm` comments.

@@ -165,3 +165,37 @@ fn errors_come_back_as_a_report_with_sources() {
     let text = report.render(false);
     assert!(text.contains("unknown name `nope`") && text.contains("<test>:1:"), "{text}");
 }
+
+/// What the kernel would refuse is a clear error at the probe, before anything loads.
+#[test]
+fn kernel_limits_are_errors_at_the_probe() {
+    let e2e = support::go_build("e2e", &[]);
+    let values = support::go_build("values", &[]);
+    let target = Target::open(&e2e).unwrap();
+    let error = |script: &str, target: &Target| -> String {
+        match compile(root("<test>", script, None), target, &Options::default()) {
+            Ok(_) => panic!("compiled: {}", &script[..script.len().min(80)]),
+            Err(report) => report.render(false),
+        }
+    };
+    let many_maps: Vec<String> = (0..70).map(|i| format!("@m{i} = count()")).collect();
+    let text = error(&format!("on entry main.add {{ {} }}", many_maps.join("; ")), &target);
+    assert!(text.contains("this probe uses 71 maps; the kernel allows at most 64"), "{text}");
+    assert!(text.contains("<test>:1:1"), "{text}");
+
+    let values_target = Target::open(&values).unwrap();
+    let verbs = "%s".repeat(480);
+    let names = vec!["name"; 480].join(", ");
+    let text = error(&format!("on entry main.greet {{ printf(\"{verbs}\", {names}) }}"), &values_target);
+    assert!(text.contains("a record of 34568 bytes; an event record holds at most 32760"), "{text}");
+    assert!(text.contains("--string-limit"), "{text}");
+
+    let comms = vec!["comm"; 480].join(", ");
+    let text = error(&format!("on entry main.add {{ printf(\"{verbs}\", {comms}) }}"), &target);
+    assert!(text.contains("more eBPF than one program can hold"), "{text}");
+    assert!(!text.contains("bug in gtrace"), "{text}");
+
+    let intervals: String = (1..=9).map(|i| format!("on interval {i}s {{ print({i}) }}\n")).collect();
+    let text = error(&intervals, &target);
+    assert!(text.contains("more than 8 `on interval` probes") && text.contains("<test>:9:1"), "{text}");
+}

@@ -286,14 +286,11 @@ fn a_command_that_does_not_exist_is_refused() {
     assert_clean_failure(&r);
 }
 
-#[test]
-fn missing_privileges_give_the_cause_and_what_to_do() {
-    // Run gtrace as `nobody` with no capabilities (setpriv is in util-linux); needs root
-    // to switch user, like the tracing tests.
-    if !privileged("missing_privileges_give_the_cause_and_what_to_do") {
-        return;
-    }
-    let dir = std::env::temp_dir().join(format!("gtrace-noprivs-{}", std::process::id()));
+/// Runs gtrace as `nobody` with no capabilities (setpriv is in util-linux), from copies
+/// of gtrace and the e2e program that nobody may run; `args` may name the copy of the
+/// program as `{e2e}`. Needs root to switch user.
+fn as_nobody(args: &[&str]) -> Run {
+    let dir = std::env::temp_dir().join(format!("gtrace-noprivs-{}-{}", std::process::id(), args.len()));
     std::fs::create_dir_all(&dir).unwrap();
     let gt = dir.join("gtrace");
     let target = dir.join("e2e");
@@ -303,22 +300,53 @@ fn missing_privileges_give_the_cause_and_what_to_do() {
     for p in [&dir, &gt, &target] {
         std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
+    let args: Vec<String> = args.iter().map(|a| a.replace("{e2e}", &target.display().to_string())).collect();
     let out = Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"])
         .arg(&gt)
-        .args(["-e", "on entry main.add { @n = count() }", "-c"])
-        .arg(format!("{} add 3", target.display()))
+        .args(&args)
         .output()
         .expect("run setpriv");
     let _ = std::fs::remove_dir_all(&dir);
-    let r = Run {
+    Run {
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         code: out.status.code().unwrap_or(-1),
-    };
+    }
+}
+
+#[test]
+fn missing_privileges_give_the_cause_and_what_to_do() {
+    if !privileged("missing_privileges_give_the_cause_and_what_to_do") {
+        return;
+    }
+    let r = as_nobody(&["-e", "on entry main.add { @n = count() }", "-c", "{e2e} add 3"]);
     assert_clean_failure(&r);
     assert!(r.stderr.contains("permission denied") && r.stderr.contains("CAP_BPF"), "{}", r.stderr);
     assert!(!r.stdout.contains("calls="), "the command must not run untraced: {}", r.stdout);
+}
+
+#[test]
+fn check_compiles_everything_and_the_kernel_verifies_it_where_it_may() {
+    if !privileged("check_compiles_everything_and_the_kernel_verifies_it_where_it_may") {
+        return;
+    }
+    let script = "on return main.add { @s = sum(ret) }";
+    let r = gtrace(&["--check", "-e", script, "-b", e2e().to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("the kernel's verifier accepts every program"), "{}", r.stderr);
+    let r = as_nobody(&["--check", "-e", script, "-b", "{e2e}"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("ok, 1 probe") && r.stderr.contains("not verified by the kernel"), "{}", r.stderr);
+    // A probe the verifier gives up on: a limit of the kernel, said with its source line,
+    // not blamed on gtrace.
+    let heavy: Vec<&str> = vec!["@m = hist(a)"; 2730];
+    let heavy = format!("on entry main.add {{ {} }}", heavy.join("; "));
+    let r = gtrace(&["--check", "-e", &heavy, "-b", e2e().to_str().unwrap()]);
+    assert_clean_failure(&r);
+    assert!(r.stderr.contains("for the kernel's verifier"), "{}", r.stderr);
+    assert!(r.stderr.contains("compiled from: <-e>:1: on entry main.add"), "{}", r.stderr);
+    assert!(r.stderr.contains("split the probe") && !r.stderr.contains("bug in gtrace"), "{}", r.stderr);
 }
 
 #[test]

@@ -68,10 +68,11 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
         eprint!("{}", compiled.warnings.render(color_stderr()));
     }
     if cli.check {
+        let verified = verify(&compiled)?;
         let plural = |n: usize| if n == 1 { "" } else { "s" };
         let (probes, programs, sites) = (compiled.script_probes, compiled.programs.len(), compiled.uprobe_sites());
         eprintln!(
-            "{}: ok, {probes} probe{} ({programs} program{} at {sites} uprobe site{})",
+            "{}: ok, {probes} probe{} ({programs} program{} at {sites} uprobe site{}); {verified}",
             script_name(cli),
             plural(probes),
             plural(programs),
@@ -97,6 +98,18 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
         }
     }
     Ok(0)
+}
+
+/// `--check`: where gtrace may load BPF, the kernel's verifier judges every program
+/// (nothing attaches); without privileges that step is skipped, and said.
+fn verify(compiled: &Compiled) -> Result<&'static str, Failure> {
+    match runtime::verify(&compiled.object, &compiled.plan) {
+        Ok(()) => Ok("the kernel's verifier accepts every program"),
+        Err(runtime::RuntimeError::Permission { .. }) => {
+            Ok("not verified by the kernel (loading BPF needs root, or CAP_BPF and CAP_PERFMON)")
+        }
+        Err(e) => Err(trace::verifier::failure(e, &compiled.plan)),
+    }
 }
 
 /// `gtrace run PLAN TARGET`: a plan compiled elsewhere, on this host's binary.

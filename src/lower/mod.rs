@@ -43,6 +43,12 @@ pub enum LowerError {
     NoFileOffset { span: Span, function: String, addr: u64 },
     #[error("this needs {bytes} bytes in one record; eBPF reaches at most {} bytes from its start", i16::MAX)]
     TooLarge { span: Span, bytes: usize },
+    #[error("this probe compiles to more eBPF than one program can hold ({detail})")]
+    ProgramTooLarge { span: Span, detail: String },
+    #[error("this probe uses {maps} maps; the kernel allows at most {MAX_MAPS_PER_PROGRAM} in one program")]
+    TooManyMaps { span: Span, maps: usize },
+    #[error("this needs a record of {bytes} bytes; an event record holds at most {MAX_EVENT_RECORD}")]
+    RecordTooLarge { span: Span, bytes: u32 },
 }
 
 /// The offset `off + add` as an instruction holds it (16 bits, signed); an error at
@@ -53,6 +59,13 @@ pub(crate) fn offset(span: Span, off: i16, add: usize) -> Result<i16, LowerError
         .and_then(|add| i16::try_from(i64::from(off) + add).ok())
         .ok_or(LowerError::TooLarge { span, bytes: add })
 }
+
+/// How many maps one program may use (the kernel's MAX_USED_MAPS).
+pub const MAX_MAPS_PER_PROGRAM: usize = 64;
+
+/// The largest event record: it is built in a per-CPU array value, which the kernel caps
+/// at 32 KiB (PCPU_MIN_UNIT_SIZE), and its fields are at 16-bit offsets.
+pub const MAX_EVENT_RECORD: u32 = 32 * 1024 - 8;
 
 impl LowerError {
     pub fn unsupported(span: Span, what: &str) -> LowerError {
@@ -79,6 +92,15 @@ impl LowerError {
             LowerError::NoFileOffset { span, .. } => d(span)
                 .label("probed here")
                 .hint("the function's code is not in the file: was the binary modified after it was linked?"),
+            LowerError::ProgramTooLarge { span, .. } => {
+                d(span).label("too large").hint("split it into several probes of the same function, each doing part")
+            }
+            LowerError::TooManyMaps { span, .. } => {
+                d(span).label("too many maps").hint("split it into several probes of the same function")
+            }
+            LowerError::RecordTooLarge { span, .. } => d(span)
+                .label("too much to print at once")
+                .hint("print fewer values in one call, or read fewer bytes of each string (--string-limit)"),
         }
     }
 }

@@ -4,8 +4,8 @@
 
 use super::codegen::Gen;
 use super::maps::Maps;
-use super::{LowerError, Lowered};
-use crate::bpf::builder::Program;
+use super::{LowerError, Lowered, MAX_MAPS_PER_PROGRAM};
+use crate::bpf::builder::{BuildError, Program};
 use crate::check::{Builtin, Checked, Facts, Instance, InstanceKind, Name};
 use crate::diag::Sources;
 use crate::plan::{AttachPoint, Binary, EventSpec, Plan, ProbeAttach, ProbeSpec, PLAN_VERSION};
@@ -113,7 +113,23 @@ impl Ctx<'_> {
         gen.prologue();
         body(&mut gen)?;
         gen.epilogue();
-        gen.b.finish().map_err(|source| LowerError::Build { span, program: name.to_string(), source })
+        let program = gen.b.finish().map_err(|source| match source {
+            BuildError::JumpOutOfRange { offset, .. } => LowerError::ProgramTooLarge {
+                span,
+                detail: format!("a jump over {} instructions; eBPF jumps reach {}", offset.abs(), i16::MAX),
+            },
+            BuildError::TooLong { len, max } => {
+                LowerError::ProgramTooLarge { span, detail: format!("{len} instructions, at most {max}") }
+            }
+            source => LowerError::Build { span, program: name.to_string(), source },
+        })?;
+        let mut maps: Vec<&str> = program.relocations.iter().map(|r| r.map.as_str()).collect();
+        maps.sort_unstable();
+        maps.dedup();
+        if maps.len() > MAX_MAPS_PER_PROGRAM {
+            return Err(LowerError::TooManyMaps { span, maps: maps.len() });
+        }
+        Ok(program)
     }
 
     fn add(&mut self, name: String, program: Program, attach: ProbeAttach, describe: String) {

@@ -53,8 +53,9 @@ fn loader() -> EbpfLoader<'static> {
     prepared.and_then(|t| t.join().ok()).unwrap_or_else(EbpfLoader::new)
 }
 
-/// Loads `object` and every program `plan.probes` names.
-pub fn load(object: &[u8], plan: &Plan) -> Result<Loaded, RuntimeError> {
+/// Loads `object`'s maps and every program `plan.probes` names (the kernel's verifier
+/// judges each), attaching nothing.
+fn load_verified(object: &[u8], plan: &Plan) -> Result<Ebpf, RuntimeError> {
     raise_memlock_limit();
     let mut ebpf = loader()
         .verifier_log_level(VerifierLogLevel::DEBUG | VerifierLogLevel::STATS)
@@ -63,10 +64,21 @@ pub fn load(object: &[u8], plan: &Plan) -> Result<Loaded, RuntimeError> {
             Some(io) => RuntimeError::Permission { action: "creating BPF maps".into(), source: io },
             None => RuntimeError::Load { source: Box::new(source) },
         })?;
-
     for probe in &plan.probes {
         load_program(&mut ebpf, probe)?;
     }
+    Ok(ebpf)
+}
+
+/// Has the kernel's verifier judge every program of `object`, then unloads it all:
+/// nothing is attached and no map outlives the call (`--check`).
+pub fn verify(object: &[u8], plan: &Plan) -> Result<(), RuntimeError> {
+    load_verified(object, plan).map(drop)
+}
+
+/// Loads `object` and every program `plan.probes` names.
+pub fn load(object: &[u8], plan: &Plan) -> Result<Loaded, RuntimeError> {
+    let mut ebpf = load_verified(object, plan)?;
     let multi = super::uprobe_multi::load_for_plan(&ebpf, object, plan);
 
     let mut maps = HashMap::new();

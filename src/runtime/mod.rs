@@ -17,7 +17,7 @@ mod uprobe_multi;
 
 pub use attach::{RefusedPoint, Scope};
 pub use error::RuntimeError;
-pub use loader::{failing_insn, load, prewarm, Loaded};
+pub use loader::{failing_insn, load, prewarm, verify, Loaded};
 pub use maps::{possible_cpus, Entries};
 pub use process::{is_alive, mapping_start, process_exe, resolve_command, spawn_held, HeldChild};
 pub use uprobe_multi::DISABLE_ENV as NO_UPROBE_MULTI_ENV;

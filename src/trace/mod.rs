@@ -4,12 +4,13 @@
 //! (`runtime::Loaded` owns the links) and a started command never outlives the trace.
 
 mod symbols;
+pub mod verifier;
 
 use crate::cli::TraceArgs;
 use crate::diag::Failure;
 use crate::output::{self, Event, Sink};
 use crate::plan::{Bundle, MapRole, Plan};
-use crate::runtime::{self, HeldChild, Loaded, RuntimeError, Scope};
+use crate::runtime::{self, HeldChild, Loaded, Scope};
 use crate::target::Target;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -59,7 +60,7 @@ pub fn run(bundle: &Bundle, target: &Target, process: Process, args: &TraceArgs)
 fn session(bundle: &Bundle, target: &Target, process: Process, args: &TraceArgs) -> Result<(), Halt> {
     let stop = runtime::signals::install();
     let plan = &bundle.plan;
-    let mut loaded = runtime::load(&bundle.object, plan).map_err(|e| verifier_failure(e, plan))?;
+    let mut loaded = runtime::load(&bundle.object, plan).map_err(|e| verifier::failure(e, plan))?;
     let mut child: Option<HeldChild> = match &process.command {
         Some(argv) => Some(runtime::spawn_held(argv)?),
         None => None,
@@ -225,51 +226,5 @@ fn report_skipped(loaded: &Loaded, plan: &Plan) -> Result<(), Failure> {
             Some("check that the binary was not replaced since gtrace read it"),
         )),
         _ => Ok(()),
-    }
-}
-
-/// A verifier rejection, with the source line of the instruction it failed on.
-fn verifier_failure(e: RuntimeError, plan: &Plan) -> Failure {
-    let RuntimeError::Verifier { program, log } = &e else { return e.into() };
-    let probe = plan.probes.iter().find(|p| p.program == *program);
-    let describe = probe.map(|p| p.describe.as_str()).unwrap_or_default();
-    let mut cause = format!("the kernel's verifier rejected the program of `{describe}` ({program})");
-    if let (Some(at), Some(probe)) = (runtime::failing_insn(log), probe) {
-        if let Some((_, line)) = probe.source_lines.iter().filter(|(i, _)| *i <= at).last() {
-            cause.push_str(&format!("\n  at instruction {at}, compiled from: {line}"));
-        }
-    }
-    let tail: Vec<&str> = log.lines().rev().take(25).collect::<Vec<_>>().into_iter().rev().collect();
-    cause.push_str(&format!("\n  verifier log (last lines):\n    {}", tail.join("\n    ")));
-    Failure::message(
-        cause,
-        Some("this is a bug in gtrace's code generation; please report it with `--emit asm` output"),
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::plan::{ProbeAttach, ProbeSpec};
-
-    #[test]
-    fn a_verifier_rejection_names_the_probe_the_source_line_and_the_log() {
-        let plan = Plan {
-            probes: vec![ProbeSpec {
-                program: "p0".into(),
-                section: "uprobe/p0".into(),
-                attach: ProbeAttach::Begin,
-                describe: "on entry main.F".into(),
-                source_lines: vec![(0, "<-e>:1:1: on entry main.F".into()), (5, "<-e>:2:5: @n = count()".into())],
-            }],
-            ..Plan::default()
-        };
-        let log = "0: R1=ctx() R10=fp0\n0: (bf) r6 = r1\n6: (79) r1 = *(u64 *)(r10 -8)\ninvalid read from stack R10 off=-8 size=8\nprocessed 7 insns";
-        let f = verifier_failure(RuntimeError::Verifier { program: "p0".into(), log: log.into() }, &plan);
-        let text = f.render(false);
-        assert!(text.contains("rejected the program of `on entry main.F` (p0)"), "{text}");
-        assert!(text.contains("at instruction 6, compiled from: <-e>:2:5: @n = count()"), "{text}");
-        assert!(text.contains("invalid read from stack R10 off=-8 size=8"), "{text}");
-        assert!(text.contains("hint:"), "{text}");
     }
 }
