@@ -3,7 +3,7 @@
 
 use super::codegen::Gen;
 use super::maps;
-use super::{LowerError, MAX_EVENT_RECORD};
+use super::LowerError;
 use crate::bpf::helpers::*;
 use crate::bpf::insn::*;
 use crate::check::ty::Ty;
@@ -46,9 +46,6 @@ impl Gen<'_> {
             offset = offset.saturating_add(t.record_size());
             // Every field is written at an instruction's 16-bit offset from the record.
             super::offset(at, 0, offset as usize)?;
-        }
-        if offset > MAX_EVENT_RECORD {
-            return Err(LowerError::RecordTooLarge { span, bytes: offset });
         }
         let id = self.events.len();
         self.events.push(EventSpec { kind, fields: fields.clone(), size: offset });

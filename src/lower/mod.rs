@@ -47,8 +47,6 @@ pub enum LowerError {
     ProgramTooLarge { span: Span, detail: String },
     #[error("this probe uses {maps} maps; the kernel allows at most {MAX_MAPS_PER_PROGRAM} in one program")]
     TooManyMaps { span: Span, maps: usize },
-    #[error("this needs a record of {bytes} bytes; an event record holds at most {MAX_EVENT_RECORD}")]
-    RecordTooLarge { span: Span, bytes: u32 },
 }
 
 /// The offset `off + add` as an instruction holds it (16 bits, signed); an error at
@@ -62,10 +60,6 @@ pub(crate) fn offset(span: Span, off: i16, add: usize) -> Result<i16, LowerError
 
 /// How many maps one program may use (the kernel's MAX_USED_MAPS).
 pub const MAX_MAPS_PER_PROGRAM: usize = 64;
-
-/// The largest event record: it is built in a per-CPU array value, which the kernel caps
-/// at 32 KiB (PCPU_MIN_UNIT_SIZE), and its fields are at 16-bit offsets.
-pub const MAX_EVENT_RECORD: u32 = 32 * 1024 - 8;
 
 impl LowerError {
     pub fn unsupported(span: Span, what: &str) -> LowerError {
@@ -98,9 +92,6 @@ impl LowerError {
             LowerError::TooManyMaps { span, .. } => {
                 d(span).label("too many maps").hint("split it into several probes of the same function")
             }
-            LowerError::RecordTooLarge { span, .. } => d(span)
-                .label("too much to print at once")
-                .hint("print fewer values in one call, or read fewer bytes of each string (--string-limit)"),
         }
     }
 }
