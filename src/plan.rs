@@ -146,8 +146,19 @@ pub const MAX_INTERVAL_PROBES: usize = 8;
 /// Bytes of an interface's record (see `ValueType::Interface`).
 pub const INTERFACE_RECORD: u32 = 24 + 8 + 64;
 
+/// The most buckets an `lhist` may have, the one below `lo` and the one from `hi` up
+/// included (each is a u64 per CPU in the map's value).
+pub const LHIST_MAX_BUCKETS: u32 = 1000;
+
+/// How many buckets `lhist(x, lo, hi, step)` has: one below `lo`, one per `step` from
+/// `lo` (the last may be cut short by `hi`), one from `hi` up. Computed without overflow
+/// (saturating at u32::MAX) for any bounds; the checker refuses `lo >= hi`, `step <= 0`
+/// and more than LHIST_MAX_BUCKETS.
 pub fn lhist_buckets(lo: i64, hi: i64, step: i64) -> u32 {
-    (((hi - lo) + step - 1) / step) as u32 + 2
+    let span = i128::from(hi) - i128::from(lo);
+    let step = i128::from(step.max(1));
+    let n = (span.max(0) + step - 1) / step + 2;
+    u32::try_from(n).unwrap_or(u32::MAX)
 }
 
 impl Agg {

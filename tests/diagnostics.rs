@@ -56,3 +56,9 @@ diagnostic!(pid_in_begin_is_gtraces_own, "on begin { print(pid) }");
 diagnostic!(comm_in_end_is_gtraces_own, "on end { print(comm) }");
 diagnostic!(goid_in_an_interval_is_gtraces_own, "on interval 1s { print(goid) }");
 diagnostic!(one_error_for_a_bad_field_chain, "on entry main.handle { @x[r.URL.Pth.Foo.Bar.Baz.Qux] = count() }");
+diagnostic!(mismatched_integer_types, "on entry main.narrow { @s = sum(a + d) }");
+diagnostic!(constant_overflows_the_other_side, "on entry main.narrow { if a == 300 { print(1) } }");
+diagnostic!(
+    lhist_with_too_many_buckets,
+    "on entry main.narrow { @h = lhist(c, -9223372036854775807, 9223372036854775807, 1) }"
+);

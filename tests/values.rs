@@ -145,7 +145,7 @@ traced!(generic_function_by_bracket_name, r#"on entry "main.Max[...]" { @c = cou
 
 traced!(
     narrow_widths_sign_and_zero_extend,
-    "on entry main.narrow { @s = sum(a + b + c + d); if ok { @ok = count() } }",
+    "on entry main.narrow { @s = sum(int64(a) + int64(b) + int64(c) + int64(d)); if ok { @ok = count() } }",
     |out| {
         assert_eq!(map(&out, "@s"), truth(&out, "narrowsum"));
         assert_eq!(map(&out, "@ok"), 20);

@@ -101,6 +101,9 @@ pub enum Name {
 #[derive(Debug, Default)]
 pub struct Facts {
     pub types: HashMap<ExprId, Ty>,
+    /// The untyped constant expressions (literals and what is folded from them) and
+    /// their values; `types` holds the type each took (from the other operand).
+    pub consts: HashMap<ExprId, i128>,
     pub names: HashMap<ExprId, Name>,
     /// Types of the locals, by name.
     pub locals: HashMap<String, Ty>,

@@ -26,6 +26,21 @@ pub(super) const BUILTIN_CALLS: &[&str] = &[
     "clear",
     "len",
     "hasPrefix",
+    // Conversions (check::typeck::conversion).
+    "int",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "uintptr",
+    "byte",
+    "rune",
+    "duration",
 ];
 
 /// Every file's items, merged.
@@ -96,5 +111,19 @@ fn reserved(name: &str) -> Option<&'static str> {
         Some("a builtin name")
     } else {
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_conversion_is_a_reserved_name() {
+        for name in ["int", "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64"] {
+            assert!(crate::check::typeck::conversion(name).is_some(), "{name}");
+            assert!(super::BUILTIN_CALLS.contains(&name), "{name}");
+        }
+        for name in ["uintptr", "byte", "rune", "duration"] {
+            assert!(crate::check::typeck::conversion(name).is_some() && super::BUILTIN_CALLS.contains(&name));
+        }
     }
 }

@@ -5,7 +5,8 @@ use crate::bpf::builder::Builder;
 use crate::bpf::insn::*;
 use crate::plan::{lhist_buckets, Agg, HIST_BUCKETS};
 
-pub fn update(b: &mut Builder, agg: Agg) {
+/// `signed`: whether R1 holds a signed value (an lhist compares it with its bounds).
+pub fn update(b: &mut Builder, agg: Agg, signed: bool) {
     match agg {
         Agg::Count => add_const(b, 0, 1),
         Agg::Sum => add_r1(b, 0),
@@ -46,10 +47,19 @@ pub fn update(b: &mut Builder, agg: Agg) {
             let below = b.new_label();
             let above = b.new_label();
             let done = b.new_label();
-            b.emit2(ld_imm64(R3, lo as u64));
-            b.jmp_reg_to(BPF_JSLT, R1, R3, below);
-            b.emit2(ld_imm64(R3, hi as u64));
-            b.jmp_reg_to(BPF_JSGE, R1, R3, above);
+            // An unsigned value is never below a negative lo, and always above a
+            // negative hi; otherwise it compares unsigned.
+            if signed || lo > 0 {
+                b.emit2(ld_imm64(R3, lo as u64));
+                b.jmp_reg_to(if signed { BPF_JSLT } else { BPF_JLT }, R1, R3, below);
+            }
+            if signed || hi > 0 {
+                b.emit2(ld_imm64(R3, hi as u64));
+                b.jmp_reg_to(if signed { BPF_JSGE } else { BPF_JGE }, R1, R3, above);
+            } else {
+                b.ja_to(above);
+            }
+            // lo <= x < hi: (x - lo) fits in a u64 whatever the bounds, so divide unsigned.
             b.emit2(ld_imm64(R3, lo as u64));
             b.emit(alu64_reg(BPF_SUB, R1, R3));
             b.emit2(ld_imm64(R3, step as u64));

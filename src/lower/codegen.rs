@@ -252,6 +252,12 @@ impl<'a> Gen<'a> {
 
     /// Evaluates a scalar expression into R0.
     pub fn expr(&mut self, e: &Expr) -> Result<(), LowerError> {
+        if let Some(v) = self.facts.consts.get(&e.id) {
+            // An untyped constant (folded by the checker), as its type holds it.
+            let bits = super::arith::constant_bits(*v, self.facts.ty(e.id));
+            self.constant(bits);
+            return Ok(());
+        }
         match &e.kind {
             ExprKind::Int(v) | ExprKind::Duration(v) => self.constant(*v),
             ExprKind::Bool(v) => self.b.emit(mov64_imm(R0, *v as i32)),
@@ -279,14 +285,14 @@ impl<'a> Gen<'a> {
                 self.b.emit(alu64_imm(BPF_ADD, R0, 0));
                 self.frame.release(mark);
             }
-            ExprKind::Unary { op, operand } => {
-                self.expr(operand)?;
-                match op {
-                    UnOp::Neg => self.b.emit(neg64(R0)),
-                    UnOp::Not => self.b.emit(alu64_imm(BPF_XOR, R0, 1)),
-                    UnOp::Deref => return Err(LowerError::unsupported(e.span, "pointer dereference")),
+            ExprKind::Unary { op, operand } => match op {
+                UnOp::Neg => self.negate(operand, &self.facts.ty(e.id).clone())?,
+                UnOp::Not => {
+                    self.expr(operand)?;
+                    self.b.emit(alu64_imm(BPF_XOR, R0, 1));
                 }
-            }
+                UnOp::Deref => return Err(LowerError::unsupported(e.span, "pointer dereference")),
+            },
             ExprKind::Binary { op, lhs, rhs } => self.binary(*op, lhs, rhs, e.span)?,
             ExprKind::SelfVar(name) => {
                 let mark = self.frame.mark();
@@ -303,6 +309,9 @@ impl<'a> Gen<'a> {
                 ("len", [x]) => self.length(x)?,
                 ("hasPrefix", [s, l @ Expr { kind: ExprKind::Str(lit), .. }]) => {
                     self.string_matches(s, lit, l.span, true)?
+                }
+                (name, [x]) if crate::check::typeck::conversion(name).is_some() => {
+                    self.conversion(x, &self.facts.ty(e.id).clone())?
                 }
                 _ => return Err(LowerError::unsupported(func.span, "this call as a value")),
             },
@@ -400,7 +409,9 @@ impl<'a> Gen<'a> {
                 return Ok(());
             }
         }
-        let signed = self.signed(lhs, rhs);
+        // Both sides have one type (the checker made sure); a shift has its left's.
+        let ty = self.facts.ty(lhs.id).clone();
+        let signed = ty.is_signed();
         let mark = self.frame.mark();
         let tmp = self.slot(8, span)?;
         self.expr(lhs)?;
@@ -410,29 +421,8 @@ impl<'a> Gen<'a> {
         self.b.emit(load(Size::DW, R1, R10, tmp));
         self.frame.release(mark);
         use BinOp::*;
-        let alu = |code: u8| Some(code);
-        let alu_op = match op {
-            Add => alu(BPF_ADD),
-            Sub => alu(BPF_SUB),
-            Mul => alu(BPF_MUL),
-            Div => alu(BPF_DIV),
-            Rem => alu(BPF_MOD),
-            BitAnd => alu(BPF_AND),
-            BitOr => alu(BPF_OR),
-            BitXor => alu(BPF_XOR),
-            Shl => alu(BPF_LSH),
-            Shr => alu(if signed { BPF_ARSH } else { BPF_RSH }),
-            _ => None,
-        };
-        if let Some(code) = alu_op {
-            let mut insn = alu64_reg(code, R1, R2);
-            if signed && matches!(op, Div | Rem) {
-                // BPF ISA v4 signed division (off = 1); dividing by zero gives 0.
-                insn.off = 1;
-            }
-            self.b.emit(insn);
-            self.b.emit(mov64_reg(R0, R1));
-            return Ok(());
+        if !matches!(op, Eq | Ne | Lt | Le | Gt | Ge) {
+            return self.arith_op(op, &ty, span);
         }
         let jump = match (op, signed) {
             (Eq, _) => BPF_JEQ,
@@ -496,18 +486,5 @@ impl<'a> Gen<'a> {
         self.b.emit(alu64_imm(BPF_ADD, R0, 0));
         self.frame.release(mark);
         Ok(())
-    }
-
-    /// Signed arithmetic and comparison unless an operand is an unsigned Go value; an
-    /// integer literal takes the signedness of the other side.
-    fn signed(&self, lhs: &Expr, rhs: &Expr) -> bool {
-        let lit = |e: &Expr| matches!(e.kind, ExprKind::Int(_));
-        let l = self.facts.ty(lhs.id).is_signed();
-        let r = self.facts.ty(rhs.id).is_signed();
-        match (lit(lhs), lit(rhs)) {
-            (true, false) => r,
-            (false, true) => l,
-            _ => l && r,
-        }
     }
 }

@@ -93,7 +93,8 @@ impl Gen<'_> {
         if arg.is_some() {
             self.b.emit(load(Size::DW, R1, R10, val));
         }
-        super::agg::update(&mut self.b, agg);
+        let signed = arg.is_none_or(|a| self.facts.ty(a.id).is_signed());
+        super::agg::update(&mut self.b, agg, signed);
         self.b.bind(skip);
         self.b.emit(mov64_imm(R0, 0));
         Ok(())

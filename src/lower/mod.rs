@@ -6,6 +6,7 @@
 //! `elapsed`; one that frees a goroutine's `self` variables when it exits.
 
 pub mod agg;
+pub mod arith;
 pub mod codegen;
 pub mod events;
 pub mod frame;
@@ -13,6 +14,7 @@ pub mod goroutine;
 pub mod mapops;
 pub mod maps;
 mod programs;
+pub mod stored;
 pub mod values;
 
 use crate::bpf::builder::{BuildError, Program};

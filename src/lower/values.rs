@@ -278,27 +278,11 @@ impl Gen<'_> {
         if matches!(self.facts.names.get(&e.id), Some(Name::Builtin(crate::check::Builtin::Comm))) {
             return self.comm_to(base, off, max);
         }
-        if let ExprKind::SelfVar(name) = &e.kind {
-            // A self variable's record, copied from its map value (empty when unset).
-            let Ty::Str { max: have } = self.facts.ty(e.id).clone() else {
-                return Err(LowerError::unsupported(e.span, "this string"));
-            };
-            let mark = self.frame.mark();
-            let words = words_of(e.span, off, have.min(max))?;
-            for i in 0..words {
-                self.b.emit(store_imm(Size::DW, base, off + 8 * i, 0));
+        if let Ty::Str { max: have } = self.facts.ty(e.id).clone() {
+            // A string stored in a self variable or a map: its record (empty when unset).
+            if self.stored_string_to(e, base, off, have, max)? {
+                return Ok(());
             }
-            self.lookup_self(name, e.span)?;
-            let end = self.b.new_label();
-            self.b.jmp_imm_to(BPF_JEQ, R0, 0, end);
-            for i in 0..words {
-                self.b.emit(load(Size::DW, R1, R0, 8 * i));
-                self.b.emit(store_reg(Size::DW, base, off + 8 * i, R1));
-            }
-            self.b.bind(end);
-            self.b.emit(alu64_imm(BPF_ADD, R0, 0));
-            self.frame.release(mark);
-            return Ok(());
         }
         if !self.is_go_value(e) {
             // A local string: copy its record.
@@ -488,6 +472,7 @@ impl Gen<'_> {
     pub fn value_to(&mut self, e: &Expr, base: u8, off: i16) -> Result<(), LowerError> {
         match self.facts.ty(e.id).clone() {
             Ty::Str { max } => self.string_to(e, base, off, max),
+            ty @ (Ty::Interface | Ty::Stack) if self.stored_record_to(e, base, off, ty.record_size())? => Ok(()),
             Ty::Interface => self.interface_to(e, base, off),
             Ty::Stack => self.ustack_to(base, off, e.span),
             _ => {

@@ -176,8 +176,11 @@ pub fn bucket_bounds(agg: Agg, i: usize) -> (Option<i64>, Option<i64>) {
             } else if i == n - 1 {
                 (Some(hi), None)
             } else {
-                let l = lo + step * (i as i64 - 1);
-                (Some(l), Some((l + step).min(hi)))
+                // In 128 bits: the bounds of a range that spans all of int64 do not fit one.
+                let l = i128::from(lo) + i128::from(step) * (i as i128 - 1);
+                let h = (l + i128::from(step)).min(i128::from(hi));
+                let fit = |v: i128| i64::try_from(v).unwrap_or(if v < 0 { i64::MIN } else { i64::MAX });
+                (Some(fit(l)), Some(fit(h)))
             }
         }
         _ => (None, None),
@@ -264,6 +267,14 @@ mod tests {
         assert_eq!(bucket_bounds(a, 0), (None, Some(0)));
         assert_eq!(bucket_bounds(a, 1), (Some(0), Some(10)));
         assert_eq!(bucket_bounds(a, 11), (Some(100), None));
+        // Bounds at the ends of int64 do not overflow.
+        let edge = Agg::Lhist { lo: i64::MAX - 10, hi: i64::MAX, step: 8 };
+        assert_eq!(crate::plan::lhist_buckets(i64::MAX - 10, i64::MAX, 8), 4);
+        assert_eq!(bucket_bounds(edge, 2), (Some(i64::MAX - 2), Some(i64::MAX)));
+        assert_eq!(crate::plan::lhist_buckets(i64::MIN + 1, i64::MAX, i64::MAX), 4);
+        let all = Agg::Lhist { lo: -i64::MAX, hi: i64::MAX, step: 1 << 62 };
+        assert_eq!(bucket_bounds(all, 3), (Some(1), Some((1 << 62) + 1)));
+        assert_eq!(bucket_bounds(all, 4), (Some((1 << 62) + 1), Some(i64::MAX)));
     }
 
     #[test]

@@ -68,30 +68,22 @@ impl Cx<'_> {
                 let mut lit = [0i64; 3];
                 for (i, a) in args[1..].iter().enumerate() {
                     match const_int(a) {
-                        Some(v) => lit[i] = v,
-                        None => {
+                        Ok(v) => lit[i] = v,
+                        Err(why) => {
                             self.err(
-                                Diagnostic::error(a.span, "lhist bounds must be integer or duration literals")
-                                    .label("not a literal"),
+                                Diagnostic::error(
+                                    a.span,
+                                    format!("lhist bounds must be integer or duration literals: {why}"),
+                                )
+                                .label("not a bound"),
                             );
                             return None;
                         }
                     }
                 }
                 let [lo, hi, step] = lit;
-                if step <= 0 || hi <= lo {
-                    self.err(
-                        Diagnostic::error(call.span, "lhist(x, lo, hi, step) needs lo < hi and step > 0")
-                            .label("bad bounds"),
-                    );
-                    return None;
-                }
-                if crate::plan::lhist_buckets(lo, hi, step) > 1000 {
-                    self.err(
-                        Diagnostic::error(call.span, "lhist would have more than 1000 buckets")
-                            .label("too many buckets")
-                            .hint("use a larger step"),
-                    );
+                if let Err((why, hint)) = lhist_shape(lo, hi, step) {
+                    self.err(Diagnostic::error(call.span, why).label("bad bounds").hint(hint));
                     return None;
                 }
                 Agg::Lhist { lo, hi, step }
@@ -241,6 +233,9 @@ impl Cx<'_> {
     }
 
     pub(super) fn call(&mut self, e: &Expr, func: &Ident, args: &[Expr]) -> Ty {
+        if let Some(to) = super::arith::conversion(&func.name) {
+            return self.convert(e, to, &func.name, args);
+        }
         let tys: Vec<Ty> = args.iter().map(|a| self.expr(a)).collect();
         match func.name.as_str() {
             "len" => {
@@ -302,10 +297,33 @@ impl Cx<'_> {
 }
 
 /// The value of an integer or duration literal, possibly negated.
-fn const_int(e: &Expr) -> Option<i64> {
+/// The value of an integer or duration literal, possibly negated, in an int64.
+fn const_int(e: &Expr) -> Result<i64, &'static str> {
     match &e.kind {
-        ExprKind::Int(v) | ExprKind::Duration(v) => i64::try_from(*v).ok(),
+        ExprKind::Int(v) | ExprKind::Duration(v) => i64::try_from(*v).map_err(|_| "this one is larger than an int64"),
         ExprKind::Unary { op: UnOp::Neg, operand } => const_int(operand).map(|v| -v),
-        _ => None,
+        _ => Err("this is not one"),
     }
+}
+
+/// Why `lhist(x, lo, hi, step)` cannot be made, and a hint; computed in checked
+/// arithmetic, so any bounds are judged right.
+fn lhist_shape(lo: i64, hi: i64, step: i64) -> Result<u32, (String, String)> {
+    if step <= 0 {
+        return Err(("lhist(x, lo, hi, step) needs step > 0".into(), "step is the width of one bucket".into()));
+    }
+    if hi <= lo {
+        return Err(("lhist(x, lo, hi, step) needs lo < hi".into(), "buckets go from lo up to hi".into()));
+    }
+    let span = i128::from(hi) - i128::from(lo);
+    let n = (span + i128::from(step) - 1) / i128::from(step) + 2;
+    let max = crate::plan::LHIST_MAX_BUCKETS;
+    if n > i128::from(max) {
+        let least = (span + i128::from(max) - 3) / i128::from(max - 2);
+        return Err((
+            format!("lhist(x, {lo}, {hi}, {step}) would have {n} buckets, more than {max}"),
+            format!("a step of {least} or more keeps it to {max}, or narrow lo..hi"),
+        ));
+    }
+    Ok(crate::plan::lhist_buckets(lo, hi, step))
 }

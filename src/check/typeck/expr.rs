@@ -1,7 +1,8 @@
-//! Expressions: literals, self variables, map reads, fields, indexing, operators.
+//! Expressions: literals, self variables, map reads, fields, indexing (operators in
+//! arith.rs).
 
 use super::super::maps::{self, MapValueTy};
-use super::super::ty::{Ty, I64, U64};
+use super::super::ty::Ty;
 use super::Cx;
 use crate::diag::{closest, Diagnostic};
 use crate::gotypes::TypeKind;
@@ -16,13 +17,7 @@ impl Cx<'_> {
 
     fn expr_inner(&mut self, e: &Expr) -> Ty {
         match &e.kind {
-            ExprKind::Int(v) => {
-                if *v > i64::MAX as u64 {
-                    U64
-                } else {
-                    I64
-                }
-            }
+            ExprKind::Int(v) => self.int_literal(e, *v),
             ExprKind::Str(s) => Ty::Str { max: s.len() as u32 },
             ExprKind::Bool(_) => Ty::Bool,
             ExprKind::Duration(_) => Ty::Duration,
@@ -164,102 +159,17 @@ impl Cx<'_> {
         self.go_typed(e, elem, "this element", e.span)
     }
 
-    fn unary(&mut self, e: &Expr, op: UnOp, operand: &Expr) -> Ty {
-        let t = self.expr(operand);
-        match op {
-            UnOp::Neg if t.is_integer() => I64,
-            UnOp::Neg if t == Ty::Duration => Ty::Duration,
-            UnOp::Not if t == Ty::Bool => Ty::Bool,
-            UnOp::Deref => match t {
-                Ty::Pointer { elem: Some(id) } => self.go_typed(e, id, "*p", e.span),
-                Ty::Void => Ty::Void,
-                _ => {
-                    self.err(
-                        Diagnostic::error(e.span, format!("only typed Go pointers can be dereferenced, not {}", t.a()))
-                            .label("not a pointer"),
-                    );
-                    Ty::Void
-                }
-            },
+    /// `*p` of a typed Go pointer.
+    pub(super) fn deref(&mut self, e: &Expr, t: Ty) -> Ty {
+        match t {
+            Ty::Pointer { elem: Some(id) } => self.go_typed(e, id, "*p", e.span),
+            Ty::Void => Ty::Void,
             _ => {
-                let sym = if op == UnOp::Neg { "-" } else { "!" };
-                if t != Ty::Void {
-                    self.err(
-                        Diagnostic::error(e.span, format!("`{sym}` cannot apply to a {}", t.describe()))
-                            .label("wrong type"),
-                    );
-                }
+                self.err(
+                    Diagnostic::error(e.span, format!("only typed Go pointers can be dereferenced, not {}", t.a()))
+                        .label("not a pointer"),
+                );
                 Ty::Void
-            }
-        }
-    }
-
-    pub(super) fn binary(&mut self, e: &Expr, op: BinOp, lhs: &Expr, rhs: &Expr) -> Ty {
-        let l = self.expr(lhs);
-        let r = self.expr(rhs);
-        if l == Ty::Void || r == Ty::Void {
-            return Ty::Void;
-        }
-        use BinOp::*;
-        let mismatch = |cx: &mut Self, why: &str| {
-            cx.err(
-                Diagnostic::error(
-                    e.span,
-                    format!("`{}` cannot apply to a {} and a {}", op.symbol(), l.describe(), r.describe()),
-                )
-                .label(why.to_string()),
-            );
-            Ty::Void
-        };
-        match op {
-            And | Or => {
-                if l == Ty::Bool && r == Ty::Bool {
-                    Ty::Bool
-                } else {
-                    mismatch(self, "both sides must be bools")
-                }
-            }
-            Eq | Ne | Lt | Le | Gt | Ge => {
-                let comparable =
-                    (l.is_numeric() && r.is_numeric()) || (l == Ty::Bool && r == Ty::Bool && matches!(op, Eq | Ne));
-                if comparable {
-                    Ty::Bool
-                } else if matches!((&l, &r), (Ty::Str { .. }, Ty::Str { .. })) && matches!(op, Eq | Ne) {
-                    if matches!(lhs.kind, ExprKind::Str(_)) || matches!(rhs.kind, ExprKind::Str(_)) {
-                        Ty::Bool
-                    } else {
-                        self.err(
-                            Diagnostic::error(e.span, "strings are compared with a string literal")
-                                .label("neither side is a literal")
-                                .hint("compare with \"...\" or use hasPrefix(s, \"...\")"),
-                        );
-                        Ty::Void
-                    }
-                } else if matches!(op, Eq | Ne)
-                    && (self.nilable(&l) && r == Ty::Nil || l == Ty::Nil && self.nilable(&r))
-                {
-                    Ty::Bool
-                } else {
-                    mismatch(self, "these cannot be compared")
-                }
-            }
-            _ => {
-                if !(l.is_numeric() && r.is_numeric()) {
-                    return mismatch(self, "both sides must be numbers");
-                }
-                if l == Ty::Duration || r == Ty::Duration {
-                    if matches!(op, Add | Sub | Mul | Div | Rem)
-                        && !(l == Ty::Duration && r == Ty::Duration && matches!(op, Mul))
-                    {
-                        if l == Ty::Duration && r == Ty::Duration && matches!(op, Div) {
-                            return I64;
-                        }
-                        return Ty::Duration;
-                    }
-                    return mismatch(self, "not an operation on durations");
-                }
-                let signed = l.is_signed() || r.is_signed();
-                Ty::Int { size: 8, signed }
             }
         }
     }

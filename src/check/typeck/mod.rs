@@ -2,6 +2,7 @@
 //! map table, and reports what does not type. Statements here; expressions, calls and
 //! names in the files beside it.
 
+mod arith;
 mod calls;
 mod expr;
 mod names;
@@ -16,6 +17,7 @@ use crate::gotypes::{TypeKind, Types};
 use crate::syntax::ast::*;
 use std::collections::BTreeMap;
 
+pub use arith::conversion;
 pub use calls::agg_of;
 
 /// What an instance's body may name, and how it is compiled.
@@ -125,7 +127,13 @@ impl Cx<'_> {
                 self.facts.locals.insert(name.name.clone(), t);
             }
             StmtKind::AssignSelf { name, value } => {
-                let t = self.expr(value);
+                let mut t = self.expr(value);
+                // An untyped constant takes the variable's type.
+                if let Some(v) = self.self_vars.get(&name.name).map(|v| v.ty.clone()) {
+                    if self.facts.consts.contains_key(&value.id) && t != Ty::Void {
+                        t = if self.adapt(value, &v) { v } else { Ty::Void };
+                    }
+                }
                 if t == Ty::Void || !self.storable(value, &t, "a self variable") {
                     return;
                 }
@@ -161,7 +169,14 @@ impl Cx<'_> {
                 let v = match &value.kind {
                     ExprKind::Call { func, args } if agg_of(&func.name).is_some() => self.agg(func, args, value),
                     _ => {
-                        let t = self.expr(value);
+                        let mut t = self.expr(value);
+                        // An untyped constant takes the type of the map's values.
+                        if let Some(MapValueTy::Plain(v)) = self.maps.maps.get(&map.name.name).map(|m| m.value.clone())
+                        {
+                            if self.facts.consts.contains_key(&value.id) && t != Ty::Void {
+                                t = if self.adapt(value, &v) { v } else { Ty::Void };
+                            }
+                        }
                         if t == Ty::Void {
                             return; // already reported
                         }
@@ -214,10 +229,18 @@ impl Cx<'_> {
     }
 
     pub(super) fn keys(&mut self, map: &MapRef) -> Vec<Ty> {
+        let known = self.maps.maps.get(&map.name.name).map(|m| m.keys.clone()).unwrap_or_default();
         map.keys
             .iter()
-            .map(|k| {
-                let t = self.expr(k);
+            .enumerate()
+            .map(|(i, k)| {
+                let mut t = self.expr(k);
+                // An untyped constant key takes the type of the map's key there.
+                if let Some(want) = known.get(i) {
+                    if self.facts.consts.contains_key(&k.id) && t != Ty::Void && *want != t {
+                        t = if self.adapt(k, want) { want.clone() } else { Ty::Void };
+                    }
+                }
                 self.storable(k, &t, "a map key");
                 t
             })

@@ -1,0 +1,357 @@
+//! Operators, constants and conversions, typed as Go types them: the operands of a
+//! binary operation have one type (an untyped constant takes the other side's type, if
+//! it fits); a shift takes its left operand's type; `T(x)` converts between integer
+//! types and durations. Untyped constant expressions are folded here, in 128 bits, and
+//! their values kept in `Facts::consts`.
+
+use super::super::ty::{Ty, I64, U64};
+use super::Cx;
+use crate::diag::Diagnostic;
+use crate::syntax::ast::*;
+
+/// The conversions a script can write, and the type each gives.
+pub fn conversion(name: &str) -> Option<Ty> {
+    let int = |size, signed| Some(Ty::Int { size, signed });
+    match name {
+        "int" | "int64" => int(8, true),
+        "int8" => int(1, true),
+        "int16" => int(2, true),
+        "int32" | "rune" => int(4, true),
+        "uint" | "uint64" | "uintptr" => int(8, false),
+        "uint8" | "byte" => int(1, false),
+        "uint16" => int(2, false),
+        "uint32" => int(4, false),
+        "duration" => Some(Ty::Duration),
+        _ => None,
+    }
+}
+
+/// Whether the constant `v` fits in a value of type `ty`.
+pub fn representable(v: i128, ty: &Ty) -> bool {
+    match ty {
+        Ty::Int { size, signed: true } => {
+            let bits = u32::from(*size) * 8;
+            v >= -(1i128 << (bits - 1)) && v < 1i128 << (bits - 1)
+        }
+        Ty::Int { size, signed: false } => v >= 0 && v < 1i128 << (u32::from(*size) * 8),
+        Ty::Duration => i64::try_from(v).is_ok(),
+        _ => false,
+    }
+}
+
+/// Types that arithmetic works on: integers and durations (Go's time.Duration is an
+/// integer type).
+fn arithmetic(t: &Ty) -> bool {
+    matches!(t, Ty::Int { .. } | Ty::Duration)
+}
+
+impl Cx<'_> {
+    /// An integer literal: an untyped constant, typed int64 while nothing else says
+    /// (uint64 when it does not fit an int64).
+    pub(super) fn int_literal(&mut self, e: &Expr, v: u64) -> Ty {
+        self.facts.consts.insert(e.id, i128::from(v));
+        if v > i64::MAX as u64 {
+            U64
+        } else {
+            I64
+        }
+    }
+
+    fn constant(&self, e: &Expr) -> Option<i128> {
+        self.facts.consts.get(&e.id).copied()
+    }
+
+    /// Records `e` as the untyped constant `v` (typed int64, or uint64 when it does not
+    /// fit an int64); an error when it fits neither.
+    fn folded(&mut self, e: &Expr, v: i128) -> Ty {
+        if !(representable(v, &I64) || representable(v, &U64)) {
+            self.err(
+                Diagnostic::error(e.span, format!("constant {v} overflows a 64-bit integer"))
+                    .label("constant overflow"),
+            );
+            return Ty::Void;
+        }
+        self.facts.consts.insert(e.id, v);
+        if representable(v, &I64) {
+            I64
+        } else {
+            U64
+        }
+    }
+
+    /// Gives the untyped constant `e` the type `to`, if its value fits (Go's rule).
+    pub(super) fn adapt(&mut self, e: &Expr, to: &Ty) -> bool {
+        let Some(v) = self.constant(e) else { return true };
+        if !representable(v, to) {
+            self.err(
+                Diagnostic::error(e.span, format!("constant {v} overflows {}", to.describe()))
+                    .label(format!("does not fit {}", to.a()))
+                    .hint("an untyped constant takes the type of the other operand, as in Go"),
+            );
+            return false;
+        }
+        self.facts.types.insert(e.id, to.clone());
+        true
+    }
+
+    pub(super) fn unary(&mut self, e: &Expr, op: UnOp, operand: &Expr) -> Ty {
+        let t = self.expr(operand);
+        match op {
+            UnOp::Neg if arithmetic(&t) && self.constant(operand).is_some() => {
+                let v = self.constant(operand).unwrap_or(0);
+                self.folded(e, -v)
+            }
+            UnOp::Neg if arithmetic(&t) => t,
+            UnOp::Not if t == Ty::Bool => Ty::Bool,
+            UnOp::Deref => self.deref(e, t),
+            _ => {
+                let sym = if op == UnOp::Neg { "-" } else { "!" };
+                if t != Ty::Void {
+                    self.err(
+                        Diagnostic::error(e.span, format!("`{sym}` cannot apply to a {}", t.describe()))
+                            .label("wrong type"),
+                    );
+                }
+                Ty::Void
+            }
+        }
+    }
+
+    /// `T(x)`: a conversion between integer types and durations, as Go converts them
+    /// (truncated or extended to T's width); a constant must fit T.
+    pub(super) fn convert(&mut self, e: &Expr, to: Ty, name: &str, args: &[Expr]) -> Ty {
+        let [x] = args else {
+            self.err(
+                Diagnostic::error(e.span, format!("the conversion {name}(x) takes one value"))
+                    .label("wrong number of arguments"),
+            );
+            return Ty::Void;
+        };
+        let t = self.expr(x);
+        if t == Ty::Void {
+            return Ty::Void;
+        }
+        let pointer_to_uintptr = matches!(t, Ty::Pointer { .. }) && name == "uintptr";
+        if !arithmetic(&t) && !pointer_to_uintptr {
+            self.err(
+                Diagnostic::error(x.span, format!("cannot convert {} to {name}", t.a()))
+                    .label("not an integer or a duration")
+                    .hint("conversions go between integer types and durations (and a pointer to uintptr)"),
+            );
+            return Ty::Void;
+        }
+        if self.constant(x).is_some() && !self.adapt(x, &to) {
+            return Ty::Void;
+        }
+        to
+    }
+
+    pub(super) fn binary(&mut self, e: &Expr, op: BinOp, lhs: &Expr, rhs: &Expr) -> Ty {
+        let l = self.expr(lhs);
+        let r = self.expr(rhs);
+        if l == Ty::Void || r == Ty::Void {
+            return Ty::Void;
+        }
+        use BinOp::*;
+        match op {
+            And | Or if l == Ty::Bool && r == Ty::Bool => Ty::Bool,
+            And | Or => self.mismatch(e, op, &l, &r, "both sides must be bools", None),
+            Shl | Shr => self.shift(e, op, lhs, rhs, l, r),
+            Eq | Ne | Lt | Le | Gt | Ge => self.comparison(e, op, lhs, rhs, l, r),
+            _ => self.arith(e, op, lhs, rhs, l, r),
+        }
+    }
+
+    /// `+ - * / % & | ^`: both sides of one type; two constants fold.
+    fn arith(&mut self, e: &Expr, op: BinOp, lhs: &Expr, rhs: &Expr, l: Ty, r: Ty) -> Ty {
+        if !arithmetic(&l) || !arithmetic(&r) {
+            return self.mismatch(e, op, &l, &r, "both sides must be integers or durations", None);
+        }
+        if matches!(op, BinOp::Div | BinOp::Rem) && self.constant(rhs) == Some(0) {
+            // Go's compiler refuses it too; a divisor that is zero only at run time gives 0.
+            self.err(Diagnostic::error(rhs.span, "division by zero").label("a constant zero"));
+            return Ty::Void;
+        }
+        match (self.constant(lhs), self.constant(rhs)) {
+            (Some(a), Some(b)) => match fold(op, a, b) {
+                Ok(v) => self.folded(e, v),
+                Err(why) => {
+                    self.err(Diagnostic::error(e.span, why).label("in this constant"));
+                    Ty::Void
+                }
+            },
+            (Some(_), None) => {
+                if self.adapt(lhs, &r) {
+                    r
+                } else {
+                    Ty::Void
+                }
+            }
+            (None, Some(_)) => {
+                if self.adapt(rhs, &l) {
+                    l
+                } else {
+                    Ty::Void
+                }
+            }
+            (None, None) if l == r => l,
+            (None, None) => self.mismatch(e, op, &l, &r, "mismatched types", Some(conversion_hint(&l, &r))),
+        }
+    }
+
+    /// `x << s`, `x >> s`: the type of x; s any integer (a constant must not be negative).
+    fn shift(&mut self, e: &Expr, op: BinOp, lhs: &Expr, rhs: &Expr, l: Ty, r: Ty) -> Ty {
+        if !arithmetic(&l) || !r.is_integer() {
+            return self.mismatch(e, op, &l, &r, "shift an integer by an integer count", None);
+        }
+        if let Some(s) = self.constant(rhs) {
+            if s < 0 {
+                self.err(Diagnostic::error(rhs.span, format!("negative shift count {s}")).label("must be >= 0"));
+                return Ty::Void;
+            }
+            if let Some(x) = self.constant(lhs) {
+                let v = if op == BinOp::Shl {
+                    u32::try_from(s).ok().and_then(|s| x.checked_shl(s)).filter(|v| (v >> s.min(127)) == x)
+                } else {
+                    Some(if s > 127 { x >> 127 } else { x >> s })
+                };
+                return match v {
+                    Some(v) => self.folded(e, v),
+                    None => {
+                        self.err(Diagnostic::error(e.span, "constant shift overflows").label("constant overflow"));
+                        Ty::Void
+                    }
+                };
+            }
+            self.facts.types.insert(rhs.id, U64);
+        }
+        // A constant shifted by a count known only when the probe runs is an int64.
+        if self.constant(lhs).is_some() {
+            return if self.adapt(lhs, &I64) { I64 } else { Ty::Void };
+        }
+        l
+    }
+
+    fn comparison(&mut self, e: &Expr, op: BinOp, lhs: &Expr, rhs: &Expr, l: Ty, r: Ty) -> Ty {
+        use BinOp::*;
+        let ordered = !matches!(op, Eq | Ne);
+        if arithmetic(&l) && arithmetic(&r) {
+            let ok = match (self.constant(lhs), self.constant(rhs)) {
+                (Some(a), Some(b)) => {
+                    // Folded: the comparison is the constant 1 or 0.
+                    let v = match op {
+                        Eq => a == b,
+                        Ne => a != b,
+                        Lt => a < b,
+                        Le => a <= b,
+                        Gt => a > b,
+                        _ => a >= b,
+                    };
+                    self.facts.consts.insert(e.id, i128::from(v));
+                    true
+                }
+                (Some(_), None) => self.adapt(lhs, &r),
+                (None, Some(_)) => self.adapt(rhs, &l),
+                (None, None) if l == r => true,
+                (None, None) => {
+                    return self.mismatch(e, op, &l, &r, "mismatched types", Some(conversion_hint(&l, &r)));
+                }
+            };
+            return if ok { Ty::Bool } else { Ty::Void };
+        }
+        match (&l, &r) {
+            (Ty::Bool, Ty::Bool) if !ordered => Ty::Bool,
+            (Ty::Str { .. }, Ty::Str { .. }) if !ordered => {
+                if matches!(lhs.kind, ExprKind::Str(_)) || matches!(rhs.kind, ExprKind::Str(_)) {
+                    Ty::Bool
+                } else {
+                    self.err(
+                        Diagnostic::error(e.span, "strings are compared with a string literal")
+                            .label("neither side is a literal")
+                            .hint("compare with \"...\" or use hasPrefix(s, \"...\")"),
+                    );
+                    Ty::Void
+                }
+            }
+            (Ty::Pointer { elem: a }, Ty::Pointer { elem: b }) if !ordered => {
+                if a == b {
+                    Ty::Bool
+                } else {
+                    let (a, b) = (self.pointer_name(*a), self.pointer_name(*b));
+                    self.err(
+                        Diagnostic::error(e.span, format!("`{}` cannot compare a {a} with a {b}", op.symbol()))
+                            .label("mismatched pointer types"),
+                    );
+                    Ty::Void
+                }
+            }
+            _ if !ordered && (self.nilable(&l) && r == Ty::Nil || l == Ty::Nil && self.nilable(&r)) => Ty::Bool,
+            _ => self.mismatch(e, op, &l, &r, "these cannot be compared", None),
+        }
+    }
+
+    fn pointer_name(&self, elem: Option<crate::gotypes::TypeId>) -> String {
+        match elem {
+            Some(id) => format!("*{}", self.types.get(id).name),
+            None => "unsafe.Pointer".to_string(),
+        }
+    }
+
+    fn mismatch(&mut self, e: &Expr, op: BinOp, l: &Ty, r: &Ty, why: &str, hint: Option<String>) -> Ty {
+        let mut d = Diagnostic::error(e.span, format!("`{}` cannot apply to {} and {}", op.symbol(), l.a(), r.a()))
+            .label(why.to_string());
+        if let Some(h) = hint {
+            d = d.hint(h);
+        }
+        self.err(d);
+        Ty::Void
+    }
+}
+
+/// How to make two types meet, as Go asks: convert one side.
+fn conversion_hint(l: &Ty, r: &Ty) -> String {
+    format!("convert one side, as in Go: {}(left) or {}(right)", r.describe(), l.describe())
+}
+
+/// `a op b` on untyped constants, as Go evaluates constant expressions (exactly; an
+/// error where Go's compiler gives one).
+fn fold(op: BinOp, a: i128, b: i128) -> Result<i128, String> {
+    use BinOp::*;
+    let v = match op {
+        Add => a.checked_add(b),
+        Sub => a.checked_sub(b),
+        Mul => a.checked_mul(b),
+        Div | Rem if b == 0 => return Err("division by zero in a constant".into()),
+        Div => a.checked_div(b),
+        Rem => a.checked_rem(b),
+        BitAnd => Some(a & b),
+        BitOr => Some(a | b),
+        BitXor => Some(a ^ b),
+        _ => None,
+    };
+    v.ok_or_else(|| "constant overflow".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn constants_fit_as_go_says() {
+        assert!(representable(127, &Ty::Int { size: 1, signed: true }));
+        assert!(!representable(128, &Ty::Int { size: 1, signed: true }));
+        assert!(representable(-128, &Ty::Int { size: 1, signed: true }));
+        assert!(!representable(-1, &Ty::Int { size: 4, signed: false }));
+        assert!(representable(u64::MAX as i128, &U64));
+        assert!(!representable(1 << 64, &U64));
+        assert!(representable(i64::MIN as i128, &Ty::Duration));
+    }
+
+    #[test]
+    fn constant_folding() {
+        assert_eq!(fold(BinOp::Div, -7, 2), Ok(-3));
+        assert_eq!(fold(BinOp::Rem, -7, 2), Ok(-1));
+        assert!(fold(BinOp::Div, 1, 0).is_err());
+        assert!(fold(BinOp::Mul, i128::MAX, 2).is_err());
+    }
+}
