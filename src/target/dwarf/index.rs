@@ -1,0 +1,68 @@
+//! Finding DIEs by name: each compile unit's top-level functions and types are indexed on
+//! first use, with one walk of its DIEs; lookups try the unit of the name's package first.
+
+use super::*;
+
+impl DwarfInfo {
+    /// The index of unit `u`, built on first use with one walk of its DIEs.
+    pub(super) fn index(&mut self, u: usize) -> Result<Arc<UnitIndex>, TargetError> {
+        if let Some(index) = &self.units[u].index {
+            return Ok(index.clone());
+        }
+        let mut index = UnitIndex::default();
+        {
+            let slot = &self.units[u];
+            let mut entries = slot.header.entries(&slot.abbrevs);
+            while let Some(entry) = entries.next_dfs().map_err(|e| self.bad(e))? {
+                if entry.depth() != 1 {
+                    continue;
+                }
+                let map = match entry.tag() {
+                    dw::DW_TAG_subprogram => &mut index.functions,
+                    dw::DW_TAG_structure_type | dw::DW_TAG_typedef => &mut index.types,
+                    _ => continue,
+                };
+                let Some(value) = entry.attr_value(dw::DW_AT_name) else { continue };
+                let Some(name) = string(&self.debug_str, value).map_err(|e| self.bad(e))? else { continue };
+                map.entry(name).or_insert(entry.offset());
+            }
+        }
+        let index = Arc::new(index);
+        self.units[u].index = Some(index.clone());
+        Ok(index)
+    }
+
+    /// Finds a top-level DIE by name, looking first in the units of `package` (where Go
+    /// puts it), then in every other unit.
+    pub(super) fn lookup(
+        &mut self,
+        package: &str,
+        name: &str,
+        pick: fn(&UnitIndex) -> &HashMap<String, UnitOffset>,
+    ) -> Result<Option<DebugInfoOffset>, TargetError> {
+        let (mine, others): (Vec<usize>, Vec<usize>) =
+            (0..self.units.len()).partition(|u| self.units[*u].name == package);
+        for u in mine.into_iter().chain(others) {
+            let index = self.index(u)?;
+            if let Some(off) = pick(&index).get(name) {
+                return Ok(off.to_debug_info_offset(&self.units[u].header));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The unit holding `.debug_info` offset `at`, and the offset within it.
+    pub(super) fn locate(&self, at: DebugInfoOffset) -> Option<(usize, UnitOffset)> {
+        let u = self.units.partition_point(|s| s.start.0 <= at.0).checked_sub(1)?;
+        Some((u, at.to_unit_offset(&self.units[u].header)?))
+    }
+
+    /// A reference attribute as a `.debug_info` offset.
+    pub(super) fn reference(&self, u: usize, value: AttributeValue<R>) -> Option<DebugInfoOffset> {
+        match value {
+            AttributeValue::UnitRef(off) => off.to_debug_info_offset(&self.units[u].header),
+            AttributeValue::DebugInfoRef(off) => Some(off),
+            _ => None,
+        }
+    }
+}
