@@ -1,5 +1,6 @@
 //! The command line (clap): `gtrace [OPTIONS] (-e TEXT | SCRIPT.gt | LIBRARY) TARGET`.
 
+use crate::lower::maps::MapSize;
 use crate::output::Format;
 use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -61,6 +62,17 @@ pub struct Cli {
     #[arg(long = "set", value_name = "NAME=VALUE")]
     pub set: Vec<String>,
 
+    /// How many keys maps hold: N for every map (default 16384), @NAME=N for one, self=N
+    /// for the self variables (default 262144); repeatable. Updates past it are refused,
+    /// counted and said at exit.
+    #[arg(long = "map-size", value_name = "N|@NAME=N|self=N", value_parser = MapSize::parse)]
+    pub map_size: Vec<MapSize>,
+
+    /// At most N printed events (print, printf) a second per probe; the rest are dropped in
+    /// the kernel, counted, and said at exit.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub rate: Option<u32>,
+
     /// List the stdlib's libraries, a line each, and exit.
     #[arg(long = "list-libraries", exclusive = true)]
     pub list_libraries: bool,
@@ -112,6 +124,53 @@ pub struct TraceArgs {
     /// Stop after this long (e.g. 30s, 500ms, 2m).
     #[arg(long, value_name = "D", value_parser = parse_duration)]
     pub duration: Option<Duration>,
+
+    /// At exit, print per probe: hits, eBPF time per hit, estimated cost and share of a
+    /// CPU, events dropped, map updates refused.
+    #[arg(long)]
+    pub stats: bool,
+
+    /// Keep what tracing costs the target under PCT of one CPU (e.g. 2%): past it, the
+    /// costliest probes are detached. `off` for none. Default: 5% with -p and -b, off with -c.
+    #[arg(long, value_name = "PCT|off", value_parser = Budget::parse)]
+    pub budget: Option<Budget>,
+}
+
+/// `--budget`: a share of one CPU, or no budget.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Budget {
+    Percent(f64),
+    Off,
+}
+
+impl Budget {
+    /// The budget where none is given: an SRE leaving gtrace on a live process (-p) or on
+    /// every process of a binary (-b) gets one; a command gtrace starts (-c) is a test run.
+    pub const DEFAULT_PERCENT: f64 = 5.0;
+
+    /// `2%`, `2`, `0.5%`, `off`.
+    pub fn parse(text: &str) -> Result<Budget, String> {
+        if text == "off" || text == "none" {
+            return Ok(Budget::Off);
+        }
+        let n = text.strip_suffix('%').unwrap_or(text);
+        match n.parse::<f64>() {
+            Ok(p) if p > 0.0 && p <= 100.0 => Ok(Budget::Percent(p)),
+            _ => Err(format!(
+                "`{text}` is not a share of one CPU: give a percentage above 0 and at most 100 (2%, 0.5%), or off"
+            )),
+        }
+    }
+
+    /// The percentage in force for a trace of a command (`-c`) or not.
+    pub fn percent(budget: Option<Budget>, command: bool) -> Option<f64> {
+        match budget {
+            Some(Budget::Percent(p)) => Some(p),
+            Some(Budget::Off) => None,
+            None if command => None,
+            None => Some(Budget::DEFAULT_PERCENT),
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -150,6 +209,29 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn budgets() {
+        assert_eq!(Budget::parse("2%"), Ok(Budget::Percent(2.0)));
+        assert_eq!(Budget::parse("0.5"), Ok(Budget::Percent(0.5)));
+        assert_eq!(Budget::parse("off"), Ok(Budget::Off));
+        assert!(Budget::parse("0%").is_err() && Budget::parse("150%").is_err() && Budget::parse("x").is_err());
+        assert_eq!(Budget::percent(None, true), None);
+        assert_eq!(Budget::percent(None, false), Some(Budget::DEFAULT_PERCENT));
+        assert_eq!(Budget::percent(Some(Budget::Off), false), None);
+        assert_eq!(Budget::percent(Some(Budget::Percent(1.0)), true), Some(1.0));
+    }
+
+    #[test]
+    fn map_sizes() {
+        assert_eq!(MapSize::parse("100_000"), Ok(MapSize::All(100_000)));
+        assert_eq!(MapSize::parse("@paths=10"), Ok(MapSize::Map { name: "paths".into(), entries: 10 }));
+        assert_eq!(MapSize::parse("@=10"), Ok(MapSize::Map { name: "".into(), entries: 10 }));
+        assert_eq!(MapSize::parse("self=1000000"), Ok(MapSize::SelfVars(1_000_000)));
+        for bad in ["0", "paths=3", "@a=x", "@a-b=3", "99999999999"] {
+            assert!(MapSize::parse(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn durations() {

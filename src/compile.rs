@@ -27,11 +27,19 @@ pub struct Options {
     pub sets: Vec<String>,
     /// `--string-limit`: bytes read of a Go string.
     pub string_limit: u32,
+    /// `--map-size`, `--rate`, and whether probes count their hits (`--stats`,
+    /// `--budget`).
+    pub lowering: lower::Settings,
 }
 
 impl Default for Options {
     fn default() -> Options {
-        Options { include: Vec::new(), sets: Vec::new(), string_limit: check::govalues::STRING_LIMIT }
+        Options {
+            include: Vec::new(),
+            sets: Vec::new(),
+            string_limit: check::govalues::STRING_LIMIT,
+            lowering: lower::Settings::default(),
+        }
     }
 }
 
@@ -78,7 +86,7 @@ pub fn compile_script(sources: Sources, script: &Script, target: &Target, opts: 
     let Some(checked) = check::check(script, target, &mut diags, opts.string_limit) else {
         return Err(fail(sources, diags));
     };
-    let Some(lowered) = lower::lower(script, &checked, target, &sources, &mut diags) else {
+    let Some(lowered) = lower::lower(script, &checked, target, &sources, &opts.lowering, &mut diags) else {
         return Err(fail(sources, diags));
     };
     let object = match object::write(&object_of(&lowered)) {

@@ -22,12 +22,17 @@ pub struct Plan {
     pub probes: Vec<ProbeSpec>,
     /// Formats of the events programs send through the ring buffer, indexed by event id.
     pub events: Vec<EventSpec>,
-    /// Names of probed functions; a uprobe's attach cookie indexes this table.
+    /// Names of probed functions; the low 32 bits of a uprobe's attach cookie index
+    /// this table (see `COOKIE_SLOT_SHIFT` for the rest).
     pub functions: Vec<String>,
     /// The functions and sites the probes passed over (they cannot hold a uprobe), with
     /// why: said in one line when the trace starts.
     #[serde(default)]
     pub skipped: Vec<crate::check::skips::Skipped>,
+    /// What the programs count about themselves (hits, losses) and how they can be
+    /// governed (rate limits, generations for the budget).
+    #[serde(default)]
+    pub accounting: Accounting,
 }
 
 impl Plan {
@@ -40,6 +45,77 @@ impl Plan {
                 _ => 0,
             })
             .sum()
+    }
+}
+
+/// Bits 32..56 of an attach cookie: the site's hit counter (a slot of
+/// `Accounting::counters`); bits 56..64: the generation of the link it was attached with
+/// (see `Accounting::generations`). Bits 0..32 index `Plan::functions`.
+pub const COOKIE_SLOT_SHIFT: u32 = 32;
+pub const COOKIE_SLOT_MASK: u64 = 0xff_ffff;
+pub const COOKIE_GEN_SHIFT: u32 = 56;
+
+/// gtrace's own counters in the kernel, and the maps that govern its programs. Every
+/// counter is a u64 slot of one per-CPU array (`counters`), added to atomically; the
+/// runtime sums the CPUs.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Accounting {
+    /// The per-CPU array of counters (its object name); empty when nothing is counted.
+    pub counters: String,
+    /// What each slot of `counters` counts.
+    pub slots: Vec<Counter>,
+    /// Each probe site counts its hits (`Counter::Hits`): on for --stats and --budget.
+    pub hits: bool,
+    /// An array of u64, one per program in `generation_programs`: the generation of the
+    /// program's live link. Such a program runs only when the generation in its attach
+    /// cookie is the live one, so that a multi-uprobe link can be replaced by one with
+    /// fewer sites without a hit missed or counted twice. Empty when none.
+    pub generations: String,
+    /// The programs that check their generation, by key of `generations`.
+    pub generation_programs: Vec<String>,
+    /// `--rate N`: printed events a second per probe, a token bucket per probe in the
+    /// array `rate` (the time the bucket is full again, GCRA); `None`: no limit.
+    pub rate: Option<u32>,
+    pub rate_map: String,
+    /// Sites that must be detached together (a return probe using `elapsed` with the
+    /// timing of its entries; every program sharing `self` variables, with their
+    /// cleanup): each a list of (program, function), `function` `None` for every site of
+    /// the program.
+    pub ties: Vec<Vec<SiteRef>>,
+}
+
+/// One slot of `Accounting::counters`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Counter {
+    /// Hits of `program` at the sites of `function`.
+    Hits { program: String, function: String },
+    /// Events of `program` the ring buffer had no room for.
+    EventsLost { program: String },
+    /// Printed events of `program` dropped by `--rate`.
+    RateDropped { program: String },
+    /// Updates of map `map` (object name) by `program` that the kernel refused: the map
+    /// was full.
+    Refused { program: String, map: String },
+}
+
+/// Sites of one program: those of one function, or all of them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SiteRef {
+    pub program: String,
+    pub function: Option<String>,
+}
+
+impl Accounting {
+    /// The slot of the hit counter of `program` at `function`.
+    pub fn hits_slot(&self, program: &str, function: &str) -> Option<usize> {
+        self.slots
+            .iter()
+            .position(|c| matches!(c, Counter::Hits { program: p, function: f } if p == program && f == function))
+    }
+
+    /// The key of `program` in `generations`, if it checks its generation.
+    pub fn generation_key(&self, program: &str) -> Option<usize> {
+        self.generation_programs.iter().position(|p| p == program)
     }
 }
 
@@ -265,13 +341,15 @@ pub enum ProbeAttach {
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct AttachPoint {
-    /// The function, as in `Plan::functions[cookie]`.
+    /// The function, as in `Plan::functions[cookie & 0xffff_ffff]`.
     pub function: String,
     /// Virtual address of the instruction probed (for messages and --emit).
     pub address: u64,
     /// Offset of that instruction in the binary's file: what the uprobe attaches to.
     pub file_offset: u64,
-    /// Passed to the program as its attach cookie: an index into `Plan::functions`.
+    /// Passed to the program as its attach cookie: an index into `Plan::functions` in
+    /// the low 32 bits, the site's hit counter above (`COOKIE_SLOT_SHIFT`); the runtime
+    /// adds the link's generation (`COOKIE_GEN_SHIFT`).
     pub cookie: u64,
 }
 

@@ -212,7 +212,7 @@ fn object_and_plan(programs: Vec<(ProbeSpec, Program)>, maps: Vec<MapSpec>) -> (
         probes: programs.into_iter().map(|(spec, _)| spec).collect(),
         events: Vec::new(),
         functions: vec!["main.work".into()],
-        skipped: Vec::new(),
+        ..Plan::default()
     };
     (bytes, plan)
 }

@@ -6,6 +6,7 @@
 //! a folder beside `x86_64` and a variant of `Arch`.
 
 pub mod abi;
+pub mod trap;
 pub mod x86_64;
 
 pub use x86_64::uprobe::Refusal;
@@ -232,6 +233,14 @@ impl Arch {
     pub fn max_insn_bytes(self) -> usize {
         match self {
             Arch::X86_64 => x86_64::uprobe::MAX_INSN_BYTES,
+        }
+    }
+
+    /// How the kernel runs the instruction that `code` starts with when a uprobe
+    /// replaced it (what the trap costs depends on it).
+    pub fn trap_kind(self, code: &[u8]) -> trap::TrapKind {
+        match self {
+            Arch::X86_64 => x86_64::trap::kind(code),
         }
     }
 

@@ -310,6 +310,12 @@ pub fn atomic_add(size: Size, dst_base: Reg, off: i16, src: Reg) -> Insn {
     Insn::new(BPF_STX | BPF_ATOMIC | size.code(), dst_base, src, off, BPF_ADD as i32)
 }
 
+/// `r0 = cmpxchg((size *)(dst_base + off), r0, src)`: stores `src` if the memory holds
+/// r0; r0 gets what the memory held. The kernel takes only `Size::W` and `Size::DW`.
+pub fn atomic_cmpxchg(size: Size, dst_base: Reg, off: i16, src: Reg) -> Insn {
+    Insn::new(BPF_STX | BPF_ATOMIC | size.code(), dst_base, src, off, BPF_CMPXCHG)
+}
+
 /// `if dst op src goto +off` (64-bit compare); `op` is `BPF_JEQ`, `BPF_JGT`, ...
 pub fn jmp_reg(op: u8, dst: Reg, src: Reg, off: i16) -> Insn {
     Insn::new(BPF_JMP | op | BPF_X, dst, src, off, 0)
@@ -349,6 +355,8 @@ mod tests {
         assert_eq!(exit().encode(), [0x95, 0, 0, 0, 0, 0, 0, 0]);
         assert_eq!(ld_map_fd(R1)[0].encode(), [0x18, 0x11, 0, 0, 0, 0, 0, 0]);
         assert_eq!(atomic_add(Size::DW, R1, 0, R2).encode(), [0xdb, 0x21, 0, 0, 0, 0, 0, 0]);
+        // BPF_CMPXCHG = 0xf1 in imm.
+        assert_eq!(atomic_cmpxchg(Size::DW, R1, 0, R2).encode(), [0xdb, 0x21, 0, 0, 0xf1, 0, 0, 0]);
     }
 
     #[test]

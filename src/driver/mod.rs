@@ -4,10 +4,11 @@
 
 mod listing;
 
-use crate::cli::{Cli, Emit, RunArgs, RunCommand, TargetArgs};
+use crate::cli::{Budget, Cli, Emit, RunArgs, RunCommand, TargetArgs};
 use crate::compile::{self, Compiled};
 use crate::diag::Failure;
 use crate::library::{self, Root};
+use crate::lower;
 use crate::plan::{Binary, Bundle};
 use crate::runtime;
 use crate::target::Target;
@@ -57,13 +58,19 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
         print_stdout(&listing)?;
         return Ok(0);
     }
-    let opts = compile::Options { include: cli.include.clone(), sets: cli.set.clone(), string_limit: cli.string_limit };
+    let opts = compile::Options {
+        include: cli.include.clone(),
+        sets: cli.set.clone(),
+        string_limit: cli.string_limit,
+        lowering: lowering(cli),
+    };
     if cli.emit == Some(Emit::Ast) {
         let (_, script) = compile::parse(root(cli)?, &opts)?;
         print_stdout(&format!("{}\n", serde_json::to_string_pretty(&script).unwrap_or_default()))?;
         return Ok(0);
     }
     let compiled = compile::compile(root(cli)?, &target, &opts)?;
+    check_map_sizes(cli, &compiled)?;
     if !compiled.warnings.diagnostics.is_empty() {
         eprint!("{}", compiled.warnings.render(color_stderr()));
     }
@@ -110,6 +117,32 @@ fn verify(compiled: &Compiled) -> Result<&'static str, Failure> {
         }
         Err(e) => Err(trace::verifier::failure(e, &compiled.plan)),
     }
+}
+
+/// What the programs need beyond the script: map sizes, the rate, and hit counting when
+/// `--stats` or a budget will read it (a plan written for elsewhere always has it).
+fn lowering(cli: &Cli) -> lower::Settings {
+    let budget = Budget::percent(cli.trace.budget, cli.target.command.is_some()).is_some();
+    lower::Settings {
+        map_sizes: lower::maps::MapSizes::from_args(&cli.map_size),
+        rate: cli.rate,
+        accounting: cli.trace.stats || budget || cli.emit == Some(Emit::Plan),
+    }
+}
+
+/// `--map-size @NAME=N` must name a map of the script.
+fn check_map_sizes(cli: &Cli, compiled: &Compiled) -> Result<(), Failure> {
+    let unknown = lower::maps::MapSizes::from_args(&cli.map_size).unknown(&compiled.plan);
+    let Some(first) = unknown.first() else { return Ok(()) };
+    let maps: Vec<String> = (compiled.plan.maps.iter())
+        .filter_map(|m| match &m.role {
+            crate::plan::MapRole::User { name, .. } => Some(format!("@{name}")),
+            _ => None,
+        })
+        .collect();
+    let hint =
+        if maps.is_empty() { "the script has no maps".to_string() } else { format!("its maps: {}", maps.join(", ")) };
+    Err(Failure::message(format!("--map-size {first}=...: the script has no map {first}"), Some(&hint)))
 }
 
 /// `gtrace run PLAN TARGET`: a plan compiled elsewhere, on this host's binary.

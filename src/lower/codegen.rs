@@ -42,6 +42,8 @@ pub struct Gen<'a> {
     pub done: Label,
     /// The script's `self` variables.
     pub self_vars: &'a std::collections::BTreeMap<String, crate::check::SelfVar>,
+    /// gtrace's own counters and limits (`accounting`); `None` generates none.
+    pub acct: Option<super::accounting::ProgramAcct<'a>>,
 }
 
 impl<'a> Gen<'a> {
@@ -70,6 +72,7 @@ impl<'a> Gen<'a> {
             elapsed: None,
             done,
             self_vars,
+            acct: None,
         }
     }
 
@@ -372,8 +375,10 @@ impl<'a> Gen<'a> {
             }
             Builtin::Cpu => self.b.emit(call(BPF_FUNC_get_smp_processor_id)),
             Builtin::Func => {
+                // The low 32 bits of the cookie index the functions (plan::COOKIE_SLOT_SHIFT).
                 self.b.emit(mov64_reg(R1, R6));
                 self.b.emit(call(BPF_FUNC_get_attach_cookie));
+                self.b.emit(alu32_reg(BPF_MOV, R0, R0));
             }
             Builtin::Comm => return Err(LowerError::unsupported(span, "comm")),
         }

@@ -1,5 +1,6 @@
 //! Events: `print`, `printf`, `print(@m)`, `clear(@m)` and `exit()` as records sent
-//! through the ring buffer, built in the per-CPU scratch buffer.
+//! through the ring buffer, built in the per-CPU scratch buffer. Printed events pass
+//! `--rate` first; a record the full ring buffer refuses is counted.
 
 use super::codegen::Gen;
 use super::maps;
@@ -47,9 +48,13 @@ impl Gen<'_> {
             // Every field is written at an instruction's 16-bit offset from the record.
             super::offset(at, 0, offset as usize)?;
         }
+        let limited = matches!(kind, EventKind::Printf { .. } | EventKind::Print { .. });
         let id = self.events.len();
         self.events.push(EventSpec { kind, fields: fields.clone(), size: offset });
         let skip = self.b.new_label();
+        if limited {
+            self.rate_limit(skip, span)?;
+        }
         let zkey = self.slot(8, span)?;
         self.b.emit(store_imm(Size::DW, R10, zkey, 0));
         self.b.ld_map(R1, maps::SCRATCH);
@@ -70,6 +75,11 @@ impl Gen<'_> {
         self.b.emit(mov64_imm(R3, offset as i32));
         self.b.emit(mov64_imm(R4, 0));
         self.b.emit(call(BPF_FUNC_ringbuf_output));
+        // A full ring buffer refuses the record: counted, said at exit.
+        self.b.jmp_imm_to(BPF_JEQ, R0, 0, skip);
+        if let Some(program) = self.acct.as_ref().map(|a| a.program.clone()) {
+            self.count(crate::plan::Counter::EventsLost { program }, span)?;
+        }
         self.b.bind(skip);
         self.b.emit(mov64_imm(R0, 0));
         Ok(())

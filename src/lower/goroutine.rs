@@ -121,7 +121,7 @@ impl Gen<'_> {
         self.stack_ptr(R3, val);
         self.b.emit(mov64_imm(R4, BPF_ANY));
         self.b.emit(call(BPF_FUNC_map_update_elem));
-        Ok(())
+        self.count_refused_update(maps::SELF_VARS, span)
     }
 
     /// At runtime.goexit0(gp): deletes every self variable of gp's goroutine.

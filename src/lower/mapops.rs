@@ -1,5 +1,6 @@
 //! User maps in the programs: building keys, storing plain values, and updating per-CPU
-//! aggregations (inserting a zeroed value the first time a key is seen on a CPU).
+//! aggregations (inserting a zeroed value the first time a key is seen on a CPU). An
+//! update the kernel refuses (the map is full) is counted.
 
 use super::codegen::Gen;
 use super::maps;
@@ -46,7 +47,7 @@ impl Gen<'_> {
         self.stack_ptr(R3, val);
         self.b.emit(mov64_imm(R4, BPF_ANY));
         self.b.emit(call(BPF_FUNC_map_update_elem));
-        Ok(())
+        self.count_refused_update(&um.object_name, span)
     }
 
     /// Looks the key up in a per-CPU aggregation map, inserting a zeroed value the first
@@ -87,7 +88,11 @@ impl Gen<'_> {
         self.b.ld_map(R1, &um.object_name);
         self.stack_ptr(R2, key);
         self.b.emit(call(BPF_FUNC_map_lookup_elem));
-        self.b.jmp_imm_to(BPF_JEQ, R0, 0, skip);
+        self.b.jmp_imm_to(BPF_JNE, R0, 0, have);
+        // Not there after the insertion: the map is full (another CPU inserting the same
+        // key first is not a refusal: the lookup finds it).
+        self.count_refused(&um.object_name, span)?;
+        self.b.ja_to(skip);
         self.b.bind(have);
         self.b.emit(mov64_reg(R7, R0));
         if arg.is_some() {

@@ -5,7 +5,8 @@
 use crate::check::maps::{MapTable, MapValueTy};
 use crate::plan::{Field, MapKind, MapRole, MapSpec, MapValue};
 
-/// How many keys a user map holds before updates fail. Documented in docs/language.md.
+/// How many keys a user map holds before updates fail, unless `--map-size` says
+/// otherwise. Documented in docs/language.md.
 pub const USER_MAP_ENTRIES: u32 = 16_384;
 /// Entry timestamps of calls in flight (LRU: calls that never return are evicted).
 pub const ENTRY_TIME_ENTRIES: u32 = 65_536;
@@ -17,8 +18,87 @@ pub const ENTRY_TIMES: &str = "entry_times";
 pub const SCRATCH: &str = "scratch";
 pub const ZEROS: &str = "zeros";
 pub const SELF_VARS: &str = "self_vars";
-/// `self` variables of live goroutines (freed when a goroutine exits).
-pub const SELF_ENTRIES: u32 = 65_536;
+/// `self` variables of live goroutines (freed when a goroutine exits): (goroutine,
+/// variable) pairs, unless `--map-size self=N` says otherwise. Hash maps are not
+/// preallocated, so room that is not used costs only the table's buckets (16 bytes a
+/// key of room).
+pub const SELF_ENTRIES: u32 = 262_144;
+/// The largest `--map-size`: a hash table's buckets (16 bytes each, as many as its keys
+/// rounded up to a power of two) are allocated when it is created.
+pub const MAX_MAP_SIZE: u32 = 1 << 26;
+
+/// `--map-size`: how many keys maps hold.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MapSizes {
+    /// `--map-size N`: every user map.
+    pub all: Option<u32>,
+    /// `--map-size @NAME=N`: one map (`NAME` without the `@`; empty for `@`).
+    pub maps: Vec<(String, u32)>,
+    /// `--map-size self=N`: the table of `self` variables.
+    pub self_vars: Option<u32>,
+}
+
+/// One `--map-size` argument.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MapSize {
+    All(u32),
+    Map { name: String, entries: u32 },
+    SelfVars(u32),
+}
+
+impl MapSize {
+    /// `N`, `@NAME=N`, `@=N` or `self=N`; N may have `_` between digits.
+    pub fn parse(text: &str) -> Result<MapSize, String> {
+        let number = |n: &str| -> Result<u32, String> {
+            let digits: String = n.chars().filter(|c| *c != '_').collect();
+            let v: u64 = digits.parse().map_err(|_| format!("`{n}` is not a number of keys"))?;
+            if v == 0 || v > u64::from(MAX_MAP_SIZE) {
+                return Err(format!("a map holds 1 to {MAX_MAP_SIZE} keys, not {n}"));
+            }
+            Ok(v as u32)
+        };
+        match text.split_once('=') {
+            None => number(text).map(MapSize::All),
+            Some(("self", n)) => number(n).map(MapSize::SelfVars),
+            Some((map, n)) => match map.strip_prefix('@') {
+                Some(name) if name.chars().all(|c| c.is_alphanumeric() || c == '_') => {
+                    Ok(MapSize::Map { name: name.to_string(), entries: number(n)? })
+                }
+                _ => Err(format!("`{map}` is not a map: write @NAME=N, self=N, or just N for every map")),
+            },
+        }
+    }
+}
+
+impl MapSizes {
+    pub fn from_args(args: &[MapSize]) -> MapSizes {
+        let mut sizes = MapSizes::default();
+        for a in args {
+            match a {
+                MapSize::All(n) => sizes.all = Some(*n),
+                MapSize::Map { name, entries } => sizes.maps.push((name.clone(), *entries)),
+                MapSize::SelfVars(n) => sizes.self_vars = Some(*n),
+            }
+        }
+        sizes
+    }
+
+    /// How many keys the user map `@name` holds (the last `@name=N` wins).
+    pub fn of_map(&self, name: &str) -> u32 {
+        let named = self.maps.iter().rev().find(|(n, _)| n == name).map(|(_, v)| *v);
+        named.or(self.all).unwrap_or(USER_MAP_ENTRIES)
+    }
+
+    pub fn of_self(&self) -> u32 {
+        self.self_vars.unwrap_or(SELF_ENTRIES)
+    }
+
+    /// The `@NAME=N` that name no map of `plan`.
+    pub fn unknown(&self, plan: &crate::plan::Plan) -> Vec<String> {
+        let known = |n: &str| plan.maps.iter().any(|m| matches!(&m.role, MapRole::User { name, .. } if name == n));
+        self.maps.iter().filter(|(n, _)| !known(n)).map(|(n, _)| format!("@{n}")).collect()
+    }
+}
 
 /// A user map as the programs see it.
 #[derive(Clone, Debug)]
@@ -113,6 +193,17 @@ impl Maps {
             max_entries: SELF_ENTRIES,
             role: MapRole::SelfVars,
         });
+    }
+
+    /// Gives the user maps and the `self` table the sizes `sizes` asks for.
+    pub fn apply_sizes(&mut self, sizes: &MapSizes) {
+        for spec in &mut self.specs {
+            match &spec.role {
+                MapRole::User { name, .. } => spec.max_entries = sizes.of_map(name),
+                MapRole::SelfVars => spec.max_entries = sizes.of_self(),
+                _ => {}
+            }
+        }
     }
 
     /// The per-CPU scratch buffer events are built in: added last, once every program

@@ -3,8 +3,10 @@
 //! Programs of three kinds (`programs`): one per probe instance (`check::Instance`),
 //! attached at every site of its functions with the function's index as attach cookie;
 //! one timing program at the entries of the functions whose return probes use
-//! `elapsed`; one that frees a goroutine's `self` variables when it exits.
+//! `elapsed`; one that frees a goroutine's `self` variables when it exits. Each counts
+//! what it loses, and with accounting its hits (`accounting`).
 
+pub mod accounting;
 pub mod agg;
 pub mod arith;
 pub mod codegen;
@@ -23,6 +25,8 @@ use crate::diag::{Diagnostic, Diagnostics, Sources};
 use crate::plan::Plan;
 use crate::syntax::ast::{Script, Span};
 use crate::target::Target;
+
+pub use accounting::Settings;
 
 /// The compiled script: programs (by name) and the plan that says how to run them.
 #[derive(Debug)]
@@ -98,16 +102,18 @@ impl LowerError {
     }
 }
 
-/// Lowers every instance of `checked`. The first error is reported in `diags` and
-/// lowering stops there (later programs could only repeat it).
+/// Lowers every instance of `checked`, with the limits and accounting `settings` asks
+/// for. The first error is reported in `diags` and lowering stops there (later programs
+/// could only repeat it).
 pub fn lower(
     script: &Script,
     checked: &Checked,
     target: &Target,
     sources: &Sources,
+    settings: &Settings,
     diags: &mut Diagnostics,
 ) -> Option<Lowered> {
-    match programs::lower_all(script, checked, target, sources) {
+    match programs::lower_all(script, checked, target, sources, settings) {
         Ok(lowered) => Some(lowered),
         Err(e) => {
             diags.push(e.diagnostic());

@@ -2,15 +2,21 @@
 //! `elapsed`, and the freeing of `self` variables at goroutine exit. Each is one
 //! prologue, a body and one epilogue (`program`); where it attaches goes into the plan.
 
+use super::accounting::{Layout, ProgramAcct, Settings};
 use super::codegen::Gen;
 use super::maps::Maps;
 use super::{LowerError, Lowered, MAX_MAPS_PER_PROGRAM};
 use crate::bpf::builder::{BuildError, Program};
 use crate::check::{Builtin, Checked, Facts, Instance, InstanceKind, Name};
 use crate::diag::Sources;
-use crate::plan::{AttachPoint, Binary, EventSpec, Plan, ProbeAttach, ProbeSpec, PLAN_VERSION};
+use crate::plan::{AttachPoint, Binary, EventSpec, Plan, ProbeAttach, ProbeSpec, SiteRef, PLAN_VERSION};
 use crate::syntax::ast::{Item, Script, Span};
 use crate::target::Target;
+
+/// The program that times entries for `elapsed`.
+const ENTRY_TIMING: &str = "time_entries";
+/// The program that frees a goroutine's `self` variables when it exits.
+const SELF_CLEANUP: &str = "self_cleanup";
 
 /// What every program of the script shares while it is lowered.
 struct Ctx<'a> {
@@ -23,6 +29,16 @@ struct Ctx<'a> {
     programs: Vec<(String, Program)>,
     /// Programs of `on return` probes: attached first (see `lower_all`).
     return_programs: Vec<String>,
+    /// gtrace's own counters and limits, laid out as programs need them.
+    layout: Layout,
+}
+
+/// Which probe a program belongs to and how many functions it is attached at (0 for
+/// the programs that run in gtrace itself: begin, end, interval).
+#[derive(Clone, Copy)]
+struct Owner {
+    item: usize,
+    functions: usize,
 }
 
 pub(super) fn lower_all(
@@ -30,6 +46,7 @@ pub(super) fn lower_all(
     checked: &Checked,
     target: &Target,
     sources: &Sources,
+    settings: &Settings,
 ) -> Result<Lowered, LowerError> {
     let binary = Binary { path: target.path().to_path_buf(), build_ids: target.build_ids().clone() };
     let mut plan = Plan { version: PLAN_VERSION, binary, skipped: checked.skipped.clone(), ..Plan::default() };
@@ -52,6 +69,7 @@ pub(super) fn lower_all(
         plan,
         programs: Vec::new(),
         return_programs: Vec::new(),
+        layout: Layout::new(settings),
     };
     for (i, inst) in checked.instances.iter().enumerate() {
         let Item::Probe(probe) = &script.items[inst.item] else { continue };
@@ -63,13 +81,16 @@ pub(super) fn lower_all(
     if let Some(var) = checked.self_vars.values().min_by_key(|v| v.index) {
         cx.self_cleanup_program(var.span)?;
     }
+    cx.tie_dependent_sites();
     // When probes share an address (a function whose first instruction is its RET), the
     // kernel runs the one attached last first. Attach return probes first, so entry
     // probes and entry timing run before the return probes at the same instruction.
-    let Ctx { mut plan, programs, return_programs, events, .. } = cx;
+    let Ctx { mut plan, programs, return_programs, events, layout, .. } = cx;
     plan.probes.sort_by_key(|p| !return_programs.contains(&p.program));
     let mut maps = maps;
     maps.add_scratch(events.iter().map(|e| e.size).max().unwrap_or(8));
+    maps.apply_sizes(&settings.map_sizes);
+    plan.accounting = layout.finish(&mut maps);
     plan.maps = maps.specs;
     plan.events = events;
     Ok(Lowered { programs, plan })
@@ -94,6 +115,7 @@ impl Ctx<'_> {
     fn program(
         &mut self,
         name: &str,
+        owner: Owner,
         comment: String,
         facts: &Facts,
         span: Span,
@@ -109,8 +131,12 @@ impl Ctx<'_> {
             self.sources,
             &mut self.events,
         );
+        gen.acct = Some(ProgramAcct { layout: &mut self.layout, program: name.to_string(), item: owner.item });
         gen.b.comment(comment);
         gen.prologue();
+        if owner.functions > 0 {
+            gen.accounting_prologue(owner.functions, span)?;
+        }
         body(&mut gen)?;
         gen.epilogue();
         let program = gen.b.finish().map_err(|source| match source {
@@ -143,20 +169,21 @@ impl Ctx<'_> {
         self.programs.push((name, program));
     }
 
-    /// Where a probe of `function` at `addr` attaches, with the function's cookie.
-    fn point(&mut self, function: &str, addr: u64, span: Span) -> Result<AttachPoint, LowerError> {
+    /// Where `program` attaches to `function` at `addr`, with the function's cookie.
+    fn point(&mut self, program: &str, function: &str, addr: u64, span: Span) -> Result<AttachPoint, LowerError> {
         let file_offset = self.target.file_offset(addr).ok_or_else(|| LowerError::NoFileOffset {
             span,
             function: function.to_string(),
             addr,
         })?;
-        let cookie = match self.plan.functions.iter().position(|f| f == function) {
+        let index = match self.plan.functions.iter().position(|f| f == function) {
             Some(i) => i,
             None => {
                 self.plan.functions.push(function.to_string());
                 self.plan.functions.len() - 1
             }
-        } as u64;
+        };
+        let cookie = self.layout.cookie(program, function, index);
         Ok(AttachPoint { function: function.to_string(), address: addr, file_offset, cookie })
     }
 
@@ -169,7 +196,12 @@ impl Ctx<'_> {
         let g = self.target.g_layout();
         let uses_goid = inst.facts.uses_self || inst.facts.names.values().any(|n| *n == Name::Builtin(Builtin::Goid));
         let comment = self.sources.located_line(probe.span);
-        let program = self.program(&name, comment, &inst.facts, probe.span, |gen| {
+        let functions = match inst.kind {
+            InstanceKind::Entry | InstanceKind::Return => inst.functions.len(),
+            _ => 0,
+        };
+        let owner = Owner { item: inst.item, functions };
+        let program = self.program(&name, owner, comment, &inst.facts, probe.span, |gen| {
             if inst.uses_elapsed || uses_goid {
                 let key = gen.activation_key(g, probe.span)?;
                 if inst.uses_elapsed {
@@ -180,12 +212,15 @@ impl Ctx<'_> {
         })?;
         let attach = match inst.kind {
             InstanceKind::Entry => ProbeAttach::Uprobe(
-                inst.functions.iter().map(|f| self.point(&f.name, f.entry, probe.span)).collect::<Result<_, _>>()?,
+                inst.functions
+                    .iter()
+                    .map(|f| self.point(&name, &f.name, f.entry, probe.span))
+                    .collect::<Result<_, _>>()?,
             ),
             InstanceKind::Return => {
                 self.return_programs.push(name.clone());
                 let sites = inst.functions.iter().flat_map(|f| f.returns.iter().map(move |r| (&f.name, *r)));
-                ProbeAttach::Uprobe(sites.map(|(f, r)| self.point(f, r, probe.span)).collect::<Result<_, _>>()?)
+                ProbeAttach::Uprobe(sites.map(|(f, r)| self.point(&name, f, r, probe.span)).collect::<Result<_, _>>()?)
             }
             InstanceKind::Begin => ProbeAttach::Begin,
             InstanceKind::End => ProbeAttach::End,
@@ -198,14 +233,16 @@ impl Ctx<'_> {
     /// Stores the entry time of every call whose return uses `elapsed`, under the
     /// call's activation key.
     fn entry_timing_program(&mut self, timed: &[((String, u64), Span)], span: Span) -> Result<(), LowerError> {
-        let name = "time_entries".to_string();
+        let name = ENTRY_TIMING.to_string();
         let g = self.target.g_layout();
         let comment = "time the entry of every call whose return uses `elapsed`".to_string();
-        let program = self.program(&name, comment, &Facts::default(), span, |gen| {
+        let owner = Owner { item: usize::MAX, functions: timed.len() };
+        let program = self.program(&name, owner, comment, &Facts::default(), span, |gen| {
             let key = gen.activation_key(g, span)?;
             gen.store_entry_time(key, span)
         })?;
-        let points = timed.iter().map(|((f, addr), span)| self.point(f, *addr, *span)).collect::<Result<_, _>>()?;
+        let points =
+            timed.iter().map(|((f, addr), span)| self.point(&name, f, *addr, *span)).collect::<Result<_, _>>()?;
         self.add(name, program, ProbeAttach::Uprobe(points), "entry times for elapsed".into());
         Ok(())
     }
@@ -219,11 +256,41 @@ impl Ctx<'_> {
         };
         let g = target.g_layout().ok_or(LowerError::NoGoexit { span })?;
         let sites = target.probe_sites(&f).map_err(|_| LowerError::NoGoexit { span })?;
-        let name = "self_cleanup".to_string();
+        let name = SELF_CLEANUP.to_string();
         let comment = "free the self variables of the goroutine that exits".to_string();
-        let program = self.program(&name, comment, &Facts::default(), span, |gen| gen.free_self_vars(g, span))?;
-        let points = vec![self.point(&f.name, sites.entry, span)?];
+        let owner = Owner { item: usize::MAX, functions: 1 };
+        let program =
+            self.program(&name, owner, comment, &Facts::default(), span, |gen| gen.free_self_vars(g, span))?;
+        let points = vec![self.point(&name, &f.name, sites.entry, span)?];
         self.add(name, program, ProbeAttach::Uprobe(points), "goroutine exit: free self variables".into());
         Ok(())
+    }
+}
+
+impl Ctx<'_> {
+    /// Tells the budget which sites must be detached together: a return probe that uses
+    /// `elapsed` with the timing of its function's entries (one without the other costs
+    /// and measures nothing), and every program that reads or sets `self` variables,
+    /// with their cleanup (a reader whose setter is gone would read stale values).
+    fn tie_dependent_sites(&mut self) {
+        let program_of = |i: usize| format!("p{i}");
+        let timing = self.plan.probes.iter().any(|p| p.program == ENTRY_TIMING);
+        for (i, inst) in self.checked.instances.iter().enumerate() {
+            if !inst.uses_elapsed || !timing {
+                continue;
+            }
+            for f in &inst.functions {
+                let site = |program: String| SiteRef { program, function: Some(f.name.clone()) };
+                self.layout.tie(vec![site(program_of(i)), site(ENTRY_TIMING.to_string())]);
+            }
+        }
+        let mut selves: Vec<SiteRef> = (self.checked.instances.iter().enumerate())
+            .filter(|(_, inst)| inst.facts.uses_self)
+            .map(|(i, _)| SiteRef { program: program_of(i), function: None })
+            .collect();
+        if self.plan.probes.iter().any(|p| p.program == SELF_CLEANUP) {
+            selves.push(SiteRef { program: SELF_CLEANUP.to_string(), function: None });
+        }
+        self.layout.tie(selves);
     }
 }

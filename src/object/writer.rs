@@ -37,16 +37,25 @@ pub struct MapDef {
     pub map_flags: u32,
 }
 
+/// `BPF_F_NO_PREALLOC`: a hash map's elements are allocated as keys arrive.
+pub const BPF_F_NO_PREALLOC: u32 = 1;
+
 impl From<&crate::plan::MapSpec> for MapDef {
-    /// The definition of a map the plan describes.
+    /// The definition of a map the plan describes. User maps and the `self` table are
+    /// not preallocated: their size (`--map-size`) bounds them, and only the keys they
+    /// hold take memory (a preallocated per-CPU hash of histograms would take its full
+    /// size times the CPUs at once).
     fn from(m: &crate::plan::MapSpec) -> MapDef {
+        use crate::plan::{MapKind, MapRole};
+        let grows = matches!(m.kind, MapKind::Hash | MapKind::PercpuHash)
+            && matches!(m.role, MapRole::User { .. } | MapRole::SelfVars);
         MapDef {
             name: m.object_name.clone(),
             map_type: m.kind.bpf_type(),
             key_size: m.key_size,
             value_size: m.value_size,
             max_entries: m.max_entries,
-            map_flags: 0,
+            map_flags: if grows { BPF_F_NO_PREALLOC } else { 0 },
         }
     }
 }

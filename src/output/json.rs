@@ -94,6 +94,14 @@ impl Sink for JsonSink {
     fn map(&mut self, dump: &MapDump) -> Result<(), OutputError> {
         write_out(&mut self.out, format!("{}\n", map(dump)).as_bytes())
     }
+    fn stats(&mut self, stats: &super::stats::Stats) -> Result<(), OutputError> {
+        let mut object = serde_json::to_value(stats).unwrap_or(J::Null);
+        if let J::Object(fields) = &mut object {
+            fields.insert("type".into(), json!("stats"));
+            fields.insert("lost".into(), json!(stats.lost_line()));
+        }
+        write_out(&mut self.out, format!("{object}\n").as_bytes())
+    }
     fn flush(&mut self) -> Result<(), OutputError> {
         write_out(&mut self.out, b"")
     }

@@ -4,6 +4,7 @@
 
 pub mod json;
 pub mod quote;
+pub mod stats;
 pub mod text;
 pub mod value;
 
@@ -55,6 +56,8 @@ pub trait Sink {
     fn event(&mut self, event: &Event) -> Result<(), OutputError>;
     /// A map, at exit or by `print(@m)`.
     fn map(&mut self, dump: &MapDump) -> Result<(), OutputError>;
+    /// gtrace's own numbers (`--stats`): a table on stderr, or a JSON object.
+    fn stats(&mut self, stats: &stats::Stats) -> Result<(), OutputError>;
     fn flush(&mut self) -> Result<(), OutputError>;
 }
 
@@ -118,6 +121,9 @@ impl Sink for TextSink {
     }
     fn map(&mut self, dump: &MapDump) -> Result<(), OutputError> {
         write_out(&mut self.out, text::map(dump).as_bytes())
+    }
+    fn stats(&mut self, stats: &stats::Stats) -> Result<(), OutputError> {
+        write_out(&mut std::io::stderr(), stats.table().as_bytes())
     }
     fn flush(&mut self) -> Result<(), OutputError> {
         write_out(&mut self.out, b"")

@@ -34,8 +34,15 @@ pub enum Scope {
     AllProcesses,
 }
 
-/// One attachment; dropping it detaches.
-pub(crate) enum Link {
+/// One attachment of one program; dropping it detaches.
+pub(crate) struct Link {
+    pub program: String,
+    /// The target's probe points it covers (none for gtrace's own triggers).
+    pub points: Vec<AttachPoint>,
+    pub kind: LinkKind,
+}
+
+pub(crate) enum LinkKind {
     // Held only to be dropped.
     Uprobe(#[allow(dead_code)] UProbeLink),
     /// Many offsets of one program.
@@ -44,10 +51,10 @@ pub(crate) enum Link {
 
 impl Link {
     /// How many probe points the link attaches.
-    fn points(&self) -> usize {
-        match self {
-            Link::Multi(m) => m.points(),
-            Link::Uprobe(_) => 1,
+    fn count(&self) -> usize {
+        match &self.kind {
+            LinkKind::Multi(m) => m.points(),
+            LinkKind::Uprobe(_) => 1,
         }
     }
 }
@@ -65,6 +72,13 @@ pub struct RefusedPoint {
 
 /// The errnos with which the kernel refuses one probe point rather than the whole attach.
 const REFUSED_POINT_ERRNOS: [i32; 3] = [524 /* ENOTSUPP */, libc::EINVAL, libc::ENOEXEC];
+
+/// Where the target's probes were attached: what a link rebuilt later attaches to.
+#[derive(Clone, Debug)]
+pub(crate) struct AttachTarget {
+    pub binary: PathBuf,
+    pub scope: Scope,
+}
 
 impl Loaded {
     /// The probe points the kernel refused during `attach` (each left out; the others
@@ -86,6 +100,7 @@ impl Loaded {
 
     fn attach_all(&mut self, binary: &Path, scope: Scope) -> Result<usize, RuntimeError> {
         let binary = attach_path(binary);
+        self.target = Some(AttachTarget { binary: binary.clone(), scope });
         let target_scope = match scope {
             Scope::Process(pid) => {
                 UProbeScope::OneProcess(NonZeroU32::new(pid).ok_or(RuntimeError::NoSuchProcess { pid })?)
@@ -101,7 +116,7 @@ impl Loaded {
                         continue;
                     }
                     for point in points {
-                        match self.attach_uprobe(&probe.program, point, &binary, target_scope) {
+                        match self.attach_uprobe(&probe.program, point, &binary, target_scope, false) {
                             Err(RuntimeError::Attach { source, .. })
                                 if REFUSED_POINT_ERRNOS.iter().any(|e| has_errno(&*source, *e)) =>
                             {
@@ -139,15 +154,13 @@ impl Loaded {
         if points.is_empty() {
             return false;
         }
-        let offsets: Vec<u64> = points.iter().map(|p| p.file_offset).collect();
-        let cookies: Vec<u64> = points.iter().map(|p| p.cookie).collect();
-        let pid = match scope {
-            Scope::Process(pid) => pid,
-            Scope::AllProcesses => 0,
-        };
-        match uprobe_multi::attach(fd.as_fd(), binary, &offsets, &cookies, pid) {
+        match multi_link(fd.as_fd(), points, binary, scope, 0) {
             Ok(link) => {
-                self.links.push(Link::Multi(link));
+                self.links.push(Link {
+                    program: program.to_string(),
+                    points: points.to_vec(),
+                    kind: LinkKind::Multi(link),
+                });
                 true
             }
             Err(_) => false,
@@ -162,12 +175,14 @@ impl Loaded {
         }
     }
 
+    /// Attaches `program` at one point; `own` for gtrace's own triggers.
     fn attach_uprobe(
         &mut self,
         program: &str,
         point: &AttachPoint,
         binary: &Path,
         scope: UProbeScope,
+        own: bool,
     ) -> Result<(), RuntimeError> {
         let p = self.uprobe(program)?;
         let at = UProbeAttachPoint {
@@ -196,7 +211,8 @@ impl Loaded {
                     },
                 }
             })?;
-        self.links.push(Link::Uprobe(link));
+        let points = if own { Vec::new() } else { vec![point.clone()] };
+        self.links.push(Link { program: program.to_string(), points, kind: LinkKind::Uprobe(link) });
         Ok(())
     }
 
@@ -204,7 +220,7 @@ impl Loaded {
         let (exe, offset) = trigger.location()?;
         let point = AttachPoint { function: trigger.name().to_string(), address: 0, file_offset: offset, cookie: 0 };
         let own = NonZeroU32::new(std::process::id()).ok_or(RuntimeError::NoSuchProcess { pid: 0 })?;
-        self.attach_uprobe(program, &point, &exe, UProbeScope::OneProcess(own))
+        self.attach_uprobe(program, &point, &exe, UProbeScope::OneProcess(own), true)
     }
 
     /// An `on interval` program runs on one of gtrace's trigger functions, which
@@ -242,8 +258,95 @@ impl Loaded {
 
     /// How many probe points are attached.
     pub fn attached(&self) -> usize {
-        self.links.iter().map(Link::points).sum()
+        self.links.iter().map(Link::count).sum()
     }
+
+    /// Whether `program` is attached at the target, at `function` (or anywhere).
+    pub fn is_attached(&self, program: &str, function: Option<&str>) -> bool {
+        self.links
+            .iter()
+            .filter(|l| l.program == program)
+            .any(|l| l.points.iter().any(|p| function.is_none_or(|f| p.function == f)))
+    }
+
+    /// Detaches `program` from the target's sites of `functions` (every site for
+    /// `None`); its other sites stay attached and their hits are neither missed nor
+    /// counted twice: a multi-uprobe link is replaced by one with fewer sites (attached
+    /// with the program's next generation, which becomes the live one before the old
+    /// link is closed). Returns how many probe points were detached. If the smaller link
+    /// cannot be made, the program's other sites are detached too, and the error says
+    /// how many.
+    pub fn detach_sites(&mut self, program: &str, functions: Option<&[String]>) -> Result<usize, RuntimeError> {
+        let leaves = |p: &AttachPoint| functions.is_none_or(|fs| fs.contains(&p.function));
+        let mut detached = 0;
+        let mut kept = Vec::new();
+        let mut failure = None;
+        for link in std::mem::take(&mut self.links) {
+            if link.program != program || link.points.is_empty() || !link.points.iter().any(leaves) {
+                kept.push(link);
+                continue;
+            }
+            let remaining: Vec<AttachPoint> = link.points.iter().filter(|p| !leaves(p)).cloned().collect();
+            detached += link.points.len() - remaining.len();
+            if !remaining.is_empty() {
+                match self.replace_multi(program, remaining.clone()) {
+                    Ok(new) => kept.push(new),
+                    // The cost must go: the whole link goes, and the caller hears which
+                    // sites went with it.
+                    Err(e) => failure = Some((e, remaining.len())),
+                }
+            }
+            // `link` is dropped here: after its replacement is live.
+        }
+        self.links = kept;
+        match failure {
+            None => Ok(detached),
+            Some((source, also)) => {
+                Err(RuntimeError::Reattach { program: program.to_string(), sites: also, source: Box::new(source) })
+            }
+        }
+    }
+
+    /// A multi-uprobe link of `program` at `points`, with the program's next
+    /// generation, made the live one.
+    fn replace_multi(&mut self, program: &str, points: Vec<AttachPoint>) -> Result<Link, RuntimeError> {
+        let unsupported = |what: &str| RuntimeError::Unsupported { what: format!("`{program}`: {what}") };
+        let target = self.target.clone().ok_or_else(|| unsupported("not attached"))?;
+        let fd = self.multi.get(program).ok_or_else(|| unsupported("no multi-uprobe copy to reattach"))?;
+        let key = self.accounting.generation_key(program);
+        let next = self.generations.get(program).copied().unwrap_or(0).wrapping_add(1);
+        let link = multi_link(fd.as_fd(), &points, &target.binary, target.scope, if key.is_some() { next } else { 0 })
+            .map_err(|source| RuntimeError::Os { action: "attaching a multi-uprobe link with fewer sites", source })?;
+        if let Some(key) = key {
+            let map = self
+                .maps
+                .get(&self.accounting.generations)
+                .ok_or_else(|| RuntimeError::NoSuchMap { map: self.accounting.generations.clone() })?;
+            map.set_array_u64(key as u32, u64::from(next))?;
+            self.generations.insert(program.to_string(), next);
+        }
+        Ok(Link { program: program.to_string(), points, kind: LinkKind::Multi(link) })
+    }
+}
+
+/// One multi-uprobe link of `program` at `points`, their cookies carrying generation
+/// `generation` (see `plan::COOKIE_GEN_SHIFT`).
+fn multi_link(
+    program: std::os::fd::BorrowedFd<'_>,
+    points: &[AttachPoint],
+    binary: &Path,
+    scope: Scope,
+    generation: u8,
+) -> std::io::Result<MultiLink> {
+    let offsets: Vec<u64> = points.iter().map(|p| p.file_offset).collect();
+    let gen_bits = u64::from(generation) << crate::plan::COOKIE_GEN_SHIFT;
+    let cookies: Vec<u64> =
+        points.iter().map(|p| (p.cookie & !(0xff << crate::plan::COOKIE_GEN_SHIFT)) | gen_bits).collect();
+    let pid = match scope {
+        Scope::Process(pid) => pid,
+        Scope::AllProcesses => 0,
+    };
+    uprobe_multi::attach(program, binary, &offsets, &cookies, pid)
 }
 
 impl Drop for Loaded {

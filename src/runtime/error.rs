@@ -47,6 +47,16 @@ pub enum RuntimeError {
         source: Box<aya::programs::ProgramError>,
     },
 
+    /// A link with fewer sites could not replace one the budget cut down: the program's
+    /// other `sites` were detached with it.
+    #[error("cannot reattach `{program}` at its {sites} other probe points")]
+    Reattach {
+        program: String,
+        sites: usize,
+        #[source]
+        source: Box<RuntimeError>,
+    },
+
     /// Something gtrace cannot do (yet).
     #[error("unsupported: {what}")]
     Unsupported { what: String },

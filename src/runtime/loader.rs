@@ -28,6 +28,14 @@ pub struct Loaded {
     pub(crate) intervals: Vec<super::events::IntervalTimer>,
     /// The probe points the kernel refused while attaching (see `Loaded::refused`).
     pub(crate) refused: Vec<super::attach::RefusedPoint>,
+    /// Held while the kernel's per-program statistics are wanted (`enable_run_stats`).
+    pub(crate) stats_fd: Option<OwnedFd>,
+    /// The plan's accounting: the generations of programs whose links can be replaced.
+    pub(crate) accounting: crate::plan::Accounting,
+    /// The live generation of each program whose link was replaced.
+    pub(crate) generations: HashMap<String, u8>,
+    /// Where the target's probes are attached.
+    pub(crate) target: Option<super::attach::AttachTarget>,
 }
 
 /// A loader being prepared on another thread (see `prewarm`).
@@ -103,6 +111,10 @@ pub fn load(object: &[u8], plan: &Plan) -> Result<Loaded, RuntimeError> {
         multi,
         intervals: Vec::new(),
         refused: Vec::new(),
+        stats_fd: None,
+        accounting: plan.accounting.clone(),
+        generations: HashMap::new(),
+        target: None,
     })
 }
 

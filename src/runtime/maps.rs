@@ -11,6 +11,7 @@ const BPF_MAP_LOOKUP_ELEM: libc::c_long = 1;
 const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
 const BPF_MAP_DELETE_ELEM: libc::c_long = 3;
 const BPF_MAP_GET_NEXT_KEY: libc::c_long = 4;
+const BPF_MAP_LOOKUP_BATCH: libc::c_long = 24;
 
 /// The map-element part of `union bpf_attr`.
 #[repr(C)]
@@ -21,6 +22,20 @@ struct MapElemAttr {
     key: u64,
     /// `value` or `next_key`.
     value: u64,
+    flags: u64,
+}
+
+/// The batch part of `union bpf_attr` (`BPF_MAP_LOOKUP_BATCH`).
+#[repr(C)]
+#[derive(Default)]
+struct BatchAttr {
+    in_batch: u64,
+    out_batch: u64,
+    keys: u64,
+    values: u64,
+    count: u32,
+    map_fd: u32,
+    elem_flags: u64,
     flags: u64,
 }
 
@@ -122,6 +137,66 @@ impl MapHandle {
             }
         }
         Ok(out)
+    }
+
+    /// The u64 at the start of every element of an array, summed over CPUs for a per-CPU
+    /// array, by index: one `BPF_MAP_LOOKUP_BATCH` (Linux 5.6), else a lookup a key.
+    pub fn array_sums(&self) -> Result<Vec<u64>, RuntimeError> {
+        let n = self.spec.max_entries as usize;
+        let (count, stride) = self.value_layout()?;
+        let sum = |values: &[u8]| -> u64 {
+            values
+                .chunks(stride)
+                .map(|v| v.get(..8).map_or(0, |b| u64::from_ne_bytes(b.try_into().unwrap_or([0; 8]))))
+                .sum()
+        };
+        let mut keys = vec![0u32; n];
+        let mut values = vec![0u8; n * count * stride];
+        let mut out_batch = 0u32;
+        let mut attr = BatchAttr {
+            out_batch: &mut out_batch as *mut u32 as u64,
+            keys: keys.as_mut_ptr() as u64,
+            values: values.as_mut_ptr() as u64,
+            count: n as u32,
+            map_fd: self.fd() as u32,
+            ..BatchAttr::default()
+        };
+        // SAFETY: `attr` is a valid bpf_attr prefix for BPF_MAP_LOOKUP_BATCH; `keys` holds
+        // `count` u32 keys and `values` `count` values of the map's (per-CPU) value size,
+        // `out_batch` one u32 key: the kernel writes within those bounds.
+        let ret = unsafe {
+            libc::syscall(
+                libc::SYS_bpf,
+                BPF_MAP_LOOKUP_BATCH,
+                &mut attr as *mut BatchAttr,
+                std::mem::size_of::<BatchAttr>() as u32,
+            )
+        };
+        let done = ret == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::ENOENT);
+        if done && attr.count as usize == n {
+            return Ok(values.chunks(count * stride).map(sum).collect());
+        }
+        // One lookup a key (older kernels).
+        let mut sums = Vec::with_capacity(n);
+        for key in 0..n as u32 {
+            let v = self.lookup(&key.to_ne_bytes())?.unwrap_or_default();
+            sums.push(
+                v.iter().map(|b| b.get(..8).map_or(0, |b| u64::from_ne_bytes(b.try_into().unwrap_or([0; 8])))).sum(),
+            );
+        }
+        Ok(sums)
+    }
+
+    /// Writes `value` into element `index` of an array (one value for every CPU of a
+    /// per-CPU array).
+    pub fn set_array_u64(&self, index: u32, value: u64) -> Result<(), RuntimeError> {
+        let (count, stride) = self.value_layout()?;
+        let mut buf = vec![0u8; count * stride];
+        for chunk in buf.chunks_mut(stride) {
+            chunk[..8].copy_from_slice(&value.to_ne_bytes());
+        }
+        self.syscall(BPF_MAP_UPDATE_ELEM, index.to_ne_bytes().as_ptr(), buf.as_mut_ptr(), 0)
+            .map_err(|e| self.err("BPF_MAP_UPDATE_ELEM", e))
     }
 
     /// Deletes every entry of a hash map; zeroes every element of an array.

@@ -3,8 +3,10 @@
 //!
 //! `load` → `Loaded::attach` → (`run_begin`, `poll_events` while the target runs,
 //! `map_entries`) → `run_end` → drop (detaches). `process` starts or finds the target;
-//! `signals` turns Ctrl-C into a clean stop.
+//! `signals` turns Ctrl-C into a clean stop; `accounting` reads what probes cost (the
+//! kernel's statistics, the calibrated trap cost).
 
+mod accounting;
 mod attach;
 mod error;
 mod events;
@@ -15,6 +17,7 @@ pub mod signals;
 mod trigger;
 mod uprobe_multi;
 
+pub use accounting::{calibrate_trap, RunStats, TrapCost};
 pub use attach::{RefusedPoint, Scope};
 pub use error::RuntimeError;
 pub use loader::{failing_insn, load, prewarm, verify, Loaded};
@@ -27,6 +30,11 @@ impl Loaded {
     /// for a per-CPU map, else one.
     pub fn map_entries(&self, object_name: &str) -> Result<Entries, RuntimeError> {
         self.map(object_name)?.entries()
+    }
+
+    /// Every u64 counter of the array `object_name`, summed over CPUs, by index.
+    pub fn array_sums(&self, object_name: &str) -> Result<Vec<u64>, RuntimeError> {
+        self.map(object_name)?.array_sums()
     }
 
     /// Empties a hash map (deletes every key) or zeroes an array.

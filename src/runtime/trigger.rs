@@ -1,8 +1,10 @@
 //! gtrace's own trigger functions: `on begin`, `on end` and `on interval` programs are
 //! uprobes on these functions of gtrace's executable, scoped to gtrace's pid, so calling
-//! one runs its programs once, synchronously.
+//! one runs its programs once, synchronously. One more, `Calibrate`, is what the cost of
+//! a uprobe trap is measured on (`accounting::calibrate_trap`).
 
 use super::error::RuntimeError;
+use crate::arch::trap::TrapKind;
 use std::hint::black_box;
 use std::path::PathBuf;
 
@@ -13,6 +15,9 @@ pub enum Trigger {
     End,
     /// One of `INTERVAL_SLOTS` functions, one per `on interval` probe.
     Interval(usize),
+    /// Timed with and without an empty uprobe, to learn what a trap costs on an
+    /// instruction of this kind (functions written in assembly, `arch::x86_64::trap`).
+    Calibrate(TrapKind),
 }
 
 /// How many `on interval` probes can run as uprobes on trigger functions.
@@ -52,12 +57,53 @@ const INTERVALS: [(extern "C" fn(), &str); INTERVAL_SLOTS] = [
     (gtrace_trigger_interval_7, "gtrace_trigger_interval_7"),
 ];
 
+// The calibration functions, defined in assembly by `arch::x86_64::trap` (each starts with one
+// instruction of its kind and returns; they touch no memory).
+#[cfg(target_arch = "x86_64")]
+extern "C" {
+    fn gtrace_calibrate_step();
+    fn gtrace_calibrate_push();
+    fn gtrace_calibrate_branch();
+}
+
+/// A call of the calibration function of `kind`, and where it is (the probe goes on the
+/// assembly itself, not on the caller).
+#[cfg(target_arch = "x86_64")]
+fn calibration(kind: TrapKind) -> (extern "C" fn(), u64) {
+    extern "C" fn step() {
+        // SAFETY: `mov rax, rdi; ret` under the C calling convention: clobbers only RAX.
+        unsafe { gtrace_calibrate_step() }
+    }
+    extern "C" fn push() {
+        // SAFETY: `push rbp; pop rbp; ret`: the stack is left as it was.
+        unsafe { gtrace_calibrate_push() }
+    }
+    extern "C" fn branch() {
+        // SAFETY: `jmp 2f; 2: ret`: touches nothing.
+        unsafe { gtrace_calibrate_branch() }
+    }
+    match kind {
+        TrapKind::Step => (step, gtrace_calibrate_step as *const () as usize as u64),
+        TrapKind::Push => (push, gtrace_calibrate_push as *const () as usize as u64),
+        TrapKind::Branch => (branch, gtrace_calibrate_branch as *const () as usize as u64),
+    }
+}
+
 impl Trigger {
-    fn function(self) -> (extern "C" fn(), &'static str) {
+    /// The function to call, its name, and the address its uprobe goes on.
+    fn function(self) -> (extern "C" fn(), &'static str, u64) {
+        let own = |f: extern "C" fn(), name| (f, name, f as usize as u64);
         match self {
-            Trigger::Begin => (gtrace_trigger_begin, "gtrace_trigger_begin"),
-            Trigger::End => (gtrace_trigger_end, "gtrace_trigger_end"),
-            Trigger::Interval(i) => INTERVALS[i % INTERVAL_SLOTS],
+            Trigger::Begin => own(gtrace_trigger_begin, "gtrace_trigger_begin"),
+            Trigger::End => own(gtrace_trigger_end, "gtrace_trigger_end"),
+            Trigger::Calibrate(kind) => {
+                let (f, addr) = calibration(kind);
+                (f, kind.calibration_symbol(), addr)
+            }
+            Trigger::Interval(i) => {
+                let (f, name) = INTERVALS[i % INTERVAL_SLOTS];
+                own(f, name)
+            }
         }
     }
 
@@ -73,8 +119,7 @@ impl Trigger {
 
     /// The file holding the function and the function's offset in it.
     pub fn location(self) -> Result<(PathBuf, u64), RuntimeError> {
-        let (f, name) = self.function();
-        let addr = f as usize as u64;
+        let (_, name, addr) = self.function();
         let maps = std::fs::read_to_string("/proc/self/maps")
             .map_err(|source| RuntimeError::Os { action: "reading /proc/self/maps", source })?;
         file_offset_in_maps(&maps, addr).ok_or(RuntimeError::TriggerNotFound { function: name })
@@ -124,5 +169,12 @@ mod tests {
         assert!(path.is_absolute());
         assert_ne!(begin, end);
         assert_ne!(Trigger::Interval(0).location().unwrap().1, Trigger::Interval(1).location().unwrap().1);
+        // The calibration functions are the assembly of arch::x86_64::trap, each of its kind.
+        let code = std::fs::read(&path).unwrap();
+        for kind in TrapKind::ALL {
+            let (_, at) = Trigger::Calibrate(kind).location().unwrap();
+            assert_eq!(crate::arch::Arch::X86_64.trap_kind(&code[at as usize..at as usize + 4]), kind);
+            Trigger::Calibrate(kind).fire();
+        }
     }
 }

@@ -25,7 +25,7 @@ use std::path::Path;
 const BPF_PROG_LOAD: libc::c_long = 5;
 const BPF_LINK_CREATE: libc::c_long = 28;
 const BPF_PROG_TYPE_KPROBE: u32 = 2;
-const BPF_TRACE_UPROBE_MULTI: u32 = 48;
+pub(crate) const BPF_TRACE_UPROBE_MULTI: u32 = 48;
 /// `src_reg` of an `ld_imm64` whose immediate is a map fd.
 const BPF_PSEUDO_MAP_FD: u8 = 1;
 const INSN_SIZE: usize = 8;
@@ -178,6 +178,17 @@ fn relocated_insns(
 /// `BPF_PROG_LOAD` of a kprobe-type program with `expected_attach_type =
 /// BPF_TRACE_UPROBE_MULTI`.
 fn load_program(name: &str, insns: &[u8], license: &CString) -> io::Result<OwnedFd> {
+    load_kprobe_program(name, insns, license, BPF_TRACE_UPROBE_MULTI)
+}
+
+/// `BPF_PROG_LOAD` of a kprobe-type program (uprobes are kprobe programs) for links of
+/// `expected_attach_type` (0: a perf-event link).
+pub(crate) fn load_kprobe_program(
+    name: &str,
+    insns: &[u8],
+    license: &CString,
+    expected_attach_type: u32,
+) -> io::Result<OwnedFd> {
     let mut prog_name = [0u8; 16];
     // The kernel accepts letters, digits, `_` and `.` in a program name, 15 at most;
     // keep the letters, digits and `_`.
@@ -191,7 +202,7 @@ fn load_program(name: &str, insns: &[u8], license: &CString) -> io::Result<Owned
         insns: insns.as_ptr() as u64,
         license: license.as_ptr() as u64,
         prog_name,
-        expected_attach_type: BPF_TRACE_UPROBE_MULTI,
+        expected_attach_type,
         ..Default::default()
     };
     bpf(BPF_PROG_LOAD, &attr)

@@ -1,8 +1,11 @@
 //! A live trace: load the compiled object, attach its probes to the target, run until a
-//! stop condition (Ctrl-C, SIGTERM, --duration, `exit()`, the target's end), print events
-//! as they come and every map at the end. Every probe is detached on every way out
+//! stop condition (Ctrl-C, SIGTERM, --duration, `exit()`, the target's end, the budget
+//! leaving nothing attached), print events as they come and every map at the end, then
+//! whatever was lost (`stats`). Every probe is detached on every way out
 //! (`runtime::Loaded` owns the links) and a started command never outlives the trace.
 
+pub mod budget;
+pub mod stats;
 mod symbols;
 pub mod verifier;
 
@@ -61,6 +64,8 @@ fn session(bundle: &Bundle, target: &Target, process: Process, args: &TraceArgs)
     let stop = runtime::signals::install();
     let plan = &bundle.plan;
     let mut loaded = runtime::load(&bundle.object, plan).map_err(|e| verifier::failure(e, plan))?;
+    let budget = crate::cli::Budget::percent(args.budget, process.command.is_some());
+    let trap = if args.stats || budget.is_some() { stats::start_costs(&mut loaded) } else { None };
     let mut child: Option<HeldChild> = match &process.command {
         Some(argv) => Some(runtime::spawn_held(argv)?),
         None => None,
@@ -73,6 +78,7 @@ fn session(bundle: &Bundle, target: &Target, process: Process, args: &TraceArgs)
     let attached = loaded.attach(&process.binary, scope)?;
     eprintln!("Attached {attached} probe{}", if attached == 1 { "" } else { "s" });
     report_skipped(&loaded, plan)?;
+    let mut costs = budget::Costs::new(stats::Meter::new(plan, target, trap, budget), plan);
     let mut sink = output::sink(args.format);
     let traced_pid = process.pid.or(child.as_ref().map(|c| c.pid()));
     let mut symbols = TargetSymbols { target, bias: None, pid: traced_pid };
@@ -90,13 +96,15 @@ fn session(bundle: &Bundle, target: &Target, process: Process, args: &TraceArgs)
                 std::thread::sleep(Duration::from_millis(1));
             }
         }
-        run_until_stopped(&mut loaded, plan, &mut symbols, sink.as_mut(), &process, child.as_mut(), args, stop)?;
+        let until = (&process, child.as_mut(), args, stop);
+        run_until_stopped(&mut loaded, plan, &mut symbols, sink.as_mut(), until, &mut costs)?;
     }
     // Events already in the ring buffer belong to the run.
     drain(&mut loaded, plan, &mut symbols, sink.as_mut(), Duration::ZERO)?;
     loaded.run_end();
     drain(&mut loaded, plan, &mut symbols, sink.as_mut(), Duration::ZERO)?;
     print_maps(&loaded, plan, &symbols, sink.as_mut(), None)?;
+    written(stats::report(&costs.meter, &loaded, plan, args.stats, sink.as_mut())?)?;
     loaded.detach_all();
     if let Some(c) = child.as_mut() {
         if c.try_wait().is_none() {
@@ -106,19 +114,21 @@ fn session(bundle: &Bundle, target: &Target, process: Process, args: &TraceArgs)
     written(sink.flush())
 }
 
+/// What ends a trace: the traced process (and the command gtrace started), the
+/// arguments (--duration), the signal flag.
+type Until<'a> = (&'a Process, Option<&'a mut HeldChild>, &'a TraceArgs, &'a std::sync::atomic::AtomicBool);
+
 /// Handles events until a stop condition: `exit()`, a signal, --duration, the end of
-/// the traced process.
-#[allow(clippy::too_many_arguments)]
+/// the traced process, the budget leaving nothing attached.
 fn run_until_stopped(
     loaded: &mut Loaded,
     plan: &Plan,
     symbols: &mut TargetSymbols,
     sink: &mut dyn Sink,
-    process: &Process,
-    mut child: Option<&mut HeldChild>,
-    args: &TraceArgs,
-    stop: &std::sync::atomic::AtomicBool,
+    until: Until<'_>,
+    costs: &mut budget::Costs,
 ) -> Result<(), Halt> {
+    let (process, mut child, args, stop) = until;
     let started = Instant::now();
     loop {
         symbols.learn_bias();
@@ -141,6 +151,9 @@ fn run_until_stopped(
             if !runtime::is_alive(pid) {
                 return Ok(());
             }
+        }
+        if costs.govern(loaded, plan)? {
+            return Ok(());
         }
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod code;
 pub mod flow;
+pub mod trap;
 pub mod uprobe;
 
 use serde::Serialize;

@@ -1,0 +1,332 @@
+//! gtrace's report on itself: per probe its hits, eBPF time, estimated cost and what it
+//! lost (`--stats`, a table on stderr or a JSON object), and the one line that says at
+//! exit whatever was lost, with or without `--stats`. The numbers are collected by
+//! `trace::stats`; this is only what they mean and how they print.
+
+use super::text::duration;
+use serde::Serialize;
+
+/// gtrace's own numbers at one moment of a trace.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Stats {
+    /// Since the probes were attached.
+    pub elapsed_ns: u64,
+    /// What one uprobe trap costs here, by kind of instruction (calibrated at
+    /// start-up), when measured.
+    pub trap: Option<crate::runtime::TrapCost>,
+    /// The kernel's per-program statistics are on: eBPF time per hit is known.
+    pub run_stats: bool,
+    pub probes: Vec<ProbeStats>,
+    /// Maps that refused updates.
+    pub maps: Vec<MapStats>,
+    /// `--rate N`.
+    pub rate: Option<u32>,
+    /// `--budget` in force, in percent of one CPU.
+    pub budget_percent: Option<f64>,
+    /// What the budget detached, in order.
+    pub detached: Vec<Detached>,
+}
+
+/// One program attached to the target: a probe of the script, or gtrace's entry timing
+/// or `self` cleanup.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ProbeStats {
+    pub program: String,
+    /// The script's probe header (`on entry main.F`).
+    pub probe: String,
+    /// Hits: the sites' own counts when they count them, else the kernel's run count.
+    pub hits: u64,
+    /// What its hits cost the target: a trap each (at the cost of its site's kind of
+    /// instruction), plus the program's run time. ns.
+    pub cost_ns: f64,
+    /// Per probed function (hits counted when sites count them).
+    pub sites: Vec<SiteStats>,
+    /// The kernel's run time and run count of the program.
+    pub run_ns: u64,
+    pub run_count: u64,
+    /// Hits the kernel skipped (another BPF program was running on the CPU).
+    pub missed: u64,
+    /// Events the full ring buffer refused.
+    pub events_lost: u64,
+    /// Printed events `--rate` dropped.
+    pub rate_dropped: u64,
+    /// Map updates the kernel refused (a full map).
+    pub refused: u64,
+    /// Still attached (not detached by the budget).
+    pub attached: bool,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct SiteStats {
+    pub function: String,
+    pub hits: u64,
+    /// What a trap costs at its sites (their kind of instruction), ns.
+    pub trap_ns: f64,
+    /// Its hits' traps and their share of the program's run time, ns.
+    pub cost_ns: f64,
+    pub attached: bool,
+}
+
+/// A map that refused updates: the user's `@name`, or `self` for the self variables.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct MapStats {
+    pub map: String,
+    pub capacity: u32,
+    pub refused: u64,
+}
+
+/// What the budget detached, and why.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Detached {
+    /// `on entry main.F`, or `on entry "main.*" at main.hot` for one function's sites.
+    pub what: String,
+    /// Its estimated cost, in percent of one CPU, over the budget's window.
+    pub percent: f64,
+    /// Since the probes were attached.
+    pub at_ns: u64,
+}
+
+impl ProbeStats {
+    /// The eBPF program's own time per run.
+    pub fn ns_per_hit(&self) -> Option<f64> {
+        (self.run_count > 0).then(|| self.run_ns as f64 / self.run_count as f64)
+    }
+
+    /// Fills in `cost_ns` of the probe and its sites from their hits and trap costs.
+    pub fn price(&mut self) {
+        let per_run = self.ns_per_hit().unwrap_or(0.0);
+        for s in &mut self.sites {
+            s.cost_ns = s.hits as f64 * (s.trap_ns + per_run);
+        }
+        let counted: u64 = self.sites.iter().map(|s| s.hits).sum();
+        let traps: f64 = self.sites.iter().map(|s| s.hits as f64 * s.trap_ns).sum();
+        // Hits the sites did not count apart (no per-site counters): at the first
+        // site's trap cost.
+        let rest = self.hits.saturating_sub(counted) as f64 * self.sites.first().map_or(0.0, |s| s.trap_ns);
+        self.cost_ns = traps + rest + self.run_ns as f64;
+    }
+}
+
+impl Stats {
+    fn share(&self, cost_ns: f64) -> f64 {
+        if self.elapsed_ns == 0 {
+            0.0
+        } else {
+            100.0 * cost_ns / self.elapsed_ns as f64
+        }
+    }
+
+    pub fn events_lost(&self) -> u64 {
+        self.probes.iter().map(|p| p.events_lost).sum()
+    }
+
+    pub fn rate_dropped(&self) -> u64 {
+        self.probes.iter().map(|p| p.rate_dropped).sum()
+    }
+
+    pub fn missed(&self) -> u64 {
+        self.probes.iter().map(|p| p.missed).sum()
+    }
+
+    /// Everything lost, in one line (`None` when nothing was):
+    /// `lost 1,204 events: ring buffer full; 3 updates of @paths refused: map full at
+    /// 65,536 keys`.
+    pub fn lost_line(&self) -> Option<String> {
+        let mut parts = Vec::new();
+        let events = self.events_lost();
+        if events > 0 {
+            parts.push(format!("lost {} event{}: ring buffer full", thousands(events), plural(events)));
+        }
+        let dropped = self.rate_dropped();
+        if dropped > 0 {
+            let rate = self.rate.map(|r| format!(" {}", thousands(r.into()))).unwrap_or_default();
+            parts.push(format!(
+                "dropped {} printed event{}: --rate{rate} a second per probe",
+                thousands(dropped),
+                plural(dropped)
+            ));
+        }
+        for m in self.maps.iter().filter(|m| m.refused > 0) {
+            let (what, unit) = if m.map == "self" { ("self variables", "entries") } else { (m.map.as_str(), "keys") };
+            parts.push(format!(
+                "{} update{} of {what} refused: {} full at {} {unit}",
+                thousands(m.refused),
+                plural(m.refused),
+                if m.map == "self" { "table" } else { "map" },
+                thousands(m.capacity.into())
+            ));
+        }
+        let missed = self.missed();
+        if missed > 0 {
+            parts.push(format!(
+                "missed {} hit{}: the kernel skipped the probe while another BPF program ran on the CPU",
+                thousands(missed),
+                plural(missed)
+            ));
+        }
+        if !self.detached.is_empty() {
+            let what: Vec<&str> = self.detached.iter().map(|d| d.what.as_str()).collect();
+            let budget = self.budget_percent.map(|b| format!(" {}%", percent(b))).unwrap_or_default();
+            parts.push(format!("detached by --budget{budget}: {}", what.join(", ")));
+        }
+        (!parts.is_empty()).then(|| parts.join("; "))
+    }
+
+    /// The `--stats` table.
+    pub fn table(&self) -> String {
+        let mut rows: Vec<[String; 7]> = vec![[
+            "probe".into(),
+            "hits".into(),
+            "eBPF/hit".into(),
+            "est. cost".into(),
+            "of a CPU".into(),
+            "dropped".into(),
+            "refused".into(),
+        ]];
+        for p in &self.probes {
+            let cost = p.cost_ns;
+            let name = if p.attached { p.probe.clone() } else { format!("{} (detached)", p.probe) };
+            rows.push([
+                name,
+                thousands(p.hits),
+                p.ns_per_hit().map(|n| duration(n.round() as i64)).unwrap_or_else(|| "-".into()),
+                duration(cost.round() as i64),
+                format!("{}%", percent(self.share(cost))),
+                thousands(p.events_lost + p.rate_dropped),
+                thousands(p.refused),
+            ]);
+            for s in p.sites.iter().filter(|_| p.sites.len() > 1) {
+                let cost = s.cost_ns;
+                let name =
+                    if s.attached { format!("  {}", s.function) } else { format!("  {} (detached)", s.function) };
+                let share = format!("{}%", percent(self.share(cost)));
+                let blank = String::new;
+                rows.push([name, thousands(s.hits), blank(), duration(cost.round() as i64), share, blank(), blank()]);
+            }
+        }
+        let widths: Vec<usize> = (0..7).map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0)).collect();
+        let mut out = format!("--stats: {} traced", duration(self.elapsed_ns as i64));
+        match &self.trap {
+            Some(t) => out.push_str(&format!(
+                "; a uprobe trap costs {} here on an instruction the kernel single-steps, {} on a PUSH, {} on a branch (measured at start-up)",
+                duration(t.step_ns as i64),
+                duration(t.push_ns as i64),
+                duration(t.branch_ns as i64)
+            )),
+            None => out.push_str("; the trap cost was not measured: costs are eBPF time only"),
+        }
+        if !self.run_stats {
+            out.push_str("; the kernel's BPF statistics are off: no eBPF time");
+        }
+        out.push('\n');
+        for r in &rows {
+            let mut line = format!("{:<w$}", r[0], w = widths[0]);
+            for c in 1..7 {
+                line.push_str(&format!("  {:>w$}", r[c], w = widths[c]));
+            }
+            out.push_str(line.trim_end());
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// `1,234,567`.
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A percentage with the digits that matter: `73`, `4.2`, `0.31`, `0.004`.
+pub fn percent(p: f64) -> String {
+    let s = if p >= 10.0 {
+        format!("{p:.0}")
+    } else if p >= 1.0 {
+        format!("{p:.1}")
+    } else if p >= 0.01 || p == 0.0 {
+        format!("{p:.2}")
+    } else {
+        format!("{p:.3}")
+    };
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
+}
+
+fn plural(n: u64) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_print_for_people() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1_204), "1,204");
+        assert_eq!(thousands(65_536), "65,536");
+        assert_eq!(thousands(1_234_567), "1,234,567");
+        assert_eq!(percent(73.46), "73");
+        assert_eq!(percent(4.25), "4.2");
+        assert_eq!(percent(1.0), "1");
+        assert_eq!(percent(0.31), "0.31");
+        assert_eq!(percent(0.0041), "0.004");
+        assert_eq!(percent(0.0), "0");
+    }
+
+    #[test]
+    fn the_lost_line_says_each_loss_once() {
+        let mut s = Stats { rate: Some(100), ..Stats::default() };
+        assert_eq!(s.lost_line(), None);
+        s.probes.push(ProbeStats { events_lost: 1_204, rate_dropped: 7, ..ProbeStats::default() });
+        s.maps.push(MapStats { map: "@paths".into(), capacity: 65_536, refused: 3 });
+        s.maps.push(MapStats { map: "self".into(), capacity: 10, refused: 1 });
+        s.maps.push(MapStats { map: "@quiet".into(), capacity: 10, refused: 0 });
+        assert_eq!(
+            s.lost_line().unwrap(),
+            "lost 1,204 events: ring buffer full; dropped 7 printed events: --rate 100 a second per probe; \
+             3 updates of @paths refused: map full at 65,536 keys; 1 update of self variables refused: table full at 10 entries"
+        );
+    }
+
+    #[test]
+    fn costs_are_traps_plus_run_time() {
+        let site = |function: &str, hits, trap_ns| SiteStats {
+            function: function.into(),
+            hits,
+            trap_ns,
+            attached: true,
+            ..SiteStats::default()
+        };
+        let mut p = ProbeStats {
+            hits: 1_000,
+            run_ns: 50_000,
+            run_count: 1_000,
+            sites: vec![site("main.F", 990, 2_000.0), site("main.G", 10, 500.0)],
+            ..ProbeStats::default()
+        };
+        p.price();
+        assert_eq!(p.ns_per_hit(), Some(50.0));
+        assert_eq!(p.sites[0].cost_ns, 990.0 * 2_050.0);
+        assert_eq!(p.sites[1].cost_ns, 10.0 * 550.0);
+        assert_eq!(p.cost_ns, 990.0 * 2_000.0 + 10.0 * 500.0 + 50_000.0);
+        let s = Stats { elapsed_ns: (p.cost_ns * 2.0) as u64, probes: vec![p], ..Stats::default() };
+        let table = s.table();
+        assert!(table.contains("50%") && table.contains("  main.G"), "{table}");
+    }
+}

@@ -1,0 +1,311 @@
+//! What probes cost, as the kernel measures it: each program's run time and run count
+//! (`BPF_ENABLE_STATS`: the kernel counts while any process holds the fd it returns, so
+//! several gtraces never fight over the `kernel.bpf_stats_enabled` sysctl, which is
+//! never written), and the cost of a uprobe trap itself, calibrated at start-up on
+//! gtrace's own trigger function with and without an empty uprobe (so the estimate
+//! holds on bare metal and in VMs alike).
+
+use super::error::RuntimeError;
+use super::loader::Loaded;
+use super::trigger::Trigger;
+use super::uprobe_multi::{self, load_kprobe_program, MultiLink, BPF_TRACE_UPROBE_MULTI};
+use crate::arch::trap::TrapKind;
+use crate::bpf::insn::{encode_all, exit, mov64_imm, R0};
+use std::ffi::CString;
+use std::hint::black_box;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::time::Instant;
+
+const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
+
+/// Where `struct bpf_prog_info` (linux/bpf.h) keeps the statistics, and its size up to
+/// them: `run_time_ns` (Linux 5.1), `run_cnt`, `recursion_misses` (5.12).
+const INFO_RUN_TIME_NS: usize = 192;
+const INFO_RUN_CNT: usize = 200;
+const INFO_RECURSION_MISSES: usize = 208;
+const INFO_SIZE: usize = 224;
+
+/// `union bpf_attr` as `BPF_OBJ_GET_INFO_BY_FD` reads it.
+#[repr(C)]
+#[derive(Default)]
+struct InfoAttr {
+    bpf_fd: u32,
+    info_len: u32,
+    info: u64,
+}
+
+/// The kernel's statistics of one program (all its loaded copies together).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RunStats {
+    /// Time spent running it, while statistics were on.
+    pub run_ns: u64,
+    /// Runs, while statistics were on.
+    pub run_count: u64,
+    /// Runs the kernel skipped because a BPF program was already running on that CPU.
+    pub missed: u64,
+}
+
+impl std::ops::AddAssign for RunStats {
+    fn add_assign(&mut self, o: RunStats) {
+        self.run_ns += o.run_ns;
+        self.run_count += o.run_count;
+        self.missed += o.missed;
+    }
+}
+
+/// The statistics of the program behind `fd`.
+fn run_stats_of(fd: BorrowedFd<'_>) -> io::Result<RunStats> {
+    let mut info = [0u8; INFO_SIZE];
+    let mut attr =
+        InfoAttr { bpf_fd: fd.as_raw_fd() as u32, info_len: INFO_SIZE as u32, info: info.as_mut_ptr() as u64 };
+    // SAFETY: `attr` is a valid bpf_attr prefix for BPF_OBJ_GET_INFO_BY_FD; `info` is a
+    // buffer of `info_len` bytes that the kernel fills (at most that many).
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_OBJ_GET_INFO_BY_FD,
+            &mut attr as *mut InfoAttr,
+            std::mem::size_of::<InfoAttr>(),
+        )
+    };
+    if ret < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // A kernel with a shorter struct fills less (info_len says how much).
+    let field = |at: usize| -> u64 {
+        if (attr.info_len as usize) < at + 8 {
+            return 0;
+        }
+        u64::from_ne_bytes(info[at..at + 8].try_into().unwrap_or([0; 8]))
+    };
+    Ok(RunStats {
+        run_ns: field(INFO_RUN_TIME_NS),
+        run_count: field(INFO_RUN_CNT),
+        missed: field(INFO_RECURSION_MISSES),
+    })
+}
+
+impl Loaded {
+    /// Turns the kernel's per-program statistics on for as long as this `Loaded` lives
+    /// (or until `run_stats_off`). An error when the kernel cannot (before Linux 5.8).
+    pub fn enable_run_stats(&mut self) -> Result<(), RuntimeError> {
+        if self.stats_fd.is_none() {
+            let fd = aya::sys::enable_stats(aya::sys::Stats::RunTime).map_err(|e| RuntimeError::Os {
+                action: "turning on the kernel's BPF statistics (BPF_ENABLE_STATS)",
+                source: e.io_error,
+            })?;
+            self.stats_fd = Some(fd);
+        }
+        Ok(())
+    }
+
+    /// Whether the kernel's statistics are on for us.
+    pub fn run_stats_on(&self) -> bool {
+        self.stats_fd.is_some()
+    }
+
+    /// The kernel's statistics of `program`: its aya-loaded copy and its multi-uprobe
+    /// copy together. Zero where the kernel says nothing.
+    pub fn run_stats(&self, program: &str) -> RunStats {
+        let mut total = RunStats::default();
+        if let Some(aya::programs::Program::UProbe(p)) = self.ebpf.program(program) {
+            if let Ok(fd) = p.fd() {
+                total += run_stats_of(fd.as_fd()).unwrap_or_default();
+            }
+        }
+        if let Some(fd) = self.multi.get(program) {
+            total += run_stats_of(fd.as_fd()).unwrap_or_default();
+        }
+        total
+    }
+}
+
+/// What one uprobe trap costs on this machine, measured at start-up for each kind of
+/// instruction (`arch::trap`): beyond the eBPF program's own run time, in ns.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct TrapCost {
+    /// On an instruction the kernel single-steps (most of them).
+    pub step_ns: f64,
+    /// On a PUSH of a register (emulated by newer kernels).
+    pub push_ns: f64,
+    /// On a relative jump or call, or a NOP (emulated).
+    pub branch_ns: f64,
+    /// A call of a calibration function without a uprobe, in ns.
+    pub untraced_ns: f64,
+    /// How the empty uprobe was attached, as gtrace's probes are (`uprobe_multi` link, or
+    /// a perf event on older kernels).
+    pub link: &'static str,
+}
+
+impl TrapCost {
+    pub fn of(&self, kind: TrapKind) -> f64 {
+        match kind {
+            TrapKind::Step => self.step_ns,
+            TrapKind::Push => self.push_ns,
+            TrapKind::Branch => self.branch_ns,
+        }
+    }
+}
+
+/// The empty program's link; dropping it detaches.
+enum CalibrationLink {
+    Multi(#[allow(dead_code)] MultiLink),
+    PerfEvent(#[allow(dead_code)] OwnedFd),
+}
+
+/// Times calls of gtrace's calibration functions without and with an empty uprobe on
+/// their first instruction, one of each kind (a few milliseconds on a machine where a
+/// trap costs microseconds). Turn the kernel's statistics on first: the empty program's
+/// own run time is then taken off.
+pub fn calibrate_trap() -> Result<TrapCost, RuntimeError> {
+    let mut cost = TrapCost { step_ns: 0.0, push_ns: 0.0, branch_ns: 0.0, untraced_ns: 0.0, link: "" };
+    let mut links = Vec::new();
+    for kind in TrapKind::ALL {
+        let trigger = Trigger::Calibrate(kind);
+        let (exe, offset) = trigger.location()?;
+        let untraced = median_call(trigger, 1000, 5);
+        let (program, link, how) = attach_empty(&exe, offset)?;
+        // The first hit of a new uprobe is slow (the kernel sets it up); not counted.
+        trigger.fire();
+        let one = median_call(trigger, 4, 1).max(1.0);
+        let batch = ((200_000.0 / one) as usize).clamp(8, 4000);
+        let traced = median_call(trigger, batch, 5);
+        let own = run_stats_of(program.as_fd()).ok().filter(|s| s.run_count > 0);
+        let own_ns = own.map_or(0.0, |s| s.run_ns as f64 / s.run_count as f64);
+        let ns = (traced - untraced - own_ns).max(0.0);
+        match kind {
+            TrapKind::Step => cost.step_ns = ns,
+            TrapKind::Push => cost.push_ns = ns,
+            TrapKind::Branch => cost.branch_ns = ns,
+        }
+        cost.untraced_ns = untraced;
+        cost.link = how;
+        links.push((link, program));
+    }
+    // Detaching waits for the kernel's grace periods (milliseconds): not on the way in.
+    std::thread::spawn(move || drop(links));
+    Ok(cost)
+}
+
+/// The median of `rounds` batches of `calls` calls, in ns a call. The median, not the
+/// fastest: under a hypervisor a trap costs more when the host is busy, and the
+/// estimate should be what the target pays, not the best case.
+fn median_call(trigger: Trigger, calls: usize, rounds: usize) -> f64 {
+    let mut times: Vec<f64> = (0..rounds)
+        .map(|_| {
+            let start = Instant::now();
+            for _ in 0..calls {
+                black_box(trigger).fire();
+            }
+            start.elapsed().as_nanos() as f64 / calls as f64
+        })
+        .collect();
+    times.sort_by(f64::total_cmp);
+    times[times.len() / 2]
+}
+
+/// Loads `r0 = 0; exit` and attaches it at `offset` of `exe` in this process only: a
+/// multi-uprobe link where the kernel has them, else a perf event.
+fn attach_empty(exe: &Path, offset: u64) -> Result<(OwnedFd, CalibrationLink, &'static str), RuntimeError> {
+    let insns = encode_all(&[mov64_imm(R0, 0), exit()]);
+    let license = c"GPL".to_owned();
+    let os = |action: &'static str| move |source: io::Error| RuntimeError::Os { action, source };
+    let pid = std::process::id();
+    if std::env::var_os(uprobe_multi::DISABLE_ENV).is_none() {
+        if let Ok(fd) = load_kprobe_program("gtrace_calib", &insns, &license, BPF_TRACE_UPROBE_MULTI) {
+            if let Ok(link) = uprobe_multi::attach(fd.as_fd(), exe, &[offset], &[0], pid) {
+                return Ok((fd, CalibrationLink::Multi(link), "uprobe_multi"));
+            }
+        }
+    }
+    let fd = load_kprobe_program("gtrace_calib", &insns, &license, 0)
+        .map_err(os("loading the empty program that calibrates the trap cost"))?;
+    let attaching = "attaching the uprobe that calibrates the trap cost";
+    let event = perf_uprobe(exe, offset, pid).map_err(os(attaching))?;
+    set_bpf(event.as_fd(), fd.as_fd()).map_err(os(attaching))?;
+    Ok((fd, CalibrationLink::PerfEvent(event), "perf_event"))
+}
+
+/// `struct perf_event_attr` up to `config2` (PERF_ATTR_SIZE_VER1, enough for a probe).
+#[repr(C)]
+#[derive(Default)]
+struct PerfEventAttr {
+    type_: u32,
+    size: u32,
+    config: u64,
+    sample_period: u64,
+    sample_type: u64,
+    read_format: u64,
+    flags: u64,
+    wakeup_events: u32,
+    bp_type: u32,
+    /// `uprobe_path`.
+    config1: u64,
+    /// `probe_offset`.
+    config2: u64,
+}
+
+/// A uprobe perf event at `offset` of `exe` in process `pid`.
+fn perf_uprobe(exe: &Path, offset: u64, pid: u32) -> io::Result<OwnedFd> {
+    let pmu = std::fs::read_to_string("/sys/bus/event_source/devices/uprobe/type")?;
+    let type_: u32 = pmu.trim().parse().map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let path = CString::new(exe.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let attr = PerfEventAttr {
+        type_,
+        size: std::mem::size_of::<PerfEventAttr>() as u32,
+        config1: path.as_ptr() as u64,
+        config2: offset,
+        ..PerfEventAttr::default()
+    };
+    /// `PERF_FLAG_FD_CLOEXEC` in linux/perf_event.h.
+    const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
+    // SAFETY: a valid perf_event_attr of the size it states, with a NUL-terminated path
+    // that outlives the call.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_perf_event_open,
+            &attr as *const PerfEventAttr,
+            pid as libc::pid_t,
+            -1,
+            -1,
+            PERF_FLAG_FD_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: perf_event_open returned a new fd that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// `PERF_EVENT_IOC_SET_BPF` then `PERF_EVENT_IOC_ENABLE`.
+fn set_bpf(event: BorrowedFd<'_>, program: BorrowedFd<'_>) -> io::Result<()> {
+    const PERF_EVENT_IOC_ENABLE: libc::c_ulong = 0x2400;
+    const PERF_EVENT_IOC_SET_BPF: libc::c_ulong = 0x4004_2408;
+    // SAFETY: ioctls on a perf event fd with an integer argument.
+    let ok = unsafe {
+        libc::ioctl(event.as_raw_fd(), PERF_EVENT_IOC_SET_BPF as _, program.as_raw_fd()) == 0
+            && libc::ioctl(event.as_raw_fd(), PERF_EVENT_IOC_ENABLE as _, 0) == 0
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn perf_event_attr_has_the_kernel_layout() {
+        // linux/perf_event.h: config1 at 56, config2 at 64 (PERF_ATTR_SIZE_VER1 = 72).
+        assert_eq!(std::mem::offset_of!(PerfEventAttr, config1), 56);
+        assert_eq!(std::mem::size_of::<PerfEventAttr>(), 72);
+        assert_eq!(std::mem::size_of::<InfoAttr>(), 16);
+    }
+}

@@ -1,0 +1,170 @@
+//! gtrace's own numbers while it traces: every probe's hits, eBPF time, estimated cost
+//! and losses, and every map's refused updates. They come from the kernel (the counters
+//! the programs keep, `plan::Accounting`, and the kernel's per-program statistics) and
+//! from the trap cost calibrated at start-up.
+//!
+//! `Meter::collect` is the one place they are read; what it returns (`Stats`, rendered
+//! by `output::stats`) feeds the `--stats` table, the line of losses at exit, the budget,
+//! and any exporter of gtrace's own metrics (probes, hits, losses, cost).
+
+use crate::arch::trap::TrapKind;
+pub use crate::output::stats::{Detached, MapStats, ProbeStats, SiteStats, Stats};
+use crate::plan::{Counter, MapRole, Plan, ProbeAttach};
+use crate::runtime::{Loaded, RuntimeError, TrapCost};
+use crate::target::Target;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+/// The kind of instruction at `addr` of the target (single-stepped when unknown).
+fn site_kind(target: &Target, addr: u64) -> TrapKind {
+    let code = target.function_containing(addr).and_then(|f| Some((f.addr, target.code(f)?)));
+    match code {
+        Some((start, code)) => {
+            code.get((addr - start) as usize..).map_or(TrapKind::Step, |code| target.arch().trap_kind(code))
+        }
+        None => TrapKind::Step,
+    }
+}
+
+/// What gtrace knows of its trace beyond the kernel's counters: when it started, what a
+/// trap costs at each probed function, the budget and what it detached.
+#[derive(Clone, Debug)]
+pub struct Meter {
+    pub started: Instant,
+    pub trap: Option<TrapCost>,
+    /// The kind of instruction under each (program, function)'s probes.
+    kinds: HashMap<(String, String), TrapKind>,
+    pub budget_percent: Option<f64>,
+    pub detached: Vec<Detached>,
+}
+
+impl Meter {
+    pub fn new(plan: &Plan, target: &Target, trap: Option<TrapCost>, budget_percent: Option<f64>) -> Meter {
+        let mut kinds = HashMap::new();
+        for probe in &plan.probes {
+            let ProbeAttach::Uprobe(points) = &probe.attach else { continue };
+            for p in points {
+                let key = (probe.program.clone(), p.function.clone());
+                kinds.entry(key).or_insert_with(|| site_kind(target, p.address));
+            }
+        }
+        Meter { started: Instant::now(), trap, kinds, budget_percent, detached: Vec::new() }
+    }
+
+    /// What a trap costs at `program`'s probes of `function`.
+    fn trap_ns(&self, program: &str, function: &str) -> f64 {
+        let kind = self.kinds.get(&(program.to_string(), function.to_string())).copied();
+        self.trap.map_or(0.0, |t| t.of(kind.unwrap_or(TrapKind::Step)))
+    }
+
+    /// Reads every counter and statistic now.
+    pub fn collect(&self, loaded: &Loaded, plan: &Plan) -> Result<Stats, RuntimeError> {
+        let acct = &plan.accounting;
+        let counters = if acct.counters.is_empty() { Vec::new() } else { loaded.array_sums(&acct.counters)? };
+        let value = |slot: usize| counters.get(slot).copied().unwrap_or(0);
+        let mut probes = Vec::new();
+        for probe in &plan.probes {
+            let ProbeAttach::Uprobe(points) = &probe.attach else { continue };
+            let program = probe.program.as_str();
+            let run = loaded.run_stats(program);
+            let mut functions: Vec<&str> = points.iter().map(|p| p.function.as_str()).collect();
+            functions.dedup();
+            let counted = |f: &dyn Fn(&Counter) -> bool| -> u64 {
+                acct.slots.iter().enumerate().filter(|(_, c)| f(c)).map(|(i, _)| value(i)).sum()
+            };
+            let sites: Vec<SiteStats> = functions
+                .iter()
+                .map(|f| SiteStats {
+                    function: f.to_string(),
+                    hits: acct.hits_slot(program, f).map_or(0, value),
+                    trap_ns: self.trap_ns(program, f),
+                    cost_ns: 0.0,
+                    attached: loaded.is_attached(program, Some(f)),
+                })
+                .collect();
+            let hits = if acct.hits { sites.iter().map(|s| s.hits).sum() } else { run.run_count };
+            let mut stats = ProbeStats {
+                program: program.to_string(),
+                probe: probe.describe.clone(),
+                hits,
+                cost_ns: 0.0,
+                sites,
+                run_ns: run.run_ns,
+                run_count: run.run_count,
+                missed: run.missed,
+                events_lost: counted(&|c| matches!(c, Counter::EventsLost { program: p } if p == program)),
+                rate_dropped: counted(&|c| matches!(c, Counter::RateDropped { program: p } if p == program)),
+                refused: counted(&|c| matches!(c, Counter::Refused { program: p, .. } if p == program)),
+                attached: loaded.is_attached(program, None),
+            };
+            stats.price();
+            probes.push(stats);
+        }
+        let maps = plan
+            .maps
+            .iter()
+            .filter_map(|m| {
+                let name = match &m.role {
+                    MapRole::User { name, .. } => format!("@{name}"),
+                    MapRole::SelfVars => "self".to_string(),
+                    _ => return None,
+                };
+                let refused = (acct.slots.iter().enumerate())
+                    .filter(|(_, c)| matches!(c, Counter::Refused { map, .. } if *map == m.object_name))
+                    .map(|(i, _)| value(i))
+                    .sum();
+                Some(MapStats { map: name, capacity: m.max_entries, refused })
+            })
+            .collect();
+        Ok(Stats {
+            elapsed_ns: self.elapsed().as_nanos() as u64,
+            trap: self.trap,
+            run_stats: loaded.run_stats_on(),
+            probes,
+            maps,
+            rate: acct.rate,
+            budget_percent: self.budget_percent,
+            detached: self.detached.clone(),
+        })
+    }
+
+    pub fn elapsed(&self) -> Duration {
+        self.started.elapsed()
+    }
+}
+
+/// Before attaching, when costs will be read (`--stats`, a budget): turns the kernel's
+/// per-program statistics on and measures the trap. What cannot be had is said, and the
+/// trace goes on without it.
+pub fn start_costs(loaded: &mut Loaded) -> Option<TrapCost> {
+    if let Err(e) = loaded.enable_run_stats() {
+        eprintln!(
+            "gtrace: {e}: eBPF time is not measured ({})",
+            std::error::Error::source(&e).map(|s| s.to_string()).unwrap_or_default()
+        );
+    }
+    match crate::runtime::calibrate_trap() {
+        Ok(trap) => Some(trap),
+        Err(e) => {
+            eprintln!("gtrace: cannot measure what a uprobe trap costs here: {e}; costs count eBPF time only");
+            None
+        }
+    }
+}
+
+/// At exit: the `--stats` table, then whatever was lost in one line on stderr (said
+/// with or without `--stats`).
+/// The outer error is reading the numbers, the inner one writing them.
+pub fn report(
+    meter: &Meter,
+    loaded: &Loaded,
+    plan: &Plan,
+    stats_wanted: bool,
+    sink: &mut dyn crate::output::Sink,
+) -> Result<Result<(), crate::output::OutputError>, RuntimeError> {
+    let stats = meter.collect(loaded, plan)?;
+    if let Some(line) = stats.lost_line() {
+        eprintln!("{line}");
+    }
+    Ok(if stats_wanted { sink.stats(&stats) } else { Ok(()) })
+}

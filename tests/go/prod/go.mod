@@ -1,0 +1,3 @@
+module example.com/prod
+
+go 1.21

@@ -1,0 +1,124 @@
+// prod: what gtrace must count exactly when it runs on a production server: maps
+// filled past their size, goroutines alive by the hundred thousand, printed events
+// past a rate limit or a ring buffer, and a hot function traced beside a cold one. Each
+// mode prints its own truth as `key=value` words for tests/production.rs.
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+//go:noinline
+func record(k int) int { return k + 1 }
+
+//go:noinline
+func setter(v int) int { return v }
+
+//go:noinline
+func getter(v int) int { return v }
+
+//go:noinline
+func emit(i int, s string) int { return i + len(s) }
+
+//go:noinline
+func hot(n int) int {
+	if n%7 == 0 {
+		return n / 7
+	}
+	return n*3 + 1
+}
+
+//go:noinline
+func cold(n int) int { return n * 2 }
+
+func arg(i int) int {
+	n, err := strconv.Atoi(os.Args[i])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	return n
+}
+
+func main() {
+	switch os.Args[1] {
+	case "keys":
+		// record(k) for N distinct keys.
+		n := arg(2)
+		s := 0
+		for k := 0; k < n; k++ {
+			s += record(k)
+		}
+		fmt.Printf("calls=%d sum=%d\n", n, s)
+	case "alive":
+		// N goroutines alive at once: each calls setter, waits until all have, then
+		// calls getter with the same value.
+		n := arg(2)
+		var set, done sync.WaitGroup
+		release := make(chan struct{})
+		set.Add(n)
+		done.Add(n)
+		for i := 0; i < n; i++ {
+			go func(v int) {
+				defer done.Done()
+				setter(v)
+				set.Done()
+				<-release
+				getter(v)
+			}(i)
+		}
+		set.Wait()
+		close(release)
+		done.Wait()
+		fmt.Printf("calls=%d\n", n)
+	case "print":
+		// emit(i, s) N times in a loop, s as long as the third argument says.
+		n, size := arg(2), arg(3)
+		s := strings.Repeat("x", size)
+		for i := 0; i < n; i++ {
+			emit(i, s)
+		}
+		fmt.Printf("calls=%d\n", n)
+	case "paced":
+		// emit(i, "") N times, one every MS milliseconds.
+		n, ms := arg(2), arg(3)
+		start := time.Now()
+		for i := 0; i < n; i++ {
+			emit(i, "")
+			time.Sleep(time.Duration(ms) * time.Millisecond)
+		}
+		fmt.Printf("calls=%d elapsed_ms=%d\n", n, time.Since(start).Milliseconds())
+	case "hotcold":
+		// hot N times; every K-th call also cold, and cold once more every 10ms of wall
+		// time, so that cold calls go on while gtrace reacts.
+		n, k := arg(2), arg(3)
+		hots, colds, s := 0, 0, 0
+		last := time.Now()
+		for i := 0; i < n; i++ {
+			s += hot(i)
+			hots++
+			if i%k == 0 || time.Since(last) > 10*time.Millisecond {
+				s += cold(i)
+				colds++
+				last = time.Now()
+			}
+		}
+		fmt.Printf("hot_calls=%d cold_calls=%d sum=%d\n", hots, colds, s)
+	case "cold":
+		// cold N times in a loop.
+		n := arg(2)
+		s := 0
+		for i := 0; i < n; i++ {
+			s += cold(i)
+		}
+		fmt.Printf("cold_calls=%d sum=%d\n", n, s)
+	default:
+		fmt.Fprintln(os.Stderr, "usage: prod keys N | alive N | print N SIZE | paced N MS | hotcold N K | cold N")
+		os.Exit(2)
+	}
+}

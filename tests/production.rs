@@ -1,0 +1,280 @@
+//! Safe to leave on a production server: nothing lost silently (a map filled past its
+//! size, the self table with 100,000 goroutines alive, a ring buffer overrun), `--rate`,
+//! `--stats`, and `--budget`. Every count is checked against what tests/go/prod says it
+//! did. Needs root (SKIP without it, unless CI=true: then it fails).
+
+mod support;
+
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use support::{map_value, privileged, truth};
+
+fn prod() -> String {
+    support::go_build("prod", &[]).display().to_string()
+}
+
+/// Runs gtrace with `args` on `prod MODE...` started with -c; fails on a non-zero exit.
+fn trace(args: &[&str], mode: &str) -> support::Run {
+    let cmd = format!("{} {mode}", prod());
+    let mut all = args.to_vec();
+    all.extend(["-c", &cmd]);
+    let run = support::gtrace(&all);
+    assert_eq!(run.code, 0, "gtrace {all:?} failed:\n{}\n{}", run.stdout, run.stderr);
+    run
+}
+
+/// The number before `what` in the line of losses (`lost 1,204 events: ...`).
+fn lost(stderr: &str, before: &str, after: &str) -> Option<u64> {
+    let line = stderr.lines().find(|l| l.contains(after))?;
+    let part = line.split("; ").find(|p| p.contains(after))?;
+    let n = part.strip_prefix(before).unwrap_or(part).split_whitespace().next()?;
+    Some(n.replace(',', "").parse().unwrap_or_else(|_| panic!("no number in `{part}`")))
+}
+
+/// Lines of `out` that start with `prefix`.
+fn count_lines(out: &str, prefix: &str) -> u64 {
+    out.lines().filter(|l| l.starts_with(prefix)).count() as u64
+}
+
+#[test]
+fn a_map_filled_past_its_size_reports_exactly_the_refused_updates() {
+    if !privileged("a_map_filled_past_its_size_reports_exactly_the_refused_updates") {
+        return;
+    }
+    // One aggregation and one plain map, each limited to 1,000 keys; 5,000 distinct keys.
+    let script = "on entry main.record { @m[k] = count(); @p[k] = k; @all = count() }";
+    let run = trace(&["-e", script, "--map-size", "1000", "--map-size", "@p=700"], "keys 5000");
+    let calls = truth(&run.stdout, "calls") as u64;
+    assert_eq!(map_value(&run.stdout, "@all"), calls as i64);
+    let printed_m = count_lines(&run.stdout, "@m[");
+    let printed_p = count_lines(&run.stdout, "@p[");
+    let refused_m = lost(&run.stderr, "", "updates of @m refused").expect("no line about @m");
+    let refused_p = lost(&run.stderr, "", "updates of @p refused").expect("no line about @p");
+    assert_eq!(printed_m + refused_m, calls, "{}", run.stderr);
+    assert_eq!(printed_p + refused_p, calls, "{}", run.stderr);
+    assert_eq!(printed_m, 1000);
+    assert_eq!(printed_p, 700);
+    assert!(
+        run.stderr.contains("map full at 1,000 keys") && run.stderr.contains("map full at 700 keys"),
+        "{}",
+        run.stderr
+    );
+    // Without a limit nothing is lost, and nothing is said.
+    let run = trace(&["-e", script], "keys 5000");
+    assert_eq!(count_lines(&run.stdout, "@m["), calls);
+    assert!(!run.stderr.contains("refused"), "{}", run.stderr);
+}
+
+#[test]
+fn self_variables_hold_for_a_hundred_thousand_goroutines_alive() {
+    if !privileged("self_variables_hold_for_a_hundred_thousand_goroutines_alive") {
+        return;
+    }
+    let script = "on entry main.setter { self.v = v } \
+                  on entry main.getter { if self.v == v { @ok = count() } else { @bad = count() } }";
+    let run = trace(&["-e", script], "alive 100000");
+    let calls = truth(&run.stdout, "calls");
+    assert_eq!(map_value(&run.stdout, "@ok"), calls, "{}", run.stderr);
+    assert!(!run.stdout.contains("@bad"), "{}", run.stdout);
+    assert!(!run.stderr.contains("refused"), "{}", run.stderr);
+    // A table too small for them: every refused update is counted and said; the reads
+    // that found nothing are exactly those.
+    let run = trace(&["-e", script, "--map-size", "self=5000"], "alive 20000");
+    let calls = truth(&run.stdout, "calls");
+    let refused = lost(&run.stderr, "", "updates of self variables refused").expect("no line about self") as i64;
+    assert_eq!(map_value(&run.stdout, "@ok"), 5000);
+    assert_eq!(map_value(&run.stdout, "@bad"), refused);
+    assert_eq!(5000 + refused, calls);
+    assert!(run.stderr.contains("table full at 5,000 entries"), "{}", run.stderr);
+}
+
+#[test]
+fn a_ring_buffer_overrun_is_counted_and_said() {
+    if !privileged("a_ring_buffer_overrun_is_counted_and_said") {
+        return;
+    }
+    // 30,000 events of ~420 bytes (12 MB) into the 4 MB ring buffer, while gtrace is
+    // blocked writing to a pipe nobody reads yet: most of them cannot fit.
+    let cmd = format!("{} print 30000 400", prod());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_gtrace"))
+        .args(["-e", "on entry main.emit { printf(\"e %d %s\\n\", i, s) }", "--string-limit", "400", "-c", &cmd])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run gtrace");
+    std::thread::sleep(Duration::from_secs(2));
+    let mut stdout = String::new();
+    child.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
+    let mut stderr = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    assert!(child.wait().unwrap().success(), "{stderr}");
+    let calls = truth(&stdout, "calls") as u64;
+    let printed = count_lines(&stdout, "e ");
+    let lost = lost(&stderr, "lost ", "ring buffer full").unwrap_or_else(|| panic!("no loss said:\n{stderr}"));
+    assert!(lost > 0);
+    assert_eq!(printed + lost, calls, "{stderr}");
+}
+
+#[test]
+fn rate_limits_printed_events_and_counts_what_it_dropped() {
+    if !privileged("rate_limits_printed_events_and_counts_what_it_dropped") {
+        return;
+    }
+    let started = Instant::now();
+    let run =
+        trace(&["-e", "on entry main.emit { printf(\"e %d\\n\", i); @n = count() }", "--rate", "100"], "paced 1500 1");
+    let seconds = started.elapsed().as_secs_f64();
+    let calls = truth(&run.stdout, "calls") as u64;
+    let printed = count_lines(&run.stdout, "e ");
+    let dropped =
+        lost(&run.stderr, "dropped ", "--rate 100").unwrap_or_else(|| panic!("no drop said:\n{}", run.stderr));
+    assert_eq!(printed + dropped, calls, "{}", run.stderr);
+    // Counting is not limited: only printing is.
+    assert_eq!(map_value(&run.stdout, "@n"), calls as i64);
+    // A burst of a second's worth, then 100 a second, over a run that took `seconds`.
+    assert!(printed >= 100, "{printed} printed");
+    assert!(printed as f64 <= 100.0 * (seconds + 1.0), "{printed} printed in {seconds:.2}s");
+}
+
+#[test]
+fn stats_hits_equal_the_calls_the_target_made() {
+    if !privileged("stats_hits_equal_the_calls_the_target_made") {
+        return;
+    }
+    let script = "on entry main.record { @n = count() } on entry main.record, main.setter { @[func] = count() }";
+    let run = trace(&["-e", script, "--stats", "-f", "json"], "keys 2000");
+    let calls = truth(&run.stdout, "calls") as u64;
+    let stats: serde_json::Value = run
+        .stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["type"] == "stats")
+        .unwrap_or_else(|| panic!("no stats object in:\n{}", run.stdout));
+    let probes = stats["probes"].as_array().unwrap();
+    assert_eq!(probes.len(), 2, "{stats}");
+    for p in probes {
+        assert_eq!(p["hits"], calls, "{p}");
+        assert!(p["cost_ns"].as_f64().unwrap() > 0.0, "{p}");
+    }
+    let sites = probes[1]["sites"].as_array().unwrap();
+    let hits = |f: &str| sites.iter().find(|s| s["function"] == f).map(|s| s["hits"].as_u64().unwrap());
+    assert_eq!(hits("main.record"), Some(calls));
+    assert_eq!(hits("main.setter"), Some(0));
+    assert!(stats["trap"]["step_ns"].as_f64().unwrap() > 0.0, "{stats}");
+    // The text table says the same.
+    let run = trace(&["-e", script, "--stats"], "keys 2000");
+    let row = run.stderr.lines().find(|l| l.starts_with("on entry main.record ")).expect("no row");
+    assert_eq!(row.split_whitespace().nth(3), Some("2,000"), "{}", run.stderr);
+}
+
+/// `prod hotcold N K` under `script` with `--budget 1%`: the target's truth, gtrace's
+/// output and what it said.
+fn hot_and_cold(script: &str) -> (support::Run, i64, i64) {
+    let run = trace(&["-e", script, "--budget", "1%"], "hotcold 3000000 20000");
+    let hot = truth(&run.stdout, "hot_calls");
+    let cold = truth(&run.stdout, "cold_calls");
+    assert_eq!(hot, 3_000_000, "the target did not finish its work:\n{}", run.stdout);
+    (run, hot, cold)
+}
+
+#[test]
+fn budget_detaches_the_hot_probe_and_keeps_the_cold_one_exact() {
+    if !privileged("budget_detaches_the_hot_probe_and_keeps_the_cold_one_exact") {
+        return;
+    }
+    let (run, hot, cold) = hot_and_cold("on entry main.hot { @hot = count() } on entry main.cold { @cold = count() }");
+    assert!(run.stderr.contains("--budget 1%: detached on entry main.hot: it cost"), "{}", run.stderr);
+    assert!(!run.stderr.contains("detached on entry main.cold"), "{}", run.stderr);
+    assert!(run.stderr.contains("detached by --budget 1%: on entry main.hot"), "{}", run.stderr);
+    assert_eq!(map_value(&run.stdout, "@cold"), cold);
+    let counted = map_value(&run.stdout, "@hot");
+    assert!(counted > 0 && counted < hot, "{counted} of {hot} hot calls counted");
+}
+
+#[test]
+fn budget_detaches_one_function_of_a_probe_and_keeps_the_others_exact() {
+    if !privileged("budget_detaches_one_function_of_a_probe_and_keeps_the_others_exact") {
+        return;
+    }
+    // One program at both functions: its multi-uprobe link is replaced by one without
+    // main.hot while main.cold keeps being called.
+    let (run, hot, cold) = hot_and_cold("on entry main.hot, main.cold { @[func] = count() }");
+    assert!(run.stderr.contains("detached on entry main.hot, main.cold at main.hot"), "{}", run.stderr);
+    assert_eq!(map_value(&run.stdout, "@[main.cold]"), cold);
+    let counted = map_value(&run.stdout, "@[main.hot]");
+    assert!(counted > 0 && counted < hot, "{counted} of {hot} hot calls counted");
+}
+
+#[test]
+fn budget_detaches_a_return_probe_with_its_entry_timing_and_ends_when_nothing_is_left() {
+    if !privileged("budget_detaches_a_return_probe_with_its_entry_timing_and_ends_when_nothing_is_left") {
+        return;
+    }
+    let (run, _, cold) =
+        hot_and_cold("on return main.hot { @lat = hist(elapsed) } on entry main.cold { @cold = count() }");
+    assert!(run.stderr.contains("detached on return main.hot + entry times for elapsed"), "{}", run.stderr);
+    assert_eq!(map_value(&run.stdout, "@cold"), cold);
+    // Only the hot probe: once it is gone the trace ends, with its maps printed.
+    let cmd = format!("{} hotcold 3000000 20000", prod());
+    let run = support::gtrace(&["-e", "on entry main.hot { @hot = count() }", "--budget", "1%", "-c", &cmd]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stderr.contains("no probe is left attached; ending the trace"), "{}", run.stderr);
+    assert!(map_value(&run.stdout, "@hot") > 0);
+}
+
+#[test]
+fn a_multi_uprobe_link_cut_down_while_hot_neither_misses_nor_double_counts_a_hit() {
+    if !privileged("a_multi_uprobe_link_cut_down_while_hot_neither_misses_nor_double_counts_a_hit") {
+        return;
+    }
+    use gtrace::runtime::{self, Scope};
+    // One program at main.cold and five functions the target never calls in this mode;
+    // while main.cold is called in a tight loop, its link is replaced five times, each
+    // time by one with a site fewer (the old and the new link both attached for a while).
+    let binary = support::go_build("prod", &[]);
+    let target = gtrace::target::Target::open(&binary).unwrap();
+    let root = gtrace::library::Root {
+        name: "<test>".into(),
+        text: "on entry main.cold, main.record, main.setter, main.getter, main.emit, main.hot { @[func] = count() }"
+            .into(),
+        dir: None,
+    };
+    let mut opts = gtrace::compile::Options::default();
+    opts.lowering.accounting = true;
+    let compiled = gtrace::compile(root, &target, &opts).unwrap_or_else(|r| panic!("{}", r.render(false)));
+    let plan = &compiled.plan;
+    assert_eq!(plan.accounting.generation_programs, vec!["p0".to_string()]);
+    let mut loaded = runtime::load(&compiled.object, plan).unwrap();
+    let out = std::env::temp_dir().join(format!("gtrace-cold-{}", std::process::id()));
+    let sh = format!("exec {} cold 150000 > {}", binary.display(), out.display());
+    let mut child = runtime::spawn_held(&["sh".into(), "-c".into(), sh]).unwrap();
+    loaded.attach(&binary, Scope::Process(child.pid())).unwrap();
+    child.release().unwrap();
+    let gone = ["main.record", "main.setter", "main.getter", "main.emit", "main.hot"];
+    for (i, f) in gone.iter().enumerate() {
+        std::thread::sleep(Duration::from_millis(30));
+        assert_eq!(loaded.detach_sites("p0", Some(&[f.to_string()])).unwrap(), 1, "{f}");
+        assert!(loaded.is_attached("p0", Some("main.cold")) && !loaded.is_attached("p0", Some(f)), "{f}");
+        assert_eq!(loaded.attached(), gone.len() - i);
+    }
+    assert!(child.wait().unwrap().success());
+    let truth_text = std::fs::read_to_string(&out).unwrap();
+    let _ = std::fs::remove_file(&out);
+    let spec = plan
+        .maps
+        .iter()
+        .find(|m| matches!(&m.role, gtrace::plan::MapRole::User { name, .. } if name.is_empty()))
+        .unwrap();
+    let dump = gtrace::output::decode_map(spec, &loaded.map_entries(&spec.object_name).unwrap(), plan).unwrap();
+    let counted: u64 = dump
+        .entries
+        .iter()
+        .filter(|e| gtrace::output::text::value(&e.keys[0]) == "main.cold")
+        .map(|e| match e.value {
+            gtrace::output::value::AggValue::Count(c) => c,
+            ref other => panic!("{other:?}"),
+        })
+        .sum();
+    assert_eq!(counted as i64, truth(&truth_text, "cold_calls"), "{truth_text}");
+}
