@@ -54,6 +54,16 @@ pub struct Cli {
     #[arg(long, value_name = "BYTES", default_value_t = crate::check::govalues::STRING_LIMIT, value_parser = clap::value_parser!(u32).range(1..=400))]
     pub string_limit: u32,
 
+    /// DWARF for a stripped binary from this file (what `objcopy --only-keep-debug` writes);
+    /// it must be of the same build.
+    #[arg(long = "debug-file", value_name = "PATH")]
+    pub debug_file: Option<PathBuf>,
+
+    /// Where debug files are found by build id (DIR/.build-id/ab/cdef….debug) when the
+    /// binary has no DWARF; repeatable [default: /usr/lib/debug].
+    #[arg(long = "debug-dir", value_name = "DIR")]
+    pub debug_dir: Vec<PathBuf>,
+
     /// Where `use` looks for libraries.
     #[arg(short = 'I', value_name = "DIR")]
     pub include: Vec<PathBuf>,

@@ -11,7 +11,7 @@ use crate::library::{self, Root};
 use crate::lower;
 use crate::plan::{Binary, Bundle};
 use crate::runtime;
-use crate::target::Target;
+use crate::target::{DebugSearch, Target};
 use crate::trace::{self, Process};
 use clap::Parser;
 use std::path::PathBuf;
@@ -49,7 +49,7 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
         return Ok(0);
     }
     let process = process(&cli.target)?;
-    let target = Target::open(&process.binary)?;
+    let target = Target::open_with(&process.binary, &debug_search(cli))?;
     if let Some(pattern) = &cli.list {
         let listing = list(&target, pattern);
         if listing.is_empty() {
@@ -158,29 +158,25 @@ fn run_plan(args: &RunArgs) -> Result<i32, Failure> {
 
 /// Probes attach by file offset: a plan runs only on the build it was compiled for.
 fn check_same_build(planned: &Binary, here: &Binary) -> Result<(), Failure> {
-    let (p, h) = (&planned.build_ids, &here.build_ids);
-    let same = match (&p.go, &h.go, &p.gnu, &h.gnu) {
-        (Some(a), Some(b), _, _) if a != b => false,
-        (_, _, Some(a), Some(b)) if a != b => false,
-        (Some(_), Some(_), _, _) | (_, _, Some(_), Some(_)) => true,
-        // Neither build carries an id both can compare: only the same file will do.
-        _ => planned.path == here.path,
-    };
+    // Without an id both builds carry, only the same file will do.
+    let same = planned.build_ids.same_build(&here.build_ids).unwrap_or(planned.path == here.path);
     if same {
         return Ok(());
     }
-    let show = |b: &Binary| {
-        format!(
-            "{} (Go build id {}, GNU build id {})",
-            b.path.display(),
-            b.build_ids.go.as_deref().unwrap_or("none"),
-            b.build_ids.gnu.as_deref().unwrap_or("none")
-        )
-    };
+    let show = |b: &Binary| format!("{} ({})", b.path.display(), b.build_ids);
     Err(Failure::message(
         format!("the plan was compiled for {}, not {}", show(planned), show(here)),
         Some("compile the plan against the same build of the program that runs here"),
     ))
+}
+
+/// Where DWARF kept aside is looked for.
+fn debug_search(cli: &Cli) -> DebugSearch {
+    let mut search = DebugSearch { file: cli.debug_file.clone(), ..DebugSearch::default() };
+    if !cli.debug_dir.is_empty() {
+        search.dirs = cli.debug_dir.clone();
+    }
+    search
 }
 
 /// What the command line says to trace.

@@ -54,6 +54,38 @@ pub struct BuildIds {
     pub go: Option<String>,
 }
 
+impl BuildIds {
+    /// Whether `other` is the same build: every id both have agrees. None when they
+    /// share no kind of id, so nothing can be said.
+    pub fn same_build(&self, other: &BuildIds) -> Option<bool> {
+        let agree = |a: &Option<String>, b: &Option<String>| match (a, b) {
+            (Some(a), Some(b)) => Some(a == b),
+            _ => None,
+        };
+        match (agree(&self.go, &other.go), agree(&self.gnu, &other.gnu)) {
+            (None, None) => None,
+            (a, b) => Some(a != Some(false) && b != Some(false)),
+        }
+    }
+}
+
+impl std::fmt::Display for BuildIds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Go build id {}, GNU build id {}",
+            self.go.as_deref().unwrap_or("none"),
+            self.gnu.as_deref().unwrap_or("none")
+        )
+    }
+}
+
+/// The build ids of any ELF file (a debug file too), without the checks `read` makes of
+/// an executable.
+pub(crate) fn read_build_ids(path: &Path, data: &[u8]) -> Result<BuildIds, TargetError> {
+    Ok(build_ids(&parse(path, data)?))
+}
+
 fn build_ids(elf: &Elf<'_>) -> BuildIds {
     let gnu = elf.build_id().ok().flatten().map(|id| id.iter().map(|b| format!("{b:02x}")).collect());
     let go = elf.section_by_name(".note.go.buildid").and_then(|s| s.data().ok()).and_then(go_build_id_note);

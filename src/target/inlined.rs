@@ -112,10 +112,18 @@ impl Target {
     /// inlined call.
     pub fn inlined_params(&self, site: &InlinedSite) -> Result<Option<Vec<(Param, InlinedLocation)>>, TargetError> {
         let mut state = self.dwarf.borrow_mut();
-        let Some(dwarf) = Self::dwarf_mut(&mut state, &self.path, &self.data)? else { return Ok(None) };
+        let Some(dwarf) = Self::dwarf_mut(&mut state, self.dwarf_source().0, self.dwarf_source().1)? else {
+            return Ok(None);
+        };
         let mut types = self.types.borrow_mut();
-        let Some(params) =
-            dwarf.inlined_params(&self.data, &site.callee, &site.caller, site.body, site.addr, &mut types)?
+        let Some(params) = dwarf.inlined_params(
+            self.dwarf_source().1,
+            &site.callee,
+            &site.caller,
+            site.body,
+            site.addr,
+            &mut types,
+        )?
         else {
             return Ok(None);
         };

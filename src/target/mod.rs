@@ -5,6 +5,7 @@
 
 mod buildinfo;
 mod cfg;
+mod debugfile;
 mod dwarf;
 mod elf;
 mod glayout;
@@ -17,6 +18,7 @@ mod rtype;
 mod symbols;
 
 pub use crate::arch::ProbeSites;
+pub use debugfile::DebugSearch;
 pub use elf::BuildIds;
 
 use crate::gotypes::{GoType, TypeId, TypeKind, Types};
@@ -90,6 +92,10 @@ pub enum TargetError {
     Dwarf { path: PathBuf, message: String },
     #[error("cannot disassemble {function}: {message}")]
     Disassembly { function: String, message: String },
+    #[error("{debug} is not the debug file of {binary}: the binary has {binary_ids}, the debug file {debug_ids}")]
+    DebugMismatch { binary: PathBuf, debug: PathBuf, binary_ids: String, debug_ids: String },
+    #[error("{path} has no DWARF (.debug_info)")]
+    NoDwarfIn { path: PathBuf },
 }
 
 impl TargetError {
@@ -97,6 +103,10 @@ impl TargetError {
     pub fn hint(&self) -> Option<&'static str> {
         match self {
             TargetError::NotGo { .. } => Some("gtrace traces Go executables (Go 1.17 or later)"),
+            TargetError::DebugMismatch { .. } => {
+                Some("give the debug file made from this very build (objcopy --only-keep-debug BINARY FILE)")
+            }
+            TargetError::NoDwarfIn { .. } => Some("a debug file is what `objcopy --only-keep-debug` writes"),
             TargetError::WrongArch { .. } => Some("gtrace reads Go executables built for amd64 (GOARCH=amd64)"),
             TargetError::TooOld { .. } => {
                 Some("gtrace needs Go's register ABI: rebuild the program with Go 1.17 or later")
@@ -149,6 +159,8 @@ pub struct Target {
     module_path: Option<String>,
     build_ids: BuildIds,
     has_dwarf: bool,
+    /// The DWARF kept aside (`--debug-file`, or found by build id), when it is used.
+    debug_file: Option<debugfile::DebugFile>,
     /// Whether the functions come from `.gopclntab` (no symbol table).
     from_pclntab: bool,
     /// Where the function table and the sections it needs are.
@@ -186,9 +198,17 @@ impl Target {
     /// by Go 1.17 or later. Its
     /// functions come from the symbol table, or from `.gopclntab` when it is stripped.
     pub fn open(path: &Path) -> Result<Target, TargetError> {
+        Target::open_with(path, &DebugSearch::default())
+    }
+
+    /// `open`, with DWARF from a debug file when `debug` names one or finds one by the
+    /// binary's build id.
+    pub fn open_with(path: &Path, debug: &DebugSearch) -> Result<Target, TargetError> {
         let data = crate::input::read_file(path, crate::input::MAX_BINARY)?;
         let facts = elf::read(path, &data)?;
-        let has_dwarf = elf::section(path, &data, ".debug_info")?.is_some();
+        let own_dwarf = elf::section(path, &data, ".debug_info")?.is_some();
+        let debug_file = debugfile::find(path, &facts.build_ids, own_dwarf, debug)?;
+        let has_dwarf = own_dwarf || debug_file.is_some();
         let mut target = Target {
             path: path.to_path_buf(),
             arch: facts.arch,
@@ -201,6 +221,7 @@ impl Target {
             module_path: None,
             build_ids: facts.build_ids,
             has_dwarf,
+            debug_file,
             from_pclntab: false,
             layout: Layout { text: facts.text, pclntab: facts.pclntab, rodata: facts.rodata, data: facts.data },
             all_data: facts.all_data,
@@ -427,6 +448,19 @@ impl Target {
         elf::file_offset(&self.segments, addr)
     }
 
+    /// Where the DWARF is: the debug file kept aside, or the binary itself.
+    fn dwarf_source(&self) -> (&Path, &[u8]) {
+        match &self.debug_file {
+            Some(d) => (&d.path, &d.data),
+            None => (&self.path, &self.data),
+        }
+    }
+
+    /// The debug file DWARF is read from, when it is not the binary.
+    pub fn debug_file(&self) -> Option<&Path> {
+        self.debug_file.as_ref().map(|d| d.path.as_path())
+    }
+
     /// Loads the DWARF on first use; None when the binary has none.
     fn dwarf_mut<'s>(
         state: &'s mut DwarfState,
@@ -458,7 +492,9 @@ impl Target {
     /// Parsed lazily: only the compile units and types a script touches.
     pub fn params(&self, function: &str) -> Result<Option<Vec<Param>>, TargetError> {
         let mut state = self.dwarf.borrow_mut();
-        let Some(dwarf) = Self::dwarf_mut(&mut state, &self.path, &self.data)? else { return Ok(None) };
+        let Some(dwarf) = Self::dwarf_mut(&mut state, self.dwarf_source().0, self.dwarf_source().1)? else {
+            return Ok(None);
+        };
         dwarf.params(function, &mut self.types.borrow_mut())
     }
 
@@ -496,7 +532,7 @@ impl Target {
     pub fn g_layout_from_dwarf(&self) -> Option<GLayout> {
         {
             let mut state = self.dwarf.borrow_mut();
-            let dwarf = Self::dwarf_mut(&mut state, &self.path, &self.data).ok()??;
+            let dwarf = Self::dwarf_mut(&mut state, self.dwarf_source().0, self.dwarf_source().1).ok()??;
             let members = dwarf.struct_members("runtime", "runtime.g").ok()??;
             let goid = members.iter().find(|m| m.name == "goid")?.offset;
             let stack = members.iter().find(|m| m.name == "stack")?;

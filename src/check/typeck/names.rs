@@ -143,7 +143,7 @@ impl Cx<'_> {
             })
             .collect();
         format!(
-            "this binary has no DWARF (stripped): parameters are known by position as machine words, `arg0` … `arg{}` ({}), results as `ret0` …",
+            "this binary has no DWARF (stripped): parameters are known by position as machine words, `arg0` … `arg{}` ({}), results as `ret0` …; or give its DWARF kept aside with --debug-file",
             args.len().saturating_sub(1),
             places.join(", ")
         )
