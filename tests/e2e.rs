@@ -149,15 +149,14 @@ fn exit_stops_the_trace() {
     if !privileged("exit_stops_the_trace") {
         return;
     }
-    let cmd = format!("{} sleep 500", e2e().display());
-    let start = Instant::now();
+    // 5,000 sleeps of 2ms take ten seconds or more; exit() on the first call ends the trace
+    // and takes the command with it, so the program never prints its total.
+    let cmd = format!("{} sleep 5000", e2e().display());
     let r = gtrace(&["-e", "on entry main.sleepy { @n = count(); exit() }", "-c", &cmd]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    // 500 sleeps of 2ms would take a second or more; exit() on the first call ends much sooner.
-    assert!(start.elapsed() < Duration::from_millis(900), "took {:?}", start.elapsed());
+    // Calls that came before gtrace read the exit event count too: at least the first.
     assert!(map_value(&r.stdout, "@n") >= 1);
-    // The command gtrace started does not outlive it.
-    assert!(!r.stdout.contains("calls=500"), "{}", r.stdout);
+    assert!(!r.stdout.contains("calls="), "the command outlived the trace: {}", r.stdout);
 }
 
 #[test]
@@ -209,7 +208,9 @@ fn duration_ends_the_trace() {
     let r =
         gtrace(&["-e", "on entry main.sleepy { @n = count() }", "-b", e2e().to_str().unwrap(), "--duration", "300ms"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(start.elapsed() < Duration::from_secs(3));
+    // -b runs until told to stop: without --duration this would never return. The bound
+    // only tells that apart from a hang; it measures nothing.
+    assert!(start.elapsed() < Duration::from_secs(30));
 }
 
 // Bad input: a clear error, a non-zero exit, never a panic. These need no privileges.
