@@ -108,17 +108,7 @@ fn http_counts_server_requests_by_method_path_and_status() {
     let r = trace(&["http", "--set", "http_slow=120ms"], &httpserver(), "4");
     let t = truths(&r.stdout);
     let objects = json(&r.stdout);
-
-    // The program's truth is METHOD_path_STATUS=N; gtrace's keys are METHOD|/path|STATUS.
-    let mut want = BTreeMap::new();
-    for (k, v) in &t {
-        if k == "requests" {
-            continue;
-        }
-        let mut parts = k.splitn(3, '_');
-        let (method, path, status) = (parts.next().unwrap(), parts.next().unwrap(), parts.next().unwrap());
-        want.insert(format!("{method}|/{path}|{status}"), v.parse::<u64>().unwrap());
-    }
+    let want = http_want(&t, None);
     assert_eq!(want.values().sum::<u64>(), truth_n(&t, "requests"));
     // 4 rounds of 3+1+2+1+1+1 requests, and /slow once.
     assert_eq!(truth_n(&t, "requests"), 4 * 9 + 1);
@@ -142,6 +132,84 @@ fn http_counts_server_requests_by_method_path_and_status() {
     // /slow sleeps 150ms: its printed time is that or more (how much more is the machine's).
     let took = slow[0].strip_prefix("http: GET /slow 200 took ").and_then(|t| t.trim().strip_suffix("ms"));
     assert!(took.and_then(|t| t.parse::<f64>().ok()).is_some_and(|ms| ms >= 150.0), "{slow:?}");
+}
+
+/// The program's truth METHOD_path_STATUS=N (or, with `proto`, PROTO:METHOD_path_STATUS=N)
+/// as gtrace's keys METHOD|/path|STATUS.
+fn http_want(t: &BTreeMap<String, String>, proto: Option<&str>) -> BTreeMap<String, u64> {
+    let mut want = BTreeMap::new();
+    for (k, v) in t {
+        let k = match (proto, k.split_once(':')) {
+            (None, None) => k.as_str(),
+            (Some(p), Some((kp, rest))) if kp == p => rest,
+            _ => continue,
+        };
+        if k == "requests" {
+            continue;
+        }
+        let mut parts = k.splitn(3, '_');
+        let (method, path, status) = (parts.next().unwrap(), parts.next().unwrap(), parts.next().unwrap());
+        want.insert(format!("{method}|/{path}|{status}"), v.parse::<u64>().unwrap());
+    }
+    want
+}
+
+/// net/http's HTTP/1 and its bundled HTTP/2 (over TLS; net/http/internal/http2 from Go
+/// 1.27) on the oldest supported Go, the local one and the newest.
+#[test]
+fn http_counts_http1_and_bundled_http2_on_every_toolchain() {
+    if !privileged("http_counts_http1_and_bundled_http2_on_every_toolchain") {
+        return;
+    }
+    for toolchain in support::toolchain::toolchains() {
+        let Some(program) = support::toolchain::build_plain("httpserver", &toolchain) else { continue };
+        for mode in ["2", "2 h2"] {
+            let r = trace(&["http"], &program, mode);
+            let t = truths(&r.stdout);
+            let want = http_want(&t, None);
+            assert_eq!(want.values().sum::<u64>(), truth_n(&t, "requests"), "{toolchain} {mode}");
+            assert_eq!(counts(&json(&r.stdout), "@http_requests"), want, "{toolchain} {mode}:\n{}", r.stdout);
+        }
+    }
+}
+
+/// A third-party server (echo, from the Go module proxy) answering over HTTP/1.1, h2c
+/// and HTTP/2 over TLS, served by golang.org/x/net/http2 (h2c and TLS) and by net/http's
+/// bundled copy (TLS): every request counted once, with the status its handler gave,
+/// for two uprobe hits a request.
+#[test]
+fn http_counts_a_third_party_server_over_http1_h2c_and_tls() {
+    if !privileged("http_counts_a_third_party_server_over_http1_h2c_and_tls") {
+        return;
+    }
+    let program = support::go_build("h2server", &[]);
+    let r = trace(&["http"], &program, "3");
+    let t = truths(&r.stdout);
+    let want = http_want(&t, None);
+    // 4 protocols, 3 rounds of 6 requests each.
+    assert_eq!(truth_n(&t, "requests"), 4 * 3 * 6);
+    assert_eq!(want.values().sum::<u64>(), truth_n(&t, "requests"));
+    assert_eq!(counts(&json(&r.stdout), "@http_requests"), want, "stdout:\n{}", r.stdout);
+
+    // The library's probe points, counted: each HTTP/2 request starts in a runHandler and
+    // ends in a handlerDone; each HTTP/1 request ends in a finishRequest after a
+    // readRequest (which also returns once when a connection closes).
+    let points = r#"
+        on return "net/http.(*conn).readRequest" { @read = count() }
+        on entry "*http2*serverConn).runHandler" { @run = count() }
+        on entry "net/http.(*response).finishRequest" { @finish = count() }
+        on entry "*http2*esponseWriter).handlerDone" { @done = count() }
+    "#;
+    let r = trace(&["-e", points], &program, "3");
+    let t = truths(&r.stdout);
+    let objects = json(&r.stdout);
+    let n = |name: &str| counts(&objects, name).values().sum::<u64>();
+    let per = |proto: &str| http_want(&t, Some(proto)).values().sum::<u64>();
+    let (http1, http2) = (per("http1"), per("h2c") + per("h2-xnet") + per("h2-bundled"));
+    assert_eq!((http1, http2), (18, 54));
+    assert_eq!((n("@run"), n("@done"), n("@finish")), (http2, http2, http1), "{}", r.stdout);
+    let read = n("@read");
+    assert!(read >= http1 && read <= http1 + 3, "{read} reads for {http1} HTTP/1 requests");
 }
 
 // ---- httpclient --------------------------------------------------------------------------

@@ -91,7 +91,13 @@ impl Cx<'_> {
     pub(super) fn stmt(&mut self, s: &Stmt) {
         match &s.kind {
             StmtKind::Let { name, value } => {
-                let t = self.expr(value);
+                let mut t = self.expr(value);
+                // Set again, an untyped constant takes the local's type.
+                if let Some(old) = self.facts.locals.get(&name.name).cloned() {
+                    if self.facts.consts.contains_key(&value.id) && t != Ty::Void {
+                        t = if self.adapt(value, &old) { old } else { Ty::Void };
+                    }
+                }
                 if t == Ty::Void {
                     return; // already reported
                 }
@@ -103,12 +109,7 @@ impl Cx<'_> {
                         self.err(
                             Diagnostic::error(
                                 name.span,
-                                format!(
-                                    "`{}` was a {}; it cannot become a {}",
-                                    name.name,
-                                    old.describe(),
-                                    t.describe()
-                                ),
+                                format!("`{}` was {}; it cannot become {}", name.name, old.a(), t.a()),
                             )
                             .label("type changes here"),
                         );
@@ -147,11 +148,11 @@ impl Cx<'_> {
                 self.facts.uses_self = true;
                 match self.self_vars.get(&name.name) {
                     Some(v) if v.ty.value_type() != t.value_type() => {
-                        let (first, was) = (v.span, v.ty.describe());
+                        let (first, was) = (v.span, v.ty.a());
                         self.err(
                             Diagnostic::error(
                                 name.span,
-                                format!("self.{} was a {}; it cannot become a {}", name.name, was, t.describe()),
+                                format!("self.{} was {}; it cannot become {}", name.name, was, t.a()),
                             )
                             .label("type changes here")
                             .related(first, "first assigned here"),

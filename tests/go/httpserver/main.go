@@ -3,7 +3,8 @@
 // Every request is made, and its status checked, before the program prints its own
 // truth as `key=value` lines and exits.
 //
-//	httpserver N     N rounds; each round makes
+//	httpserver N [h2]  N rounds (h2: over TLS, HTTP/2 served by net/http's bundled copy,
+//	                 the client checks each response is HTTP/2); each round makes
 //	                 GET /hello 3 times       -> 200
 //	                 GET /missing 1 time      -> 404 (explicit WriteHeader)
 //	                 POST /items 2 times      -> 201
@@ -14,8 +15,15 @@
 package main
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -76,10 +84,21 @@ func main() {
 		os.Exit(1)
 	}
 	srv := &http.Server{Handler: mux}
-	go srv.Serve(ln)
 	base := "http://" + ln.Addr().String()
-
 	client := &http.Client{Timeout: 10 * time.Second}
+	h2 := len(os.Args) > 2 && os.Args[2] == "h2"
+	if h2 {
+		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{selfSigned()}}
+		go srv.ServeTLS(ln, "", "")
+		base = "https://" + ln.Addr().String()
+		client.Transport = &http.Transport{
+			TLSClientConfig:   &tls.Config{InsecureSkipVerify: true},
+			ForceAttemptHTTP2: true,
+		}
+	} else {
+		go srv.Serve(ln)
+	}
+
 	counts := map[string]int{}
 	do := func(method, path string, want int) {
 		var body io.Reader
@@ -100,6 +119,10 @@ func main() {
 		resp.Body.Close()
 		if resp.StatusCode != want {
 			fmt.Fprintf(os.Stderr, "%s %s: status %d, want %d\n", method, path, resp.StatusCode, want)
+			os.Exit(1)
+		}
+		if h2 && resp.ProtoMajor != 2 {
+			fmt.Fprintf(os.Stderr, "%s %s: %s, want HTTP/2\n", method, path, resp.Proto)
 			os.Exit(1)
 		}
 		counts[fmt.Sprintf("%s_%s_%d", method, strings.TrimPrefix(path, "/"), want)]++
@@ -124,4 +147,24 @@ func main() {
 		total += v
 	}
 	fmt.Printf("requests=%d\n", total)
+}
+
+// selfSigned makes a certificate for 127.0.0.1, valid for an hour.
+func selfSigned() tls.Certificate {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		panic(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "127.0.0.1"},
+		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
+		NotBefore:    time.Now().Add(-time.Minute),
+		NotAfter:     time.Now().Add(time.Hour),
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		panic(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
