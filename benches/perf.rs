@@ -2,18 +2,23 @@
 //!
 //!     cargo bench --bench perf              # full: more rounds and calls, writes docs/performance.md
 //!     cargo bench --bench perf -- --quick   # a quick look (also writes the file, marked quick)
+//!     cargo bench --bench perf -- --governor   # only the budget's breaker, printed (no file)
 //!
 //! On one Go target (benches/go, a hot `//go:noinline` function that the program times
 //! itself, printing ns/call), it measures: untraced; the empty-uprobe floor (gtrace and
 //! bpftrace); gtrace count() and hist(elapsed); bpftrace count() and its go-bpf-gen-style
 //! latency (entry + a uprobe at each RET, keyed by tid); `dlv trace`; start-up to
 //! `Attached` and exit after SIGINT with 1 and 1,000 probes; and `gtrace --check` of a
-//! large script against cmd/compile (wall time, peak RSS). Every number is a median over
+//! large script against cmd/compile (wall time, peak RSS); the budget's circuit breaker on
+//! the hot function (`perf/governor.rs`). Every number is a median over
 //! rounds, run interleaved so that the machine's noise spreads over all rows. A tool that
 //! is missing is reported as missing; no number is made up.
 //!
 //! Needs root (or CAP_BPF + CAP_PERFMON), Go, and for the comparisons bpftrace, objcopy,
 //! dlv (`go install github.com/go-delve/delve/cmd/dlv@latest`) and /usr/bin/time.
+
+#[path = "perf/governor.rs"]
+mod governor;
 
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Read};
@@ -47,6 +52,11 @@ fn main() {
     let work = Path::new(ROOT).join("target/bench");
     std::fs::create_dir_all(&work).expect("creating target/bench");
     let target = build_target(&work);
+    if std::env::args().any(|a| a == "--governor") {
+        let g = governor::measure(GTRACE, &target, quick);
+        print!("{}\n{}\n", g.render(), g.goals().join("\n"));
+        return;
+    }
     let mut report = Report::default();
     let tools = Tools::find();
     report.note(format!("tools: {}", tools.describe()));
@@ -54,6 +64,8 @@ fn main() {
     per_call(&cfg, &work, &target, &tools, &mut report);
     startup_and_exit(&cfg, &target, &tools, &mut report);
     compiler(&cfg, &work, &mut report);
+    eprintln!("the budget's breaker ...");
+    report.governor = Some(governor::measure(GTRACE, &target, cfg.quick));
 
     let text = report.render(&cfg);
     print!("{text}");
@@ -727,6 +739,7 @@ struct Report {
     floor_cost: Option<f64>,
     start_exit: Vec<StartExit>,
     compiler: Option<CompilerResult>,
+    governor: Option<governor::Governor>,
 }
 
 fn median(v: &[f64]) -> Option<f64> {
@@ -836,6 +849,10 @@ impl Report {
             );
         }
 
+        if let Some(g) = &self.governor {
+            s.push_str(&g.render());
+        }
+
         let _ = writeln!(s, "\n### Goals\n");
         let floor = self.floor_cost;
         let two = self.cost_of("gtrace empty entry + empty return");
@@ -903,6 +920,9 @@ impl Report {
                 opt(c.wall_ms, 0),
                 opt(c.peak_mb, 1)
             );
+        }
+        for line in self.governor.iter().flat_map(|g| g.goals()) {
+            let _ = writeln!(s, "{line}");
         }
         let _ = writeln!(s, "<!-- END GENERATED -->");
         s
