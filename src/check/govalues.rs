@@ -208,55 +208,17 @@ pub fn go_ty(types: &Types, id: crate::gotypes::TypeId, what: &str, limit: u32) 
 pub fn reads_go_values(block: &Block) -> bool {
     let mut locals: Vec<&str> = Vec::new();
     let mut found = false;
-    visit_block(&block.stmts, &mut locals, &mut found);
-    found
-}
-
-fn visit_block<'a>(stmts: &'a [Stmt], locals: &mut Vec<&'a str>, found: &mut bool) {
-    for s in stmts {
-        match &s.kind {
-            StmtKind::Let { name, value } => {
-                visit_expr(value, locals, found);
-                locals.push(&name.name);
-            }
-            StmtKind::AssignSelf { value, .. } => visit_expr(value, locals, found),
-            StmtKind::AssignMap { map, value } => {
-                map.keys.iter().for_each(|k| visit_expr(k, locals, found));
-                visit_expr(value, locals, found);
-            }
-            StmtKind::Expr(e) => visit_expr(e, locals, found),
-            StmtKind::If { cond, then, otherwise } => {
-                visit_expr(cond, locals, found);
-                visit_block(&then.stmts, locals, found);
-                match otherwise {
-                    Some(Else::Block(b)) => visit_block(&b.stmts, locals, found),
-                    Some(Else::If(s)) => visit_block(std::slice::from_ref(&**s), locals, found),
-                    None => {}
+    block.walk_stmts(&mut |s| {
+        for e in s.exprs() {
+            e.walk(&mut |x| {
+                if let ExprKind::Name(n) = &x.kind {
+                    found |= !locals.contains(&n.as_str()) && Builtin::from_name(n).is_none() && n != "ustack";
                 }
-            }
+            });
         }
-    }
-}
-
-fn visit_expr(e: &Expr, locals: &[&str], found: &mut bool) {
-    match &e.kind {
-        ExprKind::Name(n) => {
-            if !locals.contains(&n.as_str()) && Builtin::from_name(n).is_none() && n != "ustack" {
-                *found = true;
-            }
+        if let StmtKind::Let { name, .. } = &s.kind {
+            locals.push(&name.name);
         }
-        ExprKind::Map(m) => m.keys.iter().for_each(|k| visit_expr(k, locals, found)),
-        ExprKind::Field { base, .. } => visit_expr(base, locals, found),
-        ExprKind::Index { base, index } => {
-            visit_expr(base, locals, found);
-            visit_expr(index, locals, found);
-        }
-        ExprKind::Unary { operand, .. } => visit_expr(operand, locals, found),
-        ExprKind::Binary { lhs, rhs, .. } => {
-            visit_expr(lhs, locals, found);
-            visit_expr(rhs, locals, found);
-        }
-        ExprKind::Call { args, .. } => args.iter().for_each(|a| visit_expr(a, locals, found)),
-        _ => {}
-    }
+    });
+    found
 }

@@ -171,20 +171,8 @@ impl Inliner<'_> {
 
     fn renumber(&mut self, e: &mut Expr) {
         e.id = self.id();
-        match &mut e.kind {
-            ExprKind::Map(m) => m.keys.iter_mut().for_each(|k| self.renumber(k)),
-            ExprKind::Field { base, .. } => self.renumber(base),
-            ExprKind::Index { base, index } => {
-                self.renumber(base);
-                self.renumber(index);
-            }
-            ExprKind::Unary { operand, .. } => self.renumber(operand),
-            ExprKind::Binary { lhs, rhs, .. } => {
-                self.renumber(lhs);
-                self.renumber(rhs);
-            }
-            ExprKind::Call { args, .. } => args.iter_mut().for_each(|a| self.renumber(a)),
-            _ => {}
+        for c in e.children_mut() {
+            self.renumber(c);
         }
     }
 
@@ -278,26 +266,7 @@ impl Inliner<'_> {
 
 /// After inlining, expressions must still be shallow enough for the passes that recurse.
 fn check_depth(b: &Block, diags: &mut Vec<Diagnostic>) {
-    for s in &b.stmts {
-        match &s.kind {
-            StmtKind::Let { value, .. } | StmtKind::AssignSelf { value, .. } | StmtKind::Expr(value) => {
-                deep(value, diags)
-            }
-            StmtKind::AssignMap { map, value } => {
-                map.keys.iter().for_each(|k| deep(k, diags));
-                deep(value, diags);
-            }
-            StmtKind::If { cond, then, otherwise } => {
-                deep(cond, diags);
-                check_depth(then, diags);
-                match otherwise {
-                    Some(Else::Block(b)) => check_depth(b, diags),
-                    Some(Else::If(s)) => check_depth(&Block { stmts: vec![(**s).clone()], span: s.span }, diags),
-                    None => {}
-                }
-            }
-        }
-    }
+    b.walk_stmts(&mut |s| s.exprs().into_iter().for_each(|e| deep(e, diags)));
 }
 
 fn deep(e: &Expr, diags: &mut Vec<Diagnostic>) {
@@ -315,14 +284,6 @@ fn depth(e: &Expr, at: u32) -> u32 {
     if at > 2 * MAX_EXPR_DEPTH {
         return at;
     }
-    let children: Vec<&Expr> = match &e.kind {
-        ExprKind::Map(m) => m.keys.iter().collect(),
-        ExprKind::Field { base, .. } => vec![base],
-        ExprKind::Index { base, index } => vec![base, index],
-        ExprKind::Unary { operand, .. } => vec![operand],
-        ExprKind::Binary { lhs, rhs, .. } => vec![lhs, rhs],
-        ExprKind::Call { args, .. } => args.iter().collect(),
-        _ => vec![],
-    };
+    let children = e.children();
     children.into_iter().map(|c| depth(c, at + 1)).max().unwrap_or(at + 1)
 }

@@ -106,44 +106,13 @@ fn e(x: &Expr) -> String {
 
 /// Every ExprId of a script, checked unique.
 fn ids_unique(s: &Script) -> bool {
-    fn walk(x: &Expr, seen: &mut HashSet<ExprId>) -> bool {
-        let mut ok = seen.insert(x.id);
-        let kids: Vec<&Expr> = match &x.kind {
-            ExprKind::Map(map) => map.keys.iter().collect(),
-            ExprKind::Field { base, .. } => vec![base],
-            ExprKind::Index { base, index } => vec![base, index],
-            ExprKind::Unary { operand, .. } => vec![operand],
-            ExprKind::Binary { lhs, rhs, .. } => vec![lhs, rhs],
-            ExprKind::Call { args, .. } => args.iter().collect(),
-            _ => vec![],
-        };
-        for k in kids {
-            ok &= walk(k, seen);
-        }
-        ok
-    }
-    fn block(b: &Block, seen: &mut HashSet<ExprId>) -> bool {
-        b.stmts.iter().all(|s| match &s.kind {
-            StmtKind::Let { value, .. } | StmtKind::AssignSelf { value, .. } | StmtKind::Expr(value) => {
-                walk(value, seen)
-            }
-            StmtKind::AssignMap { map, value } => map.keys.iter().all(|k| walk(k, seen)) && walk(value, seen),
-            StmtKind::If { cond, then, otherwise } => {
-                walk(cond, seen)
-                    && block(then, seen)
-                    && match otherwise {
-                        Some(Else::Block(b)) => block(b, seen),
-                        Some(Else::If(s)) => block(&Block { stmts: vec![(**s).clone()], span: s.span }, seen),
-                        None => true,
-                    }
-            }
-        })
-    }
     let mut seen = HashSet::new();
-    s.items.iter().all(|i| match i {
-        Item::Probe(p) => block(&p.body, &mut seen),
-        _ => false,
-    })
+    let mut unique = true;
+    for item in &s.items {
+        let Item::Probe(p) = item else { return false };
+        p.body.walk_exprs(&mut |e| unique &= seen.insert(e.id));
+    }
+    unique
 }
 
 /// A fresh folder under the system's temp dir, with `files` written into it.

@@ -4,5 +4,6 @@
 pub mod ast;
 pub mod format;
 pub mod parser;
+pub mod visit;
 
 pub use parser::parse;
