@@ -34,9 +34,7 @@ fn builds(toolchain: &str) -> Option<Vec<(Kind, PathBuf)>> {
         match build("kinds", toolchain, kind) {
             Ok(p) => out.push((kind, p)),
             Err(NotBuilt::NoToolchain(err)) => {
-                eprintln!(
-                    "\n!!! SKIP {toolchain}: the toolchain cannot be fetched through the Go module proxy:\n{err}\n"
-                );
+                support::toolchain::no_toolchain(toolchain, &err);
                 return None;
             }
         }
@@ -155,9 +153,12 @@ fn go_older_than_1_17_is_refused() {
         eprintln!("SKIP go_older_than_1_17_is_refused: set GTRACE_GO_TOO_OLD=go1.16.15 (tests/go-versions.sh does)");
         return;
     }
-    let Ok(path) = build("kinds", &toolchain, KINDS[0]) else {
-        eprintln!("\n!!! SKIP {toolchain}: the toolchain cannot be fetched\n");
-        return;
+    let path = match build("kinds", &toolchain, KINDS[0]) {
+        Ok(path) => path,
+        Err(NotBuilt::NoToolchain(err)) => {
+            support::toolchain::no_toolchain(&toolchain, &err);
+            return;
+        }
     };
     match Target::open(&path) {
         Err(e @ gtrace::target::TargetError::TooOld { .. }) => {

@@ -149,14 +149,11 @@ fn exit_stops_the_trace() {
     if !privileged("exit_stops_the_trace") {
         return;
     }
-    // 5,000 sleeps of 2ms take ten seconds or more; exit() on the first call ends the trace
-    // and takes the command with it, so the program never prints its total.
-    let cmd = format!("{} sleep 5000", e2e().display());
-    let r = gtrace(&["-e", "on entry main.sleepy { @n = count(); exit() }", "-c", &cmd]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    // Calls that came before gtrace read the exit event count too: at least the first.
-    assert!(map_value(&r.stdout, "@n") >= 1);
-    assert!(!r.stdout.contains("calls="), "the command outlived the trace: {}", r.stdout);
+    // `hold` calls add 40 times, says so, then sleeps 30s in sleepy: exit() there ends
+    // the trace with every call counted, and the command never wakes.
+    let r = trace_c("on entry main.add { @n = count() } on entry main.sleepy { exit() }", "hold 40");
+    assert_eq!(map_value(&r.stdout, "@n"), truth(&r.stdout, "calls"));
+    assert!(!r.stdout.contains("woke"), "the command outlived gtrace: {}", r.stdout);
 }
 
 #[test]
@@ -421,9 +418,10 @@ fn sigterm_and_ctrl_c_end_the_trace_cleanly_with_the_maps() {
     }
     for signal in ["TERM", "INT"] {
         let bin = e2e();
-        let cmd = format!("{} sleep 100000", bin.display());
+        // `hold` calls add 25 times, says so, then holds on 30s: the signal comes then.
+        let cmd = format!("{} hold 25", bin.display());
         let mut tracer = Command::new(gtrace_bin())
-            .args(["-e", "on entry main.sleepy { @n = count() }", "-c", &cmd])
+            .args(["-e", "on entry main.add { @n = count() }", "-c", &cmd])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -432,12 +430,17 @@ fn sigterm_and_ctrl_c_end_the_trace_cleanly_with_the_maps() {
         let mut attached = String::new();
         err.read_line(&mut attached).unwrap();
         assert!(attached.starts_with("Attached"), "{attached}");
-        std::thread::sleep(Duration::from_millis(100));
+        let mut out = BufReader::new(tracer.stdout.take().unwrap());
+        let mut said = String::new();
+        out.read_line(&mut said).unwrap();
+        let calls = truth(&said, "calls");
         Command::new("kill").args([format!("-{signal}"), tracer.id().to_string()]).status().unwrap();
-        let out = tracer.wait_with_output().unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "signal {signal}: {:?}", out.status);
-        assert!(map_value(&stdout, "@n") >= 1, "signal {signal}: {stdout}");
+        let mut stdout = String::new();
+        out.read_to_string(&mut stdout).unwrap();
+        let status = tracer.wait().unwrap();
+        assert!(status.success(), "signal {signal}: {status:?}");
+        assert_eq!(map_value(&stdout, "@n"), calls, "signal {signal}: {stdout}");
+        assert!(!stdout.contains("woke"), "signal {signal}: the command outlived gtrace");
         // The command it started does not outlive it.
         std::thread::sleep(Duration::from_millis(100));
         let ps = Command::new("pgrep").args(["-f", &cmd]).output().unwrap();

@@ -7,7 +7,8 @@
 #   tests/go-versions.sh                 # the latest patch of every minor release
 #   tests/go-versions.sh go1.21.0 ...    # just these
 #
-# A release whose toolchain cannot be fetched is reported as SKIPPED, not passed.
+# A release whose toolchain cannot be fetched is reported as SKIPPED, not passed; with
+# CI=true it is a failure (the tests themselves fail then, and so does this script).
 set -u
 cd "$(dirname "$0")/.."
 
@@ -56,4 +57,8 @@ echo
 echo "passed: ${passed:- none}"
 echo "skipped (toolchain not fetched):${skipped:- none}"
 echo "failed: ${failed:- none}"
+if [ "${CI:-}" = true ] && [ -n "$skipped" ]; then
+    echo "CI=true: a toolchain that cannot be fetched is a failure:$skipped"
+    exit 1
+fi
 [ -z "$failed" ]

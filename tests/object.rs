@@ -2,6 +2,8 @@
 //! parser aya loads with) and by the `object` crate, and, where the machine allows it,
 //! loaded into the kernel so the verifier judges them.
 
+mod support;
+
 use gtrace::bpf::builder::{Builder, Program};
 use gtrace::bpf::helpers::*;
 use gtrace::bpf::insn::*;
@@ -237,31 +239,15 @@ fn writer_rejects_what_no_loader_could_use() {
 // prints SKIP, unless CI=true, where it fails.
 // ---------------------------------------------------------------------------------
 
-fn is_permission_error(e: &(dyn std::error::Error + 'static)) -> bool {
-    let mut cur = Some(e);
-    while let Some(err) = cur {
-        if let Some(io) = err.downcast_ref::<std::io::Error>() {
-            // EPERM or EACCES
-            if matches!(io.raw_os_error(), Some(1 | 13)) {
-                return true;
-            }
-        }
-        cur = err.source();
+/// True when this process may not load BPF (then the test says SKIP, or fails on CI).
+/// Decided by the process's privileges, never by the error: the kernel answers EACCES
+/// for a verifier rejection too, and a rejection must never pass for "no permission".
+fn unprivileged(what: &str, e: &(dyn std::error::Error + 'static)) -> bool {
+    if support::can_load_bpf() {
+        return false;
     }
-    false
-}
-
-fn skip_or_fail(what: &str, e: &(dyn std::error::Error + 'static)) -> bool {
-    if is_permission_error(e) && std::env::var("CI").as_deref() != Ok("true") {
-        // Written to stderr directly: the test harness captures eprintln! of passing tests.
-        use std::io::Write;
-        let _ = writeln!(
-            std::io::stderr(),
-            "\n!!!!!!!! SKIP: {what}: no permission to load BPF ({e}); run as root to test the verifier !!!!!!!!\n"
-        );
-        return true;
-    }
-    false
+    support::skip(what, &format!("no permission to load BPF ({e}); run as root to test the verifier"));
+    true
 }
 
 #[test]
@@ -270,7 +256,7 @@ fn kernel_verifier_accepts_the_object() {
     let bytes = write(&sample()).unwrap();
     let mut ebpf = match aya::EbpfLoader::new().load(&bytes) {
         Ok(ebpf) => ebpf,
-        Err(e) if skip_or_fail("creating maps", &e) => return,
+        Err(e) if unprivileged("creating maps", &e) => return,
         Err(e) => panic!("aya could not load the object: {e}: {e:?}"),
     };
     for name in ["calls", "total", "events"] {
@@ -280,7 +266,7 @@ fn kernel_verifier_accepts_the_object() {
     let uprobe: &mut UProbe = ebpf.program_mut("count").expect("program count").try_into().unwrap();
     match uprobe.load() {
         Ok(()) => {}
-        Err(e) if skip_or_fail("loading count", &e) => return,
+        Err(e) if unprivileged("loading count", &e) => return,
         Err(e) => panic!("the verifier rejected count: {e}: {e:?}"),
     }
     let tick: &mut PerfEvent = ebpf.program_mut("tick").expect("program tick").try_into().unwrap();
@@ -301,15 +287,14 @@ fn kernel_verifier_rejects_a_broken_program() {
     let bytes = write(&object).unwrap();
     let mut ebpf = match aya::EbpfLoader::new().load(&bytes) {
         Ok(ebpf) => ebpf,
-        Err(e) if skip_or_fail("creating maps", &e) => return,
+        Err(e) if unprivileged("creating maps", &e) => return,
         Err(e) => panic!("aya could not load the object: {e}"),
     };
     let uprobe: &mut UProbe = ebpf.program_mut("count").unwrap().try_into().unwrap();
     match uprobe.load() {
         Ok(()) => panic!("the verifier accepted a dereference of a possibly-null map value"),
-        Err(e) if is_permission_error(&e) => {
-            let _ = skip_or_fail("loading count", &e);
-        }
+        Err(e) if unprivileged("loading count", &e) => {}
+        // Privileged, any refusal (the kernel says EACCES) must be the verifier's, by its log.
         Err(aya::programs::ProgramError::LoadError { verifier_log, .. }) => {
             assert!(verifier_log.to_string().contains("map_value_or_null"), "{verifier_log}");
         }

@@ -136,7 +136,8 @@ impl Gen<'_> {
                 self.b.emit(mov64_imm(R0, 0));
                 match bound {
                     None => self.b.jmp_reg_to(BPF_JGE, R1, R2, out),
-                    Some(n) => self.b.jmp_imm_to(BPF_JGE, R1, n as i32, out),
+                    // A length past i32 (corrupt DWARF) bounds at the largest immediate.
+                    Some(n) => self.b.jmp_imm_to(BPF_JGE, R1, i32::try_from(n).unwrap_or(i32::MAX), out),
                 }
                 self.b.emit(mov64_reg(R0, R1));
                 self.b.emit(alu64_imm(BPF_MUL, R0, size as i32));

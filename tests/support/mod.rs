@@ -151,17 +151,29 @@ pub fn can_load_bpf() -> bool {
     cap_eff & cap_sys_admin != 0 || cap_eff & cap_bpf_and_perfmon == cap_bpf_and_perfmon
 }
 
+/// Whether the tests run on CI (CI=true): there a test that cannot run what it needs
+/// fails instead of saying SKIP.
+pub fn on_ci() -> bool {
+    std::env::var("CI").as_deref() == Ok("true")
+}
+
+/// A test that cannot run here: says SKIP loudly (straight to stderr, which the harness
+/// does not hide), or, on CI, fails.
+pub fn skip(test: &str, why: &str) {
+    if on_ci() {
+        panic!("{test}: {why}, and CI=true: on CI a test that cannot run fails");
+    }
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "\n!!! SKIP {test}: {why}\n");
+}
+
 /// True when this process may load eBPF. Otherwise a test that needs it says SKIP loudly
 /// (straight to stderr, which the harness does not hide), or fails when CI=true: on CI a
 /// test that cannot load eBPF must never pass silently.
 pub fn privileged(test: &str) -> bool {
     let ok = can_load_bpf();
     if !ok {
-        if std::env::var("CI").as_deref() == Ok("true") {
-            panic!("{test}: cannot load eBPF here (need root, or CAP_BPF and CAP_PERFMON), and CI=true");
-        }
-        use std::io::Write;
-        let _ = writeln!(std::io::stderr(), "SKIP {test}: needs root or CAP_BPF+CAP_PERFMON to load eBPF");
+        skip(test, "cannot load eBPF here (need root, or CAP_BPF and CAP_PERFMON)");
     }
     ok
 }

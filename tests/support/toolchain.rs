@@ -107,8 +107,14 @@ pub fn build_plain(dir: &str, toolchain: &str) -> Option<PathBuf> {
     match build(dir, toolchain, PLAIN) {
         Ok(p) => Some(p),
         Err(NotBuilt::NoToolchain(err)) => {
-            eprintln!("\n!!! SKIP {toolchain}: the toolchain cannot be fetched through the Go module proxy:\n{err}\n");
+            no_toolchain(toolchain, &err);
             None
         }
     }
+}
+
+/// A toolchain that cannot be fetched: SKIP said loudly, or on CI a failure (CI must
+/// test the oldest and newest releases it claims to support).
+pub fn no_toolchain(toolchain: &str, err: &str) {
+    super::skip(toolchain, &format!("the toolchain cannot be fetched through the Go module proxy:\n{err}"));
 }
