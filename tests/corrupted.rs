@@ -11,7 +11,7 @@ use object::{Object, ObjectSection};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Far more than one run takes; a hang exceeds it.
 const BOUND: Duration = Duration::from_secs(60);
@@ -40,17 +40,7 @@ fn gtrace_on(args: &[&str], what: &str) -> (i32, String) {
         let _ = err.read_to_string(&mut s);
         s
     });
-    let start = Instant::now();
-    let code = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status.code().unwrap_or(-1);
-        }
-        if start.elapsed() > BOUND {
-            let _ = child.kill();
-            panic!("{what}: gtrace {args:?} still running after {BOUND:?}");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let code = support::wait_bounded(&mut child, BOUND, &format!("{what}: gtrace {args:?}"));
     (code, reader.join().unwrap())
 }
 

@@ -21,19 +21,9 @@ fn gtrace_cmd(args: &[&str]) -> Command {
     c
 }
 
-/// Waits for `child` at most `BOUND`; kills it and fails the test on a hang.
+/// Waits for gtrace at most `BOUND`; kills it and fails the test on a hang.
 fn wait_bounded(child: &mut Child, what: &str) -> i32 {
-    let start = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status.code().unwrap_or(-1);
-        }
-        if start.elapsed() > BOUND {
-            let _ = child.kill();
-            panic!("{what}: gtrace still running after {BOUND:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    support::wait_bounded(child, BOUND, what)
 }
 
 /// Runs gtrace to its end (bounded); its output and exit code.

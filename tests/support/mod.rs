@@ -229,3 +229,19 @@ pub fn stdlib_names() -> Vec<String> {
     assert_eq!(listing.code, 0, "{}", listing.stderr);
     listing.stdout.lines().filter_map(|l| l.split_whitespace().next()).map(String::from).collect()
 }
+
+/// Waits for `child` at most `bound`; kills it and fails the test when it is still
+/// running then (a hang). Returns its exit code (-1 when a signal ended it).
+pub fn wait_bounded(child: &mut std::process::Child, bound: std::time::Duration, what: &str) -> i32 {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().expect("wait for the child") {
+            return status.code().unwrap_or(-1);
+        }
+        if start.elapsed() > bound {
+            let _ = child.kill();
+            panic!("{what}: still running after {bound:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
