@@ -122,22 +122,6 @@ fn json_is_one_object_a_line_with_raw_numbers() {
 // ---- the stdlib, by name -----------------------------------------------------------------
 
 #[test]
-fn gc_counts_forced_collections_and_their_pauses() {
-    if !privileged("gc_counts_forced_collections_and_their_pauses") {
-        return;
-    }
-    let r = trace(&["gc"], "gc 7");
-    let forced = truth(&r.stdout, "forced");
-    let numgc = truth(&r.stdout, "numgc");
-    assert!(numgc >= forced);
-    assert!(map_value(&r.stdout, "@gc_cycles") >= numgc, "{}", r.stdout);
-    assert!(map_value(&r.stdout, "@gc_requests") >= forced, "{}", r.stdout);
-    // Each cycle stops the world twice.
-    assert!(map_value(&r.stdout, "@gc_pauses") >= 2 * numgc, "{}", r.stdout);
-    assert!(r.stdout.contains("@gc_pause:\n["), "a pause histogram:\n{}", r.stdout);
-}
-
-#[test]
 fn sched_counts_spawned_goroutines() {
     if !privileged("sched_counts_spawned_goroutines") {
         return;
