@@ -195,17 +195,34 @@ fn the_lock_site_in_greyobject_is_passed_over_and_the_rest_counted() {
     // main.add: the LOCK sites are passed over, main.add counts every call.
     let target = Target::open(&bin).unwrap();
     let locks = greyobject_lock_sites(&bin);
-    let callees: BTreeSet<String> = target
-        .find_inlined("*")
-        .iter()
-        .filter(|s| locks.contains(&s.addr))
-        .map(|s| format!("\"{}\"", s.callee))
-        .collect();
+    let callees: BTreeSet<String> =
+        target.find_inlined("*").iter().filter(|s| locks.contains(&s.addr)).map(|s| s.callee.clone()).collect();
     assert!(!callees.is_empty());
-    let script =
-        format!("on entry {}, main.add {{ @n[func] = count() }}", callees.into_iter().collect::<Vec<_>>().join(", "));
+    let quoted: Vec<String> = callees.iter().map(|c| format!("\"{c}\"")).collect();
+    let script = format!("on entry {}, main.add {{ @n[func] = count() }}", quoted.join(", "));
     let (count, listed) = check_listing(&script, &bin);
-    assert!(count >= locks.len() && listed.iter().filter(|l| l.contains("LOCK-prefixed")).count() >= locks.len());
+    // Exactly the probe sites that `go tool objdump` shows as LOCK-prefixed are passed
+    // over as such: every place those functions were inlined, and their own entries.
+    let mut sites: Vec<(String, u64)> = Vec::new();
+    for callee in &callees {
+        sites.extend(target.find_inlined(callee).iter().map(|s| (s.caller.clone(), s.addr)));
+        for f in target.find(callee) {
+            sites.push((f.name.clone(), target.probe_sites(f).unwrap().entry));
+        }
+    }
+    let lock_at = |(function, addr): &(String, u64)| {
+        support::objdump(&bin, function).iter().any(|l| l.addr == *addr && l.asm.starts_with("LOCK "))
+    };
+    let want: BTreeSet<u64> = sites.iter().filter(|s| lock_at(s)).map(|s| s.1).collect();
+    let got: BTreeSet<u64> = listed
+        .iter()
+        .filter(|l| l.contains("LOCK-prefixed"))
+        .filter_map(|l| {
+            l.split(" at 0x").nth(1)?.split_whitespace().next().and_then(|a| u64::from_str_radix(a, 16).ok())
+        })
+        .collect();
+    assert_eq!(got, want, "{listed:#?}");
+    assert!(want.is_superset(&locks.iter().copied().collect()));
     let r = support::gtrace(&["-e", &script, "-c", &format!("{} add 250", bin.display())]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(support::map_value(&r.stdout, "@n[main.add]"), support::truth(&r.stdout, "calls"));
