@@ -205,8 +205,8 @@ fn function_site(
     }
     let s = match target.probe_sites(f) {
         Ok(s) => s,
-        Err(crate::target::TargetError::Disassembly { message, .. }) if target.code(f).is_some() => {
-            pass(None, SkipReason::BadCode { message });
+        Err(crate::target::TargetError::Disassembly { source, .. }) => {
+            pass(None, SkipReason::BadCode { at: source.addr });
             return None;
         }
         Err(_) => {

@@ -15,7 +15,7 @@ pub enum SkipReason {
     /// The function's code is not in the file.
     NoCode,
     /// The function's code does not disassemble.
-    BadCode { message: String },
+    BadCode { at: u64 },
     /// A return probe on a function without a RET instruction.
     NoReturn,
     /// The kernel would refuse a uprobe on the instruction at the site.
@@ -33,7 +33,7 @@ impl SkipReason {
         match self {
             SkipReason::ZeroSize => "a zero-size symbol (a marker the linker places, with no code)".into(),
             SkipReason::NoCode => "its code is not in the file".into(),
-            SkipReason::BadCode { message } => format!("its code does not disassemble ({message})"),
+            SkipReason::BadCode { at } => format!("its code does not disassemble (an invalid instruction at {at:#x})"),
             SkipReason::NoReturn => {
                 "it has no RET instruction (it ends in a tail call, a panic or an endless loop): a return probe never fires".into()
             }

@@ -258,8 +258,9 @@ pub(crate) fn file_offset(segments: &[Segment], addr: u64) -> Option<u64> {
 pub(crate) fn section<'d>(path: &Path, data: &'d [u8], name: &str) -> Result<Option<Cow<'d, [u8]>>, TargetError> {
     let elf = parse(path, data)?;
     let Some(section) = elf.section_by_name(name) else { return Ok(None) };
-    section
-        .uncompressed_data()
-        .map(Some)
-        .map_err(|e| TargetError::Dwarf { path: path.to_path_buf(), message: format!("section {name}: {e}") })
+    section.uncompressed_data().map(Some).map_err(|source| TargetError::Section {
+        path: path.to_path_buf(),
+        section: name.to_string(),
+        source,
+    })
 }

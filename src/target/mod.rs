@@ -20,6 +20,7 @@ mod symbols;
 pub use crate::arch::ProbeSites;
 pub use debugfile::DebugSearch;
 pub use elf::BuildIds;
+pub use pclntab::PclntabError;
 
 use crate::gotypes::{GoType, TypeId, TypeKind, Types};
 use crate::target::dwarf::DwarfInfo;
@@ -86,12 +87,18 @@ pub enum TargetError {
     NotGo { path: PathBuf },
     #[error("{path} was built by {version}; gtrace supports Go 1.17 and later (the register ABI): rebuild it with a newer Go")]
     TooOld { path: PathBuf, version: String },
-    #[error("cannot read the Go function table (.gopclntab) of {path}: {message}")]
-    BadPclntab { path: PathBuf, message: String },
-    #[error("bad DWARF in {path}: {message}")]
-    Dwarf { path: PathBuf, message: String },
-    #[error("cannot disassemble {function}: {message}")]
-    Disassembly { function: String, message: String },
+    #[error("cannot read the Go function table (.gopclntab) of {path}: {source}")]
+    BadPclntab { path: PathBuf, source: pclntab::PclntabError },
+    #[error("bad DWARF in {path}: {source}")]
+    Dwarf { path: PathBuf, source: gimli::Error },
+    #[error("bad DWARF in {path}: {what} at .debug_info+{offset:#x}")]
+    DwarfReference { path: PathBuf, what: &'static str, offset: usize },
+    #[error("cannot read section {section} of {path}: {source}")]
+    Section { path: PathBuf, section: String, source: object::read::Error },
+    #[error("cannot disassemble {function}: {source}")]
+    Disassembly { function: String, source: crate::arch::DecodeError },
+    #[error("cannot disassemble {function}: its {size} bytes at {addr:#x} are not in the file")]
+    CodeNotInFile { function: String, size: u64, addr: u64 },
     #[error("{debug} is not the debug file of {binary}: the binary has {binary_ids}, the debug file {debug_ids}")]
     DebugMismatch { binary: PathBuf, debug: PathBuf, binary_ids: String, debug_ids: String },
     #[error("{path} has no DWARF (.debug_info)")]
@@ -282,8 +289,8 @@ impl Target {
         image::Image { data: &self.data, segments: &self.segments, relative: &self.relative }
     }
 
-    fn bad_pclntab(&self, message: String) -> TargetError {
-        TargetError::BadPclntab { path: self.path.clone(), message }
+    fn bad_pclntab(&self, source: pclntab::PclntabError) -> TargetError {
+        TargetError::BadPclntab { path: self.path.clone(), source }
     }
 
     /// Every function of `.gopclntab`; an empty list when there is none (a Go binary
@@ -291,7 +298,7 @@ impl Target {
     fn func_records(&self) -> Result<Vec<pclntab::FuncRecord>, TargetError> {
         let Some(addr) = self.layout.pclntab else {
             return if self.functions.is_empty() {
-                Err(self.bad_pclntab("it has neither a symbol table nor .gopclntab".to_string()))
+                Err(self.bad_pclntab(pclntab::PclntabError::Missing))
             } else {
                 Ok(Vec::new())
             };
@@ -303,12 +310,9 @@ impl Target {
                 let version = self.go_version.clone().unwrap_or_else(|| "a Go older than 1.16".to_string());
                 return Err(TargetError::TooOld { path: self.path.clone(), version });
             }
-            Err(pclntab::PclntabError::Bad(m)) => return Err(self.bad_pclntab(m)),
+            Err(e) => return Err(self.bad_pclntab(e)),
         };
-        table.functions().map_err(|e| match e {
-            pclntab::PclntabError::Bad(m) => self.bad_pclntab(m),
-            pclntab::PclntabError::TooOld => self.bad_pclntab("old format".to_string()),
-        })
+        table.functions().map_err(|e| self.bad_pclntab(e))
     }
 
     /// The function table in a binary that has no section named for it: the first
@@ -424,13 +428,14 @@ impl Target {
 
     /// Where the probes of `f` go: the entry after its stack check and every RET.
     pub fn probe_sites(&self, f: &Function) -> Result<ProbeSites, TargetError> {
-        let code = self.code(f).ok_or_else(|| TargetError::Disassembly {
+        let code = self.code(f).ok_or_else(|| TargetError::CodeNotInFile {
             function: f.name.clone(),
-            message: format!("its {} bytes at {:#x} are not in the file", f.size, f.addr),
+            size: f.size,
+            addr: f.addr,
         })?;
         self.arch
             .probe_sites(f.addr, code, |a| self.function_at(a).map(|f| f.name.as_str()))
-            .map_err(|e| TargetError::Disassembly { function: f.name.clone(), message: e.to_string() })
+            .map_err(|source| TargetError::Disassembly { function: f.name.clone(), source })
     }
 
     /// Why the kernel would refuse a uprobe at `addr` (see `Arch::uprobe_refusal`),

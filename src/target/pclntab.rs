@@ -33,12 +33,27 @@ pub(crate) enum Format {
     Go120,
 }
 
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum PclntabError {
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PclntabError {
     /// A Go 1.2–1.15 table.
+    #[error("a table of Go 1.15 or older")]
     TooOld,
-    /// Not a table gtrace knows, or one that points outside the file.
-    Bad(String),
+    #[error("it has neither a symbol table nor .gopclntab")]
+    Missing,
+    #[error("no table header at {addr:#x}")]
+    NoHeader { addr: u64 },
+    #[error("unknown magic {magic:#x}")]
+    UnknownMagic { magic: u32 },
+    #[error("its header is cut short")]
+    ShortHeader,
+    #[error("pointer size {size} in its header")]
+    PointerSize { size: u8 },
+    #[error("its header describes a table that cannot be")]
+    ImplausibleHeader,
+    #[error("its function table points outside the file")]
+    FunctabOutside,
+    #[error("no name for the function at {entry:#x}")]
+    NoName { entry: u64 },
 }
 
 /// One function of the table.
@@ -83,29 +98,25 @@ pub(crate) struct Pclntab<'d> {
     functab: u64,
 }
 
-fn bad(what: impl Into<String>) -> PclntabError {
-    PclntabError::Bad(what.into())
-}
-
 impl<'d> Pclntab<'d> {
     /// The table at virtual address `addr`. Go 1.18+ entries are offsets from
     /// `runtime.text`, which the header holds (relocated through the image; an external
     /// linker may put C code before it in `.text`); `text_start`, the address of `.text`,
     /// is the fallback when the header's word is zero.
     pub fn parse(image: &'d Image<'d>, addr: u64, text_start: u64) -> Result<Pclntab<'d>, PclntabError> {
-        let magic = image.u32(addr).ok_or_else(|| bad("no table header"))?;
+        let magic = image.u32(addr).ok_or(PclntabError::NoHeader { addr })?;
         let format = match magic {
             MAGIC_116 => Format::Go116,
             MAGIC_118 => Format::Go118,
             MAGIC_120 => Format::Go120,
             MAGIC_12 => return Err(PclntabError::TooOld),
-            other => return Err(bad(format!("unknown magic {other:#x}"))),
+            magic => return Err(PclntabError::UnknownMagic { magic }),
         };
-        let header = image.bytes(addr, 8).ok_or_else(|| bad("short header"))?;
+        let header = image.bytes(addr, 8).ok_or(PclntabError::ShortHeader)?;
         if header[7] != 8 {
-            return Err(bad(format!("pointer size {}", header[7])));
+            return Err(PclntabError::PointerSize { size: header[7] });
         }
-        let word = |i: u64| image.u64(addr + 8 + 8 * i).ok_or_else(|| bad("short header"));
+        let word = |i: u64| image.u64(addr + 8 + 8 * i).ok_or(PclntabError::ShortHeader);
         let (names, pctab, functab) = match format {
             Format::Go116 => (word(2)?, word(5)?, word(6)?),
             _ => (word(3)?, word(6)?, word(7)?),
@@ -124,7 +135,7 @@ impl<'d> Pclntab<'d> {
             functab: addr + functab,
         };
         if table.quantum == 0 || table.nfunc > 1 << 24 {
-            return Err(bad("implausible header"));
+            return Err(PclntabError::ImplausibleHeader);
         }
         Ok(table)
     }
@@ -162,11 +173,11 @@ impl<'d> Pclntab<'d> {
     /// Every function, in address order.
     pub fn functions(&self) -> Result<Vec<FuncRecord>, PclntabError> {
         let mut out = Vec::with_capacity(self.nfunc as usize);
-        let mut next = self.slot(0).ok_or_else(|| bad("functab outside the file"))?;
+        let mut next = self.slot(0).ok_or(PclntabError::FunctabOutside)?;
         for i in 0..self.nfunc {
             let (entry, record) = next;
-            next = self.slot(i + 1).ok_or_else(|| bad("functab outside the file"))?;
-            let name = self.func_name(record).ok_or_else(|| bad(format!("no name for the function at {entry:#x}")))?;
+            next = self.slot(i + 1).ok_or(PclntabError::FunctabOutside)?;
+            let name = self.func_name(record).ok_or(PclntabError::NoName { entry })?;
             let asm = match self.format {
                 Format::Go116 => None,
                 Format::Go118 => Some(self.image.u8(record + 37).unwrap_or(0) & FLAG_ASM != 0),
@@ -376,7 +387,10 @@ mod tests {
         assert_eq!(Pclntab::parse(&image(&old, &s, &rel), 0x1000, 0).err(), Some(PclntabError::TooOld));
         let junk = [0u8; 64];
         let s = seg(junk.len());
-        assert!(matches!(Pclntab::parse(&image(&junk, &s, &rel), 0x1000, 0), Err(PclntabError::Bad(_))));
+        assert!(matches!(
+            Pclntab::parse(&image(&junk, &s, &rel), 0x1000, 0),
+            Err(PclntabError::UnknownMagic { .. } | PclntabError::ImplausibleHeader)
+        ));
     }
 
     #[test]

@@ -109,7 +109,7 @@ impl DwarfInfo {
         let debug_info = gimli::DebugInfo::from(info);
         let debug_abbrev = gimli::DebugAbbrev::from(section(".debug_abbrev")?.unwrap_or_else(empty));
         let debug_str = gimli::DebugStr::from(section(".debug_str")?.unwrap_or_else(empty));
-        let bad = |e: gimli::Error| TargetError::Dwarf { path: path.to_path_buf(), message: e.to_string() };
+        let bad = |source: gimli::Error| TargetError::Dwarf { path: path.to_path_buf(), source };
         let mut abbrev_cache: HashMap<gimli::DebugAbbrevOffset, Arc<gimli::Abbreviations>> = HashMap::new();
         let mut units = Vec::new();
         let mut headers = debug_info.units();
@@ -144,11 +144,11 @@ impl DwarfInfo {
     }
 
     fn bad(&self, e: gimli::Error) -> TargetError {
-        TargetError::Dwarf { path: self.path.clone(), message: e.to_string() }
+        TargetError::Dwarf { path: self.path.clone(), source: e }
     }
 
-    fn bad_ref(&self, what: &str, at: DebugInfoOffset) -> TargetError {
-        TargetError::Dwarf { path: self.path.clone(), message: format!("{what} at .debug_info+{:#x}", at.0) }
+    fn bad_ref(&self, what: &'static str, at: DebugInfoOffset) -> TargetError {
+        TargetError::DwarfReference { path: self.path.clone(), what, offset: at.0 }
     }
 
     fn read_die(&self, u: usize, entry: &Entry) -> Result<Die, TargetError> {
