@@ -144,6 +144,20 @@ pub struct TraceArgs {
     /// costliest probes are detached. `off` for none. Default: 5% with -p and -b, off with -c.
     #[arg(long, value_name = "PCT|off", value_parser = Budget::parse)]
     pub budget: Option<Budget>,
+
+    /// While tracing, serve every map at http://ADDR/metrics (Prometheus text format).
+    /// ADDR is HOST:PORT, or :PORT for 127.0.0.1 (the traced values stay on the host).
+    #[arg(long, value_name = "ADDR")]
+    pub prometheus: Option<String>,
+
+    /// Push the maps as metrics, and printed lines as log records, to an OpenTelemetry
+    /// collector over OTLP/HTTP: URL/v1/metrics and URL/v1/logs (e.g. http://127.0.0.1:4318).
+    #[arg(long, value_name = "URL")]
+    pub otlp: Option<String>,
+
+    /// How often --otlp pushes (and once more at exit).
+    #[arg(long, value_name = "D", default_value = "10s", value_parser = parse_duration)]
+    pub otlp_interval: Duration,
 }
 
 /// `--budget`: a share of one CPU, or no budget.
@@ -179,6 +193,16 @@ impl Budget {
             Some(Budget::Off) => None,
             None if command => None,
             None => Some(Budget::DEFAULT_PERCENT),
+        }
+    }
+}
+
+impl TraceArgs {
+    pub fn export(&self) -> crate::export::ExportOptions {
+        crate::export::ExportOptions {
+            prometheus: self.prometheus.clone(),
+            otlp: self.otlp.clone(),
+            otlp_interval: self.otlp_interval,
         }
     }
 }

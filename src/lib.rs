@@ -4,7 +4,8 @@
 //! `syntax` (text → AST) → `target` (the Go binary: symbols, DWARF, ABI) →
 //! `check` (names, probes and types, into side tables) → `lower` (AST → eBPF) →
 //! `bpf` (instructions, encoding, disassembly) → `object` (the BPF ELF) →
-//! `runtime` (aya: load, attach, read) → `output` (text or JSON).
+//! `runtime` (aya: load, attach, read) → `output` (text or JSON); `export` serves the
+//! maps as metrics while tracing (Prometheus, OTLP).
 //! `compile` states the order of the passes (the compiler as a library); `trace` runs a
 //! compiled script; `driver` is the command line's flow; `diag` renders every error.
 
@@ -17,6 +18,7 @@ pub mod cli;
 pub mod compile;
 pub mod diag;
 pub mod driver;
+pub mod export;
 pub mod gotypes;
 pub mod input;
 pub mod library;

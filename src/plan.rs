@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
 /// The version of the plan's format. A plan of another version is refused.
-pub const PLAN_VERSION: u32 = 2;
+pub const PLAN_VERSION: u32 = 3;
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Plan {
@@ -206,10 +206,11 @@ pub enum Agg {
     Max,
     /// value: [count, sum, min, max]
     Stats,
-    /// value: 65 u64 buckets: [0] for x < 1 (x <= 0), [k] for 2^(k-1) <= x < 2^k
+    /// value: 65 u64 buckets: [0] for x < 1 (x <= 0), [k] for 2^(k-1) <= x < 2^k; then
+    /// the i64 sum of the values (a histogram's `_sum` in the export)
     Hist,
     /// value: `lhist_buckets(lo, hi, step)` u64 buckets: [0] below lo, then one per step,
-    /// the last for >= hi.
+    /// the last for >= hi; then the i64 sum of the values.
     Lhist { lo: i64, hi: i64, step: i64 },
 }
 
@@ -244,8 +245,15 @@ impl Agg {
             Agg::Count | Agg::Sum => 8,
             Agg::Avg | Agg::Min | Agg::Max => 16,
             Agg::Stats => 32,
-            Agg::Hist => 8 * HIST_BUCKETS,
-            Agg::Lhist { lo, hi, step } => 8 * lhist_buckets(lo, hi, step),
+            Agg::Hist | Agg::Lhist { .. } => 8 * (self.buckets() + 1),
+        }
+    }
+    /// How many buckets a histogram has (0 for the other aggregations).
+    pub fn buckets(self) -> u32 {
+        match self {
+            Agg::Hist => HIST_BUCKETS,
+            Agg::Lhist { lo, hi, step } => lhist_buckets(lo, hi, step),
+            _ => 0,
         }
     }
     pub fn name(self) -> &'static str {

@@ -1,5 +1,6 @@
 //! Updating one CPU's aggregation value in place. On entry R7 points at the map value
-//! and R1 holds the aggregated value; the layouts are those `plan::Agg` documents.
+//! and R1 holds the aggregated value; the layouts are those `plan::Agg` documents
+//! (histograms: the buckets, then the sum of the values).
 
 use crate::bpf::builder::Builder;
 use crate::bpf::insn::*;
@@ -39,11 +40,13 @@ pub fn update(b: &mut Builder, agg: Agg, signed: bool) {
             add_r1(b, 8);
         }
         Agg::Hist => {
+            add_r1(b, 8 * HIST_BUCKETS as i16);
             log2_bucket(b);
             bump_bucket(b, HIST_BUCKETS - 1);
         }
         Agg::Lhist { lo, hi, step } => {
             let n = lhist_buckets(lo, hi, step);
+            add_r1(b, 8 * n as i16);
             let below = b.new_label();
             let above = b.new_label();
             let done = b.new_label();

@@ -36,7 +36,7 @@ fn agg(v: &AggValue, dump: &MapDump) -> J {
         AggValue::Avg { count, sum } => json!(if *count == 0 { 0 } else { sum / *count as i64 }),
         AggValue::Min(m) | AggValue::Max(m) => json!(m),
         AggValue::Stats { count, sum, min, max } => json!({"count": count, "sum": sum, "min": min, "max": max}),
-        AggValue::Buckets(b) => {
+        AggValue::Buckets { counts: b, .. } => {
             let a = dump.agg.unwrap_or(crate::plan::Agg::Hist);
             J::Array(
                 b.iter()

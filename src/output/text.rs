@@ -154,7 +154,7 @@ fn agg_scalar(v: &AggValue, durations: bool) -> String {
             let avg = if *count == 0 { 0 } else { sum / *count as i64 };
             format!("count {count}, average {}, min {}, max {}, total {}", num(avg), num(*min), num(*max), num(*sum))
         }
-        AggValue::Buckets(_) => String::new(),
+        AggValue::Buckets { .. } => String::new(),
     }
 }
 
@@ -227,7 +227,7 @@ pub fn map(dump: &MapDump) -> String {
     for e in entries {
         let head = if e.keys.is_empty() { dump.name.clone() } else { format!("{}[{}]", dump.name, e.keys_text()) };
         match (&e.value, dump.agg) {
-            (AggValue::Buckets(b), Some(agg)) => {
+            (AggValue::Buckets { counts: b, .. }, Some(agg)) => {
                 out.push_str(&format!("{head}:\n"));
                 histogram(agg, b, dump.durations, &mut out);
                 out.push('\n');

@@ -93,8 +93,11 @@ pub enum AggValue {
         min: i64,
         max: i64,
     },
-    /// Bucket counts, in `plan::Agg` order.
-    Buckets(Vec<u64>),
+    /// Bucket counts, in `plan::Agg` order, and the sum of the values.
+    Buckets {
+        counts: Vec<u64>,
+        sum: i64,
+    },
 }
 
 impl AggValue {
@@ -112,7 +115,7 @@ impl AggValue {
             }
             AggValue::Min(v) | AggValue::Max(v) => v.unwrap_or(0) as i128,
             AggValue::Stats { count, .. } => *count as i128,
-            AggValue::Buckets(b) => b.iter().sum::<u64>() as i128,
+            AggValue::Buckets { counts, .. } => counts.iter().sum::<u64>() as i128,
         }
     }
 }
@@ -142,8 +145,8 @@ pub fn combine(agg: Agg, per_cpu: &[Vec<u8>]) -> AggValue {
             }
         }
         Agg::Hist | Agg::Lhist { .. } => {
-            let n = agg.value_size() as usize / 8;
-            AggValue::Buckets((0..n).map(sum_of).collect())
+            let n = agg.buckets() as usize;
+            AggValue::Buckets { counts: (0..n).map(sum_of).collect(), sum: sum_of(n) as i64 }
         }
     }
 }

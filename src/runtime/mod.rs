@@ -13,6 +13,7 @@ mod events;
 mod loader;
 mod maps;
 pub mod process;
+mod reader;
 pub mod signals;
 mod trigger;
 mod uprobe_multi;
@@ -23,6 +24,7 @@ pub use error::RuntimeError;
 pub use loader::{failing_insn, load, prewarm, verify, Loaded};
 pub use maps::{possible_cpus, Entries};
 pub use process::{is_alive, mapping_start, process_exe, resolve_command, spawn_held, HeldChild};
+pub use reader::MapReader;
 pub use uprobe_multi::DISABLE_ENV as NO_UPROBE_MULTI_ENV;
 
 impl Loaded {

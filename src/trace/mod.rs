@@ -6,11 +6,12 @@
 
 pub mod budget;
 pub mod stats;
-mod symbols;
+pub(crate) mod symbols;
 pub mod verifier;
 
 use crate::cli::TraceArgs;
 use crate::diag::Failure;
+use crate::export::{Export, Traced};
 use crate::output::{self, Event, Sink};
 use crate::plan::{Bundle, MapRole, Plan};
 use crate::runtime::{self, HeldChild, Loaded, Scope};
@@ -63,6 +64,8 @@ pub fn run(bundle: &Bundle, target: &Target, process: Process, args: &TraceArgs)
 fn session(bundle: &Bundle, target: &Target, process: Process, args: &TraceArgs) -> Result<(), Halt> {
     let stop = runtime::signals::install();
     let plan = &bundle.plan;
+    // An address in use or a name that cannot be exported fails before anything loads.
+    let mut export = Export::prepare(&args.export(), plan)?;
     let mut loaded = runtime::load(&bundle.object, plan).map_err(|e| verifier::failure(e, plan))?;
     let budget = crate::cli::Budget::percent(args.budget, process.command.is_some());
     let trap = if args.stats || budget.is_some() { stats::start_costs(&mut loaded) } else { None };
@@ -79,8 +82,10 @@ fn session(bundle: &Bundle, target: &Target, process: Process, args: &TraceArgs)
     eprintln!("Attached {attached} probe{}", if attached == 1 { "" } else { "s" });
     report_skipped(&loaded, plan)?;
     let mut costs = budget::Costs::new(stats::Meter::new(plan, target, trap, budget), plan);
-    let mut sink = output::sink(args.format);
     let traced_pid = process.pid.or(child.as_ref().map(|c| c.pid()));
+    let traced = Traced { binary: &process.binary, pid: traced_pid, module: target.module_path() };
+    export.start(&loaded, attached, &traced)?;
+    let mut sink = export.sink(output::sink(args.format));
     let mut symbols = TargetSymbols { target, bias: None, pid: traced_pid };
     loaded.run_begin();
     // `exit()` in `on begin` ends the trace before a -c command starts.
@@ -96,7 +101,7 @@ fn session(bundle: &Bundle, target: &Target, process: Process, args: &TraceArgs)
                 std::thread::sleep(Duration::from_millis(1));
             }
         }
-        let until = (&process, child.as_mut(), args, stop);
+        let until = (&process, child.as_mut(), args, stop, &export);
         run_until_stopped(&mut loaded, plan, &mut symbols, sink.as_mut(), until, &mut costs)?;
     }
     // Events already in the ring buffer belong to the run.
@@ -105,6 +110,11 @@ fn session(bundle: &Bundle, target: &Target, process: Process, args: &TraceArgs)
     drain(&mut loaded, plan, &mut symbols, sink.as_mut(), Duration::ZERO)?;
     print_maps(&loaded, plan, &symbols, sink.as_mut(), None)?;
     written(stats::report(&costs.meter, &loaded, plan, args.stats, sink.as_mut())?)?;
+    // The last push carries the final counts.
+    if let Ok(stats) = costs.meter.collect(&loaded, plan) {
+        export.publish(&stats);
+    }
+    export.finish();
     loaded.detach_all();
     if let Some(c) = child.as_mut() {
         if c.try_wait().is_none() {
@@ -116,7 +126,7 @@ fn session(bundle: &Bundle, target: &Target, process: Process, args: &TraceArgs)
 
 /// What ends a trace: the traced process (and the command gtrace started), the
 /// arguments (--duration), the signal flag.
-type Until<'a> = (&'a Process, Option<&'a mut HeldChild>, &'a TraceArgs, &'a std::sync::atomic::AtomicBool);
+type Until<'a> = (&'a Process, Option<&'a mut HeldChild>, &'a TraceArgs, &'a std::sync::atomic::AtomicBool, &'a Export);
 
 /// Handles events until a stop condition: `exit()`, a signal, --duration, the end of
 /// the traced process, the budget leaving nothing attached.
@@ -128,7 +138,7 @@ fn run_until_stopped(
     until: Until<'_>,
     costs: &mut budget::Costs,
 ) -> Result<(), Halt> {
-    let (process, mut child, args, stop) = until;
+    let (process, mut child, args, stop, export) = until;
     let started = Instant::now();
     loop {
         symbols.learn_bias();
@@ -154,6 +164,11 @@ fn run_until_stopped(
         }
         if costs.govern(loaded, plan)? {
             return Ok(());
+        }
+        if export.stats_due() {
+            if let Ok(stats) = costs.meter.collect(loaded, plan) {
+                export.publish(&stats);
+            }
         }
     }
 }

@@ -5,6 +5,10 @@
 
 pub mod toolchain;
 
+pub mod collector;
+pub mod processes;
+pub mod prometheus;
+
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};

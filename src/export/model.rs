@@ -1,0 +1,115 @@
+//! The metrics of a trace in one neutral shape, whatever carries them: metric families
+//! of counters, gauges and histograms, each sample with its labels. `convert` builds them
+//! from maps; `promtext` and `otlp` encode them.
+
+/// The kind of a metric family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Only ever grows (OTLP: a monotonic cumulative sum).
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Family {
+    /// The name without unit or `_total`: `gtrace_http_latency`, `gtrace_lat_min`. The
+    /// OTLP name; Prometheus's adds the unit and `_total` (`prometheus_name`).
+    pub base: String,
+    pub help: String,
+    pub kind: Kind,
+    /// The values are durations, in seconds.
+    pub seconds: bool,
+    pub samples: Vec<Sample>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sample {
+    /// Label names and values, in order: the map's keys, then `binary` and `pid`.
+    pub labels: Vec<(String, String)>,
+    pub point: Point,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Point {
+    Number(f64),
+    /// `buckets`: (inclusive upper bound, cumulative count) in ascending order, without
+    /// the +Inf bucket, whose count is `count`.
+    Histogram {
+        buckets: Vec<(f64, u64)>,
+        count: u64,
+        sum: f64,
+    },
+}
+
+impl Family {
+    /// The Prometheus name: the base, `_seconds` for durations, `_total` for counters
+    /// (Prometheus's naming rules: base units, and `_total` on counters).
+    pub fn prometheus_name(&self) -> String {
+        prometheus_name(&self.base, self.kind, self.seconds)
+    }
+
+    /// The OTLP unit (UCUM): `s` for durations, none otherwise.
+    pub fn unit(&self) -> &'static str {
+        if self.seconds {
+            "s"
+        } else {
+            ""
+        }
+    }
+}
+
+pub fn prometheus_name(base: &str, kind: Kind, seconds: bool) -> String {
+    let mut name = base.to_string();
+    if seconds {
+        name.push_str("_seconds");
+    }
+    if kind == Kind::Counter {
+        name.push_str("_total");
+    }
+    name
+}
+
+/// The series names a family writes in the Prometheus format.
+pub fn series_names(base: &str, kind: Kind, seconds: bool) -> Vec<String> {
+    let name = prometheus_name(base, kind, seconds);
+    match kind {
+        Kind::Histogram => vec![format!("{name}_bucket"), format!("{name}_sum"), format!("{name}_count")],
+        _ => vec![name],
+    }
+}
+
+/// Non-cumulative counts of a histogram point as OTLP wants them: one per bound, then
+/// the count above the last bound.
+pub fn bucket_counts(buckets: &[(f64, u64)], count: u64) -> Vec<u64> {
+    let mut out = Vec::with_capacity(buckets.len() + 1);
+    let mut below = 0;
+    for &(_, cumulative) in buckets {
+        out.push(cumulative.saturating_sub(below));
+        below = cumulative;
+    }
+    out.push(count.saturating_sub(below));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_prometheus_rules() {
+        assert_eq!(prometheus_name("gtrace_calls", Kind::Counter, false), "gtrace_calls_total");
+        assert_eq!(prometheus_name("gtrace_busy", Kind::Counter, true), "gtrace_busy_seconds_total");
+        assert_eq!(prometheus_name("gtrace_lat", Kind::Histogram, true), "gtrace_lat_seconds");
+        assert_eq!(
+            series_names("gtrace_n", Kind::Histogram, false),
+            ["gtrace_n_bucket", "gtrace_n_sum", "gtrace_n_count"]
+        );
+    }
+
+    #[test]
+    fn cumulative_buckets_back_to_counts() {
+        assert_eq!(bucket_counts(&[(0.0, 0), (1.0, 3), (3.0, 3), (7.0, 10)], 12), vec![0, 3, 0, 7, 2]);
+        assert_eq!(bucket_counts(&[], 5), vec![5]);
+    }
+}

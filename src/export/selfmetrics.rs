@@ -1,0 +1,148 @@
+//! gtrace's own metrics, exported beside the script's maps: what is attached, what was
+//! printed, what each probe hit, cost and lost, what maps refused. One struct
+//! (`SelfMetrics`) filled when the metrics are read; the kernel's counters come from the
+//! trace loop's `Stats` (`from_stats`), published every second.
+
+use super::model::{Family, Kind, Point, Sample};
+use crate::output::stats::Stats;
+
+/// What gtrace knows about its own run when metrics are read.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SelfMetrics {
+    /// Probes attached (uprobe sites, plus begin/end/interval triggers).
+    pub probes_attached: u64,
+    /// Lines printed by print/printf.
+    pub events_printed: u64,
+    /// Printed lines the OTLP pusher could not keep (its queue was full).
+    pub log_records_dropped: u64,
+    /// Counters the programs keep about themselves (hits, events lost, map updates
+    /// refused), by name, with labels: filled from the kernel's counters where the plan
+    /// has them.
+    pub counters: Vec<SelfCounter>,
+}
+
+/// One of gtrace's own counters, with labels (e.g. `probe`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SelfCounter {
+    /// Without `gtrace_`, the unit and `_total`: `events_lost`.
+    pub name: String,
+    pub help: String,
+    pub labels: Vec<(String, String)>,
+    pub value: f64,
+    /// The value is seconds.
+    pub seconds: bool,
+}
+
+/// The kernel's counters of a trace as gtrace's own counters: per probe its hits and
+/// estimated cost (when the kernel's statistics are on: --stats, or a budget), events
+/// the ring buffer refused and events --rate dropped; per map the updates it refused.
+pub fn from_stats(stats: &Stats) -> Vec<SelfCounter> {
+    let counter = |name: &str, help: &str, label: (&str, &str), value: f64, seconds: bool| SelfCounter {
+        name: name.to_string(),
+        help: help.to_string(),
+        labels: vec![(label.0.to_string(), label.1.to_string())],
+        value,
+        seconds,
+    };
+    let mut out = Vec::new();
+    for p in &stats.probes {
+        let probe = ("probe", p.probe.as_str());
+        if stats.run_stats {
+            out.push(counter("probe_hits", "Times the probe ran", probe, p.hits as f64, false));
+            let help = "What the probe cost the target (traps and eBPF time), estimated";
+            out.push(counter("probe_cost", help, probe, p.cost_ns / 1e9, true));
+        }
+        let help = "Printed events lost: the ring buffer was full";
+        out.push(counter("events_lost", help, probe, p.events_lost as f64, false));
+        let help = "Printed events dropped by --rate";
+        out.push(counter("events_rate_dropped", help, probe, p.rate_dropped as f64, false));
+    }
+    for m in &stats.maps {
+        let help = "Map updates the kernel refused: the map was full";
+        out.push(counter("map_updates_refused", help, ("map", m.map.as_str()), m.refused as f64, false));
+    }
+    out
+}
+
+/// The families gtrace may export (for the name check made before attaching).
+pub fn own_families() -> Vec<(String, Kind, bool)> {
+    let fixed = FIXED.iter().map(|(name, kind, _)| (format!("gtrace_{name}"), *kind, false));
+    let counted = [
+        ("probe_hits", false),
+        ("probe_cost", true),
+        ("events_lost", false),
+        ("events_rate_dropped", false),
+        ("map_updates_refused", false),
+    ];
+    fixed.chain(counted.iter().map(|(name, seconds)| (format!("gtrace_{name}"), Kind::Counter, *seconds))).collect()
+}
+
+const FIXED: [(&str, Kind, &str); 3] = [
+    ("probes_attached", Kind::Gauge, "Probes gtrace attached"),
+    ("events_printed", Kind::Counter, "Lines printed by print and printf"),
+    ("otlp_log_records_dropped", Kind::Counter, "Printed lines not sent over OTLP: the queue was full"),
+];
+
+impl SelfMetrics {
+    /// The families, each sample with `labels` (`binary`, `pid`).
+    pub fn families(&self, labels: &[(String, String)]) -> Vec<Family> {
+        let values = [self.probes_attached, self.events_printed, self.log_records_dropped];
+        let mut out: Vec<Family> = FIXED
+            .iter()
+            .zip(values)
+            .map(|((name, kind, help), v)| Family {
+                base: format!("gtrace_{name}"),
+                help: help.to_string(),
+                kind: *kind,
+                seconds: false,
+                samples: vec![Sample { labels: labels.to_vec(), point: Point::Number(v as f64) }],
+            })
+            .collect();
+        for c in &self.counters {
+            let base = format!("gtrace_{}", c.name);
+            let mut sample_labels = c.labels.clone();
+            sample_labels.extend(labels.iter().cloned());
+            let sample = Sample { labels: sample_labels, point: Point::Number(c.value) };
+            match out.iter_mut().find(|f| f.base == base) {
+                Some(f) => f.samples.push(sample),
+                None => out.push(Family {
+                    base,
+                    help: c.help.clone(),
+                    kind: Kind::Counter,
+                    seconds: c.seconds,
+                    samples: vec![sample],
+                }),
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_of_one_name_are_one_family() {
+        let m = SelfMetrics {
+            probes_attached: 3,
+            counters: ["a", "b"]
+                .iter()
+                .map(|p| SelfCounter {
+                    name: "events_lost".into(),
+                    help: "lost".into(),
+                    labels: vec![("probe".into(), p.to_string())],
+                    value: 2.0,
+                    seconds: false,
+                })
+                .collect(),
+            ..SelfMetrics::default()
+        };
+        let f = m.families(&[("binary".into(), "x".into())]);
+        assert_eq!(f.len(), 4);
+        assert_eq!(f[0].samples[0].point, Point::Number(3.0));
+        assert_eq!(f[3].base, "gtrace_events_lost");
+        assert_eq!(f[3].samples.len(), 2);
+        assert_eq!(f[3].samples[1].labels, vec![("probe".into(), "b".into()), ("binary".into(), "x".into())]);
+    }
+}

@@ -1,0 +1,113 @@
+//! Where exported metrics come from: at each read (a scrape, a push) every user map is
+//! read from the kernel through its own handles (`runtime::MapReader`), decoded by the
+//! plan, named (interface types and stack frames, from a copy of the target opened on
+//! first need) and turned into families, with gtrace's own metrics. Safe from any
+//! thread; reads are serialised.
+
+use super::convert::{self, BucketRanges};
+use super::model::Family;
+use super::names::{MapExport, Shape};
+use super::selfmetrics::{SelfCounter, SelfMetrics};
+use crate::output::{self, value::Value, MapDump};
+use crate::plan::Plan;
+use crate::runtime::{MapReader, RuntimeError};
+use crate::target::Target;
+use crate::trace::symbols::TargetSymbols;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// Counts the trace loop keeps for the exporters.
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub attached: AtomicU64,
+    pub printed: AtomicU64,
+    pub log_records_dropped: AtomicU64,
+    /// The kernel's counters, as last published by the trace loop.
+    pub kernel: Mutex<Vec<SelfCounter>>,
+    /// When they were published.
+    pub published: Mutex<Option<std::time::Instant>>,
+}
+
+pub struct Source {
+    plan: Plan,
+    exports: Vec<MapExport>,
+    reader: MapReader,
+    /// `binary`, and `pid` when one process is traced.
+    pub labels: Vec<(String, String)>,
+    pub counters: std::sync::Arc<Counters>,
+    binary: PathBuf,
+    pid: Option<u32>,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    ranges: BucketRanges,
+    /// The target, opened the first time a key needs a name from it (`None` inside if
+    /// it cannot be opened).
+    target: Option<Option<Target>>,
+    bias: Option<u64>,
+}
+
+impl Source {
+    pub fn new(
+        plan: Plan,
+        exports: Vec<MapExport>,
+        reader: MapReader,
+        binary: PathBuf,
+        pid: Option<u32>,
+        counters: std::sync::Arc<Counters>,
+    ) -> Source {
+        let mut labels = vec![("binary".to_string(), binary.display().to_string())];
+        if let Some(pid) = pid {
+            labels.push(("pid".to_string(), pid.to_string()));
+        }
+        Source { plan, exports, reader, labels, counters, binary, pid, state: Mutex::new(State::default()) }
+    }
+
+    /// gtrace's own metrics now.
+    pub fn self_metrics(&self) -> SelfMetrics {
+        SelfMetrics {
+            probes_attached: self.counters.attached.load(Ordering::Relaxed),
+            events_printed: self.counters.printed.load(Ordering::Relaxed),
+            log_records_dropped: self.counters.log_records_dropped.load(Ordering::Relaxed),
+            counters: self.counters.kernel.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+        }
+    }
+
+    /// Every family, read now from the kernel's maps.
+    pub fn collect(&self) -> Result<Vec<Family>, RuntimeError> {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out = self.self_metrics().families(&self.labels);
+        for export in self.exports.iter().filter(|e| e.shape != Shape::NotExported) {
+            let Some(spec) = self.plan.maps.iter().find(|m| m.object_name == export.object_name) else { continue };
+            let raw = self.reader.entries(&export.object_name)?;
+            let Some(mut dump) = output::decode_map(spec, &raw, &self.plan) else { continue };
+            if needs_names(&dump) {
+                state.name(&mut dump, &self.binary, self.pid);
+            }
+            out.extend(convert::families(export, &dump, &self.labels, &mut state.ranges));
+        }
+        Ok(out)
+    }
+}
+
+impl State {
+    fn name(&mut self, dump: &mut MapDump, binary: &std::path::Path, pid: Option<u32>) {
+        let target = self.target.get_or_insert_with(|| Target::open(binary).ok());
+        let Some(target) = target.as_ref() else { return };
+        let mut symbols = TargetSymbols { target, bias: self.bias, pid };
+        symbols.learn_bias();
+        self.bias = symbols.bias;
+        output::name_map(dump, &symbols);
+    }
+}
+
+/// Whether a key needs the target to be named: a stack, or an interface's type.
+fn needs_names(dump: &MapDump) -> bool {
+    dump.entries
+        .iter()
+        .flat_map(|e| &e.keys)
+        .any(|k| matches!(k, Value::Stack { .. } | Value::Interface { tab: 1.., .. }))
+}

@@ -1,0 +1,3 @@
+module example.com/export
+
+go 1.21
