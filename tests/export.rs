@@ -13,17 +13,10 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 use support::privileged;
-use support::processes::{export_program, free_port, private_export_program, requests, truth_of, Gtrace, Program};
+use support::processes::{
+    bucket_truth, export_program, free_port, private_export_program, requests, truth_of, Gtrace, Program, EXPORT_SCRIPT,
+};
 use support::prometheus::{self, Prometheus};
-
-const SCRIPT: &str = r#"
-on entry main.handle {
-    @requests[method, route: path] = count()
-    @size = hist(size)
-    if size > 950 { printf("big %s %s %d\n", method, path, size) }
-}
-on return main.work { @work = hist(elapsed) }
-"#;
 
 fn get(addr: &str, path: &str) -> (u16, String) {
     try_get(addr, path).unwrap_or_else(|e| panic!("GET {path}: {e}"))
@@ -44,7 +37,7 @@ fn prometheus_scrapes_named_counters_and_histograms_equal_to_the_programs_truth(
     let bin = export_program();
     let mut program = Program::start(&bin);
     let pid = program.pid.to_string();
-    let mut g = Gtrace::start(&["-e", SCRIPT, "-p", &pid, "--prometheus", "127.0.0.1:0"]);
+    let mut g = Gtrace::start(&["-e", EXPORT_SCRIPT, "-p", &pid, "--prometheus", "127.0.0.1:0"]);
     let addr = g.serving();
     let prom = Prometheus::start(&prom_bin, &addr, "scrape");
     let truth = program.go();
@@ -99,18 +92,6 @@ fn prometheus_scrapes_named_counters_and_histograms_equal_to_the_programs_truth(
     program.finish();
     assert_eq!(g.wait(), 0, "{}", g.err.text());
     assert!(g.out.text().contains("@requests[GET, /a]: 50"), "{}", g.out.text());
-}
-
-/// The program's `truth-bucket: K N` lines: N sizes in [2^(K-1), 2^K).
-fn bucket_truth(truth: &str) -> Vec<(u32, u64)> {
-    truth
-        .lines()
-        .filter_map(|l| l.strip_prefix("truth-bucket: "))
-        .map(|l| {
-            let (k, n) = l.split_once(' ').unwrap();
-            (k.parse().unwrap(), n.parse().unwrap())
-        })
-        .collect()
 }
 
 /// The value of the series `name{labels...}` in Prometheus text, summed over series
@@ -168,7 +149,7 @@ fn the_endpoint_answers_only_get_metrics_and_survives_bad_clients() {
         return;
     }
     let bin = export_program();
-    let mut g = Gtrace::start(&["-e", SCRIPT, "-b", bin.to_str().unwrap(), "--prometheus", "127.0.0.1:0"]);
+    let mut g = Gtrace::start(&["-e", EXPORT_SCRIPT, "-b", bin.to_str().unwrap(), "--prometheus", "127.0.0.1:0"]);
     let addr = g.serving();
     let (status, text) = get(&addr, "/metrics");
     assert_eq!(status, 200);
@@ -224,7 +205,7 @@ fn a_taken_or_wrong_address_fails_before_anything_attaches() {
         ("nonsense", "is not an address to serve metrics on"),
         (":99999", "is not an address to serve metrics on"),
     ] {
-        let r = support::gtrace(&["-e", SCRIPT, "-b", b, "--prometheus", addr]);
+        let r = support::gtrace(&["-e", EXPORT_SCRIPT, "-b", b, "--prometheus", addr]);
         assert_ne!(r.code, 0, "{addr}");
         assert!(r.stderr.contains(says) && r.stderr.contains("hint:"), "{addr}: {}", r.stderr);
         assert!(!r.stderr.contains("Attached") && !r.stderr.contains("panicked"), "{}", r.stderr);

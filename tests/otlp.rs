@@ -14,17 +14,9 @@ use std::time::Duration;
 use support::collector::{self, attributes, metric, number, resource_attribute, Collector};
 use support::privileged;
 use support::processes::{
-    export_program, free_port, poll, private_export_program, requests, truth_of, Gtrace, Program,
+    bucket_truth, export_program, free_port, poll, private_export_program, requests, truth_of, Gtrace, Program,
+    EXPORT_SCRIPT,
 };
-
-const SCRIPT: &str = r#"
-on entry main.handle {
-    @requests[method, route: path] = count()
-    @size = hist(size)
-    if size > 950 { printf("big %s %s %d\n", method, path, size) }
-}
-on return main.work { @work = hist(elapsed) }
-"#;
 
 /// The last metrics request in which `done` holds.
 fn last_metrics(c: &Collector, done: impl Fn(&Value) -> bool) -> Option<Value> {
@@ -67,7 +59,7 @@ fn a_real_collector_receives_the_programs_truth_as_metrics_and_logs() {
     let mut program = Program::start(&bin);
     let pid = program.pid.to_string();
     let url = format!("http://127.0.0.1:{port}");
-    let mut g = Gtrace::start(&["-e", SCRIPT, "-p", &pid, "--otlp", &url, "--otlp-interval", "500ms"]);
+    let mut g = Gtrace::start(&["-e", EXPORT_SCRIPT, "-p", &pid, "--otlp", &url, "--otlp-interval", "500ms"]);
     g.attached();
     let truth = program.go();
     program.finish();
@@ -105,11 +97,10 @@ fn a_real_collector_receives_the_programs_truth_as_metrics_and_logs() {
     let bounds: Vec<f64> = p["explicitBounds"].as_array().unwrap().iter().map(number).collect();
     let counts: Vec<f64> = p["bucketCounts"].as_array().unwrap().iter().map(number).collect();
     assert_eq!(counts.len(), bounds.len() + 1);
-    for line in truth.lines().filter_map(|l| l.strip_prefix("truth-bucket: ")) {
-        let (k, n) = line.split_once(' ').unwrap();
-        let le = ((1u64 << k.parse::<u32>().unwrap()) - 1) as f64;
+    for (k, n) in bucket_truth(&truth) {
+        let le = ((1u64 << k) - 1) as f64;
         let i = bounds.iter().position(|b| *b == le).unwrap_or_else(|| panic!("no bound {le} in {bounds:?}"));
-        assert_eq!(counts[i], n.parse::<f64>().unwrap(), "bucket le={le}");
+        assert_eq!(counts[i], n as f64, "bucket le={le}");
     }
     // Durations in seconds.
     let w = metric(&r, "gtrace_work").expect("gtrace_work");

@@ -65,6 +65,17 @@ pub struct Program {
     pub pid: u32,
 }
 
+/// The script both export tests trace tests/go/export with: a counter keyed by a derived
+/// and a written name, a histogram of a parameter, printed lines, a duration histogram.
+pub const EXPORT_SCRIPT: &str = r#"
+on entry main.handle {
+    @requests[method, route: path] = count()
+    @size = hist(size)
+    if size > 950 { printf("big %s %s %d\n", method, path, size) }
+}
+on return main.work { @work = hist(elapsed) }
+"#;
+
 pub fn export_program() -> PathBuf {
     super::go_build("export", &[])
 }
@@ -111,6 +122,18 @@ pub fn requests(out: &str) -> std::collections::BTreeMap<(String, String), u64> 
             let (rest, n) = l.rsplit_once(' ').expect("count");
             let (method, path) = rest.split_once(' ').expect("method and path");
             ((method.to_string(), path.to_string()), n.parse().expect("a count"))
+        })
+        .collect()
+}
+
+/// The program's `truth-bucket: K N` lines: N sizes in [2^(K-1), 2^K), as (K, N).
+pub fn bucket_truth(truth: &str) -> Vec<(u32, u64)> {
+    truth
+        .lines()
+        .filter_map(|l| l.strip_prefix("truth-bucket: "))
+        .map(|l| {
+            let (k, n) = l.split_once(' ').expect("K N");
+            (k.parse().expect("K"), n.parse().expect("N"))
         })
         .collect()
 }
