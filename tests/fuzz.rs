@@ -212,7 +212,7 @@ fn tokens(text: &str) -> Vec<&str> {
 /// One mutant of `scripts[i]`, and how it was made.
 fn mutate(rng: &mut Rng, scripts: &[String], i: usize) -> (Vec<u8>, &'static str) {
     let text = &scripts[i];
-    match rng.below(5) {
+    match rng.below(6) {
         0 => {
             // Flip a few bytes to arbitrary values.
             let mut bytes = text.as_bytes().to_vec();
@@ -254,6 +254,19 @@ fn mutate(rng: &mut Rng, scripts: &[String], i: usize) -> (Vec<u8>, &'static str
             }
             out.extend(&toks[at..]);
             (out.concat().into_bytes(), "token duplication")
+        }
+        4 => {
+            // A word swapped for a word of another script: the text stays well formed
+            // more often, so the mutant reaches the checker and the lowering.
+            let mut toks = tokens(text);
+            let other = tokens(&scripts[rng.below(scripts.len())]);
+            let word = |t: &&str| t.chars().next().is_some_and(|c| c.is_alphanumeric() || c == '_');
+            let words: Vec<usize> = (0..toks.len()).filter(|i| word(&toks[*i])).collect();
+            let theirs: Vec<&str> = other.iter().copied().filter(word).collect();
+            if !words.is_empty() && !theirs.is_empty() {
+                toks[words[rng.below(words.len())]] = theirs[rng.below(theirs.len())];
+            }
+            (toks.concat().into_bytes(), "word swap")
         }
         _ => {
             // The head of one script on the tail of another.
