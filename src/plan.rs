@@ -120,11 +120,14 @@ impl Accounting {
 }
 
 /// The executable a plan was compiled against: a binary given to the runtime must carry
-/// the same build ids (or, where it has none, the same path).
+/// the same build ids (or, where it has none, the same path), and the host must run its
+/// architecture (the programs read its registers).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Binary {
     pub path: PathBuf,
     pub build_ids: BuildIds,
+    #[serde(default)]
+    pub arch: crate::arch::Arch,
 }
 
 /// The kind of a BPF map, as the kernel names it.

@@ -207,7 +207,11 @@ fn object_and_plan(programs: Vec<(ProbeSpec, Program)>, maps: Vec<MapSpec>) -> (
     let bytes = write(&obj).unwrap();
     let plan = Plan {
         version: gtrace::plan::PLAN_VERSION,
-        binary: gtrace::plan::Binary { path: go_target().to_path_buf(), build_ids: Default::default() },
+        binary: gtrace::plan::Binary {
+            path: go_target().to_path_buf(),
+            build_ids: Default::default(),
+            arch: gtrace::arch::Arch::X86_64,
+        },
         maps,
         probes: programs.into_iter().map(|(spec, _)| spec).collect(),
         events: Vec::new(),

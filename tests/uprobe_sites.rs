@@ -48,7 +48,11 @@ fn object_at(binary: &Path, points: Vec<AttachPoint>) -> (Vec<u8>, Plan) {
         programs: vec![ProgramCode { name: "nop".into(), section: "uprobe/nop".into(), program }],
     };
     let plan = Plan {
-        binary: gtrace::plan::Binary { path: binary.to_path_buf(), build_ids: Default::default() },
+        binary: gtrace::plan::Binary {
+            path: binary.to_path_buf(),
+            build_ids: Default::default(),
+            arch: gtrace::arch::Arch::X86_64,
+        },
         probes: vec![ProbeSpec {
             program: "nop".into(),
             section: "uprobe/nop".into(),
@@ -73,7 +77,8 @@ fn the_kernel_refuses_exactly_the_sites_gtrace_predicts() {
     // This toolchain's runtime has LOCK-prefixed atomics inlined at probe sites
     // (markBits.setMarked in runtime.greyobject) and AVX-512 kernels starting with EVEX.
     assert!(refused.len() >= 10, "{refused:?}");
-    assert!(refused.iter().any(|s| target.uprobe_refusal(s.1) == Some(gtrace::arch::Refusal::Lock)));
+    let lock = gtrace::arch::Refusal::X86(gtrace::arch::x86_64::uprobe::Refusal::Lock);
+    assert!(refused.iter().any(|s| target.uprobe_refusal(s.1) == Some(lock)));
     // Every refused site and ten accepted ones, spread over the binary.
     let accepted: Vec<_> = sites.iter().filter(|s| !s.2).step_by(97).take(10).collect();
     let points: Vec<AttachPoint> = refused

@@ -1,17 +1,65 @@
-//! Go's ABIInternal register assignment on amd64 (src/cmd/compile/abi-internal.md):
-//! where each parameter of a function is at its entry, and each result at a RET.
+//! Go's calling conventions (src/cmd/compile/abi-internal.md): where each parameter of
+//! a function is at its entry, and each result at a RET.
 //!
-//! The algorithm: each value is split into its base pieces (a string into pointer and
-//! length, a slice into three words, an interface into two, a struct field by field, an
-//! array of length 1 into its element); integer-like pieces take the next of the 9 integer
-//! registers, float pieces the next of the 15 float registers. A value with an array of
-//! length > 1 in it, or whose pieces do not all fit in the registers left, goes wholly to
-//! the stack and gives its registers back. Results are assigned afresh from RAX and X0;
-//! their stack slots follow the arguments' stack area, aligned to 8.
+//! The register ABI (ABIInternal): each value is split into its base pieces (a string
+//! into pointer and length, a slice into three words, an interface into two, a struct
+//! field by field, an array of length 1 into its element); integer-like pieces take the
+//! next of the architecture's integer registers (9 on amd64, 16 on arm64), float pieces
+//! the next float register (15, 16). A value with an array of length > 1 in it, or whose
+//! pieces do not all fit in the registers left, goes wholly to the stack and gives its
+//! registers back. Results are assigned afresh from the first registers; their stack
+//! slots follow the arguments' stack area, aligned to 8. The stack ABI (ABI0: assembly,
+//! and every Go function on arm64 before Go 1.18) is the same with no registers.
 
 use crate::arch::{Arch, Reg, PTR_SIZE};
 use crate::gotypes::{TypeId, TypeKind, Types};
 use serde::Serialize;
+
+/// A calling convention: Go's register ABI on an architecture, or its stack ABI. An
+/// `Arch` is its register ABI.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Conv {
+    pub arch: Arch,
+    /// Whether arguments and results go in registers (ABIInternal) or all on the stack
+    /// (ABI0).
+    pub registers: bool,
+}
+
+impl Conv {
+    /// The stack ABI of `arch`.
+    pub fn stack(arch: Arch) -> Conv {
+        Conv { arch, registers: false }
+    }
+
+    /// How the Go functions of a binary built by Go 1.`minor` take their arguments
+    /// (unknown version: the register ABI).
+    pub fn for_go(arch: Arch, minor: Option<u32>) -> Conv {
+        Conv { arch, registers: minor.is_none_or(|m| m >= arch.register_abi_since()) }
+    }
+
+    /// The integer registers values are passed in, in order (none for the stack ABI).
+    pub fn int_regs(self) -> &'static [Reg] {
+        if self.registers {
+            self.arch.int_arg_regs()
+        } else {
+            &[]
+        }
+    }
+
+    fn float_regs(self) -> usize {
+        if self.registers {
+            self.arch.float_arg_regs()
+        } else {
+            0
+        }
+    }
+}
+
+impl From<Arch> for Conv {
+    fn from(arch: Arch) -> Conv {
+        Conv { arch, registers: true }
+    }
+}
 
 /// Where one value (a parameter or a result) is.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -19,8 +67,9 @@ pub enum Location {
     /// In registers: each piece is `size` bytes of the value at `offset` within it.
     Regs(Vec<RegPiece>),
     /// On the stack at `offset` bytes above SP at the function's entry (8 is the first
-    /// stack argument: 0(SP) is the return address). At a RET, SP is back at the entry
-    /// value, so result offsets are relative to the same SP.
+    /// stack argument: 0(SP) is the return address on amd64, the caller's saved-LR slot
+    /// on arm64). At a RET, SP is back at the entry value, so result offsets are relative
+    /// to the same SP.
     Stack { offset: i64 },
     /// A value eBPF cannot read at the probe, and why (a float in an XMM register).
     Unreadable { reason: String },
@@ -43,22 +92,22 @@ pub struct CallLayout {
 }
 
 /// Assign locations to `values` (parameters in order, receiver first) the way the Go
-/// compiler does for an ABIInternal function. For results use `assign_results` (or
-/// `assign_call`): their stack slots depend on the arguments.
-pub fn assign(arch: Arch, values: &[TypeId], types: &Types) -> Vec<Location> {
-    let mut frame = Frame::new(arch);
+/// compiler does under `conv`. For results use `assign_results` (or `assign_call`):
+/// their stack slots depend on the arguments.
+pub fn assign(conv: impl Into<Conv>, values: &[TypeId], types: &Types) -> Vec<Location> {
+    let mut frame = Frame::new(conv.into());
     values.iter().map(|v| frame.assign(*v, types)).collect()
 }
 
 /// Locations of `results` at a RET of a function whose parameters (receiver first) are
 /// `params`.
-pub fn assign_results(arch: Arch, params: &[TypeId], results: &[TypeId], types: &Types) -> Vec<Location> {
-    assign_call(arch, params, results, types).results
+pub fn assign_results(conv: impl Into<Conv>, params: &[TypeId], results: &[TypeId], types: &Types) -> Vec<Location> {
+    assign_call(conv, params, results, types).results
 }
 
 /// Locations of the parameters (at entry) and results (at a RET) of one function.
-pub fn assign_call(arch: Arch, params: &[TypeId], results: &[TypeId], types: &Types) -> CallLayout {
-    let mut frame = Frame::new(arch);
+pub fn assign_call(conv: impl Into<Conv>, params: &[TypeId], results: &[TypeId], types: &Types) -> CallLayout {
+    let mut frame = Frame::new(conv.into());
     let params = params.iter().map(|v| frame.assign(*v, types)).collect();
     frame.stack = align_to(frame.stack, PTR_SIZE);
     frame.ints = 0;
@@ -75,15 +124,15 @@ enum Piece {
 
 /// The assignment state: next integer and float register, bytes of stack used so far.
 struct Frame {
-    arch: Arch,
+    conv: Conv,
     ints: usize,
     floats: usize,
     stack: u64,
 }
 
 impl Frame {
-    fn new(arch: Arch) -> Frame {
-        Frame { arch, ints: 0, floats: 0, stack: 0 }
+    fn new(conv: Conv) -> Frame {
+        Frame { conv, ints: 0, floats: 0, stack: 0 }
     }
 
     fn assign(&mut self, ty: TypeId, types: &Types) -> Location {
@@ -95,12 +144,12 @@ impl Frame {
         }
         let mut pieces = Vec::new();
         if self.register_assign(ty, 0, types, &mut pieces) {
-            return located(self.arch, pieces);
+            return located(self.conv.arch, pieces);
         }
         self.ints = ints;
         self.floats = floats;
         self.stack = align_to(self.stack, alignment(ty, types));
-        let offset = self.arch.stack_args_offset() + self.stack;
+        let offset = self.conv.arch.stack_args_offset() + self.stack;
         self.stack += t.size;
         Location::Stack { offset: offset as i64 }
     }
@@ -134,7 +183,7 @@ impl Frame {
     }
 
     fn int(&mut self, offset: u64, size: u64, out: &mut Vec<Piece>) -> bool {
-        if self.ints >= self.arch.int_arg_regs().len() {
+        if self.ints >= self.conv.int_regs().len() {
             return false;
         }
         out.push(Piece::Int { index: self.ints, offset, size });
@@ -143,7 +192,7 @@ impl Frame {
     }
 
     fn float(&mut self, out: &mut Vec<Piece>) -> bool {
-        if self.floats >= self.arch.float_arg_regs() {
+        if self.floats >= self.conv.float_regs() {
             return false;
         }
         out.push(Piece::Float { index: self.floats });
@@ -356,5 +405,41 @@ mod tests {
         // The arguments take 12 bytes, rounded up to 16.
         assert_eq!(layout.results[1], Location::Stack { offset: 24 });
         assert_eq!(assign_results(A, &[int, arr], &[int, arr], &t.types), layout.results);
+    }
+
+    #[test]
+    fn arm64_has_sixteen_int_registers_and_f_floats() {
+        use crate::arch::arm64::Reg as A;
+        let mut t = T::new();
+        let (int, f, s) = (t.int(), t.float(), t.string());
+        let mut values = vec![int; 15];
+        values.extend([s, f, int]);
+        let locs = super::assign(Arch::Arm64, &values, &t.types);
+        let r = |n: u8| RegPiece { reg: Reg::Arm64(A::R(n)), offset: 0, size: 8 };
+        assert_eq!(locs[0], Location::Regs(vec![r(0)]));
+        assert_eq!(locs[14], Location::Regs(vec![r(14)]));
+        // The string needs two registers, only R15 is left: the stack, R15 given back.
+        assert_eq!(locs[15], Location::Stack { offset: 8 });
+        assert!(matches!(&locs[16], Location::Unreadable { reason } if reason.contains("F0")));
+        assert_eq!(locs[17], Location::Regs(vec![r(15)]));
+    }
+
+    /// Go 1.17 on arm64: every argument and result on the stack, results after the
+    /// arguments (objdump of `func add(a, b int) int`: 8(RSP), 16(RSP), result 24(RSP)).
+    #[test]
+    fn the_stack_abi_puts_everything_on_the_stack() {
+        let mut t = T::new();
+        let (int, u8, s) = (t.int(), t.u8(), t.string());
+        let stack = Conv::stack(Arch::Arm64);
+        let layout = assign_call(stack, &[int, int], &[int], &t.types);
+        assert_eq!(layout.params, vec![Location::Stack { offset: 8 }, Location::Stack { offset: 16 }]);
+        assert_eq!(layout.results, vec![Location::Stack { offset: 24 }]);
+        let layout = assign_call(stack, &[u8, s], &[u8, int], &t.types);
+        assert_eq!(layout.params, vec![Location::Stack { offset: 8 }, Location::Stack { offset: 16 }]);
+        assert_eq!(layout.results, vec![Location::Stack { offset: 32 }, Location::Stack { offset: 40 }]);
+        assert_eq!(Conv::for_go(Arch::Arm64, Some(17)), stack);
+        assert_eq!(Conv::for_go(Arch::Arm64, Some(18)), Conv::from(Arch::Arm64));
+        assert_eq!(Conv::for_go(Arch::X86_64, Some(17)), Conv::from(Arch::X86_64));
+        assert_eq!(Conv::for_go(Arch::Arm64, None), Conv::from(Arch::Arm64));
     }
 }

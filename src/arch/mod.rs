@@ -3,33 +3,41 @@
 //! pt_regs`), Go's ABIInternal register assignment (`abi`), the questions asked of
 //! machine code (RETs, the stack-check prologue), relocations, and the frame layout a
 //! stack walk follows. Nothing outside this folder names a machine register; a port is
-//! a folder beside `x86_64` and a variant of `Arch`.
+//! a folder (`x86_64`, `arm64`) and a variant of `Arch`.
 
 pub mod abi;
+pub mod arm64;
+mod refusal;
 pub mod trap;
 pub mod x86_64;
 
-pub use x86_64::uprobe::Refusal;
+pub use refusal::Refusal;
 
 use serde::{Deserialize, Serialize};
 
 /// An instruction set gtrace reads Go binaries of.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Arch {
+    /// x86-64 (GOARCH=amd64); the default, what every plan of format 2 was made for.
+    #[default]
     X86_64,
+    /// AArch64 (GOARCH=arm64).
+    Arm64,
 }
 
 /// A machine register of some architecture.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 pub enum Reg {
     X86(x86_64::Reg),
+    Arm64(arm64::Reg),
 }
 
 impl Reg {
-    /// The name users see in listings and messages: `RAX`.
+    /// The name users see in listings and messages: `RAX`, `R0`.
     pub fn name(self) -> &'static str {
         match self {
             Reg::X86(r) => r.name(),
+            Reg::Arm64(r) => r.name(),
         }
     }
 
@@ -37,6 +45,7 @@ impl Reg {
     pub fn pt_regs_offset(self) -> i16 {
         match self {
             Reg::X86(r) => r.pt_regs_offset(),
+            Reg::Arm64(r) => r.pt_regs_offset(),
         }
     }
 }
@@ -109,6 +118,7 @@ impl Arch {
     pub fn from_elf(machine: object::Architecture) -> Option<Arch> {
         match machine {
             object::Architecture::X86_64 => Some(Arch::X86_64),
+            object::Architecture::Aarch64 => Some(Arch::Arm64),
             _ => None,
         }
     }
@@ -117,6 +127,7 @@ impl Arch {
     pub fn host() -> Option<Arch> {
         match std::env::consts::ARCH {
             "x86_64" => Some(Arch::X86_64),
+            "aarch64" => Some(Arch::Arm64),
             _ => None,
         }
     }
@@ -125,6 +136,7 @@ impl Arch {
     pub fn goarch(self) -> &'static str {
         match self {
             Arch::X86_64 => "amd64",
+            Arch::Arm64 => "arm64",
         }
     }
 
@@ -132,6 +144,7 @@ impl Arch {
     pub fn int_arg_regs(self) -> &'static [Reg] {
         match self {
             Arch::X86_64 => &x86_64::INT_ARGS,
+            Arch::Arm64 => &arm64::INT_ARGS,
         }
     }
 
@@ -140,13 +153,24 @@ impl Arch {
     pub fn float_arg_regs(self) -> usize {
         match self {
             Arch::X86_64 => 15,
+            Arch::Arm64 => arm64::FLOAT_ARGS,
         }
     }
 
-    /// The name of float argument register `i`: `X0`.
+    /// The name of float argument register `i`: `X0`, `F0`.
     pub fn float_reg_name(self, i: usize) -> String {
         match self {
             Arch::X86_64 => format!("X{i}"),
+            Arch::Arm64 => format!("F{i}"),
+        }
+    }
+
+    /// The first Go 1.x release whose Go functions take their arguments in registers
+    /// (ABIInternal); before it, on the stack as assembly does (ABI0).
+    pub fn register_abi_since(self) -> u32 {
+        match self {
+            Arch::X86_64 => 17,
+            Arch::Arm64 => arm64::REGISTER_ABI_SINCE,
         }
     }
 
@@ -155,26 +179,39 @@ impl Arch {
     pub fn g_reg(self) -> Reg {
         match self {
             Arch::X86_64 => Reg::X86(x86_64::Reg::R14),
+            Arch::Arm64 => Reg::Arm64(arm64::G),
+        }
+    }
+
+    /// Whether `g_reg` holds `g` in assembly (ABI0) functions too: on arm64 R28 always
+    /// does; on amd64 assembly finds g in thread-local storage.
+    pub fn g_in_abi0(self) -> bool {
+        match self {
+            Arch::X86_64 => false,
+            Arch::Arm64 => true,
         }
     }
 
     pub fn stack_pointer(self) -> Reg {
         match self {
             Arch::X86_64 => Reg::X86(x86_64::Reg::Rsp),
+            Arch::Arm64 => Reg::Arm64(arm64::Reg::Sp),
         }
     }
 
     pub fn program_counter(self) -> Reg {
         match self {
             Arch::X86_64 => Reg::X86(x86_64::Reg::Rip),
+            Arch::Arm64 => Reg::Arm64(arm64::Reg::Pc),
         }
     }
 
     /// The frame pointer: `[fp]` is the caller's frame pointer, `[fp + 8]` the return
-    /// address into the caller (Go keeps frame pointers).
+    /// address into the caller (Go keeps frame pointers, in this layout on both).
     pub fn frame_pointer(self) -> Reg {
         match self {
             Arch::X86_64 => Reg::X86(x86_64::Reg::Rbp),
+            Arch::Arm64 => Reg::Arm64(arm64::FP),
         }
     }
 
@@ -183,13 +220,15 @@ impl Arch {
     pub fn return_address(self) -> ReturnAddress {
         match self {
             Arch::X86_64 => ReturnAddress::AtStackPointer,
+            Arch::Arm64 => ReturnAddress::InRegister(Reg::Arm64(arm64::LR)),
         }
     }
 
-    /// Where the first stack argument is, in bytes above SP at a function's entry.
+    /// Where the first stack argument is, in bytes above SP at a function's entry
+    /// (amd64: above the return address; arm64: above the caller's saved-LR slot).
     pub fn stack_args_offset(self) -> u64 {
         match self {
-            Arch::X86_64 => PTR_SIZE,
+            Arch::X86_64 | Arch::Arm64 => PTR_SIZE,
         }
     }
 
@@ -197,6 +236,7 @@ impl Arch {
     pub fn reg_from_dwarf(self, n: u16) -> Option<Reg> {
         match self {
             Arch::X86_64 => x86_64::Reg::from_dwarf(n).map(Reg::X86),
+            Arch::Arm64 => arm64::Reg::from_dwarf(n).map(Reg::Arm64),
         }
     }
 
@@ -204,6 +244,16 @@ impl Arch {
     pub fn relative_relocation(self) -> u32 {
         match self {
             Arch::X86_64 => x86_64::RELATIVE_RELOCATION,
+            Arch::Arm64 => arm64::RELATIVE_RELOCATION,
+        }
+    }
+
+    /// The instruction size quantum of Go's function table header (`minLC`): pc deltas
+    /// count in these units.
+    pub fn pc_quantum(self) -> u8 {
+        match self {
+            Arch::X86_64 => 1,
+            Arch::Arm64 => arm64::PC_QUANTUM,
         }
     }
 
@@ -218,6 +268,7 @@ impl Arch {
     ) -> Result<ProbeSites, DecodeError> {
         match self {
             Arch::X86_64 => x86_64::code::probe_sites(addr, code, symbol_at),
+            Arch::Arm64 => arm64::code::probe_sites(addr, code, symbol_at),
         }
     }
 
@@ -226,6 +277,7 @@ impl Arch {
     pub fn control_flow(self, code: &[u8], addr: u64) -> Option<Vec<FlowInsn>> {
         match self {
             Arch::X86_64 => x86_64::flow::decode(code, addr),
+            Arch::Arm64 => arm64::flow::decode(code, addr),
         }
     }
 
@@ -233,6 +285,7 @@ impl Arch {
     pub fn max_insn_bytes(self) -> usize {
         match self {
             Arch::X86_64 => x86_64::uprobe::MAX_INSN_BYTES,
+            Arch::Arm64 => arm64::insn::SIZE,
         }
     }
 
@@ -241,14 +294,27 @@ impl Arch {
     pub fn trap_kind(self, code: &[u8]) -> trap::TrapKind {
         match self {
             Arch::X86_64 => x86_64::trap::kind(code),
+            Arch::Arm64 => arm64::trap::kind(code),
         }
     }
 
-    /// Why the kernel would refuse a uprobe on the instruction that `code` starts with,
-    /// if it would.
-    pub fn uprobe_refusal(self, code: &[u8]) -> Option<Refusal> {
+    /// How many bytes before a site `uprobe_refusal` looks at (arm64: whether the site is
+    /// inside an exclusive load/store sequence).
+    pub fn refusal_context_bytes(self) -> usize {
         match self {
-            Arch::X86_64 => x86_64::uprobe::refusal(code),
+            Arch::X86_64 => 0,
+            Arch::Arm64 => arm64::uprobe::CONTEXT_BYTES,
+        }
+    }
+
+    /// Why a uprobe must not go on the instruction that `code` starts with, if it must
+    /// not: the kernel would refuse it, or (arm64) it would harm the program. `before`
+    /// holds the bytes of the same function right before it (up to
+    /// `refusal_context_bytes`).
+    pub fn uprobe_refusal(self, before: &[u8], code: &[u8]) -> Option<Refusal> {
+        match self {
+            Arch::X86_64 => x86_64::uprobe::refusal(code).map(Refusal::X86),
+            Arch::Arm64 => arm64::uprobe::refusal(before, code).map(Refusal::Arm64),
         }
     }
 }

@@ -39,7 +39,7 @@ pub fn go_values(target: &Target, function: &str, kind: InstanceKind, limit: u32
     let types = &*target.types();
     let (ins, outs): (Vec<&Param>, Vec<&Param>) = params.iter().partition(|p| !p.is_result);
     let layout = abi::assign_call(
-        target.arch(),
+        target.go_conv(),
         &ins.iter().map(|p| p.ty).collect::<Vec<_>>(),
         &outs.iter().map(|p| p.ty).collect::<Vec<_>>(),
         types,
@@ -74,12 +74,16 @@ pub fn go_values(target: &Target, function: &str, kind: InstanceKind, limit: u32
             });
         }
         if let Some(word) = guessed_results {
-            for (i, reg) in target.arch().int_arg_regs().iter().enumerate() {
+            // As many words as the register ABI has result registers, where Go puts them.
+            let ins: Vec<TypeId> = ins.iter().map(|p| p.ty).collect();
+            let words = vec![word; target.arch().int_arg_regs().len()];
+            let guessed = abi::assign_results(target.go_conv(), &ins, &words, types);
+            for (i, location) in guessed.into_iter().enumerate() {
                 values.push(GoValue {
                     name: format!("ret{i}"),
                     type_id: word,
                     ty: Ok(Ty::Int { size: 8, signed: true }),
-                    location: Location::Regs(vec![abi::RegPiece { reg: *reg, offset: 0, size: 8 }]),
+                    location,
                     is_result: true,
                 });
             }
@@ -89,14 +93,16 @@ pub fn go_values(target: &Target, function: &str, kind: InstanceKind, limit: u32
 }
 
 /// The machine words a register-ABI function receives (`arg0` …, in its integer registers)
-/// or, at a return, returns (`ret0` …): what can be said without DWARF. An assembly
-/// (ABI0) function takes its words on the stack, from 8(SP).
+/// or, at a return, returns (`ret0` …): what can be said without DWARF. A function of
+/// the stack ABI (assembly; Go code on arm64 before Go 1.18) takes its words on the
+/// stack, from 8(SP), and where its results are depends on its unknown arguments.
 pub fn positional(target: &Target, function: &str, kind: InstanceKind) -> Vec<GoValue> {
     let word = target.word_type();
-    let abi0 = target.find(function).first().is_some_and(|f| f.abi == crate::target::Abi::Abi0);
+    let conv = target.find(function).first().map_or(target.go_conv(), |f| target.conv_of(f));
+    let stack = !conv.registers;
     let mut values = Vec::new();
     for (i, reg) in target.arch().int_arg_regs().iter().enumerate() {
-        let location = if abi0 {
+        let location = if stack {
             Location::Stack { offset: (target.arch().stack_args_offset() + 8 * i as u64) as i64 }
         } else {
             Location::Regs(vec![abi::RegPiece { reg: *reg, offset: 0, size: 8 }])
@@ -113,14 +119,13 @@ pub fn positional(target: &Target, function: &str, kind: InstanceKind) -> Vec<Go
             location: location.clone(),
             is_result: false,
         });
-        if kind == InstanceKind::Return && !abi0 {
-            values.push(GoValue {
-                name: format!("ret{i}"),
-                type_id: word,
-                ty: Ok(Ty::Int { size: 8, signed: true }),
-                location,
-                is_result: true,
-            });
+        if kind == InstanceKind::Return {
+            let ty = if stack {
+                Err(format!("`ret{i}` cannot be located without DWARF: {function} passes its results on the stack after its arguments, whose size only DWARF knows"))
+            } else {
+                Ok(Ty::Int { size: 8, signed: true })
+            };
+            values.push(GoValue { name: format!("ret{i}"), type_id: word, ty, location, is_result: true });
         }
     }
     values

@@ -123,8 +123,11 @@ fn groups(probe: &ResolvedProbe, body: &Block, target: &Target, limit: u32) -> V
 }
 
 /// goid, self and elapsed find the goroutine through the g register, which holds it only
-/// in ABIInternal functions.
+/// in ABIInternal functions (amd64; arm64 keeps g in R28 in assembly too).
 fn require_abi_internal(functions: &[FuncSite], target: &Target, span: Span, diags: &mut Diagnostics) {
+    if target.arch().g_in_abi0() {
+        return;
+    }
     for f in functions {
         if target.find(&f.name).first().is_some_and(|t| t.abi == crate::target::Abi::Abi0) {
             diags.push(

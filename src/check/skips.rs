@@ -1,6 +1,6 @@
 //! What a probe passed over, and why: functions that cannot hold a probe (zero-size
 //! marker symbols, functions without code or without a RET) and sites whose instruction
-//! x86 uprobes refuse, found before anything is attached; plus the sites the kernel
+//! the architecture's uprobes refuse (`arch::Refusal`), found before anything is attached; plus the sites the kernel
 //! still refused when attaching. A wildcard or a list goes on with the rest and says so
 //! in one summary line; `--check` lists every one.
 
@@ -37,9 +37,9 @@ impl SkipReason {
             SkipReason::NoReturn => {
                 "it has no RET instruction (it ends in a tail call, a panic or an endless loop): a return probe never fires".into()
             }
-            SkipReason::Refused(r) => format!("x86 uprobes refuse the instruction there: {r}"),
+            SkipReason::Refused(r) => format!("{} the instruction there: {r}", r.who()),
             SkipReason::EntryRefused(r) => {
-                format!("x86 uprobes refuse its entry instruction ({r}), so its calls cannot be timed for `elapsed`")
+                format!("{} its entry instruction ({r}), so its calls cannot be timed for `elapsed`", r.who())
             }
             SkipReason::Kernel { errno } => format!("the kernel refused the uprobe ({})", errno_text(*errno)),
         }
@@ -123,6 +123,9 @@ pub fn listing(skipped: &[Skipped]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::arch::x86_64::uprobe::Refusal as X86;
+
+    const LOCK: Refusal = Refusal::X86(X86::Lock);
 
     fn skip(function: &str, reason: SkipReason) -> Skipped {
         Skipped { probe: "on entry \"*\"".into(), function: function.into(), addr: None, reason }
@@ -133,7 +136,7 @@ mod tests {
         let s = vec![
             skip("runtime.text", SkipReason::ZeroSize),
             skip("runtime.etext", SkipReason::ZeroSize),
-            skip("runtime.greyobject", SkipReason::Refused(Refusal::Lock)),
+            skip("runtime.greyobject", SkipReason::Refused(LOCK)),
             skip("main.f", SkipReason::Kernel { errno: 524 }),
         ];
         let line = summary(&s).unwrap();
@@ -150,20 +153,16 @@ mod tests {
     fn plurals_read_as_english() {
         let two =
             |r: Refusal| summary(&[skip("a", SkipReason::Refused(r)), skip("b", SkipReason::Refused(r))]).unwrap();
-        assert!(
-            two(Refusal::Lock).contains("2 sites at LOCK-prefixed (atomic) instructions"),
-            "{}",
-            two(Refusal::Lock)
-        );
-        let seg = two(Refusal::SegmentPrefix { byte: 0x2e });
+        assert!(two(LOCK).contains("2 sites at LOCK-prefixed (atomic) instructions"), "{}", two(LOCK));
+        let seg = two(Refusal::X86(X86::SegmentPrefix { byte: 0x2e }));
         assert!(seg.contains("2 sites at instructions with a segment prefix (CS)"), "{seg}");
-        let op = two(Refusal::Opcode { opcode: 0xcc, vex: false });
+        let op = two(Refusal::X86(X86::Opcode { opcode: 0xcc, vex: false }));
         assert!(op.contains("2 sites at instructions uprobes cannot step (opcode 0xcc)"), "{op}");
     }
 
     #[test]
     fn the_listing_names_every_site() {
-        let mut s = skip("runtime.greyobject", SkipReason::Refused(Refusal::Lock));
+        let mut s = skip("runtime.greyobject", SkipReason::Refused(LOCK));
         s.addr = Some(0x41a2b3);
         let text = listing(&[s, skip("runtime.text", SkipReason::ZeroSize)]);
         assert_eq!(text.lines().count(), 2);

@@ -5,7 +5,7 @@
 use crate::arch::abi::{self, Location};
 use crate::compile::Compiled;
 use crate::plan::ProbeAttach;
-use crate::target::{Abi, Param, Target};
+use crate::target::{Param, Target};
 
 /// `-l PATTERN`: each matching function, a line each.
 pub fn functions(target: &Target, pattern: &str) -> String {
@@ -22,9 +22,9 @@ fn function(target: &Target, name: &str) -> String {
     let params = match target.params(name) {
         Ok(Some(p)) => p,
         Ok(None) if !target.has_dwarf() => {
-            let abi0 = target.find(name).first().is_some_and(|f| f.abi == Abi::Abi0);
+            let conv = target.find(name).first().map_or(target.go_conv(), |f| target.conv_of(f));
             let regs = target.arch().int_arg_regs();
-            let words = if abi0 {
+            let words = if !conv.registers {
                 "arg0 … as words at 8(SP), 16(SP), …".to_string()
             } else {
                 let names: Vec<&str> = regs.iter().map(|r| r.name()).collect();
@@ -38,7 +38,7 @@ fn function(target: &Target, name: &str) -> String {
     let types = target.types();
     let (ins, outs): (Vec<&Param>, Vec<&Param>) = params.iter().partition(|p| !p.is_result);
     let layout = abi::assign_call(
-        target.arch(),
+        target.go_conv(),
         &ins.iter().map(|p| p.ty).collect::<Vec<_>>(),
         &outs.iter().map(|p| p.ty).collect::<Vec<_>>(),
         &types,

@@ -108,12 +108,18 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
 }
 
 /// `--check`: where gtrace may load BPF, the kernel's verifier judges every program
-/// (nothing attaches); without privileges that step is skipped, and said.
-fn verify(compiled: &Compiled) -> Result<&'static str, Failure> {
+/// (nothing attaches); without privileges, or for a binary of another architecture than
+/// this kernel's (its programs read that architecture's registers), that step is skipped,
+/// and said.
+fn verify(compiled: &Compiled) -> Result<String, Failure> {
+    let arch = compiled.plan.binary.arch;
+    if crate::arch::Arch::host() != Some(arch) {
+        return Ok(format!("not verified by the kernel (the programs are for {}, this kernel is not)", arch.goarch()));
+    }
     match runtime::verify(&compiled.object, &compiled.plan) {
-        Ok(()) => Ok("the kernel's verifier accepts every program"),
+        Ok(()) => Ok("the kernel's verifier accepts every program".into()),
         Err(runtime::RuntimeError::Permission { .. }) => {
-            Ok("not verified by the kernel (loading BPF needs root, or CAP_BPF and CAP_PERFMON)")
+            Ok("not verified by the kernel (loading BPF needs root, or CAP_BPF and CAP_PERFMON)".into())
         }
         Err(e) => Err(trace::verifier::failure(e, &compiled.plan)),
     }
@@ -151,7 +157,7 @@ fn run_plan(args: &RunArgs) -> Result<i32, Failure> {
     let bundle = Bundle::read(&args.plan)?;
     let process = process(&args.target)?;
     let target = Target::open(&process.binary)?;
-    let here = Binary { path: process.binary.clone(), build_ids: target.build_ids().clone() };
+    let here = Binary { path: process.binary.clone(), build_ids: target.build_ids().clone(), arch: target.arch() };
     check_same_build(&bundle.plan.binary, &here)?;
     trace::run(&bundle, &target, process, &args.trace)
 }

@@ -5,6 +5,7 @@
 use super::codegen::Gen;
 use super::maps;
 use super::LowerError;
+use crate::arch::abi::Location;
 use crate::bpf::helpers::*;
 use crate::bpf::insn::*;
 use crate::syntax::ast::*;
@@ -124,10 +125,13 @@ impl Gen<'_> {
         self.count_refused_update(maps::SELF_VARS, span)
     }
 
-    /// At runtime.goexit0(gp): deletes every self variable of gp's goroutine.
-    pub fn free_self_vars(&mut self, g: GLayout, span: Span) -> Result<(), LowerError> {
+    /// At runtime.goexit0(gp), `gp` at `location`: deletes every self variable of gp's
+    /// goroutine.
+    pub fn free_self_vars(&mut self, g: GLayout, gp: &Location, span: Span) -> Result<(), LowerError> {
         let key = self.slot(16, span)?;
-        self.load_reg(R7, self.arch.int_arg_regs()[0]);
+        let place = self.location_place(gp, span)?;
+        self.read_scalar(&place, 8, false)?;
+        self.b.emit(mov64_reg(R7, R0));
         self.read_user(key, R7, g.goid as i32);
         for var in self.self_vars.values() {
             self.b.emit(store_imm(Size::DW, R10, key + 8, var.index as i32));

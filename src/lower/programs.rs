@@ -48,7 +48,8 @@ pub(super) fn lower_all(
     sources: &Sources,
     settings: &Settings,
 ) -> Result<Lowered, LowerError> {
-    let binary = Binary { path: target.path().to_path_buf(), build_ids: target.build_ids().clone() };
+    let binary =
+        Binary { path: target.path().to_path_buf(), build_ids: target.build_ids().clone(), arch: target.arch() };
     let mut plan = Plan { version: PLAN_VERSION, binary, skipped: checked.skipped.clone(), ..Plan::default() };
     for f in checked.instances.iter().flat_map(|i| &i.functions) {
         if !plan.functions.contains(&f.name) {
@@ -259,8 +260,10 @@ impl Ctx<'_> {
         let name = SELF_CLEANUP.to_string();
         let comment = "free the self variables of the goroutine that exits".to_string();
         let owner = Owner { item: usize::MAX, functions: 1 };
+        // gp, where the calling convention puts a pointer-sized first argument.
+        let gp = crate::arch::abi::assign(target.conv_of(&f), &[target.word_type()], &target.types()).remove(0);
         let program =
-            self.program(&name, owner, comment, &Facts::default(), span, |gen| gen.free_self_vars(g, span))?;
+            self.program(&name, owner, comment, &Facts::default(), span, |gen| gen.free_self_vars(g, &gp, span))?;
         let points = vec![self.point(&name, &f.name, sites.entry, span)?];
         self.add(name, program, ProbeAttach::Uprobe(points), "goroutine exit: free self variables".into());
         Ok(())

@@ -16,7 +16,7 @@ pub enum Trigger {
     /// One of `INTERVAL_SLOTS` functions, one per `on interval` probe.
     Interval(usize),
     /// Timed with and without an empty uprobe, to learn what a trap costs on an
-    /// instruction of this kind (functions written in assembly, `arch::x86_64::trap`).
+    /// instruction of this kind (functions written in assembly, `arch::*::trap`).
     Calibrate(TrapKind),
 }
 
@@ -57,9 +57,10 @@ const INTERVALS: [(extern "C" fn(), &str); INTERVAL_SLOTS] = [
     (gtrace_trigger_interval_7, "gtrace_trigger_interval_7"),
 ];
 
-// The calibration functions, defined in assembly by `arch::x86_64::trap` (each starts with one
-// instruction of its kind and returns; they touch no memory).
-#[cfg(target_arch = "x86_64")]
+// The calibration functions, defined in assembly by the host's `arch::*::trap` (each starts
+// with one instruction of its kind and returns; they leave registers other than the first
+// argument's and memory as they were).
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 extern "C" {
     fn gtrace_calibrate_step();
     fn gtrace_calibrate_push();
@@ -68,18 +69,20 @@ extern "C" {
 
 /// A call of the calibration function of `kind`, and where it is (the probe goes on the
 /// assembly itself, not on the caller).
-#[cfg(target_arch = "x86_64")]
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 fn calibration(kind: TrapKind) -> (extern "C" fn(), u64) {
     extern "C" fn step() {
-        // SAFETY: `mov rax, rdi; ret` under the C calling convention: clobbers only RAX.
+        // SAFETY: `mov rax, rdi; ret` (arm64: `mov x0, x0; ret`) under the C calling
+        // convention: clobbers only the return register.
         unsafe { gtrace_calibrate_step() }
     }
     extern "C" fn push() {
-        // SAFETY: `push rbp; pop rbp; ret`: the stack is left as it was.
+        // SAFETY: `push rbp; pop rbp; ret` (arm64: `stp x29, x30, [sp, #-16]!; ldp x29,
+        // x30, [sp], #16; ret`): the stack is left as it was.
         unsafe { gtrace_calibrate_push() }
     }
     extern "C" fn branch() {
-        // SAFETY: `jmp 2f; 2: ret`: touches nothing.
+        // SAFETY: `jmp 2f; 2: ret` (arm64: `b 2f; 2: ret`): touches nothing.
         unsafe { gtrace_calibrate_branch() }
     }
     match kind {
@@ -169,11 +172,14 @@ mod tests {
         assert!(path.is_absolute());
         assert_ne!(begin, end);
         assert_ne!(Trigger::Interval(0).location().unwrap().1, Trigger::Interval(1).location().unwrap().1);
-        // The calibration functions are the assembly of arch::x86_64::trap, each of its kind.
+        // The calibration functions are the assembly of the host's arch::*::trap, each of its
+        // kind (arm64 emulates no push: its push function is single-stepped).
         let code = std::fs::read(&path).unwrap();
+        let host = crate::arch::Arch::host().expect("a host gtrace runs on");
         for kind in TrapKind::ALL {
             let (_, at) = Trigger::Calibrate(kind).location().unwrap();
-            assert_eq!(crate::arch::Arch::X86_64.trap_kind(&code[at as usize..at as usize + 4]), kind);
+            let want = if host == crate::arch::Arch::Arm64 && kind == TrapKind::Push { TrapKind::Step } else { kind };
+            assert_eq!(host.trap_kind(&code[at as usize..at as usize + 4]), want);
             Trigger::Calibrate(kind).fire();
         }
     }

@@ -45,7 +45,7 @@ pub struct Function {
 /// How a function takes its arguments.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Abi {
-    /// Go's register ABI (every Go function since Go 1.17 on amd64).
+    /// Go's register ABI (every Go function since Go 1.17 on amd64, 1.18 on arm64).
     Internal,
     /// The stack ABI of assembly functions.
     Abi0,
@@ -114,7 +114,7 @@ impl TargetError {
                 Some("give the debug file made from this very build (objcopy --only-keep-debug BINARY FILE)")
             }
             TargetError::NoDwarfIn { .. } => Some("a debug file is what `objcopy --only-keep-debug` writes"),
-            TargetError::WrongArch { .. } => Some("gtrace reads Go executables built for amd64 (GOARCH=amd64)"),
+            TargetError::WrongArch { .. } => Some("gtrace reads Go executables built for amd64 or arm64 (GOARCH)"),
             TargetError::TooOld { .. } => {
                 Some("gtrace needs Go's register ABI: rebuild the program with Go 1.17 or later")
             }
@@ -326,7 +326,7 @@ impl Target {
                 let head = &bytes[off..off + 8];
                 let magic = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
                 let known = matches!(magic, 0xffff_fffa | 0xffff_fff0 | 0xffff_fff1);
-                if known && head[4..] == [0, 0, 1, 8] {
+                if known && head[4..] == [0, 0, self.arch.pc_quantum(), 8] {
                     let addr = section.addr + off as u64;
                     if self.pclntab(&image, addr).is_ok_and(|(t, _)| t.functions().is_ok_and(|f| !f.is_empty())) {
                         return Some(addr);
@@ -355,6 +355,21 @@ impl Target {
     /// The instruction set the binary is built for.
     pub fn arch(&self) -> crate::arch::Arch {
         self.arch
+    }
+
+    /// How this binary's Go functions take their arguments: the register ABI, or the
+    /// stack where Go had none yet (arm64 before Go 1.18).
+    pub fn go_conv(&self) -> crate::arch::abi::Conv {
+        crate::arch::abi::Conv::for_go(self.arch, self.go_version.as_deref().and_then(go_minor))
+    }
+
+    /// How `f` takes its arguments: on the stack if it is assembly (ABI0), else as this
+    /// binary's Go functions do.
+    pub fn conv_of(&self, f: &Function) -> crate::arch::abi::Conv {
+        match f.abi {
+            Abi::Abi0 => crate::arch::abi::Conv::stack(self.arch),
+            Abi::Internal | Abi::Unknown => self.go_conv(),
+        }
     }
 
     /// Whether the binary has DWARF (`.debug_info`). Without it, `params` is None and
@@ -438,13 +453,17 @@ impl Target {
             .map_err(|source| TargetError::Disassembly { function: f.name.clone(), source })
     }
 
-    /// Why the kernel would refuse a uprobe at `addr` (see `Arch::uprobe_refusal`),
-    /// judged from the instruction the file holds there; None when it would accept it.
+    /// Why a uprobe must not go at `addr` (see `Arch::uprobe_refusal`), judged from the
+    /// instruction the file holds there and the code of its function before it; None
+    /// when it may.
     pub fn uprobe_refusal(&self, addr: u64) -> Option<crate::arch::Refusal> {
         let max = self.arch.max_insn_bytes() as u64;
         // The instruction's bytes, as many as the segment holds (up to the longest).
         let code = (1..=max).rev().find_map(|len| self.bytes_at(addr, len)).unwrap_or(&[]);
-        self.arch.uprobe_refusal(code)
+        let start = self.function_containing(addr).map_or(addr, |f| f.addr);
+        let from = start.max(addr.saturating_sub(self.arch.refusal_context_bytes() as u64));
+        let before = self.bytes_at(from, addr - from).unwrap_or(&[]);
+        self.arch.uprobe_refusal(before, code)
     }
 
     /// The offset in the file of the byte at virtual address `addr` (what a uprobe

@@ -9,6 +9,7 @@ pub mod stats;
 pub(crate) mod symbols;
 pub mod verifier;
 
+use crate::arch::Arch;
 use crate::cli::TraceArgs;
 use crate::diag::Failure;
 use crate::export::{Export, Traced};
@@ -53,6 +54,7 @@ fn written(r: Result<(), output::OutputError>) -> Result<(), Halt> {
 /// code: 0, also when the output's reader went away (`gtrace ... | head -1`: gtrace
 /// detaches and ends, printing nothing more).
 pub fn run(bundle: &Bundle, target: &Target, process: Process, args: &TraceArgs) -> Result<i32, Failure> {
+    check_host(bundle.plan.binary.arch)?;
     match session(bundle, target, process, args) {
         Ok(()) | Err(Halt::OutputClosed) => Ok(0),
         Err(Halt::Failure(f)) => Err(f),
@@ -227,6 +229,19 @@ fn print_maps(
     Ok(())
 }
 
+/// The programs read the registers of the plan's architecture, in the kernel's layout for
+/// it: only a kernel of that architecture can run them.
+fn check_host(arch: Arch) -> Result<(), Failure> {
+    if Arch::host() == Some(arch) {
+        return Ok(());
+    }
+    let name = arch.goarch();
+    Err(Failure::message(
+        format!("this plan is for {name}; tracing runs on an {name} host"),
+        Some("-l, --check and --emit work here; trace on a machine of the binary's architecture (`--emit plan -o FILE`, then `gtrace run FILE` there)"),
+    ))
+}
+
 /// The one line that says what was passed over, before attaching (the plan's list) and
 /// while attaching; an error when the kernel refused every probe point of the target.
 fn report_skipped(loaded: &Loaded, plan: &Plan) -> Result<(), Failure> {
@@ -254,5 +269,20 @@ fn report_skipped(loaded: &Loaded, plan: &Plan) -> Result<(), Failure> {
             Some("check that the binary was not replaced since gtrace read it"),
         )),
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plan_runs_only_on_a_host_of_its_architecture() {
+        let host = Arch::host().expect("gtrace's tests run on an architecture it reads");
+        assert!(check_host(host).is_ok());
+        let other = if host == Arch::X86_64 { Arch::Arm64 } else { Arch::X86_64 };
+        let text = check_host(other).unwrap_err().render(false);
+        let name = other.goarch();
+        assert!(text.contains(&format!("this plan is for {name}; tracing runs on an {name} host")), "{text}");
     }
 }

@@ -114,7 +114,13 @@ pub fn objdump(binary: &Path, function: &str) -> Vec<ObjdumpLine> {
         .output()
         .expect("run go tool objdump");
     assert!(out.status.success(), "go tool objdump: {}", String::from_utf8_lossy(&out.stderr));
-    let text = String::from_utf8_lossy(&out.stdout);
+    let lines = parse_objdump(&String::from_utf8_lossy(&out.stdout));
+    assert!(!lines.is_empty(), "go tool objdump found no function {function}");
+    lines
+}
+
+/// The instructions of `go tool objdump` output, every function's in a row.
+pub fn parse_objdump(text: &str) -> Vec<ObjdumpLine> {
     let mut lines = Vec::new();
     for line in text.lines().filter(|l| !l.starts_with("TEXT ")) {
         let cols: Vec<&str> = line.trim().split('\t').filter(|c| !c.is_empty()).collect();
@@ -126,7 +132,6 @@ pub fn objdump(binary: &Path, function: &str) -> Vec<ObjdumpLine> {
         let bytes = (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex")).collect();
         lines.push(ObjdumpLine { addr, bytes, asm: cols.get(3).unwrap_or(&"").trim().to_string() });
     }
-    assert!(!lines.is_empty(), "go tool objdump found no function {function}");
     lines
 }
 

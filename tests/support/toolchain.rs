@@ -1,7 +1,8 @@
 //! Building the Go test programs with a given toolchain ("local", or a release such as
 //! "go1.17.13" fetched through the Go module proxy with GOTOOLCHAIN) and a given kind of
-//! binary (stripped or not, PIE or not, cgo or not), cached under target/gobin by a hash
-//! of sources, toolchain and kind.
+//! binary (stripped or not, PIE or not, cgo or not), for this host or cross-compiled for
+//! another GOARCH, cached under target/gobin by a hash of sources, toolchain, kind and
+//! architecture.
 //!
 //! GTRACE_GO_VERSIONS (space-separated, e.g. `go1.21.13 local`) replaces the default
 //! toolchain list.
@@ -57,6 +58,12 @@ pub enum NotBuilt {
 
 /// Builds tests/go/<dir> with `toolchain` as `kind`, cached under target/gobin.
 pub fn build(dir: &str, toolchain: &str, kind: Kind) -> Result<PathBuf, NotBuilt> {
+    build_for(dir, toolchain, kind, None)
+}
+
+/// `build` for another architecture: `Some("arm64")` cross-compiles with GOARCH=arm64
+/// (None: the host's).
+pub fn build_for(dir: &str, toolchain: &str, kind: Kind, goarch: Option<&str>) -> Result<PathBuf, NotBuilt> {
     let src = super::root().join("tests/go").join(dir);
     let mut hasher = DefaultHasher::new();
     super::hash_tree(&src, &mut hasher);
@@ -65,9 +72,13 @@ pub fn build(dir: &str, toolchain: &str, kind: Kind) -> Result<PathBuf, NotBuilt
     if toolchain == "local" {
         super::go_version().hash(&mut hasher);
     }
+    if let Some(arch) = goarch {
+        arch.hash(&mut hasher);
+    }
     let out_dir = super::root().join("target/gobin");
     std::fs::create_dir_all(&out_dir).expect("create target/gobin");
-    let out = out_dir.join(format!("{dir}-{toolchain}-{}-{:016x}", kind.label(), hasher.finish()));
+    let arch_label = goarch.map(|a| format!("-{a}")).unwrap_or_default();
+    let out = out_dir.join(format!("{dir}-{toolchain}-{}{arch_label}-{:016x}", kind.label(), hasher.finish()));
     if out.exists() {
         return Ok(out);
     }
@@ -80,6 +91,9 @@ pub fn build(dir: &str, toolchain: &str, kind: Kind) -> Result<PathBuf, NotBuilt
     }
     if kind.stripped {
         cmd.arg("-ldflags=-s -w");
+    }
+    if let Some(arch) = goarch {
+        cmd.env("GOARCH", arch);
     }
     let output = cmd
         .arg(".")
@@ -104,7 +118,17 @@ pub fn build(dir: &str, toolchain: &str, kind: Kind) -> Result<PathBuf, NotBuilt
 /// `build` as a plain executable, or None, said loudly, when the toolchain cannot be
 /// fetched.
 pub fn build_plain(dir: &str, toolchain: &str) -> Option<PathBuf> {
-    match build(dir, toolchain, PLAIN) {
+    build_or_skip(dir, toolchain, PLAIN, None)
+}
+
+/// `build` cross-compiled for arm64 (GOARCH=arm64), or None when the toolchain cannot be
+/// fetched (see `no_toolchain`).
+pub fn build_arm64(dir: &str, toolchain: &str, kind: Kind) -> Option<PathBuf> {
+    build_or_skip(dir, toolchain, kind, Some("arm64"))
+}
+
+fn build_or_skip(dir: &str, toolchain: &str, kind: Kind, goarch: Option<&str>) -> Option<PathBuf> {
+    match build_for(dir, toolchain, kind, goarch) {
         Ok(p) => Some(p),
         Err(NotBuilt::NoToolchain(err)) => {
             no_toolchain(toolchain, &err);
@@ -116,5 +140,11 @@ pub fn build_plain(dir: &str, toolchain: &str) -> Option<PathBuf> {
 /// A toolchain that cannot be fetched: SKIP said loudly, or on CI a failure (CI must
 /// test the oldest and newest releases it claims to support).
 pub fn no_toolchain(toolchain: &str, err: &str) {
-    super::skip(toolchain, &format!("the toolchain cannot be fetched through the Go module proxy:\n{err}"));
+    super::skip(
+        toolchain,
+        &format!(
+            "the toolchain cannot be fetched through the Go module proxy:
+{err}"
+        ),
+    );
 }

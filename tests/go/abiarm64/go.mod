@@ -1,0 +1,3 @@
+module example.com/abiarm64
+
+go 1.17
