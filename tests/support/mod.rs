@@ -38,6 +38,11 @@ pub fn go_build_at(src: &Path, name: &str, extra_flags: &[&str]) -> PathBuf {
     go_build_dir(src, name, extra_flags, &[])
 }
 
+/// `go_build_at` with extra environment variables, e.g. `[("GOARCH", "arm64")]`.
+pub fn go_build_at_env(src: &Path, name: &str, extra_flags: &[&str], env: &[(&str, &str)]) -> PathBuf {
+    go_build_dir(src, name, extra_flags, env)
+}
+
 fn go_build_dir(src: &Path, dir: &str, extra_flags: &[&str], env: &[(&str, &str)]) -> PathBuf {
     assert!(src.is_dir(), "no Go program at {}", src.display());
     let mut hasher = DefaultHasher::new();
