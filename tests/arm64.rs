@@ -259,18 +259,6 @@ fn probe_sites_and_file_offsets_match_objdump() {
 
 // ---- the decoder against Go's disassembler, every instruction of a binary ---------------
 
-/// Every instruction `go tool objdump` shows for the whole binary.
-fn objdump_all(binary: &Path) -> Vec<ObjdumpLine> {
-    let out = std::process::Command::new("go")
-        .args(["tool", "objdump"])
-        .arg(binary)
-        .env("GOTOOLCHAIN", "local")
-        .output()
-        .expect("run go tool objdump");
-    assert!(out.status.success(), "go tool objdump: {}", String::from_utf8_lossy(&out.stderr));
-    support::parse_objdump(&String::from_utf8_lossy(&out.stdout))
-}
-
 /// The branch target objdump prints last: `7(PC)`, `-5(PC)` or `pkg.F(SB)`.
 fn target_of(asm: &str, addr: u64, symbols: &HashMap<&str, u64>) -> Option<u64> {
     let last = asm.rsplit([' ', ',']).next()?;
@@ -341,7 +329,7 @@ fn the_decoder_agrees_with_go_objdump_on_every_instruction() {
         let t = open(bin);
         let symbols: HashMap<&str, u64> = t.functions().iter().map(|f| (f.name.as_str(), f.addr)).collect();
         let data = std::fs::read(bin).unwrap();
-        let lines = objdump_all(bin);
+        let lines = support::objdump_all(bin);
         let mut seen: HashMap<std::mem::Discriminant<Kind>, usize> = HashMap::new();
         let (mut checked, mut refused) = (0, 0);
         let (mut function, mut since_load): (u64, Option<usize>) = (0, None);

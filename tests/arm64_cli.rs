@@ -80,7 +80,8 @@ fn every_example_checks_against_its_program_built_for_arm64() {
 #[test]
 fn emitted_assembly_reads_the_arm64_user_registers() {
     let bin = arm64("kinds");
-    let script = "on entry main.add { @s = sum(a + b); @g[goid] = count() } on return main.sleepy { @st[ustack] = count() }";
+    let script =
+        "on entry main.add { @s = sum(a + b); @g[goid] = count() } on return main.sleepy { @st[ustack] = count() }";
     let r = gtrace(&["--emit", "asm", "-e", script, "-b", path(&bin)]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let reads = |off: u32| r.stdout.contains(&format!("= *(u64 *)(r6 +{off})"));
@@ -142,10 +143,16 @@ fn tracing_an_arm64_binary_is_refused_on_this_host() {
         let r = gtrace(&args);
         assert_eq!(r.code, 1, "{args:?}: {}", r.stderr);
         assert!(r.stderr.contains(want), "{}", r.stderr);
-        assert!(!r.stderr.contains("Attached") && !r.stdout.contains("calls="), "nothing ran:\n{}{}", r.stdout, r.stderr);
+        assert!(
+            !r.stderr.contains("Attached") && !r.stdout.contains("calls="),
+            "nothing ran:\n{}{}",
+            r.stdout,
+            r.stderr
+        );
     }
     let plan = Scratch::new("run.json");
-    let r = gtrace(&["--emit", "plan", "-o", path(&plan.0), "-e", "on entry main.add { @n = count() }", "-b", path(&bin)]);
+    let r =
+        gtrace(&["--emit", "plan", "-o", path(&plan.0), "-e", "on entry main.add { @n = count() }", "-b", path(&bin)]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let r = gtrace(&["run", path(&plan.0), "-b", path(&bin)]);
     assert_eq!(r.code, 1, "{}", r.stderr);

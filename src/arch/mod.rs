@@ -7,6 +7,7 @@
 
 pub mod abi;
 pub mod arm64;
+mod prologue;
 mod refusal;
 pub mod trap;
 pub mod x86_64;

@@ -112,20 +112,30 @@ pub struct ObjdumpLine {
 /// The instructions of the function named exactly `function`, per `go tool objdump`.
 pub fn objdump(binary: &Path, function: &str) -> Vec<ObjdumpLine> {
     let pattern = format!("^{}$", regex_escape(function));
+    let lines = parse_objdump(&objdump_text(binary, &["-s", &pattern]));
+    assert!(!lines.is_empty(), "go tool objdump found no function {function}");
+    lines
+}
+
+/// Every instruction of the whole binary, per `go tool objdump`.
+pub fn objdump_all(binary: &Path) -> Vec<ObjdumpLine> {
+    parse_objdump(&objdump_text(binary, &[]))
+}
+
+fn objdump_text(binary: &Path, args: &[&str]) -> String {
     let out = Command::new("go")
-        .args(["tool", "objdump", "-s", &pattern])
+        .args(["tool", "objdump"])
+        .args(args)
         .arg(binary)
         .env("GOTOOLCHAIN", "local")
         .output()
         .expect("run go tool objdump");
     assert!(out.status.success(), "go tool objdump: {}", String::from_utf8_lossy(&out.stderr));
-    let lines = parse_objdump(&String::from_utf8_lossy(&out.stdout));
-    assert!(!lines.is_empty(), "go tool objdump found no function {function}");
-    lines
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// The instructions of `go tool objdump` output, every function's in a row.
-pub fn parse_objdump(text: &str) -> Vec<ObjdumpLine> {
+fn parse_objdump(text: &str) -> Vec<ObjdumpLine> {
     let mut lines = Vec::new();
     for line in text.lines().filter(|l| !l.starts_with("TEXT ")) {
         let cols: Vec<&str> = line.trim().split('\t').filter(|c| !c.is_empty()).collect();

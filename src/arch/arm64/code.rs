@@ -5,19 +5,16 @@
 //! Go arm64 prologues (cmd/internal/obj/arm64 obj7.go, stacksplit): `MOVD 16(g), R16;
 //! CMP R16, RSP; BLS L` for small frames (Go 1.17: `MOVD 16(g), R1; MOVD RSP, R2; CMP R1,
 //! R2; BLS L`), `SUB $N, RSP, R17; CMP R16, R17; BLS L` for larger ones, and for huge
-//! ones `MOVD $N, R27; SUBS R27, RSP, R17; BCC L; CMP R16, R17; BLS L`. As on amd64, a
-//! conditional branch near the start counts as the stack check when the block it jumps
-//! to calls a `runtime.morestack*` function: the entry is right after the last such
-//! branch.
+//! ones `MOVD $N, R27; MOVK ..., R27; SUBS R27, RSP, R17; BCC L; CMP R16, R17; BLS L`:
+//! `arch::prologue` finds its end.
 
 use super::insn::{self, Kind};
+use crate::arch::prologue::{self, Limits};
 use crate::arch::{DecodeError, ProbeSites};
 
-/// How many instructions from the start the stack check may end at (the huge-frame form
-/// has 7).
-const PROLOGUE_MAX: usize = 10;
-/// How many instructions of the morestack block are looked at (spills, call, reloads, jmp).
-const MORESTACK_BLOCK_MAX: usize = 40;
+/// The stack check ends within 10 instructions (the huge-frame form has 7); the
+/// morestack block has spills, the call, reloads and the jump back.
+const LIMITS: Limits = Limits { prologue: 10, morestack_block: 40 };
 
 /// Decodes `code`, the bytes of a function at `addr`, into probe sites. `symbol_at` names
 /// the function that starts at an address (to recognise calls to runtime.morestack).
@@ -27,50 +24,15 @@ pub(crate) fn probe_sites<'a>(
     symbol_at: impl Fn(u64) -> Option<&'a str>,
 ) -> Result<ProbeSites, DecodeError> {
     let whole = code.len() - code.len() % insn::SIZE;
-    if whole < code.len() {
-        return Err(DecodeError { addr: addr + whole as u64 });
-    }
-    let kinds: Vec<Kind> = code
+    let flows = super::flow::decode(code, addr).ok_or(DecodeError { addr: addr + whole as u64 })?;
+    let returns = code
         .chunks_exact(insn::SIZE)
-        .enumerate()
-        .map(|(i, b)| insn::kind(insn::word(b).unwrap_or(0), at(addr, i)))
+        .zip(&flows)
+        .filter(|(word, i)| insn::word(word).is_some_and(|w| insn::kind(w, i.addr) == Kind::Ret))
+        .map(|(_, i)| i.addr)
         .collect();
-    let returns = (0..kinds.len()).filter(|&i| kinds[i] == Kind::Ret).map(|i| at(addr, i)).collect();
-    let mut entry = addr;
-    for (i, kind) in kinds.iter().enumerate().take(PROLOGUE_MAX) {
-        match *kind {
-            Kind::Branch(to) => {
-                if calls_morestack(&kinds, addr, to, &symbol_at) {
-                    entry = at(addr, i + 1);
-                }
-            }
-            Kind::Other | Kind::Nop => {}
-            _ => break,
-        }
-    }
+    let entry = prologue::entry(addr, &flows, LIMITS, &symbol_at);
     Ok(ProbeSites { entry, returns })
-}
-
-/// The address of instruction `i` of a function at `addr`.
-fn at(addr: u64, i: usize) -> u64 {
-    addr + (i * insn::SIZE) as u64
-}
-
-/// Whether the straight-line block at `target` calls a `runtime.morestack*` function
-/// before it ends.
-fn calls_morestack<'a>(kinds: &[Kind], addr: u64, target: u64, symbol_at: &impl Fn(u64) -> Option<&'a str>) -> bool {
-    if target < addr || (target - addr) % insn::SIZE as u64 != 0 {
-        return false;
-    }
-    let start = ((target - addr) / insn::SIZE as u64) as usize;
-    for kind in kinds.iter().skip(start).take(MORESTACK_BLOCK_MAX) {
-        match *kind {
-            Kind::Call(to) => return symbol_at(to).is_some_and(|s| s.starts_with("runtime.morestack")),
-            Kind::Other | Kind::Nop => {}
-            _ => return false,
-        }
-    }
-    false
 }
 
 #[cfg(test)]

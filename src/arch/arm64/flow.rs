@@ -7,7 +7,7 @@ use crate::arch::{Flow, FlowInsn};
 /// The instructions of `code`, loaded at `addr`, with their flow. None when `code` is
 /// not whole instructions.
 pub fn decode(code: &[u8], addr: u64) -> Option<Vec<FlowInsn>> {
-    if code.len() % insn::SIZE != 0 {
+    if !code.len().is_multiple_of(insn::SIZE) {
         return None;
     }
     let mut out = Vec::with_capacity(code.len() / insn::SIZE);

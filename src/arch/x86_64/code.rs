@@ -4,17 +4,15 @@
 //!
 //! A Go amd64 prologue is `CMPQ SP, 16(R14); JBE L`, or `LEAQ -N(SP), R12; CMPQ R12,
 //! 16(R14); JBE L`, or for huge frames `MOVQ SP, R12; SUBQ $N, R12; JCS L; CMPQ R12,
-//! 16(R14); JLS L`. Rather than match these shapes, a conditional branch near the start
-//! counts as the stack check when the block it jumps to calls a `runtime.morestack*`
-//! function: the entry is right after the last such branch.
+//! 16(R14); JLS L`: `arch::prologue` finds its end.
 
+use crate::arch::prologue::{self, Limits};
 use crate::arch::{DecodeError, ProbeSites};
 use iced_x86::{Decoder, DecoderOptions, FlowControl, Instruction};
 
-/// How many instructions from the start the stack check may be (the huge-frame form has 5).
-const PROLOGUE_MAX: usize = 8;
-/// How many instructions of the morestack block are looked at (spills, call, reloads, jmp).
-const MORESTACK_BLOCK_MAX: usize = 32;
+/// The stack check ends within 8 instructions (the huge-frame form has 5); the morestack
+/// block has spills, the call, reloads and the jump back.
+const LIMITS: Limits = Limits { prologue: 8, morestack_block: 32 };
 
 /// Decodes `code`, the bytes of a function at `addr`, into probe sites. `symbol_at` names
 /// the function that starts at an address (to recognise calls to runtime.morestack).
@@ -28,18 +26,8 @@ pub(crate) fn probe_sites<'a>(
         return Err(DecodeError { addr: bad.ip() });
     }
     let returns = instructions.iter().filter(|i| i.flow_control() == FlowControl::Return).map(|i| i.ip()).collect();
-    let mut entry = addr;
-    for ins in instructions.iter().take(PROLOGUE_MAX) {
-        match ins.flow_control() {
-            FlowControl::ConditionalBranch => {
-                if calls_morestack(&instructions, ins.near_branch_target(), &symbol_at) {
-                    entry = ins.next_ip();
-                }
-            }
-            FlowControl::Next => {}
-            _ => break,
-        }
-    }
+    let flows: Vec<_> = instructions.iter().map(super::flow::flow_insn).collect();
+    let entry = prologue::entry(addr, &flows, LIMITS, &symbol_at);
     Ok(ProbeSites { entry, returns })
 }
 
@@ -50,25 +38,6 @@ fn decode(code: &[u8], addr: u64) -> Vec<Instruction> {
         out.push(decoder.decode());
     }
     out
-}
-
-/// Whether the straight-line block at `target` calls a `runtime.morestack*` function
-/// before it ends.
-fn calls_morestack<'a>(instructions: &[Instruction], target: u64, symbol_at: &impl Fn(u64) -> Option<&'a str>) -> bool {
-    let start = instructions.partition_point(|i| i.ip() < target);
-    if instructions.get(start).is_none_or(|i| i.ip() != target) {
-        return false;
-    }
-    for ins in instructions[start..].iter().take(MORESTACK_BLOCK_MAX) {
-        match ins.flow_control() {
-            FlowControl::Call => {
-                return symbol_at(ins.near_branch_target()).is_some_and(|s| s.starts_with("runtime.morestack"));
-            }
-            FlowControl::Next => {}
-            _ => return false,
-        }
-    }
-    false
 }
 
 #[cfg(test)]

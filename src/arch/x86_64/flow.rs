@@ -14,24 +14,29 @@ pub fn decode(code: &[u8], addr: u64) -> Option<Vec<FlowInsn>> {
         if ins.is_invalid() {
             return None;
         }
-        let flow = match ins.flow_control() {
-            FlowControl::Call => Flow::Call(ins.near_branch_target()),
-            FlowControl::Next | FlowControl::IndirectCall => Flow::Next,
-            FlowControl::UnconditionalBranch => Flow::Jump(ins.near_branch_target()),
-            FlowControl::ConditionalBranch => Flow::Branch(ins.near_branch_target()),
-            FlowControl::IndirectBranch => Flow::Indirect,
-            FlowControl::Return | FlowControl::Interrupt | FlowControl::Exception => Flow::Stop,
-            FlowControl::XbeginXabortXend => Flow::Next,
-        };
-        out.push(FlowInsn {
-            addr: ins.ip(),
-            next: ins.next_ip(),
-            flow,
-            nop: ins.mnemonic() == Mnemonic::Nop,
-            shuffle: is_shuffle(&ins),
-        });
+        out.push(flow_insn(&ins));
     }
     Some(out)
+}
+
+/// One decoded instruction and where control goes after it.
+pub(super) fn flow_insn(ins: &Instruction) -> FlowInsn {
+    let flow = match ins.flow_control() {
+        FlowControl::Call => Flow::Call(ins.near_branch_target()),
+        FlowControl::Next | FlowControl::IndirectCall => Flow::Next,
+        FlowControl::UnconditionalBranch => Flow::Jump(ins.near_branch_target()),
+        FlowControl::ConditionalBranch => Flow::Branch(ins.near_branch_target()),
+        FlowControl::IndirectBranch => Flow::Indirect,
+        FlowControl::Return | FlowControl::Interrupt | FlowControl::Exception => Flow::Stop,
+        FlowControl::XbeginXabortXend => Flow::Next,
+    };
+    FlowInsn {
+        addr: ins.ip(),
+        next: ins.next_ip(),
+        flow,
+        nop: ins.mnemonic() == Mnemonic::Nop,
+        shuffle: is_shuffle(ins),
+    }
 }
 
 fn is_shuffle(ins: &Instruction) -> bool {
