@@ -212,9 +212,10 @@ pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
 }
 
-/// A fresh directory under target/ for one test's files.
+/// A fresh directory under target/ for one test's files (emptied when the test runs
+/// again, so runs do not pile up Prometheus databases).
 pub fn scratch_dir(name: &str) -> PathBuf {
-    let dir = super::root().join("target/export-tests").join(format!("{name}-{}", std::process::id()));
+    let dir = super::root().join("target/export-tests").join(name);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("create a scratch dir");
     dir
