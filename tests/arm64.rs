@@ -117,6 +117,35 @@ fn every_construct_is_listed_where_the_abi_puts_it() {
     }
 }
 
+/// Generic code (tests/go/abi, Go 1.18+): the hidden dictionary is an argument like any
+/// other, first, or after a method's receiver (its DWARF type varies by release: `*`).
+#[test]
+fn generic_functions_take_their_dictionary_in_a_register() {
+    for tc in toolchains().into_iter().filter(|tc| register_abi(tc)) {
+        let Some(bin) = build_arm64("abi", &tc, PLAIN) else { continue };
+        for (pattern, want) in [
+            ("main.Sum[...]", "main.Sum[go.shape.int](.dict * [R0], xs []go.shape.int [R1 R2 R3]) (~r0 go.shape.int [R0])"),
+            (
+                "main.(*Stack[...]).Push",
+                "main.(*Stack[go.shape.string]).Push(s *main.Stack[go.shape.string] [R0], .dict * [R1], v go.shape.string [R2 R3]) (~r0 int [R0])",
+            ),
+        ] {
+            let run = support::gtrace(&["-l", pattern, "-b", bin.to_str().unwrap()]);
+            let dict_type_hidden = |l: &str| -> String {
+                let Some(at) = l.find(".dict ") else { return l.to_string() };
+                let end = at + l[at..].find(" [").unwrap_or(0);
+                format!("{}.dict *{}", &l[..at], &l[end..])
+            };
+            assert!(
+                run.stdout.lines().any(|l| dict_type_hidden(l) == want),
+                "{tc} {pattern}:\n{}{}",
+                run.stdout,
+                run.stderr
+            );
+        }
+    }
+}
+
 /// The `N(RSP)` offsets an instruction names.
 fn rsp_offsets(asm: &str) -> Vec<i64> {
     let mut out = Vec::new();

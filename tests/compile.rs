@@ -79,37 +79,44 @@ fn every_example_compiles_to_a_whole_object() {
     assert!(seen >= 3, "examples/worker has its scripts");
 }
 
-/// One script per construct, against tests/go/values and tests/go/e2e: each compiles, and
-/// its plan says what the construct needs.
+/// One script per construct, with the test program (tests/go/NAME) whose functions it
+/// probes.
+const CONSTRUCTS: &[(&str, &str)] = &[
+    ("on entry main.add { @n = count() }", "e2e"),
+    ("on entry main.add { @s = sum(a); @a = avg(b); @lo = min(a); @hi = max(b); @st = stats(a) }", "e2e"),
+    ("on entry main.add { @h = hist(a); @l = lhist(b, 0, 100, 10) }", "e2e"),
+    ("on return main.add { @r[ret] = count() }", "e2e"),
+    ("on return main.sleepy { @lat = hist(elapsed) }", "e2e"),
+    ("on entry main.add { self.a = a } on return main.add { @x = sum(self.a) }", "e2e"),
+    ("on entry main.add { printf(\"%d %d %v\\n\", a, b, goid) }", "e2e"),
+    ("on entry main.add { print(args); print(a, func, comm) }", "e2e"),
+    ("on entry main.add { if a > 1 && b != 2 { @big = count() } else { @small = count() } }", "e2e"),
+    ("on entry main.add { @m[a] = b; delete(@m[a]); x := a * 2 + b % 3; @x = sum(x) }", "e2e"),
+    ("on entry main.add { @s[ustack] = count() }", "e2e"),
+    ("on entry \"main.(*T).Add\" { @d = sum(delta); @t = sum(t.total) }", "e2e"),
+    ("on entry main.handle { @p[r.URL.Path] = count(); @n = sum(len(r.URL.Path)) }", "values"),
+    (
+        "on entry main.greet { if hasPrefix(name, \"a\") { @a = count() }; if name == \"bob\" { @b = count() } }",
+        "values",
+    ),
+    ("on entry main.total { @n = sum(len(xs)); @first = sum(xs[0]) }", "values"),
+    ("on entry main.check { if err != nil { printf(\"%v\\n\", err) } }", "values"),
+    ("on entry main.describe { print(v) }", "values"),
+    ("on return main.named { @q = sum(q); print(err) }", "values"),
+    ("on begin { @b = count() } on end { print(@b) } on interval 10ms { clear(@b) }", "values"),
+    ("on entry main.add { exit() }", "e2e"),
+];
+
+/// Each construct compiles against tests/go/values and tests/go/e2e, and its plan says
+/// what the construct needs.
 #[test]
 fn every_construct_lowers() {
     let values = support::go_build("values", &[]);
     let e2e = support::go_build("e2e", &[]);
-    let cases: &[(&str, &Path)] = &[
-        ("on entry main.add { @n = count() }", &e2e),
-        ("on entry main.add { @s = sum(a); @a = avg(b); @lo = min(a); @hi = max(b); @st = stats(a) }", &e2e),
-        ("on entry main.add { @h = hist(a); @l = lhist(b, 0, 100, 10) }", &e2e),
-        ("on return main.add { @r[ret] = count() }", &e2e),
-        ("on return main.sleepy { @lat = hist(elapsed) }", &e2e),
-        ("on entry main.add { self.a = a } on return main.add { @x = sum(self.a) }", &e2e),
-        ("on entry main.add { printf(\"%d %d %v\\n\", a, b, goid) }", &e2e),
-        ("on entry main.add { print(args); print(a, func, comm) }", &e2e),
-        ("on entry main.add { if a > 1 && b != 2 { @big = count() } else { @small = count() } }", &e2e),
-        ("on entry main.add { @m[a] = b; delete(@m[a]); x := a * 2 + b % 3; @x = sum(x) }", &e2e),
-        ("on entry main.add { @s[ustack] = count() }", &e2e),
-        ("on entry \"main.(*T).Add\" { @d = sum(delta); @t = sum(t.total) }", &e2e),
-        ("on entry main.handle { @p[r.URL.Path] = count(); @n = sum(len(r.URL.Path)) }", &values),
-        (
-            "on entry main.greet { if hasPrefix(name, \"a\") { @a = count() }; if name == \"bob\" { @b = count() } }",
-            &values,
-        ),
-        ("on entry main.total { @n = sum(len(xs)); @first = sum(xs[0]) }", &values),
-        ("on entry main.check { if err != nil { printf(\"%v\\n\", err) } }", &values),
-        ("on entry main.describe { print(v) }", &values),
-        ("on return main.named { @q = sum(q); print(err) }", &values),
-        ("on begin { @b = count() } on end { print(@b) } on interval 10ms { clear(@b) }", &values),
-        ("on entry main.add { exit() }", &e2e),
-    ];
+    let cases: Vec<(&str, &Path)> = CONSTRUCTS
+        .iter()
+        .map(|(script, program)| (*script, if *program == "e2e" { &*e2e } else { &*values }))
+        .collect();
     for (script, binary) in cases {
         let c = compiled(script, binary);
         assert_whole(script, &c);
@@ -127,6 +134,26 @@ fn every_construct_lowers() {
     let c = compiled("on begin { print(1) } on interval 5ms { print(2) }", &e2e);
     assert!(c.plan.probes.iter().any(|p| matches!(p.attach, ProbeAttach::Begin)));
     assert!(c.plan.probes.iter().any(|p| matches!(p.attach, ProbeAttach::Interval { nanos: 5_000_000 })));
+}
+
+/// Every construct compiles for arm64 too, against the programs cross-built by each
+/// toolchain (Go 1.17 builds no generics: not tests/go/values).
+#[test]
+fn every_construct_lowers_for_arm64() {
+    use support::toolchain::{build_arm64, toolchains, PLAIN};
+    for tc in toolchains() {
+        for (program, scripts) in ["e2e", "values"].map(|p| (p, CONSTRUCTS.iter().filter(move |c| c.1 == p))) {
+            if program == "values" && tc == support::toolchain::OLDEST {
+                continue;
+            }
+            let Some(binary) = build_arm64(program, &tc, PLAIN) else { continue };
+            for (script, _) in scripts {
+                let c = compiled(script, &binary);
+                assert_eq!(c.plan.binary.arch, gtrace::arch::Arch::Arm64, "{tc}: {script}");
+                assert_whole(&format!("{tc} arm64: {script}"), &c);
+            }
+        }
+    }
 }
 
 #[test]
