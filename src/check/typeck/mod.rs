@@ -6,12 +6,12 @@ mod arith;
 mod calls;
 mod expr;
 mod names;
+mod stmt;
 
 use super::govalues::GoValue;
-use super::keynames;
-use super::maps::{MapTable, MapValueTy};
+use super::maps::MapTable;
 use super::ty::Ty;
-use super::{Builtin, Facts, InstanceKind, SelfVar};
+use super::{Facts, InstanceKind, SelfVar};
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::gotypes::{TypeKind, Types};
 use crate::syntax::ast::*;
@@ -85,123 +85,6 @@ impl Cx<'_> {
     pub(super) fn block(&mut self, b: &Block) {
         for s in &b.stmts {
             self.stmt(s);
-        }
-    }
-
-    pub(super) fn stmt(&mut self, s: &Stmt) {
-        match &s.kind {
-            StmtKind::Let { name, value } => {
-                let mut t = self.expr(value);
-                // Set again, an untyped constant takes the local's type.
-                if let Some(old) = self.facts.locals.get(&name.name).cloned() {
-                    if self.facts.consts.contains_key(&value.id) && t != Ty::Void {
-                        t = if self.adapt(value, &old) { old } else { Ty::Void };
-                    }
-                }
-                if t == Ty::Void {
-                    return; // already reported
-                }
-                if !self.storable(value, &t, "held in a local") {
-                    return;
-                }
-                if let Some(old) = self.facts.locals.get(&name.name) {
-                    if old.value_type() != t.value_type() {
-                        self.err(
-                            Diagnostic::error(
-                                name.span,
-                                format!("`{}` was {}; it cannot become {}", name.name, old.a(), t.a()),
-                            )
-                            .label("type changes here"),
-                        );
-                        return;
-                    }
-                }
-                if Builtin::from_name(&name.name).is_some() || self.values.iter().any(|v| v.name == name.name) {
-                    self.err(
-                        Diagnostic::warning(
-                            name.span,
-                            format!("`{}` hides a builtin or parameter of the same name", name.name),
-                        )
-                        .hint("use another name"),
-                    );
-                }
-                self.facts.locals.insert(name.name.clone(), t);
-            }
-            StmtKind::AssignSelf { name, value } => {
-                let mut t = self.expr(value);
-                // An untyped constant takes the variable's type.
-                if let Some(v) = self.self_vars.get(&name.name).map(|v| v.ty.clone()) {
-                    if self.facts.consts.contains_key(&value.id) && t != Ty::Void {
-                        t = if self.adapt(value, &v) { v } else { Ty::Void };
-                    }
-                }
-                if t == Ty::Void || !self.storable(value, &t, "a self variable") {
-                    return;
-                }
-                if !self.has_function {
-                    self.err(
-                        Diagnostic::error(name.span, "self variables belong to a goroutine; this probe runs on none")
-                            .label("no goroutine here"),
-                    );
-                    return;
-                }
-                self.facts.uses_self = true;
-                match self.self_vars.get(&name.name) {
-                    Some(v) if v.ty.value_type() != t.value_type() => {
-                        let (first, was) = (v.span, v.ty.a());
-                        self.err(
-                            Diagnostic::error(
-                                name.span,
-                                format!("self.{} was {}; it cannot become {}", name.name, was, t.a()),
-                            )
-                            .label("type changes here")
-                            .related(first, "first assigned here"),
-                        );
-                    }
-                    Some(_) => {}
-                    None => {
-                        let index = self.self_vars.len() as u32;
-                        self.self_vars.insert(name.name.clone(), SelfVar { index, ty: t, span: name.span });
-                    }
-                }
-            }
-            StmtKind::AssignMap { map, value } => {
-                let keys = self.keys(map);
-                let v = match &value.kind {
-                    ExprKind::Call { func, args } if agg_of(&func.name).is_some() => self.agg(func, args, value),
-                    _ => {
-                        let mut t = self.expr(value);
-                        // An untyped constant takes the type of the map's values.
-                        if let Some(MapValueTy::Plain(v)) = self.maps.maps.get(&map.name.name).map(|m| m.value.clone())
-                        {
-                            if self.facts.consts.contains_key(&value.id) && t != Ty::Void {
-                                t = if self.adapt(value, &v) { v } else { Ty::Void };
-                            }
-                        }
-                        if t == Ty::Void {
-                            return; // already reported
-                        }
-                        if !self.storable(value, &t, "stored in a map") {
-                            return;
-                        }
-                        Some(MapValueTy::Plain(t))
-                    }
-                };
-                if let Some(v) = v {
-                    let names = keynames::key_names(map);
-                    self.maps.declare(&map.name.name, keys, names, v, map.span, self.diags);
-                }
-            }
-            StmtKind::Expr(e) => self.expr_stmt(e),
-            StmtKind::If { cond, then, otherwise } => {
-                self.condition(cond);
-                self.block(then);
-                match otherwise {
-                    Some(Else::Block(b)) => self.block(b),
-                    Some(Else::If(s)) => self.stmt(s),
-                    None => {}
-                }
-            }
         }
     }
 
