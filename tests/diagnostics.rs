@@ -26,7 +26,6 @@ diagnostic!(unknown_field, "on entry main.handle { @x[r.URL.Pth] = count() }");
 diagnostic!(float_parameter, "on entry main.fl { @s = sum(x) }");
 diagnostic!(string_as_a_number, "on entry main.handle { @x = sum(r.Method) }");
 diagnostic!(struct_as_a_key, "on entry main.split { @x[p] = count() }");
-diagnostic!(parameter_at_a_return, "on return main.greet { @n = sum(n) }");
 diagnostic!(elapsed_at_an_entry, "on entry main.greet { @t = hist(elapsed) }");
 diagnostic!(condition_not_a_bool, "on entry main.greet { if n { @n = count() } }");
 diagnostic!(map_used_two_ways, "on entry main.greet { @m = count() } on entry main.handle { @m = sum(r.Size) }");

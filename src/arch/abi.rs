@@ -66,11 +66,15 @@ impl From<Arch> for Conv {
 pub enum Location {
     /// In registers: each piece is `size` bytes of the value at `offset` within it.
     Regs(Vec<RegPiece>),
-    /// On the stack at `offset` bytes above SP at the function's entry (8 is the first
-    /// stack argument: 0(SP) is the return address on amd64, the caller's saved-LR slot
-    /// on arm64). At a RET, SP is back at the entry value, so result offsets are relative
-    /// to the same SP.
+    /// On the stack at `offset` bytes above SP where the probe is. At a function's entry
+    /// 8 is the first stack argument (0(SP) is the return address on amd64, the caller's
+    /// saved-LR slot on arm64); at a RET, SP is back at the entry value, so result offsets
+    /// are relative to the same SP; inside the function (a line, an inlined call) DWARF's
+    /// frame-relative places are turned into offsets from SP at the probe's address.
     Stack { offset: i64 },
+    /// Pieces of one value in different places (DWARF's `DW_OP_piece`): some in
+    /// registers, some on the stack, some nowhere (optimized away there).
+    Pieces(Vec<Piece>),
     /// A value eBPF cannot read at the probe, and why (a float in an XMM register).
     Unreadable { reason: String },
     /// A zero-sized value.
@@ -82,6 +86,25 @@ pub struct RegPiece {
     pub reg: Reg,
     pub offset: u64,
     pub size: u64,
+}
+
+/// `size` bytes of a value at `offset` within it, and where they are.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Piece {
+    pub offset: u64,
+    pub size: u64,
+    pub at: PieceAt,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub enum PieceAt {
+    Reg(Reg),
+    /// On the stack, `offset` bytes above SP at the probe.
+    Stack {
+        offset: i64,
+    },
+    /// Not kept there: optimized away.
+    Missing,
 }
 
 /// The locations of a whole call: every argument at entry, every result at a RET.
@@ -117,7 +140,7 @@ pub fn assign_call(conv: impl Into<Conv>, params: &[TypeId], results: &[TypeId],
 }
 
 /// One piece of a value in a register: integer register index or float register index.
-enum Piece {
+enum AbiPiece {
     Int { index: usize, offset: u64, size: u64 },
     Float { index: usize },
 }
@@ -156,7 +179,7 @@ impl Frame {
 
     /// Register-assigns the value of type `ty` found at `offset` of the whole value;
     /// false when it cannot be (an array of length > 1, or no registers left).
-    fn register_assign(&mut self, ty: TypeId, offset: u64, types: &Types, out: &mut Vec<Piece>) -> bool {
+    fn register_assign(&mut self, ty: TypeId, offset: u64, types: &Types, out: &mut Vec<AbiPiece>) -> bool {
         let t = types.get(ty);
         match &t.kind {
             TypeKind::Int { .. } | TypeKind::Bool => self.int(offset, t.size, out),
@@ -182,20 +205,20 @@ impl Frame {
         }
     }
 
-    fn int(&mut self, offset: u64, size: u64, out: &mut Vec<Piece>) -> bool {
+    fn int(&mut self, offset: u64, size: u64, out: &mut Vec<AbiPiece>) -> bool {
         if self.ints >= self.conv.int_regs().len() {
             return false;
         }
-        out.push(Piece::Int { index: self.ints, offset, size });
+        out.push(AbiPiece::Int { index: self.ints, offset, size });
         self.ints += 1;
         true
     }
 
-    fn float(&mut self, out: &mut Vec<Piece>) -> bool {
+    fn float(&mut self, out: &mut Vec<AbiPiece>) -> bool {
         if self.floats >= self.conv.float_regs() {
             return false;
         }
-        out.push(Piece::Float { index: self.floats });
+        out.push(AbiPiece::Float { index: self.floats });
         self.floats += 1;
         true
     }
@@ -203,10 +226,10 @@ impl Frame {
 
 /// A register-assigned value: readable pieces, or unreadable if any piece is in a float
 /// register (pt_regs holds no vector registers).
-fn located(arch: Arch, pieces: Vec<Piece>) -> Location {
+fn located(arch: Arch, pieces: Vec<AbiPiece>) -> Location {
     if let Some(x) = pieces.iter().find_map(|p| match p {
-        Piece::Float { index } => Some(*index),
-        Piece::Int { .. } => None,
+        AbiPiece::Float { index } => Some(*index),
+        AbiPiece::Int { .. } => None,
     }) {
         return Location::Unreadable {
             reason: format!("it is passed in {}, a float register, which uprobes cannot read", arch.float_reg_name(x)),
@@ -215,8 +238,8 @@ fn located(arch: Arch, pieces: Vec<Piece>) -> Location {
     let regs = pieces
         .into_iter()
         .filter_map(|p| match p {
-            Piece::Int { index, offset, size } => Some(RegPiece { reg: arch.int_arg_regs()[index], offset, size }),
-            Piece::Float { .. } => None,
+            AbiPiece::Int { index, offset, size } => Some(RegPiece { reg: arch.int_arg_regs()[index], offset, size }),
+            AbiPiece::Float { .. } => None,
         })
         .collect();
     Location::Regs(regs)

@@ -109,6 +109,8 @@ pub struct FlowInsn {
     /// what Go's register allocator adds (spills, reloads, copies, rematerialized
     /// constants), often far from the code it serves.
     pub shuffle: bool,
+    /// The stack bytes it writes, addressed from SP: `(offset from SP, size)`.
+    pub sp_store: Option<(i64, u32)>,
 }
 
 /// Pointer size in bytes, the same on every architecture gtrace reads.

@@ -8,7 +8,7 @@ use crate::arch::abi::{self, Location};
 use crate::check::Builtin;
 use crate::gotypes::{TypeId, TypeKind, Types};
 use crate::syntax::ast::*;
-use crate::target::{InlinedLocation, InlinedSite, Param, Target};
+use crate::target::{InlinedSite, Param, Target, ValueLocation};
 
 /// A Go value the probe can read by name.
 #[derive(Clone, Debug, PartialEq)]
@@ -16,8 +16,12 @@ pub struct GoValue {
     pub name: String,
     pub type_id: TypeId,
     pub ty: Result<Ty, String>,
+    /// Where it is at the probe, or with `at_entry`, at the function's entry.
     pub location: Location,
     pub is_result: bool,
+    /// A parameter in a return probe: read at the entry of the same call, where
+    /// `location` is, and carried to the return by gtrace (its value at entry).
+    pub at_entry: bool,
 }
 
 /// The default number of bytes read of a Go string (`--string-limit`).
@@ -51,17 +55,11 @@ pub fn go_values(target: &Target, function: &str, kind: InstanceKind, limit: u32
             // The hidden dictionary of generic code: placed by the ABI, never named.
             continue;
         }
-        let ty = if kind == InstanceKind::Return {
-            // At a RET the parameters' registers hold results or garbage, and their
-            // stack spill slots may have been reused.
-            Err(format!(
-                "`{}` is a parameter: at a return Go has reused its register. Save it at entry and read it here: `on entry F {{ self.{} = {} }}` then `self.{}`",
-                p.name, p.name, p.name, p.name
-            ))
-        } else {
-            go_ty(types, p.ty, &p.name, limit)
-        };
-        values.push(GoValue { name: p.name.clone(), type_id: p.ty, ty, location: loc, is_result: false });
+        // At a RET the parameters' registers hold results or garbage: a return probe
+        // reads what the entry of the same call carried (`at_entry`).
+        let ty = go_ty(types, p.ty, &p.name, limit);
+        let at_entry = kind == InstanceKind::Return;
+        values.push(GoValue { name: p.name.clone(), type_id: p.ty, ty, location: loc, is_result: false, at_entry });
     }
     if kind == InstanceKind::Return {
         for (p, loc) in outs.iter().zip(out_locs) {
@@ -71,6 +69,7 @@ pub fn go_values(target: &Target, function: &str, kind: InstanceKind, limit: u32
                 ty: go_ty(types, p.ty, &p.name, limit),
                 location: loc,
                 is_result: true,
+                at_entry: false,
             });
         }
         if let Some(word) = guessed_results {
@@ -85,6 +84,7 @@ pub fn go_values(target: &Target, function: &str, kind: InstanceKind, limit: u32
                     ty: Ok(Ty::Int { size: 8, signed: true }),
                     location,
                     is_result: true,
+                    at_entry: false,
                 });
             }
         }
@@ -107,17 +107,13 @@ pub fn positional(target: &Target, function: &str, kind: InstanceKind) -> Vec<Go
         } else {
             Location::Regs(vec![abi::RegPiece { reg: *reg, offset: 0, size: 8 }])
         };
-        let ty = if kind == InstanceKind::Return {
-            Err(format!("`arg{i}` is a parameter: at a return Go has reused its register. Save it at entry: `on entry F {{ self.a = arg{i} }}`"))
-        } else {
-            Ok(Ty::Int { size: 8, signed: true })
-        };
         values.push(GoValue {
             name: format!("arg{i}"),
             type_id: word,
-            ty,
+            ty: Ok(Ty::Int { size: 8, signed: true }),
             location: location.clone(),
             is_result: false,
+            at_entry: kind == InstanceKind::Return,
         });
         if kind == InstanceKind::Return {
             let ty = if stack {
@@ -125,15 +121,22 @@ pub fn positional(target: &Target, function: &str, kind: InstanceKind) -> Vec<Go
             } else {
                 Ok(Ty::Int { size: 8, signed: true })
             };
-            values.push(GoValue { name: format!("ret{i}"), type_id: word, ty, location, is_result: true });
+            values.push(GoValue {
+                name: format!("ret{i}"),
+                type_id: word,
+                ty,
+                location,
+                is_result: true,
+                at_entry: false,
+            });
         }
     }
     values
 }
 
 /// Where a function was inlined, its parameters are wherever the caller's code keeps
-/// them, not in ABI registers: read where DWARF locates them in registers at the site's
-/// probe address, refused with the reason otherwise.
+/// them, not in ABI registers: read where DWARF locates them (registers, stack slots) at
+/// the site's probe address, refused with the reason otherwise.
 pub fn inlined_values(target: &Target, site: &InlinedSite, limit: u32) -> Vec<GoValue> {
     let function = site.callee.as_str();
     let unreadable = |name: &str, why: &str| {
@@ -154,11 +157,9 @@ pub fn inlined_values(target: &Target, site: &InlinedSite, limit: u32) -> Vec<Go
             .into_iter()
             .map(|p| {
                 let (ty, location) = match located.iter().find(|(l, _)| l.name == p.name) {
-                    Some((_, InlinedLocation::Regs(loc))) => (go_ty(types, p.ty, &p.name, limit), loc.clone()),
-                    Some((_, InlinedLocation::Elsewhere)) => {
-                        (Err(unreadable(&p.name, "DWARF places it in memory there, not in registers")), Location::Empty)
-                    }
-                    Some((_, InlinedLocation::Nowhere)) => (
+                    Some((_, ValueLocation::At(loc))) => (go_ty(types, p.ty, &p.name, limit), loc.clone()),
+                    Some((_, ValueLocation::Unsupported(why))) => (Err(unreadable(&p.name, why)), Location::Empty),
+                    Some((_, ValueLocation::Nowhere)) => (
                         Err(unreadable(
                             &p.name,
                             "DWARF has no location for it where the probe is (optimized away there)",
@@ -170,7 +171,7 @@ pub fn inlined_values(target: &Target, site: &InlinedSite, limit: u32) -> Vec<Go
                         Location::Empty,
                     ),
                 };
-                GoValue { name: p.name.clone(), type_id: p.ty, ty, location, is_result: false }
+                GoValue { name: p.name.clone(), type_id: p.ty, ty, location, is_result: false, at_entry: false }
             })
             .collect();
     }
@@ -184,6 +185,7 @@ pub fn inlined_values(target: &Target, site: &InlinedSite, limit: u32) -> Vec<Go
             ty: Err(unreadable(&p.name, "DWARF does not describe this inlined call")),
             location: Location::Empty,
             is_result: false,
+            at_entry: false,
         })
         .collect()
 }

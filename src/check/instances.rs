@@ -6,7 +6,7 @@
 use super::govalues::{go_values, inlined_values, reads_go_values, GoValue};
 use super::probes::ResolvedProbe;
 use super::typeck;
-use super::{Builtin, Checked, FuncSite, Instance, Name};
+use super::{Builtin, Carried, Checked, Facts, FuncSite, Instance, Name};
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::syntax::ast::*;
 use crate::target::Target;
@@ -53,8 +53,11 @@ pub fn check_probe(
         };
         let typeck::Typed { facts, uses_elapsed } =
             typeck::check_body(&ast.body, env, &mut checked.maps, &mut checked.self_vars, &mut local);
-        let needs_g =
-            uses_elapsed || facts.uses_self || facts.names.values().any(|n| *n == Name::Builtin(Builtin::Goid));
+        let carried = carried(&facts, &target.types());
+        let needs_g = uses_elapsed
+            || !carried.is_empty()
+            || facts.uses_self
+            || facts.names.values().any(|n| *n == Name::Builtin(Builtin::Goid));
         if needs_g {
             require_abi_internal(&group.functions, target, ast.span, &mut local);
         }
@@ -70,6 +73,7 @@ pub fn check_probe(
             functions: group.functions,
             facts,
             uses_elapsed,
+            carried,
             describe: probe.describe.clone(),
             span: ast.span,
         });
@@ -122,8 +126,31 @@ fn groups(probe: &ResolvedProbe, body: &Block, target: &Target, limit: u32) -> V
     out
 }
 
-/// goid, self and elapsed find the goroutine through the g register, which holds it only
-/// in ABIInternal functions (amd64; arm64 keeps g in R28 in assembly too).
+/// The parameters a return probe reads (by name, or all of them through `args`), which
+/// the entry of each call must carry to its return.
+fn carried(facts: &Facts, types: &crate::gotypes::Types) -> Vec<Carried> {
+    let mut out: Vec<Carried> = Vec::new();
+    let named = facts.names.iter().filter_map(|(id, n)| match n {
+        Name::GoValue { name, location, at_entry: true } => {
+            Some((name.clone(), location.clone(), facts.go_types.get(id).copied()))
+        }
+        _ => None,
+    });
+    let args =
+        (facts.args.iter().filter(|a| a.at_entry)).map(|a| (a.name.clone(), a.location.clone(), Some(a.type_id)));
+    for (name, location, ty) in named.chain(args) {
+        if out.iter().all(|c| c.name != name) {
+            let size = ty.map_or(8, |t| types.get(t).size);
+            out.push(Carried { name, location, size });
+        }
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+/// goid, self, elapsed and parameters at a return find the goroutine through the g
+/// register, which holds it only in ABIInternal functions (amd64; arm64 keeps g in R28
+/// in assembly too).
 fn require_abi_internal(functions: &[FuncSite], target: &Target, span: Span, diags: &mut Diagnostics) {
     if target.arch().g_in_abi0() {
         return;
@@ -139,7 +166,7 @@ fn require_abi_internal(functions: &[FuncSite], target: &Target, span: Span, dia
                         target.arch().g_reg().name()
                     ),
                 )
-                .label("goid, self and elapsed are unavailable here")
+                .label("goid, self, elapsed and parameters at a return are unavailable here")
                 .hint("probe the Go function that calls it instead"),
             );
         }

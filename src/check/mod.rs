@@ -58,10 +58,31 @@ pub struct Instance {
     pub facts: Facts,
     /// The probe reads `elapsed`, so the functions' entries must be timed.
     pub uses_elapsed: bool,
+    /// The parameters a return probe reads: read at the entry of the same call and
+    /// carried to the return (its functions' entries must be probed for them too).
+    pub carried: Vec<Carried>,
     /// Text for messages and listings: `on return main.F`.
     pub describe: String,
     /// The probe's header in the script.
     pub span: Span,
+}
+
+impl Instance {
+    /// Whether a return probe needs what the entry of the same call recorded: its time
+    /// (`elapsed`) or its parameters.
+    pub fn needs_entry(&self) -> bool {
+        self.kind == InstanceKind::Return && (self.uses_elapsed || !self.carried.is_empty())
+    }
+}
+
+/// A parameter a return probe reads, carried from the entry of the same call.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Carried {
+    pub name: String,
+    /// Where it is at the function's entry.
+    pub location: Location,
+    /// Its size in bytes.
+    pub size: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,10 +108,13 @@ pub struct FuncSite {
 /// What a name in an expression refers to.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Name {
-    /// A parameter or result of the probed function, where the ABI put it.
+    /// A parameter or result of the probed function, where the ABI put it; with
+    /// `at_entry`, a parameter in a return probe, read where `location` is at the entry
+    /// of the same call and carried to the return.
     GoValue {
         name: String,
         location: Location,
+        at_entry: bool,
     },
     /// A probe-local variable (`x := ...`).
     Local(String),
@@ -120,6 +144,8 @@ pub struct Facts {
 pub struct ArgInfo {
     pub name: String,
     pub location: Location,
+    /// Carried from the entry (a return probe's `args`).
+    pub at_entry: bool,
     pub type_id: crate::gotypes::TypeId,
     pub ty: Ty,
 }
@@ -151,11 +177,12 @@ pub fn check(script: &Script, target: &Target, diags: &mut Diagnostics, string_l
     }
 }
 
-/// A return probe that uses `elapsed` also needs a uprobe at each function's entry: the
+/// A return probe that uses `elapsed` or parameters also needs a uprobe at each
+/// function's entry: the
 /// functions whose entry the kernel would refuse are passed over (an error when that
 /// leaves the probe nothing).
 fn untimeable_entries(script: &Script, target: &Target, checked: &mut Checked, diags: &mut Diagnostics) {
-    for inst in checked.instances.iter_mut().filter(|i| i.kind == InstanceKind::Return && i.uses_elapsed) {
+    for inst in checked.instances.iter_mut().filter(|i| i.needs_entry()) {
         let before = inst.functions.len();
         let mut last = None;
         inst.functions.retain(|f| match target.uprobe_refusal(f.entry) {

@@ -61,6 +61,14 @@ fn location(l: &Location) -> String {
     match l {
         Location::Regs(pieces) => format!("[{}]", pieces.iter().map(|p| p.reg.name()).collect::<Vec<_>>().join(" ")),
         Location::Stack { offset } => format!("[{offset}(SP)]"),
+        Location::Pieces(pieces) => {
+            let at = |p: &crate::arch::abi::Piece| match &p.at {
+                crate::arch::abi::PieceAt::Reg(r) => r.name().to_string(),
+                crate::arch::abi::PieceAt::Stack { offset } => format!("{offset}(SP)"),
+                crate::arch::abi::PieceAt::Missing => "-".to_string(),
+            };
+            format!("[{}]", pieces.iter().map(at).collect::<Vec<_>>().join(" "))
+        }
         Location::Unreadable { reason } => format!("[unreadable: {reason}]"),
         Location::Empty => "[empty]".into(),
     }

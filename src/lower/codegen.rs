@@ -38,6 +38,11 @@ pub struct Gen<'a> {
     pub activation: Option<i16>,
     /// `elapsed`, when this is a return probe that uses it.
     pub elapsed: Option<i16>,
+    /// The slot holding a pointer to this call's entry record, in a return probe that
+    /// needs it (see carry.rs).
+    pub entry_record: Option<i16>,
+    /// The parameters this function's entry carries, with their offsets in the record.
+    pub carried: Vec<(crate::check::Carried, u32)>,
     /// Where the program ends (r0 = 0; exit).
     pub done: Label,
     /// The script's `self` variables.
@@ -70,6 +75,8 @@ impl<'a> Gen<'a> {
             locals: HashMap::new(),
             activation: None,
             elapsed: None,
+            entry_record: None,
+            carried: Vec::new(),
             done,
             self_vars,
             acct: None,

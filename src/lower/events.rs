@@ -88,7 +88,11 @@ impl Gen<'_> {
     /// Writes one parameter of `args` at `base + off`.
     fn arg_to(&mut self, info: &crate::check::ArgInfo, base: u8, off: i16, span: Span) -> Result<(), LowerError> {
         let mark = self.frame.mark();
-        let place = self.location_place(&info.location, span)?;
+        let place = if info.at_entry {
+            self.carried_place(&info.name, span)?
+        } else {
+            self.location_place(&info.name, &info.location, span)?
+        };
         match &info.ty {
             Ty::Str { max } => self.string_from_place(&place, base, off, *max, span)?,
             Ty::Interface => {

@@ -1,6 +1,7 @@
 //! Per-goroutine state in the programs: the activation key (goid, g.stack.hi − SP) that
-//! pairs a return with its entry, entry timing for `elapsed`, and `self` variables (kept
-//! by goid, freed when the goroutine exits).
+//! pairs a return with its entry, entry timing for `elapsed` (what else the entry keeps
+//! for its return is in carry.rs), and `self` variables (kept by goid, freed when the
+//! goroutine exits).
 
 use super::codegen::Gen;
 use super::maps;
@@ -40,8 +41,9 @@ impl Gen<'_> {
         Ok(slot)
     }
 
-    /// Entry timing: entry_times[activation] = now.
-    pub fn store_entry_time(&mut self, key: i16, span: Span) -> Result<(), LowerError> {
+    /// Entry timing: entry_times[activation] = now (a record of `size` bytes, the rest
+    /// zero: see carry.rs).
+    pub fn store_entry_time(&mut self, key: i16, size: u32, span: Span) -> Result<(), LowerError> {
         // An activation seen before (the same goroutine and depth: a loop calling F) is
         // updated in place; only a new one costs an insertion.
         let insert = self.b.new_label();
@@ -55,7 +57,10 @@ impl Gen<'_> {
         self.b.emit(store_reg(Size::DW, R7, 0, R0));
         self.b.ja_to(done);
         self.b.bind(insert);
-        let val = self.slot(8, span)?;
+        let val = self.slot(size, span)?;
+        for i in 1..(size / 8) as i16 {
+            self.b.emit(store_imm(Size::DW, R10, val + 8 * i, 0));
+        }
         self.b.emit(call(BPF_FUNC_ktime_get_ns));
         self.b.emit(store_reg(Size::DW, R10, val, R0));
         self.b.ld_map(R1, maps::ENTRY_TIMES);
@@ -65,23 +70,6 @@ impl Gen<'_> {
         self.b.emit(call(BPF_FUNC_map_update_elem));
         self.b.bind(done);
         self.b.emit(mov64_imm(R0, 0));
-        Ok(())
-    }
-
-    /// Return timing: elapsed = now - entry_times[activation]; a return whose entry was
-    /// not seen (the call began before the probes were attached) skips the probe.
-    pub fn load_elapsed(&mut self, key: i16, span: Span) -> Result<(), LowerError> {
-        let slot = self.slot(8, span)?;
-        self.b.comment("elapsed = now - entry time of this activation");
-        self.b.ld_map(R1, maps::ENTRY_TIMES);
-        self.stack_ptr(R2, key);
-        self.b.emit(call(BPF_FUNC_map_lookup_elem));
-        self.b.jmp_imm_to(BPF_JEQ, R0, 0, self.done);
-        self.b.emit(load(Size::DW, R7, R0, 0));
-        self.b.emit(call(BPF_FUNC_ktime_get_ns));
-        self.b.emit(alu64_reg(BPF_SUB, R0, R7));
-        self.b.emit(store_reg(Size::DW, R10, slot, R0));
-        self.elapsed = Some(slot);
         Ok(())
     }
 
@@ -129,7 +117,7 @@ impl Gen<'_> {
     /// goroutine.
     pub fn free_self_vars(&mut self, g: GLayout, gp: &Location, span: Span) -> Result<(), LowerError> {
         let key = self.slot(16, span)?;
-        let place = self.location_place(gp, span)?;
+        let place = self.location_place("gp", gp, span)?;
         self.read_scalar(&place, 8, false)?;
         self.b.emit(mov64_reg(R7, R0));
         self.read_user(key, R7, g.goid as i32);

@@ -8,7 +8,8 @@ use crate::plan::{Field, MapKind, MapRole, MapSpec, MapValue};
 /// How many keys a user map holds before updates fail, unless `--map-size` says
 /// otherwise. Documented in docs/language.md.
 pub const USER_MAP_ENTRIES: u32 = 16_384;
-/// Entry timestamps of calls in flight (LRU: calls that never return are evicted).
+/// Entry records (time, carried parameters) of calls in flight (LRU: calls that never
+/// return are evicted).
 pub const ENTRY_TIME_ENTRIES: u32 = 65_536;
 /// The ring buffer of events, in bytes (a power of two multiple of the page size).
 pub const EVENTS_BYTES: u32 = 1 << 22;
@@ -117,7 +118,9 @@ pub struct Maps {
 }
 
 impl Maps {
-    pub fn new(table: &MapTable, with_entry_times: bool) -> Maps {
+    /// The maps of `table`, and the table of entry records (`entry_record` bytes each)
+    /// when return probes need them.
+    pub fn new(table: &MapTable, entry_record: Option<u32>) -> Maps {
         let mut maps = Maps::default();
         for (i, (name, info)) in table.maps.iter().enumerate() {
             let object_name = format!("m{i}");
@@ -151,12 +154,12 @@ impl Maps {
             });
             maps.user.insert(name.clone(), UserMap { object_name, key_fields, key_size, value: info.value.clone() });
         }
-        if with_entry_times {
+        if let Some(record) = entry_record {
             maps.specs.push(MapSpec {
                 object_name: ENTRY_TIMES.into(),
                 kind: MapKind::LruHash,
                 key_size: 16,
-                value_size: 8,
+                value_size: record.max(8),
                 max_entries: ENTRY_TIME_ENTRIES,
                 role: MapRole::EntryTimes,
             });

@@ -9,6 +9,7 @@
 pub mod accounting;
 pub mod agg;
 pub mod arith;
+pub mod carry;
 pub mod codegen;
 pub mod events;
 pub mod frame;
@@ -51,6 +52,12 @@ pub enum LowerError {
     TooLarge { span: Span, bytes: usize },
     #[error("this probe compiles to more eBPF than one program can hold ({detail})")]
     ProgramTooLarge { span: Span, detail: String },
+    #[error("the parameters this return probe reads take more than {} bytes in `{function}`, what gtrace carries from an entry to its return", carry::MAX_CARRIED)]
+    TooMuchCarried { span: Span, function: String },
+    #[error(
+        "`{name}` is only partly kept here: the {size} bytes at offset {offset} that this reads are optimized away"
+    )]
+    OptimizedAway { span: Span, name: String, offset: u64, size: u64 },
     #[error("this probe uses {maps} maps; the kernel allows at most {MAX_MAPS_PER_PROGRAM} in one program")]
     TooManyMaps { span: Span, maps: usize },
 }
@@ -98,6 +105,12 @@ impl LowerError {
             LowerError::TooManyMaps { span, .. } => {
                 d(span).label("too many maps").hint("split it into several probes of the same function")
             }
+            LowerError::TooMuchCarried { span, .. } => d(span)
+                .label("too much to carry")
+                .hint("read what you need of the large parameters at the entry, into self variables"),
+            LowerError::OptimizedAway { span, .. } => d(span)
+                .label("partly optimized away here")
+                .hint("read a part the compiler keeps here, or probe a line where it keeps all of it"),
         }
     }
 }

@@ -3,6 +3,7 @@
 //! prologue, a body and one epilogue (`program`); where it attaches goes into the plan.
 
 use super::accounting::{Layout, ProgramAcct, Settings};
+use super::carry::EntryRecords;
 use super::codegen::Gen;
 use super::maps::Maps;
 use super::{LowerError, Lowered, MAX_MAPS_PER_PROGRAM};
@@ -31,6 +32,10 @@ struct Ctx<'a> {
     return_programs: Vec<String>,
     /// gtrace's own counters and limits, laid out as programs need them.
     layout: Layout,
+    /// What each function's entry records for its return probes.
+    records: &'a EntryRecords,
+    /// The program that writes each function's entry record, by function.
+    entry_programs: std::collections::HashMap<String, String>,
 }
 
 /// Which probe a program belongs to and how many functions it is attached at (0 for
@@ -57,7 +62,8 @@ pub(super) fn lower_all(
         }
     }
     let timed = timed_functions(checked);
-    let mut maps = Maps::new(&checked.maps, !timed.is_empty());
+    let records = EntryRecords::new(checked)?;
+    let mut maps = Maps::new(&checked.maps, (!timed.is_empty()).then_some(records.size));
     if !checked.self_vars.is_empty() {
         maps.add_self_vars(checked.self_vars.values().map(|v| v.ty.record_size()).max().unwrap_or(8));
     }
@@ -71,14 +77,14 @@ pub(super) fn lower_all(
         programs: Vec::new(),
         return_programs: Vec::new(),
         layout: Layout::new(settings),
+        records: &records,
+        entry_programs: std::collections::HashMap::new(),
     };
     for (i, inst) in checked.instances.iter().enumerate() {
         let Item::Probe(probe) = &script.items[inst.item] else { continue };
         cx.probe_program(format!("p{i}"), inst, probe)?;
     }
-    if let Some((_, span)) = timed.first() {
-        cx.entry_timing_program(&timed, *span)?;
-    }
+    cx.entry_programs(&timed)?;
     if let Some(var) = checked.self_vars.values().min_by_key(|v| v.index) {
         cx.self_cleanup_program(var.span)?;
     }
@@ -97,11 +103,11 @@ pub(super) fn lower_all(
     Ok(Lowered { programs, plan })
 }
 
-/// Functions whose entries must be timed for `elapsed`, each with the span of the first
-/// probe that needs it.
+/// Functions whose entries must record their time and parameters for their return
+/// probes, each with the span of the first probe that needs it.
 fn timed_functions(checked: &Checked) -> Vec<((String, u64), Span)> {
     let mut timed: Vec<((String, u64), Span)> = Vec::new();
-    for inst in checked.instances.iter().filter(|i| i.uses_elapsed) {
+    for inst in checked.instances.iter().filter(|i| i.needs_entry()) {
         for f in &inst.functions {
             if !timed.iter().any(|((n, _), _)| *n == f.name) {
                 timed.push(((f.name.clone(), f.entry), inst.span));
@@ -202,11 +208,16 @@ impl Ctx<'_> {
             _ => 0,
         };
         let owner = Owner { item: inst.item, functions };
+        let carried = match inst.functions.as_slice() {
+            [f] => self.records.functions.get(&f.name).cloned().unwrap_or_default(),
+            _ => Vec::new(),
+        };
         let program = self.program(&name, owner, comment, &inst.facts, probe.span, |gen| {
-            if inst.uses_elapsed || uses_goid {
+            if inst.needs_entry() || uses_goid {
                 let key = gen.activation_key(g, probe.span)?;
-                if inst.uses_elapsed {
-                    gen.load_elapsed(key, probe.span)?;
+                if inst.needs_entry() {
+                    gen.carried = carried.clone();
+                    gen.load_entry_record(key, inst.uses_elapsed, probe.span)?;
                 }
             }
             gen.block(&probe.body)
@@ -231,20 +242,45 @@ impl Ctx<'_> {
         Ok(())
     }
 
-    /// Stores the entry time of every call whose return uses `elapsed`, under the
-    /// call's activation key.
-    fn entry_timing_program(&mut self, timed: &[((String, u64), Span)], span: Span) -> Result<(), LowerError> {
-        let name = ENTRY_TIMING.to_string();
+    /// The programs at the entries of the functions whose return probes use `elapsed` or
+    /// parameters: one that records the time for every function that carries no
+    /// parameters, and one per function that does (its parameters are where its ABI
+    /// puts them). Each writes the call's entry record under its activation key.
+    fn entry_programs(&mut self, timed: &[((String, u64), Span)]) -> Result<(), LowerError> {
         let g = self.target.g_layout();
-        let comment = "time the entry of every call whose return uses `elapsed`".to_string();
-        let owner = Owner { item: usize::MAX, functions: timed.len() };
-        let program = self.program(&name, owner, comment, &Facts::default(), span, |gen| {
-            let key = gen.activation_key(g, span)?;
-            gen.store_entry_time(key, span)
-        })?;
-        let points =
-            timed.iter().map(|((f, addr), span)| self.point(&name, f, *addr, *span)).collect::<Result<_, _>>()?;
-        self.add(name, program, ProbeAttach::Uprobe(points), "entry times for elapsed".into());
+        let size = self.records.size;
+        let plain: Vec<_> = timed.iter().filter(|((f, _), _)| !self.records.functions.contains_key(f)).collect();
+        if let Some((_, span)) = plain.first() {
+            let (name, span) = (ENTRY_TIMING.to_string(), *span);
+            let comment = "time the entry of every call whose return uses `elapsed`".to_string();
+            let owner = Owner { item: usize::MAX, functions: plain.len() };
+            let program = self.program(&name, owner, comment, &Facts::default(), span, |gen| {
+                let key = gen.activation_key(g, span)?;
+                gen.store_entry_time(key, size, span)
+            })?;
+            let points =
+                plain.iter().map(|((f, addr), span)| self.point(&name, f, *addr, *span)).collect::<Result<_, _>>()?;
+            for ((f, _), _) in &plain {
+                self.entry_programs.insert(f.clone(), name.clone());
+            }
+            self.add(name, program, ProbeAttach::Uprobe(points), "entry times for elapsed".into());
+        }
+        let records = self.records;
+        for (k, (function, fields)) in records.carrying().enumerate() {
+            let Some(((_, addr), span)) = timed.iter().find(|((f, _), _)| f == function) else { continue };
+            let name = format!("entry{k}");
+            let names: Vec<&str> = fields.iter().map(|(c, _)| c.name.as_str()).collect();
+            let comment = format!("the entry of {function}: its time, and {} for its returns", names.join(", "));
+            let owner = Owner { item: usize::MAX, functions: 1 };
+            let program = self.program(&name, owner, comment, &Facts::default(), *span, |gen| {
+                let key = gen.activation_key(g, *span)?;
+                gen.store_entry_record(key, fields, size, *span)
+            })?;
+            let points = vec![self.point(&name, function, *addr, *span)?];
+            self.entry_programs.insert(function.clone(), name.clone());
+            let describe = format!("entry record of {function} (time, {})", names.join(", "));
+            self.add(name, program, ProbeAttach::Uprobe(points), describe);
+        }
         Ok(())
     }
 
@@ -272,19 +308,20 @@ impl Ctx<'_> {
 
 impl Ctx<'_> {
     /// Tells the budget which sites must be detached together: a return probe that uses
-    /// `elapsed` with the timing of its function's entries (one without the other costs
-    /// and measures nothing), and every program that reads or sets `self` variables,
-    /// with their cleanup (a reader whose setter is gone would read stale values).
+    /// `elapsed` or parameters with the program at its function's entries that records
+    /// them (one without the other costs and measures nothing), and every program that
+    /// reads or sets `self` variables, with their cleanup (a reader whose setter is gone
+    /// would read stale values).
     fn tie_dependent_sites(&mut self) {
         let program_of = |i: usize| format!("p{i}");
-        let timing = self.plan.probes.iter().any(|p| p.program == ENTRY_TIMING);
         for (i, inst) in self.checked.instances.iter().enumerate() {
-            if !inst.uses_elapsed || !timing {
+            if !inst.needs_entry() {
                 continue;
             }
             for f in &inst.functions {
+                let Some(entry) = self.entry_programs.get(&f.name).cloned() else { continue };
                 let site = |program: String| SiteRef { program, function: Some(f.name.clone()) };
-                self.layout.tie(vec![site(program_of(i)), site(ENTRY_TIMING.to_string())]);
+                self.layout.tie(vec![site(program_of(i)), site(entry)]);
             }
         }
         let mut selves: Vec<SiteRef> = (self.checked.instances.iter().enumerate())

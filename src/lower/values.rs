@@ -5,7 +5,7 @@
 
 use super::codegen::Gen;
 use super::LowerError;
-use crate::arch::abi::{Location, RegPiece};
+use crate::arch::abi::{Location, Piece, PieceAt, RegPiece};
 use crate::arch::ReturnAddress;
 use crate::bpf::helpers::*;
 use crate::bpf::insn::*;
@@ -21,6 +21,11 @@ pub enum Place {
     Regs { pieces: Vec<RegPiece>, offset: u64 },
     /// In the target's memory at (the address held in stack slot `addr`) + `offset`.
     Mem { addr: i16, offset: i64 },
+    /// In pieces (registers, the stack at SP + constant, or nowhere); `offset` as for
+    /// `Regs`. `name` and `span` say whose pieces, for the error a missing one gives.
+    Pieces { pieces: Vec<Piece>, offset: u64, name: String, span: Span },
+    /// Carried from the call's entry: at `offset` in its entry record (see carry.rs).
+    Carried { offset: u64 },
 }
 
 impl Place {
@@ -28,6 +33,8 @@ impl Place {
         match self {
             Place::Regs { pieces, offset } => Place::Regs { pieces, offset: offset + more },
             Place::Mem { addr, offset } => Place::Mem { addr, offset: offset + more as i64 },
+            Place::Pieces { pieces, offset, name, span } => Place::Pieces { pieces, offset: offset + more, name, span },
+            Place::Carried { offset } => Place::Carried { offset: offset + more },
         }
     }
 }
@@ -47,9 +54,12 @@ impl Gen<'_> {
         self.facts.go_types.get(&e.id).copied()
     }
 
-    /// The place of a parameter or result at this probe.
-    pub fn location_place(&mut self, location: &Location, span: Span) -> Result<Place, LowerError> {
+    /// The place of the Go value `name` at this probe.
+    pub fn location_place(&mut self, name: &str, location: &Location, span: Span) -> Result<Place, LowerError> {
         match location {
+            Location::Pieces(pieces) => {
+                Ok(Place::Pieces { pieces: pieces.clone(), offset: 0, name: name.to_string(), span })
+            }
             Location::Regs(pieces) => Ok(Place::Regs { pieces: pieces.clone(), offset: 0 }),
             Location::Stack { offset } => {
                 let slot = self.slot(8, span)?;
@@ -72,8 +82,11 @@ impl Gen<'_> {
 
     /// Where the Go value `e` is.
     pub fn place(&mut self, e: &Expr) -> Result<Place, LowerError> {
-        if let Some(Name::GoValue { location, .. }) = self.facts.names.get(&e.id).cloned() {
-            return self.location_place(&location, e.span);
+        if let Some(Name::GoValue { name, location, at_entry }) = self.facts.names.get(&e.id).cloned() {
+            if at_entry {
+                return self.carried_place(&name, e.span);
+            }
+            return self.location_place(&name, &location, e.span);
         }
         match &e.kind {
             ExprKind::Field { base, field } => {
@@ -127,8 +140,11 @@ impl Gen<'_> {
                         self.b.emit(store_reg(Size::DW, R10, ptr, R0));
                         (ptr, Some(n))
                     }
-                    (Some(_), Place::Regs { .. }) => {
+                    (Some(_), Place::Regs { .. } | Place::Pieces { .. }) => {
                         return Err(LowerError::unsupported(e.span, "indexing an array held in registers"))
+                    }
+                    (Some(_), Place::Carried { .. }) => {
+                        return Err(LowerError::unsupported(e.span, "indexing an array parameter at a return"))
                     }
                 };
                 let out = self.b.new_label();
@@ -170,20 +186,51 @@ impl Gen<'_> {
                 }
             }
             Place::Mem { addr, offset } => {
-                let tmp = self.frame_slot(8)?;
-                self.b.emit(store_imm(Size::DW, R10, tmp, 0));
                 self.b.emit(load(Size::DW, R3, R10, *addr));
-                if *offset != 0 {
-                    self.b.emit(alu64_imm(BPF_ADD, R3, *offset as i32));
+                self.read_user_scalar(*offset, size)?;
+            }
+            Place::Carried { offset } => self.read_carried(*offset, size, Span::default())?,
+            Place::Pieces { pieces, offset, name, span } => {
+                let piece = pieces.iter().find(|p| p.offset <= *offset && *offset < p.offset + p.size.max(1));
+                let within = piece.map_or(0, |p| *offset - p.offset);
+                match piece.map(|p| &p.at) {
+                    Some(PieceAt::Reg(reg)) => {
+                        self.load_ctx_reg(R0, *reg);
+                        if within > 0 {
+                            self.b.emit(alu64_imm(BPF_RSH, R0, (within * 8) as i32));
+                        }
+                    }
+                    Some(PieceAt::Stack { offset: at }) => {
+                        self.load_ctx_reg(R3, self.arch.stack_pointer());
+                        self.read_user_scalar(at + within as i64, size)?;
+                    }
+                    Some(PieceAt::Missing) | None => {
+                        return Err(LowerError::OptimizedAway {
+                            span: *span,
+                            name: name.clone(),
+                            offset: *offset,
+                            size,
+                        })
+                    }
                 }
-                self.b.emit(mov64_reg(R1, R10));
-                self.b.emit(alu64_imm(BPF_ADD, R1, tmp as i32));
-                self.b.emit(mov64_imm(R2, size as i32));
-                self.b.emit(call(BPF_FUNC_probe_read_user));
-                self.b.emit(load(Size::DW, R0, R10, tmp));
             }
         }
         self.narrow(size, signed);
+        Ok(())
+    }
+
+    /// R0 = the `size` bytes of target memory at R3 + `offset` (zero when unreadable).
+    fn read_user_scalar(&mut self, offset: i64, size: u64) -> Result<(), LowerError> {
+        let tmp = self.frame_slot(8)?;
+        self.b.emit(store_imm(Size::DW, R10, tmp, 0));
+        if offset != 0 {
+            self.b.emit(alu64_imm(BPF_ADD, R3, offset as i32));
+        }
+        self.b.emit(mov64_reg(R1, R10));
+        self.b.emit(alu64_imm(BPF_ADD, R1, tmp as i32));
+        self.b.emit(mov64_imm(R2, size as i32));
+        self.b.emit(call(BPF_FUNC_probe_read_user));
+        self.b.emit(load(Size::DW, R0, R10, tmp));
         Ok(())
     }
 

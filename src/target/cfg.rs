@@ -203,7 +203,7 @@ mod tests {
     use super::*;
 
     fn insn(addr: u64, flow: Flow) -> FlowInsn {
-        FlowInsn { addr, next: addr + 1, flow, nop: false, shuffle: false }
+        FlowInsn { addr, next: addr + 1, flow, nop: false, shuffle: false, sp_store: None }
     }
 
     /// 0: branch to 3; 1; 2: jump to 4; 3; 4: ret — an if/else joining at 4.

@@ -128,7 +128,7 @@ mod tests {
     use crate::arch::{Flow, FlowInsn};
 
     fn insn(addr: u64, flow: Flow) -> FlowInsn {
-        FlowInsn { addr, next: addr + 1, flow, nop: false, shuffle: false }
+        FlowInsn { addr, next: addr + 1, flow, nop: false, shuffle: false, sp_store: None }
     }
 
     /// `if timed { t0 = now(); reload x }; note(x) { body }; ret`: 0 branch to 4;

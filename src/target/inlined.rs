@@ -4,9 +4,8 @@
 
 use super::cfg::Cfg;
 use super::inlentry::{self, InlinedEntry, Placement};
-use super::Param;
 use super::{moduledata, pclntab, symbols, Target, TargetError};
-use crate::arch::abi::{Location, RegPiece};
+use super::{Param, ValueLocation};
 
 /// A place where a function was inlined into another.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -24,20 +23,9 @@ pub struct InlinedSite {
     pub body: u64,
 }
 
-/// What DWARF says of one parameter of an inlined call at its probe address.
-#[derive(Clone, Debug, PartialEq)]
-pub enum InlinedLocation {
-    /// In these registers.
-    Regs(Location),
-    /// Somewhere else: memory, a constant, or pieces gtrace cannot put together.
-    Elsewhere,
-    /// Nowhere: DWARF's location list does not cover the address (optimized away there).
-    Nowhere,
-}
-
 /// Whether a call of `function` never returns: the runtime functions the compiler calls
 /// to panic or to die (cmd/compile ends a block after them).
-fn never_returns(function: &str) -> bool {
+pub(super) fn never_returns(function: &str) -> bool {
     let name = function.strip_suffix(".abi0").unwrap_or(function);
     let Some(name) = name.strip_prefix("runtime.") else { return false };
     matches!(name, "gopanic" | "throw" | "fatal" | "fatalthrow" | "fatalpanic" | "panicwrap")
@@ -110,38 +98,24 @@ impl Target {
     /// The parameters of the inlined call at `site`, each with where DWARF puts it at the
     /// site's probe address. None without DWARF, or when DWARF does not describe that
     /// inlined call.
-    pub fn inlined_params(&self, site: &InlinedSite) -> Result<Option<Vec<(Param, InlinedLocation)>>, TargetError> {
-        let mut state = self.dwarf.borrow_mut();
-        let Some(dwarf) = Self::dwarf_mut(&mut state, self.dwarf_source().0, self.dwarf_source().1)? else {
-            return Ok(None);
+    pub fn inlined_params(&self, site: &InlinedSite) -> Result<Option<Vec<(Param, ValueLocation)>>, TargetError> {
+        let params = {
+            let mut state = self.dwarf.borrow_mut();
+            let (path, data) = self.dwarf_source();
+            let Some(dwarf) = Self::dwarf_mut(&mut state, path, data)? else { return Ok(None) };
+            let mut types = self.types.borrow_mut();
+            match dwarf.inlined_params(data, &site.callee, &site.caller, site.body, site.addr, &mut types)? {
+                Some(p) => p,
+                None => return Ok(None),
+            }
         };
-        let mut types = self.types.borrow_mut();
-        let Some(params) = dwarf.inlined_params(
-            self.dwarf_source().1,
-            &site.callee,
-            &site.caller,
-            site.body,
-            site.addr,
-            &mut types,
-        )?
-        else {
-            return Ok(None);
-        };
+        let sizes: Vec<u64> = params.iter().map(|p| self.types.borrow().get(p.param.ty).size).collect();
         Ok(Some(
             params
                 .into_iter()
-                .map(|p| {
-                    let location = match p.pieces {
-                        None => InlinedLocation::Nowhere,
-                        Some(None) => InlinedLocation::Elsewhere,
-                        Some(Some(pieces)) => pieces
-                            .into_iter()
-                            .map(|(reg, offset, size)| {
-                                self.arch.reg_from_dwarf(reg).map(|reg| RegPiece { reg, offset, size })
-                            })
-                            .collect::<Option<Vec<_>>>()
-                            .map_or(InlinedLocation::Elsewhere, |p| InlinedLocation::Regs(Location::Regs(p))),
-                    };
+                .zip(sizes)
+                .map(|(p, size)| {
+                    let location = self.value_location(&p.location, site.addr, size);
                     (p.param, location)
                 })
                 .collect(),

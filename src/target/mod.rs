@@ -8,6 +8,7 @@ mod cfg;
 mod debugfile;
 mod dwarf;
 mod elf;
+mod frame;
 mod glayout;
 mod image;
 mod inlentry;
@@ -15,6 +16,7 @@ mod inlined;
 mod moduledata;
 mod pclntab;
 mod rtype;
+mod slots;
 mod symbols;
 
 pub use crate::arch::ProbeSites;
@@ -24,8 +26,9 @@ pub use pclntab::PclntabError;
 
 use crate::gotypes::{GoType, TypeId, TypeKind, Types};
 use crate::target::dwarf::DwarfInfo;
+pub use crate::target::frame::ValueLocation;
 pub use crate::target::inlentry::{InlinedEntry, Placement};
-pub use crate::target::inlined::{InlinedLocation, InlinedSite};
+pub use crate::target::inlined::InlinedSite;
 use std::cell::{OnceCell, Ref, RefCell};
 use std::path::{Path, PathBuf};
 
@@ -182,6 +185,12 @@ pub struct Target {
     g_layout: OnceCell<Option<GLayout>>,
     /// `runtime.types`, looked up on first use (see rtype.rs).
     types_base: OnceCell<Option<u64>>,
+    /// Every function of `.gopclntab` in address order, read on first use (frame.rs).
+    records: OnceCell<Vec<pclntab::FuncRecord>>,
+    /// The `pcsp` runs of the functions asked about so far, by entry (frame.rs).
+    sp_deltas: RefCell<std::collections::HashMap<u64, Vec<(u64, u64, i32)>>>,
+    /// Control flow graphs built so far, by function entry (frame.rs).
+    cfgs: RefCell<std::collections::HashMap<u64, Option<std::sync::Arc<cfg::Cfg>>>>,
 }
 
 /// Addresses of what reading the function table needs.
@@ -237,6 +246,9 @@ impl Target {
             types: RefCell::new(Types::default()),
             g_layout: OnceCell::new(),
             types_base: OnceCell::new(),
+            records: OnceCell::new(),
+            sp_deltas: RefCell::new(std::collections::HashMap::new()),
+            cfgs: RefCell::new(std::collections::HashMap::new()),
         };
         target.read_build_info();
         if target.layout.pclntab.is_none() {

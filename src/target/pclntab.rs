@@ -227,6 +227,17 @@ impl<'d> Pclntab<'d> {
         }
     }
 
+    /// The function's SP deltas (the `pcsp` table) as `(from, to, bytes)` runs: how far
+    /// SP is below its value at the function's entry while the pc is in `[from, to)`.
+    pub fn sp_deltas(&self, f: &FuncRecord) -> Option<Vec<(u64, u64, i32)>> {
+        let at = if self.format == Format::Go116 { f.record + 20 } else { f.record + 16 };
+        let off = self.image.u32(at)?;
+        if off == 0 {
+            return None;
+        }
+        self.pc_values(self.pctab + u64::from(off), f.entry)
+    }
+
     /// The pc-value table `table` of a function as `(from, to, value)` runs.
     fn pcdata(&self, record: u64, entry: u64, table: u32) -> Option<Vec<(u64, u64, i32)>> {
         let (npcdata, _, pcdata) = self.tables(record)?;

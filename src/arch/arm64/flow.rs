@@ -30,6 +30,7 @@ pub fn decode(code: &[u8], addr: u64) -> Option<Vec<FlowInsn>> {
             flow,
             nop: kind == Kind::Nop,
             shuffle: insn::is_shuffle(w, prev),
+            sp_store: insn::sp_store(w),
         });
         prev = Some(w);
     }

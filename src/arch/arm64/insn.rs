@@ -137,6 +137,63 @@ pub fn is_shuffle(w: u32, prev: Option<u32>) -> bool {
     mov_reg || movewide || mov_bitmask || adr || stack_address || low_half || fmov
 }
 
+/// The register number of SP in a load/store's base (Rn) field.
+const SP: u32 = 31;
+
+/// The stack bytes a store writes, addressed from SP: `(offset from SP, size)`. Stores of
+/// one register or a pair, integer or SIMD&FP, with an unsigned scaled offset, an
+/// unscaled one (STUR), or pre- or post-indexing (`MOVD.W R30, -96(RSP)`).
+pub fn sp_store(w: u32) -> Option<(i64, u32)> {
+    if (w >> 5) & 0x1f != SP {
+        return None;
+    }
+    let simd = w & (1 << 26) != 0;
+    let sign = |v: u32, bits: u32| i64::from(((v << (32 - bits)) as i32) >> (32 - bits));
+    // STR (immediate, unsigned offset): size 111 V 01 opc imm12 Rn Rt, opc 00 (or 10 for Q).
+    if w & 0x3b00_0000 == 0x3900_0000 {
+        let (size, opc) = (w >> 30, (w >> 22) & 3);
+        let bytes: u32 = match (simd, opc) {
+            (_, 0) => 1 << size,
+            (true, 2) if size == 0 => 16,
+            _ => return None,
+        };
+        let imm12 = i64::from((w >> 10) & 0xfff);
+        return Some((imm12 * i64::from(bytes), bytes));
+    }
+    // STUR, and STR pre/post-index: size 111 V 00 opc 0 imm9 type Rn Rt, type 00/11/01.
+    if w & 0x3b20_0000 == 0x3800_0000 {
+        let (size, opc, kind) = (w >> 30, (w >> 22) & 3, (w >> 10) & 3);
+        let bytes: u32 = match (simd, opc) {
+            (_, 0) => 1 << size,
+            (true, 2) if size == 0 => 16,
+            _ => return None,
+        };
+        let imm9 = sign((w >> 12) & 0x1ff, 9);
+        return match kind {
+            0 | 3 => Some((imm9, bytes)),
+            1 => Some((0, bytes)),
+            _ => None,
+        };
+    }
+    // STP: opc 101 V 0 idx L imm7 Rt2 Rn Rt, L = 0; idx 01 post-index, 10 offset, 11 pre.
+    if w & 0x3a40_0000 == 0x2800_0000 {
+        let (opc, idx) = (w >> 30, (w >> 23) & 3);
+        let each: u32 = match (simd, opc) {
+            (false, 0) | (true, 0) => 4,
+            (false, 2) | (true, 1) => 8,
+            (true, 2) => 16,
+            _ => return None,
+        };
+        let imm7 = sign((w >> 15) & 0x7f, 7) * i64::from(each);
+        return match idx {
+            2 | 3 => Some((imm7, 2 * each)),
+            1 => Some((0, 2 * each)),
+            _ => None,
+        };
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -192,5 +249,19 @@ mod tests {
     fn words_need_four_bytes() {
         assert_eq!(word(&[0xc0, 0x03, 0x5f, 0xd6]), Some(0xd65f_03c0));
         assert_eq!(word(&[0xc0, 0x03]), None);
+    }
+
+    #[test]
+    fn stores_to_the_stack() {
+        assert_eq!(sp_store(0xf900_07e0), Some((8, 8))); // STR X0, [SP, #8]
+        assert_eq!(sp_store(0x3900_0fe0), Some((3, 1))); // STRB W0, [SP, #3]
+        assert_eq!(sp_store(0xfd00_07e0), Some((8, 8))); // STR D0, [SP, #8]
+        assert_eq!(sp_store(0xf81f_83e1), Some((-8, 8))); // STUR X1, [SP, #-8]
+        assert_eq!(sp_store(0xf81a_0ffe), Some((-96, 8))); // STR X30, [SP, #-96]! (MOVD.W)
+        assert_eq!(sp_store(0xa93f_7bfd), Some((-16, 16))); // STP X29, X30, [SP, #-16]
+        assert_eq!(sp_store(0xa9bf_7bfd), Some((-16, 16))); // STP X29, X30, [SP, #-16]!
+        assert_eq!(sp_store(0xf940_07e0), None); // LDR X0, [SP, #8]
+        assert_eq!(sp_store(0xf900_0420), None); // STR X0, [X1, #8]
+        assert_eq!(sp_store(0xa97f_7bfd), None); // LDP X29, X30, [SP, #-16]
     }
 }

@@ -2,7 +2,9 @@
 //! processor may go next (`arch::Flow`).
 
 use crate::arch::{Flow, FlowInsn};
-use iced_x86::{Decoder, DecoderOptions, FlowControl, Instruction, Mnemonic, OpKind, Register};
+use iced_x86::{
+    Decoder, DecoderOptions, FlowControl, Instruction, InstructionInfoFactory, Mnemonic, OpAccess, OpKind, Register,
+};
 
 /// The instructions of `code`, loaded at `addr`, with their flow. None when the bytes do
 /// not decode (not code, or cut short).
@@ -36,7 +38,22 @@ pub(super) fn flow_insn(ins: &Instruction) -> FlowInsn {
         flow,
         nop: ins.mnemonic() == Mnemonic::Nop,
         shuffle: is_shuffle(ins),
+        sp_store: sp_store(ins),
     }
+}
+
+/// The bytes `ins` writes at RSP + displacement, if it writes memory addressed so.
+fn sp_store(ins: &Instruction) -> Option<(i64, u32)> {
+    if ins.memory_base() != Register::RSP || ins.memory_index() != Register::None {
+        return None;
+    }
+    let i = (0..ins.op_count()).find(|i| ins.op_kind(*i) == OpKind::Memory)?;
+    let access = InstructionInfoFactory::new().info(ins).op_access(i);
+    if !matches!(access, OpAccess::Write | OpAccess::ReadWrite | OpAccess::CondWrite | OpAccess::ReadCondWrite) {
+        return None;
+    }
+    let size = ins.memory_size().size();
+    (size > 0).then_some((ins.memory_displacement64() as i64, size as u32))
 }
 
 fn is_shuffle(ins: &Instruction) -> bool {
@@ -92,6 +109,16 @@ mod tests {
         assert!(!is(&[0x48, 0x8b, 0x50, 0x10])); // MOVQ 0x10(AX), DX: a field
         assert!(!is(&[0x48, 0xff, 0x05, 0, 0, 0, 0])); // INCQ sym(IP)
         assert!(!is(&[0x31, 0xd1])); // XORL DX, CX
+    }
+
+    #[test]
+    fn stores_to_the_stack() {
+        let store = |code: &[u8]| decode(code, 0x1000).unwrap()[0].sp_store;
+        assert_eq!(store(&[0x48, 0x89, 0x44, 0x24, 0x28]), Some((0x28, 8))); // MOVQ AX, 0x28(SP)
+        assert_eq!(store(&[0x88, 0x5c, 0x24, 0x30]), Some((0x30, 1))); // MOVB BL, 0x30(SP)
+        assert_eq!(store(&[0x44, 0x0f, 0x11, 0x7c, 0x24, 0x20]), Some((0x20, 16))); // MOVUPS X15, 0x20(SP)
+        assert_eq!(store(&[0x48, 0x8b, 0x44, 0x24, 0x28]), None); // MOVQ 0x28(SP), AX: a load
+        assert_eq!(store(&[0x48, 0x89, 0x45, 0x08]), None); // MOVQ AX, 8(BP)
     }
 
     #[test]

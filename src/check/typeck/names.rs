@@ -84,6 +84,7 @@ impl Cx<'_> {
                     Ok(t) if !matches!(t, Ty::Go(_)) => Some(ArgInfo {
                         name: v.name.clone(),
                         location: v.location.clone(),
+                        at_entry: v.at_entry,
                         type_id: v.type_id,
                         ty: t.clone(),
                     }),
@@ -188,7 +189,8 @@ impl Cx<'_> {
                     );
                     return Ty::Void;
                 }
-                self.facts.names.insert(e.id, Name::GoValue { name: v.name.clone(), location: v.location.clone() });
+                let name = Name::GoValue { name: v.name.clone(), location: v.location.clone(), at_entry: v.at_entry };
+                self.facts.names.insert(e.id, name);
                 self.facts.go_types.insert(e.id, v.type_id);
                 t
             }

@@ -1,6 +1,7 @@
 //! Where values are at an address: location expressions and lists (DWARF 4 and 5 forms),
 //! code ranges, and the parameters of an inlined call at a probe's address.
 
+use super::eval;
 use super::*;
 use crate::gotypes::Types;
 use crate::target::{symbols, Param};
@@ -19,13 +20,21 @@ struct UnitBase {
     addr_base: gimli::DebugAddrBase,
 }
 
-/// A parameter of an inlined call, and the registers DWARF puts it in at one address:
-/// `(DWARF register number, byte offset in the value, size)` pieces; `Some(None)` when
-/// DWARF places it elsewhere there (memory, a constant), None when nowhere (its location
-/// does not cover the address: optimized away there).
+/// Where DWARF says a value is at one address.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum DwarfLocation {
+    /// In these pieces (registers, memory, some perhaps missing).
+    Pieces(Vec<eval::Piece>),
+    /// Nowhere: its location list does not cover the address (optimized away there).
+    Nowhere,
+    /// Somewhere gtrace cannot follow, and why (a computed value, a dereference).
+    Unsupported(String),
+}
+
+/// A parameter of an inlined call, and where DWARF puts it at one address.
 pub(crate) struct InlinedParam {
     pub param: Param,
-    pub pieces: Option<Option<Vec<(u16, u64, u64)>>>,
+    pub location: DwarfLocation,
 }
 
 impl DwarfInfo {
@@ -94,17 +103,16 @@ impl DwarfInfo {
         Ok(false)
     }
 
-    /// The registers a location (an expression, or a list) gives at `addr`: None when it
-    /// does not cover `addr`, `Some(None)` when it is anything but registers there
-    /// (memory, a constant).
-    #[allow(clippy::type_complexity)]
-    fn registers_at(
+    /// Where a location attribute (an expression, or a list) places the value at
+    /// `addr`, with `frame_base` for `DW_OP_fbreg`.
+    fn location_at(
         &self,
         value: AttributeValue<R>,
         addr: u64,
         base: &UnitBase,
         lists: &Lists,
-    ) -> Result<Option<Option<Vec<(u16, u64, u64)>>>, TargetError> {
+        frame_base: eval::FrameBase,
+    ) -> Result<DwarfLocation, TargetError> {
         let expr = match value {
             AttributeValue::Exprloc(e) => Some(e),
             AttributeValue::LocationListsRef(offset) => {
@@ -121,31 +129,21 @@ impl DwarfInfo {
                 }
                 found
             }
-            _ => None,
+            _ => return Ok(DwarfLocation::Unsupported("a location DWARF gives in an unknown form".to_string())),
         };
-        let Some(expr) = expr else { return Ok(None) };
-        let mut ops = expr.operations(base.encoding);
-        let mut pieces = Vec::new();
-        let mut pending: Option<u16> = None;
-        let mut offset = 0;
-        while let Some(op) = ops.next().map_err(|e| self.bad(e))? {
-            match op {
-                gimli::Operation::Register { register } if pending.is_none() => pending = Some(register.0),
-                gimli::Operation::Piece { size_in_bits, bit_offset: None } if size_in_bits % 8 == 0 => {
-                    let Some(reg) = pending.take() else { return Ok(Some(None)) };
-                    pieces.push((reg, offset, size_in_bits / 8));
-                    offset += size_in_bits / 8;
-                }
-                _ => return Ok(Some(None)),
-            }
+        let Some(expr) = expr else { return Ok(DwarfLocation::Nowhere) };
+        Ok(match eval::evaluate(expr, base.encoding, frame_base) {
+            Ok(pieces) => DwarfLocation::Pieces(pieces),
+            Err(why) => DwarfLocation::Unsupported(why),
+        })
+    }
+
+    /// The frame base (`DW_AT_frame_base`) of a subprogram DIE, for `DW_OP_fbreg`.
+    fn frame_base_of(&self, entry: &Entry, base: &UnitBase) -> eval::FrameBase {
+        match entry.attr_value(dw::DW_AT_frame_base) {
+            Some(AttributeValue::Exprloc(e)) => eval::frame_base(e, base.encoding).ok(),
+            _ => None,
         }
-        if let Some(reg) = pending {
-            if !pieces.is_empty() {
-                return Ok(Some(None));
-            }
-            pieces.push((reg, 0, 8));
-        }
-        Ok(Some((!pieces.is_empty()).then_some(pieces)))
     }
 
     /// The parameters of the call of `callee` inlined into `caller` whose code holds
@@ -167,8 +165,8 @@ impl DwarfInfo {
         self.lists(data)?;
         let lists = self.lists.take().expect("loaded above");
         let found = self.find_inlined(u, off, origin, body, &base, &lists);
-        let raw = match found {
-            Ok(Some(raw)) => raw,
+        let (frame_base, raw) = match found {
+            Ok(Some(found)) => found,
             Ok(None) => {
                 self.lists = Some(lists);
                 return Ok(None);
@@ -180,26 +178,33 @@ impl DwarfInfo {
         };
         let mut located = Vec::new();
         for (param_origin, location) in raw {
-            let pieces = match location {
-                Some(v) => self.registers_at(v, at, &base, &lists)?,
-                None => None,
+            let location = match location {
+                Some(v) => self.location_at(v, at, &base, &lists, frame_base),
+                None => Ok(DwarfLocation::Nowhere),
             };
-            located.push((param_origin, pieces));
+            match location {
+                Ok(l) => located.push((param_origin, l)),
+                Err(e) => {
+                    self.lists = Some(lists);
+                    return Err(e);
+                }
+            }
         }
         self.lists = Some(lists);
         let mut out = Vec::new();
-        for (param_origin, pieces) in located {
+        for (param_origin, location) in located {
             let (die, _) = self.die_with_children(param_origin)?;
             let Some(ty) = die.ty else { continue };
             let ty = self.type_id(ty, types)?;
             let name = die.name.unwrap_or_else(|| "_".to_string());
-            out.push(InlinedParam { param: Param { name, ty, is_result: die.variable_parameter }, pieces });
+            out.push(InlinedParam { param: Param { name, ty, is_result: die.variable_parameter }, location });
         }
         Ok(Some(out))
     }
 
-    /// In the subtree of the DIE at `off`, the inlined call of `origin` covering `addr`:
-    /// its formal parameters' abstract origins and location attributes.
+    /// In the subtree of the subprogram DIE at `off`, the inlined call of `origin`
+    /// covering `addr`: the subprogram's frame base, and the call's formal parameters'
+    /// abstract origins and location attributes.
     #[allow(clippy::type_complexity)]
     fn find_inlined(
         &self,
@@ -209,11 +214,12 @@ impl DwarfInfo {
         addr: u64,
         base: &UnitBase,
         lists: &Lists,
-    ) -> Result<Option<Vec<(DebugInfoOffset, Option<AttributeValue<R>>)>>, TargetError> {
+    ) -> Result<Option<(eval::FrameBase, Vec<(DebugInfoOffset, Option<AttributeValue<R>>)>)>, TargetError> {
         let slot = &self.units[u];
         let mut entries = slot.header.entries_at_offset(&slot.abbrevs, off).map_err(|e| self.bad(e))?;
         let Some(first) = entries.next_dfs().map_err(|e| self.bad(e))? else { return Ok(None) };
         let top = first.depth();
+        let frame_base = self.frame_base_of(first, base);
         let mut inside: Option<isize> = None;
         let mut params = Vec::new();
         while let Some(entry) = entries.next_dfs().map_err(|e| self.bad(e))? {
@@ -239,6 +245,6 @@ impl DwarfInfo {
                 inside = Some(depth);
             }
         }
-        Ok(inside.map(|_| params))
+        Ok(inside.map(|_| (frame_base, params)))
     }
 }

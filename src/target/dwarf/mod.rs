@@ -1,7 +1,8 @@
 //! The target's DWARF (gimli), read lazily: the sections are decompressed on first use,
 //! each compile unit is indexed (its top-level functions and types by name) only when a
 //! lookup needs it (`index`), only the types a script reaches are parsed into the `Types`
-//! arena (`types`), and locations are evaluated at an address (`locations`). This file:
+//! arena (`types`), and locations are evaluated at an address (`locations`, with the
+//! expression evaluator `eval`). This file:
 //! the units and reading one DIE.
 //!
 //! Go-specific DWARF: `DW_AT_go_kind` (0x2900) holds the reflect.Kind of a type,
@@ -16,10 +17,12 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+pub(crate) mod eval;
 mod index;
 mod locations;
 mod types;
 
+pub(crate) use locations::DwarfLocation;
 use locations::Lists;
 
 type R = gimli::EndianArcSlice<gimli::LittleEndian>;

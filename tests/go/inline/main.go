@@ -1,6 +1,7 @@
 // inline: small functions the compiler inlines, called after an `if` that has code of
 // its own, in branches, in loops (the caller's and their own), after early returns,
-// inside a short-circuit condition and inside one another. Each counts its own calls
+// inside a short-circuit condition and inside one another, and after a call that made
+// its caller spill the argument to the stack. Each counts its own calls
 // (and sums its argument) and the program prints the truth as key=value words, for
 // gtrace's entry probes at the inlined calls to be compared with.
 package main
@@ -20,8 +21,18 @@ var (
 	innerCalls, innerSum   int
 	outerCalls             int
 	belowCalls, sumToCalls int
+	scaledCalls, scaledSum int
+	spillSink              string
 	elapsedTotal           time.Duration
 )
+
+// scaled is called from spilled only, after a call: its argument is in the stack slot
+// its caller spilled its own parameter to, where DWARF says (DW_OP_call_frame_cfa).
+func scaled(x int) int {
+	scaledCalls++
+	scaledSum += x
+	return x * 3
+}
 
 // weigh is called from timedWork only: its argument is read there.
 func weigh(x int) {
@@ -140,6 +151,16 @@ func loops(i int) int {
 	return total
 }
 
+//go:noinline
+func keep(i int) { spillSink = strconv.Itoa(i) }
+
+//go:noinline
+func spilled(i int) int {
+	v := i * 7
+	keep(v)
+	return scaled(i) + v
+}
+
 func main() {
 	n, err := strconv.Atoi(os.Args[1])
 	if err != nil {
@@ -154,8 +175,8 @@ func main() {
 		if shortCircuit(i) {
 			total++
 		}
-		total += nested(i) + loops(i)
+		total += nested(i) + loops(i) + spilled(i)
 	}
-	fmt.Printf("weigh=%d weigh_sum=%d note=%d note_sum=%d tick=%d check=%d check_sum=%d inner=%d inner_sum=%d outer=%d below=%d sumto=%d total=%d\n",
-		weighCalls, weighSum, noteCalls, noteSum, tickCalls, checkCalls, checkSum, innerCalls, innerSum, outerCalls, belowCalls, sumToCalls, total)
+	fmt.Printf("weigh=%d weigh_sum=%d note=%d note_sum=%d tick=%d check=%d check_sum=%d inner=%d inner_sum=%d outer=%d below=%d sumto=%d scaled=%d scaled_sum=%d total=%d\n",
+		weighCalls, weighSum, noteCalls, noteSum, tickCalls, checkCalls, checkSum, innerCalls, innerSum, outerCalls, belowCalls, sumToCalls, scaledCalls, scaledSum, total)
 }

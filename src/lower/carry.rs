@@ -1,0 +1,193 @@
+//! Parameters carried from a call's entry to its return. At a RET Go has reused the
+//! parameters' registers, so what a return probe reads of them is read at the entry of
+//! the same call and kept in its entry record: the map value that the entry writes under
+//! the call's activation key (goid, g.stack.hi − SP), where `elapsed` finds its start
+//! time. A record is the time (8 bytes) then the parameters the function's return probes
+//! read, at offsets fixed per function; one map update at entry writes it all.
+
+use super::codegen::Gen;
+use super::values::Place;
+use super::{maps, LowerError};
+use crate::arch::abi::{Location, PieceAt};
+use crate::bpf::helpers::*;
+use crate::bpf::insn::*;
+use crate::check::{Carried, Checked};
+use crate::syntax::ast::Span;
+use std::collections::BTreeMap;
+
+/// The most bytes of parameters one function carries from entry to return (the record
+/// is built on the eBPF stack, 512 bytes in all).
+pub const MAX_CARRIED: u64 = 256;
+
+/// What the entry of each probed function records.
+#[derive(Debug, Default)]
+pub struct EntryRecords {
+    /// The parameters each function carries, with their offsets in its record.
+    pub functions: BTreeMap<String, Vec<(Carried, u32)>>,
+    /// The size of every record (the entry map's value size): the time and the most
+    /// that any function carries, in whole words.
+    pub size: u32,
+}
+
+impl EntryRecords {
+    /// The records the return probes of `checked` need: every parameter one of a
+    /// function's return probes reads, once, after the time.
+    pub fn new(checked: &Checked) -> Result<EntryRecords, LowerError> {
+        let mut records = EntryRecords { size: 8, ..EntryRecords::default() };
+        for inst in checked.instances.iter().filter(|i| !i.carried.is_empty()) {
+            for f in &inst.functions {
+                let fields = records.functions.entry(f.name.clone()).or_default();
+                for c in &inst.carried {
+                    if fields.iter().any(|(have, _)| have.name == c.name) {
+                        continue;
+                    }
+                    let end = fields.last().map_or(8, |(last, off)| u64::from(*off) + last.size.next_multiple_of(8));
+                    if end + c.size - 8 > MAX_CARRIED {
+                        return Err(LowerError::TooMuchCarried { span: inst.span, function: f.name.clone() });
+                    }
+                    fields.push((c.clone(), end as u32));
+                }
+                let used = fields.last().map_or(8, |(last, off)| u64::from(*off) + last.size.next_multiple_of(8));
+                records.size = records.size.max(used as u32);
+            }
+        }
+        Ok(records)
+    }
+
+    /// The functions whose entries carry parameters, with their fields.
+    pub fn carrying(&self) -> impl Iterator<Item = (&String, &Vec<(Carried, u32)>)> {
+        self.functions.iter().filter(|(_, f)| !f.is_empty())
+    }
+}
+
+impl Gen<'_> {
+    /// At a function's entry: entry_times[activation] = (now, the carried parameters),
+    /// built on the stack and written with one map update.
+    pub fn store_entry_record(
+        &mut self,
+        key: i16,
+        fields: &[(Carried, u32)],
+        size: u32,
+        span: Span,
+    ) -> Result<(), LowerError> {
+        let record = self.slot(size, span)?;
+        for i in 0..(size / 8) as i16 {
+            self.b.emit(store_imm(Size::DW, R10, record + 8 * i, 0));
+        }
+        self.b.emit(call(BPF_FUNC_ktime_get_ns));
+        self.b.emit(store_reg(Size::DW, R10, record, R0));
+        for (c, off) in fields {
+            self.b.comment(format!("carry `{}` to the return", c.name));
+            self.copy_at_entry(&c.location, record + *off as i16, c.size, span)?;
+        }
+        self.b.ld_map(R1, maps::ENTRY_TIMES);
+        self.stack_ptr(R2, key);
+        self.stack_ptr(R3, record);
+        self.b.emit(mov64_imm(R4, BPF_ANY));
+        self.b.emit(call(BPF_FUNC_map_update_elem));
+        self.b.emit(mov64_imm(R0, 0));
+        Ok(())
+    }
+
+    /// Copies the `size`-byte value at `location` (at the function's entry) to the stack
+    /// at `to`.
+    fn copy_at_entry(&mut self, location: &Location, to: i16, size: u64, span: Span) -> Result<(), LowerError> {
+        match location {
+            Location::Regs(pieces) => {
+                for p in pieces {
+                    self.load_ctx_reg(R1, p.reg);
+                    self.store_piece(to + p.offset as i16, p.size, span)?;
+                }
+            }
+            Location::Stack { offset } => {
+                self.load_ctx_reg(R3, self.arch.stack_pointer());
+                self.b.emit(alu64_imm(BPF_ADD, R3, *offset as i32));
+                self.stack_ptr(R1, to);
+                self.b.emit(mov64_imm(R2, size as i32));
+                self.b.emit(call(BPF_FUNC_probe_read_user));
+            }
+            Location::Pieces(pieces) => {
+                for p in pieces {
+                    match &p.at {
+                        PieceAt::Reg(reg) => {
+                            self.load_ctx_reg(R1, *reg);
+                            self.store_piece(to + p.offset as i16, p.size, span)?;
+                        }
+                        PieceAt::Stack { offset } => {
+                            self.load_ctx_reg(R3, self.arch.stack_pointer());
+                            self.b.emit(alu64_imm(BPF_ADD, R3, *offset as i32));
+                            self.stack_ptr(R1, to + p.offset as i16);
+                            self.b.emit(mov64_imm(R2, p.size as i32));
+                            self.b.emit(call(BPF_FUNC_probe_read_user));
+                        }
+                        PieceAt::Missing => {}
+                    }
+                }
+            }
+            Location::Empty => {}
+            Location::Unreadable { reason } => return Err(LowerError::unsupported(span, reason)),
+        }
+        Ok(())
+    }
+
+    /// Stores the low `size` bytes of R1 at R10 + `to`.
+    fn store_piece(&mut self, to: i16, size: u64, span: Span) -> Result<(), LowerError> {
+        let width = match size {
+            1 => Size::B,
+            2 => Size::H,
+            4 => Size::W,
+            8 => Size::DW,
+            _ => return Err(LowerError::unsupported(span, "a register piece of this size")),
+        };
+        self.b.emit(store_reg(width, R10, to, R1));
+        Ok(())
+    }
+
+    /// At a return: finds the entry record of this call (skipping the probe when its
+    /// entry was not seen) and keeps a pointer to it; computes `elapsed` if `elapsed`.
+    pub fn load_entry_record(&mut self, key: i16, elapsed: bool, span: Span) -> Result<(), LowerError> {
+        let record = self.slot(8, span)?;
+        self.b.comment("the entry record of this activation: its time and carried parameters");
+        self.b.ld_map(R1, maps::ENTRY_TIMES);
+        self.stack_ptr(R2, key);
+        self.b.emit(call(BPF_FUNC_map_lookup_elem));
+        self.b.jmp_imm_to(BPF_JEQ, R0, 0, self.done);
+        self.b.emit(store_reg(Size::DW, R10, record, R0));
+        self.entry_record = Some(record);
+        if elapsed {
+            let slot = self.slot(8, span)?;
+            self.b.emit(load(Size::DW, R7, R0, 0));
+            self.b.emit(call(BPF_FUNC_ktime_get_ns));
+            self.b.emit(alu64_reg(BPF_SUB, R0, R7));
+            self.b.emit(store_reg(Size::DW, R10, slot, R0));
+            self.elapsed = Some(slot);
+        }
+        Ok(())
+    }
+
+    /// Where the carried parameter `name` is: in the entry record.
+    pub fn carried_place(&self, name: &str, span: Span) -> Result<Place, LowerError> {
+        let offset = self
+            .carried
+            .iter()
+            .find(|(c, _)| c.name == name)
+            .map(|(_, off)| *off)
+            .ok_or_else(|| LowerError::unsupported(span, "a parameter that was not carried from the entry"))?;
+        Ok(Place::Carried { offset: u64::from(offset) })
+    }
+
+    /// R0 = the `size`-byte scalar at `offset` in the entry record.
+    pub(super) fn read_carried(&mut self, offset: u64, size: u64, span: Span) -> Result<(), LowerError> {
+        let record = self.entry_record.ok_or_else(|| LowerError::unsupported(span, "parameters outside a return"))?;
+        let (width, off) = match size {
+            1 => (Size::B, offset),
+            2 => (Size::H, offset),
+            4 => (Size::W, offset),
+            _ => (Size::DW, offset),
+        };
+        let off = i16::try_from(off).map_err(|_| LowerError::TooLarge { span, bytes: off as usize })?;
+        self.b.emit(load(Size::DW, R1, R10, record));
+        self.b.emit(load(width, R0, R1, off));
+        Ok(())
+    }
+}

@@ -1,0 +1,3 @@
+module example.com/carry
+
+go 1.17
