@@ -108,21 +108,30 @@ fn inlined_parameters_are_read_at_the_probe_address() {
 
 /// Where DWARF places an inlined call's parameter on the stack, it is read from SP plus
 /// the frame's offset at the probe's address (the evaluator: DW_OP_call_frame_cfa, and
-/// the function table's SP delta there).
+/// the function table's SP delta there); on arm64 builds too (its stores decoded for the
+/// check that every path writes the slot).
 #[test]
 fn an_inlined_parameter_in_its_callers_spill_slot_is_on_the_stack() {
     use gtrace::arch::abi::Location;
     use gtrace::target::ValueLocation;
-    for toolchain in toolchains() {
-        let Some(bin) = build_plain("inline", &toolchain) else { continue };
+    let builds = toolchains().into_iter().flat_map(|t| {
+        let amd64 = build_plain("inline", &t).map(|b| (format!("{t} amd64"), b));
+        let arm64 =
+            support::toolchain::build_arm64("inline", &t, support::toolchain::PLAIN).map(|b| (format!("{t} arm64"), b));
+        [amd64, arm64]
+    });
+    for (toolchain, bin) in builds.flatten() {
         let t = Target::open(&bin).unwrap();
         let sites = t.find_inlined("main.scaled");
         assert_eq!(sites.len(), 1, "{toolchain}: {sites:?}");
         let params = t.inlined_params(&sites[0]).unwrap().expect("DWARF describes the inlined call");
         let (param, location) = &params[0];
         assert_eq!(param.name, "x");
-        // The caller spilled its parameter to its own argument slot: CFA + 0.
-        let cfa = t.cfa_sp_offset(sites[0].addr).unwrap();
-        assert_eq!(*location, ValueLocation::At(Location::Stack { offset: cfa }), "{toolchain}");
+        // The caller spilled its parameter to its own first argument slot: where SP at
+        // its entry plus the first stack argument's offset is, seen from SP at the probe.
+        let entry = t.find("main.spilled")[0].addr;
+        let slot = t.cfa_sp_offset(sites[0].addr).unwrap() - t.cfa_sp_offset(entry).unwrap()
+            + t.arch().stack_args_offset() as i64;
+        assert_eq!(*location, ValueLocation::At(Location::Stack { offset: slot }), "{toolchain}");
     }
 }

@@ -115,7 +115,7 @@ impl Target {
         let Some(cfa) = self.cfa_sp_offset(f.addr) else { return Vec::new() };
         let types = self.types();
         let ins: Vec<_> = params.iter().filter(|p| !p.is_result).map(|p| p.ty).collect();
-        let layout = abi::assign_call(self.arch, &ins, &[], &types);
+        let layout = abi::assign_call(self.conv_of(f), &ins, &[], &types);
         (layout.params.iter().zip(&ins))
             .filter_map(|(l, ty)| match l {
                 Location::Stack { offset } => Some(Stretch { start: offset - cfa, len: types.get(*ty).size }),
