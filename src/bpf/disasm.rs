@@ -137,38 +137,13 @@ fn mem(size: Size, signed: bool, base: u8, off: i16) -> String {
 }
 
 fn known(i: &Insn, next: Option<&Insn>) -> Option<String> {
-    let (dst, src, off, imm) = (i.dst, i.src, i.off, i.imm);
-    if dst > 10 || src > 10 {
+    if i.dst > 10 || i.src > 10 {
         return None;
     }
-    let code = i.code;
+    let (code, dst, src, off, imm) = (i.code, i.dst, i.src, i.off, i.imm);
     let size = Size::from_code(code);
     match class(code) {
-        BPF_ALU | BPF_ALU64 => {
-            let r = if class(code) == BPF_ALU64 { 'r' } else { 'w' };
-            let x = source(code) == BPF_X;
-            let operand = if x { format!("{r}{src}") } else { imm.to_string() };
-            if op(code) == BPF_END {
-                // The source bit is the byte order; ALU64 | END is the unconditional bswap.
-                let name = match (class(code), source(code)) {
-                    (BPF_ALU, BPF_TO_LE) => "le",
-                    (BPF_ALU, _) => "be",
-                    (_, BPF_TO_LE) => "bswap",
-                    _ => return None,
-                };
-                let ok = off == 0 && src == 0 && matches!(imm, 16 | 32 | 64);
-                return ok.then(|| format!("r{dst} = {name}{imm} r{dst}"));
-            }
-            // K forms carry no src register, X forms no immediate.
-            if (x && imm != 0) || (!x && src != 0) {
-                return None;
-            }
-            match op(code) {
-                BPF_MOV if off == 0 => Some(format!("{r}{dst} = {operand}")),
-                BPF_NEG if off == 0 && !x && imm == 0 => Some(format!("{r}{dst} = -{r}{dst}")),
-                o => alu_symbol(o, off).map(|s| format!("{r}{dst} {s}= {operand}")),
-            }
-        }
+        BPF_ALU | BPF_ALU64 => alu(i),
         BPF_LDX if matches!(mode(code), BPF_MEM | BPF_MEMSX) && imm == 0 => {
             let signed = mode(code) == BPF_MEMSX;
             if signed && size == Size::DW {
@@ -178,22 +153,7 @@ fn known(i: &Insn, next: Option<&Insn>) -> Option<String> {
         }
         BPF_ST if mode(code) == BPF_MEM && src == 0 => Some(format!("{} = {imm}", mem(size, false, dst, off))),
         BPF_STX if mode(code) == BPF_MEM && imm == 0 => Some(format!("{} = r{src}", mem(size, false, dst, off))),
-        BPF_STX if mode(code) == BPF_ATOMIC && matches!(size, Size::W | Size::DW) => {
-            let m = format!("({} *)(r{dst} {off:+})", mem_type(size, false));
-            let bits = if size == Size::DW { "64" } else { "" };
-            if let Some((_, sym)) = atomic_name(imm) {
-                Some(format!("lock *{m} {sym}= r{src}"))
-            } else if imm & BPF_FETCH != 0 && atomic_name(imm & !BPF_FETCH).is_some() {
-                let (name, _) = atomic_name(imm & !BPF_FETCH)?;
-                Some(format!("r{src} = atomic{bits}_fetch_{name}({m}, r{src})"))
-            } else if imm == BPF_XCHG {
-                Some(format!("r{src} = atomic{bits}_xchg({m}, r{src})"))
-            } else if imm == BPF_CMPXCHG {
-                Some(format!("r0 = atomic{bits}_cmpxchg({m}, r0, r{src})"))
-            } else {
-                None
-            }
-        }
+        BPF_STX if mode(code) == BPF_ATOMIC && matches!(size, Size::W | Size::DW) => atomic(i, size),
         BPF_LD if code == BPF_LD | BPF_IMM | BPF_DW && is_wide(i, next) => {
             let hi = next?.imm as u32 as u64;
             let value = (hi << 32) | imm as u32 as u64;
@@ -203,37 +163,85 @@ fn known(i: &Insn, next: Option<&Insn>) -> Option<String> {
                 _ => None,
             }
         }
-        BPF_JMP | BPF_JMP32 => {
-            let r = if class(code) == BPF_JMP { 'r' } else { 'w' };
-            let x = source(code) == BPF_X;
-            match op(code) {
-                BPF_JA if class(code) == BPF_JMP && !x && dst == 0 && src == 0 && imm == 0 => {
-                    Some(format!("goto {off:+}"))
-                }
-                BPF_CALL if class(code) == BPF_JMP && !x && dst == 0 && off == 0 => match src {
-                    0 => Some(match helpers::name(imm) {
-                        Some(name) => format!("call bpf_{name}#{imm}"),
-                        None => format!("call unknown#{imm}"),
-                    }),
-                    BPF_PSEUDO_CALL => Some(format!("call pc{imm:+}")),
-                    _ => None,
-                },
-                BPF_EXIT if class(code) == BPF_JMP && !x && dst == 0 && src == 0 && off == 0 && imm == 0 => {
-                    Some("exit".to_string())
-                }
-                o => {
-                    let sym = jmp_symbol(o)?;
-                    if x && imm == 0 {
-                        Some(format!("if {r}{dst} {sym} {r}{src} goto {off:+}"))
-                    } else if !x && src == 0 {
-                        Some(format!("if {r}{dst} {sym} {} goto {off:+}", hex(imm as i64)))
-                    } else {
-                        None
-                    }
-                }
+        BPF_JMP | BPF_JMP32 => jump(i),
+        _ => None,
+    }
+}
+
+/// An ALU instruction (32-bit `w` or 64-bit `r` registers), byte swaps included.
+fn alu(i: &Insn) -> Option<String> {
+    let (code, dst, src, off, imm) = (i.code, i.dst, i.src, i.off, i.imm);
+    let r = if class(code) == BPF_ALU64 { 'r' } else { 'w' };
+    let x = source(code) == BPF_X;
+    let operand = if x { format!("{r}{src}") } else { imm.to_string() };
+    if op(code) == BPF_END {
+        // The source bit is the byte order; ALU64 | END is the unconditional bswap.
+        let name = match (class(code), source(code)) {
+            (BPF_ALU, BPF_TO_LE) => "le",
+            (BPF_ALU, _) => "be",
+            (_, BPF_TO_LE) => "bswap",
+            _ => return None,
+        };
+        let ok = off == 0 && src == 0 && matches!(imm, 16 | 32 | 64);
+        return ok.then(|| format!("r{dst} = {name}{imm} r{dst}"));
+    }
+    // K forms carry no src register, X forms no immediate.
+    if (x && imm != 0) || (!x && src != 0) {
+        return None;
+    }
+    match op(code) {
+        BPF_MOV if off == 0 => Some(format!("{r}{dst} = {operand}")),
+        BPF_NEG if off == 0 && !x && imm == 0 => Some(format!("{r}{dst} = -{r}{dst}")),
+        o => alu_symbol(o, off).map(|s| format!("{r}{dst} {s}= {operand}")),
+    }
+}
+
+/// An atomic read-modify-write of memory.
+fn atomic(i: &Insn, size: Size) -> Option<String> {
+    let (dst, src, off, imm) = (i.dst, i.src, i.off, i.imm);
+    let m = format!("({} *)(r{dst} {off:+})", mem_type(size, false));
+    let bits = if size == Size::DW { "64" } else { "" };
+    if let Some((_, sym)) = atomic_name(imm) {
+        Some(format!("lock *{m} {sym}= r{src}"))
+    } else if imm & BPF_FETCH != 0 && atomic_name(imm & !BPF_FETCH).is_some() {
+        let (name, _) = atomic_name(imm & !BPF_FETCH)?;
+        Some(format!("r{src} = atomic{bits}_fetch_{name}({m}, r{src})"))
+    } else if imm == BPF_XCHG {
+        Some(format!("r{src} = atomic{bits}_xchg({m}, r{src})"))
+    } else if imm == BPF_CMPXCHG {
+        Some(format!("r0 = atomic{bits}_cmpxchg({m}, r0, r{src})"))
+    } else {
+        None
+    }
+}
+
+/// A jump, call or exit.
+fn jump(i: &Insn) -> Option<String> {
+    let (code, dst, src, off, imm) = (i.code, i.dst, i.src, i.off, i.imm);
+    let r = if class(code) == BPF_JMP { 'r' } else { 'w' };
+    let x = source(code) == BPF_X;
+    let jmp64 = class(code) == BPF_JMP;
+    match op(code) {
+        BPF_JA if jmp64 && !x && dst == 0 && src == 0 && imm == 0 => Some(format!("goto {off:+}")),
+        BPF_CALL if jmp64 && !x && dst == 0 && off == 0 => match src {
+            0 => Some(match helpers::name(imm) {
+                Some(name) => format!("call bpf_{name}#{imm}"),
+                None => format!("call unknown#{imm}"),
+            }),
+            BPF_PSEUDO_CALL => Some(format!("call pc{imm:+}")),
+            _ => None,
+        },
+        BPF_EXIT if jmp64 && !x && dst == 0 && src == 0 && off == 0 && imm == 0 => Some("exit".to_string()),
+        o => {
+            let sym = jmp_symbol(o)?;
+            if x && imm == 0 {
+                Some(format!("if {r}{dst} {sym} {r}{src} goto {off:+}"))
+            } else if !x && src == 0 {
+                Some(format!("if {r}{dst} {sym} {} goto {off:+}", hex(imm as i64)))
+            } else {
+                None
             }
         }
-        _ => None,
     }
 }
 
