@@ -198,6 +198,16 @@ impl Budget {
 }
 
 impl TraceArgs {
+    /// Whether gtrace's own numbers (hits, costs) will be read: `--stats`, a budget in
+    /// force, or an export of gtrace's own metrics. Then probes count their hits and the
+    /// trap is calibrated.
+    pub fn wants_costs(&self, command: bool) -> bool {
+        self.stats
+            || Budget::percent(self.budget, command).is_some()
+            || self.prometheus.is_some()
+            || self.otlp.is_some()
+    }
+
     pub fn export(&self) -> crate::export::ExportOptions {
         crate::export::ExportOptions {
             prometheus: self.prometheus.clone(),

@@ -278,3 +278,29 @@ fn a_multi_uprobe_link_cut_down_while_hot_neither_misses_nor_double_counts_a_hit
         .sum();
     assert_eq!(counted as i64, truth(&truth_text, "cold_calls"), "{truth_text}");
 }
+
+#[test]
+fn map_sizes_and_budgets_are_checked_before_anything_loads() {
+    // These need no privileges: --check runs the whole compiler.
+    let bin = prod();
+    let check = |args: &[&str]| {
+        let mut all = vec!["-e", "on entry main.record { @m[k] = count() }", "--check", "-b", &bin];
+        all.extend(args);
+        support::gtrace(&all)
+    };
+    let r = check(&["--map-size", "@nosuch=10"]);
+    assert_ne!(r.code, 0);
+    assert!(r.stderr.contains("the script has no map @nosuch") && r.stderr.contains("its maps: @m"), "{}", r.stderr);
+    for bad in ["0", "@m=", "paths=3", "@m=99999999999"] {
+        let r = check(&["--map-size", bad]);
+        assert_ne!(r.code, 0, "--map-size {bad} passed");
+        assert!(r.stderr.contains("--map-size"), "{}", r.stderr);
+    }
+    for bad in ["0%", "150%", "lots"] {
+        let r = check(&["--budget", bad]);
+        assert_ne!(r.code, 0, "--budget {bad} passed");
+        assert!(r.stderr.contains("share of one CPU"), "{}", r.stderr);
+    }
+    assert_eq!(check(&["--map-size", "@m=10", "--map-size", "self=100", "--rate", "5", "--budget", "off"]).code, 0);
+    assert_ne!(check(&["--rate", "0"]).code, 0);
+}

@@ -4,7 +4,7 @@
 
 mod listing;
 
-use crate::cli::{Budget, Cli, Emit, RunArgs, RunCommand, TargetArgs};
+use crate::cli::{Cli, Emit, RunArgs, RunCommand, TargetArgs};
 use crate::compile::{self, Compiled};
 use crate::diag::Failure;
 use crate::library::{self, Root};
@@ -126,13 +126,13 @@ fn verify(compiled: &Compiled) -> Result<String, Failure> {
 }
 
 /// What the programs need beyond the script: map sizes, the rate, and hit counting when
-/// `--stats` or a budget will read it (a plan written for elsewhere always has it).
+/// `--stats`, a budget or an export will read it (a plan written for elsewhere always
+/// has it).
 fn lowering(cli: &Cli) -> lower::Settings {
-    let budget = Budget::percent(cli.trace.budget, cli.target.command.is_some()).is_some();
     lower::Settings {
         map_sizes: lower::maps::MapSizes::from_args(&cli.map_size),
         rate: cli.rate,
-        accounting: cli.trace.stats || budget || cli.emit == Some(Emit::Plan),
+        accounting: cli.trace.wants_costs(cli.target.command.is_some()) || cli.emit == Some(Emit::Plan),
     }
 }
 

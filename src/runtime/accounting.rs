@@ -150,44 +150,41 @@ impl TrapCost {
     }
 }
 
-/// The empty program's link; dropping it detaches.
+/// The empty program's links; dropping them detaches.
 enum CalibrationLink {
     Multi(#[allow(dead_code)] MultiLink),
-    PerfEvent(#[allow(dead_code)] OwnedFd),
+    PerfEvents(#[allow(dead_code)] Vec<OwnedFd>),
 }
 
 /// Times calls of gtrace's calibration functions without and with an empty uprobe on
-/// their first instruction, one of each kind (a few milliseconds on a machine where a
-/// trap costs microseconds). Turn the kernel's statistics on first: the empty program's
-/// own run time is then taken off.
+/// their first instruction, one of each kind (a few milliseconds, most of it loading the
+/// program and making the link, on a machine where a trap costs microseconds). Turn the
+/// kernel's statistics on first: the empty program's own run time is then taken off.
 pub fn calibrate_trap() -> Result<TrapCost, RuntimeError> {
-    let mut cost = TrapCost { step_ns: 0.0, push_ns: 0.0, branch_ns: 0.0, untraced_ns: 0.0, link: "" };
-    let mut links = Vec::new();
-    for kind in TrapKind::ALL {
-        let trigger = Trigger::Calibrate(kind);
-        let (exe, offset) = trigger.location()?;
-        let untraced = median_call(trigger, 1000, 5);
-        let (program, link, how) = attach_empty(&exe, offset)?;
-        // The first hit of a new uprobe is slow (the kernel sets it up); not counted.
-        trigger.fire();
-        let one = median_call(trigger, 4, 1).max(1.0);
-        let batch = ((200_000.0 / one) as usize).clamp(8, 4000);
-        let traced = median_call(trigger, batch, 5);
-        let own = run_stats_of(program.as_fd()).ok().filter(|s| s.run_count > 0);
-        let own_ns = own.map_or(0.0, |s| s.run_ns as f64 / s.run_count as f64);
-        let ns = (traced - untraced - own_ns).max(0.0);
-        match kind {
-            TrapKind::Step => cost.step_ns = ns,
-            TrapKind::Push => cost.push_ns = ns,
-            TrapKind::Branch => cost.branch_ns = ns,
-        }
-        cost.untraced_ns = untraced;
-        cost.link = how;
-        links.push((link, program));
+    let triggers = TrapKind::ALL.map(Trigger::Calibrate);
+    let mut offsets = Vec::new();
+    let mut exe = None;
+    for t in triggers {
+        let (file, offset) = t.location()?;
+        exe = Some(file);
+        offsets.push(offset);
     }
+    let exe = exe.ok_or(RuntimeError::TriggerNotFound { function: "gtrace_calibrate_step" })?;
+    let untraced = triggers.map(|t| median_call(t, 1000, 5));
+    let (program, link, how) = attach_empty(&exe, &offsets)?;
+    let traced = triggers.map(|t| {
+        // The first hit of a new uprobe is slow (the kernel sets it up); not counted.
+        t.fire();
+        let one = median_call(t, 4, 1).max(1.0);
+        let batch = ((200_000.0 / one) as usize).clamp(8, 4000);
+        median_call(t, batch, 5)
+    });
+    let own = run_stats_of(program.as_fd()).ok().filter(|s| s.run_count > 0);
+    let own_ns = own.map_or(0.0, |s| s.run_ns as f64 / s.run_count as f64);
+    let ns = |i: usize| (traced[i] - untraced[i] - own_ns).max(0.0);
     // Detaching waits for the kernel's grace periods (milliseconds): not on the way in.
-    std::thread::spawn(move || drop(links));
-    Ok(cost)
+    std::thread::spawn(move || drop((link, program)));
+    Ok(TrapCost { step_ns: ns(0), push_ns: ns(1), branch_ns: ns(2), untraced_ns: untraced[0], link: how })
 }
 
 /// The median of `rounds` batches of `calls` calls, in ns a call. The median, not the
@@ -207,26 +204,31 @@ fn median_call(trigger: Trigger, calls: usize, rounds: usize) -> f64 {
     times[times.len() / 2]
 }
 
-/// Loads `r0 = 0; exit` and attaches it at `offset` of `exe` in this process only: a
-/// multi-uprobe link where the kernel has them, else a perf event.
-fn attach_empty(exe: &Path, offset: u64) -> Result<(OwnedFd, CalibrationLink, &'static str), RuntimeError> {
+/// Loads `r0 = 0; exit` and attaches it at `offsets` of `exe` in this process only: one
+/// multi-uprobe link where the kernel has them, else a perf event each.
+fn attach_empty(exe: &Path, offsets: &[u64]) -> Result<(OwnedFd, CalibrationLink, &'static str), RuntimeError> {
     let insns = encode_all(&[mov64_imm(R0, 0), exit()]);
     let license = c"GPL".to_owned();
     let os = |action: &'static str| move |source: io::Error| RuntimeError::Os { action, source };
     let pid = std::process::id();
     if std::env::var_os(uprobe_multi::DISABLE_ENV).is_none() {
         if let Ok(fd) = load_kprobe_program("gtrace_calib", &insns, &license, BPF_TRACE_UPROBE_MULTI) {
-            if let Ok(link) = uprobe_multi::attach(fd.as_fd(), exe, &[offset], &[0], pid) {
+            let cookies = vec![0; offsets.len()];
+            if let Ok(link) = uprobe_multi::attach(fd.as_fd(), exe, offsets, &cookies, pid) {
                 return Ok((fd, CalibrationLink::Multi(link), "uprobe_multi"));
             }
         }
     }
     let fd = load_kprobe_program("gtrace_calib", &insns, &license, 0)
         .map_err(os("loading the empty program that calibrates the trap cost"))?;
-    let attaching = "attaching the uprobe that calibrates the trap cost";
-    let event = perf_uprobe(exe, offset, pid).map_err(os(attaching))?;
-    set_bpf(event.as_fd(), fd.as_fd()).map_err(os(attaching))?;
-    Ok((fd, CalibrationLink::PerfEvent(event), "perf_event"))
+    let attaching = "attaching the uprobes that calibrate the trap cost";
+    let mut events = Vec::new();
+    for offset in offsets {
+        let event = perf_uprobe(exe, *offset, pid).map_err(os(attaching))?;
+        set_bpf(event.as_fd(), fd.as_fd()).map_err(os(attaching))?;
+        events.push(event);
+    }
+    Ok((fd, CalibrationLink::PerfEvents(events), "perf_event"))
 }
 
 /// `struct perf_event_attr` up to `config2` (PERF_ATTR_SIZE_VER1, enough for a probe).

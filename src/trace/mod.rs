@@ -70,7 +70,7 @@ fn session(bundle: &Bundle, target: &Target, process: Process, args: &TraceArgs)
     let mut export = Export::prepare(&args.export(), plan)?;
     let mut loaded = runtime::load(&bundle.object, plan).map_err(|e| verifier::failure(e, plan))?;
     let budget = crate::cli::Budget::percent(args.budget, process.command.is_some());
-    let trap = if args.stats || budget.is_some() { stats::start_costs(&mut loaded) } else { None };
+    let calibration = stats::start_costs(&mut loaded, args.wants_costs(process.command.is_some()));
     let mut child: Option<HeldChild> = match &process.command {
         Some(argv) => Some(runtime::spawn_held(argv)?),
         None => None,
@@ -83,7 +83,7 @@ fn session(bundle: &Bundle, target: &Target, process: Process, args: &TraceArgs)
     let attached = loaded.attach(&process.binary, scope)?;
     eprintln!("Attached {attached} probe{}", if attached == 1 { "" } else { "s" });
     report_skipped(&loaded, plan)?;
-    let mut costs = budget::Costs::new(stats::Meter::new(plan, target, trap, budget), plan);
+    let mut costs = budget::Costs::new(stats::Meter::new(plan, target, calibration.finish(), budget), plan);
     let traced_pid = process.pid.or(child.as_ref().map(|c| c.pid()));
     let traced = Traced { binary: &process.binary, pid: traced_pid, module: target.module_path() };
     export.start(&loaded, attached, &traced)?;

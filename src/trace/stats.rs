@@ -133,21 +133,34 @@ impl Meter {
     }
 }
 
+/// The trap's calibration, running on its own thread while the probes attach (loading
+/// its program and making its link take the kernel several milliseconds).
+pub struct Calibration(Option<std::thread::JoinHandle<Result<TrapCost, RuntimeError>>>);
+
 /// Before attaching, when costs will be read (`--stats`, a budget): turns the kernel's
-/// per-program statistics on and measures the trap. What cannot be had is said, and the
-/// trace goes on without it.
-pub fn start_costs(loaded: &mut Loaded) -> Option<TrapCost> {
-    if let Err(e) = loaded.enable_run_stats() {
-        eprintln!(
-            "gtrace: {e}: eBPF time is not measured ({})",
-            std::error::Error::source(&e).map(|s| s.to_string()).unwrap_or_default()
-        );
+/// per-program statistics on and starts measuring the trap. What cannot be had is said,
+/// and the trace goes on without it.
+pub fn start_costs(loaded: &mut Loaded, wanted: bool) -> Calibration {
+    if !wanted {
+        return Calibration(None);
     }
-    match crate::runtime::calibrate_trap() {
-        Ok(trap) => Some(trap),
-        Err(e) => {
-            eprintln!("gtrace: cannot measure what a uprobe trap costs here: {e}; costs count eBPF time only");
-            None
+    if let Err(e) = loaded.enable_run_stats() {
+        let cause = std::error::Error::source(&e).map(|s| s.to_string()).unwrap_or_default();
+        eprintln!("gtrace: {e}: eBPF time is not measured ({cause})");
+    }
+    Calibration(Some(std::thread::spawn(crate::runtime::calibrate_trap)))
+}
+
+impl Calibration {
+    /// What a trap costs here, once measured.
+    pub fn finish(self) -> Option<TrapCost> {
+        let result = self.0?.join().ok()?;
+        match result {
+            Ok(trap) => Some(trap),
+            Err(e) => {
+                eprintln!("gtrace: cannot measure what a uprobe trap costs here: {e}; costs count eBPF time only");
+                None
+            }
         }
     }
 }
