@@ -27,13 +27,15 @@ pub struct Stats {
     pub detached: Vec<Detached>,
 }
 
-/// One program attached to the target: a probe of the script, or gtrace's entry timing
-/// or `self` cleanup.
+/// One program: a probe of the script, or gtrace's entry timing or `self` cleanup.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct ProbeStats {
     pub program: String,
     /// The script's probe header (`on entry main.F`).
     pub probe: String,
+    /// It runs in the target (a uprobe there), not in gtrace (`on begin`, `on end`, `on
+    /// interval`, which cost the target nothing and are never detached).
+    pub in_target: bool,
     /// Hits: the sites' own counts when they count them, else the kernel's run count.
     pub hits: u64,
     /// What its hits cost the target: a trap each (at the cost of its site's kind of
@@ -183,7 +185,9 @@ impl Stats {
             "dropped".into(),
             "refused".into(),
         ]];
-        for p in &self.probes {
+        // gtrace's own triggers only when they lost something.
+        let shown = self.probes.iter().filter(|p| p.in_target || p.events_lost + p.rate_dropped + p.refused > 0);
+        for p in shown {
             let cost = p.cost_ns;
             let name = if p.attached { p.probe.clone() } else { format!("{} (detached)", p.probe) };
             rows.push([
@@ -314,6 +318,7 @@ mod tests {
             ..SiteStats::default()
         };
         let mut p = ProbeStats {
+            in_target: true,
             hits: 1_000,
             run_ns: 50_000,
             run_count: 1_000,

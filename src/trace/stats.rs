@@ -9,7 +9,7 @@
 
 use crate::arch::trap::TrapKind;
 pub use crate::output::stats::{Detached, MapStats, ProbeStats, SiteStats, Stats};
-use crate::plan::{Counter, MapRole, Plan, ProbeAttach};
+use crate::plan::{Accounting, Counter, MapRole, Plan, ProbeAttach, ProbeSpec};
 use crate::runtime::{Loaded, RuntimeError, TrapCost};
 use crate::target::Target;
 use std::collections::HashMap;
@@ -62,44 +62,7 @@ impl Meter {
         let acct = &plan.accounting;
         let counters = if acct.counters.is_empty() { Vec::new() } else { loaded.array_sums(&acct.counters)? };
         let value = |slot: usize| counters.get(slot).copied().unwrap_or(0);
-        let mut probes = Vec::new();
-        for probe in &plan.probes {
-            let ProbeAttach::Uprobe(points) = &probe.attach else { continue };
-            let program = probe.program.as_str();
-            let run = loaded.run_stats(program);
-            let mut functions: Vec<&str> = points.iter().map(|p| p.function.as_str()).collect();
-            functions.dedup();
-            let counted = |f: &dyn Fn(&Counter) -> bool| -> u64 {
-                acct.slots.iter().enumerate().filter(|(_, c)| f(c)).map(|(i, _)| value(i)).sum()
-            };
-            let sites: Vec<SiteStats> = functions
-                .iter()
-                .map(|f| SiteStats {
-                    function: f.to_string(),
-                    hits: acct.hits_slot(program, f).map_or(0, value),
-                    trap_ns: self.trap_ns(program, f),
-                    cost_ns: 0.0,
-                    attached: loaded.is_attached(program, Some(f)),
-                })
-                .collect();
-            let hits = if acct.hits { sites.iter().map(|s| s.hits).sum() } else { run.run_count };
-            let mut stats = ProbeStats {
-                program: program.to_string(),
-                probe: probe.describe.clone(),
-                hits,
-                cost_ns: 0.0,
-                sites,
-                run_ns: run.run_ns,
-                run_count: run.run_count,
-                missed: run.missed,
-                events_lost: counted(&|c| matches!(c, Counter::EventsLost { program: p } if p == program)),
-                rate_dropped: counted(&|c| matches!(c, Counter::RateDropped { program: p } if p == program)),
-                refused: counted(&|c| matches!(c, Counter::Refused { program: p, .. } if p == program)),
-                attached: loaded.is_attached(program, None),
-            };
-            stats.price();
-            probes.push(stats);
-        }
+        let probes = plan.probes.iter().map(|probe| self.probe_stats(probe, loaded, acct, &value)).collect();
         let maps = plan
             .maps
             .iter()
@@ -126,6 +89,56 @@ impl Meter {
             budget_percent: self.budget_percent,
             detached: self.detached.clone(),
         })
+    }
+
+    /// One program's numbers. A program that runs in gtrace itself (`on begin`, `on
+    /// end`, `on interval`) costs the target nothing; only its losses count.
+    fn probe_stats(
+        &self,
+        probe: &ProbeSpec,
+        loaded: &Loaded,
+        acct: &Accounting,
+        value: &dyn Fn(usize) -> u64,
+    ) -> ProbeStats {
+        let program = probe.program.as_str();
+        let run = loaded.run_stats(program);
+        let counted = |f: &dyn Fn(&Counter) -> bool| -> u64 {
+            acct.slots.iter().enumerate().filter(|(_, c)| f(c)).map(|(i, _)| value(i)).sum()
+        };
+        let mut stats = ProbeStats {
+            program: program.to_string(),
+            probe: probe.describe.clone(),
+            in_target: false,
+            hits: run.run_count,
+            run_ns: run.run_ns,
+            run_count: run.run_count,
+            missed: run.missed,
+            events_lost: counted(&|c| matches!(c, Counter::EventsLost { program: p } if p == program)),
+            rate_dropped: counted(&|c| matches!(c, Counter::RateDropped { program: p } if p == program)),
+            refused: counted(&|c| matches!(c, Counter::Refused { program: p, .. } if p == program)),
+            attached: true,
+            ..ProbeStats::default()
+        };
+        let ProbeAttach::Uprobe(points) = &probe.attach else { return stats };
+        let mut functions: Vec<&str> = points.iter().map(|p| p.function.as_str()).collect();
+        functions.dedup();
+        stats.sites = functions
+            .iter()
+            .map(|f| SiteStats {
+                function: f.to_string(),
+                hits: acct.hits_slot(program, f).map_or(0, value),
+                trap_ns: self.trap_ns(program, f),
+                cost_ns: 0.0,
+                attached: loaded.is_attached(program, Some(f)),
+            })
+            .collect();
+        if acct.hits {
+            stats.hits = stats.sites.iter().map(|s| s.hits).sum();
+        }
+        stats.in_target = true;
+        stats.attached = loaded.is_attached(program, None);
+        stats.price();
+        stats
     }
 
     pub fn elapsed(&self) -> Duration {
