@@ -282,6 +282,11 @@ pub enum ValueType {
         signed: bool,
     },
     Bool,
+    /// An IEEE float of `size` bytes (4 or 8): its bits in a u64, printed as Go's %v
+    /// prints a float32 or float64.
+    Float {
+        size: u8,
+    },
     /// Nanoseconds, printed with a unit.
     Duration,
     /// A pointer, printed in hex.
@@ -309,7 +314,7 @@ impl ValueType {
         match self {
             ValueType::Int { size, .. } => *size as u32,
             ValueType::Bool => 1,
-            ValueType::Duration | ValueType::Pointer | ValueType::Func => 8,
+            ValueType::Duration | ValueType::Pointer | ValueType::Func | ValueType::Float { .. } => 8,
             ValueType::Interface => INTERFACE_RECORD,
             ValueType::Stack => 8 * USTACK_DEPTH,
             ValueType::Str { max } => max.saturating_add(8),

@@ -5,7 +5,12 @@
 mod support;
 
 fn rendered(script: &str) -> String {
-    let bin = support::go_build("values", &[]);
+    rendered_in("values", script)
+}
+
+/// The diagnostics of `script` checked against the program tests/go/`program`.
+fn rendered_in(program: &str, script: &str) -> String {
+    let bin = support::go_build(program, &[]);
     let r = support::check_against(&["-e", script], &bin);
     assert_ne!(r.code, 0, "expected an error for {script}");
     r.stderr.replace(bin.to_str().unwrap(), "BIN")
@@ -16,6 +21,12 @@ macro_rules! diagnostic {
         #[test]
         fn $name() {
             insta::assert_snapshot!(rendered($script));
+        }
+    };
+    ($name:ident in $program:literal, $script:expr) => {
+        #[test]
+        fn $name() {
+            insta::assert_snapshot!(rendered_in($program, $script));
         }
     };
 }
@@ -61,3 +72,11 @@ diagnostic!(
     lhist_with_too_many_buckets,
     "on entry main.narrow { @h = lhist(c, -9223372036854775807, 9223372036854775807, 1) }"
 );
+diagnostic!(float_in_a_register in "floats", "on entry main.inRegister { print(x) }");
+diagnostic!(float_arithmetic in "floats", "on entry main.observe { @t = r.Temp * 2 }");
+diagnostic!(float_sum in "floats", "on entry main.observe { @t = sum(r.Temp) }");
+diagnostic!(float_constant_truncated in "floats", "on entry main.observe { if r.N > 1.5 { print(1) } }");
+diagnostic!(float32_against_float64 in "floats", "on entry main.observe { if r.Ratio < r.Temp { print(1) } }");
+diagnostic!(float_conversion_of_a_value in "floats", "on entry main.observe { print(float64(r.Ratio)) }");
+diagnostic!(float_constant_overflows_float32 in "floats", "on entry main.observe { if r.Ratio < 1e39 { print(1) } }");
+diagnostic!(cap_of_a_map, "on entry main.countKeys { print(cap(m)) }");

@@ -128,6 +128,7 @@ fn map_ref(m: &MapRef) -> String {
 fn expr(e: &Expr) -> String {
     match &e.kind {
         ExprKind::Int(v) => v.to_string(),
+        ExprKind::Float(t) => format!("float {t}"),
         ExprKind::Str(s) => format!("{s:?}"),
         ExprKind::Bool(b) => b.to_string(),
         ExprKind::Duration(ns) => format!("{ns}ns"),
@@ -372,6 +373,10 @@ fn literals() {
     assert_eq!(ex("1m"), "60000000000ns");
     assert_eq!(ex("1h"), "3600000000000ns");
     assert_eq!(ex("1_500us"), "1500000ns");
+    assert_eq!(ex("1.5"), "float 1.5");
+    assert_eq!(ex("-2e-3"), "(neg float 2e-3)");
+    assert_eq!(ex("1_000.5e+3"), "float 1000.5e+3");
+    assert_eq!(ex("0x1e-1"), "(- 30 1)");
     assert_eq!(ex(r#""a\n\t\\\"\x41\u00e9""#), r#""a\n\t\\\"Aé""#);
     assert_eq!(ex(r##""# not a comment // nor this""##), r##""# not a comment // nor this""##);
     assert_eq!(ex(r#""""#), r#""""#);

@@ -211,7 +211,7 @@ fn check_err(script: &str) -> String {
 #[test]
 fn a_float_parameter_is_refused_with_the_reason() {
     let e = check_err("on entry main.fl { @s = sum(x) }");
-    assert!(e.contains("float registers"), "{e}");
+    assert!(e.contains("it is passed in X0, a float register"), "{e}");
     assert_eq!(e.matches("error").count(), 1, "one error, not a cascade:\n{e}");
 }
 

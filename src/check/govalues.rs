@@ -191,7 +191,7 @@ pub fn inlined_values(target: &Target, site: &InlinedSite, limit: u32) -> Vec<Go
 }
 
 /// The script type of a Go value, or why it cannot be used.
-pub fn go_ty(types: &Types, id: crate::gotypes::TypeId, what: &str, limit: u32) -> Result<Ty, String> {
+pub fn go_ty(types: &Types, id: crate::gotypes::TypeId, _what: &str, limit: u32) -> Result<Ty, String> {
     let t = types.get(id);
     Ok(match &t.kind {
         TypeKind::Int { .. } if t.name == "time.Duration" => Ty::Duration,
@@ -201,12 +201,9 @@ pub fn go_ty(types: &Types, id: crate::gotypes::TypeId, what: &str, limit: u32) 
         TypeKind::UnsafePointer => Ty::Pointer { elem: None },
         TypeKind::String => Ty::Str { max: limit },
         TypeKind::Interface { .. } => Ty::Interface,
-        TypeKind::Float | TypeKind::Complex => {
-            return Err(format!(
-                "`{what}` is a {}: eBPF has no floating point, and Go passes floats in float registers, which a uprobe program cannot read",
-                t.name
-            ))
-        }
+        // A float in memory is read as its bits; one in a float register is refused
+        // where its location says so (`Location::Unreadable`).
+        TypeKind::Float if t.size == 4 || t.size == 8 => Ty::Float { size: t.size as u8 },
         _ => Ty::Go(id),
     })
 }

@@ -128,6 +128,9 @@ pub struct Facts {
     /// The untyped constant expressions (literals and what is folded from them) and
     /// their values; `types` holds the type each took (from the other operand).
     pub consts: HashMap<ExprId, i128>,
+    /// The untyped float constants (`1.5`, `-2e-3`) as written, without `_`: rounded to
+    /// the type they took (`types`) once, when lowered.
+    pub floats: HashMap<ExprId, String>,
     pub names: HashMap<ExprId, Name>,
     /// Types of the locals, by name.
     pub locals: HashMap<String, Ty>,

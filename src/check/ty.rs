@@ -12,6 +12,11 @@ pub enum Ty {
         signed: bool,
     },
     Bool,
+    /// An IEEE float of `size` bytes (4 or 8), held as its bits: compared, printed and
+    /// used as a key, never computed with (eBPF has no floating point).
+    Float {
+        size: u8,
+    },
     /// Nanoseconds.
     Duration,
     /// A string: a literal, or a Go string read from the target (at most `max` bytes).
@@ -59,6 +64,7 @@ impl Ty {
         match self {
             Ty::Int { size, signed } => ValueType::Int { size: 8.max(*size), signed: *signed },
             Ty::Bool => ValueType::Bool,
+            Ty::Float { size } => ValueType::Float { size: *size },
             Ty::Duration => ValueType::Duration,
             Ty::Str { max } => ValueType::Str { max: *max },
             Ty::Pointer { .. } => ValueType::Pointer,
@@ -84,6 +90,7 @@ impl Ty {
         match self {
             Ty::Int { size, signed } => format!("{}int{}", if *signed { "" } else { "u" }, size * 8),
             Ty::Bool => "bool".into(),
+            Ty::Float { size } => format!("float{}", size * 8),
             Ty::Duration => "duration".into(),
             Ty::Str { .. } => "string".into(),
             Ty::Pointer { .. } => "pointer".into(),

@@ -140,6 +140,8 @@ fn plain_number(v: &Value) -> Option<f64> {
         Value::Int(i) | Value::Duration(i) => *i as f64,
         Value::Uint(u) => *u as f64,
         Value::Bool(b) => *b as u8 as f64,
+        Value::Float { bits, size: 4 } => f64::from(f32::from_bits(*bits as u32)),
+        Value::Float { bits, .. } => f64::from_bits(*bits),
         _ => return None,
     })
 }

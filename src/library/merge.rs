@@ -25,6 +25,7 @@ pub(super) const BUILTIN_CALLS: &[&str] = &[
     "delete",
     "clear",
     "len",
+    "cap",
     "hasPrefix",
     // Conversions (check::typeck::conversion).
     "int",
@@ -41,6 +42,8 @@ pub(super) const BUILTIN_CALLS: &[&str] = &[
     "byte",
     "rune",
     "duration",
+    "float32",
+    "float64",
 ];
 
 /// Every file's items, merged.

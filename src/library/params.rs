@@ -1,4 +1,4 @@
-//! The values of `param` settings. A param's default is a literal (an integer, a
+//! The values of `param` settings. A param's default is a literal (an integer, a float, a
 //! duration, a string or a bool); `--set NAME=VALUE` replaces it with a literal of the
 //! same kind, read by the script parser (so `50ms`, `0x10` and `"text"` work as in a
 //! script). `--set` of a name no file declares is an error.
@@ -23,7 +23,7 @@ pub(super) fn values(
         if kind(&p.value).is_none() {
             diags.push(
                 Diagnostic::error(p.value.span, format!("the default of `{}` is not a literal", p.name.name))
-                    .label("a param's value is an integer, a duration, a string or `true`/`false`")
+                    .label("a param's value is an integer, a float, a duration, a string or `true`/`false`")
                     .hint("compute derived values where they are used, e.g. `elapsed > threshold * 2`"),
             );
         }
@@ -48,6 +48,7 @@ pub(super) fn values(
 fn kind(e: &Expr) -> Option<&'static str> {
     match e.kind {
         ExprKind::Int(_) => Some("an integer"),
+        ExprKind::Float(_) => Some("a float"),
         ExprKind::Duration(_) => Some("a duration"),
         ExprKind::Str(_) => Some("a string"),
         ExprKind::Bool(_) => Some("a bool"),

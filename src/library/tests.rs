@@ -88,6 +88,7 @@ fn m(map: &MapRef) -> String {
 fn e(x: &Expr) -> String {
     match &x.kind {
         ExprKind::Int(v) => v.to_string(),
+        ExprKind::Float(t) => t.clone(),
         ExprKind::Str(s) => format!("{s:?}"),
         ExprKind::Bool(b) => b.to_string(),
         ExprKind::Duration(ns) => format!("{ns}ns"),

@@ -21,6 +21,9 @@ fn shape(ty: &Ty) -> (u32, bool) {
 
 /// The 64-bit pattern that holds the constant `v` as a value of type `ty`.
 pub fn constant_bits(v: i128, ty: &Ty) -> u64 {
+    if let Ty::Float { size } = ty {
+        return super::float::int_constant_bits(v, *size);
+    }
     let (bits, signed) = shape(ty);
     let raw = v as u64;
     if bits == 64 {
@@ -116,6 +119,9 @@ impl Gen<'_> {
 
     /// R0 = -operand, wrapped to its type.
     pub fn negate(&mut self, operand: &Expr, ty: &Ty) -> Result<(), LowerError> {
+        if let Ty::Float { size } = ty {
+            return self.float_negate(operand, *size);
+        }
         self.expr(operand)?;
         self.b.emit(neg64(R0));
         self.wrap(R0, ty);

@@ -268,8 +268,19 @@ impl<'a> Gen<'a> {
             self.constant(bits);
             return Ok(());
         }
+        if let Some(text) = self.facts.floats.get(&e.id) {
+            // An untyped float constant, rounded once to the float type it took.
+            let Ty::Float { size } = self.facts.ty(e.id) else {
+                return Err(LowerError::unsupported(e.span, "a float constant of this type"));
+            };
+            let bits = crate::check::typeck::float_bits(text, *size)
+                .ok_or_else(|| LowerError::unsupported(e.span, "a float constant that overflows its type"))?;
+            self.constant(bits);
+            return Ok(());
+        }
         match &e.kind {
             ExprKind::Int(v) | ExprKind::Duration(v) => self.constant(*v),
+            ExprKind::Float(_) => return Err(LowerError::unsupported(e.span, "a float literal without a type")),
             ExprKind::Bool(v) => self.b.emit(mov64_imm(R0, *v as i32)),
             ExprKind::Str(_) => return Err(LowerError::unsupported(e.span, "string values")),
             ExprKind::Name(n) => self.name(e, n)?,
@@ -317,6 +328,7 @@ impl<'a> Gen<'a> {
             ExprKind::Index { .. } => return Err(LowerError::unsupported(e.span, "indexing")),
             ExprKind::Call { func, args } => match (func.name.as_str(), args.as_slice()) {
                 ("len", [x]) => self.length(x)?,
+                ("cap", [x]) => self.capacity(x)?,
                 ("hasPrefix", [s, l @ Expr { kind: ExprKind::Str(lit), .. }]) => {
                     self.string_matches(s, lit, l.span, true)?
                 }
@@ -433,6 +445,9 @@ impl<'a> Gen<'a> {
         self.b.emit(load(Size::DW, R1, R10, tmp));
         self.frame.release(mark);
         use BinOp::*;
+        if let Ty::Float { size } = ty {
+            return self.float_compare(op, size, span);
+        }
         if !matches!(op, Eq | Ne | Lt | Le | Gt | Ge) {
             return self.arith_op(op, &ty, span);
         }

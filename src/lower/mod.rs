@@ -12,6 +12,7 @@ pub mod arith;
 pub mod carry;
 pub mod codegen;
 pub mod events;
+pub mod float;
 pub mod frame;
 pub mod goroutine;
 pub mod mapops;

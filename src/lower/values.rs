@@ -294,17 +294,42 @@ impl Gen<'_> {
                 let p = self.place(e)?;
                 self.read_scalar(&p.plus(8), 8, true)?;
             }
-            TypeKind::Map => {
-                // A map is a pointer to its header, whose first word is the count (hmap.count
-                // before Go 1.24, maps.Map.used since); nil reads as 0.
-                let p = self.place(e)?;
-                self.read_scalar(&p, 8, false)?;
-                let addr = self.address_place(e.span)?;
-                self.read_scalar(&addr, 8, true)?;
-            }
+            // A map is a pointer to its header, whose first word is the count (hmap.count
+            // before Go 1.24, maps.Map.used since); a channel a pointer to its hchan,
+            // whose first word is qcount. Nil reads as 0.
+            TypeKind::Map | TypeKind::Chan => self.header_word(e, 0)?,
             _ => return Err(LowerError::unsupported(e.span, "len of this")),
         }
         self.frame.release(mark);
+        Ok(())
+    }
+
+    /// R0 = cap(e) of a slice, array or channel.
+    pub fn capacity(&mut self, e: &Expr) -> Result<(), LowerError> {
+        let id = self.go_type_of(e).ok_or_else(|| LowerError::unsupported(e.span, "cap of this"))?;
+        let kind = self.types.get(id).kind.clone();
+        let mark = self.frame.mark();
+        match kind {
+            TypeKind::Array { len, .. } => self.b.emit(mov64_imm(R0, len as i32)),
+            TypeKind::Slice { .. } => {
+                let p = self.place(e)?;
+                self.read_scalar(&p.plus(16), 8, true)?;
+            }
+            // hchan.dataqsiz, the second word (unchanged from Go 1.17 to 1.27).
+            TypeKind::Chan => self.header_word(e, 8)?,
+            _ => return Err(LowerError::unsupported(e.span, "cap of this")),
+        }
+        self.frame.release(mark);
+        Ok(())
+    }
+
+    /// R0 = the word at `offset` of the runtime header a map or channel points at, or 0
+    /// when nil.
+    fn header_word(&mut self, e: &Expr, offset: u64) -> Result<(), LowerError> {
+        let p = self.place(e)?;
+        self.read_scalar(&p, 8, false)?;
+        let addr = self.address_place(e.span)?;
+        self.read_scalar(&addr.plus(offset), 8, true)?;
         Ok(())
     }
 

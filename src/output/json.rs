@@ -15,6 +15,17 @@ pub fn value(v: &Value) -> J {
         Value::Int(i) | Value::Duration(i) => json!(i),
         Value::Uint(u) | Value::Pointer(u) => json!(u),
         Value::Bool(b) => json!(b),
+        // A JSON number as Go prints it (`1e+06` is one); NaN and the infinities, which
+        // JSON has no numbers for, as strings.
+        Value::Float { bits, size } => {
+            let text = super::text::value(v);
+            let finite =
+                if *size == 4 { f32::from_bits(*bits as u32).is_finite() } else { f64::from_bits(*bits).is_finite() };
+            match serde_json::from_str::<serde_json::Number>(&text) {
+                Ok(n) if finite => J::Number(n),
+                _ => json!(text),
+            }
+        }
         Value::Str(s) => json!(String::from_utf8_lossy(s)),
         Value::Func(s) => json!(s),
         Value::Interface { tab: 0, .. } => J::Null,

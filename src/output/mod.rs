@@ -2,6 +2,7 @@
 //! (`Sink`). Everything the runtime reads back is decoded here (`value`) and rendered by
 //! `text` or `json`; nothing else prints results.
 
+pub mod float;
 pub mod json;
 pub mod quote;
 pub mod stats;

@@ -38,6 +38,7 @@ pub fn value(v: &Value) -> String {
         Value::Int(i) => i.to_string(),
         Value::Uint(u) => u.to_string(),
         Value::Bool(b) => b.to_string(),
+        Value::Float { bits, size } => super::float::format(*bits, *size, super::float::Spec::v()),
         Value::Duration(d) => duration(*d),
         Value::Pointer(p) => format!("{p:#x}"),
         Value::Str(s) => String::from_utf8_lossy(s).into_owned(),
@@ -117,6 +118,15 @@ pub fn printf(fmt: &str, values: &[Value]) -> String {
             Piece::Verb(v) => {
                 let Some(val) = values.next() else { break };
                 let s = match (v.verb, val) {
+                    ('v' | 'g' | 'G' | 'e' | 'E' | 'f' | 'F', Value::Float { bits, size }) => {
+                        let spec = super::float::Spec {
+                            verb: v.verb,
+                            precision: v.precision,
+                            plus: v.flags.contains('+'),
+                            space: v.flags.contains(' '),
+                        };
+                        super::float::format(*bits, *size, spec)
+                    }
                     ('d' | 'i' | 'u', Value::Duration(d)) => d.to_string(),
                     ('d' | 'i' | 'u', _) => as_i128(val).to_string(),
                     ('x', Value::Str(s)) => s.iter().map(|b| format!("{b:02x}")).collect(),

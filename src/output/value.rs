@@ -8,6 +8,11 @@ pub enum Value {
     Int(i64),
     Uint(u64),
     Bool(bool),
+    /// A float32 (`size` 4) or float64 by its bits.
+    Float {
+        bits: u64,
+        size: u8,
+    },
     /// Nanoseconds.
     Duration(i64),
     Pointer(u64),
@@ -47,6 +52,9 @@ pub fn decode(bytes: &[u8], field: &Field, plan: &Plan) -> Value {
         ValueType::Int { signed: true, .. } => Value::Int(raw as i64),
         ValueType::Int { signed: false, .. } => Value::Uint(raw),
         ValueType::Bool => Value::Bool(raw & 0xff != 0),
+        ValueType::Float { size } => {
+            Value::Float { bits: if *size == 4 { raw & 0xffff_ffff } else { raw }, size: *size }
+        }
         ValueType::Duration => Value::Duration(raw as i64),
         ValueType::Pointer => Value::Pointer(raw),
         ValueType::Func => Value::Func(plan.functions.get(raw as usize).cloned().unwrap_or_else(|| format!("?{raw}"))),

@@ -207,6 +207,9 @@ pub struct Expr {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub enum ExprKind {
     Int(u64),
+    /// A floating-point literal as written, without `_`: `1.5`, `2e-3`, `1e9`. Kept as
+    /// text so that a float32 gets the literal rounded once, as Go's constants do.
+    Float(String),
     Str(String),
     Bool(bool),
     /// A duration literal, in nanoseconds: `250ns`, `5us`, `3ms`, `2s`.

@@ -12,12 +12,14 @@ pub enum Piece {
 pub struct Verb {
     pub flags: String,
     pub width: Option<usize>,
+    /// `%.2f`: digits after the point (significant digits for %g).
+    pub precision: Option<usize>,
     pub verb: char,
     /// Byte offset of the `%` in the format string, for diagnostics.
     pub at: usize,
 }
 
-pub const VERBS: &str = "dixXosqvtcpu";
+pub const VERBS: &str = "dixXosqvtcpueEfFgG";
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FormatError {
@@ -57,12 +59,27 @@ pub fn parse(format: &str) -> Result<Vec<Piece>, FormatError> {
                 break;
             }
         }
+        let mut precision = None;
+        if let Some((_, '.')) = chars.peek() {
+            chars.next();
+            let mut digits = String::new();
+            while let Some(&(_, d)) = chars.peek() {
+                if d.is_ascii_digit() {
+                    digits.push(d);
+                    chars.next();
+                } else {
+                    break;
+                }
+            }
+            // `%.f` is precision 0, as in Go.
+            precision = Some(digits.parse().unwrap_or(0));
+        }
         let verb = match chars.next() {
             Some((_, v)) if VERBS.contains(v) => v,
             Some((_, v)) => {
                 return Err(FormatError {
                     at,
-                    message: format!("unknown verb `%{v}`; use one of %d %x %s %q %v %t %c %p %u"),
+                    message: format!("unknown verb `%{v}`; use one of %d %x %s %q %v %t %c %p %u %e %f %g"),
                 })
             }
             None => return Err(FormatError { at, message: "format ends in the middle of a verb".into() }),
@@ -71,7 +88,7 @@ pub fn parse(format: &str) -> Result<Vec<Piece>, FormatError> {
             pieces.push(Piece::Text(std::mem::take(&mut text)));
         }
         let width = if width.is_empty() { None } else { width.parse().ok() };
-        pieces.push(Piece::Verb(Verb { flags, width, verb, at }));
+        pieces.push(Piece::Verb(Verb { flags, width, precision, verb, at }));
     }
     if !text.is_empty() {
         pieces.push(Piece::Text(text));
@@ -89,9 +106,14 @@ pub fn pad(v: &Verb, s: String) -> String {
     let fill = w - n;
     if v.flags.contains('-') {
         format!("{s}{}", " ".repeat(fill))
-    } else if v.flags.contains('0') && !matches!(v.verb, 's' | 'q' | 'v' | 't') {
-        match s.strip_prefix('-') {
-            Some(rest) => format!("-{}{rest}", "0".repeat(fill)),
+    } else if v.flags.contains('0')
+        && !matches!(v.verb, 's' | 'q' | 'v' | 't')
+        && !s.ends_with("Inf")
+        && !s.ends_with("NaN")
+    {
+        // The sign goes before the zeros; NaN and the infinities are padded with spaces.
+        match s.strip_prefix(['-', '+', ' ']) {
+            Some(rest) => format!("{}{}{rest}", &s[..1], "0".repeat(fill)),
             None => format!("{}{s}", "0".repeat(fill)),
         }
     } else {
@@ -120,7 +142,7 @@ mod tests {
 
     #[test]
     fn padding() {
-        let v = Verb { flags: "0".into(), width: Some(5), verb: 'd', at: 0 };
+        let v = Verb { flags: "0".into(), width: Some(5), precision: None, verb: 'd', at: 0 };
         assert_eq!(pad(&v, "-42".into()), "-0042");
     }
 }

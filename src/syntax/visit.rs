@@ -15,6 +15,7 @@ impl Expr {
             ExprKind::Binary { lhs, rhs, .. } => vec![lhs, rhs],
             ExprKind::Call { args, .. } => args.iter().collect(),
             ExprKind::Int(_)
+            | ExprKind::Float(_)
             | ExprKind::Str(_)
             | ExprKind::Bool(_)
             | ExprKind::Duration(_)
@@ -33,6 +34,7 @@ impl Expr {
             ExprKind::Binary { lhs, rhs, .. } => vec![lhs, rhs],
             ExprKind::Call { args, .. } => args.iter_mut().collect(),
             ExprKind::Int(_)
+            | ExprKind::Float(_)
             | ExprKind::Str(_)
             | ExprKind::Bool(_)
             | ExprKind::Duration(_)

@@ -22,7 +22,57 @@ pub fn conversion(name: &str) -> Option<Ty> {
         "uint16" => int(2, false),
         "uint32" => int(4, false),
         "duration" => Some(Ty::Duration),
+        "float32" => Some(Ty::Float { size: 4 }),
+        "float64" => Some(Ty::Float { size: 8 }),
         _ => None,
+    }
+}
+
+/// Why floats cannot be computed with: said wherever arithmetic meets one.
+pub const NO_FLOAT_MATH: &str = "eBPF has no floating point: gtrace compares floats, prints them and uses them as keys, but does not compute with them";
+
+/// The integer an untyped float constant stands for, when it is a whole number that fits
+/// 128 bits (`1e9`, `2.0`, `-3e2`), computed from its decimal text exactly.
+pub fn float_as_integer(text: &str) -> Option<i128> {
+    let (neg, t) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text),
+    };
+    let (mantissa, exp) = match t.find(['e', 'E']) {
+        Some(i) => (&t[..i], t[i + 1..].parse::<i32>().ok()?),
+        None => (t, 0),
+    };
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let digits = format!("{int}{frac}");
+    // value = digits * 10^(exp - len(frac))
+    let mut scale = exp.checked_sub(i32::try_from(frac.len()).ok()?)?;
+    let mut digits = digits.trim_start_matches('0').to_string();
+    while scale < 0 {
+        digits = digits.strip_suffix('0')?.to_string();
+        scale += 1;
+    }
+    let mut v: i128 = 0;
+    for d in digits.bytes() {
+        v = v.checked_mul(10)?.checked_add(i128::from(d - b'0'))?;
+    }
+    for _ in 0..scale {
+        if v == 0 {
+            break;
+        }
+        v = v.checked_mul(10)?;
+    }
+    Some(if neg { -v } else { v })
+}
+
+/// The bits of the untyped float constant `text` rounded once to a float of `size`
+/// bytes, as Go rounds a constant; `None` when it overflows that type.
+pub fn float_bits(text: &str, size: u8) -> Option<u64> {
+    if size == 4 {
+        let v: f32 = text.parse().ok()?;
+        v.is_finite().then(|| u64::from(v.to_bits()))
+    } else {
+        let v: f64 = text.parse().ok()?;
+        v.is_finite().then(|| v.to_bits())
     }
 }
 
@@ -61,6 +111,61 @@ impl Cx<'_> {
         self.facts.consts.get(&e.id).copied()
     }
 
+    /// A float literal: an untyped constant, typed float64 while nothing else says.
+    pub(super) fn float_literal(&mut self, e: &Expr, text: &str) -> Ty {
+        if float_bits(text, 8).is_none() {
+            self.err(Diagnostic::error(e.span, format!("constant {text} overflows float64")).label("too large"));
+            return Ty::Void;
+        }
+        self.facts.floats.insert(e.id, text.to_string());
+        Ty::Float { size: 8 }
+    }
+
+    /// Is `e` an untyped constant (an integer or a float)?
+    pub(super) fn untyped(&self, e: &Expr) -> bool {
+        self.facts.consts.contains_key(&e.id) || self.facts.floats.contains_key(&e.id)
+    }
+
+    /// Gives the untyped float constant `e` the type `to`: a float of that width (rounded
+    /// once), or an integer when it is a whole number (`1e9`), as Go does.
+    fn adapt_float(&mut self, e: &Expr, text: &str, to: &Ty) -> bool {
+        match to {
+            Ty::Float { size } => {
+                if float_bits(text, *size).is_none() {
+                    self.err(
+                        Diagnostic::error(e.span, format!("constant {text} overflows {}", to.describe()))
+                            .label(format!("does not fit {}", to.a())),
+                    );
+                    return false;
+                }
+                self.facts.types.insert(e.id, to.clone());
+                true
+            }
+            Ty::Int { .. } | Ty::Duration => match float_as_integer(text) {
+                Some(v) => {
+                    self.facts.floats.remove(&e.id);
+                    self.facts.consts.insert(e.id, v);
+                    self.adapt(e, to)
+                }
+                None => {
+                    self.err(
+                        Diagnostic::error(e.span, format!("constant {text} truncated to {}", to.describe()))
+                            .label("not a whole number")
+                            .hint("an untyped constant takes the type of the other operand, as in Go"),
+                    );
+                    false
+                }
+            },
+            _ => {
+                self.err(
+                    Diagnostic::error(e.span, format!("cannot use the constant {text} as {}", to.a()))
+                        .label("a float constant"),
+                );
+                false
+            }
+        }
+    }
+
     /// Records `e` as the untyped constant `v` (typed int64, or uint64 when it does not
     /// fit an int64); an error when it fits neither.
     fn folded(&mut self, e: &Expr, v: i128) -> Ty {
@@ -81,7 +186,15 @@ impl Cx<'_> {
 
     /// Gives the untyped constant `e` the type `to`, if its value fits (Go's rule).
     pub(super) fn adapt(&mut self, e: &Expr, to: &Ty) -> bool {
+        if let Some(text) = self.facts.floats.get(&e.id).cloned() {
+            return self.adapt_float(e, &text, to);
+        }
         let Some(v) = self.constant(e) else { return true };
+        if matches!(to, Ty::Float { .. }) {
+            // An integer constant as a float: rounded when lowered, as Go rounds it.
+            self.facts.types.insert(e.id, to.clone());
+            return true;
+        }
         if !representable(v, to) {
             self.err(
                 Diagnostic::error(e.span, format!("constant {v} overflows {}", to.describe()))
@@ -96,7 +209,14 @@ impl Cx<'_> {
 
     pub(super) fn unary(&mut self, e: &Expr, op: UnOp, operand: &Expr) -> Ty {
         let t = self.expr(operand);
+        if let (UnOp::Neg, Some(text)) = (op, self.facts.floats.get(&operand.id).cloned()) {
+            let negated = text.strip_prefix('-').map(str::to_string).unwrap_or_else(|| format!("-{text}"));
+            self.facts.floats.insert(e.id, negated);
+            return t;
+        }
         match op {
+            // A float's sign flips exactly (its sign bit), as Go's `-x` does.
+            UnOp::Neg if matches!(t, Ty::Float { .. }) => t,
             UnOp::Neg if arithmetic(&t) && self.constant(operand).is_some() => {
                 let v = self.constant(operand).unwrap_or(0);
                 self.folded(e, -v)
@@ -131,6 +251,26 @@ impl Cx<'_> {
         if t == Ty::Void {
             return Ty::Void;
         }
+        if matches!(to, Ty::Float { .. }) || matches!(t, Ty::Float { .. }) {
+            // Only constants convert to floats (`float64(1)`): converting values needs
+            // floating point.
+            if self.untyped(x) && self.adapt(x, &to) {
+                if let Some(text) = self.facts.floats.get(&x.id).cloned() {
+                    self.facts.floats.insert(e.id, text);
+                } else if let Some(v) = self.constant(x) {
+                    self.facts.consts.insert(e.id, v);
+                }
+                return to;
+            }
+            if !self.untyped(x) {
+                self.err(
+                    Diagnostic::error(x.span, format!("cannot convert {} to {name}", t.a()))
+                        .label("a conversion to or from a float")
+                        .hint(NO_FLOAT_MATH),
+                );
+            }
+            return Ty::Void;
+        }
         let pointer_to_uintptr = matches!(t, Ty::Pointer { .. }) && name == "uintptr";
         if !arithmetic(&t) && !pointer_to_uintptr {
             self.err(
@@ -147,12 +287,29 @@ impl Cx<'_> {
     }
 
     pub(super) fn binary(&mut self, e: &Expr, op: BinOp, lhs: &Expr, rhs: &Expr) -> Ty {
-        let l = self.expr(lhs);
-        let r = self.expr(rhs);
+        let mut l = self.expr(lhs);
+        let mut r = self.expr(rhs);
         if l == Ty::Void || r == Ty::Void {
             return Ty::Void;
         }
+        // An untyped float constant meets a typed value: it takes that value's type
+        // (`n > 1e9` with an integer n, `f < 0.5` with a float32 f), as in Go.
+        if self.facts.floats.contains_key(&lhs.id) && !self.untyped(rhs) && l != r {
+            if !self.adapt(lhs, &r) {
+                return Ty::Void;
+            }
+            l = r.clone();
+        }
+        if self.facts.floats.contains_key(&rhs.id) && !self.untyped(lhs) && l != r {
+            if !self.adapt(rhs, &l) {
+                return Ty::Void;
+            }
+            r = l.clone();
+        }
         use BinOp::*;
+        if matches!(l, Ty::Float { .. }) || matches!(r, Ty::Float { .. }) {
+            return self.float_binary(e, op, lhs, rhs, l, r);
+        }
         match op {
             And | Or if l == Ty::Bool && r == Ty::Bool => Ty::Bool,
             And | Or => self.mismatch(e, op, &l, &r, "both sides must be bools", None),
@@ -287,6 +444,46 @@ impl Cx<'_> {
             }
             _ if !ordered && (self.nilable(&l) && r == Ty::Nil || l == Ty::Nil && self.nilable(&r)) => Ty::Bool,
             _ => self.mismatch(e, op, &l, &r, "these cannot be compared", None),
+        }
+    }
+
+    /// An operation with a float on one side: comparisons of one float type (a constant
+    /// takes the other side's), nothing else.
+    fn float_binary(&mut self, e: &Expr, op: BinOp, lhs: &Expr, rhs: &Expr, l: Ty, r: Ty) -> Ty {
+        use BinOp::*;
+        if !matches!(op, Eq | Ne | Lt | Le | Gt | Ge) {
+            let floats = if l == r || self.untyped(lhs) || self.untyped(rhs) {
+                format!("{} values", if matches!(l, Ty::Float { .. }) { l.describe() } else { r.describe() })
+            } else {
+                format!("{} and {}", l.a(), r.a())
+            };
+            self.err(
+                Diagnostic::error(e.span, format!("`{}` cannot apply to {floats}", op.symbol()))
+                    .label("arithmetic on floats")
+                    .hint(NO_FLOAT_MATH),
+            );
+            return Ty::Void;
+        }
+        let ok = match (self.untyped(lhs), self.untyped(rhs)) {
+            (true, true) => {
+                self.err(
+                    Diagnostic::error(e.span, "a comparison of two constants")
+                        .label("known before the probe runs")
+                        .hint("compare a Go value with a constant"),
+                );
+                return Ty::Void;
+            }
+            (true, false) => self.adapt(lhs, &r),
+            (false, true) => self.adapt(rhs, &l),
+            (false, false) if l == r => true,
+            (false, false) => {
+                return self.mismatch(e, op, &l, &r, "mismatched types", Some(format!("both sides must be {}", l.a())));
+            }
+        };
+        if ok {
+            Ty::Bool
+        } else {
+            Ty::Void
         }
     }
 

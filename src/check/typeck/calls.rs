@@ -48,13 +48,15 @@ impl Cx<'_> {
             return None; // already reported
         }
         if !(of.is_integer() || of == Ty::Duration) {
-            self.err(
-                Diagnostic::error(
-                    args[0].span,
-                    format!("{}() needs an integer or a duration, not a {}", func.name, of.describe()),
-                )
-                .label("not a number"),
-            );
+            let mut d = Diagnostic::error(
+                args[0].span,
+                format!("{}() needs an integer or a duration, not a {}", func.name, of.describe()),
+            )
+            .label("not a number");
+            if matches!(of, Ty::Float { .. }) {
+                d = d.hint(super::arith::NO_FLOAT_MATH).hint("count floats by value instead: `@m[x] = count()`");
+            }
+            self.err(d);
             return None;
         }
         let agg = match func.name.as_str() {
@@ -220,6 +222,7 @@ impl Cx<'_> {
                 'q' => matches!(t, Ty::Str { .. } | Ty::Func),
                 't' => t == Ty::Bool,
                 'p' => matches!(t, Ty::Pointer { .. }) || t.is_integer(),
+                'e' | 'E' | 'f' | 'F' | 'g' | 'G' => matches!(t, Ty::Float { .. }),
                 _ => false,
             };
             if !ok {
@@ -232,33 +235,50 @@ impl Cx<'_> {
         }
     }
 
+    /// A type for messages: the Go type's name when it is one (`a map[string]int`).
+    fn what(&self, t: &Ty) -> String {
+        match t {
+            Ty::Go(id) => format!("a {}", self.types.get(*id).name),
+            _ => t.a(),
+        }
+    }
+
     pub(super) fn call(&mut self, e: &Expr, func: &Ident, args: &[Expr]) -> Ty {
         if let Some(to) = super::arith::conversion(&func.name) {
             return self.convert(e, to, &func.name, args);
         }
         let tys: Vec<Ty> = args.iter().map(|a| self.expr(a)).collect();
         match func.name.as_str() {
-            "len" => {
+            "len" | "cap" => {
+                let name = func.name.as_str();
                 if args.len() != 1 {
-                    self.err(Diagnostic::error(e.span, "len takes one argument").label("wrong number of arguments"));
+                    self.err(
+                        Diagnostic::error(e.span, format!("{name} takes one argument"))
+                            .label("wrong number of arguments"),
+                    );
                     return Ty::Void;
                 }
+                // As in Go: len of strings, slices, arrays, maps and channels; cap of
+                // slices, arrays and channels.
                 let ok = match &tys[0] {
-                    Ty::Str { .. } => true,
-                    Ty::Go(id) => matches!(
-                        self.types.get(*id).kind,
-                        TypeKind::Slice { .. } | TypeKind::Array { .. } | TypeKind::Map
-                    ),
+                    Ty::Str { .. } => name == "len",
+                    Ty::Go(id) => match self.types.get(*id).kind {
+                        TypeKind::Slice { .. } | TypeKind::Array { .. } | TypeKind::Chan => true,
+                        TypeKind::Map => name == "len",
+                        _ => false,
+                    },
                     _ => false,
                 };
                 if !ok {
                     if tys[0] != Ty::Void {
+                        let what = if name == "len" {
+                            "a string, slice, array, map or channel"
+                        } else {
+                            "a slice, array or channel"
+                        };
                         self.err(
-                            Diagnostic::error(
-                                args[0].span,
-                                format!("len needs a string, slice, array or map, not {}", tys[0].a()),
-                            )
-                            .label("no length"),
+                            Diagnostic::error(args[0].span, format!("{name} needs {what}, not {}", self.what(&tys[0])))
+                                .label(if name == "len" { "no length" } else { "no capacity" }),
                         );
                     }
                     return Ty::Void;
@@ -296,7 +316,6 @@ impl Cx<'_> {
     }
 }
 
-/// The value of an integer or duration literal, possibly negated.
 /// The value of an integer or duration literal, possibly negated, in an int64.
 fn const_int(e: &Expr) -> Result<i64, &'static str> {
     match &e.kind {

@@ -18,6 +18,7 @@ impl Cx<'_> {
     fn expr_inner(&mut self, e: &Expr) -> Ty {
         match &e.kind {
             ExprKind::Int(v) => self.int_literal(e, *v),
+            ExprKind::Float(text) => self.float_literal(e, text),
             ExprKind::Str(s) => Ty::Str { max: s.len() as u32 },
             ExprKind::Bool(_) => Ty::Bool,
             ExprKind::Duration(_) => Ty::Duration,

@@ -17,7 +17,7 @@ use crate::gotypes::{TypeKind, Types};
 use crate::syntax::ast::*;
 use std::collections::BTreeMap;
 
-pub use arith::conversion;
+pub use arith::{conversion, float_bits};
 pub use calls::agg_of;
 
 /// What an instance's body may name, and how it is compiled.
@@ -121,7 +121,7 @@ impl Cx<'_> {
                 let mut t = self.expr(k);
                 // An untyped constant key takes the type of the map's key there.
                 if let Some(want) = known.get(i) {
-                    if self.facts.consts.contains_key(&k.id) && t != Ty::Void && *want != t {
+                    if self.untyped(k) && t != Ty::Void && *want != t {
                         t = if self.adapt(k, want) { want.clone() } else { Ty::Void };
                     }
                 }

@@ -32,7 +32,7 @@ impl Cx<'_> {
     fn assigned(&mut self, value: &Expr, existing: Option<Ty>) -> Ty {
         let t = self.expr(value);
         match existing {
-            Some(old) if t != Ty::Void && self.facts.consts.contains_key(&value.id) => {
+            Some(old) if t != Ty::Void && self.untyped(value) => {
                 if self.adapt(value, &old) {
                     old
                 } else {

@@ -128,6 +128,7 @@ impl Cx<'_> {
             Rule::number => match self.number(p.as_str(), span) {
                 Some(Number::Int(v)) => ExprKind::Int(v),
                 Some(Number::Duration(ns)) => ExprKind::Duration(ns),
+                Some(Number::Float(text)) => ExprKind::Float(text),
                 None => ExprKind::Int(0),
             },
             Rule::string => ExprKind::Str(self.string(p)),

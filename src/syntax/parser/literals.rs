@@ -17,8 +17,8 @@ impl Cx<'_> {
                         .hint("the largest integer is 18446744073709551615 (0xffff_ffff_ffff_ffff)"),
                     NumberError::DurationOverflow => Diagnostic::error(span, "duration too long")
                         .label("more than 2^64 nanoseconds (about 584 years)"),
-                    NumberError::Fraction => Diagnostic::error(span, "fractional numbers are not supported")
-                        .label("not an integer")
+                    NumberError::Fraction => Diagnostic::error(span, "a duration cannot have a fraction")
+                        .label("not a whole number of units")
                         .hint("use a smaller unit: `1500ms` rather than `1.5s`"),
                     NumberError::Underscore => Diagnostic::error(span, "misplaced `_` in a number")
                         .label("`_` may only stand between digits")
@@ -113,6 +113,8 @@ impl Cx<'_> {
 pub(super) enum Number {
     Int(u64),
     Duration(u64),
+    /// A float literal's text without `_`.
+    Float(String),
 }
 
 #[derive(Debug, PartialEq)]
@@ -128,11 +130,11 @@ enum NumberError {
 
 /// `123`, `1_000`, `0x1f`, or a duration `250ns`, `1_500us`, `3ms`, `2s`, `1m`, `1h`.
 fn read_number(text: &str) -> Result<Number, NumberError> {
-    if text.contains('.') {
-        return Err(NumberError::Fraction);
-    }
     if let Some(hex) = text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
         return digits(hex, 16).map(Number::Int);
+    }
+    if let Some(float) = read_float(text)? {
+        return Ok(Number::Float(float));
     }
     let split = text.find(|c: char| !(c.is_ascii_digit() || c == '_')).unwrap_or(text.len());
     let (num, unit) = text.split_at(split);
@@ -155,6 +157,53 @@ fn read_number(text: &str) -> Result<Number, NumberError> {
         other => return Err(NumberError::Unit(other.to_string())),
     };
     value.checked_mul(scale).map(Number::Duration).ok_or(NumberError::DurationOverflow)
+}
+
+/// A decimal float literal as Go writes one: `1.5`, `1_000.25`, `2e-3`, `1E+9` (digits,
+/// an optional fraction, an optional exponent). `None` when `text` has neither a fraction
+/// nor an exponent (an integer or a duration); an error when a unit follows (`1.5s`).
+fn read_float(text: &str) -> Result<Option<String>, NumberError> {
+    let b = text.as_bytes();
+    let run = |from: usize| from + b[from..].iter().take_while(|c| c.is_ascii_digit() || **c == b'_').count();
+    let int_end = run(0);
+    let mut end = int_end;
+    let mut groups = vec![&text[..int_end]];
+    let mut float = false;
+    if b.get(end) == Some(&b'.') {
+        let frac_end = run(end + 1);
+        groups.push(&text[end + 1..frac_end]);
+        end = frac_end;
+        float = true;
+    }
+    if matches!(b.get(end), Some(b'e' | b'E')) {
+        let sign = usize::from(matches!(b.get(end + 1), Some(b'+' | b'-')));
+        if b.get(end + 1 + sign).is_some_and(|c| c.is_ascii_digit()) {
+            let exp_end = run(end + 1 + sign);
+            groups.push(&text[end + 1 + sign..exp_end]);
+            end = exp_end;
+            float = true;
+        }
+    }
+    if !float {
+        return Ok(None);
+    }
+    if end < text.len() {
+        let rest = &text[end..];
+        return Err(if rest.chars().all(|c| c.is_alphabetic()) {
+            NumberError::Fraction
+        } else {
+            NumberError::BadDigit
+        });
+    }
+    for g in groups {
+        if g.is_empty() {
+            return Err(NumberError::BadDigit);
+        }
+        if g.starts_with('_') || g.ends_with('_') || g.contains("__") {
+            return Err(NumberError::Underscore);
+        }
+    }
+    Ok(Some(text.replace('_', "")))
 }
 
 /// Digits in `radix` with `_` allowed only between digits.
@@ -189,5 +238,13 @@ mod tests {
         assert_eq!(read_number("3sec"), Err(NumberError::Unit("sec".into())));
         assert_eq!(read_number("0755"), Err(NumberError::Octal));
         assert_eq!(read_number("0"), Ok(Number::Int(0)));
+        assert_eq!(read_number("1.5"), Ok(Number::Float("1.5".into())));
+        assert_eq!(read_number("1_000.2_5"), Ok(Number::Float("1000.25".into())));
+        assert_eq!(read_number("2e-3"), Ok(Number::Float("2e-3".into())));
+        assert_eq!(read_number("1E+9"), Ok(Number::Float("1E+9".into())));
+        assert_eq!(read_number("0.5"), Ok(Number::Float("0.5".into())));
+        assert_eq!(read_number("1e3ms"), Err(NumberError::Fraction));
+        assert_eq!(read_number("1._5"), Err(NumberError::Underscore));
+        assert_eq!(read_number("1.5x2"), Err(NumberError::BadDigit));
     }
 }

@@ -188,6 +188,14 @@ impl Cx<'_> {
         let nanos =
             match self.number(n.as_str(), span) {
                 Some(Number::Duration(ns)) => ns,
+                Some(Number::Float(_)) => {
+                    self.diags.push(
+                        Diagnostic::error(span, "an interval needs a unit")
+                            .label("a number without a unit")
+                            .hint("write a whole number of a unit, such as `1500ms`"),
+                    );
+                    0
+                }
                 Some(Number::Int(_)) => {
                     self.diags.push(
                         Diagnostic::error(span, "an interval needs a unit")
