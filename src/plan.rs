@@ -96,6 +96,9 @@ pub enum Counter {
     /// Updates of map `map` (object name) by `program` that the kernel refused: the map
     /// was full.
     Refused { program: String, map: String },
+    /// Hits of `program` that stopped short because a value could not be read, and why
+    /// (a PIE's load bias not known; a map lookup past its bound).
+    Skipped { program: String, why: String },
 }
 
 /// Sites of one program: those of one function, or all of them.
@@ -183,6 +186,8 @@ pub enum MapRole {
     Events,
     /// Per-CPU scratch memory (zeroed values, event records under construction).
     Scratch,
+    /// A PIE's load bias by process (tgid): what package variables' addresses need.
+    LoadBias,
 }
 
 /// How a user map's value is laid out and combined across CPUs.

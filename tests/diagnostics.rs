@@ -80,3 +80,7 @@ diagnostic!(float32_against_float64 in "floats", "on entry main.observe { if r.R
 diagnostic!(float_conversion_of_a_value in "floats", "on entry main.observe { print(float64(r.Ratio)) }");
 diagnostic!(float_constant_overflows_float32 in "floats", "on entry main.observe { if r.Ratio < 1e39 { print(1) } }");
 diagnostic!(cap_of_a_map, "on entry main.countKeys { print(cap(m)) }");
+diagnostic!(unknown_package_variable in "globals", "on entry main.tick { print(main.confg.Port) }");
+diagnostic!(package_variable_in_an_interval in "globals", "on interval 1s { print(main.counter) }");
+diagnostic!(quoted_name_that_is_no_variable in "globals", r#"on entry main.tick { print("net/http.NoSuchVar".Timeout) }"#);
+diagnostic!(unknown_field_of_a_package_variable in "globals", "on entry main.tick { print(main.config.Prot) }");

@@ -193,6 +193,10 @@ pub fn inlined_values(target: &Target, site: &InlinedSite, limit: u32) -> Vec<Go
 /// The script type of a Go value, or why it cannot be used.
 pub fn go_ty(types: &Types, id: crate::gotypes::TypeId, _what: &str, limit: u32) -> Result<Ty, String> {
     let t = types.get(id);
+    if let Some(value) = atomic_value(types, id) {
+        // An atomic integer, bool or pointer reads as the value it holds.
+        return go_ty(types, value, _what, limit);
+    }
     Ok(match &t.kind {
         TypeKind::Int { .. } if t.name == "time.Duration" => Ty::Duration,
         TypeKind::Int { signed } => Ty::Int { size: t.size as u8, signed: *signed },
@@ -206,6 +210,34 @@ pub fn go_ty(types: &Types, id: crate::gotypes::TypeId, _what: &str, limit: u32)
         TypeKind::Float if t.size == 4 || t.size == 8 => Ty::Float { size: t.size as u8 },
         _ => Ty::Go(id),
     })
+}
+
+/// The packages of Go's atomic types (`atomic.Int64`, `atomic.Uint64`, ...): the
+/// public one, and the runtime's own before and after Go 1.23 moved it.
+const ATOMIC_PACKAGES: [&str; 3] = ["sync/atomic.", "runtime/internal/atomic.", "internal/runtime/atomic."];
+
+/// The type of the value an atomic type holds (`v` of `sync/atomic.Int64`, `value` of
+/// the runtime's `atomic.Uint64`): its one field that takes room, at offset 0, when
+/// that is a scalar.
+pub fn atomic_value(types: &Types, id: TypeId) -> Option<TypeId> {
+    let t = types.get(id);
+    let TypeKind::Struct { fields } = &t.kind else { return None };
+    if !ATOMIC_PACKAGES.iter().any(|p| t.name.starts_with(p)) {
+        return None;
+    }
+    let mut sized = fields.iter().filter(|f| types.get(f.ty).size > 0);
+    let value = sized.next()?;
+    if sized.next().is_some() || value.offset != 0 || types.get(value.ty).size != t.size {
+        return None;
+    }
+    match types.get(value.ty).kind {
+        TypeKind::Int { .. }
+        | TypeKind::Bool
+        | TypeKind::Float
+        | TypeKind::Pointer { .. }
+        | TypeKind::UnsafePointer => Some(value.ty),
+        _ => None,
+    }
 }
 
 /// Does the body name anything that is not a builtin or a local (so a Go value)?

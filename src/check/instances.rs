@@ -44,12 +44,14 @@ pub fn check_probe(
             }
         };
         let mut local = Diagnostics::default();
+        let globals = super::globals::resolve(&ast.body, target, &values);
         let env = typeck::Env {
             kind: probe.kind,
             string_limit: limit,
             types: &target.types(),
             values,
             has_function: !group.functions.is_empty(),
+            globals,
         };
         let typeck::Typed { facts, uses_elapsed } =
             typeck::check_body(&ast.body, env, &mut checked.maps, &mut checked.self_vars, &mut local);

@@ -6,6 +6,7 @@
 //! instance (`instances`) `typeck` (names and types, map shapes into `maps::MapTable`).
 
 pub mod builtins;
+pub mod globals;
 pub mod govalues;
 pub mod instances;
 pub mod keynames;
@@ -116,6 +117,11 @@ pub enum Name {
         location: Location,
         at_entry: bool,
     },
+    /// A package-level variable at its link-time address (a PIE adds its load bias).
+    Global {
+        name: String,
+        addr: u64,
+    },
     /// A probe-local variable (`x := ...`).
     Local(String),
     Builtin(Builtin),
@@ -141,6 +147,9 @@ pub struct Facts {
     pub args: Vec<ArgInfo>,
     /// The probe reads or writes `self` variables (so it needs the goroutine id).
     pub uses_self: bool,
+    /// Conditions known when the script is checked (`defined(x)`, `!defined(x)`): only
+    /// the branch they take is checked and compiled.
+    pub static_conds: HashMap<ExprId, bool>,
 }
 
 #[derive(Clone, Debug)]

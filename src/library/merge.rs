@@ -26,6 +26,7 @@ pub(super) const BUILTIN_CALLS: &[&str] = &[
     "clear",
     "len",
     "cap",
+    "defined",
     "hasPrefix",
     // Conversions (check::typeck::conversion).
     "int",

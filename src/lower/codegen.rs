@@ -43,6 +43,8 @@ pub struct Gen<'a> {
     pub entry_record: Option<i16>,
     /// The parameters this function's entry carries, with their offsets in the record.
     pub carried: Vec<(crate::check::Carried, u32)>,
+    /// The load bias of the process (a PIE's), when this program reads package variables.
+    pub bias: Option<i16>,
     /// Where the program ends (r0 = 0; exit).
     pub done: Label,
     /// The script's `self` variables.
@@ -77,6 +79,7 @@ impl<'a> Gen<'a> {
             elapsed: None,
             entry_record: None,
             carried: Vec::new(),
+            bias: None,
             done,
             self_vars,
             acct: None,
@@ -187,24 +190,36 @@ impl<'a> Gen<'a> {
             }
             StmtKind::Expr(e) => self.call_stmt(e)?,
             StmtKind::If { cond, then, otherwise } => {
-                let other = self.b.new_label();
-                let end = self.b.new_label();
-                self.expr(cond)?;
-                self.b.jmp_imm_to(BPF_JEQ, R0, 0, other);
-                self.block(then)?;
-                self.b.ja_to(end);
-                self.b.bind(other);
-                match otherwise {
-                    Some(Else::Block(b)) => self.block(b)?,
-                    Some(Else::If(s)) => self.stmt(s)?,
-                    None => {}
+                // A condition known when checked (`defined(x)`): only its branch exists.
+                match (self.facts.static_conds.get(&cond.id), otherwise) {
+                    (Some(true), _) => self.block(then)?,
+                    (Some(false), Some(Else::Block(b))) => self.block(b)?,
+                    (Some(false), Some(Else::If(s))) => self.stmt(s)?,
+                    (Some(false), None) => {}
+                    (None, _) => self.if_stmt(cond, then, otherwise.as_ref())?,
                 }
-                // A label needs an instruction after it; the next statement or the epilogue follows.
-                self.b.bind(end);
-                self.b.emit(mov64_imm(R0, 0));
             }
         }
         self.frame.release(mark);
+        Ok(())
+    }
+
+    fn if_stmt(&mut self, cond: &Expr, then: &Block, otherwise: Option<&Else>) -> Result<(), LowerError> {
+        let other = self.b.new_label();
+        let end = self.b.new_label();
+        self.expr(cond)?;
+        self.b.jmp_imm_to(BPF_JEQ, R0, 0, other);
+        self.block(then)?;
+        self.b.ja_to(end);
+        self.b.bind(other);
+        match otherwise {
+            Some(Else::Block(b)) => self.block(b)?,
+            Some(Else::If(s)) => self.stmt(s)?,
+            None => {}
+        }
+        // A label needs an instruction after it; the next statement or the epilogue follows.
+        self.b.bind(end);
+        self.b.emit(mov64_imm(R0, 0));
         Ok(())
     }
 
@@ -282,6 +297,8 @@ impl<'a> Gen<'a> {
             ExprKind::Int(v) | ExprKind::Duration(v) => self.constant(*v),
             ExprKind::Float(_) => return Err(LowerError::unsupported(e.span, "a float literal without a type")),
             ExprKind::Bool(v) => self.b.emit(mov64_imm(R0, *v as i32)),
+            // A quoted package variable (`"net/http.DefaultClient".Timeout`'s base).
+            ExprKind::Str(_) if self.is_go_value(e) => self.go_scalar(e)?,
             ExprKind::Str(_) => return Err(LowerError::unsupported(e.span, "string values")),
             ExprKind::Name(n) => self.name(e, n)?,
             ExprKind::Field { .. } | ExprKind::Unary { op: UnOp::Deref, .. } if self.is_go_value(e) => {
@@ -363,7 +380,7 @@ impl<'a> Gen<'a> {
                 self.b.emit(load(Size::DW, R0, R10, slot));
             }
             Some(Name::Builtin(b)) => self.builtin(b, e.span)?,
-            Some(Name::GoValue { .. }) => self.go_scalar(e)?,
+            Some(Name::GoValue { .. } | Name::Global { .. }) => self.go_scalar(e)?,
             None => return Err(LowerError::unsupported(e.span, "an unresolved name")),
         }
         Ok(())

@@ -14,6 +14,7 @@ pub mod codegen;
 pub mod events;
 pub mod float;
 pub mod frame;
+pub mod globals;
 pub mod goroutine;
 pub mod mapops;
 pub mod maps;

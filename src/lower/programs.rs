@@ -18,6 +18,13 @@ use crate::target::Target;
 const ENTRY_TIMING: &str = "time_entries";
 /// The program that frees a goroutine's `self` variables when it exits.
 const SELF_CLEANUP: &str = "self_cleanup";
+/// The program that learns a PIE's load bias at the ELF entry point.
+const LOAD_BIAS: &str = "learn_load_bias";
+
+/// Whether an instance reads package-level variables.
+fn reads_globals(inst: &Instance) -> bool {
+    inst.facts.names.values().any(|n| matches!(n, Name::Global { .. }))
+}
 
 /// What every program of the script shares while it is lowered.
 struct Ctx<'a> {
@@ -36,6 +43,9 @@ struct Ctx<'a> {
     records: &'a EntryRecords,
     /// The program that writes each function's entry record, by function.
     entry_programs: std::collections::HashMap<String, String>,
+    /// The target is a PIE whose package variables are read: programs that read them
+    /// add the process's load bias.
+    biased: bool,
 }
 
 /// Which probe a program belongs to and how many functions it is attached at (0 for
@@ -67,6 +77,10 @@ pub(super) fn lower_all(
     if !checked.self_vars.is_empty() {
         maps.add_self_vars(checked.self_vars.values().map(|v| v.ty.record_size()).max().unwrap_or(8));
     }
+    let biased = target.is_pie() && checked.instances.iter().any(reads_globals);
+    if biased {
+        maps.specs.push(super::globals::load_bias_map());
+    }
     let mut cx = Ctx {
         checked,
         target,
@@ -79,6 +93,7 @@ pub(super) fn lower_all(
         layout: Layout::new(settings),
         records: &records,
         entry_programs: std::collections::HashMap::new(),
+        biased,
     };
     for (i, inst) in checked.instances.iter().enumerate() {
         let Item::Probe(probe) = &script.items[inst.item] else { continue };
@@ -87,6 +102,9 @@ pub(super) fn lower_all(
     cx.entry_programs(&timed)?;
     if let Some(var) = checked.self_vars.values().min_by_key(|v| v.index) {
         cx.self_cleanup_program(var.span)?;
+    }
+    if let Some(inst) = checked.instances.iter().find(|i| biased && reads_globals(i)) {
+        cx.load_bias_program(inst.span)?;
     }
     cx.tie_dependent_sites();
     // When probes share an address (a function whose first instruction is its RET), the
@@ -212,7 +230,11 @@ impl Ctx<'_> {
             [f] => self.records.functions.get(&f.name).cloned().unwrap_or_default(),
             _ => Vec::new(),
         };
+        let biased = self.biased && reads_globals(inst);
         let program = self.program(&name, owner, comment, &inst.facts, probe.span, |gen| {
+            if biased {
+                gen.load_bias(&name, probe.span)?;
+            }
             if inst.needs_entry() || uses_goid {
                 let key = gen.activation_key(g, probe.span)?;
                 if inst.needs_entry() {
@@ -307,6 +329,27 @@ impl Ctx<'_> {
 }
 
 impl Ctx<'_> {
+    /// Learns the load bias of every process that runs the PIE: at the ELF entry point,
+    /// the first instruction a process runs (see lower/globals.rs).
+    fn load_bias_program(&mut self, span: Span) -> Result<(), LowerError> {
+        let target = self.target;
+        let no_entry = || LowerError::unsupported(span, "package variables of a PIE without an entry point");
+        let entry = target.entry_point().ok_or_else(no_entry)?;
+        if let Some(refusal) = target.uprobe_refusal(entry) {
+            let why = format!("package variables of a PIE (the entry point cannot hold a uprobe: {refusal:?})");
+            return Err(LowerError::unsupported(span, &why));
+        }
+        let function = target.function_at(entry).map_or_else(|| "the entry point".to_string(), |f| f.name.clone());
+        let name = LOAD_BIAS.to_string();
+        let comment = "learn the load bias of each process at the entry point".to_string();
+        let owner = Owner { item: usize::MAX, functions: 1 };
+        let program =
+            self.program(&name, owner, comment, &Facts::default(), span, |gen| gen.store_load_bias(entry, span))?;
+        let points = vec![self.point(&name, &function, entry, span)?];
+        self.add(name, program, ProbeAttach::Uprobe(points), "load bias for package variables".into());
+        Ok(())
+    }
+
     /// Tells the budget which sites must be detached together: a return probe that uses
     /// `elapsed` or parameters with the program at its function's entries that records
     /// them (one without the other costs and measures nothing), and every program that
@@ -332,5 +375,15 @@ impl Ctx<'_> {
             selves.push(SiteRef { program: SELF_CLEANUP.to_string(), function: None });
         }
         self.layout.tie(selves);
+        // Readers of package variables in a PIE go with what learns the bias of new
+        // processes.
+        if self.biased {
+            let mut readers: Vec<SiteRef> = (self.checked.instances.iter().enumerate())
+                .filter(|(_, inst)| reads_globals(inst))
+                .map(|(i, _)| SiteRef { program: program_of(i), function: None })
+                .collect();
+            readers.push(SiteRef { program: LOAD_BIAS.to_string(), function: None });
+            self.layout.tie(readers);
+        }
     }
 }

@@ -82,11 +82,11 @@ impl Gen<'_> {
 
     /// Where the Go value `e` is.
     pub fn place(&mut self, e: &Expr) -> Result<Place, LowerError> {
-        if let Some(Name::GoValue { name, location, at_entry }) = self.facts.names.get(&e.id).cloned() {
-            if at_entry {
-                return self.carried_place(&name, e.span);
-            }
-            return self.location_place(&name, &location, e.span);
+        match self.facts.names.get(&e.id).cloned() {
+            Some(Name::GoValue { name, at_entry: true, .. }) => return self.carried_place(&name, e.span),
+            Some(Name::GoValue { name, location, .. }) => return self.location_place(&name, &location, e.span),
+            Some(Name::Global { addr, .. }) => return self.global_place(addr, e.span),
+            _ => {}
         }
         match &e.kind {
             ExprKind::Field { base, field } => {

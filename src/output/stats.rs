@@ -54,6 +54,9 @@ pub struct ProbeStats {
     pub rate_dropped: u64,
     /// Map updates the kernel refused (a full map).
     pub refused: u64,
+    /// Hits that stopped short because a value could not be read, by why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<(String, u64)>,
     /// Still attached (not detached by the budget).
     pub attached: bool,
 }
@@ -157,6 +160,11 @@ impl Stats {
                 if m.map == "self" { "table" } else { "map" },
                 thousands(m.capacity.into())
             ));
+        }
+        for p in &self.probes {
+            for (why, n) in p.skipped.iter().filter(|(_, n)| *n > 0) {
+                parts.push(format!("skipped {} hit{} of {}: {why}", thousands(*n), plural(*n), p.probe));
+            }
         }
         let missed = self.missed();
         if missed > 0 {

@@ -199,6 +199,13 @@ impl MapHandle {
             .map_err(|e| self.err("BPF_MAP_UPDATE_ELEM", e))
     }
 
+    /// Writes `value` under `key` (a map that is not per-CPU).
+    pub fn update(&self, key: &[u8], value: &[u8]) -> Result<(), RuntimeError> {
+        let mut value = value.to_vec();
+        self.syscall(BPF_MAP_UPDATE_ELEM, key.as_ptr(), value.as_mut_ptr(), 0)
+            .map_err(|e| self.err("BPF_MAP_UPDATE_ELEM", e))
+    }
+
     /// Deletes every entry of a hash map; zeroes every element of an array.
     pub fn clear(&self) -> Result<(), RuntimeError> {
         let is_array = matches!(self.spec.kind, crate::plan::MapKind::Array | crate::plan::MapKind::PercpuArray);

@@ -23,7 +23,7 @@ pub use attach::{RefusedPoint, Scope};
 pub use error::RuntimeError;
 pub use loader::{failing_insn, load, prewarm, verify, Loaded};
 pub use maps::{possible_cpus, Entries};
-pub use process::{is_alive, mapping_start, process_exe, resolve_command, spawn_held, HeldChild};
+pub use process::{is_alive, mapping_start, process_exe, processes_mapping, resolve_command, spawn_held, HeldChild};
 pub use reader::MapReader;
 pub use uprobe_multi::DISABLE_ENV as NO_UPROBE_MULTI_ENV;
 
@@ -42,6 +42,16 @@ impl Loaded {
     /// Empties a hash map (deletes every key) or zeroes an array.
     pub fn clear_map(&self, object_name: &str) -> Result<(), RuntimeError> {
         self.map(object_name)?.clear()
+    }
+
+    /// Stores the load bias of process `tgid` in the plan's `load_bias` map, if it has
+    /// one (see lower/globals.rs); false when it has none.
+    pub fn set_load_bias(&self, tgid: u32, bias: u64) -> Result<bool, RuntimeError> {
+        let Some(map) = self.maps.values().find(|m| matches!(m.spec.role, crate::plan::MapRole::LoadBias)) else {
+            return Ok(false);
+        };
+        map.update(&tgid.to_ne_bytes(), &bias.to_ne_bytes())?;
+        Ok(true)
     }
 
     fn map(&self, object_name: &str) -> Result<&maps::MapHandle, RuntimeError> {

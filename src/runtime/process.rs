@@ -131,6 +131,14 @@ pub fn mapping_start(pid: u32, exe: &Path) -> Option<u64> {
     })
 }
 
+/// Every process that has `exe` mapped, with where it mapped its byte 0.
+pub fn processes_mapping(exe: &Path) -> Vec<(u32, u64)> {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| Some((pid, mapping_start(pid, exe)?)))
+        .collect()
+}
+
 /// Whether `pid` is a live (not zombie) process.
 pub fn is_alive(pid: u32) -> bool {
     let Ok(pid_t) = libc::pid_t::try_from(pid) else {

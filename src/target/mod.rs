@@ -18,11 +18,13 @@ mod pclntab;
 mod rtype;
 mod slots;
 mod symbols;
+mod variables;
 
 pub use crate::arch::ProbeSites;
 pub use debugfile::DebugSearch;
 pub use elf::BuildIds;
 pub use pclntab::PclntabError;
+pub use variables::{NoVariable, Variable};
 
 use crate::gotypes::{GoType, TypeId, TypeKind, Types};
 use crate::target::dwarf::DwarfInfo;

@@ -80,7 +80,12 @@ fn session(bundle: &Bundle, target: &Target, process: Process, args: &TraceArgs)
         (None, Some(c)) => Scope::Process(c.pid()),
         (None, None) => Scope::AllProcesses,
     };
+    // Before attaching, so that processes already running read their package variables
+    // from the first hit; after, for those that started meanwhile (from now on the
+    // entry-point probe learns them).
+    seed_load_biases(&loaded, target, &process.binary, scope)?;
     let attached = loaded.attach(&process.binary, scope)?;
+    seed_load_biases(&loaded, target, &process.binary, scope)?;
     eprintln!("Attached {attached} probe{}", if attached == 1 { "" } else { "s" });
     report_skipped(&loaded, plan)?;
     let mut costs = budget::Costs::new(stats::Meter::new(plan, target, calibration.finish(), budget), plan);
@@ -124,6 +129,23 @@ fn session(bundle: &Bundle, target: &Target, process: Process, args: &TraceArgs)
         }
     }
     written(sink.flush())
+}
+
+/// A PIE's package variables need each process's load bias: the entry-point probe
+/// learns it for processes that start once it is attached; this stores it for those
+/// already running the binary (the traced one, or with -b every one).
+fn seed_load_biases(loaded: &Loaded, target: &Target, binary: &std::path::Path, scope: Scope) -> Result<(), Halt> {
+    let Some(link) = target.vaddr_of_file_offset(0) else { return Ok(()) };
+    let running = match scope {
+        Scope::Process(pid) => runtime::mapping_start(pid, binary).map(|start| vec![(pid, start)]).unwrap_or_default(),
+        Scope::AllProcesses => runtime::processes_mapping(binary),
+    };
+    for (pid, start) in running {
+        if !loaded.set_load_bias(pid, start.wrapping_sub(link))? {
+            break;
+        }
+    }
+    Ok(())
 }
 
 /// What ends a trace: the traced process (and the command gtrace started), the

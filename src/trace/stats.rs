@@ -116,6 +116,7 @@ impl Meter {
             events_lost: counted(&|c| matches!(c, Counter::EventsLost { program: p } if p == program)),
             rate_dropped: counted(&|c| matches!(c, Counter::RateDropped { program: p } if p == program)),
             refused: counted(&|c| matches!(c, Counter::Refused { program: p, .. } if p == program)),
+            skipped: skipped(&acct.slots, program, value),
             attached: true,
             ..ProbeStats::default()
         };
@@ -193,4 +194,20 @@ pub fn report(
         eprintln!("{line}");
     }
     Ok(if stats_wanted { sink.stats(&stats) } else { Ok(()) })
+}
+
+/// The hits of `program` that stopped short, by why (`Counter::Skipped`).
+fn skipped(slots: &[Counter], program: &str, value: &dyn Fn(usize) -> u64) -> Vec<(String, u64)> {
+    let mut out: Vec<(String, u64)> = Vec::new();
+    for (i, c) in slots.iter().enumerate() {
+        if let Counter::Skipped { program: p, why } = c {
+            if p == program {
+                match out.iter_mut().find(|(w, _)| w == why) {
+                    Some((_, n)) => *n += value(i),
+                    None => out.push((why.clone(), value(i))),
+                }
+            }
+        }
+    }
+    out
 }

@@ -222,7 +222,13 @@ impl Cx<'_> {
                 self.folded(e, -v)
             }
             UnOp::Neg if arithmetic(&t) => t,
-            UnOp::Not if t == Ty::Bool => Ty::Bool,
+            UnOp::Not if t == Ty::Bool => {
+                if let Some(v) = self.facts.static_conds.get(&operand.id).copied() {
+                    self.facts.static_conds.insert(e.id, !v);
+                    self.facts.consts.insert(e.id, i128::from(!v));
+                }
+                Ty::Bool
+            }
             UnOp::Deref => self.deref(e, t),
             _ => {
                 let sym = if op == UnOp::Neg { "-" } else { "!" };

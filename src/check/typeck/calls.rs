@@ -235,6 +235,24 @@ impl Cx<'_> {
         }
     }
 
+    /// `defined(x)`: whether `x` can be read at this probe in this binary (a package
+    /// variable, a field, a parameter), a constant known now. Typing `x` reports nothing:
+    /// its errors only make the answer false.
+    fn defined(&mut self, e: &Expr, args: &[Expr]) -> Ty {
+        let [x] = args else {
+            self.err(Diagnostic::error(e.span, "defined takes one value: `defined(pkg.Var)`").label("wrong arguments"));
+            return Ty::Void;
+        };
+        let mut quiet = crate::diag::Diagnostics::default();
+        std::mem::swap(self.diags, &mut quiet);
+        let t = self.expr(x);
+        std::mem::swap(self.diags, &mut quiet);
+        let yes = t != Ty::Void && !quiet.has_errors();
+        self.facts.static_conds.insert(e.id, yes);
+        self.facts.consts.insert(e.id, i128::from(yes));
+        Ty::Bool
+    }
+
     /// A type for messages: the Go type's name when it is one (`a map[string]int`).
     fn what(&self, t: &Ty) -> String {
         match t {
@@ -246,6 +264,9 @@ impl Cx<'_> {
     pub(super) fn call(&mut self, e: &Expr, func: &Ident, args: &[Expr]) -> Ty {
         if let Some(to) = super::arith::conversion(&func.name) {
             return self.convert(e, to, &func.name, args);
+        }
+        if func.name == "defined" {
+            return self.defined(e, args);
         }
         let tys: Vec<Ty> = args.iter().map(|a| self.expr(a)).collect();
         match func.name.as_str() {

@@ -86,7 +86,11 @@ impl Cx<'_> {
                 return self.go_value(e, &field.name, field.span, true);
             }
         }
-        let bt = self.expr(base);
+        let bt = match self.global_field(e, base, field) {
+            super::globals::FieldBase::Whole(t) => return t,
+            super::globals::FieldBase::Base => self.facts.ty(base.id).clone(),
+            super::globals::FieldBase::Not => self.expr(base),
+        };
         let Some(mut id) = self.facts.go_types.get(&base.id).copied() else {
             // A base that was already an error (Void) says nothing more: one bad name in
             // a chain `a.b.c.d` is one error, not one per field after it.
@@ -124,7 +128,10 @@ impl Cx<'_> {
 
     /// `base[index]` of a string, slice or array.
     fn index(&mut self, e: &Expr, base: &Expr, index: &Expr) -> Ty {
-        let bt = self.expr(base);
+        let bt = match self.global_index_base(base) {
+            Some(t) => t,
+            None => self.expr(base),
+        };
         let it = self.expr(index);
         if !it.is_integer() && it != Ty::Void {
             self.err(

@@ -5,6 +5,7 @@
 mod arith;
 mod calls;
 mod expr;
+mod globals;
 mod names;
 mod stmt;
 
@@ -30,6 +31,8 @@ pub struct Env<'a> {
     pub values: Vec<GoValue>,
     /// Whether the probe belongs to a function (not begin, end or interval).
     pub has_function: bool,
+    /// The package-level variables the body may name (`check::globals::resolve`).
+    pub globals: super::globals::Globals,
 }
 
 /// What typing a body found.
@@ -58,6 +61,7 @@ pub fn check_body(
         diags,
         uses_elapsed: false,
         has_function: env.has_function,
+        globals: env.globals,
     };
     cx.block(body);
     Typed { facts: cx.facts, uses_elapsed: cx.uses_elapsed }
@@ -75,6 +79,7 @@ struct Cx<'a> {
     diags: &'a mut Diagnostics,
     uses_elapsed: bool,
     has_function: bool,
+    globals: super::globals::Globals,
 }
 
 impl Cx<'_> {

@@ -17,11 +17,18 @@ impl Cx<'_> {
             StmtKind::Expr(e) => self.expr_stmt(e),
             StmtKind::If { cond, then, otherwise } => {
                 self.condition(cond);
-                self.block(then);
-                match otherwise {
-                    Some(Else::Block(b)) => self.block(b),
-                    Some(Else::If(s)) => self.stmt(s),
-                    None => {}
+                // `if defined(x)`: known now; the branch not taken is neither checked
+                // nor compiled (it may name what this binary does not have).
+                let known = self.facts.static_conds.get(&cond.id).copied();
+                if known != Some(false) {
+                    self.block(then);
+                }
+                if known != Some(true) {
+                    match otherwise {
+                        Some(Else::Block(b)) => self.block(b),
+                        Some(Else::If(s)) => self.stmt(s),
+                        None => {}
+                    }
                 }
             }
         }

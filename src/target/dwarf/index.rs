@@ -20,6 +20,7 @@ impl DwarfInfo {
                 let map = match entry.tag() {
                     dw::DW_TAG_subprogram => &mut index.functions,
                     dw::DW_TAG_structure_type | dw::DW_TAG_typedef => &mut index.types,
+                    dw::DW_TAG_variable => &mut index.variables,
                     _ => continue,
                 };
                 let Some(value) = entry.attr_value(dw::DW_AT_name) else { continue };

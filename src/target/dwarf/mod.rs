@@ -21,6 +21,7 @@ pub(crate) mod eval;
 mod index;
 mod locations;
 mod types;
+mod variables;
 
 pub(crate) use locations::DwarfLocation;
 use locations::Lists;
@@ -49,6 +50,8 @@ const TYPEDEF_DEPTH: usize = 16;
 struct UnitIndex {
     functions: HashMap<String, UnitOffset>,
     types: HashMap<String, UnitOffset>,
+    /// Package-level variables (`DW_TAG_variable` at the top of the unit).
+    variables: HashMap<String, UnitOffset>,
 }
 
 /// One compile unit: its header and abbreviations (not a `gimli::Unit`, which would

@@ -1,0 +1,200 @@
+//! Package-level variables end to end: ints, strings, floats, struct fields through a
+//! pointer, a nil pointer, maps' and slices' lengths, a slice element and a standard
+//! library's variable (`"net/http.DefaultClient".Timeout`), read by name while
+//! tests/go/globals changes them, in an executable and a PIE (whose load bias is learned
+//! at the entry point for a process started with -c or under -b, and from its memory
+//! map for one already running under -p or -b); a stripped binary with its DWARF kept
+//! aside, and traced with a plan compiled against the unstripped build; the gc
+//! library's heap size against runtime.ReadMemStats. Needs root (SKIP without it, unless
+//! CI=true).
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+use support::processes::{Gtrace, Lines, Owned};
+use support::toolchain::{build_plain, toolchains};
+use support::{gtrace, privileged};
+
+/// The script that prints what the program prints, from its package variables.
+const SCRIPT: &str = r#"on entry main.tick {
+    printf("gt tick %d counter=%d label=%s port=%d max=%d tags=%d current=%t byname=%d byid=%d items=%d last=%d ratio=%v timeout=%d\n",
+        step, main.counter, main.label, main.config.Port, main.config.Limits.Max, len(main.config.Limits.Tags),
+        main.current != nil, len(main.byName), len(main.byID), len(main.items), main.items[step], main.ratio32,
+        "net/http.DefaultClient".Timeout)
+}"#;
+
+fn globals(flags: &[&str]) -> PathBuf {
+    support::go_build("globals", flags)
+}
+
+/// The lines starting with `prefix`, without it, sorted.
+fn lines(out: &str, prefix: &str) -> Vec<String> {
+    let mut v: Vec<String> = out.lines().filter_map(|l| l.strip_prefix(prefix)).map(String::from).collect();
+    v.sort();
+    v
+}
+
+/// gtrace's tick lines equal the program's lines of the same ticks (all of them when
+/// `every`), and there are some.
+fn same_ticks(gt: &str, go: &str, every: bool) {
+    let ours = lines(gt, "gt tick ");
+    let truth = lines(go, "go tick ");
+    assert!(!ours.is_empty(), "no tick read:\n{gt}");
+    if every {
+        assert_eq!(ours, truth, "\n{gt}\n{go}");
+    } else {
+        for l in &ours {
+            assert!(truth.contains(l), "gtrace read `{l}`, which the program never had:\n{go}");
+        }
+    }
+}
+
+#[test]
+fn package_variables_are_read_as_the_program_sets_them() {
+    if !privileged("package_variables_are_read_as_the_program_sets_them") {
+        return;
+    }
+    for (label, flags) in [("executable", &[][..]), ("PIE", &["-buildmode=pie"][..])] {
+        let bin = globals(flags);
+        let r = gtrace(&["-e", SCRIPT, "-c", bin.to_str().unwrap()]);
+        assert_eq!(r.code, 0, "{label}:\n{}\n{}", r.stdout, r.stderr);
+        same_ticks(&r.stdout, &r.stdout, true);
+        assert!(!r.stderr.contains("skipped"), "{label}: {}", r.stderr);
+    }
+}
+
+/// The program started on its own, slowly; its stdout read as it comes.
+fn start_slow(bin: &Path, ticks: u32) -> (Owned, Lines) {
+    let mut child = Command::new(bin)
+        .args([&ticks.to_string(), "slow"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start the globals program");
+    let out = Lines::of(child.stdout.take().expect("stdout"));
+    out.wait_for(Duration::from_secs(10), |l| l.starts_with("go tick 0 ")).expect("it ticks");
+    (Owned(child), out)
+}
+
+#[test]
+fn a_running_pie_is_read_at_its_load_bias() {
+    if !privileged("a_running_pie_is_read_at_its_load_bias") {
+        return;
+    }
+    let bin = globals(&["-buildmode=pie"]);
+    let (mut program, out) = start_slow(&bin, 150);
+    let pid = program.0.id().to_string();
+    let r = gtrace(&["-e", SCRIPT, "-p", &pid, "--duration", "600ms"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let _ = program.0.wait();
+    std::thread::sleep(Duration::from_millis(100));
+    same_ticks(&r.stdout, &out.text(), false);
+    assert!(!r.stderr.contains("skipped"), "{}", r.stderr);
+}
+
+#[test]
+fn every_process_of_a_pie_is_read_at_its_own_bias() {
+    if !privileged("every_process_of_a_pie_is_read_at_its_own_bias") {
+        return;
+    }
+    let bin = globals(&["-buildmode=pie"]);
+    // One process already running when gtrace attaches, one started after.
+    let (mut before, before_out) = start_slow(&bin, 200);
+    let mut g = Gtrace::start(&["-e", SCRIPT, "-b", bin.to_str().unwrap(), "--duration", "2500ms"]);
+    g.attached();
+    let after = Command::new(&bin).output().expect("run the globals program");
+    let after_out = String::from_utf8_lossy(&after.stdout).into_owned();
+    assert_eq!(g.wait(), 0, "{}", g.err.text());
+    let _ = before.0.wait();
+    std::thread::sleep(Duration::from_millis(100));
+    let gt = g.out.text();
+    // Every tick of the new process, and ticks of the old one: each the program's own.
+    let truth = format!("{}\n{after_out}", before_out.text());
+    same_ticks(&gt, &truth, false);
+    for l in lines(&after_out, "go tick ") {
+        assert!(gt.contains(&format!("gt tick {l}")), "missed `{l}` of the new process:\n{gt}");
+    }
+    let old: Vec<String> = lines(&before_out.text(), "go tick ");
+    assert!(old.iter().any(|l| gt.contains(&format!("gt tick {l}"))), "nothing of the running process:\n{gt}");
+    assert!(!g.err.text().contains("skipped"), "{}", g.err.text());
+}
+
+fn objcopy(args: &[&str]) {
+    let out = Command::new("objcopy").args(args).output().unwrap_or_else(|e| panic!("objcopy (binutils): {e}"));
+    assert!(out.status.success(), "objcopy {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn a_stripped_binary_reads_them_with_its_dwarf_kept_aside_or_a_plan() {
+    if !privileged("a_stripped_binary_reads_them_with_its_dwarf_kept_aside_or_a_plan") {
+        return;
+    }
+    let bin = globals(&["-buildmode=pie"]);
+    let dir = support::root().join("target/tmp/globals-stripped");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (debug, stripped) = (dir.join("globals.debug"), dir.join("globals"));
+    objcopy(&["--only-keep-debug", bin.to_str().unwrap(), debug.to_str().unwrap()]);
+    objcopy(&["--strip-all", bin.to_str().unwrap(), stripped.to_str().unwrap()]);
+    let s = stripped.to_str().unwrap();
+    let r = gtrace(&["-e", SCRIPT, "--debug-file", debug.to_str().unwrap(), "-c", s]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    same_ticks(&r.stdout, &r.stdout, true);
+    // Compiled where the DWARF is, run on the stripped build.
+    let plan = dir.join("plan.json");
+    let r = gtrace(&["-e", SCRIPT, "--emit", "plan", "-o", plan.to_str().unwrap(), "-b", bin.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = gtrace(&["run", plan.to_str().unwrap(), "-c", s]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    same_ticks(&r.stdout, &r.stdout, true);
+}
+
+#[test]
+fn without_dwarf_a_package_variable_is_a_clear_error() {
+    let stripped = globals(&["-ldflags=-s -w"]);
+    let r = support::check_against(&["-e", SCRIPT], &stripped);
+    assert_ne!(r.code, 0);
+    assert!(
+        r.stderr.contains("`main.counter` cannot be found: this binary has no symbol table and no DWARF"),
+        "{}",
+        r.stderr
+    );
+    let symbols_only = globals(&["-ldflags=-w"]);
+    let r = support::check_against(&["-e", SCRIPT], &symbols_only);
+    assert_ne!(r.code, 0);
+    assert!(
+        r.stderr.contains("`main.counter` is in the symbol table, but without DWARF its type is not known"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn the_gc_library_reports_the_heap_the_runtime_counts() {
+    if !privileged("the_gc_library_reports_the_heap_the_runtime_counts") {
+        return;
+    }
+    for toolchain in toolchains() {
+        let Some(libs) = build_plain("libs", &toolchain) else { continue };
+        let r = gtrace(&["gc", "-c", &format!("{} gc 3", libs.display())]);
+        assert_eq!(r.code, 0, "{toolchain}:\n{}\n{}", r.stdout, r.stderr);
+        // After runtime.GC(), ReadMemStats' HeapAlloc and the runtime's own counters of
+        // the live heap agree but for the runtime's bookkeeping of the last few
+        // allocations (a few hundred bytes here, of a 4 MB heap): a wrong variable or
+        // field would be off by megabytes.
+        let alloc = support::truth(&r.stdout, "heapalloc");
+        let marked = support::map_value(&r.stdout, "@gc_heap_marked");
+        let live = support::map_value(&r.stdout, "@gc_heap_live");
+        let live_max = support::map_value(&r.stdout, "@gc_heap_live_max");
+        assert!(alloc > 4 << 20, "{toolchain}: {}", r.stdout);
+        assert!((marked - alloc).abs() <= 16 << 10, "{toolchain}: marked {marked}, HeapAlloc {alloc}");
+        assert!((live - alloc).abs() <= 64 << 10, "{toolchain}: heapLive {live}, HeapAlloc {alloc}");
+        assert!(live_max >= live, "{toolchain}: {}", r.stdout);
+    }
+    // Stripped, the library still counts cycles; the heap maps are left out.
+    let stripped = support::go_build("libs", &["-ldflags=-s -w"]);
+    let r = gtrace(&["gc", "-c", &format!("{} gc 3", stripped.display())]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(support::map_value(&r.stdout, "@gc_cycles") >= 3, "{}", r.stdout);
+    assert!(!r.stdout.contains("@gc_heap"), "{}", r.stdout);
+}
