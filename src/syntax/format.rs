@@ -50,29 +50,12 @@ pub fn parse(format: &str) -> Result<Vec<Piece>, FormatError> {
                 break;
             }
         }
-        let mut width = String::new();
-        while let Some(&(_, d)) = chars.peek() {
-            if d.is_ascii_digit() {
-                width.push(d);
-                chars.next();
-            } else {
-                break;
-            }
-        }
+        let width = digits(&mut chars);
         let mut precision = None;
         if let Some((_, '.')) = chars.peek() {
             chars.next();
-            let mut digits = String::new();
-            while let Some(&(_, d)) = chars.peek() {
-                if d.is_ascii_digit() {
-                    digits.push(d);
-                    chars.next();
-                } else {
-                    break;
-                }
-            }
             // `%.f` is precision 0, as in Go.
-            precision = Some(digits.parse().unwrap_or(0));
+            precision = Some(digits(&mut chars).parse().unwrap_or(0));
         }
         let verb = match chars.next() {
             Some((_, v)) if VERBS.contains(v) => v,
@@ -94,6 +77,19 @@ pub fn parse(format: &str) -> Result<Vec<Piece>, FormatError> {
         pieces.push(Piece::Text(text));
     }
     Ok(pieces)
+}
+
+/// The decimal digits that come next.
+fn digits(chars: &mut std::iter::Peekable<std::str::CharIndices<'_>>) -> String {
+    let mut out = String::new();
+    while let Some(&(_, d)) = chars.peek() {
+        if !d.is_ascii_digit() {
+            break;
+        }
+        out.push(d);
+        chars.next();
+    }
+    out
 }
 
 /// Pads `s` to the verb's width (right-aligned unless the `-` flag, zeros with `0`).
