@@ -48,6 +48,7 @@ fn ast(src: &str) -> String {
                     ProbeKind::Begin => "begin".into(),
                     ProbeKind::End => "end".into(),
                     ProbeKind::Interval { nanos, .. } => format!("interval {nanos}ns"),
+                    ProbeKind::Line(l) => format!("line {:?} {}", l.file, l.line),
                 };
                 out += &format!("probe {kind}  [{header}]\n");
                 block(&mut out, &p.body, 1);
@@ -210,6 +211,7 @@ on begin { print("start") }
 on end { print(@lat) }
 on interval 1s { print(@m); clear(@m) }
 on interval 1_500us { exit() }
+on line "server/handler.go:42" { print(line) }
 "#));
 }
 

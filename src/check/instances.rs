@@ -4,9 +4,10 @@
 //! `typeck`. Errors of a body compiled for several functions are reported once.
 
 use super::govalues::{go_values, inlined_values, reads_go_values, GoValue};
+use super::locals::line_values;
 use super::probes::ResolvedProbe;
 use super::typeck;
-use super::{Builtin, Carried, Checked, Facts, FuncSite, Instance, Name};
+use super::{Builtin, Carried, Checked, Facts, FuncSite, Instance, InstanceKind, Name};
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::syntax::ast::*;
 use crate::target::Target;
@@ -14,7 +15,9 @@ use crate::target::Target;
 /// Functions that share one compiled program, and what the program may read there.
 struct Group {
     functions: Vec<FuncSite>,
-    /// The probe site is an inlined call (parameters where DWARF places them there).
+    /// The sites are inlined calls or places where a line starts (values where DWARF
+    /// places them there): skipped with a warning when the body cannot be compiled
+    /// there but can at another.
     at_inlined_call: bool,
     values: Result<Vec<GoValue>, String>,
 }
@@ -83,6 +86,15 @@ pub fn check_probe(
     if skipped > 0 && checked.instances.len() == instances_before {
         // No call of the function could be compiled: the errors of the inlined ones.
         reported.push_all(failed, diags);
+    } else if skipped > 0 && probe.kind == InstanceKind::Line {
+        diags.push(
+            Diagnostic::warning(
+                ast.span,
+                format!("this probe reads locals that cannot be read at {skipped} of the places where the line starts"),
+            )
+            .label("those places are not traced")
+            .hint("`--check` says why at each; a probe that reads no locals fires at every place"),
+        );
     } else if skipped > 0 {
         diags.push(
             Diagnostic::warning(
@@ -96,36 +108,43 @@ pub fn check_probe(
 }
 
 /// The groups of the probe's functions: all of them in one when the body reads no Go
-/// value, else one each; inlined calls of one function whose parameters sit in the same
-/// places share one.
+/// value, else one each; inlined calls of one function, and places where a line starts,
+/// whose values sit in the same places share one.
 fn groups(probe: &ResolvedProbe, body: &Block, target: &Target, limit: u32) -> Vec<Group> {
     if probe.functions.len() <= 1 || !reads_go_values(body) {
         let functions = probe.functions.clone();
-        let values = match functions.as_slice() {
-            [FuncSite { inlined: Some(site), .. }] => Ok(inlined_values(target, site, limit)),
-            [one] => go_values(target, &one.name, probe.kind, limit),
-            _ => Ok(Vec::new()),
+        let (at_inlined_call, values) = match functions.as_slice() {
+            [one] => site_values(target, one, probe.kind, limit),
+            _ => (false, Ok(Vec::new())),
         };
-        let at_inlined_call = matches!(functions.as_slice(), [one] if one.inlined.is_some());
         return vec![Group { functions, at_inlined_call, values }];
     }
     let mut out: Vec<Group> = Vec::new();
     for f in &probe.functions {
-        if let Some(site) = &f.inlined {
-            let values = inlined_values(target, site, limit);
-            let same = out.iter_mut().find(|g| {
-                g.at_inlined_call && g.functions[0].name == f.name && g.values.as_ref().is_ok_and(|v| *v == values)
-            });
-            match same {
-                Some(g) => g.functions.push(f.clone()),
-                None => out.push(Group { functions: vec![f.clone()], at_inlined_call: true, values: Ok(values) }),
-            }
-        } else {
-            let values = go_values(target, &f.name, probe.kind, limit);
-            out.push(Group { functions: vec![f.clone()], at_inlined_call: false, values });
+        let (shared, values) = site_values(target, f, probe.kind, limit);
+        let same = out.iter_mut().find(|g| {
+            shared
+                && g.at_inlined_call
+                && g.functions[0].name == f.name
+                && g.values.as_ref().ok() == values.as_ref().ok()
+        });
+        match same {
+            Some(g) => g.functions.push(f.clone()),
+            None => out.push(Group { functions: vec![f.clone()], at_inlined_call: shared, values }),
         }
     }
     out
+}
+
+/// What a probe may read at one of its sites, and whether the site is one of several
+/// places of one function (an inlined call, a line's start) that may share a program
+/// and be skipped with a warning when the body cannot read its values there.
+fn site_values(target: &Target, f: &FuncSite, kind: InstanceKind, limit: u32) -> (bool, Result<Vec<GoValue>, String>) {
+    match (&f.inlined, &f.line) {
+        (_, Some(site)) => (true, line_values(target, site, limit)),
+        (Some(site), None) => (true, Ok(inlined_values(target, site, limit))),
+        (None, None) => (false, go_values(target, &f.name, kind, limit)),
+    }
 }
 
 /// The parameters a return probe reads (by name, or all of them through `args`), which

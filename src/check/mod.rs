@@ -10,6 +10,8 @@ pub mod globals;
 pub mod govalues;
 pub mod instances;
 pub mod keynames;
+pub mod lineprobe;
+pub mod locals;
 pub mod maps;
 pub mod probes;
 pub mod skips;
@@ -90,9 +92,13 @@ pub struct Carried {
 pub enum InstanceKind {
     Entry,
     Return,
+    /// Where a source line starts.
+    Line,
     Begin,
     End,
-    Interval { nanos: u64 },
+    Interval {
+        nanos: u64,
+    },
 }
 
 /// A probed function and the addresses its probes attach to.
@@ -104,6 +110,10 @@ pub struct FuncSite {
     /// Set when this is a place where the function was inlined (its entry is the
     /// inlined call's probe address; parameters are where DWARF says, not in ABI registers).
     pub inlined: Option<crate::target::InlinedSite>,
+    /// Set when this is a place where a source line starts (its entry is the site's
+    /// address; the names are the locals in scope there). `name` is the function the
+    /// line is in (the inlined function, in an inlined copy).
+    pub line: Option<crate::target::LineSite>,
 }
 
 /// What a name in an expression refers to.

@@ -1,17 +1,19 @@
-//! Resolve each probe's symbols to functions of the target, and find where its uprobes
-//! go (the entry after the stack check, every RET, and for entry probes every place the
-//! function was inlined: those sites are `FuncSite`s of the same name that carry their
-//! `InlinedSite`; parameters are not in ABI registers there).
+//! Resolve each probe to the places its uprobes go. Each kind of probe is a provider,
+//! one row of a small table (`provider`): the kind its body is typed as, its word, and
+//! what names its places: functions (the entry after the stack check, every RET, and for
+//! entry probes every place the function was inlined: `FuncSite`s of the same name that
+//! carry their `InlinedSite`), a source line (every place it starts, `lineprobe`), or
+//! nothing in the target (begin, end, interval: gtrace's own triggers).
 //!
 //! What cannot hold a probe is passed over with its reason (see `skips`): a wildcard or
 //! a list goes on with the rest; a probe left with nothing to probe is an error that
 //! says why.
 
 use super::skips::{SkipReason, Skipped};
-use super::{FuncSite, InstanceKind};
+use super::{lineprobe, FuncSite, InstanceKind};
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::plan::MAX_INTERVAL_PROBES;
-use crate::syntax::ast::{Item, ProbeKind, Script, SymbolPattern};
+use crate::syntax::ast::{Item, LineSpec, Probe, ProbeKind, Script, Span, SymbolPattern};
 use crate::target::Target;
 
 /// A probe whose symbols are resolved.
@@ -21,6 +23,37 @@ pub struct ResolvedProbe {
     pub kind: InstanceKind,
     pub functions: Vec<FuncSite>,
     pub describe: String,
+}
+
+/// What one kind of probe needs: the kind its body is typed as (which names and builtins
+/// it has), its word in `on WORD`, and what names its places.
+struct Provider<'p> {
+    kind: InstanceKind,
+    word: &'static str,
+    places: Places<'p>,
+}
+
+/// What names the places a probe's uprobes go to.
+enum Places<'p> {
+    /// Functions, by name or pattern: their entries (and inlined calls) or returns.
+    Functions(&'p [SymbolPattern]),
+    /// A source line: every place it starts.
+    Line(&'p LineSpec),
+    /// Nothing in the target: gtrace's own triggers.
+    Gtrace,
+}
+
+/// The table of probe kinds.
+fn provider(kind: &ProbeKind) -> Provider<'_> {
+    let (kind, word, places) = match kind {
+        ProbeKind::Entry(p) => (InstanceKind::Entry, "entry", Places::Functions(p)),
+        ProbeKind::Return(p) => (InstanceKind::Return, "return", Places::Functions(p)),
+        ProbeKind::Line(spec) => (InstanceKind::Line, "line", Places::Line(spec)),
+        ProbeKind::Begin => (InstanceKind::Begin, "begin", Places::Gtrace),
+        ProbeKind::End => (InstanceKind::End, "end", Places::Gtrace),
+        ProbeKind::Interval { nanos, .. } => (InstanceKind::Interval { nanos: *nanos }, "interval", Places::Gtrace),
+    };
+    Provider { kind, word, places }
 }
 
 /// Resolves every probe; what was passed over goes into `skipped`.
@@ -34,44 +67,37 @@ pub fn resolve(
     let mut intervals = 0;
     for (item, it) in script.items.iter().enumerate() {
         let Item::Probe(probe) = it else { continue };
-        let (kind, patterns, word) = match &probe.kind {
-            ProbeKind::Entry(p) => (InstanceKind::Entry, p.as_slice(), "entry"),
-            ProbeKind::Return(p) => (InstanceKind::Return, p.as_slice(), "return"),
-            ProbeKind::Begin => (InstanceKind::Begin, &[][..], "begin"),
-            ProbeKind::End => (InstanceKind::End, &[][..], "end"),
-            ProbeKind::Interval { nanos, span } => {
-                if *nanos < 1_000_000 {
-                    diags.push(
-                        Diagnostic::error(*span, "an interval must be at least 1ms")
-                            .label("too short")
-                            .hint("intervals are timed by gtrace's event loop: use 1ms or more"),
-                    );
-                }
-                intervals += 1;
-                if intervals == MAX_INTERVAL_PROBES + 1 {
-                    diags.push(
-                        Diagnostic::error(probe.span, format!("more than {MAX_INTERVAL_PROBES} `on interval` probes"))
-                            .label("one too many")
-                            .hint("put the work of probes with the same interval into one"),
-                    );
-                }
-                (InstanceKind::Interval { nanos: *nanos }, &[][..], "interval")
-            }
-        };
-        let names: Vec<&str> = patterns.iter().map(|p| p.text.as_str()).collect();
-        let describe = if names.is_empty() { format!("on {word}") } else { format!("on {word} {}", names.join(", ")) };
+        if let ProbeKind::Interval { nanos, span } = &probe.kind {
+            intervals += 1;
+            check_interval(probe, *nanos, *span, intervals, diags);
+        }
+        let Provider { kind, word, places } = provider(&probe.kind);
         let mut functions: Vec<FuncSite> = Vec::new();
         let mut passed_over = Vec::new();
-        for pattern in patterns {
-            for site in resolve_pattern(pattern, kind, target, diags, &mut passed_over) {
-                if !functions.iter().any(|f| f.name == site.name && f.entry == site.entry && f.inlined == site.inlined)
-                {
-                    functions.push(site);
+        let (describe, span) = match places {
+            Places::Functions(patterns) => {
+                for pattern in patterns {
+                    for site in resolve_pattern(pattern, kind, target, diags, &mut passed_over) {
+                        if !functions
+                            .iter()
+                            .any(|f| f.name == site.name && f.entry == site.entry && f.inlined == site.inlined)
+                        {
+                            functions.push(site);
+                        }
+                    }
                 }
+                let names: Vec<&str> = patterns.iter().map(|p| p.text.as_str()).collect();
+                let span = patterns.first().map(|p| p.span.to(patterns[patterns.len() - 1].span));
+                (format!("on {word} {}", names.join(", ")), span)
             }
-        }
-        if functions.is_empty() && !passed_over.is_empty() {
-            diags.push(nothing_to_probe(patterns, &passed_over));
+            Places::Line(spec) => {
+                functions = lineprobe::sites(spec, target, diags, &mut passed_over);
+                (format!("on {word} \"{}:{}\"", spec.file, spec.line), Some(spec.span))
+            }
+            Places::Gtrace => (format!("on {word}"), None),
+        };
+        if let (true, false, Some(span)) = (functions.is_empty(), passed_over.is_empty(), span) {
+            diags.push(nothing_to_probe(span, &passed_over));
         }
         skipped.extend(passed_over.into_iter().map(|(function, addr, reason)| Skipped {
             probe: describe.clone(),
@@ -84,12 +110,30 @@ pub fn resolve(
     out
 }
 
-/// A function or site passed over: the function, the site's address, why.
-type PassedOver = (String, Option<u64>, SkipReason);
+/// An interval must be at least 1ms, and a script has at most so many.
+fn check_interval(probe: &Probe, nanos: u64, span: Span, count: usize, diags: &mut Diagnostics) {
+    if nanos < 1_000_000 {
+        diags.push(
+            Diagnostic::error(span, "an interval must be at least 1ms")
+                .label("too short")
+                .hint("intervals are timed by gtrace's event loop: use 1ms or more"),
+        );
+    }
+    if count == MAX_INTERVAL_PROBES + 1 {
+        diags.push(
+            Diagnostic::error(probe.span, format!("more than {MAX_INTERVAL_PROBES} `on interval` probes"))
+                .label("one too many")
+                .hint("put the work of probes with the same interval into one"),
+        );
+    }
+}
 
-/// The error for a probe whose every function or site was passed over.
-fn nothing_to_probe(patterns: &[SymbolPattern], passed_over: &[PassedOver]) -> Diagnostic {
-    let span = patterns[0].span.to(patterns[patterns.len() - 1].span);
+/// A function or site passed over: the function, the site's address, why.
+pub(super) type PassedOver = (String, Option<u64>, SkipReason);
+
+/// The error for a probe whose every function or site was passed over; `span` is what
+/// names them.
+fn nothing_to_probe(span: Span, passed_over: &[PassedOver]) -> Diagnostic {
     let functions: std::collections::BTreeSet<&str> = passed_over.iter().map(|(f, _, _)| f.as_str()).collect();
     let reasons: std::collections::BTreeSet<String> = passed_over.iter().map(|(_, _, r)| r.describe()).collect();
     let subject = match functions.iter().next() {
@@ -183,6 +227,7 @@ fn resolve_pattern(
                     entry: site.addr,
                     returns: Vec::new(),
                     inlined: Some(site),
+                    line: None,
                 }),
             }
         }
@@ -227,14 +272,22 @@ fn function_site(
                     None => returns.push(r),
                 }
             }
-            (!returns.is_empty()).then(|| FuncSite { name: f.name.clone(), entry: s.entry, returns, inlined: None })
+            (!returns.is_empty()).then(|| FuncSite {
+                name: f.name.clone(),
+                entry: s.entry,
+                returns,
+                inlined: None,
+                line: None,
+            })
         }
         _ => match target.uprobe_refusal(s.entry) {
             Some(refusal) => {
                 pass(Some(s.entry), SkipReason::Refused(refusal));
                 None
             }
-            None => Some(FuncSite { name: f.name.clone(), entry: s.entry, returns: s.returns, inlined: None }),
+            None => {
+                Some(FuncSite { name: f.name.clone(), entry: s.entry, returns: s.returns, inlined: None, line: None })
+            }
         },
     }
 }

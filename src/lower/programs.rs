@@ -222,7 +222,7 @@ impl Ctx<'_> {
         let uses_goid = inst.facts.uses_self || inst.facts.names.values().any(|n| *n == Name::Builtin(Builtin::Goid));
         let comment = self.sources.located_line(probe.span);
         let functions = match inst.kind {
-            InstanceKind::Entry | InstanceKind::Return => inst.functions.len(),
+            InstanceKind::Entry | InstanceKind::Return | InstanceKind::Line => inst.functions.len(),
             _ => 0,
         };
         let owner = Owner { item: inst.item, functions };
@@ -245,7 +245,7 @@ impl Ctx<'_> {
             gen.block(&probe.body)
         })?;
         let attach = match inst.kind {
-            InstanceKind::Entry => ProbeAttach::Uprobe(
+            InstanceKind::Entry | InstanceKind::Line => ProbeAttach::Uprobe(
                 inst.functions
                     .iter()
                     .map(|f| self.point(&name, &f.name, f.entry, probe.span))

@@ -93,6 +93,18 @@ pub enum ProbeKind {
         nanos: u64,
         span: Span,
     },
+    /// `on line "main.go:42"`: where that source line starts.
+    Line(LineSpec),
+}
+
+/// A source line as written: `"server/handler.go:42"` is the file `server/handler.go`
+/// (a suffix of a path the binary's line table names) and line 42.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LineSpec {
+    pub file: String,
+    pub line: u32,
+    /// The quoted text.
+    pub span: Span,
 }
 
 /// A function name as written: bare (`main.doWork`) or quoted (`"net/http.(*conn).serve"`),

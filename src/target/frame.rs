@@ -73,6 +73,14 @@ impl Target {
         if size == 0 {
             return Ok(Some(Location::Empty));
         }
+        let covered: u64 = pieces.iter().map(|p| p.size.unwrap_or(size)).sum();
+        if pieces.len() > 1 && covered != size {
+            // Go leaves out the piece of a field it does not keep (instead of an empty
+            // one): the pieces no longer say which bytes they are.
+            return Err(format!(
+                "DWARF's pieces of it cover {covered} of its {size} bytes, without saying which are missing"
+            ));
+        }
         let mut out = Vec::new();
         for p in pieces {
             let piece_size = p.size.unwrap_or(size);

@@ -13,6 +13,8 @@ mod glayout;
 mod image;
 mod inlentry;
 mod inlined;
+mod lines;
+mod linesites;
 mod moduledata;
 mod pclntab;
 mod rtype;
@@ -31,6 +33,7 @@ use crate::target::dwarf::DwarfInfo;
 pub use crate::target::frame::ValueLocation;
 pub use crate::target::inlentry::{InlinedEntry, Placement};
 pub use crate::target::inlined::InlinedSite;
+pub use crate::target::lines::{LineError, LineSite, Local, LocalState};
 use std::cell::{OnceCell, Ref, RefCell};
 use std::path::{Path, PathBuf};
 

@@ -103,6 +103,8 @@ pub fn go_version() -> String {
 /// One instruction as `go tool objdump` prints it.
 #[derive(Clone, Debug)]
 pub struct ObjdumpLine {
+    /// The source position: `main.go:42`.
+    pub position: String,
     pub addr: u64,
     pub bytes: Vec<u8>,
     /// The Go assembler text: `CMPQ SP, 0x10(R14)`, `RET`.
@@ -145,7 +147,8 @@ fn parse_objdump(text: &str) -> Vec<ObjdumpLine> {
         let addr = u64::from_str_radix(cols[1].trim_start_matches("0x"), 16).expect("objdump address");
         let hex = cols[2];
         let bytes = (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex")).collect();
-        lines.push(ObjdumpLine { addr, bytes, asm: cols.get(3).unwrap_or(&"").trim().to_string() });
+        let position = cols[0].to_string();
+        lines.push(ObjdumpLine { position, addr, bytes, asm: cols.get(3).unwrap_or(&"").trim().to_string() });
     }
     lines
 }

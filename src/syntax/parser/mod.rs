@@ -172,12 +172,35 @@ impl Cx<'_> {
                         Rule::head_end => ProbeKind::End,
                         Rule::head_interval => self.interval(q),
                         Rule::head_return => ProbeKind::Return(self.symbols(q)),
+                        Rule::head_line => self.line(q),
                         _ => ProbeKind::Entry(self.symbols(q)),
                     };
                 }
             }
         }
         Ok(Probe { kind, body, span: Span { end: head_end, ..whole } })
+    }
+
+    /// `line "FILE:LINE"`: the file is everything before the last `:`.
+    fn line(&mut self, head: Pair<Rule>) -> ProbeKind {
+        let Some(q) = head.into_inner().find(|q| q.as_rule() == Rule::string) else {
+            return ProbeKind::Line(LineSpec { file: String::new(), line: 0, span: Span::default() });
+        };
+        let span = self.span(&q);
+        let text = self.string(q);
+        let parsed = text.rsplit_once(':').and_then(|(file, line)| {
+            let line: u32 = line.parse().ok().filter(|l| *l > 0)?;
+            (!file.is_empty()).then(|| (file.to_string(), line))
+        });
+        let (file, line) = parsed.unwrap_or_else(|| {
+            self.diags.push(
+                Diagnostic::error(span, format!("`{text}` is not a source line"))
+                    .label("expected \"FILE:LINE\"")
+                    .hint("name a file (or the end of its path) and a line from 1 on: \"main.go:42\", \"server/handler.go:17\""),
+            );
+            (text.clone(), 0)
+        });
+        ProbeKind::Line(LineSpec { file, line, span })
     }
 
     fn interval(&mut self, head: Pair<Rule>) -> ProbeKind {

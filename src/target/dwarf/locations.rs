@@ -7,17 +7,18 @@ use crate::gotypes::Types;
 use crate::target::{symbols, Param};
 
 /// The sections that say where values are at a given address (DWARF 4 and 5 forms).
-pub(super) struct Lists {
+pub(crate) struct Lists {
     locations: gimli::LocationLists<R>,
     ranges: gimli::RangeLists<R>,
     debug_addr: gimli::DebugAddr<R>,
 }
 
 /// What a compile unit's root says about address encodings.
-struct UnitBase {
-    encoding: gimli::Encoding,
-    base_address: u64,
-    addr_base: gimli::DebugAddrBase,
+#[derive(Clone, Copy)]
+pub(super) struct UnitBase {
+    pub(super) encoding: gimli::Encoding,
+    pub(super) base_address: u64,
+    pub(super) addr_base: gimli::DebugAddrBase,
 }
 
 /// Where DWARF says a value is at one address.
@@ -38,7 +39,7 @@ pub(crate) struct InlinedParam {
 }
 
 impl DwarfInfo {
-    fn lists(&mut self, data: &[u8]) -> Result<&Lists, TargetError> {
+    pub(super) fn lists(&mut self, data: &[u8]) -> Result<&Lists, TargetError> {
         if self.lists.is_none() {
             let path = self.path.clone();
             let section = |name: &str| -> Result<R, TargetError> {
@@ -62,7 +63,7 @@ impl DwarfInfo {
         Ok(self.lists.as_ref().expect("set above"))
     }
 
-    fn unit_base(&self, u: usize) -> Result<UnitBase, TargetError> {
+    pub(super) fn unit_base(&self, u: usize) -> Result<UnitBase, TargetError> {
         let slot = &self.units[u];
         let mut base =
             UnitBase { encoding: slot.header.encoding(), base_address: 0, addr_base: gimli::DebugAddrBase(0) };
@@ -80,14 +81,25 @@ impl DwarfInfo {
 
     /// Whether the DIE's code (low_pc/high_pc or ranges) holds `addr`.
     fn covers(&self, entry: &Entry, addr: u64, base: &UnitBase, lists: &Lists) -> Result<bool, TargetError> {
+        Ok(self.ranges_of(entry, base, lists)?.iter().any(|(lo, hi)| *lo <= addr && addr < *hi))
+    }
+
+    /// The address ranges `[lo, hi)` of the DIE's code (low_pc/high_pc or ranges).
+    pub(super) fn ranges_of(
+        &self,
+        entry: &Entry,
+        base: &UnitBase,
+        lists: &Lists,
+    ) -> Result<Vec<(u64, u64)>, TargetError> {
         if let Some(AttributeValue::Addr(low)) = entry.attr_value(dw::DW_AT_low_pc) {
             let high = match entry.attr_value(dw::DW_AT_high_pc) {
                 Some(AttributeValue::Addr(h)) => h,
                 Some(v) => low + v.udata_value().unwrap_or(0),
                 None => low + 1,
             };
-            return Ok(low <= addr && addr < high);
+            return Ok(vec![(low, high)]);
         }
+        let mut out = Vec::new();
         if let Some(AttributeValue::RangeListsRef(raw)) = entry.attr_value(dw::DW_AT_ranges) {
             let offset = gimli::RangeListsOffset(raw.0);
             let mut ranges = lists
@@ -95,17 +107,17 @@ impl DwarfInfo {
                 .ranges(offset, base.encoding, base.base_address, &lists.debug_addr, base.addr_base)
                 .map_err(|e| self.bad(e))?;
             while let Some(r) = ranges.next().map_err(|e| self.bad(e))? {
-                if r.begin <= addr && addr < r.end {
-                    return Ok(true);
+                if r.begin < r.end {
+                    out.push((r.begin, r.end));
                 }
             }
         }
-        Ok(false)
+        Ok(out)
     }
 
     /// Where a location attribute (an expression, or a list) places the value at
     /// `addr`, with `frame_base` for `DW_OP_fbreg`.
-    fn location_at(
+    pub(super) fn location_at(
         &self,
         value: AttributeValue<R>,
         addr: u64,
@@ -139,7 +151,7 @@ impl DwarfInfo {
     }
 
     /// The frame base (`DW_AT_frame_base`) of a subprogram DIE, for `DW_OP_fbreg`.
-    fn frame_base_of(&self, entry: &Entry, base: &UnitBase) -> eval::FrameBase {
+    pub(super) fn frame_base_of(&self, entry: &Entry, base: &UnitBase) -> eval::FrameBase {
         match entry.attr_value(dw::DW_AT_frame_base) {
             Some(AttributeValue::Exprloc(e)) => eval::frame_base(e, base.encoding).ok(),
             _ => None,

@@ -19,12 +19,16 @@ use std::sync::Arc;
 
 pub(crate) mod eval;
 mod index;
+mod lines;
 mod locations;
+mod scopes;
 mod types;
 mod variables;
 
+pub(crate) use lines::LineTable;
 pub(crate) use locations::DwarfLocation;
 use locations::Lists;
+pub(crate) use scopes::{ScopeKind, Scopes};
 
 type R = gimli::EndianArcSlice<gimli::LittleEndian>;
 type Entry = gimli::DebuggingInformationEntry<R>;
@@ -79,6 +83,7 @@ struct Die {
     member_offset: Option<u64>,
     count: Option<u64>,
     upper_bound: Option<u64>,
+    decl_line: Option<u64>,
 }
 
 /// The DWARF of one target, with what has been indexed and parsed so far.
@@ -87,6 +92,10 @@ pub(crate) struct DwarfInfo {
     debug_str: gimli::DebugStr<R>,
     /// Location and range lists, decompressed on first use (inlined calls only).
     lists: Option<Lists>,
+    /// The line table, read on first use (line probes only).
+    lines: Option<Arc<LineTable>>,
+    /// The scopes of the functions line probes asked about, by name.
+    scopes_cache: HashMap<String, Arc<Scopes>>,
     units: Vec<UnitSlot>,
     type_ids: HashMap<DebugInfoOffset, TypeId>,
     unsafe_pointer: Option<TypeId>,
@@ -143,6 +152,8 @@ impl DwarfInfo {
             path: path.to_path_buf(),
             debug_str,
             lists: None,
+            lines: None,
+            scopes_cache: HashMap::new(),
             units,
             type_ids: HashMap::new(),
             unsafe_pointer: None,
@@ -185,6 +196,7 @@ impl DwarfInfo {
                 dw::DW_AT_data_member_location => die.member_offset = value.udata_value(),
                 dw::DW_AT_count => die.count = value.udata_value(),
                 dw::DW_AT_upper_bound => die.upper_bound = value.udata_value(),
+                dw::DW_AT_decl_line => die.decl_line = value.udata_value(),
                 _ => {}
             }
         }
