@@ -70,6 +70,14 @@ impl Cx<'_> {
             return Ty::Nil;
         }
         if n == "args" {
+            if self.kind == InstanceKind::Line {
+                self.err(
+                    Diagnostic::error(e.span, "`args` is only known in probes of functions' entries and returns")
+                        .label("not in a line probe")
+                        .hint("name the locals and parameters to print: `print(n, name)`"),
+                );
+                return Ty::Void;
+            }
             if !self.has_function {
                 self.err(
                     Diagnostic::error(e.span, "`args` is only known in probes of functions").label("no function here"),
