@@ -54,6 +54,19 @@ pub struct Cli {
     #[arg(long, value_name = "BYTES", default_value_t = crate::check::govalues::STRING_LIMIT, value_parser = clap::value_parser!(u32).range(1..=400))]
     pub string_limit: u32,
 
+    /// How deep `print` follows a whole Go value: composite values (structs, arrays,
+    /// slices, maps, interfaces' values) nested deeper print as `{...}`.
+    #[arg(long, value_name = "LEVELS", default_value_t = crate::capture::DEFAULT_BOUNDS.depth, value_parser = clap::value_parser!(u32).range(0..=8))]
+    pub depth: u32,
+
+    /// How many fields of a struct `print` shows (the rest print as `...`).
+    #[arg(long = "max-fields", value_name = "N", default_value_t = crate::capture::DEFAULT_BOUNDS.max_fields, value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub max_fields: u32,
+
+    /// How many elements of an array, slice or map `print` shows (the rest print as `...`).
+    #[arg(long = "max-elems", value_name = "N", default_value_t = crate::capture::DEFAULT_BOUNDS.max_elems, value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub max_elems: u32,
+
     /// DWARF for a stripped binary from this file (what `objcopy --only-keep-debug` writes);
     /// it must be of the same build.
     #[arg(long = "debug-file", value_name = "PATH")]

@@ -1,12 +1,12 @@
 //! Go types as DWARF describes them, in an arena (`TypeId` indexes `Types`): filled by the
 //! target's DWARF reader, read by the ABI assignment, the checker and lowering.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct TypeId(pub u32);
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GoType {
     /// The Go name: `int`, `*main.T`, `[]uint8`, `net/url.URL`.
     pub name: String,
@@ -14,7 +14,7 @@ pub struct GoType {
     pub kind: TypeKind,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum TypeKind {
     Int {
         signed: bool,
@@ -48,14 +48,14 @@ pub enum TypeKind {
     Other,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StructField {
     pub name: String,
     pub ty: TypeId,
     pub offset: u64,
 }
 
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Types {
     pub items: Vec<GoType>,
 }

@@ -13,6 +13,7 @@ pub use compile::{compile, Compiled, Options};
 
 pub mod arch;
 pub mod bpf;
+pub mod capture;
 pub mod check;
 pub mod cli;
 pub mod compile;

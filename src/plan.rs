@@ -33,6 +33,9 @@ pub struct Plan {
     /// governed (rate limits, generations for the budget).
     #[serde(default)]
     pub accounting: Accounting,
+    /// The Go types of the whole values events carry (`ValueType::Go`), by `TypeId`.
+    #[serde(default)]
+    pub go_types: std::sync::Arc<crate::gotypes::Types>,
 }
 
 impl Plan {
@@ -308,6 +311,10 @@ pub enum ValueType {
     Interface,
     /// `ustack`: `USTACK_DEPTH` program counters, innermost first, 0 after the last.
     Stack,
+    /// A whole Go value, copied as `capture` lays it out (types in `Plan::go_types`).
+    Go {
+        capture: crate::capture::Capture,
+    },
 }
 
 /// Frames `ustack` records.
@@ -323,6 +330,7 @@ impl ValueType {
             ValueType::Interface => INTERFACE_RECORD,
             ValueType::Stack => 8 * USTACK_DEPTH,
             ValueType::Str { max } => max.saturating_add(8),
+            ValueType::Go { capture } => capture.size,
         }
     }
 }

@@ -105,6 +105,10 @@ const CONSTRUCTS: &[(&str, &str)] = &[
     ("on return main.named { @q = sum(q); print(err) }", "values"),
     ("on begin { @b = count() } on end { print(@b) } on interval 10ms { clear(@b) }", "values"),
     ("on entry main.add { exit() }", "e2e"),
+    ("on entry main.split { print(p); printf(\"%+v %#v\\n\", p, p) }", "values"),
+    ("on entry main.handle { printf(\"%v %#v\\n\", r, r.URL) }", "values"),
+    ("on entry main.total { print(xs) }", "values"),
+    ("on entry main.handle { if defined(main.nosuch) { print(1) } else { @p = sum(len(r.URL.Path)) } }", "values"),
 ];
 
 /// Each construct compiles against tests/go/values and tests/go/e2e, and its plan says

@@ -161,14 +161,11 @@ traced!(args_prints_every_parameter_by_name, "on entry main.greet { print(args) 
     assert!(out.lines().any(|l| l == "name=bob n=1"), "{out}");
 });
 
-traced!(errors_print_their_dynamic_type_and_message, r#"on entry main.check { printf("%v\n", err) }"#, |out| {
-    let lines: Vec<&str> = out.lines().filter(|l| *l == "nil" || l.starts_with('*')).collect();
-    assert_eq!(lines.iter().filter(|l| **l == "nil").count() as i64, truth(&out, "nils"), "{out}");
-    assert_eq!(
-        lines.iter().filter(|l| **l == r#"*errors.errorString("divisible by three")"#).count() as i64,
-        truth(&out, "nonnil"),
-        "{out}"
-    );
+traced!(errors_print_as_fmt_prints_them, r#"on entry main.check { printf("[%v] [%#v]\n", err, err) }"#, |out| {
+    let count = |l: &str| out.lines().filter(|x| *x == l).count() as i64;
+    assert_eq!(count("[<nil>] [<nil>]"), truth(&out, "nils"), "{out}");
+    let err = r#"[divisible by three] [&errors.errorString{s:"divisible by three"}]"#;
+    assert_eq!(count(err), truth(&out, "nonnil"), "{out}");
 });
 
 traced!(errors_with_percent_s_print_their_message, r#"on entry main.check { printf("[%s]\n", err) }"#, |out| {
@@ -176,10 +173,11 @@ traced!(errors_with_percent_s_print_their_message, r#"on entry main.check { prin
     assert_eq!(out.lines().filter(|l| *l == "[divisible by three]").count() as i64, truth(&out, "nonnil"), "{out}");
 });
 
-traced!(any_values_print_type_and_value, "on entry main.describe { print(v) }", |out| {
+traced!(any_values_print_their_dynamic_value, r#"on entry main.describe { print(v); printf("%#v\n", v) }"#, |out| {
     let got: Vec<&str> = out.lines().skip_while(|l| !l.starts_with("ten=")).skip(1).collect();
-    assert_eq!(got[..5], ["string(\"hi\")", "int(42)", "int8(-3)", "bool(true)", "nil"], "{out}");
-    assert!(got[5].starts_with("*main.Point(0x"), "{out}");
+    let want =
+        ["hi", "\"hi\"", "42", "42", "-3", "-3", "true", "true", "<nil>", "<nil>", "&{1 0}", "&main.Point{X:1, Y:0}"];
+    assert_eq!(got, want, "{out}");
 });
 
 #[test]
@@ -241,12 +239,12 @@ fn pie_binaries_name_types_and_symbolize_stacks() {
     let pie = support::go_build("values", &["-buildmode=pie"]);
     let r = gtrace(&[
         "-e",
-        r#"on entry main.check { printf("%v\n", err) } on entry main.deep { @[ustack] = count() }"#,
+        r#"on entry main.check { printf("%#v\n", err) } on entry main.deep { @[ustack] = count() }"#,
         "-c",
         pie.to_str().unwrap(),
     ]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let errors = r.stdout.lines().filter(|l| *l == r#"*errors.errorString("divisible by three")"#).count() as i64;
+    let errors = r.stdout.lines().filter(|l| *l == r#"&errors.errorString{s:"divisible by three"}"#).count() as i64;
     assert_eq!(errors, truth(&r.stdout, "nonnil"), "{}", r.stdout);
     assert!(r.stdout.contains("    main.deep+0x0\n    main.main+"), "{}", r.stdout);
 }

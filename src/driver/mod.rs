@@ -133,6 +133,12 @@ fn lowering(cli: &Cli) -> lower::Settings {
         map_sizes: lower::maps::MapSizes::from_args(&cli.map_size),
         rate: cli.rate,
         accounting: cli.trace.wants_costs(cli.target.command.is_some()) || cli.emit == Some(Emit::Plan),
+        bounds: crate::capture::Bounds {
+            depth: cli.depth,
+            max_fields: cli.max_fields,
+            max_elems: cli.max_elems,
+            string_limit: cli.string_limit,
+        },
     }
 }
 

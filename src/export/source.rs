@@ -97,7 +97,7 @@ impl State {
     fn name(&mut self, dump: &mut MapDump, binary: &std::path::Path, pid: Option<u32>) {
         let target = self.target.get_or_insert_with(|| Target::open(binary).ok());
         let Some(target) = target.as_ref() else { return };
-        let mut symbols = TargetSymbols { target, bias: self.bias, pid };
+        let mut symbols = TargetSymbols::new(target, self.bias, pid);
         symbols.learn_bias();
         self.bias = symbols.bias;
         output::name_map(dump, &symbols);

@@ -42,6 +42,9 @@ pub struct Settings {
     /// Count every site's hits, and let the budget detach single sites (`--stats`,
     /// `--budget`).
     pub accounting: bool,
+    /// How much of a whole Go value `print` copies (`--depth`, `--max-fields`,
+    /// `--max-elems`, `--string-limit`).
+    pub bounds: crate::capture::Bounds,
 }
 
 /// The accounting being laid out while the programs are generated.

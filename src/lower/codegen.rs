@@ -45,6 +45,8 @@ pub struct Gen<'a> {
     pub carried: Vec<(crate::check::Carried, u32)>,
     /// The load bias of the process (a PIE's), when this program reads package variables.
     pub bias: Option<i16>,
+    /// How much of a whole Go value `print` copies.
+    pub bounds: crate::capture::Bounds,
     /// Where the program ends (r0 = 0; exit).
     pub done: Label,
     /// The script's `self` variables.
@@ -80,6 +82,7 @@ impl<'a> Gen<'a> {
             entry_record: None,
             carried: Vec::new(),
             bias: None,
+            bounds: crate::capture::Bounds::default(),
             done,
             self_vars,
             acct: None,

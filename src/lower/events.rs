@@ -8,7 +8,7 @@ use super::LowerError;
 use crate::bpf::helpers::*;
 use crate::bpf::insn::*;
 use crate::check::ty::Ty;
-use crate::plan::{EventKind, EventSpec, Field};
+use crate::plan::{EventKind, EventSpec, Field, ValueType};
 use crate::syntax::ast::*;
 
 impl Gen<'_> {
@@ -36,15 +36,40 @@ impl Gen<'_> {
         if let EventKind::Print { labels: l } = &mut kind {
             *l = labels;
         }
+        // The verb each value is printed with: whole Go values are copied for %v.
+        let verbs: Vec<char> = match &kind {
+            EventKind::Printf { format } => crate::syntax::format::parse(format)
+                .map(|pieces| {
+                    pieces
+                        .into_iter()
+                        .filter_map(|p| match p {
+                            crate::syntax::format::Piece::Verb(v) => Some(v.verb),
+                            _ => None,
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        };
         let mut fields = Vec::new();
         let mut offset: u32 = 8;
-        for item in &items {
-            let (t, at) = match item {
-                Item::Expr(a) => (self.facts.ty(a.id).clone(), a.span),
-                Item::Arg(info) => (info.ty.clone(), span),
+        for (i, item) in items.iter().enumerate() {
+            let (ty, at) = match item {
+                Item::Expr(a) => {
+                    let t = self.facts.ty(a.id).clone();
+                    let verb = verbs.get(i).copied().unwrap_or('v');
+                    match self.whole_value(a, &t, verb) {
+                        Some(id) => {
+                            (ValueType::Go { capture: crate::capture::plan(self.types, id, self.bounds) }, a.span)
+                        }
+                        None => (t.value_type(), a.span),
+                    }
+                }
+                Item::Arg(info) => (info.ty.value_type(), span),
             };
-            fields.push(Field { offset, ty: t.value_type() });
-            offset = offset.saturating_add(t.record_size());
+            let size = ty.size().saturating_add(7) / 8 * 8;
+            fields.push(Field { offset, ty });
+            offset = offset.saturating_add(size);
             // Every field is written at an instruction's 16-bit offset from the record.
             super::offset(at, 0, offset as usize)?;
         }
@@ -64,10 +89,11 @@ impl Gen<'_> {
         self.b.emit(mov64_reg(R8, R0));
         self.b.emit(store_imm(Size::DW, R8, 0, id as i32));
         for (item, f) in items.iter().zip(&fields) {
-            match item {
+            match (item, &f.ty) {
                 // Checked above: every field ends within an i16 offset.
-                Item::Expr(a) => self.value_to(a, R8, f.offset as i16)?,
-                Item::Arg(info) => self.arg_to(info, R8, f.offset as i16, span)?,
+                (Item::Expr(a), ValueType::Go { capture }) => self.capture_to(a, capture, f.offset as i16)?,
+                (Item::Expr(a), _) => self.value_to(a, R8, f.offset as i16)?,
+                (Item::Arg(info), _) => self.arg_to(info, R8, f.offset as i16, span)?,
             }
         }
         self.b.ld_map(R1, maps::EVENTS);
@@ -83,6 +109,17 @@ impl Gen<'_> {
         self.b.bind(skip);
         self.b.emit(mov64_imm(R0, 0));
         Ok(())
+    }
+
+    /// The Go type of `e` when it is printed whole with `verb`: structs, arrays, slices,
+    /// maps, channels and funcs always, pointers with `%v` (fmt prints `&{...}`).
+    fn whole_value(&self, e: &Expr, t: &Ty, verb: char) -> Option<crate::gotypes::TypeId> {
+        match t {
+            Ty::Go(id) => Some(*id),
+            // An interface prints its dynamic value as fmt does (%s keeps its own record).
+            Ty::Pointer { elem: Some(_) } | Ty::Interface if verb == 'v' && self.is_go_value(e) => self.go_type_of(e),
+            _ => None,
+        }
     }
 
     /// Writes one parameter of `args` at `base + off`.

@@ -9,6 +9,7 @@
 pub mod accounting;
 pub mod agg;
 pub mod arith;
+mod capture;
 pub mod carry;
 pub mod codegen;
 pub mod events;
@@ -97,7 +98,7 @@ impl LowerError {
             }
             LowerError::TooLarge { span, .. } => d(span)
                 .label("too large")
-                .hint("use a shorter string literal, or print fewer or shorter values (--string-limit)"),
+                .hint("use a shorter string literal, or print fewer or shorter values (--string-limit; for whole values --depth, --max-fields, --max-elems)"),
             LowerError::NoFileOffset { span, .. } => d(span)
                 .label("probed here")
                 .hint("the function's code is not in the file: was the binary modified after it was linked?"),

@@ -46,6 +46,8 @@ struct Ctx<'a> {
     /// The target is a PIE whose package variables are read: programs that read them
     /// add the process's load bias.
     biased: bool,
+    /// How much of a whole Go value `print` copies.
+    bounds: crate::capture::Bounds,
 }
 
 /// Which probe a program belongs to and how many functions it is attached at (0 for
@@ -94,6 +96,7 @@ pub(super) fn lower_all(
         records: &records,
         entry_programs: std::collections::HashMap::new(),
         biased,
+        bounds: settings.bounds,
     };
     for (i, inst) in checked.instances.iter().enumerate() {
         let Item::Probe(probe) = &script.items[inst.item] else { continue };
@@ -117,6 +120,10 @@ pub(super) fn lower_all(
     maps.apply_sizes(&settings.map_sizes);
     plan.accounting = layout.finish(&mut maps);
     plan.maps = maps.specs;
+    // Whole Go values in events are decoded with the types the checker reached.
+    if events.iter().flat_map(|e| &e.fields).any(|f| matches!(f.ty, crate::plan::ValueType::Go { .. })) {
+        plan.go_types = std::sync::Arc::new(checked.types.clone());
+    }
     plan.events = events;
     Ok(Lowered { programs, plan })
 }
@@ -156,6 +163,7 @@ impl Ctx<'_> {
             self.sources,
             &mut self.events,
         );
+        gen.bounds = self.bounds;
         gen.acct = Some(ProgramAcct { layout: &mut self.layout, program: name.to_string(), item: owner.item });
         gen.b.comment(comment);
         gen.prologue();

@@ -28,6 +28,7 @@ pub fn value(v: &Value) -> J {
         }
         Value::Str(s) => json!(String::from_utf8_lossy(s)),
         Value::Func(s) => json!(s),
+        Value::Go(g) => json!(g.render(super::gofmt::Form::V)),
         Value::Interface { tab: 0, .. } => J::Null,
         Value::Stack { pcs, frames } => json!(if frames.is_empty() {
             pcs.iter().map(|p| format!("{p:#x}")).collect::<Vec<_>>()

@@ -3,6 +3,7 @@
 //! `text` or `json`; nothing else prints results.
 
 pub mod float;
+pub mod gofmt;
 pub mod json;
 pub mod quote;
 pub mod stats;
@@ -137,6 +138,11 @@ pub trait Symbols {
     fn type_name(&self, addr: u64) -> Option<String>;
     /// The function holding a code address, and where it starts.
     fn function(&self, pc: u64) -> Option<(String, u64)>;
+    /// The layout of the Go type named `name` (an interface's dynamic type), with the
+    /// arena its ids index.
+    fn go_type(&self, _name: &str) -> Option<(std::sync::Arc<crate::gotypes::Types>, crate::gotypes::TypeId)> {
+        None
+    }
 }
 
 /// Names interface types and symbolizes stacks in `values`.
@@ -144,6 +150,16 @@ pub fn name_values(values: &mut [Value], symbols: &dyn Symbols) {
     for v in values {
         match v {
             Value::Interface { tab, type_name, .. } if *tab != 0 => *type_name = symbols.type_name(*tab),
+            Value::Go(v) => {
+                for t in v.dynamic_types() {
+                    if let Some(name) = symbols.type_name(t) {
+                        // A layout for what the value is, or for what a pointer points at.
+                        let basic = !name.contains('.');
+                        let layout = if basic { None } else { symbols.go_type(name.trim_start_matches('*')) };
+                        v.dynamic.insert(t, gofmt::Dynamic { name, layout });
+                    }
+                }
+            }
             Value::Stack { pcs, frames } => {
                 // Every frame but the first is a return address: the call is just before it.
                 *frames = pcs

@@ -43,6 +43,7 @@ pub fn value(v: &Value) -> String {
         Value::Pointer(p) => format!("{p:#x}"),
         Value::Str(s) => String::from_utf8_lossy(s).into_owned(),
         Value::Func(f) => f.clone(),
+        Value::Go(v) => v.render(super::gofmt::Form::V),
         Value::Interface { tab: 0, .. } => "nil".into(),
         Value::Interface { tab, data, word, text, type_name } => {
             interface(*tab, *data, *word, text, type_name.as_deref())
@@ -118,6 +119,15 @@ pub fn printf(fmt: &str, values: &[Value]) -> String {
             Piece::Verb(v) => {
                 let Some(val) = values.next() else { break };
                 let s = match (v.verb, val) {
+                    ('v', Value::Go(g)) => g.render(if v.flags.contains('#') {
+                        super::gofmt::Form::Sharp
+                    } else if v.flags.contains('+') {
+                        super::gofmt::Form::Plus
+                    } else {
+                        super::gofmt::Form::V
+                    }),
+                    // %#v of a string is Go syntax: quoted.
+                    ('v', Value::Str(s)) if v.flags.contains('#') => super::quote::quote(s),
                     ('v' | 'g' | 'G' | 'e' | 'E' | 'f' | 'F', Value::Float { bits, size }) => {
                         let spec = super::float::Spec {
                             verb: v.verb,

@@ -29,6 +29,8 @@ pub enum Value {
         text: String,
         type_name: Option<String>,
     },
+    /// A whole Go value, as a probe copied it.
+    Go(Box<super::gofmt::GoValue>),
     /// A call stack: program counters, innermost first, with their symbols when known.
     Stack {
         pcs: Vec<u64>,
@@ -75,6 +77,15 @@ pub fn decode(bytes: &[u8], field: &Field, plan: &Plan) -> Value {
                 .collect(),
             frames: Vec::new(),
         },
+        ValueType::Go { capture } => {
+            let end = (at + capture.size as usize).min(bytes.len());
+            Value::Go(Box::new(super::gofmt::GoValue {
+                capture: capture.clone(),
+                bytes: bytes.get(at..end).unwrap_or_default().to_vec(),
+                types: plan.go_types.clone(),
+                dynamic: Default::default(),
+            }))
+        }
         ValueType::Str { max } => {
             let len = (u64_at(bytes, at) as usize).min(*max as usize);
             let start = (at + 8).min(bytes.len());

@@ -42,6 +42,14 @@ impl Target {
         Ok(Err(NoVariable::Unknown { same_package }))
     }
 
+    /// The Go type DWARF names `name` (`main.Point`), parsed into the arena (`types`).
+    pub fn type_by_name(&self, name: &str) -> Option<TypeId> {
+        let mut state = self.dwarf.borrow_mut();
+        let (path, data) = self.dwarf_source();
+        let dwarf = Self::dwarf_mut(&mut state, path, data).ok()??;
+        dwarf.type_named(name, &mut self.types.borrow_mut()).ok()?
+    }
+
     /// Whether the binary has a package `package`: one of its functions (from the
     /// symbol table or, stripped, Go's function table) or variables is in it. What
     /// makes `pkg.X` a package-qualified name.

@@ -93,7 +93,7 @@ fn session(bundle: &Bundle, target: &Target, process: Process, args: &TraceArgs)
     let traced = Traced { binary: &process.binary, pid: traced_pid, module: target.module_path() };
     export.start(&loaded, attached, &traced)?;
     let mut sink = export.sink(output::sink(args.format));
-    let mut symbols = TargetSymbols { target, bias: None, pid: traced_pid };
+    let mut symbols = TargetSymbols::new(target, None, traced_pid);
     loaded.run_begin();
     // `exit()` in `on begin` ends the trace before a -c command starts.
     let exited = drain(&mut loaded, plan, &mut symbols, sink.as_mut(), Duration::ZERO)?;

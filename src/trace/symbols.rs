@@ -6,12 +6,24 @@
 use crate::output;
 use crate::runtime;
 use crate::target::Target;
+use std::cell::RefCell;
+use std::collections::HashMap;
 
 pub struct TargetSymbols<'a> {
     pub target: &'a Target,
     pub bias: Option<u64>,
     /// The traced process, when there is one (-p, -c).
     pub pid: Option<u32>,
+    /// Go types looked up by name, each once.
+    pub layouts: RefCell<HashMap<String, Option<Layout>>>,
+}
+
+type Layout = (std::sync::Arc<crate::gotypes::Types>, crate::gotypes::TypeId);
+
+impl<'a> TargetSymbols<'a> {
+    pub fn new(target: &'a Target, bias: Option<u64>, pid: Option<u32>) -> TargetSymbols<'a> {
+        TargetSymbols { target, bias, pid, layouts: RefCell::new(HashMap::new()) }
+    }
 }
 
 impl TargetSymbols<'_> {
@@ -40,5 +52,13 @@ impl output::Symbols for TargetSymbols<'_> {
     fn function(&self, pc: u64) -> Option<(String, u64)> {
         let bias = pc - self.link(pc)?;
         self.target.function_containing(pc - bias).map(|f| (f.name.clone(), f.addr + bias))
+    }
+    fn go_type(&self, name: &str) -> Option<Layout> {
+        if let Some(known) = self.layouts.borrow().get(name) {
+            return known.clone();
+        }
+        let found = self.target.type_by_name(name).map(|id| (std::sync::Arc::new(self.target.types().clone()), id));
+        self.layouts.borrow_mut().insert(name.to_string(), found.clone());
+        found
     }
 }

@@ -215,7 +215,7 @@ impl Cx<'_> {
                 continue; // already reported
             }
             let ok = match v.verb {
-                'v' => t != Ty::Void && !matches!(t, Ty::Go(_) | Ty::Args | Ty::Nil),
+                'v' => t != Ty::Void && !matches!(t, Ty::Args | Ty::Nil),
                 'd' | 'i' | 'u' | 'c' | 'o' => t.is_numeric() || t == Ty::Bool,
                 'x' | 'X' => t.is_numeric() || matches!(t, Ty::Str { .. }),
                 's' => matches!(t, Ty::Str { .. } | Ty::Func | Ty::Interface),

@@ -139,9 +139,12 @@ impl Cx<'_> {
     /// Reports a value that cannot be stored (in a key, a value, a local, an event).
     pub(super) fn storable(&mut self, e: &Expr, t: &Ty, role: &str) -> bool {
         let why = match t {
-            Ty::Go(id) => {
-                format!("a {} cannot be {role}: pick one of its fields, or use len()", self.types.get(*id).name)
-            }
+            // Printed whole, as Go's fmt prints it (copied at the probe).
+            Ty::Go(_) if role == "printed" => return true,
+            Ty::Go(id) => format!(
+                "a {} cannot be {role}: pick one of its fields, use len(), or print it whole",
+                self.types.get(*id).name
+            ),
             Ty::Args if role == "printed" => return true,
             Ty::Args => format!("`args` cannot be {role}; print(args) prints every parameter"),
             Ty::Nil => format!("nil cannot be {role}"),

@@ -34,6 +34,15 @@ impl DwarfInfo {
         Ok(Some(DwarfVariable { addr, ty: self.type_id(ty, types)? }))
     }
 
+    /// The type DWARF names `name` (`main.Point`, `net/url.URL`), parsed into `types`.
+    pub(crate) fn type_named(&mut self, name: &str, types: &mut Types) -> Result<Option<TypeId>, TargetError> {
+        let package = crate::target::symbols::package_of(name);
+        match self.lookup(package, name, |i| &i.types)? {
+            Some(at) => Ok(Some(self.type_id(at, types)?)),
+            None => Ok(None),
+        }
+    }
+
     /// The names of the package-level variables of `package`, for suggestions.
     pub(crate) fn variables_of(&mut self, package: &str) -> Result<Vec<String>, TargetError> {
         let mut names = Vec::new();

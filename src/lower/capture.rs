@@ -1,0 +1,222 @@
+//! Copying a whole Go value into an event record, as `capture::plan` laid it out: the
+//! value's own bytes from where it is (one `bpf_probe_read_user` from memory, or scalar by
+//! scalar from registers), then, reading the addresses from the copy itself, the bytes of
+//! its strings, slice elements, interface values and top-level pointee. Every copy is
+//! bounded by the layout, so the verifier sees each size's maximum.
+
+use super::codegen::Gen;
+use super::values::Place;
+use super::LowerError;
+use crate::bpf::helpers::*;
+use crate::bpf::insn::*;
+use crate::capture::{Capture, Node, NodeKind, IFACE_DATA};
+use crate::gotypes::{TypeId, TypeKind};
+use crate::syntax::ast::{Expr, Span};
+
+impl Gen<'_> {
+    /// Copies the Go value `e` into the record at R8 + `off` as `capture` says.
+    pub fn capture_to(&mut self, e: &Expr, capture: &Capture, off: i16) -> Result<(), LowerError> {
+        let mark = self.frame.mark();
+        let place = self.place(e)?;
+        let root = &capture.root;
+        let at = super::offset(e.span, off, root.at as usize)?;
+        self.copy_value(&place, root.ty, at, e.span)?;
+        self.follow(root, off, e.span)?;
+        self.frame.release(mark);
+        Ok(())
+    }
+
+    /// The bytes of a value of type `ty` at `place`, to R8 + `dst`.
+    fn copy_value(&mut self, place: &Place, ty: TypeId, dst: i16, span: Span) -> Result<(), LowerError> {
+        let size = self.types.get(ty).size;
+        if let Place::Mem { addr, offset } = place {
+            self.b.emit(load(Size::DW, R3, R10, *addr));
+            if *offset != 0 {
+                self.b.emit(alu64_imm(BPF_ADD, R3, *offset as i32));
+            }
+            return self.read_into(dst, size as i32, span);
+        }
+        for (offset, size) in scalars(self.types, ty, 0) {
+            self.read_scalar(&place.clone().plus(offset), size, false)?;
+            let at = super::offset(span, dst, offset as usize)?;
+            self.b.emit(store_reg(width(size), R8, at, R0));
+        }
+        Ok(())
+    }
+
+    /// `bpf_probe_read_user(R8 + dst, size, R3)`; R0 its result.
+    fn read_into(&mut self, dst: i16, size: i32, span: Span) -> Result<(), LowerError> {
+        super::offset(span, dst, size.max(0) as usize)?;
+        self.b.emit(mov64_reg(R1, R8));
+        self.b.emit(alu64_imm(BPF_ADD, R1, dst as i32));
+        self.b.emit(mov64_imm(R2, size));
+        self.b.emit(call(BPF_FUNC_probe_read_user));
+        Ok(())
+    }
+
+    /// R0 = the u64 at R8 + `at`.
+    fn record_word(&mut self, reg: u8, at: i16) {
+        self.b.emit(load(Size::DW, reg, R8, at));
+    }
+
+    /// Copies what the node's bytes (already in the record) point at, as planned.
+    fn follow(&mut self, node: &Node, off: i16, span: Span) -> Result<(), LowerError> {
+        if !needs_following(node) {
+            return Ok(());
+        }
+        let at = super::offset(span, off, node.at as usize)?;
+        match &node.kind {
+            NodeKind::Bytes | NodeKind::Cut => {}
+            NodeKind::Struct { fields } => {
+                for f in fields {
+                    self.follow(f, off, span)?;
+                }
+            }
+            NodeKind::Array { elems } => {
+                for e in elems {
+                    self.follow(e, off, span)?;
+                }
+            }
+            NodeKind::Str { bytes, max } => {
+                let bytes = super::offset(span, off, *bytes as usize)?;
+                self.record_word(R3, at);
+                self.record_word(R2, at + 8);
+                self.bounded_read(bytes, *max, 1)?;
+            }
+            NodeKind::Slice { elems_at, elems } => {
+                let elem = elems.first().map(|e| e.ty);
+                let size = elem.map_or(0, |t| self.types.get(t).size as u32);
+                let dst = super::offset(span, off, *elems_at as usize)?;
+                self.record_word(R3, at);
+                self.record_word(R2, at + 8);
+                self.bounded_read(dst, elems.len() as u32, size)?;
+                for (i, e) in elems.iter().enumerate().filter(|(_, e)| needs_following(e)) {
+                    let skip = self.b.new_label();
+                    self.record_word(R1, at + 8);
+                    self.b.jmp_imm_to(BPF_JLE, R1, i as i32, skip);
+                    self.follow(e, off, span)?;
+                    self.b.bind(skip);
+                    self.b.emit(mov64_imm(R0, 0));
+                }
+            }
+            NodeKind::Pointer { pointee: Some(p) } => {
+                let skip = self.b.new_label();
+                self.record_word(R3, at);
+                self.b.jmp_imm_to(BPF_JEQ, R3, 0, skip);
+                let size = self.types.get(p.ty).size as i32;
+                self.read_into(super::offset(span, off, p.at as usize)?, size, span)?;
+                self.follow(p, off, span)?;
+                self.b.bind(skip);
+                self.b.emit(mov64_imm(R0, 0));
+            }
+            NodeKind::Pointer { pointee: None } => {}
+            NodeKind::Func { code } => {
+                let skip = self.b.new_label();
+                self.record_word(R3, at);
+                self.b.jmp_imm_to(BPF_JEQ, R3, 0, skip);
+                self.read_into(super::offset(span, off, *code as usize)?, 8, span)?;
+                self.b.bind(skip);
+                self.b.emit(mov64_imm(R0, 0));
+            }
+            NodeKind::Iface { empty, type_at, data_at, str_at, max } => {
+                let (type_at, data_at, str_at) = (
+                    super::offset(span, off, *type_at as usize)?,
+                    super::offset(span, off, *data_at as usize)?,
+                    super::offset(span, off, *str_at as usize)?,
+                );
+                self.iface(at, *empty, (type_at, data_at, str_at), *max, span)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// An interface's dynamic type (the itab's `_type` for a non-empty one), the bytes its
+    /// data word points at, and the string those bytes start with, if they do.
+    fn iface(&mut self, at: i16, empty: bool, to: (i16, i16, i16), max: u32, span: Span) -> Result<(), LowerError> {
+        let (type_at, data_at, str_at) = to;
+        let done = self.b.new_label();
+        self.b.emit(store_imm(Size::DW, R8, type_at, 0));
+        self.record_word(R3, at);
+        self.b.jmp_imm_to(BPF_JEQ, R3, 0, done);
+        if empty {
+            self.b.emit(store_reg(Size::DW, R8, type_at, R3));
+        } else {
+            self.b.emit(alu64_imm(BPF_ADD, R3, 8));
+            self.read_into(type_at, 8, span)?;
+        }
+        self.record_word(R3, at + 8);
+        self.b.jmp_imm_to(BPF_JEQ, R3, 0, done);
+        // A small value near the end of mapped memory: read less.
+        let read = self.b.new_label();
+        self.read_into(data_at, IFACE_DATA as i32, span)?;
+        self.b.jmp_imm_to(BPF_JEQ, R0, 0, read);
+        self.record_word(R3, at + 8);
+        self.read_into(data_at, 8, span)?;
+        self.b.bind(read);
+        self.record_word(R3, data_at);
+        self.record_word(R2, data_at + 8);
+        self.bounded_read(str_at, max, 1)?;
+        self.b.bind(done);
+        self.b.emit(mov64_imm(R0, 0));
+        Ok(())
+    }
+
+    /// Reads min(R2, `max`) items of `size` bytes from the address in R3 to R8 + `dst`
+    /// (nothing when there are none).
+    fn bounded_read(&mut self, dst: i16, max: u32, size: u32) -> Result<(), LowerError> {
+        let done = self.b.new_label();
+        let clamped = self.b.new_label();
+        if max == 0 || size == 0 {
+            return Ok(());
+        }
+        self.b.jmp_imm_to(BPF_JLE, R2, max as i32, clamped);
+        self.b.emit(mov64_imm(R2, max as i32));
+        self.b.bind(clamped);
+        self.b.jmp_imm_to(BPF_JEQ, R2, 0, done);
+        if size > 1 {
+            self.b.emit(alu64_imm(BPF_MUL, R2, size as i32));
+        }
+        self.b.emit(mov64_reg(R1, R8));
+        self.b.emit(alu64_imm(BPF_ADD, R1, dst as i32));
+        self.b.emit(call(BPF_FUNC_probe_read_user));
+        self.b.bind(done);
+        self.b.emit(mov64_imm(R0, 0));
+        Ok(())
+    }
+}
+
+/// Whether anything of the node is read beyond its own bytes.
+fn needs_following(node: &Node) -> bool {
+    match &node.kind {
+        NodeKind::Bytes | NodeKind::Cut | NodeKind::Pointer { pointee: None } => false,
+        NodeKind::Struct { fields } => fields.iter().any(needs_following),
+        NodeKind::Array { elems } => elems.iter().any(needs_following),
+        _ => true,
+    }
+}
+
+/// The scalars a value of type `ty` is made of, as (offset, size): what registers hold.
+fn scalars(types: &crate::gotypes::Types, ty: TypeId, base: u64) -> Vec<(u64, u64)> {
+    let t = types.get(ty);
+    match &t.kind {
+        TypeKind::Struct { fields } => fields.iter().flat_map(|f| scalars(types, f.ty, base + f.offset)).collect(),
+        TypeKind::Array { elem, len } => {
+            let size = types.get(*elem).size;
+            (0..*len).flat_map(|i| scalars(types, *elem, base + i * size)).collect()
+        }
+        _ if t.size == 0 => Vec::new(),
+        _ if t.size <= 8 => vec![(base, t.size.next_power_of_two().min(8))],
+        // Strings, slices, interfaces, complex128: words.
+        _ => (0..t.size.div_ceil(8)).map(|i| (base + 8 * i, 8)).collect(),
+    }
+}
+
+/// The store width of a scalar of `size` bytes.
+fn width(size: u64) -> Size {
+    match size {
+        1 => Size::B,
+        2 => Size::H,
+        4 => Size::W,
+        _ => Size::DW,
+    }
+}

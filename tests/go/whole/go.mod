@@ -1,0 +1,3 @@
+module whole
+
+go 1.17
