@@ -3,6 +3,7 @@
 //!     cargo bench --bench perf              # full: more rounds and calls, writes docs/performance.md
 //!     cargo bench --bench perf -- --quick   # a quick look (also writes the file, marked quick)
 //!     cargo bench --bench perf -- --governor   # only the budget's breaker, printed (no file)
+//!     cargo bench --bench perf -- --ebpf       # only the eBPF programs' own cost (no file)
 //!
 //! On one Go target (benches/go, a hot `//go:noinline` function that the program times
 //! itself, printing ns/call), it measures: untraced; the empty-uprobe floor (gtrace and
@@ -17,6 +18,8 @@
 //! Needs root (or CAP_BPF + CAP_PERFMON), Go, and for the comparisons bpftrace, objcopy,
 //! dlv (`go install github.com/go-delve/delve/cmd/dlv@latest`) and /usr/bin/time.
 
+#[path = "perf/ebpf.rs"]
+mod ebpf;
 #[path = "perf/governor.rs"]
 mod governor;
 
@@ -57,11 +60,17 @@ fn main() {
         print!("{}\n{}\n", g.render(), g.goals().join("\n"));
         return;
     }
-    let mut report = Report::default();
     let tools = Tools::find();
+    if std::env::args().any(|a| a == "--ebpf") {
+        let cases = ebpf_costs(&cfg, &work, &target, &tools);
+        print!("{}\n{}\n", ebpf::render(&cases), ebpf::goals(&cases).join("\n"));
+        return;
+    }
+    let mut report = Report::default();
     report.note(format!("tools: {}", tools.describe()));
 
     per_call(&cfg, &work, &target, &tools, &mut report);
+    report.ebpf = ebpf_costs(&cfg, &work, &target, &tools);
     startup_and_exit(&cfg, &target, &tools, &mut report);
     compiler(&cfg, &work, &mut report);
     eprintln!("the budget's breaker ...");
@@ -134,6 +143,15 @@ fn build_target(work: &Path) -> PathBuf {
 }
 
 // ---------------------------------------------------------------- per-call costs
+
+/// The eBPF programs' own cost per call (benches/perf/ebpf.rs).
+fn ebpf_costs(cfg: &Config, work: &Path, target: &Path, tools: &Tools) -> Vec<ebpf::Case> {
+    let rets =
+        if tools.bpftrace.is_some() && tools.objcopy { ret_symbols(work, target, "main.hot").ok() } else { None };
+    let rets = rets.map(|(copy, names)| (copy.display().to_string(), names));
+    let cases = ebpf::cases(GTRACE, &target.display().to_string(), tools.bpftrace.is_some(), rets);
+    ebpf::measure_all(cases, cfg.calls.min(100_000), if cfg.quick { 3 } else { 5 })
+}
 
 /// One way of running the target: the command line, and an environment.
 struct Row {
@@ -740,6 +758,7 @@ struct Report {
     start_exit: Vec<StartExit>,
     compiler: Option<CompilerResult>,
     governor: Option<governor::Governor>,
+    ebpf: Vec<ebpf::Case>,
 }
 
 fn median(v: &[f64]) -> Option<f64> {
@@ -811,6 +830,8 @@ impl Report {
             let _ = writeln!(s, "| {name} | {} | {} | {cost} | {ratio} |", r.rounds, opt(r.ns_per_call, 1));
             let _ = r.calls;
         }
+
+        s.push_str(&ebpf::render(&self.ebpf));
 
         let _ = writeln!(s, "\n### Start-up and exit (target `benchtarget wait`)\n");
         let _ = writeln!(s, "attached: launch → `Attached` line; running: launch → the target's first line; exit: SIGINT → tracer gone.\n");
@@ -920,6 +941,9 @@ impl Report {
                 opt(c.wall_ms, 0),
                 opt(c.peak_mb, 1)
             );
+        }
+        for line in ebpf::goals(&self.ebpf) {
+            let _ = writeln!(s, "{line}");
         }
         for line in self.governor.iter().flat_map(|g| g.goals()) {
             let _ = writeln!(s, "{line}");

@@ -180,6 +180,9 @@ pub struct MapSpec {
 pub enum MapRole {
     /// A user's map: `@name` (empty name for `@`), keyed by `keys`, printed at exit.
     /// `key_names` names each key (the labels of the export, the fields of -f json).
+    /// A hash, or a (per-CPU) array for a map keyed by `func` alone: its u32 key is the
+    /// index into `Plan::functions`, read back as the 8-byte `Func` key `keys` describes,
+    /// and an element that is zero on every CPU is no entry.
     User { name: String, keys: Vec<Field>, key_names: Vec<String>, value: MapValue },
     /// Entry timestamps for `elapsed`, keyed by goroutine activation.
     EntryTimes,

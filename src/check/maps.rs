@@ -32,6 +32,18 @@ pub struct MapTable {
     /// Maps named by print/clear/delete/reads, with the key names written there (if
     /// any), checked once all probes are seen.
     pub referenced: Vec<(String, Span, Vec<Option<KeyName>>)>,
+    /// Maps some probe deletes an element of (`delete(@m[k])`).
+    pub deleted: std::collections::BTreeSet<String>,
+}
+
+impl MapInfo {
+    /// Whether the map can be a per-CPU array indexed by the probed function: keyed by
+    /// `func` alone, an aggregation whose value tells an element never updated (all
+    /// zero) from one that was (not `sum`, which can add up to 0), and never deleted
+    /// from in a probe (a program can zero only its own CPU's value of an array).
+    pub fn by_function(&self, deleted: bool) -> bool {
+        self.keys == [Ty::Func] && matches!(&self.value, MapValueTy::Agg { agg, .. } if *agg != Agg::Sum) && !deleted
+    }
 }
 
 /// `@name`, or `@` for the anonymous map.

@@ -47,6 +47,9 @@ pub struct Gen<'a> {
     pub bias: Option<i16>,
     /// How much of a whole Go value `print` copies.
     pub bounds: crate::capture::Bounds,
+    /// The index in `Plan::functions` of the one function the program is attached at
+    /// (`func` is then a constant, not read from the attach cookie).
+    pub function_index: Option<u32>,
     /// Where the program ends (r0 = 0; exit).
     pub done: Label,
     /// The script's `self` variables.
@@ -83,6 +86,7 @@ impl<'a> Gen<'a> {
             carried: Vec::new(),
             bias: None,
             bounds: crate::capture::Bounds::default(),
+            function_index: None,
             done,
             self_vars,
             acct: None,
@@ -413,6 +417,10 @@ impl<'a> Gen<'a> {
                 self.b.emit(alu64_imm(BPF_RSH, R0, 32));
             }
             Builtin::Cpu => self.b.emit(call(BPF_FUNC_get_smp_processor_id)),
+            Builtin::Func if self.function_index.is_some() => {
+                // A program attached at one function knows its index.
+                self.b.emit(mov64_imm(R0, self.function_index.unwrap_or_default() as i32));
+            }
             Builtin::Func => {
                 // The low 32 bits of the cookie index the functions (plan::COOKIE_SLOT_SHIFT).
                 self.b.emit(mov64_reg(R1, R6));

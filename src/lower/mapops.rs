@@ -60,6 +60,9 @@ impl Gen<'_> {
         arg: Option<&Expr>,
         span: Span,
     ) -> Result<(), LowerError> {
+        if um.by_function {
+            return self.aggregate_by_function(um, &keys[0], agg, arg, span);
+        }
         let key = self.key(um, keys, span)?;
         let val = self.slot(8, span)?;
         if let Some(a) = arg {
@@ -94,6 +97,40 @@ impl Gen<'_> {
         self.count_refused(&um.object_name, span)?;
         self.b.ja_to(skip);
         self.b.bind(have);
+        self.b.emit(mov64_reg(R7, R0));
+        if arg.is_some() {
+            self.b.emit(load(Size::DW, R1, R10, val));
+        }
+        let signed = arg.is_none_or(|a| self.facts.ty(a.id).is_signed());
+        super::agg::update(&mut self.b, agg, signed);
+        self.b.bind(skip);
+        self.b.emit(mov64_imm(R0, 0));
+        Ok(())
+    }
+
+    /// An aggregation into a per-CPU array indexed by the function `key` evaluates to
+    /// (`UserMap::by_function`): every element exists, so there is nothing to insert.
+    fn aggregate_by_function(
+        &mut self,
+        um: &UserMap,
+        key: &Expr,
+        agg: Agg,
+        arg: Option<&Expr>,
+        span: Span,
+    ) -> Result<(), LowerError> {
+        let slot = self.slot(8, span)?;
+        let val = self.slot(8, span)?;
+        if let Some(a) = arg {
+            self.expr(a)?;
+            self.b.emit(store_reg(Size::DW, R10, val, R0));
+        }
+        self.expr(key)?;
+        self.b.emit(store_reg(Size::W, R10, slot, R0));
+        let skip = self.b.new_label();
+        self.b.ld_map(R1, &um.object_name);
+        self.stack_ptr(R2, slot);
+        self.b.emit(call(BPF_FUNC_map_lookup_elem));
+        self.b.jmp_imm_to(BPF_JEQ, R0, 0, skip);
         self.b.emit(mov64_reg(R7, R0));
         if arg.is_some() {
             self.b.emit(load(Size::DW, R1, R10, val));

@@ -108,6 +108,8 @@ pub struct UserMap {
     pub key_fields: Vec<Field>,
     pub key_size: u32,
     pub value: MapValueTy,
+    /// A per-CPU array indexed by the function (`MapInfo::by_function`).
+    pub by_function: bool,
 }
 
 #[derive(Debug, Default)]
@@ -130,9 +132,15 @@ impl Maps {
                 key_fields.push(Field { offset, ty: k.value_type() });
                 offset += k.record_size();
             }
-            // A map without keys has one 8-byte zero key.
-            let key_size = offset.max(8);
+            // A map without keys has one 8-byte zero key; one keyed by the function alone
+            // is a per-CPU array indexed by it (no hashing, no insertion: the verifier
+            // inlines the lookup), sized once every function is known (`size_arrays`).
+            let by_function = info.by_function(table.deleted.contains(name));
+            let key_size = if by_function { 4 } else { offset.max(8) };
             let (kind, value_size, value) = match &info.value {
+                MapValueTy::Agg { agg, of } if by_function => {
+                    (MapKind::PercpuArray, agg.value_size(), MapValue::Agg { agg: *agg, of: of.value_type() })
+                }
                 MapValueTy::Agg { agg, of } => {
                     maps.zeros_size = maps.zeros_size.max(agg.value_size());
                     (MapKind::PercpuHash, agg.value_size(), MapValue::Agg { agg: *agg, of: of.value_type() })
@@ -152,7 +160,10 @@ impl Maps {
                     value,
                 },
             });
-            maps.user.insert(name.clone(), UserMap { object_name, key_fields, key_size, value: info.value.clone() });
+            maps.user.insert(
+                name.clone(),
+                UserMap { object_name, key_fields, key_size, value: info.value.clone(), by_function },
+            );
         }
         if let Some(record) = entry_record {
             maps.specs.push(MapSpec {
@@ -198,10 +209,12 @@ impl Maps {
         });
     }
 
-    /// Gives the user maps and the `self` table the sizes `sizes` asks for.
-    pub fn apply_sizes(&mut self, sizes: &MapSizes) {
+    /// Gives the user maps and the `self` table the sizes `sizes` asks for; a map
+    /// indexed by function holds one element per function of the plan (`functions`).
+    pub fn apply_sizes(&mut self, sizes: &MapSizes, functions: usize) {
         for spec in &mut self.specs {
             match &spec.role {
+                MapRole::User { .. } if spec.kind == MapKind::PercpuArray => spec.max_entries = functions.max(1) as u32,
                 MapRole::User { name, .. } => spec.max_entries = sizes.of_map(name),
                 MapRole::SelfVars => spec.max_entries = sizes.of_self(),
                 _ => {}

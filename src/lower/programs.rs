@@ -117,7 +117,7 @@ pub(super) fn lower_all(
     plan.probes.sort_by_key(|p| !return_programs.contains(&p.program));
     let mut maps = maps;
     maps.add_scratch(events.iter().map(|e| e.size).max().unwrap_or(8));
-    maps.apply_sizes(&settings.map_sizes);
+    maps.apply_sizes(&settings.map_sizes, plan.functions.len());
     plan.accounting = layout.finish(&mut maps);
     plan.maps = maps.specs;
     // Whole Go values in events are decoded with the types the checker reached.
@@ -239,7 +239,12 @@ impl Ctx<'_> {
             _ => Vec::new(),
         };
         let biased = self.biased && reads_globals(inst);
+        let function_index = match inst.functions.as_slice() {
+            [f] => self.plan.functions.iter().position(|n| *n == f.name).map(|i| i as u32),
+            _ => None,
+        };
         let program = self.program(&name, owner, comment, &inst.facts, probe.span, |gen| {
+            gen.function_index = function_index;
             if biased {
                 gen.load_bias(&name, probe.span)?;
             }

@@ -56,8 +56,12 @@ impl std::ops::AddAssign for RunStats {
     }
 }
 
-/// The statistics of the program behind `fd`.
-fn run_stats_of(fd: BorrowedFd<'_>) -> io::Result<RunStats> {
+/// Where `struct bpf_prog_info` keeps the program's name (16 bytes, NUL-padded).
+const INFO_NAME: usize = 64;
+
+/// `struct bpf_prog_info` of the program behind `fd`, and how many bytes the kernel
+/// filled.
+fn prog_info(fd: BorrowedFd<'_>) -> io::Result<([u8; INFO_SIZE], usize)> {
     let mut info = [0u8; INFO_SIZE];
     let mut attr =
         InfoAttr { bpf_fd: fd.as_raw_fd() as u32, info_len: INFO_SIZE as u32, info: info.as_mut_ptr() as u64 };
@@ -74,9 +78,23 @@ fn run_stats_of(fd: BorrowedFd<'_>) -> io::Result<RunStats> {
     if ret < 0 {
         return Err(io::Error::last_os_error());
     }
+    Ok((info, attr.info_len as usize))
+}
+
+/// The name the program behind `fd` was loaded with.
+pub(super) fn program_name_of(fd: BorrowedFd<'_>) -> io::Result<String> {
+    let (info, _) = prog_info(fd)?;
+    let name = &info[INFO_NAME..INFO_NAME + 16];
+    let end = name.iter().position(|b| *b == 0).unwrap_or(16);
+    Ok(String::from_utf8_lossy(&name[..end]).into_owned())
+}
+
+/// The statistics of the program behind `fd`.
+pub(super) fn run_stats_of(fd: BorrowedFd<'_>) -> io::Result<RunStats> {
+    let (info, len) = prog_info(fd)?;
     // A kernel with a shorter struct fills less (info_len says how much).
     let field = |at: usize| -> u64 {
-        if (attr.info_len as usize) < at + 8 {
+        if len < at + 8 {
             return 0;
         }
         u64::from_ne_bytes(info[at..at + 8].try_into().unwrap_or([0; 8]))

@@ -131,12 +131,27 @@ impl MapHandle {
 
     pub fn entries(&self) -> Result<Entries, RuntimeError> {
         let mut out = Vec::new();
+        let by_function = self.is_array() && matches!(self.spec.role, crate::plan::MapRole::User { .. });
         for key in self.keys()? {
-            if let Some(values) = self.lookup(&key)? {
-                out.push((key, values));
+            match self.lookup(&key)? {
+                // A user map kept as an array indexed by function (plan::MapSpec): its
+                // keys are read as the 8-byte function index the plan describes, and an
+                // element never updated (zero on every CPU) is no entry.
+                Some(values) if by_function => {
+                    if values.iter().any(|v| v.iter().any(|b| *b != 0)) {
+                        let index = u32::from_ne_bytes(key[..4].try_into().unwrap_or_default());
+                        out.push((u64::from(index).to_ne_bytes().to_vec(), values));
+                    }
+                }
+                Some(values) => out.push((key, values)),
+                None => {}
             }
         }
         Ok(out)
+    }
+
+    fn is_array(&self) -> bool {
+        matches!(self.spec.kind, crate::plan::MapKind::Array | crate::plan::MapKind::PercpuArray)
     }
 
     /// The u64 at the start of every element of an array, summed over CPUs for a per-CPU
@@ -208,9 +223,8 @@ impl MapHandle {
 
     /// Deletes every entry of a hash map; zeroes every element of an array.
     pub fn clear(&self) -> Result<(), RuntimeError> {
-        let is_array = matches!(self.spec.kind, crate::plan::MapKind::Array | crate::plan::MapKind::PercpuArray);
         let keys = self.keys()?;
-        if is_array {
+        if self.is_array() {
             let (count, stride) = self.value_layout()?;
             let mut zero = vec![0u8; count * stride];
             for key in keys {

@@ -13,6 +13,7 @@ mod events;
 mod loader;
 mod maps;
 pub mod process;
+pub mod progstats;
 mod reader;
 pub mod signals;
 mod trigger;

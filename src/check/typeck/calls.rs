@@ -144,6 +144,7 @@ impl Cx<'_> {
                 [Expr { kind: ExprKind::Map(m), .. }] if !m.keys.is_empty() => {
                     self.keys(m);
                     self.maps.reference(m);
+                    self.maps.deleted.insert(m.name.name.clone());
                 }
                 _ => self.err(
                     Diagnostic::error(e.span, "delete takes one map element: `delete(@m[key])`")
