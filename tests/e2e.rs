@@ -94,6 +94,21 @@ fn wildcard_matches_several_functions_each_counted() {
 }
 
 #[test]
+fn maps_by_function_hold_only_the_functions_that_ran() {
+    if !privileged("maps_by_function_hold_only_the_functions_that_ran") {
+        return;
+    }
+    // Keyed by `func` alone, these maps are arrays indexed by function: main.sleepy is
+    // probed but never called in this mode, so it has no entry in either.
+    let r = trace_c(r#"on entry "main.other*", main.sleepy { count(); @first[func] = min(nsecs) }"#, "others 77");
+    let calls = truth(&r.stdout, "calls");
+    assert_eq!(map_value(&r.stdout, "@[main.other1]"), calls);
+    assert_eq!(map_value(&r.stdout, "@[main.other2]"), calls);
+    assert!(!r.stdout.contains("main.sleepy"), "a function that never ran is printed:\n{}", r.stdout);
+    assert_eq!(r.stdout.lines().filter(|l| l.starts_with("@first[main.other")).count(), 2, "{}", r.stdout);
+}
+
+#[test]
 fn narrow_ints_and_bools_are_read_at_their_width() {
     if !privileged("narrow_ints_and_bools_are_read_at_their_width") {
         return;
