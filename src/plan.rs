@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
 /// The version of the plan's format. A plan of another version is refused.
-pub const PLAN_VERSION: u32 = 4;
+pub const PLAN_VERSION: u32 = 5;
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Plan {
@@ -184,8 +184,13 @@ pub enum MapRole {
     /// index into `Plan::functions`, read back as the 8-byte `Func` key `keys` describes,
     /// and an element that is zero on every CPU is no entry.
     User { name: String, keys: Vec<Field>, key_names: Vec<String>, value: MapValue },
-    /// Entry timestamps for `elapsed`, keyed by goroutine activation.
-    EntryTimes,
+    /// Each goroutine's record of its timed calls in flight (for `elapsed` and `on
+    /// panic`), keyed by its g pointer.
+    Goroutines,
+    /// Timed calls in flight deeper than a goroutine's record holds, keyed by (g, depth).
+    Frames,
+    /// Parameters carried from a call's entry to its return, keyed by (g, frame index).
+    Carried,
     /// `self.NAME` variables, keyed by goroutine.
     SelfVars,
     /// The ring buffer of print/printf/exit events.

@@ -127,7 +127,7 @@ fn every_construct_lowers() {
     }
     // What some constructs need of the plan.
     let c = compiled("on return main.sleepy { @lat = hist(elapsed) }", &e2e);
-    assert!(c.plan.maps.iter().any(|m| matches!(m.role, MapRole::EntryTimes)), "elapsed times entries");
+    assert!(c.plan.maps.iter().any(|m| matches!(m.role, MapRole::Goroutines)), "elapsed keeps frames");
     assert!(c.plan.probes.iter().any(|p| p.describe.contains("entry times")), "a timing program");
     let c = compiled("on entry main.add { self.a = a } on return main.add { @x = sum(self.a) }", &e2e);
     assert!(c.plan.maps.iter().any(|m| matches!(m.role, MapRole::SelfVars)));

@@ -261,7 +261,7 @@ fn unknown_parameter_suggests_the_right_one() {
 fn elapsed_in_an_entry_probe_is_a_type_error() {
     let r = gtrace(&["-e", "on entry main.add { @s = sum(elapsed) }", "-b", e2e().to_str().unwrap()]);
     assert_clean_failure(&r);
-    assert!(r.stderr.contains("`elapsed` is only known in `on return` probes"), "{}", r.stderr);
+    assert!(r.stderr.contains("`elapsed` is only known in `on return` and `on panic` probes"), "{}", r.stderr);
 }
 
 #[test]

@@ -15,9 +15,14 @@ pub enum Builtin {
     Comm,
     /// The probed function's name.
     Func,
+    /// The value of the panic that ended the call (`on panic` only).
+    Panic,
+    /// Whether a recover() stopped that panic (`on panic` only).
+    Recovered,
 }
 
-pub const NAMES: &[&str] = &["elapsed", "nsecs", "goid", "pid", "tid", "cpu", "comm", "func", "args", "ustack", "ret"];
+pub const NAMES: &[&str] =
+    &["elapsed", "nsecs", "goid", "pid", "tid", "cpu", "comm", "func", "args", "ustack", "ret", "panic", "recovered"];
 
 impl Builtin {
     pub fn from_name(name: &str) -> Option<Builtin> {
@@ -30,6 +35,8 @@ impl Builtin {
             "cpu" => Builtin::Cpu,
             "comm" => Builtin::Comm,
             "func" => Builtin::Func,
+            "panic" => Builtin::Panic,
+            "recovered" => Builtin::Recovered,
             _ => return None,
         })
     }
@@ -41,6 +48,8 @@ impl Builtin {
             Builtin::Pid | Builtin::Tid | Builtin::Cpu => Ty::Int { size: 4, signed: false },
             Builtin::Comm => Ty::Str { max: 16 },
             Builtin::Func => Ty::Func,
+            Builtin::Panic => Ty::Interface,
+            Builtin::Recovered => Ty::Bool,
         }
     }
 }

@@ -61,6 +61,7 @@ pub fn check_probe(
         let carried = carried(&facts, &target.types());
         let needs_g = uses_elapsed
             || !carried.is_empty()
+            || probe.kind == InstanceKind::Panic
             || facts.uses_self
             || facts.names.values().any(|n| *n == Name::Builtin(Builtin::Goid));
         if needs_g {
@@ -111,9 +112,11 @@ pub fn check_probe(
 /// value, else one each; inlined calls of one function, and places where a line starts,
 /// whose values sit in the same places share one.
 fn groups(probe: &ResolvedProbe, body: &Block, target: &Target, limit: u32) -> Vec<Group> {
-    if probe.functions.len() <= 1 || !reads_go_values(body) {
+    if probe.functions.len() <= 1 || !reads_go_values(body) || probe.kind == InstanceKind::Panic {
         let functions = probe.functions.clone();
         let (at_inlined_call, values) = match functions.as_slice() {
+            // The call's frame is gone when a panic's probe runs: no parameters.
+            _ if probe.kind == InstanceKind::Panic => (false, Ok(Vec::new())),
             [one] => site_values(target, one, probe.kind, limit),
             _ => (false, Ok(Vec::new())),
         };

@@ -94,6 +94,9 @@ pub enum InstanceKind {
     Return,
     /// Where a source line starts.
     Line,
+    /// `on panic F`: runs at runtime.recovery or runtime.fatalpanic for each call of F
+    /// the panic ended.
+    Panic,
     Begin,
     End,
     Interval {

@@ -48,6 +48,7 @@ fn provider(kind: &ProbeKind) -> Provider<'_> {
     let (kind, word, places) = match kind {
         ProbeKind::Entry(p) => (InstanceKind::Entry, "entry", Places::Functions(p)),
         ProbeKind::Return(p) => (InstanceKind::Return, "return", Places::Functions(p)),
+        ProbeKind::Panic(p) => (InstanceKind::Panic, "panic", Places::Functions(p)),
         ProbeKind::Line(spec) => (InstanceKind::Line, "line", Places::Line(spec)),
         ProbeKind::Begin => (InstanceKind::Begin, "begin", Places::Gtrace),
         ProbeKind::End => (InstanceKind::End, "end", Places::Gtrace),
@@ -167,7 +168,7 @@ fn resolve_pattern(
 ) -> Vec<FuncSite> {
     let found = target.find(&pattern.text);
     let inlined = target.find_inlined(&pattern.text);
-    if kind == InstanceKind::Return && found.is_empty() && !inlined.is_empty() {
+    if matches!(kind, InstanceKind::Return | InstanceKind::Panic) && found.is_empty() && !inlined.is_empty() {
         let mut callers: Vec<&str> = inlined.iter().map(|s| s.caller.as_str()).collect();
         callers.dedup();
         let more = if callers.len() > 3 { format!(" and {} more", callers.len() - 3) } else { String::new() };
@@ -279,6 +280,17 @@ fn function_site(
                 inlined: None,
                 line: None,
             })
+        }
+        // A panic's frames are kept from the entry to a RET: every site must hold a probe
+        // (a function may have no RET at all: one that always panics).
+        InstanceKind::Panic => {
+            for at in std::iter::once(s.entry).chain(s.returns.iter().copied()) {
+                if let Some(refusal) = target.uprobe_refusal(at) {
+                    pass(Some(at), SkipReason::Refused(refusal));
+                    return None;
+                }
+            }
+            Some(FuncSite { name: f.name.clone(), entry: s.entry, returns: s.returns, inlined: None, line: None })
         }
         _ => match target.uprobe_refusal(s.entry) {
             Some(refusal) => {

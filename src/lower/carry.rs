@@ -1,9 +1,9 @@
 //! Parameters carried from a call's entry to its return. At a RET Go has reused the
 //! parameters' registers, so what a return probe reads of them is read at the entry of
-//! the same call and kept in its entry record: the map value that the entry writes under
-//! the call's activation key (goid, g.stack.hi − SP), where `elapsed` finds its start
-//! time. A record is the time (8 bytes) then the parameters the function's return probes
-//! read, at offsets fixed per function; one map update at entry writes it all.
+//! the same call and kept beside its frame (frames.rs): in the `carried` map under (g,
+//! the frame's index), which the return finds once it has found its frame. A record is
+//! 8 bytes (unused) then the parameters the function's return probes read, at offsets
+//! fixed per function; one map update at entry writes it all.
 
 use super::codegen::Gen;
 use super::values::Place;
@@ -61,31 +61,24 @@ impl EntryRecords {
 }
 
 impl Gen<'_> {
-    /// At a function's entry: entry_times[activation] = (now, the carried parameters),
-    /// built on the stack and written with one map update.
-    pub fn store_entry_record(
-        &mut self,
-        key: i16,
-        fields: &[(Carried, u32)],
-        size: u32,
-        span: Span,
-    ) -> Result<(), LowerError> {
+    /// At a function's entry, after its frame is pushed: carried[(g, frame)] = the
+    /// parameters its returns read, built on the stack and written with one map update.
+    pub fn store_carried(&mut self, fields: &[(Carried, u32)], size: u32, span: Span) -> Result<(), LowerError> {
         let record = self.slot(size, span)?;
         for i in 0..(size / 8) as i16 {
             self.b.emit(store_imm(Size::DW, R10, record + 8 * i, 0));
         }
-        self.b.emit(call(BPF_FUNC_ktime_get_ns));
-        self.b.emit(store_reg(Size::DW, R10, record, R0));
         for (c, off) in fields {
             self.b.comment(format!("carry `{}` to the return", c.name));
             self.copy_at_entry(&c.location, record + *off as i16, c.size, span)?;
         }
-        self.b.ld_map(R1, maps::ENTRY_TIMES);
+        let key = self.frame_key(span)?;
+        self.b.ld_map(R1, maps::CARRIED);
         self.stack_ptr(R2, key);
         self.stack_ptr(R3, record);
         self.b.emit(mov64_imm(R4, BPF_ANY));
         self.b.emit(call(BPF_FUNC_map_update_elem));
-        self.b.emit(mov64_imm(R0, 0));
+        self.count_refused_update(maps::CARRIED, span)?;
         Ok(())
     }
 
@@ -143,25 +136,18 @@ impl Gen<'_> {
         Ok(())
     }
 
-    /// At a return: finds the entry record of this call (skipping the probe when its
-    /// entry was not seen) and keeps a pointer to it; computes `elapsed` if `elapsed`.
-    pub fn load_entry_record(&mut self, key: i16, elapsed: bool, span: Span) -> Result<(), LowerError> {
+    /// At a return, after its frame was found: keeps a pointer to the parameters its
+    /// entry carried (skipping the probe when there are none: the entry was not seen).
+    pub fn load_carried(&mut self, span: Span) -> Result<(), LowerError> {
         let record = self.slot(8, span)?;
-        self.b.comment("the entry record of this activation: its time and carried parameters");
-        self.b.ld_map(R1, maps::ENTRY_TIMES);
+        self.b.comment("the parameters this call's entry carried");
+        let key = self.frame_key(span)?;
+        self.b.ld_map(R1, maps::CARRIED);
         self.stack_ptr(R2, key);
         self.b.emit(call(BPF_FUNC_map_lookup_elem));
         self.b.jmp_imm_to(BPF_JEQ, R0, 0, self.done);
         self.b.emit(store_reg(Size::DW, R10, record, R0));
         self.entry_record = Some(record);
-        if elapsed {
-            let slot = self.slot(8, span)?;
-            self.b.emit(load(Size::DW, R7, R0, 0));
-            self.b.emit(call(BPF_FUNC_ktime_get_ns));
-            self.b.emit(alu64_reg(BPF_SUB, R0, R7));
-            self.b.emit(store_reg(Size::DW, R10, slot, R0));
-            self.elapsed = Some(slot);
-        }
         Ok(())
     }
 

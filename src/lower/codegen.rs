@@ -34,8 +34,18 @@ pub struct Gen<'a> {
     /// Every event format of the script; a record's first u64 indexes it.
     pub events: &'a mut Vec<EventSpec>,
     locals: HashMap<String, i16>,
-    /// The goroutine activation key (goid, g.stack.hi - SP), when computed.
-    pub activation: Option<i16>,
+    /// The goroutine's g pointer, when loaded (`load_g`).
+    pub g: Option<i16>,
+    /// Where `goid` and `stack.hi` are in runtime.g.
+    pub g_layout: Option<crate::target::GLayout>,
+    /// `stack.hi` in runtime.g (8 in every release).
+    pub stack_hi: u32,
+    /// A pointer to the goroutine's record of calls in flight (frames.rs), when read.
+    pub record: Option<i16>,
+    /// A pointer to this call's frame, in a return probe that found it.
+    pub call_frame: Option<i16>,
+    /// The index of this call's frame in its goroutine's record, once pushed or found.
+    pub frame_index: Option<i16>,
     /// `elapsed`, when this is a return probe that uses it.
     pub elapsed: Option<i16>,
     /// The slot holding a pointer to this call's entry record, in a return probe that
@@ -47,6 +57,9 @@ pub struct Gen<'a> {
     pub bias: Option<i16>,
     /// How much of a whole Go value `print` copies.
     pub bounds: crate::capture::Bounds,
+    /// In `on panic`: the function of the frame the body runs for (`func`), the panic's
+    /// value (16 bytes: type, data) and whether it was recovered.
+    pub panic_frame: Option<(i16, i16, i16)>,
     /// The index in `Plan::functions` of the one function the program is attached at
     /// (`func` is then a constant, not read from the attach cookie).
     pub function_index: Option<u32>,
@@ -80,12 +93,18 @@ impl<'a> Gen<'a> {
             sources,
             events,
             locals: HashMap::new(),
-            activation: None,
+            g: None,
+            g_layout: None,
+            stack_hi: 8,
+            record: None,
+            call_frame: None,
+            frame_index: None,
             elapsed: None,
             entry_record: None,
             carried: Vec::new(),
             bias: None,
             bounds: crate::capture::Bounds::default(),
+            panic_frame: None,
             function_index: None,
             done,
             self_vars,
@@ -393,7 +412,7 @@ impl<'a> Gen<'a> {
         Ok(())
     }
 
-    fn builtin(&mut self, b: Builtin, span: Span) -> Result<(), LowerError> {
+    pub(super) fn builtin(&mut self, b: Builtin, span: Span) -> Result<(), LowerError> {
         match b {
             Builtin::Elapsed => {
                 let slot =
@@ -401,12 +420,7 @@ impl<'a> Gen<'a> {
                 self.b.emit(load(Size::DW, R0, R10, slot));
             }
             Builtin::Nsecs => self.b.emit(call(BPF_FUNC_ktime_get_ns)),
-            Builtin::Goid => {
-                let slot = self
-                    .activation
-                    .ok_or_else(|| LowerError::unsupported(span, "goid without the layout of runtime.g"))?;
-                self.b.emit(load(Size::DW, R0, R10, slot));
-            }
+            Builtin::Goid => self.goid(span)?,
             Builtin::Pid => {
                 self.b.emit(call(BPF_FUNC_get_current_pid_tgid));
                 self.b.emit(alu64_imm(BPF_RSH, R0, 32));
@@ -417,6 +431,17 @@ impl<'a> Gen<'a> {
                 self.b.emit(alu64_imm(BPF_RSH, R0, 32));
             }
             Builtin::Cpu => self.b.emit(call(BPF_FUNC_get_smp_processor_id)),
+            Builtin::Func if self.panic_frame.is_some() => {
+                // In `on panic`: the function of the frame the body runs for.
+                let (func, _, _) = self.panic_frame.unwrap_or_default();
+                self.b.emit(load(Size::DW, R0, R10, func));
+            }
+            Builtin::Recovered => {
+                let (_, _, recovered) =
+                    self.panic_frame.ok_or_else(|| LowerError::unsupported(span, "recovered outside `on panic`"))?;
+                self.b.emit(load(Size::DW, R0, R10, recovered));
+            }
+            Builtin::Panic => return Err(LowerError::unsupported(span, "a panic's value as a number")),
             Builtin::Func if self.function_index.is_some() => {
                 // A program attached at one function knows its index.
                 self.b.emit(mov64_imm(R0, self.function_index.unwrap_or_default() as i32));

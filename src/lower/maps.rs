@@ -8,14 +8,21 @@ use crate::plan::{Field, MapKind, MapRole, MapSpec, MapValue};
 /// How many keys a user map holds before updates fail, unless `--map-size` says
 /// otherwise. Documented in docs/language.md.
 pub const USER_MAP_ENTRIES: u32 = 16_384;
-/// Entry records (time, carried parameters) of calls in flight (LRU: calls that never
-/// return are evicted).
-pub const ENTRY_TIME_ENTRIES: u32 = 65_536;
+/// Parameters carried from entries to returns of calls in flight, by (g, frame) (LRU:
+/// the least recently used go first).
+pub const CARRIED_ENTRIES: u32 = 65_536;
+/// Goroutines with timed calls in flight, each with its record of them (frames.rs; LRU:
+/// the record of the goroutine least recently used goes first).
+pub const GOROUTINE_RECORDS: u32 = 32_768;
+/// Timed calls in flight deeper than a record holds (recursion), on all goroutines.
+pub const DEEP_FRAMES: u32 = 65_536;
 /// The ring buffer of events, in bytes (a power of two multiple of the page size).
 pub const EVENTS_BYTES: u32 = 1 << 22;
 
 pub const EVENTS: &str = "events";
-pub const ENTRY_TIMES: &str = "entry_times";
+pub const GOROUTINES: &str = "goroutines";
+pub const FRAMES: &str = "frames";
+pub const CARRIED: &str = "carried";
 pub const SCRATCH: &str = "scratch";
 pub const ZEROS: &str = "zeros";
 pub const SELF_VARS: &str = "self_vars";
@@ -120,9 +127,9 @@ pub struct Maps {
 }
 
 impl Maps {
-    /// The maps of `table`, and the table of entry records (`entry_record` bytes each)
-    /// when return probes need them.
-    pub fn new(table: &MapTable, entry_record: Option<u32>) -> Maps {
+    /// The maps of `table`; with `records`, the goroutines' records of timed calls (of
+    /// that many bytes) and the deep frames.
+    pub fn new(table: &MapTable, records: Option<u32>) -> Maps {
         let mut maps = Maps::default();
         for (i, (name, info)) in table.maps.iter().enumerate() {
             let object_name = format!("m{i}");
@@ -165,15 +172,24 @@ impl Maps {
                 UserMap { object_name, key_fields, key_size, value: info.value.clone(), by_function },
             );
         }
-        if let Some(record) = entry_record {
+        if let Some(size) = records {
             maps.specs.push(MapSpec {
-                object_name: ENTRY_TIMES.into(),
+                object_name: GOROUTINES.into(),
+                kind: MapKind::LruHash,
+                key_size: 8,
+                value_size: size,
+                max_entries: GOROUTINE_RECORDS,
+                role: MapRole::Goroutines,
+            });
+            maps.specs.push(MapSpec {
+                object_name: FRAMES.into(),
                 kind: MapKind::LruHash,
                 key_size: 16,
-                value_size: record.max(8),
-                max_entries: ENTRY_TIME_ENTRIES,
-                role: MapRole::EntryTimes,
+                value_size: super::frames::FRAME as u32,
+                max_entries: DEEP_FRAMES,
+                role: MapRole::Frames,
             });
+            maps.zeros_size = maps.zeros_size.max(size);
         }
         maps.specs.push(MapSpec {
             object_name: EVENTS.into(),
@@ -196,7 +212,20 @@ impl Maps {
         maps
     }
 
-    /// The `self` variables: keyed by (goid, variable index), each value the size of the
+    /// The parameters carried from entries to returns (carry.rs): records of `size`
+    /// bytes keyed by (g, frame index).
+    pub fn add_carried(&mut self, size: u32) {
+        self.specs.push(MapSpec {
+            object_name: CARRIED.into(),
+            kind: MapKind::LruHash,
+            key_size: 16,
+            value_size: size.max(8),
+            max_entries: CARRIED_ENTRIES,
+            role: MapRole::Carried,
+        });
+    }
+
+    /// The `self` variables: keyed by (g, variable index), each value the size of the
     /// largest variable's record.
     pub fn add_self_vars(&mut self, value_size: u32) {
         self.specs.push(MapSpec {

@@ -15,12 +15,15 @@ pub mod codegen;
 pub mod events;
 pub mod float;
 pub mod frame;
+pub mod frames;
 pub mod globals;
 pub mod goroutine;
 pub mod mapops;
 pub mod maps;
 mod programs;
+mod runtime_programs;
 pub mod stored;
+pub mod unwind;
 pub mod values;
 
 use crate::bpf::builder::{BuildError, Program};
@@ -49,6 +52,12 @@ pub enum LowerError {
     Build { span: Span, program: String, source: BuildError },
     #[error("self variables need runtime.goexit0 and the layout of runtime.g (from DWARF) to be freed when a goroutine exits")]
     NoGoexit { span: Span },
+    #[error(
+        "`{function}` is not in the binary, or cannot hold a probe: gtrace needs it to follow calls that panics end"
+    )]
+    NoRuntimeFunction { span: Span, function: String },
+    #[error("on panic needs to know where the runtime keeps its panics (runtime.g and runtime._panic): this binary has no DWARF, and its Go version is not one gtrace has measured")]
+    NoPanicLayout { span: Span },
     #[error("no file offset for {function} at {addr:#x}")]
     NoFileOffset { span: Span, function: String, addr: u64 },
     #[error("this needs {bytes} bytes in one record; eBPF reaches at most {} bytes from its start", i16::MAX)]
@@ -99,6 +108,12 @@ impl LowerError {
             LowerError::TooLarge { span, .. } => d(span)
                 .label("too large")
                 .hint("use a shorter string literal, or print fewer or shorter values (--string-limit; for whole values --depth, --max-fields, --max-elems)"),
+            LowerError::NoRuntimeFunction { span, .. } => d(span)
+                .label("needs the Go runtime's panic functions")
+                .hint("is this a Go program built by Go 1.17 or later?"),
+            LowerError::NoPanicLayout { span } => d(span)
+                .label("cannot follow panics in this binary")
+                .hint("give its DWARF kept aside with --debug-file, or trace a build with DWARF"),
             LowerError::NoFileOffset { span, .. } => d(span)
                 .label("probed here")
                 .hint("the function's code is not in the file: was the binary modified after it was linked?"),

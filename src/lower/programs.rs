@@ -1,6 +1,8 @@
-//! The programs of a script, by kind: a probe instance's body, the timing of entries for
-//! `elapsed`, and the freeing of `self` variables at goroutine exit. Each is one
-//! prologue, a body and one epilogue (`program`); where it attaches goes into the plan.
+//! The programs of a script, by kind: a probe instance's body, the frames of timed calls
+//! pushed at their entries (for `elapsed` and `on panic`), and the freeing of `self`
+//! variables at goroutine exit; gtrace's programs in the runtime are in
+//! runtime_programs.rs. Each is one prologue, a body and one epilogue (`program`); where
+//! it attaches goes into the plan.
 
 use super::accounting::{Layout, ProgramAcct, Settings};
 use super::carry::EntryRecords;
@@ -14,8 +16,8 @@ use crate::plan::{AttachPoint, Binary, EventSpec, Plan, ProbeAttach, ProbeSpec, 
 use crate::syntax::ast::{Item, Script, Span};
 use crate::target::Target;
 
-/// The program that times entries for `elapsed`.
-const ENTRY_TIMING: &str = "time_entries";
+/// The program that pushes the frames of timed calls at their entries.
+pub(super) const ENTRY_TIMING: &str = "time_entries";
 /// The program that frees a goroutine's `self` variables when it exits.
 const SELF_CLEANUP: &str = "self_cleanup";
 /// The program that learns a PIE's load bias at the ELF entry point.
@@ -27,21 +29,21 @@ fn reads_globals(inst: &Instance) -> bool {
 }
 
 /// What every program of the script shares while it is lowered.
-struct Ctx<'a> {
-    checked: &'a Checked,
-    target: &'a Target,
-    sources: &'a Sources,
+pub(super) struct Ctx<'a> {
+    pub(super) checked: &'a Checked,
+    pub(super) target: &'a Target,
+    pub(super) sources: &'a Sources,
     maps: &'a Maps,
     events: Vec<EventSpec>,
-    plan: Plan,
+    pub(super) plan: Plan,
     programs: Vec<(String, Program)>,
-    /// Programs of `on return` probes: attached first (see `lower_all`).
-    return_programs: Vec<String>,
+    /// Programs at RETs: attached first (see `lower_all`).
+    pub(super) return_programs: Vec<String>,
     /// gtrace's own counters and limits, laid out as programs need them.
-    layout: Layout,
+    pub(super) layout: Layout,
     /// What each function's entry records for its return probes.
     records: &'a EntryRecords,
-    /// The program that writes each function's entry record, by function.
+    /// The program that pushes each function's frames at its entry, by function.
     entry_programs: std::collections::HashMap<String, String>,
     /// The target is a PIE whose package variables are read: programs that read them
     /// add the process's load bias.
@@ -53,9 +55,9 @@ struct Ctx<'a> {
 /// Which probe a program belongs to and how many functions it is attached at (0 for
 /// the programs that run in gtrace itself: begin, end, interval).
 #[derive(Clone, Copy)]
-struct Owner {
-    item: usize,
-    functions: usize,
+pub(super) struct Owner {
+    pub(super) item: usize,
+    pub(super) functions: usize,
 }
 
 pub(super) fn lower_all(
@@ -75,7 +77,12 @@ pub(super) fn lower_all(
     }
     let timed = timed_functions(checked);
     let records = EntryRecords::new(checked)?;
-    let mut maps = Maps::new(&checked.maps, (!timed.is_empty()).then_some(records.size));
+    let panics = checked.instances.iter().any(|i| i.kind == InstanceKind::Panic);
+    let record = if panics { super::unwind::RECORD_WITH_PANICS } else { super::frames::RECORD };
+    let mut maps = Maps::new(&checked.maps, (!timed.is_empty()).then_some(record));
+    if records.carrying().next().is_some() {
+        maps.add_carried(records.size);
+    }
     if !checked.self_vars.is_empty() {
         maps.add_self_vars(checked.self_vars.values().map(|v| v.ty.record_size()).max().unwrap_or(8));
     }
@@ -100,9 +107,15 @@ pub(super) fn lower_all(
     };
     for (i, inst) in checked.instances.iter().enumerate() {
         let Item::Probe(probe) = &script.items[inst.item] else { continue };
-        cx.probe_program(format!("p{i}"), inst, probe)?;
+        match inst.kind {
+            InstanceKind::Panic => cx.panic_programs(i, inst, probe)?,
+            _ => cx.probe_program(format!("p{i}"), inst, probe)?,
+        }
     }
-    cx.entry_programs(&timed)?;
+    if let Some((_, span)) = timed.first() {
+        cx.entry_programs(&timed)?;
+        cx.runtime_programs(panics, *span)?;
+    }
     if let Some(var) = checked.self_vars.values().min_by_key(|v| v.index) {
         cx.self_cleanup_program(var.span)?;
     }
@@ -128,11 +141,12 @@ pub(super) fn lower_all(
     Ok(Lowered { programs, plan })
 }
 
-/// Functions whose entries must record their time and parameters for their return
-/// probes, each with the span of the first probe that needs it.
-fn timed_functions(checked: &Checked) -> Vec<((String, u64), Span)> {
+/// Functions whose calls are kept as frames from their entries (`on return` probes that
+/// use `elapsed` or parameters, and `on panic`), each with the span of the first probe
+/// that needs it.
+pub(super) fn timed_functions(checked: &Checked) -> Vec<((String, u64), Span)> {
     let mut timed: Vec<((String, u64), Span)> = Vec::new();
-    for inst in checked.instances.iter().filter(|i| i.needs_entry()) {
+    for inst in checked.instances.iter().filter(|i| i.needs_entry() || i.kind == InstanceKind::Panic) {
         for f in &inst.functions {
             if !timed.iter().any(|((n, _), _)| *n == f.name) {
                 timed.push(((f.name.clone(), f.entry), inst.span));
@@ -144,7 +158,7 @@ fn timed_functions(checked: &Checked) -> Vec<((String, u64), Span)> {
 
 impl Ctx<'_> {
     /// Generates a program: the prologue, `body`, the epilogue.
-    fn program(
+    pub(super) fn program(
         &mut self,
         name: &str,
         owner: Owner,
@@ -165,6 +179,8 @@ impl Ctx<'_> {
         );
         gen.bounds = self.bounds;
         gen.acct = Some(ProgramAcct { layout: &mut self.layout, program: name.to_string(), item: owner.item });
+        gen.g_layout = self.target.g_layout();
+        gen.stack_hi = gen.g_layout.map_or(8, |g| g.stack_hi);
         gen.b.comment(comment);
         gen.prologue();
         if owner.functions > 0 {
@@ -191,7 +207,7 @@ impl Ctx<'_> {
         Ok(program)
     }
 
-    fn add(&mut self, name: String, program: Program, attach: ProbeAttach, describe: String) {
+    pub(super) fn add(&mut self, name: String, program: Program, attach: ProbeAttach, describe: String) {
         self.plan.probes.push(ProbeSpec {
             section: format!("uprobe/{name}"),
             program: name.clone(),
@@ -202,20 +218,36 @@ impl Ctx<'_> {
         self.programs.push((name, program));
     }
 
-    /// Where `program` attaches to `function` at `addr`, with the function's cookie.
-    fn point(&mut self, program: &str, function: &str, addr: u64, span: Span) -> Result<AttachPoint, LowerError> {
-        let file_offset = self.target.file_offset(addr).ok_or_else(|| LowerError::NoFileOffset {
-            span,
-            function: function.to_string(),
-            addr,
-        })?;
-        let index = match self.plan.functions.iter().position(|f| f == function) {
+    /// The program that pushes `function`'s frames at its entry.
+    pub(super) fn entry_program(&self, function: &str) -> Option<String> {
+        self.entry_programs.get(function).cloned()
+    }
+
+    /// The index of `function` in the plan's functions (added if new).
+    pub(super) fn function_index(&mut self, function: &str) -> usize {
+        match self.plan.functions.iter().position(|f| f == function) {
             Some(i) => i,
             None => {
                 self.plan.functions.push(function.to_string());
                 self.plan.functions.len() - 1
             }
-        };
+        }
+    }
+
+    /// Where `program` attaches to `function` at `addr`, with the function's cookie.
+    pub(super) fn point(
+        &mut self,
+        program: &str,
+        function: &str,
+        addr: u64,
+        span: Span,
+    ) -> Result<AttachPoint, LowerError> {
+        let file_offset = self.target.file_offset(addr).ok_or_else(|| LowerError::NoFileOffset {
+            span,
+            function: function.to_string(),
+            addr,
+        })?;
+        let index = self.function_index(function);
         let cookie = self.layout.cookie(program, function, index);
         Ok(AttachPoint { function: function.to_string(), address: addr, file_offset, cookie })
     }
@@ -226,8 +258,7 @@ impl Ctx<'_> {
         inst: &Instance,
         probe: &crate::syntax::ast::Probe,
     ) -> Result<(), LowerError> {
-        let g = self.target.g_layout();
-        let uses_goid = inst.facts.uses_self || inst.facts.names.values().any(|n| *n == Name::Builtin(Builtin::Goid));
+        let uses_g = inst.facts.uses_self || inst.facts.names.values().any(|n| *n == Name::Builtin(Builtin::Goid));
         let comment = self.sources.located_line(probe.span);
         let functions = match inst.kind {
             InstanceKind::Entry | InstanceKind::Return | InstanceKind::Line => inst.functions.len(),
@@ -248,12 +279,14 @@ impl Ctx<'_> {
             if biased {
                 gen.load_bias(&name, probe.span)?;
             }
-            if inst.needs_entry() || uses_goid {
-                let key = gen.activation_key(g, probe.span)?;
-                if inst.needs_entry() {
+            if inst.needs_entry() {
+                gen.pop_frame(probe.span)?;
+                if !carried.is_empty() {
                     gen.carried = carried.clone();
-                    gen.load_entry_record(key, inst.uses_elapsed, probe.span)?;
+                    gen.load_carried(probe.span)?;
                 }
+            } else if uses_g {
+                gen.load_g(None, probe.span)?;
             }
             gen.block(&probe.body)
         })?;
@@ -272,26 +305,30 @@ impl Ctx<'_> {
             InstanceKind::Begin => ProbeAttach::Begin,
             InstanceKind::End => ProbeAttach::End,
             InstanceKind::Interval { nanos } => ProbeAttach::Interval { nanos },
+            InstanceKind::Panic => unreachable!("on panic probes are lowered by panic_programs"),
         };
         self.add(name, program, attach, inst.describe.clone());
         Ok(())
     }
 
-    /// The programs at the entries of the functions whose return probes use `elapsed` or
-    /// parameters: one that records the time for every function that carries no
-    /// parameters, and one per function that does (its parameters are where its ABI
-    /// puts them). Each writes the call's entry record under its activation key.
+    /// The programs at the entries of timed functions (see `timed_functions`): one that
+    /// pushes the frame of every function that carries no parameters, and one per
+    /// function that does, which also keeps them (where its ABI puts them) for its
+    /// returns under the frame.
     fn entry_programs(&mut self, timed: &[((String, u64), Span)]) -> Result<(), LowerError> {
-        let g = self.target.g_layout();
         let size = self.records.size;
         let plain: Vec<_> = timed.iter().filter(|((f, _), _)| !self.records.functions.contains_key(f)).collect();
         if let Some((_, span)) = plain.first() {
             let (name, span) = (ENTRY_TIMING.to_string(), *span);
-            let comment = "time the entry of every call whose return uses `elapsed`".to_string();
+            let comment = "push the frame of every timed call (for elapsed and on panic)".to_string();
             let owner = Owner { item: usize::MAX, functions: plain.len() };
+            let function_index = match plain.as_slice() {
+                [((f, _), _)] => Some(self.function_index(f) as u32),
+                _ => None,
+            };
             let program = self.program(&name, owner, comment, &Facts::default(), span, |gen| {
-                let key = gen.activation_key(g, span)?;
-                gen.store_entry_time(key, size, span)
+                gen.function_index = function_index;
+                gen.push_frame(span)
             })?;
             let points =
                 plain.iter().map(|((f, addr), span)| self.point(&name, f, *addr, *span)).collect::<Result<_, _>>()?;
@@ -305,11 +342,13 @@ impl Ctx<'_> {
             let Some(((_, addr), span)) = timed.iter().find(|((f, _), _)| f == function) else { continue };
             let name = format!("entry{k}");
             let names: Vec<&str> = fields.iter().map(|(c, _)| c.name.as_str()).collect();
-            let comment = format!("the entry of {function}: its time, and {} for its returns", names.join(", "));
+            let comment = format!("the entry of {function}: its frame, and {} for its returns", names.join(", "));
             let owner = Owner { item: usize::MAX, functions: 1 };
+            let function_index = Some(self.function_index(function) as u32);
             let program = self.program(&name, owner, comment, &Facts::default(), *span, |gen| {
-                let key = gen.activation_key(g, *span)?;
-                gen.store_entry_record(key, fields, size, *span)
+                gen.function_index = function_index;
+                gen.push_frame(*span)?;
+                gen.store_carried(fields, size, *span)
             })?;
             let points = vec![self.point(&name, function, *addr, *span)?];
             self.entry_programs.insert(function.clone(), name.clone());
@@ -326,7 +365,6 @@ impl Ctx<'_> {
         let Some(f) = target.find("runtime.goexit0").first().map(|f| (*f).clone()) else {
             return Err(LowerError::NoGoexit { span });
         };
-        let g = target.g_layout().ok_or(LowerError::NoGoexit { span })?;
         let sites = target.probe_sites(&f).map_err(|_| LowerError::NoGoexit { span })?;
         let name = SELF_CLEANUP.to_string();
         let comment = "free the self variables of the goroutine that exits".to_string();
@@ -334,7 +372,7 @@ impl Ctx<'_> {
         // gp, where the calling convention puts a pointer-sized first argument.
         let gp = crate::arch::abi::assign(target.conv_of(&f), &[target.word_type()], &target.types()).remove(0);
         let program =
-            self.program(&name, owner, comment, &Facts::default(), span, |gen| gen.free_self_vars(g, &gp, span))?;
+            self.program(&name, owner, comment, &Facts::default(), span, |gen| gen.free_self_vars(&gp, span))?;
         let points = vec![self.point(&name, &f.name, sites.entry, span)?];
         self.add(name, program, ProbeAttach::Uprobe(points), "goroutine exit: free self variables".into());
         Ok(())
@@ -398,5 +436,6 @@ impl Ctx<'_> {
             readers.push(SiteRef { program: LOAD_BIAS.to_string(), function: None });
             self.layout.tie(readers);
         }
+        self.tie_panic_sites();
     }
 }

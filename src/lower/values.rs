@@ -26,6 +26,8 @@ pub enum Place {
     Pieces { pieces: Vec<Piece>, offset: u64, name: String, span: Span },
     /// Carried from the call's entry: at `offset` in its entry record (see carry.rs).
     Carried { offset: u64 },
+    /// Copied to the program's stack, at slot `slot` + `offset` (the panic's value).
+    Stack { slot: i16, offset: u64 },
 }
 
 impl Place {
@@ -35,6 +37,7 @@ impl Place {
             Place::Mem { addr, offset } => Place::Mem { addr, offset: offset + more as i64 },
             Place::Pieces { pieces, offset, name, span } => Place::Pieces { pieces, offset: offset + more, name, span },
             Place::Carried { offset } => Place::Carried { offset: offset + more },
+            Place::Stack { slot, offset } => Place::Stack { slot, offset: offset + more },
         }
     }
 }
@@ -86,6 +89,11 @@ impl Gen<'_> {
             Some(Name::GoValue { name, at_entry: true, .. }) => return self.carried_place(&name, e.span),
             Some(Name::GoValue { name, location, .. }) => return self.location_place(&name, &location, e.span),
             Some(Name::Global { addr, .. }) => return self.global_place(addr, e.span),
+            Some(Name::Builtin(crate::check::Builtin::Panic)) => {
+                let (_, value, _) =
+                    self.panic_frame.ok_or_else(|| LowerError::unsupported(e.span, "panic outside `on panic`"))?;
+                return Ok(Place::Stack { slot: value, offset: 0 });
+            }
             _ => {}
         }
         match &e.kind {
@@ -140,7 +148,7 @@ impl Gen<'_> {
                         self.b.emit(store_reg(Size::DW, R10, ptr, R0));
                         (ptr, Some(n))
                     }
-                    (Some(_), Place::Regs { .. } | Place::Pieces { .. }) => {
+                    (Some(_), Place::Regs { .. } | Place::Pieces { .. } | Place::Stack { .. }) => {
                         return Err(LowerError::unsupported(e.span, "indexing an array held in registers"))
                     }
                     (Some(_), Place::Carried { .. }) => {
@@ -184,6 +192,10 @@ impl Gen<'_> {
                     // A zero-sized value, or a part no register holds.
                     None => self.b.emit(mov64_imm(R0, 0)),
                 }
+            }
+            Place::Stack { slot, offset } => {
+                let off = super::offset(Span::default(), *slot, *offset as usize)?;
+                self.b.emit(load(Size::DW, R0, R10, off));
             }
             Place::Mem { addr, offset } => {
                 self.b.emit(load(Size::DW, R3, R10, *addr));
@@ -502,8 +514,12 @@ impl Gen<'_> {
 
     /// Writes an interface's record (see `plan::ValueType::Interface`) at `base + off`.
     pub fn interface_to(&mut self, e: &Expr, base: u8, off: i16) -> Result<(), LowerError> {
-        let id = self.go_type_of(e).ok_or_else(|| LowerError::unsupported(e.span, "this interface"))?;
-        let empty = matches!(self.types.get(id).kind, TypeKind::Interface { empty: true });
+        // The panic's value is an `any`.
+        let empty = match self.go_type_of(e) {
+            Some(id) => matches!(self.types.get(id).kind, TypeKind::Interface { empty: true }),
+            None if matches!(self.facts.names.get(&e.id), Some(Name::Builtin(crate::check::Builtin::Panic))) => true,
+            None => return Err(LowerError::unsupported(e.span, "this interface")),
+        };
         let mark = self.frame.mark();
         let place = self.place(e)?;
         self.interface_from_place(&place, empty, base, off, e.span)?;

@@ -86,6 +86,8 @@ pub struct Probe {
 pub enum ProbeKind {
     Entry(Vec<SymbolPattern>),
     Return(Vec<SymbolPattern>),
+    /// `on panic F`: a call of F that a panic ends without a RET.
+    Panic(Vec<SymbolPattern>),
     Begin,
     End,
     /// `on interval 1s`: the period in nanoseconds.

@@ -16,6 +16,7 @@ mod inlined;
 mod lines;
 mod linesites;
 mod moduledata;
+mod panicinfo;
 mod pclntab;
 mod rtype;
 mod slots;
@@ -25,6 +26,7 @@ mod variables;
 pub use crate::arch::ProbeSites;
 pub use debugfile::DebugSearch;
 pub use elf::BuildIds;
+pub use panicinfo::{PanicLayout, Recovery};
 pub use pclntab::PclntabError;
 pub use variables::{NoVariable, Variable};
 

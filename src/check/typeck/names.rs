@@ -32,15 +32,23 @@ impl Cx<'_> {
         if let Some(b) = Builtin::from_name(n) {
             match b {
                 Builtin::Elapsed => {
-                    if self.kind != InstanceKind::Return {
+                    if !matches!(self.kind, InstanceKind::Return | InstanceKind::Panic) {
                         self.err(
-                            Diagnostic::error(e.span, "`elapsed` is only known in `on return` probes")
+                            Diagnostic::error(e.span, "`elapsed` is only known in `on return` and `on panic` probes")
                                 .label("no matching entry here")
                                 .hint("use it in `on return FUNC { ... }`"),
                         );
                         return Ty::Void;
                     }
                     self.uses_elapsed = true;
+                }
+                Builtin::Panic | Builtin::Recovered if self.kind != InstanceKind::Panic => {
+                    self.err(
+                        Diagnostic::error(e.span, format!("`{n}` is only known in `on panic` probes"))
+                            .label("no panic here")
+                            .hint("`on panic FUNC { ... }` runs for each call of FUNC that a panic ended"),
+                    );
+                    return Ty::Void;
                 }
                 // `on begin`, `on end` and `on interval` fire in gtrace's own process.
                 Builtin::Pid | Builtin::Tid | Builtin::Comm | Builtin::Goid if !self.has_function => {
@@ -102,6 +110,14 @@ impl Cx<'_> {
             return Ty::Args;
         }
         if n == "ustack" {
+            if self.kind == InstanceKind::Panic {
+                self.err(
+                    Diagnostic::error(e.span, "`ustack` is not known in `on panic` probes")
+                        .label("the call's stack is gone")
+                        .hint("a panic's probe runs where the runtime recovers or dies, after the call's frames are unwound; record `ustack` in `on entry` into a self variable"),
+                );
+                return Ty::Void;
+            }
             if !self.has_function {
                 self.err(
                     Diagnostic::error(e.span, "`ustack` is only known in probes of functions")
@@ -172,6 +188,8 @@ impl Cx<'_> {
                 Diagnostic::error(span, format!("unknown name `{n}`")).label("not a parameter, local or builtin");
             if !self.has_function {
                 d = d.hint("begin, end and interval probes have no parameters");
+            } else if self.kind == InstanceKind::Panic {
+                d = d.hint("parameters are not known in `on panic` (the call's frame is gone): keep what you need in a self variable at its entry, `on entry F { self.x = x }`, and read `self.x`");
             } else if self.values.first().is_some_and(|v| v.name == "arg0") && !via_arg {
                 d = d.hint(self.positional_hint());
             } else if self.values.is_empty() {

@@ -58,7 +58,7 @@ pub(super) fn syntax_error(e: &pest::error::Error<Rule>, text: &str, file: u32, 
         d = d.hint("declare a variable with `:=`; only `self.NAME` and `@MAP[...]` are assigned with `=`");
     }
     if positives.contains(&Rule::head_bare) {
-        d = d.hint("a probe is `on entry main.F { ... }`, `on return main.F { ... }`, `on begin { ... }`, `on end { ... }` or `on interval 1s { ... }`");
+        d = d.hint("a probe is `on entry main.F { ... }`, `on return main.F { ... }`, `on panic main.F { ... }`, `on begin { ... }`, `on end { ... }` or `on interval 1s { ... }`");
     }
     if found == "`>`" && tokens.iter().any(|t| t == "on") {
         d = d.hint("this `>` closes nothing: the one-line block `< ... >` ended at an earlier `>`");

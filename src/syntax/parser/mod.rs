@@ -173,6 +173,7 @@ impl Cx<'_> {
                         Rule::head_interval => self.interval(q),
                         Rule::head_return => ProbeKind::Return(self.symbols(q)),
                         Rule::head_line => self.line(q),
+                        Rule::head_panic => ProbeKind::Panic(self.symbols(q)),
                         _ => ProbeKind::Entry(self.symbols(q)),
                     };
                 }
@@ -405,6 +406,7 @@ pub(super) fn end_of(p: &Pair<Rule>) -> usize {
                 | expr_stmt
                 | head_entry
                 | head_return
+                | head_panic
                 | head_bare
                 | head_interval
                 | head_begin

@@ -22,7 +22,7 @@ mod index;
 mod lines;
 mod locations;
 mod scopes;
-mod types;
+pub(crate) mod types;
 mod variables;
 
 pub(crate) use lines::LineTable;

@@ -1,0 +1,460 @@
+//! The calls in flight on each goroutine, for `elapsed` and `on panic` (docs/panics.md):
+//! one record per goroutine, keyed by its g pointer (the g register at every Go function
+//! boundary: no read of the target's memory), holding a stack of frames. An entry pushes
+//! a frame (its time, its stack position, the function); a return finds its frame at
+//! the top, or just above it when another program at the same RET popped it, and pops.
+//!
+//! A frame's position is `rel = SP - base`, where `base` is the record's: when the
+//! runtime copies the goroutine's stack (runtime.copystack, probed by `stack_moves`), it
+//! notes the old stack's top in `moved`, and the next program that reads the record adds
+//! how far the stack moved to `base` (one read of g.stack.hi, only then). So every frame
+//! of the record keeps its position across stack copies, and comparing positions says
+//! which frame is deeper (smaller rel).
+//!
+//! The first `INLINE` frames live in the record; deeper ones (recursion) in the `frames`
+//! map under (g, index). Frames that ended without a RET (a recovered panic that no
+//! probe saw, a probe detached mid-call) are stale: an entry pops every frame at or
+//! below its own position, a return every frame below its own.
+
+use super::codegen::Gen;
+use super::{maps, LowerError};
+use crate::arch::abi::Location;
+use crate::bpf::builder::Label;
+use crate::bpf::helpers::*;
+use crate::bpf::insn::*;
+use crate::syntax::ast::Span;
+
+/// Frames kept in the goroutine's record; deeper ones go to the `frames` map.
+pub const INLINE: i32 = 8;
+/// A frame: its entry time, its position (`rel`), the function's index in the plan.
+pub const FRAME: i32 = 24;
+pub const F_TIME: i16 = 0;
+pub const F_REL: i16 = 8;
+pub const F_FUNC: i16 = 16;
+
+/// The record: frames in flight (u32), frames the last panic ended (u32, above `top`),
+/// the base of positions, the old stack top of a copy not yet applied, the frames.
+pub const R_TOP: i16 = 0;
+pub const R_GONE: i16 = 4;
+pub const R_BASE: i16 = 8;
+pub const R_MOVED: i16 = 16;
+pub const R_FRAMES: i16 = 24;
+/// The record without panic state.
+pub const RECORD: u32 = R_FRAMES as u32 + (INLINE * FRAME) as u32;
+
+/// How many stale frames one entry or return pops (the rest go at later ones).
+const HEAL: usize = 4;
+
+/// Which frames a probe takes for stale: an entry those at or below its position, a
+/// return those below it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stale {
+    AtOrBelow,
+    Below,
+}
+
+impl Gen<'_> {
+    /// Keeps the goroutine's g pointer in a slot, from the g register or from where `from`
+    /// says (a runtime function's argument: the g it works on).
+    pub fn load_g(&mut self, from: Option<&Location>, span: Span) -> Result<i16, LowerError> {
+        if let Some(g) = self.g {
+            return Ok(g);
+        }
+        let slot = self.slot(8, span)?;
+        match from {
+            Some(location) => {
+                let mark = self.frame.mark();
+                let place = self.location_place("gp", location, span)?;
+                self.read_scalar(&place, 8, false)?;
+                self.frame.release(mark);
+                self.b.emit(store_reg(Size::DW, R10, slot, R0));
+            }
+            None => {
+                self.load_reg(R1, self.arch.g_reg());
+                self.b.emit(store_reg(Size::DW, R10, slot, R1));
+            }
+        }
+        self.g = Some(slot);
+        Ok(slot)
+    }
+
+    /// R0 = the record of the goroutine in the g slot (or 0).
+    pub(super) fn lookup_record(&mut self) {
+        let g = self.g.unwrap_or_default();
+        self.b.ld_map(R1, maps::GOROUTINES);
+        self.stack_ptr(R2, g);
+        self.b.emit(call(BPF_FUNC_map_lookup_elem));
+    }
+
+    /// Keeps a pointer to the goroutine's record in a slot (and applies a stack copy not
+    /// yet applied); jumps to the end of the program when it has none, or (with
+    /// `insert`) when none can be made.
+    pub fn record(&mut self, insert: bool, span: Span) -> Result<i16, LowerError> {
+        let slot = self.record_unmoved(insert, span)?;
+        self.resolve_move(span)?;
+        Ok(slot)
+    }
+
+    /// `record`, leaving a stack copy not yet applied to the caller (R0 = the record).
+    fn record_unmoved(&mut self, insert: bool, span: Span) -> Result<i16, LowerError> {
+        let slot = self.slot(8, span)?;
+        let have = self.b.new_label();
+        self.lookup_record();
+        if insert {
+            self.b.jmp_imm_to(BPF_JNE, R0, 0, have);
+            // A new record: zeros from the `zeros` map, which is never written.
+            let zkey = self.slot(8, span)?;
+            self.b.emit(store_imm(Size::DW, R10, zkey, 0));
+            self.b.ld_map(R1, maps::ZEROS);
+            self.stack_ptr(R2, zkey);
+            self.b.emit(call(BPF_FUNC_map_lookup_elem));
+            self.b.jmp_imm_to(BPF_JEQ, R0, 0, self.done);
+            self.b.emit(mov64_reg(R3, R0));
+            self.b.ld_map(R1, maps::GOROUTINES);
+            self.stack_ptr(R2, self.g.unwrap_or_default());
+            self.b.emit(mov64_imm(R4, BPF_NOEXIST));
+            self.b.emit(call(BPF_FUNC_map_update_elem));
+            self.lookup_record();
+        }
+        self.b.jmp_imm_to(BPF_JEQ, R0, 0, self.done);
+        self.b.bind(have);
+        self.b.emit(store_reg(Size::DW, R10, slot, R0));
+        self.record = Some(slot);
+        Ok(slot)
+    }
+
+    /// When the stack was copied since the record was last read: base += how far its top
+    /// moved (g.stack.hi now, minus the old top `stack_moves` noted).
+    fn resolve_move(&mut self, span: Span) -> Result<(), LowerError> {
+        let rec = self.record.unwrap_or_default();
+        let skip = self.b.new_label();
+        self.b.emit(load(Size::DW, R1, R10, rec));
+        self.b.emit(load(Size::DW, R2, R1, R_MOVED));
+        self.b.jmp_imm_to(BPF_JEQ, R2, 0, skip);
+        let hi = self.slot(8, span)?;
+        self.b.emit(store_imm(Size::DW, R10, hi, 0));
+        self.b.emit(load(Size::DW, R7, R10, self.g.unwrap_or_default()));
+        self.read_user(hi, R7, self.stack_hi as i32);
+        self.b.emit(load(Size::DW, R1, R10, rec));
+        self.b.emit(load(Size::DW, R2, R10, hi));
+        self.b.emit(load(Size::DW, R3, R1, R_MOVED));
+        self.b.emit(alu64_reg(BPF_SUB, R2, R3));
+        self.b.emit(load(Size::DW, R3, R1, R_BASE));
+        self.b.emit(alu64_reg(BPF_ADD, R3, R2));
+        self.b.emit(store_reg(Size::DW, R1, R_BASE, R3));
+        self.b.emit(store_imm(Size::DW, R1, R_MOVED, 0));
+        self.b.bind(skip);
+        self.b.emit(mov64_imm(R0, 0));
+        Ok(())
+    }
+
+    /// A slot holding this probe's position: SP - base.
+    fn position(&mut self, span: Span) -> Result<i16, LowerError> {
+        let rel = self.slot(8, span)?;
+        self.load_reg(R2, self.arch.stack_pointer());
+        self.b.emit(load(Size::DW, R1, R10, self.record.unwrap_or_default()));
+        self.b.emit(load(Size::DW, R1, R1, R_BASE));
+        self.b.emit(alu64_reg(BPF_SUB, R2, R1));
+        self.b.emit(store_reg(Size::DW, R10, rel, R2));
+        Ok(rel)
+    }
+
+    /// R0 = the address of frame number *(u64 *)(r10 + idx) of the record: in it for the
+    /// first INLINE frames, else in the `frames` map; 0 when there is none. Clobbers R0-R5.
+    pub(super) fn frame_addr(&mut self, idx: i16, span: Span) -> Result<(), LowerError> {
+        let rec = self.record.unwrap_or_default();
+        let deep = self.b.new_label();
+        let end = self.b.new_label();
+        self.b.emit(load(Size::DW, R1, R10, idx));
+        self.b.jmp_imm_to(BPF_JGE, R1, INLINE, deep);
+        self.b.emit(alu64_imm(BPF_AND, R1, INLINE - 1));
+        self.b.emit(alu64_imm(BPF_MUL, R1, FRAME));
+        self.b.emit(load(Size::DW, R0, R10, rec));
+        self.b.emit(alu64_reg(BPF_ADD, R0, R1));
+        self.b.emit(alu64_imm(BPF_ADD, R0, i32::from(R_FRAMES)));
+        self.b.ja_to(end);
+        self.b.bind(deep);
+        let key = self.deep_key(idx, span)?;
+        self.b.ld_map(R1, maps::FRAMES);
+        self.stack_ptr(R2, key);
+        self.b.emit(call(BPF_FUNC_map_lookup_elem));
+        self.b.bind(end);
+        // A label needs an instruction after it; not one on R0 (maybe null).
+        self.b.emit(mov64_imm(R5, 0));
+        Ok(())
+    }
+
+    /// The key (g, index) of a deep frame, in a new slot.
+    fn deep_key(&mut self, idx: i16, span: Span) -> Result<i16, LowerError> {
+        let key = self.slot(16, span)?;
+        self.b.emit(load(Size::DW, R1, R10, self.g.unwrap_or_default()));
+        self.b.emit(store_reg(Size::DW, R10, key, R1));
+        self.b.emit(load(Size::DW, R1, R10, idx));
+        self.b.emit(store_reg(Size::DW, R10, key + 8, R1));
+        Ok(key)
+    }
+
+    /// *(u64 *)(r10 + idx) = top - 1; jumps to `out` when the record holds no frame.
+    fn top_index(&mut self, idx: i16, minus: i32, out: Label) {
+        self.b.emit(load(Size::DW, R1, R10, self.record.unwrap_or_default()));
+        self.b.emit(load(Size::W, R2, R1, R_TOP));
+        if minus > 0 {
+            self.b.jmp_imm_to(BPF_JEQ, R2, 0, out);
+            self.b.emit(alu64_imm(BPF_SUB, R2, minus));
+        }
+        self.b.emit(store_reg(Size::DW, R10, idx, R2));
+    }
+
+    /// top = *(u64 *)(r10 + idx).
+    pub(super) fn set_top(&mut self, idx: i16) {
+        self.b.emit(load(Size::DW, R1, R10, self.record.unwrap_or_default()));
+        self.b.emit(load(Size::DW, R2, R10, idx));
+        self.b.emit(store_reg(Size::W, R1, R_TOP, R2));
+    }
+
+    /// Pops up to HEAL stale frames: those at or below (`Stale::AtOrBelow`) or below the
+    /// position in slot `rel`.
+    fn heal(&mut self, rel: i16, stale: Stale, span: Span) -> Result<(), LowerError> {
+        let out = self.b.new_label();
+        let idx = self.slot(8, span)?;
+        for _ in 0..HEAL {
+            self.top_index(idx, 1, out);
+            self.frame_addr(idx, span)?;
+            self.b.jmp_imm_to(BPF_JEQ, R0, 0, out);
+            self.b.emit(load(Size::DW, R3, R0, F_REL));
+            self.b.emit(load(Size::DW, R4, R10, rel));
+            let live = if stale == Stale::AtOrBelow { BPF_JSGT } else { BPF_JSGE };
+            self.b.jmp_reg_to(live, R3, R4, out);
+            self.set_top(idx);
+        }
+        self.b.bind(out);
+        self.b.emit(mov64_imm(R0, 0));
+        Ok(())
+    }
+
+    /// At the entry of a function whose calls are timed: pushes its frame on the
+    /// goroutine's record (made if it has none).
+    pub fn push_frame(&mut self, span: Span) -> Result<(), LowerError> {
+        self.load_g(None, span)?;
+        let rec = self.record_unmoved(true, span)?;
+        let frame = self.slot(FRAME as u32, span)?;
+        let idx = self.slot(8, span)?;
+        self.frame_index = Some(idx);
+        let slow = self.b.new_label();
+        let pushed = self.b.new_label();
+        self.fast_push(frame, idx, slow, pushed, span)?;
+        self.b.bind(slow);
+        self.resolve_move(span)?;
+        // No frame in flight: positions start afresh (the stack may be another one).
+        let have = self.b.new_label();
+        self.b.emit(load(Size::DW, R1, R10, rec));
+        self.b.emit(load(Size::W, R2, R1, R_TOP));
+        self.b.jmp_imm_to(BPF_JNE, R2, 0, have);
+        self.b.emit(store_imm(Size::DW, R1, R_BASE, 0));
+        self.b.bind(have);
+        self.b.emit(mov64_imm(R0, 0));
+        let rel = self.position(span)?;
+        self.heal(rel, Stale::AtOrBelow, span)?;
+        self.builtin(crate::check::Builtin::Func, span)?;
+        self.b.emit(store_reg(Size::DW, R10, frame + F_FUNC, R0));
+        self.b.emit(load(Size::DW, R1, R10, rel));
+        self.b.emit(store_reg(Size::DW, R10, frame + F_REL, R1));
+        self.b.emit(call(BPF_FUNC_ktime_get_ns));
+        self.b.emit(store_reg(Size::DW, R10, frame + F_TIME, R0));
+        let deep = self.b.new_label();
+        let bump = self.b.new_label();
+        self.top_index(idx, 0, bump);
+        self.b.emit(load(Size::DW, R1, R10, idx));
+        self.b.jmp_imm_to(BPF_JGE, R1, INLINE, deep);
+        self.frame_addr(idx, span)?;
+        self.b.jmp_imm_to(BPF_JEQ, R0, 0, bump);
+        for off in [F_TIME, F_REL, F_FUNC] {
+            self.b.emit(load(Size::DW, R1, R10, frame + off));
+            self.b.emit(store_reg(Size::DW, R0, off, R1));
+        }
+        self.b.ja_to(bump);
+        self.b.bind(deep);
+        let key = self.deep_key(idx, span)?;
+        self.b.ld_map(R1, maps::FRAMES);
+        self.stack_ptr(R2, key);
+        self.stack_ptr(R3, frame);
+        self.b.emit(mov64_imm(R4, BPF_ANY));
+        self.b.emit(call(BPF_FUNC_map_update_elem));
+        self.count_refused_update(maps::FRAMES, span)?;
+        self.b.bind(bump);
+        self.b.emit(load(Size::DW, R1, R10, rec));
+        self.b.emit(load(Size::W, R2, R1, R_TOP));
+        self.b.emit(alu64_imm(BPF_ADD, R2, 1));
+        self.b.emit(store_reg(Size::W, R1, R_TOP, R2));
+        self.b.bind(pushed);
+        self.b.emit(mov64_imm(R0, 0));
+        Ok(())
+    }
+
+    /// The key (g, index of this call's frame) of what the call keeps beside its frame
+    /// (carry.rs), in a new slot.
+    pub(super) fn frame_key(&mut self, span: Span) -> Result<i16, LowerError> {
+        let idx = self.frame_index.ok_or_else(|| LowerError::unsupported(span, "parameters without a frame"))?;
+        self.deep_key(idx, span)
+    }
+
+    /// At a return of a timed function: finds this call's frame (at the top, or just
+    /// above it when another program at this RET popped it), pops it, and keeps
+    /// `elapsed`; a return whose entry was not seen ends the program.
+    pub fn pop_frame(&mut self, span: Span) -> Result<(), LowerError> {
+        self.load_g(None, span)?;
+        self.record_unmoved(false, span)?;
+        let func = self.slot(8, span)?;
+        self.builtin(crate::check::Builtin::Func, span)?;
+        self.b.emit(store_reg(Size::DW, R10, func, R0));
+        let idx = self.slot(8, span)?;
+        self.frame_index = Some(idx);
+        let found = self.b.new_label();
+        let slow = self.b.new_label();
+        self.fast_pop(func, idx, found, slow);
+        self.b.bind(slow);
+        self.resolve_move(span)?;
+        let rel = self.position(span)?;
+        self.heal(rel, Stale::Below, span)?;
+        let popped = self.b.new_label();
+        self.top_index(idx, 1, popped);
+        self.frame_addr(idx, span)?;
+        self.frame_is(rel, func, popped);
+        self.set_top(idx);
+        self.b.ja_to(found);
+        self.b.bind(popped);
+        self.top_index(idx, 0, popped);
+        self.frame_addr(idx, span)?;
+        self.frame_is(rel, func, self.done);
+        self.b.bind(found);
+        let frame = self.slot(8, span)?;
+        self.b.emit(store_reg(Size::DW, R10, frame, R0));
+        self.call_frame = Some(frame);
+        let elapsed = self.slot(8, span)?;
+        self.b.emit(call(BPF_FUNC_ktime_get_ns));
+        self.b.emit(load(Size::DW, R1, R10, frame));
+        self.b.emit(load(Size::DW, R1, R1, F_TIME));
+        self.b.emit(alu64_reg(BPF_SUB, R0, R1));
+        self.b.emit(store_reg(Size::DW, R10, elapsed, R0));
+        self.elapsed = Some(elapsed);
+        Ok(())
+    }
+
+    /// The common entry, in registers: no stack copy to apply, fewer than INLINE frames
+    /// in flight and the top one (if any) live, above this call. Pushes the frame (its
+    /// index into slot `idx`) and jumps to `pushed`; otherwise jumps to `slow`. R9 holds
+    /// the record, R8 the position.
+    fn fast_push(&mut self, frame: i16, idx: i16, slow: Label, pushed: Label, span: Span) -> Result<(), LowerError> {
+        let rec = self.record.unwrap_or_default();
+        let empty = self.b.new_label();
+        let push = self.b.new_label();
+        self.b.comment("the common entry: push the frame in the record");
+        self.b.emit(load(Size::DW, R9, R10, rec));
+        self.b.emit(load(Size::DW, R1, R9, R_MOVED));
+        self.b.jmp_imm_to(BPF_JNE, R1, 0, slow);
+        self.b.emit(load(Size::W, R2, R9, R_TOP));
+        self.b.jmp_imm_to(BPF_JGE, R2, INLINE, slow);
+        self.b.jmp_imm_to(BPF_JEQ, R2, 0, empty);
+        self.load_reg(R8, self.arch.stack_pointer());
+        self.b.emit(load(Size::DW, R1, R9, R_BASE));
+        self.b.emit(alu64_reg(BPF_SUB, R8, R1));
+        // The top frame must be above this call (else it is stale: the general path).
+        self.b.emit(alu64_imm(BPF_SUB, R2, 1));
+        self.b.emit(alu64_imm(BPF_AND, R2, INLINE - 1));
+        self.b.emit(alu64_imm(BPF_MUL, R2, FRAME));
+        self.b.emit(mov64_reg(R1, R9));
+        self.b.emit(alu64_reg(BPF_ADD, R1, R2));
+        self.b.emit(load(Size::DW, R1, R1, R_FRAMES + F_REL));
+        self.b.jmp_reg_to(BPF_JSLE, R1, R8, slow);
+        self.b.ja_to(push);
+        self.b.bind(empty);
+        // Nothing in flight: positions start afresh.
+        self.b.emit(store_imm(Size::DW, R9, R_BASE, 0));
+        self.load_reg(R8, self.arch.stack_pointer());
+        self.b.bind(push);
+        self.builtin(crate::check::Builtin::Func, span)?;
+        self.b.emit(store_reg(Size::DW, R10, frame + F_FUNC, R0));
+        self.b.emit(call(BPF_FUNC_ktime_get_ns));
+        self.b.emit(load(Size::W, R2, R9, R_TOP));
+        self.b.jmp_imm_to(BPF_JGE, R2, INLINE, slow);
+        self.b.emit(store_reg(Size::DW, R10, idx, R2));
+        self.b.emit(mov64_reg(R3, R2));
+        self.b.emit(alu64_imm(BPF_ADD, R3, 1));
+        self.b.emit(store_reg(Size::W, R9, R_TOP, R3));
+        self.b.emit(alu64_imm(BPF_AND, R2, INLINE - 1));
+        self.b.emit(alu64_imm(BPF_MUL, R2, FRAME));
+        self.b.emit(alu64_reg(BPF_ADD, R2, R9));
+        self.b.emit(store_reg(Size::DW, R2, R_FRAMES + F_TIME, R0));
+        self.b.emit(store_reg(Size::DW, R2, R_FRAMES + F_REL, R8));
+        self.b.emit(load(Size::DW, R1, R10, frame + F_FUNC));
+        self.b.emit(store_reg(Size::DW, R2, R_FRAMES + F_FUNC, R1));
+        self.b.ja_to(pushed);
+        Ok(())
+    }
+
+    /// The common return, in registers: no stack copy to apply, and this call's frame
+    /// (position and function `func`) at the top of the record's inline frames. Pops it
+    /// and jumps to `found` with R0 = the frame (its index in slot `idx`); otherwise
+    /// jumps to `slow`.
+    fn fast_pop(&mut self, func: i16, idx: i16, found: Label, slow: Label) {
+        self.b.comment("the common return: this call's frame on top");
+        self.b.emit(load(Size::DW, R9, R10, self.record.unwrap_or_default()));
+        self.b.emit(load(Size::DW, R1, R9, R_MOVED));
+        self.b.jmp_imm_to(BPF_JNE, R1, 0, slow);
+        self.b.emit(load(Size::W, R2, R9, R_TOP));
+        self.b.jmp_imm_to(BPF_JEQ, R2, 0, slow);
+        self.b.jmp_imm_to(BPF_JGT, R2, INLINE, slow);
+        self.b.emit(alu64_imm(BPF_SUB, R2, 1));
+        self.b.emit(mov64_reg(R4, R2));
+        self.b.emit(alu64_imm(BPF_AND, R2, INLINE - 1));
+        self.b.emit(alu64_imm(BPF_MUL, R2, FRAME));
+        self.b.emit(mov64_reg(R0, R9));
+        self.b.emit(alu64_reg(BPF_ADD, R0, R2));
+        self.b.emit(alu64_imm(BPF_ADD, R0, i32::from(R_FRAMES)));
+        self.load_reg(R3, self.arch.stack_pointer());
+        self.b.emit(load(Size::DW, R1, R9, R_BASE));
+        self.b.emit(alu64_reg(BPF_SUB, R3, R1));
+        self.b.emit(load(Size::DW, R1, R0, F_REL));
+        self.b.jmp_reg_to(BPF_JNE, R1, R3, slow);
+        self.b.emit(load(Size::W, R1, R0, F_FUNC));
+        self.b.emit(load(Size::DW, R2, R10, func));
+        self.b.jmp_reg_to(BPF_JNE, R1, R2, slow);
+        self.b.emit(store_reg(Size::W, R9, R_TOP, R4));
+        self.b.emit(store_reg(Size::DW, R10, idx, R4));
+        self.b.ja_to(found);
+    }
+
+    /// Jumps to `not` unless R0 is a frame at position `rel` of function `func`.
+    fn frame_is(&mut self, rel: i16, func: i16, not: Label) {
+        self.b.jmp_imm_to(BPF_JEQ, R0, 0, not);
+        self.b.emit(load(Size::DW, R1, R0, F_REL));
+        self.b.emit(load(Size::DW, R2, R10, rel));
+        self.b.jmp_reg_to(BPF_JNE, R1, R2, not);
+        self.b.emit(load(Size::W, R1, R0, F_FUNC));
+        self.b.emit(load(Size::DW, R2, R10, func));
+        self.b.jmp_reg_to(BPF_JNE, R1, R2, not);
+    }
+
+    /// At runtime.copystack(gp, newsize), `gp` at `location`: notes gp's stack top before
+    /// the copy in its record (if it has frames in flight and no copy is noted yet); the
+    /// next program that reads the record applies the move.
+    pub fn note_stack_move(&mut self, gp: &Location, span: Span) -> Result<(), LowerError> {
+        self.load_g(Some(gp), span)?;
+        let rec = self.slot(8, span)?;
+        self.lookup_record();
+        self.b.jmp_imm_to(BPF_JEQ, R0, 0, self.done);
+        self.b.emit(store_reg(Size::DW, R10, rec, R0));
+        self.b.emit(load(Size::W, R1, R0, R_TOP));
+        self.b.jmp_imm_to(BPF_JEQ, R1, 0, self.done);
+        self.b.emit(load(Size::DW, R1, R0, R_MOVED));
+        self.b.jmp_imm_to(BPF_JNE, R1, 0, self.done);
+        let hi = self.slot(8, span)?;
+        self.b.emit(store_imm(Size::DW, R10, hi, 0));
+        self.b.emit(load(Size::DW, R7, R10, self.g.unwrap_or_default()));
+        self.read_user(hi, R7, self.stack_hi as i32);
+        self.b.emit(load(Size::DW, R1, R10, rec));
+        self.b.emit(load(Size::DW, R2, R10, hi));
+        self.b.emit(store_reg(Size::DW, R1, R_MOVED, R2));
+        Ok(())
+    }
+}

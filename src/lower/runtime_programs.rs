@@ -1,0 +1,210 @@
+//! gtrace's own programs in the Go runtime, for the frames of timed calls (frames.rs,
+//! unwind.rs): at runtime.copystack (the stack moved), runtime.recovery (a recovered
+//! panic ended frames) and, with `on panic` probes, runtime.fatalpanic, runtime.gopanic
+//! (Go 1.17 to 1.21) and runtime.Goexit; a program that pops the frames of functions
+//! `on panic` watches at their RETs when no `on return` probe does; and the programs of
+//! the `on panic` probes themselves.
+
+use super::programs::{Ctx, Owner, ENTRY_TIMING};
+use super::unwind::Unwind;
+use super::LowerError;
+use crate::arch::abi::Location;
+use crate::check::{Facts, Instance, InstanceKind};
+use crate::plan::{ProbeAttach, SiteRef};
+use crate::syntax::ast::{Probe, Span};
+use crate::target::Function;
+
+const STACK_MOVES: &str = "stack_moves";
+const UNWIND: &str = "unwind";
+const UNWIND_FATAL: &str = "unwind_fatal";
+const PANIC_START: &str = "panic_start";
+const FATAL_VALUE: &str = "fatal_value";
+const GOEXIT: &str = "goexit";
+const FRAME_POPS: &str = "frame_pops";
+/// How many functions one `on panic` program tells apart (a probe over more has one
+/// program per this many).
+const PANIC_FUNCTIONS: usize = 32;
+
+impl Ctx<'_> {
+    /// A runtime function, where its probe goes (after the stack check), and where its
+    /// first `words` pointer-sized arguments are.
+    fn runtime_function(&self, name: &str, words: usize) -> Option<(Function, u64, Vec<Location>)> {
+        let target = self.target;
+        let f = target.find(name).first().map(|f| (*f).clone())?;
+        let entry = target.probe_sites(&f).ok()?.entry;
+        let args = crate::arch::abi::assign(target.conv_of(&f), &vec![target.word_type(); words], &target.types());
+        target.uprobe_refusal(entry).is_none().then_some((f, entry, args))
+    }
+
+    /// A program of gtrace's own at the entry of runtime function `function`.
+    fn runtime_program(
+        &mut self,
+        name: &str,
+        function: &str,
+        describe: &str,
+        span: Span,
+        body: impl FnOnce(&mut super::codegen::Gen, &[Location]) -> Result<(), LowerError>,
+        words: usize,
+    ) -> Result<bool, LowerError> {
+        let Some((f, entry, args)) = self.runtime_function(function, words) else { return Ok(false) };
+        let owner = Owner { item: usize::MAX, functions: 1 };
+        let program =
+            self.program(name, owner, describe.to_string(), &Facts::default(), span, |gen| body(gen, &args))?;
+        let points = vec![self.point(name, &f.name, entry, span)?];
+        self.add(name.to_string(), program, ProbeAttach::Uprobe(points), describe.to_string());
+        Ok(true)
+    }
+
+    /// The programs in the runtime that keep the frames of timed calls true: stack
+    /// copies, recovered panics, and with `on panic` probes (`panics`) the panics' values,
+    /// the deaths of goroutines and Goexit.
+    pub(super) fn runtime_programs(&mut self, panics: bool, span: Span) -> Result<(), LowerError> {
+        let moved = self.runtime_program(
+            STACK_MOVES,
+            "runtime.copystack",
+            "stack copies (runtime.copystack): keep the frames of timed calls",
+            span,
+            |gen, args| gen.note_stack_move(&args[0], span),
+            2,
+        )?;
+        if !moved {
+            return Err(LowerError::NoRuntimeFunction { span, function: "runtime.copystack".into() });
+        }
+        let layout = self.target.panic_layout();
+        match layout {
+            Some(layout) => {
+                self.runtime_program(
+                    UNWIND,
+                    "runtime.recovery",
+                    "recovered panics (runtime.recovery): the frames they ended",
+                    span,
+                    |gen, args| gen.unwind(&Unwind::Recovery { gp: args[0].clone() }, layout, panics, span),
+                    1,
+                )?;
+            }
+            None if panics => return Err(LowerError::NoPanicLayout { span }),
+            None => {}
+        }
+        let Some(layout) = layout.filter(|_| panics) else { return Ok(()) };
+        self.runtime_program(
+            FATAL_VALUE,
+            "runtime.preprintpanics",
+            "panics that kill the program (runtime.preprintpanics): their values",
+            span,
+            |gen, args| gen.note_fatal_value(&args[0], layout.arg, span),
+            1,
+        )?;
+        self.runtime_program(
+            UNWIND_FATAL,
+            "runtime.fatalpanic",
+            "fatal panics (runtime.fatalpanic): the frames of the dying goroutine",
+            span,
+            |gen, args| gen.unwind(&Unwind::Fatal { msgs: args[0].clone() }, layout, true, span),
+            1,
+        )?;
+        if matches!(layout.recovery, crate::target::Recovery::Sigcode { .. }) {
+            self.runtime_program(
+                PANIC_START,
+                "runtime.gopanic",
+                "panics (runtime.gopanic): their values",
+                span,
+                |gen, args| gen.note_panic([&args[0], &args[1]], span),
+                2,
+            )?;
+        }
+        self.runtime_program(
+            GOEXIT,
+            "runtime.Goexit",
+            "runtime.Goexit: the frames it ends",
+            span,
+            |gen, _| gen.forget_frames(true, span),
+            0,
+        )?;
+        self.frame_pops(span)
+    }
+
+    /// Pops, at their RETs, the frames of functions that `on panic` watches but no `on
+    /// return` probe with `elapsed` pops.
+    fn frame_pops(&mut self, span: Span) -> Result<(), LowerError> {
+        let popped = |i: &Instance| i.kind == InstanceKind::Return && i.uses_elapsed;
+        let mut sites: Vec<(String, u64)> = Vec::new();
+        for inst in self.checked.instances.iter().filter(|i| i.kind == InstanceKind::Panic) {
+            for f in &inst.functions {
+                let have = self
+                    .checked
+                    .instances
+                    .iter()
+                    .filter(|i| popped(i))
+                    .any(|i| i.functions.iter().any(|g| g.name == f.name));
+                if !have && !sites.iter().any(|(n, _)| *n == f.name) {
+                    sites.extend(f.returns.iter().map(|r| (f.name.clone(), *r)));
+                }
+            }
+        }
+        if sites.is_empty() {
+            return Ok(());
+        }
+        let name = FRAME_POPS.to_string();
+        let mut functions: Vec<&String> = sites.iter().map(|(f, _)| f).collect();
+        functions.dedup();
+        let owner = Owner { item: usize::MAX, functions: functions.len() };
+        let comment = "pop the frames of calls that on panic watches, at their RETs".to_string();
+        let program = self.program(&name, owner, comment, &Facts::default(), span, |gen| gen.pop_frame(span))?;
+        let points = sites.iter().map(|(f, r)| self.point(&name, f, *r, span)).collect::<Result<_, _>>()?;
+        self.return_programs.push(name.clone());
+        self.add(name, program, ProbeAttach::Uprobe(points), "returns of calls on panic watches".into());
+        Ok(())
+    }
+
+    /// The programs of an `on panic` probe (instance `i`): at runtime.recovery and
+    /// runtime.fatalpanic, one per PANIC_FUNCTIONS of its functions; tied for the budget
+    /// with everything that keeps their frames.
+    pub(super) fn panic_programs(&mut self, i: usize, inst: &Instance, probe: &Probe) -> Result<(), LowerError> {
+        let span = probe.span;
+        let recovery = self.runtime_function("runtime.recovery", 1);
+        let fatal = self.runtime_function("runtime.fatalpanic", 1);
+        let (Some((rf, rentry, rargs)), Some((ff, fentry, _))) = (recovery, fatal) else {
+            return Err(LowerError::NoRuntimeFunction { span, function: "runtime.recovery".into() });
+        };
+        let recovery_index = self.function_index(&rf.name) as u32;
+        for (k, chunk) in inst.functions.chunks(PANIC_FUNCTIONS).enumerate() {
+            let name = if k == 0 { format!("p{i}") } else { format!("p{i}_{k}") };
+            let indices: Vec<u32> = chunk.iter().map(|f| self.function_index(&f.name) as u32).collect();
+            let comment = self.sources.located_line(span);
+            let owner = Owner { item: inst.item, functions: 2 };
+            let gp = rargs[0].clone();
+            let program = self.program(&name, owner, comment, &inst.facts, span, |gen| {
+                gen.panic_frames(recovery_index, &gp, &indices, span, |gen| gen.block(&probe.body))
+            })?;
+            let points = vec![self.point(&name, &rf.name, rentry, span)?, self.point(&name, &ff.name, fentry, span)?];
+            self.add(name, program, ProbeAttach::Uprobe(points), inst.describe.clone());
+        }
+        Ok(())
+    }
+
+    /// For the budget: an `on panic` probe's programs go with everything that keeps the
+    /// frames they read (one without the other reports nothing, or wrong frames).
+    pub(super) fn tie_panic_sites(&mut self) {
+        let mut tie = Vec::new();
+        for (i, inst) in self.checked.instances.iter().enumerate().filter(|(_, i)| i.kind == InstanceKind::Panic) {
+            let own = format!("p{i}");
+            let chunk = format!("p{i}_");
+            for p in self.plan.probes.iter().filter(|p| p.program == own || p.program.starts_with(&chunk)) {
+                tie.push(SiteRef { program: p.program.clone(), function: None });
+            }
+            for f in &inst.functions {
+                let entry = self.entry_program(&f.name).unwrap_or_else(|| ENTRY_TIMING.into());
+                tie.push(SiteRef { program: entry, function: Some(f.name.clone()) });
+            }
+        }
+        if tie.is_empty() {
+            return;
+        }
+        for program in [UNWIND, UNWIND_FATAL, FATAL_VALUE, PANIC_START, GOEXIT, FRAME_POPS] {
+            if self.plan.probes.iter().any(|p| p.program == program) {
+                tie.push(SiteRef { program: program.into(), function: None });
+            }
+        }
+        self.layout.tie(tie);
+    }
+}

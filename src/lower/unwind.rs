@@ -1,0 +1,402 @@
+//! Calls that a panic ends without a RET (docs/panics.md): the programs at the places
+//! where the runtime decides a panic's fate pop the frames it discarded from the
+//! goroutine's record (frames.rs), and `on panic` probes run their body for each.
+//!
+//! - runtime.gopanic (Go 1.17 to 1.21 only): notes the panic's value and where it
+//!   started in the record's list of panics under way, since runtime.recovery cannot
+//!   find a recovered panic there.
+//! - runtime.recovery(gp): every frame of gp below the recovering frame's SP is gone;
+//!   `recovered` is true; the value is the recovered panic's (`g._panic.arg` from Go
+//!   1.22, else the newest panic noted that started below that SP).
+//! - runtime.preprintpanics(p), only on the way to a fatal panic: notes `p.arg` (it then
+//!   turns an error or Stringer value into its text for the message Go prints).
+//! - runtime.fatalpanic(msgs): the goroutine dies, every frame is gone; the value is
+//!   the one preprintpanics noted (else `msgs.arg`).
+//! - runtime.Goexit: the goroutine's frames end without a panic: forgotten.
+//!
+//! The frames a panic ended stay above the record's `top` (`gone` of them) until the
+//! next push, for the `on panic` probes at the same place, which run after the unwinding.
+
+use super::codegen::Gen;
+use super::frames::{F_FUNC, F_REL, F_TIME, RECORD, R_GONE, R_TOP};
+use super::LowerError;
+use crate::arch::abi::Location;
+use crate::bpf::helpers::*;
+use crate::bpf::insn::*;
+use crate::syntax::ast::Span;
+use crate::target::{PanicLayout, Recovery};
+
+/// The panic state after the frames: recovered (u32), panics under way (u32), the value
+/// of the panic that ended the last frames (type, data), the panics under way (type,
+/// data, position of gopanic).
+pub const P_RECOVERED: i16 = RECORD as i16;
+pub const P_NPANICS: i16 = P_RECOVERED + 4;
+pub const P_VALUE: i16 = P_RECOVERED + 8;
+pub const P_LIST: i16 = P_VALUE + 16;
+const PANICS: i32 = 4;
+const PANIC: i32 = 24;
+/// The record with panic state.
+pub const RECORD_WITH_PANICS: u32 = P_LIST as u32 + (PANICS * PANIC) as u32;
+/// `P_RECOVERED` when preprintpanics noted the value of a panic about to kill the program.
+const FATAL_VALUE_NOTED: i32 = 2;
+
+/// How many frames one unwinding pops (the rest: at later entries and returns).
+const MAX_UNWIND: i32 = 64;
+/// How many frames one panic's probe reports (each runs the body once).
+pub const MAX_REPORT: i32 = 16;
+
+/// Where the unwinding program runs.
+#[derive(Clone, Debug)]
+pub enum Unwind {
+    /// runtime.recovery(gp), `gp` where its first argument is.
+    Recovery { gp: Location },
+    /// runtime.fatalpanic(msgs), on the dying goroutine.
+    Fatal { msgs: Location },
+}
+
+impl Gen<'_> {
+    /// Pops the frames a panic ended from the goroutine's record; with `panics` (the
+    /// script has `on panic` probes), notes how many, the panic's value and whether it
+    /// was recovered, for them.
+    pub fn unwind(&mut self, at: &Unwind, layout: PanicLayout, panics: bool, span: Span) -> Result<(), LowerError> {
+        match at {
+            Unwind::Recovery { gp } => self.load_g(Some(gp), span)?,
+            Unwind::Fatal { .. } => self.load_g(None, span)?,
+        };
+        let rec = self.record(false, span)?;
+        let cut = self.slot(8, span)?;
+        let panic_ptr = self.slot(8, span)?;
+        self.b.emit(store_imm(Size::DW, R10, panic_ptr, 0));
+        match (at, layout.recovery) {
+            (Unwind::Fatal { .. }, _) => self.b.emit2(ld_imm64(R0, i64::MAX as u64)),
+            (Unwind::Recovery { .. }, Recovery::Sigcode { sigcode0 }) => {
+                self.g_word(cut, sigcode0);
+                self.relative(cut);
+            }
+            (Unwind::Recovery { .. }, Recovery::PanicSp { g_panic, sp }) => {
+                self.g_word(panic_ptr, g_panic);
+                self.b.emit(store_imm(Size::DW, R10, cut, 0));
+                self.b.emit(load(Size::DW, R7, R10, panic_ptr));
+                self.read_user(cut, R7, sp as i32);
+                self.relative(cut);
+            }
+        }
+        self.b.emit(store_reg(Size::DW, R10, cut, R0));
+        let old_top = self.slot(8, span)?;
+        self.b.emit(load(Size::DW, R1, R10, rec));
+        self.b.emit(load(Size::W, R1, R1, R_TOP));
+        self.b.emit(store_reg(Size::DW, R10, old_top, R1));
+        self.pop_below(cut, span)?;
+        if !panics {
+            return Ok(());
+        }
+        // The frames it ended, above top; recovered or not; the value.
+        self.b.emit(load(Size::DW, R1, R10, rec));
+        self.b.emit(load(Size::W, R2, R1, R_TOP));
+        self.b.emit(load(Size::DW, R3, R10, old_top));
+        self.b.emit(alu64_reg(BPF_SUB, R3, R2));
+        self.b.emit(store_reg(Size::W, R1, R_GONE, R3));
+        if let Unwind::Fatal { msgs } = at {
+            // The value preprintpanics noted, else msgs.arg.
+            let noted = self.b.new_label();
+            self.b.emit(load(Size::W, R2, R1, P_RECOVERED));
+            self.b.emit(store_imm(Size::W, R1, P_RECOVERED, 0));
+            self.b.jmp_imm_to(BPF_JEQ, R2, FATAL_VALUE_NOTED, noted);
+            self.b.emit(store_imm(Size::DW, R1, P_VALUE, 0));
+            self.b.emit(store_imm(Size::DW, R1, P_VALUE + 8, 0));
+            let mark = self.frame.mark();
+            let place = self.location_place("msgs", msgs, span)?;
+            self.read_scalar(&place, 8, false)?;
+            self.frame.release(mark);
+            self.b.emit(store_reg(Size::DW, R10, panic_ptr, R0));
+            self.value_of_panic(panic_ptr, layout.arg);
+            self.b.bind(noted);
+            self.b.emit(mov64_imm(R0, 0));
+            return Ok(());
+        }
+        self.b.emit(store_imm(Size::W, R1, P_RECOVERED, 1));
+        self.b.emit(store_imm(Size::DW, R1, P_VALUE, 0));
+        self.b.emit(store_imm(Size::DW, R1, P_VALUE + 8, 0));
+        match (at, layout.recovery) {
+            (Unwind::Fatal { .. }, _) => {}
+            (Unwind::Recovery { .. }, Recovery::PanicSp { .. }) => self.value_of_panic(panic_ptr, layout.arg),
+            (Unwind::Recovery { .. }, Recovery::Sigcode { .. }) => self.newest_panic(cut, span)?,
+        }
+        Ok(())
+    }
+
+    /// *(u64 *)(r10 + slot) = the word at `off` in the g (read from the target).
+    fn g_word(&mut self, slot: i16, off: u32) {
+        self.b.emit(store_imm(Size::DW, R10, slot, 0));
+        self.b.emit(load(Size::DW, R7, R10, self.g.unwrap_or_default()));
+        self.read_user(slot, R7, off as i32);
+    }
+
+    /// R0 = the address in `slot` as a position in the record (minus its base).
+    fn relative(&mut self, slot: i16) {
+        self.b.emit(load(Size::DW, R0, R10, slot));
+        self.b.emit(load(Size::DW, R1, R10, self.record.unwrap_or_default()));
+        self.b.emit(load(Size::DW, R1, R1, super::frames::R_BASE));
+        self.b.emit(alu64_reg(BPF_SUB, R0, R1));
+    }
+
+    /// Pops the frames below the position in slot `cut` (at most MAX_UNWIND). A deep
+    /// frame missing from its map is popped too.
+    fn pop_below(&mut self, cut: i16, span: Span) -> Result<(), LowerError> {
+        let idx = self.slot(8, span)?;
+        let head = self.b.new_label();
+        let pop = self.b.new_label();
+        let out = self.b.new_label();
+        self.b.emit(mov64_imm(R9, 0));
+        self.b.bind(head);
+        self.b.jmp_imm_to(BPF_JSGE, R9, MAX_UNWIND, out);
+        self.b.emit(alu64_imm(BPF_ADD, R9, 1));
+        self.b.emit(load(Size::DW, R1, R10, self.record.unwrap_or_default()));
+        self.b.emit(load(Size::W, R2, R1, R_TOP));
+        self.b.jmp_imm_to(BPF_JEQ, R2, 0, out);
+        self.b.emit(alu64_imm(BPF_SUB, R2, 1));
+        self.b.emit(store_reg(Size::DW, R10, idx, R2));
+        self.frame_addr(idx, span)?;
+        self.b.jmp_imm_to(BPF_JEQ, R0, 0, pop);
+        self.b.emit(load(Size::DW, R1, R0, F_REL));
+        self.b.emit(load(Size::DW, R2, R10, cut));
+        self.b.jmp_reg_to(BPF_JSGE, R1, R2, out);
+        self.b.bind(pop);
+        self.set_top(idx);
+        self.b.ja_to(head);
+        self.b.bind(out);
+        self.b.emit(mov64_imm(R0, 0));
+        Ok(())
+    }
+
+    /// The record's value = the `arg` (an `any`: type, data) of the `_panic` whose address
+    /// is in `slot` (none when 0).
+    fn value_of_panic(&mut self, slot: i16, arg: u32) {
+        let none = self.b.new_label();
+        self.b.emit(load(Size::DW, R3, R10, slot));
+        self.b.jmp_imm_to(BPF_JEQ, R3, 0, none);
+        self.b.emit(alu64_imm(BPF_ADD, R3, arg as i32));
+        self.b.emit(load(Size::DW, R1, R10, self.record.unwrap_or_default()));
+        self.b.emit(alu64_imm(BPF_ADD, R1, i32::from(P_VALUE)));
+        self.b.emit(mov64_imm(R2, 16));
+        self.b.emit(call(BPF_FUNC_probe_read_user));
+        self.b.bind(none);
+        self.b.emit(mov64_imm(R0, 0));
+    }
+
+    /// Go 1.17 to 1.21: the record's value = the newest panic under way that started
+    /// below the position in `cut`; those panics are over.
+    fn newest_panic(&mut self, cut: i16, span: Span) -> Result<(), LowerError> {
+        let out = self.b.new_label();
+        let rec = self.record.unwrap_or_default();
+        let n = self.slot(8, span)?;
+        self.b.emit(load(Size::DW, R1, R10, rec));
+        self.b.emit(load(Size::W, R2, R1, P_NPANICS));
+        self.b.emit(store_reg(Size::DW, R10, n, R2));
+        for i in 0..PANICS {
+            self.b.emit(load(Size::DW, R2, R10, n));
+            self.b.jmp_imm_to(BPF_JEQ, R2, 0, out);
+            self.b.emit(alu64_imm(BPF_SUB, R2, 1));
+            self.b.emit(alu64_imm(BPF_AND, R2, PANICS - 1));
+            self.b.emit(alu64_imm(BPF_MUL, R2, PANIC));
+            self.b.emit(load(Size::DW, R1, R10, rec));
+            self.b.emit(alu64_reg(BPF_ADD, R1, R2));
+            self.b.emit(load(Size::DW, R3, R1, P_LIST + 16));
+            self.b.emit(load(Size::DW, R4, R10, cut));
+            self.b.jmp_reg_to(BPF_JSGE, R3, R4, out);
+            if i == 0 {
+                // The newest that ended: its value.
+                self.b.emit(load(Size::DW, R3, R1, P_LIST));
+                self.b.emit(load(Size::DW, R4, R1, P_LIST + 8));
+                self.b.emit(load(Size::DW, R5, R10, rec));
+                self.b.emit(store_reg(Size::DW, R5, P_VALUE, R3));
+                self.b.emit(store_reg(Size::DW, R5, P_VALUE + 8, R4));
+            }
+            self.b.emit(load(Size::DW, R2, R10, n));
+            self.b.emit(alu64_imm(BPF_SUB, R2, 1));
+            self.b.emit(store_reg(Size::DW, R10, n, R2));
+        }
+        self.b.bind(out);
+        self.b.emit(load(Size::DW, R1, R10, rec));
+        self.b.emit(load(Size::DW, R2, R10, n));
+        self.b.emit(store_reg(Size::W, R1, P_NPANICS, R2));
+        Ok(())
+    }
+
+    /// At runtime.gopanic(e) (Go 1.17 to 1.21), on the panicking goroutine: notes e and
+    /// where the panic started; panics noted at or below that place are over.
+    pub fn note_panic(&mut self, e: [&Location; 2], span: Span) -> Result<(), LowerError> {
+        self.load_g(None, span)?;
+        let rec = self.record(true, span)?;
+        let rel = self.slot(8, span)?;
+        self.load_reg(R0, self.arch.stack_pointer());
+        self.b.emit(store_reg(Size::DW, R10, rel, R0));
+        self.relative(rel);
+        self.b.emit(store_reg(Size::DW, R10, rel, R0));
+        let words = self.slot(16, span)?;
+        for (i, loc) in e.into_iter().enumerate() {
+            let mark = self.frame.mark();
+            let place = self.location_place("e", loc, span)?;
+            self.read_scalar(&place, 8, false)?;
+            self.frame.release(mark);
+            self.b.emit(store_reg(Size::DW, R10, words + 8 * i as i16, R0));
+        }
+        let n = self.slot(8, span)?;
+        let push = self.b.new_label();
+        self.b.emit(load(Size::DW, R1, R10, rec));
+        self.b.emit(load(Size::W, R2, R1, P_NPANICS));
+        self.b.emit(store_reg(Size::DW, R10, n, R2));
+        for _ in 0..PANICS {
+            self.entry_of_panic(n, 1, push);
+            self.b.emit(load(Size::DW, R3, R1, P_LIST + 16));
+            self.b.emit(load(Size::DW, R4, R10, rel));
+            self.b.jmp_reg_to(BPF_JSGT, R3, R4, push);
+            self.b.emit(load(Size::DW, R2, R10, n));
+            self.b.emit(alu64_imm(BPF_SUB, R2, 1));
+            self.b.emit(store_reg(Size::DW, R10, n, R2));
+        }
+        self.b.bind(push);
+        // A full list keeps its oldest panics; the newest replaces the last.
+        let room = self.b.new_label();
+        self.b.emit(load(Size::DW, R2, R10, n));
+        self.b.jmp_imm_to(BPF_JLT, R2, PANICS, room);
+        self.b.emit(mov64_imm(R2, PANICS - 1));
+        self.b.emit(store_reg(Size::DW, R10, n, R2));
+        self.b.bind(room);
+        self.entry_of_panic(n, 0, push);
+        for (off, from) in [(0, words), (8, words + 8), (16, rel)] {
+            self.b.emit(load(Size::DW, R3, R10, from));
+            self.b.emit(store_reg(Size::DW, R1, P_LIST + off, R3));
+        }
+        self.b.emit(load(Size::DW, R1, R10, rec));
+        self.b.emit(load(Size::DW, R2, R10, n));
+        self.b.emit(alu64_imm(BPF_ADD, R2, 1));
+        self.b.emit(store_reg(Size::W, R1, P_NPANICS, R2));
+        Ok(())
+    }
+
+    /// R1 = the record plus the offset of panic number n - `minus` (n in slot `n`), so that
+    /// P_LIST + field is that panic's field; jumps to `out` when n - `minus` < 0.
+    fn entry_of_panic(&mut self, n: i16, minus: i32, out: crate::bpf::builder::Label) {
+        self.b.emit(load(Size::DW, R2, R10, n));
+        if minus > 0 {
+            self.b.jmp_imm_to(BPF_JEQ, R2, 0, out);
+            self.b.emit(alu64_imm(BPF_SUB, R2, minus));
+        }
+        self.b.emit(alu64_imm(BPF_AND, R2, PANICS - 1));
+        self.b.emit(alu64_imm(BPF_MUL, R2, PANIC));
+        self.b.emit(load(Size::DW, R1, R10, self.record.unwrap_or_default()));
+        self.b.emit(alu64_reg(BPF_ADD, R1, R2));
+    }
+
+    /// At runtime.preprintpanics(p), on a goroutine about to die of panic p: notes p's
+    /// value before the runtime turns an error into its text.
+    pub fn note_fatal_value(&mut self, p: &Location, arg: u32, span: Span) -> Result<(), LowerError> {
+        self.load_g(None, span)?;
+        let rec = self.record(false, span)?;
+        let ptr = self.slot(8, span)?;
+        let place = self.location_place("p", p, span)?;
+        self.read_scalar(&place, 8, false)?;
+        self.b.emit(store_reg(Size::DW, R10, ptr, R0));
+        self.b.emit(load(Size::DW, R1, R10, rec));
+        self.b.emit(store_imm(Size::DW, R1, P_VALUE, 0));
+        self.b.emit(store_imm(Size::DW, R1, P_VALUE + 8, 0));
+        self.value_of_panic(ptr, arg);
+        self.b.emit(load(Size::DW, R1, R10, rec));
+        self.b.emit(store_imm(Size::W, R1, P_RECOVERED, FATAL_VALUE_NOTED));
+        Ok(())
+    }
+
+    /// At runtime.Goexit, on the goroutine that ends: its frames end without a panic.
+    pub fn forget_frames(&mut self, panics: bool, span: Span) -> Result<(), LowerError> {
+        self.load_g(None, span)?;
+        let rec = self.record(false, span)?;
+        self.b.emit(load(Size::DW, R1, R10, rec));
+        self.b.emit(store_imm(Size::DW, R1, R_TOP, 0));
+        if panics {
+            self.b.emit(store_imm(Size::DW, R1, P_RECOVERED, 0));
+        }
+        Ok(())
+    }
+
+    /// An `on panic` probe's program: for each frame of `functions` (indices in the plan)
+    /// that the panic ended, `body` runs with `func`, `elapsed`, `panic` and `recovered`.
+    /// It runs at runtime.recovery (the function of index `recovery`, gp at `gp`) and at
+    /// runtime.fatalpanic (on the dying goroutine), after the unwinding.
+    pub fn panic_frames(
+        &mut self,
+        recovery: u32,
+        gp: &Location,
+        functions: &[u32],
+        span: Span,
+        body: impl FnOnce(&mut Gen) -> Result<(), LowerError>,
+    ) -> Result<(), LowerError> {
+        let g = self.slot(8, span)?;
+        let dying = self.b.new_label();
+        let have = self.b.new_label();
+        self.b.emit(mov64_reg(R1, R6));
+        self.b.emit(call(BPF_FUNC_get_attach_cookie));
+        self.b.emit(alu32_reg(BPF_MOV, R0, R0));
+        self.b.jmp_imm_to(BPF_JNE, R0, recovery as i32, dying);
+        let place = self.location_place("gp", gp, span)?;
+        self.read_scalar(&place, 8, false)?;
+        self.b.emit(store_reg(Size::DW, R10, g, R0));
+        self.b.ja_to(have);
+        self.b.bind(dying);
+        self.load_reg(R1, self.arch.g_reg());
+        self.b.emit(store_reg(Size::DW, R10, g, R1));
+        self.b.bind(have);
+        self.b.emit(mov64_imm(R0, 0));
+        self.g = Some(g);
+        let rec = self.record(false, span)?;
+        let (value, recovered, func) = (self.slot(16, span)?, self.slot(8, span)?, self.slot(8, span)?);
+        let (i, end, count) = (self.slot(8, span)?, self.slot(8, span)?, self.slot(8, span)?);
+        self.b.emit(load(Size::DW, R1, R10, rec));
+        for off in [0, 8] {
+            self.b.emit(load(Size::DW, R2, R1, P_VALUE + off));
+            self.b.emit(store_reg(Size::DW, R10, value + off, R2));
+        }
+        self.b.emit(load(Size::W, R2, R1, P_RECOVERED));
+        self.b.emit(store_reg(Size::DW, R10, recovered, R2));
+        self.b.emit(load(Size::W, R2, R1, R_TOP));
+        self.b.emit(store_reg(Size::DW, R10, i, R2));
+        self.b.emit(load(Size::W, R3, R1, R_GONE));
+        self.b.emit(alu64_reg(BPF_ADD, R3, R2));
+        self.b.emit(store_reg(Size::DW, R10, end, R3));
+        self.b.emit(store_imm(Size::DW, R10, count, 0));
+        let (head, next, out, mine) = (self.b.new_label(), self.b.new_label(), self.b.new_label(), self.b.new_label());
+        self.b.bind(head);
+        self.b.emit(load(Size::DW, R1, R10, count));
+        self.b.jmp_imm_to(BPF_JSGE, R1, MAX_REPORT, out);
+        self.b.emit(alu64_imm(BPF_ADD, R1, 1));
+        self.b.emit(store_reg(Size::DW, R10, count, R1));
+        self.b.emit(load(Size::DW, R1, R10, i));
+        self.b.emit(load(Size::DW, R2, R10, end));
+        self.b.jmp_reg_to(BPF_JGE, R1, R2, out);
+        self.frame_addr(i, span)?;
+        self.b.jmp_imm_to(BPF_JEQ, R0, 0, next);
+        self.b.emit(load(Size::W, R1, R0, F_FUNC));
+        for f in functions {
+            self.b.jmp_imm_to(BPF_JEQ, R1, *f as i32, mine);
+        }
+        self.b.ja_to(next);
+        self.b.bind(mine);
+        self.b.emit(store_reg(Size::DW, R10, func, R1));
+        self.b.emit(load(Size::DW, R7, R0, F_TIME));
+        self.b.emit(call(BPF_FUNC_ktime_get_ns));
+        self.b.emit(alu64_reg(BPF_SUB, R0, R7));
+        let elapsed = self.slot(8, span)?;
+        self.b.emit(store_reg(Size::DW, R10, elapsed, R0));
+        self.elapsed = Some(elapsed);
+        self.panic_frame = Some((func, value, recovered));
+        body(self)?;
+        self.b.bind(next);
+        self.b.emit(load(Size::DW, R1, R10, i));
+        self.b.emit(alu64_imm(BPF_ADD, R1, 1));
+        self.b.emit(store_reg(Size::DW, R10, i, R1));
+        self.b.ja_to(head);
+        self.b.bind(out);
+        self.b.emit(mov64_imm(R0, 0));
+        Ok(())
+    }
+}
