@@ -185,7 +185,7 @@ pub enum MapRole {
     /// and an element that is zero on every CPU is no entry.
     User { name: String, keys: Vec<Field>, key_names: Vec<String>, value: MapValue },
     /// Each goroutine's record of its timed calls in flight (for `elapsed` and `on
-    /// panic`), keyed by its g pointer.
+    /// panic`): an array indexed by a hash of its g pointer, and a hash map keyed by it.
     Goroutines,
     /// Timed calls in flight deeper than a goroutine's record holds, keyed by (g, depth).
     Frames,

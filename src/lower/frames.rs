@@ -1,8 +1,13 @@
 //! The calls in flight on each goroutine, for `elapsed` and `on panic` (docs/panics.md):
-//! one record per goroutine, keyed by its g pointer (the g register at every Go function
+//! one record per goroutine, found by its g pointer (the g register at every Go function
 //! boundary: no read of the target's memory), holding a stack of frames. An entry pushes
 //! a frame (its time, its stack position, the function); a return finds its frame at
 //! the top, or just above it when another program at the same RET popped it, and pops.
+//!
+//! Records live in an array indexed by a hash of g (`goroutines`: a lookup the verifier
+//! inlines, no helper call), each tagged with its g. A goroutine takes its slot when the
+//! slot's owner has no call in flight; when another goroutine's calls are in flight
+//! there, its record goes to a hash map keyed by g (`goroutines_spill`, LRU).
 //!
 //! A frame's position is `rel = SP - base`, where `base` is the record's: when the
 //! runtime copies the goroutine's stack (runtime.copystack, probed by `stack_moves`), it
@@ -32,13 +37,17 @@ pub const F_TIME: i16 = 0;
 pub const F_REL: i16 = 8;
 pub const F_FUNC: i16 = 16;
 
-/// The record: frames in flight (u32), frames the last panic ended (u32, above `top`),
-/// the base of positions, the old stack top of a copy not yet applied, the frames.
-pub const R_TOP: i16 = 0;
-pub const R_GONE: i16 = 4;
-pub const R_BASE: i16 = 8;
-pub const R_MOVED: i16 = 16;
-pub const R_FRAMES: i16 = 24;
+/// The record: its goroutine's g, frames in flight (u32), frames the last panic ended
+/// (u32, above `top`), the base of positions, the old stack top of a copy not yet
+/// applied, the frames.
+pub const R_G: i16 = 0;
+pub const R_TOP: i16 = 8;
+pub const R_GONE: i16 = 12;
+pub const R_BASE: i16 = 16;
+pub const R_MOVED: i16 = 24;
+pub const R_FRAMES: i16 = 32;
+/// log2 of the slots of the `goroutines` array.
+pub const SLOT_BITS: u32 = 14;
 /// The record without panic state.
 pub const RECORD: u32 = R_FRAMES as u32 + (INLINE * FRAME) as u32;
 
@@ -78,12 +87,38 @@ impl Gen<'_> {
         Ok(slot)
     }
 
-    /// R0 = the record of the goroutine in the g slot (or 0).
-    pub(super) fn lookup_record(&mut self) {
-        let g = self.g.unwrap_or_default();
+    /// R0 = the array slot of the goroutine in the g slot (never 0 past the check); its
+    /// index is left in slot `index`.
+    fn array_slot(&mut self, index: i16, none: Label) {
+        self.b.emit(load(Size::DW, R1, R10, self.g.unwrap_or_default()));
+        // Fibonacci hashing: the top bits of g times 2^64/phi.
+        self.b.emit2(ld_imm64(R2, 0x9E37_79B9_7F4A_7C15));
+        self.b.emit(alu64_reg(BPF_MUL, R1, R2));
+        self.b.emit(alu64_imm(BPF_RSH, R1, (64 - SLOT_BITS) as i32));
+        self.b.emit(store_reg(Size::W, R10, index, R1));
         self.b.ld_map(R1, maps::GOROUTINES);
-        self.stack_ptr(R2, g);
+        self.stack_ptr(R2, index);
         self.b.emit(call(BPF_FUNC_map_lookup_elem));
+        self.b.jmp_imm_to(BPF_JEQ, R0, 0, none);
+    }
+
+    /// R0 = the record of the goroutine in the g slot (or 0): its array slot if it holds
+    /// it, else the spilled one.
+    pub(super) fn lookup_record(&mut self) -> Result<(), LowerError> {
+        let index = self.frame_slot(8)?;
+        let spill = self.b.new_label();
+        let done = self.b.new_label();
+        self.array_slot(index, spill);
+        self.b.emit(load(Size::DW, R1, R0, R_G));
+        self.b.emit(load(Size::DW, R2, R10, self.g.unwrap_or_default()));
+        self.b.jmp_reg_to(BPF_JEQ, R1, R2, done);
+        self.b.bind(spill);
+        self.b.ld_map(R1, maps::GOROUTINES_SPILL);
+        self.stack_ptr(R2, self.g.unwrap_or_default());
+        self.b.emit(call(BPF_FUNC_map_lookup_elem));
+        self.b.bind(done);
+        self.b.emit(mov64_imm(R5, 0));
+        Ok(())
     }
 
     /// Keeps a pointer to the goroutine's record in a slot (and applies a stack copy not
@@ -99,10 +134,26 @@ impl Gen<'_> {
     fn record_unmoved(&mut self, insert: bool, span: Span) -> Result<i16, LowerError> {
         let slot = self.slot(8, span)?;
         let have = self.b.new_label();
-        self.lookup_record();
+        self.lookup_record()?;
         if insert {
             self.b.jmp_imm_to(BPF_JNE, R0, 0, have);
-            // A new record: zeros from the `zeros` map, which is never written.
+            // The goroutine's array slot, when no call is in flight there: taken over.
+            let index = self.slot(8, span)?;
+            let spill = self.b.new_label();
+            self.array_slot(index, spill);
+            self.b.emit(load(Size::W, R1, R0, R_TOP));
+            self.b.jmp_imm_to(BPF_JNE, R1, 0, spill);
+            self.b.emit(load(Size::DW, R1, R10, self.g.unwrap_or_default()));
+            self.b.emit(store_reg(Size::DW, R0, R_G, R1));
+            for off in [R_TOP, R_BASE, R_MOVED] {
+                self.b.emit(store_imm(Size::DW, R0, off, 0));
+            }
+            if self.maps.records_with_panics {
+                self.b.emit(store_imm(Size::DW, R0, crate::lower::unwind::P_RECOVERED, 0));
+            }
+            self.b.ja_to(have);
+            // Else a new record in the spill map: zeros from `zeros`, never written.
+            self.b.bind(spill);
             let zkey = self.slot(8, span)?;
             self.b.emit(store_imm(Size::DW, R10, zkey, 0));
             self.b.ld_map(R1, maps::ZEROS);
@@ -110,11 +161,13 @@ impl Gen<'_> {
             self.b.emit(call(BPF_FUNC_map_lookup_elem));
             self.b.jmp_imm_to(BPF_JEQ, R0, 0, self.done);
             self.b.emit(mov64_reg(R3, R0));
-            self.b.ld_map(R1, maps::GOROUTINES);
+            self.b.ld_map(R1, maps::GOROUTINES_SPILL);
             self.stack_ptr(R2, self.g.unwrap_or_default());
             self.b.emit(mov64_imm(R4, BPF_NOEXIST));
             self.b.emit(call(BPF_FUNC_map_update_elem));
-            self.lookup_record();
+            self.b.ld_map(R1, maps::GOROUTINES_SPILL);
+            self.stack_ptr(R2, self.g.unwrap_or_default());
+            self.b.emit(call(BPF_FUNC_map_lookup_elem));
         }
         self.b.jmp_imm_to(BPF_JEQ, R0, 0, self.done);
         self.b.bind(have);
@@ -441,7 +494,7 @@ impl Gen<'_> {
     pub fn note_stack_move(&mut self, gp: &Location, span: Span) -> Result<(), LowerError> {
         self.load_g(Some(gp), span)?;
         let rec = self.slot(8, span)?;
-        self.lookup_record();
+        self.lookup_record()?;
         self.b.jmp_imm_to(BPF_JEQ, R0, 0, self.done);
         self.b.emit(store_reg(Size::DW, R10, rec, R0));
         self.b.emit(load(Size::W, R1, R0, R_TOP));

@@ -11,9 +11,9 @@ pub const USER_MAP_ENTRIES: u32 = 16_384;
 /// Parameters carried from entries to returns of calls in flight, by (g, frame) (LRU:
 /// the least recently used go first).
 pub const CARRIED_ENTRIES: u32 = 65_536;
-/// Goroutines with timed calls in flight, each with its record of them (frames.rs; LRU:
-/// the record of the goroutine least recently used goes first).
-pub const GOROUTINE_RECORDS: u32 = 32_768;
+/// Records of goroutines with timed calls in flight whose array slot another goroutine
+/// holds (frames.rs; LRU: the record of the goroutine least recently used goes first).
+pub const SPILLED_RECORDS: u32 = 16_384;
 /// Timed calls in flight deeper than a record holds (recursion), on all goroutines.
 pub const DEEP_FRAMES: u32 = 65_536;
 /// The ring buffer of events, in bytes (a power of two multiple of the page size).
@@ -21,6 +21,7 @@ pub const EVENTS_BYTES: u32 = 1 << 22;
 
 pub const EVENTS: &str = "events";
 pub const GOROUTINES: &str = "goroutines";
+pub const GOROUTINES_SPILL: &str = "goroutines_spill";
 pub const FRAMES: &str = "frames";
 pub const CARRIED: &str = "carried";
 pub const SCRATCH: &str = "scratch";
@@ -124,6 +125,8 @@ pub struct Maps {
     pub user: std::collections::BTreeMap<String, UserMap>,
     pub specs: Vec<MapSpec>,
     pub zeros_size: u32,
+    /// The goroutines' records hold panic state (the script has `on panic` probes).
+    pub records_with_panics: bool,
 }
 
 impl Maps {
@@ -173,12 +176,21 @@ impl Maps {
             );
         }
         if let Some(size) = records {
+            maps.records_with_panics = size > super::frames::RECORD;
             maps.specs.push(MapSpec {
                 object_name: GOROUTINES.into(),
+                kind: MapKind::Array,
+                key_size: 4,
+                value_size: size,
+                max_entries: 1 << super::frames::SLOT_BITS,
+                role: MapRole::Goroutines,
+            });
+            maps.specs.push(MapSpec {
+                object_name: GOROUTINES_SPILL.into(),
                 kind: MapKind::LruHash,
                 key_size: 8,
                 value_size: size,
-                max_entries: GOROUTINE_RECORDS,
+                max_entries: SPILLED_RECORDS,
                 role: MapRole::Goroutines,
             });
             maps.specs.push(MapSpec {
