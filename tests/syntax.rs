@@ -45,6 +45,7 @@ fn ast(src: &str) -> String {
                 let kind = match &p.kind {
                     ProbeKind::Entry(s) => format!("entry {}", syms(s)),
                     ProbeKind::Return(s) => format!("return {}", syms(s)),
+                    ProbeKind::Panic(s) => format!("panic {}", syms(s)),
                     ProbeKind::Begin => "begin".into(),
                     ProbeKind::End => "end".into(),
                     ProbeKind::Interval { nanos, .. } => format!("interval {nanos}ns"),
