@@ -365,9 +365,10 @@ impl Gen<'_> {
         self.b.emit(store_reg(Size::DW, R10, end, R3));
         self.b.emit(store_imm(Size::DW, R10, count, 0));
         let (head, next, out, mine) = (self.b.new_label(), self.b.new_label(), self.b.new_label(), self.b.new_label());
+        let full = self.b.new_label();
         self.b.bind(head);
         self.b.emit(load(Size::DW, R1, R10, count));
-        self.b.jmp_imm_to(BPF_JSGE, R1, MAX_REPORT, out);
+        self.b.jmp_imm_to(BPF_JSGE, R1, MAX_REPORT, full);
         self.b.emit(alu64_imm(BPF_ADD, R1, 1));
         self.b.emit(store_reg(Size::DW, R10, count, R1));
         self.b.emit(load(Size::DW, R1, R10, i));
@@ -395,6 +396,15 @@ impl Gen<'_> {
         self.b.emit(alu64_imm(BPF_ADD, R1, 1));
         self.b.emit(store_reg(Size::DW, R10, i, R1));
         self.b.ja_to(head);
+        // More ended frames than one program looks at: counted and said at exit.
+        self.b.bind(full);
+        self.b.emit(load(Size::DW, R1, R10, i));
+        self.b.emit(load(Size::DW, R2, R10, end));
+        self.b.jmp_reg_to(BPF_JGE, R1, R2, out);
+        if let Some(program) = self.acct.as_ref().map(|a| a.program.clone()) {
+            let why = format!("a panic ended more than {MAX_REPORT} traced calls at once: the deeper ones were not reported");
+            self.count(crate::plan::Counter::Skipped { program, why }, span)?;
+        }
         self.b.bind(out);
         self.b.emit(mov64_imm(R0, 0));
         Ok(())

@@ -30,13 +30,14 @@ pub struct PanicLayout {
 fn by_version(minor: u32) -> Option<PanicLayout> {
     // Read from the DWARF of go1.17.13, go1.26.8 and go1.27.4 builds (tests/panics.rs
     // checks them against DWARF again).
-    let recovery = match minor {
-        17 => Recovery::Sigcode { sigcode0: 0x110 },
-        26 => Recovery::PanicSp { g_panic: 0x20, sp: 0x28 },
-        27 => Recovery::PanicSp { g_panic: 0x20, sp: 0x30 },
+    // `_panic.argp` came first until Go 1.26 dropped it, moving `arg` to the start.
+    let (recovery, arg) = match minor {
+        17 => (Recovery::Sigcode { sigcode0: 0x110 }, 8),
+        26 => (Recovery::PanicSp { g_panic: 0x20, sp: 0x28 }, 0),
+        27 => (Recovery::PanicSp { g_panic: 0x20, sp: 0x30 }, 0),
         _ => return None,
     };
-    Some(PanicLayout { recovery, arg: 8 })
+    Some(PanicLayout { recovery, arg })
 }
 
 impl Target {

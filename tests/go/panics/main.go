@@ -6,6 +6,7 @@
 //	panics mix K     K rounds of every case below, each recovered by a caller
 //	panics die       a goroutine dies of a panic that unwinds two traced frames
 //	panics many N    N panics of boom, each recovered by guard (no want lines)
+//	panics deep N    one panic ends N+1 recursive calls of dive at once
 package main
 
 import (
@@ -153,6 +154,16 @@ func deeper() int { panic(errors.New("fatal")) }
 //go:noinline
 func doomed() int { return deeper() + 1 }
 
+// dive recurses n times and panics at the bottom.
+//
+//go:noinline
+func dive(n int) int {
+	if n == 0 {
+		panic("bottom")
+	}
+	return dive(n-1) + 1
+}
+
 func main() {
 	mode := os.Args[1]
 	n := 1
@@ -189,6 +200,12 @@ func main() {
 		done := make(chan int)
 		go func() { done <- doomed() }()
 		<-done
+	case "deep":
+		func() {
+			defer func() { recover() }()
+			dive(n)
+		}()
+		fmt.Printf("count dives=%d\n", n+1)
 	case "many":
 		for i := 0; i < n; i++ {
 			guard(i * 3)

@@ -1,0 +1,141 @@
+//! `on panic F` against tests/go/panics' own truth, on the local toolchain, the oldest
+//! supported release and the newest: every call a panic ends fires once, with the panic's
+//! value (the one recover() returned, or the one the program dies of), `recovered`, and an
+//! `elapsed`; calls that return normally (a function that recovers its own panic, a
+//! goroutine ended by runtime.Goexit) never fire; a panic in a deferred call, a panic
+//! replaced by another and one that kills the program are each followed; many panics
+//! leave nothing behind. Needs root (SKIP without it, unless CI=true: then it fails).
+
+mod support;
+
+use std::collections::BTreeMap;
+use gtrace::target::Target;
+use support::toolchain::{build, build_plain, toolchains, Kind, NotBuilt};
+use support::{gtrace, map_value, privileged, truth};
+
+/// The functions of tests/go/panics that panics end, or that must never fire.
+const TRACED: &str = "main.boom, main.guard, main.inner, main.middle, main.outer, main.deferer, main.thrower, \
+                      main.rethrow, main.twice, main.selfish, main.exiter, main.doomed, main.deeper";
+
+const SCRIPT: &str = r#"on panic TRACED {
+    printf("want %s recovered=%v panic=%v\n", func, recovered, panic)
+    @elapsed_ok[elapsed > 0] = count()
+}"#;
+
+fn script() -> String {
+    SCRIPT.replace("TRACED", TRACED)
+}
+
+/// The program's `want ... count=N` lines, and gtrace's `want ...` lines counted.
+fn wants_and_fired(stdout: &str) -> (BTreeMap<String, i64>, BTreeMap<String, i64>) {
+    let mut wants = BTreeMap::new();
+    let mut fired = BTreeMap::new();
+    for l in stdout.lines().filter(|l| l.starts_with("want ")) {
+        match l.rsplit_once(" count=") {
+            Some((what, n)) => *wants.entry(what.to_string()).or_insert(0) += n.parse::<i64>().unwrap(),
+            None => *fired.entry(l.to_string()).or_insert(0) += 1,
+        }
+    }
+    (wants, fired)
+}
+
+#[test]
+fn every_call_a_panic_ends_fires_once_with_its_value() {
+    if !privileged("every_call_a_panic_ends_fires_once_with_its_value") {
+        return;
+    }
+    for toolchain in toolchains() {
+        let Some(bin) = build_plain("panics", &toolchain) else { continue };
+        let run = gtrace(&["-e", &script(), "-c", &format!("{} mix 25", bin.display())]);
+        assert_eq!(run.code, 0, "{toolchain}:\n{}\n{}", run.stdout, run.stderr);
+        let (wants, fired) = wants_and_fired(&run.stdout);
+        assert!(!wants.is_empty(), "{toolchain}: the program printed no truth:\n{}", run.stdout);
+        assert_eq!(fired, wants, "{toolchain}:\n{}", run.stdout);
+        // guard, selfish and exiter's calls end by a RET or by Goexit: never in `fired`.
+        let calls: i64 = wants.values().sum();
+        assert_eq!(map_value(&run.stdout, "@elapsed_ok[true]"), calls, "{toolchain}:\n{}", run.stdout);
+        assert!(truth(&run.stdout, "guards") > 0 && truth(&run.stdout, "selfish") > 0);
+    }
+}
+
+#[test]
+fn a_panic_that_kills_the_program_is_seen_before_it_dies() {
+    if !privileged("a_panic_that_kills_the_program_is_seen_before_it_dies") {
+        return;
+    }
+    for toolchain in toolchains() {
+        let Some(bin) = build_plain("panics", &toolchain) else { continue };
+        let run = gtrace(&["-e", &script(), "-c", &format!("{} die", bin.display())]);
+        // The target died of its panic; gtrace itself ends normally, printing its maps.
+        assert_eq!(run.code, 0, "{toolchain}:\n{}\n{}", run.stdout, run.stderr);
+        let (wants, fired) = wants_and_fired(&run.stdout);
+        assert_eq!(wants.len(), 2, "{toolchain}:\n{}", run.stdout);
+        assert_eq!(fired, wants, "{toolchain}:\n{}", run.stdout);
+    }
+}
+
+/// Each panic frees what the calls it ended held: after many panics, the timed calls
+/// that return are still paired exactly and nothing was refused for want of room.
+#[test]
+fn many_panics_leave_nothing_behind() {
+    if !privileged("many_panics_leave_nothing_behind") {
+        return;
+    }
+    let bin = support::go_build("panics", &[]);
+    let script = "on panic main.boom { @panics = count() }
+                  on return main.guard { @returns = count(); @slow[elapsed > 1s] = count() }";
+    let run = gtrace(&["-e", script, "--stats", "-c", &format!("{} many 200000", bin.display())]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let n = truth(&run.stdout, "panics");
+    assert_eq!(map_value(&run.stdout, "@panics"), n, "{}", run.stdout);
+    assert_eq!(map_value(&run.stdout, "@returns"), n, "{}", run.stdout);
+    assert_eq!(map_value(&run.stdout, "@slow[false]"), n, "{}", run.stdout);
+    // The one line that says what was lost, or refused for want of room, is not there.
+    assert!(!run.stderr.contains(" refused: ") && !run.stderr.contains("lost "), "{}", run.stderr);
+}
+
+/// Without DWARF the runtime's panic state is found by Go version: the table agrees with
+/// the DWARF of each tested release, and a stripped build is traced as its twin with
+/// symbols is.
+#[test]
+fn stripped_binaries_use_the_runtime_layout_of_their_release() {
+    for toolchain in toolchains() {
+        let Some(plain) = build_plain("panics", &toolchain) else { continue };
+        let stripped = match build("panics", &toolchain, Kind { stripped: true, pie: false, cgo: false }) {
+            Ok(b) => b,
+            Err(NotBuilt::NoToolchain(e)) => panic!("{toolchain}: {e}"),
+        };
+        let from_dwarf = Target::open(&plain).unwrap().panic_layout_from_dwarf();
+        assert!(from_dwarf.is_some(), "{toolchain}: no panic layout in DWARF");
+        let stripped_target = Target::open(&stripped).unwrap();
+        assert_eq!(stripped_target.panic_layout_from_dwarf(), None, "{toolchain}");
+        assert_eq!(stripped_target.panic_layout(), from_dwarf, "{toolchain}: the table by version is wrong");
+        if !privileged("stripped_binaries_use_the_runtime_layout_of_their_release") {
+            continue;
+        }
+        let script = "on panic main.boom, main.inner, main.middle, main.outer { @[func, recovered] = count() }";
+        let run = gtrace(&["-e", script, "-c", &format!("{} mix 10", stripped.display())]);
+        assert_eq!(run.code, 0, "{toolchain}:\n{}\n{}", run.stdout, run.stderr);
+        for f in ["boom", "inner", "middle", "outer"] {
+            assert_eq!(map_value(&run.stdout, &format!("@[main.{f}, true]")), 10, "{toolchain}:\n{}", run.stdout);
+        }
+    }
+}
+
+/// One panic that ends more traced calls than a probe reports at once (16) reports the
+/// outermost ones and says how many panics were cut short.
+#[test]
+fn a_panic_through_deep_recursion_reports_what_it_can_and_says_so() {
+    if !privileged("a_panic_through_deep_recursion_reports_what_it_can_and_says_so") {
+        return;
+    }
+    let bin = support::go_build("panics", &[]);
+    for depth in [9, 40] {
+        let run = gtrace(&["-e", "on panic main.dive { @n = count() }", "-c", &format!("{} deep {depth}", bin.display())]);
+        assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+        let dives = truth(&run.stdout, "dives");
+        let cut = run.stderr.contains("more than 16 traced calls at once");
+        assert_eq!(map_value(&run.stdout, "@n"), dives.min(16), "{}", run.stdout);
+        assert_eq!(cut, dives > 16, "{}", run.stderr);
+    }
+}
