@@ -168,6 +168,12 @@ pub struct TraceArgs {
     #[arg(long, value_name = "URL")]
     pub otlp: Option<String>,
 
+    /// Scope every probe to the processes of one cgroup (v2) and the cgroups below it: a
+    /// container, a Kubernetes pod (e.g. /sys/fs/cgroup/kubepods.slice/...). Others return
+    /// at once.
+    #[arg(long, value_name = "PATH")]
+    pub cgroup: Option<PathBuf>,
+
     /// How often --otlp pushes (and once more at exit).
     #[arg(long, value_name = "D", default_value = "10s", value_parser = parse_duration)]
     pub otlp_interval: Duration,

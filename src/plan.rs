@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
 /// The version of the plan's format. A plan of another version is refused.
-pub const PLAN_VERSION: u32 = 5;
+pub const PLAN_VERSION: u32 = 6;
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Plan {
@@ -36,6 +36,12 @@ pub struct Plan {
     /// The Go types of the whole values events carry (`ValueType::Go`), by `TypeId`.
     #[serde(default)]
     pub go_types: std::sync::Arc<crate::gotypes::Types>,
+    /// `--cgroup`: the cgroup array (its object name) that every program attached to the
+    /// target checks the current task against before anything else, returning at once
+    /// for a task outside the cgroup; the runtime puts the cgroup's directory in it.
+    /// Empty when the probes are not scoped to a cgroup.
+    #[serde(default)]
+    pub cgroup: String,
 }
 
 impl Plan {
@@ -102,6 +108,9 @@ pub enum Counter {
     /// Hits of `program` that stopped short because a value could not be read, and why
     /// (a PIE's load bias not known; a map lookup past its bound).
     Skipped { program: String, why: String },
+    /// Hits of `program` by a task outside the `--cgroup` cgroup: returned at once, not
+    /// hits of the script, but their traps cost all the same.
+    OtherCgroup { program: String },
 }
 
 /// Sites of one program: those of one function, or all of them.
@@ -145,6 +154,8 @@ pub enum MapKind {
     PercpuArray,
     Array,
     Ringbuf,
+    /// `--cgroup`: the cgroup the probes are scoped to, as a directory fd.
+    CgroupArray,
 }
 
 impl MapKind {
@@ -157,6 +168,7 @@ impl MapKind {
             MapKind::PercpuArray => 6,
             MapKind::LruHash => 9,
             MapKind::Ringbuf => 27,
+            MapKind::CgroupArray => 8,
         }
     }
     pub fn is_percpu(self) -> bool {

@@ -13,6 +13,7 @@ pub const BPF_FUNC_get_smp_processor_id: i32 = 8;
 pub const BPF_FUNC_get_current_pid_tgid: i32 = 14;
 pub const BPF_FUNC_get_current_comm: i32 = 16;
 pub const BPF_FUNC_get_stackid: i32 = 27;
+pub const BPF_FUNC_current_task_under_cgroup: i32 = 37;
 pub const BPF_FUNC_probe_read_user: i32 = 112;
 pub const BPF_FUNC_probe_read_kernel: i32 = 113;
 pub const BPF_FUNC_probe_read_user_str: i32 = 114;
@@ -43,6 +44,7 @@ pub const HELPERS: &[(i32, &str)] = &[
     (BPF_FUNC_get_current_pid_tgid, "get_current_pid_tgid"),
     (BPF_FUNC_get_current_comm, "get_current_comm"),
     (BPF_FUNC_get_stackid, "get_stackid"),
+    (BPF_FUNC_current_task_under_cgroup, "current_task_under_cgroup"),
     (BPF_FUNC_probe_read_user, "probe_read_user"),
     (BPF_FUNC_probe_read_kernel, "probe_read_kernel"),
     (BPF_FUNC_probe_read_user_str, "probe_read_user_str"),

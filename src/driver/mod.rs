@@ -3,16 +3,17 @@
 //! Every failure is a `diag::Failure`, rendered once, in `main`.
 
 mod listing;
+mod scope;
 
-use crate::cli::{Cli, Emit, RunArgs, RunCommand, TargetArgs};
+use crate::cli::{Cli, Emit, RunArgs, RunCommand};
 use crate::compile::{self, Compiled};
 use crate::diag::Failure;
 use crate::library::{self, Root};
 use crate::lower;
 use crate::plan::{Binary, Bundle};
 use crate::runtime;
-use crate::target::{DebugSearch, Target};
-use crate::trace::{self, Process};
+use crate::target::Target;
+use crate::trace;
 use clap::Parser;
 use std::path::PathBuf;
 
@@ -48,8 +49,9 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
         print_stdout(&library::stdlib::listing())?;
         return Ok(0);
     }
-    let process = process(&cli.target)?;
-    let target = Target::open_with(&process.binary, &debug_search(cli))?;
+    let process = scope::process(&cli.target, cli.trace.cgroup.as_deref())?;
+    let search = scope::debug_search(cli.debug_file.as_ref(), &cli.debug_dir, &process);
+    let target = Target::open_with(&process.binary, &search)?;
     if let Some(pattern) = &cli.list {
         let listing = list(&target, pattern);
         if listing.is_empty() {
@@ -101,6 +103,7 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
         }
         Some(Emit::Ast) | None => {
             let bundle = Bundle { plan: compiled.plan, object: compiled.object };
+            scope::pid_namespace_warning();
             return trace::run(&bundle, &target, process, &cli.trace);
         }
     }
@@ -139,6 +142,7 @@ fn lowering(cli: &Cli) -> lower::Settings {
             max_elems: cli.max_elems,
             string_limit: cli.string_limit,
         },
+        cgroup: cli.trace.cgroup.is_some(),
     }
 }
 
@@ -161,10 +165,12 @@ fn check_map_sizes(cli: &Cli, compiled: &Compiled) -> Result<(), Failure> {
 fn run_plan(args: &RunArgs) -> Result<i32, Failure> {
     runtime::prewarm();
     let bundle = Bundle::read(&args.plan)?;
-    let process = process(&args.target)?;
+    let process = scope::process(&args.target, args.trace.cgroup.as_deref())?;
     let target = Target::open(&process.binary)?;
     let here = Binary { path: process.binary.clone(), build_ids: target.build_ids().clone(), arch: target.arch() };
     check_same_build(&bundle.plan.binary, &here)?;
+    scope::check_plan_cgroup(&bundle.plan, &process)?;
+    scope::pid_namespace_warning();
     trace::run(&bundle, &target, process, &args.trace)
 }
 
@@ -180,29 +186,6 @@ fn check_same_build(planned: &Binary, here: &Binary) -> Result<(), Failure> {
         format!("the plan was compiled for {}, not {}", show(planned), show(here)),
         Some("compile the plan against the same build of the program that runs here"),
     ))
-}
-
-/// Where DWARF kept aside is looked for.
-fn debug_search(cli: &Cli) -> DebugSearch {
-    let mut search = DebugSearch { file: cli.debug_file.clone(), ..DebugSearch::default() };
-    if !cli.debug_dir.is_empty() {
-        search.dirs = cli.debug_dir.clone();
-    }
-    search
-}
-
-/// What the command line says to trace.
-fn process(t: &TargetArgs) -> Result<Process, Failure> {
-    if let Some(pid) = t.pid {
-        return Ok(Process { binary: runtime::process_exe(pid)?, pid: Some(pid), command: None });
-    }
-    if let Some(cmd) = &t.command {
-        let argv = shlex::split(cmd)
-            .filter(|a| !a.is_empty())
-            .ok_or_else(|| Failure::message(format!("cannot split the command `{cmd}`"), Some("check its quotes")))?;
-        return Ok(Process { binary: runtime::resolve_command(&argv[0])?, pid: None, command: Some(argv) });
-    }
-    Ok(Process { binary: t.binary.clone().unwrap_or_default(), pid: None, command: None })
 }
 
 /// The script: `-e TEXT`, a file, or a stdlib library by name.

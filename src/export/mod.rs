@@ -83,7 +83,11 @@ pub struct ExportOptions {
 
 /// Where the trace is, for labels and resource attributes.
 pub struct Traced<'a> {
+    /// The file traced, to read symbols from (`/proc/PID/exe` for -p).
     pub binary: &'a Path,
+    /// Its name in labels: as the traced process names it (canonical for -b and -c; a
+    /// -p process's own path in its mount namespace, `/app/server` in a container).
+    pub name: &'a Path,
     /// The one process traced (-p, -c); none with -b.
     pub pid: Option<u32>,
     /// The binary's main module path (`service.name`), if it has build info.
@@ -132,7 +136,7 @@ impl Export {
             self.plan.clone(),
             self.exports.clone(),
             reader,
-            std::fs::canonicalize(traced.binary).unwrap_or_else(|_| traced.binary.to_path_buf()),
+            (traced.binary.to_path_buf(), traced.name),
             traced.pid,
             self.counters.clone(),
         ));
@@ -196,11 +200,11 @@ fn check_url(url: &str) -> Result<String, ExportError> {
 
 /// OpenTelemetry's resource attributes of the traced program.
 fn resource(traced: &Traced) -> Vec<(String, String)> {
-    let file = traced.binary.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+    let file = traced.name.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
     let service = traced.module.filter(|m| !m.is_empty()).map(str::to_string).unwrap_or(file);
     let mut attrs = vec![
         ("service.name".to_string(), service),
-        ("process.executable.path".to_string(), traced.binary.display().to_string()),
+        ("process.executable.path".to_string(), traced.name.display().to_string()),
     ];
     if let Ok(host) = std::fs::read_to_string("/proc/sys/kernel/hostname") {
         attrs.push(("host.name".to_string(), host.trim().to_string()));

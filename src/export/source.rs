@@ -55,11 +55,11 @@ impl Source {
         plan: Plan,
         exports: Vec<MapExport>,
         reader: MapReader,
-        binary: PathBuf,
+        (binary, name): (PathBuf, &std::path::Path),
         pid: Option<u32>,
         counters: std::sync::Arc<Counters>,
     ) -> Source {
-        let mut labels = vec![("binary".to_string(), binary.display().to_string())];
+        let mut labels = vec![("binary".to_string(), name.display().to_string())];
         if let Some(pid) = pid {
             labels.push(("pid".to_string(), pid.to_string()));
         }

@@ -45,6 +45,9 @@ pub struct Settings {
     /// How much of a whole Go value `print` copies (`--depth`, `--max-fields`,
     /// `--max-elems`, `--string-limit`).
     pub bounds: crate::capture::Bounds,
+    /// `--cgroup`: every program attached to the target first asks whether the current
+    /// task is in the cgroup (`scope`), and returns at once when it is not.
+    pub cgroup: bool,
 }
 
 /// The accounting being laid out while the programs are generated.

@@ -4,7 +4,8 @@
 //! attached at every site of its functions with the function's index as attach cookie;
 //! one timing program at the entries of the functions whose return probes use
 //! `elapsed`; one that frees a goroutine's `self` variables when it exits. Each counts
-//! what it loses, and with accounting its hits (`accounting`).
+//! what it loses, and with accounting its hits (`accounting`). With `--cgroup`, each program
+//! attached to the target first returns for a task outside the cgroup (`scope`).
 
 pub mod accounting;
 pub mod agg;
@@ -22,6 +23,7 @@ pub mod mapops;
 pub mod maps;
 mod programs;
 mod runtime_programs;
+pub mod scope;
 pub mod stored;
 pub mod unwind;
 pub mod values;

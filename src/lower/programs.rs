@@ -50,6 +50,8 @@ pub(super) struct Ctx<'a> {
     biased: bool,
     /// How much of a whole Go value `print` copies.
     bounds: crate::capture::Bounds,
+    /// `--cgroup`: programs attached to the target check the current task's cgroup.
+    cgroup: bool,
 }
 
 /// Which probe a program belongs to and how many functions it is attached at (0 for
@@ -104,6 +106,7 @@ pub(super) fn lower_all(
         entry_programs: std::collections::HashMap::new(),
         biased,
         bounds: settings.bounds,
+        cgroup: settings.cgroup,
     };
     for (i, inst) in checked.instances.iter().enumerate() {
         let Item::Probe(probe) = &script.items[inst.item] else { continue };
@@ -132,6 +135,10 @@ pub(super) fn lower_all(
     maps.add_scratch(events.iter().map(|e| e.size).max().unwrap_or(8));
     maps.apply_sizes(&settings.map_sizes, plan.functions.len());
     plan.accounting = layout.finish(&mut maps);
+    if settings.cgroup {
+        maps.specs.push(super::scope::map_spec());
+        plan.cgroup = super::scope::CGROUP.to_string();
+    }
     plan.maps = maps.specs;
     // Whole Go values in events are decoded with the types the checker reached.
     if events.iter().flat_map(|e| &e.fields).any(|f| matches!(f.ty, crate::plan::ValueType::Go { .. })) {
@@ -184,6 +191,9 @@ impl Ctx<'_> {
         gen.b.comment(comment);
         gen.prologue();
         if owner.functions > 0 {
+            if self.cgroup {
+                gen.cgroup_prologue(span)?;
+            }
             gen.accounting_prologue(owner.functions, span)?;
         }
         body(&mut gen)?;

@@ -25,6 +25,8 @@ pub struct Stats {
     pub budget_percent: Option<f64>,
     /// What the budget detached, in order.
     pub detached: Vec<Detached>,
+    /// `--cgroup`: the probes are scoped to a cgroup.
+    pub cgroup: bool,
 }
 
 /// One program: a probe of the script, or gtrace's entry timing or `self` cleanup.
@@ -59,6 +61,9 @@ pub struct ProbeStats {
     pub skipped: Vec<(String, u64)>,
     /// Still attached (not detached by the budget).
     pub attached: bool,
+    /// Hits by tasks outside the `--cgroup` cgroup: returned at once and not in `hits`,
+    /// but their traps are in `cost_ns` (at the first site's trap cost).
+    pub other_cgroup: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -107,8 +112,10 @@ impl ProbeStats {
         let traps: f64 = self.sites.iter().map(|s| s.hits as f64 * s.trap_ns).sum();
         // Hits the sites did not count apart (no per-site counters): at the first
         // site's trap cost.
-        let rest = self.hits.saturating_sub(counted) as f64 * self.sites.first().map_or(0.0, |s| s.trap_ns);
-        self.cost_ns = traps + rest + self.run_ns as f64;
+        let first_trap = self.sites.first().map_or(0.0, |s| s.trap_ns);
+        let rest = self.hits.saturating_sub(counted) as f64 * first_trap;
+        let others = self.other_cgroup as f64 * first_trap;
+        self.cost_ns = traps + rest + others + self.run_ns as f64;
     }
 }
 
@@ -239,6 +246,14 @@ impl Stats {
             out.push_str(line.trim_end());
             out.push('\n');
         }
+        if self.cgroup {
+            let others: u64 = self.probes.iter().map(|p| p.other_cgroup).sum();
+            out.push_str(&format!(
+                "--cgroup: {} hit{} by tasks in other cgroups returned at once (not in `hits`; their traps are in `est. cost`)\n",
+                thousands(others),
+                plural(others)
+            ));
+        }
         out
     }
 }
@@ -338,8 +353,16 @@ mod tests {
         assert_eq!(p.sites[0].cost_ns, 990.0 * 2_050.0);
         assert_eq!(p.sites[1].cost_ns, 10.0 * 550.0);
         assert_eq!(p.cost_ns, 990.0 * 2_000.0 + 10.0 * 500.0 + 50_000.0);
-        let s = Stats { elapsed_ns: (p.cost_ns * 2.0) as u64, probes: vec![p], ..Stats::default() };
+        let s = Stats { elapsed_ns: (p.cost_ns * 2.0) as u64, probes: vec![p.clone()], ..Stats::default() };
         let table = s.table();
         assert!(table.contains("50%") && table.contains("  main.G"), "{table}");
+        assert!(!table.contains("--cgroup"), "{table}");
+        // Hits in other cgroups: not hits, but their traps cost (at the first site's).
+        let mut scoped = ProbeStats { other_cgroup: 100, ..p };
+        scoped.price();
+        assert_eq!(scoped.hits, 1_000);
+        assert_eq!(scoped.cost_ns, 990.0 * 2_000.0 + 10.0 * 500.0 + 100.0 * 2_000.0 + 50_000.0);
+        let s = Stats { probes: vec![scoped], cgroup: true, ..Stats::default() };
+        assert!(s.table().contains("--cgroup: 100 hits by tasks in other cgroups returned at once"), "{}", s.table());
     }
 }

@@ -76,8 +76,23 @@ const REFUSED_POINT_ERRNOS: [i32; 3] = [524 /* ENOTSUPP */, libc::EINVAL, libc::
 /// Where the target's probes were attached: what a link rebuilt later attaches to.
 #[derive(Clone, Debug)]
 pub(crate) struct AttachTarget {
+    /// `/proc/self/fd/N` of `file`: the very file attached to at first, however its path
+    /// changes later (a binary replaced by a deploy, a container's /proc/PID/root gone
+    /// with its process).
     pub binary: PathBuf,
     pub scope: Scope,
+    /// Held only to keep `binary` open.
+    pub _file: std::sync::Arc<std::fs::File>,
+}
+
+/// Opens the target's executable once: probes attach (and reattach) to that file through
+/// `/proc/self/fd/N`, never to whatever the path names later.
+fn pin(binary: &Path) -> Result<(std::sync::Arc<std::fs::File>, PathBuf), RuntimeError> {
+    use std::os::fd::AsRawFd;
+    let file =
+        std::fs::File::open(binary).map_err(|source| RuntimeError::Open { path: binary.to_path_buf(), source })?;
+    let path = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
+    Ok((std::sync::Arc::new(file), path))
 }
 
 impl Loaded {
@@ -98,9 +113,16 @@ impl Loaded {
         result
     }
 
-    fn attach_all(&mut self, binary: &Path, scope: Scope) -> Result<usize, RuntimeError> {
-        let binary = attach_path(binary);
-        self.target = Some(AttachTarget { binary: binary.clone(), scope });
+    fn attach_all(&mut self, given: &Path, scope: Scope) -> Result<usize, RuntimeError> {
+        let (file, binary) = pin(given)?;
+        self.target = Some(AttachTarget { binary: binary.clone(), scope, _file: file });
+        // Errors name the binary by the path the user gave.
+        let named = |e: RuntimeError| match e {
+            RuntimeError::Attach { function, offset, source, .. } => {
+                RuntimeError::Attach { function, offset, binary: given.to_path_buf(), source }
+            }
+            e => e,
+        };
         let target_scope = match scope {
             Scope::Process(pid) => {
                 UProbeScope::OneProcess(NonZeroU32::new(pid).ok_or(RuntimeError::NoSuchProcess { pid })?)
@@ -116,7 +138,7 @@ impl Loaded {
                         continue;
                     }
                     for point in points {
-                        match self.attach_uprobe(&probe.program, point, &binary, target_scope, false) {
+                        match self.attach_uprobe(&probe.program, point, &binary, target_scope, false).map_err(named) {
                             Err(RuntimeError::Attach { source, .. })
                                 if REFUSED_POINT_ERRNOS.iter().any(|e| has_errno(&*source, *e)) =>
                             {
@@ -240,6 +262,12 @@ impl Loaded {
         Ok(())
     }
 
+    /// The file the target's probes are attached to, as `/proc/self/fd/N`: readable for as
+    /// long as the trace runs, whatever happens to the path it was given by.
+    pub fn target_file(&self) -> Option<&Path> {
+        self.target.as_ref().map(|t| t.binary.as_path())
+    }
+
     /// Runs the `on begin` programs once.
     pub fn run_begin(&self) {
         Trigger::Begin.fire();
@@ -352,14 +380,5 @@ fn multi_link(
 impl Drop for Loaded {
     fn drop(&mut self) {
         self.detach_all();
-    }
-}
-
-/// aya looks a bare file name up as a library; make sure a path is taken as a path.
-fn attach_path(binary: &Path) -> PathBuf {
-    if binary.components().count() == 1 && !binary.is_absolute() {
-        Path::new(".").join(binary)
-    } else {
-        binary.to_path_buf()
     }
 }

@@ -57,6 +57,14 @@ pub enum RuntimeError {
         source: Box<RuntimeError>,
     },
 
+    /// The traced executable could not be opened to attach probes to it.
+    #[error("cannot open {} to attach probes to it", path.display())]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+
     /// Something gtrace cannot do (yet).
     #[error("unsupported: {what}")]
     Unsupported { what: String },

@@ -1,13 +1,16 @@
 //! The only module that touches aya, syscalls and unsafe code: load the object, attach
 //! uprobes, read maps and events, start and watch the target process.
 //!
-//! `load` → `Loaded::attach` → (`run_begin`, `poll_events` while the target runs,
-//! `map_entries`) → `run_end` → drop (detaches). `process` starts or finds the target;
-//! `signals` turns Ctrl-C into a clean stop; `accounting` reads what probes cost (the
-//! kernel's statistics, the calibrated trap cost).
+//! `load` → (`scope_to_cgroup`) → `Loaded::attach` → (`run_begin`, `poll_events` while
+//! the target runs, `map_entries`) → `run_end` → drop (detaches). `process` starts or
+//! finds the target; `container` names a containerized process's executable; `cgroup`
+//! opens and checks `--cgroup`; `signals` turns Ctrl-C into a clean stop; `accounting`
+//! reads what probes cost (the kernel's statistics, the calibrated trap cost).
 
 mod accounting;
 mod attach;
+pub mod cgroup;
+mod container;
 mod error;
 mod events;
 mod loader;
@@ -21,6 +24,8 @@ mod uprobe_multi;
 
 pub use accounting::{calibrate_trap, RunStats, TrapCost};
 pub use attach::{RefusedPoint, Scope};
+pub use cgroup::{Cgroup, CgroupError};
+pub use container::{exe_names, in_host_pid_namespace, same_namespace, ExeNames};
 pub use error::RuntimeError;
 pub use loader::{failing_insn, load, prewarm, verify, Loaded};
 pub use maps::{possible_cpus, Entries};
@@ -53,6 +58,13 @@ impl Loaded {
         };
         map.update(&tgid.to_ne_bytes(), &bias.to_ne_bytes())?;
         Ok(true)
+    }
+
+    /// Scopes every program attached to the target to `cgroup` and the cgroups below
+    /// it: its directory's fd goes into slot 0 of the plan's cgroup array `object_name`
+    /// (the kernel keeps its own reference to the cgroup).
+    pub fn scope_to_cgroup(&self, object_name: &str, cgroup: &Cgroup) -> Result<(), RuntimeError> {
+        self.map(object_name)?.update(&0u32.to_ne_bytes(), &cgroup.raw_fd().to_ne_bytes())
     }
 
     fn map(&self, object_name: &str) -> Result<&maps::MapHandle, RuntimeError> {

@@ -60,8 +60,9 @@ fn why_not_executable(path: &Path) -> Option<Option<String>> {
 
 /// The executable of a running process: the `/proc/PID/exe` link itself, which opens the
 /// very file the process runs even if it was deleted or lives in another mount namespace.
-/// A process that has none (a zombie, a kernel thread) or hides it is an error that
-/// says what the process is and why it cannot be traced.
+/// A process that has none (a zombie, a kernel thread) or hides it (its exe or root is
+/// not readable: another user's process without root) is an error that says what the
+/// process is and why it cannot be traced.
 pub fn process_exe(pid: u32) -> Result<PathBuf, RuntimeError> {
     let link = PathBuf::from(format!("/proc/{pid}/exe"));
     if pid == 0 || !Path::new(&format!("/proc/{pid}")).exists() {
@@ -80,13 +81,8 @@ pub fn process_exe(pid: u32) -> Result<PathBuf, RuntimeError> {
             return Err(not_traceable("it is a kernel thread: it runs kernel code, not an executable".into()));
         }
     }
-    match std::fs::metadata(&link) {
-        Ok(_) => Ok(link),
-        Err(e) if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) => Err(not_traceable(format!(
-            "the kernel refuses access to its executable (/proc/{pid}/exe: {e}); it may belong to another user or PID namespace"
-        ))),
-        Err(e) => Err(not_traceable(format!("its executable cannot be read (/proc/{pid}/exe: {e})"))),
-    }
+    super::container::readable(pid, &comm)?;
+    Ok(link)
 }
 
 /// `PF_KTHREAD` in the flags of /proc/PID/stat: a kernel thread.

@@ -23,9 +23,16 @@ use symbols::TargetSymbols;
 
 /// What to trace: every process running `binary`, one process, or a command started here.
 pub struct Process {
+    /// The file read and attached to: the path given to -b or -c, `/proc/PID/exe` for -p
+    /// (the very file the process runs, whatever its mount namespace).
     pub binary: PathBuf,
+    /// The binary as labels name it: the canonical path given to -b or -c, or the path a
+    /// -p process has for its executable in its own mount namespace (`/app/server`).
+    pub shown: PathBuf,
     pub pid: Option<u32>,
     pub command: Option<Vec<String>>,
+    /// `--cgroup`: every probe runs only for tasks in this cgroup or below it.
+    pub cgroup: Option<runtime::Cgroup>,
 }
 
 /// Why a trace ended before its natural end.
@@ -84,13 +91,18 @@ fn session(bundle: &Bundle, target: &Target, process: Process, args: &TraceArgs)
     // from the first hit; after, for those that started meanwhile (from now on the
     // entry-point probe learns them).
     seed_load_biases(&loaded, target, &process.binary, scope)?;
+    if let Some(cgroup) = &process.cgroup {
+        loaded.scope_to_cgroup(&plan.cgroup, cgroup)?;
+    }
     let attached = loaded.attach(&process.binary, scope)?;
     seed_load_biases(&loaded, target, &process.binary, scope)?;
     eprintln!("Attached {attached} probe{}", if attached == 1 { "" } else { "s" });
     report_skipped(&loaded, plan)?;
     let mut costs = budget::Costs::new(stats::Meter::new(plan, target, calibration.finish(), budget), plan);
     let traced_pid = process.pid.or(child.as_ref().map(|c| c.pid()));
-    let traced = Traced { binary: &process.binary, pid: traced_pid, module: target.module_path() };
+    // The exporters read symbols from the file the probes are attached to.
+    let file = loaded.target_file().unwrap_or(&process.binary).to_path_buf();
+    let traced = Traced { binary: &file, name: &process.shown, pid: traced_pid, module: target.module_path() };
     export.start(&loaded, attached, &traced)?;
     let mut sink = export.sink(output::sink(args.format));
     let mut symbols = TargetSymbols::new(target, None, traced_pid);

@@ -88,6 +88,7 @@ impl Meter {
             rate: acct.rate,
             budget_percent: self.budget_percent,
             detached: self.detached.clone(),
+            cgroup: !plan.cgroup.is_empty(),
         })
     }
 
@@ -117,6 +118,7 @@ impl Meter {
             rate_dropped: counted(&|c| matches!(c, Counter::RateDropped { program: p } if p == program)),
             refused: counted(&|c| matches!(c, Counter::Refused { program: p, .. } if p == program)),
             skipped: skipped(&acct.slots, program, value),
+            other_cgroup: counted(&|c| matches!(c, Counter::OtherCgroup { program: p } if p == program)),
             attached: true,
             ..ProbeStats::default()
         };

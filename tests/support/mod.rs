@@ -6,6 +6,7 @@
 pub mod toolchain;
 
 pub mod collector;
+pub mod container;
 pub mod processes;
 pub mod prometheus;
 

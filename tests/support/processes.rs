@@ -147,7 +147,12 @@ pub struct Gtrace {
 
 impl Gtrace {
     pub fn start(args: &[&str]) -> Gtrace {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_gtrace"))
+        Gtrace::start_command(env!("CARGO_BIN_EXE_gtrace"), args)
+    }
+
+    /// `program ARGS` (gtrace under a wrapper such as unshare), read the same way.
+    pub fn start_command(program: &str, args: &[&str]) -> Gtrace {
+        let mut child = Command::new(program)
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

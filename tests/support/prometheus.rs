@@ -36,18 +36,20 @@ pub fn binary(test: &str) -> Option<PathBuf> {
 impl Prometheus {
     /// Starts Prometheus scraping `target` (HOST:PORT) every second; waits until ready.
     pub fn start(binary: &std::path::Path, target: &str, name: &str) -> Prometheus {
+        let config = format!(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: gtrace\n    static_configs:\n      - targets: ['{target}']\n"
+        );
+        Prometheus::start_with_config(binary, &config, name)
+    }
+
+    /// Starts Prometheus with the configuration `config` (YAML); waits until ready.
+    pub fn start_with_config(binary: &std::path::Path, config: &str, name: &str) -> Prometheus {
         let dir = scratch_dir(name);
-        let config = dir.join("prometheus.yml");
-        std::fs::write(
-            &config,
-            format!(
-                "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: gtrace\n    static_configs:\n      - targets: ['{target}']\n"
-            ),
-        )
-        .expect("write prometheus.yml");
+        let config_file = dir.join("prometheus.yml");
+        std::fs::write(&config_file, config).expect("write prometheus.yml");
         let port = free_port();
         let child = Command::new(binary)
-            .arg(format!("--config.file={}", config.display()))
+            .arg(format!("--config.file={}", config_file.display()))
             .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
             .arg("--log.level=warn")

@@ -1,0 +1,125 @@
+//! What the command line says to trace, and where: the process (-p, -c, -b), the file
+//! read and attached to for it, the name it goes by in exported labels, a note for a
+//! process in a container, and `--cgroup`, opened and checked before anything compiles.
+
+use crate::cli::TargetArgs;
+use crate::diag::Failure;
+use crate::plan::Plan;
+use crate::runtime::{self, Cgroup};
+use crate::target::DebugSearch;
+use crate::trace::Process;
+use std::path::{Component, Path, PathBuf};
+
+/// The process to trace, scoped to `cgroup` when one is given.
+pub(super) fn process(t: &TargetArgs, cgroup: Option<&Path>) -> Result<Process, Failure> {
+    let cgroup = cgroup.map(Cgroup::open).transpose()?;
+    if let Some(pid) = t.pid {
+        let binary = runtime::process_exe(pid)?;
+        let names = runtime::exe_names(pid);
+        if let Some(note) = names.as_ref().and_then(|n| container_note(pid, n)) {
+            eprintln!("{note}");
+        }
+        let shown = names.map_or_else(|| binary.clone(), |n| n.own);
+        return Ok(Process { binary, shown, pid: Some(pid), command: None, cgroup });
+    }
+    if let Some(cmd) = &t.command {
+        let argv = shlex::split(cmd)
+            .filter(|a| !a.is_empty())
+            .ok_or_else(|| Failure::message(format!("cannot split the command `{cmd}`"), Some("check its quotes")))?;
+        let binary = runtime::resolve_command(&argv[0])?;
+        let shown = std::fs::canonicalize(&binary).unwrap_or_else(|_| binary.clone());
+        return Ok(Process { binary, shown, pid: None, command: Some(argv), cgroup });
+    }
+    let binary = t.binary.clone().unwrap_or_default();
+    let shown = binary_name(&binary);
+    Ok(Process { binary, shown, pid: None, command: None, cgroup })
+}
+
+/// How `-b PATH` is named in labels: a file reached through a process's root
+/// (`/proc/PID/root/app/server`, the way to a container's file) by its path inside the
+/// container (`/app/server`), the same on every node and after that process is gone;
+/// any other path canonical.
+fn binary_name(path: &Path) -> PathBuf {
+    let mut parts = path.components();
+    let through_root = matches!(
+        (parts.next(), parts.next(), parts.next(), parts.next()),
+        (Some(Component::RootDir), Some(Component::Normal(proc)), Some(Component::Normal(pid)), Some(Component::Normal(root)))
+            if proc == "proc" && root == "root" && pid.to_str().is_some_and(|p| p.bytes().all(|b| b.is_ascii_digit()))
+    );
+    if through_root {
+        return Path::new("/").join(parts.as_path());
+    }
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// For a process in another mount namespace or root (a container): the file it runs,
+/// by its own name and by the path that reaches it from here (the one `-b` takes to
+/// trace every process of that file).
+fn container_note(pid: u32, names: &runtime::ExeNames) -> Option<String> {
+    if !names.elsewhere {
+        return None;
+    }
+    let own = names.own.display();
+    Some(match &names.from_here {
+        Some(here) => format!(
+            "gtrace: pid {pid} runs {own} in another mount namespace (a container); from here that file is {}",
+            here.display()
+        ),
+        None => format!(
+            "gtrace: pid {pid} runs {own} in another mount namespace (a container); no path from here reaches that file, so gtrace reads it through /proc/{pid}/exe"
+        ),
+    })
+}
+
+/// Where a stripped binary's DWARF is looked for: `--debug-file`, the `--debug-dir`s,
+/// or by default /usr/lib/debug, after the traced container's own (its root's
+/// /usr/lib/debug) for a process in a container. A debug file is taken only when its
+/// build id is the binary's.
+pub(super) fn debug_search(file: Option<&PathBuf>, dirs: &[PathBuf], process: &Process) -> DebugSearch {
+    let mut search = DebugSearch { file: file.cloned(), ..DebugSearch::default() };
+    if !dirs.is_empty() {
+        search.dirs = dirs.to_vec();
+    } else if let Some(pid) = process.pid.filter(|p| !runtime::same_namespace(*p, "mnt")) {
+        search.dirs.insert(0, PathBuf::from(format!("/proc/{pid}/root/usr/lib/debug")));
+    }
+    search
+}
+
+/// `gtrace run`: a plan compiled with `--cgroup` needs one to run, and one compiled
+/// without cannot be scoped to one.
+pub(super) fn check_plan_cgroup(plan: &Plan, process: &Process) -> Result<(), Failure> {
+    match (plan.cgroup.is_empty(), &process.cgroup) {
+        (false, None) => Err(Failure::message(
+            "the plan was compiled with --cgroup: its probes run only in a cgroup",
+            Some("give the cgroup to trace with --cgroup PATH"),
+        )),
+        (true, Some(c)) => Err(Failure::message(
+            format!("the plan was compiled without --cgroup: its probes cannot be scoped to {}", c.path.display()),
+            Some("compile the plan with --cgroup PATH (any cgroup: the one given to gtrace run is the one used)"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Said once when gtrace is not in the host's pid namespace: the pids that scripts
+/// read (`pid`, `tid`) are the host's, not the ones gtrace's own namespace shows.
+pub(super) fn pid_namespace_warning() {
+    if !runtime::in_host_pid_namespace() {
+        eprintln!(
+            "gtrace: warning: gtrace runs in a pid namespace of its own: `pid` and `tid` in probes are the host's pids, not the ones seen here (in a pod: hostPID: true)"
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_through_a_process_root_is_named_as_inside() {
+        assert_eq!(binary_name(Path::new("/proc/4242/root/app/server")), PathBuf::from("/app/server"));
+        assert_eq!(binary_name(Path::new("/proc/4242/root/usr/bin/x")), PathBuf::from("/usr/bin/x"));
+        assert_eq!(binary_name(Path::new("/proc/self/root/bin/x")), PathBuf::from("/proc/self/root/bin/x"));
+        assert_eq!(binary_name(Path::new("/no/such/file")), PathBuf::from("/no/such/file"));
+    }
+}

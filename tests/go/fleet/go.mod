@@ -1,0 +1,3 @@
+module example.com/fleet
+
+go 1.21
