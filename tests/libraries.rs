@@ -200,6 +200,21 @@ fn a_users_library_with_helpers_and_a_param_set_on_the_command_line() {
 
 // ---- --check of every stdlib library and example; listing -------------------------------
 
+/// Every stdlib library says in its header what one event costs the target, in uprobe
+/// hits (a user choosing what to leave on a production server reads it there).
+#[test]
+fn every_stdlib_library_says_what_an_event_costs() {
+    for name in support::stdlib_names() {
+        let path = support::root().join("stdlib").join(format!("{name}.gt"));
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let header: Vec<&str> = text.lines().take_while(|l| l.starts_with('#')).collect();
+        assert!(
+            header.iter().any(|l| l.starts_with("# Cost: ") && l.contains("uprobe hit")),
+            "stdlib/{name}.gt does not say in its header what an event costs in uprobe hits"
+        );
+    }
+}
+
 #[test]
 fn every_stdlib_library_checks_by_name_and_through_use() {
     let names = support::stdlib_names();
