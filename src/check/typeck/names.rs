@@ -30,130 +30,140 @@ impl Cx<'_> {
             return t;
         }
         if let Some(b) = Builtin::from_name(n) {
-            match b {
-                Builtin::Elapsed => {
-                    if !matches!(self.kind, InstanceKind::Return | InstanceKind::Panic) {
-                        self.err(
-                            Diagnostic::error(e.span, "`elapsed` is only known in `on return` and `on panic` probes")
-                                .label("no matching entry here")
-                                .hint("use it in `on return FUNC { ... }`"),
-                        );
-                        return Ty::Void;
-                    }
-                    self.uses_elapsed = true;
-                }
-                Builtin::Panic | Builtin::Recovered if self.kind != InstanceKind::Panic => {
-                    self.err(
-                        Diagnostic::error(e.span, format!("`{n}` is only known in `on panic` probes"))
-                            .label("no panic here")
-                            .hint("`on panic FUNC { ... }` runs for each call of FUNC that a panic ended"),
-                    );
-                    return Ty::Void;
-                }
-                // `on begin`, `on end` and `on interval` fire in gtrace's own process.
-                Builtin::Pid | Builtin::Tid | Builtin::Comm | Builtin::Goid if !self.has_function => {
-                    self.err(
-                        Diagnostic::error(
-                            e.span,
-                            format!("`{n}` here would be gtrace's own, not the traced program's"),
-                        )
-                        .label("gtrace's, not the target's")
-                        .hint("`on begin`, `on end` and `on interval` run in gtrace itself; read it in a probe of a function, which runs in the traced program"),
-                    );
-                    return Ty::Void;
-                }
-                Builtin::Func if !self.has_function => {
-                    self.err(
-                        Diagnostic::error(e.span, "`func` is only known in probes of functions")
-                            .label("no function here"),
-                    );
-                    return Ty::Void;
-                }
-                _ => {}
-            }
-            self.facts.names.insert(e.id, Name::Builtin(b));
-            return b.ty();
+            return self.builtin(e, n, b);
         }
-        if n == "nil" {
-            return Ty::Nil;
-        }
-        if n == "args" {
-            if self.kind == InstanceKind::Line {
-                self.err(
-                    Diagnostic::error(e.span, "`args` is only known in probes of functions' entries and returns")
-                        .label("not in a line probe")
-                        .hint("name the locals and parameters to print: `print(n, name)`"),
-                );
-                return Ty::Void;
-            }
-            if !self.has_function {
-                self.err(
-                    Diagnostic::error(e.span, "`args` is only known in probes of functions").label("no function here"),
-                );
-                return Ty::Void;
-            }
-            self.facts.args = self
-                .values
-                .iter()
-                .filter(|v| !v.is_result && !matches!(v.location, Location::Unreadable { .. }) && v.ty.is_ok())
-                .filter_map(|v| match &v.ty {
-                    Ok(t) if !matches!(t, Ty::Go(_)) => Some(ArgInfo {
-                        name: v.name.clone(),
-                        location: v.location.clone(),
-                        at_entry: v.at_entry,
-                        type_id: v.type_id,
-                        ty: t.clone(),
-                    }),
-                    _ => None,
-                })
-                .collect();
-            return Ty::Args;
-        }
-        if n == "ustack" {
-            if self.kind == InstanceKind::Panic {
-                self.err(
-                    Diagnostic::error(e.span, "`ustack` is not known in `on panic` probes")
-                        .label("the call's stack is gone")
-                        .hint("a panic's probe runs where the runtime recovers or dies, after the call's frames are unwound; record `ustack` in `on entry` into a self variable"),
-                );
-                return Ty::Void;
-            }
-            if !self.has_function {
-                self.err(
-                    Diagnostic::error(e.span, "`ustack` is only known in probes of functions")
-                        .label("no Go stack here"),
-                );
-                return Ty::Void;
-            }
-            return Ty::Stack;
+        match n {
+            "nil" => return Ty::Nil,
+            "args" => return self.args(e),
+            "ustack" => return self.ustack(e),
+            _ => {}
         }
         if self.kind == InstanceKind::Return {
-            let results: Vec<usize> = (0..self.values.len()).filter(|i| self.values[*i].is_result).collect();
-            let pos = if n == "ret" { Some(0) } else { n.strip_prefix("ret").and_then(|d| d.parse::<usize>().ok()) };
-            if let Some(pos) = pos {
-                return match results.get(pos) {
-                    Some(&i) => {
-                        let name = self.values[i].name.clone();
-                        self.go_value(e, &name, e.span, false)
-                    }
-                    None => {
-                        self.err(
-                            Diagnostic::error(
-                                e.span,
-                                format!(
-                                    "the function has {} result{}",
-                                    results.len(),
-                                    if results.len() == 1 { "" } else { "s" }
-                                ),
-                            )
-                            .label(format!("no result {pos}")),
-                        );
-                        Ty::Void
-                    }
-                };
+            if let Some(t) = self.positional_result(e, n) {
+                return t;
             }
         }
         self.go_value(e, n, e.span, false)
+    }
+
+    /// A builtin name (`elapsed`, `goid`, `func`, ...), where the probe knows it.
+    fn builtin(&mut self, e: &Expr, n: &str, b: Builtin) -> Ty {
+        match b {
+            Builtin::Elapsed => {
+                if !matches!(self.kind, InstanceKind::Return | InstanceKind::Panic) {
+                    self.err(
+                        Diagnostic::error(e.span, "`elapsed` is only known in `on return` and `on panic` probes")
+                            .label("no matching entry here")
+                            .hint("use it in `on return FUNC { ... }`"),
+                    );
+                    return Ty::Void;
+                }
+                self.uses_elapsed = true;
+            }
+            Builtin::Panic | Builtin::Recovered if self.kind != InstanceKind::Panic => {
+                self.err(
+                    Diagnostic::error(e.span, format!("`{n}` is only known in `on panic` probes"))
+                        .label("no panic here")
+                        .hint("`on panic FUNC { ... }` runs for each call of FUNC that a panic ended"),
+                );
+                return Ty::Void;
+            }
+            // `on begin`, `on end` and `on interval` fire in gtrace's own process.
+            Builtin::Pid | Builtin::Tid | Builtin::Comm | Builtin::Goid if !self.has_function => {
+                self.err(
+                    Diagnostic::error(
+                        e.span,
+                        format!("`{n}` here would be gtrace's own, not the traced program's"),
+                    )
+                    .label("gtrace's, not the target's")
+                    .hint("`on begin`, `on end` and `on interval` run in gtrace itself; read it in a probe of a function, which runs in the traced program"),
+                );
+                return Ty::Void;
+            }
+            Builtin::Func if !self.has_function => {
+                self.err(
+                    Diagnostic::error(e.span, "`func` is only known in probes of functions").label("no function here"),
+                );
+                return Ty::Void;
+            }
+            _ => {}
+        }
+        self.facts.names.insert(e.id, Name::Builtin(b));
+        b.ty()
+    }
+
+    /// `args`: every readable parameter, for printing.
+    fn args(&mut self, e: &Expr) -> Ty {
+        if self.kind == InstanceKind::Line {
+            self.err(
+                Diagnostic::error(e.span, "`args` is only known in probes of functions' entries and returns")
+                    .label("not in a line probe")
+                    .hint("name the locals and parameters to print: `print(n, name)`"),
+            );
+            return Ty::Void;
+        }
+        if !self.has_function {
+            self.err(
+                Diagnostic::error(e.span, "`args` is only known in probes of functions").label("no function here"),
+            );
+            return Ty::Void;
+        }
+        self.facts.args = self
+            .values
+            .iter()
+            .filter(|v| !v.is_result && !matches!(v.location, Location::Unreadable { .. }) && v.ty.is_ok())
+            .filter_map(|v| match &v.ty {
+                Ok(t) if !matches!(t, Ty::Go(_)) => Some(ArgInfo {
+                    name: v.name.clone(),
+                    location: v.location.clone(),
+                    at_entry: v.at_entry,
+                    type_id: v.type_id,
+                    ty: t.clone(),
+                }),
+                _ => None,
+            })
+            .collect();
+        Ty::Args
+    }
+
+    /// `ustack`: the Go call stack, in probes of functions.
+    fn ustack(&mut self, e: &Expr) -> Ty {
+        if self.kind == InstanceKind::Panic {
+            self.err(
+                Diagnostic::error(e.span, "`ustack` is not known in `on panic` probes")
+                    .label("the call's stack is gone")
+                    .hint("a panic's probe runs where the runtime recovers or dies, after the call's frames are unwound; record `ustack` in `on entry` into a self variable"),
+            );
+            return Ty::Void;
+        }
+        if !self.has_function {
+            self.err(
+                Diagnostic::error(e.span, "`ustack` is only known in probes of functions").label("no Go stack here"),
+            );
+            return Ty::Void;
+        }
+        Ty::Stack
+    }
+
+    /// `ret`, `ret0`, `ret1`, ...: a result by position in `on return`; None when `n` is
+    /// not such a name.
+    fn positional_result(&mut self, e: &Expr, n: &str) -> Option<Ty> {
+        let pos = if n == "ret" { Some(0) } else { n.strip_prefix("ret").and_then(|d| d.parse::<usize>().ok()) }?;
+        let results: Vec<usize> = (0..self.values.len()).filter(|i| self.values[*i].is_result).collect();
+        Some(match results.get(pos) {
+            Some(&i) => {
+                let name = self.values[i].name.clone();
+                self.go_value(e, &name, e.span, false)
+            }
+            None => {
+                let plural = if results.len() == 1 { "" } else { "s" };
+                self.err(
+                    Diagnostic::error(e.span, format!("the function has {} result{plural}", results.len()))
+                        .label(format!("no result {pos}")),
+                );
+                Ty::Void
+            }
+        })
     }
 
     /// How parameters are named without DWARF: `arg0` … in the registers of this ABI.
