@@ -36,21 +36,7 @@ impl Gen<'_> {
         if let EventKind::Print { labels: l } = &mut kind {
             *l = labels;
         }
-        // The verb each value is printed with: whole Go values are copied for %v.
-        let verbs: Vec<char> = match &kind {
-            EventKind::Printf { format } => crate::syntax::format::parse(format)
-                .map(|pieces| {
-                    pieces
-                        .into_iter()
-                        .filter_map(|p| match p {
-                            crate::syntax::format::Piece::Verb(v) => Some(v.verb),
-                            _ => None,
-                        })
-                        .collect()
-                })
-                .unwrap_or_default(),
-            _ => Vec::new(),
-        };
+        let verbs = printf_verbs(&kind);
         let mut fields = Vec::new();
         let mut offset: u32 = 8;
         for (i, item) in items.iter().enumerate() {
@@ -146,4 +132,18 @@ impl Gen<'_> {
         self.frame.release(mark);
         Ok(())
     }
+}
+
+/// The verb each value of a `printf` is printed with (whole Go values are copied for
+/// `%v`); none for `print`.
+fn printf_verbs(kind: &EventKind) -> Vec<char> {
+    let EventKind::Printf { format } = kind else { return Vec::new() };
+    let Ok(pieces) = crate::syntax::format::parse(format) else { return Vec::new() };
+    pieces
+        .into_iter()
+        .filter_map(|p| match p {
+            crate::syntax::format::Piece::Verb(v) => Some(v.verb),
+            _ => None,
+        })
+        .collect()
 }

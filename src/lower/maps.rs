@@ -176,32 +176,7 @@ impl Maps {
             );
         }
         if let Some(size) = records {
-            maps.records_with_panics = size > super::frames::RECORD;
-            maps.specs.push(MapSpec {
-                object_name: GOROUTINES.into(),
-                kind: MapKind::Array,
-                key_size: 4,
-                value_size: size,
-                max_entries: 1 << super::frames::SLOT_BITS,
-                role: MapRole::Goroutines,
-            });
-            maps.specs.push(MapSpec {
-                object_name: GOROUTINES_SPILL.into(),
-                kind: MapKind::LruHash,
-                key_size: 8,
-                value_size: size,
-                max_entries: SPILLED_RECORDS,
-                role: MapRole::Goroutines,
-            });
-            maps.specs.push(MapSpec {
-                object_name: FRAMES.into(),
-                kind: MapKind::LruHash,
-                key_size: 16,
-                value_size: super::frames::FRAME as u32,
-                max_entries: DEEP_FRAMES,
-                role: MapRole::Frames,
-            });
-            maps.zeros_size = maps.zeros_size.max(size);
+            maps.add_goroutine_records(size);
         }
         maps.specs.push(MapSpec {
             object_name: EVENTS.into(),
@@ -222,6 +197,37 @@ impl Maps {
             });
         }
         maps
+    }
+
+    /// The goroutines' records of timed calls (`size` bytes each: an array slot by a
+    /// hash of g, an LRU for the rest) and their deep frames (frames.rs).
+    fn add_goroutine_records(&mut self, size: u32) {
+        self.records_with_panics = size > super::frames::RECORD;
+        self.specs.push(MapSpec {
+            object_name: GOROUTINES.into(),
+            kind: MapKind::Array,
+            key_size: 4,
+            value_size: size,
+            max_entries: 1 << super::frames::SLOT_BITS,
+            role: MapRole::Goroutines,
+        });
+        self.specs.push(MapSpec {
+            object_name: GOROUTINES_SPILL.into(),
+            kind: MapKind::LruHash,
+            key_size: 8,
+            value_size: size,
+            max_entries: SPILLED_RECORDS,
+            role: MapRole::Goroutines,
+        });
+        self.specs.push(MapSpec {
+            object_name: FRAMES.into(),
+            kind: MapKind::LruHash,
+            key_size: 16,
+            value_size: super::frames::FRAME as u32,
+            max_entries: DEEP_FRAMES,
+            role: MapRole::Frames,
+        });
+        self.zeros_size = self.zeros_size.max(size);
     }
 
     /// The parameters carried from entries to returns (carry.rs): records of `size`
