@@ -4,6 +4,7 @@
 //!     cargo bench --bench perf -- --quick   # a quick look (also writes the file, marked quick)
 //!     cargo bench --bench perf -- --governor   # only the budget's breaker, printed (no file)
 //!     cargo bench --bench perf -- --ebpf       # only the eBPF programs' own cost (no file)
+//!     cargo bench --bench perf -- --server     # only the real server (echo) under `gtrace http`
 //!
 //! On one Go target (benches/go, a hot `//go:noinline` function that the program times
 //! itself, printing ns/call), it measures: untraced; the empty-uprobe floor (gtrace and
@@ -11,7 +12,8 @@
 //! latency (entry + a uprobe at each RET, keyed by tid); `dlv trace`; start-up to
 //! `Attached` and exit after SIGINT with 1 and 1,000 probes; and `gtrace --check` of a
 //! large script against cmd/compile (wall time, peak RSS); the budget's circuit breaker on
-//! the hot function (`perf/governor.rs`). Every number is a median over
+//! the hot function (`perf/governor.rs`); a third-party HTTP server's CPU time per
+//! request under `gtrace http` against two empty uprobes (`perf/server.rs`). Every number is a median over
 //! rounds, run interleaved so that the machine's noise spreads over all rows. A tool that
 //! is missing is reported as missing; no number is made up.
 //!
@@ -22,6 +24,8 @@
 mod ebpf;
 #[path = "perf/governor.rs"]
 mod governor;
+#[path = "perf/server.rs"]
+mod server;
 
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Read};
@@ -60,6 +64,11 @@ fn main() {
         print!("{}\n{}\n", g.render(), g.goals().join("\n"));
         return;
     }
+    if std::env::args().any(|a| a == "--server") {
+        let s = server::measure(GTRACE, Path::new(ROOT), &work, quick);
+        print!("{}\n{}\n", s.render(), s.goals().join("\n"));
+        return;
+    }
     let tools = Tools::find();
     if std::env::args().any(|a| a == "--ebpf") {
         let cases = ebpf_costs(&cfg, &work, &target, &tools);
@@ -75,6 +84,8 @@ fn main() {
     compiler(&cfg, &work, &mut report);
     eprintln!("the budget's breaker ...");
     report.governor = Some(governor::measure(GTRACE, &target, cfg.quick));
+    eprintln!("a real server ...");
+    report.server = Some(server::measure(GTRACE, Path::new(ROOT), &work, cfg.quick));
 
     let text = report.render(&cfg);
     print!("{text}");
@@ -758,6 +769,7 @@ struct Report {
     start_exit: Vec<StartExit>,
     compiler: Option<CompilerResult>,
     governor: Option<governor::Governor>,
+    server: Option<server::Server>,
     ebpf: Vec<ebpf::Case>,
 }
 
@@ -873,6 +885,10 @@ impl Report {
         if let Some(g) = &self.governor {
             s.push_str(&g.render());
         }
+        if let Some(server) = &self.server {
+            s.push('\n');
+            s.push_str(&server.render());
+        }
 
         let _ = writeln!(s, "\n### Goals\n");
         let floor = self.floor_cost;
@@ -946,6 +962,9 @@ impl Report {
             let _ = writeln!(s, "{line}");
         }
         for line in self.governor.iter().flat_map(|g| g.goals()) {
+            let _ = writeln!(s, "{line}");
+        }
+        for line in self.server.iter().flat_map(|g| g.goals()) {
             let _ = writeln!(s, "{line}");
         }
         let _ = writeln!(s, "<!-- END GENERATED -->");
