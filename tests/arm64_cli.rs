@@ -81,7 +81,7 @@ fn every_example_checks_against_its_program_built_for_arm64() {
 fn emitted_assembly_reads_the_arm64_user_registers() {
     let bin = arm64("kinds");
     let script =
-        "on entry main.add { @s = sum(a + b); @g[goid] = count() } on return main.sleepy { @st[ustack] = count() }";
+        "on entry main.add { @s = sum(a + b); @g[goid] = count() } on return main.sleepy { @st[ustack] = count(); @e = sum(elapsed) }";
     let r = gtrace(&["--emit", "asm", "-e", script, "-b", path(&bin)]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let reads = |off: u32| r.stdout.contains(&format!("= *(u64 *)(r6 +{off})"));
