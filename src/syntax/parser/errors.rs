@@ -58,7 +58,7 @@ pub(super) fn syntax_error(e: &pest::error::Error<Rule>, text: &str, file: u32, 
         d = d.hint("declare a variable with `:=`; only `self.NAME` and `@MAP[...]` are assigned with `=`");
     }
     if positives.contains(&Rule::head_bare) {
-        d = d.hint("a probe is `on entry main.F { ... }`, `on return main.F { ... }`, `on panic main.F { ... }`, `on begin { ... }`, `on end { ... }` or `on interval 1s { ... }`");
+        d = d.hint("a probe is `on entry main.F { ... }`, `on return main.F { ... }`, `on panic main.F { ... }`, `on line \"main.go:42\" { ... }`, `on begin { ... }`, `on end { ... }` or `on interval 1s { ... }`");
     }
     if found == "`>`" && tokens.iter().any(|t| t == "on") {
         d = d.hint("this `>` closes nothing: the one-line block `< ... >` ended at an earlier `>`");
@@ -137,7 +137,7 @@ fn expected_words(positives: &[Rule], tokens: &[String]) -> Vec<String> {
         }
     }
     if probe_head {
-        push("`entry`, `return`, `begin`, `end`, `interval` or a function name".to_string());
+        push("`entry`, `return`, `line`, `panic`, `begin`, `end`, `interval` or a function name".to_string());
     }
     if statement {
         push("a statement".to_string());
@@ -162,7 +162,7 @@ fn expected_words(positives: &[Rule], tokens: &[String]) -> Vec<String> {
         let skip = LAYOUT.contains(&t)
             || NEWLINES.contains(&t)
             || (top_level && (t == ";" || t == "on" || t == "fn" || t == "use" || t == "param"))
-            || (probe_head && matches!(t, "\"" | "*" | "entry" | "return" | "begin" | "end" | "interval"))
+            || (probe_head && matches!(t, "\"" | "*" | "entry" | "return" | "line" | "panic" | "begin" | "end" | "interval"))
             || ((statement || expression) && (EXPR_START.contains(&t) || t == ";"))
             || (operator && (OPERATORS.contains(&t) || t == "." || t == "["))
             || matches!(t, "}" | ")" | "]")
