@@ -5,6 +5,7 @@
 
 use crate::target::BuildIds;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// The version of the plan's format. A plan of another version is refused.
@@ -42,9 +43,31 @@ pub struct Plan {
     /// Empty when the probes are not scoped to a cgroup.
     #[serde(default)]
     pub cgroup: String,
+    /// Generic dictionaries by link-time address (`main..dict.Sum[int]`): what names the
+    /// instantiation of a shape function whose `func` value carries its dictionary (see
+    /// `Plan::function_name`). Only those of the probed generic code.
+    #[serde(default)]
+    pub dictionaries: BTreeMap<u64, String>,
 }
 
 impl Plan {
+    /// The name a `func` value stands for: its low 32 bits index `functions`; the high
+    /// 32, when not zero, are the link-time address of the dictionary a shape function
+    /// was called with, which names the instantiation (`main.Sum[int]`). A dictionary
+    /// that is not one of the function's is shown with the shape's name and its address.
+    pub fn function_name(&self, raw: u64) -> String {
+        let index = raw & 0xffff_ffff;
+        let Some(f) = self.functions.get(index as usize) else { return format!("?{raw}") };
+        let dict = raw >> 32;
+        if dict == 0 {
+            return f.clone();
+        }
+        match self.dictionaries.get(&dict).and_then(|d| crate::target::instantiation(f, d)) {
+            Some(name) => name,
+            None => format!("{f}(dictionary {dict:#x}?)"),
+        }
+    }
+
     /// How many uprobe sites the plan attaches to.
     pub fn uprobe_points(&self) -> usize {
         self.probes

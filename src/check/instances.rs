@@ -47,6 +47,7 @@ pub fn check_probe(
             }
         };
         let mut local = Diagnostics::default();
+        let dictionary = dictionary(&group.functions, probe.kind, target, &ast.body);
         let globals = super::globals::resolve(&ast.body, target, &values);
         let env = typeck::Env {
             kind: probe.kind,
@@ -58,7 +59,11 @@ pub fn check_probe(
         };
         let typeck::Typed { facts, uses_elapsed } =
             typeck::check_body(&ast.body, env, &mut checked.maps, &mut checked.self_vars, &mut local);
-        let carried = carried(&facts, &target.types());
+        let mut carried = carried(&facts, &target.types());
+        if let (Some(location), InstanceKind::Return) = (&dictionary, probe.kind) {
+            let name = super::generics::CARRIED_DICTIONARY.to_string();
+            carried.push(Carried { name, location: location.clone(), size: 8 });
+        }
         let needs_g = uses_elapsed
             || !carried.is_empty()
             || probe.kind == InstanceKind::Panic
@@ -73,6 +78,7 @@ pub fn check_probe(
             continue;
         }
         reported.push_all(local.items, diags);
+        checked.maps.func_dictionaries |= dictionary.is_some();
         checked.instances.push(Instance {
             item: probe.item,
             kind: probe.kind,
@@ -80,9 +86,14 @@ pub fn check_probe(
             facts,
             uses_elapsed,
             carried,
+            dictionary,
             describe: probe.describe.clone(),
             span: ast.span,
         });
+    }
+    let said = diags.items.iter().any(|d| d.message == super::generics::STRIPPED);
+    if let (Some(shape), false) = (stripped_shape(&probe, target, &ast.body), said) {
+        diags.push(super::generics::stripped_warning(ast.span, &shape));
     }
     if skipped > 0 && checked.instances.len() == instances_before {
         // No call of the function could be compiled: the errors of the inlined ones.
@@ -112,6 +123,22 @@ pub fn check_probe(
 /// value, else one each; inlined calls of one function, and places where a line starts,
 /// whose values sit in the same places share one.
 fn groups(probe: &ResolvedProbe, body: &Block, target: &Target, limit: u32) -> Vec<Group> {
+    let own = |f: &FuncSite| super::generics::takes_dictionary(target, f, probe.kind);
+    if probe.functions.len() > 1
+        && !reads_go_values(body)
+        && super::generics::uses_func(body)
+        && probe.functions.iter().any(own)
+    {
+        // Shape functions whose `func` reads their dictionary: one program each.
+        let (alone, rest): (Vec<FuncSite>, Vec<FuncSite>) = probe.functions.iter().cloned().partition(own);
+        let mut out: Vec<Group> = (alone.into_iter())
+            .map(|f| Group { values: Ok(Vec::new()), at_inlined_call: false, functions: vec![f] })
+            .collect();
+        if !rest.is_empty() {
+            out.push(Group { functions: rest, at_inlined_call: false, values: Ok(Vec::new()) });
+        }
+        return out;
+    }
     if probe.functions.len() <= 1 || !reads_go_values(body) || probe.kind == InstanceKind::Panic {
         let functions = probe.functions.clone();
         let (at_inlined_call, values) = match functions.as_slice() {
@@ -137,6 +164,26 @@ fn groups(probe: &ResolvedProbe, body: &Block, target: &Target, limit: u32) -> V
         }
     }
     out
+}
+
+/// In a stripped binary, a shape function whose `func` the probe uses: it names the
+/// shape there.
+fn stripped_shape(probe: &ResolvedProbe, target: &Target, body: &Block) -> Option<String> {
+    let shape = (probe.functions.iter())
+        .find(|f| f.inlined.is_none() && crate::target::dictionary_position(&f.name).is_some())?;
+    let kind = matches!(probe.kind, InstanceKind::Entry | InstanceKind::Return);
+    (kind && target.is_stripped() && super::generics::uses_func(body)).then(|| shape.name.clone())
+}
+
+/// Where `func` finds the dictionary of the one shape function a program is for, when
+/// its body uses `func` (see `generics`).
+fn dictionary(functions: &[FuncSite], kind: InstanceKind, target: &Target, body: &Block) -> Option<crate::arch::abi::Location> {
+    match functions {
+        [f] if super::generics::takes_dictionary(target, f, kind) && super::generics::uses_func(body) => {
+            super::generics::dictionary_location(target, &f.name)
+        }
+        _ => None,
+    }
 }
 
 /// What a probe may read at one of its sites, and whether the site is one of several

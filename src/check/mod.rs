@@ -6,6 +6,7 @@
 //! instance (`instances`) `typeck` (names and types, map shapes into `maps::MapTable`).
 
 pub mod builtins;
+pub mod generics;
 pub mod globals;
 pub mod govalues;
 pub mod instances;
@@ -64,6 +65,10 @@ pub struct Instance {
     /// The parameters a return probe reads: read at the entry of the same call and
     /// carried to the return (its functions' entries must be probed for them too).
     pub carried: Vec<Carried>,
+    /// Where the dictionary of the probed shape function is at its entry, when `func`
+    /// names the instantiation it was called with (see `generics`); a return probe
+    /// carries it (`generics::CARRIED_DICTIONARY` in `carried`).
+    pub dictionary: Option<crate::arch::abi::Location>,
     /// Text for messages and listings: `on return main.F`.
     pub describe: String,
     /// The probe's header in the script.

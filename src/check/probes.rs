@@ -184,6 +184,10 @@ fn resolve_pattern(
         return Vec::new();
     }
     if found.is_empty() && inlined.is_empty() {
+        if let Some(d) = super::generics::instantiation_error(target, pattern.span, &pattern.text) {
+            diags.push(d);
+            return Vec::new();
+        }
         let mut d = Diagnostic::error(
             pattern.span,
             format!("no function matches `{}` in {}", pattern.text, target.path().display()),

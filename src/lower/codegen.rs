@@ -63,6 +63,9 @@ pub struct Gen<'a> {
     /// The index in `Plan::functions` of the one function the program is attached at
     /// (`func` is then a constant, not read from the attach cookie).
     pub function_index: Option<u32>,
+    /// Where the dictionary of the shape function is, when `func` names the
+    /// instantiation (see generics.rs).
+    pub dictionary: Option<super::generics::DictAt>,
     /// Where the program ends (r0 = 0; exit).
     pub done: Label,
     /// The script's `self` variables.
@@ -106,6 +109,7 @@ impl<'a> Gen<'a> {
             bounds: crate::capture::Bounds::default(),
             panic_frame: None,
             function_index: None,
+            dictionary: None,
             done,
             self_vars,
             acct: None,
@@ -442,6 +446,9 @@ impl<'a> Gen<'a> {
                 self.b.emit(load(Size::DW, R0, R10, recovered));
             }
             Builtin::Panic => return Err(LowerError::unsupported(span, "a panic's value as a number")),
+            Builtin::Func if self.dictionary.is_some() && self.function_index.is_some() => {
+                self.func_with_dictionary(self.function_index.unwrap_or_default(), span)?;
+            }
             Builtin::Func if self.function_index.is_some() => {
                 // A program attached at one function knows its index.
                 self.b.emit(mov64_imm(R0, self.function_index.unwrap_or_default() as i32));

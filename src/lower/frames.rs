@@ -308,7 +308,7 @@ impl Gen<'_> {
         self.b.emit(mov64_imm(R0, 0));
         let rel = self.position(span)?;
         self.heal(rel, Stale::AtOrBelow, span)?;
-        self.builtin(crate::check::Builtin::Func, span)?;
+        self.function_id(span)?;
         self.b.emit(store_reg(Size::DW, R10, frame + F_FUNC, R0));
         self.b.emit(load(Size::DW, R1, R10, rel));
         self.b.emit(store_reg(Size::DW, R10, frame + F_REL, R1));
@@ -358,7 +358,7 @@ impl Gen<'_> {
         self.load_g(None, span)?;
         self.record_unmoved(false, span)?;
         let func = self.slot(8, span)?;
-        self.builtin(crate::check::Builtin::Func, span)?;
+        self.function_id(span)?;
         self.b.emit(store_reg(Size::DW, R10, func, R0));
         let idx = self.slot(8, span)?;
         self.frame_index = Some(idx);
@@ -425,7 +425,7 @@ impl Gen<'_> {
         self.b.emit(store_imm(Size::DW, R9, R_BASE, 0));
         self.load_reg(R8, self.arch.stack_pointer());
         self.b.bind(push);
-        self.builtin(crate::check::Builtin::Func, span)?;
+        self.function_id(span)?;
         self.b.emit(store_reg(Size::DW, R10, frame + F_FUNC, R0));
         self.b.emit(call(BPF_FUNC_ktime_get_ns));
         self.b.emit(load(Size::W, R2, R9, R_TOP));

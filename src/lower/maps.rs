@@ -145,7 +145,7 @@ impl Maps {
             // A map without keys has one 8-byte zero key; one keyed by the function alone
             // is a per-CPU array indexed by it (no hashing, no insertion: the verifier
             // inlines the lookup), sized once every function is known (`size_arrays`).
-            let by_function = info.by_function(table.deleted.contains(name));
+            let by_function = info.by_function(table.deleted.contains(name)) && !table.func_dictionaries;
             let key_size = if by_function { 4 } else { offset.max(8) };
             let (kind, value_size, value) = match &info.value {
                 MapValueTy::Agg { agg, of } if by_function => {

@@ -17,6 +17,7 @@ pub mod events;
 pub mod float;
 pub mod frame;
 pub mod frames;
+pub mod generics;
 pub mod globals;
 pub mod goroutine;
 pub mod mapops;

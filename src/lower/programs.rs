@@ -23,9 +23,10 @@ const SELF_CLEANUP: &str = "self_cleanup";
 /// The program that learns a PIE's load bias at the ELF entry point.
 const LOAD_BIAS: &str = "learn_load_bias";
 
-/// Whether an instance reads package-level variables.
+/// Whether an instance needs a PIE's load bias: it reads package-level variables, or
+/// names the instantiation a shape function was called with (its dictionary's address).
 fn reads_globals(inst: &Instance) -> bool {
-    inst.facts.names.values().any(|n| matches!(n, Name::Global { .. }))
+    inst.dictionary.is_some() || inst.facts.names.values().any(|n| matches!(n, Name::Global { .. }))
 }
 
 /// What every program of the script shares while it is lowered.
@@ -77,6 +78,7 @@ pub(super) fn lower_all(
             plan.functions.push(f.name.clone());
         }
     }
+    plan.dictionaries = dictionaries(checked, target);
     let timed = timed_functions(checked);
     let records = EntryRecords::new(checked)?;
     let panics = checked.instances.iter().any(|i| i.kind == InstanceKind::Panic);
@@ -146,6 +148,21 @@ pub(super) fn lower_all(
     }
     plan.events = events;
     Ok(Lowered { programs, plan })
+}
+
+/// The dictionaries of the shape functions whose `func` carries one, by address.
+fn dictionaries(checked: &Checked, target: &Target) -> std::collections::BTreeMap<u64, String> {
+    let shapes: Vec<&str> = (checked.instances.iter().filter(|i| i.dictionary.is_some()))
+        .flat_map(|i| i.functions.iter().map(|f| f.name.as_str()))
+        .collect();
+    if shapes.is_empty() {
+        return Default::default();
+    }
+    let all = target.dictionaries();
+    (all.into_iter())
+        .filter(|d| shapes.iter().any(|s| crate::target::instantiation(s, &d.symbol).is_some()))
+        .map(|d| (d.addr, d.symbol))
+        .collect()
 }
 
 /// Functions whose calls are kept as frames from their entries (`on return` probes that
@@ -284,8 +301,13 @@ impl Ctx<'_> {
             [f] => self.plan.functions.iter().position(|n| *n == f.name).map(|i| i as u32),
             _ => None,
         };
+        let dictionary = inst.dictionary.clone().map(|at| match inst.kind {
+            InstanceKind::Return => super::generics::DictAt::Carried,
+            _ => super::generics::DictAt::Entry(at),
+        });
         let program = self.program(&name, owner, comment, &inst.facts, probe.span, |gen| {
             gen.function_index = function_index;
+            gen.dictionary = dictionary;
             if biased {
                 gen.load_bias(&name, probe.span)?;
             }

@@ -59,7 +59,7 @@ pub fn decode(bytes: &[u8], field: &Field, plan: &Plan) -> Value {
         }
         ValueType::Duration => Value::Duration(raw as i64),
         ValueType::Pointer => Value::Pointer(raw),
-        ValueType::Func => Value::Func(plan.functions.get(raw as usize).cloned().unwrap_or_else(|| format!("?{raw}"))),
+        ValueType::Func => Value::Func(plan.function_name(raw)),
         ValueType::Interface => Value::Interface {
             tab: raw,
             data: u64_at(bytes, at + 8),

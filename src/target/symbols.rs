@@ -104,7 +104,7 @@ fn match_run(run: &[Piece], name: &[u8], mut at: usize) -> Option<usize> {
 
 /// Where the type-argument list `[...]` starting at `at` ends (after its balanced `]`;
 /// type arguments nest: `[map[K]V]`).
-fn type_args_end(name: &[u8], at: usize) -> Option<usize> {
+pub(crate) fn type_args_end(name: &[u8], at: usize) -> Option<usize> {
     if name.get(at) != Some(&b'[') {
         return None;
     }

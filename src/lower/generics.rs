@@ -1,0 +1,66 @@
+//! `func` at a shape function (check/generics.rs): the function's index in its low 32
+//! bits and the link-time address of the dictionary the call passed in its high 32 (the
+//! run-time address less the PIE's load bias), named in user space
+//! (`Plan::function_name`). At the entry the dictionary is where the ABI put it; at a
+//! return, where the entry of the same call carried it.
+
+use super::codegen::Gen;
+use super::values::Place;
+use super::LowerError;
+use crate::arch::abi::Location;
+use crate::bpf::helpers::*;
+use crate::bpf::insn::*;
+use crate::check::generics::CARRIED_DICTIONARY;
+use crate::syntax::ast::Span;
+
+/// Where a program finds the dictionary.
+#[derive(Clone, Debug)]
+pub enum DictAt {
+    /// At the function's entry: in its register or stack slot.
+    Entry(Location),
+    /// At a return: carried from the entry.
+    Carried,
+}
+
+impl Gen<'_> {
+    /// R0 = the probed function's identity for gtrace's own records (the frames of
+    /// timed calls): `func` without the dictionary.
+    pub fn function_id(&mut self, span: Span) -> Result<(), LowerError> {
+        let dictionary = self.dictionary.take();
+        let done = self.builtin(crate::check::Builtin::Func, span);
+        self.dictionary = dictionary;
+        done
+    }
+
+    /// R0 = `index` | (dictionary - load bias) << 32.
+    pub fn func_with_dictionary(&mut self, index: u32, span: Span) -> Result<(), LowerError> {
+        match self.dictionary.clone() {
+            Some(DictAt::Entry(Location::Regs(pieces))) if pieces.len() == 1 && pieces[0].size == 8 => {
+                self.load_ctx_reg(R0, pieces[0].reg);
+            }
+            Some(DictAt::Entry(Location::Stack { offset })) => {
+                let slot = self.slot(8, span)?;
+                self.load_ctx_reg(R3, self.arch.stack_pointer());
+                self.b.emit(alu64_imm(BPF_ADD, R3, offset as i32));
+                self.stack_ptr(R1, slot);
+                self.b.emit(mov64_imm(R2, 8));
+                self.b.emit(call(BPF_FUNC_probe_read_user));
+                self.b.emit(load(Size::DW, R0, R10, slot));
+            }
+            Some(DictAt::Carried) => {
+                let Place::Carried { offset } = self.carried_place(CARRIED_DICTIONARY, span)? else {
+                    return Err(LowerError::unsupported(span, "a dictionary that was not carried"));
+                };
+                self.read_carried(offset, 8, span)?;
+            }
+            _ => return Err(LowerError::unsupported(span, "a generic dictionary in this place")),
+        }
+        if let Some(bias) = self.bias {
+            self.b.emit(load(Size::DW, R1, R10, bias));
+            self.b.emit(alu64_reg(BPF_SUB, R0, R1));
+        }
+        self.b.emit(alu64_imm(BPF_LSH, R0, 32));
+        self.b.emit(alu64_imm(BPF_OR, R0, index as i32));
+        Ok(())
+    }
+}
