@@ -86,16 +86,16 @@ pub fn instantiation_error(target: &Target, span: Span, name: &str) -> Option<Di
         return None;
     }
     let any = crate::target::any_type_args(name)?;
-    let shapes: Vec<String> = (target.find(&any).iter())
-        .filter(|f| f.name.contains("[go.shape."))
-        .map(|f| format!("`{}`", f.name))
-        .collect();
+    let shapes: Vec<String> =
+        (target.find(&any).iter()).filter(|f| f.name.contains("[go.shape.")).map(|f| format!("`{}`", f.name)).collect();
     if shapes.is_empty() {
         return None;
     }
-    Some(Diagnostic::error(span, format!("`{name}` is an instantiation of generic code, not a function of the binary"))
-        .label(format!("Go compiles it once per shape: {}", shapes.join(", ")))
-        .hint(format!(
-            "probe `{any}` (every instantiation) and key by `func`, which names each: `@[func] = count()`"
-        )))
+    Some(
+        Diagnostic::error(span, format!("`{name}` is an instantiation of generic code, not a function of the binary"))
+            .label(format!("Go compiles it once per shape: {}", shapes.join(", ")))
+            .hint(format!(
+                "probe `{any}` (every instantiation) and key by `func`, which names each: `@[func] = count()`"
+            )),
+    )
 }

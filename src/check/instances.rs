@@ -177,7 +177,12 @@ fn stripped_shape(probe: &ResolvedProbe, target: &Target, body: &Block) -> Optio
 
 /// Where `func` finds the dictionary of the one shape function a program is for, when
 /// its body uses `func` (see `generics`).
-fn dictionary(functions: &[FuncSite], kind: InstanceKind, target: &Target, body: &Block) -> Option<crate::arch::abi::Location> {
+fn dictionary(
+    functions: &[FuncSite],
+    kind: InstanceKind,
+    target: &Target,
+    body: &Block,
+) -> Option<crate::arch::abi::Location> {
     match functions {
         [f] if super::generics::takes_dictionary(target, f, kind) && super::generics::uses_func(body) => {
             super::generics::dictionary_location(target, &f.name)

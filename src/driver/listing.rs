@@ -10,12 +10,30 @@ use crate::target::{Param, Target};
 /// `-l PATTERN`: each matching function, a line each.
 pub fn functions(target: &Target, pattern: &str) -> String {
     let names: Vec<String> = target.find(pattern).iter().map(|f| f.name.clone()).collect();
+    let generic = names.iter().any(|n| crate::target::dictionary_position(n).is_some());
+    let dictionaries = if generic { target.dictionaries() } else { Vec::new() };
     let mut out = String::new();
     for name in names {
         out.push_str(&function(target, &name));
         out.push('\n');
+        if crate::target::dictionary_position(&name).is_some() {
+            out.push_str(&instantiations(target, &name, &dictionaries));
+        }
     }
     out
+}
+
+/// Under a shape function, the instantiations the binary has dictionaries for (what
+/// `func` names at its probes).
+fn instantiations(target: &Target, shape: &str, dictionaries: &[crate::target::Dictionary]) -> String {
+    if target.is_stripped() {
+        return "    instantiations: unknown (stripped: no symbol table names the dictionaries)\n".to_string();
+    }
+    let names: Vec<String> = target.instantiations_of(shape, dictionaries).into_iter().map(|(_, n)| n).collect();
+    if names.is_empty() {
+        return "    instantiations: none with a dictionary in the symbol table\n".to_string();
+    }
+    format!("    instantiations: {}\n", names.join(", "))
 }
 
 fn function(target: &Target, name: &str) -> String {

@@ -87,9 +87,33 @@ fn split_args(list: &str) -> Vec<&str> {
 /// the pointer type itself), and for composite kinds the prefix of their type literal.
 fn shapes_of_kind(kind: u8) -> &'static [&'static str] {
     const BASIC: [&str; 27] = [
-        "", "bool", "int", "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64", "uintptr",
-        "float32", "float64", "complex64", "complex128", "[", "chan", "func", "interface", "map[", "*", "[]", "string",
-        "struct", "unsafe.Pointer",
+        "",
+        "bool",
+        "int",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint",
+        "uint8",
+        "uint16",
+        "uint32",
+        "uint64",
+        "uintptr",
+        "float32",
+        "float64",
+        "complex64",
+        "complex128",
+        "[",
+        "chan",
+        "func",
+        "interface",
+        "map[",
+        "*",
+        "[]",
+        "string",
+        "struct",
+        "unsafe.Pointer",
     ];
     match kind {
         0..=16 | 18..=21 | 23..=26 => std::slice::from_ref(&BASIC[kind as usize]),
@@ -143,15 +167,15 @@ impl Target {
     /// its shapes (told from the kinds of the runtime types the dictionary points at).
     pub fn instantiations_of(&self, shape: &str, all: &[Dictionary]) -> Vec<(Dictionary, String)> {
         let Some((_, range)) = generic_of(shape) else { return Vec::new() };
-        let shapes: Vec<&str> = split_args(&shape[range]).into_iter().map(|s| s.trim_start_matches("go.shape.")).collect();
+        let shapes: Vec<&str> =
+            split_args(&shape[range]).into_iter().map(|s| s.trim_start_matches("go.shape.")).collect();
         let mut out = Vec::new();
         for (i, d) in all.iter().enumerate() {
             let Some(name) = instantiation(shape, &d.symbol) else { continue };
             let Some((_, args)) = dictionary_parts(&d.symbol) else { continue };
             let end = all.get(i + 1).map_or(d.addr + 8 * DICT_WORDS, |n| n.addr.min(d.addr + 8 * DICT_WORDS));
             let kinds = self.argument_kinds(d.addr, end);
-            let fits =
-                split_args(args).iter().zip(&shapes).all(|(a, s)| may_have_shape(a, kinds.get(*a).copied(), s));
+            let fits = split_args(args).iter().zip(&shapes).all(|(a, s)| may_have_shape(a, kinds.get(*a).copied(), s));
             if fits {
                 out.push((d.clone(), name));
             }
@@ -180,7 +204,10 @@ mod tests {
 
     #[test]
     fn instantiations_replace_the_shape_arguments() {
-        assert_eq!(instantiation("main.Sum[go.shape.int]", "main..dict.Sum[main.MyInt]").unwrap(), "main.Sum[main.MyInt]");
+        assert_eq!(
+            instantiation("main.Sum[go.shape.int]", "main..dict.Sum[main.MyInt]").unwrap(),
+            "main.Sum[main.MyInt]"
+        );
         assert_eq!(
             instantiation("main.(*Stack[go.shape.*uint8]).Push", "main..dict.Stack[*int]").unwrap(),
             "main.(*Stack[*int]).Push"
@@ -190,8 +217,11 @@ mod tests {
             "main.Pair[int,string]"
         );
         assert_eq!(
-            instantiation("example.com/a/b.Map[go.shape.string,go.shape.[]int]", "example.com/a/b..dict.Map[string,[]int]")
-                .unwrap(),
+            instantiation(
+                "example.com/a/b.Map[go.shape.string,go.shape.[]int]",
+                "example.com/a/b..dict.Map[string,[]int]"
+            )
+            .unwrap(),
             "example.com/a/b.Map[string,[]int]"
         );
         assert_eq!(instantiation("main.Sum[go.shape.int]", "main..dict.Sumx[int]"), None);
@@ -201,11 +231,10 @@ mod tests {
 
     #[test]
     fn arguments_split_at_top_level_commas() {
-        assert_eq!(split_args("[int,map[string]int,struct { a int; b int }]"), vec![
-            "int",
-            "map[string]int",
-            "struct { a int; b int }"
-        ]);
+        assert_eq!(
+            split_args("[int,map[string]int,struct { a int; b int }]"),
+            vec!["int", "map[string]int", "struct { a int; b int }"]
+        );
         assert_eq!(split_args("[func(int, string) bool]"), vec!["func(int, string) bool"]);
     }
 

@@ -26,12 +26,12 @@ mod variables;
 
 pub use crate::arch::ProbeSites;
 pub use debugfile::DebugSearch;
+pub(crate) use dwarf::types::dictionary_position;
 pub use elf::BuildIds;
 pub use generics::{any_type_args, instantiation, Dictionary};
-pub(crate) use dwarf::types::dictionary_position;
-pub(crate) use symbols::{is_pattern as symbols_is_pattern, package_of};
 pub use panicinfo::{PanicLayout, Recovery};
 pub use pclntab::PclntabError;
+pub(crate) use symbols::{is_pattern as symbols_is_pattern, package_of};
 pub use variables::{NoVariable, Variable};
 
 use crate::gotypes::{GoType, TypeId, TypeKind, Types};

@@ -1,0 +1,168 @@
+//! Generic code by instantiation, against tests/go/generics' own counts: `func` at a
+//! shape function names the instantiation the call's dictionary makes (`main.Sum[int]`
+//! and `main.Sum[main.MyInt]` share `main.Sum[go.shape.int]` and are counted apart), at
+//! entries and at returns (the dictionary carried from the entry), in a plain executable
+//! and a PIE, on the local toolchain and the newest release. Go 1.17 (the oldest release
+//! gtrace supports) has no generics: tests/go/generics cannot be built with it, and each
+//! test says so rather than passing silently over it. A stripped build names the shapes
+//! (said once, counts summed per shape); `-l` lists each shape's instantiations; a probe
+//! that names an instantiation is an error with a hint. Needs root for the traces (SKIP
+//! without it, unless CI=true: then it fails).
+
+mod support;
+
+use support::toolchain::{build, toolchains, Kind, NotBuilt, OLDEST, PLAIN};
+use support::{check_against, gtrace, map_value, privileged, truth};
+
+/// The program's own counts: (instantiation, calls).
+fn truths(stdout: &str) -> Vec<(String, i64)> {
+    let out: Vec<(String, i64)> = (stdout.lines())
+        .filter_map(|l| l.strip_prefix("truth "))
+        .filter_map(|l| l.rsplit_once('='))
+        .map(|(name, n)| (name.to_string(), n.parse().expect("a count")))
+        .collect();
+    assert!(out.len() >= 7, "the program printed too little truth:\n{stdout}");
+    out
+}
+
+const PATTERNS: &str = r#""main.Sum[...]", "main.(*Stack[...]).Push", "main.MakePair[...]""#;
+
+/// The toolchains that have generics, saying why the oldest is passed over.
+fn generic_toolchains(test: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for toolchain in toolchains() {
+        if toolchain == OLDEST {
+            // Not a skip of something that could run: Go 1.17 has no generics, so there
+            // is no generic code to trace (tests/go/generics does not build with it).
+            eprintln!("{test}: {toolchain} has no generics (they came in Go 1.18): nothing to trace there");
+            continue;
+        }
+        out.push(toolchain);
+    }
+    out
+}
+
+fn built(toolchain: &str, kind: Kind) -> Option<std::path::PathBuf> {
+    match build("generics", toolchain, kind) {
+        Ok(b) => Some(b),
+        Err(NotBuilt::NoToolchain(e)) => {
+            support::toolchain::no_toolchain(toolchain, &e);
+            None
+        }
+    }
+}
+
+#[test]
+fn func_names_each_instantiation_at_entries_and_returns() {
+    if !privileged("func_names_each_instantiation_at_entries_and_returns") {
+        return;
+    }
+    let script = format!("on entry {PATTERNS} {{ @[func] = count() }} on return {PATTERNS} {{ @r[func] = count() }}");
+    for toolchain in generic_toolchains("func_names_each_instantiation_at_entries_and_returns") {
+        for kind in [PLAIN, Kind { pie: true, ..PLAIN }] {
+            let Some(bin) = built(&toolchain, kind) else { continue };
+            let run = gtrace(&["-e", &script, "-c", &format!("{} 6", bin.display())]);
+            let at = format!("{toolchain} {}", kind.label());
+            assert_eq!(run.code, 0, "{at}:\n{}\n{}", run.stdout, run.stderr);
+            let truths = truths(&run.stdout);
+            for (name, calls) in &truths {
+                assert_eq!(map_value(&run.stdout, &format!("@[{name}]")), *calls, "{at}: {name}\n{}", run.stdout);
+                assert_eq!(map_value(&run.stdout, &format!("@r[{name}]")), *calls, "{at}: {name}\n{}", run.stdout);
+            }
+            // Nothing else: no shape names, no unknown dictionaries.
+            let keys = run.stdout.lines().filter(|l| l.starts_with("@[") || l.starts_with("@r[")).count();
+            assert_eq!(keys, 2 * truths.len(), "{at}:\n{}", run.stdout);
+        }
+    }
+}
+
+/// `elapsed` and a parameter at a return of a shape function, keyed by the instantiation:
+/// the dictionary is carried from the entry beside them.
+#[test]
+fn returns_carry_the_dictionary_with_parameters() {
+    if !privileged("returns_carry_the_dictionary_with_parameters") {
+        return;
+    }
+    let script = r#"on return "main.Sum[...]" { @n[func] = count(); @slow[func, elapsed > 1h] = count() }"#;
+    for toolchain in generic_toolchains("returns_carry_the_dictionary_with_parameters") {
+        let Some(bin) = built(&toolchain, PLAIN) else { continue };
+        let run = gtrace(&["-e", script, "-c", &format!("{} 5", bin.display())]);
+        assert_eq!(run.code, 0, "{toolchain}:\n{}\n{}", run.stdout, run.stderr);
+        for name in ["main.Sum[int]", "main.Sum[main.MyInt]", "main.Sum[string]"] {
+            let calls = truth(&run.stdout, name);
+            assert_eq!(map_value(&run.stdout, &format!("@n[{name}]")), calls, "{toolchain}:\n{}", run.stdout);
+            assert_eq!(map_value(&run.stdout, &format!("@slow[{name}, false]")), calls, "{toolchain}:\n{}", run.stdout);
+        }
+    }
+}
+
+/// Stripped, no symbol table names the dictionaries: `func` names the shape (said once,
+/// however many probes), and each shape counts every instantiation it serves.
+#[test]
+fn a_stripped_build_counts_by_shape_and_says_so_once() {
+    let script = r#"on entry "main.Sum[...]" { @[func] = count() } on return "main.Sum[...]" { @r[func] = count() }"#;
+    for toolchain in generic_toolchains("a_stripped_build_counts_by_shape_and_says_so_once") {
+        let Some(bin) = built(&toolchain, Kind { stripped: true, ..PLAIN }) else { continue };
+        let check = check_against(&["-e", script], &bin);
+        assert_eq!(check.code, 0, "{toolchain}:\n{}", check.stderr);
+        assert_eq!(check.stderr.matches("names shape functions").count(), 1, "{toolchain}:\n{}", check.stderr);
+        if !privileged("a_stripped_build_counts_by_shape_and_says_so_once") {
+            continue;
+        }
+        let run = gtrace(&["-e", script, "-c", &format!("{} 7", bin.display())]);
+        assert_eq!(run.code, 0, "{toolchain}:\n{}\n{}", run.stdout, run.stderr);
+        let ints = truth(&run.stdout, "main.Sum[int]") + truth(&run.stdout, "main.Sum[main.MyInt]");
+        let strings = truth(&run.stdout, "main.Sum[string]");
+        for map in ["@", "@r"] {
+            assert_eq!(map_value(&run.stdout, &format!("{map}[main.Sum[go.shape.int]]")), ints, "{}", run.stdout);
+            assert_eq!(map_value(&run.stdout, &format!("{map}[main.Sum[go.shape.string]]")), strings, "{}", run.stdout);
+        }
+    }
+}
+
+/// `-l` lists, under each shape function, the instantiations the binary has
+/// dictionaries for; stripped, it says they cannot be known.
+#[test]
+fn the_listing_shows_instantiations_under_each_shape() {
+    for toolchain in generic_toolchains("the_listing_shows_instantiations_under_each_shape") {
+        let Some(bin) = built(&toolchain, PLAIN) else { continue };
+        let b = bin.display().to_string();
+        let list = gtrace(&["-b", &b, "-l", "main.*"]);
+        assert_eq!(list.code, 0, "{toolchain}:\n{}", list.stderr);
+        let under = |shape: &str| -> String {
+            let mut lines = list.stdout.lines().skip_while(|l| !l.starts_with(&format!("{shape}(")));
+            assert!(lines.next().is_some(), "{toolchain}: no {shape} in\n{}", list.stdout);
+            lines.next().unwrap_or_default().trim().to_string()
+        };
+        assert_eq!(under("main.Sum[go.shape.int]"), "instantiations: main.Sum[int], main.Sum[main.MyInt]");
+        assert_eq!(under("main.Sum[go.shape.string]"), "instantiations: main.Sum[string]");
+        assert_eq!(under("main.(*Stack[go.shape.int]).Push"), "instantiations: main.(*Stack[int]).Push");
+        assert_eq!(under("main.MakePair[go.shape.int,go.shape.string]"), "instantiations: main.MakePair[int,string]");
+        let Some(stripped) = built(&toolchain, Kind { stripped: true, ..PLAIN }) else { continue };
+        let list = gtrace(&["-b", &stripped.display().to_string(), "-l", "main.Sum[...]"]);
+        assert!(list.stdout.contains("instantiations: unknown (stripped"), "{toolchain}:\n{}", list.stdout);
+    }
+}
+
+fn rendered(script: &str, kind: Kind) -> String {
+    let bin = built("local", kind).expect("the local toolchain");
+    let r = check_against(&["-e", script], &bin);
+    r.stderr.replace(bin.to_str().unwrap(), "BIN")
+}
+
+#[test]
+fn an_instantiation_by_name() {
+    insta::assert_snapshot!(rendered(r#"on entry "main.Sum[main.MyInt]" { @ = count() }"#, PLAIN));
+}
+
+#[test]
+fn a_method_instantiation_by_name() {
+    insta::assert_snapshot!(rendered(r#"on return "main.(*Stack[int]).Push" { @ = count() }"#, PLAIN));
+}
+
+#[test]
+fn func_at_shapes_of_a_stripped_build() {
+    let script =
+        r#"on entry "main.Sum[...]" { @[func] = count() } on return "main.MakePair[...]" { @[func] = count() }"#;
+    insta::assert_snapshot!(rendered(script, Kind { stripped: true, ..PLAIN }));
+}

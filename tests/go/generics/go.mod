@@ -1,0 +1,3 @@
+module generics
+
+go 1.18
