@@ -166,3 +166,38 @@ fn func_at_shapes_of_a_stripped_build() {
         r#"on entry "main.Sum[...]" { @[func] = count() } on return "main.MakePair[...]" { @[func] = count() }"#;
     insta::assert_snapshot!(rendered(script, Kind { stripped: true, ..PLAIN }));
 }
+
+/// The plan holds the dictionaries `func` may meet and names each instantiation from
+/// its address, after a JSON round trip (what `gtrace run` reads); the same for arm64,
+/// where the dictionary is in R0.
+#[test]
+fn plans_name_instantiations_from_dictionary_addresses() {
+    use gtrace::compile::{compile, Options};
+    use gtrace::library::Root;
+    use gtrace::plan::Bundle;
+    use gtrace::target::Target;
+    let script = format!("on entry {PATTERNS} {{ @[func] = count() }}");
+    for toolchain in generic_toolchains("plans_name_instantiations_from_dictionary_addresses") {
+        let mut binaries = vec![("amd64", built(&toolchain, PLAIN))];
+        binaries.push(("arm64", support::toolchain::build_arm64("generics", &toolchain, PLAIN)));
+        for (arch, bin) in binaries {
+            let Some(bin) = bin else { continue };
+            let target = Target::open(&bin).unwrap();
+            let root = Root { name: "<test>".into(), text: script.clone(), dir: None };
+            let c = compile(root, &target, &Options::default()).unwrap_or_else(|r| panic!("{}", r.render(false)));
+            let json = Bundle { plan: c.plan.clone(), object: c.object.clone() }.to_json();
+            let plan = serde_json::from_str::<Bundle>(&json).expect("the plan reads back").plan;
+            let shape = plan.functions.iter().position(|f| f == "main.Sum[go.shape.int]").expect("the shape") as u64;
+            let named: Vec<String> =
+                (plan.dictionaries.keys()).map(|addr| plan.function_name(shape | addr << 32)).collect();
+            assert!(named.contains(&"main.Sum[main.MyInt]".to_string()), "{toolchain} {arch}: {named:?}");
+            assert!(named.contains(&"main.Sum[int]".to_string()), "{toolchain} {arch}: {named:?}");
+            assert_eq!(plan.function_name(shape | 0x10 << 32), "main.Sum[go.shape.int](dictionary 0x10?)");
+            let list = gtrace(&["-b", &bin.display().to_string(), "-l", "main.Sum[...]"]);
+            // `.dict TYPE [REG]`: unsafe.Pointer, or from Go 1.27 the type DWARF gives it.
+            let dict = list.stdout.split(".dict ").nth(1).and_then(|r| r.split(',').next()).unwrap_or_default();
+            let reg = if arch == "arm64" { "[R0]" } else { "[RAX]" };
+            assert!(dict.ends_with(reg), "{toolchain} {arch}:\n{}", list.stdout);
+        }
+    }
+}
