@@ -86,34 +86,11 @@ fn split_args(list: &str) -> Vec<&str> {
 /// basic type's name, `*uint8` for every pointer (Go 1.18 named pointer shapes after
 /// the pointer type itself), and for composite kinds the prefix of their type literal.
 fn shapes_of_kind(kind: u8) -> &'static [&'static str] {
+    #[rustfmt::skip]
     const BASIC: [&str; 27] = [
-        "",
-        "bool",
-        "int",
-        "int8",
-        "int16",
-        "int32",
-        "int64",
-        "uint",
-        "uint8",
-        "uint16",
-        "uint32",
-        "uint64",
-        "uintptr",
-        "float32",
-        "float64",
-        "complex64",
-        "complex128",
-        "[",
-        "chan",
-        "func",
-        "interface",
-        "map[",
-        "*",
-        "[]",
-        "string",
-        "struct",
-        "unsafe.Pointer",
+        "", "bool", "int", "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64", "uintptr",
+        "float32", "float64", "complex64", "complex128", "[", "chan", "func", "interface", "map[", "*", "[]", "string",
+        "struct", "unsafe.Pointer",
     ];
     match kind {
         0..=16 | 18..=21 | 23..=26 => std::slice::from_ref(&BASIC[kind as usize]),
