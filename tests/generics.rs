@@ -6,7 +6,8 @@
 //! gtrace supports) has no generics: tests/go/generics cannot be built with it, and each
 //! test says so rather than passing silently over it. A stripped build names the shapes
 //! (said once, counts summed per shape); `-l` lists each shape's instantiations; a probe
-//! that names an instantiation is an error with a hint. Needs root for the traces (SKIP
+//! that names an instantiation fires for its calls only (an error with a hint where that
+//! cannot be: stripped, `on panic`, an instantiation the binary does not have). Needs root for the traces (SKIP
 //! without it, unless CI=true: then it fails).
 
 mod support;
@@ -72,6 +73,40 @@ fn func_names_each_instantiation_at_entries_and_returns() {
             // Nothing else: no shape names, no unknown dictionaries.
             let keys = run.stdout.lines().filter(|l| l.starts_with("@[") || l.starts_with("@r[")).count();
             assert_eq!(keys, 2 * truths.len(), "{at}:\n{}", run.stdout);
+        }
+    }
+}
+
+/// A probe that names one instantiation fires for its calls only, though the shape
+/// function serves others (`*int` in type arguments is a pointer, not a wildcard); with
+/// `[...]` in the same probe, each call fires once.
+#[test]
+fn a_probe_of_one_instantiation_counts_its_calls_only() {
+    if !privileged("a_probe_of_one_instantiation_counts_its_calls_only") {
+        return;
+    }
+    let script = r#"on entry "main.Sum[main.MyInt]" { @myint = count() }
+        on return "main.Sum[int]" { @int = count(); @slow[elapsed > 1h] = count() }
+        on entry "main.(*Stack[*int]).Push", "main.MakePair[string,int]" { @[func] = count() }
+        on entry "main.Sum[...]", "main.Sum[string]" { @all = count() }"#;
+    for toolchain in generic_toolchains("a_probe_of_one_instantiation_counts_its_calls_only") {
+        for kind in [PLAIN, Kind { pie: true, ..PLAIN }] {
+            let Some(bin) = built(&toolchain, kind) else { continue };
+            let run = gtrace(&["-e", script, "-c", &format!("{} 4", bin.display())]);
+            let at = format!("{toolchain} {}", kind.label());
+            assert_eq!(run.code, 0, "{at}:\n{}\n{}", run.stdout, run.stderr);
+            let t = |name: &str| truth(&run.stdout, name);
+            let got = |map: &str| map_value(&run.stdout, map);
+            assert_eq!(got("@myint"), t("main.Sum[main.MyInt]"), "{at}:\n{}", run.stdout);
+            assert_eq!(got("@int"), t("main.Sum[int]"), "{at}:\n{}", run.stdout);
+            assert_eq!(got("@slow[false]"), t("main.Sum[int]"), "{at}:\n{}", run.stdout);
+            for name in ["main.(*Stack[*int]).Push", "main.MakePair[string,int]"] {
+                assert_eq!(got(&format!("@[{name}]")), t(name), "{at}:\n{}", run.stdout);
+            }
+            let sums = t("main.Sum[int]") + t("main.Sum[main.MyInt]") + t("main.Sum[string]");
+            assert_eq!(got("@all"), sums, "{at}:\n{}", run.stdout);
+            let keys = run.stdout.lines().filter(|l| l.starts_with("@[")).count();
+            assert_eq!(keys, 2, "{at}: only the named instantiations\n{}", run.stdout);
         }
     }
 }
@@ -151,13 +186,21 @@ fn rendered(script: &str, kind: Kind) -> String {
 }
 
 #[test]
-fn an_instantiation_by_name() {
-    insta::assert_snapshot!(rendered(r#"on entry "main.Sum[main.MyInt]" { @ = count() }"#, PLAIN));
+fn an_instantiation_of_a_stripped_build() {
+    insta::assert_snapshot!(rendered(
+        r#"on entry "main.Sum[main.MyInt]" { @ = count() }"#,
+        Kind { stripped: true, ..PLAIN }
+    ));
 }
 
 #[test]
-fn a_method_instantiation_by_name() {
-    insta::assert_snapshot!(rendered(r#"on return "main.(*Stack[int]).Push" { @ = count() }"#, PLAIN));
+fn an_instantiation_in_on_panic() {
+    insta::assert_snapshot!(rendered(r#"on panic "main.(*Stack[int]).Push" { @ = count() }"#, PLAIN));
+}
+
+#[test]
+fn an_instantiation_the_binary_does_not_have() {
+    insta::assert_snapshot!(rendered(r#"on return "main.MakePair[int,int]" { @ = count() }"#, PLAIN));
 }
 
 #[test]

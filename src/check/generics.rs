@@ -9,10 +9,11 @@
 //! not in a stripped binary (no symbol table names the dictionaries): `func` names the
 //! shape there, said once (`stripped_warning`).
 
+use super::probes::PassedOver;
 use super::{FuncSite, InstanceKind};
 use crate::arch::abi::{self, Location, RegPiece};
 use crate::diag::Diagnostic;
-use crate::syntax::ast::{Block, ExprKind, Span, StmtKind};
+use crate::syntax::ast::{Block, ExprKind, Span, StmtKind, SymbolPattern};
 use crate::target::Target;
 
 /// The name a carried dictionary has among a return probe's carried parameters (no
@@ -72,6 +73,14 @@ pub fn dictionary_location(target: &Target, function: &str) -> Option<Location> 
 /// The message said once when `func` is used at shape functions of a stripped binary.
 pub const STRIPPED: &str = "`func` names shape functions (`pkg.F[go.shape.int]`), not their instantiations";
 
+/// A probe of one instantiation at a shape function whose dictionary cannot be found
+/// (a method with a value receiver, without DWARF).
+pub fn no_dictionary_here(span: Span, shape: &str) -> Diagnostic {
+    Diagnostic::error(span, format!("where `{shape}` gets its dictionary cannot be told without DWARF"))
+        .label("its receiver is a value, whose size decides the register after it")
+        .hint("probe every instantiation (`[...]`), or trace a build with DWARF")
+}
+
 /// Said (once) when `func` is used at shape functions of a stripped binary.
 pub fn stripped_warning(span: Span, shape: &str) -> Diagnostic {
     Diagnostic::warning(span, STRIPPED)
@@ -79,23 +88,77 @@ pub fn stripped_warning(span: Span, shape: &str) -> Diagnostic {
         .hint("each instantiation of the same shape counts under the shape's name; trace an unstripped build to tell them apart")
 }
 
-/// When a probe names an instantiation (`main.Sum[int]`) that the binary has as a shape
-/// function: the error, with the shapes the binary has for it.
-pub fn instantiation_error(target: &Target, span: Span, name: &str) -> Option<Diagnostic> {
-    if name.contains("go.shape.") || crate::target::symbols_is_pattern(name) {
+/// The sites of a probe that names an instantiation (`"main.Sum[int]"`, which is no
+/// function of the binary): the shape functions its dictionary is passed to, each
+/// filtered to the calls that pass it. None when the pattern is no instantiation of
+/// generic code the binary has; an error when it is one that cannot be probed so (in a
+/// stripped binary, in `on panic`, an instantiation with no dictionary). A `*` in the
+/// type arguments is a pointer first (`"main.(*Stack[*int]).Push"`): the caller tries
+/// this before reading it as a wildcard.
+pub fn instantiation_sites(
+    target: &Target,
+    pattern: &SymbolPattern,
+    kind: InstanceKind,
+    passed_over: &mut Vec<PassedOver>,
+) -> Option<Result<Vec<FuncSite>, Diagnostic>> {
+    let name = pattern.text.as_str();
+    if name.contains("go.shape.") || name.contains("[...]") {
         return None;
     }
     let any = crate::target::any_type_args(name)?;
-    let shapes: Vec<String> =
-        (target.find(&any).iter()).filter(|f| f.name.contains("[go.shape.")).map(|f| format!("`{}`", f.name)).collect();
+    let shapes: Vec<&crate::target::Function> =
+        (target.find(&any).into_iter()).filter(|f| crate::target::dictionary_position(&f.name).is_some()).collect();
     if shapes.is_empty() {
         return None;
     }
-    Some(
-        Diagnostic::error(span, format!("`{name}` is an instantiation of generic code, not a function of the binary"))
-            .label(format!("Go compiles it once per shape: {}", shapes.join(", ")))
-            .hint(format!(
-                "probe `{any}` (every instantiation) and key by `func`, which names each: `@[func] = count()`"
-            )),
-    )
+    let error = |why: &str| {
+        let list: Vec<String> = shapes.iter().map(|f| format!("`{}`", f.name)).collect();
+        Diagnostic::error(pattern.span, format!("`{name}` cannot be probed by its instantiation here: {why}"))
+            .label(format!("Go compiles it once per shape: {}", list.join(", ")))
+            .hint(if target.is_stripped() || kind == InstanceKind::Panic {
+                format!("probe `{any}`: every instantiation, under its shape's name")
+            } else {
+                format!("probe `{any}` (every instantiation) and key by `func`, which names each: `@[func] = count()`")
+            })
+    };
+    if target.is_stripped() {
+        return Some(Err(error("the binary is stripped, and no symbol table names its dictionaries")));
+    }
+    if !matches!(kind, InstanceKind::Entry | InstanceKind::Return) {
+        return Some(Err(error("only `on entry` and `on return` tell the instantiations of a shape apart")));
+    }
+    let all = target.dictionaries();
+    let mut picked: Vec<(&crate::target::Function, u64)> = Vec::new();
+    for f in &shapes {
+        let made = target.instantiations_of(&f.name, &all);
+        picked.extend(made.iter().filter(|(_, n)| n == name).map(|(d, _)| (*f, d.addr)));
+    }
+    if picked.is_empty() {
+        // The kinds did not tell its shape: every shape of the generic code, filtered.
+        for f in &shapes {
+            let made = all.iter().filter(|d| crate::target::instantiation(&f.name, &d.symbol).as_deref() == Some(name));
+            picked.extend(made.map(|d| (*f, d.addr)));
+        }
+    }
+    if picked.is_empty() {
+        return Some(Err(error("the binary has no dictionary for it (`gtrace -l` lists the instantiations it has)")));
+    }
+    let sites = picked.into_iter().filter_map(|(f, addr)| {
+        let site = super::probes::function_site(f, kind, target, passed_over)?;
+        Some(FuncSite { dictionary: Some(addr), ..site })
+    });
+    Some(Ok(sites.collect()))
+}
+
+/// Adds `site` to a probe's sites unless it is there: a site of every call of a function
+/// holds those of its instantiations (`"main.Sum[...]", "main.Sum[int]"` probes each call
+/// once).
+pub fn add_site(sites: &mut Vec<FuncSite>, site: FuncSite) {
+    let same = |f: &FuncSite| f.name == site.name && f.entry == site.entry && f.inlined == site.inlined;
+    if site.dictionary.is_none() {
+        sites.retain(|f| !(same(f) && f.dictionary.is_some()));
+    }
+    if !sites.iter().any(|f| same(f) && (f.dictionary.is_none() || f.dictionary == site.dictionary)) {
+        sites.push(site);
+    }
 }

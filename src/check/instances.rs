@@ -48,6 +48,11 @@ pub fn check_probe(
         };
         let mut local = Diagnostics::default();
         let dictionary = dictionary(&group.functions, probe.kind, target, &ast.body);
+        if let ([f], None) = (group.functions.as_slice(), &dictionary) {
+            if f.dictionary.is_some() {
+                local.push(super::generics::no_dictionary_here(ast.span, &f.name));
+            }
+        }
         let globals = super::globals::resolve(&ast.body, target, &values);
         let env = typeck::Env {
             kind: probe.kind,
@@ -123,13 +128,13 @@ pub fn check_probe(
 /// value, else one each; inlined calls of one function, and places where a line starts,
 /// whose values sit in the same places share one.
 fn groups(probe: &ResolvedProbe, body: &Block, target: &Target, limit: u32) -> Vec<Group> {
-    let own = |f: &FuncSite| super::generics::takes_dictionary(target, f, probe.kind);
-    if probe.functions.len() > 1
-        && !reads_go_values(body)
-        && super::generics::uses_func(body)
-        && probe.functions.iter().any(own)
-    {
-        // Shape functions whose `func` reads their dictionary: one program each.
+    let uses_func = super::generics::uses_func(body);
+    let own = |f: &FuncSite| {
+        super::generics::takes_dictionary(target, f, probe.kind) && (uses_func || f.dictionary.is_some())
+    };
+    if probe.functions.len() > 1 && !reads_go_values(body) && probe.functions.iter().any(own) {
+        // Shape functions whose dictionary the program reads (for `func`, or to fire for
+        // one instantiation): one program each.
         let (alone, rest): (Vec<FuncSite>, Vec<FuncSite>) = probe.functions.iter().cloned().partition(own);
         let mut out: Vec<Group> = (alone.into_iter())
             .map(|f| Group { values: Ok(Vec::new()), at_inlined_call: false, functions: vec![f] })
@@ -175,8 +180,8 @@ fn stripped_shape(probe: &ResolvedProbe, target: &Target, body: &Block) -> Optio
     (kind && target.is_stripped() && super::generics::uses_func(body)).then(|| shape.name.clone())
 }
 
-/// Where `func` finds the dictionary of the one shape function a program is for, when
-/// its body uses `func` (see `generics`).
+/// Where the dictionary of the one shape function a program is for is, when its body
+/// uses `func` or it fires for one instantiation (see `generics`).
 fn dictionary(
     functions: &[FuncSite],
     kind: InstanceKind,
@@ -184,7 +189,9 @@ fn dictionary(
     body: &Block,
 ) -> Option<crate::arch::abi::Location> {
     match functions {
-        [f] if super::generics::takes_dictionary(target, f, kind) && super::generics::uses_func(body) => {
+        [f] if super::generics::takes_dictionary(target, f, kind)
+            && (f.dictionary.is_some() || super::generics::uses_func(body)) =>
+        {
             super::generics::dictionary_location(target, &f.name)
         }
         _ => None,

@@ -52,6 +52,7 @@ pub fn sites(
                 returns: Vec::new(),
                 inlined: None,
                 line: Some(site),
+                dictionary: None,
             }),
         }
     }

@@ -122,6 +122,10 @@ pub struct FuncSite {
     /// address; the names are the locals in scope there). `name` is the function the
     /// line is in (the inlined function, in an inlined copy).
     pub line: Option<crate::target::LineSite>,
+    /// Set when the probe named an instantiation of generic code (`"main.Sum[int]"`):
+    /// the link-time address of its dictionary, the only one whose calls of this shape
+    /// function fire the probe (check/generics.rs).
+    pub dictionary: Option<u64>,
 }
 
 /// What a name in an expression refers to.

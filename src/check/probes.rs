@@ -79,12 +79,7 @@ pub fn resolve(
             Places::Functions(patterns) => {
                 for pattern in patterns {
                     for site in resolve_pattern(pattern, kind, target, diags, &mut passed_over) {
-                        if !functions
-                            .iter()
-                            .any(|f| f.name == site.name && f.entry == site.entry && f.inlined == site.inlined)
-                        {
-                            functions.push(site);
-                        }
+                        super::generics::add_site(&mut functions, site);
                     }
                 }
                 let names: Vec<&str> = patterns.iter().map(|p| p.text.as_str()).collect();
@@ -166,6 +161,12 @@ fn resolve_pattern(
     diags: &mut Diagnostics,
     passed_over: &mut Vec<PassedOver>,
 ) -> Vec<FuncSite> {
+    if crate::target::symbols_is_pattern(&pattern.text) {
+        // `"main.(*Stack[*int]).Push"`: an instantiation, when a dictionary makes it.
+        if let Some(Ok(sites)) = super::generics::instantiation_sites(target, pattern, kind, passed_over) {
+            return sites;
+        }
+    }
     let found = target.find(&pattern.text);
     let inlined = target.find_inlined(&pattern.text);
     if matches!(kind, InstanceKind::Return | InstanceKind::Panic) && found.is_empty() && !inlined.is_empty() {
@@ -184,9 +185,13 @@ fn resolve_pattern(
         return Vec::new();
     }
     if found.is_empty() && inlined.is_empty() {
-        if let Some(d) = super::generics::instantiation_error(target, pattern.span, &pattern.text) {
-            diags.push(d);
-            return Vec::new();
+        match super::generics::instantiation_sites(target, pattern, kind, passed_over) {
+            Some(Ok(sites)) => return sites,
+            Some(Err(d)) => {
+                diags.push(d);
+                return Vec::new();
+            }
+            None => {}
         }
         let mut d = Diagnostic::error(
             pattern.span,
@@ -233,6 +238,7 @@ fn resolve_pattern(
                     returns: Vec::new(),
                     inlined: Some(site),
                     line: None,
+                    dictionary: None,
                 }),
             }
         }
@@ -242,7 +248,7 @@ fn resolve_pattern(
 
 /// Where the probes of `f` go, or None (with the reason in `passed_over`) when it cannot
 /// hold one; refused return sites are passed over one by one.
-fn function_site(
+pub(super) fn function_site(
     f: &crate::target::Function,
     kind: InstanceKind,
     target: &Target,
@@ -283,6 +289,7 @@ fn function_site(
                 returns,
                 inlined: None,
                 line: None,
+                dictionary: None,
             })
         }
         // A panic's frames are kept from the entry to a RET: every site must hold a probe
@@ -294,16 +301,28 @@ fn function_site(
                     return None;
                 }
             }
-            Some(FuncSite { name: f.name.clone(), entry: s.entry, returns: s.returns, inlined: None, line: None })
+            Some(FuncSite {
+                name: f.name.clone(),
+                entry: s.entry,
+                returns: s.returns,
+                inlined: None,
+                line: None,
+                dictionary: None,
+            })
         }
         _ => match target.uprobe_refusal(s.entry) {
             Some(refusal) => {
                 pass(Some(s.entry), SkipReason::Refused(refusal));
                 None
             }
-            None => {
-                Some(FuncSite { name: f.name.clone(), entry: s.entry, returns: s.returns, inlined: None, line: None })
-            }
+            None => Some(FuncSite {
+                name: f.name.clone(),
+                entry: s.entry,
+                returns: s.returns,
+                inlined: None,
+                line: None,
+                dictionary: None,
+            }),
         },
     }
 }

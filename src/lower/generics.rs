@@ -34,6 +34,24 @@ impl Gen<'_> {
 
     /// R0 = `index` | (dictionary - load bias) << 32.
     pub fn func_with_dictionary(&mut self, index: u32, span: Span) -> Result<(), LowerError> {
+        self.dictionary_address(span)?;
+        self.b.emit(alu64_imm(BPF_LSH, R0, 32));
+        self.b.emit(alu64_imm(BPF_OR, R0, index as i32));
+        Ok(())
+    }
+
+    /// A probe that names one instantiation: ends the program unless this call passed
+    /// its dictionary (at link-time address `addr`).
+    pub fn only_dictionary(&mut self, addr: u64, span: Span) -> Result<(), LowerError> {
+        self.b.comment(format!("only the calls that pass the dictionary at {addr:#x}"));
+        self.dictionary_address(span)?;
+        self.b.emit2(ld_imm64(R1, addr));
+        self.b.jmp_reg_to(BPF_JNE, R0, R1, self.done);
+        Ok(())
+    }
+
+    /// R0 = the link-time address of the dictionary this call passed.
+    fn dictionary_address(&mut self, span: Span) -> Result<(), LowerError> {
         match self.dictionary.clone() {
             Some(DictAt::Entry(Location::Regs(pieces))) if pieces.len() == 1 && pieces[0].size == 8 => {
                 self.load_ctx_reg(R0, pieces[0].reg);
@@ -59,8 +77,6 @@ impl Gen<'_> {
             self.b.emit(load(Size::DW, R1, R10, bias));
             self.b.emit(alu64_reg(BPF_SUB, R0, R1));
         }
-        self.b.emit(alu64_imm(BPF_LSH, R0, 32));
-        self.b.emit(alu64_imm(BPF_OR, R0, index as i32));
         Ok(())
     }
 }

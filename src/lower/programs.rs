@@ -305,6 +305,10 @@ impl Ctx<'_> {
             InstanceKind::Return => super::generics::DictAt::Carried,
             _ => super::generics::DictAt::Entry(at),
         });
+        let only = match inst.functions.as_slice() {
+            [f] if inst.dictionary.is_some() => f.dictionary,
+            _ => None,
+        };
         let program = self.program(&name, owner, comment, &inst.facts, probe.span, |gen| {
             gen.function_index = function_index;
             gen.dictionary = dictionary;
@@ -319,6 +323,9 @@ impl Ctx<'_> {
                 }
             } else if uses_g {
                 gen.load_g(None, probe.span)?;
+            }
+            if let Some(addr) = only {
+                gen.only_dictionary(addr, probe.span)?;
             }
             gen.block(&probe.body)
         })?;
