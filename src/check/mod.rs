@@ -128,6 +128,13 @@ pub struct FuncSite {
     pub dictionary: Option<u64>,
 }
 
+impl FuncSite {
+    /// The site of a function's own calls: its entry and returns.
+    pub fn called(name: &str, entry: u64, returns: Vec<u64>) -> FuncSite {
+        FuncSite { name: name.to_string(), entry, returns, inlined: None, line: None, dictionary: None }
+    }
+}
+
 /// What a name in an expression refers to.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Name {

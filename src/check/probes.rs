@@ -283,14 +283,7 @@ pub(super) fn function_site(
                     None => returns.push(r),
                 }
             }
-            (!returns.is_empty()).then(|| FuncSite {
-                name: f.name.clone(),
-                entry: s.entry,
-                returns,
-                inlined: None,
-                line: None,
-                dictionary: None,
-            })
+            (!returns.is_empty()).then(|| FuncSite::called(&f.name, s.entry, returns))
         }
         // A panic's frames are kept from the entry to a RET: every site must hold a probe
         // (a function may have no RET at all: one that always panics).
@@ -301,28 +294,14 @@ pub(super) fn function_site(
                     return None;
                 }
             }
-            Some(FuncSite {
-                name: f.name.clone(),
-                entry: s.entry,
-                returns: s.returns,
-                inlined: None,
-                line: None,
-                dictionary: None,
-            })
+            Some(FuncSite::called(&f.name, s.entry, s.returns))
         }
         _ => match target.uprobe_refusal(s.entry) {
             Some(refusal) => {
                 pass(Some(s.entry), SkipReason::Refused(refusal));
                 None
             }
-            None => Some(FuncSite {
-                name: f.name.clone(),
-                entry: s.entry,
-                returns: s.returns,
-                inlined: None,
-                line: None,
-                dictionary: None,
-            }),
+            None => Some(FuncSite::called(&f.name, s.entry, s.returns)),
         },
     }
 }
