@@ -241,9 +241,9 @@ mod tests {
         let string = t.add(GoType { name: "string".into(), size: 16, kind: TypeKind::String });
         let strings = t.add(GoType { name: "[]string".into(), size: 24, kind: TypeKind::Slice { elem: string } });
         let fields = vec![
-            StructField { name: "Port".into(), ty: int, offset: 0 },
-            StructField { name: "name".into(), ty: string, offset: 8 },
-            StructField { name: "Tags".into(), ty: strings, offset: 24 },
+            StructField { name: "Port".into(), ty: int, offset: 0, embedded: false },
+            StructField { name: "name".into(), ty: string, offset: 8, embedded: false },
+            StructField { name: "Tags".into(), ty: strings, offset: 24, embedded: false },
         ];
         let config = t.add(GoType { name: "main.Config".into(), size: 48, kind: TypeKind::Struct { fields } });
         let ptr = t.add(GoType { name: "*main.Config".into(), size: 8, kind: TypeKind::Pointer { elem: config } });

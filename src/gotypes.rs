@@ -53,6 +53,9 @@ pub struct StructField {
     pub name: String,
     pub ty: TypeId,
     pub offset: u64,
+    /// An embedded field (`struct { sync.Mutex }`): its fields and methods are promoted.
+    #[serde(default)]
+    pub embedded: bool,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]

@@ -97,3 +97,15 @@ fn list_matching_nothing_names_the_closest() {
     let b = bin.to_str().unwrap();
     insta::assert_snapshot!(message(&["-l", "main.ad", "-b", b], &[(b, "BIN")]));
 }
+
+/// `-l` takes a name quoted as a script quotes it, as the name inside the quotes.
+#[test]
+fn list_takes_a_quoted_name_as_scripts_write_it() {
+    let bin = support::go_build("e2e", &[]);
+    let b = bin.to_str().unwrap();
+    let quoted = support::gtrace(&["-l", "\"main.add\"", "-b", b]);
+    let plain = support::gtrace(&["-l", "main.add", "-b", b]);
+    assert_eq!(quoted.code, 0, "{}", quoted.stderr);
+    assert!(quoted.stdout.starts_with("main.add("), "{}", quoted.stdout);
+    assert_eq!(quoted.stdout, plain.stdout);
+}

@@ -48,6 +48,21 @@ traced!(pointer_chain_three_levels_deep, "on entry main.deep { @p[w.Req.URL.Path
 });
 
 traced!(
+    promoted_fields_and_bytes_as_strings,
+    r#"on entry main.process { @subjects[string(c.subject)] = count(); @tenants[c.Tenant] = count(); @states = sum(c.state); if hasPrefix(string(c.subject), "orders.1") { @one = count() } }"#,
+    |out| {
+        for k in ["orders.0", "orders.1", "orders.2"] {
+            assert_eq!(map(&out, &format!("@subjects[{k}]")), truth(&out, &format!("subject:{k}")), "{out}");
+        }
+        for k in ["acme", "globex"] {
+            assert_eq!(map(&out, &format!("@tenants[{k}]")), truth(&out, &format!("tenant:{k}")), "{out}");
+        }
+        assert_eq!(map(&out, "@states"), truth(&out, "states"), "{out}");
+        assert_eq!(map(&out, "@one"), truth(&out, "subject:orders.1"), "{out}");
+    }
+);
+
+traced!(
     strings_compare_prefix_len_and_truncate,
     r#"on entry main.greet { @n[name] = count(); if name == "bob" { @bob = count() }; if hasPrefix(name, "al") { @al = count() }; @len = sum(len(name)) }"#,
     |out| {

@@ -313,7 +313,7 @@ mod tests {
         }
         fn strukt(&mut self, fields: &[(TypeId, u64)], size: u64) -> TypeId {
             let fields =
-                fields.iter().map(|(ty, offset)| StructField { name: "f".into(), ty: *ty, offset: *offset }).collect();
+                fields.iter().map(|(ty, offset)| StructField { name: "f".into(), ty: *ty, offset: *offset, embedded: false }).collect();
             self.add("S", size, TypeKind::Struct { fields })
         }
     }

@@ -179,6 +179,9 @@ pub struct Facts {
     /// Conditions known when the script is checked (`defined(x)`, `!defined(x)`): only
     /// the branch they take is checked and compiled.
     pub static_conds: HashMap<ExprId, bool>,
+    /// Promoted fields (`c.pa` of a field of an embedded struct): the embedded fields
+    /// passed through, in order.
+    pub promoted: HashMap<ExprId, Vec<String>>,
 }
 
 #[derive(Clone, Debug)]

@@ -53,6 +53,12 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
     let search = scope::debug_search(cli.debug_file.as_ref(), &cli.debug_dir, &process);
     let target = Target::open_with(&process.binary, &search)?;
     if let Some(pattern) = &cli.list {
+        // A name quoted as a script quotes it (`-l '"net/http.(*Client).Do"'`) is meant
+        // as the name inside the quotes.
+        let pattern = match pattern.strip_prefix('"').and_then(|p| p.strip_suffix('"')) {
+            Some(inner) if !inner.is_empty() => inner,
+            _ => pattern.as_str(),
+        };
         let listing = list(&target, pattern);
         if listing.is_empty() {
             return Err(nothing_listed(&target, pattern));

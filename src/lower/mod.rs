@@ -14,6 +14,7 @@ mod capture;
 pub mod carry;
 pub mod codegen;
 pub mod events;
+mod fields;
 pub mod float;
 pub mod frame;
 pub mod frames;

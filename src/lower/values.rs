@@ -77,7 +77,7 @@ impl Gen<'_> {
     }
 
     /// Keeps R0 (an address) in a new stack slot: the place of the value it points at.
-    fn address_place(&mut self, span: Span) -> Result<Place, LowerError> {
+    pub(super) fn address_place(&mut self, span: Span) -> Result<Place, LowerError> {
         let slot = self.slot(8, span)?;
         self.b.emit(store_reg(Size::DW, R10, slot, R0));
         Ok(Place::Mem { addr: slot, offset: 0 })
@@ -97,24 +97,9 @@ impl Gen<'_> {
             _ => {}
         }
         match &e.kind {
-            ExprKind::Field { base, field } => {
-                let bid = self.go_type_of(base).ok_or_else(|| LowerError::unsupported(e.span, "a field of this"))?;
-                let (through_pointer, sid) = match &self.types.get(bid).kind {
-                    TypeKind::Pointer { elem } => (true, *elem),
-                    _ => (false, bid),
-                };
-                let offset = match &self.types.get(sid).kind {
-                    TypeKind::Struct { fields } => fields.iter().find(|f| f.name == field.name).map(|f| f.offset),
-                    _ => None,
-                }
-                .ok_or_else(|| LowerError::unsupported(field.span, "this field"))?;
-                if through_pointer {
-                    self.expr(base)?;
-                    Ok(self.address_place(e.span)?.plus(offset))
-                } else {
-                    Ok(self.place(base)?.plus(offset))
-                }
-            }
+            ExprKind::Field { base, field } => self.field_place(e, base, field),
+            // `string(b)` of a []byte: the slice's header begins as a string's (data, len).
+            ExprKind::Call { func, args } if func.name == "string" && args.len() == 1 => self.place(&args[0]),
             ExprKind::Unary { op: UnOp::Deref, operand } => {
                 self.expr(operand)?;
                 self.address_place(e.span)

@@ -292,6 +292,48 @@ impl Cx<'_> {
         to
     }
 
+    /// `string(b)` of a Go `[]byte` (or `[]uint8`): its bytes as a string, as Go converts
+    /// it. The slice's header starts as a string's does (data, len), so the string is
+    /// read from the slice's own place (`Facts::go_types` keeps the slice's type).
+    pub(super) fn bytes_to_string(&mut self, e: &Expr, args: &[Expr]) -> Ty {
+        let [x] = args else {
+            self.err(
+                Diagnostic::error(e.span, "the conversion string(x) takes one value").label("wrong number of arguments"),
+            );
+            return Ty::Void;
+        };
+        let t = self.expr(x);
+        let bytes = match self.facts.go_types.get(&x.id) {
+            Some(id) => match self.types.get(*id).kind {
+                crate::gotypes::TypeKind::Slice { elem } => self.types.get(elem).size == 1
+                    && matches!(self.types.get(elem).kind, crate::gotypes::TypeKind::Int { .. }),
+                _ => false,
+            },
+            None => false,
+        };
+        if t == Ty::Void {
+            return Ty::Void;
+        }
+        if matches!(t, Ty::Str { .. }) {
+            return t;
+        }
+        if !bytes {
+            let what = match self.facts.go_types.get(&x.id) {
+                Some(id) => format!("a {}", self.types.get(*id).name),
+                None => t.a(),
+            };
+            self.err(
+                Diagnostic::error(x.span, format!("cannot convert {what} to string"))
+                    .label("not a []byte")
+                    .hint("string(x) converts a Go []byte (or []uint8) to the string of its bytes"),
+            );
+            return Ty::Void;
+        }
+        let id = self.facts.go_types[&x.id];
+        self.facts.go_types.insert(e.id, id);
+        Ty::Str { max: self.string_limit }
+    }
+
     pub(super) fn binary(&mut self, e: &Expr, op: BinOp, lhs: &Expr, rhs: &Expr) -> Ty {
         let mut l = self.expr(lhs);
         let mut r = self.expr(rhs);

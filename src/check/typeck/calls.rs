@@ -269,6 +269,9 @@ impl Cx<'_> {
         if func.name == "defined" {
             return self.defined(e, args);
         }
+        if func.name == "string" {
+            return self.bytes_to_string(e, args);
+        }
         let tys: Vec<Ty> = args.iter().map(|a| self.expr(a)).collect();
         match func.name.as_str() {
             "len" | "cap" => {

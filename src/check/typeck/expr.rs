@@ -108,7 +108,23 @@ impl Cx<'_> {
             self.err(Diagnostic::error(field.span, format!("{} has no fields", t.name)).label("not a struct"));
             return Ty::Void;
         };
-        let Some(f) = fields.iter().find(|f| f.name == field.name) else {
+        let f = match super::promoted::find(self.types, id, &field.name) {
+            super::promoted::Lookup::Direct(f) => Some(f),
+            super::promoted::Lookup::Promoted { through, field } => {
+                self.facts.promoted.insert(e.id, through);
+                Some(field)
+            }
+            super::promoted::Lookup::Ambiguous(paths) => {
+                self.err(
+                    Diagnostic::error(field.span, format!("ambiguous selector: `{}` of {}", field.name, t.name))
+                        .label("promoted from several embedded fields")
+                        .hint(format!("name the one you mean: {}", paths.join(", "))),
+                );
+                return Ty::Void;
+            }
+            super::promoted::Lookup::NotFound => None,
+        };
+        let Some(f) = f else {
             let close = closest(&field.name, fields.iter().map(|f| f.name.as_str()), 1);
             let mut d = Diagnostic::error(field.span, format!("no field `{}` in {}", field.name, t.name))
                 .label("unknown field");

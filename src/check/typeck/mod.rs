@@ -7,6 +7,7 @@ mod calls;
 mod expr;
 mod globals;
 mod names;
+mod promoted;
 mod stmt;
 
 use super::govalues::GoValue;

@@ -34,6 +34,8 @@ type R = gimli::EndianArcSlice<gimli::LittleEndian>;
 type Entry = gimli::DebuggingInformationEntry<R>;
 
 const DW_AT_GO_KIND: DwAt = DwAt(0x2900);
+/// `DW_AT_go_embedded_field`: set on a struct member that is an embedded field.
+const DW_AT_GO_EMBEDDED_FIELD: DwAt = DwAt(0x2903);
 const DW_AT_GO_ELEM: DwAt = DwAt(0x2902);
 
 /// reflect.Kind values that DW_AT_go_kind holds.
@@ -81,6 +83,8 @@ struct Die {
     go_elem: Option<DebugInfoOffset>,
     variable_parameter: bool,
     member_offset: Option<u64>,
+    /// DW_AT_go_embedded_field: a struct member written as a type alone (`sync.Mutex`).
+    embedded: bool,
     count: Option<u64>,
     upper_bound: Option<u64>,
     decl_line: Option<u64>,
@@ -187,6 +191,12 @@ impl DwarfInfo {
                     }
                 }
                 DW_AT_GO_KIND => die.go_kind = value.udata_value(),
+                DW_AT_GO_EMBEDDED_FIELD => {
+                    die.embedded = match value {
+                        AttributeValue::Flag(f) => f,
+                        other => other.udata_value().is_some_and(|v| v != 0),
+                    }
+                }
                 dw::DW_AT_variable_parameter => {
                     die.variable_parameter = match value {
                         AttributeValue::Flag(f) => f,

@@ -171,6 +171,7 @@ impl DwarfInfo {
                             name: m.name.clone().unwrap_or_default(),
                             ty: self.reserve(ty, types, pending),
                             offset: m.member_offset.unwrap_or(0),
+                            embedded: m.embedded,
                         });
                     }
                     TypeKind::Struct { fields }

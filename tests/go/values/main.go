@@ -31,6 +31,35 @@ func handle(r *Request) int { return r.Size }
 //go:noinline
 func deep(w *Wrapper) int { return len(w.Req.URL.Path) }
 
+// Embedded fields: Conn's fields promote those of parseState (a struct in place) and
+// of *Meta (a pointer followed), as Go's selectors do.
+type parseState struct {
+	state   int
+	subject []byte
+}
+
+type Meta struct{ Tenant string }
+
+type Conn struct {
+	id int
+	parseState
+	*Meta
+}
+
+//go:noinline
+func process(c *Conn) int { return c.state + len(c.subject) }
+
+// Two embedded fields with a field of one name: selecting it is ambiguous in Go.
+type Left struct{ Name string }
+type Right struct{ Name string }
+type Both struct {
+	Left
+	Right
+}
+
+//go:noinline
+func both(b *Both) int { return len(b.Left.Name) + len(b.Right.Name) }
+
 //go:noinline
 func greet(name string, n int) int { return len(name) + n }
 
@@ -132,6 +161,24 @@ func main() {
 		deep(&Wrapper{Req: &Request{URL: &URL{Path: p}}})
 	}
 	fmt.Printf("deep:/deep/0=%d deep:/deep/1=%d\n", paths["/deep/0"], paths["/deep/1"])
+
+	subjects, tenants, states := map[string]int{}, map[string]int{}, 0
+	for i := 0; i < 21; i++ {
+		c := &Conn{id: i, parseState: parseState{state: i % 4, subject: []byte(fmt.Sprintf("orders.%d", i%3))}}
+		c.Meta = &Meta{Tenant: []string{"acme", "globex"}[i%2]}
+		subjects[string(c.subject)]++
+		tenants[c.Tenant]++
+		states += c.state
+		process(c)
+	}
+	for k, n := range subjects {
+		fmt.Printf("subject:%s=%d ", k, n)
+	}
+	for k, n := range tenants {
+		fmt.Printf("tenant:%s=%d ", k, n)
+	}
+	fmt.Printf("states=%d\n", states)
+	both(&Both{Left{"l"}, Right{"r"}})
 
 	long := strings.Repeat("x", 100)
 	names := []string{"alice", "bob", "albert", "", long}
