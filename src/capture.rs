@@ -121,7 +121,7 @@ impl Planner<'_> {
             TypeKind::Struct { .. }
                 | TypeKind::Array { .. }
                 | TypeKind::Slice { .. }
-                | TypeKind::Map
+                | TypeKind::Map { .. }
                 | TypeKind::Interface { .. }
         );
         let kind = if composite && level > self.bounds.depth {
@@ -206,9 +206,11 @@ fn raw_node(types: &Types, id: TypeId, at: u32, end: u32, offset: u32, text: (u3
             }
         }
         TypeKind::String if offset == 0 => NodeKind::Str { bytes: text.0, max: text.1 },
-        TypeKind::String | TypeKind::Slice { .. } | TypeKind::Map | TypeKind::Interface { .. } | TypeKind::Func => {
-            NodeKind::Cut
-        }
+        TypeKind::String
+        | TypeKind::Slice { .. }
+        | TypeKind::Map { .. }
+        | TypeKind::Interface { .. }
+        | TypeKind::Func => NodeKind::Cut,
         _ => NodeKind::Bytes,
     };
     Node { ty: id, at, hidden: false, kind }
@@ -219,7 +221,7 @@ fn raw_node(types: &Types, id: TypeId, at: u32, end: u32, offset: u32, text: (u3
 pub fn pointee_printed(types: &Types, elem: TypeId) -> bool {
     matches!(
         types.get(elem).kind,
-        TypeKind::Struct { .. } | TypeKind::Array { .. } | TypeKind::Slice { .. } | TypeKind::Map
+        TypeKind::Struct { .. } | TypeKind::Array { .. } | TypeKind::Slice { .. } | TypeKind::Map { .. }
     )
 }
 

@@ -41,7 +41,11 @@ pub enum TypeKind {
     Interface {
         empty: bool,
     },
-    Map,
+    /// Key and element from DW_AT_go_key / DW_AT_go_elem (None when DWARF omits them).
+    Map {
+        key: Option<TypeId>,
+        elem: Option<TypeId>,
+    },
     Chan,
     Func,
     /// Anything DWARF describes that gtrace does not model.

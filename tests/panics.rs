@@ -8,8 +8,8 @@
 
 mod support;
 
-use std::collections::BTreeMap;
 use gtrace::target::Target;
+use std::collections::BTreeMap;
 use support::toolchain::{build, build_plain, toolchains, Kind, NotBuilt};
 use support::{gtrace, map_value, privileged, truth};
 
@@ -131,7 +131,8 @@ fn a_panic_through_deep_recursion_reports_what_it_can_and_says_so() {
     }
     let bin = support::go_build("panics", &[]);
     for depth in [9, 40] {
-        let run = gtrace(&["-e", "on panic main.dive { @n = count() }", "-c", &format!("{} deep {depth}", bin.display())]);
+        let run =
+            gtrace(&["-e", "on panic main.dive { @n = count() }", "-c", &format!("{} deep {depth}", bin.display())]);
         assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
         let dives = truth(&run.stdout, "dives");
         let cut = run.stderr.contains("more than 16 traced calls at once");

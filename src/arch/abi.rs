@@ -183,9 +183,11 @@ impl Frame {
         let t = types.get(ty);
         match &t.kind {
             TypeKind::Int { .. } | TypeKind::Bool => self.int(offset, t.size, out),
-            TypeKind::Pointer { .. } | TypeKind::UnsafePointer | TypeKind::Map | TypeKind::Chan | TypeKind::Func => {
-                self.int(offset, PTR_SIZE, out)
-            }
+            TypeKind::Pointer { .. }
+            | TypeKind::UnsafePointer
+            | TypeKind::Map { .. }
+            | TypeKind::Chan
+            | TypeKind::Func => self.int(offset, PTR_SIZE, out),
             TypeKind::Float => self.float(out),
             TypeKind::Complex => self.float(out) && self.float(out),
             TypeKind::String | TypeKind::Interface { .. } => {

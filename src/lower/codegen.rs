@@ -38,6 +38,8 @@ pub struct Gen<'a> {
     pub g: Option<i16>,
     /// Where `goid` and `stack.hi` are in runtime.g.
     pub g_layout: Option<crate::target::GLayout>,
+    /// Where the runtime keeps a map's buckets or tables (`m[k]`).
+    pub map_layout: Option<crate::target::MapLayout>,
     /// `stack.hi` in runtime.g (8 in every release).
     pub stack_hi: u32,
     /// A pointer to the goroutine's record of calls in flight (frames.rs), when read.
@@ -98,6 +100,7 @@ impl<'a> Gen<'a> {
             locals: HashMap::new(),
             g: None,
             g_layout: None,
+            map_layout: None,
             stack_hi: 8,
             record: None,
             call_frame: None,

@@ -20,6 +20,7 @@ pub mod frame;
 pub mod frames;
 pub mod generics;
 pub mod globals;
+pub mod gomap;
 pub mod goroutine;
 pub mod mapops;
 pub mod maps;
@@ -62,6 +63,8 @@ pub enum LowerError {
     NoRuntimeFunction { span: Span, function: String },
     #[error("on panic needs to know where the runtime keeps its panics (runtime.g and runtime._panic): this binary has no DWARF, and its Go version is not one gtrace has measured")]
     NoPanicLayout { span: Span },
+    #[error("m[k] needs the layout of this Go release's maps (runtime.hmap, or internal/runtime/maps since Go 1.24): this binary has no DWARF, and its Go version is not one gtrace has measured")]
+    NoMapLayout { span: Span },
     #[error("no file offset for {function} at {addr:#x}")]
     NoFileOffset { span: Span, function: String, addr: u64 },
     #[error("this needs {bytes} bytes in one record; eBPF reaches at most {} bytes from its start", i16::MAX)]
@@ -117,6 +120,9 @@ impl LowerError {
                 .hint("is this a Go program built by Go 1.17 or later?"),
             LowerError::NoPanicLayout { span } => d(span)
                 .label("cannot follow panics in this binary")
+                .hint("give its DWARF kept aside with --debug-file, or trace a build with DWARF"),
+            LowerError::NoMapLayout { span } => d(span)
+                .label("cannot read this map here")
                 .hint("give its DWARF kept aside with --debug-file, or trace a build with DWARF"),
             LowerError::NoFileOffset { span, .. } => d(span)
                 .label("probed here")

@@ -204,6 +204,7 @@ impl Ctx<'_> {
         gen.bounds = self.bounds;
         gen.acct = Some(ProgramAcct { layout: &mut self.layout, program: name.to_string(), item: owner.item });
         gen.g_layout = self.target.g_layout();
+        gen.map_layout = self.target.map_layout();
         gen.stack_hi = gen.g_layout.map_or(8, |g| g.stack_hi);
         gen.b.comment(comment);
         gen.prologue();

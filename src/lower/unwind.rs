@@ -402,7 +402,8 @@ impl Gen<'_> {
         self.b.emit(load(Size::DW, R2, R10, end));
         self.b.jmp_reg_to(BPF_JGE, R1, R2, out);
         if let Some(program) = self.acct.as_ref().map(|a| a.program.clone()) {
-            let why = format!("a panic ended more than {MAX_REPORT} traced calls at once: the deeper ones were not reported");
+            let why =
+                format!("a panic ended more than {MAX_REPORT} traced calls at once: the deeper ones were not reported");
             self.count(crate::plan::Counter::Skipped { program, why }, span)?;
         }
         self.b.bind(out);

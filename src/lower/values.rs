@@ -106,6 +106,9 @@ impl Gen<'_> {
             }
             ExprKind::Index { base, index } => {
                 let bid = self.go_type_of(base).ok_or_else(|| LowerError::unsupported(e.span, "indexing this"))?;
+                if matches!(self.types.get(bid).kind, TypeKind::Map { .. }) {
+                    return self.map_elem_place(e, base, index);
+                }
                 let (elem, len) = match &self.types.get(bid).kind {
                     TypeKind::Slice { elem } => (*elem, None),
                     TypeKind::Array { elem, len } => (*elem, Some(*len)),
@@ -294,7 +297,7 @@ impl Gen<'_> {
             // A map is a pointer to its header, whose first word is the count (hmap.count
             // before Go 1.24, maps.Map.used since); a channel a pointer to its hchan,
             // whose first word is qcount. Nil reads as 0.
-            TypeKind::Map | TypeKind::Chan => self.header_word(e, 0)?,
+            TypeKind::Map { .. } | TypeKind::Chan => self.header_word(e, 0)?,
             _ => return Err(LowerError::unsupported(e.span, "len of this")),
         }
         self.frame.release(mark);

@@ -255,7 +255,7 @@ impl Printer<'_> {
                 let u = word(&self.bytes, node.at);
                 self.pointer(node.ty, u);
             }
-            (TypeKind::Map, _) => {
+            (TypeKind::Map { .. }, _) => {
                 if sharp {
                     self.out.push_str(&format!("{}{{...}}", self.name(node.ty)));
                 } else {
@@ -271,7 +271,7 @@ impl Printer<'_> {
         let t = self.ty(id);
         let shape = match t.kind {
             TypeKind::Struct { .. } => "{...}",
-            TypeKind::Map if self.form != Form::Sharp => "map[...]",
+            TypeKind::Map { .. } if self.form != Form::Sharp => "map[...]",
             TypeKind::Interface { .. } => "...",
             _ if self.form == Form::Sharp => "{...}",
             _ => "[...]",

@@ -289,7 +289,7 @@ impl Cx<'_> {
                     Ty::Str { .. } => name == "len",
                     Ty::Go(id) => match self.types.get(*id).kind {
                         TypeKind::Slice { .. } | TypeKind::Array { .. } | TypeKind::Chan => true,
-                        TypeKind::Map => name == "len",
+                        TypeKind::Map { .. } => name == "len",
                         _ => false,
                     },
                     _ => false,

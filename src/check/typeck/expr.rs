@@ -5,7 +5,7 @@ use super::super::maps::{self, MapValueTy};
 use super::super::ty::Ty;
 use super::Cx;
 use crate::diag::{closest, Diagnostic};
-use crate::gotypes::TypeKind;
+use crate::gotypes::{TypeId, TypeKind};
 use crate::syntax::ast::*;
 
 impl Cx<'_> {
@@ -142,13 +142,18 @@ impl Cx<'_> {
         self.go_typed(e, fid, &field.name, field.span)
     }
 
-    /// `base[index]` of a string, slice or array.
+    /// `base[index]` of a string, slice, array or Go map.
     fn index(&mut self, e: &Expr, base: &Expr, index: &Expr) -> Ty {
         let bt = match self.global_index_base(base) {
             Some(t) => t,
             None => self.expr(base),
         };
         let it = self.expr(index);
+        if let Some(id) = self.facts.go_types.get(&base.id).copied() {
+            if let TypeKind::Map { key, elem } = self.types.get(id).kind {
+                return self.map_index(e, base, index, &it, key, elem);
+            }
+        }
         if !it.is_integer() && it != Ty::Void {
             self.err(
                 Diagnostic::error(index.span, format!("an index must be an integer, not {}", it.a()))
@@ -174,8 +179,7 @@ impl Cx<'_> {
             _ => {
                 self.err(
                     Diagnostic::error(base.span, format!("{} cannot be indexed", t.name))
-                        .label("not a slice, array or string")
-                        .hint("maps cannot be indexed by a probe; len(m) works"),
+                        .label("not a slice, array, string or map"),
                 );
                 return Ty::Void;
             }
@@ -196,5 +200,50 @@ impl Cx<'_> {
                 Ty::Void
             }
         }
+    }
+
+    /// `m[k]` of a Go map with integer or string keys: a value of the element's type
+    /// (the zero value when absent), read by scanning the map (lower/gomap.rs).
+    fn map_index(
+        &mut self,
+        e: &Expr,
+        base: &Expr,
+        index: &Expr,
+        it: &Ty,
+        key: Option<TypeId>,
+        elem: Option<TypeId>,
+    ) -> Ty {
+        let map = self.types.get(self.facts.go_types[&base.id]).name.clone();
+        let (Some(key), Some(elem)) = (key, elem) else {
+            self.err(
+                Diagnostic::error(base.span, format!("the DWARF of {map} does not say its key and element types"))
+                    .label("cannot be indexed"),
+            );
+            return Ty::Void;
+        };
+        let kt = self.types.get(key);
+        let fits = match kt.kind {
+            TypeKind::Int { .. } => it.is_integer(),
+            TypeKind::String => matches!(it, Ty::Str { .. }),
+            _ => {
+                self.err(
+                    Diagnostic::error(
+                        base.span,
+                        format!("{map} has keys of type {}: m[k] reads maps with integer or string keys", kt.name),
+                    )
+                    .label("key type not supported")
+                    .hint("len(m) works for any map; print(m) shows its contents"),
+                );
+                return Ty::Void;
+            }
+        };
+        if !fits && *it != Ty::Void {
+            self.err(
+                Diagnostic::error(index.span, format!("a key of {map} must be {}, not {}", kt.name, it.a()))
+                    .label("wrong key type"),
+            );
+            return Ty::Void;
+        }
+        self.go_typed(e, elem, "this element", e.span)
     }
 }

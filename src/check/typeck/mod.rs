@@ -100,7 +100,7 @@ impl Cx<'_> {
             Ty::Pointer { .. } | Ty::Interface => true,
             Ty::Go(id) => matches!(
                 self.types.get(*id).kind,
-                TypeKind::Slice { .. } | TypeKind::Map | TypeKind::Chan | TypeKind::Func
+                TypeKind::Slice { .. } | TypeKind::Map { .. } | TypeKind::Chan | TypeKind::Func
             ),
             _ => false,
         }

@@ -6,7 +6,8 @@
 //! the units and reading one DIE.
 //!
 //! Go-specific DWARF: `DW_AT_go_kind` (0x2900) holds the reflect.Kind of a type,
-//! `DW_AT_go_elem` (0x2902) the element of a slice, map or chan. Strings and slices are
+//! `DW_AT_go_key` (0x2901) the key of a map, `DW_AT_go_elem` (0x2902) the element of a
+//! slice, map or chan. Strings and slices are
 //! structures named `string` and `[]T`; interfaces, maps, chans and funcs are typedefs of
 //! runtime structures; results are formal parameters with `DW_AT_variable_parameter`.
 
@@ -36,6 +37,7 @@ type Entry = gimli::DebuggingInformationEntry<R>;
 const DW_AT_GO_KIND: DwAt = DwAt(0x2900);
 /// `DW_AT_go_embedded_field`: set on a struct member that is an embedded field.
 const DW_AT_GO_EMBEDDED_FIELD: DwAt = DwAt(0x2903);
+const DW_AT_GO_KEY: DwAt = DwAt(0x2901);
 const DW_AT_GO_ELEM: DwAt = DwAt(0x2902);
 
 /// reflect.Kind values that DW_AT_go_kind holds.
@@ -80,6 +82,7 @@ struct Die {
     byte_size: Option<u64>,
     encoding: Option<gimli::DwAte>,
     go_kind: Option<u64>,
+    go_key: Option<DebugInfoOffset>,
     go_elem: Option<DebugInfoOffset>,
     variable_parameter: bool,
     member_offset: Option<u64>,
@@ -181,6 +184,7 @@ impl DwarfInfo {
                     die.name = string(&self.debug_str, value).map_err(|e| self.bad(e))?;
                 }
                 dw::DW_AT_type => die.ty = self.reference(u, value),
+                DW_AT_GO_KEY => die.go_key = self.reference(u, value),
                 DW_AT_GO_ELEM => die.go_elem = self.reference(u, value),
                 dw::DW_AT_byte_size => die.byte_size = value.udata_value(),
                 dw::DW_AT_encoding => {

@@ -196,7 +196,11 @@ impl DwarfInfo {
                         kind: TypeKind::Interface { empty: target.as_deref() == Some("runtime.eface") },
                     });
                 }
-                Some(kind::MAP) => return Ok(GoType { name, size: 8, kind: TypeKind::Map }),
+                Some(kind::MAP) => {
+                    let key = die.go_key.map(|k| self.reserve(k, types, pending));
+                    let elem = die.go_elem.map(|e| self.reserve(e, types, pending));
+                    return Ok(GoType { name, size: 8, kind: TypeKind::Map { key, elem } });
+                }
                 Some(kind::CHAN) => return Ok(GoType { name, size: 8, kind: TypeKind::Chan }),
                 Some(kind::FUNC) => return Ok(GoType { name, size: 8, kind: TypeKind::Func }),
                 _ => {

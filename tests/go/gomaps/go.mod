@@ -1,0 +1,3 @@
+module gomaps
+
+go 1.17

@@ -1,0 +1,158 @@
+// gomaps builds Go maps with integer and string keys (small ones in one bucket or group,
+// big ones with many buckets, overflow chains and several swiss tables, one growing while
+// it is read) and looks keys up in them through //go:noinline functions that gtrace
+// probes. Each lookup prints its own truth in the line gtrace's script prints:
+// `int TAG KEY VALUE`, `str TAG KEY VALUE`, ... (the zero value when the key is absent).
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+)
+
+type point struct {
+	X, Y int
+}
+
+//go:noinline
+func lookupInt(tag string, m map[int]int, k int) int {
+	v := m[k]
+	fmt.Printf("int %s %d %d\n", tag, k, v)
+	return v
+}
+
+//go:noinline
+func lookupStr(tag string, m map[string]int, k string) int {
+	v := m[k]
+	fmt.Printf("str %s %s %d\n", tag, k, v)
+	return v
+}
+
+//go:noinline
+func lookupStrStr(tag string, m map[string]string, k string) string {
+	v := m[k]
+	fmt.Printf("strstr %s %s %s\n", tag, k, v)
+	return v
+}
+
+//go:noinline
+func lookupSmall(tag string, m map[int32]int16, k int32) int16 {
+	v := m[k]
+	fmt.Printf("small %s %d %d\n", tag, k, v)
+	return v
+}
+
+//go:noinline
+func lookupByte(tag string, m map[uint8]uint64, k uint8) uint64 {
+	v := m[k]
+	fmt.Printf("byte %s %d %d\n", tag, k, v)
+	return v
+}
+
+//go:noinline
+func lookupPoint(tag string, m map[int64]point, k int64) int {
+	v := m[k]
+	fmt.Printf("point %s %d %d\n", tag, k, v.Y)
+	return v.Y
+}
+
+//go:noinline
+func lookupLen(tag string, m map[int]int) int {
+	fmt.Printf("len %s %d\n", tag, len(m))
+	return len(m)
+}
+
+func intMap(n int) map[int]int {
+	m := map[int]int{}
+	for i := 0; i < n; i++ {
+		m[i*7-3] = i*i + 1
+	}
+	return m
+}
+
+func strMap(n int) map[string]int {
+	m := map[string]int{}
+	for i := 0; i < n; i++ {
+		m["key-"+strconv.Itoa(i*3)] = i + 100
+	}
+	return m
+}
+
+func main() {
+	big := 1000
+	if len(os.Args) > 1 {
+		big, _ = strconv.Atoi(os.Args[1])
+	}
+	var nilMap map[int]int
+	lookupInt("nil", nilMap, 4)
+	lookupInt("empty", map[int]int{}, 4)
+	small := intMap(5)
+	for _, k := range []int{-3, 4, 25, 5, 1000, 0} {
+		lookupInt("small", small, k)
+	}
+	bigInt := intMap(big)
+	for _, k := range []int{-3, 697, 7*(big-1) - 3, 7*(big/2) - 3, 2, -10, 7 * big} {
+		lookupInt("big", bigInt, k)
+	}
+	smallStr := strMap(6)
+	for _, k := range []string{"key-0", "key-15", "key-3", "key-", "key-1", "", "key-150"} {
+		lookupStr("small", smallStr, k)
+	}
+	bigStr := strMap(big)
+	for _, k := range []string{"key-0", "key-3", strconv.Itoa(5), "key-" + strconv.Itoa(3*(big-1)), "key-" + strconv.Itoa(3*big), "key-600"} {
+		lookupStr("big", bigStr, k)
+	}
+	// Long keys: equal lengths, differing at the end.
+	long := map[string]string{}
+	prefix := "a-rather-long-key-that-spans-several-words-of-eight-bytes-"
+	for i := 0; i < 40; i++ {
+		long[prefix+strconv.Itoa(i)] = "value " + strconv.Itoa(i)
+	}
+	for _, k := range []string{prefix + "0", prefix + "39", prefix + "40", prefix + "17", prefix[:10]} {
+		lookupStrStr("long", long, k)
+	}
+	sm := map[int32]int16{}
+	for i := int32(-50); i < 50; i++ {
+		sm[i*1000] = int16(i * 3)
+	}
+	for _, k := range []int32{-50000, 49000, 0, 1, -1000} {
+		lookupSmall("sized", sm, k)
+	}
+	bm := map[uint8]uint64{}
+	for i := 0; i < 256; i += 2 {
+		bm[uint8(i)] = uint64(i) << 40
+	}
+	for _, k := range []uint8{0, 254, 255, 128, 3} {
+		lookupByte("sized", bm, k)
+	}
+	pm := map[int64]point{}
+	for i := int64(0); i < 30; i++ {
+		pm[i<<33] = point{X: int(i), Y: int(i * 11)}
+	}
+	for _, k := range []int64{0, 29 << 33, 5 << 33, 5} {
+		lookupPoint("struct", pm, k)
+	}
+	// A map growing while it is read: in the bucket layout, lookups between inserts see
+	// the old buckets while they are evacuated.
+	growing := map[int]int{}
+	for i := 0; i < 3000; i++ {
+		growing[i] = i + 1
+		if i%97 == 0 {
+			lookupInt("growing", growing, i/2)
+			lookupInt("growing", growing, i+1)
+			lookupLen("growing", growing)
+		}
+	}
+	// Bigger than a probe looks at: keys found within the bound, or the hit skipped.
+	huge := intMap(40000)
+	for _, k := range []int{-3, 7*39999 - 3, 7*20000 - 3, 2, 7 * 40000} {
+		lookupInt("huge", huge, k)
+	}
+	// Deleted entries (tombstones in a swiss table, emptyOne in a bucket).
+	for i := 0; i < 5; i++ {
+		delete(small, i*7-3)
+		lookupInt("deleted", small, i*7-3)
+		lookupInt("deleted", small, 7*4-3)
+	}
+}
