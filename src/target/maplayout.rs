@@ -36,6 +36,12 @@ impl Target {
         self.map_layout_from_dwarf().or_else(|| by_version(go_minor(self.go_version()?)?))
     }
 
+    /// The map layout gtrace assumes for binaries of Go `version` (`go1.23.12`) without
+    /// DWARF.
+    pub fn map_layout_for_version(version: &str) -> Option<MapLayout> {
+        by_version(go_minor(version)?)
+    }
+
     /// The map layout as DWARF gives it.
     pub fn map_layout_from_dwarf(&self) -> Option<MapLayout> {
         let mut state = self.dwarf.borrow_mut();

@@ -232,7 +232,7 @@ impl Cx<'_> {
                         format!("{map} has keys of type {}: m[k] reads maps with integer or string keys", kt.name),
                     )
                     .label("key type not supported")
-                    .hint("len(m) works for any map; print(m) shows its contents"),
+                    .hint("len(m) works for any map"),
                 );
                 return Ty::Void;
             }

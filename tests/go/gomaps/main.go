@@ -2,7 +2,8 @@
 // big ones with many buckets, overflow chains and several swiss tables, one growing while
 // it is read) and looks keys up in them through //go:noinline functions that gtrace
 // probes. Each lookup prints its own truth in the line gtrace's script prints:
-// `int TAG KEY VALUE`, `str TAG KEY VALUE`, ... (the zero value when the key is absent).
+// `go int TAG KEY VALUE`, `go str TAG KEY VALUE`, ... (the zero value when the key is
+// absent).
 package main
 
 import (
@@ -18,49 +19,55 @@ type point struct {
 //go:noinline
 func lookupInt(tag string, m map[int]int, k int) int {
 	v := m[k]
-	fmt.Printf("int %s %d %d\n", tag, k, v)
+	fmt.Printf("go int %s %d %d\n", tag, k, v)
 	return v
 }
 
 //go:noinline
 func lookupStr(tag string, m map[string]int, k string) int {
 	v := m[k]
-	fmt.Printf("str %s %s %d\n", tag, k, v)
+	fmt.Printf("go str %s %s %d\n", tag, k, v)
 	return v
 }
 
 //go:noinline
 func lookupStrStr(tag string, m map[string]string, k string) string {
 	v := m[k]
-	fmt.Printf("strstr %s %s %s\n", tag, k, v)
+	fmt.Printf("go strstr %s %s %s\n", tag, k, v)
 	return v
 }
 
 //go:noinline
 func lookupSmall(tag string, m map[int32]int16, k int32) int16 {
 	v := m[k]
-	fmt.Printf("small %s %d %d\n", tag, k, v)
+	fmt.Printf("go small %s %d %d\n", tag, k, v)
 	return v
 }
 
 //go:noinline
 func lookupByte(tag string, m map[uint8]uint64, k uint8) uint64 {
 	v := m[k]
-	fmt.Printf("byte %s %d %d\n", tag, k, v)
+	fmt.Printf("go byte %s %d %d\n", tag, k, v)
 	return v
 }
 
 //go:noinline
 func lookupPoint(tag string, m map[int64]point, k int64) int {
 	v := m[k]
-	fmt.Printf("point %s %d %d\n", tag, k, v.Y)
+	fmt.Printf("go point %s %d %d\n", tag, k, v.Y)
 	return v.Y
 }
 
 //go:noinline
 func lookupLen(tag string, m map[int]int) int {
-	fmt.Printf("len %s %d\n", tag, len(m))
+	fmt.Printf("go len %s %d\n", tag, len(m))
 	return len(m)
+}
+
+//go:noinline
+func lookupByPoint(m map[point]int, k point) int {
+	fmt.Printf("go bypoint %d\n", m[k])
+	return m[k]
 }
 
 func intMap(n int) map[int]int {
@@ -149,6 +156,7 @@ func main() {
 	for _, k := range []int{-3, 7*39999 - 3, 7*20000 - 3, 2, 7 * 40000} {
 		lookupInt("huge", huge, k)
 	}
+	lookupByPoint(map[point]int{{1, 2}: 3}, point{1, 2})
 	// Deleted entries (tombstones in a swiss table, emptyOne in a bucket).
 	for i := 0; i < 5; i++ {
 		delete(small, i*7-3)

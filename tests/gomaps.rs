@@ -1,0 +1,157 @@
+//! `m[k]` of Go maps end to end: tests/go/gomaps looks keys up in maps with integer keys
+//! of every size and string keys (small maps of one bucket or group, bigger ones with
+//! overflow buckets and several swiss tables, a map growing between lookups, deleted
+//! entries, absent keys, a nil map) and prints what it found; gtrace's printf of `m[k]`
+//! at the entry of the same call must print the same line. Built by Go 1.17 (buckets),
+//! 1.23 (buckets, the last release with them), the local Go and the newest (swiss
+//! tables). A map bigger than a probe looks at gives the program's value or a skipped
+//! hit, counted and said at exit, never a zero for a key it did not see. The layout
+//! table gtrace uses without DWARF is checked against each build's DWARF. Needs root
+//! for the traced runs (SKIP without it, unless CI=true).
+
+mod support;
+
+use gtrace::target::Target;
+use std::collections::BTreeMap;
+use support::toolchain::{build, build_plain, toolchains, Kind, PLAIN};
+use support::{gtrace, privileged};
+
+/// The bucket layout's last release, besides the default toolchains.
+const LAST_BUCKETS: &str = "go1.23.12";
+
+const SCRIPT: &str = r#"
+on entry main.lookupInt { printf("gt int %s %d %d\n", tag, k, m[k]) }
+on entry main.lookupStr { printf("gt str %s %s %d\n", tag, k, m[k]) }
+on entry main.lookupStrStr { printf("gt strstr %s %s %s\n", tag, k, m[k]) }
+on entry main.lookupSmall { printf("gt small %s %d %d\n", tag, k, m[k]) }
+on entry main.lookupByte { printf("gt byte %s %d %d\n", tag, k, m[k]) }
+on entry main.lookupPoint { printf("gt point %s %d %d\n", tag, k, m[k].Y) }
+on entry main.lookupLen { printf("gt len %s %d\n", tag, len(m)) }
+"#;
+
+fn all_toolchains() -> Vec<String> {
+    let mut v = toolchains();
+    if !v.iter().any(|t| t == LAST_BUCKETS) {
+        v.push(LAST_BUCKETS.to_string());
+    }
+    v
+}
+
+/// The lines starting with `prefix`, without it, counted.
+fn lines(out: &str, prefix: &str) -> BTreeMap<String, usize> {
+    let mut m = BTreeMap::new();
+    for l in out.lines().filter_map(|l| l.strip_prefix(prefix)) {
+        *m.entry(l.to_string()).or_insert(0) += 1;
+    }
+    m
+}
+
+/// How many hits of `program` gtrace said it skipped (0 when it said nothing).
+fn skipped(stderr: &str, program: &str) -> usize {
+    let tail = format!(" of on entry {program}: m[k] looked at");
+    stderr
+        .split("skipped ")
+        .filter(|part| part.contains(&tail))
+        .filter_map(|part| part.split_whitespace().next()?.parse::<usize>().ok())
+        .sum()
+}
+
+/// Whether a truth line's map may be bigger than what a probe looks at.
+fn may_skip(line: &str) -> bool {
+    line.starts_with("int huge ") || line.starts_with("int growing ")
+}
+
+#[test]
+fn map_lookups_read_what_the_program_finds() {
+    if !privileged("map_lookups_read_what_the_program_finds") {
+        return;
+    }
+    for toolchain in all_toolchains() {
+        let Some(bin) = build_plain("gomaps", &toolchain) else { continue };
+        let r = gtrace(&["-e", SCRIPT, "-c", bin.to_str().unwrap()]);
+        assert_eq!(r.code, 0, "{toolchain}:\n{}\n{}", r.stdout, r.stderr);
+        let (ours, truth) = (lines(&r.stdout, "gt "), lines(&r.stdout, "go "));
+        assert!(truth.len() > 60, "{toolchain}: the program printed too little:\n{}", r.stdout);
+        let mut missing = 0;
+        // main.lookupByPoint is there for the checker's error (its key is a struct).
+        for (line, n) in truth.iter().filter(|(l, _)| !l.starts_with("bypoint ")) {
+            let got = ours.get(line).copied().unwrap_or(0);
+            if may_skip(line) {
+                assert!(got <= *n, "{toolchain}: `{line}` {got} times, the program {n}");
+                missing += n - got;
+            } else {
+                assert_eq!(got, *n, "{toolchain}: `{line}`:\ngtrace:\n{ours:#?}\n{}", r.stderr);
+            }
+        }
+        for line in ours.keys() {
+            assert!(truth.contains_key(line), "{toolchain}: gtrace read `{line}`, the program never did");
+        }
+        // What gtrace did not print, it said it skipped: the huge map's absent keys
+        // among them (the scan cannot see all of it: never a silent zero).
+        assert_eq!(missing, skipped(&r.stderr, "main.lookupInt"), "{toolchain}: {}", r.stderr);
+        for absent in ["int huge 2 0", "int huge 280000 0"] {
+            assert!(!ours.contains_key(absent), "{toolchain}: `{absent}` read as a zero");
+        }
+        assert!(missing >= 2, "{toolchain}: the huge map's absent keys were not skipped");
+    }
+}
+
+#[test]
+fn the_layout_table_agrees_with_dwarf() {
+    for toolchain in all_toolchains() {
+        let Some(bin) = build_plain("gomaps", &toolchain) else { continue };
+        let target = Target::open(&bin).unwrap_or_else(|e| panic!("{toolchain}: {e}"));
+        let version = target.go_version().expect("a Go version").to_string();
+        let dwarf = target.map_layout_from_dwarf().unwrap_or_else(|| panic!("{toolchain}: no map layout in DWARF"));
+        assert_eq!(Target::map_layout_for_version(&version), Some(dwarf), "{toolchain} ({version})");
+    }
+}
+
+#[test]
+fn a_stripped_binary_reads_maps_with_its_dwarf_kept_aside() {
+    if !privileged("a_stripped_binary_reads_maps_with_its_dwarf_kept_aside") {
+        return;
+    }
+    let Ok(bin) = build("gomaps", "local", PLAIN) else { panic!("build gomaps") };
+    let dir = support::root().join("target/tmp/gomaps-stripped");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (debug, stripped) = (dir.join("gomaps.debug"), dir.join("gomaps"));
+    for args in [
+        vec!["--only-keep-debug", bin.to_str().unwrap(), debug.to_str().unwrap()],
+        vec!["--strip-all", bin.to_str().unwrap(), stripped.to_str().unwrap()],
+    ] {
+        let out = std::process::Command::new("objcopy").args(&args).output().expect("objcopy (binutils)");
+        assert!(out.status.success(), "objcopy {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let script = r#"on entry main.lookupStr { printf("gt str %s %s %d\n", tag, k, m[k]) }"#;
+    let r = gtrace(&["-e", script, "--debug-file", debug.to_str().unwrap(), "-c", stripped.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let (ours, truth) = (lines(&r.stdout, "gt str "), lines(&r.stdout, "go str "));
+    assert!(!truth.is_empty());
+    assert_eq!(ours, truth, "{}", r.stderr);
+}
+
+/// The diagnostics of `script` against tests/go/gomaps built as `kind`, the binary's
+/// path replaced by BIN.
+fn rendered(script: &str, kind: Kind) -> String {
+    let Ok(bin) = build("gomaps", "local", kind) else { panic!("build gomaps") };
+    let r = support::check_against(&["-e", script], &bin);
+    assert_ne!(r.code, 0, "expected an error for {script}");
+    r.stderr.replace(bin.to_str().unwrap(), "BIN")
+}
+
+#[test]
+fn a_key_type_that_is_not_read_is_a_clear_error() {
+    insta::assert_snapshot!(rendered("on entry main.lookupByPoint { @[k.X] = sum(m[k]) }", PLAIN));
+}
+
+#[test]
+fn a_key_of_the_wrong_type_is_a_clear_error() {
+    insta::assert_snapshot!(rendered(r#"on entry main.lookupInt { @s = sum(m["three"]) }"#, PLAIN));
+}
+
+#[test]
+fn without_dwarf_a_map_lookup_is_a_clear_error() {
+    let stripped = Kind { stripped: true, ..PLAIN };
+    insta::assert_snapshot!(rendered("on entry main.lookupInt { @s = sum(m[k]) }", stripped));
+}
