@@ -439,7 +439,10 @@ fn pointers_maps_chans_funcs() {
         ],
     );
     let kinds: Vec<TypeKind> = p[1..4].iter().map(|p| kind(&t, p)).collect();
-    assert_eq!(kinds, vec![TypeKind::Map, TypeKind::Chan, TypeKind::Func]);
+    let TypeKind::Map { key: Some(key), elem: Some(elem) } = kinds[0] else { panic!("{:?}", kinds[0]) };
+    let name = |id| t.types().get(id).name.clone();
+    assert_eq!((name(key), name(elem)), ("string".to_string(), "int".to_string()));
+    assert_eq!(kinds[1..], [TypeKind::Chan, TypeKind::Func]);
 }
 
 #[test]

@@ -314,8 +314,10 @@ mod tests {
             self.add("[n]T", size, TypeKind::Array { elem, len })
         }
         fn strukt(&mut self, fields: &[(TypeId, u64)], size: u64) -> TypeId {
-            let fields =
-                fields.iter().map(|(ty, offset)| StructField { name: "f".into(), ty: *ty, offset: *offset, embedded: false }).collect();
+            let fields = fields
+                .iter()
+                .map(|(ty, offset)| StructField { name: "f".into(), ty: *ty, offset: *offset, embedded: false })
+                .collect();
             self.add("S", size, TypeKind::Struct { fields })
         }
     }

@@ -24,7 +24,8 @@ impl Gen<'_> {
         };
         let last = steps.len() - 1;
         for (i, name) in steps.iter().enumerate() {
-            let (offset, ty) = self.struct_field(sid, name).ok_or_else(|| LowerError::unsupported(field.span, "this field"))?;
+            let (offset, ty) =
+                self.struct_field(sid, name).ok_or_else(|| LowerError::unsupported(field.span, "this field"))?;
             place = place.plus(offset);
             if i == last {
                 break;

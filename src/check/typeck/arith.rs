@@ -298,15 +298,18 @@ impl Cx<'_> {
     pub(super) fn bytes_to_string(&mut self, e: &Expr, args: &[Expr]) -> Ty {
         let [x] = args else {
             self.err(
-                Diagnostic::error(e.span, "the conversion string(x) takes one value").label("wrong number of arguments"),
+                Diagnostic::error(e.span, "the conversion string(x) takes one value")
+                    .label("wrong number of arguments"),
             );
             return Ty::Void;
         };
         let t = self.expr(x);
         let bytes = match self.facts.go_types.get(&x.id) {
             Some(id) => match self.types.get(*id).kind {
-                crate::gotypes::TypeKind::Slice { elem } => self.types.get(elem).size == 1
-                    && matches!(self.types.get(elem).kind, crate::gotypes::TypeKind::Int { .. }),
+                crate::gotypes::TypeKind::Slice { elem } => {
+                    self.types.get(elem).size == 1
+                        && matches!(self.types.get(elem).kind, crate::gotypes::TypeKind::Int { .. })
+                }
                 _ => false,
             },
             None => false,

@@ -12,7 +12,10 @@ pub enum Lookup {
     /// A field of the struct itself.
     Direct(StructField),
     /// A promoted field: the embedded fields passed through, in order, then the field.
-    Promoted { through: Vec<String>, field: StructField },
+    Promoted {
+        through: Vec<String>,
+        field: StructField,
+    },
     /// Several promoted fields of that name at the same depth: the paths to them.
     Ambiguous(Vec<String>),
     NotFound,
