@@ -2,9 +2,9 @@
 //! shape function names the instantiation the call's dictionary makes (`main.Sum[int]`
 //! and `main.Sum[main.MyInt]` share `main.Sum[go.shape.int]` and are counted apart), at
 //! entries and at returns (the dictionary carried from the entry), in a plain executable
-//! and a PIE, on the local toolchain and the newest release. Go 1.17 (the oldest release
-//! gtrace supports) has no generics: tests/go/generics cannot be built with it, and each
-//! test says so rather than passing silently over it. A stripped build names the shapes
+//! and a PIE, on the local toolchain, the newest release and Go 1.18. Go 1.17 (the oldest
+//! release gtrace supports) has no generics: tests/go/generics cannot be built with it,
+//! so each test says so and runs on Go 1.18, the first release that has them. A stripped build names the shapes
 //! (said once, counts summed per shape); `-l` lists each shape's instantiations; a probe
 //! that names an instantiation fires for its calls only (an error with a hint where that
 //! cannot be: stripped, `on panic`, an instantiation the binary does not have). Needs root for the traces (SKIP
@@ -28,14 +28,21 @@ fn truths(stdout: &str) -> Vec<(String, i64)> {
 
 const PATTERNS: &str = r#""main.Sum[...]", "main.(*Stack[...]).Push", "main.MakePair[...]""#;
 
-/// The toolchains that have generics, saying why the oldest is passed over.
+/// The first release with generics, tested in place of the oldest one gtrace supports:
+/// it names shapes `go.shape.int_0`, passes a method's dictionary before its receiver,
+/// makes a dictionary per method, and its function table writes shapes `[...]`.
+const FIRST_GENERIC: &str = "go1.18.10";
+
+/// The toolchains that have generics: the oldest one gtrace supports (Go 1.17) has none,
+/// so the first release that has them is tested in its place, said.
 fn generic_toolchains(test: &str) -> Vec<String> {
     let mut out = Vec::new();
     for toolchain in toolchains() {
         if toolchain == OLDEST {
             // Not a skip of something that could run: Go 1.17 has no generics, so there
             // is no generic code to trace (tests/go/generics does not build with it).
-            eprintln!("{test}: {toolchain} has no generics (they came in Go 1.18): nothing to trace there");
+            eprintln!("{test}: {toolchain} has no generics (they came in Go 1.18): {FIRST_GENERIC} instead");
+            out.push(FIRST_GENERIC.to_string());
             continue;
         }
         out.push(toolchain);
@@ -149,8 +156,15 @@ fn a_stripped_build_counts_by_shape_and_says_so_once() {
         let ints = truth(&run.stdout, "main.Sum[int]") + truth(&run.stdout, "main.Sum[main.MyInt]");
         let strings = truth(&run.stdout, "main.Sum[string]");
         for map in ["@", "@r"] {
-            assert_eq!(map_value(&run.stdout, &format!("{map}[main.Sum[go.shape.int]]")), ints, "{}", run.stdout);
-            assert_eq!(map_value(&run.stdout, &format!("{map}[main.Sum[go.shape.string]]")), strings, "{}", run.stdout);
+            let got = |shape: &str| map_value(&run.stdout, &format!("{map}[main.Sum[{shape}]]"));
+            if run.stdout.contains("[main.Sum[...]]") {
+                // Go 1.18's function table names every shape `main.Sum[...]`: one key.
+                assert_eq!(got("..."), ints + strings, "{toolchain}:\n{}", run.stdout);
+            } else {
+                let numbered = if run.stdout.contains("go.shape.int_0") { "_0" } else { "" };
+                assert_eq!(got(&format!("go.shape.int{numbered}")), ints, "{toolchain}:\n{}", run.stdout);
+                assert_eq!(got(&format!("go.shape.string{numbered}")), strings, "{toolchain}:\n{}", run.stdout);
+            }
         }
     }
 }
@@ -164,8 +178,10 @@ fn the_listing_shows_instantiations_under_each_shape() {
         let b = bin.display().to_string();
         let list = gtrace(&["-b", &b, "-l", "main.*"]);
         assert_eq!(list.code, 0, "{toolchain}:\n{}", list.stderr);
+        // Go 1.18 and 1.19 number the shapes: `main.Sum[go.shape.int_0]`.
         let under = |shape: &str| -> String {
-            let mut lines = list.stdout.lines().skip_while(|l| !l.starts_with(&format!("{shape}(")));
+            let at = |l: &str| l.starts_with(&format!("{shape}(")) || l.starts_with(&format!("{}(", numbered(shape)));
+            let mut lines = list.stdout.lines().skip_while(|l| !at(l));
             assert!(lines.next().is_some(), "{toolchain}: no {shape} in\n{}", list.stdout);
             lines.next().unwrap_or_default().trim().to_string()
         };
@@ -177,6 +193,14 @@ fn the_listing_shows_instantiations_under_each_shape() {
         let list = gtrace(&["-b", &stripped.display().to_string(), "-l", "main.Sum[...]"]);
         assert!(list.stdout.contains("instantiations: unknown (stripped"), "{toolchain}:\n{}", list.stdout);
     }
+}
+
+/// `shape` as Go 1.18 and 1.19 name it: `main.Sum[go.shape.int_0]`.
+fn numbered(shape: &str) -> String {
+    let (head, rest) = shape.split_once('[').expect("type arguments");
+    let (args, tail) = rest.split_once(']').expect("type arguments");
+    let args: Vec<String> = args.split(',').enumerate().map(|(i, a)| format!("{a}_{i}")).collect();
+    format!("{head}[{}]{tail}", args.join(","))
 }
 
 fn rendered(script: &str, kind: Kind) -> String {
@@ -230,12 +254,14 @@ fn plans_name_instantiations_from_dictionary_addresses() {
             let c = compile(root, &target, &Options::default()).unwrap_or_else(|r| panic!("{}", r.render(false)));
             let json = Bundle { plan: c.plan.clone(), object: c.object.clone() }.to_json();
             let plan = serde_json::from_str::<Bundle>(&json).expect("the plan reads back").plan;
-            let shape = plan.functions.iter().position(|f| f == "main.Sum[go.shape.int]").expect("the shape") as u64;
+            let is_int = |f: &String| f == "main.Sum[go.shape.int]" || f == "main.Sum[go.shape.int_0]";
+            let shape = plan.functions.iter().position(is_int).expect("the shape") as u64;
+            let shape_name = &plan.functions[shape as usize];
             let named: Vec<String> =
                 (plan.dictionaries.keys()).map(|addr| plan.function_name(shape | addr << 32)).collect();
             assert!(named.contains(&"main.Sum[main.MyInt]".to_string()), "{toolchain} {arch}: {named:?}");
             assert!(named.contains(&"main.Sum[int]".to_string()), "{toolchain} {arch}: {named:?}");
-            assert_eq!(plan.function_name(shape | 0x10 << 32), "main.Sum[go.shape.int](dictionary 0x10?)");
+            assert_eq!(plan.function_name(shape | 0x10 << 32), format!("{shape_name}(dictionary 0x10?)"));
             let list = gtrace(&["-b", &bin.display().to_string(), "-l", "main.Sum[...]"]);
             // `.dict TYPE [REG]`: unsafe.Pointer, or from Go 1.27 the type DWARF gives it.
             let dict = list.stdout.split(".dict ").nth(1).and_then(|r| r.split(',').next()).unwrap_or_default();

@@ -174,8 +174,11 @@ fn groups(probe: &ResolvedProbe, body: &Block, target: &Target, limit: u32) -> V
 /// In a stripped binary, a shape function whose `func` the probe uses: it names the
 /// shape there.
 fn stripped_shape(probe: &ResolvedProbe, target: &Target, body: &Block) -> Option<String> {
-    let shape = (probe.functions.iter())
-        .find(|f| f.inlined.is_none() && crate::target::dictionary_position(&f.name).is_some())?;
+    let shape = (probe.functions.iter()).find(|f| {
+        // Go 1.18's function table writes a shape's type arguments `[...]`.
+        let shape = crate::target::dictionary_position(&f.name).is_some() || f.name.contains("[...]");
+        f.inlined.is_none() && shape
+    })?;
     let kind = matches!(probe.kind, InstanceKind::Entry | InstanceKind::Return);
     (kind && target.is_stripped() && super::generics::uses_func(body)).then(|| shape.name.clone())
 }

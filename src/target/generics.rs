@@ -43,24 +43,40 @@ pub fn any_type_args(name: &str) -> Option<String> {
     Some(format!("{}[...]{}", &name[..args.start], &name[args.end..]))
 }
 
-/// The generic name and type arguments of a dictionary symbol: (`main.Sum`, `[int]`).
+/// What a dictionary symbol names after its package, and its type arguments:
+/// (`main.Sum[int]`, `[int]`) for `main..dict.Sum[int]`, and (`main.(*Stack[int]).Push`,
+/// `[int]`) for a method's own dictionary (Go 1.18 and 1.19 made one per method).
 fn dictionary_parts(symbol: &str) -> Option<(String, &str)> {
     let at = symbol.find(DICT)?;
     let (package, rest) = (&symbol[..at], &symbol[at + DICT.len()..]);
     let open = rest.find('[')?;
-    Some((format!("{package}.{}", &rest[..open]), &rest[open..]))
+    let end = super::symbols::type_args_end(rest.as_bytes(), open)?;
+    Some((format!("{package}.{rest}"), &rest[open..end]))
 }
 
 /// The instantiation that the dictionary `symbol` makes of the shape function `shape`:
-/// `main.Sum[int]` for `main.Sum[go.shape.int]` and `main..dict.Sum[int]`; None when
-/// the dictionary is not one of that generic code.
+/// `main.Sum[int]` for `main.Sum[go.shape.int]` and `main..dict.Sum[int]`,
+/// `main.(*Stack[int]).Push` for `main.(*Stack[go.shape.int]).Push` and the dictionary of
+/// `Stack[int]` (or, Go 1.18, of `(*Stack[int]).Push`); None when the dictionary is not
+/// one of that generic code's.
 pub fn instantiation(shape: &str, symbol: &str) -> Option<String> {
     let (generic, args) = generic_of(shape)?;
-    let (dict_generic, dict_args) = dictionary_parts(symbol)?;
-    if generic != dict_generic || split_args(&shape[args.clone()]).len() != split_args(dict_args).len() {
+    let (named, dict_args) = dictionary_parts(symbol)?;
+    if split_args(&shape[args.clone()]).len() != split_args(dict_args).len() {
         return None;
     }
-    Some(format!("{}{dict_args}{}", &shape[..args.start], &shape[args.end..]))
+    let made = format!("{}{dict_args}{}", &shape[..args.start], &shape[args.end..]);
+    (named == format!("{generic}{dict_args}") || named == made).then_some(made)
+}
+
+/// A shape's name without `go.shape.` and without the `_0`, `_1` … that Go 1.18 and 1.19
+/// add: `int` for `go.shape.int_0`.
+fn bare_shape(shape: &str) -> &str {
+    let s = shape.trim_start_matches("go.shape.");
+    match s.rsplit_once('_') {
+        Some((base, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => base,
+        _ => s,
+    }
 }
 
 /// The type arguments of a list `[a,b[c,d]]`: `a`, `b[c,d]`.
@@ -145,7 +161,7 @@ impl Target {
     pub fn instantiations_of(&self, shape: &str, all: &[Dictionary]) -> Vec<(Dictionary, String)> {
         let Some((_, range)) = generic_of(shape) else { return Vec::new() };
         let shapes: Vec<&str> =
-            split_args(&shape[range]).into_iter().map(|s| s.trim_start_matches("go.shape.")).collect();
+            split_args(&shape[range]).into_iter().map(bare_shape).collect();
         let mut out = Vec::new();
         for (i, d) in all.iter().enumerate() {
             let Some(name) = instantiation(shape, &d.symbol) else { continue };
@@ -204,6 +220,13 @@ mod tests {
         assert_eq!(instantiation("main.Sum[go.shape.int]", "main..dict.Sumx[int]"), None);
         assert_eq!(instantiation("main.Sum[go.shape.int]", "main..dict.Sum[int,string]"), None);
         assert_eq!(instantiation("main.Sum[go.shape.int]", "other..dict.Sum[int]"), None);
+        // Go 1.18: numbered shapes, a dictionary per method.
+        assert_eq!(instantiation("main.Sum[go.shape.int_0]", "main..dict.Sum[int]").unwrap(), "main.Sum[int]");
+        let push = "main.(*Stack[go.shape.*uint8_0]).Push";
+        assert_eq!(instantiation(push, "main..dict.(*Stack[*int]).Push").unwrap(), "main.(*Stack[*int]).Push");
+        assert_eq!(instantiation(push, "main..dict.(*Stack[*int]).Pop"), None);
+        assert_eq!(bare_shape("go.shape.*uint8_0"), "*uint8");
+        assert_eq!(bare_shape("go.shape.struct { a_1 int }"), "struct { a_1 int }");
     }
 
     #[test]

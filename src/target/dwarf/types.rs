@@ -44,7 +44,19 @@ pub(crate) fn dictionary_position(name: &str) -> Option<usize> {
         .iter()
         .any(|p| method.strip_prefix(p).is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())));
     let plain = !method.is_empty() && method.chars().all(|c| c.is_alphanumeric() || c == '_');
-    (plain && !closure).then_some(1)
+    // Go 1.18 and 1.19 (numbered shapes, `go.shape.int_0`) pass it first, before the
+    // receiver too.
+    (plain && !closure).then_some(if numbered_shapes(name) { 0 } else { 1 })
+}
+
+/// Whether the shapes in `name` are numbered (`[go.shape.int_0,go.shape.string_1]`), as
+/// Go 1.18 and 1.19 named them.
+fn numbered_shapes(name: &str) -> bool {
+    let b = name.as_bytes();
+    (0..b.len()).any(|i| {
+        let digits = b[i + 1..].iter().take_while(|c| c.is_ascii_digit()).count();
+        b[i] == b'_' && digits > 0 && matches!(b.get(i + 1 + digits), Some(b',' | b']'))
+    })
 }
 
 /// A member of a structure type: name, offset and type DIE.
@@ -269,6 +281,10 @@ mod tests {
         assert_eq!(dictionary_position("main.(*Stack[go.shape.string]).Push"), Some(1));
         assert_eq!(dictionary_position("main.Stack[go.shape.string].Len"), Some(1));
         assert_eq!(dictionary_position("main.Sum[go.shape.int].func1"), None);
+        assert_eq!(dictionary_position("main.(*Stack[go.shape.*uint8_0]).Push"), Some(0));
+        assert_eq!(dictionary_position("main.Pair[go.shape.int_0,go.shape.string_1]"), Some(0));
+        assert_eq!(dictionary_position("main.Stack[go.shape.struct { a_1 int }].Len"), Some(1));
+        assert_eq!(dictionary_position("main.Sum[go.shape.int_0].func1"), None);
         assert_eq!(dictionary_position("main.(*Stack[go.shape.string]).Push.func2"), None);
         assert_eq!(dictionary_position("main.(*Stack[go.shape.string]).Push-fm"), None);
         assert_eq!(dictionary_position("main.main"), None);
