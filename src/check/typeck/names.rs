@@ -209,6 +209,10 @@ impl Cx<'_> {
                 && n.starts_with("ret")
             {
                 d = d.hint("results are known in `on return` probes");
+            } else if self.kind == InstanceKind::Line {
+                d = d.hint(format!(
+                    "the function's DWARF declares no `{n}` that holds this line: a local the compiler removed entirely is not declared at all (a build with -gcflags=all='-N -l' keeps every variable)"
+                ));
             }
             if let Some(c) = close.first() {
                 d = d.hint(format!("did you mean `{c}`?"));
