@@ -167,6 +167,7 @@ impl Ctx<'_> {
             return Err(LowerError::NoRuntimeFunction { span, function: "runtime.recovery".into() });
         };
         let recovery_index = self.function_index(&rf.name) as u32;
+        let parts = inst.functions.len().div_ceil(PANIC_FUNCTIONS);
         for (k, chunk) in inst.functions.chunks(PANIC_FUNCTIONS).enumerate() {
             let name = if k == 0 { format!("p{i}") } else { format!("p{i}_{k}") };
             let indices: Vec<u32> = chunk.iter().map(|f| self.function_index(&f.name) as u32).collect();
@@ -177,7 +178,11 @@ impl Ctx<'_> {
                 gen.panic_frames(recovery_index, &gp, &indices, span, |gen| gen.block(&probe.body))
             })?;
             let points = vec![self.point(&name, &rf.name, rentry, span)?, self.point(&name, &ff.name, fentry, span)?];
-            self.add(name, program, ProbeAttach::Uprobe(points), inst.describe.clone());
+            let describe = match parts {
+                1 => inst.describe.clone(),
+                _ => format!("{} (part {} of {parts}: {PANIC_FUNCTIONS} functions each)", inst.describe, k + 1),
+            };
+            self.add(name, program, ProbeAttach::Uprobe(points), describe);
         }
         Ok(())
     }

@@ -189,7 +189,8 @@ impl Stats {
         (!parts.is_empty()).then(|| parts.join("; "))
     }
 
-    /// The `--stats` table.
+    /// The `--stats` table: a row per probe, under it a row per function for the
+    /// `MAX_SITE_ROWS` costliest of a probe over several, names cut to `MAX_NAME`.
     pub fn table(&self) -> String {
         let mut rows: Vec<[String; 7]> = vec![[
             "probe".into(),
@@ -214,7 +215,11 @@ impl Stats {
                 thousands(p.events_lost + p.rate_dropped),
                 thousands(p.refused),
             ]);
-            for s in p.sites.iter().filter(|_| p.sites.len() > 1) {
+            // The costliest sites of a probe over several functions, then how many more.
+            let mut sites: Vec<_> = p.sites.iter().filter(|_| p.sites.len() > 1).collect();
+            sites.sort_by(|a, b| b.cost_ns.total_cmp(&a.cost_ns).then(b.hits.cmp(&a.hits)));
+            let more = sites.len().saturating_sub(MAX_SITE_ROWS);
+            for s in sites.into_iter().take(MAX_SITE_ROWS) {
                 let cost = s.cost_ns;
                 let name =
                     if s.attached { format!("  {}", s.function) } else { format!("  {} (detached)", s.function) };
@@ -222,6 +227,13 @@ impl Stats {
                 let blank = String::new;
                 rows.push([name, thousands(s.hits), blank(), duration(cost.round() as i64), share, blank(), blank()]);
             }
+            if more > 0 {
+                let line = format!("  ... {} more function{}", thousands(more as u64), plural(more as u64));
+                rows.push([line, String::new(), String::new(), String::new(), String::new(), String::new(), String::new()]);
+            }
+        }
+        for r in &mut rows {
+            r[0] = elide(&r[0], MAX_NAME);
         }
         let widths: Vec<usize> = (0..7).map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0)).collect();
         let mut out = format!("--stats: {} traced", duration(self.elapsed_ns as i64));
@@ -297,6 +309,23 @@ fn plural(n: u64) -> &'static str {
     }
 }
 
+/// Functions shown under a probe in the `--stats` table (the costliest).
+const MAX_SITE_ROWS: usize = 10;
+/// The widest name in the `--stats` table: longer ones keep their start and end.
+const MAX_NAME: usize = 72;
+
+/// `text` cut to `max` characters by replacing its middle with `...`.
+fn elide(text: &str, max: usize) -> String {
+    let n = text.chars().count();
+    if n <= max {
+        return text.to_string();
+    }
+    let keep = max - 3;
+    let head: String = text.chars().take(keep / 2).collect();
+    let tail: String = text.chars().skip(n - (keep - keep / 2)).collect();
+    format!("{head}...{tail}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -314,6 +343,27 @@ mod tests {
         assert_eq!(percent(0.31), "0.31");
         assert_eq!(percent(0.0041), "0.004");
         assert_eq!(percent(0.0), "0");
+    }
+
+    #[test]
+    fn a_wide_probe_shows_its_costliest_functions_and_long_names_cut() {
+        let sites: Vec<SiteStats> = (0..25u64)
+            .map(|i| SiteStats {
+                function: format!("example.com/a/very/long/module/path/pkg.(*Server[go.shape.string]).handler{i:02}"),
+                hits: i,
+                cost_ns: i as f64,
+                attached: true,
+                ..SiteStats::default()
+            })
+            .collect();
+        let p = ProbeStats { in_target: true, hits: 300, probe: "on entry \"pkg.*\"".into(), sites, ..ProbeStats::default() };
+        let table = Stats { elapsed_ns: 1, probes: vec![p], ..Stats::default() }.table();
+        assert!(table.contains("handler24") && table.contains("handler15"), "{table}");
+        assert!(!table.contains("handler14"), "only the 10 costliest: {table}");
+        assert!(table.contains("  ... 15 more functions"), "{table}");
+        assert!(table.lines().all(|l| l.chars().count() < MAX_NAME + 80), "{table}");
+        assert_eq!(elide("abcdefghij", 7), "ab...ij");
+        assert_eq!(elide("abc", 7), "abc");
     }
 
     #[test]
