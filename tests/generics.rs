@@ -118,6 +118,32 @@ fn a_probe_of_one_instantiation_counts_its_calls_only() {
     }
 }
 
+/// A generic function inlined at every call has no function and passes no dictionary:
+/// `[...]` probes its inlined copies, and `func` names its shape there, once per call.
+#[test]
+fn inlined_generic_code_counts_under_its_shape() {
+    if !privileged("inlined_generic_code_counts_under_its_shape") {
+        return;
+    }
+    for toolchain in generic_toolchains("inlined_generic_code_counts_under_its_shape") {
+        let Some(bin) = built(&toolchain, PLAIN) else { continue };
+        let run = gtrace(&[
+            "-e",
+            r#"on entry "main.Twice[...]" { @[func] = count() }"#,
+            "-c",
+            &format!("{} 3", bin.display()),
+        ]);
+        assert_eq!(run.code, 0, "{toolchain}:\n{}\n{}", run.stdout, run.stderr);
+        let calls = truth(&run.stdout, "main.Twice[int]") + truth(&run.stdout, "main.Twice[main.MyInt]");
+        let keys: Vec<&str> = run.stdout.lines().filter(|l| l.starts_with("@[")).collect();
+        // `main.Twice[go.shape.int]` (Go 1.18's inline tree: `main.Twice[...]`).
+        assert_eq!(keys.len(), 1, "{toolchain}:\n{}", run.stdout);
+        let (key, n) = keys[0].split_once("]]: ").expect("a key");
+        assert!(key.starts_with("@[main.Twice[go.shape.int") || key == "@[main.Twice[...", "{toolchain}: {key}");
+        assert_eq!(n.trim().parse::<i64>().unwrap(), calls, "{toolchain}:\n{}", run.stdout);
+    }
+}
+
 /// `elapsed` and a parameter at a return of a shape function, keyed by the instantiation:
 /// the dictionary is carried from the entry beside them.
 #[test]
@@ -225,6 +251,11 @@ fn an_instantiation_in_on_panic() {
 #[test]
 fn an_instantiation_the_binary_does_not_have() {
     insta::assert_snapshot!(rendered(r#"on return "main.MakePair[int,int]" { @ = count() }"#, PLAIN));
+}
+
+#[test]
+fn an_instantiation_that_is_only_inlined() {
+    insta::assert_snapshot!(rendered(r#"on entry "main.Twice[main.MyInt]" { @ = count() }"#, PLAIN));
 }
 
 #[test]

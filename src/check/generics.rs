@@ -100,7 +100,7 @@ pub fn instantiation_sites(
     pattern: &SymbolPattern,
     kind: InstanceKind,
     passed_over: &mut Vec<PassedOver>,
-) -> Option<Result<Vec<FuncSite>, Diagnostic>> {
+) -> Option<Result<(Vec<FuncSite>, Option<Diagnostic>), Diagnostic>> {
     let name = pattern.text.as_str();
     if name.contains("go.shape.") || name.contains("[...]") {
         return None;
@@ -108,38 +108,34 @@ pub fn instantiation_sites(
     let any = crate::target::any_type_args(name)?;
     let shapes: Vec<&crate::target::Function> =
         (target.find(&any).into_iter()).filter(|f| crate::target::dictionary_position(&f.name).is_some()).collect();
-    if shapes.is_empty() {
-        return None;
-    }
+    // Inlined copies pass no dictionary: the inline tree names their shape.
+    let inlined = (target.find_inlined(&any).iter())
+        .filter(|s| crate::target::dictionary_position(&s.callee).is_some() || s.callee.contains("[...]"))
+        .count();
     let error = |why: &str| {
         let list: Vec<String> = shapes.iter().map(|f| format!("`{}`", f.name)).collect();
+        let label = match list.is_empty() {
+            true => format!("every call of it is inlined ({inlined} places), where no dictionary tells them apart"),
+            false => format!("Go compiles it once per shape: {}", list.join(", ")),
+        };
         Diagnostic::error(pattern.span, format!("`{name}` cannot be probed by its instantiation here: {why}"))
-            .label(format!("Go compiles it once per shape: {}", list.join(", ")))
-            .hint(if target.is_stripped() || kind == InstanceKind::Panic {
+            .label(label)
+            .hint(if target.is_stripped() || kind == InstanceKind::Panic || shapes.is_empty() {
                 format!("probe `{any}`: every instantiation, under its shape's name")
             } else {
                 format!("probe `{any}` (every instantiation) and key by `func`, which names each: `@[func] = count()`")
             })
     };
+    if shapes.is_empty() {
+        return (inlined > 0).then(|| Err(error("it has no function of its own")));
+    }
     if target.is_stripped() {
         return Some(Err(error("the binary is stripped, and no symbol table names its dictionaries")));
     }
     if !matches!(kind, InstanceKind::Entry | InstanceKind::Return) {
         return Some(Err(error("only `on entry` and `on return` tell the instantiations of a shape apart")));
     }
-    let all = target.dictionaries();
-    let mut picked: Vec<(&crate::target::Function, u64)> = Vec::new();
-    for f in &shapes {
-        let made = target.instantiations_of(&f.name, &all);
-        picked.extend(made.iter().filter(|(_, n)| n == name).map(|(d, _)| (*f, d.addr)));
-    }
-    if picked.is_empty() {
-        // The kinds did not tell its shape: every shape of the generic code, filtered.
-        for f in &shapes {
-            let made = all.iter().filter(|d| crate::target::instantiation(&f.name, &d.symbol).as_deref() == Some(name));
-            picked.extend(made.map(|d| (*f, d.addr)));
-        }
-    }
+    let picked = pick_dictionaries(target, &shapes, name);
     if picked.is_empty() {
         return Some(Err(error("the binary has no dictionary for it (`gtrace -l` lists the instantiations it has)")));
     }
@@ -147,7 +143,35 @@ pub fn instantiation_sites(
         let site = super::probes::function_site(f, kind, target, passed_over)?;
         Some(FuncSite { dictionary: Some(addr), ..site })
     });
-    Some(Ok(sites.collect()))
+    let warning = (inlined > 0 && kind == InstanceKind::Entry).then(|| {
+        Diagnostic::warning(pattern.span, format!("`{name}` is also inlined, at {inlined} places of its generic code"))
+            .label("inlined calls pass no dictionary: those are not probed")
+            .hint(format!("`{any}` probes them too, under the shape's name"))
+    });
+    Some(Ok((sites.collect(), warning)))
+}
+
+/// The shape functions the dictionary of instantiation `name` is passed to, with its
+/// address: those its type arguments' kinds allow, or when they tell none, every shape
+/// of the generic code (the probe compares the dictionary anyway).
+fn pick_dictionaries<'t>(
+    target: &Target,
+    shapes: &[&'t crate::target::Function],
+    name: &str,
+) -> Vec<(&'t crate::target::Function, u64)> {
+    let all = target.dictionaries();
+    let mut picked = Vec::new();
+    for f in shapes {
+        let made = target.instantiations_of(&f.name, &all);
+        picked.extend(made.iter().filter(|(_, n)| n == name).map(|(d, _)| (*f, d.addr)));
+    }
+    if picked.is_empty() {
+        for f in shapes {
+            let made = all.iter().filter(|d| crate::target::instantiation(&f.name, &d.symbol).as_deref() == Some(name));
+            picked.extend(made.map(|d| (*f, d.addr)));
+        }
+    }
+    picked
 }
 
 /// Adds `site` to a probe's sites unless it is there: a site of every call of a function

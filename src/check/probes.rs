@@ -163,7 +163,8 @@ fn resolve_pattern(
 ) -> Vec<FuncSite> {
     if crate::target::symbols_is_pattern(&pattern.text) {
         // `"main.(*Stack[*int]).Push"`: an instantiation, when a dictionary makes it.
-        if let Some(Ok(sites)) = super::generics::instantiation_sites(target, pattern, kind, passed_over) {
+        if let Some(Ok((sites, warning))) = super::generics::instantiation_sites(target, pattern, kind, passed_over) {
+            warning.into_iter().for_each(|w| diags.push(w));
             return sites;
         }
     }
@@ -186,7 +187,10 @@ fn resolve_pattern(
     }
     if found.is_empty() && inlined.is_empty() {
         match super::generics::instantiation_sites(target, pattern, kind, passed_over) {
-            Some(Ok(sites)) => return sites,
+            Some(Ok((sites, warning))) => {
+                warning.into_iter().for_each(|w| diags.push(w));
+                return sites;
+            }
             Some(Err(d)) => {
                 diags.push(d);
                 return Vec::new();

@@ -3,7 +3,8 @@
 // method of a generic type (its dictionary after the receiver), one instantiation with
 // a pointer shape; a function of two type parameters. Each is called a known number of
 // times (from the argument N), and the program prints its own counts as
-// `truth NAME=COUNT`, NAME the instantiation as gtrace's `func` names it.
+// `truth NAME=COUNT`, NAME the instantiation as gtrace's `func` names it. A generic
+// function inlined at every call, whose counts it prints on the line `inlined`.
 package main
 
 import (
@@ -36,6 +37,9 @@ type Pair[K comparable, V any] struct {
 
 //go:noinline
 func MakePair[K comparable, V any](k K, v V) Pair[K, V] { return Pair[K, V]{k, v} }
+
+// Twice is small enough to be inlined at every call: it has no function of its own.
+func Twice[T ~int](x T) T { return x*x + x/3 }
 
 var calls = map[string]int{}
 
@@ -75,6 +79,16 @@ func main() {
 		total += MakePair("y", i).Val
 		calls["main.MakePair[string,int]"]++
 	}
+	inlined := map[string]int{}
+	for i := 0; i < n+4; i++ {
+		total += Twice(i)
+		inlined["main.Twice[int]"]++
+	}
+	for i := 0; i < n+5; i++ {
+		total += int(Twice(MyInt(i)))
+		inlined["main.Twice[main.MyInt]"]++
+	}
+	fmt.Printf("inlined main.Twice[int]=%d main.Twice[main.MyInt]=%d\n", inlined["main.Twice[int]"], inlined["main.Twice[main.MyInt]"])
 	names := make([]string, 0, len(calls))
 	for name := range calls {
 		names = append(names, name)
