@@ -60,28 +60,45 @@ fn built(toolchain: &str, kind: Kind) -> Option<std::path::PathBuf> {
     }
 }
 
+/// Traces `bin` with `func` at every entry and return of the generic code, and checks
+/// each instantiation's counts against the program's own.
+fn assert_func_per_instantiation(at: &str, bin: &std::path::Path) {
+    let script = format!("on entry {PATTERNS} {{ @[func] = count() }} on return {PATTERNS} {{ @r[func] = count() }}");
+    let run = gtrace(&["-e", &script, "-c", &format!("{} 6", bin.display())]);
+    assert_eq!(run.code, 0, "{at}:\n{}\n{}", run.stdout, run.stderr);
+    let truths = truths(&run.stdout);
+    for (name, calls) in &truths {
+        assert_eq!(map_value(&run.stdout, &format!("@[{name}]")), *calls, "{at}: {name}\n{}", run.stdout);
+        assert_eq!(map_value(&run.stdout, &format!("@r[{name}]")), *calls, "{at}: {name}\n{}", run.stdout);
+    }
+    // Nothing else: no shape names, no unknown dictionaries.
+    let keys = run.stdout.lines().filter(|l| l.starts_with("@[") || l.starts_with("@r[")).count();
+    assert_eq!(keys, 2 * truths.len(), "{at}:\n{}", run.stdout);
+}
+
 #[test]
 fn func_names_each_instantiation_at_entries_and_returns() {
     if !privileged("func_names_each_instantiation_at_entries_and_returns") {
         return;
     }
-    let script = format!("on entry {PATTERNS} {{ @[func] = count() }} on return {PATTERNS} {{ @r[func] = count() }}");
     for toolchain in generic_toolchains("func_names_each_instantiation_at_entries_and_returns") {
         for kind in [PLAIN, Kind { pie: true, ..PLAIN }] {
             let Some(bin) = built(&toolchain, kind) else { continue };
-            let run = gtrace(&["-e", &script, "-c", &format!("{} 6", bin.display())]);
-            let at = format!("{toolchain} {}", kind.label());
-            assert_eq!(run.code, 0, "{at}:\n{}\n{}", run.stdout, run.stderr);
-            let truths = truths(&run.stdout);
-            for (name, calls) in &truths {
-                assert_eq!(map_value(&run.stdout, &format!("@[{name}]")), *calls, "{at}: {name}\n{}", run.stdout);
-                assert_eq!(map_value(&run.stdout, &format!("@r[{name}]")), *calls, "{at}: {name}\n{}", run.stdout);
-            }
-            // Nothing else: no shape names, no unknown dictionaries.
-            let keys = run.stdout.lines().filter(|l| l.starts_with("@[") || l.starts_with("@r[")).count();
-            assert_eq!(keys, 2 * truths.len(), "{at}:\n{}", run.stdout);
+            assert_func_per_instantiation(&format!("{toolchain} {}", kind.label()), &bin);
         }
     }
+}
+
+/// With a symbol table but no DWARF (`-ldflags=-w`), the dictionary is where the ABI
+/// puts it: the first register, the second after a pointer receiver.
+#[test]
+fn without_dwarf_the_dictionary_is_where_the_abi_puts_it() {
+    if !privileged("without_dwarf_the_dictionary_is_where_the_abi_puts_it") {
+        return;
+    }
+    let bin = support::go_build("generics", &["-ldflags=-w"]);
+    assert!(!gtrace::target::Target::open(&bin).unwrap().has_dwarf());
+    assert_func_per_instantiation("local, -ldflags=-w", &bin);
 }
 
 /// A probe that names one instantiation fires for its calls only, though the shape
