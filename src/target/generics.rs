@@ -160,8 +160,7 @@ impl Target {
     /// its shapes (told from the kinds of the runtime types the dictionary points at).
     pub fn instantiations_of(&self, shape: &str, all: &[Dictionary]) -> Vec<(Dictionary, String)> {
         let Some((_, range)) = generic_of(shape) else { return Vec::new() };
-        let shapes: Vec<&str> =
-            split_args(&shape[range]).into_iter().map(bare_shape).collect();
+        let shapes: Vec<&str> = split_args(&shape[range]).into_iter().map(bare_shape).collect();
         let mut out = Vec::new();
         for (i, d) in all.iter().enumerate() {
             let Some(name) = instantiation(shape, &d.symbol) else { continue };
