@@ -24,6 +24,7 @@ pub mod gomap;
 pub mod goroutine;
 pub mod mapops;
 pub mod maps;
+mod mapwalk;
 mod programs;
 mod runtime_programs;
 pub mod scope;
