@@ -8,8 +8,9 @@
 //! What is copied follows what Go's fmt prints: a value's own bytes; the bytes of the
 //! strings, slice elements and interface values in it; the value a top-level pointer
 //! points at (fmt prints `&{...}` only at the top: a pointer inside a value prints as its
-//! address, so nothing behind it is read). Composite values nested deeper than `depth`
-//! are cut (printed `{...}`, `[...]`).
+//! address, so nothing behind it is read); a map's length and up to `max_elems` of its
+//! entries (lower/mapcapture.rs). Composite values nested deeper than `depth` are cut
+//! (printed `{...}`, `[...]`).
 
 use crate::gotypes::{TypeId, TypeKind, Types};
 use serde::{Deserialize, Serialize};
@@ -86,6 +87,10 @@ pub enum NodeKind {
     /// string's bytes at `str_at` when the value is a string (or the first field of what
     /// the data points at is one: the message of the standard error types).
     Iface { empty: bool, type_at: u32, data_at: u32, str_at: u32, max: u32 },
+    /// A map at `at` (its header's address): its length at `len_at`, how many entries
+    /// the probe found and copied at `n_at`, and the entries at `entries_at`, `entry`
+    /// bytes each: the key, then the element at `elem_off` (lower/mapcapture.rs).
+    Map { len_at: u32, n_at: u32, entries_at: u32, entry: u32, elem_off: u32, entries: Vec<(Node, Node)> },
 }
 
 /// Plans the copy of a value of type `root` within `bounds`.
@@ -163,6 +168,7 @@ impl Planner<'_> {
                     // `&` adds no level: `print(p)` shows as much as `print(*p)`.
                     NodeKind::Pointer { pointee: Some(Box::new(self.node(*elem, pointee_at, level, false, hidden))) }
                 }
+                TypeKind::Map { key: Some(key), elem: Some(elem) } => self.map(*key, *elem, level, hidden),
                 TypeKind::Func => NodeKind::Func { code: self.alloc(8) },
                 TypeKind::Interface { empty } => {
                     let type_at = self.alloc(8);
@@ -177,6 +183,33 @@ impl Planner<'_> {
         Node { ty: id, at, hidden, kind }
     }
 }
+
+impl Planner<'_> {
+    /// A map's entries: `max_elems` of them, key and element side by side. Keys or
+    /// elements the runtime keeps behind a pointer (over 128 bytes) are not copied.
+    fn map(&mut self, key: TypeId, elem: TypeId, level: u32, hidden: bool) -> NodeKind {
+        let (ks, es) = (self.types.get(key).size as u32, self.types.get(elem).size as u32);
+        if ks > MAP_INLINE || es > MAP_INLINE {
+            return NodeKind::Cut;
+        }
+        let (len_at, n_at) = (self.alloc(8), self.alloc(8));
+        let elem_off = ks.next_multiple_of(8);
+        let entry = elem_off + es.next_multiple_of(8);
+        let n = self.bounds.max_elems;
+        let entries_at = self.alloc(entry.saturating_mul(n));
+        let entries = (0..n)
+            .map(|i| {
+                let at = entries_at + i * entry;
+                let k = self.node(key, at, level + 1, false, hidden);
+                (k, self.node(elem, at + elem_off, level + 1, false, hidden))
+            })
+            .collect();
+        NodeKind::Map { len_at, n_at, entries_at, entry, elem_off, entries }
+    }
+}
+
+/// Keys and elements larger than this are kept behind a pointer in a map's slots.
+pub const MAP_INLINE: u32 = 128;
 
 /// The layout of a value of type `id` whose bytes are the `limit` bytes at `at` and
 /// nothing more (an interface's dynamic value, copied without knowing its type): what

@@ -73,8 +73,10 @@ fn map_lookups_read_what_the_program_finds() {
         let (ours, truth) = (lines(&r.stdout, "gt "), lines(&r.stdout, "go "));
         assert!(truth.len() > 60, "{toolchain}: the program printed too little:\n{}", r.stdout);
         let mut missing = 0;
-        // main.lookupByPoint is there for the checker's error (its key is a struct).
-        for (line, n) in truth.iter().filter(|(l, _)| !l.starts_with("bypoint ")) {
+        // The lookups' lines (the rest are printed maps, and main.lookupByPoint, there for
+        // the checker's error: its key is a struct).
+        let probed = ["int", "str", "strstr", "small", "byte", "point", "len"];
+        for (line, n) in truth.iter().filter(|(l, _)| probed.contains(&l.split(' ').next().unwrap_or(""))) {
             let got = ours.get(line).copied().unwrap_or(0);
             if may_skip(line) {
                 assert!(got <= *n, "{toolchain}: `{line}` {got} times, the program {n}");
@@ -93,6 +95,38 @@ fn map_lookups_read_what_the_program_finds() {
             assert!(!ours.contains_key(absent), "{toolchain}: `{absent}` read as a zero");
         }
         assert!(missing >= 2, "{toolchain}: the huge map's absent keys were not skipped");
+    }
+}
+
+#[test]
+fn maps_print_as_fmt_prints_them_up_to_max_elems() {
+    if !privileged("maps_print_as_fmt_prints_them_up_to_max_elems") {
+        return;
+    }
+    let script = r#"
+on entry main.show { printf("gt show %s %v %v %+v %v\n", tag, a, b, h, n); printf("gt sharp %s %#v %#v\n", tag, a, b) }
+on entry main.showBig { printf("gt big %v\n", m) }
+"#;
+    for toolchain in all_toolchains() {
+        let Some(bin) = build_plain("gomaps", &toolchain) else { continue };
+        let r = gtrace(&["-e", script, "--max-elems", "5", "-c", bin.to_str().unwrap()]);
+        assert_eq!(r.code, 0, "{toolchain}:\n{}\n{}", r.stdout, r.stderr);
+        for kind in ["show ", "sharp "] {
+            let (ours, truth) = (lines(&r.stdout, &format!("gt {kind}")), lines(&r.stdout, &format!("go {kind}")));
+            assert_eq!(truth.len(), 2, "{toolchain}: {}", r.stdout);
+            assert_eq!(ours, truth, "{toolchain}");
+        }
+        // 300 entries, 5 shown: each one the program has, sorted, then `...`.
+        let truth = r.stdout.lines().find_map(|l| l.strip_prefix("go big map[")).expect("the program's big map");
+        let ours = r.stdout.lines().find_map(|l| l.strip_prefix("gt big map[")).expect("gtrace's big map");
+        let shown: Vec<&str> = ours.strip_suffix(" ...]").expect("cut with ...").split(' ').collect();
+        assert_eq!(shown.len(), 5, "{toolchain}: {ours}");
+        let all: Vec<&str> = truth.trim_end_matches(']').split(' ').collect();
+        let keys: Vec<i64> = shown.iter().map(|e| e.split(':').next().unwrap().parse().unwrap()).collect();
+        assert!(keys.windows(2).all(|w| w[0] < w[1]), "{toolchain}: not sorted: {ours}");
+        for e in shown {
+            assert!(all.contains(&e), "{toolchain}: gtrace shows {e}, which the map does not hold");
+        }
     }
 }
 

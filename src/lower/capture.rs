@@ -45,7 +45,7 @@ impl Gen<'_> {
     }
 
     /// `bpf_probe_read_user(R8 + dst, size, R3)`; R0 its result.
-    fn read_into(&mut self, dst: i16, size: i32, span: Span) -> Result<(), LowerError> {
+    pub(super) fn read_into(&mut self, dst: i16, size: i32, span: Span) -> Result<(), LowerError> {
         super::offset(span, dst, size.max(0) as usize)?;
         self.b.emit(mov64_reg(R1, R8));
         self.b.emit(alu64_imm(BPF_ADD, R1, dst as i32));
@@ -60,7 +60,7 @@ impl Gen<'_> {
     }
 
     /// Copies what the node's bytes (already in the record) point at, as planned.
-    fn follow(&mut self, node: &Node, off: i16, span: Span) -> Result<(), LowerError> {
+    pub(super) fn follow(&mut self, node: &Node, off: i16, span: Span) -> Result<(), LowerError> {
         if !needs_following(node) {
             return Ok(());
         }
@@ -118,6 +118,7 @@ impl Gen<'_> {
                 self.b.bind(skip);
                 self.b.emit(mov64_imm(R0, 0));
             }
+            NodeKind::Map { .. } => self.capture_map(node, off, span)?,
             NodeKind::Iface { empty, type_at, data_at, str_at, max } => {
                 let (type_at, data_at, str_at) = (
                     super::offset(span, off, *type_at as usize)?,

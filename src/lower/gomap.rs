@@ -9,7 +9,7 @@
 //! The scan visits at most `MAX_GROUPS` buckets or groups (a loop the verifier walks
 //! through, each step bounded). A key not found within them in a bigger map, or a
 //! string key longer than `MAX_STRING_KEY` bytes, ends the hit as skipped
-//! (`Counter::Skipped`), said at exit: never a silent zero.
+//! (`Counter::Skipped`), said at exit: never a silent zero. The walk itself is mapwalk.rs.
 
 use super::codegen::Gen;
 use super::mapwalk::{slots, Labels, Scan, MIN_TOP_HASH, SLOTS};

@@ -80,6 +80,10 @@ fn walk(node: &Node, f: &mut dyn FnMut(&Node)) {
         NodeKind::Struct { fields } => fields.iter().for_each(|n| walk(n, f)),
         NodeKind::Array { elems } | NodeKind::Slice { elems, .. } => elems.iter().for_each(|n| walk(n, f)),
         NodeKind::Pointer { pointee: Some(p) } => walk(p, f),
+        NodeKind::Map { entries, .. } => entries.iter().for_each(|(k, v)| {
+            walk(k, f);
+            walk(v, f)
+        }),
         _ => {}
     }
 }
@@ -177,6 +181,15 @@ fn frac(v: &mut u64, prec: u32) -> String {
 /// The error types whose `Error()` is their first field, a string.
 const ERROR_TYPES: [&str; 3] = ["*errors.errorString", "*fmt.wrapError", "*fmt.wrapErrors"];
 
+/// A map key as fmt orders it.
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+enum MapKey {
+    Int(i128),
+    Str(Vec<u8>),
+    /// A key fmt orders in ways not copied here: kept where it was found.
+    Found,
+}
+
 struct Printer<'v> {
     bytes: &'v [u8],
     types: &'v Types,
@@ -255,6 +268,10 @@ impl Printer<'_> {
                 let u = word(&self.bytes, node.at);
                 self.pointer(node.ty, u);
             }
+            (TypeKind::Map { .. }, NodeKind::Map { len_at, n_at, entries, .. }) => {
+                let (ptr, len, n) = (word(&self.bytes, node.at), word(&self.bytes, *len_at), word(&self.bytes, *n_at));
+                self.map(node.ty, ptr, len, &entries[..(n as usize).min(entries.len())], depth);
+            }
             (TypeKind::Map { .. }, _) => {
                 if sharp {
                     self.out.push_str(&format!("{}{{...}}", self.name(node.ty)));
@@ -304,6 +321,59 @@ impl Printer<'_> {
             self.out.push_str("...");
         }
         self.out.push(if sharp { '}' } else { ']' });
+    }
+
+    /// fmt's map: `map[k:v k:v]` sorted by key (%#v: `map[K]V{k:v, k:v}`; nil:
+    /// `map[]`, `map[K]V(nil)`), of the entries copied, `...` when the map has more.
+    fn map(&mut self, id: TypeId, ptr: u64, len: u64, entries: &[(Node, Node)], depth: u32) {
+        let sharp = self.form == Form::Sharp;
+        if sharp && ptr == 0 {
+            self.out.push_str(&format!("{}(nil)", self.name(id)));
+            return;
+        }
+        let mut order: Vec<&(Node, Node)> = entries.iter().collect();
+        order.sort_by(|a, b| self.map_key(&a.0).cmp(&self.map_key(&b.0)));
+        if sharp {
+            self.out.push_str(&self.name(id));
+            self.out.push('{');
+        } else {
+            self.out.push_str("map[");
+        }
+        for (i, (k, v)) in order.iter().enumerate() {
+            if i > 0 {
+                self.out.push_str(if sharp { ", " } else { " " });
+            }
+            self.value(k, depth + 1);
+            self.out.push(':');
+            self.value(v, depth + 1);
+        }
+        if (entries.len() as u64) < len {
+            if !entries.is_empty() {
+                self.out.push_str(if sharp { ", " } else { " " });
+            }
+            self.out.push_str("...");
+        }
+        self.out.push(if sharp { '}' } else { ']' });
+    }
+
+    /// How fmt (internal/fmtsort) orders a map's keys, for integers, bools and strings;
+    /// other keys keep the order the probe found them in.
+    fn map_key(&self, key: &Node) -> MapKey {
+        let t = self.ty(key.ty);
+        let raw = uint(&self.bytes, key.at, t.size);
+        match (&t.kind, &key.kind) {
+            (TypeKind::Int { signed: true }, _) => {
+                let shift = 64 - 8 * t.size.clamp(1, 8) as u32;
+                MapKey::Int(i128::from(((raw << shift) as i64) >> shift))
+            }
+            (TypeKind::Int { signed: false } | TypeKind::Bool, _) => MapKey::Int(i128::from(raw)),
+            (TypeKind::String, NodeKind::Str { bytes, max }) => {
+                let n = (word(&self.bytes, key.at + 8) as usize).min(*max as usize);
+                let start = *bytes as usize;
+                MapKey::Str(self.bytes.get(start..start + n).unwrap_or_default().to_vec())
+            }
+            _ => MapKey::Found,
+        }
     }
 
     fn string(&mut self, at: u32, len: u64, max: u32) {

@@ -70,6 +70,22 @@ func lookupByPoint(m map[point]int, k point) int {
 	return m[k]
 }
 
+type holder struct {
+	Name  string
+	Count map[string]int
+}
+
+//go:noinline
+func show(tag string, a map[string]int, b map[int8]string, h holder, n map[int]int) {
+	fmt.Printf("go show %s %v %v %+v %v\n", tag, a, b, h, n)
+	fmt.Printf("go sharp %s %#v %#v\n", tag, a, b)
+}
+
+//go:noinline
+func showBig(m map[int]int) {
+	fmt.Printf("go big %v\n", m)
+}
+
 func intMap(n int) map[int]int {
 	m := map[int]int{}
 	for i := 0; i < n; i++ {
@@ -156,6 +172,10 @@ func main() {
 	for _, k := range []int{-3, 7*39999 - 3, 7*20000 - 3, 2, 7 * 40000} {
 		lookupInt("huge", huge, k)
 	}
+	show("small", map[string]int{"b": 2, "a": 1, "c": -3}, map[int8]string{-5: "minus", 7: "seven", 0: ""},
+		holder{Name: "h", Count: map[string]int{"x": 10}}, nil)
+	show("empty", map[string]int{}, nil, holder{}, map[int]int{})
+	showBig(intMap(300))
 	lookupByPoint(map[point]int{{1, 2}: 3}, point{1, 2})
 	// Deleted entries (tombstones in a swiss table, emptyOne in a bucket).
 	for i := 0; i < 5; i++ {
