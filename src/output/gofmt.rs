@@ -179,7 +179,7 @@ fn frac(v: &mut u64, prec: u32) -> String {
 }
 
 /// The error types whose `Error()` is their first field, a string.
-const ERROR_TYPES: [&str; 3] = ["*errors.errorString", "*fmt.wrapError", "*fmt.wrapErrors"];
+pub(super) const ERROR_TYPES: [&str; 3] = ["*errors.errorString", "*fmt.wrapError", "*fmt.wrapErrors"];
 
 /// A map key as fmt orders it.
 #[derive(PartialEq, Eq, PartialOrd, Ord)]
@@ -493,7 +493,7 @@ impl Printer<'_> {
 }
 
 /// A basic type's value from its first 8 bytes, by the type's name.
-fn basic(name: &str, raw: u64, sharp: bool) -> Option<String> {
+pub(super) fn basic(name: &str, raw: u64, sharp: bool) -> Option<String> {
     let signed = |bits: u32| (((raw << (64 - bits)) as i64) >> (64 - bits)).to_string();
     let unsigned = |bits: u32| {
         let v = if bits == 64 { raw } else { raw & ((1u64 << bits) - 1) };

@@ -1,6 +1,7 @@
 //! Human-readable rendering in bpftrace's familiar shapes: values, durations with units,
 //! printf, maps and histograms.
 
+use super::gofmt::ERROR_TYPES;
 use super::value::{AggValue, Value};
 use super::MapDump;
 use crate::plan::{lhist_buckets, Agg};
@@ -59,29 +60,16 @@ pub fn value(v: &Value) -> String {
     }
 }
 
-/// Error types whose first field is their message.
-const ERROR_TYPES: [&str; 3] = ["*errors.errorString", "*fmt.wrapError", "*fmt.wrapErrors"];
-
 /// An interface as `TYPE(VALUE)`: the value for strings, integers, bools and the common
 /// error types (their message); the data pointer otherwise. Without the type's name (a
 /// stripped or PIE binary), the descriptor and data addresses.
 fn interface(tab: u64, data: u64, word: u64, text: &str, type_name: Option<&str>) -> String {
     let Some(name) = type_name else { return format!("(type {tab:#x})({data:#x})") };
-    let signed = |bits: u32| ((word << (64 - bits)) as i64 >> (64 - bits)).to_string();
-    let unsigned = |bits: u32| if bits == 64 { word.to_string() } else { (word & ((1u64 << bits) - 1)).to_string() };
     let value = match name {
         "string" => super::quote::quote(text.as_bytes()),
-        "int" | "int64" => signed(64),
-        "int32" => signed(32),
-        "int16" => signed(16),
-        "int8" => signed(8),
-        "uint" | "uint64" | "uintptr" => unsigned(64),
-        "uint32" => unsigned(32),
-        "uint16" => unsigned(16),
-        "uint8" => unsigned(8),
-        "bool" => (word & 0xff != 0).to_string(),
         t if ERROR_TYPES.contains(&t) => super::quote::quote(text.as_bytes()),
-        _ => format!("{data:#x}"),
+        // Integers, bools and floats as Go's fmt prints them.
+        t => super::gofmt::basic(t, word, false).unwrap_or_else(|| format!("{data:#x}")),
     };
     format!("{name}({value})")
 }
