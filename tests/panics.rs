@@ -84,7 +84,7 @@ fn many_panics_leave_nothing_behind() {
     let bin = support::go_build("panics", &[]);
     let script = "on panic main.boom { @panics = count() }
                   on return main.guard { @returns = count(); @slow[elapsed > 1s] = count() }";
-    let run = gtrace(&["-e", script, "--stats", "-c", &format!("{} many 200000", bin.display())]);
+    let run = gtrace(&["-e", script, "--stats", "-c", &format!("{} many 1000000", bin.display())]);
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
     let n = truth(&run.stdout, "panics");
     assert_eq!(map_value(&run.stdout, "@panics"), n, "{}", run.stdout);
