@@ -229,7 +229,15 @@ impl Stats {
             }
             if more > 0 {
                 let line = format!("  ... {} more function{}", thousands(more as u64), plural(more as u64));
-                rows.push([line, String::new(), String::new(), String::new(), String::new(), String::new(), String::new()]);
+                rows.push([
+                    line,
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                ]);
             }
         }
         for r in &mut rows {
@@ -356,7 +364,13 @@ mod tests {
                 ..SiteStats::default()
             })
             .collect();
-        let p = ProbeStats { in_target: true, hits: 300, probe: "on entry \"pkg.*\"".into(), sites, ..ProbeStats::default() };
+        let p = ProbeStats {
+            in_target: true,
+            hits: 300,
+            probe: "on entry \"pkg.*\"".into(),
+            sites,
+            ..ProbeStats::default()
+        };
         let table = Stats { elapsed_ns: 1, probes: vec![p], ..Stats::default() }.table();
         assert!(table.contains("handler24") && table.contains("handler15"), "{table}");
         assert!(!table.contains("handler14"), "only the 10 costliest: {table}");

@@ -196,36 +196,7 @@ impl DwarfInfo {
                 TypeKind::Array { elem: self.reserve(elem, types, pending), len }
             }
             dw::DW_TAG_subroutine_type => TypeKind::Func,
-            dw::DW_TAG_typedef => match die.go_kind {
-                Some(kind::INTERFACE) => {
-                    let target = match die.ty {
-                        Some(t) => self.die(t)?.name,
-                        None => None,
-                    };
-                    return Ok(GoType {
-                        name,
-                        size: 16,
-                        kind: TypeKind::Interface { empty: target.as_deref() == Some("runtime.eface") },
-                    });
-                }
-                Some(kind::MAP) => {
-                    let key = die.go_key.map(|k| self.reserve(k, types, pending));
-                    let elem = die.go_elem.map(|e| self.reserve(e, types, pending));
-                    return Ok(GoType { name, size: 8, kind: TypeKind::Map { key, elem } });
-                }
-                Some(kind::CHAN) => return Ok(GoType { name, size: 8, kind: TypeKind::Chan }),
-                Some(kind::FUNC) => return Ok(GoType { name, size: 8, kind: TypeKind::Func }),
-                _ => {
-                    // A named type: the underlying type under this name. Go's local
-                    // typedefs for generic shapes (`.param0`) keep the shape's name.
-                    let Some(target) = die.ty else { return Err(self.bad_ref("typedef without a type", at)) };
-                    if depth >= TYPEDEF_DEPTH {
-                        return Err(self.bad_ref("typedef cycle", at));
-                    }
-                    let keep = die.name.filter(|n| !n.starts_with('.'));
-                    return self.parse_type(target, keep, types, pending, depth + 1);
-                }
-            },
+            dw::DW_TAG_typedef => return self.parse_typedef(at, die, name, types, pending, depth),
             _ => TypeKind::Other,
         };
         let size = match kind {
@@ -233,6 +204,49 @@ impl DwarfInfo {
             _ => size,
         };
         Ok(GoType { name, size, kind })
+    }
+
+    /// A typedef: Go's interfaces, maps, chans and funcs are typedefs of runtime
+    /// structures; any other is a named type, the underlying type under its name.
+    fn parse_typedef(
+        &mut self,
+        at: DebugInfoOffset,
+        die: Die,
+        name: String,
+        types: &mut Types,
+        pending: &mut Vec<(TypeId, DebugInfoOffset)>,
+        depth: usize,
+    ) -> Result<GoType, TargetError> {
+        match die.go_kind {
+            Some(kind::INTERFACE) => {
+                let target = match die.ty {
+                    Some(t) => self.die(t)?.name,
+                    None => None,
+                };
+                Ok(GoType {
+                    name,
+                    size: 16,
+                    kind: TypeKind::Interface { empty: target.as_deref() == Some("runtime.eface") },
+                })
+            }
+            Some(kind::MAP) => {
+                let key = die.go_key.map(|k| self.reserve(k, types, pending));
+                let elem = die.go_elem.map(|e| self.reserve(e, types, pending));
+                Ok(GoType { name, size: 8, kind: TypeKind::Map { key, elem } })
+            }
+            Some(kind::CHAN) => Ok(GoType { name, size: 8, kind: TypeKind::Chan }),
+            Some(kind::FUNC) => Ok(GoType { name, size: 8, kind: TypeKind::Func }),
+            _ => {
+                // A named type: the underlying type under this name. Go's local
+                // typedefs for generic shapes (`.param0`) keep the shape's name.
+                let Some(target) = die.ty else { return Err(self.bad_ref("typedef without a type", at)) };
+                if depth >= TYPEDEF_DEPTH {
+                    return Err(self.bad_ref("typedef cycle", at));
+                }
+                let keep = die.name.filter(|n| !n.starts_with('.'));
+                self.parse_type(target, keep, types, pending, depth + 1)
+            }
+        }
     }
 
     /// The element of a slice described without DW_AT_go_elem: what its `array` member
