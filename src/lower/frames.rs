@@ -176,6 +176,16 @@ impl Gen<'_> {
         Ok(slot)
     }
 
+    /// A stack slot holding the goroutine's `g.stack.hi`, read from the target (0 when
+    /// the read fails).
+    fn stack_hi_slot(&mut self, span: Span) -> Result<i16, LowerError> {
+        let hi = self.slot(8, span)?;
+        self.b.emit(store_imm(Size::DW, R10, hi, 0));
+        self.b.emit(load(Size::DW, R7, R10, self.g.unwrap_or_default()));
+        self.read_user(hi, R7, self.stack_hi as i32);
+        Ok(hi)
+    }
+
     /// When the stack was copied since the record was last read: base += how far its top
     /// moved (g.stack.hi now, minus the old top `stack_moves` noted).
     fn resolve_move(&mut self, span: Span) -> Result<(), LowerError> {
@@ -184,10 +194,7 @@ impl Gen<'_> {
         self.b.emit(load(Size::DW, R1, R10, rec));
         self.b.emit(load(Size::DW, R2, R1, R_MOVED));
         self.b.jmp_imm_to(BPF_JEQ, R2, 0, skip);
-        let hi = self.slot(8, span)?;
-        self.b.emit(store_imm(Size::DW, R10, hi, 0));
-        self.b.emit(load(Size::DW, R7, R10, self.g.unwrap_or_default()));
-        self.read_user(hi, R7, self.stack_hi as i32);
+        let hi = self.stack_hi_slot(span)?;
         self.b.emit(load(Size::DW, R1, R10, rec));
         self.b.emit(load(Size::DW, R2, R10, hi));
         self.b.emit(load(Size::DW, R3, R1, R_MOVED));
@@ -501,10 +508,7 @@ impl Gen<'_> {
         self.b.jmp_imm_to(BPF_JEQ, R1, 0, self.done);
         self.b.emit(load(Size::DW, R1, R0, R_MOVED));
         self.b.jmp_imm_to(BPF_JNE, R1, 0, self.done);
-        let hi = self.slot(8, span)?;
-        self.b.emit(store_imm(Size::DW, R10, hi, 0));
-        self.b.emit(load(Size::DW, R7, R10, self.g.unwrap_or_default()));
-        self.read_user(hi, R7, self.stack_hi as i32);
+        let hi = self.stack_hi_slot(span)?;
         self.b.emit(load(Size::DW, R1, R10, rec));
         self.b.emit(load(Size::DW, R2, R10, hi));
         self.b.emit(store_reg(Size::DW, R1, R_MOVED, R2));

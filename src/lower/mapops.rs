@@ -6,6 +6,7 @@ use super::codegen::Gen;
 use super::maps;
 use super::maps::UserMap;
 use super::LowerError;
+use crate::bpf::builder::Label;
 use crate::bpf::helpers::*;
 use crate::bpf::insn::*;
 use crate::plan::Agg;
@@ -97,14 +98,7 @@ impl Gen<'_> {
         self.count_refused(&um.object_name, span)?;
         self.b.ja_to(skip);
         self.b.bind(have);
-        self.b.emit(mov64_reg(R7, R0));
-        if arg.is_some() {
-            self.b.emit(load(Size::DW, R1, R10, val));
-        }
-        let signed = arg.is_none_or(|a| self.facts.ty(a.id).is_signed());
-        super::agg::update(&mut self.b, agg, signed);
-        self.b.bind(skip);
-        self.b.emit(mov64_imm(R0, 0));
+        self.update_found(agg, arg, val, skip);
         Ok(())
     }
 
@@ -131,6 +125,13 @@ impl Gen<'_> {
         self.stack_ptr(R2, slot);
         self.b.emit(call(BPF_FUNC_map_lookup_elem));
         self.b.jmp_imm_to(BPF_JEQ, R0, 0, skip);
+        self.update_found(agg, arg, val, skip);
+        Ok(())
+    }
+
+    /// With R0 at the map's value: the aggregation updated by the value in stack slot
+    /// `val` (when it has an argument), then `skip`, where a missing value lands too.
+    fn update_found(&mut self, agg: Agg, arg: Option<&Expr>, val: i16, skip: Label) {
         self.b.emit(mov64_reg(R7, R0));
         if arg.is_some() {
             self.b.emit(load(Size::DW, R1, R10, val));
@@ -139,6 +140,5 @@ impl Gen<'_> {
         super::agg::update(&mut self.b, agg, signed);
         self.b.bind(skip);
         self.b.emit(mov64_imm(R0, 0));
-        Ok(())
     }
 }
