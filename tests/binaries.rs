@@ -265,7 +265,7 @@ fn gofmt(stripped: bool) -> PathBuf {
     if out.exists() {
         return out;
     }
-    let tmp = out.with_extension(format!("tmp{}", std::process::id()));
+    let tmp = support::unique_tmp(out.parent().expect("target/gobin"), "gofmt");
     let mut cmd = Command::new("go");
     cmd.args(["build", "-o"]).arg(&tmp);
     if stripped {

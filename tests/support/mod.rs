@@ -57,10 +57,7 @@ fn go_build_dir(src: &Path, dir: &str, extra_flags: &[&str], env: &[(&str, &str)
     if out.exists() {
         return out;
     }
-    // Build under a unique name and rename: tests running in parallel may build the same
-    // program at once.
-    static COUNTER: AtomicUsize = AtomicUsize::new(0);
-    let tmp = out_dir.join(format!(".{dir}-{}-{}.tmp", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed)));
+    let tmp = unique_tmp(&out_dir, dir);
     let output = Command::new("go")
         .arg("build")
         .arg("-o")
@@ -78,6 +75,15 @@ fn go_build_dir(src: &Path, dir: &str, extra_flags: &[&str], env: &[(&str, &str)
     }
     std::fs::rename(&tmp, &out).expect("rename the built program");
     out
+}
+
+/// A name in `out_dir` no other build of this test process uses: programs are built under
+/// it and renamed, since tests running in parallel may build the same program at once.
+/// One counter for every builder (`go_build`, `toolchain::build`): two counters gave two
+/// builds of the same program the same name.
+pub fn unique_tmp(out_dir: &Path, name: &str) -> PathBuf {
+    static COUNTER: AtomicUsize = AtomicUsize::new(0);
+    out_dir.join(format!(".{name}-{}-{}.tmp", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed)))
 }
 
 /// Hashes every file under `dir` (names and contents), in a stable order.

@@ -11,7 +11,6 @@ use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// The oldest release gtrace supports and the newest one published, tested by default.
 pub const OLDEST: &str = "go1.17.13";
@@ -82,8 +81,7 @@ pub fn build_for(dir: &str, toolchain: &str, kind: Kind, goarch: Option<&str>) -
     if out.exists() {
         return Ok(out);
     }
-    static COUNTER: AtomicUsize = AtomicUsize::new(0);
-    let tmp = out_dir.join(format!(".{dir}-{}-{}.tmp", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed)));
+    let tmp = super::unique_tmp(&out_dir, dir);
     let mut cmd = Command::new("go");
     cmd.arg("build").arg("-o").arg(&tmp);
     if kind.pie {
