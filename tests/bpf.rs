@@ -8,13 +8,11 @@ use gtrace::bpf::disasm::{disasm, disasm_insn, is_wide};
 use gtrace::bpf::helpers::*;
 use gtrace::bpf::insn::*;
 
-const REGS: [Reg; 4] = [R0, R1, R6, R10];
+const SOME_REGS: [Reg; 4] = [R0, R1, R6, R10];
 const IMMS: [i32; 7] = [0, 1, -1, 42, -512, i32::MAX, i32::MIN];
 const OFFS: [i16; 6] = [0, 1, -1, -8, i16::MAX, i16::MIN];
-const ALU_OPS: [u8; 11] =
-    [BPF_ADD, BPF_SUB, BPF_MUL, BPF_DIV, BPF_OR, BPF_AND, BPF_LSH, BPF_RSH, BPF_MOD, BPF_XOR, BPF_ARSH];
-const JMP_OPS: [u8; 11] =
-    [BPF_JEQ, BPF_JGT, BPF_JGE, BPF_JSET, BPF_JNE, BPF_JSGT, BPF_JSGE, BPF_JLT, BPF_JLE, BPF_JSLT, BPF_JSLE];
+const ALU_OPS: [AluOp; 12] = AluOp::ALL;
+const JMP_OPS: [JmpOp; 11] = JmpOp::ALL;
 
 /// Disassembles `insns` (one instruction, or the two halves of an `ld_imm64`), checks
 /// the text is not the raw fallback, and assembles it back.
@@ -28,7 +26,7 @@ fn round_trip(insns: &[Insn]) {
 /// Every constructor the compiler uses, with a spread of operands.
 fn constructed() -> Vec<Vec<Insn>> {
     let mut all: Vec<Vec<Insn>> = Vec::new();
-    for &d in &REGS {
+    for &d in &SOME_REGS {
         all.push(vec![neg64(d)]);
         all.push(ld_map_fd(d).to_vec());
         for v in [0u64, 1, u64::MAX, 0x8000_0000, 0x1_0000_0000, 0xdead_beef_cafe_f00d] {
@@ -46,7 +44,7 @@ fn constructed() -> Vec<Vec<Insn>> {
                 }
             }
         }
-        for &s in &REGS {
+        for &s in &SOME_REGS {
             all.push(vec![mov64_reg(d, s)]);
             for &op in &ALU_OPS {
                 all.push(vec![alu64_reg(op, d, s)]);
@@ -104,21 +102,21 @@ fn other_known_encodings_round_trip() {
     // Forms the disassembler knows beyond the constructors.
     let w = |code, dst, src, off, imm| Insn::new(code, dst, src, off, imm);
     for insn in [
-        w(BPF_ALU | BPF_END | BPF_TO_BE, R1, 0, 0, 16),
-        w(BPF_ALU | BPF_END | BPF_TO_LE, R1, 0, 0, 64),
-        w(BPF_ALU64 | BPF_END | BPF_TO_LE, R2, 0, 0, 32),
-        w(BPF_ALU | BPF_NEG, R3, 0, 0, 0),
-        w(BPF_ALU | BPF_MOV | BPF_X, R3, R4, 0, 0),
-        w(BPF_ALU64 | BPF_DIV | BPF_X, R3, R4, 1, 0),
-        w(BPF_ALU64 | BPF_MOD | BPF_K, R3, 0, 1, 7),
-        w(BPF_LDX | BPF_MEMSX | BPF_W, R3, R4, -2, 0),
-        w(BPF_JMP32 | BPF_JLT | BPF_K, R3, 0, 5, -3),
-        w(BPF_JMP32 | BPF_JNE | BPF_X, R3, R4, -5, 0),
-        w(BPF_STX | BPF_ATOMIC | BPF_DW, R1, R2, 8, BPF_ADD as i32 | BPF_FETCH),
-        w(BPF_STX | BPF_ATOMIC | BPF_W, R1, R2, 8, BPF_XOR as i32 | BPF_FETCH),
-        w(BPF_STX | BPF_ATOMIC | BPF_W, R1, R2, 8, BPF_OR as i32),
-        w(BPF_STX | BPF_ATOMIC | BPF_DW, R1, R2, 0, BPF_XCHG),
-        w(BPF_STX | BPF_ATOMIC | BPF_DW, R1, R2, 0, BPF_CMPXCHG),
+        w(BPF_ALU | BPF_END | BPF_TO_BE, R1.num(), 0, 0, 16),
+        w(BPF_ALU | BPF_END | BPF_TO_LE, R1.num(), 0, 0, 64),
+        w(BPF_ALU64 | BPF_END | BPF_TO_LE, R2.num(), 0, 0, 32),
+        w(BPF_ALU | BPF_NEG, R3.num(), 0, 0, 0),
+        w(BPF_ALU | BPF_MOV | BPF_X, R3.num(), R4.num(), 0, 0),
+        w(BPF_ALU64 | BPF_DIV | BPF_X, R3.num(), R4.num(), 1, 0),
+        w(BPF_ALU64 | BPF_MOD | BPF_K, R3.num(), 0, 1, 7),
+        w(BPF_LDX | BPF_MEMSX | BPF_W, R3.num(), R4.num(), -2, 0),
+        w(BPF_JMP32 | BPF_JLT | BPF_K, R3.num(), 0, 5, -3),
+        w(BPF_JMP32 | BPF_JNE | BPF_X, R3.num(), R4.num(), -5, 0),
+        w(BPF_STX | BPF_ATOMIC | BPF_DW, R1.num(), R2.num(), 8, BPF_ADD as i32 | BPF_FETCH),
+        w(BPF_STX | BPF_ATOMIC | BPF_W, R1.num(), R2.num(), 8, BPF_XOR as i32 | BPF_FETCH),
+        w(BPF_STX | BPF_ATOMIC | BPF_W, R1.num(), R2.num(), 8, BPF_OR as i32),
+        w(BPF_STX | BPF_ATOMIC | BPF_DW, R1.num(), R2.num(), 0, BPF_XCHG),
+        w(BPF_STX | BPF_ATOMIC | BPF_DW, R1.num(), R2.num(), 0, BPF_CMPXCHG),
         w(BPF_JMP | BPF_CALL, 0, BPF_PSEUDO_CALL, 0, -12),
     ] {
         round_trip(&[insn]);
@@ -136,7 +134,7 @@ fn any_encoding_round_trips_even_unknown_ones() {
     for code in 0..=255u8 {
         for (dst, src) in [(0, 0), (1, 2), (10, 0), (11, 15)] {
             for off in [0i16, 1, -7] {
-                for imm in [0, 1, 16, 64, -1, BPF_FETCH | BPF_ADD as i32] {
+                for imm in [0, 1, 16, 64, -1, BPF_FETCH | AluOp::Add as i32] {
                     let insn = Insn::new(code, dst, src, off, imm);
                     for next in [None, Some(&zero)] {
                         let text = disasm_insn(&insn, next);
@@ -174,9 +172,9 @@ fn a_program_round_trips_through_its_listing() {
     b.emit(store_imm(Size::DW, R10, -8, 0));
     b.ld_map(R1, "counts");
     b.emit(mov64_reg(R2, R10));
-    b.emit(alu64_imm(BPF_ADD, R2, -8));
+    b.emit(alu64_imm(AluOp::Add, R2, -8));
     b.emit(call(BPF_FUNC_map_lookup_elem));
-    b.jmp_imm_to(BPF_JEQ, R0, 0, out);
+    b.jmp_imm_to(JmpOp::Eq, R0, 0, out);
     b.comment("@n = count()");
     b.comment("second comment, same instruction");
     b.emit(mov64_imm(R1, 1));

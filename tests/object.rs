@@ -22,7 +22,7 @@ fn map(name: &str, map_type: u32, key_size: u32, value_size: u32, max_entries: u
 fn lookup(b: &mut Builder, map: &str, key_off: i32) {
     b.ld_map(R1, map);
     b.emit(mov64_reg(R2, R10));
-    b.emit(alu64_imm(BPF_ADD, R2, key_off));
+    b.emit(alu64_imm(AluOp::Add, R2, key_off));
     b.emit(call(BPF_FUNC_map_lookup_elem));
 }
 
@@ -43,9 +43,9 @@ fn counting_program() -> Program {
     b.emit(call(BPF_FUNC_get_attach_cookie));
     b.emit(store_reg(Size::DW, R10, -24, R0));
     lookup(&mut b, "calls", -8);
-    b.jmp_imm_to(BPF_JEQ, R0, 0, insert);
+    b.jmp_imm_to(JmpOp::Eq, R0, 0, insert);
     b.emit(load(Size::DW, R1, R0, 0));
-    b.emit(alu64_imm(BPF_ADD, R1, 1));
+    b.emit(alu64_imm(AluOp::Add, R1, 1));
     b.emit(store_reg(Size::DW, R0, 0, R1));
     b.ja_to(total);
 
@@ -53,9 +53,9 @@ fn counting_program() -> Program {
     b.emit(store_imm(Size::DW, R10, -16, 1));
     b.ld_map(R1, "calls");
     b.emit(mov64_reg(R2, R10));
-    b.emit(alu64_imm(BPF_ADD, R2, -8));
+    b.emit(alu64_imm(AluOp::Add, R2, -8));
     b.emit(mov64_reg(R3, R10));
-    b.emit(alu64_imm(BPF_ADD, R3, -16));
+    b.emit(alu64_imm(AluOp::Add, R3, -16));
     b.emit(mov64_imm(R4, BPF_ANY));
     b.emit(call(BPF_FUNC_map_update_elem));
 
@@ -63,7 +63,7 @@ fn counting_program() -> Program {
     b.comment("@total = sum(1)");
     b.emit(store_imm(Size::W, R10, -28, 0));
     lookup(&mut b, "total", -28);
-    b.jmp_imm_to(BPF_JEQ, R0, 0, skip_total);
+    b.jmp_imm_to(JmpOp::Eq, R0, 0, skip_total);
     b.emit(mov64_imm(R1, 1));
     b.emit(atomic_add(Size::DW, R0, 0, R1));
 
@@ -71,7 +71,7 @@ fn counting_program() -> Program {
     b.comment("print(pid)");
     b.ld_map(R1, "events");
     b.emit(mov64_reg(R2, R10));
-    b.emit(alu64_imm(BPF_ADD, R2, -8));
+    b.emit(alu64_imm(AluOp::Add, R2, -8));
     b.emit(mov64_imm(R3, 8));
     b.emit(mov64_imm(R4, 0));
     b.emit(call(BPF_FUNC_ringbuf_output));
@@ -86,7 +86,7 @@ fn tick_program() -> Program {
     let out = b.new_label();
     b.emit(store_imm(Size::W, R10, -4, 0));
     lookup(&mut b, "total", -4);
-    b.jmp_imm_to(BPF_JEQ, R0, 0, out);
+    b.jmp_imm_to(JmpOp::Eq, R0, 0, out);
     b.emit(mov64_imm(R1, 1));
     b.emit(atomic_add(Size::DW, R0, 0, R1));
     b.bind(out);
@@ -282,8 +282,8 @@ fn kernel_verifier_rejects_a_broken_program() {
     use aya::programs::UProbe;
     let mut object = sample();
     let insns = &mut object.programs[0].program.insns;
-    let check = insns.iter().position(|i| i.code == BPF_JMP | BPF_JEQ | BPF_K && i.dst == R0).unwrap();
-    insns[check].dst = R6;
+    let check = insns.iter().position(|i| i.code == BPF_JMP | BPF_JEQ | BPF_K && i.dst == R0.num()).unwrap();
+    insns[check].dst = R6.num();
     let bytes = write(&object).unwrap();
     let mut ebpf = match aya::EbpfLoader::new().load(&bytes) {
         Ok(ebpf) => ebpf,

@@ -9,7 +9,7 @@
 mod support;
 
 use gtrace::bpf::builder::Builder;
-use gtrace::bpf::insn::{exit, mov64_imm};
+use gtrace::bpf::insn::{exit, mov64_imm, R0};
 use gtrace::object::{write, BpfObject, ProgramCode};
 use gtrace::plan::{AttachPoint, Plan, ProbeAttach, ProbeSpec};
 use gtrace::runtime::{self, Scope};
@@ -39,7 +39,7 @@ fn all_sites(target: &Target) -> Vec<(String, u64, bool)> {
 /// A program that does nothing, attached at `points`.
 fn object_at(binary: &Path, points: Vec<AttachPoint>) -> (Vec<u8>, Plan) {
     let mut b = Builder::new();
-    b.emit(mov64_imm(0, 0));
+    b.emit(mov64_imm(R0, 0));
     b.emit(exit());
     let program = b.finish().unwrap();
     let obj = BpfObject {

@@ -102,9 +102,10 @@ impl<'a> Cursor<'a> {
             b'w' => false,
             _ => return None,
         };
-        let n: u8 = w[1..].parse().ok().filter(|n| *n <= 10)?;
+        let n: usize = w[1..].parse().ok()?;
+        let reg = *REGS.get(n)?;
         *self = c;
-        Some((n, wide))
+        Some((reg, wide))
     }
 
     /// A signed decimal or `0x` hexadecimal integer, with an optional sign.
@@ -196,7 +197,7 @@ fn parse_body(c: &mut Cursor) -> Option<Assembled> {
             .into_iter()
             .find(|op| atomic_name(*op as i32).is_some_and(|(_, sym)| c.lit(&format!("{sym}="))))?;
         let (src, true) = c.reg()? else { return None };
-        return one(Insn::new(BPF_STX | BPF_ATOMIC | size.code(), base, src, off, op as i32));
+        return one(Insn::new(BPF_STX | BPF_ATOMIC | size.code(), base.num(), src.num(), off, op as i32));
     }
     if c.lit("*") {
         let (size, false, base, off) = c.mem()? else { return None };
@@ -221,9 +222,9 @@ fn parse_body(c: &mut Cursor) -> Option<Assembled> {
         .find(|(o, off)| c.lit(&format!("{}=", alu_symbol(*o, *off).unwrap_or("?"))))?;
     let class = if wide { BPF_ALU64 } else { BPF_ALU };
     if let Some((src, w)) = c.reg() {
-        return (w == wide).then(|| one(Insn::new(class | op | BPF_X, dst, src, off, 0)))?;
+        return (w == wide).then(|| one(Insn::new(class | op | BPF_X, dst.num(), src.num(), off, 0)))?;
     }
-    one(Insn::new(class | op | BPF_K, dst, 0, off, c.i32()?))
+    one(Insn::new(class | op | BPF_K, dst.num(), 0, off, c.i32()?))
 }
 
 fn raw(c: &mut Cursor) -> Option<Assembled> {
@@ -262,13 +263,13 @@ fn parse_jump(c: &mut Cursor) -> Option<Assembled> {
         if w != wide {
             return None;
         }
-        Insn::new(class | op | BPF_X, dst, src, 0, 0)
+        Insn::new(class | op | BPF_X, dst.num(), src.num(), 0, 0)
     } else {
         // Jump immediates print in hex; accept the unsigned 32-bit spelling too.
         let v = c.int()?;
         let imm =
             if (i32::MIN as i128..=u32::MAX as i128).contains(&v) { v as i64 as u32 as i32 } else { return None };
-        Insn::new(class | op | BPF_K, dst, 0, 0, imm)
+        Insn::new(class | op | BPF_K, dst.num(), 0, 0, imm)
     };
     if !c.lit("goto") {
         return None;
@@ -282,7 +283,7 @@ fn parse_assign(c: &mut Cursor, dst: Reg, wide: bool) -> Option<Assembled> {
     if c.lit("*") {
         let (size, signed, src, off) = c.mem()?;
         let mode = if signed { BPF_MEMSX } else { BPF_MEM };
-        return wide.then(|| one(Insn::new(BPF_LDX | mode | size.code(), dst, src, off, 0)))?;
+        return wide.then(|| one(Insn::new(BPF_LDX | mode | size.code(), dst.num(), src.num(), off, 0)))?;
     }
     // dst = map[NAME] ll, dst = map[fd:N] ll
     if c.lit("map[") {
@@ -299,7 +300,7 @@ fn parse_assign(c: &mut Cursor, dst: Reg, wide: bool) -> Option<Assembled> {
     if neg.lit("-") {
         if let Some((r, w)) = neg.reg() {
             *c = neg;
-            return (r == dst && w == wide).then(|| one(Insn::new(class | BPF_NEG | BPF_K, dst, 0, 0, 0)))?;
+            return (r == dst && w == wide).then(|| one(Insn::new(class | BPF_NEG | BPF_K, dst.num(), 0, 0, 0)))?;
         }
     }
     // dst = atomic64_fetch_add((u64 *)(base +off), dst), xchg, cmpxchg
@@ -317,18 +318,18 @@ fn parse_assign(c: &mut Cursor, dst: Reg, wide: bool) -> Option<Assembled> {
         if let Some((code, bits)) = swap {
             *c = end;
             let (r, true) = c.reg()? else { return None };
-            return (r == dst && wide).then(|| one(Insn::new(code | BPF_END, dst, 0, 0, bits)))?;
+            return (r == dst && wide).then(|| one(Insn::new(code | BPF_END, dst.num(), 0, 0, bits)))?;
         }
     }
     if let Some((src, w)) = c.reg() {
-        return (w == wide).then(|| one(Insn::new(class | BPF_MOV | BPF_X, dst, src, 0, 0)))?;
+        return (w == wide).then(|| one(Insn::new(class | BPF_MOV | BPF_X, dst.num(), src.num(), 0, 0)))?;
     }
     let value = c.int()?;
     if c.lit("ll") {
         let bits = if (i64::MIN as i128..=u64::MAX as i128).contains(&value) { value as u64 } else { return None };
         return wide.then(|| Assembled { insns: ld_imm64(dst, bits).to_vec(), map: None });
     }
-    one(Insn::new(class | BPF_MOV | BPF_K, dst, 0, 0, i32::try_from(value).ok()?))
+    one(Insn::new(class | BPF_MOV | BPF_K, dst.num(), 0, 0, i32::try_from(value).ok()?))
 }
 
 fn parse_atomic(c: &mut Cursor, word: &str, dst: Reg) -> Option<Assembled> {
@@ -361,7 +362,7 @@ fn parse_atomic(c: &mut Cursor, word: &str, dst: Reg) -> Option<Assembled> {
     if imm != BPF_CMPXCHG && src != dst {
         return None;
     }
-    c.lit(")").then(|| one(Insn::new(BPF_STX | BPF_ATOMIC | size.code(), base, src, off, imm)))?
+    c.lit(")").then(|| one(Insn::new(BPF_STX | BPF_ATOMIC | size.code(), base.num(), src.num(), off, imm)))?
 }
 
 #[cfg(test)]
@@ -372,11 +373,11 @@ mod tests {
     fn reads_each_form() {
         let a = |t: &str| asm_insn(t).unwrap().insns;
         assert_eq!(a("r1 = r6"), vec![mov64_reg(R1, R6)]);
-        assert_eq!(a("r0 += 1"), vec![alu64_imm(BPF_ADD, R0, 1)]);
+        assert_eq!(a("r0 += 1"), vec![alu64_imm(AluOp::Add, R0, 1)]);
         assert_eq!(a("r2 = *(u64 *)(r10 -8)"), vec![load(Size::DW, R2, R10, -8)]);
         assert_eq!(a("*(u32 *)(r10 -4) = r1"), vec![store_reg(Size::W, R10, -4, R1)]);
         assert_eq!(a("lock *(u64 *)(r1 +0) += r2"), vec![atomic_add(Size::DW, R1, 0, R2)]);
-        assert_eq!(a("if r0 == 0x0 goto +3"), vec![jmp_imm(BPF_JEQ, R0, 0, 3)]);
+        assert_eq!(a("if r0 == 0x0 goto +3"), vec![jmp_imm(JmpOp::Eq, R0, 0, 3)]);
         assert_eq!(a("call bpf_map_lookup_elem#1"), vec![call(1)]);
         assert_eq!(a("exit"), vec![exit()]);
         assert_eq!(asm_insn("r1 = map[events] ll").unwrap().map.as_deref(), Some("events"));

@@ -104,13 +104,13 @@ impl Builder {
     }
 
     /// `if dst op imm goto label` (64-bit compare).
-    pub fn jmp_imm_to(&mut self, op: u8, dst: Reg, imm: i32, label: Label) {
+    pub fn jmp_imm_to(&mut self, op: insn::JmpOp, dst: Reg, imm: i32, label: Label) {
         self.fixups.push((self.insns.len(), label));
         self.emit(insn::jmp_imm(op, dst, imm, 0));
     }
 
     /// `if dst op src goto label` (64-bit compare).
-    pub fn jmp_reg_to(&mut self, op: u8, dst: Reg, src: Reg, label: Label) {
+    pub fn jmp_reg_to(&mut self, op: insn::JmpOp, dst: Reg, src: Reg, label: Label) {
         self.fixups.push((self.insns.len(), label));
         self.emit(insn::jmp_reg(op, dst, src, 0));
     }
@@ -169,7 +169,7 @@ mod tests {
         let out = b.new_label();
         b.bind(top);
         b.emit(mov64_imm(R0, 0)); // 0
-        b.jmp_imm_to(BPF_JEQ, R0, 0, out); // 1 -> 5: +3
+        b.jmp_imm_to(JmpOp::Eq, R0, 0, out); // 1 -> 5: +3
         b.ld_map(R1, "m"); // 2, 3
         b.ja_to(top); // 4 -> 0: -5
         b.bind(out);

@@ -257,15 +257,15 @@ mod tests {
     #[test]
     fn prints_the_verifier_syntax() {
         assert_eq!(d(mov64_reg(R1, R6)), "r1 = r6");
-        assert_eq!(d(alu64_imm(BPF_ADD, R0, 1)), "r0 += 1");
+        assert_eq!(d(alu64_imm(AluOp::Add, R0, 1)), "r0 += 1");
         assert_eq!(d(load(Size::DW, R2, R10, -8)), "r2 = *(u64 *)(r10 -8)");
         assert_eq!(d(store_reg(Size::W, R10, -4, R1)), "*(u32 *)(r10 -4) = r1");
         assert_eq!(d(atomic_add(Size::DW, R1, 0, R2)), "lock *(u64 *)(r1 +0) += r2");
-        assert_eq!(d(jmp_imm(BPF_JEQ, R0, 0, 3)), "if r0 == 0x0 goto +3");
+        assert_eq!(d(jmp_imm(JmpOp::Eq, R0, 0, 3)), "if r0 == 0x0 goto +3");
         assert_eq!(d(call(1)), "call bpf_map_lookup_elem#1");
         assert_eq!(d(exit()), "exit");
         assert_eq!(d(neg64(R3)), "r3 = -r3");
-        assert_eq!(d(alu32_imm(BPF_ARSH, R3, 2)), "w3 s>>= 2");
+        assert_eq!(d(alu32_imm(AluOp::Arsh, R3, 2)), "w3 s>>= 2");
         let [a, b] = ld_imm64(R1, 0xdead_beef_0000_0001);
         assert_eq!(disasm_insn(&a, Some(&b)), "r1 = 0xdeadbeef00000001 ll");
         assert_eq!(disasm_insn(&a, None), ".insn code=0x18 dst=1 src=0 off=0 imm=1");

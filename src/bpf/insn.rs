@@ -76,20 +76,141 @@ pub const BPF_FETCH: i32 = 0x01;
 pub const BPF_XCHG: i32 = 0xe0 | BPF_FETCH;
 pub const BPF_CMPXCHG: i32 = 0xf0 | BPF_FETCH;
 
-/// An eBPF register number, 0 to 10.
-pub type Reg = u8;
-pub const R0: Reg = 0;
-pub const R1: Reg = 1;
-pub const R2: Reg = 2;
-pub const R3: Reg = 3;
-pub const R4: Reg = 4;
-pub const R5: Reg = 5;
-pub const R6: Reg = 6;
-pub const R7: Reg = 7;
-pub const R8: Reg = 8;
-pub const R9: Reg = 9;
+/// An eBPF register, r0 to r10: only the constants below make one, so an instruction
+/// cannot name a register the machine does not have.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Reg(u8);
+
+impl Reg {
+    /// The register's number, as the encoding and the assembler text write it.
+    pub const fn num(self) -> u8 {
+        self.0
+    }
+}
+
+/// Return value and helper result.
+pub const R0: Reg = Reg(0);
+/// R1 to R5: helper arguments, clobbered by a call.
+pub const R1: Reg = Reg(1);
+pub const R2: Reg = Reg(2);
+pub const R3: Reg = Reg(3);
+pub const R4: Reg = Reg(4);
+pub const R5: Reg = Reg(5);
+/// R6 to R9: kept across calls.
+pub const R6: Reg = Reg(6);
+pub const R7: Reg = Reg(7);
+pub const R8: Reg = Reg(8);
+pub const R9: Reg = Reg(9);
 /// The read-only frame pointer; the stack is the 512 bytes below it.
-pub const R10: Reg = 10;
+pub const R10: Reg = Reg(10);
+
+/// Every register, by number.
+pub const REGS: [Reg; 11] = [R0, R1, R2, R3, R4, R5, R6, R7, R8, R9, R10];
+
+/// An ALU operation the compiler emits (`BPF_OP` of an ALU opcode).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AluOp {
+    Add,
+    Sub,
+    Mul,
+    /// Unsigned; the signed form is `off = 1` on the instruction.
+    Div,
+    Or,
+    And,
+    Lsh,
+    /// Logical (zero-filling) right shift.
+    Rsh,
+    Mod,
+    Xor,
+    Mov,
+    /// Arithmetic (sign-filling) right shift.
+    Arsh,
+}
+
+impl AluOp {
+    pub const ALL: [AluOp; 12] = [
+        AluOp::Add,
+        AluOp::Sub,
+        AluOp::Mul,
+        AluOp::Div,
+        AluOp::Or,
+        AluOp::And,
+        AluOp::Lsh,
+        AluOp::Rsh,
+        AluOp::Mod,
+        AluOp::Xor,
+        AluOp::Mov,
+        AluOp::Arsh,
+    ];
+
+    /// The operation bits of the opcode (`BPF_ADD`, ...).
+    pub const fn code(self) -> u8 {
+        match self {
+            AluOp::Add => BPF_ADD,
+            AluOp::Sub => BPF_SUB,
+            AluOp::Mul => BPF_MUL,
+            AluOp::Div => BPF_DIV,
+            AluOp::Or => BPF_OR,
+            AluOp::And => BPF_AND,
+            AluOp::Lsh => BPF_LSH,
+            AluOp::Rsh => BPF_RSH,
+            AluOp::Mod => BPF_MOD,
+            AluOp::Xor => BPF_XOR,
+            AluOp::Mov => BPF_MOV,
+            AluOp::Arsh => BPF_ARSH,
+        }
+    }
+}
+
+/// A conditional jump's comparison (`BPF_OP` of a jump opcode); `S` ones are signed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum JmpOp {
+    Eq,
+    Ne,
+    Gt,
+    Ge,
+    Lt,
+    Le,
+    Sgt,
+    Sge,
+    Slt,
+    Sle,
+    /// `dst & src != 0`.
+    Set,
+}
+
+impl JmpOp {
+    pub const ALL: [JmpOp; 11] = [
+        JmpOp::Eq,
+        JmpOp::Ne,
+        JmpOp::Gt,
+        JmpOp::Ge,
+        JmpOp::Lt,
+        JmpOp::Le,
+        JmpOp::Sgt,
+        JmpOp::Sge,
+        JmpOp::Slt,
+        JmpOp::Sle,
+        JmpOp::Set,
+    ];
+
+    /// The operation bits of the opcode (`BPF_JEQ`, ...).
+    pub const fn code(self) -> u8 {
+        match self {
+            JmpOp::Eq => BPF_JEQ,
+            JmpOp::Ne => BPF_JNE,
+            JmpOp::Gt => BPF_JGT,
+            JmpOp::Ge => BPF_JGE,
+            JmpOp::Lt => BPF_JLT,
+            JmpOp::Le => BPF_JLE,
+            JmpOp::Sgt => BPF_JSGT,
+            JmpOp::Sge => BPF_JSGE,
+            JmpOp::Slt => BPF_JSLT,
+            JmpOp::Sle => BPF_JSLE,
+            JmpOp::Set => BPF_JSET,
+        }
+    }
+}
 
 /// The size of an encoded instruction in bytes.
 pub const INSN_SIZE: usize = 8;
@@ -242,43 +363,43 @@ pub fn decode_all(bytes: &[u8]) -> Option<Vec<Insn>> {
 
 /// `dst = src` (64-bit).
 pub fn mov64_reg(dst: Reg, src: Reg) -> Insn {
-    Insn::new(BPF_ALU64 | BPF_MOV | BPF_X, dst, src, 0, 0)
+    Insn::new(BPF_ALU64 | BPF_MOV | BPF_X, dst.0, src.0, 0, 0)
 }
 
 /// `dst = imm` (sign-extended to 64 bits).
 pub fn mov64_imm(dst: Reg, imm: i32) -> Insn {
-    Insn::new(BPF_ALU64 | BPF_MOV | BPF_K, dst, 0, 0, imm)
+    Insn::new(BPF_ALU64 | BPF_MOV | BPF_K, dst.0, 0, 0, imm)
 }
 
-/// `dst op= src` (64-bit); `op` is `BPF_ADD`, `BPF_SUB`, ...
-pub fn alu64_reg(op: u8, dst: Reg, src: Reg) -> Insn {
-    Insn::new(BPF_ALU64 | op | BPF_X, dst, src, 0, 0)
+/// `dst op= src` (64-bit).
+pub fn alu64_reg(op: AluOp, dst: Reg, src: Reg) -> Insn {
+    Insn::new(BPF_ALU64 | op.code() | BPF_X, dst.0, src.0, 0, 0)
 }
 
 /// `dst op= imm` (64-bit).
-pub fn alu64_imm(op: u8, dst: Reg, imm: i32) -> Insn {
-    Insn::new(BPF_ALU64 | op | BPF_K, dst, 0, 0, imm)
+pub fn alu64_imm(op: AluOp, dst: Reg, imm: i32) -> Insn {
+    Insn::new(BPF_ALU64 | op.code() | BPF_K, dst.0, 0, 0, imm)
 }
 
 /// `wdst op= wsrc` (32-bit, the upper half of dst zeroed).
-pub fn alu32_reg(op: u8, dst: Reg, src: Reg) -> Insn {
-    Insn::new(BPF_ALU | op | BPF_X, dst, src, 0, 0)
+pub fn alu32_reg(op: AluOp, dst: Reg, src: Reg) -> Insn {
+    Insn::new(BPF_ALU | op.code() | BPF_X, dst.0, src.0, 0, 0)
 }
 
 /// `wdst op= imm` (32-bit, the upper half of dst zeroed).
-pub fn alu32_imm(op: u8, dst: Reg, imm: i32) -> Insn {
-    Insn::new(BPF_ALU | op | BPF_K, dst, 0, 0, imm)
+pub fn alu32_imm(op: AluOp, dst: Reg, imm: i32) -> Insn {
+    Insn::new(BPF_ALU | op.code() | BPF_K, dst.0, 0, 0, imm)
 }
 
 /// `dst = -dst` (64-bit).
 pub fn neg64(dst: Reg) -> Insn {
-    Insn::new(BPF_ALU64 | BPF_NEG | BPF_K, dst, 0, 0, 0)
+    Insn::new(BPF_ALU64 | BPF_NEG | BPF_K, dst.0, 0, 0, 0)
 }
 
 /// `dst = imm` (a full 64-bit immediate, two instruction slots).
 pub fn ld_imm64(dst: Reg, imm: u64) -> [Insn; 2] {
     [
-        Insn::new(BPF_LD | BPF_IMM | BPF_DW, dst, 0, 0, imm as u32 as i32),
+        Insn::new(BPF_LD | BPF_IMM | BPF_DW, dst.0, 0, 0, imm as u32 as i32),
         Insn::new(0, 0, 0, 0, (imm >> 32) as u32 as i32),
     ]
 }
@@ -286,44 +407,44 @@ pub fn ld_imm64(dst: Reg, imm: u64) -> [Insn; 2] {
 /// `dst = map` : a map's address, its fd (imm, 0 here) filled in by the loader from a
 /// relocation.
 pub fn ld_map_fd(dst: Reg) -> [Insn; 2] {
-    [Insn::new(BPF_LD | BPF_IMM | BPF_DW, dst, BPF_PSEUDO_MAP_FD, 0, 0), Insn::new(0, 0, 0, 0, 0)]
+    [Insn::new(BPF_LD | BPF_IMM | BPF_DW, dst.0, BPF_PSEUDO_MAP_FD, 0, 0), Insn::new(0, 0, 0, 0, 0)]
 }
 
 /// `dst = *(size *)(src + off)`, zero-extended.
 pub fn load(size: Size, dst: Reg, src: Reg, off: i16) -> Insn {
-    Insn::new(BPF_LDX | BPF_MEM | size.code(), dst, src, off, 0)
+    Insn::new(BPF_LDX | BPF_MEM | size.code(), dst.0, src.0, off, 0)
 }
 
 /// `*(size *)(dst_base + off) = src`.
 pub fn store_reg(size: Size, dst_base: Reg, off: i16, src: Reg) -> Insn {
-    Insn::new(BPF_STX | BPF_MEM | size.code(), dst_base, src, off, 0)
+    Insn::new(BPF_STX | BPF_MEM | size.code(), dst_base.0, src.0, off, 0)
 }
 
 /// `*(size *)(dst_base + off) = imm` (truncated to size; sign-extended for DW).
 pub fn store_imm(size: Size, dst_base: Reg, off: i16, imm: i32) -> Insn {
-    Insn::new(BPF_ST | BPF_MEM | size.code(), dst_base, 0, off, imm)
+    Insn::new(BPF_ST | BPF_MEM | size.code(), dst_base.0, 0, off, imm)
 }
 
 /// `lock *(size *)(dst_base + off) += src`; the kernel takes only `Size::W` and
 /// `Size::DW`.
 pub fn atomic_add(size: Size, dst_base: Reg, off: i16, src: Reg) -> Insn {
-    Insn::new(BPF_STX | BPF_ATOMIC | size.code(), dst_base, src, off, BPF_ADD as i32)
+    Insn::new(BPF_STX | BPF_ATOMIC | size.code(), dst_base.0, src.0, off, BPF_ADD as i32)
 }
 
 /// `r0 = cmpxchg((size *)(dst_base + off), r0, src)`: stores `src` if the memory holds
 /// r0; r0 gets what the memory held. The kernel takes only `Size::W` and `Size::DW`.
 pub fn atomic_cmpxchg(size: Size, dst_base: Reg, off: i16, src: Reg) -> Insn {
-    Insn::new(BPF_STX | BPF_ATOMIC | size.code(), dst_base, src, off, BPF_CMPXCHG)
+    Insn::new(BPF_STX | BPF_ATOMIC | size.code(), dst_base.0, src.0, off, BPF_CMPXCHG)
 }
 
-/// `if dst op src goto +off` (64-bit compare); `op` is `BPF_JEQ`, `BPF_JGT`, ...
-pub fn jmp_reg(op: u8, dst: Reg, src: Reg, off: i16) -> Insn {
-    Insn::new(BPF_JMP | op | BPF_X, dst, src, off, 0)
+/// `if dst op src goto +off` (64-bit compare).
+pub fn jmp_reg(op: JmpOp, dst: Reg, src: Reg, off: i16) -> Insn {
+    Insn::new(BPF_JMP | op.code() | BPF_X, dst.0, src.0, off, 0)
 }
 
 /// `if dst op imm goto +off` (64-bit compare with the sign-extended imm).
-pub fn jmp_imm(op: u8, dst: Reg, imm: i32, off: i16) -> Insn {
-    Insn::new(BPF_JMP | op | BPF_K, dst, 0, off, imm)
+pub fn jmp_imm(op: JmpOp, dst: Reg, imm: i32, off: i16) -> Insn {
+    Insn::new(BPF_JMP | op.code() | BPF_K, dst.0, 0, off, imm)
 }
 
 /// `goto +off`.

@@ -173,7 +173,7 @@ impl Gen<'_> {
         self.b.ld_map(R1, COUNTERS);
         self.stack_ptr(R2, key);
         self.b.emit(call(BPF_FUNC_map_lookup_elem));
-        self.b.jmp_imm_to(BPF_JEQ, R0, 0, out);
+        self.b.jmp_imm_to(JmpOp::Eq, R0, 0, out);
         self.b.emit(mov64_imm(R1, 1));
         self.b.emit(atomic_add(Size::DW, R0, 0, R1));
         self.b.bind(out);
@@ -200,15 +200,15 @@ impl Gen<'_> {
             self.b.ld_map(R1, GENERATIONS);
             self.stack_ptr(R2, key);
             self.b.emit(call(BPF_FUNC_map_lookup_elem));
-            self.b.jmp_imm_to(BPF_JEQ, R0, 0, self.done);
+            self.b.jmp_imm_to(JmpOp::Eq, R0, 0, self.done);
             self.b.emit(load(Size::DW, R1, R0, 0));
             self.b.emit(mov64_reg(R2, R7));
-            self.b.emit(alu64_imm(BPF_RSH, R2, COOKIE_GEN_SHIFT as i32));
-            self.b.jmp_reg_to(BPF_JNE, R1, R2, self.done);
+            self.b.emit(alu64_imm(AluOp::Rsh, R2, COOKIE_GEN_SHIFT as i32));
+            self.b.jmp_reg_to(JmpOp::Ne, R1, R2, self.done);
         }
         self.b.emit(mov64_reg(R1, R7));
-        self.b.emit(alu64_imm(BPF_RSH, R1, COOKIE_SLOT_SHIFT as i32));
-        self.b.emit(alu64_imm(BPF_AND, R1, COOKIE_SLOT_MASK as i32));
+        self.b.emit(alu64_imm(AluOp::Rsh, R1, COOKIE_SLOT_SHIFT as i32));
+        self.b.emit(alu64_imm(AluOp::And, R1, COOKIE_SLOT_MASK as i32));
         self.b.emit(store_reg(Size::W, R10, key, R1));
         self.add_one_at(key);
         self.frame.release(mark);
@@ -236,7 +236,7 @@ impl Gen<'_> {
         self.b.ld_map(R1, RATE);
         self.stack_ptr(R2, key);
         self.b.emit(call(BPF_FUNC_map_lookup_elem));
-        self.b.jmp_imm_to(BPF_JEQ, R0, 0, dropped);
+        self.b.jmp_imm_to(JmpOp::Eq, R0, 0, dropped);
         self.b.emit(mov64_reg(R9, R0));
         self.b.emit(call(BPF_FUNC_ktime_get_ns));
         self.b.emit(mov64_reg(R5, R0));
@@ -245,18 +245,18 @@ impl Gen<'_> {
         for _ in 0..2 {
             let later = self.b.new_label();
             self.b.emit(mov64_reg(R2, R1));
-            self.b.jmp_reg_to(BPF_JGE, R2, R5, later);
+            self.b.jmp_reg_to(JmpOp::Ge, R2, R5, later);
             self.b.emit(mov64_reg(R2, R5));
             self.b.bind(later);
             self.b.emit2(ld_imm64(R3, interval));
-            self.b.emit(alu64_reg(BPF_ADD, R2, R3));
+            self.b.emit(alu64_reg(AluOp::Add, R2, R3));
             self.b.emit(mov64_reg(R3, R2));
-            self.b.emit(alu64_reg(BPF_SUB, R3, R5));
+            self.b.emit(alu64_reg(AluOp::Sub, R3, R5));
             self.b.emit2(ld_imm64(R4, burst));
-            self.b.jmp_reg_to(BPF_JGT, R3, R4, dropped);
+            self.b.jmp_reg_to(JmpOp::Gt, R3, R4, dropped);
             self.b.emit(mov64_reg(R0, R1));
             self.b.emit(atomic_cmpxchg(Size::DW, R9, 0, R2));
-            self.b.jmp_reg_to(BPF_JEQ, R0, R1, allowed);
+            self.b.jmp_reg_to(JmpOp::Eq, R0, R1, allowed);
             self.b.emit(mov64_reg(R1, R0));
         }
         self.b.bind(dropped);
@@ -271,7 +271,7 @@ impl Gen<'_> {
     /// After a `bpf_map_update_elem` of `map`: counts a refusal (R0 != 0).
     pub fn count_refused_update(&mut self, map: &str, span: Span) -> Result<(), LowerError> {
         let ok = self.b.new_label();
-        self.b.jmp_imm_to(BPF_JEQ, R0, 0, ok);
+        self.b.jmp_imm_to(JmpOp::Eq, R0, 0, ok);
         self.count_refused(map, span)?;
         self.b.bind(ok);
         self.b.emit(mov64_imm(R0, 0));

@@ -40,12 +40,12 @@ pub fn constant_bits(v: i128, ty: &Ty) -> u64 {
 impl Gen<'_> {
     /// Truncates `reg` to the width of `ty` and extends it back to 64 bits, signed or not,
     /// as a Go value of that type holds it.
-    pub fn wrap(&mut self, reg: u8, ty: &Ty) {
+    pub fn wrap(&mut self, reg: Reg, ty: &Ty) {
         let (bits, signed) = shape(ty);
         if bits < 64 {
             let shift = (64 - bits) as i32;
-            self.b.emit(alu64_imm(BPF_LSH, reg, shift));
-            self.b.emit(alu64_imm(if signed { BPF_ARSH } else { BPF_RSH }, reg, shift));
+            self.b.emit(alu64_imm(AluOp::Lsh, reg, shift));
+            self.b.emit(alu64_imm(if signed { AluOp::Arsh } else { AluOp::Rsh }, reg, shift));
         }
     }
 
@@ -57,12 +57,12 @@ impl Gen<'_> {
         match op {
             Add | Sub | Mul | BitAnd | BitOr | BitXor => {
                 let code = match op {
-                    Add => BPF_ADD,
-                    Sub => BPF_SUB,
-                    Mul => BPF_MUL,
-                    BitAnd => BPF_AND,
-                    BitOr => BPF_OR,
-                    _ => BPF_XOR,
+                    Add => AluOp::Add,
+                    Sub => AluOp::Sub,
+                    Mul => AluOp::Mul,
+                    BitAnd => AluOp::And,
+                    BitOr => AluOp::Or,
+                    _ => AluOp::Xor,
                 };
                 self.b.emit(alu64_reg(code, R1, R2));
             }
@@ -70,11 +70,11 @@ impl Gen<'_> {
                 // Dividing by zero gives 0 (Go panics; a tracer must not stop).
                 let nonzero = self.b.new_label();
                 let done = self.b.new_label();
-                self.b.jmp_imm_to(BPF_JNE, R2, 0, nonzero);
+                self.b.jmp_imm_to(JmpOp::Ne, R2, 0, nonzero);
                 self.b.emit(mov64_imm(R1, 0));
                 self.b.ja_to(done);
                 self.b.bind(nonzero);
-                let mut insn = alu64_reg(if op == Div { BPF_DIV } else { BPF_MOD }, R1, R2);
+                let mut insn = alu64_reg(if op == Div { AluOp::Div } else { AluOp::Mod }, R1, R2);
                 if signed {
                     // BPF ISA v4 signed division and modulo (off = 1): truncated, as Go's.
                     insn.off = 1;
@@ -87,18 +87,18 @@ impl Gen<'_> {
                 // count) shifts everything out.
                 let in_range = self.b.new_label();
                 let done = self.b.new_label();
-                self.b.jmp_imm_to(BPF_JLT, R2, bits as i32, in_range);
+                self.b.jmp_imm_to(JmpOp::Lt, R2, bits as i32, in_range);
                 if op == Shr && signed {
-                    self.b.emit(alu64_imm(BPF_ARSH, R1, 63));
+                    self.b.emit(alu64_imm(AluOp::Arsh, R1, 63));
                 } else {
                     self.b.emit(mov64_imm(R1, 0));
                 }
                 self.b.ja_to(done);
                 self.b.bind(in_range);
                 let code = match (op, signed) {
-                    (Shl, _) => BPF_LSH,
-                    (_, true) => BPF_ARSH,
-                    _ => BPF_RSH,
+                    (Shl, _) => AluOp::Lsh,
+                    (_, true) => AluOp::Arsh,
+                    _ => AluOp::Rsh,
                 };
                 self.b.emit(alu64_reg(code, R1, R2));
                 self.b.bind(done);

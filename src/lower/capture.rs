@@ -32,7 +32,7 @@ impl Gen<'_> {
         if let Place::Mem { addr, offset } = place {
             self.b.emit(load(Size::DW, R3, R10, *addr));
             if *offset != 0 {
-                self.b.emit(alu64_imm(BPF_ADD, R3, *offset as i32));
+                self.b.emit(alu64_imm(AluOp::Add, R3, *offset as i32));
             }
             return self.read_into(dst, size as i32, span);
         }
@@ -48,14 +48,14 @@ impl Gen<'_> {
     pub(super) fn read_into(&mut self, dst: i16, size: i32, span: Span) -> Result<(), LowerError> {
         super::offset(span, dst, size.max(0) as usize)?;
         self.b.emit(mov64_reg(R1, R8));
-        self.b.emit(alu64_imm(BPF_ADD, R1, dst as i32));
+        self.b.emit(alu64_imm(AluOp::Add, R1, dst as i32));
         self.b.emit(mov64_imm(R2, size));
         self.b.emit(call(BPF_FUNC_probe_read_user));
         Ok(())
     }
 
     /// R0 = the u64 at R8 + `at`.
-    fn record_word(&mut self, reg: u8, at: i16) {
+    fn record_word(&mut self, reg: Reg, at: i16) {
         self.b.emit(load(Size::DW, reg, R8, at));
     }
 
@@ -93,7 +93,7 @@ impl Gen<'_> {
                 for (i, e) in elems.iter().enumerate().filter(|(_, e)| needs_following(e)) {
                     let skip = self.b.new_label();
                     self.record_word(R1, at + 8);
-                    self.b.jmp_imm_to(BPF_JLE, R1, i as i32, skip);
+                    self.b.jmp_imm_to(JmpOp::Le, R1, i as i32, skip);
                     self.follow(e, off, span)?;
                     self.b.bind(skip);
                     self.b.emit(mov64_imm(R0, 0));
@@ -102,7 +102,7 @@ impl Gen<'_> {
             NodeKind::Pointer { pointee: Some(p) } => {
                 let skip = self.b.new_label();
                 self.record_word(R3, at);
-                self.b.jmp_imm_to(BPF_JEQ, R3, 0, skip);
+                self.b.jmp_imm_to(JmpOp::Eq, R3, 0, skip);
                 let size = self.types.get(p.ty).size as i32;
                 self.read_into(super::offset(span, off, p.at as usize)?, size, span)?;
                 self.follow(p, off, span)?;
@@ -113,7 +113,7 @@ impl Gen<'_> {
             NodeKind::Func { code } => {
                 let skip = self.b.new_label();
                 self.record_word(R3, at);
-                self.b.jmp_imm_to(BPF_JEQ, R3, 0, skip);
+                self.b.jmp_imm_to(JmpOp::Eq, R3, 0, skip);
                 self.read_into(super::offset(span, off, *code as usize)?, 8, span)?;
                 self.b.bind(skip);
                 self.b.emit(mov64_imm(R0, 0));
@@ -138,19 +138,19 @@ impl Gen<'_> {
         let done = self.b.new_label();
         self.b.emit(store_imm(Size::DW, R8, type_at, 0));
         self.record_word(R3, at);
-        self.b.jmp_imm_to(BPF_JEQ, R3, 0, done);
+        self.b.jmp_imm_to(JmpOp::Eq, R3, 0, done);
         if empty {
             self.b.emit(store_reg(Size::DW, R8, type_at, R3));
         } else {
-            self.b.emit(alu64_imm(BPF_ADD, R3, 8));
+            self.b.emit(alu64_imm(AluOp::Add, R3, 8));
             self.read_into(type_at, 8, span)?;
         }
         self.record_word(R3, at + 8);
-        self.b.jmp_imm_to(BPF_JEQ, R3, 0, done);
+        self.b.jmp_imm_to(JmpOp::Eq, R3, 0, done);
         // A small value near the end of mapped memory: read less.
         let read = self.b.new_label();
         self.read_into(data_at, IFACE_DATA as i32, span)?;
-        self.b.jmp_imm_to(BPF_JEQ, R0, 0, read);
+        self.b.jmp_imm_to(JmpOp::Eq, R0, 0, read);
         self.record_word(R3, at + 8);
         self.read_into(data_at, 8, span)?;
         self.b.bind(read);
@@ -170,15 +170,15 @@ impl Gen<'_> {
         if max == 0 || size == 0 {
             return Ok(());
         }
-        self.b.jmp_imm_to(BPF_JLE, R2, max as i32, clamped);
+        self.b.jmp_imm_to(JmpOp::Le, R2, max as i32, clamped);
         self.b.emit(mov64_imm(R2, max as i32));
         self.b.bind(clamped);
-        self.b.jmp_imm_to(BPF_JEQ, R2, 0, done);
+        self.b.jmp_imm_to(JmpOp::Eq, R2, 0, done);
         if size > 1 {
-            self.b.emit(alu64_imm(BPF_MUL, R2, size as i32));
+            self.b.emit(alu64_imm(AluOp::Mul, R2, size as i32));
         }
         self.b.emit(mov64_reg(R1, R8));
-        self.b.emit(alu64_imm(BPF_ADD, R1, dst as i32));
+        self.b.emit(alu64_imm(AluOp::Add, R1, dst as i32));
         self.b.emit(call(BPF_FUNC_probe_read_user));
         self.b.bind(done);
         self.b.emit(mov64_imm(R0, 0));

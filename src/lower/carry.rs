@@ -94,7 +94,7 @@ impl Gen<'_> {
             }
             Location::Stack { offset } => {
                 self.load_ctx_reg(R3, self.arch.stack_pointer());
-                self.b.emit(alu64_imm(BPF_ADD, R3, *offset as i32));
+                self.b.emit(alu64_imm(AluOp::Add, R3, *offset as i32));
                 self.stack_ptr(R1, to);
                 self.b.emit(mov64_imm(R2, size as i32));
                 self.b.emit(call(BPF_FUNC_probe_read_user));
@@ -108,7 +108,7 @@ impl Gen<'_> {
                         }
                         PieceAt::Stack { offset } => {
                             self.load_ctx_reg(R3, self.arch.stack_pointer());
-                            self.b.emit(alu64_imm(BPF_ADD, R3, *offset as i32));
+                            self.b.emit(alu64_imm(AluOp::Add, R3, *offset as i32));
                             self.stack_ptr(R1, to + p.offset as i16);
                             self.b.emit(mov64_imm(R2, p.size as i32));
                             self.b.emit(call(BPF_FUNC_probe_read_user));
@@ -145,7 +145,7 @@ impl Gen<'_> {
         self.b.ld_map(R1, maps::CARRIED);
         self.stack_ptr(R2, key);
         self.b.emit(call(BPF_FUNC_map_lookup_elem));
-        self.b.jmp_imm_to(BPF_JEQ, R0, 0, self.done);
+        self.b.jmp_imm_to(JmpOp::Eq, R0, 0, self.done);
         self.b.emit(store_reg(Size::DW, R10, record, R0));
         self.entry_record = Some(record);
         Ok(())

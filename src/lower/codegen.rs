@@ -154,31 +154,31 @@ impl<'a> Gen<'a> {
     }
 
     /// `dst = *(u64 *)(ctx + offset of reg)`.
-    pub(super) fn load_ctx_reg(&mut self, dst: u8, reg: MReg) {
+    pub(super) fn load_ctx_reg(&mut self, dst: Reg, reg: MReg) {
         self.load_reg(dst, reg)
     }
 
-    pub(super) fn load_reg(&mut self, dst: u8, reg: MReg) {
+    pub(super) fn load_reg(&mut self, dst: Reg, reg: MReg) {
         self.b.emit(load(Size::DW, dst, R6, reg.pt_regs_offset()));
     }
 
     /// Copies 8 bytes of target memory at `addr_reg + off` into stack slot `slot`.
-    pub(super) fn read_user(&mut self, slot: i16, addr_reg: u8, off: i32) {
+    pub(super) fn read_user(&mut self, slot: i16, addr_reg: Reg, off: i32) {
         if addr_reg != R3 {
             self.b.emit(mov64_reg(R3, addr_reg));
         }
         if off != 0 {
-            self.b.emit(alu64_imm(BPF_ADD, R3, off));
+            self.b.emit(alu64_imm(AluOp::Add, R3, off));
         }
         self.b.emit(mov64_reg(R1, R10));
-        self.b.emit(alu64_imm(BPF_ADD, R1, slot as i32));
+        self.b.emit(alu64_imm(AluOp::Add, R1, slot as i32));
         self.b.emit(mov64_imm(R2, 8));
         self.b.emit(call(BPF_FUNC_probe_read_user));
     }
 
-    pub(super) fn stack_ptr(&mut self, dst: u8, slot: i16) {
+    pub(super) fn stack_ptr(&mut self, dst: Reg, slot: i16) {
         self.b.emit(mov64_reg(dst, R10));
-        self.b.emit(alu64_imm(BPF_ADD, dst, slot as i32));
+        self.b.emit(alu64_imm(AluOp::Add, dst, slot as i32));
     }
 
     pub fn block(&mut self, block: &Block) -> Result<(), LowerError> {
@@ -241,7 +241,7 @@ impl<'a> Gen<'a> {
         let other = self.b.new_label();
         let end = self.b.new_label();
         self.expr(cond)?;
-        self.b.jmp_imm_to(BPF_JEQ, R0, 0, other);
+        self.b.jmp_imm_to(JmpOp::Eq, R0, 0, other);
         self.block(then)?;
         self.b.ja_to(end);
         self.b.bind(other);
@@ -350,17 +350,17 @@ impl<'a> Gen<'a> {
                 self.b.ld_map(R1, &um.object_name);
                 self.stack_ptr(R2, key);
                 self.b.emit(call(BPF_FUNC_map_lookup_elem));
-                self.b.jmp_imm_to(BPF_JEQ, R0, 0, end);
+                self.b.jmp_imm_to(JmpOp::Eq, R0, 0, end);
                 self.b.emit(load(Size::DW, R0, R0, 0));
                 self.b.bind(end);
-                self.b.emit(alu64_imm(BPF_ADD, R0, 0));
+                self.b.emit(alu64_imm(AluOp::Add, R0, 0));
                 self.frame.release(mark);
             }
             ExprKind::Unary { op, operand } => match op {
                 UnOp::Neg => self.negate(operand, &self.facts.ty(e.id).clone())?,
                 UnOp::Not => {
                     self.expr(operand)?;
-                    self.b.emit(alu64_imm(BPF_XOR, R0, 1));
+                    self.b.emit(alu64_imm(AluOp::Xor, R0, 1));
                 }
                 UnOp::Deref => return Err(LowerError::unsupported(e.span, "pointer dereference")),
             },
@@ -369,10 +369,10 @@ impl<'a> Gen<'a> {
                 let mark = self.frame.mark();
                 self.lookup_self(name, e.span)?;
                 let end = self.b.new_label();
-                self.b.jmp_imm_to(BPF_JEQ, R0, 0, end);
+                self.b.jmp_imm_to(JmpOp::Eq, R0, 0, end);
                 self.b.emit(load(Size::DW, R0, R0, 0));
                 self.b.bind(end);
-                self.b.emit(alu64_imm(BPF_ADD, R0, 0));
+                self.b.emit(alu64_imm(AluOp::Add, R0, 0));
                 self.frame.release(mark);
             }
             ExprKind::Index { .. } => return Err(LowerError::unsupported(e.span, "indexing")),
@@ -430,12 +430,12 @@ impl<'a> Gen<'a> {
             Builtin::Goid => self.goid(span)?,
             Builtin::Pid => {
                 self.b.emit(call(BPF_FUNC_get_current_pid_tgid));
-                self.b.emit(alu64_imm(BPF_RSH, R0, 32));
+                self.b.emit(alu64_imm(AluOp::Rsh, R0, 32));
             }
             Builtin::Tid => {
                 self.b.emit(call(BPF_FUNC_get_current_pid_tgid));
-                self.b.emit(alu64_imm(BPF_LSH, R0, 32));
-                self.b.emit(alu64_imm(BPF_RSH, R0, 32));
+                self.b.emit(alu64_imm(AluOp::Lsh, R0, 32));
+                self.b.emit(alu64_imm(AluOp::Rsh, R0, 32));
             }
             Builtin::Cpu => self.b.emit(call(BPF_FUNC_get_smp_processor_id)),
             Builtin::Func if self.panic_frame.is_some() => {
@@ -460,7 +460,7 @@ impl<'a> Gen<'a> {
                 // The low 32 bits of the cookie index the functions (plan::COOKIE_SLOT_SHIFT).
                 self.b.emit(mov64_reg(R1, R6));
                 self.b.emit(call(BPF_FUNC_get_attach_cookie));
-                self.b.emit(alu32_reg(BPF_MOV, R0, R0));
+                self.b.emit(alu32_reg(AluOp::Mov, R0, R0));
             }
             Builtin::Comm => return Err(LowerError::unsupported(span, "comm")),
         }
@@ -471,11 +471,11 @@ impl<'a> Gen<'a> {
         if matches!(op, BinOp::And | BinOp::Or) {
             let end = self.b.new_label();
             self.expr(lhs)?;
-            let jump = if op == BinOp::And { BPF_JEQ } else { BPF_JNE };
+            let jump = if op == BinOp::And { JmpOp::Eq } else { JmpOp::Ne };
             self.b.jmp_imm_to(jump, R0, 0, end);
             self.expr(rhs)?;
             self.b.bind(end);
-            self.b.emit(alu64_imm(BPF_ADD, R0, 0));
+            self.b.emit(alu64_imm(AluOp::Add, R0, 0));
             return Ok(());
         }
         if matches!(op, BinOp::Eq | BinOp::Ne) {
@@ -491,7 +491,7 @@ impl<'a> Gen<'a> {
             if let Some(done) = special {
                 done?;
                 if op == BinOp::Ne {
-                    self.b.emit(alu64_imm(BPF_XOR, R0, 1));
+                    self.b.emit(alu64_imm(AluOp::Xor, R0, 1));
                 }
                 return Ok(());
             }
@@ -515,16 +515,16 @@ impl<'a> Gen<'a> {
             return self.arith_op(op, &ty, span);
         }
         let jump = match (op, signed) {
-            (Eq, _) => BPF_JEQ,
-            (Ne, _) => BPF_JNE,
-            (Lt, true) => BPF_JSLT,
-            (Lt, false) => BPF_JLT,
-            (Le, true) => BPF_JSLE,
-            (Le, false) => BPF_JLE,
-            (Gt, true) => BPF_JSGT,
-            (Gt, false) => BPF_JGT,
-            (Ge, true) => BPF_JSGE,
-            (Ge, false) => BPF_JGE,
+            (Eq, _) => JmpOp::Eq,
+            (Ne, _) => JmpOp::Ne,
+            (Lt, true) => JmpOp::Slt,
+            (Lt, false) => JmpOp::Lt,
+            (Le, true) => JmpOp::Sle,
+            (Le, false) => JmpOp::Le,
+            (Gt, true) => JmpOp::Sgt,
+            (Gt, false) => JmpOp::Gt,
+            (Ge, true) => JmpOp::Sge,
+            (Ge, false) => JmpOp::Ge,
             _ => return Err(LowerError::unsupported(span, "this operator")),
         };
         let yes = self.b.new_label();
@@ -532,7 +532,7 @@ impl<'a> Gen<'a> {
         self.b.jmp_reg_to(jump, R1, R2, yes);
         self.b.emit(mov64_imm(R0, 0));
         self.b.bind(yes);
-        self.b.emit(alu64_imm(BPF_ADD, R0, 0));
+        self.b.emit(alu64_imm(AluOp::Add, R0, 0));
         Ok(())
     }
 
@@ -542,10 +542,10 @@ impl<'a> Gen<'a> {
         let yes = self.b.new_label();
         self.b.emit(mov64_reg(R1, R0));
         self.b.emit(mov64_imm(R0, 1));
-        self.b.jmp_imm_to(BPF_JEQ, R1, 0, yes);
+        self.b.jmp_imm_to(JmpOp::Eq, R1, 0, yes);
         self.b.emit(mov64_imm(R0, 0));
         self.b.bind(yes);
-        self.b.emit(alu64_imm(BPF_ADD, R0, 0));
+        self.b.emit(alu64_imm(AluOp::Add, R0, 0));
         Ok(())
     }
 
@@ -567,13 +567,13 @@ impl<'a> Gen<'a> {
         self.b.emit(load(Size::DW, R1, R10, idx));
         self.b.emit(mov64_reg(R2, R0));
         self.b.emit(mov64_imm(R0, 0));
-        self.b.jmp_reg_to(BPF_JGE, R1, R2, out);
+        self.b.jmp_reg_to(JmpOp::Ge, R1, R2, out);
         self.b.emit(load(Size::DW, R0, R10, ptr));
-        self.b.emit(alu64_reg(BPF_ADD, R0, R1));
+        self.b.emit(alu64_reg(AluOp::Add, R0, R1));
         self.b.emit(store_reg(Size::DW, R10, ptr, R0));
         self.read_scalar(&super::values::Place::Mem { addr: ptr, offset: 0 }, 1, false)?;
         self.b.bind(out);
-        self.b.emit(alu64_imm(BPF_ADD, R0, 0));
+        self.b.emit(alu64_imm(AluOp::Add, R0, 0));
         self.frame.release(mark);
         Ok(())
     }

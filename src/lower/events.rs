@@ -71,7 +71,7 @@ impl Gen<'_> {
         self.b.ld_map(R1, maps::SCRATCH);
         self.stack_ptr(R2, zkey);
         self.b.emit(call(BPF_FUNC_map_lookup_elem));
-        self.b.jmp_imm_to(BPF_JEQ, R0, 0, skip);
+        self.b.jmp_imm_to(JmpOp::Eq, R0, 0, skip);
         self.b.emit(mov64_reg(R8, R0));
         self.b.emit(store_imm(Size::DW, R8, 0, id as i32));
         for (item, f) in items.iter().zip(&fields) {
@@ -88,7 +88,7 @@ impl Gen<'_> {
         self.b.emit(mov64_imm(R4, 0));
         self.b.emit(call(BPF_FUNC_ringbuf_output));
         // A full ring buffer refuses the record: counted, said at exit.
-        self.b.jmp_imm_to(BPF_JEQ, R0, 0, skip);
+        self.b.jmp_imm_to(JmpOp::Eq, R0, 0, skip);
         if let Some(program) = self.acct.as_ref().map(|a| a.program.clone()) {
             self.count(crate::plan::Counter::EventsLost { program }, span)?;
         }
@@ -109,7 +109,7 @@ impl Gen<'_> {
     }
 
     /// Writes one parameter of `args` at `base + off`.
-    fn arg_to(&mut self, info: &crate::check::ArgInfo, base: u8, off: i16, span: Span) -> Result<(), LowerError> {
+    fn arg_to(&mut self, info: &crate::check::ArgInfo, base: Reg, off: i16, span: Span) -> Result<(), LowerError> {
         let mark = self.frame.mark();
         let place = if info.at_entry {
             self.carried_place(&info.name, span)?

@@ -34,12 +34,12 @@ impl Gen<'_> {
     pub fn float_compare(&mut self, op: BinOp, size: u8, span: Span) -> Result<(), LowerError> {
         use BinOp::*;
         let jump = match op {
-            Eq => BPF_JEQ,
-            Ne => BPF_JNE,
-            Lt => BPF_JSLT,
-            Le => BPF_JSLE,
-            Gt => BPF_JSGT,
-            Ge => BPF_JSGE,
+            Eq => JmpOp::Eq,
+            Ne => JmpOp::Ne,
+            Lt => JmpOp::Slt,
+            Le => JmpOp::Sle,
+            Gt => JmpOp::Sgt,
+            Ge => JmpOp::Sge,
             _ => return Err(LowerError::unsupported(span, "arithmetic on floats")),
         };
         let (mag, inf, sign) = layout(size);
@@ -50,17 +50,17 @@ impl Gen<'_> {
         for reg in [R1, R2] {
             // A NaN: a magnitude above +Inf's bits.
             self.b.emit(mov64_reg(R3, reg));
-            self.b.emit(alu64_reg(BPF_AND, R3, R4));
-            self.b.jmp_reg_to(BPF_JGT, R3, R5, nan);
+            self.b.emit(alu64_reg(AluOp::And, R3, R4));
+            self.b.jmp_reg_to(JmpOp::Gt, R3, R5, nan);
             // Negative: the magnitude, negated.
             let positive = self.b.new_label();
             self.b.emit(mov64_reg(R0, reg));
-            self.b.emit(alu64_imm(BPF_RSH, R0, sign));
-            self.b.jmp_imm_to(BPF_JEQ, R0, 0, positive);
+            self.b.emit(alu64_imm(AluOp::Rsh, R0, sign));
+            self.b.jmp_imm_to(JmpOp::Eq, R0, 0, positive);
             self.b.emit(mov64_reg(reg, R3));
             self.b.emit(neg64(reg));
             self.b.bind(positive);
-            self.b.emit(alu64_imm(BPF_ADD, R0, 0));
+            self.b.emit(alu64_imm(AluOp::Add, R0, 0));
         }
         self.b.emit(mov64_imm(R0, 1));
         self.b.jmp_reg_to(jump, R1, R2, end);
@@ -69,7 +69,7 @@ impl Gen<'_> {
         self.b.bind(nan);
         self.b.emit(mov64_imm(R0, i32::from(op == Ne)));
         self.b.bind(end);
-        self.b.emit(alu64_imm(BPF_ADD, R0, 0));
+        self.b.emit(alu64_imm(AluOp::Add, R0, 0));
         Ok(())
     }
 
@@ -78,11 +78,11 @@ impl Gen<'_> {
         self.expr(operand)?;
         if size == 4 {
             // A 32-bit XOR keeps the upper half zero.
-            self.b.emit(alu32_imm(BPF_XOR, R0, i32::MIN));
+            self.b.emit(alu32_imm(AluOp::Xor, R0, i32::MIN));
         } else {
             self.b.emit(mov64_imm(R1, 1));
-            self.b.emit(alu64_imm(BPF_LSH, R1, 63));
-            self.b.emit(alu64_reg(BPF_XOR, R0, R1));
+            self.b.emit(alu64_imm(AluOp::Lsh, R1, 63));
+            self.b.emit(alu64_reg(AluOp::Xor, R0, R1));
         }
         Ok(())
     }

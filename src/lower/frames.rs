@@ -93,13 +93,13 @@ impl Gen<'_> {
         self.b.emit(load(Size::DW, R1, R10, self.g.unwrap_or_default()));
         // Fibonacci hashing: the top bits of g times 2^64/phi.
         self.b.emit2(ld_imm64(R2, 0x9E37_79B9_7F4A_7C15));
-        self.b.emit(alu64_reg(BPF_MUL, R1, R2));
-        self.b.emit(alu64_imm(BPF_RSH, R1, (64 - SLOT_BITS) as i32));
+        self.b.emit(alu64_reg(AluOp::Mul, R1, R2));
+        self.b.emit(alu64_imm(AluOp::Rsh, R1, (64 - SLOT_BITS) as i32));
         self.b.emit(store_reg(Size::W, R10, index, R1));
         self.b.ld_map(R1, maps::GOROUTINES);
         self.stack_ptr(R2, index);
         self.b.emit(call(BPF_FUNC_map_lookup_elem));
-        self.b.jmp_imm_to(BPF_JEQ, R0, 0, none);
+        self.b.jmp_imm_to(JmpOp::Eq, R0, 0, none);
     }
 
     /// R0 = the record of the goroutine in the g slot (or 0): its array slot if it holds
@@ -111,7 +111,7 @@ impl Gen<'_> {
         self.array_slot(index, spill);
         self.b.emit(load(Size::DW, R1, R0, R_G));
         self.b.emit(load(Size::DW, R2, R10, self.g.unwrap_or_default()));
-        self.b.jmp_reg_to(BPF_JEQ, R1, R2, done);
+        self.b.jmp_reg_to(JmpOp::Eq, R1, R2, done);
         self.b.bind(spill);
         self.b.ld_map(R1, maps::GOROUTINES_SPILL);
         self.stack_ptr(R2, self.g.unwrap_or_default());
@@ -136,13 +136,13 @@ impl Gen<'_> {
         let have = self.b.new_label();
         self.lookup_record()?;
         if insert {
-            self.b.jmp_imm_to(BPF_JNE, R0, 0, have);
+            self.b.jmp_imm_to(JmpOp::Ne, R0, 0, have);
             // The goroutine's array slot, when no call is in flight there: taken over.
             let index = self.slot(8, span)?;
             let spill = self.b.new_label();
             self.array_slot(index, spill);
             self.b.emit(load(Size::W, R1, R0, R_TOP));
-            self.b.jmp_imm_to(BPF_JNE, R1, 0, spill);
+            self.b.jmp_imm_to(JmpOp::Ne, R1, 0, spill);
             self.b.emit(load(Size::DW, R1, R10, self.g.unwrap_or_default()));
             self.b.emit(store_reg(Size::DW, R0, R_G, R1));
             for off in [R_TOP, R_BASE, R_MOVED] {
@@ -159,7 +159,7 @@ impl Gen<'_> {
             self.b.ld_map(R1, maps::ZEROS);
             self.stack_ptr(R2, zkey);
             self.b.emit(call(BPF_FUNC_map_lookup_elem));
-            self.b.jmp_imm_to(BPF_JEQ, R0, 0, self.done);
+            self.b.jmp_imm_to(JmpOp::Eq, R0, 0, self.done);
             self.b.emit(mov64_reg(R3, R0));
             self.b.ld_map(R1, maps::GOROUTINES_SPILL);
             self.stack_ptr(R2, self.g.unwrap_or_default());
@@ -169,7 +169,7 @@ impl Gen<'_> {
             self.stack_ptr(R2, self.g.unwrap_or_default());
             self.b.emit(call(BPF_FUNC_map_lookup_elem));
         }
-        self.b.jmp_imm_to(BPF_JEQ, R0, 0, self.done);
+        self.b.jmp_imm_to(JmpOp::Eq, R0, 0, self.done);
         self.b.bind(have);
         self.b.emit(store_reg(Size::DW, R10, slot, R0));
         self.record = Some(slot);
@@ -193,14 +193,14 @@ impl Gen<'_> {
         let skip = self.b.new_label();
         self.b.emit(load(Size::DW, R1, R10, rec));
         self.b.emit(load(Size::DW, R2, R1, R_MOVED));
-        self.b.jmp_imm_to(BPF_JEQ, R2, 0, skip);
+        self.b.jmp_imm_to(JmpOp::Eq, R2, 0, skip);
         let hi = self.stack_hi_slot(span)?;
         self.b.emit(load(Size::DW, R1, R10, rec));
         self.b.emit(load(Size::DW, R2, R10, hi));
         self.b.emit(load(Size::DW, R3, R1, R_MOVED));
-        self.b.emit(alu64_reg(BPF_SUB, R2, R3));
+        self.b.emit(alu64_reg(AluOp::Sub, R2, R3));
         self.b.emit(load(Size::DW, R3, R1, R_BASE));
-        self.b.emit(alu64_reg(BPF_ADD, R3, R2));
+        self.b.emit(alu64_reg(AluOp::Add, R3, R2));
         self.b.emit(store_reg(Size::DW, R1, R_BASE, R3));
         self.b.emit(store_imm(Size::DW, R1, R_MOVED, 0));
         self.b.bind(skip);
@@ -214,7 +214,7 @@ impl Gen<'_> {
         self.load_reg(R2, self.arch.stack_pointer());
         self.b.emit(load(Size::DW, R1, R10, self.record.unwrap_or_default()));
         self.b.emit(load(Size::DW, R1, R1, R_BASE));
-        self.b.emit(alu64_reg(BPF_SUB, R2, R1));
+        self.b.emit(alu64_reg(AluOp::Sub, R2, R1));
         self.b.emit(store_reg(Size::DW, R10, rel, R2));
         Ok(rel)
     }
@@ -226,12 +226,12 @@ impl Gen<'_> {
         let deep = self.b.new_label();
         let end = self.b.new_label();
         self.b.emit(load(Size::DW, R1, R10, idx));
-        self.b.jmp_imm_to(BPF_JGE, R1, INLINE, deep);
-        self.b.emit(alu64_imm(BPF_AND, R1, INLINE - 1));
-        self.b.emit(alu64_imm(BPF_MUL, R1, FRAME));
+        self.b.jmp_imm_to(JmpOp::Ge, R1, INLINE, deep);
+        self.b.emit(alu64_imm(AluOp::And, R1, INLINE - 1));
+        self.b.emit(alu64_imm(AluOp::Mul, R1, FRAME));
         self.b.emit(load(Size::DW, R0, R10, rec));
-        self.b.emit(alu64_reg(BPF_ADD, R0, R1));
-        self.b.emit(alu64_imm(BPF_ADD, R0, i32::from(R_FRAMES)));
+        self.b.emit(alu64_reg(AluOp::Add, R0, R1));
+        self.b.emit(alu64_imm(AluOp::Add, R0, i32::from(R_FRAMES)));
         self.b.ja_to(end);
         self.b.bind(deep);
         let key = self.deep_key(idx, span)?;
@@ -259,8 +259,8 @@ impl Gen<'_> {
         self.b.emit(load(Size::DW, R1, R10, self.record.unwrap_or_default()));
         self.b.emit(load(Size::W, R2, R1, R_TOP));
         if minus > 0 {
-            self.b.jmp_imm_to(BPF_JEQ, R2, 0, out);
-            self.b.emit(alu64_imm(BPF_SUB, R2, minus));
+            self.b.jmp_imm_to(JmpOp::Eq, R2, 0, out);
+            self.b.emit(alu64_imm(AluOp::Sub, R2, minus));
         }
         self.b.emit(store_reg(Size::DW, R10, idx, R2));
     }
@@ -280,10 +280,10 @@ impl Gen<'_> {
         for _ in 0..HEAL {
             self.top_index(idx, 1, out);
             self.frame_addr(idx, span)?;
-            self.b.jmp_imm_to(BPF_JEQ, R0, 0, out);
+            self.b.jmp_imm_to(JmpOp::Eq, R0, 0, out);
             self.b.emit(load(Size::DW, R3, R0, F_REL));
             self.b.emit(load(Size::DW, R4, R10, rel));
-            let live = if stale == Stale::AtOrBelow { BPF_JSGT } else { BPF_JSGE };
+            let live = if stale == Stale::AtOrBelow { JmpOp::Sgt } else { JmpOp::Sge };
             self.b.jmp_reg_to(live, R3, R4, out);
             self.set_top(idx);
         }
@@ -309,7 +309,7 @@ impl Gen<'_> {
         let have = self.b.new_label();
         self.b.emit(load(Size::DW, R1, R10, rec));
         self.b.emit(load(Size::W, R2, R1, R_TOP));
-        self.b.jmp_imm_to(BPF_JNE, R2, 0, have);
+        self.b.jmp_imm_to(JmpOp::Ne, R2, 0, have);
         self.b.emit(store_imm(Size::DW, R1, R_BASE, 0));
         self.b.bind(have);
         self.b.emit(mov64_imm(R0, 0));
@@ -325,9 +325,9 @@ impl Gen<'_> {
         let bump = self.b.new_label();
         self.top_index(idx, 0, bump);
         self.b.emit(load(Size::DW, R1, R10, idx));
-        self.b.jmp_imm_to(BPF_JGE, R1, INLINE, deep);
+        self.b.jmp_imm_to(JmpOp::Ge, R1, INLINE, deep);
         self.frame_addr(idx, span)?;
-        self.b.jmp_imm_to(BPF_JEQ, R0, 0, bump);
+        self.b.jmp_imm_to(JmpOp::Eq, R0, 0, bump);
         for off in [F_TIME, F_REL, F_FUNC] {
             self.b.emit(load(Size::DW, R1, R10, frame + off));
             self.b.emit(store_reg(Size::DW, R0, off, R1));
@@ -344,7 +344,7 @@ impl Gen<'_> {
         self.b.bind(bump);
         self.b.emit(load(Size::DW, R1, R10, rec));
         self.b.emit(load(Size::W, R2, R1, R_TOP));
-        self.b.emit(alu64_imm(BPF_ADD, R2, 1));
+        self.b.emit(alu64_imm(AluOp::Add, R2, 1));
         self.b.emit(store_reg(Size::W, R1, R_TOP, R2));
         self.b.bind(pushed);
         self.b.emit(mov64_imm(R0, 0));
@@ -394,7 +394,7 @@ impl Gen<'_> {
         self.b.emit(call(BPF_FUNC_ktime_get_ns));
         self.b.emit(load(Size::DW, R1, R10, frame));
         self.b.emit(load(Size::DW, R1, R1, F_TIME));
-        self.b.emit(alu64_reg(BPF_SUB, R0, R1));
+        self.b.emit(alu64_reg(AluOp::Sub, R0, R1));
         self.b.emit(store_reg(Size::DW, R10, elapsed, R0));
         self.elapsed = Some(elapsed);
         Ok(())
@@ -411,21 +411,21 @@ impl Gen<'_> {
         self.b.comment("the common entry: push the frame in the record");
         self.b.emit(load(Size::DW, R9, R10, rec));
         self.b.emit(load(Size::DW, R1, R9, R_MOVED));
-        self.b.jmp_imm_to(BPF_JNE, R1, 0, slow);
+        self.b.jmp_imm_to(JmpOp::Ne, R1, 0, slow);
         self.b.emit(load(Size::W, R2, R9, R_TOP));
-        self.b.jmp_imm_to(BPF_JGE, R2, INLINE, slow);
-        self.b.jmp_imm_to(BPF_JEQ, R2, 0, empty);
+        self.b.jmp_imm_to(JmpOp::Ge, R2, INLINE, slow);
+        self.b.jmp_imm_to(JmpOp::Eq, R2, 0, empty);
         self.load_reg(R8, self.arch.stack_pointer());
         self.b.emit(load(Size::DW, R1, R9, R_BASE));
-        self.b.emit(alu64_reg(BPF_SUB, R8, R1));
+        self.b.emit(alu64_reg(AluOp::Sub, R8, R1));
         // The top frame must be above this call (else it is stale: the general path).
-        self.b.emit(alu64_imm(BPF_SUB, R2, 1));
-        self.b.emit(alu64_imm(BPF_AND, R2, INLINE - 1));
-        self.b.emit(alu64_imm(BPF_MUL, R2, FRAME));
+        self.b.emit(alu64_imm(AluOp::Sub, R2, 1));
+        self.b.emit(alu64_imm(AluOp::And, R2, INLINE - 1));
+        self.b.emit(alu64_imm(AluOp::Mul, R2, FRAME));
         self.b.emit(mov64_reg(R1, R9));
-        self.b.emit(alu64_reg(BPF_ADD, R1, R2));
+        self.b.emit(alu64_reg(AluOp::Add, R1, R2));
         self.b.emit(load(Size::DW, R1, R1, R_FRAMES + F_REL));
-        self.b.jmp_reg_to(BPF_JSLE, R1, R8, slow);
+        self.b.jmp_reg_to(JmpOp::Sle, R1, R8, slow);
         self.b.ja_to(push);
         self.b.bind(empty);
         // Nothing in flight: positions start afresh.
@@ -436,14 +436,14 @@ impl Gen<'_> {
         self.b.emit(store_reg(Size::DW, R10, frame + F_FUNC, R0));
         self.b.emit(call(BPF_FUNC_ktime_get_ns));
         self.b.emit(load(Size::W, R2, R9, R_TOP));
-        self.b.jmp_imm_to(BPF_JGE, R2, INLINE, slow);
+        self.b.jmp_imm_to(JmpOp::Ge, R2, INLINE, slow);
         self.b.emit(store_reg(Size::DW, R10, idx, R2));
         self.b.emit(mov64_reg(R3, R2));
-        self.b.emit(alu64_imm(BPF_ADD, R3, 1));
+        self.b.emit(alu64_imm(AluOp::Add, R3, 1));
         self.b.emit(store_reg(Size::W, R9, R_TOP, R3));
-        self.b.emit(alu64_imm(BPF_AND, R2, INLINE - 1));
-        self.b.emit(alu64_imm(BPF_MUL, R2, FRAME));
-        self.b.emit(alu64_reg(BPF_ADD, R2, R9));
+        self.b.emit(alu64_imm(AluOp::And, R2, INLINE - 1));
+        self.b.emit(alu64_imm(AluOp::Mul, R2, FRAME));
+        self.b.emit(alu64_reg(AluOp::Add, R2, R9));
         self.b.emit(store_reg(Size::DW, R2, R_FRAMES + F_TIME, R0));
         self.b.emit(store_reg(Size::DW, R2, R_FRAMES + F_REL, R8));
         self.b.emit(load(Size::DW, R1, R10, frame + F_FUNC));
@@ -460,25 +460,25 @@ impl Gen<'_> {
         self.b.comment("the common return: this call's frame on top");
         self.b.emit(load(Size::DW, R9, R10, self.record.unwrap_or_default()));
         self.b.emit(load(Size::DW, R1, R9, R_MOVED));
-        self.b.jmp_imm_to(BPF_JNE, R1, 0, slow);
+        self.b.jmp_imm_to(JmpOp::Ne, R1, 0, slow);
         self.b.emit(load(Size::W, R2, R9, R_TOP));
-        self.b.jmp_imm_to(BPF_JEQ, R2, 0, slow);
-        self.b.jmp_imm_to(BPF_JGT, R2, INLINE, slow);
-        self.b.emit(alu64_imm(BPF_SUB, R2, 1));
+        self.b.jmp_imm_to(JmpOp::Eq, R2, 0, slow);
+        self.b.jmp_imm_to(JmpOp::Gt, R2, INLINE, slow);
+        self.b.emit(alu64_imm(AluOp::Sub, R2, 1));
         self.b.emit(mov64_reg(R4, R2));
-        self.b.emit(alu64_imm(BPF_AND, R2, INLINE - 1));
-        self.b.emit(alu64_imm(BPF_MUL, R2, FRAME));
+        self.b.emit(alu64_imm(AluOp::And, R2, INLINE - 1));
+        self.b.emit(alu64_imm(AluOp::Mul, R2, FRAME));
         self.b.emit(mov64_reg(R0, R9));
-        self.b.emit(alu64_reg(BPF_ADD, R0, R2));
-        self.b.emit(alu64_imm(BPF_ADD, R0, i32::from(R_FRAMES)));
+        self.b.emit(alu64_reg(AluOp::Add, R0, R2));
+        self.b.emit(alu64_imm(AluOp::Add, R0, i32::from(R_FRAMES)));
         self.load_reg(R3, self.arch.stack_pointer());
         self.b.emit(load(Size::DW, R1, R9, R_BASE));
-        self.b.emit(alu64_reg(BPF_SUB, R3, R1));
+        self.b.emit(alu64_reg(AluOp::Sub, R3, R1));
         self.b.emit(load(Size::DW, R1, R0, F_REL));
-        self.b.jmp_reg_to(BPF_JNE, R1, R3, slow);
+        self.b.jmp_reg_to(JmpOp::Ne, R1, R3, slow);
         self.b.emit(load(Size::W, R1, R0, F_FUNC));
         self.b.emit(load(Size::DW, R2, R10, func));
-        self.b.jmp_reg_to(BPF_JNE, R1, R2, slow);
+        self.b.jmp_reg_to(JmpOp::Ne, R1, R2, slow);
         self.b.emit(store_reg(Size::W, R9, R_TOP, R4));
         self.b.emit(store_reg(Size::DW, R10, idx, R4));
         self.b.ja_to(found);
@@ -486,13 +486,13 @@ impl Gen<'_> {
 
     /// Jumps to `not` unless R0 is a frame at position `rel` of function `func`.
     fn frame_is(&mut self, rel: i16, func: i16, not: Label) {
-        self.b.jmp_imm_to(BPF_JEQ, R0, 0, not);
+        self.b.jmp_imm_to(JmpOp::Eq, R0, 0, not);
         self.b.emit(load(Size::DW, R1, R0, F_REL));
         self.b.emit(load(Size::DW, R2, R10, rel));
-        self.b.jmp_reg_to(BPF_JNE, R1, R2, not);
+        self.b.jmp_reg_to(JmpOp::Ne, R1, R2, not);
         self.b.emit(load(Size::W, R1, R0, F_FUNC));
         self.b.emit(load(Size::DW, R2, R10, func));
-        self.b.jmp_reg_to(BPF_JNE, R1, R2, not);
+        self.b.jmp_reg_to(JmpOp::Ne, R1, R2, not);
     }
 
     /// At runtime.copystack(gp, newsize), `gp` at `location`: notes gp's stack top before
@@ -502,12 +502,12 @@ impl Gen<'_> {
         self.load_g(Some(gp), span)?;
         let rec = self.slot(8, span)?;
         self.lookup_record()?;
-        self.b.jmp_imm_to(BPF_JEQ, R0, 0, self.done);
+        self.b.jmp_imm_to(JmpOp::Eq, R0, 0, self.done);
         self.b.emit(store_reg(Size::DW, R10, rec, R0));
         self.b.emit(load(Size::W, R1, R0, R_TOP));
-        self.b.jmp_imm_to(BPF_JEQ, R1, 0, self.done);
+        self.b.jmp_imm_to(JmpOp::Eq, R1, 0, self.done);
         self.b.emit(load(Size::DW, R1, R0, R_MOVED));
-        self.b.jmp_imm_to(BPF_JNE, R1, 0, self.done);
+        self.b.jmp_imm_to(JmpOp::Ne, R1, 0, self.done);
         let hi = self.stack_hi_slot(span)?;
         self.b.emit(load(Size::DW, R1, R10, rec));
         self.b.emit(load(Size::DW, R2, R10, hi));

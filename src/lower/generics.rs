@@ -35,8 +35,8 @@ impl Gen<'_> {
     /// R0 = `index` | (dictionary - load bias) << 32.
     pub fn func_with_dictionary(&mut self, index: u32, span: Span) -> Result<(), LowerError> {
         self.dictionary_address(span)?;
-        self.b.emit(alu64_imm(BPF_LSH, R0, 32));
-        self.b.emit(alu64_imm(BPF_OR, R0, index as i32));
+        self.b.emit(alu64_imm(AluOp::Lsh, R0, 32));
+        self.b.emit(alu64_imm(AluOp::Or, R0, index as i32));
         Ok(())
     }
 
@@ -46,7 +46,7 @@ impl Gen<'_> {
         self.b.comment(format!("only the calls that pass the dictionary at {addr:#x}"));
         self.dictionary_address(span)?;
         self.b.emit2(ld_imm64(R1, addr));
-        self.b.jmp_reg_to(BPF_JNE, R0, R1, self.done);
+        self.b.jmp_reg_to(JmpOp::Ne, R0, R1, self.done);
         Ok(())
     }
 
@@ -59,7 +59,7 @@ impl Gen<'_> {
             Some(DictAt::Entry(Location::Stack { offset })) => {
                 let slot = self.slot(8, span)?;
                 self.load_ctx_reg(R3, self.arch.stack_pointer());
-                self.b.emit(alu64_imm(BPF_ADD, R3, offset as i32));
+                self.b.emit(alu64_imm(AluOp::Add, R3, offset as i32));
                 self.stack_ptr(R1, slot);
                 self.b.emit(mov64_imm(R2, 8));
                 self.b.emit(call(BPF_FUNC_probe_read_user));
@@ -75,7 +75,7 @@ impl Gen<'_> {
         }
         if let Some(bias) = self.bias {
             self.b.emit(load(Size::DW, R1, R10, bias));
-            self.b.emit(alu64_reg(BPF_SUB, R0, R1));
+            self.b.emit(alu64_reg(AluOp::Sub, R0, R1));
         }
         Ok(())
     }

@@ -38,11 +38,11 @@ impl Gen<'_> {
         let key = self.slot(8, span)?;
         let value = self.slot(8, span)?;
         self.b.emit(call(BPF_FUNC_get_current_pid_tgid));
-        self.b.emit(alu64_imm(BPF_RSH, R0, 32));
+        self.b.emit(alu64_imm(AluOp::Rsh, R0, 32));
         self.b.emit(store_reg(Size::W, R10, key, R0));
         self.load_ctx_reg(R0, self.arch.program_counter());
         self.b.emit2(ld_imm64(R1, entry));
-        self.b.emit(alu64_reg(BPF_SUB, R0, R1));
+        self.b.emit(alu64_reg(AluOp::Sub, R0, R1));
         self.b.emit(store_reg(Size::DW, R10, value, R0));
         self.b.ld_map(R1, LOAD_BIAS);
         self.stack_ptr(R2, key);
@@ -59,12 +59,12 @@ impl Gen<'_> {
         let slot = self.slot(8, span)?;
         let known = self.b.new_label();
         self.b.emit(call(BPF_FUNC_get_current_pid_tgid));
-        self.b.emit(alu64_imm(BPF_RSH, R0, 32));
+        self.b.emit(alu64_imm(AluOp::Rsh, R0, 32));
         self.b.emit(store_reg(Size::DW, R10, slot, R0));
         self.b.ld_map(R1, LOAD_BIAS);
         self.stack_ptr(R2, slot);
         self.b.emit(call(BPF_FUNC_map_lookup_elem));
-        self.b.jmp_imm_to(BPF_JNE, R0, 0, known);
+        self.b.jmp_imm_to(JmpOp::Ne, R0, 0, known);
         let why = "the load bias of the process (a PIE) was not known".to_string();
         self.count(Counter::Skipped { program: program.to_string(), why }, span)?;
         self.b.ja_to(self.done);
@@ -81,7 +81,7 @@ impl Gen<'_> {
         self.b.emit2(ld_imm64(R0, addr));
         if let Some(bias) = self.bias {
             self.b.emit(load(Size::DW, R1, R10, bias));
-            self.b.emit(alu64_reg(BPF_ADD, R0, R1));
+            self.b.emit(alu64_reg(AluOp::Add, R0, R1));
         }
         self.b.emit(store_reg(Size::DW, R10, slot, R0));
         Ok(Place::Mem { addr: slot, offset: 0 })

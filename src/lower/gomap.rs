@@ -87,7 +87,7 @@ impl Gen<'_> {
         self.string_to(index, R10, s.key, MAX_STRING_KEY + 1)?;
         let fits = self.b.new_label();
         self.b.emit(load(Size::DW, R1, R10, s.key));
-        self.b.jmp_imm_to(BPF_JLE, R1, MAX_STRING_KEY as i32, fits);
+        self.b.jmp_imm_to(JmpOp::Le, R1, MAX_STRING_KEY as i32, fits);
         if let Some(program) = self.acct.as_ref().map(|a| a.program.clone()) {
             let why = format!("m[k] with a string key longer than {MAX_STRING_KEY} bytes");
             self.count(Counter::Skipped { program, why }, index.span)?;
@@ -110,29 +110,29 @@ impl Gen<'_> {
         for i in 0..SLOTS {
             let key_at = s.slots.key + i * s.slots.key_stride;
             self.b.emit(load(Size::DW, R3, R10, s.cur));
-            self.b.emit(alu64_imm(BPF_ADD, R3, key_at as i32));
+            self.b.emit(alu64_imm(AluOp::Add, R3, key_at as i32));
             // R1 = 0 when the keys are equal, else 1.
             self.key_differs(s)?;
             // R2 = 1 when the slot is not full.
             self.b.emit(load(Size::DW, R2, R10, s.found));
-            self.b.emit(alu64_imm(BPF_RSH, R2, 8 * i as i32));
-            self.b.emit(alu64_imm(BPF_AND, R2, 0xff));
+            self.b.emit(alu64_imm(AluOp::Rsh, R2, 8 * i as i32));
+            self.b.emit(alu64_imm(AluOp::And, R2, 0xff));
             if buckets {
-                self.b.emit(alu64_imm(BPF_SUB, R2, MIN_TOP_HASH));
-                self.b.emit(alu64_imm(BPF_RSH, R2, 63));
+                self.b.emit(alu64_imm(AluOp::Sub, R2, MIN_TOP_HASH));
+                self.b.emit(alu64_imm(AluOp::Rsh, R2, 63));
             } else {
-                self.b.emit(alu64_imm(BPF_RSH, R2, 7));
+                self.b.emit(alu64_imm(AluOp::Rsh, R2, 7));
             }
-            self.b.emit(alu64_reg(BPF_OR, R1, R2));
-            self.b.emit(alu64_imm(BPF_XOR, R1, 1));
-            self.b.emit(alu64_imm(BPF_LSH, R1, i as i32));
+            self.b.emit(alu64_reg(AluOp::Or, R1, R2));
+            self.b.emit(alu64_imm(AluOp::Xor, R1, 1));
+            self.b.emit(alu64_imm(AluOp::Lsh, R1, i as i32));
             self.b.emit(load(Size::DW, R2, R10, s.ctrl));
-            self.b.emit(alu64_reg(BPF_OR, R2, R1));
+            self.b.emit(alu64_reg(AluOp::Or, R2, R1));
             self.b.emit(store_reg(Size::DW, R10, s.ctrl, R2));
         }
         self.b.emit(store_imm(Size::DW, R10, s.found, 0));
         self.b.emit(load(Size::DW, R1, R10, s.ctrl));
-        self.b.jmp_imm_to(BPF_JNE, R1, 0, l.hit);
+        self.b.jmp_imm_to(JmpOp::Ne, R1, 0, l.hit);
         Ok(())
     }
 
@@ -141,11 +141,11 @@ impl Gen<'_> {
         for i in 0..SLOTS {
             let next = self.b.new_label();
             self.b.emit(load(Size::DW, R1, R10, s.ctrl));
-            self.b.emit(alu64_imm(BPF_AND, R1, 1 << i));
-            self.b.jmp_imm_to(BPF_JEQ, R1, 0, next);
+            self.b.emit(alu64_imm(AluOp::And, R1, 1 << i));
+            self.b.jmp_imm_to(JmpOp::Eq, R1, 0, next);
             let elem_at = s.slots.elem + i * s.slots.elem_stride;
             self.b.emit(load(Size::DW, R1, R10, s.cur));
-            self.b.emit(alu64_imm(BPF_ADD, R1, elem_at as i32));
+            self.b.emit(alu64_imm(AluOp::Add, R1, elem_at as i32));
             self.b.emit(store_reg(Size::DW, R10, s.found, R1));
             self.b.ja_to(found);
             self.b.bind(next);
@@ -160,7 +160,7 @@ impl Gen<'_> {
             self.read_user_n(s.tmp, s.key_size as i32)?;
             self.b.emit(load(Size::DW, R1, R10, s.tmp));
             self.b.emit(load(Size::DW, R2, R10, s.key));
-            self.b.emit(alu64_reg(BPF_XOR, R1, R2));
+            self.b.emit(alu64_reg(AluOp::Xor, R1, R2));
         } else {
             // A string key: its (pointer, length); then as many bytes as the key has
             // from its pointer (a shorter string differs by its length anyway).
@@ -170,25 +170,25 @@ impl Gen<'_> {
                 self.b.emit(store_imm(Size::DW, R10, s.bytes + 8 * i, 0));
             }
             self.b.emit(load(Size::DW, R2, R10, s.key));
-            self.b.emit(alu64_imm(BPF_AND, R2, MAX_STRING_KEY as i32));
+            self.b.emit(alu64_imm(AluOp::And, R2, MAX_STRING_KEY as i32));
             self.b.emit(load(Size::DW, R3, R10, s.tmp));
             self.stack_ptr(R1, s.bytes);
             self.b.emit(call(BPF_FUNC_probe_read_user));
             self.b.emit(load(Size::DW, R1, R10, s.tmp + 8));
             self.b.emit(load(Size::DW, R2, R10, s.key));
-            self.b.emit(alu64_reg(BPF_XOR, R1, R2));
+            self.b.emit(alu64_reg(AluOp::Xor, R1, R2));
             for i in 0..words {
                 self.b.emit(load(Size::DW, R2, R10, s.bytes + 8 * i));
                 self.b.emit(load(Size::DW, R3, R10, s.key + 8 + 8 * i));
-                self.b.emit(alu64_reg(BPF_XOR, R2, R3));
-                self.b.emit(alu64_reg(BPF_OR, R1, R2));
+                self.b.emit(alu64_reg(AluOp::Xor, R2, R3));
+                self.b.emit(alu64_reg(AluOp::Or, R1, R2));
             }
         }
         // R1 = (R1 | -R1) >> 63: 1 when R1 is not zero.
         self.b.emit(mov64_reg(R2, R1));
         self.b.emit(neg64(R2));
-        self.b.emit(alu64_reg(BPF_OR, R1, R2));
-        self.b.emit(alu64_imm(BPF_RSH, R1, 63));
+        self.b.emit(alu64_reg(AluOp::Or, R1, R2));
+        self.b.emit(alu64_imm(AluOp::Rsh, R1, 63));
         Ok(())
     }
 }

@@ -39,7 +39,7 @@ impl Gen<'_> {
         self.b.emit(store_imm(Size::DW, R8, n_at, 0));
         self.b.emit(load(Size::DW, R3, R8, at(node.at)?));
         self.b.emit(store_reg(Size::DW, R10, s.cur, R3));
-        self.b.jmp_imm_to(BPF_JEQ, R3, 0, l.done);
+        self.b.jmp_imm_to(JmpOp::Eq, R3, 0, l.done);
         // The count (hmap.count, maps.Map.used: the first word of both headers).
         self.read_into(len_at, 8, span)?;
         self.walk_start(&s, &layout, &l, MAX_PRINT_GROUPS, l.done)?;
@@ -49,16 +49,16 @@ impl Gen<'_> {
         for i in 0..SLOTS {
             let next = self.b.new_label();
             self.b.emit(load(Size::DW, R1, R10, s.ctrl));
-            self.b.emit(alu64_imm(BPF_RSH, R1, 8 * i as i32));
-            self.b.emit(alu64_imm(BPF_AND, R1, 0xff));
+            self.b.emit(alu64_imm(AluOp::Rsh, R1, 8 * i as i32));
+            self.b.emit(alu64_imm(AluOp::And, R1, 0xff));
             match layout {
-                MapLayout::Buckets { .. } => self.b.jmp_imm_to(BPF_JLT, R1, MIN_TOP_HASH, next),
-                MapLayout::Swiss { .. } => self.b.jmp_imm_to(BPF_JSET, R1, 0x80, next),
+                MapLayout::Buckets { .. } => self.b.jmp_imm_to(JmpOp::Lt, R1, MIN_TOP_HASH, next),
+                MapLayout::Swiss { .. } => self.b.jmp_imm_to(JmpOp::Set, R1, 0x80, next),
             }
             // Room for one more: entry n at entries_at + n * entry.
             self.b.emit(load(Size::DW, R1, R8, n_at));
-            self.b.jmp_imm_to(BPF_JGE, R1, max, l.done);
-            self.b.emit(alu64_imm(BPF_MUL, R1, *entry as i32));
+            self.b.jmp_imm_to(JmpOp::Ge, R1, max, l.done);
+            self.b.emit(alu64_imm(AluOp::Mul, R1, *entry as i32));
             self.b.emit(store_reg(Size::DW, R10, s.tmp, R1));
             for (from, to, size) in [
                 (s.slots.key + i * s.slots.key_stride, 0, ks),
@@ -69,15 +69,15 @@ impl Gen<'_> {
                 }
                 self.b.emit(mov64_reg(R1, R8));
                 self.b.emit(load(Size::DW, R2, R10, s.tmp));
-                self.b.emit(alu64_reg(BPF_ADD, R1, R2));
-                self.b.emit(alu64_imm(BPF_ADD, R1, i32::from(entries_at) + to));
+                self.b.emit(alu64_reg(AluOp::Add, R1, R2));
+                self.b.emit(alu64_imm(AluOp::Add, R1, i32::from(entries_at) + to));
                 self.b.emit(mov64_imm(R2, size));
                 self.b.emit(load(Size::DW, R3, R10, s.cur));
-                self.b.emit(alu64_imm(BPF_ADD, R3, from as i32));
+                self.b.emit(alu64_imm(AluOp::Add, R3, from as i32));
                 self.b.emit(call(BPF_FUNC_probe_read_user));
             }
             self.b.emit(load(Size::DW, R1, R8, n_at));
-            self.b.emit(alu64_imm(BPF_ADD, R1, 1));
+            self.b.emit(alu64_imm(AluOp::Add, R1, 1));
             self.b.emit(store_reg(Size::DW, R8, n_at, R1));
             self.b.bind(next);
             self.b.emit(mov64_imm(R0, 0));
@@ -90,7 +90,7 @@ impl Gen<'_> {
         for (i, (k, v)) in entries.iter().enumerate() {
             let skip = self.b.new_label();
             self.b.emit(load(Size::DW, R1, R8, n_at));
-            self.b.jmp_imm_to(BPF_JLE, R1, i as i32, skip);
+            self.b.jmp_imm_to(JmpOp::Le, R1, i as i32, skip);
             self.follow(k, off, span)?;
             self.follow(v, off, span)?;
             self.b.bind(skip);

@@ -75,7 +75,7 @@ impl Gen<'_> {
         self.b.ld_map(R1, &um.object_name);
         self.stack_ptr(R2, key);
         self.b.emit(call(BPF_FUNC_map_lookup_elem));
-        self.b.jmp_imm_to(BPF_JNE, R0, 0, have);
+        self.b.jmp_imm_to(JmpOp::Ne, R0, 0, have);
         // First update of this key on this CPU: insert zeros (from the `zeros` map, which
         // is never written), then look it up again.
         let zkey = self.slot(8, span)?;
@@ -83,7 +83,7 @@ impl Gen<'_> {
         self.b.ld_map(R1, maps::ZEROS);
         self.stack_ptr(R2, zkey);
         self.b.emit(call(BPF_FUNC_map_lookup_elem));
-        self.b.jmp_imm_to(BPF_JEQ, R0, 0, skip);
+        self.b.jmp_imm_to(JmpOp::Eq, R0, 0, skip);
         self.b.emit(mov64_reg(R3, R0));
         self.b.ld_map(R1, &um.object_name);
         self.stack_ptr(R2, key);
@@ -92,7 +92,7 @@ impl Gen<'_> {
         self.b.ld_map(R1, &um.object_name);
         self.stack_ptr(R2, key);
         self.b.emit(call(BPF_FUNC_map_lookup_elem));
-        self.b.jmp_imm_to(BPF_JNE, R0, 0, have);
+        self.b.jmp_imm_to(JmpOp::Ne, R0, 0, have);
         // Not there after the insertion: the map is full (another CPU inserting the same
         // key first is not a refusal: the lookup finds it).
         self.count_refused(&um.object_name, span)?;
@@ -124,7 +124,7 @@ impl Gen<'_> {
         self.b.ld_map(R1, &um.object_name);
         self.stack_ptr(R2, slot);
         self.b.emit(call(BPF_FUNC_map_lookup_elem));
-        self.b.jmp_imm_to(BPF_JEQ, R0, 0, skip);
+        self.b.jmp_imm_to(JmpOp::Eq, R0, 0, skip);
         self.update_found(agg, arg, val, skip);
         Ok(())
     }

@@ -194,8 +194,8 @@ impl Gen<'_> {
         }
         self.b.bind(l.head);
         self.b.emit(load(Size::DW, R1, R10, s.steps));
-        self.b.jmp_imm_to(BPF_JSGE, R1, max_steps, bound);
-        self.b.emit(alu64_imm(BPF_ADD, R1, 1));
+        self.b.jmp_imm_to(JmpOp::Sge, R1, max_steps, bound);
+        self.b.emit(alu64_imm(AluOp::Add, R1, 1));
         self.b.emit(store_reg(Size::DW, R10, s.steps, R1));
         match *layout {
             MapLayout::Buckets { .. } => self.buckets_next(s, l)?,
@@ -228,7 +228,7 @@ impl Gen<'_> {
     pub(super) fn word_at(&mut self, s: &Scan, at: i16, offset: u32, size: u64) -> Result<(), LowerError> {
         self.b.emit(store_imm(Size::DW, R10, s.tmp, 0));
         self.b.emit(load(Size::DW, R3, R10, at));
-        self.b.emit(alu64_imm(BPF_ADD, R3, offset as i32));
+        self.b.emit(alu64_imm(AluOp::Add, R3, offset as i32));
         self.read_user_n(s.tmp, size as i32)?;
         self.b.emit(load(Size::DW, R0, R10, s.tmp));
         Ok(())
@@ -246,30 +246,30 @@ impl Gen<'_> {
     ) -> Result<(), LowerError> {
         let size = s.slots.size as i32;
         self.b.emit(load(Size::DW, R1, R10, s.cur));
-        self.b.jmp_imm_to(BPF_JEQ, R1, 0, absent);
+        self.b.jmp_imm_to(JmpOp::Eq, R1, 0, absent);
         // far_end = the size of the bucket array in bytes, for now.
         self.word_at(s, s.cur, b, 1)?;
-        self.b.emit(alu64_imm(BPF_AND, R0, 63));
+        self.b.emit(alu64_imm(AluOp::And, R0, 63));
         self.b.emit(mov64_imm(R1, size));
-        self.b.emit(alu64_reg(BPF_LSH, R1, R0));
+        self.b.emit(alu64_reg(AluOp::Lsh, R1, R0));
         self.b.emit(store_reg(Size::DW, R10, s.far_end, R1));
         self.word_at(s, s.cur, flags, 1)?;
         self.b.emit(store_reg(Size::DW, R10, s.link, R0));
         self.word_at(s, s.cur, oldbuckets, 8)?;
         self.b.emit(store_reg(Size::DW, R10, s.far, R0));
         self.word_at(s, s.cur, buckets, 8)?;
-        self.b.jmp_imm_to(BPF_JEQ, R0, 0, absent);
+        self.b.jmp_imm_to(JmpOp::Eq, R0, 0, absent);
         self.b.emit(store_reg(Size::DW, R10, s.next, R0));
         self.b.emit(load(Size::DW, R1, R10, s.far_end));
-        self.b.emit(alu64_reg(BPF_ADD, R0, R1));
+        self.b.emit(alu64_reg(AluOp::Add, R0, R1));
         self.b.emit(store_reg(Size::DW, R10, s.end, R0));
         let same = self.b.new_label();
         self.b.emit(load(Size::DW, R2, R10, s.link));
-        self.b.jmp_imm_to(BPF_JSET, R2, SAME_SIZE_GROW, same);
-        self.b.emit(alu64_imm(BPF_RSH, R1, 1));
+        self.b.jmp_imm_to(JmpOp::Set, R2, SAME_SIZE_GROW, same);
+        self.b.emit(alu64_imm(AluOp::Rsh, R1, 1));
         self.b.bind(same);
         self.b.emit(load(Size::DW, R0, R10, s.far));
-        self.b.emit(alu64_reg(BPF_ADD, R1, R0));
+        self.b.emit(alu64_reg(AluOp::Add, R1, R0));
         self.b.emit(store_reg(Size::DW, R10, s.far_end, R1));
         self.b.emit(store_imm(Size::DW, R10, s.link, 0));
         Ok(())
@@ -280,27 +280,27 @@ impl Gen<'_> {
     fn buckets_next(&mut self, s: &Scan, l: &Labels) -> Result<(), LowerError> {
         let (array, old) = (self.b.new_label(), self.b.new_label());
         self.b.emit(load(Size::DW, R0, R10, s.link));
-        self.b.jmp_imm_to(BPF_JEQ, R0, 0, array);
+        self.b.jmp_imm_to(JmpOp::Eq, R0, 0, array);
         self.b.emit(store_reg(Size::DW, R10, s.cur, R0));
         self.b.ja_to(l.scan);
         self.b.bind(array);
         self.b.emit(load(Size::DW, R1, R10, s.next));
         self.b.emit(load(Size::DW, R2, R10, s.end));
-        self.b.jmp_reg_to(BPF_JGE, R1, R2, old);
+        self.b.jmp_reg_to(JmpOp::Ge, R1, R2, old);
         self.b.emit(store_reg(Size::DW, R10, s.cur, R1));
-        self.b.emit(alu64_imm(BPF_ADD, R1, s.slots.size as i32));
+        self.b.emit(alu64_imm(AluOp::Add, R1, s.slots.size as i32));
         self.b.emit(store_reg(Size::DW, R10, s.next, R1));
         self.b.ja_to(l.scan);
         // The array is done: the old buckets next, unless there are none or they were
         // the array just done.
         self.b.bind(old);
         self.b.emit(load(Size::DW, R3, R10, s.far));
-        self.b.jmp_imm_to(BPF_JEQ, R3, 0, l.done);
+        self.b.jmp_imm_to(JmpOp::Eq, R3, 0, l.done);
         self.b.emit(load(Size::DW, R4, R10, s.far_end));
-        self.b.jmp_reg_to(BPF_JEQ, R2, R4, l.done);
+        self.b.jmp_reg_to(JmpOp::Eq, R2, R4, l.done);
         self.b.emit(store_reg(Size::DW, R10, s.end, R4));
         self.b.emit(store_reg(Size::DW, R10, s.cur, R3));
-        self.b.emit(alu64_imm(BPF_ADD, R3, s.slots.size as i32));
+        self.b.emit(alu64_imm(AluOp::Add, R3, s.slots.size as i32));
         self.b.emit(store_reg(Size::DW, R10, s.next, R3));
         Ok(())
     }
@@ -310,28 +310,28 @@ impl Gen<'_> {
     /// small map (dirLen 0) is a table of one group at dirPtr with no directory.
     fn swiss_start(&mut self, s: &Scan, dir_ptr: u32, dir_len: u32, absent: Label) -> Result<(), LowerError> {
         self.b.emit(load(Size::DW, R1, R10, s.cur));
-        self.b.jmp_imm_to(BPF_JEQ, R1, 0, absent);
+        self.b.jmp_imm_to(JmpOp::Eq, R1, 0, absent);
         self.word_at(s, s.cur, dir_len, 8)?;
         self.b.emit(store_reg(Size::DW, R10, s.far_end, R0));
         self.word_at(s, s.cur, dir_ptr, 8)?;
-        self.b.jmp_imm_to(BPF_JEQ, R0, 0, absent);
+        self.b.jmp_imm_to(JmpOp::Eq, R0, 0, absent);
         self.b.emit(store_reg(Size::DW, R10, s.far, R0));
         self.b.emit(store_reg(Size::DW, R10, s.next, R0));
         self.b.emit(store_reg(Size::DW, R10, s.end, R0));
         self.b.emit(store_reg(Size::DW, R10, s.link, R0));
         let (dir, done) = (self.b.new_label(), self.b.new_label());
         self.b.emit(load(Size::DW, R1, R10, s.far_end));
-        self.b.jmp_imm_to(BPF_JNE, R1, 0, dir);
+        self.b.jmp_imm_to(JmpOp::Ne, R1, 0, dir);
         // Small: one group, no directory (its end at its start).
-        self.b.emit(alu64_imm(BPF_ADD, R0, s.slots.size as i32));
+        self.b.emit(alu64_imm(AluOp::Add, R0, s.slots.size as i32));
         self.b.emit(store_reg(Size::DW, R10, s.end, R0));
         self.b.emit(load(Size::DW, R0, R10, s.far));
         self.b.emit(store_reg(Size::DW, R10, s.far_end, R0));
         self.b.ja_to(done);
         // A directory of far_end tables: no group at hand yet (next == end).
         self.b.bind(dir);
-        self.b.emit(alu64_imm(BPF_LSH, R1, 3));
-        self.b.emit(alu64_reg(BPF_ADD, R1, R0));
+        self.b.emit(alu64_imm(AluOp::Lsh, R1, 3));
+        self.b.emit(alu64_reg(AluOp::Add, R1, R0));
         self.b.emit(store_reg(Size::DW, R10, s.far_end, R1));
         self.b.bind(done);
         self.b.emit(mov64_imm(R0, 0));
@@ -346,35 +346,35 @@ impl Gen<'_> {
         let table = self.b.new_label();
         self.b.emit(load(Size::DW, R1, R10, s.next));
         self.b.emit(load(Size::DW, R2, R10, s.end));
-        self.b.jmp_reg_to(BPF_JGE, R1, R2, table);
+        self.b.jmp_reg_to(JmpOp::Ge, R1, R2, table);
         self.b.emit(store_reg(Size::DW, R10, s.cur, R1));
-        self.b.emit(alu64_imm(BPF_ADD, R1, size));
+        self.b.emit(alu64_imm(AluOp::Add, R1, size));
         self.b.emit(store_reg(Size::DW, R10, s.next, R1));
         self.b.ja_to(l.scan);
         self.b.bind(table);
         self.b.emit(load(Size::DW, R3, R10, s.far));
         self.b.emit(load(Size::DW, R2, R10, s.far_end));
-        self.b.jmp_reg_to(BPF_JGE, R3, R2, l.done);
+        self.b.jmp_reg_to(JmpOp::Ge, R3, R2, l.done);
         self.b.emit(mov64_reg(R1, R3));
-        self.b.emit(alu64_imm(BPF_ADD, R1, 8));
+        self.b.emit(alu64_imm(AluOp::Add, R1, 8));
         self.b.emit(store_reg(Size::DW, R10, s.far, R1));
         self.b.emit(store_imm(Size::DW, R10, s.tmp, 0));
         self.read_user_n(s.tmp, 8)?;
         self.b.emit(load(Size::DW, R1, R10, s.tmp));
         self.b.emit(load(Size::DW, R2, R10, s.link));
-        self.b.jmp_reg_to(BPF_JEQ, R1, R2, l.head);
+        self.b.jmp_reg_to(JmpOp::Eq, R1, R2, l.head);
         self.b.emit(store_reg(Size::DW, R10, s.link, R1));
-        self.b.jmp_imm_to(BPF_JEQ, R1, 0, l.head);
+        self.b.jmp_imm_to(JmpOp::Eq, R1, 0, l.head);
         self.word_at(s, s.link, mask, 8)?;
-        self.b.emit(alu64_imm(BPF_ADD, R0, 1));
-        self.b.emit(alu64_imm(BPF_MUL, R0, size));
+        self.b.emit(alu64_imm(AluOp::Add, R0, 1));
+        self.b.emit(alu64_imm(AluOp::Mul, R0, size));
         self.b.emit(store_reg(Size::DW, R10, s.end, R0));
         self.word_at(s, s.link, data, 8)?;
         self.b.emit(load(Size::DW, R1, R10, s.end));
-        self.b.emit(alu64_reg(BPF_ADD, R1, R0));
+        self.b.emit(alu64_reg(AluOp::Add, R1, R0));
         self.b.emit(store_reg(Size::DW, R10, s.end, R1));
         self.b.emit(store_reg(Size::DW, R10, s.cur, R0));
-        self.b.emit(alu64_imm(BPF_ADD, R0, size));
+        self.b.emit(alu64_imm(AluOp::Add, R0, size));
         self.b.emit(store_reg(Size::DW, R10, s.next, R0));
         Ok(())
     }

@@ -38,7 +38,7 @@ impl Gen<'_> {
         self.b.emit(mov64_imm(R2, 0));
         self.b.emit(call(BPF_FUNC_current_task_under_cgroup));
         // 1: under it; 0: not; negative: no cgroup in the array.
-        self.b.jmp_imm_to(BPF_JEQ, R0, 1, inside);
+        self.b.jmp_imm_to(JmpOp::Eq, R0, 1, inside);
         let counted = self.acct.as_ref().filter(|a| a.layout.hits()).map(|a| a.program.clone());
         if let Some(program) = counted {
             self.count(Counter::OtherCgroup { program }, span)?;

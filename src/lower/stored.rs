@@ -13,7 +13,7 @@ impl Gen<'_> {
     /// Copies the stored record `e` names (a self variable or a plain map's element) to
     /// `base + off`: `size` bytes, zeros when nothing is stored there. False (and nothing
     /// emitted) when `e` names no stored value.
-    pub fn stored_record_to(&mut self, e: &Expr, base: u8, off: i16, size: u32) -> Result<bool, LowerError> {
+    pub fn stored_record_to(&mut self, e: &Expr, base: Reg, off: i16, size: u32) -> Result<bool, LowerError> {
         let mark = self.frame.mark();
         match &e.kind {
             ExprKind::SelfVar(name) => self.lookup_self(name, e.span)?,
@@ -33,26 +33,26 @@ impl Gen<'_> {
             self.b.emit(store_imm(Size::DW, base, off + 8 * i, 0));
         }
         let end = self.b.new_label();
-        self.b.jmp_imm_to(BPF_JEQ, R0, 0, end);
+        self.b.jmp_imm_to(JmpOp::Eq, R0, 0, end);
         for i in 0..words {
             self.b.emit(load(Size::DW, R1, R0, 8 * i));
             self.b.emit(store_reg(Size::DW, base, off + 8 * i, R1));
         }
         self.b.bind(end);
-        self.b.emit(alu64_imm(BPF_ADD, R0, 0));
+        self.b.emit(alu64_imm(AluOp::Add, R0, 0));
         self.frame.release(mark);
         Ok(true)
     }
 
     /// A stored string's record cut to `max` bytes: its length word clamped too.
-    pub fn stored_string_to(&mut self, e: &Expr, base: u8, off: i16, have: u32, max: u32) -> Result<bool, LowerError> {
+    pub fn stored_string_to(&mut self, e: &Expr, base: Reg, off: i16, have: u32, max: u32) -> Result<bool, LowerError> {
         if !self.stored_record_to(e, base, off, 8 + have.min(max))? {
             return Ok(false);
         }
         if have > max {
             let short = self.b.new_label();
             self.b.emit(load(Size::DW, R1, base, off));
-            self.b.jmp_imm_to(BPF_JLE, R1, max as i32, short);
+            self.b.jmp_imm_to(JmpOp::Le, R1, max as i32, short);
             self.b.emit(store_imm(Size::DW, base, off, max as i32));
             self.b.bind(short);
         }

@@ -94,14 +94,14 @@ impl Gen<'_> {
         self.b.emit(load(Size::DW, R1, R10, rec));
         self.b.emit(load(Size::W, R2, R1, R_TOP));
         self.b.emit(load(Size::DW, R3, R10, old_top));
-        self.b.emit(alu64_reg(BPF_SUB, R3, R2));
+        self.b.emit(alu64_reg(AluOp::Sub, R3, R2));
         self.b.emit(store_reg(Size::W, R1, R_GONE, R3));
         if let Unwind::Fatal { msgs } = at {
             // The value preprintpanics noted, else msgs.arg.
             let noted = self.b.new_label();
             self.b.emit(load(Size::W, R2, R1, P_RECOVERED));
             self.b.emit(store_imm(Size::W, R1, P_RECOVERED, 0));
-            self.b.jmp_imm_to(BPF_JEQ, R2, FATAL_VALUE_NOTED, noted);
+            self.b.jmp_imm_to(JmpOp::Eq, R2, FATAL_VALUE_NOTED, noted);
             self.b.emit(store_imm(Size::DW, R1, P_VALUE, 0));
             self.b.emit(store_imm(Size::DW, R1, P_VALUE + 8, 0));
             let mark = self.frame.mark();
@@ -137,7 +137,7 @@ impl Gen<'_> {
         self.b.emit(load(Size::DW, R0, R10, slot));
         self.b.emit(load(Size::DW, R1, R10, self.record.unwrap_or_default()));
         self.b.emit(load(Size::DW, R1, R1, super::frames::R_BASE));
-        self.b.emit(alu64_reg(BPF_SUB, R0, R1));
+        self.b.emit(alu64_reg(AluOp::Sub, R0, R1));
     }
 
     /// Pops the frames below the position in slot `cut` (at most MAX_UNWIND). A deep
@@ -149,18 +149,18 @@ impl Gen<'_> {
         let out = self.b.new_label();
         self.b.emit(mov64_imm(R9, 0));
         self.b.bind(head);
-        self.b.jmp_imm_to(BPF_JSGE, R9, MAX_UNWIND, out);
-        self.b.emit(alu64_imm(BPF_ADD, R9, 1));
+        self.b.jmp_imm_to(JmpOp::Sge, R9, MAX_UNWIND, out);
+        self.b.emit(alu64_imm(AluOp::Add, R9, 1));
         self.b.emit(load(Size::DW, R1, R10, self.record.unwrap_or_default()));
         self.b.emit(load(Size::W, R2, R1, R_TOP));
-        self.b.jmp_imm_to(BPF_JEQ, R2, 0, out);
-        self.b.emit(alu64_imm(BPF_SUB, R2, 1));
+        self.b.jmp_imm_to(JmpOp::Eq, R2, 0, out);
+        self.b.emit(alu64_imm(AluOp::Sub, R2, 1));
         self.b.emit(store_reg(Size::DW, R10, idx, R2));
         self.frame_addr(idx, span)?;
-        self.b.jmp_imm_to(BPF_JEQ, R0, 0, pop);
+        self.b.jmp_imm_to(JmpOp::Eq, R0, 0, pop);
         self.b.emit(load(Size::DW, R1, R0, F_REL));
         self.b.emit(load(Size::DW, R2, R10, cut));
-        self.b.jmp_reg_to(BPF_JSGE, R1, R2, out);
+        self.b.jmp_reg_to(JmpOp::Sge, R1, R2, out);
         self.b.bind(pop);
         self.set_top(idx);
         self.b.ja_to(head);
@@ -174,10 +174,10 @@ impl Gen<'_> {
     fn value_of_panic(&mut self, slot: i16, arg: u32) {
         let none = self.b.new_label();
         self.b.emit(load(Size::DW, R3, R10, slot));
-        self.b.jmp_imm_to(BPF_JEQ, R3, 0, none);
-        self.b.emit(alu64_imm(BPF_ADD, R3, arg as i32));
+        self.b.jmp_imm_to(JmpOp::Eq, R3, 0, none);
+        self.b.emit(alu64_imm(AluOp::Add, R3, arg as i32));
         self.b.emit(load(Size::DW, R1, R10, self.record.unwrap_or_default()));
-        self.b.emit(alu64_imm(BPF_ADD, R1, i32::from(P_VALUE)));
+        self.b.emit(alu64_imm(AluOp::Add, R1, i32::from(P_VALUE)));
         self.b.emit(mov64_imm(R2, 16));
         self.b.emit(call(BPF_FUNC_probe_read_user));
         self.b.bind(none);
@@ -195,15 +195,15 @@ impl Gen<'_> {
         self.b.emit(store_reg(Size::DW, R10, n, R2));
         for i in 0..PANICS {
             self.b.emit(load(Size::DW, R2, R10, n));
-            self.b.jmp_imm_to(BPF_JEQ, R2, 0, out);
-            self.b.emit(alu64_imm(BPF_SUB, R2, 1));
-            self.b.emit(alu64_imm(BPF_AND, R2, PANICS - 1));
-            self.b.emit(alu64_imm(BPF_MUL, R2, PANIC));
+            self.b.jmp_imm_to(JmpOp::Eq, R2, 0, out);
+            self.b.emit(alu64_imm(AluOp::Sub, R2, 1));
+            self.b.emit(alu64_imm(AluOp::And, R2, PANICS - 1));
+            self.b.emit(alu64_imm(AluOp::Mul, R2, PANIC));
             self.b.emit(load(Size::DW, R1, R10, rec));
-            self.b.emit(alu64_reg(BPF_ADD, R1, R2));
+            self.b.emit(alu64_reg(AluOp::Add, R1, R2));
             self.b.emit(load(Size::DW, R3, R1, P_LIST + 16));
             self.b.emit(load(Size::DW, R4, R10, cut));
-            self.b.jmp_reg_to(BPF_JSGE, R3, R4, out);
+            self.b.jmp_reg_to(JmpOp::Sge, R3, R4, out);
             if i == 0 {
                 // The newest that ended: its value.
                 self.b.emit(load(Size::DW, R3, R1, P_LIST));
@@ -213,7 +213,7 @@ impl Gen<'_> {
                 self.b.emit(store_reg(Size::DW, R5, P_VALUE + 8, R4));
             }
             self.b.emit(load(Size::DW, R2, R10, n));
-            self.b.emit(alu64_imm(BPF_SUB, R2, 1));
+            self.b.emit(alu64_imm(AluOp::Sub, R2, 1));
             self.b.emit(store_reg(Size::DW, R10, n, R2));
         }
         self.b.bind(out);
@@ -250,16 +250,16 @@ impl Gen<'_> {
             self.entry_of_panic(n, 1, push);
             self.b.emit(load(Size::DW, R3, R1, P_LIST + 16));
             self.b.emit(load(Size::DW, R4, R10, rel));
-            self.b.jmp_reg_to(BPF_JSGT, R3, R4, push);
+            self.b.jmp_reg_to(JmpOp::Sgt, R3, R4, push);
             self.b.emit(load(Size::DW, R2, R10, n));
-            self.b.emit(alu64_imm(BPF_SUB, R2, 1));
+            self.b.emit(alu64_imm(AluOp::Sub, R2, 1));
             self.b.emit(store_reg(Size::DW, R10, n, R2));
         }
         self.b.bind(push);
         // A full list keeps its oldest panics; the newest replaces the last.
         let room = self.b.new_label();
         self.b.emit(load(Size::DW, R2, R10, n));
-        self.b.jmp_imm_to(BPF_JLT, R2, PANICS, room);
+        self.b.jmp_imm_to(JmpOp::Lt, R2, PANICS, room);
         self.b.emit(mov64_imm(R2, PANICS - 1));
         self.b.emit(store_reg(Size::DW, R10, n, R2));
         self.b.bind(room);
@@ -270,7 +270,7 @@ impl Gen<'_> {
         }
         self.b.emit(load(Size::DW, R1, R10, rec));
         self.b.emit(load(Size::DW, R2, R10, n));
-        self.b.emit(alu64_imm(BPF_ADD, R2, 1));
+        self.b.emit(alu64_imm(AluOp::Add, R2, 1));
         self.b.emit(store_reg(Size::W, R1, P_NPANICS, R2));
         Ok(())
     }
@@ -280,13 +280,13 @@ impl Gen<'_> {
     fn entry_of_panic(&mut self, n: i16, minus: i32, out: crate::bpf::builder::Label) {
         self.b.emit(load(Size::DW, R2, R10, n));
         if minus > 0 {
-            self.b.jmp_imm_to(BPF_JEQ, R2, 0, out);
-            self.b.emit(alu64_imm(BPF_SUB, R2, minus));
+            self.b.jmp_imm_to(JmpOp::Eq, R2, 0, out);
+            self.b.emit(alu64_imm(AluOp::Sub, R2, minus));
         }
-        self.b.emit(alu64_imm(BPF_AND, R2, PANICS - 1));
-        self.b.emit(alu64_imm(BPF_MUL, R2, PANIC));
+        self.b.emit(alu64_imm(AluOp::And, R2, PANICS - 1));
+        self.b.emit(alu64_imm(AluOp::Mul, R2, PANIC));
         self.b.emit(load(Size::DW, R1, R10, self.record.unwrap_or_default()));
-        self.b.emit(alu64_reg(BPF_ADD, R1, R2));
+        self.b.emit(alu64_reg(AluOp::Add, R1, R2));
     }
 
     /// At runtime.preprintpanics(p), on a goroutine about to die of panic p: notes p's
@@ -336,8 +336,8 @@ impl Gen<'_> {
         let have = self.b.new_label();
         self.b.emit(mov64_reg(R1, R6));
         self.b.emit(call(BPF_FUNC_get_attach_cookie));
-        self.b.emit(alu32_reg(BPF_MOV, R0, R0));
-        self.b.jmp_imm_to(BPF_JNE, R0, recovery as i32, dying);
+        self.b.emit(alu32_reg(AluOp::Mov, R0, R0));
+        self.b.jmp_imm_to(JmpOp::Ne, R0, recovery as i32, dying);
         let place = self.location_place("gp", gp, span)?;
         self.read_scalar(&place, 8, false)?;
         self.b.emit(store_reg(Size::DW, R10, g, R0));
@@ -361,31 +361,31 @@ impl Gen<'_> {
         self.b.emit(load(Size::W, R2, R1, R_TOP));
         self.b.emit(store_reg(Size::DW, R10, i, R2));
         self.b.emit(load(Size::W, R3, R1, R_GONE));
-        self.b.emit(alu64_reg(BPF_ADD, R3, R2));
+        self.b.emit(alu64_reg(AluOp::Add, R3, R2));
         self.b.emit(store_reg(Size::DW, R10, end, R3));
         self.b.emit(store_imm(Size::DW, R10, count, 0));
         let (head, next, out, mine) = (self.b.new_label(), self.b.new_label(), self.b.new_label(), self.b.new_label());
         let full = self.b.new_label();
         self.b.bind(head);
         self.b.emit(load(Size::DW, R1, R10, count));
-        self.b.jmp_imm_to(BPF_JSGE, R1, MAX_REPORT, full);
-        self.b.emit(alu64_imm(BPF_ADD, R1, 1));
+        self.b.jmp_imm_to(JmpOp::Sge, R1, MAX_REPORT, full);
+        self.b.emit(alu64_imm(AluOp::Add, R1, 1));
         self.b.emit(store_reg(Size::DW, R10, count, R1));
         self.b.emit(load(Size::DW, R1, R10, i));
         self.b.emit(load(Size::DW, R2, R10, end));
-        self.b.jmp_reg_to(BPF_JGE, R1, R2, out);
+        self.b.jmp_reg_to(JmpOp::Ge, R1, R2, out);
         self.frame_addr(i, span)?;
-        self.b.jmp_imm_to(BPF_JEQ, R0, 0, next);
+        self.b.jmp_imm_to(JmpOp::Eq, R0, 0, next);
         self.b.emit(load(Size::W, R1, R0, F_FUNC));
         for f in functions {
-            self.b.jmp_imm_to(BPF_JEQ, R1, *f as i32, mine);
+            self.b.jmp_imm_to(JmpOp::Eq, R1, *f as i32, mine);
         }
         self.b.ja_to(next);
         self.b.bind(mine);
         self.b.emit(store_reg(Size::DW, R10, func, R1));
         self.b.emit(load(Size::DW, R7, R0, F_TIME));
         self.b.emit(call(BPF_FUNC_ktime_get_ns));
-        self.b.emit(alu64_reg(BPF_SUB, R0, R7));
+        self.b.emit(alu64_reg(AluOp::Sub, R0, R7));
         let elapsed = self.slot(8, span)?;
         self.b.emit(store_reg(Size::DW, R10, elapsed, R0));
         self.elapsed = Some(elapsed);
@@ -393,14 +393,14 @@ impl Gen<'_> {
         body(self)?;
         self.b.bind(next);
         self.b.emit(load(Size::DW, R1, R10, i));
-        self.b.emit(alu64_imm(BPF_ADD, R1, 1));
+        self.b.emit(alu64_imm(AluOp::Add, R1, 1));
         self.b.emit(store_reg(Size::DW, R10, i, R1));
         self.b.ja_to(head);
         // More ended frames than one program looks at: counted and said at exit.
         self.b.bind(full);
         self.b.emit(load(Size::DW, R1, R10, i));
         self.b.emit(load(Size::DW, R2, R10, end));
-        self.b.jmp_reg_to(BPF_JGE, R1, R2, out);
+        self.b.jmp_reg_to(JmpOp::Ge, R1, R2, out);
         if let Some(program) = self.acct.as_ref().map(|a| a.program.clone()) {
             let why =
                 format!("a panic ended more than {MAX_REPORT} traced calls at once: the deeper ones were not reported");

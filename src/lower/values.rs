@@ -67,7 +67,7 @@ impl Gen<'_> {
             Location::Stack { offset } => {
                 let slot = self.slot(8, span)?;
                 self.load_ctx_reg(R0, self.arch.stack_pointer());
-                self.b.emit(alu64_imm(BPF_ADD, R0, *offset as i32));
+                self.b.emit(alu64_imm(AluOp::Add, R0, *offset as i32));
                 self.b.emit(store_reg(Size::DW, R10, slot, R0));
                 Ok(Place::Mem { addr: slot, offset: 0 })
             }
@@ -132,7 +132,7 @@ impl Gen<'_> {
                     (Some(n), Place::Mem { addr, offset }) => {
                         let ptr = self.slot(8, e.span)?;
                         self.b.emit(load(Size::DW, R0, R10, *addr));
-                        self.b.emit(alu64_imm(BPF_ADD, R0, *offset as i32));
+                        self.b.emit(alu64_imm(AluOp::Add, R0, *offset as i32));
                         self.b.emit(store_reg(Size::DW, R10, ptr, R0));
                         (ptr, Some(n))
                     }
@@ -147,16 +147,16 @@ impl Gen<'_> {
                 self.b.emit(load(Size::DW, R1, R10, idx));
                 self.b.emit(mov64_imm(R0, 0));
                 match bound {
-                    None => self.b.jmp_reg_to(BPF_JGE, R1, R2, out),
+                    None => self.b.jmp_reg_to(JmpOp::Ge, R1, R2, out),
                     // A length past i32 (corrupt DWARF) bounds at the largest immediate.
-                    Some(n) => self.b.jmp_imm_to(BPF_JGE, R1, i32::try_from(n).unwrap_or(i32::MAX), out),
+                    Some(n) => self.b.jmp_imm_to(JmpOp::Ge, R1, i32::try_from(n).unwrap_or(i32::MAX), out),
                 }
                 self.b.emit(mov64_reg(R0, R1));
-                self.b.emit(alu64_imm(BPF_MUL, R0, size as i32));
+                self.b.emit(alu64_imm(AluOp::Mul, R0, size as i32));
                 self.b.emit(load(Size::DW, R1, R10, base_addr));
-                self.b.emit(alu64_reg(BPF_ADD, R0, R1));
+                self.b.emit(alu64_reg(AluOp::Add, R0, R1));
                 self.b.bind(out);
-                self.b.emit(alu64_imm(BPF_ADD, R0, 0));
+                self.b.emit(alu64_imm(AluOp::Add, R0, 0));
                 self.address_place(e.span)
             }
             _ => Err(LowerError::unsupported(e.span, "reading this Go value")),
@@ -174,7 +174,7 @@ impl Gen<'_> {
                         let shift = (*offset - p.offset) * 8;
                         self.load_ctx_reg(R0, reg);
                         if shift > 0 {
-                            self.b.emit(alu64_imm(BPF_RSH, R0, shift as i32));
+                            self.b.emit(alu64_imm(AluOp::Rsh, R0, shift as i32));
                         }
                     }
                     // A zero-sized value, or a part no register holds.
@@ -197,7 +197,7 @@ impl Gen<'_> {
                     Some(PieceAt::Reg(reg)) => {
                         self.load_ctx_reg(R0, *reg);
                         if within > 0 {
-                            self.b.emit(alu64_imm(BPF_RSH, R0, (within * 8) as i32));
+                            self.b.emit(alu64_imm(AluOp::Rsh, R0, (within * 8) as i32));
                         }
                     }
                     Some(PieceAt::Stack { offset: at }) => {
@@ -224,10 +224,10 @@ impl Gen<'_> {
         let tmp = self.frame_slot(8)?;
         self.b.emit(store_imm(Size::DW, R10, tmp, 0));
         if offset != 0 {
-            self.b.emit(alu64_imm(BPF_ADD, R3, offset as i32));
+            self.b.emit(alu64_imm(AluOp::Add, R3, offset as i32));
         }
         self.b.emit(mov64_reg(R1, R10));
-        self.b.emit(alu64_imm(BPF_ADD, R1, tmp as i32));
+        self.b.emit(alu64_imm(AluOp::Add, R1, tmp as i32));
         self.b.emit(mov64_imm(R2, size as i32));
         self.b.emit(call(BPF_FUNC_probe_read_user));
         self.b.emit(load(Size::DW, R0, R10, tmp));
@@ -238,8 +238,8 @@ impl Gen<'_> {
     pub fn narrow(&mut self, size: u64, signed: bool) {
         if size < 8 {
             let shift = 64 - 8 * size as i32;
-            self.b.emit(alu64_imm(BPF_LSH, R0, shift));
-            self.b.emit(alu64_imm(if signed { BPF_ARSH } else { BPF_RSH }, R0, shift));
+            self.b.emit(alu64_imm(AluOp::Lsh, R0, shift));
+            self.b.emit(alu64_imm(if signed { AluOp::Arsh } else { AluOp::Rsh }, R0, shift));
         }
     }
 
@@ -335,7 +335,7 @@ impl Gen<'_> {
 
     /// Writes the string `e` as a record (u64 length, then at most `max` bytes) at
     /// `base + off`, where `base` is R10 (the stack) or R8 (an event record).
-    pub fn string_to(&mut self, e: &Expr, base: u8, off: i16, max: u32) -> Result<(), LowerError> {
+    pub fn string_to(&mut self, e: &Expr, base: Reg, off: i16, max: u32) -> Result<(), LowerError> {
         if let ExprKind::Str(lit) = &e.kind {
             let bytes = &lit.as_bytes()[..lit.len().min(max as usize)];
             super::offset(e.span, off, 8 + bytes.len().next_multiple_of(8))?;
@@ -380,7 +380,7 @@ impl Gen<'_> {
     pub fn string_from_place(
         &mut self,
         place: &Place,
-        base: u8,
+        base: Reg,
         off: i16,
         max: u32,
         span: Span,
@@ -392,14 +392,14 @@ impl Gen<'_> {
         self.b.emit(store_reg(Size::DW, R10, ptr, R0));
         self.read_scalar(&place.plus(8), 8, false)?;
         let ok = self.b.new_label();
-        self.b.jmp_imm_to(BPF_JLE, R0, max as i32, ok);
+        self.b.jmp_imm_to(JmpOp::Le, R0, max as i32, ok);
         self.b.emit(mov64_imm(R0, max as i32));
         self.b.bind(ok);
         self.b.emit(store_reg(Size::DW, base, off, R0));
         self.b.emit(mov64_reg(R2, R0));
         self.b.emit(load(Size::DW, R3, R10, ptr));
         self.b.emit(mov64_reg(R1, base));
-        self.b.emit(alu64_imm(BPF_ADD, R1, off as i32 + 8));
+        self.b.emit(alu64_imm(AluOp::Add, R1, off as i32 + 8));
         self.b.emit(call(BPF_FUNC_probe_read_user));
         self.frame.release(mark);
         Ok(())
@@ -407,7 +407,7 @@ impl Gen<'_> {
 
     /// Writes the current thread's name as a string record: bpf_get_current_comm, then
     /// its length up to the first NUL.
-    fn comm_to(&mut self, base: u8, off: i16, max: u32) -> Result<(), LowerError> {
+    fn comm_to(&mut self, base: Reg, off: i16, max: u32) -> Result<(), LowerError> {
         const COMM: i16 = 16;
         let mut buf_off = off + 8;
         let mark = self.frame.mark();
@@ -418,7 +418,7 @@ impl Gen<'_> {
             None => (base, off + 8),
         };
         self.b.emit(mov64_reg(R1, buf_base));
-        self.b.emit(alu64_imm(BPF_ADD, R1, b_off as i32));
+        self.b.emit(alu64_imm(AluOp::Add, R1, b_off as i32));
         self.b.emit(mov64_imm(R2, COMM as i32));
         self.b.emit(call(BPF_FUNC_get_current_comm));
         let done = self.b.new_label();
@@ -426,15 +426,15 @@ impl Gen<'_> {
         for i in 0..COMM {
             let next = self.b.new_label();
             self.b.emit(load(Size::B, R1, buf_base, b_off + i));
-            self.b.jmp_imm_to(BPF_JNE, R1, 0, next);
+            self.b.jmp_imm_to(JmpOp::Ne, R1, 0, next);
             self.b.emit(mov64_imm(R0, i as i32));
             self.b.ja_to(done);
             self.b.bind(next);
-            self.b.emit(alu64_imm(BPF_ADD, R1, 0));
+            self.b.emit(alu64_imm(AluOp::Add, R1, 0));
         }
         self.b.bind(done);
         let ok = self.b.new_label();
-        self.b.jmp_imm_to(BPF_JLE, R0, max as i32, ok);
+        self.b.jmp_imm_to(JmpOp::Le, R0, max as i32, ok);
         self.b.emit(mov64_imm(R0, max as i32));
         self.b.bind(ok);
         self.b.emit(store_reg(Size::DW, base, off, R0));
@@ -452,7 +452,7 @@ impl Gen<'_> {
     /// Writes the Go call stack at `base + off`: the probed instruction, the return
     /// address (at SP or in the link register: probes sit before the frame is set up, or
     /// after it is torn down), then the frame-pointer chain (Go keeps frame pointers).
-    pub fn ustack_to(&mut self, base: u8, off: i16, span: Span) -> Result<(), LowerError> {
+    pub fn ustack_to(&mut self, base: Reg, off: i16, span: Span) -> Result<(), LowerError> {
         let depth = crate::plan::USTACK_DEPTH as i16;
         let mark = self.frame.mark();
         let fp = self.slot(8, span)?;
@@ -467,7 +467,7 @@ impl Gen<'_> {
                 self.load_ctx_reg(R3, self.arch.stack_pointer());
                 self.b.emit(store_imm(Size::DW, R10, pair, 0));
                 self.b.emit(mov64_reg(R1, R10));
-                self.b.emit(alu64_imm(BPF_ADD, R1, pair as i32));
+                self.b.emit(alu64_imm(AluOp::Add, R1, pair as i32));
                 self.b.emit(mov64_imm(R2, 8));
                 self.b.emit(call(BPF_FUNC_probe_read_user));
                 self.b.emit(load(Size::DW, R0, R10, pair));
@@ -481,27 +481,27 @@ impl Gen<'_> {
         for i in 2..depth {
             // [fp] is the caller's frame pointer, [fp + 8] its return address.
             self.b.emit(load(Size::DW, R3, R10, fp));
-            self.b.jmp_imm_to(BPF_JEQ, R3, 0, done);
+            self.b.jmp_imm_to(JmpOp::Eq, R3, 0, done);
             self.b.emit(store_imm(Size::DW, R10, pair, 0));
             self.b.emit(store_imm(Size::DW, R10, pair + 8, 0));
             self.b.emit(mov64_reg(R1, R10));
-            self.b.emit(alu64_imm(BPF_ADD, R1, pair as i32));
+            self.b.emit(alu64_imm(AluOp::Add, R1, pair as i32));
             self.b.emit(mov64_imm(R2, 16));
             self.b.emit(call(BPF_FUNC_probe_read_user));
             self.b.emit(load(Size::DW, R0, R10, pair + 8));
-            self.b.jmp_imm_to(BPF_JEQ, R0, 0, done);
+            self.b.jmp_imm_to(JmpOp::Eq, R0, 0, done);
             self.b.emit(store_reg(Size::DW, base, off + 8 * i, R0));
             self.b.emit(load(Size::DW, R0, R10, pair));
             self.b.emit(store_reg(Size::DW, R10, fp, R0));
         }
         self.b.bind(done);
-        self.b.emit(alu64_imm(BPF_ADD, R0, 0));
+        self.b.emit(alu64_imm(AluOp::Add, R0, 0));
         self.frame.release(mark);
         Ok(())
     }
 
     /// Writes an interface's record (see `plan::ValueType::Interface`) at `base + off`.
-    pub fn interface_to(&mut self, e: &Expr, base: u8, off: i16) -> Result<(), LowerError> {
+    pub fn interface_to(&mut self, e: &Expr, base: Reg, off: i16) -> Result<(), LowerError> {
         // The panic's value is an `any`.
         let empty = match self.go_type_of(e) {
             Some(id) => matches!(self.types.get(id).kind, TypeKind::Interface { empty: true }),
@@ -519,7 +519,7 @@ impl Gen<'_> {
         &mut self,
         place: &Place,
         empty: bool,
-        base: u8,
+        base: Reg,
         off: i16,
         span: Span,
     ) -> Result<(), LowerError> {
@@ -546,7 +546,7 @@ impl Gen<'_> {
     }
 
     /// Writes the value of `e` as its record (`Ty::record_size` bytes) at `base + off`.
-    pub fn value_to(&mut self, e: &Expr, base: u8, off: i16) -> Result<(), LowerError> {
+    pub fn value_to(&mut self, e: &Expr, base: Reg, off: i16) -> Result<(), LowerError> {
         match self.facts.ty(e.id).clone() {
             Ty::Str { max } => self.string_to(e, base, off, max),
             ty @ (Ty::Interface | Ty::Stack) if self.stored_record_to(e, base, off, ty.record_size())? => Ok(()),
@@ -584,20 +584,20 @@ impl Gen<'_> {
         let no = self.b.new_label();
         let end = self.b.new_label();
         self.b.emit(load(Size::DW, R1, R10, buf));
-        self.b.jmp_imm_to(BPF_JNE, R1, n as i32, no);
+        self.b.jmp_imm_to(JmpOp::Ne, R1, n as i32, no);
         for (i, chunk) in lit.as_bytes().chunks(8).enumerate() {
             let mut word = [0u8; 8];
             word[..chunk.len()].copy_from_slice(chunk);
             self.b.emit(load(Size::DW, R1, R10, buf + 8 + 8 * i as i16));
             self.b.emit2(ld_imm64(R2, u64::from_le_bytes(word)));
-            self.b.jmp_reg_to(BPF_JNE, R1, R2, no);
+            self.b.jmp_reg_to(JmpOp::Ne, R1, R2, no);
         }
         self.b.emit(mov64_imm(R0, 1));
         self.b.ja_to(end);
         self.b.bind(no);
         self.b.emit(mov64_imm(R0, 0));
         self.b.bind(end);
-        self.b.emit(alu64_imm(BPF_ADD, R0, 0));
+        self.b.emit(alu64_imm(AluOp::Add, R0, 0));
         self.frame.release(mark);
         Ok(())
     }
