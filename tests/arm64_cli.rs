@@ -158,3 +158,19 @@ fn tracing_an_arm64_binary_is_refused_on_this_host() {
     assert_eq!(r.code, 1, "{}", r.stderr);
     assert!(r.stderr.contains(want), "{}", r.stderr);
 }
+
+/// Without DWARF, Go 1.17's arm64 code (the stack ABI) takes its words from the stack:
+/// `arg0` is read there, and `ret0`, which follows arguments of a size only DWARF knows,
+/// is an error at the name that says how to give gtrace the DWARF.
+#[test]
+fn stack_abi_results_without_dwarf_are_refused_with_a_way_out() {
+    let stripped = support::toolchain::Kind { stripped: true, ..PLAIN };
+    let Some(bin) = build_arm64("e2e", support::toolchain::OLDEST, stripped) else { return };
+    let args = check_against(&["-e", "on entry main.add { @a = sum(arg0) }"], &bin);
+    assert_eq!(args.code, 0, "{}", args.stderr);
+    let results = check_against(&["-e", "on return main.add { @r = sum(ret0) }"], &bin);
+    assert_ne!(results.code, 0, "{}", results.stderr);
+    assert!(results.stderr.contains("`ret0` cannot be located without DWARF"), "{}", results.stderr);
+    assert!(results.stderr.contains("hint: give gtrace the binary's DWARF"), "{}", results.stderr);
+    assert!(results.stderr.contains("<-e>:1:"), "the error is placed in the script: {}", results.stderr);
+}

@@ -3,19 +3,20 @@
 //! whether a probe body reads any at all.
 
 use super::ty::Ty;
+use super::unreadable::{InlinedWhy, Unreadable};
 use super::InstanceKind;
 use crate::arch::abi::{self, Location};
 use crate::check::Builtin;
 use crate::gotypes::{TypeId, TypeKind, Types};
 use crate::syntax::ast::*;
-use crate::target::{InlinedSite, Param, Target, ValueLocation};
+use crate::target::{InlinedSite, Param, Target, TargetError, ValueLocation};
 
 /// A Go value the probe can read by name.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GoValue {
     pub name: String,
     pub type_id: TypeId,
-    pub ty: Result<Ty, String>,
+    pub ty: Result<Ty, Unreadable>,
     /// Where it is at the probe, or with `at_entry`, at the function's entry.
     pub location: Location,
     pub is_result: bool,
@@ -28,12 +29,11 @@ pub struct GoValue {
 pub const STRING_LIMIT: u32 = 64;
 
 /// Parameters and results of `function` with their ABI locations.
-pub fn go_values(target: &Target, function: &str, kind: InstanceKind, limit: u32) -> Result<Vec<GoValue>, String> {
-    let params: Vec<Param> = match target.params(function) {
-        Ok(Some(p)) => p,
-        Ok(None) if !target.has_dwarf() => return Ok(positional(target, function, kind)),
-        Ok(None) => return Ok(Vec::new()),
-        Err(e) => return Err(e.to_string()),
+pub fn go_values(target: &Target, function: &str, kind: InstanceKind, limit: u32) -> Result<Vec<GoValue>, TargetError> {
+    let params: Vec<Param> = match target.params(function)? {
+        Some(p) => p,
+        None if !target.has_dwarf() => return Ok(positional(target, function, kind)),
+        None => return Ok(Vec::new()),
     };
     // Go 1.17's DWARF leaves unnamed results out: there, a function that lists none is
     // offered `ret0` … as machine words from the register ABI's result registers.
@@ -57,7 +57,7 @@ pub fn go_values(target: &Target, function: &str, kind: InstanceKind, limit: u32
         }
         // At a RET the parameters' registers hold results or garbage: a return probe
         // reads what the entry of the same call carried (`at_entry`).
-        let ty = go_ty(types, p.ty, &p.name, limit);
+        let ty = Ok(go_ty(types, p.ty, limit));
         let at_entry = kind == InstanceKind::Return;
         values.push(GoValue { name: p.name.clone(), type_id: p.ty, ty, location: loc, is_result: false, at_entry });
     }
@@ -66,7 +66,7 @@ pub fn go_values(target: &Target, function: &str, kind: InstanceKind, limit: u32
             values.push(GoValue {
                 name: p.name.clone(),
                 type_id: p.ty,
-                ty: go_ty(types, p.ty, &p.name, limit),
+                ty: Ok(go_ty(types, p.ty, limit)),
                 location: loc,
                 is_result: true,
                 at_entry: false,
@@ -117,7 +117,7 @@ pub fn positional(target: &Target, function: &str, kind: InstanceKind) -> Vec<Go
         });
         if kind == InstanceKind::Return {
             let ty = if stack {
-                Err(format!("`ret{i}` cannot be located without DWARF: {function} passes its results on the stack after its arguments, whose size only DWARF knows"))
+                Err(Unreadable::StackResult { name: format!("ret{i}"), function: function.to_string() })
             } else {
                 Ok(Ty::Int { size: 8, signed: true })
             };
@@ -139,10 +139,10 @@ pub fn positional(target: &Target, function: &str, kind: InstanceKind) -> Vec<Go
 /// the site's probe address, refused with the reason otherwise.
 pub fn inlined_values(target: &Target, site: &InlinedSite, limit: u32) -> Vec<GoValue> {
     let function = site.callee.as_str();
-    let unreadable = |name: &str, why: &str| {
-        format!(
-            "`{name}` is a parameter of {function}, which was inlined here: {why}, so it cannot be read at this site"
-        )
+    let unreadable = |name: &str, why: InlinedWhy| Unreadable::Inlined {
+        name: name.to_string(),
+        function: function.to_string(),
+        why,
     };
     // Where DWARF says the inlined call keeps each parameter at the probe's address.
     if let Some(located) = target.inlined_params(site).ok().flatten() {
@@ -157,19 +157,14 @@ pub fn inlined_values(target: &Target, site: &InlinedSite, limit: u32) -> Vec<Go
             .into_iter()
             .map(|p| {
                 let (ty, location) = match located.iter().find(|(l, _)| l.name == p.name) {
-                    Some((_, ValueLocation::At(loc))) => (go_ty(types, p.ty, &p.name, limit), loc.clone()),
-                    Some((_, ValueLocation::Unsupported(why))) => (Err(unreadable(&p.name, why)), Location::Empty),
-                    Some((_, ValueLocation::Nowhere)) => (
-                        Err(unreadable(
-                            &p.name,
-                            "DWARF has no location for it where the probe is (optimized away there)",
-                        )),
-                        Location::Empty,
-                    ),
-                    None => (
-                        Err(unreadable(&p.name, "the inlined code does not keep it (optimized away)")),
-                        Location::Empty,
-                    ),
+                    Some((_, ValueLocation::At(loc))) => (Ok(go_ty(types, p.ty, limit)), loc.clone()),
+                    Some((_, ValueLocation::Unsupported(why))) => {
+                        (Err(unreadable(&p.name, InlinedWhy::Location(why.clone()))), Location::Empty)
+                    }
+                    Some((_, ValueLocation::Nowhere)) => {
+                        (Err(unreadable(&p.name, InlinedWhy::NowhereHere)), Location::Empty)
+                    }
+                    None => (Err(unreadable(&p.name, InlinedWhy::NotKept)), Location::Empty),
                 };
                 GoValue { name: p.name.clone(), type_id: p.ty, ty, location, is_result: false, at_entry: false }
             })
@@ -182,7 +177,7 @@ pub fn inlined_values(target: &Target, site: &InlinedSite, limit: u32) -> Vec<Go
         .map(|p| GoValue {
             name: p.name.clone(),
             type_id: p.ty,
-            ty: Err(unreadable(&p.name, "DWARF does not describe this inlined call")),
+            ty: Err(unreadable(&p.name, InlinedWhy::Undescribed)),
             location: Location::Empty,
             is_result: false,
             at_entry: false,
@@ -190,14 +185,15 @@ pub fn inlined_values(target: &Target, site: &InlinedSite, limit: u32) -> Vec<Go
         .collect()
 }
 
-/// The script type of a Go value, or why it cannot be used.
-pub fn go_ty(types: &Types, id: crate::gotypes::TypeId, _what: &str, limit: u32) -> Result<Ty, String> {
+/// The script type of a Go value: a scalar the script computes with, or `Ty::Go` for
+/// one it can only print, store or walk into.
+pub fn go_ty(types: &Types, id: crate::gotypes::TypeId, limit: u32) -> Ty {
     let t = types.get(id);
     if let Some(value) = atomic_value(types, id) {
         // An atomic integer, bool or pointer reads as the value it holds.
-        return go_ty(types, value, _what, limit);
+        return go_ty(types, value, limit);
     }
-    Ok(match &t.kind {
+    match &t.kind {
         TypeKind::Int { .. } if t.name == "time.Duration" => Ty::Duration,
         TypeKind::Int { signed } => Ty::Int { size: t.size as u8, signed: *signed },
         TypeKind::Bool => Ty::Bool,
@@ -209,7 +205,7 @@ pub fn go_ty(types: &Types, id: crate::gotypes::TypeId, _what: &str, limit: u32)
         // where its location says so (`Location::Unreadable`).
         TypeKind::Float if t.size == 4 || t.size == 8 => Ty::Float { size: t.size as u8 },
         _ => Ty::Go(id),
-    })
+    }
 }
 
 /// The packages of Go's atomic types (`atomic.Int64`, `atomic.Uint64`, ...): the

@@ -10,7 +10,7 @@ use super::typeck;
 use super::{Builtin, Carried, Checked, Facts, FuncSite, Instance, InstanceKind, Name};
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::syntax::ast::*;
-use crate::target::Target;
+use crate::target::{Target, TargetError};
 
 /// Functions that share one compiled program, and what the program may read there.
 struct Group {
@@ -19,7 +19,7 @@ struct Group {
     /// places them there): skipped with a warning when the body cannot be compiled
     /// there but can at another.
     at_inlined_call: bool,
-    values: Result<Vec<GoValue>, String>,
+    values: Result<Vec<GoValue>, TargetError>,
 }
 
 /// Types the probe's body once per group of its functions and adds an `Instance` for
@@ -41,8 +41,12 @@ pub fn check_probe(
     for group in groups(&probe, &ast.body, target, limit) {
         let values = match group.values {
             Ok(v) => v,
-            Err(message) => {
-                diags.push(Diagnostic::error(ast.span, message));
+            Err(e) => {
+                let mut d = Diagnostic::error(ast.span, e.to_string());
+                if let Some(hint) = e.hint() {
+                    d = d.hint(hint);
+                }
+                diags.push(d);
                 continue;
             }
         };
@@ -204,7 +208,12 @@ fn dictionary(
 /// What a probe may read at one of its sites, and whether the site is one of several
 /// places of one function (an inlined call, a line's start) that may share a program
 /// and be skipped with a warning when the body cannot read its values there.
-fn site_values(target: &Target, f: &FuncSite, kind: InstanceKind, limit: u32) -> (bool, Result<Vec<GoValue>, String>) {
+fn site_values(
+    target: &Target,
+    f: &FuncSite,
+    kind: InstanceKind,
+    limit: u32,
+) -> (bool, Result<Vec<GoValue>, TargetError>) {
     match (&f.inlined, &f.line) {
         (_, Some(site)) => (true, line_values(target, site, limit)),
         (Some(site), None) => (true, Ok(inlined_values(target, site, limit))),

@@ -4,12 +4,13 @@
 //! declared yet, or declared in a block that does not hold the line.
 
 use super::govalues::{go_ty, GoValue};
+use super::unreadable::Unreadable;
 use crate::arch::abi::Location;
-use crate::target::{LineSite, LocalState, Target, ValueLocation};
+use crate::target::{LineSite, LocalState, Target, TargetError, ValueLocation};
 
 /// The locals at `site`, each readable with its place, or with why not.
-pub fn line_values(target: &Target, site: &LineSite, limit: u32) -> Result<Vec<GoValue>, String> {
-    let locals = target.locals_at(site).map_err(|e| e.to_string())?;
+pub fn line_values(target: &Target, site: &LineSite, limit: u32) -> Result<Vec<GoValue>, TargetError> {
+    let locals = target.locals_at(site)?;
     let file = site.file.rsplit('/').next().unwrap_or(&site.file);
     let at = format!("{file}:{}", site.line);
     let word = target.word_type();
@@ -18,29 +19,23 @@ pub fn line_values(target: &Target, site: &LineSite, limit: u32) -> Result<Vec<G
         .into_iter()
         .map(|l| {
             let declared = l.decl_line.map(|d| format!("{file}:{d}")).unwrap_or_else(|| "another line".to_string());
-            let (ty, location) = match (&l.state, l.ty) {
-                (_, None) => (Err(format!("`{}` has no type in DWARF", l.name)), Location::Empty),
-                (LocalState::InScope(ValueLocation::At(loc)), Some(t)) => (go_ty(types, t, &l.name, limit), loc.clone()),
-                (LocalState::InScope(ValueLocation::Nowhere), _) if l.decl_line == Some(site.line) && !l.param => (
-                    Err(format!("`{}` is declared at {at}, and holds nothing yet where the line starts", l.name)),
-                    Location::Empty,
-                ),
-                (LocalState::InScope(ValueLocation::Nowhere), _) => {
-                    (Err(format!("`{}` is optimized away at {at}: the compiler keeps it nowhere there", l.name)), Location::Empty)
+            let (name, at) = (l.name.clone(), at.clone());
+            let ty = match (&l.state, l.ty) {
+                (_, None) => Err(Unreadable::NoType { name }),
+                (LocalState::InScope(ValueLocation::At(_)), Some(t)) => Ok(go_ty(types, t, limit)),
+                (LocalState::InScope(ValueLocation::Nowhere), _) if l.decl_line == Some(site.line) && !l.param => {
+                    Err(Unreadable::NothingYet { name, at })
                 }
+                (LocalState::InScope(ValueLocation::Nowhere), _) => Err(Unreadable::OptimizedAway { name, at }),
                 (LocalState::InScope(ValueLocation::Unsupported(why)), _) => {
-                    (Err(format!("`{}` cannot be read at {at}: {why}", l.name)), Location::Empty)
+                    Err(Unreadable::Location { name, at, why: why.clone() })
                 }
-                (LocalState::NotYet, _) => {
-                    (Err(format!("`{}` is not declared yet at {at}: it is declared at {declared}", l.name)), Location::Empty)
-                }
-                (LocalState::OutOfScope, _) => (
-                    Err(format!(
-                        "`{}` is not in scope at {at}: it is declared at {declared}, in a block that does not hold this line",
-                        l.name
-                    )),
-                    Location::Empty,
-                ),
+                (LocalState::NotYet, _) => Err(Unreadable::NotDeclaredYet { name, at, declared }),
+                (LocalState::OutOfScope, _) => Err(Unreadable::OutOfScope { name, at, declared }),
+            };
+            let location = match (&l.state, &ty) {
+                (LocalState::InScope(ValueLocation::At(loc)), Ok(_)) => loc.clone(),
+                _ => Location::Empty,
             };
             GoValue { name: l.name, type_id: l.ty.unwrap_or(word), ty, location, is_result: false, at_entry: false }
         })

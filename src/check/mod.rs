@@ -18,6 +18,7 @@ pub mod probes;
 pub mod skips;
 pub mod ty;
 pub mod typeck;
+pub mod unreadable;
 
 use crate::arch::abi::Location;
 use crate::diag::Diagnostics;

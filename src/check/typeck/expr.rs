@@ -139,7 +139,7 @@ impl Cx<'_> {
             return Ty::Void;
         };
         let fid = f.ty;
-        self.go_typed(e, fid, &field.name, field.span)
+        self.go_typed(e, fid)
     }
 
     /// `base[index]` of a string, slice, array or Go map.
@@ -184,13 +184,13 @@ impl Cx<'_> {
                 return Ty::Void;
             }
         };
-        self.go_typed(e, elem, "this element", e.span)
+        self.go_typed(e, elem)
     }
 
     /// `*p` of a typed Go pointer.
     pub(super) fn deref(&mut self, e: &Expr, t: Ty) -> Ty {
         match t {
-            Ty::Pointer { elem: Some(id) } => self.go_typed(e, id, "*p", e.span),
+            Ty::Pointer { elem: Some(id) } => self.go_typed(e, id),
             Ty::Void => Ty::Void,
             _ => {
                 self.err(
@@ -244,6 +244,6 @@ impl Cx<'_> {
             );
             return Ty::Void;
         }
-        self.go_typed(e, elem, "this element", e.span)
+        self.go_typed(e, elem)
     }
 }

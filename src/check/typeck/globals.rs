@@ -89,7 +89,7 @@ impl Cx<'_> {
             return Ty::Void;
         }
         self.facts.names.insert(e.id, Name::Global { name: g.name.clone(), addr: g.addr });
-        self.go_typed(e, g.ty, &g.name, e.span)
+        self.go_typed(e, g.ty)
     }
 
     fn no_global(&mut self, span: Span, name: &str) -> Ty {

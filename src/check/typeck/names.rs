@@ -11,17 +11,10 @@ use crate::diag::{closest, Diagnostic};
 use crate::syntax::ast::*;
 
 impl Cx<'_> {
-    /// Records the Go type of `e` and returns its script type (or reports why it cannot
-    /// be read).
-    pub(super) fn go_typed(&mut self, e: &Expr, id: crate::gotypes::TypeId, what: &str, span: Span) -> Ty {
+    /// Records the Go type of `e` and returns its script type.
+    pub(super) fn go_typed(&mut self, e: &Expr, id: crate::gotypes::TypeId) -> Ty {
         self.facts.go_types.insert(e.id, id);
-        match go_ty(self.types, id, what, self.string_limit) {
-            Ok(t) => t,
-            Err(why) => {
-                self.err(Diagnostic::error(span, why).label("cannot be read"));
-                Ty::Void
-            }
-        }
+        go_ty(self.types, id, self.string_limit)
     }
 
     pub(super) fn name(&mut self, e: &Expr, n: &str) -> Ty {
@@ -235,7 +228,11 @@ impl Cx<'_> {
                 t
             }
             Err(why) => {
-                self.err(Diagnostic::error(span, why).label("cannot be read"));
+                let mut d = Diagnostic::error(span, why.to_string()).label("cannot be read");
+                if let Some(hint) = why.hint() {
+                    d = d.hint(hint);
+                }
+                self.err(d);
                 Ty::Void
             }
         }
