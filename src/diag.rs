@@ -50,6 +50,13 @@ impl Diagnostic {
         self.hints.push(hint.into());
         self
     }
+    /// `hint`, when there is one (an error type's own hint).
+    pub fn hint_if(self, hint: Option<impl Into<String>>) -> Diagnostic {
+        match hint {
+            Some(h) => self.hint(h),
+            None => self,
+        }
+    }
     pub fn related(mut self, span: Span, label: impl Into<String>) -> Diagnostic {
         self.related.push((span, label.into()));
         self

@@ -42,11 +42,7 @@ pub fn check_probe(
         let values = match group.values {
             Ok(v) => v,
             Err(e) => {
-                let mut d = Diagnostic::error(ast.span, e.to_string());
-                if let Some(hint) = e.hint() {
-                    d = d.hint(hint);
-                }
-                diags.push(d);
+                diags.push(Diagnostic::error(ast.span, e.to_string()).hint_if(e.hint()));
                 continue;
             }
         };
@@ -104,22 +100,39 @@ pub fn check_probe(
     if let (Some(shape), false) = (stripped_shape(&probe, target, &ast.body), said) {
         diags.push(super::generics::stripped_warning(ast.span, &shape));
     }
-    if skipped > 0 && checked.instances.len() == instances_before {
-        // No call of the function could be compiled: the errors of the inlined ones.
+    let compiled_none = checked.instances.len() == instances_before;
+    report_skipped(skipped, compiled_none, failed, probe.kind, ast.span, &mut reported, diags);
+}
+
+/// Says what became of the `skipped` inlined calls or line starts whose body could not
+/// be compiled: their errors when no site compiled (`failed`), else one warning.
+fn report_skipped(
+    skipped: usize,
+    compiled_none: bool,
+    failed: Vec<Diagnostic>,
+    kind: InstanceKind,
+    span: Span,
+    reported: &mut Reported,
+    diags: &mut Diagnostics,
+) {
+    if skipped == 0 {
+        return;
+    }
+    if compiled_none {
         reported.push_all(failed, diags);
-    } else if skipped > 0 && probe.kind == InstanceKind::Line {
+    } else if kind == InstanceKind::Line {
         diags.push(
             Diagnostic::warning(
-                ast.span,
+                span,
                 format!("this probe reads locals that cannot be read at {skipped} of the places where the line starts"),
             )
             .label("those places are not traced")
             .hint("`--check` says why at each; a probe that reads no locals fires at every place"),
         );
-    } else if skipped > 0 {
+    } else {
         diags.push(
             Diagnostic::warning(
-                ast.span,
+                span,
                 format!("this probe reads parameters that DWARF does not place in registers at {skipped} of the places where the function was inlined"),
             )
             .label("those inlined calls are not traced")

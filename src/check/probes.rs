@@ -171,18 +171,7 @@ fn resolve_pattern(
     let found = target.find(&pattern.text);
     let inlined = target.find_inlined(&pattern.text);
     if matches!(kind, InstanceKind::Return | InstanceKind::Panic) && found.is_empty() && !inlined.is_empty() {
-        let mut callers: Vec<&str> = inlined.iter().map(|s| s.caller.as_str()).collect();
-        callers.dedup();
-        let more = if callers.len() > 3 { format!(" and {} more", callers.len() - 3) } else { String::new() };
-        let list = callers.iter().take(3).map(|c| format!("`{}`", quote_if_needed(c))).collect::<Vec<_>>().join(", ");
-        diags.push(
-            Diagnostic::error(
-                pattern.span,
-                format!("`{}` exists only inlined (into {list}{more}): it never returns as a call of its own", pattern.text),
-            )
-            .label("no return to probe")
-            .hint("`on entry` fires where it was inlined; to time it, probe the returns of the functions it was inlined into"),
-        );
+        diags.push(only_inlined(pattern, &inlined));
         return Vec::new();
     }
     if found.is_empty() && inlined.is_empty() {
@@ -197,18 +186,7 @@ fn resolve_pattern(
             }
             None => {}
         }
-        let mut d = Diagnostic::error(
-            pattern.span,
-            format!("no function matches `{}` in {}", pattern.text, target.path().display()),
-        )
-        .label("no such function");
-        let close = target.closest(&pattern.text, 3);
-        if !close.is_empty() {
-            let list: Vec<String> = close.iter().map(|c| format!("`{}`", quote_if_needed(c))).collect();
-            d = d.hint(format!("did you mean {}?", list.join(", ")));
-        }
-        d = d.hint("`gtrace -l PATTERN` lists the functions of the target");
-        diags.push(d);
+        diags.push(no_such_function(pattern, target));
         return Vec::new();
     }
     let mut sites = Vec::new();
@@ -219,9 +197,53 @@ fn resolve_pattern(
     }
     // Where the function was inlined: an entry with no call, so no return.
     if kind == InstanceKind::Entry {
-        let unsure = inlined.iter().filter(|s| s.how == crate::target::Placement::Lowest).count();
-        if unsure > 0 {
-            diags.push(
+        sites.extend(inlined_entries(pattern, inlined, target, diags, passed_over));
+    }
+    sites
+}
+
+/// A return or panic probe of a function that exists only inlined: it never returns.
+fn only_inlined(pattern: &SymbolPattern, inlined: &[crate::target::InlinedSite]) -> Diagnostic {
+    let mut callers: Vec<&str> = inlined.iter().map(|s| s.caller.as_str()).collect();
+    callers.dedup();
+    let more = if callers.len() > 3 { format!(" and {} more", callers.len() - 3) } else { String::new() };
+    let list = callers.iter().take(3).map(|c| format!("`{}`", quote_if_needed(c))).collect::<Vec<_>>().join(", ");
+    Diagnostic::error(
+        pattern.span,
+        format!("`{}` exists only inlined (into {list}{more}): it never returns as a call of its own", pattern.text),
+    )
+    .label("no return to probe")
+    .hint("`on entry` fires where it was inlined; to time it, probe the returns of the functions it was inlined into")
+}
+
+/// No function has this name: the closest that do.
+fn no_such_function(pattern: &SymbolPattern, target: &Target) -> Diagnostic {
+    let mut d = Diagnostic::error(
+        pattern.span,
+        format!("no function matches `{}` in {}", pattern.text, target.path().display()),
+    )
+    .label("no such function");
+    let close = target.closest(&pattern.text, 3);
+    if !close.is_empty() {
+        let list: Vec<String> = close.iter().map(|c| format!("`{}`", quote_if_needed(c))).collect();
+        d = d.hint(format!("did you mean {}?", list.join(", ")));
+    }
+    d.hint("`gtrace -l PATTERN` lists the functions of the target")
+}
+
+/// The entry sites of the places a function was inlined, but those a uprobe refuses
+/// (passed over); a warning for those placed at their lowest address.
+fn inlined_entries(
+    pattern: &SymbolPattern,
+    inlined: Vec<crate::target::InlinedSite>,
+    target: &Target,
+    diags: &mut Diagnostics,
+    passed_over: &mut Vec<PassedOver>,
+) -> Vec<FuncSite> {
+    let mut sites = Vec::new();
+    let unsure = inlined.iter().filter(|s| s.how == crate::target::Placement::Lowest).count();
+    if unsure > 0 {
+        diags.push(
                 Diagnostic::warning(
                     pattern.span,
                     format!(
@@ -232,19 +254,18 @@ fn resolve_pattern(
                 )
                 .label("those calls are probed at the lowest address of their code, and may be missed or counted twice"),
             );
-        }
-        for site in inlined {
-            match target.uprobe_refusal(site.addr) {
-                Some(r) => passed_over.push((site.callee.clone(), Some(site.addr), SkipReason::Refused(r))),
-                None => sites.push(FuncSite {
-                    name: site.callee.clone(),
-                    entry: site.addr,
-                    returns: Vec::new(),
-                    inlined: Some(site),
-                    line: None,
-                    dictionary: None,
-                }),
-            }
+    }
+    for site in inlined {
+        match target.uprobe_refusal(site.addr) {
+            Some(r) => passed_over.push((site.callee.clone(), Some(site.addr), SkipReason::Refused(r))),
+            None => sites.push(FuncSite {
+                name: site.callee.clone(),
+                entry: site.addr,
+                returns: Vec::new(),
+                inlined: Some(site),
+                line: None,
+                dictionary: None,
+            }),
         }
     }
     sites

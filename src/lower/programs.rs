@@ -70,15 +70,7 @@ pub(super) fn lower_all(
     sources: &Sources,
     settings: &Settings,
 ) -> Result<Lowered, LowerError> {
-    let binary =
-        Binary { path: target.path().to_path_buf(), build_ids: target.build_ids().clone(), arch: target.arch() };
-    let mut plan = Plan { version: PLAN_VERSION, binary, skipped: checked.skipped.clone(), ..Plan::default() };
-    for f in checked.instances.iter().flat_map(|i| &i.functions) {
-        if !plan.functions.contains(&f.name) {
-            plan.functions.push(f.name.clone());
-        }
-    }
-    plan.dictionaries = dictionaries(checked, target);
+    let plan = new_plan(checked, target);
     let timed = timed_functions(checked);
     let records = EntryRecords::new(checked)?;
     let panics = checked.instances.iter().any(|i| i.kind == InstanceKind::Panic);
@@ -133,7 +125,36 @@ pub(super) fn lower_all(
     // probes and entry timing run before the return probes at the same instruction.
     let Ctx { mut plan, programs, return_programs, events, layout, .. } = cx;
     plan.probes.sort_by_key(|p| !return_programs.contains(&p.program));
-    let mut maps = maps;
+    finish_plan(&mut plan, maps, layout, events, settings, checked);
+    Ok(Lowered { programs, plan })
+}
+
+/// The plan's head: the binary it was compiled for, what was passed over, the probed
+/// functions in order, and the generic dictionaries.
+fn new_plan(checked: &Checked, target: &Target) -> Plan {
+    let binary =
+        Binary { path: target.path().to_path_buf(), build_ids: target.build_ids().clone(), arch: target.arch() };
+    let mut plan = Plan { version: PLAN_VERSION, binary, skipped: checked.skipped.clone(), ..Plan::default() };
+    for f in checked.instances.iter().flat_map(|i| &i.functions) {
+        if !plan.functions.contains(&f.name) {
+            plan.functions.push(f.name.clone());
+        }
+    }
+    plan.dictionaries = dictionaries(checked, target);
+    plan
+}
+
+/// The plan's tail, once every program is lowered: the maps with their sizes (the
+/// scratch one fits the largest event), the accounting layout, the cgroup filter, the
+/// events and the Go types their whole values are decoded with.
+fn finish_plan(
+    plan: &mut Plan,
+    mut maps: Maps,
+    layout: Layout,
+    events: Vec<crate::plan::EventSpec>,
+    settings: &Settings,
+    checked: &Checked,
+) {
     maps.add_scratch(events.iter().map(|e| e.size).max().unwrap_or(8));
     maps.apply_sizes(&settings.map_sizes, plan.functions.len());
     plan.accounting = layout.finish(&mut maps);
@@ -147,7 +168,6 @@ pub(super) fn lower_all(
         plan.go_types = std::sync::Arc::new(checked.types.clone());
     }
     plan.events = events;
-    Ok(Lowered { programs, plan })
 }
 
 /// The dictionaries of the shape functions whose `func` carries one, by address.

@@ -319,18 +319,10 @@ impl Gen<'_> {
         Ok(())
     }
 
-    /// An `on panic` probe's program: for each frame of `functions` (indices in the plan)
-    /// that the panic ended, `body` runs with `func`, `elapsed`, `panic` and `recovered`.
-    /// It runs at runtime.recovery (the function of index `recovery`, gp at `gp`) and at
-    /// runtime.fatalpanic (on the dying goroutine), after the unwinding.
-    pub fn panic_frames(
-        &mut self,
-        recovery: u32,
-        gp: &Location,
-        functions: &[u32],
-        span: Span,
-        body: impl FnOnce(&mut Gen) -> Result<(), LowerError>,
-    ) -> Result<(), LowerError> {
+    /// `self.g` = a slot holding the panicking goroutine: `gp` at the recovery site (the
+    /// attach cookie says which site fired), else the g register, where the dying
+    /// goroutine runs.
+    fn panicking_g(&mut self, recovery: u32, gp: &Location, span: Span) -> Result<(), LowerError> {
         let g = self.slot(8, span)?;
         let dying = self.b.new_label();
         let have = self.b.new_label();
@@ -348,6 +340,22 @@ impl Gen<'_> {
         self.b.bind(have);
         self.b.emit(mov64_imm(R0, 0));
         self.g = Some(g);
+        Ok(())
+    }
+
+    /// An `on panic` probe's program: for each frame of `functions` (indices in the plan)
+    /// that the panic ended, `body` runs with `func`, `elapsed`, `panic` and `recovered`.
+    /// It runs at runtime.recovery (the function of index `recovery`, gp at `gp`) and at
+    /// runtime.fatalpanic (on the dying goroutine), after the unwinding.
+    pub fn panic_frames(
+        &mut self,
+        recovery: u32,
+        gp: &Location,
+        functions: &[u32],
+        span: Span,
+        body: impl FnOnce(&mut Gen) -> Result<(), LowerError>,
+    ) -> Result<(), LowerError> {
+        self.panicking_g(recovery, gp, span)?;
         let rec = self.record(false, span)?;
         let (value, recovered, func) = (self.slot(16, span)?, self.slot(8, span)?, self.slot(8, span)?);
         let (i, end, count) = (self.slot(8, span)?, self.slot(8, span)?, self.slot(8, span)?);

@@ -72,11 +72,7 @@ impl Cx<'_> {
         let g = match found {
             Ok(g) => g,
             Err(why) => {
-                let mut d = Diagnostic::error(e.span, why.message).label("a package-level variable");
-                if let Some(h) = why.hint {
-                    d = d.hint(h);
-                }
-                self.err(d);
+                self.err(Diagnostic::error(e.span, why.message).label("a package-level variable").hint_if(why.hint));
                 return Ty::Void;
             }
         };

@@ -228,11 +228,7 @@ impl Cx<'_> {
                 t
             }
             Err(why) => {
-                let mut d = Diagnostic::error(span, why.to_string()).label("cannot be read");
-                if let Some(hint) = why.hint() {
-                    d = d.hint(hint);
-                }
-                self.err(d);
+                self.err(Diagnostic::error(span, why.to_string()).label("cannot be read").hint_if(why.hint()));
                 Ty::Void
             }
         }
