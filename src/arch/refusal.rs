@@ -15,9 +15,14 @@ pub enum Refusal {
 impl Refusal {
     /// What the refused instruction is, for one or (`plural`) several.
     pub fn describe(&self, plural: bool) -> String {
-        match self {
-            Refusal::X86(r) => r.describe(plural),
-            Refusal::Arm64(r) => r.describe(plural),
+        let (one, many) = match self {
+            Refusal::X86(r) => r.phrases(),
+            Refusal::Arm64(r) => r.phrases(),
+        };
+        if plural {
+            many
+        } else {
+            one
         }
     }
 

@@ -24,7 +24,6 @@
 //! on every retry and the loop never ends).
 
 use super::insn::{self, bits, is};
-use std::fmt;
 
 /// Why a uprobe must not go on an arm64 instruction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
@@ -60,9 +59,10 @@ impl Refusal {
         !matches!(self, Refusal::FloatLiteral | Refusal::InExclusive)
     }
 
-    /// What the refused instruction is, for one or (`plural`) several.
-    pub fn describe(&self, plural: bool) -> String {
-        let (one, many) = match self {
+    /// What the refused instruction is, for one and for several (`arch::Refusal`
+    /// picks).
+    pub fn phrases(&self) -> (String, String) {
+        match self {
             Refusal::Undecodable => (
                 "bytes that are not a whole arm64 instruction".to_string(),
                 "bytes that are not whole arm64 instructions".to_string(),
@@ -98,18 +98,7 @@ impl Refusal {
                 "an instruction inside an exclusive load/store sequence, whose store a uprobe's trap would make fail on every retry".into(),
                 "instructions inside exclusive load/store sequences, whose stores a uprobe's trap would make fail on every retry".into(),
             ),
-        };
-        if plural {
-            many
-        } else {
-            one
         }
-    }
-}
-
-impl fmt::Display for Refusal {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.describe(false))
     }
 }
 
@@ -292,7 +281,10 @@ mod tests {
 
     #[test]
     fn descriptions_read_as_english() {
-        assert_eq!(Refusal::Hint { op: 2 }.to_string(), "a hint instruction uprobes cannot step (HINT #2, WFE)");
-        assert!(Refusal::Exclusive.describe(true).starts_with("exclusive loads or stores"));
+        let hint = crate::arch::Refusal::Arm64(Refusal::Hint { op: 2 });
+        assert_eq!(hint.to_string(), "a hint instruction uprobes cannot step (HINT #2, WFE)");
+        assert!(crate::arch::Refusal::Arm64(Refusal::Exclusive)
+            .describe(true)
+            .starts_with("exclusive loads or stores"));
     }
 }

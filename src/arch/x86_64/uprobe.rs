@@ -22,7 +22,6 @@
 //! no real instruction has more.
 
 use iced_x86::{Decoder, DecoderOptions};
-use std::fmt;
 
 /// Why the kernel would refuse a uprobe on an instruction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
@@ -45,9 +44,9 @@ pub enum Refusal {
 
 impl Refusal {
     /// What the refused instruction is, for one (`a LOCK-prefixed (atomic) instruction`)
-    /// or several (`LOCK-prefixed (atomic) instructions`).
-    pub fn describe(&self, plural: bool) -> String {
-        let (one, many) = match self {
+    /// and for several (`LOCK-prefixed (atomic) instructions`); `arch::Refusal` picks.
+    pub fn phrases(&self) -> (String, String) {
+        match self {
             Refusal::Undecodable => (
                 "bytes that do not decode as an x86 instruction".into(),
                 "bytes that do not decode as x86 instructions".into(),
@@ -74,18 +73,7 @@ impl Refusal {
             Refusal::Branch16 => {
                 ("a branch with an operand-size prefix".into(), "branches with an operand-size prefix".into())
             }
-        };
-        if plural {
-            many
-        } else {
-            one
         }
-    }
-}
-
-impl fmt::Display for Refusal {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.describe(false))
     }
 }
 
