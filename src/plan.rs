@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// The version of the plan's format. A plan of another version is refused.
-pub const PLAN_VERSION: u32 = 8;
+pub const PLAN_VERSION: u32 = 9;
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Plan {
@@ -234,6 +234,10 @@ pub enum MapRole {
     Scratch,
     /// A PIE's load bias by process (tgid): what package variables' addresses need.
     LoadBias,
+    /// The functions one `on panic` probe reports, however many: a hash whose keys are
+    /// their indices into `Plan::functions` (u32; the value is 1 and unused). The
+    /// runtime fills it when it loads the maps, before anything is attached.
+    PanicFunctions { functions: Vec<u32> },
 }
 
 /// How a user map's value is laid out and combined across CPUs.

@@ -58,6 +58,46 @@ fn every_call_a_panic_ends_fires_once_with_its_value() {
     }
 }
 
+/// A probe over many functions (TRACED but main.middle, and every function of fmt, which
+/// no panic ends) is one program that looks each ended call up among its functions: it
+/// reports exactly what the program says, and nothing of main.middle, whose calls another
+/// probe times (so panics end frames of it too).
+#[test]
+fn a_probe_over_many_functions_reports_only_its_own() {
+    if !privileged("a_probe_over_many_functions_reports_only_its_own") {
+        return;
+    }
+    let bin = support::go_build("panics", &[]);
+    let traced = TRACED.replace("main.middle, ", "");
+    let script = SCRIPT.replace("TRACED", &format!("{traced}, \"fmt.*\""))
+        + "\non return main.middle { @middle[elapsed > 0] = count() }";
+    let plan = gtrace(&["-e", &script, "--emit", "plan", "-b", bin.to_str().unwrap()]);
+    assert_eq!(plan.code, 0, "{}", plan.stderr);
+    let plan: serde_json::Value = serde_json::from_str(&plan.stdout).expect("the plan is JSON");
+    let functions = plan["plan"]["maps"]
+        .as_array()
+        .expect("maps")
+        .iter()
+        .find_map(|m| m["role"]["PanicFunctions"]["functions"].as_array().map(|f| f.len()));
+    // More than the 32 functions one program compared inline before the lookup.
+    assert!(functions.is_some_and(|n| n > 32), "the probe covers fmt's functions: {functions:?}");
+    let programs: Vec<&str> = plan["plan"]["probes"]
+        .as_array()
+        .expect("probes")
+        .iter()
+        .filter_map(|p| p["program"].as_str())
+        .filter(|p| p.starts_with("p0"))
+        .collect();
+    assert_eq!(programs, ["p0"], "one program for the whole probe");
+    let run = gtrace(&["-e", &script, "-c", &format!("{} mix 25", bin.display())]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let (mut wants, fired) = wants_and_fired(&run.stdout);
+    let all = wants.len();
+    wants.retain(|want, _| !want.starts_with("want main.middle "));
+    assert!(all > wants.len() && !wants.is_empty(), "the program ended calls of main.middle:\n{}", run.stdout);
+    assert_eq!(fired, wants, "{}", run.stdout);
+}
+
 #[test]
 fn a_panic_that_kills_the_program_is_seen_before_it_dies() {
     if !privileged("a_panic_that_kills_the_program_is_seen_before_it_dies") {

@@ -82,6 +82,7 @@ pub(super) fn lower_all(
     if !checked.self_vars.is_empty() {
         maps.add_self_vars(checked.self_vars.values().map(|v| v.ty.record_size()).max().unwrap_or(8));
     }
+    maps.specs.extend(super::runtime_programs::panic_functions_maps(checked, &plan.functions));
     let biased = target.is_pie() && checked.instances.iter().any(reads_globals);
     if biased {
         maps.specs.push(super::globals::load_bias_map());

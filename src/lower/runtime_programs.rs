@@ -9,8 +9,8 @@ use super::programs::{Ctx, Owner, ENTRY_TIMING};
 use super::unwind::Unwind;
 use super::LowerError;
 use crate::arch::abi::Location;
-use crate::check::{Facts, Instance, InstanceKind};
-use crate::plan::{ProbeAttach, SiteRef};
+use crate::check::{Checked, Facts, Instance, InstanceKind};
+use crate::plan::{MapKind, MapRole, MapSpec, ProbeAttach, SiteRef};
 use crate::syntax::ast::{Probe, Span};
 use crate::target::Function;
 
@@ -23,7 +23,6 @@ const GOEXIT: &str = "goexit";
 const FRAME_POPS: &str = "frame_pops";
 /// How many functions one `on panic` program tells apart (a probe over more has one
 /// program per this many).
-const PANIC_FUNCTIONS: usize = 32;
 
 impl Ctx<'_> {
     /// A runtime function, where its probe goes (after the stack check), and where its
@@ -156,9 +155,10 @@ impl Ctx<'_> {
         Ok(())
     }
 
-    /// The programs of an `on panic` probe (instance `i`): at runtime.recovery and
-    /// runtime.fatalpanic, one per PANIC_FUNCTIONS of its functions; tied for the budget
-    /// with everything that keeps their frames.
+    /// The program of an `on panic` probe (instance `i`), at runtime.recovery and
+    /// runtime.fatalpanic: it reports the ended calls of the functions its
+    /// `PanicFunctions` map marks (`panic_functions_map`), however many; tied for the
+    /// budget with everything that keeps their frames.
     pub(super) fn panic_programs(&mut self, i: usize, inst: &Instance, probe: &Probe) -> Result<(), LowerError> {
         let span = probe.span;
         let recovery = self.runtime_function("runtime.recovery", 1);
@@ -167,23 +167,16 @@ impl Ctx<'_> {
             return Err(LowerError::NoRuntimeFunction { span, function: "runtime.recovery".into() });
         };
         let recovery_index = self.function_index(&rf.name) as u32;
-        let parts = inst.functions.len().div_ceil(PANIC_FUNCTIONS);
-        for (k, chunk) in inst.functions.chunks(PANIC_FUNCTIONS).enumerate() {
-            let name = if k == 0 { format!("p{i}") } else { format!("p{i}_{k}") };
-            let indices: Vec<u32> = chunk.iter().map(|f| self.function_index(&f.name) as u32).collect();
-            let comment = self.sources.located_line(span);
-            let owner = Owner { item: inst.item, functions: 2 };
-            let gp = rargs[0].clone();
-            let program = self.program(&name, owner, comment, &inst.facts, span, |gen| {
-                gen.panic_frames(recovery_index, &gp, &indices, span, |gen| gen.block(&probe.body))
-            })?;
-            let points = vec![self.point(&name, &rf.name, rentry, span)?, self.point(&name, &ff.name, fentry, span)?];
-            let describe = match parts {
-                1 => inst.describe.clone(),
-                _ => format!("{} (part {} of {parts}: {PANIC_FUNCTIONS} functions each)", inst.describe, k + 1),
-            };
-            self.add(name, program, ProbeAttach::Uprobe(points), describe);
-        }
+        let name = format!("p{i}");
+        let comment = self.sources.located_line(span);
+        let owner = Owner { item: inst.item, functions: 2 };
+        let gp = rargs[0].clone();
+        let members = panic_functions_name(i);
+        let program = self.program(&name, owner, comment, &inst.facts, span, |gen| {
+            gen.panic_frames(recovery_index, &gp, &members, span, |gen| gen.block(&probe.body))
+        })?;
+        let points = vec![self.point(&name, &rf.name, rentry, span)?, self.point(&name, &ff.name, fentry, span)?];
+        self.add(name, program, ProbeAttach::Uprobe(points), inst.describe.clone());
         Ok(())
     }
 
@@ -193,8 +186,7 @@ impl Ctx<'_> {
         let mut tie = Vec::new();
         for (i, inst) in self.checked.instances.iter().enumerate().filter(|(_, i)| i.kind == InstanceKind::Panic) {
             let own = format!("p{i}");
-            let chunk = format!("p{i}_");
-            for p in self.plan.probes.iter().filter(|p| p.program == own || p.program.starts_with(&chunk)) {
+            for p in self.plan.probes.iter().filter(|p| p.program == own) {
                 tie.push(SiteRef { program: p.program.clone(), function: None });
             }
             for f in &inst.functions {
@@ -212,4 +204,28 @@ impl Ctx<'_> {
         }
         self.layout.tie(tie);
     }
+}
+
+/// The object name of the `PanicFunctions` map of `on panic` instance `i`.
+fn panic_functions_name(i: usize) -> String {
+    format!("panic_fns{i}")
+}
+
+/// The `PanicFunctions` map of each `on panic` instance: which functions of
+/// `plan.functions` it reports.
+pub(super) fn panic_functions_maps(checked: &Checked, functions: &[String]) -> Vec<MapSpec> {
+    let panics = checked.instances.iter().enumerate().filter(|(_, inst)| inst.kind == InstanceKind::Panic);
+    panics
+        .map(|(i, inst)| {
+            let index = |name: &str| functions.iter().position(|f| f == name).unwrap_or_default() as u32;
+            MapSpec {
+                object_name: panic_functions_name(i),
+                kind: MapKind::Hash,
+                key_size: 4,
+                value_size: 4,
+                max_entries: inst.functions.len().max(1) as u32,
+                role: MapRole::PanicFunctions { functions: inst.functions.iter().map(|f| index(&f.name)).collect() },
+            }
+        })
+        .collect()
 }

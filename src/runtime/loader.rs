@@ -102,6 +102,7 @@ pub fn load(object: &[u8], plan: &Plan) -> Result<Loaded, RuntimeError> {
         }
     }
 
+    fill_panic_functions(&maps)?;
     Ok(Loaded {
         ebpf,
         plan_probes: plan.probes.clone(),
@@ -116,6 +117,19 @@ pub fn load(object: &[u8], plan: &Plan) -> Result<Loaded, RuntimeError> {
         generations: HashMap::new(),
         target: None,
     })
+}
+
+/// Puts the functions each `on panic` probe reports in its `PanicFunctions` map, before
+/// anything is attached (a probe that fired first would report nothing).
+fn fill_panic_functions(maps: &HashMap<String, MapHandle>) -> Result<(), RuntimeError> {
+    for map in maps.values() {
+        if let MapRole::PanicFunctions { functions } = &map.spec.role {
+            for f in functions {
+                map.update(&f.to_ne_bytes(), &1u32.to_ne_bytes())?;
+            }
+        }
+    }
+    Ok(())
 }
 
 fn load_program(ebpf: &mut Ebpf, probe: &ProbeSpec) -> Result<(), RuntimeError> {
