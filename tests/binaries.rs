@@ -103,6 +103,11 @@ fn every_kind_every_toolchain_target_facts() {
             assert_eq!(Some(g), by_version, "{what}: the g layout table is wrong for {version}");
             if !kind.stripped {
                 assert_eq!(t.g_layout_from_dwarf(), Some(g), "{what}");
+                // The panic state (on panic) and Go maps (m[k]): their tables too.
+                let panics = t.panic_layout_from_dwarf().unwrap_or_else(|| panic!("{what}: no _panic in DWARF"));
+                assert_eq!(Target::panic_layout_for_version(&version), Some(panics), "{what}: panic table, {version}");
+                let maps = t.map_layout_from_dwarf().unwrap_or_else(|| panic!("{what}: no map type in DWARF"));
+                assert_eq!(Target::map_layout_for_version(&version), Some(maps), "{what}: map table, {version}");
             }
             // Inlining: triple is inlined into its three callers.
             let sites = t.find_inlined("main.triple");

@@ -136,10 +136,15 @@ fn many_panics_leave_nothing_behind() {
 
 /// Without DWARF the runtime's panic state is found by Go version: the table agrees with
 /// the DWARF of each tested release, and a stripped build is traced as its twin with
-/// symbols is.
+/// symbols is. Besides the usual toolchains: Go 1.21 (the last of g.sigcode0, which it
+/// moved) and Go 1.22 (the first of the rewritten panics).
 #[test]
 fn stripped_binaries_use_the_runtime_layout_of_their_release() {
-    for toolchain in toolchains() {
+    let mut releases = toolchains();
+    if std::env::var("GTRACE_GO_VERSIONS").is_err() {
+        releases.extend(["go1.21.13".to_string(), "go1.22.12".to_string()]);
+    }
+    for toolchain in releases {
         let Some(plain) = build_plain("panics", &toolchain) else { continue };
         let stripped = match build("panics", &toolchain, Kind { stripped: true, pie: false, cgo: false }) {
             Ok(b) => b,

@@ -28,11 +28,16 @@ pub struct PanicLayout {
 
 /// The layout for Go 1.`minor` without DWARF; None for releases nobody measured.
 fn by_version(minor: u32) -> Option<PanicLayout> {
-    // Read from the DWARF of go1.17.13, go1.26.8 and go1.27.4 builds (tests/panics.rs
-    // checks them against DWARF again).
-    // `_panic.argp` came first until Go 1.26 dropped it, moving `arg` to the start.
+    // Read from the DWARF of go1.17.13, 1.18.10, 1.19.13, 1.20.14, 1.21.13, 1.22.12,
+    // 1.23.12, 1.24.13, 1.25.14, 1.26.8 and 1.27.4 builds (tests/panics.rs checks the
+    // toolchains it builds against DWARF again, tests/binaries.rs with
+    // tests/go-versions.sh every release). Go 1.21 moved g.sigcode0; Go 1.22 rewrote
+    // panics; `_panic.argp` came first until Go 1.26 dropped it, moving `arg` to the
+    // start and `sp` up by a word, and Go 1.27 added a word before `sp` again.
     let (recovery, arg) = match minor {
-        17 => (Recovery::Sigcode { sigcode0: 0x110 }, 8),
+        17..=20 => (Recovery::Sigcode { sigcode0: 0x110 }, 8),
+        21 => (Recovery::Sigcode { sigcode0: 0xf8 }, 8),
+        22..=25 => (Recovery::PanicSp { g_panic: 0x20, sp: 0x30 }, 8),
         26 => (Recovery::PanicSp { g_panic: 0x20, sp: 0x28 }, 0),
         27 => (Recovery::PanicSp { g_panic: 0x20, sp: 0x30 }, 0),
         _ => return None,
@@ -45,6 +50,12 @@ impl Target {
     /// timed frames read.
     pub fn panic_layout(&self) -> Option<PanicLayout> {
         self.panic_layout_from_dwarf().or_else(|| by_version(go_minor(self.go_version()?)?))
+    }
+
+    /// The panic layout gtrace assumes for binaries of Go `version` (`go1.21.13`)
+    /// without DWARF.
+    pub fn panic_layout_for_version(version: &str) -> Option<PanicLayout> {
+        by_version(go_minor(version)?)
     }
 
     /// The panic layout as DWARF gives it.
@@ -75,6 +86,8 @@ mod tests {
     fn measured_releases_only() {
         assert_eq!(by_version(17).map(|l| l.recovery), Some(Recovery::Sigcode { sigcode0: 0x110 }));
         assert!(matches!(by_version(27).map(|l| l.recovery), Some(Recovery::PanicSp { sp: 0x30, .. })));
-        assert_eq!(by_version(21), None);
+        assert_eq!(by_version(21).map(|l| l.recovery), Some(Recovery::Sigcode { sigcode0: 0xf8 }));
+        assert_eq!(by_version(16), None);
+        assert_eq!(by_version(28), None);
     }
 }
