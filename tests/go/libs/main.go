@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/metrics"
 	"strconv"
 	"sync"
 	"time"
@@ -54,6 +55,17 @@ func contend(n int) {
 	wg.Wait()
 }
 
+// The runtime's own count of goroutines created since the program started (every call
+// of runtime.newproc1), or -1 before Go 1.26, which added the metric.
+func goroutinesCreated() int64 {
+	sample := []metrics.Sample{{Name: "/sched/goroutines-created:goroutines"}}
+	metrics.Read(sample)
+	if sample[0].Value.Kind() != metrics.KindUint64 {
+		return -1
+	}
+	return int64(sample[0].Value.Uint64())
+}
+
 // What the gc mode keeps live.
 var kept [][]byte
 
@@ -84,7 +96,7 @@ func main() {
 		fmt.Printf("forced=%d\nnumgc=%d\nheapalloc=%d\n", n, after.NumGC-before.NumGC, after.HeapAlloc)
 	case "spawn":
 		spawn(n)
-		fmt.Printf("spawned=%d\n", n)
+		fmt.Printf("spawned=%d\ncreated=%d\n", n, goroutinesCreated())
 	case "lock":
 		contend(n)
 		fmt.Printf("contenders=%d\n", n)
