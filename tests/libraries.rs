@@ -130,9 +130,13 @@ fn sched_counts_spawned_goroutines() {
     let spawned = truth(&r.stdout, "spawned");
     // Every goroutine the program ever created, the runtime's own count (Go 1.26 and
     // later; the probes are attached before the program's first instruction).
+    // The runtime may start a few goroutines between the count and the program's exit
+    // (GC workers, one per P, on a first GC): at most that many more.
     let created = truth(&r.stdout, "created");
     if created >= 0 {
-        assert_eq!(map_value(&r.stdout, "@sched_created"), created, "{}", r.stdout);
+        let counted = map_value(&r.stdout, "@sched_created");
+        let procs = std::thread::available_parallelism().map_or(8, |n| n.get() as i64);
+        assert!((created..=created + procs + 1).contains(&counted), "created {created}:\n{}", r.stdout);
     } else {
         assert!(map_value(&r.stdout, "@sched_created") >= spawned, "{}", r.stdout);
     }

@@ -89,13 +89,28 @@ fn a_probe_over_many_functions_reports_only_its_own() {
         .filter(|p| p.starts_with("p0"))
         .collect();
     assert_eq!(programs, ["p0"], "one program for the whole probe");
-    let run = gtrace(&["-e", &script, "-c", &format!("{} mix 25", bin.display())]);
+    let command = format!("{} mix 25", bin.display());
+    let run = gtrace(&["-e", &script, "-c", &command]);
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
     let (mut wants, fired) = wants_and_fired(&run.stdout);
     let all = wants.len();
     wants.retain(|want, _| !want.starts_with("want main.middle "));
     assert!(all > wants.len() && !wants.is_empty(), "the program ended calls of main.middle:\n{}", run.stdout);
     assert_eq!(fired, wants, "{}", run.stdout);
+    // The same plan run by `gtrace run` (where the runtime fills the map from the plan
+    // alone), and with one uprobe link per site instead of multi-uprobe links.
+    let file = support::root().join(format!("target/panics-plan-{}.json", std::process::id()));
+    let written = gtrace(&["-e", &script, "--emit", "plan", "-o", file.to_str().unwrap(), "-b", bin.to_str().unwrap()]);
+    assert_eq!(written.code, 0, "{}", written.stderr);
+    let by_plan = gtrace(&["run", file.to_str().unwrap(), "-c", &command]);
+    let _ = std::fs::remove_file(&file);
+    let single = support::gtrace_env(&["-e", &script, "-c", &command], &[("GTRACE_NO_UPROBE_MULTI", "1")]);
+    for (how, run) in [("gtrace run", by_plan), ("single links", single)] {
+        assert_eq!(run.code, 0, "{how}: {}\n{}", run.stdout, run.stderr);
+        let (mut wants, fired) = wants_and_fired(&run.stdout);
+        wants.retain(|want, _| !want.starts_with("want main.middle "));
+        assert_eq!(fired, wants, "{how}: {}", run.stdout);
+    }
 }
 
 #[test]

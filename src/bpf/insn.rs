@@ -76,8 +76,9 @@ pub const BPF_FETCH: i32 = 0x01;
 pub const BPF_XCHG: i32 = 0xe0 | BPF_FETCH;
 pub const BPF_CMPXCHG: i32 = 0xf0 | BPF_FETCH;
 
-/// An eBPF register, r0 to r10: only the constants below make one, so an instruction
-/// cannot name a register the machine does not have.
+/// An eBPF register, r0 to r10: only the constants below make one, so the typed
+/// constructors (`mov64_reg`, `load`, ...) cannot name a register the machine does not
+/// have. `Insn::new` takes raw numbers, for the assembler and the decoder.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Reg(u8);
 

@@ -159,7 +159,7 @@ pub fn inlined_values(target: &Target, site: &InlinedSite, limit: u32) -> Vec<Go
                 let (ty, location) = match located.iter().find(|(l, _)| l.name == p.name) {
                     Some((_, ValueLocation::At(loc))) => (Ok(go_ty(types, p.ty, limit)), loc.clone()),
                     Some((_, ValueLocation::Unsupported(why))) => {
-                        (Err(unreadable(&p.name, InlinedWhy::Location(why.clone()))), Location::Empty)
+                        (Err(unreadable(&p.name, InlinedWhy::Location { why: why.clone() })), Location::Empty)
                     }
                     Some((_, ValueLocation::Nowhere)) => {
                         (Err(unreadable(&p.name, InlinedWhy::NowhereHere)), Location::Empty)

@@ -38,8 +38,8 @@ pub enum Unreadable {
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 pub enum InlinedWhy {
     /// DWARF places it in a way gtrace does not read.
-    #[error("{0}")]
-    Location(String),
+    #[error("{why}")]
+    Location { why: String },
     /// DWARF lists it but places it nowhere at the probe's address.
     #[error("DWARF has no location for it where the probe is (optimized away there)")]
     NowhereHere,
@@ -59,11 +59,11 @@ impl Unreadable {
                 "give gtrace the binary's DWARF: the unstripped binary, or its debug file with --debug-file".into(),
             ),
             Unreadable::Inlined { function, .. } => Some(format!(
-                "probe the caller's line instead, or build with -gcflags=-l so that {function} stays a call"
+                "probe the caller's line instead, or build with -gcflags=all=-l so that {function} stays a call"
             )),
             Unreadable::NothingYet { .. } => Some("probe the next line, where it holds its value".into()),
             Unreadable::OptimizedAway { .. } => {
-                Some("a build with -gcflags=all=\"-N -l\" keeps every local, as debuggers need".into())
+                Some("a build with -gcflags=all='-N -l' keeps every local, as debuggers need".into())
             }
             Unreadable::NotDeclaredYet { declared, .. } => Some(format!("probe a line after {declared}")),
             Unreadable::OutOfScope { .. } => Some("probe a line inside the block that declares it".into()),

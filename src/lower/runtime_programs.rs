@@ -21,8 +21,6 @@ const PANIC_START: &str = "panic_start";
 const FATAL_VALUE: &str = "fatal_value";
 const GOEXIT: &str = "goexit";
 const FRAME_POPS: &str = "frame_pops";
-/// How many functions one `on panic` program tells apart (a probe over more has one
-/// program per this many).
 
 impl Ctx<'_> {
     /// A runtime function, where its probe goes (after the stack check), and where its
@@ -215,9 +213,12 @@ fn panic_functions_name(i: usize) -> String {
 /// `plan.functions` it reports.
 pub(super) fn panic_functions_maps(checked: &Checked, functions: &[String]) -> Vec<MapSpec> {
     let panics = checked.instances.iter().enumerate().filter(|(_, inst)| inst.kind == InstanceKind::Panic);
+    let index: std::collections::HashMap<&str, u32> =
+        functions.iter().enumerate().map(|(i, f)| (f.as_str(), i as u32)).collect();
     panics
         .map(|(i, inst)| {
-            let index = |name: &str| functions.iter().position(|f| f == name).unwrap_or_default() as u32;
+            // `new_plan` put every function of every instance in `functions`.
+            let index = |name: &str| *index.get(name).expect("an instance's function is in the plan");
             MapSpec {
                 object_name: panic_functions_name(i),
                 kind: MapKind::Hash,

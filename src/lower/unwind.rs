@@ -343,8 +343,8 @@ impl Gen<'_> {
         Ok(())
     }
 
-    /// An `on panic` probe's program: for each frame of `functions` (indices in the plan)
-    /// that the panic ended, `body` runs with `func`, `elapsed`, `panic` and `recovered`.
+    /// An `on panic` probe's program: for each frame the panic ended whose function (its
+    /// index in the plan) is a key of the map `members`, `body` runs with `func`, `elapsed`, `panic` and `recovered`.
     /// It runs at runtime.recovery (the function of index `recovery`, gp at `gp`) and at
     /// runtime.fatalpanic (on the dying goroutine), after the unwinding.
     pub fn panic_frames(
@@ -384,6 +384,7 @@ impl Gen<'_> {
         self.b.jmp_reg_to(JmpOp::Ge, R1, R2, out);
         self.frame_addr(i, span)?;
         self.b.jmp_imm_to(JmpOp::Eq, R0, 0, next);
+        self.b.emit(load(Size::DW, R7, R0, F_TIME));
         self.b.emit(load(Size::W, R1, R0, F_FUNC));
         self.b.emit(store_reg(Size::DW, R10, func, R1));
         // Is the ended call's function one this probe reports (a key of `members`)? The
@@ -396,10 +397,6 @@ impl Gen<'_> {
         self.b.jmp_imm_to(JmpOp::Ne, R0, 0, member);
         self.b.ja_to(next);
         self.b.bind(member);
-        // The lookup took R0: the frame's address again.
-        self.frame_addr(i, span)?;
-        self.b.jmp_imm_to(JmpOp::Eq, R0, 0, next);
-        self.b.emit(load(Size::DW, R7, R0, F_TIME));
         self.b.emit(call(BPF_FUNC_ktime_get_ns));
         self.b.emit(alu64_reg(AluOp::Sub, R0, R7));
         let elapsed = self.slot(8, span)?;

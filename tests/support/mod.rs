@@ -221,7 +221,13 @@ pub struct Run {
 
 /// Runs the real gtrace binary.
 pub fn gtrace(args: &[&str]) -> Run {
-    let out = Command::new(env!("CARGO_BIN_EXE_gtrace")).args(args).output().expect("run gtrace");
+    gtrace_env(args, &[])
+}
+
+/// `gtrace` with extra environment variables, e.g. `[("GTRACE_NO_UPROBE_MULTI", "1")]`.
+pub fn gtrace_env(args: &[&str], env: &[(&str, &str)]) -> Run {
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_gtrace")).args(args).envs(env.iter().copied()).output().expect("run gtrace");
     Run {
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
