@@ -215,13 +215,12 @@ fn govern(governor: &mut Governor, loaded: &mut Loaded, plan: &Plan, meter: &mut
     let stats = meter.collect(loaded, plan)?;
     for decision in governor.check(&stats, now) {
         eprintln!("{}", decision.message);
-        for site in &decision.sites {
-            let functions = site.function.clone().map(|f| vec![f]);
-            match loaded.detach_sites(&site.program, functions.as_deref()) {
+        for (program, functions) in by_program(&decision.sites) {
+            match loaded.detach_sites(&program, functions.as_deref()) {
                 Ok(_) => {}
                 Err(e @ RuntimeError::Reattach { .. }) => {
                     eprintln!("--budget: {e}: they were detached too");
-                    governor.detached_program(&site.program);
+                    governor.detached_program(&program);
                 }
                 Err(e) => return Err(e),
             }
@@ -233,6 +232,28 @@ fn govern(governor: &mut Governor, loaded: &mut Loaded, plan: &Plan, meter: &mut
         return Ok(true);
     }
     Ok(false)
+}
+
+/// The sites of one decision by program, each program's functions together (None: all
+/// its sites): one smaller link replaces a program's link once, however many of its
+/// functions go, since each replacement registers every remaining site again.
+fn by_program(sites: &[SiteRef]) -> Vec<(String, Option<Vec<String>>)> {
+    let mut out: Vec<(String, Option<Vec<String>>)> = Vec::new();
+    for site in sites {
+        let at = match out.iter().position(|(p, _)| *p == site.program) {
+            Some(at) => at,
+            None => {
+                out.push((site.program.clone(), Some(Vec::new())));
+                out.len() - 1
+            }
+        };
+        match (&mut out[at].1, &site.function) {
+            (Some(functions), Some(f)) => functions.push(f.clone()),
+            (whole, None) => *whole = None,
+            (None, Some(_)) => {}
+        }
+    }
+    out
 }
 
 /// Joins every unit that holds a site of `tie` into one.
@@ -277,6 +298,27 @@ fn unit_cost(unit: &Unit, stats: &Stats) -> (f64, u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_decision_detaches_each_program_once() {
+        let site = |program: &str, function: Option<&str>| SiteRef {
+            program: program.into(),
+            function: function.map(str::to_string),
+        };
+        let sites =
+            [site("p0", Some("main.a")), site("p1", Some("main.b")), site("p0", Some("main.c")), site("p2", None)];
+        let grouped = by_program(&sites);
+        assert_eq!(
+            grouped,
+            [
+                ("p0".to_string(), Some(vec!["main.a".to_string(), "main.c".to_string()])),
+                ("p1".to_string(), Some(vec!["main.b".to_string()])),
+                ("p2".to_string(), None),
+            ]
+        );
+        // A whole program and one of its functions: the whole program.
+        assert_eq!(by_program(&[site("p0", Some("main.a")), site("p0", None)]), [("p0".to_string(), None)]);
+    }
     use crate::output::stats::{ProbeStats, SiteStats};
     use crate::plan::{Accounting, AttachPoint, ProbeSpec};
 
