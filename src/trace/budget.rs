@@ -167,18 +167,31 @@ impl Governor {
 
     /// `on entry main.hot`, `on entry "main.*" at main.hot`; tied units joined with `+`.
     fn describe(&self, unit: &Unit) -> String {
-        let mut parts: Vec<String> = Vec::new();
+        // Each program once, with the functions whose sites go (a wildcard's shared
+        // programs can hold thousands: a few are named, the rest counted).
+        let mut parts: Vec<(&str, Vec<&str>)> = Vec::new();
         for site in &unit.sites {
             let name = self.names.iter().find(|(p, _)| *p == site.program).map(|(_, d)| d.as_str()).unwrap_or("?");
-            let text = match &site.function {
-                Some(f) if self.shared.contains(&site.program) => format!("{name} at {f}"),
-                _ => name.to_string(),
+            let at = match parts.iter().position(|(n, _)| *n == name) {
+                Some(at) => at,
+                None => {
+                    parts.push((name, Vec::new()));
+                    parts.len() - 1
+                }
             };
-            if !parts.contains(&text) {
-                parts.push(text);
+            match &site.function {
+                Some(f) if self.shared.contains(&site.program) && !parts[at].1.contains(&f.as_str()) => {
+                    parts[at].1.push(f)
+                }
+                _ => {}
             }
         }
-        parts.join(" + ")
+        let one = |(name, functions): &(&str, Vec<&str>)| match functions.len() {
+            0 => name.to_string(),
+            1..=3 => format!("{name} at {}", functions.join(", ")),
+            n => format!("{name} at {} functions ({}, ...)", thousands(n as u64), functions[..3].join(", ")),
+        };
+        parts.iter().map(one).collect::<Vec<_>>().join(" + ")
     }
 }
 
@@ -407,5 +420,19 @@ mod tests {
         assert_eq!(g.units.len(), 2, "{:?}", g.units);
         let tied = g.units.iter().find(|u| u.sites.len() == 2).expect("a tied unit");
         assert_eq!(g.describe(tied), "on entry main.hot, main.cold at main.hot + on return main.hot");
+    }
+
+    #[test]
+    fn a_unit_of_many_functions_names_a_few_and_counts_the_rest() {
+        let functions: Vec<String> = (0..1500).map(|i| format!("main.f{i}")).collect();
+        let names: Vec<&str> = functions.iter().map(String::as_str).collect();
+        let mut plan = plan();
+        plan.probes.push(probe("p1", "entry times for elapsed", &names));
+        plan.accounting.generation_programs.push("p1".into());
+        plan.accounting.ties =
+            vec![names.iter().map(|f| SiteRef { program: "p1".into(), function: Some(f.to_string()) }).collect()];
+        let g = Governor::new(&plan, 1.0).unwrap();
+        let tied = g.units.iter().find(|u| u.sites.len() == 1500).expect("the tied unit");
+        assert_eq!(g.describe(tied), "entry times for elapsed at 1,500 functions (main.f0, main.f1, main.f10, ...)");
     }
 }
