@@ -113,6 +113,33 @@ fn a_probe_over_many_functions_reports_only_its_own() {
     }
 }
 
+/// A --budget cut of an `on panic` probe under load detaches its programs in an order
+/// that never leaves a frame its return does not pop while the probe can still report
+/// it: what fired before the cut is a part of what the program says ended, nothing else.
+/// (`on entry main.main` stays attached, so the trace goes on to the program's end.)
+#[test]
+fn a_budget_cut_reports_nothing_false() {
+    if !privileged("a_budget_cut_reports_nothing_false") {
+        return;
+    }
+    let bin = support::go_build("panics", &[]);
+    let script = script() + "\non entry main.main { @main = count() }";
+    let run = gtrace(&["-e", &script, "--budget", "1", "-c", &format!("{} mix 20000", bin.display())]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stderr.contains("--budget 1%: detached on panic"), "the cut happened:\n{}", run.stderr);
+    let (wants, fired) = wants_and_fired(&run.stdout);
+    assert!(!wants.is_empty(), "the program printed its truth:\n{}", run.stdout);
+    let counted: i64 = fired.values().sum();
+    assert!(counted > 0 && counted < wants.values().sum::<i64>(), "{counted} fired before the cut");
+    for (what, n) in &fired {
+        assert!(
+            wants.get(what).is_some_and(|w| n <= w),
+            "{what} fired {n} times, the program says {:?}",
+            wants.get(what)
+        );
+    }
+}
+
 #[test]
 fn a_panic_that_kills_the_program_is_seen_before_it_dies() {
     if !privileged("a_panic_that_kills_the_program_is_seen_before_it_dies") {

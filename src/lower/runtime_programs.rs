@@ -195,7 +195,11 @@ impl Ctx<'_> {
         if tie.is_empty() {
             return;
         }
-        for program in [UNWIND, UNWIND_FATAL, FATAL_VALUE, PANIC_START, GOEXIT, FRAME_POPS] {
+        // In the order --budget detaches a tied unit (see `budget::merge_tied`): the
+        // probe's reports first, then the entries that push frames, then what keeps the
+        // frames true (unwinding, stack moves, goroutine exits), the returns that pop them
+        // last; so no frame outlives its call while an `on panic` can still report it.
+        for program in [UNWIND, UNWIND_FATAL, FATAL_VALUE, PANIC_START, STACK_MOVES, GOEXIT, FRAME_POPS] {
             if self.plan.probes.iter().any(|p| p.program == program) {
                 tie.push(SiteRef { program: program.into(), function: None });
             }

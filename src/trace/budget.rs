@@ -280,7 +280,15 @@ fn merge_tied(units: &mut Vec<Unit>, tie: &[SiteRef]) {
     };
     let (tied, mut rest): (Vec<Unit>, Vec<Unit>) = units.drain(..).partition(covers);
     if !tied.is_empty() {
-        let sites = tied.into_iter().flat_map(|u| u.sites).collect();
+        // In the tie's order: a cut detaches the unit's programs in it (the lowering
+        // lists what reads state before what keeps it).
+        let place = |s: &SiteRef| {
+            tie.iter().position(|t| {
+                t.program == s.program && (t.function.is_none() || s.function.is_none() || t.function == s.function)
+            })
+        };
+        let mut sites: Vec<SiteRef> = tied.into_iter().flat_map(|u| u.sites).collect();
+        sites.sort_by_key(|s| place(s).unwrap_or(usize::MAX));
         rest.push(Unit { sites, attached: true });
     }
     *units = rest;
@@ -419,7 +427,8 @@ mod tests {
         let g = Governor::new(&plan, 1.0).unwrap();
         assert_eq!(g.units.len(), 2, "{:?}", g.units);
         let tied = g.units.iter().find(|u| u.sites.len() == 2).expect("a tied unit");
-        assert_eq!(g.describe(tied), "on entry main.hot, main.cold at main.hot + on return main.hot");
+        // In the tie's order.
+        assert_eq!(g.describe(tied), "on return main.hot + on entry main.hot, main.cold at main.hot");
     }
 
     #[test]
@@ -433,6 +442,6 @@ mod tests {
             vec![names.iter().map(|f| SiteRef { program: "p1".into(), function: Some(f.to_string()) }).collect()];
         let g = Governor::new(&plan, 1.0).unwrap();
         let tied = g.units.iter().find(|u| u.sites.len() == 1500).expect("the tied unit");
-        assert_eq!(g.describe(tied), "entry times for elapsed at 1,500 functions (main.f0, main.f1, main.f10, ...)");
+        assert_eq!(g.describe(tied), "entry times for elapsed at 1,500 functions (main.f0, main.f1, main.f2, ...)");
     }
 }
