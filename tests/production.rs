@@ -168,6 +168,30 @@ fn stats_hits_equal_the_calls_the_target_made() {
     assert_eq!(row.split_whitespace().nth(3), Some("2,000"), "{}", run.stderr);
 }
 
+/// A function both called and inlined elsewhere has sites listed apart in the plan (its
+/// entry among the functions, its inlined copies after them), all on one hit counter:
+/// `--stats` counts each function once, so a probe's hits are its runs, not more.
+#[test]
+fn stats_count_a_function_with_inlined_copies_once() {
+    if !privileged("stats_count_a_function_with_inlined_copies_once") {
+        return;
+    }
+    let bin = support::go_build("inline", &[]);
+    let script = r#"on entry "strconv.*", "unicode/utf8.*", "fmt.*", "sync.*", "time.*", "os.*" { @n = count() }"#;
+    let run = support::gtrace(&["-e", script, "--stats", "-f", "json", "-c", bin.to_str().unwrap()]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let objects: Vec<serde_json::Value> = run.stdout.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    let stats = objects.iter().find(|v| v["type"] == "stats").expect("a stats object");
+    let p0 = &stats["probes"][0];
+    let sites: Vec<&str> = p0["sites"].as_array().unwrap().iter().filter_map(|s| s["function"].as_str()).collect();
+    let distinct: std::collections::HashSet<&&str> = sites.iter().collect();
+    assert_eq!(sites.len(), distinct.len(), "each function once: {sites:?}");
+    let counted = objects.iter().find(|v| v["name"] == "@n").expect("@n")["entries"][0]["value"].as_u64();
+    assert!(counted.is_some_and(|n| n > 0), "{}", run.stdout);
+    assert_eq!(p0["hits"].as_u64(), counted, "{p0}");
+    assert_eq!(p0["run_count"].as_u64(), counted, "{p0}");
+}
+
 /// `prod hotcold N K` under `script` with `--budget 1%`: the target's truth, gtrace's
 /// output and what it said.
 fn hot_and_cold(script: &str) -> (support::Run, i64, i64) {

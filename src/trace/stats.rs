@@ -123,8 +123,10 @@ impl Meter {
             ..ProbeStats::default()
         };
         let ProbeAttach::Uprobe(points) = &probe.attach else { return stats };
-        let mut functions: Vec<&str> = points.iter().map(|p| p.function.as_str()).collect();
-        functions.dedup();
+        // Each function once: its sites (an entry and its inlined copies, RETs) share
+        // one hit counter, wherever the plan lists them.
+        let mut seen = std::collections::HashSet::new();
+        let functions: Vec<&str> = points.iter().map(|p| p.function.as_str()).filter(|f| seen.insert(*f)).collect();
         stats.sites = functions
             .iter()
             .map(|f| SiteStats {
