@@ -60,8 +60,15 @@ impl Family {
 }
 
 pub fn prometheus_name(base: &str, kind: Kind, seconds: bool) -> String {
+    // A map already named for its unit or as a counter (`@rows_total`, `@busy_seconds`)
+    // is not named so twice.
     let mut name = base.to_string();
-    if seconds {
+    if kind == Kind::Counter {
+        if let Some(bare) = name.strip_suffix("_total") {
+            name = bare.to_string();
+        }
+    }
+    if seconds && !name.ends_with("_seconds") {
         name.push_str("_seconds");
     }
     if kind == Kind::Counter {
@@ -100,6 +107,9 @@ mod tests {
     fn names_follow_prometheus_rules() {
         assert_eq!(prometheus_name("gtrace_calls", Kind::Counter, false), "gtrace_calls_total");
         assert_eq!(prometheus_name("gtrace_busy", Kind::Counter, true), "gtrace_busy_seconds_total");
+        assert_eq!(prometheus_name("gtrace_rows_total", Kind::Counter, false), "gtrace_rows_total");
+        assert_eq!(prometheus_name("gtrace_busy_seconds", Kind::Counter, true), "gtrace_busy_seconds_total");
+        assert_eq!(prometheus_name("gtrace_busy_total", Kind::Counter, true), "gtrace_busy_seconds_total");
         assert_eq!(prometheus_name("gtrace_lat", Kind::Histogram, true), "gtrace_lat_seconds");
         assert_eq!(
             series_names("gtrace_n", Kind::Histogram, false),
