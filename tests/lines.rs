@@ -31,8 +31,19 @@ fn a_line_probe_fires_once_each_time_the_line_runs() {
     if !privileged("a_line_probe_fires_once_each_time_the_line_runs") {
         return;
     }
-    let counted =
-        ["header", "body", "after", "range", "rangebody", "rangeafter", "spillafter", "stacked", "inlined", "closure"];
+    let counted = [
+        "header",
+        "body",
+        "after",
+        "range",
+        "rangebody",
+        "rangeafter",
+        "spillafter",
+        "stacked",
+        "inlined",
+        "closure",
+        "ifaceeq",
+    ];
     let script: String = counted.iter().map(|n| format!("on line {} {{ @{n} = count() }}\n", at(n))).collect();
     for toolchain in toolchains() {
         let Some(bin) = build_plain("lines", &toolchain) else { continue };

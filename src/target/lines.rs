@@ -166,6 +166,10 @@ impl Target {
                 frames.push(chains[k].clone());
             }
         }
+        // The lines of the function with a statement start marked somewhere in it.
+        let marked_lines: std::collections::HashSet<Position> = (cfg.insns.iter())
+            .filter_map(|i| table.at(i.addr).filter(|r| r.addr == i.addr && r.stmt).map(|r| (r.file, r.line)))
+            .collect();
         let mut out = Vec::new();
         for chain in frames {
             // The statement starts of this copy; where the compiler marked none (Go 1.17
@@ -173,7 +177,14 @@ impl Target {
             let marked = (0..cfg.insns.len()).any(|k| chains[k] == chain && row_at(k) == Some(true));
             let is_stmt = |k: usize| chains[k] == chain && row_at(k).is_some_and(|stmt| stmt || !marked);
             let entry = self.probe_sites(f).map(|s| s.entry).unwrap_or(f.addr);
-            let found = linesites::arrivals(&cfg, |k| position(k, &chain) == Some(at), is_stmt);
+            // A statement start of any line, in any frame: where another line's execution
+            // begins; for a line with none marked in the function (Go 1.17 leaves some
+            // loop bodies unmarked), each of its rows.
+            let any_stmt = |k: usize| {
+                let addr = cfg.insns[k].addr;
+                table.at(addr).is_some_and(|r| r.addr == addr && (r.stmt || !marked_lines.contains(&(r.file, r.line))))
+            };
+            let found = linesites::arrivals(&cfg, |k| position(k, &chain) == Some(at), is_stmt, any_stmt);
             for k in found.sites {
                 let addr = if cfg.insns[k].addr == f.addr { entry } else { cfg.insns[k].addr };
                 let scope = *chain.last().expect("a frame");

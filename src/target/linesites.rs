@@ -33,15 +33,27 @@ pub(crate) struct Arrivals {
 /// one of its statements. An arrival from which every way through the line passes
 /// another arrival is left to that one (Go 1.17 jumps from a `range` header's init to its
 /// condition, which the loop's body also comes back to).
-pub(crate) fn arrivals(cfg: &Cfg, in_line: impl Fn(usize) -> bool, is_stmt: impl Fn(usize) -> bool) -> Arrivals {
+pub(crate) fn arrivals(
+    cfg: &Cfg,
+    in_line: impl Fn(usize) -> bool,
+    is_stmt: impl Fn(usize) -> bool,
+    any_stmt: impl Fn(usize) -> bool,
+) -> Arrivals {
     let n = cfg.insns.len();
     let mut found = Vec::new();
+    // Code of other lines that starts no statement, between two parts of this line (a
+    // spill the compiler put there): the line goes on through it, not arriving again.
+    let mut interludes = false;
     for k in (0..n).filter(|k| in_line(*k)) {
         let b = cfg.block_of_insn(k);
         if !cfg.reached(b) {
             continue;
         }
-        let arrives = k == 0 || preds(cfg, k).iter().any(|p| !in_line(*p));
+        let outside: Vec<usize> = preds(cfg, k).into_iter().filter(|p| !in_line(*p)).collect();
+        let quiet: Vec<(bool, bool)> =
+            outside.iter().map(|p| from_line_quietly(cfg, *p, &in_line, &is_stmt, &any_stmt)).collect();
+        let arrives = k == 0 || quiet.iter().any(|(_, all)| !all);
+        interludes |= arrives && quiet.iter().any(|(some, _)| *some);
         if arrives && reaches(cfg, k, &in_line, |j| is_stmt(j), None) {
             found.push(k);
         }
@@ -67,7 +79,66 @@ pub(crate) fn arrivals(cfg: &Cfg, in_line: impl Fn(usize) -> bool, is_stmt: impl
         let others: Vec<usize> = sites.iter().copied().filter(|b| b != a).collect();
         !succs(cfg, *a).iter().any(|s| in_line(*s) && reaches(cfg, *s, &in_line, |j| others.contains(&j), None))
     });
-    Arrivals { sites, exact }
+    Arrivals { sites, exact: exact && !interludes }
+}
+
+/// The ways back from `p` (outside the line) through instructions that start no
+/// statement: (some reach code of the line that ran a statement of it, all do). Where
+/// all do, control at `p` is still the line's execution, in code the compiler
+/// scheduled among it (a spill for the line before).
+fn from_line_quietly(
+    cfg: &Cfg,
+    p: usize,
+    in_line: &impl Fn(usize) -> bool,
+    is_stmt: &impl Fn(usize) -> bool,
+    any_stmt: &impl Fn(usize) -> bool,
+) -> (bool, bool) {
+    let (mut some, mut all) = (false, true);
+    let mut seen = vec![false; cfg.insns.len()];
+    let mut stack = vec![p];
+    seen[p] = true;
+    while let Some(k) = stack.pop() {
+        let back = preds(cfg, k);
+        if any_stmt(k) || back.is_empty() {
+            all = false;
+            continue;
+        }
+        for q in back {
+            if in_line(q) {
+                let ran = line_ran_before(cfg, q, in_line, is_stmt);
+                some |= ran;
+                all &= ran;
+            } else if !seen[q] {
+                seen[q] = true;
+                stack.push(q);
+            }
+        }
+    }
+    (some, all && some)
+}
+
+/// Whether every way back from `q` through the line's code passes one of its statement
+/// starts before leaving it: the line was running at `q`, not just a reload given to it.
+fn line_ran_before(cfg: &Cfg, q: usize, in_line: &impl Fn(usize) -> bool, is_stmt: &impl Fn(usize) -> bool) -> bool {
+    let mut seen = vec![false; cfg.insns.len()];
+    let mut stack = vec![q];
+    seen[q] = true;
+    while let Some(k) = stack.pop() {
+        if is_stmt(k) {
+            continue;
+        }
+        let back = preds(cfg, k);
+        if back.is_empty() || back.iter().any(|b| !in_line(*b)) {
+            return false;
+        }
+        for b in back {
+            if !seen[b] {
+                seen[b] = true;
+                stack.push(b);
+            }
+        }
+    }
+    true
 }
 
 /// The first statement start on straight code from `a` (each instruction in the line,
@@ -159,7 +230,7 @@ mod tests {
     }
 
     fn sites(cfg: &Cfg, lines: &[(u32, bool)], line: u32) -> Vec<usize> {
-        let found = arrivals(cfg, |k| lines[k].0 == line, |k| lines[k] == (line, true));
+        let found = arrivals(cfg, |k| lines[k].0 == line, |k| lines[k] == (line, true), |k| lines[k].1);
         assert!(found.exact, "{found:?}");
         found.sites
     }
@@ -228,6 +299,49 @@ mod tests {
         assert_eq!(sites(&cfg, &lines, 79), vec![2]);
         // The JMP of a for header to its condition, which the loop also comes back to,
         // stays where it is (tested above: a_for_header_...).
+    }
+
+    /// `if err == io.EOF` after `row, err := i.Next()`: the compiler compares the type
+    /// word, spills for the line before, then calls runtime.ifaceeq on the line again.
+    #[test]
+    fn a_spill_of_another_line_inside_the_line_is_no_new_arrival() {
+        // 0 (26, stmt) CALL Next; 1 (27, stmt) CMP; 2 (27) JNE 6; 3 (26) spill;
+        // 4 (27, stmt) CALL ifaceeq; 5 (27) JEQ 7; 6 (30, stmt); 7 (28, stmt) return.
+        let cfg = Cfg::new(
+            vec![
+                insn(0, Flow::Next),
+                insn(1, Flow::Next),
+                insn(2, Flow::Branch(6)),
+                insn(3, Flow::Next),
+                insn(4, Flow::Next),
+                insn(5, Flow::Branch(7)),
+                insn(6, Flow::Stop),
+                insn(7, Flow::Stop),
+            ],
+            |_| false,
+        );
+        let lines =
+            vec![(26, true), (27, true), (27, false), (26, false), (27, true), (27, false), (30, true), (28, true)];
+        assert_eq!(sites(&cfg, &lines, 27), vec![1]);
+        // Reached from elsewhere too (a jump from a statement of line 20 to the spill):
+        // both arrivals stay, said to be inexact.
+        let lines2 = lines.clone();
+        let cfg2 = Cfg::new(
+            vec![
+                insn(0, Flow::Branch(3)),
+                insn(1, Flow::Next),
+                insn(2, Flow::Branch(6)),
+                insn(3, Flow::Next),
+                insn(4, Flow::Next),
+                insn(5, Flow::Branch(7)),
+                insn(6, Flow::Stop),
+                insn(7, Flow::Stop),
+            ],
+            |_| false,
+        );
+        let found = arrivals(&cfg2, |k| lines2[k].0 == 27, |k| lines2[k] == (27, true), |k| lines2[k].1);
+        assert_eq!(found.sites, vec![1, 4]);
+        assert!(!found.exact);
     }
 
     #[test]

@@ -8,6 +8,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 )
@@ -111,6 +112,34 @@ func closure(n int) int {
 	return acc
 }
 
+// A comparison with an interface value, which the compiler splits around a spill for
+// the line before (the type words, then runtime.ifaceeq): one run of the line, however
+// many parts its code has.
+type rows struct{ n, max int }
+
+//go:noinline
+func (r *rows) next() ([]interface{}, error) {
+	if r.n >= r.max {
+		return nil, io.EOF
+	}
+	r.n++
+	return []interface{}{r.n}, nil
+}
+
+//go:noinline
+func drain(r *rows, out chan<- []interface{}) error {
+	for {
+		row, err := r.next()
+		if err == io.EOF { // L:ifaceeq
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		out <- row
+	}
+}
+
 func main() {
 	n, err := strconv.Atoi(os.Args[1])
 	if err != nil {
@@ -118,7 +147,7 @@ func main() {
 	}
 	var loops, iters, iterSum, loopTotals, ranges, rangeIters, rangeSum, spillK int
 	var stackedX, stackedY, stackedNames int
-	var goneCalls, inlinedCalls, inlinedXSum, closureCalls, closureSum int
+	var goneCalls, inlinedCalls, inlinedXSum, closureCalls, closureSum, ifaceeqRuns int
 	total := 0
 	for c := 0; c < n; c++ {
 		k := c % 7
@@ -154,8 +183,12 @@ func main() {
 		total += closure(k)
 		closureCalls += k
 		closureSum += k * (k - 1) / 2
+		out := make(chan []interface{}, 4)
+		if drain(&rows{max: c % 4}, out) == nil {
+			ifaceeqRuns += c%4 + 1
+		}
 	}
-	fmt.Printf("header=%d body=%d body_i_sum=%d after=%d after_n_sum=%d after_total_sum=%d range=%d rangebody=%d rangebody_x_sum=%d rangeafter=%d spillafter=%d spillafter_k_sum=%d spillafter_s_sum=%d stacked=%d stacked_x=%d stacked_y=%d stacked_s1=%d gone=%d inlined=%d inlined_x_sum=%d closure=%d closure_v_sum=%d total=%d\n",
+	fmt.Printf("header=%d body=%d body_i_sum=%d after=%d after_n_sum=%d after_total_sum=%d range=%d rangebody=%d rangebody_x_sum=%d rangeafter=%d spillafter=%d spillafter_k_sum=%d spillafter_s_sum=%d stacked=%d stacked_x=%d stacked_y=%d stacked_s1=%d gone=%d inlined=%d inlined_x_sum=%d closure=%d closure_v_sum=%d ifaceeq=%d total=%d\n",
 		loops+iters, iters, iterSum, loops, iters, loopTotals, ranges+rangeIters, rangeIters, rangeSum, ranges, ranges, spillK, rangeSum,
-		n, stackedX, stackedY, stackedNames, goneCalls, inlinedCalls, inlinedXSum, closureCalls, closureSum, total)
+		n, stackedX, stackedY, stackedNames, goneCalls, inlinedCalls, inlinedXSum, closureCalls, closureSum, ifaceeqRuns, total)
 }
