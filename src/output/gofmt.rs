@@ -283,17 +283,20 @@ impl Printer<'_> {
         }
     }
 
-    /// What the capture cut: `{...}`, `[...]`, `map[...]`; with %#v after the type.
+    /// What the capture cut: `{...}`, `[...]`, `map[...]`, `...` (a string, `"..."`
+    /// with %#v); with %#v after the type.
     fn cut(&mut self, id: TypeId) {
         let t = self.ty(id);
         let shape = match t.kind {
+            TypeKind::String if self.form == Form::Sharp => "\"...\"",
+            TypeKind::String => "...",
             TypeKind::Struct { .. } => "{...}",
             TypeKind::Map { .. } if self.form != Form::Sharp => "map[...]",
             TypeKind::Interface { .. } => "...",
             _ if self.form == Form::Sharp => "{...}",
             _ => "[...]",
         };
-        if self.form == Form::Sharp && !matches!(t.kind, TypeKind::Interface { .. }) {
+        if self.form == Form::Sharp && !matches!(t.kind, TypeKind::Interface { .. } | TypeKind::String) {
             self.out.push_str(&self.name(id));
         }
         self.out.push_str(shape);

@@ -143,6 +143,11 @@ pub trait Symbols {
     fn go_type(&self, _name: &str) -> Option<(std::sync::Arc<crate::gotypes::Types>, crate::gotypes::TypeId)> {
         None
     }
+    /// The layout of the Go type whose runtime descriptor is at `addr` (for a pointer
+    /// type, of what it points at): exact where the name is not.
+    fn go_type_at(&self, _addr: u64) -> Option<(std::sync::Arc<crate::gotypes::Types>, crate::gotypes::TypeId)> {
+        None
+    }
 }
 
 /// Names interface types and symbolizes stacks in `values`.
@@ -155,7 +160,11 @@ pub fn name_values(values: &mut [Value], symbols: &dyn Symbols) {
                     if let Some(name) = symbols.type_name(t) {
                         // A layout for what the value is, or for what a pointer points at.
                         let basic = !name.contains('.');
-                        let layout = if basic { None } else { symbols.go_type(name.trim_start_matches('*')) };
+                        let layout = if basic {
+                            None
+                        } else {
+                            symbols.go_type_at(t).or_else(|| symbols.go_type(name.trim_start_matches('*')))
+                        };
                         v.dynamic.insert(t, gofmt::Dynamic { name, layout });
                     }
                 }

@@ -28,7 +28,7 @@ impl Target {
     }
 
     /// The address of `runtime.types`, when the symbol table has it.
-    fn types_base(&self) -> Option<u64> {
+    pub(crate) fn types_base(&self) -> Option<u64> {
         *self.types_base.get_or_init(|| {
             let file = object::File::parse(&*self.data).ok()?;
             let sym = file.symbols().find(|s| s.name() == Ok("runtime.types"))?;

@@ -50,6 +50,17 @@ impl Target {
         dwarf.type_named(name, &mut self.types.borrow_mut()).ok()?
     }
 
+    /// The Go type of the runtime type descriptor at link-time address `addr`, from
+    /// DWARF's `DW_AT_go_runtime_type`.
+    pub fn type_of_runtime_type(&self, addr: u64) -> Option<TypeId> {
+        let mut keys = vec![addr];
+        keys.extend(self.types_base().and_then(|base| addr.checked_sub(base)));
+        let mut state = self.dwarf.borrow_mut();
+        let (path, data) = self.dwarf_source();
+        let dwarf = Self::dwarf_mut(&mut state, path, data).ok()??;
+        dwarf.type_of_runtime_type(&keys, &mut self.types.borrow_mut()).ok()?
+    }
+
     /// Whether the binary has a package `package`: one of its functions (from the
     /// symbol table or, stripped, Go's function table) or variables is in it. What
     /// makes `pkg.X` a package-qualified name.

@@ -53,6 +53,22 @@ impl output::Symbols for TargetSymbols<'_> {
         let bias = pc - self.link(pc)?;
         self.target.function_containing(pc - bias).map(|f| (f.name.clone(), f.addr + bias))
     }
+    fn go_type_at(&self, addr: u64) -> Option<Layout> {
+        let key = format!("{addr:#x}");
+        if let Some(known) = self.layouts.borrow().get(&key) {
+            return known.clone();
+        }
+        let found = self.target.type_of_runtime_type(self.link(addr)?).map(|id| {
+            let types = self.target.types().clone();
+            let id = match types.get(id).kind {
+                crate::gotypes::TypeKind::Pointer { elem } => elem,
+                _ => id,
+            };
+            (std::sync::Arc::new(types), id)
+        });
+        self.layouts.borrow_mut().insert(key, found.clone());
+        found
+    }
     fn go_type(&self, name: &str) -> Option<Layout> {
         if let Some(known) = self.layouts.borrow().get(name) {
             return known.clone();

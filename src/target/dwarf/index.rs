@@ -17,6 +17,15 @@ impl DwarfInfo {
                 if entry.depth() != 1 {
                     continue;
                 }
+                // An address (older releases) or an offset from `runtime.types`.
+                let runtime_type = match entry.attr_value(DW_AT_GO_RUNTIME_TYPE) {
+                    Some(AttributeValue::Addr(addr)) => Some(addr),
+                    Some(value) => value.udata_value(),
+                    None => None,
+                };
+                if let Some(key) = runtime_type {
+                    index.runtime_types.insert(key, entry.offset());
+                }
                 let map = match entry.tag() {
                     dw::DW_TAG_subprogram => &mut index.functions,
                     dw::DW_TAG_structure_type | dw::DW_TAG_typedef => &mut index.types,

@@ -39,6 +39,8 @@ const DW_AT_GO_KIND: DwAt = DwAt(0x2900);
 const DW_AT_GO_EMBEDDED_FIELD: DwAt = DwAt(0x2903);
 const DW_AT_GO_KEY: DwAt = DwAt(0x2901);
 const DW_AT_GO_ELEM: DwAt = DwAt(0x2902);
+/// `DW_AT_go_runtime_type`: the address of the type's runtime descriptor.
+const DW_AT_GO_RUNTIME_TYPE: DwAt = DwAt(0x2904);
 
 /// reflect.Kind values that DW_AT_go_kind holds.
 mod kind {
@@ -60,6 +62,9 @@ struct UnitIndex {
     types: HashMap<String, UnitOffset>,
     /// Package-level variables (`DW_TAG_variable` at the top of the unit).
     variables: HashMap<String, UnitOffset>,
+    /// Types by their runtime descriptor: its link-time address, or (Go writes this
+    /// since 1.2x) its offset from `runtime.types`.
+    runtime_types: HashMap<u64, UnitOffset>,
 }
 
 /// One compile unit: its header and abbreviations (not a `gimli::Unit`, which would

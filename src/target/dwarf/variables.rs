@@ -43,6 +43,20 @@ impl DwarfInfo {
         }
     }
 
+    /// The type whose runtime descriptor is at `keys` (its link-time address, its
+    /// offset from `runtime.types`): exact where names are not (a runtime type name says
+    /// `mysql.Error` for every package named mysql).
+    pub(crate) fn type_of_runtime_type(&mut self, keys: &[u64], types: &mut Types) -> Result<Option<TypeId>, TargetError> {
+        for u in 0..self.units.len() {
+            let index = self.index(u)?;
+            let found = keys.iter().find_map(|k| index.runtime_types.get(k));
+            if let Some(at) = found.and_then(|o| o.to_debug_info_offset(&self.units[u].header)) {
+                return Ok(Some(self.type_id(at, types)?));
+            }
+        }
+        Ok(None)
+    }
+
     /// The names of the package-level variables of `package`, for suggestions.
     pub(crate) fn variables_of(&mut self, package: &str) -> Result<Vec<String>, TargetError> {
         let mut names = Vec::new();

@@ -11,6 +11,9 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	box1 "whole/p1/shape"
+	box2 "whole/p2/shape"
 )
 
 type Limits struct {
@@ -107,8 +110,9 @@ func main() {
 	points(ps, a, pp)
 	small(Point{-1, 2})
 	wrapped := fmt.Errorf("wrap: %w", boom)
-	anys := []interface{}{42, "hi", int8(-3), true, nil, &Point{5, 6}, Point{7, 8}, uint16(7), 2.5, pp}
-	errs := []error{nil, boom, wrapped, boom, nil, boom, wrapped, nil, boom, nil}
+	// Two types both named shape.Box at run time, from two packages named shape.
+	anys := []interface{}{42, "hi", int8(-3), true, nil, &Point{5, 6}, Point{7, 8}, uint16(7), 2.5, pp, &box1.Box{W: 3, H: 4}, &box2.Box{Side: 9}}
+	errs := []error{nil, boom, wrapped, boom, nil, boom, wrapped, nil, boom, nil, boom, nil}
 	for i := range anys {
 		fmt.Printf("go iface %d %v|%+v|%#v %v|%+v\n", i, anys[i], anys[i], anys[i], errs[i], errs[i])
 		describe(i, anys[i], errs[i])
