@@ -191,6 +191,22 @@ impl Stats {
 
     /// The `--stats` table: a row per probe, under it a row per function for the
     /// `MAX_SITE_ROWS` costliest of a probe over several, names cut to `MAX_NAME`.
+    /// A probe's row: its description, with which of its programs where it has several
+    /// (one per group of sites, as `on line` may), and whether it was detached.
+    fn row_name(&self, p: &ProbeStats) -> String {
+        let twins = self.probes.iter().filter(|q| q.probe == p.probe).count() > 1;
+        let probe = match p.sites.as_slice() {
+            [one] if twins => format!("{} [{} at {}]", p.probe, p.program, one.function),
+            _ if twins => format!("{} [{}]", p.probe, p.program),
+            _ => p.probe.clone(),
+        };
+        if p.attached {
+            probe
+        } else {
+            format!("{probe} (detached)")
+        }
+    }
+
     pub fn table(&self) -> String {
         let mut rows: Vec<[String; 7]> = vec![[
             "probe".into(),
@@ -205,7 +221,7 @@ impl Stats {
         let shown = self.probes.iter().filter(|p| p.in_target || p.events_lost + p.rate_dropped + p.refused > 0);
         for p in shown {
             let cost = p.cost_ns;
-            let name = if p.attached { p.probe.clone() } else { format!("{} (detached)", p.probe) };
+            let name = self.row_name(p);
             rows.push([
                 name,
                 thousands(p.hits),
@@ -337,6 +353,22 @@ fn elide(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn programs_of_one_probe_are_told_apart() {
+        let probe = |program: &str, function: &str| ProbeStats {
+            program: program.into(),
+            probe: "on line \"main.go:9\"".into(),
+            in_target: true,
+            attached: true,
+            sites: vec![SiteStats { function: function.into(), attached: true, ..SiteStats::default() }],
+            ..ProbeStats::default()
+        };
+        let stats = Stats { probes: vec![probe("p0", "main.a"), probe("p0_1", "main.b")], ..Stats::default() };
+        let table = stats.table();
+        assert!(table.contains("on line \"main.go:9\" [p0 at main.a]"), "{table}");
+        assert!(table.contains("on line \"main.go:9\" [p0_1 at main.b]"), "{table}");
+    }
 
     #[test]
     fn numbers_print_for_people() {

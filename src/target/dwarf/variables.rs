@@ -46,7 +46,11 @@ impl DwarfInfo {
     /// The type whose runtime descriptor is at `keys` (its link-time address, its
     /// offset from `runtime.types`): exact where names are not (a runtime type name says
     /// `mysql.Error` for every package named mysql).
-    pub(crate) fn type_of_runtime_type(&mut self, keys: &[u64], types: &mut Types) -> Result<Option<TypeId>, TargetError> {
+    pub(crate) fn type_of_runtime_type(
+        &mut self,
+        keys: &[u64],
+        types: &mut Types,
+    ) -> Result<Option<TypeId>, TargetError> {
         for u in 0..self.units.len() {
             let index = self.index(u)?;
             let found = keys.iter().find_map(|k| index.runtime_types.get(k));
