@@ -207,6 +207,24 @@ impl Stats {
         }
     }
 
+    /// The costliest sites of a probe over several functions, then how many more.
+    fn site_rows(&self, p: &ProbeStats, rows: &mut Vec<[String; 7]>) {
+        let mut sites: Vec<_> = p.sites.iter().filter(|_| p.sites.len() > 1).collect();
+        sites.sort_by(|a, b| b.cost_ns.total_cmp(&a.cost_ns).then(b.hits.cmp(&a.hits)));
+        let more = sites.len().saturating_sub(MAX_SITE_ROWS);
+        let blank = String::new;
+        for s in sites.into_iter().take(MAX_SITE_ROWS) {
+            let cost = s.cost_ns;
+            let name = if s.attached { format!("  {}", s.function) } else { format!("  {} (detached)", s.function) };
+            let share = format!("{}%", percent(self.share(cost)));
+            rows.push([name, thousands(s.hits), blank(), duration(cost.round() as i64), share, blank(), blank()]);
+        }
+        if more > 0 {
+            let line = format!("  ... {} more function{}", thousands(more as u64), plural(more as u64));
+            rows.push([line, blank(), blank(), blank(), blank(), blank(), blank()]);
+        }
+    }
+
     pub fn table(&self) -> String {
         let mut rows: Vec<[String; 7]> = vec![[
             "probe".into(),
@@ -231,30 +249,7 @@ impl Stats {
                 thousands(p.events_lost + p.rate_dropped),
                 thousands(p.refused),
             ]);
-            // The costliest sites of a probe over several functions, then how many more.
-            let mut sites: Vec<_> = p.sites.iter().filter(|_| p.sites.len() > 1).collect();
-            sites.sort_by(|a, b| b.cost_ns.total_cmp(&a.cost_ns).then(b.hits.cmp(&a.hits)));
-            let more = sites.len().saturating_sub(MAX_SITE_ROWS);
-            for s in sites.into_iter().take(MAX_SITE_ROWS) {
-                let cost = s.cost_ns;
-                let name =
-                    if s.attached { format!("  {}", s.function) } else { format!("  {} (detached)", s.function) };
-                let share = format!("{}%", percent(self.share(cost)));
-                let blank = String::new;
-                rows.push([name, thousands(s.hits), blank(), duration(cost.round() as i64), share, blank(), blank()]);
-            }
-            if more > 0 {
-                let line = format!("  ... {} more function{}", thousands(more as u64), plural(more as u64));
-                rows.push([
-                    line,
-                    String::new(),
-                    String::new(),
-                    String::new(),
-                    String::new(),
-                    String::new(),
-                    String::new(),
-                ]);
-            }
+            self.site_rows(p, &mut rows);
         }
         for r in &mut rows {
             r[0] = elide(&r[0], MAX_NAME);
