@@ -303,43 +303,25 @@ mod tests {
 
     /// `if err == io.EOF` after `row, err := i.Next()`: the compiler compares the type
     /// word, spills for the line before, then calls runtime.ifaceeq on the line again.
-    #[test]
-    fn a_spill_of_another_line_inside_the_line_is_no_new_arrival() {
-        // 0 (26, stmt) CALL Next; 1 (27, stmt) CMP; 2 (27) JNE 6; 3 (26) spill;
-        // 4 (27, stmt) CALL ifaceeq; 5 (27) JEQ 7; 6 (30, stmt); 7 (28, stmt) return.
-        let cfg = Cfg::new(
-            vec![
-                insn(0, Flow::Next),
-                insn(1, Flow::Next),
-                insn(2, Flow::Branch(6)),
-                insn(3, Flow::Next),
-                insn(4, Flow::Next),
-                insn(5, Flow::Branch(7)),
-                insn(6, Flow::Stop),
-                insn(7, Flow::Stop),
-            ],
-            |_| false,
-        );
+    /// 0 (26, stmt) CALL Next, `first` its flow; 1 (27, stmt) CMP; 2 (27) JNE 6;
+    /// 3 (26) spill; 4 (27, stmt) CALL ifaceeq; 5 (27) JEQ 7; 6 (30, stmt); 7 (28, stmt).
+    fn ifaceeq(first: Flow) -> (Cfg, Vec<(u32, bool)>) {
+        let flows =
+            [first, Flow::Next, Flow::Branch(6), Flow::Next, Flow::Next, Flow::Branch(7), Flow::Stop, Flow::Stop];
+        let cfg = Cfg::new(flows.into_iter().enumerate().map(|(a, f)| insn(a as u64, f)).collect(), |_| false);
         let lines =
             vec![(26, true), (27, true), (27, false), (26, false), (27, true), (27, false), (30, true), (28, true)];
+        (cfg, lines)
+    }
+
+    #[test]
+    fn a_spill_of_another_line_inside_the_line_is_no_new_arrival() {
+        let (cfg, lines) = ifaceeq(Flow::Next);
         assert_eq!(sites(&cfg, &lines, 27), vec![1]);
-        // Reached from elsewhere too (a jump from a statement of line 20 to the spill):
-        // both arrivals stay, said to be inexact.
-        let lines2 = lines.clone();
-        let cfg2 = Cfg::new(
-            vec![
-                insn(0, Flow::Branch(3)),
-                insn(1, Flow::Next),
-                insn(2, Flow::Branch(6)),
-                insn(3, Flow::Next),
-                insn(4, Flow::Next),
-                insn(5, Flow::Branch(7)),
-                insn(6, Flow::Stop),
-                insn(7, Flow::Stop),
-            ],
-            |_| false,
-        );
-        let found = arrivals(&cfg2, |k| lines2[k].0 == 27, |k| lines2[k] == (27, true), |k| lines2[k].1);
+        // Reached from elsewhere too (line 26's statement jumps to the spill): both
+        // arrivals stay, said to be inexact.
+        let (cfg, lines) = ifaceeq(Flow::Branch(3));
+        let found = arrivals(&cfg, |k| lines[k].0 == 27, |k| lines[k] == (27, true), |k| lines[k].1);
         assert_eq!(found.sites, vec![1, 4]);
         assert!(!found.exact);
     }
