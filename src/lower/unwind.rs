@@ -344,8 +344,8 @@ impl Gen<'_> {
     }
 
     /// An `on panic` probe's program: for each frame the panic ended whose function (its
-    /// index in the plan) is a key of the map `members`, `body` runs with `func`, `elapsed`, `panic` and `recovered`.
-    /// It runs at runtime.recovery (the function of index `recovery`, gp at `gp`) and at
+    /// index in the plan) is a key of the map `members`, `body` runs with `func`,
+    /// `elapsed`, `panic` and `recovered`. It runs at runtime.recovery (the function of index `recovery`, gp at `gp`) and at
     /// runtime.fatalpanic (on the dying goroutine), after the unwinding.
     pub fn panic_frames(
         &mut self,

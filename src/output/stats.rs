@@ -189,8 +189,6 @@ impl Stats {
         (!parts.is_empty()).then(|| parts.join("; "))
     }
 
-    /// The `--stats` table: a row per probe, under it a row per function for the
-    /// `MAX_SITE_ROWS` costliest of a probe over several, names cut to `MAX_NAME`.
     /// A probe's row: its description, with which of its programs where it has several
     /// (one per group of sites, as `on line` may), and whether it was detached.
     fn row_name(&self, p: &ProbeStats) -> String {
@@ -225,6 +223,8 @@ impl Stats {
         }
     }
 
+    /// The `--stats` table: a row per probe, under it a row per function for the
+    /// `MAX_SITE_ROWS` costliest of a probe over several, names cut to `MAX_NAME`.
     pub fn table(&self) -> String {
         let mut rows: Vec<[String; 7]> = vec![[
             "probe".into(),

@@ -546,12 +546,8 @@ impl Cx<'_> {
     }
 
     fn mismatch(&mut self, e: &Expr, op: BinOp, l: &Ty, r: &Ty, why: &str, hint: Option<String>) -> Ty {
-        let mut d = Diagnostic::error(e.span, format!("`{}` cannot apply to {} and {}", op.symbol(), l.a(), r.a()))
-            .label(why.to_string());
-        if let Some(h) = hint {
-            d = d.hint(h);
-        }
-        self.err(d);
+        let message = format!("`{}` cannot apply to {} and {}", op.symbol(), l.a(), r.a());
+        self.err(Diagnostic::error(e.span, message).label(why.to_string()).hint_if(hint));
         Ty::Void
     }
 }
