@@ -136,8 +136,10 @@ fn new_plan(checked: &Checked, target: &Target) -> Plan {
     let binary =
         Binary { path: target.path().to_path_buf(), build_ids: target.build_ids().clone(), arch: target.arch() };
     let mut plan = Plan { version: PLAN_VERSION, binary, skipped: checked.skipped.clone(), ..Plan::default() };
+    // In order, each once (a set: a wildcard lists thousands).
+    let mut seen = std::collections::HashSet::new();
     for f in checked.instances.iter().flat_map(|i| &i.functions) {
-        if !plan.functions.contains(&f.name) {
+        if seen.insert(f.name.as_str()) {
             plan.functions.push(f.name.clone());
         }
     }
