@@ -21,6 +21,12 @@ pub const BPF_FUNC_ringbuf_output: i32 = 130;
 pub const BPF_FUNC_ringbuf_reserve: i32 = 131;
 pub const BPF_FUNC_ringbuf_submit: i32 = 132;
 pub const BPF_FUNC_ringbuf_discard: i32 = 133;
+pub const BPF_FUNC_ringbuf_query: i32 = 134;
+/// `bpf_ringbuf_query`'s question: bytes waiting to be read.
+pub const BPF_RB_AVAIL_DATA: i32 = 0;
+/// `bpf_ringbuf_output`'s flags: no wake-up of the reader, or a forced one.
+pub const BPF_RB_NO_WAKEUP: i32 = 1;
+pub const BPF_RB_FORCE_WAKEUP: i32 = 2;
 pub const BPF_FUNC_get_func_ip: i32 = 173;
 pub const BPF_FUNC_get_attach_cookie: i32 = 174;
 
@@ -52,6 +58,7 @@ pub const HELPERS: &[(i32, &str)] = &[
     (BPF_FUNC_ringbuf_reserve, "ringbuf_reserve"),
     (BPF_FUNC_ringbuf_submit, "ringbuf_submit"),
     (BPF_FUNC_ringbuf_discard, "ringbuf_discard"),
+    (BPF_FUNC_ringbuf_query, "ringbuf_query"),
     (BPF_FUNC_get_func_ip, "get_func_ip"),
     (BPF_FUNC_get_attach_cookie, "get_attach_cookie"),
 ];

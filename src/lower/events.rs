@@ -82,10 +82,10 @@ impl Gen<'_> {
                 (Item::Arg(info), _) => self.arg_to(info, R8, f.offset as i16, span)?,
             }
         }
+        self.wake_flags_to_r4();
         self.b.ld_map(R1, maps::EVENTS);
         self.b.emit(mov64_reg(R2, R8));
         self.b.emit(mov64_imm(R3, offset as i32));
-        self.b.emit(mov64_imm(R4, 0));
         self.b.emit(call(BPF_FUNC_ringbuf_output));
         // A full ring buffer refuses the record: counted, said at exit.
         self.b.jmp_imm_to(JmpOp::Eq, R0, 0, skip);
@@ -95,6 +95,21 @@ impl Gen<'_> {
         self.b.bind(skip);
         self.b.emit(mov64_imm(R0, 0));
         Ok(())
+    }
+
+    /// R4 = the ring buffer's wake-up flag for a record: none (the trace loop drains the
+    /// buffer every few milliseconds; a wake-up costs the probe over a microsecond) until
+    /// a quarter of the buffer waits, then a forced one, so that a burst is read before
+    /// the buffer fills. Clobbers R0-R5.
+    fn wake_flags_to_r4(&mut self) {
+        self.b.ld_map(R1, maps::EVENTS);
+        self.b.emit(mov64_imm(R2, BPF_RB_AVAIL_DATA));
+        self.b.emit(call(BPF_FUNC_ringbuf_query));
+        self.b.emit(mov64_imm(R4, BPF_RB_NO_WAKEUP));
+        let quiet = self.b.new_label();
+        self.b.jmp_imm_to(JmpOp::Lt, R0, (maps::EVENTS_BYTES / 4) as i32, quiet);
+        self.b.emit(mov64_imm(R4, BPF_RB_FORCE_WAKEUP));
+        self.b.bind(quiet);
     }
 
     /// The Go type of `e` when it is printed whole with `verb`: structs, arrays, slices,
