@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// The version of the plan's format. A plan of another version is refused.
-pub const PLAN_VERSION: u32 = 9;
+pub const PLAN_VERSION: u32 = 10;
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Plan {
@@ -98,12 +98,14 @@ pub struct Accounting {
     pub slots: Vec<Counter>,
     /// Each probe site counts its hits (`Counter::Hits`): on for --stats and --budget.
     pub hits: bool,
-    /// An array of u64, one per program in `generation_programs`: the generation of the
-    /// program's live link. Such a program runs only when the generation in its attach
-    /// cookie is the live one, so that a multi-uprobe link can be replaced by one with
-    /// fewer sites without a hit missed or counted twice. Empty when none.
+    /// An array of u64 indexed like `counters`: at a function's hit slot, the
+    /// generation of the link that holds the function's sites. A program in
+    /// `generation_programs` runs only when the generation in its attach cookie is the
+    /// live one of the site's slot, so that any of its multi-uprobe links can be
+    /// replaced by one with fewer sites without a hit missed or counted twice. Empty when
+    /// none.
     pub generations: String,
-    /// The programs that check their generation, by key of `generations`.
+    /// The programs that check their sites' generations.
     pub generation_programs: Vec<String>,
     /// `--rate N`: printed events a second per probe, a token bucket per probe in the
     /// array `rate` (the time the bucket is full again, GCRA); `None`: no limit.
@@ -117,7 +119,7 @@ pub struct Accounting {
 }
 
 /// One slot of `Accounting::counters`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Counter {
     /// Hits of `program` at the sites of `function`.
     Hits { program: String, function: String },
@@ -151,9 +153,18 @@ impl Accounting {
             .position(|c| matches!(c, Counter::Hits { program: p, function: f } if p == program && f == function))
     }
 
-    /// The key of `program` in `generations`, if it checks its generation.
-    pub fn generation_key(&self, program: &str) -> Option<usize> {
-        self.generation_programs.iter().position(|p| p == program)
+    /// Every hit counter's slot by (program, function), to look up many at once.
+    pub fn hits_slots(&self) -> std::collections::HashMap<(String, String), usize> {
+        let hits = self.slots.iter().enumerate().filter_map(|(i, c)| match c {
+            Counter::Hits { program, function } => Some(((program.clone(), function.clone()), i)),
+            _ => None,
+        });
+        hits.collect()
+    }
+
+    /// Whether `program` checks its sites' generations.
+    pub fn checks_generations(&self, program: &str) -> bool {
+        self.generation_programs.iter().any(|p| p == program)
     }
 }
 
@@ -401,6 +412,10 @@ pub struct ProbeSpec {
     /// Where instructions come from: (first instruction, `FILE:LINE: source line`), in
     /// order, so that a verifier rejection names the line of the script it failed on.
     pub source_lines: Vec<(usize, String)>,
+    /// The maps the program uses (object names): a map that a detached program wrote
+    /// holds partial data from then on, and every output says so.
+    #[serde(default)]
+    pub maps: Vec<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

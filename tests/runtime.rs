@@ -187,6 +187,7 @@ fn probe(program: &str, attach: ProbeAttach) -> ProbeSpec {
         attach,
         describe: format!("test {program}"),
         source_lines: Vec::new(),
+        maps: Vec::new(),
     }
 }
 

@@ -59,6 +59,7 @@ fn object_at(binary: &Path, points: Vec<AttachPoint>) -> (Vec<u8>, Plan) {
             attach: ProbeAttach::Uprobe(points),
             describe: "nop".into(),
             source_lines: Vec::new(),
+            maps: Vec::new(),
         }],
         ..Plan::default()
     };

@@ -191,6 +191,7 @@ mod tests {
                     plain: None,
                 })
                 .collect(),
+            partial: None,
         }
     }
 
@@ -265,6 +266,7 @@ mod tests {
                 value: AggValue::Stats { count: 4, sum: 4_000_000_000, min: 500_000_000, max: 2_000_000_000 },
                 plain: None,
             }],
+            partial: None,
         };
         let e = MapExport { base: "gtrace_s".into(), ..export(Shape::Stats, true) };
         let f = families(&e, &dump, &[], &mut BucketRanges::new());

@@ -167,7 +167,7 @@ impl Export {
 
     /// The kernel's counters as gtrace's own metrics, until the next publication.
     pub fn publish(&self, stats: &Stats) {
-        *self.counters.kernel.lock().unwrap_or_else(|e| e.into_inner()) = selfmetrics::from_stats(stats);
+        *self.counters.kernel.lock().unwrap_or_else(|e| e.into_inner()) = selfmetrics::from_stats(stats, &self.plan);
     }
 
     /// The trace loop's sink, with printed lines counted (and queued for OTLP).

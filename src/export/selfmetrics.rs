@@ -5,6 +5,7 @@
 
 use super::model::{Family, Kind, Point, Sample};
 use crate::output::stats::Stats;
+use crate::plan::{MapRole, Plan};
 
 /// What gtrace knows about its own run when metrics are read.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -31,18 +32,23 @@ pub struct SelfCounter {
     pub value: f64,
     /// The value is seconds.
     pub seconds: bool,
+    /// A counter (`_total`), or a gauge.
+    pub kind: Kind,
 }
 
 /// The kernel's counters of a trace as gtrace's own counters: per probe its hits and
 /// estimated cost (when the kernel's statistics are on: --stats, or a budget), events
-/// the ring buffer refused and events --rate dropped; per map the updates it refused.
-pub fn from_stats(stats: &Stats) -> Vec<SelfCounter> {
+/// the ring buffer refused and events --rate dropped; per map the updates it refused;
+/// and a gauge of 1 per probe unit the budget detached (`gtrace_probe_detached`), with
+/// the maps it wrote, whose data is partial from then on.
+pub fn from_stats(stats: &Stats, plan: &Plan) -> Vec<SelfCounter> {
     let counter = |name: &str, help: &str, label: (&str, &str), value: f64, seconds: bool| SelfCounter {
         name: name.to_string(),
         help: help.to_string(),
         labels: vec![(label.0.to_string(), label.1.to_string())],
         value,
         seconds,
+        kind: Kind::Counter,
     };
     let mut out = Vec::new();
     for p in &stats.probes {
@@ -61,7 +67,26 @@ pub fn from_stats(stats: &Stats) -> Vec<SelfCounter> {
         let help = "Map updates the kernel refused: the map was full";
         out.push(counter("map_updates_refused", help, ("map", m.map.as_str()), m.refused as f64, false));
     }
+    for d in &stats.detached {
+        let help = "A probe the budget detached (1): the maps it wrote hold partial data since then";
+        let mut c = counter("probe_detached", help, ("probe", d.what.as_str()), 1.0, false);
+        c.labels.push(("maps".to_string(), partial_maps(plan, &d.programs).join(",")));
+        c.kind = Kind::Gauge;
+        out.push(c);
+    }
     out
+}
+
+/// The user maps (`@name`) that `programs` use.
+fn partial_maps(plan: &Plan, programs: &[String]) -> Vec<String> {
+    let used: Vec<&String> =
+        plan.probes.iter().filter(|p| programs.contains(&p.program)).flat_map(|p| p.maps.iter()).collect();
+    let user = plan.maps.iter().filter(|m| used.contains(&&m.object_name));
+    user.filter_map(|m| match &m.role {
+        MapRole::User { name, .. } => Some(format!("@{name}")),
+        _ => None,
+    })
+    .collect()
 }
 
 /// The families gtrace may export (for the name check made before attaching).
@@ -74,7 +99,9 @@ pub fn own_families() -> Vec<(String, Kind, bool)> {
         ("events_rate_dropped", false),
         ("map_updates_refused", false),
     ];
-    fixed.chain(counted.iter().map(|(name, seconds)| (format!("gtrace_{name}"), Kind::Counter, *seconds))).collect()
+    let counted = counted.iter().map(|(name, seconds)| (format!("gtrace_{name}"), Kind::Counter, *seconds));
+    let gauges = std::iter::once(("gtrace_probe_detached".to_string(), Kind::Gauge, false));
+    fixed.chain(counted).chain(gauges).collect()
 }
 
 const FIXED: [(&str, Kind, &str); 3] = [
@@ -108,7 +135,7 @@ impl SelfMetrics {
                 None => out.push(Family {
                     base,
                     help: c.help.clone(),
-                    kind: Kind::Counter,
+                    kind: c.kind,
                     seconds: c.seconds,
                     samples: vec![sample],
                 }),
@@ -134,6 +161,7 @@ mod tests {
                     labels: vec![("probe".into(), p.to_string())],
                     value: 2.0,
                     seconds: false,
+                    kind: Kind::Counter,
                 })
                 .collect(),
             ..SelfMetrics::default()

@@ -7,8 +7,9 @@
 //!   events the ring buffer had no room for, printed events `--rate` dropped, map
 //!   updates the kernel refused (a full map).
 //! - Generations: a program attached at several functions checks that its attach
-//!   cookie's generation is the live one (`generations`), so the budget can replace its
-//!   multi-uprobe link by one with fewer sites, exactly.
+//!   cookie's generation is the live one of the site's function (`generations`, indexed
+//!   like the hit counters), so the budget can replace any of its multi-uprobe links by
+//!   one with fewer sites, exactly, without touching its other links.
 //! - `--rate N`: a token bucket per probe in the array `rate` (GCRA: one u64, the time
 //!   the bucket is full again, advanced by compare-and-swap), checked before an event is
 //!   built.
@@ -56,12 +57,14 @@ pub struct Layout {
     acct: Accounting,
     /// The script probe (item index) of each rate bucket.
     rate_items: Vec<usize>,
+    /// Each counter's slot (a wildcard's thousands of hit counters are found at once).
+    slot_of: std::collections::HashMap<Counter, u32>,
 }
 
 impl Layout {
     pub fn new(settings: &Settings) -> Layout {
         let acct = Accounting { hits: settings.accounting, rate: settings.rate, ..Accounting::default() };
-        Layout { acct, rate_items: Vec::new() }
+        Layout { acct, rate_items: Vec::new(), slot_of: Default::default() }
     }
 
     pub fn hits(&self) -> bool {
@@ -70,13 +73,13 @@ impl Layout {
 
     /// The slot of `counter`, allocated on first use.
     pub fn slot(&mut self, counter: Counter) -> u32 {
-        match self.acct.slots.iter().position(|c| *c == counter) {
-            Some(i) => i as u32,
-            None => {
-                self.acct.slots.push(counter);
-                (self.acct.slots.len() - 1) as u32
-            }
+        if let Some(slot) = self.slot_of.get(&counter) {
+            return *slot;
         }
+        let slot = self.acct.slots.len() as u32;
+        self.slot_of.insert(counter.clone(), slot);
+        self.acct.slots.push(counter);
+        slot
     }
 
     /// The rate bucket of the script probe `item`.
@@ -90,14 +93,11 @@ impl Layout {
         }
     }
 
-    fn generation_key(&mut self, program: &str) -> u32 {
+    /// Marks `program` as one that checks its sites' generations.
+    fn checks_generations(&mut self, program: &str) {
         let programs = &mut self.acct.generation_programs;
-        match programs.iter().position(|p| p == program) {
-            Some(i) => i as u32,
-            None => {
-                programs.push(program.to_string());
-                (programs.len() - 1) as u32
-            }
+        if !programs.iter().any(|p| p == program) {
+            programs.push(program.to_string());
         }
     }
 
@@ -136,7 +136,8 @@ impl Layout {
             self.acct.counters = array(COUNTERS, MapKind::PercpuArray, self.acct.slots.len());
         }
         if !self.acct.generation_programs.is_empty() {
-            self.acct.generations = array(GENERATIONS, MapKind::Array, self.acct.generation_programs.len());
+            // Indexed by hit counter: each function's sites have their own generation.
+            self.acct.generations = array(GENERATIONS, MapKind::Array, self.acct.slots.len());
         }
         if !self.rate_items.is_empty() {
             self.acct.rate_map = array(RATE, MapKind::Array, self.rate_items.len());
@@ -180,23 +181,31 @@ impl Gen<'_> {
         self.b.emit(mov64_imm(R0, 0));
     }
 
-    /// The start of a uprobe program with accounting: return at once when the cookie's
-    /// generation is not the live one (a program at several functions), then count the
-    /// site's hit. Nothing without accounting.
+    /// The start of a uprobe program with accounting: count the site's hit, but first,
+    /// for a program at several functions, return at once when the cookie's generation
+    /// is not the live one of the site's function (`generations`, indexed like the hit
+    /// counters). Nothing without accounting.
     pub fn accounting_prologue(&mut self, functions: usize, span: Span) -> Result<(), LowerError> {
         let Some(acct) = self.acct.as_mut() else { return Ok(()) };
         if !acct.layout.hits() {
             return Ok(());
         }
-        let generation = (functions > 1).then(|| acct.layout.generation_key(&acct.program.clone()));
+        let generations = functions > 1;
+        if generations {
+            let program = acct.program.clone();
+            acct.layout.checks_generations(&program);
+        }
         self.b.comment("accounting: the live generation, the site's hit");
         let mark = self.frame.mark();
         let key = self.slot(8, span)?;
         self.b.emit(mov64_reg(R1, R6));
         self.b.emit(call(BPF_FUNC_get_attach_cookie));
         self.b.emit(mov64_reg(R7, R0));
-        if let Some(gen_key) = generation {
-            self.b.emit(store_imm(Size::W, R10, key, gen_key as i32));
+        self.b.emit(mov64_reg(R1, R7));
+        self.b.emit(alu64_imm(AluOp::Rsh, R1, COOKIE_SLOT_SHIFT as i32));
+        self.b.emit(alu64_imm(AluOp::And, R1, COOKIE_SLOT_MASK as i32));
+        self.b.emit(store_reg(Size::W, R10, key, R1));
+        if generations {
             self.b.ld_map(R1, GENERATIONS);
             self.stack_ptr(R2, key);
             self.b.emit(call(BPF_FUNC_map_lookup_elem));
@@ -206,10 +215,6 @@ impl Gen<'_> {
             self.b.emit(alu64_imm(AluOp::Rsh, R2, COOKIE_GEN_SHIFT as i32));
             self.b.jmp_reg_to(JmpOp::Ne, R1, R2, self.done);
         }
-        self.b.emit(mov64_reg(R1, R7));
-        self.b.emit(alu64_imm(AluOp::Rsh, R1, COOKIE_SLOT_SHIFT as i32));
-        self.b.emit(alu64_imm(AluOp::And, R1, COOKIE_SLOT_MASK as i32));
-        self.b.emit(store_reg(Size::W, R10, key, R1));
         self.add_one_at(key);
         self.frame.release(mark);
         Ok(())

@@ -265,6 +265,13 @@ impl Ctx<'_> {
             attach,
             describe,
             source_lines: program.comments.clone(),
+            maps: program
+                .relocations
+                .iter()
+                .map(|r| r.map.clone())
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect(),
         });
         self.programs.push((name, program));
     }

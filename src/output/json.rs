@@ -79,7 +79,12 @@ pub fn map(dump: &MapDump) -> J {
         })
         .collect();
     let agg = dump.agg.map(|a| a.name());
-    json!({"type": "map", "name": dump.name, "agg": agg, "key_names": dump.key_names, "entries": entries})
+    let mut object =
+        json!({"type": "map", "name": dump.name, "agg": agg, "key_names": dump.key_names, "entries": entries});
+    if let (Some(why), J::Object(fields)) = (&dump.partial, &mut object) {
+        fields.insert("partial".into(), json!(why));
+    }
+    object
 }
 
 impl Sink for JsonSink {

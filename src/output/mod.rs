@@ -24,6 +24,9 @@ pub struct MapDump {
     /// The name of each key (`method`, `path`, `key0`): labels and JSON fields.
     pub key_names: Vec<String>,
     pub entries: Vec<MapEntry>,
+    /// Why the map holds partial data, when a probe that writes it was detached
+    /// (`on entry main.F detached by --budget after 0.2s`).
+    pub partial: Option<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -248,5 +251,5 @@ pub fn decode_map(spec: &MapSpec, raw: &[(Vec<u8>, Vec<Vec<u8>>)], plan: &Plan) 
             }
         })
         .collect();
-    Some(MapDump { name: format!("@{name}"), agg, durations, key_names: key_names.clone(), entries })
+    Some(MapDump { name: format!("@{name}"), agg, durations, key_names: key_names.clone(), entries, partial: None })
 }

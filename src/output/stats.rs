@@ -27,6 +27,9 @@ pub struct Stats {
     pub detached: Vec<Detached>,
     /// `--cgroup`: the probes are scoped to a cgroup.
     pub cgroup: bool,
+    /// What the traced process spent on CPU since the probes were attached, by its
+    /// threads' own accounting (-p and -c; `None` with -b or when it cannot be read).
+    pub target_cpu_ns: Option<u64>,
 }
 
 /// One program: a probe of the script, or gtrace's entry timing or `self` cleanup.
@@ -94,6 +97,39 @@ pub struct Detached {
     pub percent: f64,
     /// Since the probes were attached.
     pub at_ns: u64,
+    /// The programs that lost sites: every map they write holds partial data from then on.
+    pub programs: Vec<String>,
+}
+
+impl Detached {
+    /// `on entry main.F detached by --budget after 0.2s`.
+    pub fn said(&self) -> String {
+        format!("{} detached by --budget after {}", self.what, duration_rounded(self.at_ns))
+    }
+}
+
+/// Why the map `object_name` holds partial data: the cuts of programs that use it
+/// (`plan.probes[..].maps`), the first named and the rest counted; `None` when no
+/// program that uses it lost a site.
+pub fn partial(plan: &crate::plan::Plan, object_name: &str, detached: &[Detached]) -> Option<String> {
+    let uses =
+        |program: &String| plan.probes.iter().any(|p| p.program == *program && p.maps.iter().any(|m| m == object_name));
+    let mut cuts = detached.iter().filter(|d| d.programs.iter().any(uses));
+    let first = cuts.next()?.said();
+    match cuts.count() {
+        0 => Some(first),
+        n => Some(format!("{first}, and {} more probe unit{}", thousands(n as u64), plural(n as u64))),
+    }
+}
+
+/// A time since the start as `0.2s` or `1m3s`: what a reader of a map needs.
+fn duration_rounded(ns: u64) -> String {
+    let s = ns as f64 / 1e9;
+    if s < 60.0 {
+        format!("{s:.1}s")
+    } else {
+        format!("{}m{}s", (s / 60.0) as u64, (s % 60.0) as u64)
+    }
 }
 
 impl ProbeStats {
@@ -182,11 +218,27 @@ impl Stats {
             ));
         }
         if !self.detached.is_empty() {
-            let what: Vec<&str> = self.detached.iter().map(|d| d.what.as_str()).collect();
+            let mut what: Vec<String> = self.detached.iter().take(3).map(|d| d.what.clone()).collect();
+            if self.detached.len() > 3 {
+                what.push(format!("and {} more (--stats lists them)", thousands(self.detached.len() as u64 - 3)));
+            }
             let budget = self.budget_percent.map(|b| format!(" {}%", percent(b))).unwrap_or_default();
             parts.push(format!("detached by --budget{budget}: {}", what.join(", ")));
         }
         (!parts.is_empty()).then(|| parts.join("; "))
+    }
+
+    /// The target's own CPU time beside what the probes are estimated to have cost it.
+    fn target_line(&self) -> Option<String> {
+        let cpu = self.target_cpu_ns?;
+        let estimate: f64 = self.probes.iter().filter(|p| p.in_target).map(|p| p.cost_ns).sum();
+        Some(format!(
+            "target: {} of CPU while traced ({}% of a CPU), by its threads' own accounting; the probes' estimated cost: {} ({}% of a CPU)\n",
+            duration(cpu as i64),
+            percent(self.share(cpu as f64)),
+            duration(estimate.round() as i64),
+            percent(self.share(estimate)),
+        ))
     }
 
     /// A probe's row: its description, with which of its programs where it has several
@@ -276,6 +328,9 @@ impl Stats {
             }
             out.push_str(line.trim_end());
             out.push('\n');
+        }
+        if let Some(line) = self.target_line() {
+            out.push_str(&line);
         }
         if self.cgroup {
             let others: u64 = self.probes.iter().map(|p| p.other_cgroup).sum();

@@ -234,14 +234,15 @@ pub fn map(dump: &MapDump) -> String {
     entries.sort_by(|a, b| a.value.sort_key().cmp(&b.value.sort_key()).then_with(|| a.keys_text().cmp(&b.keys_text())));
     for e in entries {
         let head = if e.keys.is_empty() { dump.name.clone() } else { format!("{}[{}]", dump.name, e.keys_text()) };
+        let partial = dump.partial.as_ref().map(|why| format!(" (partial: {why})")).unwrap_or_default();
         match (&e.value, dump.agg) {
             (AggValue::Buckets { counts: b, .. }, Some(agg)) => {
-                out.push_str(&format!("{head}:\n"));
+                out.push_str(&format!("{head}:{partial}\n"));
                 histogram(agg, b, dump.durations, &mut out);
                 out.push('\n');
             }
             (v, _) => out.push_str(&format!(
-                "{head}: {}\n",
+                "{head}: {}{partial}\n",
                 e.plain.as_ref().map(in_line).unwrap_or_else(|| agg_scalar(v, dump.durations))
             )),
         }

@@ -2,8 +2,10 @@
 //! function's index as attach cookie), `on begin`/`on end`/`on interval` on gtrace's own
 //! trigger functions, and detaching all of it.
 //!
-//! All the target offsets of one program go into one multi-uprobe link when the kernel
-//! has them (`uprobe_multi`): one syscall to attach, one to detach. Otherwise, or if the
+//! The target offsets of one program go into multi-uprobe links when the kernel has
+//! them (`uprobe_multi`): one syscall a link to attach, one to detach, at most
+//! `MULTI_CHUNK` offsets a link (a function's offsets in one), so that detaching some
+//! functions of a wide wildcard replaces only their links. Otherwise, or if the
 //! kernel refuses that link for any reason, each offset gets its own perf-event link
 //! (which also names the offending function when an offset is bad).
 //!
@@ -166,8 +168,10 @@ impl Loaded {
         Ok(self.attached() - before)
     }
 
-    /// Attaches `program` at all `points` with one multi-uprobe link; false when there is
-    /// no multi-uprobe copy of the program or the kernel refuses the link (the caller then
+    /// Attaches `program` at all `points` with multi-uprobe links of at most
+    /// `MULTI_CHUNK` points each (a function's points in one link), so that a budget
+    /// cut replaces only the links of the functions it detaches; false when there is no
+    /// multi-uprobe copy of the program or the kernel refuses a link (the caller then
     /// attaches point by point, and reports a real error from there).
     fn attach_multi(&mut self, program: &str, points: &[AttachPoint], binary: &Path, scope: Scope) -> bool {
         let Some(fd) = self.multi.get(program) else {
@@ -176,17 +180,18 @@ impl Loaded {
         if points.is_empty() {
             return false;
         }
-        match multi_link(fd.as_fd(), points, binary, scope, 0) {
-            Ok(link) => {
-                self.links.push(Link {
-                    program: program.to_string(),
-                    points: points.to_vec(),
-                    kind: LinkKind::Multi(link),
-                });
-                true
+        let mut links = Vec::new();
+        for chunk in chunks(points, MULTI_CHUNK) {
+            match multi_link(fd.as_fd(), &chunk, binary, scope, &|_| 0) {
+                Ok(link) => {
+                    links.push(Link { program: program.to_string(), points: chunk, kind: LinkKind::Multi(link) })
+                }
+                // The links made so far are dropped: the caller attaches every point alone.
+                Err(_) => return false,
             }
-            Err(_) => false,
         }
+        self.links.extend(links);
+        true
     }
 
     fn uprobe(&mut self, program: &str) -> Result<&mut aya::programs::UProbe, RuntimeError> {
@@ -289,6 +294,12 @@ impl Loaded {
         self.links.iter().map(Link::count).sum()
     }
 
+    /// The functions at which `program` is attached to the target.
+    pub fn attached_functions(&self, program: &str) -> std::collections::HashSet<&str> {
+        let links = self.links.iter().filter(|l| l.program == program);
+        links.flat_map(|l| l.points.iter().map(|p| p.function.as_str())).collect()
+    }
+
     /// Whether `program` is attached at the target, at `function` (or anywhere).
     pub fn is_attached(&self, program: &str, function: Option<&str>) -> bool {
         self.links
@@ -300,12 +311,14 @@ impl Loaded {
     /// Detaches `program` from the target's sites of `functions` (every site for
     /// `None`); its other sites stay attached and their hits are neither missed nor
     /// counted twice: a multi-uprobe link is replaced by one with fewer sites (attached
-    /// with the program's next generation, which becomes the live one before the old
-    /// link is closed). Returns how many probe points were detached. If the smaller link
-    /// cannot be made, the program's other sites are detached too, and the error says
-    /// how many.
+    /// with its functions' next generations, which become the live ones before the old
+    /// link is closed); the program's other links are not touched. Returns how many
+    /// probe points were detached. If a smaller link cannot be made, the old link's
+    /// other sites are detached too, and the error says how many.
     pub fn detach_sites(&mut self, program: &str, functions: Option<&[String]>) -> Result<usize, RuntimeError> {
-        let leaves = |p: &AttachPoint| functions.is_none_or(|fs| fs.contains(&p.function));
+        let going: Option<std::collections::HashSet<&str>> =
+            functions.map(|fs| fs.iter().map(String::as_str).collect());
+        let leaves = |p: &AttachPoint| going.as_ref().is_none_or(|fs| fs.contains(p.function.as_str()));
         let mut detached = 0;
         let mut kept = Vec::new();
         let mut failure = None;
@@ -335,41 +348,82 @@ impl Loaded {
         }
     }
 
-    /// A multi-uprobe link of `program` at `points`, with the program's next
-    /// generation, made the live one.
+    /// A multi-uprobe link of `program` at `points`, each with its slot's next
+    /// generation, made the live ones.
     fn replace_multi(&mut self, program: &str, points: Vec<AttachPoint>) -> Result<Link, RuntimeError> {
         let unsupported = |what: &str| RuntimeError::Unsupported { what: format!("`{program}`: {what}") };
         let target = self.target.clone().ok_or_else(|| unsupported("not attached"))?;
         let fd = self.multi.get(program).ok_or_else(|| unsupported("no multi-uprobe copy to reattach"))?;
-        let key = self.accounting.generation_key(program);
-        let next = self.generations.get(program).copied().unwrap_or(0).wrapping_add(1);
-        let link = multi_link(fd.as_fd(), &points, &target.binary, target.scope, if key.is_some() { next } else { 0 })
+        let checks = self.accounting.checks_generations(program);
+        let live = self.generations.clone();
+        let next = |slot: u32| live.get(&slot).copied().unwrap_or(0).wrapping_add(1);
+        let generation = |p: &AttachPoint| if checks { next(cookie_slot(p.cookie)) } else { 0 };
+        let link = multi_link(fd.as_fd(), &points, &target.binary, target.scope, &generation)
             .map_err(|source| RuntimeError::Os { action: "attaching a multi-uprobe link with fewer sites", source })?;
-        if let Some(key) = key {
+        if checks {
             let map = self
                 .maps
                 .get(&self.accounting.generations)
                 .ok_or_else(|| RuntimeError::NoSuchMap { map: self.accounting.generations.clone() })?;
-            map.set_array_u64(key as u32, u64::from(next))?;
-            self.generations.insert(program.to_string(), next);
+            let mut slots: Vec<u32> = points.iter().map(|p| cookie_slot(p.cookie)).collect();
+            slots.sort_unstable();
+            slots.dedup();
+            for slot in slots {
+                map.set_array_u64(slot, u64::from(next(slot)))?;
+                self.generations.insert(slot, next(slot));
+            }
         }
         Ok(Link { program: program.to_string(), points, kind: LinkKind::Multi(link) })
     }
 }
 
-/// One multi-uprobe link of `program` at `points`, their cookies carrying generation
-/// `generation` (see `plan::COOKIE_GEN_SHIFT`).
+/// The most probe points one multi-uprobe link holds: a cut that detaches one function
+/// of a wildcard of thousands registers at most this many points again.
+pub const MULTI_CHUNK: usize = 256;
+
+/// The hit slot an attach cookie carries (see `plan::COOKIE_SLOT_SHIFT`).
+fn cookie_slot(cookie: u64) -> u32 {
+    ((cookie >> crate::plan::COOKIE_SLOT_SHIFT) & crate::plan::COOKIE_SLOT_MASK) as u32
+}
+
+/// `points` in groups of at most `max`, each function's points in one group (a function
+/// with more points than `max` has a group of its own), functions in the order they
+/// first appear.
+pub(crate) fn chunks(points: &[AttachPoint], max: usize) -> Vec<Vec<AttachPoint>> {
+    let mut by_function: Vec<Vec<AttachPoint>> = Vec::new();
+    let mut at: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for p in points {
+        let i = *at.entry(p.function.as_str()).or_insert_with(|| {
+            by_function.push(Vec::new());
+            by_function.len() - 1
+        });
+        by_function[i].push(p.clone());
+    }
+    let mut out: Vec<Vec<AttachPoint>> = Vec::new();
+    for group in by_function {
+        match out.last_mut() {
+            Some(last) if last.len() + group.len() <= max => last.extend(group),
+            _ => out.push(group),
+        }
+    }
+    out
+}
+
+/// One multi-uprobe link of `program` at `points`, each cookie carrying the generation
+/// `generation` gives its point (see `plan::COOKIE_GEN_SHIFT`).
 fn multi_link(
     program: std::os::fd::BorrowedFd<'_>,
     points: &[AttachPoint],
     binary: &Path,
     scope: Scope,
-    generation: u8,
+    generation: &dyn Fn(&AttachPoint) -> u8,
 ) -> std::io::Result<MultiLink> {
     let offsets: Vec<u64> = points.iter().map(|p| p.file_offset).collect();
-    let gen_bits = u64::from(generation) << crate::plan::COOKIE_GEN_SHIFT;
-    let cookies: Vec<u64> =
-        points.iter().map(|p| (p.cookie & !(0xff << crate::plan::COOKIE_GEN_SHIFT)) | gen_bits).collect();
+    let gen_mask = 0xff << crate::plan::COOKIE_GEN_SHIFT;
+    let cookies: Vec<u64> = points
+        .iter()
+        .map(|p| (p.cookie & !gen_mask) | (u64::from(generation(p)) << crate::plan::COOKIE_GEN_SHIFT))
+        .collect();
     let pid = match scope {
         Scope::Process(pid) => pid,
         Scope::AllProcesses => 0,

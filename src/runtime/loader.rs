@@ -32,8 +32,9 @@ pub struct Loaded {
     pub(crate) stats_fd: Option<OwnedFd>,
     /// The plan's accounting: the generations of programs whose links can be replaced.
     pub(crate) accounting: crate::plan::Accounting,
-    /// The live generation of each program whose link was replaced.
-    pub(crate) generations: HashMap<String, u8>,
+    /// The live generation at each hit slot whose link was replaced (the slot is a
+    /// function's of one program: its sites are in one link).
+    pub(crate) generations: HashMap<u32, u8>,
     /// Where the target's probes are attached.
     pub(crate) target: Option<super::attach::AttachTarget>,
 }

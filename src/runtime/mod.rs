@@ -29,7 +29,9 @@ pub use container::{exe_names, in_host_pid_namespace, same_namespace, ExeNames};
 pub use error::RuntimeError;
 pub use loader::{failing_insn, load, prewarm, verify, Loaded};
 pub use maps::{possible_cpus, Entries};
-pub use process::{is_alive, mapping_start, process_exe, processes_mapping, resolve_command, spawn_held, HeldChild};
+pub use process::{
+    cpu_ns, is_alive, mapping_start, process_exe, processes_mapping, resolve_command, spawn_held, HeldChild,
+};
 pub use reader::MapReader;
 pub use uprobe_multi::DISABLE_ENV as NO_UPROBE_MULTI_ENV;
 

@@ -1,6 +1,6 @@
 //! A live trace: load the compiled object, attach its probes to the target, run until a
 //! stop condition (Ctrl-C, SIGTERM, --duration, `exit()`, the target's end, the budget
-//! leaving nothing attached), print events as they come and every map at the end, then
+//! leaving nothing attached to a -p or -b target), print events as they come and every map at the end, then
 //! whatever was lost (`stats`). Every probe is detached on every way out
 //! (`runtime::Loaded` owns the links) and a started command never outlives the trace.
 
@@ -100,6 +100,9 @@ fn session(bundle: &Bundle, target: &Target, process: Process, args: &TraceArgs)
     report_skipped(&loaded, plan)?;
     let mut costs = budget::Costs::new(stats::Meter::new(plan, target, calibration.finish(), budget), plan);
     let traced_pid = process.pid.or(child.as_ref().map(|c| c.pid()));
+    if let Some(pid) = traced_pid {
+        costs.meter.watch_cpu(pid);
+    }
     // The exporters read symbols from the file the probes are attached to.
     let file = loaded.target_file().unwrap_or(&process.binary).to_path_buf();
     let traced = Traced { binary: &file, name: &process.shown, pid: traced_pid, module: target.module_path() };
@@ -108,7 +111,7 @@ fn session(bundle: &Bundle, target: &Target, process: Process, args: &TraceArgs)
     let mut symbols = TargetSymbols::new(target, None, traced_pid);
     loaded.run_begin();
     // `exit()` in `on begin` ends the trace before a -c command starts.
-    let exited = drain(&mut loaded, plan, &mut symbols, sink.as_mut(), Duration::ZERO)?;
+    let exited = drain(&mut loaded, plan, &costs.meter.detached, &mut symbols, sink.as_mut(), Duration::ZERO)?;
     if !exited {
         if let Some(c) = child.as_mut() {
             c.release()?;
@@ -124,10 +127,10 @@ fn session(bundle: &Bundle, target: &Target, process: Process, args: &TraceArgs)
         run_until_stopped(&mut loaded, plan, &mut symbols, sink.as_mut(), until, &mut costs)?;
     }
     // Events already in the ring buffer belong to the run.
-    drain(&mut loaded, plan, &mut symbols, sink.as_mut(), Duration::ZERO)?;
+    drain(&mut loaded, plan, &costs.meter.detached, &mut symbols, sink.as_mut(), Duration::ZERO)?;
     loaded.run_end();
-    drain(&mut loaded, plan, &mut symbols, sink.as_mut(), Duration::ZERO)?;
-    print_maps(&loaded, plan, &symbols, sink.as_mut(), None)?;
+    drain(&mut loaded, plan, &costs.meter.detached, &mut symbols, sink.as_mut(), Duration::ZERO)?;
+    print_maps(&loaded, plan, &costs.meter.detached, &symbols, sink.as_mut(), None)?;
     written(stats::report(&costs.meter, &loaded, plan, args.stats, sink.as_mut())?)?;
     // The last push carries the final counts.
     if let Ok(stats) = costs.meter.collect(&loaded, plan) {
@@ -165,7 +168,8 @@ fn seed_load_biases(loaded: &Loaded, target: &Target, binary: &std::path::Path, 
 type Until<'a> = (&'a Process, Option<&'a mut HeldChild>, &'a TraceArgs, &'a std::sync::atomic::AtomicBool, &'a Export);
 
 /// Handles events until a stop condition: `exit()`, a signal, --duration, the end of
-/// the traced process, the budget leaving nothing attached.
+/// the traced process, the budget leaving nothing attached (but a -c command runs to its
+/// end).
 fn run_until_stopped(
     loaded: &mut Loaded,
     plan: &Plan,
@@ -179,7 +183,7 @@ fn run_until_stopped(
     loop {
         symbols.learn_bias();
         // Short waits, so gtrace notices promptly when the target ends.
-        if drain(loaded, plan, symbols, sink, Duration::from_millis(20))? {
+        if drain(loaded, plan, &costs.meter.detached, symbols, sink, Duration::from_millis(20))? {
             return Ok(());
         }
         if stop.load(std::sync::atomic::Ordering::SeqCst) {
@@ -198,8 +202,16 @@ fn run_until_stopped(
                 return Ok(());
             }
         }
-        if costs.govern(loaded, plan)? {
-            return Ok(());
+        if costs.govern(loaded, plan)? == budget::Left::NothingNow {
+            // A started command runs on untouched and ends in its own time; a process
+            // traced with -p or -b is left alone now.
+            if child.is_none() {
+                eprintln!("--budget: no probe is left attached; ending the trace");
+                return Ok(());
+            }
+            eprintln!(
+                "--budget: no probe is left attached; the command runs on untraced, and the maps print when it ends"
+            );
         }
         if export.stats_due() {
             if let Ok(stats) = costs.meter.collect(loaded, plan) {
@@ -213,6 +225,7 @@ fn run_until_stopped(
 fn drain(
     loaded: &mut Loaded,
     plan: &Plan,
+    detached: &[stats::Detached],
     symbols: &mut TargetSymbols,
     sink: &mut dyn Sink,
     wait: Duration,
@@ -231,7 +244,7 @@ fn drain(
         output::name_event(&mut e, symbols);
         match &e {
             Event::Printf { .. } | Event::Print { .. } => written(sink.event(&e))?,
-            Event::PrintMap { map } => print_maps(loaded, plan, symbols, sink, Some(map))?,
+            Event::PrintMap { map } => print_maps(loaded, plan, detached, symbols, sink, Some(map))?,
             Event::ClearMap { map } => loaded.clear_map(map)?,
             Event::Exit => exit = true,
         }
@@ -239,10 +252,12 @@ fn drain(
     Ok(exit)
 }
 
-/// Prints every non-empty user map (or only `only`), in the order of their names.
+/// Prints every non-empty user map (or only `only`), in the order of their names, each
+/// marked partial when a probe that writes it was detached.
 fn print_maps(
     loaded: &Loaded,
     plan: &Plan,
+    detached: &[stats::Detached],
     symbols: &TargetSymbols,
     sink: &mut dyn Sink,
     only: Option<&str>,
@@ -257,6 +272,7 @@ fn print_maps(
         }
         if let Some(mut dump) = output::decode_map(spec, &raw, plan) {
             output::name_map(&mut dump, symbols);
+            dump.partial = output::stats::partial(plan, &spec.object_name, detached);
             written(sink.map(&dump))?;
         }
     }

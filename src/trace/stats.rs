@@ -36,6 +36,10 @@ pub struct Meter {
     kinds: HashMap<(String, String), TrapKind>,
     pub budget_percent: Option<f64>,
     pub detached: Vec<Detached>,
+    /// Each hit counter's slot by (program, function).
+    hit_slots: HashMap<(String, String), usize>,
+    /// The traced process and its CPU time when watching began (`watch_cpu`).
+    cpu: Option<(u32, u64)>,
 }
 
 impl Meter {
@@ -48,7 +52,8 @@ impl Meter {
                 kinds.entry(key).or_insert_with(|| site_kind(target, p.address));
             }
         }
-        Meter { started: Instant::now(), trap, kinds, budget_percent, detached: Vec::new() }
+        let hit_slots = plan.accounting.hits_slots();
+        Meter { started: Instant::now(), trap, kinds, budget_percent, detached: Vec::new(), hit_slots, cpu: None }
     }
 
     /// What a trap costs at `program`'s probes of `function`.
@@ -89,6 +94,7 @@ impl Meter {
             budget_percent: self.budget_percent,
             detached: self.detached.clone(),
             cgroup: !plan.cgroup.is_empty(),
+            target_cpu_ns: self.cpu.and_then(|(pid, at)| Some(crate::runtime::cpu_ns(pid)?.saturating_sub(at))),
         })
     }
 
@@ -127,23 +133,29 @@ impl Meter {
         // one hit counter, wherever the plan lists them.
         let mut seen = std::collections::HashSet::new();
         let functions: Vec<&str> = points.iter().map(|p| p.function.as_str()).filter(|f| seen.insert(*f)).collect();
+        let attached = loaded.attached_functions(program);
         stats.sites = functions
             .iter()
             .map(|f| SiteStats {
                 function: f.to_string(),
-                hits: acct.hits_slot(program, f).map_or(0, value),
+                hits: self.hit_slots.get(&(program.to_string(), f.to_string())).map_or(0, |s| value(*s)),
                 trap_ns: self.trap_ns(program, f),
                 cost_ns: 0.0,
-                attached: loaded.is_attached(program, Some(f)),
+                attached: attached.contains(f),
             })
             .collect();
         if acct.hits {
             stats.hits = stats.sites.iter().map(|s| s.hits).sum();
         }
         stats.in_target = true;
-        stats.attached = loaded.is_attached(program, None);
+        stats.attached = !attached.is_empty();
         stats.price();
         stats
+    }
+
+    /// From now on, what `pid` spends on CPU is read beside the estimate.
+    pub fn watch_cpu(&mut self, pid: u32) {
+        self.cpu = crate::runtime::cpu_ns(pid).map(|at| (pid, at));
     }
 
     pub fn elapsed(&self) -> Duration {

@@ -69,6 +69,7 @@ mod tests {
                 attach: ProbeAttach::Begin,
                 describe: "on entry main.F".into(),
                 source_lines: vec![(0, "<-e>:1:1: on entry main.F".into()), (5, "<-e>:2:5: @n = count()".into())],
+                maps: Vec::new(),
             }],
             ..Plan::default()
         };

@@ -244,12 +244,15 @@ pub fn truth(out: &str, key: &str) -> i64 {
         .unwrap_or_else(|_| panic!("{key}= is not a number in {out}"))
 }
 
-/// The number gtrace printed for map `name` (`@name: V`), the first time.
+/// The number gtrace printed for map `name` (`@name: V`, or `@name: V (partial: ...)`),
+/// the first time.
 pub fn map_value(out: &str, name: &str) -> i64 {
     let prefix = format!("{name}: ");
-    out.lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .unwrap_or_else(|| panic!("no `{prefix}` line in:\n{out}"))
+    let line = out.lines().find_map(|l| l.strip_prefix(&prefix));
+    let line = line.unwrap_or_else(|| panic!("no `{prefix}` line in:\n{out}"));
+    line.split(" (partial: ")
+        .next()
+        .unwrap_or_default()
         .trim()
         .parse()
         .unwrap_or_else(|_| panic!("`{name}` is not a number in:\n{out}"))

@@ -2,35 +2,29 @@
 //! the target so far (its hits at the calibrated trap cost of its sites' instruction,
 //! plus the eBPF run time the kernel measured: `stats::Meter::collect`), and looks back
 //! over a sliding window of one second. When the probes still attached have spent more
-//! than PCT of one CPU over a whole window (10 ms a second at 1%), it detaches the
-//! costliest ones, one unit at a time, until what is left costs less than PCT at the
-//! rate of the window, and says which, what they cost, and why. Tracing goes on with the
-//! rest; when nothing is left, the trace ends as if the target had.
+//! than PCT of one CPU (10 ms a second at 1%), one decision detaches the set of costliest
+//! units that brings what is left under `MARGIN` of PCT at the rate of the window,
+//! however many units that takes, and one line says how many, the costliest three and
+//! what stays. Each program is detached once for the whole decision. Tracing goes on
+//! with the rest; when nothing is left, a -c command runs on to its end untraced, and a
+//! -p or -b trace ends as if the target had.
 //!
-//! A unit is what can be detached alone: one probe at one function (the sites of a
-//! program attached at several functions count apart, their link replaced by a smaller
-//! one without a hit missed or counted twice), or a whole program, with whatever must go
-//! with it (`plan::Accounting::ties`: a return probe using `elapsed` and the timing of
-//! its entries; every probe sharing `self` variables).
+//! A unit is what can be detached alone (units.rs).
+
+mod units;
 
 use super::stats::{Detached, Meter, Stats};
 use crate::output::stats::{percent, thousands};
-use crate::plan::{Plan, ProbeAttach, SiteRef};
+use crate::plan::{Plan, SiteRef};
 use crate::runtime::{Loaded, RuntimeError};
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
+use units::Unit;
 
 /// How far back the breaker looks.
 pub const WINDOW: Duration = Duration::from_secs(1);
 /// How often it looks.
 pub const TICK: Duration = Duration::from_millis(100);
-
-/// What can be detached alone.
-#[derive(Clone, Debug)]
-struct Unit {
-    sites: Vec<SiteRef>,
-    attached: bool,
-}
 
 /// One look: the cost and hits of every unit so far.
 struct Sample {
@@ -50,41 +44,43 @@ pub struct Governor {
     next: Instant,
 }
 
-/// A unit the breaker detached: what to detach, and what to say.
+/// What stays attached after a cut costs at most this share of the budget.
+pub const MARGIN: f64 = 0.8;
+
+/// One look's cut: every site to detach (unit by unit, each unit's sites in its tie's
+/// order), what each unit was, and the one line that says it.
 #[derive(Clone, Debug)]
 pub struct Decision {
     pub sites: Vec<SiteRef>,
-    pub detached: Detached,
+    pub detached: Vec<Detached>,
     pub message: String,
+}
+
+/// The three costliest units of a cut, then how many more (`--stats` lists them all).
+pub fn top_three(detached: &[Detached]) -> String {
+    let mut named: Vec<String> =
+        detached.iter().take(3).map(|d| format!("{} ({}%)", d.what, percent(d.percent))).collect();
+    if detached.len() > 3 {
+        named.push(format!("and {} more (--stats lists them)", thousands(detached.len() as u64 - 3)));
+    }
+    named.join(", ")
+}
+
+/// The programs whose sites a unit holds, each once.
+fn programs_of(sites: &[SiteRef]) -> Vec<String> {
+    let mut programs: Vec<String> = Vec::new();
+    for s in sites {
+        if !programs.contains(&s.program) {
+            programs.push(s.program.clone());
+        }
+    }
+    programs
 }
 
 impl Governor {
     /// The breaker for `plan`'s probes, or `None` when none attach to the target.
     pub fn new(plan: &Plan, percent: f64) -> Option<Governor> {
-        let acct = &plan.accounting;
-        let mut units: Vec<Unit> = Vec::new();
-        let mut shared = Vec::new();
-        for probe in &plan.probes {
-            let ProbeAttach::Uprobe(points) = &probe.attach else { continue };
-            let mut functions: Vec<&str> = points.iter().map(|p| p.function.as_str()).collect();
-            functions.sort();
-            functions.dedup();
-            let program = probe.program.clone();
-            // Sites of one program count and detach apart only when the program checks
-            // its generation (its link can be replaced exactly).
-            if acct.hits && functions.len() > 1 && acct.generation_key(&program).is_some() {
-                shared.push(program.clone());
-                for f in functions {
-                    let site = SiteRef { program: program.clone(), function: Some(f.to_string()) };
-                    units.push(Unit { sites: vec![site], attached: true });
-                }
-            } else {
-                units.push(Unit { sites: vec![SiteRef { program, function: None }], attached: true });
-            }
-        }
-        for tie in &acct.ties {
-            merge_tied(&mut units, tie);
-        }
+        let (units, shared) = units::units(plan);
         let names = plan.probes.iter().map(|p| (p.program.clone(), p.describe.clone())).collect();
         (!units.is_empty()).then(|| Governor {
             percent,
@@ -115,54 +111,74 @@ impl Governor {
         self.units.iter().any(|u| u.attached)
     }
 
-    /// Looks at `stats` (read now) and decides what to detach, marking it detached.
-    pub fn check(&mut self, stats: &Stats, now: Instant) -> Vec<Decision> {
+    /// Looks at `stats` (read now) and decides what to detach, marking it detached: one
+    /// decision for every unit that must go, however many.
+    pub fn check(&mut self, stats: &Stats, now: Instant) -> Option<Decision> {
         self.next = now + TICK;
-        let (cost, hits): (Vec<f64>, Vec<u64>) = self.units.iter().map(|u| unit_cost(u, stats)).unzip();
+        let costed = Costed::new(stats);
+        let (cost, hits): (Vec<f64>, Vec<u64>) = self.units.iter().map(|u| costed.unit(u)).unzip();
         self.samples.push_back(Sample { at: now, cost, hits });
         // Keep the newest sample at least a window old, as the window's start.
         while self.samples.len() > 2 && now.duration_since(self.samples[1].at) >= WINDOW {
             self.samples.pop_front();
         }
-        let (Some(first), Some(last)) = (self.samples.front(), self.samples.back()) else { return Vec::new() };
+        let (first, last) = (self.samples.front()?, self.samples.back()?);
         let span = last.at.duration_since(first.at).as_secs_f64();
         if span <= 0.0 {
-            return Vec::new();
+            return None;
         }
         let spent: Vec<f64> = first.cost.iter().zip(&last.cost).map(|(a, b)| (b - a).max(0.0)).collect();
         let hits: Vec<u64> = first.hits.iter().zip(&last.hits).map(|(a, b)| b.saturating_sub(*a)).collect();
-        let attached = |i: &usize| self.units[*i].attached;
-        let total: f64 = (0..self.units.len()).filter(attached).map(|i| spent[i]).sum();
-        let allowance = self.percent / 100.0 * WINDOW.as_nanos() as f64;
-        if total <= allowance {
-            return Vec::new();
-        }
-        // Costliest first, until what is left runs under the budget.
-        let mut order: Vec<usize> = (0..self.units.len()).filter(attached).filter(|i| spent[*i] > 0.0).collect();
-        order.sort_by(|a, b| spent[*b].total_cmp(&spent[*a]));
         let rate = |ns: f64| 100.0 * ns / (span * 1e9);
-        let mut left = rate(total);
-        let mut decisions = Vec::new();
+        let attached: Vec<usize> = (0..self.units.len()).filter(|i| self.units[*i].attached).collect();
+        let total = rate(attached.iter().map(|i| spent[*i]).sum());
+        if total <= self.percent {
+            return None;
+        }
+        // Costliest first, until what is left runs under the budget with a margin (so
+        // that the next window's noise does not cut again at once).
+        let mut order: Vec<usize> = attached.into_iter().filter(|i| spent[*i] > 0.0).collect();
+        order.sort_by(|a, b| spent[*b].total_cmp(&spent[*a]));
+        let mut left = total;
+        let mut cut = Vec::new();
         for i in order {
-            if left <= self.percent {
+            if left <= self.percent * MARGIN {
                 break;
             }
             left -= rate(spent[i]);
             self.units[i].attached = false;
-            let what = self.describe(&self.units[i]);
-            let share = rate(spent[i]);
-            let at_ns = stats.elapsed_ns;
-            let message = format!(
-                "--budget {}%: detached {what}: it cost {}% of a CPU over the last {:.1}s ({} hits/s)",
-                percent(self.percent),
-                percent(share),
-                span,
-                thousands((hits[i] as f64 / span).round() as u64),
-            );
-            let detached = Detached { what, percent: share, at_ns };
-            decisions.push(Decision { sites: self.units[i].sites.clone(), detached, message });
+            cut.push(i);
         }
-        decisions
+        let at_ns = stats.elapsed_ns;
+        let detached: Vec<Detached> = cut
+            .iter()
+            .map(|i| Detached {
+                what: self.describe(&self.units[*i]),
+                percent: rate(spent[*i]),
+                at_ns,
+                programs: programs_of(&self.units[*i].sites),
+            })
+            .collect();
+        let sites = cut.iter().flat_map(|i| self.units[*i].sites.iter().cloned()).collect();
+        let hits_per_s = |i: usize| thousands((hits[i] as f64 / span).round() as u64);
+        let message = match (cut.as_slice(), detached.as_slice()) {
+            ([i], [d]) => format!(
+                "--budget {}%: detached {}: it cost {}% of a CPU over the last {span:.1}s ({} hits/s)",
+                percent(self.percent),
+                d.what,
+                percent(d.percent),
+                hits_per_s(*i),
+            ),
+            _ => format!(
+                "--budget {}%: detached {} probe units that cost {}% of a CPU over the last {span:.1}s: {}; what stays costs {}%",
+                percent(self.percent),
+                thousands(cut.len() as u64),
+                percent(total - left),
+                top_three(&detached),
+                percent(left.max(0.0)),
+            ),
+        };
+        Some(Decision { sites, detached, message })
     }
 
     /// `on entry main.hot`, `on entry "main.*" at main.hot`; tied units joined with `+`.
@@ -200,33 +216,51 @@ impl Governor {
 pub struct Costs {
     pub meter: Meter,
     pub governor: Option<Governor>,
+    /// The budget has left nothing attached (said once).
+    emptied: bool,
+}
+
+/// What a look of the breaker leaves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Left {
+    /// Probes are still attached (or there is no budget).
+    Some,
+    /// This look detached the last probes.
+    NothingNow,
+    /// Nothing was attached before this look either.
+    Nothing,
 }
 
 impl Costs {
     pub fn new(meter: Meter, plan: &Plan) -> Costs {
         let governor = meter.budget_percent.and_then(|percent| Governor::new(plan, percent));
-        Costs { meter, governor }
+        Costs { meter, governor, emptied: false }
     }
 
-    /// Lets the breaker look, when due. True when nothing is left attached (the trace
-    /// then ends, as if the target had).
-    pub fn govern(&mut self, loaded: &mut Loaded, plan: &Plan) -> Result<bool, RuntimeError> {
-        match self.governor.as_mut() {
-            Some(g) => govern(g, loaded, plan, &mut self.meter),
-            None => Ok(false),
+    /// Lets the breaker look, when due, and says what is left attached.
+    pub fn govern(&mut self, loaded: &mut Loaded, plan: &Plan) -> Result<Left, RuntimeError> {
+        if self.emptied {
+            return Ok(Left::Nothing);
         }
+        let Some(g) = self.governor.as_mut() else { return Ok(Left::Some) };
+        if govern(g, loaded, plan, &mut self.meter)? {
+            self.emptied = true;
+            return Ok(Left::NothingNow);
+        }
+        Ok(Left::Some)
     }
 }
 
-/// One look, when due: detaches what the breaker decides and says so on stderr. Returns
-/// true when nothing is left attached.
+/// One look, when due: detaches what the breaker decides, each program once for the
+/// whole decision, and says so in one line on stderr. Returns true when nothing is left
+/// attached.
 fn govern(governor: &mut Governor, loaded: &mut Loaded, plan: &Plan, meter: &mut Meter) -> Result<bool, RuntimeError> {
     let now = Instant::now();
     if !governor.due(now) {
         return Ok(false);
     }
     let stats = meter.collect(loaded, plan)?;
-    for decision in governor.check(&stats, now) {
+    if let Some(decision) = governor.check(&stats, now) {
         eprintln!("{}", decision.message);
         for (program, functions) in by_program(&decision.sites) {
             match loaded.detach_sites(&program, functions.as_deref()) {
@@ -238,13 +272,9 @@ fn govern(governor: &mut Governor, loaded: &mut Loaded, plan: &Plan, meter: &mut
                 Err(e) => return Err(e),
             }
         }
-        meter.detached.push(decision.detached);
+        meter.detached.extend(decision.detached);
     }
-    if !governor.anything_left() {
-        eprintln!("--budget: no probe is left attached; ending the trace");
-        return Ok(true);
-    }
-    Ok(false)
+    Ok(!governor.anything_left())
 }
 
 /// The sites of one decision by program, each program's functions together (None: all
@@ -269,51 +299,37 @@ fn by_program(sites: &[SiteRef]) -> Vec<(String, Option<Vec<String>>)> {
     out
 }
 
-/// Joins every unit that holds a site of `tie` into one.
-fn merge_tied(units: &mut Vec<Unit>, tie: &[SiteRef]) {
-    let covers = |u: &Unit| {
-        u.sites.iter().any(|s| {
-            tie.iter().any(|t| {
-                t.program == s.program && (t.function.is_none() || s.function.is_none() || t.function == s.function)
-            })
-        })
-    };
-    let (tied, mut rest): (Vec<Unit>, Vec<Unit>) = units.drain(..).partition(covers);
-    if !tied.is_empty() {
-        // In the tie's order: a cut detaches the unit's programs in it (the lowering
-        // lists what reads state before what keeps it).
-        let place = |s: &SiteRef| {
-            tie.iter().position(|t| {
-                t.program == s.program && (t.function.is_none() || s.function.is_none() || t.function == s.function)
-            })
-        };
-        let mut sites: Vec<SiteRef> = tied.into_iter().flat_map(|u| u.sites).collect();
-        sites.sort_by_key(|s| place(s).unwrap_or(usize::MAX));
-        rest.push(Unit { sites, attached: true });
-    }
-    *units = rest;
+/// The cost (ns) and hits of every probe and of every site so far, looked up by name
+/// (a wide wildcard has thousands of units: each is found in constant time).
+struct Costed<'a> {
+    probes: HashMap<&'a str, (f64, u64)>,
+    sites: HashMap<(&'a str, &'a str), (f64, u64)>,
 }
 
-/// What a unit has cost so far (ns) and its hits.
-fn unit_cost(unit: &Unit, stats: &Stats) -> (f64, u64) {
-    let mut cost = 0.0;
-    let mut hits = 0;
-    for site in &unit.sites {
-        let Some(p) = stats.probes.iter().find(|p| p.program == site.program) else { continue };
-        match &site.function {
-            Some(f) => {
-                if let Some(s) = p.sites.iter().find(|s| s.function == *f) {
-                    cost += s.cost_ns;
-                    hits += s.hits;
-                }
-            }
-            None => {
-                cost += p.cost_ns;
-                hits += p.hits;
+impl<'a> Costed<'a> {
+    fn new(stats: &'a Stats) -> Costed<'a> {
+        let probes = stats.probes.iter().map(|p| (p.program.as_str(), (p.cost_ns, p.hits))).collect();
+        let sites = (stats.probes.iter())
+            .flat_map(|p| p.sites.iter().map(move |s| ((p.program.as_str(), s.function.as_str()), (s.cost_ns, s.hits))))
+            .collect();
+        Costed { probes, sites }
+    }
+
+    /// What a unit has cost so far (ns) and its hits.
+    fn unit(&self, unit: &Unit) -> (f64, u64) {
+        let mut total = (0.0, 0);
+        for site in &unit.sites {
+            let found = match &site.function {
+                Some(f) => self.sites.get(&(site.program.as_str(), f.as_str())),
+                None => self.probes.get(site.program.as_str()),
+            };
+            if let Some((cost, hits)) = found {
+                total.0 += cost;
+                total.1 += hits;
             }
         }
+        total
     }
-    (cost, hits)
 }
 
 #[cfg(test)]
@@ -341,7 +357,7 @@ mod tests {
         assert_eq!(by_program(&[site("p0", Some("main.a")), site("p0", None)]), [("p0".to_string(), None)]);
     }
     use crate::output::stats::{ProbeStats, SiteStats};
-    use crate::plan::{Accounting, AttachPoint, ProbeSpec};
+    use crate::plan::{Accounting, AttachPoint, ProbeAttach, ProbeSpec};
 
     fn point(function: &str) -> AttachPoint {
         AttachPoint { function: function.into(), address: 0, file_offset: 0, cookie: 0 }
@@ -354,6 +370,7 @@ mod tests {
             attach: ProbeAttach::Uprobe(functions.iter().map(|f| point(f)).collect()),
             describe: describe.into(),
             source_lines: Vec::new(),
+            maps: Vec::new(),
         }
     }
 
@@ -387,16 +404,17 @@ mod tests {
     fn trips_on_the_hot_site_and_keeps_the_cold_one() {
         let mut g = Governor::new(&plan(), 1.0).unwrap();
         let t0 = Instant::now();
-        assert!(g.check(&stats(0.0, 0.0, Duration::ZERO), t0).is_empty());
+        assert!(g.check(&stats(0.0, 0.0, Duration::ZERO), t0).is_none());
         // 100 ms later the hot site has cost 50 ms (50% of a CPU), the cold one 10 us.
-        let d = g.check(&stats(50e6, 10e3, TICK), t0 + TICK);
-        assert_eq!(d.len(), 1, "{d:?}");
-        assert_eq!(d[0].sites, vec![SiteRef { program: "p0".into(), function: Some("main.hot".into()) }]);
-        assert_eq!(d[0].detached.what, "on entry main.hot, main.cold at main.hot");
-        assert!(d[0].message.contains("50% of a CPU"), "{}", d[0].message);
+        let d = g.check(&stats(50e6, 10e3, TICK), t0 + TICK).expect("a cut");
+        assert_eq!(d.detached.len(), 1, "{d:?}");
+        assert_eq!(d.sites, vec![SiteRef { program: "p0".into(), function: Some("main.hot".into()) }]);
+        assert_eq!(d.detached[0].what, "on entry main.hot, main.cold at main.hot");
+        assert_eq!(d.detached[0].programs, vec!["p0".to_string()]);
+        assert!(d.message.contains("50% of a CPU"), "{}", d.message);
         assert!(g.anything_left());
         // Detached, it costs nothing more; the cold site alone stays under the budget.
-        assert!(g.check(&stats(50e6, 20e3, 2 * TICK), t0 + 2 * TICK).is_empty());
+        assert!(g.check(&stats(50e6, 20e3, 2 * TICK), t0 + 2 * TICK).is_none());
     }
 
     #[test]
@@ -406,13 +424,14 @@ mod tests {
         g.check(&stats(0.0, 0.0, Duration::ZERO), t0);
         // 5% of a CPU for a whole window: under 10%.
         for i in 1..=10 {
-            assert!(g.check(&stats(5e6 * i as f64, 0.0, TICK * i), t0 + TICK * i).is_empty());
+            assert!(g.check(&stats(5e6 * i as f64, 0.0, TICK * i), t0 + TICK * i).is_none());
         }
         // The hot site at 19.5% and the cold one at 12% over the last second: both go,
         // costliest first (12% alone is still over).
-        let d = g.check(&stats(5e6 * 10.0 + 150e6, 120e6, TICK * 11), t0 + TICK * 11);
-        assert_eq!(d.len(), 2, "{d:?}");
-        assert!(d[0].detached.what.ends_with("at main.hot") && d[1].detached.what.ends_with("at main.cold"));
+        let d = g.check(&stats(5e6 * 10.0 + 150e6, 120e6, TICK * 11), t0 + TICK * 11).expect("a cut");
+        assert_eq!(d.detached.len(), 2, "{d:?}");
+        assert!(d.detached[0].what.ends_with("at main.hot") && d.detached[1].what.ends_with("at main.cold"));
+        assert!(d.message.starts_with("--budget 10%: detached 2 probe units that cost"), "{}", d.message);
         assert!(!g.anything_left());
     }
 
