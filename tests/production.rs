@@ -195,7 +195,10 @@ fn stats_count_a_function_with_inlined_copies_once() {
 /// `prod hotcold N K` under `script` with `--budget 1%`: the target's truth, gtrace's
 /// output and what it said.
 fn hot_and_cold(script: &str) -> (support::Run, i64, i64) {
-    let run = trace(&["-e", script, "--budget", "1%"], "hotcold 3000000 20000");
+    let run = trace(&["-e", script, "--budget", "1%", "--stats"], "hotcold 3000000 20000");
+    // --stats sets the target's own CPU time beside the estimate.
+    let target = run.stderr.lines().find(|l| l.starts_with("target: ")).unwrap_or_else(|| panic!("{}", run.stderr));
+    assert!(target.contains("of CPU while traced") && !target.starts_with("target: 0ns"), "{target}");
     let hot = truth(&run.stdout, "hot_calls");
     let cold = truth(&run.stdout, "cold_calls");
     assert_eq!(hot, 3_000_000, "the target did not finish its work:\n{}", run.stdout);

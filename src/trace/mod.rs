@@ -182,6 +182,7 @@ fn run_until_stopped(
     let started = Instant::now();
     loop {
         symbols.learn_bias();
+        costs.meter.sample_cpu();
         // Short waits, so gtrace notices promptly when the target ends.
         if drain(loaded, plan, &costs.meter.detached, symbols, sink, Duration::from_millis(20))? {
             return Ok(());

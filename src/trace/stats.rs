@@ -38,8 +38,11 @@ pub struct Meter {
     pub detached: Vec<Detached>,
     /// Each hit counter's slot by (program, function).
     hit_slots: HashMap<(String, String), usize>,
-    /// The traced process and its CPU time when watching began (`watch_cpu`).
+    /// The traced process, its CPU time when watching began (`watch_cpu`), and the
+    /// newest reading with when it was taken (`sample_cpu`; a process that has ended
+    /// cannot be read).
     cpu: Option<(u32, u64)>,
+    cpu_seen: Option<(Instant, u64)>,
 }
 
 impl Meter {
@@ -53,7 +56,16 @@ impl Meter {
             }
         }
         let hit_slots = plan.accounting.hits_slots();
-        Meter { started: Instant::now(), trap, kinds, budget_percent, detached: Vec::new(), hit_slots, cpu: None }
+        Meter {
+            started: Instant::now(),
+            trap,
+            kinds,
+            budget_percent,
+            detached: Vec::new(),
+            hit_slots,
+            cpu: None,
+            cpu_seen: None,
+        }
     }
 
     /// What a trap costs at `program`'s probes of `function`.
@@ -94,7 +106,7 @@ impl Meter {
             budget_percent: self.budget_percent,
             detached: self.detached.clone(),
             cgroup: !plan.cgroup.is_empty(),
-            target_cpu_ns: self.cpu.and_then(|(pid, at)| Some(crate::runtime::cpu_ns(pid)?.saturating_sub(at))),
+            target_cpu_ns: self.cpu.zip(self.cpu_seen).map(|((_, start), (_, seen))| seen.saturating_sub(start)),
         })
     }
 
@@ -156,6 +168,19 @@ impl Meter {
     /// From now on, what `pid` spends on CPU is read beside the estimate.
     pub fn watch_cpu(&mut self, pid: u32) {
         self.cpu = crate::runtime::cpu_ns(pid).map(|at| (pid, at));
+        self.cpu_seen = self.cpu.map(|(_, at)| (Instant::now(), at));
+    }
+
+    /// Reads the watched process's CPU time, at most every 20 ms (its threads' files are
+    /// read each time): the last reading stands once it has ended.
+    pub fn sample_cpu(&mut self) {
+        let Some((pid, _)) = self.cpu else { return };
+        if self.cpu_seen.is_some_and(|(at, _)| at.elapsed() < Duration::from_millis(20)) {
+            return;
+        }
+        if let Some(ns) = crate::runtime::cpu_ns(pid).filter(|ns| *ns > 0) {
+            self.cpu_seen = Some((Instant::now(), ns));
+        }
     }
 
     pub fn elapsed(&self) -> Duration {
