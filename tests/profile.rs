@@ -100,7 +100,12 @@ fn raw_frame(text: &str) -> Frame {
 }
 
 fn pprof_raw(profile: &Path) -> Raw {
-    let out = Command::new("go").args(["tool", "pprof", "-raw"]).arg(profile).output().expect("run go tool pprof");
+    pprof_raw_with(profile, &[])
+}
+
+fn pprof_raw_with(profile: &Path, options: &[&str]) -> Raw {
+    let out = (Command::new("go").args(["tool", "pprof", "-raw"]).args(options).arg(profile).output())
+        .expect("run go tool pprof");
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(out.status.success(), "go tool pprof -raw failed: {}", String::from_utf8_lossy(&out.stderr));
     let mut raw = Raw::default();
@@ -215,6 +220,13 @@ fn profile_matches_the_program(test: &str, stripped: bool) {
     let mapping = &raw.mappings[0];
     assert!(mapping.contains(&id) && mapping.contains(&program.display().to_string()), "{mapping}");
     assert!(mapping.ends_with("[FN][FL][LN][IN]"), "symbolized: {mapping}");
+    // The mapping lets pprof symbolize the addresses again from the binary itself: the
+    // same function holds each one.
+    let again = pprof_raw_with(&file, &["-symbolize=force"]);
+    for (id, lines) in &raw.locations {
+        let outer = |l: &[Frame]| l.last().unwrap().0.clone();
+        assert_eq!(outer(&again.locations[id]), outer(lines), "location {id}");
+    }
 }
 
 #[test]
