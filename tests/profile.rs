@@ -54,8 +54,9 @@ fn program_stacks(stderr: &str) -> Vec<Stack> {
 /// Calls through viaA, viaB, inlined; microseconds each call sleeps.
 const ARGS: &str = "3 5 8 200";
 
-fn binary(stripped: bool) -> PathBuf {
-    support::go_build("profile", if stripped { &["-ldflags=-s -w"] } else { &[] })
+/// The program built with `go build FLAGS`.
+fn binary(flags: &[&str]) -> PathBuf {
+    support::go_build("profile", flags)
 }
 
 /// Traces the program with `script` and `extra` options; checks that it ran.
@@ -190,11 +191,11 @@ fn gnu_build_id(binary: &Path) -> Option<String> {
 /// A call-count profile of `program` matches the program's own stacks: one sample per
 /// call path with its count, every caller frame at the program's file and line, inlined
 /// frames expanded, and a mapping with the binary's build id.
-fn profile_matches_the_program(test: &str, stripped: bool) {
+fn profile_matches_the_program(test: &str, flags: &[&str]) {
     if !privileged(test) {
         return;
     }
-    let program = binary(stripped);
+    let program = binary(flags);
     let file = out_file(&format!("{test}.pb.gz"));
     let r = trace(&program, "on entry main.leaf { @[ustack] = count() }", &["--pprof", file.to_str().unwrap()]);
     assert!(
@@ -231,12 +232,18 @@ fn profile_matches_the_program(test: &str, stripped: bool) {
 
 #[test]
 fn pprof_counts_each_call_path_at_its_lines() {
-    profile_matches_the_program("pprof_counts_each_call_path_at_its_lines", false);
+    profile_matches_the_program("pprof_counts_each_call_path_at_its_lines", &[]);
+}
+
+/// A PIE's addresses are the process's: its mapping starts at its load address.
+#[test]
+fn pprof_of_a_pie_maps_its_load_address() {
+    profile_matches_the_program("pprof_of_a_pie_maps_its_load_address", &["-buildmode=pie"]);
 }
 
 #[test]
 fn pprof_of_a_stripped_binary_is_symbolized_from_pclntab() {
-    profile_matches_the_program("pprof_of_a_stripped_binary_is_symbolized_from_pclntab", true);
+    profile_matches_the_program("pprof_of_a_stripped_binary_is_symbolized_from_pclntab", &["-ldflags=-s -w"]);
 }
 
 #[test]
@@ -247,7 +254,7 @@ fn pprof_sum_of_elapsed_is_wall_time() {
     }
     let file = out_file(&format!("{test}.pb.gz"));
     let script = "on return main.leaf { @[ustack] = sum(elapsed) }";
-    let r = trace(&binary(false), script, &["--pprof", file.to_str().unwrap()]);
+    let r = trace(&binary(&[]), script, &["--pprof", file.to_str().unwrap()]);
     let raw = pprof_raw(&file);
     assert_eq!(raw.types, ["wall/nanoseconds"]);
     for stack in program_stacks(&r.stderr) {
@@ -255,7 +262,7 @@ fn pprof_sum_of_elapsed_is_wall_time() {
         let [(values, _, _)] = found.as_slice() else { panic!("one sample for {stack:?}: {raw:#?}") };
         // From entry to return: the body the program timed, and little more.
         let wall = values[0];
-        assert!(wall >= stack.ns && wall <= stack.ns + stack.calls * 1_000_000, "{wall} ns for {stack:?}");
+        assert!(wall >= stack.ns && wall <= stack.ns + stack.calls * 5_000_000, "{wall} ns for {stack:?}");
     }
 }
 
@@ -272,7 +279,7 @@ fn pprof_labels_and_several_maps() {
     let script =
         "on return main.leaf { @calls[parity: n % 2, ustack] = count(); @time[parity: n % 2, ustack] = sum(elapsed); \
                   @slow[ustack] = hist(elapsed); @peak[ustack] = max(elapsed) }";
-    let r = trace(&binary(false), script, &["--pprof", file.to_str().unwrap()]);
+    let r = trace(&binary(&[]), script, &["--pprof", file.to_str().unwrap()]);
     assert!(r.stderr.contains("@peak: left out of the pictures: a minimum or maximum"), "{}", r.stderr);
     let stacks = program_stacks(&r.stderr);
     // @calls and @time share their keys: one profile, two sample types, a label.
@@ -302,7 +309,7 @@ fn folded_stacks_count_each_call_path() {
     if !privileged(test) {
         return;
     }
-    let r = trace(&binary(false), "on entry main.leaf { @[ustack] = count() }", &["-f", "folded"]);
+    let r = trace(&binary(&[]), "on entry main.leaf { @[ustack] = count() }", &["-f", "folded"]);
     let stacks = program_stacks(&r.stderr);
     let mut lines: BTreeMap<String, i64> = BTreeMap::new();
     for line in r.stdout.lines() {
@@ -355,7 +362,7 @@ fn flamegraph_has_a_frame_for_each_function() {
         return;
     }
     let file = out_file(&format!("{test}.svg"));
-    let program = binary(false);
+    let program = binary(&[]);
     let r = trace(&program, "on entry main.leaf { @[ustack] = count() }", &["--flamegraph", file.to_str().unwrap()]);
     assert!(r.stderr.contains(&format!("--flamegraph: wrote {} (@: 3 stacks)", file.display())), "{}", r.stderr);
     let stacks = program_stacks(&r.stderr);
@@ -377,7 +384,7 @@ fn flamegraph_has_a_frame_for_each_function() {
 
 #[test]
 fn pictures_need_a_stack_map() {
-    let program = binary(false);
+    let program = binary(&[]);
     let cmd = format!("{} {ARGS}", program.display());
     let r = gtrace(&["-e", "on entry main.leaf { @calls = count() }", "--pprof", "/nonexistent/p.pb.gz", "-c", &cmd]);
     assert_eq!(r.code, 1, "{}", r.stderr);
