@@ -415,3 +415,18 @@ fn source_lines_match_go_tool_objdump() {
         assert!(inlined, "{toolchain}: main.inlined is an inlined frame somewhere in main.main");
     }
 }
+
+#[test]
+fn a_picture_that_cannot_be_written_fails_before_tracing() {
+    let program = binary(&[]);
+    let cmd = format!("{} {ARGS}", program.display());
+    let script = "on entry main.leaf { @[ustack] = count() }";
+    let r = gtrace(&["-e", script, "--flamegraph", "/nonexistent/f.svg", "-c", &cmd]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("cannot write --flamegraph /nonexistent/f.svg: No such file or directory"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("Attached"), "{}", r.stderr);
+}

@@ -68,9 +68,23 @@ impl Pictures {
         self.pprof.is_some() || self.flamegraph.is_some() || self.folded
     }
 
-    /// Before tracing: what is asked for needs a map keyed by `ustack`.
+    /// Before tracing: what is asked for needs a map keyed by `ustack`, and a file that
+    /// can be written (created now, empty, so that a wrong path fails before the trace,
+    /// not after it).
     pub fn check(&self, plan: &Plan) -> Result<(), Failure> {
-        if !self.wanted() || plan.maps.iter().any(|m| stack_key(&m.role).is_some()) {
+        if !self.wanted() {
+            return Ok(());
+        }
+        if plan.maps.iter().any(|m| stack_key(&m.role).is_some()) {
+            let files = [("--pprof", &self.pprof), ("--flamegraph", &self.flamegraph)];
+            for (option, path) in files.iter().filter_map(|(o, p)| Some((o, p.as_ref()?))) {
+                std::fs::File::create(path).map_err(|e| {
+                    Failure::message(
+                        format!("cannot write {option} {}: {e}", path.display()),
+                        Some("give a file in a folder that exists and can be written"),
+                    )
+                })?;
+            }
             return Ok(());
         }
         let option = match (&self.pprof, &self.flamegraph) {
