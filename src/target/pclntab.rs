@@ -1,6 +1,7 @@
 //! Go's own function table, `.gopclntab` (the runtime's pcHeader, functab and _func
 //! records), read without symbols or DWARF: every function's name, entry and end, whether
-//! it is assembly, and the inline tree that tells where other functions were inlined.
+//! it is assembly, the inline tree that tells where other functions were inlined, and
+//! (pcline.rs) the file and line of every frame at a pc.
 //!
 //! Three layouts since Go 1.16 (debug/gosym/pclntab.go, runtime/symtab.go):
 //! - 1.16/1.17 (magic 0xfffffffa): functab entries and funcdata are absolute pointers;
