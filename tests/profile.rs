@@ -394,11 +394,17 @@ fn pictures_need_a_stack_map() {
 
 /// gtrace's reading of `.gopclntab` (what profiles are symbolized from, stripped or not)
 /// gives, at every instruction of the program's functions, the file and line `go tool
-/// objdump` gives, and inlined frames expanded, with the oldest and newest toolchains.
+/// objdump` gives, and inlined frames expanded, with the oldest and newest toolchains
+/// and for arm64.
 #[test]
 fn source_lines_match_go_tool_objdump() {
-    for toolchain in support::toolchain::toolchains() {
-        let Some(program) = support::toolchain::build_plain("profile", &toolchain) else { continue };
+    let arm64 = support::toolchain::build_arm64("profile", "local", support::toolchain::PLAIN);
+    let builds = support::toolchain::toolchains()
+        .into_iter()
+        .map(|t| (support::toolchain::build_plain("profile", &t), t))
+        .chain([(arm64, "local arm64".to_string())]);
+    for (program, toolchain) in builds {
+        let Some(program) = program else { continue };
         let target = gtrace::target::Target::open(&program).expect("open the program");
         let mut inlined = false;
         for function in ["main.leaf", "main.viaA", "main.viaB", "main.main", "runtime.main"] {
