@@ -282,6 +282,7 @@ fn pprof_labels_and_several_maps() {
     let r = trace(&binary(&[]), script, &["--pprof", file.to_str().unwrap()]);
     assert!(r.stderr.contains("@peak: left out of the pictures: a minimum or maximum"), "{}", r.stderr);
     let stacks = program_stacks(&r.stderr);
+    assert!(!file.exists(), "FILE itself is not written (no map is @), nor left empty");
     // @calls and @time share their keys: one profile, two sample types, a label.
     let raw = pprof_raw(&calls);
     assert_eq!(raw.types, ["calls/count", "wall/nanoseconds"]);

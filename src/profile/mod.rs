@@ -69,8 +69,7 @@ impl Pictures {
     }
 
     /// Before tracing: what is asked for needs a map keyed by `ustack`, and a file that
-    /// can be written (created now, empty, so that a wrong path fails before the trace,
-    /// not after it).
+    /// can be written (so that a wrong path fails before the trace, not after it).
     pub fn check(&self, plan: &Plan) -> Result<(), Failure> {
         if !self.wanted() {
             return Ok(());
@@ -78,7 +77,7 @@ impl Pictures {
         if plan.maps.iter().any(|m| stack_key(&m.role).is_some()) {
             let files = [("--pprof", &self.pprof), ("--flamegraph", &self.flamegraph)];
             for (option, path) in files.iter().filter_map(|(o, p)| Some((o, p.as_ref()?))) {
-                std::fs::File::create(path).map_err(|e| {
+                writable(path).map_err(|e| {
                     Failure::message(
                         format!("cannot write {option} {}: {e}", path.display()),
                         Some("give a file in a folder that exists and can be written"),
@@ -121,7 +120,10 @@ impl Pictures {
                 let lines = folded::lines(profile, part, None);
                 let t = &profile.sample_types[part.weight];
                 let count_name = if t.unit == "count" { t.name.as_str() } else { t.unit };
-                let subtitle = format!("{} ({} in {})", part.map, t.name, t.unit);
+                let subtitle = match t.unit {
+                    "count" => format!("{}: {}", part.map, t.name),
+                    unit => format!("{}: {} ({unit})", part.map, t.name),
+                };
                 let titles = flamegraph::Titles { title: &self.title, subtitle: &subtitle, count_name };
                 let fail = |source| PictureError { option: "--flamegraph", path: file.clone(), source };
                 let (svg, empty) = flamegraph::svg(&lines, &titles).map_err(fail)?;
@@ -174,6 +176,16 @@ impl Pictures {
         }
         Ok(())
     }
+}
+
+/// Whether `path` can be written, leaving it as it was: an existing file is opened for
+/// writing (not truncated), a new one created and removed.
+fn writable(path: &Path) -> std::io::Result<()> {
+    if path.exists() {
+        return std::fs::OpenOptions::new().write(true).open(path).map(drop);
+    }
+    std::fs::OpenOptions::new().write(true).create_new(true).open(path)?;
+    std::fs::remove_file(path)
 }
 
 fn plural(n: usize, what: &str) -> String {
