@@ -437,3 +437,26 @@ fn a_picture_that_cannot_be_written_fails_before_tracing() {
     );
     assert!(!r.stderr.contains("Attached"), "{}", r.stderr);
 }
+
+/// A map that a probe the budget detached wrote is marked partial in the profile's
+/// comments and the flame graph's subtitle, as it is in text.
+#[test]
+fn pictures_of_a_map_the_budget_cut_say_partial() {
+    let test = "pictures_of_a_map_the_budget_cut_say_partial";
+    if !privileged(test) {
+        return;
+    }
+    let prod = support::go_build("prod", &[]);
+    let (file, svg) = (out_file(&format!("{test}.pb.gz")), out_file(&format!("{test}.svg")));
+    let cmd = format!("{} hotcold 3000000 20000", prod.display());
+    let script = "on entry main.hot { @[ustack] = count() }";
+    let (f, s) = (file.to_str().unwrap(), svg.to_str().unwrap());
+    let r = gtrace(&["-e", script, "--budget", "1%", "--pprof", f, "--flamegraph", s, "-c", &cmd]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("detached by --budget 1%: on entry main.hot"), "the budget cut: {}", r.stderr);
+    let out = Command::new("go").args(["tool", "pprof", "-comments"]).arg(&file).output().expect("run go tool pprof");
+    let comments = String::from_utf8_lossy(&out.stdout);
+    assert!(comments.contains("@ partial: on entry main.hot detached by --budget after"), "{comments}");
+    let texts = xml_texts(&std::fs::read_to_string(&svg).unwrap(), b"text");
+    assert!(texts.iter().any(|t| t.contains("partial: on entry main.hot detached by --budget")), "{texts:#?}");
+}

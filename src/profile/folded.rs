@@ -64,7 +64,7 @@ mod tests {
         let loc = |address, names: &[&str]| Location { address, frames: names.iter().map(|n| frame(n)).collect() };
         let sample = |stack: Vec<usize>, n| Sample { stack, labels: Vec::new(), values: vec![n] };
         Profile {
-            parts: vec![Part { map: "@".into(), types: 0..1, weight: 0 }],
+            parts: vec![Part { map: "@".into(), types: 0..1, weight: 0, partial: None }],
             sample_types: vec![SampleType { name: "calls".into(), unit: "count" }],
             samples: vec![
                 sample(vec![0, 2], 3),

@@ -120,10 +120,13 @@ impl Pictures {
                 let lines = folded::lines(profile, part, None);
                 let t = &profile.sample_types[part.weight];
                 let count_name = if t.unit == "count" { t.name.as_str() } else { t.unit };
-                let subtitle = match t.unit {
+                let mut subtitle = match t.unit {
                     "count" => format!("{}: {}", part.map, t.name),
                     unit => format!("{}: {} ({unit})", part.map, t.name),
                 };
+                if let Some(why) = &part.partial {
+                    subtitle.push_str(&format!("; partial: {why}"));
+                }
                 let titles = flamegraph::Titles { title: &self.title, subtitle: &subtitle, count_name };
                 let fail = |source| PictureError { option: "--flamegraph", path: file.clone(), source };
                 let (svg, empty) = flamegraph::svg(&lines, &titles).map_err(fail)?;
@@ -157,11 +160,14 @@ impl Pictures {
             let maps: Vec<&str> = profile.parts.iter().map(|p| p.map.as_str()).collect();
             let file =
                 if profiles.len() == 1 || implicit == Some(i) { path.to_path_buf() } else { with_map(path, maps[0]) };
-            let comments = vec![
+            let mut comments = vec![
                 self.title.clone(),
                 format!("binary {} (build id {})", binary.path, binary.build_id),
                 format!("maps {}", maps.join(", ")),
             ];
+            let partial =
+                profile.parts.iter().filter_map(|p| Some(format!("{} partial: {}", p.map, p.partial.as_ref()?)));
+            comments.extend(partial);
             let meta = pprof::Meta { binary, comments, time_nanos: now };
             let fail = |source| PictureError { option: "--pprof", path: file.clone(), source };
             std::fs::write(&file, pprof::encode(profile, &meta).map_err(fail)?).map_err(fail)?;

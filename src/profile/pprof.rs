@@ -161,7 +161,7 @@ mod tests {
     #[test]
     fn inlined_frames_share_a_location_and_labels_are_typed() {
         let profile = Profile {
-            parts: vec![Part { map: "@".into(), types: 0..2, weight: 0 }],
+            parts: vec![Part { map: "@".into(), types: 0..2, weight: 0, partial: None }],
             sample_types: vec![
                 SampleType { name: "calls".into(), unit: "count" },
                 SampleType { name: "wall".into(), unit: "nanoseconds" },

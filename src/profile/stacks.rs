@@ -80,6 +80,8 @@ pub struct Part {
     /// The one a flame graph weighs its stacks by: calls where there is a count, else
     /// the sum.
     pub weight: usize,
+    /// Why the map holds partial data (a probe that writes it was detached by the budget).
+    pub partial: Option<String>,
 }
 
 /// The maps that share one set of keys, as one profile.
@@ -177,7 +179,8 @@ fn profile(maps: &[(&StackMap, Vec<SampleType>)], symbols: &dyn Symbols) -> Prof
     for (StackMap { dump, .. }, types) in maps {
         let start = sample_types.len();
         sample_types.extend(types.iter().cloned());
-        parts.push(Part { map: dump.name.clone(), types: start..sample_types.len(), weight: start });
+        let types = start..sample_types.len();
+        parts.push(Part { map: dump.name.clone(), types, weight: start, partial: dump.partial.clone() });
     }
     distinct_names(&mut sample_types, &parts);
     let width = sample_types.len();

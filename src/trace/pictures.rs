@@ -12,12 +12,13 @@ use crate::plan::Plan;
 use crate::profile::{self, pprof::Binary, stacks::StackMap};
 use crate::runtime::Loaded;
 
+/// Draws the pictures; `detached` marks the maps whose probes the budget cut as partial.
 pub(super) fn write(
     loaded: &Loaded,
     plan: &Plan,
+    detached: &[output::stats::Detached],
     symbols: &TargetSymbols,
-    process: &Process,
-    args: &TraceArgs,
+    (process, args): (&Process, &TraceArgs),
 ) -> Result<(), Halt> {
     let pictures = args.pictures(&process.shown);
     if !pictures.wanted() {
@@ -30,6 +31,7 @@ pub(super) fn write(
         if let Some(mut dump) = output::decode_map(spec, &raw, plan) {
             // Interface keys become labels by their type's name.
             output::name_map(&mut dump, symbols);
+            dump.partial = output::stats::partial(plan, &spec.object_name, detached);
             maps.push(StackMap { dump, stack });
         }
     }
