@@ -177,6 +177,20 @@ pub struct TraceArgs {
     /// How often --otlp pushes (and once more at exit).
     #[arg(long, value_name = "D", default_value = "10s", value_parser = parse_duration)]
     pub otlp_interval: Duration,
+
+    /// At exit, write every map keyed by ustack as a pprof profile (gzipped profile.proto)
+    /// for `go tool pprof FILE`: count() gives calls, sum(elapsed) wall nanoseconds; the
+    /// other keys are labels.
+    #[arg(long, value_name = "FILE")]
+    pub pprof: Option<PathBuf>,
+
+    /// At exit, draw every map keyed by ustack as an SVG flame graph.
+    #[arg(long, value_name = "FILE")]
+    pub flamegraph: Option<PathBuf>,
+
+    /// The script as pictures' titles name it (set by the driver, not an option).
+    #[arg(skip)]
+    pub script: String,
 }
 
 /// `--budget`: a share of one CPU, or no budget.
@@ -225,6 +239,17 @@ impl TraceArgs {
             || Budget::percent(self.budget, command).is_some()
             || self.prometheus.is_some()
             || self.otlp.is_some()
+    }
+
+    /// The pictures asked for (`--pprof`, `--flamegraph`, `-f folded`), titled with the
+    /// script and `target`.
+    pub fn pictures(&self, target: &std::path::Path) -> crate::profile::Pictures {
+        crate::profile::Pictures {
+            pprof: self.pprof.clone(),
+            flamegraph: self.flamegraph.clone(),
+            folded: self.format == Format::Folded,
+            title: format!("gtrace {} on {}", self.script, target.display()),
+        }
     }
 
     pub fn export(&self) -> crate::export::ExportOptions {

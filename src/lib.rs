@@ -5,7 +5,8 @@
 //! `check` (names, probes and types, into side tables) → `lower` (AST → eBPF) →
 //! `bpf` (instructions, encoding, disassembly) → `object` (the BPF ELF) →
 //! `runtime` (aya: load, attach, read) → `output` (text or JSON); `export` serves the
-//! maps as metrics while tracing (Prometheus, OTLP).
+//! maps as metrics while tracing (Prometheus, OTLP); `profile` draws the stack maps at
+//! exit (pprof, flame graphs, folded stacks).
 //! `compile` states the order of the passes (the compiler as a library); `trace` runs a
 //! compiled script; `driver` is the command line's flow; `diag` renders every error.
 
@@ -27,6 +28,7 @@ pub mod lower;
 pub mod object;
 pub mod output;
 pub mod plan;
+pub mod profile;
 pub mod runtime;
 pub mod syntax;
 pub mod target;

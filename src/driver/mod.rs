@@ -109,8 +109,11 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
         }
         Some(Emit::Ast) | None => {
             let bundle = Bundle { plan: compiled.plan, object: compiled.object };
+            let mut args = cli.trace.clone();
+            args.script = script_title(cli);
+            args.pictures(&process.shown).check(&bundle.plan)?;
             scope::pid_namespace_warning();
-            return trace::run(&bundle, &target, process, &cli.trace);
+            return trace::run(&bundle, &target, process, &args);
         }
     }
     Ok(0)
@@ -176,8 +179,11 @@ fn run_plan(args: &RunArgs) -> Result<i32, Failure> {
     let here = Binary { path: process.binary.clone(), build_ids: target.build_ids().clone(), arch: target.arch() };
     check_same_build(&bundle.plan.binary, &here)?;
     scope::check_plan_cgroup(&bundle.plan, &process)?;
+    let mut trace_args = args.trace.clone();
+    trace_args.script = format!("run {}", args.plan.display());
+    trace_args.pictures(&process.shown).check(&bundle.plan)?;
     scope::pid_namespace_warning();
-    trace::run(&bundle, &target, process, &args.trace)
+    trace::run(&bundle, &target, process, &trace_args)
 }
 
 /// Probes attach by file offset: a plan runs only on the build it was compiled for.
@@ -244,6 +250,19 @@ fn script_text(name: &str, bytes: Vec<u8>) -> Result<String, Failure> {
     let mut sources = crate::diag::Sources::default();
     crate::input::script_text(&mut sources, name, bytes)
         .map_err(|d| Failure::Script(crate::diag::Report { sources, diagnostics: vec![d] }))
+}
+
+/// The script as pictures' titles name it: its file, its library, or `-e '...'` (cut
+/// short past 80 characters).
+fn script_title(cli: &Cli) -> String {
+    match &cli.expr {
+        Some(e) => {
+            let text = e.to_string_lossy();
+            let short: String = text.chars().take(80).collect();
+            format!("-e '{short}{}'", if short.len() < text.len() { "..." } else { "" })
+        }
+        None => script_name(cli),
+    }
 }
 
 fn script_name(cli: &Cli) -> String {

@@ -1,8 +1,10 @@
 //! Output: maps, histograms and events as text or JSON lines, behind one interface
 //! (`Sink`). Everything the runtime reads back is decoded here (`value`) and rendered by
-//! `text` or `json`; nothing else prints results.
+//! `text` or `json` (`folded` keeps standard output for the folded stacks that
+//! crate::profile writes at exit); nothing else prints results.
 
 pub mod float;
+pub mod folded;
 pub mod gofmt;
 pub mod json;
 pub mod quote;
@@ -102,6 +104,7 @@ pub fn sink(format: Format) -> Box<dyn Sink> {
     match format {
         Format::Text => Box::new(TextSink { out: std::io::stdout() }),
         Format::Json => Box::new(json::JsonSink { out: std::io::stdout() }),
+        Format::Folded => Box::<folded::FoldedSink>::default(),
     }
 }
 
@@ -109,6 +112,9 @@ pub fn sink(format: Format) -> Box<dyn Sink> {
 pub enum Format {
     Text,
     Json,
+    /// Folded stacks of the maps keyed by ustack (`a;b;c COUNT`), what flame graph tools
+    /// read; everything else as text on standard error.
+    Folded,
 }
 
 struct TextSink {
@@ -141,6 +147,12 @@ pub trait Symbols {
     fn type_name(&self, addr: u64) -> Option<String>;
     /// The function holding a code address, and where it starts.
     fn function(&self, pc: u64) -> Option<(String, u64)>;
+    /// The source frames at a code address: the functions inlined there (innermost
+    /// first), then the one whose code holds it, each with its file and line; empty
+    /// when not known. For profiles (`crate::profile`).
+    fn source_frames(&self, _pc: u64) -> Vec<crate::target::SourceFrame> {
+        Vec::new()
+    }
     /// The layout of the Go type named `name` (an interface's dynamic type), with the
     /// arena its ids index.
     fn go_type(&self, _name: &str) -> Option<(std::sync::Arc<crate::gotypes::Types>, crate::gotypes::TypeId)> {

@@ -22,6 +22,7 @@ mod panicinfo;
 mod pclntab;
 mod rtype;
 mod slots;
+mod srcline;
 mod symbols;
 mod variables;
 
@@ -32,7 +33,7 @@ pub use elf::BuildIds;
 pub use generics::{any_type_args, instantiation, Dictionary};
 pub use maplayout::MapLayout;
 pub use panicinfo::{PanicLayout, Recovery};
-pub use pclntab::PclntabError;
+pub use pclntab::{PclntabError, SourceFrame};
 pub(crate) use symbols::{is_pattern as symbols_is_pattern, package_of};
 pub use variables::{NoVariable, Variable};
 
@@ -204,6 +205,8 @@ pub struct Target {
     sp_deltas: RefCell<std::collections::HashMap<u64, Vec<(u64, u64, i32)>>>,
     /// Control flow graphs built so far, by function entry (frame.rs).
     cfgs: RefCell<std::collections::HashMap<u64, Option<std::sync::Arc<cfg::Cfg>>>>,
+    /// `moduledata.gofunc`, found on first use (srcline.rs).
+    gofunc: OnceCell<Option<u64>>,
 }
 
 /// Addresses of what reading the function table needs.
@@ -262,6 +265,7 @@ impl Target {
             records: OnceCell::new(),
             sp_deltas: RefCell::new(std::collections::HashMap::new()),
             cfgs: RefCell::new(std::collections::HashMap::new()),
+            gofunc: OnceCell::new(),
         };
         target.read_build_info();
         if target.layout.pclntab.is_none() {

@@ -1,6 +1,7 @@
 //! Go's own function table, `.gopclntab` (the runtime's pcHeader, functab and _func
 //! records), read without symbols or DWARF: every function's name, entry and end, whether
-//! it is assembly, and the inline tree that tells where other functions were inlined.
+//! it is assembly, the inline tree that tells where other functions were inlined, and
+//! (pcline.rs) the file and line of every frame at a pc.
 //!
 //! Three layouts since Go 1.16 (debug/gosym/pclntab.go, runtime/symtab.go):
 //! - 1.16/1.17 (magic 0xfffffffa): functab entries and funcdata are absolute pointers;
@@ -12,6 +13,9 @@
 //! Older tables (0xfffffffb, Go 1.2 to 1.15) are recognised only to be refused.
 
 use crate::target::image::Image;
+
+mod pcline;
+pub use pcline::SourceFrame;
 
 const MAGIC_116: u32 = 0xffff_fffa;
 const MAGIC_118: u32 = 0xffff_fff0;
@@ -94,6 +98,10 @@ pub(crate) struct Pclntab<'d> {
     nfunc: u64,
     text_start: u64,
     funcnametab: u64,
+    /// Each compilation unit's file indexes into `filetab` (u32 offsets).
+    cutab: u64,
+    /// File names, NUL-terminated.
+    filetab: u64,
     pctab: u64,
     functab: u64,
 }
@@ -117,9 +125,9 @@ impl<'d> Pclntab<'d> {
             return Err(PclntabError::PointerSize { size: header[7] });
         }
         let word = |i: u64| image.u64(addr + 8 + 8 * i).ok_or(PclntabError::ShortHeader);
-        let (names, pctab, functab) = match format {
-            Format::Go116 => (word(2)?, word(5)?, word(6)?),
-            _ => (word(3)?, word(6)?, word(7)?),
+        let (names, cutab, filetab, pctab, functab) = match format {
+            Format::Go116 => (word(2)?, word(3)?, word(4)?, word(5)?, word(6)?),
+            _ => (word(3)?, word(4)?, word(5)?, word(6)?, word(7)?),
         };
         let table = Pclntab {
             image,
@@ -131,6 +139,8 @@ impl<'d> Pclntab<'d> {
                 _ => Some(word(2)?).filter(|t| *t != 0).unwrap_or(text_start),
             },
             funcnametab: addr + names,
+            cutab: addr + cutab,
+            filetab: addr + filetab,
             pctab: addr + pctab,
             functab: addr + functab,
         };
@@ -419,6 +429,8 @@ mod tests {
             nfunc: 0,
             text_start: 0,
             funcnametab: 0,
+            cutab: 0,
+            filetab: 0,
             pctab: 0x1000,
             functab: 0,
         };

@@ -5,6 +5,7 @@
 //! (`runtime::Loaded` owns the links) and a started command never outlives the trace.
 
 pub mod budget;
+mod pictures;
 pub mod stats;
 pub(crate) mod symbols;
 pub mod verifier;
@@ -131,6 +132,7 @@ fn session(bundle: &Bundle, target: &Target, process: Process, args: &TraceArgs)
     loaded.run_end();
     drain(&mut loaded, plan, &costs.meter.detached, &mut symbols, sink.as_mut(), Duration::ZERO)?;
     print_maps(&loaded, plan, &costs.meter.detached, &symbols, sink.as_mut(), None)?;
+    pictures::write(&loaded, plan, &costs.meter.detached, &symbols, (&process, args))?;
     written(stats::report(&costs.meter, &loaded, plan, args.stats, sink.as_mut())?)?;
     // The last push carries the final counts.
     if let Ok(stats) = costs.meter.collect(&loaded, plan) {

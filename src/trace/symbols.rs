@@ -53,6 +53,9 @@ impl output::Symbols for TargetSymbols<'_> {
         let bias = pc - self.link(pc)?;
         self.target.function_containing(pc - bias).map(|f| (f.name.clone(), f.addr + bias))
     }
+    fn source_frames(&self, pc: u64) -> Vec<crate::target::SourceFrame> {
+        self.link(pc).map(|at| self.target.source_frames(at)).unwrap_or_default()
+    }
     fn go_type_at(&self, addr: u64) -> Option<Layout> {
         let key = format!("{addr:#x}");
         if let Some(known) = self.layouts.borrow().get(&key) {

@@ -1,0 +1,3 @@
+module example.com/profile
+
+go 1.17
