@@ -109,3 +109,15 @@ fn list_takes_a_quoted_name_as_scripts_write_it() {
     assert!(quoted.stdout.starts_with("main.add("), "{}", quoted.stdout);
     assert_eq!(quoted.stdout, plain.stdout);
 }
+
+#[test]
+fn a_syntax_error_is_said_before_the_target_is_opened() {
+    // /bin/true is no Go executable: the script's own error comes first all the same.
+    let text = message(&["-e", "on entry {", "-b", "/bin/true"], &[]);
+    assert!(text.contains("expected a function name or a string"), "{text}");
+    assert!(!text.contains("Go executable"), "{text}");
+    // --emit ast needs no Go target either: the script is all it prints.
+    let r = support::gtrace(&["-e", "on entry main.F { @c = count() }", "--emit", "ast", "-b", "/bin/true"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("\"Probe\""), "{}", r.stdout);
+}

@@ -49,6 +49,21 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
         print_stdout(&library::stdlib::listing())?;
         return Ok(0);
     }
+    let opts = compile::Options {
+        include: cli.include.clone(),
+        sets: cli.set.clone(),
+        string_limit: cli.string_limit,
+        lowering: lowering(cli),
+    };
+    if cli.list.is_none() {
+        // The script (and the libraries it uses) is parsed before the target is opened:
+        // a syntax error is said as one, whatever the target.
+        let (_, script) = compile::parse(root(cli)?, &opts)?;
+        if cli.emit == Some(Emit::Ast) {
+            print_stdout(&format!("{}\n", serde_json::to_string_pretty(&script).unwrap_or_default()))?;
+            return Ok(0);
+        }
+    }
     let process = scope::process(&cli.target, cli.trace.cgroup.as_deref())?;
     let search = scope::debug_search(cli.debug_file.as_ref(), &cli.debug_dir, &process);
     let target = Target::open_with(&process.binary, &search)?;
@@ -64,17 +79,6 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
             return Err(nothing_listed(&target, pattern));
         }
         print_stdout(&listing)?;
-        return Ok(0);
-    }
-    let opts = compile::Options {
-        include: cli.include.clone(),
-        sets: cli.set.clone(),
-        string_limit: cli.string_limit,
-        lowering: lowering(cli),
-    };
-    if cli.emit == Some(Emit::Ast) {
-        let (_, script) = compile::parse(root(cli)?, &opts)?;
-        print_stdout(&format!("{}\n", serde_json::to_string_pretty(&script).unwrap_or_default()))?;
         return Ok(0);
     }
     let compiled = compile::compile(root(cli)?, &target, &opts)?;
