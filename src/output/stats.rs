@@ -303,9 +303,7 @@ impl Stats {
             ]);
             self.site_rows(p, &mut rows);
         }
-        for r in &mut rows {
-            r[0] = elide(&r[0], MAX_NAME);
-        }
+        elide_names(&mut rows);
         let widths: Vec<usize> = (0..7).map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0)).collect();
         let mut out = format!("--stats: {} traced", duration(self.elapsed_ns as i64));
         match &self.trap {
@@ -389,6 +387,26 @@ const MAX_SITE_ROWS: usize = 10;
 const MAX_NAME: usize = 72;
 
 /// `text` cut to `max` characters by replacing its middle with `...`.
+/// Cuts each row's name to `MAX_NAME`, but where two different names would be cut to
+/// the same text, keeps both whole: rows must be told apart.
+fn elide_names(rows: &mut [[String; 7]]) {
+    let cut: Vec<String> = rows.iter().map(|r| elide(&r[0], MAX_NAME)).collect();
+    let mut seen: std::collections::HashMap<&str, Vec<usize>> = std::collections::HashMap::new();
+    for (i, c) in cut.iter().enumerate() {
+        seen.entry(c.as_str()).or_default().push(i);
+    }
+    let ambiguous: std::collections::HashSet<usize> = (seen.values())
+        .filter(|rows_of| rows_of.iter().any(|i| rows[*i][0] != rows[rows_of[0]][0]))
+        .flatten()
+        .copied()
+        .collect();
+    for (i, r) in rows.iter_mut().enumerate() {
+        if !ambiguous.contains(&i) {
+            r[0] = cut[i].clone();
+        }
+    }
+}
+
 fn elide(text: &str, max: usize) -> String {
     let n = text.chars().count();
     if n <= max {
@@ -403,6 +421,25 @@ fn elide(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_cut_to_the_same_text_are_kept_whole() {
+        let long = |middle: &str| {
+            format!("on entry \"example.com/a/very/long/module/path/{middle}/and/more/of/it/still/going/on/pkg.(*T).Method\"")
+        };
+        let row = |name: String| {
+            [name, String::new(), String::new(), String::new(), String::new(), String::new(), String::new()]
+        };
+        let mut rows = vec![row(long("one")), row(long("two")), row("on entry main.f".into())];
+        elide_names(&mut rows);
+        assert_eq!(rows[0][0], long("one"));
+        assert_eq!(rows[1][0], long("two"));
+        assert_eq!(rows[2][0], "on entry main.f");
+        // Alone, a long name is cut in the middle.
+        let mut rows = vec![row(long("one"))];
+        elide_names(&mut rows);
+        assert!(rows[0][0].contains("...") && rows[0][0].chars().count() == MAX_NAME, "{}", rows[0][0]);
+    }
 
     #[test]
     fn programs_of_one_probe_are_told_apart() {
