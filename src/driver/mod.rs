@@ -200,7 +200,12 @@ fn check_same_build(planned: &Binary, here: &Binary) -> Result<(), Failure> {
     let show = |b: &Binary| format!("{} ({})", b.path.display(), b.build_ids);
     Err(Failure::message(
         format!("the plan was compiled for {}, not {}", show(planned), show(here)),
-        Some("compile the plan against the same build of the program that runs here"),
+        Some(
+            "compile the plan against the same build of the program that runs here; a build with -ldflags='-s -w' has \
+             other build ids than one without: build once without -s -w, compile the plan against it, and ship that \
+             binary stripped (`objcopy --strip-debug`, `objcopy --only-keep-debug` to keep its DWARF aside: the build \
+             ids stay)",
+        ),
     ))
 }
 

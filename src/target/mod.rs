@@ -128,7 +128,7 @@ impl TargetError {
         match self {
             TargetError::NotGo { .. } => Some("gtrace traces Go executables (Go 1.17 or later)"),
             TargetError::DebugMismatch { .. } => {
-                Some("give the debug file made from this very build (objcopy --only-keep-debug BINARY FILE)")
+                Some("give the debug file made from this very build: a build with -ldflags='-s -w' has other build ids than one without, so build once without -s -w, keep its DWARF aside with `objcopy --only-keep-debug BINARY FILE`, and ship that binary stripped (`objcopy --strip-debug BINARY`: the build ids stay)")
             }
             TargetError::NoDwarfIn { .. } => Some("a debug file is what `objcopy --only-keep-debug` writes"),
             TargetError::WrongArch { .. } => Some("gtrace reads Go executables built for amd64 or arm64 (GOARCH)"),
