@@ -150,6 +150,48 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_detached_probe_is_a_gauge_naming_the_maps_it_wrote() {
+        use crate::output::stats::Detached;
+        use crate::plan::{MapKind, MapSpec, MapValue, ProbeAttach, ProbeSpec, ValueType};
+        let probe = |program: &str, maps: &[&str]| ProbeSpec {
+            program: program.into(),
+            section: format!("uprobe/{program}"),
+            attach: ProbeAttach::Uprobe(Vec::new()),
+            describe: format!("on entry main.{program}"),
+            source_lines: Vec::new(),
+            maps: maps.iter().map(|m| m.to_string()).collect(),
+        };
+        let user = |object: &str, name: &str| MapSpec {
+            object_name: object.into(),
+            kind: MapKind::Hash,
+            key_size: 8,
+            value_size: 8,
+            max_entries: 1,
+            role: MapRole::User {
+                name: name.into(),
+                keys: Vec::new(),
+                key_names: Vec::new(),
+                value: MapValue::Plain(ValueType::Int { size: 8, signed: true }),
+            },
+        };
+        let plan = Plan {
+            probes: vec![probe("p0", &["m0", "counters"]), probe("p1", &["m1"])],
+            maps: vec![user("m0", "hot"), user("m1", "cold")],
+            ..Plan::default()
+        };
+        let detached =
+            Detached { what: "on entry main.p0".into(), percent: 3.0, at_ns: 1, programs: vec!["p0".into()] };
+        let stats = Stats { detached: vec![detached], ..Stats::default() };
+        let gauges: Vec<SelfCounter> =
+            from_stats(&stats, &plan).into_iter().filter(|c| c.name == "probe_detached").collect();
+        assert_eq!(gauges.len(), 1);
+        assert_eq!(gauges[0].kind, Kind::Gauge);
+        assert_eq!(gauges[0].value, 1.0);
+        let labels = vec![("probe".into(), "on entry main.p0".into()), ("maps".into(), "@hot".into())];
+        assert_eq!(gauges[0].labels, labels);
+    }
+
+    #[test]
     fn counters_of_one_name_are_one_family() {
         let m = SelfMetrics {
             probes_attached: 3,
