@@ -180,6 +180,28 @@ fn a_plan_calling_a_helper_gtrace_never_emits_is_refused() {
     }
 }
 
+/// The command line: refused before anything loads or the target starts (no privileges
+/// needed to be refused), with the helper, the program and the way out.
+#[test]
+fn gtrace_run_refuses_such_a_plan_before_the_target_starts() {
+    let bin = support::go_build("e2e", &[]);
+    let mut b = bundle("on entry main.add { @n = count() }", &bin);
+    let (index, at) = calls(&b.object, &b.plan.probes[0].section)[0];
+    set_helper(&mut b, at, 109);
+    let dir = support::unique_tmp(&support::root().join("target"), "plantrust-cli");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("plan.json");
+    std::fs::write(&file, b.to_json()).unwrap();
+    let r = support::gtrace(&["run", file.to_str().unwrap(), "-c", &format!("{} add 10", bin.display())]);
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let program = &b.plan.probes[0].program;
+    let want = format!("error: refusing the plan: program `{program}`, instruction {index}: calls helper bpf_send_signal (109), which gtrace never emits");
+    assert!(r.stderr.starts_with(&want), "{}", r.stderr);
+    assert!(r.stderr.contains("--emit plan -o FILE"), "{}", r.stderr);
+    assert!(r.stdout.is_empty(), "the target ran: {}", r.stdout);
+}
+
 #[test]
 fn an_attach_point_off_gtraces_sites_is_refused() {
     let bin = support::go_build("e2e", &[]);
@@ -216,6 +238,25 @@ fn an_attach_point_off_gtraces_sites_is_refused() {
     assert!(moved(&original, entry, true).is_ok());
 }
 
+/// A counters array of 2^32-1 slots (it aborted gtrace at exit, reading them) is refused,
+/// even with an object rewritten to match.
+#[test]
+fn a_counters_map_larger_than_its_counters_is_refused() {
+    let bin = support::go_build("e2e", &[]);
+    let mut b = bundle("on entry main.add { @n = count() }", &bin);
+    let counters = b.plan.accounting.counters.clone();
+    assert!(!counters.is_empty(), "a plan written for elsewhere counts hits");
+    b.plan.maps.iter_mut().find(|m| m.object_name == counters).unwrap().max_entries = u32::MAX;
+    fuzz::rewrite(&mut b);
+    let e = validate::validate(&b, &Target::open(&bin).unwrap()).unwrap_err().to_string();
+    assert!(
+        e.starts_with(&format!(
+            "map `{counters}`: a PercpuArray map of 4-byte keys, 8-byte values and 4294967295 entries"
+        )),
+        "{e}"
+    );
+}
+
 /// Every helper src/lower names is one a plan may call (so plans gtrace writes pass).
 #[test]
 fn every_helper_the_lowering_emits_is_allowed() {
@@ -240,6 +281,7 @@ fn fuzz_bases() -> Vec<(Bundle, PathBuf)> {
     let e2e = support::go_build("e2e", &[]);
     let lines = support::go_build("lines", &[]);
     let panics = support::go_build("panics", &[]);
+    let values = support::go_build("values", &[]);
     let (line_text, _, _) = scripts().into_iter().find(|(_, p, _)| *p == "lines").unwrap();
     vec![
         (
@@ -249,5 +291,6 @@ fn fuzz_bases() -> Vec<(Bundle, PathBuf)> {
         (bundle("on return main.sleepy { @lat = hist(elapsed); printf(\"%d\\n\", ms) }", &e2e), e2e),
         (bundle(&line_text, &lines), lines),
         (bundle("on panic main.boom { @p[func] = count() }", &panics), panics),
+        (bundle("on entry main.describe { print(v); printf(\"%+v\\n\", v) }", &values), values),
     ]
 }

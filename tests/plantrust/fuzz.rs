@@ -5,9 +5,10 @@
 //! gtrace could have written; a few accepted mutants run for real.
 
 use super::{calls, fuzz_bases, set_helper};
+use gtrace::gotypes::TypeId;
 use gtrace::object::{write, BpfObject, MapDef, LICENSE};
 use gtrace::plan::validate::{self, EMITTED_HELPERS};
-use gtrace::plan::{Bundle, MapKind, ProbeAttach};
+use gtrace::plan::{Bundle, EventKind, MapKind, ProbeAttach, ValueType};
 use gtrace::target::Target;
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -47,7 +48,7 @@ const SIZES: [u32; 10] = [0, 1, 3, 7, 9, 4097, 1 << 20, (1 << 20) + 1, u32::MAX 
 
 /// The object rewritten by gtrace's writer for the (mutated) plan's maps: what a
 /// careful attacker would do so that only the plan's checks stand in the way.
-fn rewrite(b: &mut Bundle) {
+pub(super) fn rewrite(b: &mut Bundle) {
     let Ok(programs) = validate::programs(&b.object, &b.plan) else { return };
     let object = BpfObject { license: LICENSE.into(), maps: b.plan.maps.iter().map(MapDef::from).collect(), programs };
     if let Ok(bytes) = write(&object) {
@@ -161,13 +162,21 @@ fn mutate(rng: &mut Rng, base: &Bundle) -> Mutant {
                 return mutate(rng, base);
             }
             let i = rng.below(b.plan.events.len());
+            let (size, what, types) = (rng.pick(&SIZES), rng.below(4), b.plan.go_types.items.len() as u32);
             let e = &mut b.plan.events[i];
-            match (rng.below(2), e.fields.first_mut()) {
-                (0, Some(f)) => f.offset = rng.pick(&SIZES),
-                _ => e.size = rng.pick(&SIZES),
-            }
             m.names = vec![format!("event {i}")];
-            m.may_pass = true; // a larger record still holds its fields
+            match (what, e.fields.first_mut(), &mut e.kind) {
+                (0, Some(f), _) => f.offset = size,
+                (1, Some(f), _) if matches!(f.ty, ValueType::Go { .. }) => {
+                    let ValueType::Go { capture } = &mut f.ty else { unreachable!() };
+                    capture.root.ty = TypeId(types + size % 3);
+                }
+                (2, _, EventKind::Printf { format }) => format.push('%'),
+                _ => {
+                    e.size = size;
+                    m.may_pass = true; // a larger record still holds its fields
+                }
+            }
         }
         _ => {
             let n = b.object.len();
@@ -242,7 +251,7 @@ fn mutated_plans_are_refused_by_name_or_are_plans_gtrace_writes() {
     for (i, (base, bin)) in fuzz_bases().iter().enumerate() {
         let target = Target::open(bin).unwrap();
         validate::validate(base, &target).expect("the unmutated plan passes");
-        fuzz(base, &target, 0x9e37_79b9_7f4a_7c15 ^ i as u64, 300, &mut out);
+        fuzz(base, &target, 0x9e37_79b9_7f4a_7c15 ^ i as u64, 240, &mut out);
     }
     let refused: usize = out.refused.values().sum();
     let accepted: usize = out.accepted.values().sum();

@@ -6,6 +6,8 @@
 //!
 //! - `layout`: the plan's own consistency (names, functions, events, accounting) and
 //!   every map's kind, sizes and entries within what the lowering makes for its role;
+//! - `values`: what the output reads by the plan's word: printf formats that parse,
+//!   the Go types whole values print by, each copied value's layout inside its record;
 //! - `elf`: the object is exactly the ELF gtrace's writer makes for the plan's maps and
 //!   programs (so aya-obj and the kernel only ever see what gtrace writes);
 //! - `code`: each program calls only the helpers gtrace's lowering emits, and every map
@@ -20,6 +22,7 @@ mod code;
 mod elf;
 mod layout;
 mod sites;
+mod values;
 
 pub use code::EMITTED_HELPERS;
 pub use elf::programs;
@@ -81,6 +84,7 @@ pub fn validate(bundle: &Bundle, target: &Target) -> Result<(), Refused> {
 pub fn validate_object(bundle: &Bundle) -> Result<(), Refused> {
     let plan = &bundle.plan;
     layout::check(plan)?;
+    values::check(plan)?;
     let programs = elf::read(&bundle.object, plan)?;
     for p in &programs {
         code::check(p)?;
