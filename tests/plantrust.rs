@@ -257,6 +257,29 @@ fn a_counters_map_larger_than_its_counters_is_refused() {
     );
 }
 
+/// Texts a plan makes gtrace print (names, formats, headers) cannot carry terminal
+/// escapes: a plan written by hand could set the terminal's title or fake output.
+#[test]
+fn a_plan_with_terminal_escapes_in_its_texts_is_refused() {
+    let bin = support::go_build("e2e", &[]);
+    let target = Target::open(&bin).unwrap();
+    let b = bundle("on entry main.add { @n = count(); printf(\"%d\\t%d\\n\", a, b) }", &bin);
+    validate::validate(&b, &target).expect("tabs and newlines in a format are a script's");
+    let mut title = b.clone();
+    let Some(gtrace::plan::EventKind::Printf { format }) = title.plan.events.iter_mut().map(|e| &mut e.kind).next()
+    else {
+        panic!("a printf event")
+    };
+    format.insert_str(0, "\x1b]0;owned\x07");
+    let e = validate::validate(&title, &target).unwrap_err().to_string();
+    assert_eq!(e, "event 0 of the plan: a text with control characters");
+    let mut name = b.clone();
+    let gtrace::plan::MapRole::User { name: n, .. } = &mut name.plan.maps[0].role else { panic!("a user map") };
+    n.push_str("\x1b[2J");
+    let e = validate::validate(&name, &target).unwrap_err().to_string();
+    assert!(e.starts_with("map `m0`: a name that is no identifier"), "{e}");
+}
+
 /// Every helper src/lower names is one a plan may call (so plans gtrace writes pass).
 #[test]
 fn every_helper_the_lowering_emits_is_allowed() {

@@ -251,7 +251,7 @@ fn accounting(plan: &Plan) -> Result<(), Refused> {
 fn events(plan: &Plan) -> Result<(), Refused> {
     use crate::plan::EventKind;
     for (i, e) in plan.events.iter().enumerate() {
-        let bad = |problem: &str| plan_refused(format!("event {i}: {problem}"));
+        let bad = |problem: &str| Refused::Event { index: i, problem: problem.to_string() };
         if !(8..=MAX_VALUE).contains(&e.size) {
             return Err(bad(&format!("a record of {} bytes, not what gtrace makes", e.size)));
         }

@@ -50,6 +50,8 @@ pub enum Refused {
     Map { map: String, problem: String },
     #[error("probe `{program}` attaches to `{function}` at {address:#x} (file offset {file_offset:#x}): {problem}")]
     Site { program: String, function: String, address: u64, file_offset: u64, problem: String },
+    #[error("event {index} of the plan: {problem}")]
+    Event { index: usize, problem: String },
     #[error("the plan {problem}")]
     Plan { problem: String },
 }

@@ -1,7 +1,8 @@
 //! What the output reads by the plan's word: printf formats that parse (with their
 //! widths bounded by the parser), the Go types whole values are printed by (every type
-//! they name is in `Plan::go_types`), and each copied value's layout inside its record.
-//! The output trusts these when it decodes events and maps.
+//! they name is in `Plan::go_types`), each copied value's layout inside its record, and
+//! the plan's texts that reach the operator's terminal (names, formats, labels, probe
+//! headers, script lines): no control characters but tabs, and a format's newlines.
 
 use super::layout::MAX_VALUE;
 use super::Refused;
@@ -19,6 +20,7 @@ fn refused(problem: String) -> Refused {
 
 /// Refuses a format, a type or a layout the output could not read as gtrace writes it.
 pub fn check(plan: &Plan) -> Result<(), Refused> {
+    texts(plan)?;
     let types = &plan.go_types;
     if let Some(i) = (0..types.items.len()).find(|i| !type_ok(types, &types.items[*i].kind)) {
         return Err(refused(format!("has a Go type ({}) that names no type of the plan", types.items[i].name)));
@@ -26,11 +28,14 @@ pub fn check(plan: &Plan) -> Result<(), Refused> {
     for (i, e) in plan.events.iter().enumerate() {
         if let EventKind::Printf { format } = &e.kind {
             if let Err(err) = crate::syntax::format::parse(format) {
-                return Err(refused(format!("event {i}: its format cannot be printed: {}", err.message)));
+                return Err(Refused::Event {
+                    index: i,
+                    problem: format!("its format cannot be printed: {}", err.message),
+                });
             }
         }
         for f in &e.fields {
-            value(types, &f.ty).map_err(|p| refused(format!("event {i}: {p}")))?;
+            value(types, &f.ty).map_err(|problem| Refused::Event { index: i, problem })?;
         }
     }
     for m in &plan.maps {
@@ -44,6 +49,51 @@ pub fn check(plan: &Plan) -> Result<(), Refused> {
         }
     }
     Ok(())
+}
+
+/// The texts gtrace prints from the plan: none may drive the terminal.
+fn texts(plan: &Plan) -> Result<(), Refused> {
+    let plain = |t: &str| t.chars().all(|c| !c.is_control() || c == '\t');
+    let word = |t: &str| t.chars().all(|c| c.is_alphanumeric() || c == '_');
+    let bad = |what: &str, text: &str| refused(format!("has a {what} gtrace would not write: {text:?}"));
+    for m in &plan.maps {
+        if let MapRole::User { name, key_names, .. } = &m.role {
+            if let Some(n) = std::iter::once(name).chain(key_names).find(|n| !word(n)) {
+                return Err(Refused::Map {
+                    map: m.object_name.clone(),
+                    problem: format!("a name that is no identifier: {n:?}"),
+                });
+            }
+        }
+    }
+    if let Some(f) = plan.functions.iter().chain(plan.dictionaries.values()).find(|f| !plain(f)) {
+        return Err(bad("function name", f));
+    }
+    for p in &plan.probes {
+        let lines = p.source_lines.iter().map(|(_, l)| l);
+        if let Some(t) = std::iter::once(&p.describe).chain(lines).find(|t| !plain(t)) {
+            return Err(Refused::Program {
+                program: p.program.clone(),
+                problem: format!("a text with control characters: {t:?}"),
+            });
+        }
+    }
+    for (i, e) in plan.events.iter().enumerate() {
+        let in_format = |t: &str| t.chars().all(|c| !c.is_control() || c == '\n' || c == '\t');
+        let ok = match &e.kind {
+            EventKind::Printf { format } => in_format(format),
+            EventKind::Print { labels } => labels.iter().flatten().all(|l| plain(l)),
+            _ => true,
+        };
+        if !ok {
+            return Err(Refused::Event { index: i, problem: "a text with control characters".into() });
+        }
+    }
+    let skipped = plan.skipped.iter().flat_map(|s| [&s.probe, &s.function]);
+    match skipped.into_iter().find(|t| !plain(t)) {
+        Some(t) => Err(bad("passed-over site", t)),
+        None => Ok(()),
+    }
 }
 
 fn known(types: &Types, id: TypeId) -> bool {
