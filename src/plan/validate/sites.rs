@@ -16,7 +16,8 @@ use std::collections::{HashMap, HashSet};
 /// Refuses the first attach point of `plan` that is not a site gtrace chooses in
 /// `target`.
 pub fn check(plan: &Plan, target: &Target) -> Result<(), Refused> {
-    let mut chosen = Chosen { target, functions: HashMap::new(), lines: HashMap::new() };
+    let entry = target.entry_point();
+    let mut chosen = Chosen { target, entry, functions: HashMap::new(), lines: HashMap::new() };
     for probe in &plan.probes {
         let ProbeAttach::Uprobe(points) = &probe.attach else { continue };
         let line = line_of(&probe.describe);
@@ -47,6 +48,8 @@ fn line_of(describe: &str) -> Option<(String, u32)> {
 /// The sites gtrace chooses, computed once per function and per line.
 struct Chosen<'t> {
     target: &'t Target,
+    /// The ELF entry point.
+    entry: Option<u64>,
     functions: HashMap<String, HashSet<u64>>,
     lines: HashMap<(String, u32), Vec<LineSite>>,
 }
@@ -55,7 +58,7 @@ impl Chosen<'_> {
     /// The entry after the stack check and every RET of each function named `name`,
     /// every place it was inlined, and the ELF entry point when it is there.
     fn of_function(&mut self, name: &str) -> &HashSet<u64> {
-        let target = self.target;
+        let (target, elf_entry) = (self.target, self.entry);
         self.functions.entry(name.to_string()).or_insert_with(|| {
             let mut sites = HashSet::new();
             for f in target.find(name).into_iter().filter(|f| f.name == name) {
@@ -65,7 +68,7 @@ impl Chosen<'_> {
                 }
             }
             sites.extend(target.find_inlined(name).into_iter().filter(|s| s.callee == name).map(|s| s.addr));
-            if let Some(entry) = target.entry_point() {
+            if let Some(entry) = elf_entry {
                 let at = target.function_at(entry).map_or("the entry point", |f| f.name.as_str());
                 if at == name {
                     sites.insert(entry);
