@@ -5,7 +5,7 @@
 //! (lower/maps.rs, accounting.rs, globals.rs, scope.rs, runtime_programs.rs).
 
 use super::Refused;
-use crate::lower::maps::{CARRIED_ENTRIES, DEEP_FRAMES, EVENTS_BYTES, MAX_MAP_SIZE, SPILLED_RECORDS, USER_MAP_ENTRIES};
+use crate::lower::maps::{EVENTS_BYTES, MAX_MAP_SIZE, USER_MAP_ENTRIES};
 use crate::lower::{frames, globals};
 use crate::plan::{
     MapKind, MapRole, MapSpec, MapValue, Plan, ProbeAttach, COOKIE_GEN_SHIFT, COOKIE_SLOT_MASK, COOKIE_SLOT_SHIFT,
@@ -109,18 +109,21 @@ fn probes(plan: &Plan) -> Result<(), Refused> {
 fn map(plan: &Plan, m: &MapSpec) -> Result<(), Refused> {
     let shape = (m.kind, m.key_size, m.value_size, m.max_entries);
     let value = |v: u32, min: u32| (min..=MAX_VALUE).contains(&v);
+    let entries = |n: u32| (1..=MAX_MAP_SIZE).contains(&n);
     let ok = match &m.role {
         MapRole::Events => shape == (MapKind::Ringbuf, 0, 0, EVENTS_BYTES),
+        // The tables of calls in flight: hashes by g (and depth), of any size --map-size
+        // allows (how many entries gtrace gives them follows what they must hold).
         MapRole::Goroutines => match shape {
             (MapKind::Array, 4, v, n) => value(v, frames::RECORD) && n == 1 << frames::SLOT_BITS,
-            (MapKind::LruHash, 8, v, n) => value(v, frames::RECORD) && n == SPILLED_RECORDS,
+            (MapKind::LruHash | MapKind::Hash, 8, v, n) => value(v, frames::RECORD) && entries(n),
             _ => false,
         },
-        MapRole::Frames => shape == (MapKind::LruHash, 16, frames::FRAME as u32, DEEP_FRAMES),
-        MapRole::Carried => matches!(shape, (MapKind::LruHash, 16, v, CARRIED_ENTRIES) if value(v, 8)),
-        MapRole::SelfVars => {
-            matches!(shape, (MapKind::Hash, 16, v, n) if value(v, 8) && (1..=MAX_MAP_SIZE).contains(&n))
+        MapRole::Frames => {
+            matches!(shape, (MapKind::LruHash | MapKind::Hash, 16, v, n) if v == frames::FRAME as u32 && entries(n))
         }
+        MapRole::Carried => matches!(shape, (MapKind::LruHash | MapKind::Hash, 16, v, n) if value(v, 8) && entries(n)),
+        MapRole::SelfVars => matches!(shape, (MapKind::Hash, 16, v, n) if value(v, 8) && entries(n)),
         MapRole::LoadBias => shape == (MapKind::LruHash, 4, 8, globals::LOAD_BIAS_ENTRIES),
         MapRole::PanicFunctions { functions } => {
             let known = functions.iter().all(|f| (*f as usize) < plan.functions.len());
