@@ -72,6 +72,10 @@ fn scripts() -> Vec<(String, &'static str, Vec<&'static str>)> {
         (lines, "lines", Vec::new()),
         plain(inline, "inline"),
         plain("on panic main.boom, main.guard { printf(\"%s %v\\n\", func, panic) }", "panics"),
+        plain(
+            "on entry \"main.Sum[...]\" { @[func] = count() } on return \"main.Sum[main.MyInt]\" { @r = count() }",
+            "generics",
+        ),
         ("on entry main.tick { @c = sum(main.counter) }".into(), "globals", vec!["-buildmode=pie"]),
     ]
 }

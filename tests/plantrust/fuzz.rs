@@ -267,6 +267,39 @@ fn mutated_plans_are_refused_by_name_or_are_plans_gtrace_writes() {
     }
 }
 
+/// The object's bytes alone, many times: what the validator accepts aya-obj parses
+/// without a panic, and what would panic aya-obj is refused first (counted, to show the
+/// check is what stands between the two).
+#[test]
+fn objects_that_would_panic_aya_obj_never_pass() {
+    let bases = fuzz_bases();
+    let previous = std::panic::take_hook();
+    // Quiet only aya-obj's own panics (expected here); any other still prints.
+    std::panic::set_hook(Box::new(move |info| {
+        if !info.location().is_some_and(|l| l.file().contains("aya-obj")) {
+            previous(info)
+        }
+    }));
+    let (mut aya_panics, mut accepted) = (0, 0);
+    let mut rng = Rng(0x5eed);
+    for n in 0..2000 {
+        let (base, _) = &bases[n % bases.len()];
+        let mut b = base.clone();
+        for _ in 0..1 + rng.below(4) {
+            let at = rng.below(b.object.len());
+            b.object[at] ^= 1 + rng.below(255) as u8;
+        }
+        let panics = catch_unwind(|| drop(aya_obj::Object::parse(&b.object))).is_err();
+        let judged = catch_unwind(AssertUnwindSafe(|| validate::validate_object(&b)));
+        let judged = judged.unwrap_or_else(|_| panic!("mutant {n}: validate panicked"));
+        assert!(!(panics && judged.is_ok()), "mutant {n}: accepted, and aya-obj panics on it");
+        aya_panics += usize::from(panics);
+        accepted += usize::from(judged.is_ok());
+    }
+    let _ = std::panic::take_hook();
+    eprintln!("object fuzz: 2000 mutants, {accepted} accepted, {aya_panics} would have panicked aya-obj (all refused)");
+}
+
 /// A few mutants the validator accepts, run for real with `gtrace run` on tests/go/e2e:
 /// the target's own output is whole, whether the kernel loaded them or gtrace said why
 /// not.
