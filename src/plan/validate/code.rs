@@ -39,7 +39,8 @@ pub fn check(code: &ProgramCode) -> Result<(), Refused> {
             problem: format!("has {} instructions, more than {MAX_INSNS}", insns.len()),
         });
     }
-    let relocated = |i: usize| code.program.relocations.iter().any(|r| r.insn_index == i);
+    let relocations: std::collections::HashSet<usize> = code.program.relocations.iter().map(|r| r.insn_index).collect();
+    let relocated = |i: usize| relocations.contains(&i);
     let mut i = 0;
     while i < insns.len() {
         let bad = |problem: String| Refused::Instruction { program: program(), index: i, problem };

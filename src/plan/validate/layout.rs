@@ -8,10 +8,10 @@ use super::Refused;
 use crate::lower::maps::{EVENTS_BYTES, MAX_MAP_SIZE, USER_MAP_ENTRIES};
 use crate::lower::{frames, globals};
 use crate::plan::{
-    MapKind, MapRole, MapSpec, MapValue, Plan, ProbeAttach, COOKIE_GEN_SHIFT, COOKIE_SLOT_MASK, COOKIE_SLOT_SHIFT,
-    LHIST_MAX_BUCKETS, MAX_INTERVAL_PROBES,
+    Counter, MapKind, MapRole, MapSpec, MapValue, Plan, ProbeAttach, COOKIE_GEN_SHIFT, COOKIE_SLOT_MASK,
+    COOKIE_SLOT_SHIFT, LHIST_MAX_BUCKETS, MAX_INTERVAL_PROBES,
 };
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 /// The largest map value (or event record) a plan may have: above anything gtrace's
 /// bounds make (`--string-limit` 400, `lhist` 1,000 buckets, whole values bounded by
@@ -75,6 +75,14 @@ fn probes(plan: &Plan) -> Result<(), Refused> {
     if intervals > MAX_INTERVAL_PROBES {
         return Err(plan_refused(format!("has {intervals} interval probes, more than {MAX_INTERVAL_PROBES}")));
     }
+    // Each site's hit counter, by (program, function): one pass, not one per point.
+    let slots: HashMap<(&str, &str), usize> = (plan.accounting.slots.iter().enumerate())
+        .filter_map(|(i, c)| match c {
+            Counter::Hits { program, function } => Some(((program.as_str(), function.as_str()), i)),
+            _ => None,
+        })
+        .rev()
+        .collect();
     for p in &plan.probes {
         let bad = |problem: String| Refused::Program { program: p.program.clone(), problem };
         let points = match &p.attach {
@@ -87,9 +95,9 @@ fn probes(plan: &Plan) -> Result<(), Refused> {
         for pt in points {
             let index = (pt.cookie & 0xffff_ffff) as usize;
             let slot = (pt.cookie >> COOKIE_SLOT_SHIFT) & COOKIE_SLOT_MASK;
-            let hits = plan.accounting.hits_slot(&p.program, &pt.function);
+            let hits = slots.get(&(p.program.as_str(), pt.function.as_str()));
             let slot_ok = match (plan.accounting.hits, hits) {
-                (true, Some(h)) => slot == h as u64,
+                (true, Some(h)) => slot == *h as u64,
                 (true, None) => false,
                 (false, _) => slot == 0,
             };
