@@ -5,7 +5,8 @@
 //! stack check or a RET of that function (from the function table and the machine code,
 //! with or without DWARF), an inlined call's entry site (the pclntab's inline trees), a
 //! start of the line an `on line` probe names (DWARF's line table; without DWARF, an
-//! instruction start of the function or of one inlined into it), or the ELF entry point
+//! instruction start of the function or of one inlined into it that the function
+//! table's line table puts on that line), or the ELF entry point
 //! (the load-bias program). A uprobe must be allowed there, as the checker requires.
 
 use super::Refused;
@@ -98,7 +99,7 @@ fn judge(chosen: &mut Chosen<'_>, pt: &AttachPoint, line: Option<&(String, u32)>
             Some((file, n)) if target.has_dwarf() => {
                 chosen.of_line(file, *n).iter().any(|s| s.addr == pt.address && s.frame == pt.function)
             }
-            Some(_) => instruction_of(target, &pt.function, pt.address),
+            Some((_, n)) => line_without_dwarf(target, &pt.function, pt.address, *n),
             None => false,
         };
     if !site {
@@ -111,11 +112,12 @@ fn judge(chosen: &mut Chosen<'_>, pt: &AttachPoint, line: Option<&(String, u32)>
 }
 
 /// Without DWARF, a line's site: an instruction start of `function`, or of the function
-/// `function` was inlined into, at `addr`.
-fn instruction_of(target: &Target, function: &str, addr: u64) -> bool {
+/// `function` was inlined into, at `addr`, that the function table puts on `line` (its
+/// own line, or the line of an inlined call it is part of).
+fn line_without_dwarf(target: &Target, function: &str, addr: u64, line: u32) -> bool {
     let Some(f) = target.function_containing(addr) else { return false };
     let holds = f.name == function || target.find_inlined(function).iter().any(|s| s.caller == f.name);
-    holds && target.cfg_of(f).is_some_and(|g| g.insn_at(addr).is_some())
+    holds && target.cfg_of(f).is_some_and(|g| g.insn_at(addr).is_some()) && target.pc_lines(addr).contains(&line)
 }
 
 /// Why `pt` is no site: no such function, outside its code, not an instruction start,
