@@ -315,6 +315,11 @@ fn a_plan_with_terminal_escapes_in_its_texts_is_refused() {
     n.push_str("\x1b[2J");
     let e = validate::validate(&name, &target).unwrap_err().to_string();
     assert!(e.starts_with("map `m0`: a name that is no identifier"), "{e}");
+    // The refusal itself prints what it refuses escaped.
+    let mut program = b.clone();
+    program.plan.probes[0].program.push_str("\x1b[2J");
+    let e = validate::validate(&program, &target).unwrap_err().to_string();
+    assert!(e.contains("\\u{1b}[2J") && !e.contains('\x1b'), "{e}");
 }
 
 /// Every helper src/lower names is one a plan may call (so plans gtrace writes pass).

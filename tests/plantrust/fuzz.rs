@@ -135,7 +135,7 @@ fn mutate(rng: &mut Rng, base: &Bundle) -> Mutant {
                 2 => map.max_entries = entries[size as usize % entries.len()],
                 _ => map.kind = kind,
             }
-            m.names = vec![format!("map `{}`", map.object_name), "section `maps`".into()];
+            m.names = vec![format!("map `{}`", map.object_name), "section \"maps\"".into()];
             if rng.below(2) == 0 {
                 rewrite(&mut b);
                 m.may_pass = true; // a user map's size within --map-size's bound is a plan gtrace writes

@@ -91,7 +91,7 @@ fn refusal(e: ObjectError) -> Refused {
             problem: "a relocation that is not at a map load".into(),
         },
         ObjectError::UnknownMap { program, map } => {
-            Refused::Program { program, problem: format!("loads map `{map}`, which is no map of the plan") }
+            Refused::Program { program, problem: format!("loads map {map:?}, which is no map of the plan") }
         }
         ObjectError::EmptyProgram { program } => Refused::Program { program, problem: "is empty".into() },
         ObjectError::BadSection { program, section } => {
@@ -106,7 +106,7 @@ fn place(file: &object::File<'_>, offset: usize) -> String {
     let offset = offset as u64;
     let holds = |s: &object::Section<'_, '_>| s.file_range().is_some_and(|(at, len)| (at..at + len).contains(&offset));
     match file.sections().find(holds) {
-        Some(s) => format!(" (in section `{}`)", s.name().unwrap_or("?")),
+        Some(s) => format!(" (in section {:?})", s.name().unwrap_or("?")),
         None => " (in the ELF's headers or tables)".to_string(),
     }
 }

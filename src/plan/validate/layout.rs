@@ -50,18 +50,21 @@ fn names(plan: &Plan) -> Result<(), Refused> {
     let mut seen = HashSet::new();
     for m in &plan.maps {
         if !word(&m.object_name) || !seen.insert(m.object_name.as_str()) {
-            return Err(map_refused(&m.object_name, "a name gtrace does not give a map (a word, once)"));
+            return Err(plan_refused(format!(
+                "names a map {:?}, not a name gtrace gives (a word, once)",
+                m.object_name
+            )));
         }
     }
     for p in &plan.probes {
         if !word(&p.program) || !seen.insert(p.program.as_str()) {
-            return Err(Refused::Program {
-                program: p.program.clone(),
-                problem: "a name gtrace does not give a program".into(),
-            });
+            return Err(plan_refused(format!(
+                "names a program {:?}, not a name gtrace gives (a word, once)",
+                p.program
+            )));
         }
         if p.section != format!("uprobe/{}", p.program) {
-            let problem = format!("is in section `{}`, not `uprobe/{}`", p.section, p.program);
+            let problem = format!("is in section {:?}, not `uprobe/{}`", p.section, p.program);
             return Err(Refused::Program { program: p.program.clone(), problem });
         }
     }
@@ -101,7 +104,7 @@ fn probes(plan: &Plan) -> Result<(), Refused> {
                 (true, None) => false,
                 (false, _) => slot == 0,
             };
-            let at = format!("its cookie {:#x} at `{}` ({:#x})", pt.cookie, pt.function, pt.address);
+            let at = format!("its cookie {:#x} at {:?} ({:#x})", pt.cookie, pt.function, pt.address);
             if plan.functions.get(index) != Some(&pt.function) {
                 return Err(bad(format!("{at} does not name that function")));
             }
@@ -240,7 +243,7 @@ fn accounting(plan: &Plan) -> Result<(), Refused> {
     let is_map = |name: &str| name.is_empty() || plan.maps.iter().any(|m| m.object_name == name);
     for name in [&acct.counters, &acct.generations, &acct.rate_map, &plan.cgroup] {
         if !is_map(name) {
-            return Err(plan_refused(format!("names `{name}` for gtrace's own use, which is no map of the plan")));
+            return Err(plan_refused(format!("names {name:?} for gtrace's own use, which is no map of the plan")));
         }
     }
     if acct.counters.is_empty() && !acct.slots.is_empty() || acct.slots.len() > crate::lower::accounting::MAX_SLOTS {
@@ -249,7 +252,7 @@ fn accounting(plan: &Plan) -> Result<(), Refused> {
     let program = |p: &str| plan.probes.iter().any(|q| q.program == p);
     let tied = acct.ties.iter().flatten().map(|s| s.program.as_str());
     if let Some(p) = acct.generation_programs.iter().map(String::as_str).chain(tied).find(|p| !program(p)) {
-        return Err(plan_refused(format!("governs a program `{p}` that it does not have")));
+        return Err(plan_refused(format!("governs a program {p:?} that it does not have")));
     }
     if plan.maps.iter().any(|m| m.kind == MapKind::CgroupArray && m.object_name != plan.cgroup) {
         return Err(plan_refused("has a cgroup array that is not its --cgroup's"));
@@ -272,7 +275,7 @@ fn events(plan: &Plan) -> Result<(), Refused> {
         if let EventKind::PrintMap { map } | EventKind::ClearMap { map } = &e.kind {
             let user = plan.maps.iter().any(|m| m.object_name == *map && matches!(m.role, MapRole::User { .. }));
             if !user {
-                return Err(bad(&format!("prints or clears `{map}`, which is no user map of the plan")));
+                return Err(bad(&format!("prints or clears {map:?}, which is no user map of the plan")));
             }
         }
     }
