@@ -23,6 +23,7 @@ pub const EMITTED_HELPERS: &[i32] = &[
     BPF_FUNC_current_task_under_cgroup,
     BPF_FUNC_probe_read_user,
     BPF_FUNC_ringbuf_output,
+    BPF_FUNC_ringbuf_query,
     BPF_FUNC_get_attach_cookie,
 ];
 

@@ -166,7 +166,8 @@ fn scratch(plan: &Plan, m: &MapSpec) -> bool {
     if name == acct.counters {
         shape == (MapKind::PercpuArray, 4, 8, acct.slots.len().max(1) as u32)
     } else if name == acct.generations {
-        shape == (MapKind::Array, 4, 8, acct.generation_programs.len().max(1) as u32)
+        // Indexed like the counters: a generation at each function's hit slot.
+        shape == (MapKind::Array, 4, 8, acct.slots.len().max(1) as u32)
     } else if name == acct.rate_map {
         matches!(shape, (MapKind::Array, 4, 8, n) if n as usize <= plan.probes.len().max(1))
     } else if name == plan.cgroup {
