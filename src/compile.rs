@@ -116,7 +116,7 @@ fn object_of(lowered: &Lowered) -> BpfObject {
         lowered.plan.probes.iter().find(|p| p.program == name).map(|p| p.section.clone()).unwrap_or_default()
     };
     BpfObject {
-        license: "GPL".into(),
+        license: object::LICENSE.into(),
         maps: lowered.plan.maps.iter().map(MapDef::from).collect(),
         programs: lowered
             .programs

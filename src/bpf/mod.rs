@@ -3,5 +3,6 @@
 pub mod asm;
 pub mod builder;
 pub mod disasm;
+pub mod helper_ids;
 pub mod helpers;
 pub mod insn;

@@ -182,6 +182,9 @@ fn run_plan(args: &RunArgs) -> Result<i32, Failure> {
     let target = Target::open(&process.binary)?;
     let here = Binary { path: process.binary.clone(), build_ids: target.build_ids().clone(), arch: target.arch() };
     check_same_build(&bundle.plan.binary, &here)?;
+    // A plan is code to run as root in another process: only what gtrace would have
+    // compiled for this binary goes further.
+    crate::plan::validate::validate(&bundle, &target)?;
     scope::check_plan_cgroup(&bundle.plan, &process)?;
     let mut trace_args = args.trace.clone();
     trace_args.script = format!("run {}", args.plan.display());

@@ -2,4 +2,4 @@
 
 mod writer;
 
-pub use writer::{map_def_bytes, write, BpfObject, MapDef, ObjectError, ProgramCode, MAP_DEF_SIZE};
+pub use writer::{map_def_bytes, write, BpfObject, MapDef, ObjectError, ProgramCode, LICENSE, MAP_DEF_SIZE};

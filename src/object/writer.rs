@@ -15,6 +15,9 @@ use thiserror::Error;
 /// loader reads (type, key_size, value_size, max_entries, map_flags).
 pub const MAP_DEF_SIZE: usize = 20;
 
+/// The license of gtrace's objects: its programs call GPL-only helpers.
+pub const LICENSE: &str = "GPL";
+
 /// Everything that goes into one object.
 #[derive(Clone, Debug, Default)]
 pub struct BpfObject {

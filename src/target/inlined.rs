@@ -95,6 +95,25 @@ impl Target {
             .collect()
     }
 
+    /// The source lines the function table (.gopclntab, stripped or not) gives the
+    /// instruction at `addr`: its own, in the innermost body it belongs to, and the line
+    /// of each inlined call whose body holds it (the line of the call's `parentPc`).
+    /// What `on line` sites are checked by without DWARF.
+    pub fn pc_lines(&self, addr: u64) -> Vec<u32> {
+        let records = self.records.get_or_init(|| self.func_records().unwrap_or_default());
+        let Some(f) = records.partition_point(|r| r.entry <= addr).checked_sub(1).map(|i| &records[i]) else {
+            return Vec::new();
+        };
+        let image = self.image();
+        let table = self.layout.pclntab.and_then(|at| pclntab::Pclntab::parse(&image, at, self.layout.text).ok());
+        let Some(runs) = table.filter(|_| addr < f.end).and_then(|t| t.lines(f)) else { return Vec::new() };
+        let line_at =
+            |pc: u64| runs.iter().find(|(lo, hi, _)| *lo <= pc && pc < *hi).and_then(|r| u32::try_from(r.2).ok());
+        let calls = self.inlined_calls().iter().filter(|c| c.caller_code.0 == f.entry);
+        let holding = calls.filter(|c| c.body.iter().any(|(lo, hi)| *lo <= addr && addr < *hi));
+        line_at(addr).into_iter().chain(holding.filter_map(|c| c.parent_pc.and_then(line_at))).collect()
+    }
+
     /// The parameters of the inlined call at `site`, each with where DWARF puts it at the
     /// site's probe address. None without DWARF, or when DWARF does not describe that
     /// inlined call.

@@ -248,6 +248,19 @@ impl<'d> Pclntab<'d> {
         self.pc_values(self.pctab + u64::from(off), f.entry)
     }
 
+    /// The function's source lines (the `pcln` table) as `(from, to, line)` runs: each
+    /// instruction's line in the innermost body it belongs to (an inlined call's, or the
+    /// function's own).
+    pub fn lines(&self, f: &FuncRecord) -> Option<Vec<(u64, u64, i32)>> {
+        // pcln follows pcsp and pcfile in the record.
+        let at = if self.format == Format::Go116 { f.record + 28 } else { f.record + 24 };
+        let off = self.image.u32(at)?;
+        if off == 0 {
+            return None;
+        }
+        self.pc_values(self.pctab + u64::from(off), f.entry)
+    }
+
     /// The pc-value table `table` of a function as `(from, to, value)` runs.
     fn pcdata(&self, record: u64, entry: u64, table: u32) -> Option<Vec<(u64, u64, i32)>> {
         let (npcdata, _, pcdata) = self.tables(record)?;

@@ -8,6 +8,8 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+pub mod validate;
+
 /// The version of the plan's format. A plan of another version is refused.
 pub const PLAN_VERSION: u32 = 10;
 
