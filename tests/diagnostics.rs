@@ -44,6 +44,12 @@ diagnostic!(condition_not_a_bool, "on entry main.greet { if n { @n = count() } }
 diagnostic!(map_used_two_ways, "on entry main.greet { @m = count() } on entry main.handle { @m = sum(r.Size) }");
 diagnostic!(printf_arity, r#"on entry main.greet { printf("%s %d\n", name) }"#);
 diagnostic!(printf_verb, r#"on entry main.greet { printf("%d\n", name) }"#);
+diagnostic!(printf_width_past_the_bound, r#"on entry main.greet { printf("name=%999999999s\n", name) }"#);
+diagnostic!(printf_width_past_u64, r#"on entry main.greet { printf("%18446744073709551615d\n", len(name)) }"#);
+diagnostic!(
+    printf_precision_past_the_bound_after_an_escape,
+    r#"on entry main.greet { printf("\t%.9999999999999d\n", len(name)) }"#
+);
 diagnostic!(string_compared_with_a_variable, "on entry main.greet { x := name; if x == name { @n = count() } }");
 diagnostic!(self_read_before_set, "on return main.greet { @n = sum(self.count) }");
 diagnostic!(result_out_of_range, "on return main.greet { @n = sum(ret3) }");

@@ -189,7 +189,7 @@ impl Cx<'_> {
         let pieces = match format::parse(fmt) {
             Ok(p) => p,
             Err(fe) => {
-                self.err(Diagnostic::error(first.span, fe.message).label("bad format"));
+                self.err(Diagnostic::error(verb_span(first.span, fmt, fe.at, fe.end), fe.message).label("bad format"));
                 return;
             }
         };
@@ -370,4 +370,20 @@ fn lhist_shape(lo: i64, hi: i64, step: i64) -> Result<u32, (String, String)> {
         ));
     }
     Ok(crate::plan::lhist_buckets(lo, hi, step))
+}
+
+/// Where the bytes `at..end` of a format string are in the script: inside the literal
+/// when nothing before `end` was written as an escape, the whole literal otherwise.
+/// The literal's source is longer than its text by what its escapes add; each of `"`,
+/// `\\` and a line break after `end` must be an escape adding at least one byte, so when
+/// they account for all of it, the source up to `end` is the text itself.
+fn verb_span(literal: Span, fmt: &str, at: usize, end: usize) -> Span {
+    let added = ((literal.end - literal.start) as usize).checked_sub(fmt.len() + 2);
+    let escaped_after = fmt.get(end..).map(|t| t.chars().filter(|c| matches!(c, '"' | '\\' | '\n' | '\r')).count());
+    if at < end && added.is_some() && added == escaped_after {
+        let start = literal.start as usize + 1;
+        Span::new(literal.file, start + at, start + end)
+    } else {
+        literal
+    }
 }
