@@ -9,6 +9,7 @@
 //! (`time.Duration`, the errors of `errors.New` and `fmt.Errorf`), where fmt would call
 //! them (an exported field, not `%#v`). What the capture cut prints as `...`.
 
+use super::quote::Strings;
 use crate::capture::{Capture, Node, NodeKind};
 use crate::gotypes::{TypeId, TypeKind, Types};
 use std::collections::HashMap;
@@ -65,10 +66,17 @@ impl GoValue {
         out
     }
 
-    /// The value as `%v`, `%+v` or `%#v` prints it.
-    pub fn render(&self, form: Form) -> String {
-        let mut p =
-            Printer { bytes: &self.bytes, types: &self.types, dynamic: &self.dynamic, form, out: String::new() };
+    /// The value as `%v`, `%+v` or `%#v` prints it, its strings as `strings` says (`%#v`
+    /// quotes them).
+    pub fn render(&self, form: Form, strings: Strings) -> String {
+        let mut p = Printer {
+            bytes: &self.bytes,
+            types: &self.types,
+            dynamic: &self.dynamic,
+            form,
+            strings,
+            out: String::new(),
+        };
         p.value(&self.capture.root, 0);
         p.out
     }
@@ -195,6 +203,7 @@ struct Printer<'v> {
     types: &'v Types,
     dynamic: &'v HashMap<u64, Dynamic>,
     form: Form,
+    strings: Strings,
     out: String,
 }
 
@@ -386,7 +395,7 @@ impl Printer<'_> {
         if self.form == Form::Sharp {
             self.out.push_str(&super::quote::quote(s));
         } else {
-            self.out.push_str(&String::from_utf8_lossy(s));
+            self.out.push_str(&self.strings.write(s));
         }
         if len > u64::from(max) {
             self.out.push_str("...");
@@ -489,7 +498,14 @@ impl Printer<'_> {
     /// A value of type `id` (in `types`) from the bytes an interface's copy holds at `at`.
     fn raw(&mut self, types: &Types, id: TypeId, at: u32, text: (u32, u32)) {
         let node = crate::capture::plan_raw(types, id, at, crate::capture::IFACE_DATA, text);
-        let mut p = Printer { bytes: self.bytes, types, dynamic: self.dynamic, form: self.form, out: String::new() };
+        let mut p = Printer {
+            bytes: self.bytes,
+            types,
+            dynamic: self.dynamic,
+            form: self.form,
+            strings: self.strings,
+            out: String::new(),
+        };
         p.value(&node, 1);
         self.out.push_str(&p.out);
     }

@@ -1,5 +1,8 @@
 //! JSON lines: one object per printed line and per map, raw numbers (durations in
-//! nanoseconds), for programs that read gtrace's output.
+//! nanoseconds), for programs that read gtrace's output. Strings are the traced bytes
+//! (not UTF-8: U+FFFD) with JSON's escapes, and DEL and the C1 controls (U+0080-U+009F,
+//! which JSON lets through but some terminals obey) escaped too: a line read on a
+//! terminal cannot drive it.
 
 use super::text::bucket_bounds;
 use super::value::{AggValue, Value};
@@ -28,7 +31,7 @@ pub fn value(v: &Value) -> J {
         }
         Value::Str(s) => json!(String::from_utf8_lossy(s)),
         Value::Func(s) => json!(s),
-        Value::Go(g) => json!(g.render(super::gofmt::Form::V)),
+        Value::Go(g) => json!(g.render(super::gofmt::Form::V, super::quote::Strings::Exact)),
         Value::Interface { tab: 0, .. } => J::Null,
         Value::Stack { pcs, frames } => json!(if frames.is_empty() {
             pcs.iter().map(|p| format!("{p:#x}")).collect::<Vec<_>>()
@@ -87,10 +90,39 @@ pub fn map(dump: &MapDump) -> J {
     object
 }
 
+/// serde_json's compact output, with `\u007f` and `\u0080`-`\u009f` escaped too.
+struct Escaping;
+
+impl serde_json::ser::Formatter for Escaping {
+    fn write_string_fragment<W: ?Sized + std::io::Write>(&mut self, w: &mut W, fragment: &str) -> std::io::Result<()> {
+        let mut start = 0;
+        for (i, c) in fragment.char_indices() {
+            if c == '\u{7f}' || ('\u{80}'..='\u{9f}').contains(&c) {
+                w.write_all(fragment[start..i].as_bytes())?;
+                write!(w, "\\u{:04x}", c as u32)?;
+                start = i + c.len_utf8();
+            }
+        }
+        w.write_all(fragment[start..].as_bytes())
+    }
+}
+
+/// One JSON line.
+pub fn line(value: &J) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut ser = serde_json::Serializer::with_formatter(&mut out, Escaping);
+    // Writing a `Value` into a Vec cannot fail.
+    let _ = serde::Serialize::serialize(value, &mut ser);
+    out.push(b'\n');
+    out
+}
+
 impl Sink for JsonSink {
     fn event(&mut self, event: &Event) -> Result<(), OutputError> {
         let line = match event {
-            Event::Printf { format, values } => json!({"type": "printf", "text": super::text::printf(format, values)}),
+            Event::Printf { format, values } => {
+                json!({"type": "printf", "text": super::text::printf_exact(format, values)})
+            }
             Event::Print { labels, values } => {
                 if labels.iter().any(|l| l.is_some()) {
                     let named: serde_json::Map<String, J> = labels
@@ -106,10 +138,10 @@ impl Sink for JsonSink {
             }
             _ => return Ok(()),
         };
-        write_out(&mut self.out, format!("{line}\n").as_bytes())
+        write_out(&mut self.out, &self::line(&line))
     }
     fn map(&mut self, dump: &MapDump) -> Result<(), OutputError> {
-        write_out(&mut self.out, format!("{}\n", map(dump)).as_bytes())
+        write_out(&mut self.out, &line(&map(dump)))
     }
     fn stats(&mut self, stats: &super::stats::Stats) -> Result<(), OutputError> {
         let mut object = serde_json::to_value(stats).unwrap_or(J::Null);
@@ -117,9 +149,23 @@ impl Sink for JsonSink {
             fields.insert("type".into(), json!("stats"));
             fields.insert("lost".into(), json!(stats.lost_line()));
         }
-        write_out(&mut self.out, format!("{object}\n").as_bytes())
+        write_out(&mut self.out, &line(&object))
     }
     fn flush(&mut self) -> Result<(), OutputError> {
         write_out(&mut self.out, b"")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_escape_what_json_lets_through() {
+        let text = "a\u{1b}[2J\n\u{7f}\u{9b}1m\u{a0}é\"";
+        let l = String::from_utf8(line(&json!({"text": text}))).unwrap();
+        assert_eq!(l, "{\"text\":\"a\\u001b[2J\\n\\u007f\\u009b1m\u{a0}é\\\"\"}\n");
+        let back: J = serde_json::from_str(&l).unwrap();
+        assert_eq!(back["text"], text);
     }
 }

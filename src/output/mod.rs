@@ -42,7 +42,7 @@ pub struct MapEntry {
 
 impl MapEntry {
     pub fn keys_text(&self) -> String {
-        self.keys.iter().map(text::in_line).collect::<Vec<_>>().join(", ")
+        self.keys.iter().map(text::shown).collect::<Vec<_>>().join(", ")
     }
 }
 

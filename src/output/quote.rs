@@ -4,11 +4,29 @@
 //! `\UNNNNNNNN`. Printable is Go's `unicode.IsPrint`: a letter, mark, number,
 //! punctuation or symbol, or the ASCII space.
 //!
-//! The same escapes, without the quotes and without escaping `"`, keep a map key or a
-//! stored string on one line (`@paths[/a\nb]`), so that no byte a traced program sends can
-//! break a line of output or reach the terminal as a control sequence.
+//! The same escapes, without the quotes and without escaping `"`, are how text output
+//! prints every string a traced program gives (`@paths[/a\nb]`), so that no byte it sends
+//! can break a line of output or reach the terminal as a control sequence.
 
 use unicode_general_category::{get_general_category, GeneralCategory as C};
+
+/// How text output writes a string the traced program gave: escaped where it reaches a
+/// terminal (text output), exact where a format of its own encodes it (JSON, metric
+/// labels), bytes that are not UTF-8 as U+FFFD there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Strings {
+    Escaped,
+    Exact,
+}
+
+impl Strings {
+    pub fn write(self, bytes: &[u8]) -> String {
+        match self {
+            Strings::Escaped => escape(bytes),
+            Strings::Exact => String::from_utf8_lossy(bytes).into_owned(),
+        }
+    }
+}
 
 /// `bytes` as Go's `strconv.Quote` writes it, quotes included.
 pub fn quote(bytes: &[u8]) -> String {

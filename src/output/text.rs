@@ -1,7 +1,11 @@
 //! Human-readable rendering in bpftrace's familiar shapes: values, durations with units,
-//! printf, maps and histograms.
+//! printf, maps and histograms. What the traced program gave (its strings, an error's
+//! message, a `%c` character) is escaped as `quote::escape` does wherever text output
+//! prints it, so that no byte of it can move the cursor, set the terminal's title or
+//! start a line that looks like gtrace's own; the script's own text is printed as it is.
 
 use super::gofmt::ERROR_TYPES;
+use super::quote::Strings;
 use super::value::{AggValue, Value};
 use super::MapDump;
 use crate::plan::{lhist_buckets, Agg};
@@ -34,7 +38,18 @@ pub fn duration(ns: i64) -> String {
     format!("{}{s}{unit}", if neg { "-" } else { "" })
 }
 
+/// A value as text output shows it: its strings escaped.
+pub fn shown(v: &Value) -> String {
+    value_in(v, Strings::Escaped)
+}
+
+/// A value with its strings exact, for formats that encode them their own way (JSON's
+/// numbers and texts, metric labels): never for the terminal.
 pub fn value(v: &Value) -> String {
+    value_in(v, Strings::Exact)
+}
+
+fn value_in(v: &Value, strings: Strings) -> String {
     match v {
         Value::Int(i) => i.to_string(),
         Value::Uint(u) => u.to_string(),
@@ -42,9 +57,9 @@ pub fn value(v: &Value) -> String {
         Value::Float { bits, size } => super::float::format(*bits, *size, super::float::Spec::v()),
         Value::Duration(d) => duration(*d),
         Value::Pointer(p) => format!("{p:#x}"),
-        Value::Str(s) => String::from_utf8_lossy(s).into_owned(),
+        Value::Str(s) => strings.write(s),
         Value::Func(f) => f.clone(),
-        Value::Go(v) => v.render(super::gofmt::Form::V),
+        Value::Go(v) => v.render(super::gofmt::Form::V, strings),
         Value::Interface { tab: 0, .. } => "nil".into(),
         Value::Interface { tab, data, word, text, type_name } => {
             interface(*tab, *data, *word, text, type_name.as_deref())
@@ -63,11 +78,11 @@ pub fn value(v: &Value) -> String {
 /// An interface as `TYPE(VALUE)`: the value for strings, integers, bools and the common
 /// error types (their message); the data pointer otherwise. Without the type's name (a
 /// stripped or PIE binary), the descriptor and data addresses.
-fn interface(tab: u64, data: u64, word: u64, text: &str, type_name: Option<&str>) -> String {
+fn interface(tab: u64, data: u64, word: u64, text: &[u8], type_name: Option<&str>) -> String {
     let Some(name) = type_name else { return format!("(type {tab:#x})({data:#x})") };
     let value = match name {
-        "string" => super::quote::quote(text.as_bytes()),
-        t if ERROR_TYPES.contains(&t) => super::quote::quote(text.as_bytes()),
+        "string" => super::quote::quote(text),
+        t if ERROR_TYPES.contains(&t) => super::quote::quote(text),
         // Integers, bools and floats as Go's fmt prints them.
         t => super::gofmt::basic(t, word, false).unwrap_or_else(|| format!("{data:#x}")),
     };
@@ -80,8 +95,8 @@ pub fn labelled(labels: &[Option<String>], values: &[Value]) -> String {
         .iter()
         .enumerate()
         .map(|(i, v)| match labels.get(i).and_then(|l| l.as_ref()) {
-            Some(l) => format!("{l}={}", value(v)),
-            None => value(v),
+            Some(l) => format!("{l}={}", shown(v)),
+            None => shown(v),
         })
         .collect::<Vec<_>>()
         .join(" ")
@@ -96,8 +111,18 @@ fn as_i128(v: &Value) -> i128 {
     }
 }
 
-/// Renders a printf format with its values (the checker has matched verbs to values).
+/// Renders a printf format with its values (the checker has matched verbs to values),
+/// for the terminal: the values' strings escaped.
 pub fn printf(fmt: &str, values: &[Value]) -> String {
+    printf_with(fmt, values, Strings::Escaped)
+}
+
+/// The same with the values' strings exact, for JSON's `text`.
+pub fn printf_exact(fmt: &str, values: &[Value]) -> String {
+    printf_with(fmt, values, Strings::Exact)
+}
+
+fn printf_with(fmt: &str, values: &[Value], strings: Strings) -> String {
     let Ok(pieces) = format::parse(fmt) else { return fmt.to_string() };
     let mut out = String::new();
     let mut values = values.iter();
@@ -107,13 +132,16 @@ pub fn printf(fmt: &str, values: &[Value]) -> String {
             Piece::Verb(v) => {
                 let Some(val) = values.next() else { break };
                 let s = match (v.verb, val) {
-                    ('v', Value::Go(g)) => g.render(if v.flags.contains('#') {
-                        super::gofmt::Form::Sharp
-                    } else if v.flags.contains('+') {
-                        super::gofmt::Form::Plus
-                    } else {
-                        super::gofmt::Form::V
-                    }),
+                    ('v', Value::Go(g)) => g.render(
+                        if v.flags.contains('#') {
+                            super::gofmt::Form::Sharp
+                        } else if v.flags.contains('+') {
+                            super::gofmt::Form::Plus
+                        } else {
+                            super::gofmt::Form::V
+                        },
+                        strings,
+                    ),
                     // %#v of a string is Go syntax: quoted.
                     ('v', Value::Str(s)) if v.flags.contains('#') => super::quote::quote(s),
                     ('v' | 'g' | 'G' | 'e' | 'E' | 'f' | 'F', Value::Float { bits, size }) => {
@@ -132,17 +160,19 @@ pub fn printf(fmt: &str, values: &[Value]) -> String {
                     ('x', _) => format!("{:x}", as_i128(val) as u64),
                     ('X', _) => format!("{:X}", as_i128(val) as u64),
                     ('o', _) => format!("{:o}", as_i128(val) as u64),
-                    ('c', _) => char::from_u32(as_i128(val) as u32).map(String::from).unwrap_or_default(),
+                    ('c', _) => char::from_u32(as_i128(val) as u32)
+                        .map(|c| strings.write(c.to_string().as_bytes()))
+                        .unwrap_or_default(),
                     ('q', Value::Str(s)) => super::quote::quote(s),
                     // An error with %s prints its message, as Go's fmt does.
                     ('s', Value::Interface { tab: 0, .. }) => "<nil>".to_string(),
                     ('s', Value::Interface { text, type_name: Some(t), .. })
                         if ERROR_TYPES.contains(&t.as_str()) || t == "string" =>
                     {
-                        text.clone()
+                        strings.write(text)
                     }
                     ('p', _) => format!("{:#x}", as_i128(val) as u64),
-                    _ => value(val),
+                    _ => value_in(val, strings),
                 };
                 out.push_str(&format::pad(&v, s));
             }
@@ -219,15 +249,6 @@ fn histogram(agg: Agg, buckets: &[u64], durations: bool, out: &mut String) {
     }
 }
 
-/// A value inside a line of a map: a string with Go's escapes (see `quote`), so that a
-/// newline, ESC or NUL in it cannot break the line or reach the terminal.
-pub fn in_line(v: &Value) -> String {
-    match v {
-        Value::Str(s) => super::quote::escape(s),
-        v => value(v),
-    }
-}
-
 pub fn map(dump: &MapDump) -> String {
     let mut out = String::new();
     let mut entries: Vec<_> = dump.entries.iter().collect();
@@ -243,7 +264,7 @@ pub fn map(dump: &MapDump) -> String {
             }
             (v, _) => out.push_str(&format!(
                 "{head}: {}{partial}\n",
-                e.plain.as_ref().map(in_line).unwrap_or_else(|| agg_scalar(v, dump.durations))
+                e.plain.as_ref().map(shown).unwrap_or_else(|| agg_scalar(v, dump.durations))
             )),
         }
     }
@@ -284,6 +305,26 @@ mod tests {
         let all = Agg::Lhist { lo: -i64::MAX, hi: i64::MAX, step: 1 << 62 };
         assert_eq!(bucket_bounds(all, 3), (Some(1), Some((1 << 62) + 1)));
         assert_eq!(bucket_bounds(all, 4), (Some((1 << 62) + 1), Some(i64::MAX)));
+    }
+
+    #[test]
+    fn traced_strings_are_escaped_and_the_format_is_not() {
+        let evil = b"\x1b]0;pwned\x07\x1b[2J\nAttached 9 probes\r\xff".to_vec();
+        let want = r"\x1b]0;pwned\a\x1b[2J\nAttached 9 probes\r\xff";
+        let text = printf("path=%s|%-3v|%c\n", &[Value::Str(evil.clone()), Value::Str(b"\t".to_vec()), Value::Int(27)]);
+        assert_eq!(text, format!("path={want}|\\t |\\x1b\n"));
+        assert_eq!(labelled(&[Some("p".into())], &[Value::Str(evil.clone())]), format!("p={want}"));
+        let error = Value::Interface {
+            tab: 1,
+            data: 2,
+            word: 0,
+            text: b"bad\x1b[31m\xff".to_vec(),
+            type_name: Some("*errors.errorString".into()),
+        };
+        assert_eq!(printf("%s", &[error]), r"bad\x1b[31m\xff");
+        // JSON encodes the exact bytes its own way.
+        assert_eq!(printf_exact("%s\n", &[Value::Str(b"a\nb".to_vec())]), "a\nb\n");
+        assert_eq!(value(&Value::Str(b"a\x1b".to_vec())), "a\u{1b}");
     }
 
     #[test]

@@ -26,7 +26,7 @@ pub enum Value {
         tab: u64,
         data: u64,
         word: u64,
-        text: String,
+        text: Vec<u8>,
         type_name: Option<String>,
     },
     /// A whole Go value, as a probe copied it.
@@ -65,8 +65,8 @@ pub fn decode(bytes: &[u8], field: &Field, plan: &Plan) -> Value {
             data: u64_at(bytes, at + 8),
             word: u64_at(bytes, at + 16),
             text: match decode(bytes, &Field { offset: field.offset + 24, ty: ValueType::Str { max: 64 } }, plan) {
-                Value::Str(s) => String::from_utf8_lossy(&s).into_owned(),
-                _ => String::new(),
+                Value::Str(s) => s,
+                _ => Vec::new(),
             },
             type_name: None,
         },

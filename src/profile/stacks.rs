@@ -167,7 +167,7 @@ fn label(key: &str, v: &Value) -> Label {
         Value::Int(i) => LabelValue::Num { value: *i, unit: "count" },
         Value::Uint(u) => LabelValue::Num { value: *u as i64, unit: "count" },
         Value::Duration(d) => LabelValue::Num { value: *d, unit: "nanoseconds" },
-        v => LabelValue::Str(text::in_line(v)),
+        v => LabelValue::Str(text::shown(v)),
     };
     Label { key: key.to_string(), value }
 }

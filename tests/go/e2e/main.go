@@ -4,6 +4,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -45,9 +46,24 @@ func grow(n int) int {
 func label(s string) int { return len(s) }
 
 // words holds what a string a program passes around may hold: line breaks, terminal
-// escapes, NUL, bytes that are not UTF-8, quotes and backslashes, non-ASCII text.
+// escapes, NUL, bytes that are not UTF-8, quotes and backslashes, non-ASCII text; and
+// what an HTTP client could put in a path to take over a terminal: set its title, clear
+// it, return the cursor and write a line that looks like gtrace's own.
 var words = []string{"plain", "two\nlines", "\x1b[31mred\x1b[0m", "nul\x00byte", "bad\xffutf8",
-	"tab\there", "quote\"and\\back", "héllo 世界", "zero\u200bwidth", "bell\a"}
+	"tab\there", "quote\"and\\back", "héllo 世界", "zero\u200bwidth", "bell\a",
+	"\x1b]0;owned\x07title", "\x1b[2J\x1b[Hclear", "x\r\nAttached 99 probes\n", "del\x7f\x9b1m\u009b2J"}
+
+// Tag is a struct with a string field, printed whole.
+type Tag struct {
+	Name string
+	N    int
+}
+
+//go:noinline
+func tag(t Tag) int { return len(t.Name) + t.N }
+
+//go:noinline
+func fail(err error) bool { return err != nil }
 
 //go:noinline
 func other1() int { return 1 }
@@ -115,8 +131,10 @@ func main() {
 		fmt.Println("woke")
 	case "strings":
 		for i := 0; i < n; i++ {
-			for _, w := range words {
+			for j, w := range words {
 				label(w)
+				tag(Tag{Name: w, N: j})
+				fail(errors.New(w))
 			}
 		}
 		for _, w := range words {
