@@ -1,6 +1,8 @@
 //! Reading the files a user names: the traced executable, scripts, libraries, plans.
 //! Only regular files are read, and never more than a cap, so that a directory, a FIFO
 //! or `/dev/zero` is a clear error at once rather than a hang or memory without bound.
+//! The kind and the size a file claims are checked before a byte is read: a sparse
+//! 50 GB file is refused at once, not after reading the cap.
 //! Script text must be UTF-8; where it is not, the error points at the first bad byte.
 
 use crate::diag::{Diagnostic, Sources};
@@ -17,7 +19,7 @@ pub const MAX_TEXT: u64 = 64 << 20;
 pub enum InputError {
     #[error("{} is {kind}, not a file", path.display())]
     NotAFile { path: PathBuf, kind: &'static str },
-    #[error("{} is larger than {max} bytes", path.display())]
+    #[error("{} is larger than gtrace reads ({})", path.display(), size_words(*max))]
     TooLarge { path: PathBuf, max: u64 },
     #[error("cannot read {}", path.display())]
     Io {
@@ -56,13 +58,42 @@ pub fn kind_of(meta: &std::fs::Metadata) -> &'static str {
     }
 }
 
-/// The bytes of the regular file `path` (symbolic links followed), at most `max` of them.
-/// The type is checked before the file is opened: opening a FIFO would wait for a writer.
-pub fn read_file(path: &Path, max: u64) -> Result<Vec<u8>, InputError> {
-    let io = |source| InputError::Io { path: path.to_path_buf(), source };
-    let meta = std::fs::metadata(path).map_err(io)?;
+/// `4 GiB`, `64 MiB`, or the bytes.
+fn size_words(n: u64) -> String {
+    match n {
+        _ if n >= 1 << 30 && n % (1 << 30) == 0 => format!("{} GiB", n >> 30),
+        _ if n >= 1 << 20 && n % (1 << 20) == 0 => format!("{} MiB", n >> 20),
+        _ => format!("{n} bytes"),
+    }
+}
+
+/// The metadata of `path` when it is a regular file (symbolic links followed); checked
+/// before the file is opened: opening a FIFO would wait for a writer.
+fn regular(path: &Path) -> Result<std::fs::Metadata, InputError> {
+    let meta = std::fs::metadata(path).map_err(|source| InputError::Io { path: path.to_path_buf(), source })?;
     if !meta.is_file() {
         return Err(InputError::NotAFile { path: path.to_path_buf(), kind: kind_of(&meta) });
+    }
+    Ok(meta)
+}
+
+/// The first `n` bytes of the regular file `path` (all of it when shorter): enough to
+/// tell what a file is before reading it whole.
+pub fn read_head(path: &Path, n: u64) -> Result<Vec<u8>, InputError> {
+    let io = |source| InputError::Io { path: path.to_path_buf(), source };
+    regular(path)?;
+    let mut head = Vec::new();
+    std::fs::File::open(path).map_err(io)?.take(n).read_to_end(&mut head).map_err(io)?;
+    Ok(head)
+}
+
+/// The bytes of the regular file `path` (symbolic links followed), at most `max` of them:
+/// a file whose size is larger is refused before it is opened.
+pub fn read_file(path: &Path, max: u64) -> Result<Vec<u8>, InputError> {
+    let io = |source| InputError::Io { path: path.to_path_buf(), source };
+    let meta = regular(path)?;
+    if meta.len() > max {
+        return Err(InputError::TooLarge { path: path.to_path_buf(), max });
     }
     let file = std::fs::File::open(path).map_err(io)?;
     let mut data = Vec::with_capacity(usize::try_from(meta.len().min(max)).unwrap_or(0));
@@ -131,6 +162,8 @@ mod tests {
         std::fs::write(&file, vec![b'x'; 100]).unwrap();
         assert_eq!(read_file(&file, 100).unwrap().len(), 100);
         assert!(matches!(read_file(&file, 99), Err(InputError::TooLarge { max: 99, .. })));
+        assert_eq!(read_head(&file, 4).unwrap(), b"xxxx");
+        assert_eq!(read_head(&file, 1000).unwrap().len(), 100);
         std::fs::remove_file(&file).unwrap();
         // A /proc file says it has 0 bytes and has more.
         assert!(!read_file(Path::new("/proc/self/status"), MAX_TEXT).unwrap().is_empty());

@@ -113,6 +113,59 @@ fn files_that_are_not_files_are_refused_at_once() {
     }
 }
 
+/// A sparse file of `size` bytes that starts with `head`: it takes no room on the disk.
+fn sparse(name: &str, head: &[u8], size: u64) -> PathBuf {
+    let path = scratch(name);
+    std::fs::write(&path, head).unwrap();
+    std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(size).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+#[test]
+fn huge_files_are_refused_by_size_and_kind_before_reading() {
+    let bin = support::go_build("e2e", &[]);
+    let gt = env!("CARGO_BIN_EXE_gtrace");
+    let b = bin.to_str().unwrap();
+    let size = 50 << 30;
+    let zeros = sparse("zeros", b"", size);
+    let elf = sparse("elf", b"\x7fELF\x02\x01\x01", size);
+    let script = sparse("huge.gt", b"on begin { }\n", size);
+    let plan = sparse("plan.json", b"{", size);
+    let (zeros, elf, script, plan) =
+        (zeros.to_str().unwrap(), elf.to_str().unwrap(), script.to_str().unwrap(), plan.to_str().unwrap());
+    for (args, says) in [
+        (vec!["-e", "on begin { }", "--check", "-b", zeros], format!("{zeros} is not an ELF executable")),
+        (vec!["-e", "on begin { }", "--check", "-b", elf], format!("{elf} is larger than gtrace reads (4 GiB)")),
+        (vec!["-e", "on begin { }", "--check", "-c", elf], format!("{elf} is larger than gtrace reads (4 GiB)")),
+        (vec!["-e", "on begin { }", "-l", "main.*", "-b", zeros], format!("{zeros} is not an ELF executable")),
+        (vec![script, "--check", "-b", b], format!("{script} is larger than gtrace reads (64 MiB)")),
+        (vec!["run", plan, "-p", "1"], format!("{plan} is larger than gtrace reads")),
+    ] {
+        // With at most 1 GiB of address space: reading the 4 GiB cap, as gtrace did, fails.
+        let quoted: Vec<String> = args.iter().map(|a| format!("'{a}'")).collect();
+        let line = format!("ulimit -v 1048576 && exec '{gt}' {}", quoted.join(" "));
+        let mut child = Command::new("sh")
+            .args(["-c", &line])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut err = String::new();
+        child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+        let code = wait_bounded(&mut child, &line);
+        let r = support::Run { stdout: String::new(), stderr: err, code };
+        assert_no_panic(&r);
+        assert!(r.code == 1 || r.code == 2, "{args:?}: exit {}: {}", r.code, r.stderr);
+        assert!(r.stderr.contains(&says), "{args:?}: wanted `{says}` in:\n{}", r.stderr);
+    }
+    for f in [zeros, elf, script, plan] {
+        std::fs::remove_file(f).unwrap();
+    }
+}
+
 /// The pid of gtrace's child (the -c command), once it has one.
 fn child_of(pid: u32) -> Option<u32> {
     for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {

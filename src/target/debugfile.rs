@@ -47,7 +47,7 @@ pub(crate) fn find(
             None => return Ok(None),
         },
     };
-    let data = crate::input::read_file(&candidate, crate::input::MAX_BINARY)?;
+    let data = elf::read_file(&candidate)?;
     let theirs = elf::read_build_ids(&candidate, &data)?;
     if ids.same_build(&theirs) != Some(true) {
         return Err(TargetError::DebugMismatch {

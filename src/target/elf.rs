@@ -109,6 +109,17 @@ fn go_build_id_note(note: &[u8]) -> Option<String> {
 
 type Elf<'d> = ElfFile64<'d, Endianness>;
 
+/// The bytes of an executable or a debug file, its kind, size and first bytes (ELF's
+/// magic, or a script's `#!` for `parse` to name) checked before the rest is read: a
+/// huge file that is no ELF costs four bytes, one larger than gtrace reads nothing.
+pub(crate) fn read_file(path: &Path) -> Result<Vec<u8>, TargetError> {
+    let head = crate::input::read_head(path, 4)?;
+    if !head.starts_with(b"\x7fELF") && !head.starts_with(b"#!") {
+        return Err(TargetError::NotElf { path: path.to_path_buf() });
+    }
+    Ok(crate::input::read_file(path, crate::input::MAX_BINARY)?)
+}
+
 /// Parses `data` as an ELF64 little- or big-endian file; a script (`#!`) is `Script`, a
 /// file cut short of what its headers describe is `Truncated`, any other content is
 /// `NotElf`, and an ELF32 file is `WrongArch`.

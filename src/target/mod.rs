@@ -236,7 +236,7 @@ impl Target {
     /// `open`, with DWARF from a debug file when `debug` names one or finds one by the
     /// binary's build id.
     pub fn open_with(path: &Path, debug: &DebugSearch) -> Result<Target, TargetError> {
-        let data = crate::input::read_file(path, crate::input::MAX_BINARY)?;
+        let data = elf::read_file(path)?;
         let facts = elf::read(path, &data)?;
         let own_dwarf = elf::section(path, &data, ".debug_info")?.is_some();
         let debug_file = debugfile::find(path, &facts.build_ids, own_dwarf, debug)?;
