@@ -274,24 +274,39 @@ pub enum Emit {
     Elf,
 }
 
-/// `250ns`, `5us`, `3ms`, `2s`, `1m`, `1h`; a bare number is seconds.
+/// `250ns`, `5us`, `3ms`, `2s`, `1m`, `1h`; a bare number is seconds. Read exactly (in
+/// integers, not through a float that rounds), so that the largest duration the message
+/// names is one that parses.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let split = s.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
-    let n: f64 = num.parse().map_err(|_| format!("`{s}` is not a duration (try 30s, 500ms, 2m)"))?;
-    let scale = match unit {
-        "ns" => 1e-9,
-        "us" | "µs" => 1e-6,
-        "ms" => 1e-3,
-        "" | "s" => 1.0,
-        "m" => 60.0,
-        "h" => 3600.0,
+    let not_one = || format!("`{s}` is not a duration (try 30s, 500ms, 2m)");
+    let unit_ns: u128 = match unit {
+        "ns" => 1,
+        "us" | "µs" => 1_000,
+        "ms" => 1_000_000,
+        "" | "s" => 1_000_000_000,
+        "m" => 60_000_000_000,
+        "h" => 3_600_000_000_000,
+        _ if num.is_empty() => return Err(not_one()),
         _ => return Err(format!("unknown unit `{unit}` in `{s}` (use ns, us, ms, s, m or h)")),
     };
-    Duration::try_from_secs_f64(n * scale).map_err(|_| {
-        format!("`{s}` is too long: a duration holds at most {} seconds (about 584 billion years)", u64::MAX)
-    })
+    let (whole, frac) = num.split_once('.').unwrap_or((num, ""));
+    if (whole.is_empty() && frac.is_empty()) || frac.contains('.') {
+        return Err(not_one());
+    }
+    let too_long =
+        || format!("`{s}` is too long: a duration holds at most {} seconds (about 584 billion years)", u64::MAX);
+    // Digits only: parsing fails only past u128, which is too long.
+    let whole: u128 = if whole.is_empty() { 0 } else { whole.parse().map_err(|_| too_long())? };
+    // Digits of a fraction past the 20th are below a nanosecond of any unit.
+    let frac = &frac[..frac.len().min(20)];
+    let frac_ns =
+        if frac.is_empty() { 0 } else { frac.parse::<u128>().unwrap_or(0) * unit_ns / 10u128.pow(frac.len() as u32) };
+    let ns = whole.checked_mul(unit_ns).and_then(|n| n.checked_add(frac_ns)).ok_or_else(too_long)?;
+    let secs = u64::try_from(ns / 1_000_000_000).map_err(|_| too_long())?;
+    Ok(Duration::new(secs, (ns % 1_000_000_000) as u32))
 }
 
 #[cfg(test)]
@@ -327,6 +342,22 @@ mod tests {
         assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
         assert!(parse_duration("3 parsecs").is_err());
         assert!(parse_duration("99999999999999999999s").unwrap_err().contains("too long"));
+        assert_eq!(parse_duration("1.5ms"), Ok(Duration::from_micros(1500)));
+        assert_eq!(parse_duration(".25s"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("0.1"), Ok(Duration::from_millis(100)));
+        assert_eq!(parse_duration("1.000000000000000000000001h"), Ok(Duration::from_secs(3600)));
+        for bad in [".", "", "s", "1.2.3s", "-1s", "1e400s"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+        // The largest duration the message names parses; one more second does not, and
+        // the message says the same bound.
+        let max = format!("{}s", u64::MAX);
+        assert_eq!(parse_duration(&max), Ok(Duration::new(u64::MAX, 0)));
+        let e = parse_duration(&format!("{}s", u128::from(u64::MAX) + 1)).unwrap_err();
+        assert!(e.contains(&format!("at most {} seconds", u64::MAX)), "{e}");
+        let e = parse_duration("307445734561825861m").unwrap_err(); // 60 × that is past u64::MAX seconds
+        assert!(e.contains("too long"), "{e}");
+        assert_eq!(parse_duration("307445734561825860m"), Ok(Duration::from_secs(307445734561825860 * 60)));
         assert!(parse_duration("99999999999999999999h").unwrap_err().contains("too long"));
         assert!(parse_duration(&"9".repeat(400)).is_err());
     }

@@ -242,19 +242,36 @@ pub fn render_system(cause: &str, hint: Option<&str>) -> String {
     s
 }
 
+/// Text the user wrote, echoed in a message or a hint: as it is up to 64 characters, its
+/// first 40 and last 16 around `…` when longer. The source line under the message shows
+/// it whole; a name of 300 characters is not printed three times.
+pub fn echoed(text: &str) -> String {
+    let n = text.chars().count();
+    if n <= 64 {
+        return text.to_string();
+    }
+    let head: String = text.chars().take(40).collect();
+    let tail: String = text.chars().skip(n - 16).collect();
+    format!("{head}…{tail}")
+}
+
 /// The closest names to `wanted` among `candidates`, best first, for "did you mean" hints.
 /// A candidate is close when at most about half of it must change, or when one name holds
-/// the other. Each distance is computed only up to that bound, so a long name costs its
-/// length times the bound, not the product of every pair of lengths.
+/// the other (a candidate held in `wanted` must be at least half of it: the empty name,
+/// or `a`, is held in every name). Each distance is computed only up to that bound, so a
+/// long name costs its length times the bound, not the product of every pair of lengths.
 pub fn closest<'a>(wanted: &str, candidates: impl IntoIterator<Item = &'a str>, n: usize) -> Vec<&'a str> {
     let wanted_chars: Vec<char> = wanted.chars().collect();
     let mut scored: Vec<(usize, &str)> = candidates
         .into_iter()
+        .filter(|c| !c.is_empty())
         .filter_map(|c| {
             let bound = wanted.len().max(c.len()) / 2 + 1;
+            let holds =
+                (c.contains(wanted) && !wanted.is_empty()) || (wanted.contains(c) && 2 * c.len() >= wanted.len());
             match edit_distance_within(&wanted_chars, c, bound) {
                 Some(d) => Some((d, c)),
-                None if c.contains(wanted) || wanted.contains(c) => Some((wanted.len().abs_diff(c.len()), c)),
+                None if holds => Some((wanted.len().abs_diff(c.len()), c)),
                 None => None,
             }
         })
@@ -316,6 +333,24 @@ mod tests {
     fn closest_prefers_small_edits() {
         assert_eq!(closest("reqq", ["resp", "req", "ctx"], 1), vec!["req"]);
         assert!(!closest("reqq", ["resp", "req", "ctx"], 3).contains(&"ctx"));
+    }
+
+    #[test]
+    fn closest_ignores_names_held_in_any_name() {
+        let long = format!("main.{}", "A".repeat(300));
+        assert_eq!(closest(&long, ["", "a", "A", "main"], 3), Vec::<&str>::new());
+        assert_eq!(closest(&long[5..], ["", ".", "_rt0_amd64"], 3), Vec::<&str>::new());
+        // A name that holds the wanted one, or one that is most of it, still comes.
+        assert_eq!(closest("serve", ["net/http.(*conn).serve", "x"], 3), vec!["net/http.(*conn).serve"]);
+        assert_eq!(closest("main.handleRequestNow", ["main.handleRequest"], 3), vec!["main.handleRequest"]);
+    }
+
+    #[test]
+    fn long_echoes_are_cut_in_the_middle() {
+        assert_eq!(echoed("main.doWork"), "main.doWork");
+        let long = format!("main.{}x", "A".repeat(300));
+        assert_eq!(echoed(&long), format!("main.{}…{}x", "A".repeat(35), "A".repeat(15)));
+        assert_eq!(echoed(&"é".repeat(65)).chars().count(), 57);
     }
 
     #[test]

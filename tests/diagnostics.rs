@@ -44,6 +44,9 @@ diagnostic!(condition_not_a_bool, "on entry main.greet { if n { @n = count() } }
 diagnostic!(map_used_two_ways, "on entry main.greet { @m = count() } on entry main.handle { @m = sum(r.Size) }");
 diagnostic!(printf_arity, r#"on entry main.greet { printf("%s %d\n", name) }"#);
 diagnostic!(printf_verb, r#"on entry main.greet { printf("%d\n", name) }"#);
+diagnostic!(a_long_unknown_function_is_echoed_once, &format!("on entry main.{} {{ }}", "A".repeat(300)));
+diagnostic!(a_long_name_without_a_package_is_echoed_once, &format!("on entry {} {{ }}", "A".repeat(300)));
+diagnostic!(a_long_unknown_call_is_echoed_once, &format!("on entry main.greet {{ print({}(name)) }}", "A".repeat(300)));
 diagnostic!(printf_width_past_the_bound, r#"on entry main.greet { printf("name=%999999999s\n", name) }"#);
 diagnostic!(printf_width_past_u64, r#"on entry main.greet { printf("%18446744073709551615d\n", len(name)) }"#);
 diagnostic!(

@@ -70,6 +70,18 @@ fn a_duration_too_long_is_an_error_not_a_panic() {
         assert_eq!(r.code, 2, "{d}: {}", r.stderr);
         assert!(r.stderr.contains("--duration"), "{}", r.stderr);
     }
+    // The largest duration the message names is one that parses.
+    let max = format!("{}s", u64::MAX);
+    let r = run(&["--duration", &max, "-e", "on begin { }", "--check", "-b", bin.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let past = format!("{}s", u128::from(u64::MAX) + 1);
+    let r = run(&["--duration", &past, "-e", "on begin { }", "--check", "-b", bin.to_str().unwrap()]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains(&format!("`{past}` is too long: a duration holds at most {} seconds", u64::MAX)),
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]

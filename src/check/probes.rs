@@ -220,7 +220,7 @@ fn only_inlined(pattern: &SymbolPattern, inlined: &[crate::target::InlinedSite])
 fn no_such_function(pattern: &SymbolPattern, target: &Target) -> Diagnostic {
     let mut d = Diagnostic::error(
         pattern.span,
-        format!("no function matches `{}` in {}", pattern.text, target.path().display()),
+        format!("no function matches `{}` in {}", crate::diag::echoed(&pattern.text), target.path().display()),
     )
     .label("no such function");
     let close = target.closest(&pattern.text, 3);

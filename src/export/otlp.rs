@@ -83,6 +83,13 @@ impl Drop for Pusher {
     }
 }
 
+/// `interval` from now; an interval past what a clock holds (`--otlp-interval` takes up to
+/// 2^64 seconds) is a push at exit only, in effect (136 years).
+fn later(interval: Duration) -> std::time::Instant {
+    let now = std::time::Instant::now();
+    now.checked_add(interval).unwrap_or(now + Duration::from_secs(1 << 32))
+}
+
 fn run(pushing: Pushing, source: Arc<Source>, lines: Receiver<Line>) {
     let agent: ureq::Agent =
         ureq::Agent::config_builder().timeout_global(Some(TIMEOUT)).http_status_as_error(true).build().into();
@@ -91,7 +98,7 @@ fn run(pushing: Pushing, source: Arc<Source>, lines: Receiver<Line>) {
     let resource = resource(&pushing.resource);
     let mut pending: Vec<Line> = Vec::new();
     let mut health = Health { url: base.clone(), failing: false };
-    let mut next = std::time::Instant::now() + pushing.interval;
+    let mut next = later(pushing.interval);
     loop {
         // Wait for the next push, gathering lines; a closed channel is the end.
         let last = loop {
@@ -102,7 +109,7 @@ fn run(pushing: Pushing, source: Arc<Source>, lines: Receiver<Line>) {
                 Err(RecvTimeoutError::Disconnected) => break true,
             }
         };
-        next = std::time::Instant::now() + pushing.interval;
+        next = later(pushing.interval);
         let metrics = source.collect().map(|f| metrics_request(&f, &resource, start, now_unix_nano()));
         let sent = match metrics {
             Ok(req) => post(&agent, &format!("{base}/v1/metrics"), req.encode_to_vec()),

@@ -334,7 +334,7 @@ impl Cx<'_> {
         } else if ["print", "printf", "exit", "delete", "clear"].contains(&func.name.as_str()) {
             format!("{}() is a statement, not a value", func.name)
         } else {
-            format!("unknown function `{}`", func.name)
+            format!("unknown function `{}`", crate::diag::echoed(&func.name))
         };
         self.err(Diagnostic::error(func.span, what).label("not a value here"));
         Ty::Void

@@ -251,13 +251,13 @@ impl Cx<'_> {
                         self.diags.push(
                             Diagnostic::error(span, "a bare function name cannot hold `*`")
                                 .label("wildcards need quotes")
-                                .hint(format!("quote it: `on \"{text}\" ...`")),
+                                .hint(format!("quote it: `on \"{}\" ...`", crate::diag::echoed(&text))),
                         );
                     } else if !text.contains('.') {
                         self.diags.push(
-                            Diagnostic::error(span, format!("`{text}` has no package"))
+                            Diagnostic::error(span, format!("`{}` has no package", crate::diag::echoed(&text)))
                                 .label("a function is named with its package")
-                                .hint(format!("write `main.{text}`, or quote a full name")),
+                                .hint(format!("write `main.{}`, or quote a full name", crate::diag::echoed(&text))),
                         );
                     }
                     out.push(SymbolPattern { text, quoted: false, span });
