@@ -164,6 +164,83 @@ pub fn is_alive(pid: u32) -> bool {
     ProcStat::read(pid).is_some_and(|s| s.state != 'Z' && s.state != 'X')
 }
 
+/// How a traced process ended, as far as gtrace can know it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// It exited with this code.
+    Exited(i32),
+    /// A signal ended it (SIGSEGV, SIGABRT, SIGKILL, ...).
+    Signaled(i32),
+}
+
+impl Ended {
+    /// From a status as `waitpid` writes it.
+    pub fn from_wait_status(status: i32) -> Option<Ended> {
+        if libc::WIFSIGNALED(status) {
+            Some(Ended::Signaled(libc::WTERMSIG(status)))
+        } else if libc::WIFEXITED(status) {
+            Some(Ended::Exited(libc::WEXITSTATUS(status)))
+        } else {
+            None
+        }
+    }
+}
+
+/// How a process that is not gtrace's child ended: its exit status as `waitpid` would
+/// give it, read from field 52 of /proc/PID/stat. Only a zombie still has it (its parent
+/// has not collected it yet); once collected, nothing says it, and this is None.
+pub fn ended_zombie(pid: u32) -> Option<Ended> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After `(COMM)`, field 3 (the state) comes first: field 52 is the 50th.
+    let mut rest = stat.get(stat.rfind(')')? + 1..)?.split_whitespace();
+    let state = rest.next()?;
+    if state != "Z" {
+        return None;
+    }
+    Ended::from_wait_status(rest.nth(48)?.parse().ok()?)
+}
+
+/// A signal's name (`SIGSEGV`) by its number on Linux (the same on amd64 and arm64).
+pub fn signal_name(signal: i32) -> String {
+    const NAMES: [&str; 31] = [
+        "SIGHUP",
+        "SIGINT",
+        "SIGQUIT",
+        "SIGILL",
+        "SIGTRAP",
+        "SIGABRT",
+        "SIGBUS",
+        "SIGFPE",
+        "SIGKILL",
+        "SIGUSR1",
+        "SIGSEGV",
+        "SIGUSR2",
+        "SIGPIPE",
+        "SIGALRM",
+        "SIGTERM",
+        "SIGSTKFLT",
+        "SIGCHLD",
+        "SIGCONT",
+        "SIGSTOP",
+        "SIGTSTP",
+        "SIGTTIN",
+        "SIGTTOU",
+        "SIGURG",
+        "SIGXCPU",
+        "SIGXFSZ",
+        "SIGVTALRM",
+        "SIGPROF",
+        "SIGWINCH",
+        "SIGIO",
+        "SIGPWR",
+        "SIGSYS",
+    ];
+    match usize::try_from(signal).ok().and_then(|n| NAMES.get(n.checked_sub(1)?)) {
+        Some(name) => (*name).to_string(),
+        None => format!("signal {signal}"),
+    }
+}
+
 /// A forked child blocked before `exec` until [`HeldChild::release`].
 #[derive(Debug)]
 pub struct HeldChild {
@@ -304,6 +381,11 @@ impl HeldChild {
         self.reap(libc::WNOHANG)
     }
 
+    /// How the child ended, if it has (reaping it).
+    pub fn ended(&mut self) -> Option<Ended> {
+        Ended::from_wait_status(self.try_wait()?.into_raw())
+    }
+
     /// Waits for the child to exit.
     pub fn wait(&mut self) -> Option<ExitStatus> {
         self.reap(0)
@@ -364,6 +446,29 @@ mod tests {
         assert_eq!(what("/etc/passwd"), "a regular file without execute permission");
         assert_eq!(what("/tmp/"), "a directory");
         assert_eq!(what("/dev/null"), "a character device");
+    }
+
+    #[test]
+    fn how_a_child_ended_and_a_zombie_ended() {
+        for (script, ended) in [("exit 3", Ended::Exited(3)), ("kill -SEGV $$", Ended::Signaled(libc::SIGSEGV))] {
+            let mut child = spawn_held(&["/bin/sh".into(), "-c".into(), script.into()]).unwrap();
+            child.release().unwrap();
+            // Not reaped yet: a zombie, whose status /proc still holds.
+            let pid = child.pid();
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while ended_zombie(pid).is_none() && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            assert_eq!(ended_zombie(pid), Some(ended), "{script}");
+            child.wait();
+            assert_eq!(child.ended(), Some(ended), "{script}");
+            assert_eq!(ended_zombie(pid), None, "{script}: reaped, gone");
+        }
+        assert_eq!(signal_name(libc::SIGSEGV), "SIGSEGV");
+        assert_eq!(signal_name(libc::SIGABRT), "SIGABRT");
+        assert_eq!(signal_name(libc::SIGSYS), "SIGSYS");
+        assert_eq!(signal_name(40), "signal 40");
+        assert_eq!(signal_name(0), "signal 0");
     }
 
     #[test]

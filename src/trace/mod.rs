@@ -60,18 +60,32 @@ fn written(r: Result<(), output::OutputError>) -> Result<(), Halt> {
 
 /// Loads, attaches, runs until a stop condition, and prints the maps. Returns the exit
 /// code: 0, also when the output's reader went away (`gtrace ... | head -1`: gtrace
-/// detaches and ends, printing nothing more).
+/// detaches and ends, printing nothing more); when the target died of a signal, said,
+/// and for a -c command 128 + the signal, as a shell does.
 pub fn run(bundle: &Bundle, target: &Target, process: Process, args: &TraceArgs) -> Result<i32, Failure> {
     check_host(bundle.plan.binary.arch)?;
+    let name = process.shown.file_name().unwrap_or(process.shown.as_os_str()).to_string_lossy().into_owned();
+    let command = process.command.is_some();
     match session(bundle, target, process, args) {
-        Ok(()) | Err(Halt::OutputClosed) => Ok(0),
+        Ok(Some(runtime::Ended::Signaled(signal))) => {
+            eprintln!("{name} ended by {}", runtime::signal_name(signal));
+            Ok(if command { 128 + signal } else { 0 })
+        }
+        Ok(_) | Err(Halt::OutputClosed) => Ok(0),
         Err(Halt::Failure(f)) => Err(f),
     }
 }
 
-/// The trace itself. Every way out detaches (`Loaded` is dropped) and kills a started
-/// command that still runs (`HeldChild` is dropped).
-fn session(bundle: &Bundle, target: &Target, process: Process, args: &TraceArgs) -> Result<(), Halt> {
+/// The trace itself, and how the traced process ended when it did and that can be known
+/// (a -c command's status; a -p process's only while it is a zombie). Every way out
+/// detaches (`Loaded` is dropped) and kills a started command that still runs
+/// (`HeldChild` is dropped).
+fn session(
+    bundle: &Bundle,
+    target: &Target,
+    process: Process,
+    args: &TraceArgs,
+) -> Result<Option<runtime::Ended>, Halt> {
     let stop = runtime::signals::install();
     let plan = &bundle.plan;
     // An address in use or a name that cannot be exported fails before anything loads.
@@ -127,6 +141,11 @@ fn session(bundle: &Bundle, target: &Target, process: Process, args: &TraceArgs)
         let until = (&process, child.as_mut(), args, stop, &export);
         run_until_stopped(&mut loaded, plan, &mut symbols, sink.as_mut(), until, &mut costs)?;
     }
+    // Before gtrace kills a command still running: only its own end is the target's.
+    let ended = match child.as_mut() {
+        Some(c) => c.ended(),
+        None => process.pid.filter(|pid| !runtime::is_alive(*pid)).and_then(runtime::ended_zombie),
+    };
     // Events already in the ring buffer belong to the run.
     drain(&mut loaded, plan, &costs.meter.detached, &mut symbols, sink.as_mut(), Duration::ZERO)?;
     loaded.run_end();
@@ -145,7 +164,8 @@ fn session(bundle: &Bundle, target: &Target, process: Process, args: &TraceArgs)
             c.kill();
         }
     }
-    written(sink.flush())
+    written(sink.flush())?;
+    Ok(ended)
 }
 
 /// A PIE's package variables need each process's load bias: the entry-point probe

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"strconv"
+	"syscall"
 	"time"
 )
 
@@ -160,8 +162,42 @@ func main() {
 			add(i, 1)
 		}
 		fmt.Printf("calls=%d sum_a=%d\n", n, n*(n-1)/2)
+	case "die":
+		// Calls add n times, then ends by a signal: argv[3] says how (crash: a nil
+		// pointer dereference with GOTRACEBACK=crash; term, kill: the signal sent to
+		// itself). With argv[4], waits for that file first, as "wait" does.
+		if len(os.Args) > 4 {
+			fmt.Println("ready")
+			for {
+				if _, err := os.Stat(os.Args[4]); err == nil {
+					break
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+		for i := 0; i < n; i++ {
+			add(i, 1)
+		}
+		fmt.Printf("calls=%d\n", n)
+		die(os.Args[3])
 	default:
 		fmt.Fprintln(os.Stderr, "unknown mode", mode)
 		os.Exit(2)
 	}
+}
+
+// die ends the program by a signal.
+func die(how string) {
+	switch how {
+	case "crash":
+		debug.SetTraceback("crash")
+		var t *T
+		t.Add(1)
+	case "term":
+		syscall.Kill(os.Getpid(), syscall.SIGTERM)
+	case "kill":
+		syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	}
+	time.Sleep(10 * time.Second)
+	fmt.Println("still alive")
 }
