@@ -231,3 +231,17 @@ fn kernel_limits_are_errors_at_the_probe() {
     let text = error(&intervals, &target);
     assert!(text.contains("more than 8 `on interval` probes") && text.contains("<test>:9:1"), "{text}");
 }
+
+/// `hasPrefix(s, "")` is true for every string and reads nothing of it: it compiled to a
+/// read of 0 bytes, which the kernel refuses, and which `--check` without privileges
+/// (no kernel verifier) let through. Checked on the instructions, without privileges.
+#[test]
+fn an_empty_prefix_reads_nothing() {
+    let bin = support::go_build("values", &[]);
+    let read = |script: &str| {
+        let c = compiled(script, &bin);
+        c.programs.iter().any(|(_, p)| gtrace::bpf::disasm::disasm(p).contains("probe_read_user"))
+    };
+    assert!(read(r#"on entry main.greet { if hasPrefix(name, "a") { @e = count() } }"#));
+    assert!(!read(r#"on entry main.greet { if hasPrefix(name, "") { @e = count() } }"#));
+}

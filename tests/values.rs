@@ -76,6 +76,17 @@ traced!(
     }
 );
 
+// Go's strings.HasPrefix(s, "") is true for every s, the empty string too: nothing is
+// read (the kernel refused the read of 0 bytes this compiled to).
+traced!(
+    an_empty_prefix_is_always_there,
+    r#"on entry main.greet { if hasPrefix(name, "") { @empty = count() }; if hasPrefix(name, "al") { @al = count() } }"#,
+    |out| {
+        assert_eq!(map(&out, "@empty"), truth(&out, "greet"), "{out}");
+        assert_eq!(map(&out, "@al"), truth(&out, "al"), "{out}");
+    }
+);
+
 traced!(
     slices_len_index_and_out_of_range,
     "on entry main.total { @len = sum(len(xs)); @first = sum(xs[0]); @oob = sum(xs[100]) }",

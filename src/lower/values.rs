@@ -385,6 +385,11 @@ impl Gen<'_> {
         max: u32,
         span: Span,
     ) -> Result<(), LowerError> {
+        if max == 0 {
+            // Nothing to read (`hasPrefix(s, "")`): the kernel refuses a read of 0 bytes.
+            self.b.emit(store_imm(Size::DW, base, off, 0));
+            return Ok(());
+        }
         let mark = self.frame.mark();
         let place = place.clone();
         let ptr = self.slot(8, span)?;
