@@ -226,8 +226,8 @@ struct ExportSink {
 impl Sink for ExportSink {
     fn event(&mut self, event: &Event) -> Result<(), OutputError> {
         let text = match event {
-            Event::Printf { format, values } => Some(output::text::printf(format, values)),
-            Event::Print { labels, values } => Some(output::text::labelled(labels, values)),
+            Event::Printf { format, values } => Some(output::text::printf_exact(format, values)),
+            Event::Print { labels, values } => Some(output::text::labelled_exact(labels, values)),
             _ => None,
         };
         if let Some(text) = text {

@@ -89,14 +89,24 @@ fn interface(tab: u64, data: u64, word: u64, text: &[u8], type_name: Option<&str
     format!("{name}({value})")
 }
 
-/// `print(...)` values separated by spaces, `name=value` where labelled (`print(args)`).
+/// `print(...)` values separated by spaces, `name=value` where labelled (`print(args)`),
+/// for the terminal: strings escaped.
 pub fn labelled(labels: &[Option<String>], values: &[Value]) -> String {
+    labelled_with(labels, values, Strings::Escaped)
+}
+
+/// The same with strings exact, for OTLP's log records.
+pub fn labelled_exact(labels: &[Option<String>], values: &[Value]) -> String {
+    labelled_with(labels, values, Strings::Exact)
+}
+
+fn labelled_with(labels: &[Option<String>], values: &[Value], strings: Strings) -> String {
     values
         .iter()
         .enumerate()
         .map(|(i, v)| match labels.get(i).and_then(|l| l.as_ref()) {
-            Some(l) => format!("{l}={}", shown(v)),
-            None => shown(v),
+            Some(l) => format!("{l}={}", value_in(v, strings)),
+            None => value_in(v, strings),
         })
         .collect::<Vec<_>>()
         .join(" ")
@@ -117,7 +127,7 @@ pub fn printf(fmt: &str, values: &[Value]) -> String {
     printf_with(fmt, values, Strings::Escaped)
 }
 
-/// The same with the values' strings exact, for JSON's `text`.
+/// The same with the values' strings exact, for JSON's `text` and OTLP's log records.
 pub fn printf_exact(fmt: &str, values: &[Value]) -> String {
     printf_with(fmt, values, Strings::Exact)
 }
