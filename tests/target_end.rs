@@ -103,3 +103,36 @@ fn a_process_that_dies_of_a_signal_under_p_is_said_when_it_can_be_known() {
     assert_eq!(support::map_value(&stdout, "@calls"), support::truth(&own, "calls"), "{stdout}");
     let _ = std::fs::remove_file(&go);
 }
+
+/// Ctrl-C in a terminal reaches gtrace and its command (one process group): the command's
+/// death by SIGINT is then the stop gtrace was asked for, not news. Exit 0, no line.
+#[test]
+fn ctrl_c_to_the_process_group_is_a_normal_stop() {
+    if !support::privileged("ctrl_c_to_the_process_group_is_a_normal_stop") {
+        return;
+    }
+    use std::os::unix::process::CommandExt;
+    let bin = support::go_build("e2e", &[]);
+    let mut g = Command::new(env!("CARGO_BIN_EXE_gtrace"))
+        .args(["-e", "on entry main.add { @calls = count() }", "-c", &format!("{} hold 3", bin.display())])
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(g.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert!(line.starts_with("calls="), "{line}");
+    // SAFETY: signalling the process group this test made.
+    assert_eq!(unsafe { libc::kill(-(g.id() as i32), libc::SIGINT) }, 0);
+    let code = support::wait_bounded(&mut g, BOUND, "gtrace after Ctrl-C");
+    let mut stderr = String::new();
+    g.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    let mut stdout = String::new();
+    out.read_to_string(&mut stdout).unwrap();
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!stderr.contains("ended by"), "{stderr}");
+    assert_eq!(support::map_value(&stdout, "@calls"), support::truth(&line, "calls"), "{stdout}");
+}

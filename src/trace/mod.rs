@@ -141,8 +141,11 @@ fn session(
         let until = (&process, child.as_mut(), args, stop, &export);
         run_until_stopped(&mut loaded, plan, &mut symbols, sink.as_mut(), until, &mut costs)?;
     }
-    // Before gtrace kills a command still running: only its own end is the target's.
+    // Before gtrace kills a command still running: only its own end is the target's. A
+    // Ctrl-C reaches the command too (one process group): then its end is the stop
+    // gtrace was asked for, not news.
     let ended = match child.as_mut() {
+        Some(_) if stop.load(std::sync::atomic::Ordering::SeqCst) => None,
         Some(c) => c.ended(),
         None => process.pid.filter(|pid| !runtime::is_alive(*pid)).and_then(runtime::ended_zombie),
     };
