@@ -46,6 +46,7 @@ diagnostic!(printf_arity, r#"on entry main.greet { printf("%s %d\n", name) }"#);
 diagnostic!(printf_verb, r#"on entry main.greet { printf("%d\n", name) }"#);
 diagnostic!(a_long_unknown_function_is_echoed_once, &format!("on entry main.{} {{ }}", "A".repeat(300)));
 diagnostic!(a_long_name_without_a_package_is_echoed_once, &format!("on entry {} {{ }}", "A".repeat(300)));
+diagnostic!(a_long_unknown_library_is_echoed_once, &format!("use \"{}\"", "A".repeat(300)));
 diagnostic!(a_long_unknown_call_is_echoed_once, &format!("on entry main.greet {{ print({}(name)) }}", "A".repeat(300)));
 diagnostic!(printf_width_past_the_bound, r#"on entry main.greet { printf("name=%999999999s\n", name) }"#);
 diagnostic!(printf_width_past_u64, r#"on entry main.greet { printf("%18446744073709551615d\n", len(name)) }"#);

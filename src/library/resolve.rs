@@ -153,9 +153,10 @@ fn not_found(u: &Use, include: &[PathBuf], dir: Option<&Path>) -> Diagnostic {
         places.push(if d.as_os_str().is_empty() { ".".to_string() } else { d.display().to_string() });
     }
     places.push("the stdlib".to_string());
-    let mut d = Diagnostic::error(u.span, format!("no library `{}`", u.name)).label("not found").hint(format!(
+    let shown = crate::diag::echoed(&u.name);
+    let mut d = Diagnostic::error(u.span, format!("no library `{shown}`")).label("not found").hint(format!(
         "looked for {} in {}",
-        file_name(&u.name).display(),
+        crate::diag::echoed(&file_name(&u.name).display().to_string()),
         places.join(", ")
     ));
     let near = closest(&u.name, stdlib::names(), 2);
