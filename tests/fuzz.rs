@@ -19,6 +19,7 @@ use gtrace::target::Target;
 use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
+use support::rng::Rng;
 
 /// Far more than one compile takes (the slowest, a did-you-mean search over the net/http
 /// server's 6,000 functions, takes seconds in a debug build on a loaded machine); a hang
@@ -27,21 +28,6 @@ const CASE_BOUND: Duration = Duration::from_secs(120);
 
 /// Cases that once broke gtrace, kept as regressions.
 const REGRESSIONS: &[&str] = &[];
-
-/// A small deterministic generator (xorshift64*).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
 
 /// Every script the project ships or tests: stdlib, examples, and the scripts written in
 /// the tests' sources (string literals that start with `on ` or `use `).

@@ -5,6 +5,7 @@
 //! gtrace could have written; a few accepted mutants run for real.
 
 use super::{calls, fuzz_bases, set_helper};
+use crate::support::rng::Rng;
 use gtrace::gotypes::TypeId;
 use gtrace::object::{write, BpfObject, MapDef, LICENSE};
 use gtrace::plan::validate::{self, EMITTED_HELPERS};
@@ -12,24 +13,6 @@ use gtrace::plan::{Bundle, EventKind, MapKind, ProbeAttach, ValueType};
 use gtrace::target::Target;
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-
-/// A small deterministic generator (xorshift64*).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-    fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
-        xs[self.below(xs.len())]
-    }
-}
 
 /// A mutant, what kind it is, and the texts one of which its refusal must contain.
 struct Mutant {

@@ -9,6 +9,7 @@ pub mod collector;
 pub mod container;
 pub mod processes;
 pub mod prometheus;
+pub mod rng;
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};

@@ -2,10 +2,10 @@
 //! the target so far (its hits at the calibrated trap cost of its sites' instruction,
 //! plus the eBPF run time the kernel measured: `stats::Meter::collect`), and looks back
 //! over a sliding window of one second. When the probes still attached have spent more
-//! than PCT of one CPU (10 ms a second at 1%), one decision detaches the set of costliest
-//! units that brings what is left under `MARGIN` of PCT at the rate of the window,
-//! however many units that takes, and one line says how many, the costliest three and
-//! what stays. Each program is detached once for the whole decision. Tracing goes on
+//! than PCT of one CPU over a whole window (10 ms at 1%), one decision detaches the set
+//! of costliest units that brings what is left under `MARGIN` of PCT at the rate of the
+//! window, however many units that takes, and one line says how many, the costliest
+//! three and what stays. Each program is detached once for the whole decision. Tracing goes on
 //! with the rest; when nothing is left, a -c command runs on to its end untraced, and a
 //! -p or -b trace ends as if the target had.
 //!
@@ -131,10 +131,14 @@ impl Governor {
         let hits: Vec<u64> = first.hits.iter().zip(&last.hits).map(|(a, b)| b.saturating_sub(*a)).collect();
         let rate = |ns: f64| 100.0 * ns / (span * 1e9);
         let attached: Vec<usize> = (0..self.units.len()).filter(|i| self.units[*i].attached).collect();
-        let total = rate(attached.iter().map(|i| spent[*i]).sum());
-        if total <= self.percent {
+        let spent_ns: f64 = attached.iter().map(|i| spent[*i]).sum();
+        // Past the budget once the window holds more than a whole window's allowance
+        // (10 ms at 1%): a short burst at start-up is not a trend, a wildcard that costs
+        // half a CPU trips at the first look.
+        if spent_ns <= self.percent / 100.0 * WINDOW.as_nanos() as f64 {
             return None;
         }
+        let total = rate(spent_ns);
         // Costliest first, until what is left runs under the budget with a margin (so
         // that the next window's noise does not cut again at once).
         let mut order: Vec<usize> = attached.into_iter().filter(|i| spent[*i] > 0.0).collect();
