@@ -83,7 +83,8 @@ impl Fine {
     }
 
     /// The `thousandths` percentile by nearest rank (the value at rank ceil(q n) of the
-    /// values sorted, as most tools define it), estimated from its bucket: the one integer
+    /// values sorted, as most tools define it): the exact min or max at the first or last
+    /// rank, else estimated from its bucket: the one integer
     /// the bucket holds when it holds one, else the bucket's geometric middle (within
     /// 2.2% of any value in it), kept between the exact min and max.
     pub fn percentile(&self, thousandths: u32) -> Option<i64> {
@@ -93,6 +94,13 @@ impl Fine {
             return None;
         }
         let rank = ((u128::from(n) * u128::from(thousandths)).div_ceil(1000) as u64).max(1);
+        // The first and the last rank are the exact extremes.
+        if rank == n {
+            return Some(max);
+        }
+        if rank == 1 {
+            return Some(min);
+        }
         let mut seen = 0u64;
         let i = self.counts.iter().position(|c| {
             seen += c;
@@ -238,7 +246,11 @@ mod tests {
     fn percentiles_of_nothing_and_of_one_value() {
         assert_eq!(fine_of(&[]).percentile(500), None);
         assert_eq!(fine_of(&[123_456_789]).percentile(990), Some(123_456_789));
-        assert_eq!(fine_of(&[-7, -3]).percentile(500), Some(-3));
+        assert_eq!(fine_of(&[-7, -3]).percentile(500), Some(-7));
+        assert_eq!(fine_of(&[-7, -3, -1]).percentile(500), Some(-1));
+        // With fewer than 100 values p99 is the last rank: the max itself.
+        let f = fine_of(&(1..=50).map(|i| i * 1_000_003).collect::<Vec<_>>());
+        assert_eq!((f.percentile(990), f.percentile(20)), (Some(50_000_150), Some(1_000_003)));
     }
 
     #[test]
