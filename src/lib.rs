@@ -22,6 +22,7 @@ pub mod diag;
 pub mod driver;
 pub mod export;
 pub mod gotypes;
+pub mod hist;
 pub mod input;
 pub mod library;
 pub mod lower;

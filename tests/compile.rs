@@ -245,3 +245,22 @@ fn an_empty_prefix_reads_nothing() {
     assert!(read(r#"on entry main.greet { if hasPrefix(name, "a") { @e = count() } }"#));
     assert!(!read(r#"on entry main.greet { if hasPrefix(name, "") { @e = count() } }"#));
 }
+
+/// A map keyed by the function alone is a per-CPU array, allocated whole at load, while
+/// its functions' values fit 4 MiB a CPU; a hist() (8 KiB a value) over more functions is
+/// a hash that grows as functions are hit.
+#[test]
+fn a_hist_over_many_functions_is_a_hash() {
+    let e2e = support::go_build("e2e", &[]);
+    let user_map = |script: &str| {
+        let c = compiled(script, &e2e);
+        let m = c.plan.maps.iter().find(|m| matches!(m.role, MapRole::User { .. })).expect("a user map").clone();
+        (m.kind, m.max_entries, c.plan.functions.len())
+    };
+    assert_eq!(user_map("on entry main.add { hist(a) }").0, MapKind::PercpuArray);
+    let (kind, _, functions) = user_map(r#"on entry "runtime.*" { hist(1) }"#);
+    assert!(functions as u64 * 8096 > 4 << 20, "{functions} functions");
+    assert_eq!(kind, MapKind::PercpuHash);
+    // A count over the same functions is 8 bytes a function: an array of one a function.
+    assert_eq!(user_map(r#"on entry "runtime.*" { count() }"#), (MapKind::PercpuArray, functions as u32, functions));
+}

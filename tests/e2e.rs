@@ -35,7 +35,8 @@ fn hist_total(out: &str, header: &str) -> (u64, Vec<String>) {
     let mut total = 0;
     let mut labels = Vec::new();
     for l in lines.by_ref() {
-        if l.trim().is_empty() {
+        // The rows end at a blank line, or at the percentiles under them.
+        if l.trim().is_empty() || l.starts_with("p50 ") {
             break;
         }
         let (label, rest) = l.split_once(')').or_else(|| l.split_once(']')).expect("bucket line");

@@ -94,6 +94,41 @@ fn prometheus_scrapes_named_counters_and_histograms_equal_to_the_programs_truth(
     assert!(g.out.text().contains("@requests[GET, /a]: 50"), "{}", g.out.text());
 }
 
+#[test]
+fn a_scraper_that_asks_for_protobuf_gets_native_histograms() {
+    let test = "a_scraper_that_asks_for_protobuf_gets_native_histograms";
+    if !privileged(test) {
+        return;
+    }
+    let Some(prom_bin) = prometheus::binary(test) else { return };
+    let bin = export_program();
+    let mut program = Program::start(&bin);
+    let pid = program.pid.to_string();
+    let mut g = Gtrace::start(&["-e", EXPORT_SCRIPT, "-p", &pid, "--prometheus", "127.0.0.1:0"]);
+    let addr = g.serving();
+    let prom = Prometheus::start_native(&prom_bin, &addr, "native");
+    let truth = program.go();
+    let total = truth_of(&truth, "requests") as f64;
+
+    // The histogram is native: one series, no _bucket, _count or _sum.
+    prom.value_when("histogram_count(gtrace_size)", |v| v == total);
+    assert_eq!(prom.value_when("histogram_sum(gtrace_size)", |_| true), truth_of(&truth, "size_sum") as f64);
+    assert!(prom.query("gtrace_size_bucket").is_empty(), "{:?}", prom.query("gtrace_size_bucket"));
+    // Its median is within the 4.4% width of a schema-4 bucket of the program's.
+    let median = truth_of(&truth, "size_median") as f64;
+    let q = prom.value_when("histogram_quantile(0.5, gtrace_size)", |_| true);
+    assert!((q - median).abs() <= 0.05 * median, "median {median}: native quantile {q}");
+    // Durations in seconds: every call counted, at least the time the program slept.
+    assert_eq!(prom.value_when("histogram_count(gtrace_work_seconds)", |_| true), truth_of(&truth, "work") as f64);
+    let slept = truth_of(&truth, "slept_ms") as f64 / 1000.0;
+    assert!(prom.value_when("histogram_sum(gtrace_work_seconds)", |_| true) >= slept);
+    // Counters come through the protobuf format as through text.
+    prom.value_when("sum(gtrace_requests_total)", |v| v == total);
+
+    program.finish();
+    assert_eq!(g.wait(), 0, "{}", g.err.text());
+}
+
 /// The value of the series `name{labels...}` in Prometheus text, summed over series
 /// whose labels contain every one of `with`.
 fn scraped(text: &str, name: &str, with: &[&str]) -> f64 {

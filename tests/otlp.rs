@@ -1,8 +1,8 @@
 //! `--otlp`: gtrace pushes the maps and the printed lines of a trace of tests/go/export
 //! to a real OpenTelemetry Collector (OTLP receiver, file exporter), and what the
 //! collector wrote equals the program's truth: a counter with named attributes, a
-//! histogram's count, sum and buckets, seconds for durations, resource attributes, log
-//! records. A collector that cannot be reached is said once, and once more when it
+//! hist() as an exponential histogram (count, sum, extremes, buckets), seconds for
+//! durations, resource attributes, log records. A collector that cannot be reached is said once, and once more when it
 //! answers. Needs root (SKIP without, unless CI=true) and a collector built from the Go
 //! module proxy (cached under target/; SKIP when it cannot be built, unless CI=true).
 
@@ -88,25 +88,50 @@ fn a_real_collector_receives_the_programs_truth_as_metrics_and_logs() {
         .collect();
     assert_eq!(got, requests(&truth));
 
-    // The histogram: count, sum, and each power-of-two bucket as the program counted.
-    let h = &metric(&r, "gtrace_size").expect("gtrace_size")["histogram"];
-    assert_eq!(number(&h["aggregationTemporality"]), 2.0);
+    // The histogram: exponential at scale 4 (16 buckets a power of two, OTLP's bucket i
+    // holding (2^(i/16), 2^((i+1)/16)]), its count, sum and exact extremes, and the
+    // buckets of each power of two adding up to what the program counted there.
+    let h = &metric(&r, "gtrace_size").expect("gtrace_size")["exponentialHistogram"];
+    assert_eq!(number(&h["aggregationTemporality"]), 2.0, "{h}");
     let p = &h["dataPoints"][0];
-    assert_eq!(number(&p["count"]), total);
+    assert_eq!((number(&p["scale"]), number(&p["count"])), (4.0, total), "{p}");
     assert_eq!(number(&p["sum"]), truth_of(&truth, "size_sum") as f64);
-    let bounds: Vec<f64> = p["explicitBounds"].as_array().unwrap().iter().map(number).collect();
-    let counts: Vec<f64> = p["bucketCounts"].as_array().unwrap().iter().map(number).collect();
-    assert_eq!(counts.len(), bounds.len() + 1);
+    assert_eq!(number(&p["min"]), truth_of(&truth, "size_min") as f64);
+    assert_eq!(number(&p["max"]), truth_of(&truth, "size_max") as f64);
+    // proto3's JSON leaves out an offset of 0.
+    let offset = if p["positive"]["offset"].is_null() { 0 } else { number(&p["positive"]["offset"]) as i64 };
+    let counts: Vec<f64> = p["positive"]["bucketCounts"].as_array().unwrap().iter().map(number).collect();
+    assert_eq!(counts.iter().sum::<f64>(), total);
     for (k, n) in bucket_truth(&truth) {
-        let le = ((1u64 << k) - 1) as f64;
-        let i = bounds.iter().position(|b| *b == le).unwrap_or_else(|| panic!("no bound {le} in {bounds:?}"));
-        assert_eq!(counts[i], n as f64, "bucket le={le}");
+        let power = i64::from(k) - 1;
+        let within: f64 = counts
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| (offset + *i as i64).div_euclid(16) == power)
+            .map(|(_, c)| c)
+            .sum();
+        assert_eq!(within, n as f64, "[2^{power}, 2^{k})");
     }
+    // The median's bucket (rank ceil(n/2)) is the program's median's.
+    let (mut seen, rank) = (0.0, (total / 2.0).ceil());
+    let at = counts.iter().position(|c| {
+        seen += c;
+        seen >= rank
+    });
+    let i = (offset + at.expect("a median bucket") as i64) as f64;
+    let median = truth_of(&truth, "size_median") as f64;
+    assert!(
+        2f64.powf(i / 16.0) <= median * 1.000001 && median < 2f64.powf((i + 1.0) / 16.0),
+        "median {median} not in bucket {i}"
+    );
     // Durations in seconds.
     let w = metric(&r, "gtrace_work").expect("gtrace_work");
     assert_eq!(w["unit"], "s");
-    assert_eq!(number(&w["histogram"]["dataPoints"][0]["count"]), truth_of(&truth, "work") as f64);
-    assert!(number(&w["histogram"]["dataPoints"][0]["sum"]) >= truth_of(&truth, "slept_ms") as f64 / 1000.0);
+    let p = &w["exponentialHistogram"]["dataPoints"][0];
+    assert_eq!(number(&p["count"]), truth_of(&truth, "work") as f64);
+    assert!(number(&p["sum"]) >= truth_of(&truth, "slept_ms") as f64 / 1000.0);
+    // The program sleeps 1 to 4 ms a call.
+    assert!(number(&p["min"]) >= 0.001 && number(&p["max"]) >= 0.004, "{p}");
 
     // Every printed line, as a log record, in order.
     let want: Vec<String> = truth.lines().filter_map(|l| l.strip_prefix("truth-line: ")).map(String::from).collect();

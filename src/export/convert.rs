@@ -3,7 +3,7 @@
 //! and power-of-two and linear buckets into cumulative buckets with inclusive upper
 //! bounds (`le`), as Prometheus and OTLP want them.
 
-use super::model::{Family, Kind, Point, Sample};
+use super::model::{Exponential, Family, Kind, Point, Sample};
 use super::names::{MapExport, Shape};
 use crate::output::text::{self, bucket_bounds};
 use crate::output::value::{AggValue, Value};
@@ -76,8 +76,11 @@ pub fn families(
                 .entries
                 .iter()
                 .filter_map(|e| {
-                    let AggValue::Buckets { counts, sum } = &e.value else { return None };
-                    let point = histogram(agg, counts, *sum, range, export.seconds);
+                    let AggValue::Buckets { counts, sum, fine } = &e.value else { return None };
+                    let mut point = histogram(agg, counts, *sum, range, export.seconds);
+                    if let (Point::Histogram { exponential, .. }, Some(fine)) = (&mut point, fine) {
+                        *exponential = self::exponential(fine, export.seconds);
+                    }
                     Some(Sample { labels: labels(&e.keys), point })
                 })
                 .collect();
@@ -117,7 +120,23 @@ fn histogram(agg: Agg, counts: &[u64], sum: i64, range: (usize, usize), seconds:
             (_, None) => break,
         }
     }
-    Point::Histogram { buckets, count: cumulative, sum: scale(sum as f64) }
+    Point::Histogram { buckets, count: cumulative, sum: scale(sum as f64), exponential: None }
+}
+
+/// A `hist()`'s sub-buckets at OTLP scale 4: exactly its own for numbers; for durations
+/// in seconds each moved to the bucket of seconds holding most of it (`hist::seconds_shift`).
+fn exponential(fine: &crate::hist::Fine, seconds: bool) -> Option<Exponential> {
+    let scale = |n: i64| if seconds { n as f64 / 1e9 } else { n as f64 };
+    let (offset, counts) =
+        crate::hist::exponential(&fine.counts, if seconds { crate::hist::seconds_shift() } else { 0 });
+    Some(Exponential {
+        scale: crate::hist::SCALE as i32,
+        zero_count: fine.counts.first().copied().unwrap_or(0),
+        offset,
+        counts,
+        min: scale(fine.min?),
+        max: scale(fine.max?),
+    })
 }
 
 fn agg_number(v: &AggValue) -> Option<f64> {
@@ -187,7 +206,7 @@ mod tests {
                 .into_iter()
                 .map(|(k, counts, sum)| MapEntry {
                     keys: vec![Value::Str(k.into())],
-                    value: AggValue::Buckets { counts, sum },
+                    value: AggValue::Buckets { counts, sum, fine: None },
                     plain: None,
                 })
                 .collect(),
@@ -212,8 +231,12 @@ mod tests {
         let f = families(&export(Shape::Histogram, false), &dump, &extra, &mut ranges);
         assert_eq!(f[0].samples[0].labels, vec![("route".into(), "/".into()), ("binary".into(), "/bin/x".into())]);
         // From one below the lowest bucket used (0: le 0) to the highest (4: le 15).
-        let want =
-            Point::Histogram { buckets: vec![(0.0, 0), (1.0, 1), (3.0, 1), (7.0, 3), (15.0, 4)], count: 4, sum: 21.0 };
+        let want = Point::Histogram {
+            buckets: vec![(0.0, 0), (1.0, 1), (3.0, 1), (7.0, 3), (15.0, 4)],
+            count: 4,
+            sum: 21.0,
+            exponential: None,
+        };
         assert_eq!(f[0].samples[0].point, want);
     }
 
@@ -243,7 +266,12 @@ mod tests {
         let agg = Agg::Lhist { lo: 0, hi: 10, step: 4 };
         let dump = hist_dump(vec![("/", vec![1, 0, 2, 1, 5, 0], 100)], agg);
         let f = families(&export(Shape::Histogram, false), &dump, &[], &mut BucketRanges::new());
-        let want = Point::Histogram { buckets: vec![(-1.0, 1), (3.0, 1), (7.0, 3), (9.0, 4)], count: 9, sum: 100.0 };
+        let want = Point::Histogram {
+            buckets: vec![(-1.0, 1), (3.0, 1), (7.0, 3), (9.0, 4)],
+            count: 9,
+            sum: 100.0,
+            exponential: None,
+        };
         assert_eq!(f[0].samples[0].point, want);
     }
 
@@ -282,5 +310,52 @@ mod tests {
                 ("gtrace_s_avg".into(), true, Point::Number(1.0)),
             ]
         );
+    }
+
+    fn fine_dump(values: &[i64], durations: bool) -> MapDump {
+        let mut counts = vec![0u64; crate::hist::BUCKETS];
+        for v in values {
+            counts[crate::hist::index(*v)] += 1;
+        }
+        let fine = crate::hist::Fine { counts, min: values.iter().min().copied(), max: values.iter().max().copied() };
+        let value = AggValue::Buckets { counts: fine.rows(), sum: values.iter().sum(), fine: Some(Box::new(fine)) };
+        MapDump {
+            name: "@lat".into(),
+            agg: Some(Agg::Hist),
+            durations,
+            key_names: vec![],
+            entries: vec![MapEntry { keys: vec![], value, plain: None }],
+            partial: None,
+        }
+    }
+
+    #[test]
+    fn a_hist_carries_its_sub_buckets_at_scale_4() {
+        let f = families(
+            &export(Shape::Histogram, false),
+            &fine_dump(&[0, 5, 1000, 1000, 1024], false),
+            &[],
+            &mut BucketRanges::new(),
+        );
+        let Point::Histogram { buckets, count, exponential: Some(e), .. } = &f[0].samples[0].point else { panic!() };
+        // The classic buckets stay powers of two: ..., le 1023 holds 5 and 0 and the 1000s.
+        assert_eq!((buckets.last(), *count), (Some(&(2047.0, 5)), 5));
+        assert_eq!((e.scale, e.zero_count, e.min, e.max), (4, 1, 0.0, 1024.0));
+        // 5 is bucket 38 (OTLP 37), 1000 is 1 + 16 * 9 + 15 = 160, 1024 is 1 + 16 * 10 + 0.
+        assert_eq!(e.offset, 37);
+        assert_eq!(e.counts.len(), 160 - 37 + 1);
+        assert_eq!((e.counts[0], e.counts[159 - 37], e.counts[160 - 37]), (1, 2, 1));
+    }
+
+    #[test]
+    fn a_hist_of_durations_is_exported_in_seconds() {
+        let ns = [1_500_000i64, 4_190_000];
+        let f = families(&export(Shape::Histogram, true), &fine_dump(&ns, true), &[], &mut BucketRanges::new());
+        let Point::Histogram { exponential: Some(e), .. } = &f[0].samples[0].point else { panic!() };
+        assert_eq!((e.min, e.max), (0.0015, 0.00419));
+        assert_eq!(e.offset, crate::hist::index(ns[0]) as i32 - 1 + crate::hist::seconds_shift());
+        // 1.5ms is in OTLP's bucket `offset` or the one below it (the shift rounds).
+        let lo = 2f64.powf(e.offset as f64 / 16.0);
+        assert!(lo / 2f64.powf(1.0 / 16.0) < 0.0015 && 0.0015 <= lo * 2f64.powf(1.0 / 16.0));
     }
 }

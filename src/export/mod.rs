@@ -6,12 +6,14 @@
 //! parsed) → `start` (after attaching: the server's and the pusher's threads) → the
 //! trace loop's sink, wrapped by `sink`, counts and queues printed lines → `finish` (a
 //! last push, threads ended). `names` decides each map's metrics, `source` reads them,
-//! `convert` turns maps into the neutral `model`, `promtext` and `otlp` encode it.
+//! `convert` turns maps into the neutral `model`, `promtext`, `promproto` (what a scraper
+//! that asks for protobuf gets: native histograms) and `otlp` encode it.
 
 mod convert;
 mod model;
 mod names;
 mod otlp;
+mod promproto;
 mod promtext;
 mod selfmetrics;
 mod server;

@@ -39,7 +39,23 @@ pub enum Point {
         buckets: Vec<(f64, u64)>,
         count: u64,
         sum: f64,
+        /// A `hist()`'s finer buckets (an lhist has none): what OTLP's exponential and
+        /// Prometheus's native histograms carry.
+        exponential: Option<Exponential>,
     },
+}
+
+/// Buckets at an exponential scale (hist.rs): bucket k holds (base^k, base^(k+1)] with
+/// base = 2^(2^-scale); `counts[0]` is bucket `offset`. Values <= 0 are in `zero_count`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Exponential {
+    pub scale: i32,
+    pub zero_count: u64,
+    pub offset: i32,
+    pub counts: Vec<u64>,
+    /// The exact extremes, in the family's unit.
+    pub min: f64,
+    pub max: f64,
 }
 
 impl Family {

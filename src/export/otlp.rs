@@ -6,13 +6,15 @@
 //! lines, never waits. A collector that cannot be reached is said once, and once more
 //! when it answers again.
 
-use super::model::{bucket_counts, Family, Kind, Point};
+use super::model::{bucket_counts, Family, Kind, Point, Sample};
 use super::source::Source;
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, InstrumentationScope, KeyValue};
 use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs, ScopeLogs, SeverityNumber};
-use opentelemetry_proto::tonic::metrics::v1::{self as pm, metric, number_data_point, AggregationTemporality};
+use opentelemetry_proto::tonic::metrics::v1::{
+    self as pm, exponential_histogram_data_point, metric, number_data_point, AggregationTemporality,
+};
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use prost::Message;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
@@ -224,12 +226,20 @@ fn metric(f: &Family, start: u64, now: u64) -> pm::Metric {
             is_monotonic: true,
         }),
         Kind::Gauge => metric::Data::Gauge(pm::Gauge { data_points: numbers() }),
+        Kind::Histogram if is_exponential(f) => metric::Data::ExponentialHistogram(pm::ExponentialHistogram {
+            data_points: f
+                .samples
+                .iter()
+                .filter_map(|s| exponential_point(s, attributes(&s.labels), start, now))
+                .collect(),
+            aggregation_temporality: cumulative,
+        }),
         Kind::Histogram => metric::Data::Histogram(pm::Histogram {
             data_points: f
                 .samples
                 .iter()
                 .filter_map(|s| match &s.point {
-                    Point::Histogram { buckets, count, sum } => Some(pm::HistogramDataPoint {
+                    Point::Histogram { buckets, count, sum, .. } => Some(pm::HistogramDataPoint {
                         attributes: attributes(&s.labels),
                         start_time_unix_nano: start,
                         time_unix_nano: now,
@@ -252,6 +262,33 @@ fn metric(f: &Family, start: u64, now: u64) -> pm::Metric {
         data: Some(data),
         ..Default::default()
     }
+}
+
+/// Whether a histogram family is a `hist()`'s, exported as an exponential histogram.
+fn is_exponential(f: &Family) -> bool {
+    f.samples.iter().any(|s| matches!(s.point, Point::Histogram { exponential: Some(_), .. }))
+}
+
+fn exponential_point(
+    s: &Sample,
+    attributes: Vec<KeyValue>,
+    start: u64,
+    now: u64,
+) -> Option<pm::ExponentialHistogramDataPoint> {
+    let Point::Histogram { count, sum, exponential: Some(e), .. } = &s.point else { return None };
+    Some(pm::ExponentialHistogramDataPoint {
+        attributes,
+        start_time_unix_nano: start,
+        time_unix_nano: now,
+        count: *count,
+        sum: Some(*sum),
+        scale: e.scale,
+        zero_count: e.zero_count,
+        positive: Some(exponential_histogram_data_point::Buckets { offset: e.offset, bucket_counts: e.counts.clone() }),
+        min: Some(e.min),
+        max: Some(e.max),
+        ..Default::default()
+    })
 }
 
 /// Printed lines as one OTLP logs request: each an INFO record whose body is the line.
@@ -279,7 +316,6 @@ pub fn logs_request(lines: &[Line], resource: &Resource) -> ExportLogsServiceReq
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::export::model::Sample;
 
     #[test]
     fn a_histogram_round_trips_through_the_official_messages() {
@@ -290,7 +326,12 @@ mod tests {
             seconds: true,
             samples: vec![Sample {
                 labels: vec![("route".into(), "/a".into()), ("binary".into(), "/x".into())],
-                point: Point::Histogram { buckets: vec![(0.001, 2), (0.003, 5)], count: 7, sum: 0.01 },
+                point: Point::Histogram {
+                    buckets: vec![(0.001, 2), (0.003, 5)],
+                    count: 7,
+                    sum: 0.01,
+                    exponential: None,
+                },
             }],
         };
         let req = metrics_request(&[f], &resource(&[("service.name".into(), "x".into())]), 1, 2);
@@ -304,5 +345,37 @@ mod tests {
         assert_eq!(p.bucket_counts, vec![2, 3, 2]);
         assert_eq!((p.count, p.sum, p.start_time_unix_nano), (7, Some(0.01), 1));
         assert_eq!(p.attributes, vec![string_kv("route", "/a")]);
+    }
+
+    #[test]
+    fn a_hist_is_an_exponential_histogram_of_scale_4() {
+        let e = crate::export::model::Exponential {
+            scale: 4,
+            zero_count: 1,
+            offset: 160,
+            counts: vec![2, 0, 3],
+            min: 0.0,
+            max: 1100.0,
+        };
+        let point = Point::Histogram { buckets: vec![(1023.0, 1)], count: 6, sum: 5000.0, exponential: Some(e) };
+        let f = Family {
+            base: "gtrace_n".into(),
+            help: "@n".into(),
+            kind: Kind::Histogram,
+            seconds: false,
+            samples: vec![Sample { labels: vec![], point }],
+        };
+        let req = metrics_request(&[f], &resource(&[]), 1, 2);
+        let back = ExportMetricsServiceRequest::decode(req.encode_to_vec().as_slice()).unwrap();
+        let m = &back.resource_metrics[0].scope_metrics[0].metrics[0];
+        let Some(metric::Data::ExponentialHistogram(h)) = &m.data else { panic!("{m:?}") };
+        assert_eq!(h.aggregation_temporality, AggregationTemporality::Cumulative as i32);
+        let p = &h.data_points[0];
+        assert_eq!(
+            (p.scale, p.zero_count, p.count, p.sum, p.min, p.max),
+            (4, 1, 6, Some(5000.0), Some(0.0), Some(1100.0))
+        );
+        let positive = p.positive.as_ref().unwrap();
+        assert_eq!((positive.offset, positive.bucket_counts.clone()), (160, vec![2, 0, 3]));
     }
 }

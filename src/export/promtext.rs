@@ -53,7 +53,7 @@ fn family(f: &Family) -> MetricFamily {
                     g.set_value(*v);
                     m.set_gauge(g);
                 }
-                (Point::Histogram { buckets, count, sum }, _) => {
+                (Point::Histogram { buckets, count, sum, .. }, _) => {
                     let mut h = proto::Histogram::default();
                     h.set_sample_count(*count);
                     h.set_sample_sum(*sum);
@@ -103,7 +103,12 @@ mod tests {
                 seconds: true,
                 samples: vec![Sample {
                     labels: vec![],
-                    point: Point::Histogram { buckets: vec![(0.001, 2), (0.002, 5)], count: 6, sum: 0.0125 },
+                    point: Point::Histogram {
+                        buckets: vec![(0.001, 2), (0.002, 5)],
+                        count: 6,
+                        sum: 0.0125,
+                        exponential: None,
+                    },
                 }],
             },
             Family { base: "gtrace_empty".into(), help: "".into(), kind: Kind::Gauge, seconds: false, samples: vec![] },

@@ -1,17 +1,18 @@
 //! `--prometheus ADDR`: an HTTP/1.1 endpoint (hyper, on a small tokio runtime of its own
-//! thread) that answers `GET` and `HEAD /metrics` with the maps read at that moment, 405
+//! thread) that answers `GET` and `HEAD /metrics` with the maps read at that moment (as
+//! text, or as protobuf with native histograms where the Accept header asks for it), 405
 //! for other methods there, 404 elsewhere. It binds only the address given (`:PORT` or
 //! `PORT` alone is 127.0.0.1), before anything attaches, and bounds what a client can
 //! cost: headers up to 16 KiB read within 2 s, at most 32 connections at once. Idle
 //! connections cannot starve a scraper: when every slot is taken, a new connection
 //! closes the one that has waited longest for a request (`Pool`).
 
-use super::promtext;
 use super::source::Source;
 use super::ExportError;
+use super::{promproto, promtext};
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
-use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE};
+use hyper::header::{HeaderValue, ACCEPT, ALLOW, CONTENT_TYPE};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use std::collections::BTreeMap;
@@ -210,12 +211,19 @@ fn answer(req: &Request<Incoming>, source: &Source) -> Response<Full<Bytes>> {
         r.headers_mut().insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
         return r;
     }
-    let encoded =
-        source.collect().map_err(|e| e.to_string()).and_then(|f| promtext::encode(&f).map_err(|e| e.to_string()));
+    // Protobuf (native histograms) where the scraper asks for it, else text.
+    let proto = req.headers().get(ACCEPT).and_then(|a| a.to_str().ok()).is_some_and(promproto::accepted);
+    let encoded = source.collect().map_err(|e| e.to_string()).and_then(|f| {
+        if proto {
+            Ok((promproto::encode(&f), promproto::CONTENT_TYPE))
+        } else {
+            promtext::encode(&f).map(|b| (b, promtext::CONTENT_TYPE)).map_err(|e| e.to_string())
+        }
+    });
     match encoded {
-        Ok(body) => {
+        Ok((body, content_type)) => {
             let mut r = Response::new(Full::new(Bytes::from(body)));
-            r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(promtext::CONTENT_TYPE));
+            r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
             r
         }
         Err(e) => plain(StatusCode::INTERNAL_SERVER_ERROR, &format!("cannot read the maps: {e}\n")),

@@ -1,10 +1,10 @@
 //! Updating one CPU's aggregation value in place. On entry R7 points at the map value
 //! and R1 holds the aggregated value; the layouts are those `plan::Agg` documents
-//! (histograms: the buckets, then the sum of the values).
+//! (histograms: the buckets, then the sum of the values; `hist()` in loglinear.rs).
 
 use crate::bpf::builder::Builder;
 use crate::bpf::insn::*;
-use crate::plan::{lhist_buckets, Agg, HIST_BUCKETS};
+use crate::plan::{lhist_buckets, Agg};
 
 /// `signed`: whether R1 holds a signed value (an lhist compares it with its bounds).
 pub fn update(b: &mut Builder, agg: Agg, signed: bool) {
@@ -39,11 +39,7 @@ pub fn update(b: &mut Builder, agg: Agg, signed: bool) {
             add_const(b, 0, 1);
             add_r1(b, 8);
         }
-        Agg::Hist => {
-            add_r1(b, 8 * HIST_BUCKETS as i16);
-            log2_bucket(b);
-            bump_bucket(b, HIST_BUCKETS - 1);
-        }
+        Agg::Hist => super::loglinear::update(b),
         Agg::Lhist { lo, hi, step } => {
             let n = lhist_buckets(lo, hi, step);
             add_r1(b, 8 * n as i16);
@@ -89,7 +85,7 @@ fn add_const(b: &mut Builder, off: i16, k: i32) {
 }
 
 /// *(u64 *)(r7 + off) += r1
-fn add_r1(b: &mut Builder, off: i16) {
+pub(super) fn add_r1(b: &mut Builder, off: i16) {
     b.emit(load(Size::DW, R2, R7, off));
     b.emit(alu64_reg(AluOp::Add, R2, R1));
     b.emit(store_reg(Size::DW, R7, off, R2));
@@ -110,28 +106,8 @@ fn extreme(b: &mut Builder, seen: i16, value: i16, keep_if: JmpOp) {
     b.emit(alu64_imm(AluOp::Add, R0, 0));
 }
 
-/// R2 = the power-of-two bucket of R1: 0 for R1 <= 0, else 1 + floor(log2(R1)).
-fn log2_bucket(b: &mut Builder) {
-    let done = b.new_label();
-    b.emit(mov64_imm(R2, 0));
-    b.jmp_imm_to(JmpOp::Sle, R1, 0, done);
-    b.emit(mov64_imm(R2, 1));
-    for shift in [32, 16, 8, 4, 2, 1] {
-        let skip = b.new_label();
-        b.emit(mov64_reg(R3, R1));
-        b.emit(alu64_imm(AluOp::Rsh, R3, shift));
-        b.jmp_imm_to(JmpOp::Eq, R3, 0, skip);
-        b.emit(mov64_reg(R1, R3));
-        b.emit(alu64_imm(AluOp::Add, R2, shift));
-        b.bind(skip);
-        b.emit(alu64_imm(AluOp::Add, R2, 0));
-    }
-    b.bind(done);
-    b.emit(alu64_imm(AluOp::Add, R2, 0));
-}
-
 /// Adds one to bucket R2 (clamped to `last`, which the verifier needs to see).
-fn bump_bucket(b: &mut Builder, last: u32) {
+pub(super) fn bump_bucket(b: &mut Builder, last: u32) {
     let ok = b.new_label();
     b.jmp_imm_to(JmpOp::Le, R2, last as i32, ok);
     b.emit(mov64_imm(R2, last as i32));

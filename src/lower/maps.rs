@@ -16,6 +16,10 @@ pub const CARRIED_ENTRIES: u32 = 65_536;
 pub const SPILLED_RECORDS: u32 = 16_384;
 /// Timed calls in flight deeper than a record holds (recursion), on all goroutines.
 pub const DEEP_FRAMES: u32 = 65_536;
+/// The most bytes (per CPU) a map keyed by the function alone may take as a per-CPU array,
+/// allocated whole at load: past it (a hist() of 8 KiB over more than 518 functions) the
+/// map is a hash that grows as functions are hit. Documented in docs/language.md.
+pub const BY_FUNCTION_ARRAY_BYTES: u64 = 4 << 20;
 /// The ring buffer of events, in bytes (a power of two multiple of the page size).
 pub const EVENTS_BYTES: u32 = 1 << 22;
 
@@ -130,9 +134,9 @@ pub struct Maps {
 }
 
 impl Maps {
-    /// The maps of `table`; with `records`, the goroutines' records of timed calls (of
-    /// that many bytes) and the deep frames.
-    pub fn new(table: &MapTable, records: Option<u32>) -> Maps {
+    /// The maps of `table` for a plan of `functions` functions; with `records`, the
+    /// goroutines' records of timed calls (of that many bytes) and the deep frames.
+    pub fn new(table: &MapTable, records: Option<u32>, functions: usize) -> Maps {
         let mut maps = Maps::default();
         for (i, (name, info)) in table.maps.iter().enumerate() {
             let object_name = format!("m{i}");
@@ -145,7 +149,13 @@ impl Maps {
             // A map without keys has one 8-byte zero key; one keyed by the function alone
             // is a per-CPU array indexed by it (no hashing, no insertion: the verifier
             // inlines the lookup), sized once every function is known (`size_arrays`).
-            let by_function = info.by_function(table.deleted.contains(name)) && !table.func_dictionaries;
+            let array_bytes = match &info.value {
+                MapValueTy::Agg { agg, .. } => u64::from(agg.value_size()) * functions.max(1) as u64,
+                MapValueTy::Plain(_) => 0,
+            };
+            let by_function = info.by_function(table.deleted.contains(name))
+                && !table.func_dictionaries
+                && array_bytes <= BY_FUNCTION_ARRAY_BYTES;
             let key_size = if by_function { 4 } else { offset.max(8) };
             let (kind, value_size, value) = match &info.value {
                 MapValueTy::Agg { agg, of } if by_function => {

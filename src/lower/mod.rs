@@ -22,6 +22,7 @@ pub mod generics;
 pub mod globals;
 pub mod gomap;
 pub mod goroutine;
+mod loglinear;
 mod mapcapture;
 pub mod mapops;
 pub mod maps;

@@ -75,7 +75,7 @@ pub(super) fn lower_all(
     let records = EntryRecords::new(checked)?;
     let panics = checked.instances.iter().any(|i| i.kind == InstanceKind::Panic);
     let record = if panics { super::unwind::RECORD_WITH_PANICS } else { super::frames::RECORD };
-    let mut maps = Maps::new(&checked.maps, (!timed.is_empty()).then_some(record));
+    let mut maps = Maps::new(&checked.maps, (!timed.is_empty()).then_some(record), plan.functions.len());
     if records.carrying().next().is_some() {
         maps.add_carried(records.size);
     }

@@ -67,6 +67,14 @@ fn agg(v: &AggValue, dump: &MapDump) -> J {
     }
 }
 
+/// A `hist()`'s count, exact extremes and percentiles (hist.rs), as fields of its entry.
+fn percentiles(fine: &crate::hist::Fine) -> Vec<(String, J)> {
+    let mut fields = vec![("count".to_string(), json!(fine.count())), ("min".into(), json!(fine.min))];
+    fields.extend(crate::hist::PERCENTILES.iter().map(|(q, name)| (name.to_string(), json!(fine.percentile(*q)))));
+    fields.push(("max".into(), json!(fine.max)));
+    fields
+}
+
 pub fn map(dump: &MapDump) -> J {
     let entries: Vec<J> = dump
         .entries
@@ -78,7 +86,11 @@ pub fn map(dump: &MapDump) -> J {
             };
             let keys: serde_json::Map<String, J> =
                 dump.key_names.iter().cloned().zip(e.keys.iter().map(value)).collect();
-            json!({"keys": keys, "value": v})
+            let mut entry = json!({"keys": keys, "value": v});
+            if let (AggValue::Buckets { fine: Some(fine), .. }, J::Object(fields)) = (&e.value, &mut entry) {
+                fields.extend(percentiles(fine));
+            }
+            entry
         })
         .collect();
     let agg = dump.agg.map(|a| a.name());

@@ -112,10 +112,12 @@ pub enum AggValue {
         min: i64,
         max: i64,
     },
-    /// Bucket counts, in `plan::Agg` order, and the sum of the values.
+    /// Bucket counts, in `plan::Agg` order (a `hist()`'s power-of-two rows), and the sum
+    /// of the values; a `hist()`'s sub-buckets and extremes in `fine`.
     Buckets {
         counts: Vec<u64>,
         sum: i64,
+        fine: Option<Box<crate::hist::Fine>>,
     },
 }
 
@@ -163,9 +165,21 @@ pub fn combine(agg: Agg, per_cpu: &[Vec<u8>]) -> AggValue {
                 max: live.iter().map(|v| word(v, 3) as i64).max().unwrap_or(0),
             }
         }
-        Agg::Hist | Agg::Lhist { .. } => {
+        Agg::Hist => {
             let n = agg.buckets() as usize;
-            AggValue::Buckets { counts: (0..n).map(sum_of).collect(), sum: sum_of(n) as i64 }
+            let greatest = |i: usize| per_cpu.iter().map(|v| word(v, i)).max().unwrap_or(0);
+            let counts: Vec<u64> = (0..n).map(sum_of).collect();
+            let seen = counts.iter().any(|c| *c != 0);
+            let fine = crate::hist::Fine {
+                counts,
+                min: seen.then(|| (greatest(n + 1) ^ i64::MAX as u64) as i64),
+                max: seen.then(|| (greatest(n + 2) ^ (1 << 63)) as i64),
+            };
+            AggValue::Buckets { counts: fine.rows(), sum: sum_of(n) as i64, fine: Some(Box::new(fine)) }
+        }
+        Agg::Lhist { .. } => {
+            let n = agg.buckets() as usize;
+            AggValue::Buckets { counts: (0..n).map(sum_of).collect(), sum: sum_of(n) as i64, fine: None }
         }
     }
 }
@@ -196,5 +210,30 @@ mod tests {
             &[words(&[2, 10, 3, 7]), words(&[0, 0, 0, 0]), words(&[1, -4i64 as u64, -4i64 as u64, -4i64 as u64])],
         );
         assert_eq!(v, AggValue::Stats { count: 3, sum: 6, min: -4, max: 7 });
+    }
+
+    /// One CPU's `hist()` value as the eBPF update leaves it after `values`.
+    fn hist_words(values: &[i64]) -> Vec<u8> {
+        let n = crate::hist::BUCKETS;
+        let mut w = vec![0u64; n + 3];
+        for v in values {
+            w[crate::hist::index(*v)] += 1;
+            w[n] = w[n].wrapping_add(*v as u64);
+            w[n + 1] = w[n + 1].max(*v as u64 ^ i64::MAX as u64);
+            w[n + 2] = w[n + 2].max(*v as u64 ^ (1 << 63));
+        }
+        words(&w)
+    }
+
+    #[test]
+    fn hist_extremes_combine_across_cpus() {
+        let v = combine(Agg::Hist, &[hist_words(&[5, -3, 9]), hist_words(&[]), hist_words(&[1 << 40, 2])]);
+        let AggValue::Buckets { counts, sum, fine: Some(fine) } = v else { panic!("{v:?}") };
+        assert_eq!((fine.min, fine.max, sum), (Some(-3), Some(1 << 40), 13 + (1 << 40)));
+        assert_eq!((counts[0], counts[2], counts[3], counts[4], counts[41]), (1, 1, 1, 1, 1));
+        assert_eq!(counts.len(), crate::hist::ROWS);
+        let none = combine(Agg::Hist, &[hist_words(&[])]);
+        let AggValue::Buckets { fine: Some(fine), .. } = none else { panic!() };
+        assert_eq!((fine.min, fine.max), (None, None));
     }
 }

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 pub mod validate;
 
 /// The version of the plan's format. A plan of another version is refused.
-pub const PLAN_VERSION: u32 = 10;
+pub const PLAN_VERSION: u32 = 11;
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Plan {
@@ -277,15 +277,15 @@ pub enum Agg {
     Max,
     /// value: [count, sum, min, max]
     Stats,
-    /// value: 65 u64 buckets: [0] for x < 1 (x <= 0), [k] for 2^(k-1) <= x < 2^k; then
-    /// the i64 sum of the values (a histogram's `_sum` in the export)
+    /// value: `hist::BUCKETS` u64 buckets (hist.rs: [0] for x <= 0, then 16 a power of
+    /// two); the i64 sum of the values (a histogram's `_sum` in the export); the least
+    /// value as `x ^ i64::MAX` and the greatest as `x ^ i64::MIN`, both kept as the
+    /// largest unsigned (so a zeroed value means none seen, and CPUs combine by max).
     Hist,
     /// value: `lhist_buckets(lo, hi, step)` u64 buckets: [0] below lo, then one per step,
     /// the last for >= hi; then the i64 sum of the values.
     Lhist { lo: i64, hi: i64, step: i64 },
 }
-
-pub const HIST_BUCKETS: u32 = 65;
 
 /// How many `on interval` probes a script may have (each runs on one of gtrace's own
 /// trigger functions).
@@ -316,13 +316,14 @@ impl Agg {
             Agg::Count | Agg::Sum => 8,
             Agg::Avg | Agg::Min | Agg::Max => 16,
             Agg::Stats => 32,
-            Agg::Hist | Agg::Lhist { .. } => 8 * (self.buckets() + 1),
+            Agg::Hist => 8 * (self.buckets() + 3),
+            Agg::Lhist { .. } => 8 * (self.buckets() + 1),
         }
     }
     /// How many buckets a histogram has (0 for the other aggregations).
     pub fn buckets(self) -> u32 {
         match self {
-            Agg::Hist => HIST_BUCKETS,
+            Agg::Hist => crate::hist::BUCKETS as u32,
             Agg::Lhist { lo, hi, step } => lhist_buckets(lo, hi, step),
             _ => 0,
         }

@@ -156,7 +156,7 @@ fn entry_values(v: &AggValue) -> Vec<i64> {
         AggValue::Count(c) => vec![*c as i64],
         AggValue::Sum(s) => vec![*s],
         AggValue::Avg { count, sum } | AggValue::Stats { count, sum, .. } => vec![*count as i64, *sum],
-        AggValue::Buckets { counts, sum } => vec![counts.iter().sum::<u64>() as i64, *sum],
+        AggValue::Buckets { counts, sum, .. } => vec![counts.iter().sum::<u64>() as i64, *sum],
         AggValue::Min(_) | AggValue::Max(_) => Vec::new(),
     }
 }
@@ -363,7 +363,7 @@ mod tests {
             &["method", "ustack"],
             vec![(
                 vec![Value::Str(b"GET".to_vec()), stack(&[0x1000])],
-                AggValue::Buckets { counts: vec![1, 1], sum: 900 },
+                AggValue::Buckets { counts: vec![1, 1], sum: 900, fine: None },
             )],
         );
         let peak = dump("@peak", Agg::Max, true, &["ustack"], vec![(vec![stack(&[0x1000])], AggValue::Max(Some(5)))]);

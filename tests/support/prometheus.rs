@@ -42,8 +42,21 @@ impl Prometheus {
         Prometheus::start_with_config(binary, &config, name)
     }
 
+    /// `start` with native histograms on: Prometheus then asks for protobuf.
+    pub fn start_native(binary: &std::path::Path, target: &str, name: &str) -> Prometheus {
+        let config = format!(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: gtrace\n    static_configs:\n      - targets: ['{target}']\n"
+        );
+        Prometheus::start_with(binary, &config, name, &["--enable-feature=native-histograms"])
+    }
+
     /// Starts Prometheus with the configuration `config` (YAML); waits until ready.
     pub fn start_with_config(binary: &std::path::Path, config: &str, name: &str) -> Prometheus {
+        Prometheus::start_with(binary, config, name, &[])
+    }
+
+    /// `start_with_config` with extra command-line arguments.
+    pub fn start_with(binary: &std::path::Path, config: &str, name: &str, args: &[&str]) -> Prometheus {
         let dir = scratch_dir(name);
         let config_file = dir.join("prometheus.yml");
         std::fs::write(&config_file, config).expect("write prometheus.yml");
@@ -53,6 +66,7 @@ impl Prometheus {
             .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
             .arg("--log.level=warn")
+            .args(args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

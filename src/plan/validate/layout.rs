@@ -8,7 +8,7 @@ use super::Refused;
 use crate::lower::maps::{EVENTS_BYTES, MAX_MAP_SIZE, USER_MAP_ENTRIES};
 use crate::lower::{frames, globals};
 use crate::plan::{
-    Counter, MapKind, MapRole, MapSpec, MapValue, Plan, ProbeAttach, COOKIE_GEN_SHIFT, COOKIE_SLOT_MASK,
+    Agg, Counter, MapKind, MapRole, MapSpec, MapValue, Plan, ProbeAttach, COOKIE_GEN_SHIFT, COOKIE_SLOT_MASK,
     COOKIE_SLOT_SHIFT, LHIST_MAX_BUCKETS, MAX_INTERVAL_PROBES,
 };
 use std::collections::{HashMap, HashSet};
@@ -194,7 +194,8 @@ fn user(plan: &Plan, m: &MapSpec, value: &MapValue) -> Result<(), Refused> {
     match value {
         MapValue::Agg { agg, .. } => {
             let buckets = agg.buckets();
-            if buckets > LHIST_MAX_BUCKETS + 1 {
+            // hist()'s are fixed (hist::BUCKETS); an lhist's come from the plan.
+            if matches!(agg, Agg::Lhist { .. }) && buckets > LHIST_MAX_BUCKETS + 1 {
                 return refuse(format!("an lhist of {buckets} buckets, more than {LHIST_MAX_BUCKETS}"));
             }
             if m.kind == MapKind::Hash || m.value_size != agg.value_size() {

@@ -68,8 +68,8 @@ func main() {
 		fmt.Printf("truth-request: %s %d\n", k, requests[k])
 	}
 	// The median as Prometheus ranks it: the value at rank ceil(n/2).
-	fmt.Printf("truth: requests=%d size_sum=%d size_median=%d big=%d work=10 slept_ms=%d\n",
-		len(sizes), sum, sizes[(len(sizes)+1)/2-1], big, slept)
+	fmt.Printf("truth: requests=%d size_sum=%d size_median=%d size_min=%d size_max=%d big=%d work=10 slept_ms=%d\n",
+		len(sizes), sum, sizes[(len(sizes)+1)/2-1], sizes[0], sizes[len(sizes)-1], big, slept)
 	fmt.Println(strings.Repeat("-", 3))
 	os.Stdout.Sync()
 	for {

@@ -1,0 +1,3 @@
+module example.com/pctl
+
+go 1.21
