@@ -8,6 +8,7 @@
 //! attached to the target first returns for a task outside the cgroup (`scope`).
 
 pub mod accounting;
+pub mod aeshash;
 pub mod agg;
 pub mod arith;
 mod capture;
@@ -23,6 +24,7 @@ pub mod globals;
 pub mod gomap;
 pub mod goroutine;
 mod mapcapture;
+mod maplookup;
 pub mod mapops;
 pub mod maps;
 mod mapwalk;
