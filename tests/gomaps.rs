@@ -16,7 +16,7 @@ mod support;
 use gtrace::target::Target;
 use std::collections::BTreeMap;
 use support::toolchain::{build, build_plain, toolchains, Kind, PLAIN};
-use support::{gtrace, privileged};
+use support::{gtrace, gtrace_env, privileged};
 
 /// The bucket layout's last release and the swiss tables' first, besides the default
 /// toolchains.
@@ -63,9 +63,57 @@ fn skipped(stderr: &str, program: &str, why: &str) -> usize {
         .sum()
 }
 
-/// Whether a truth line's key is longer than gtrace hashes (the hit is skipped).
-fn too_long(line: &str) -> bool {
-    line.starts_with("keylen toolong ")
+/// The length of a truth line's string key (`keylen` lines print it; `str` and `strstr`
+/// lines print the key), None for integer keys.
+fn key_len(line: &str) -> Option<usize> {
+    let f: Vec<&str> = line.split(' ').collect();
+    match f.first()? {
+        &"keylen" => f.get(2)?.parse().ok(),
+        &"str" | &"strstr" => Some(f.get(2)?.len()),
+        _ => None,
+    }
+}
+
+/// How many hits gtrace said it skipped for a string key longer than it hashes.
+fn skipped_long(stderr: &str) -> usize {
+    ["main.lookupStr", "main.lookupStrStr", "main.lookupKeyLen"]
+        .iter()
+        .map(|p| skipped(stderr, p, "m[k] with a string key longer than"))
+        .sum()
+}
+
+/// Runs SCRIPT on tests/go/gomaps built by `toolchain`, with `env`: every lookup of a key
+/// up to `longest` bytes reads what the program found; longer ones are skipped, counted.
+fn lookups_match(toolchain: &str, env: &[(&str, &str)], longest: usize) {
+    let Some(bin) = build_plain("gomaps", toolchain) else { return };
+    let r = gtrace_env(&["-e", SCRIPT, "-c", bin.to_str().unwrap()], env);
+    assert_eq!(r.code, 0, "{toolchain} {env:?}:\n{}\n{}", r.stdout, r.stderr);
+    let (ours, truth) = (lines(&r.stdout, "gt "), lines(&r.stdout, "go "));
+    assert!(truth.len() > 60, "{toolchain}: the program printed too little:\n{}", r.stdout);
+    let mut missing = 0;
+    // The lookups' lines (the rest are printed maps, and main.lookupByPoint, there for
+    // the checker's error: its key is a struct).
+    let probed = ["int", "str", "strstr", "small", "byte", "point", "len", "keylen"];
+    for (line, n) in truth.iter().filter(|(l, _)| probed.contains(&l.split(' ').next().unwrap_or(""))) {
+        let got = ours.get(line).copied().unwrap_or(0);
+        if key_len(line).is_some_and(|len| len > longest) {
+            assert_eq!(got, 0, "{toolchain} {env:?}: `{line}` read, though longer than gtrace hashes");
+            missing += n;
+        } else {
+            assert_eq!(got, *n, "{toolchain} {env:?}: `{line}`:\ngtrace:\n{ours:#?}\n{}", r.stderr);
+        }
+    }
+    for line in ours.keys() {
+        assert!(truth.contains_key(line), "{toolchain} {env:?}: gtrace read `{line}`, the program never did");
+    }
+    // What gtrace did not print, it said it skipped: only keys longer than it hashes.
+    assert_eq!(missing, skipped_long(&r.stderr), "{toolchain} {env:?}: {}", r.stderr);
+    assert!(missing >= 3, "{toolchain} {env:?}: the too long keys were not skipped");
+    assert!(!r.stderr.contains("looked at"), "{toolchain} {env:?}: a lookup gave up:\n{}", r.stderr);
+    // A million entries: absent keys read as absent (a scan could not tell them).
+    for absent in ["int n1000000 2 0", "int n1000000 7000000 0", "str n1000000 key-1 0", "int n100000 -10 0"] {
+        assert!(ours.contains_key(absent), "{toolchain} {env:?}: `{absent}` not read:\n{}", r.stderr);
+    }
 }
 
 #[test]
@@ -74,36 +122,18 @@ fn map_lookups_read_what_the_program_finds() {
         return;
     }
     for toolchain in all_toolchains() {
-        let Some(bin) = build_plain("gomaps", &toolchain) else { continue };
-        let r = gtrace(&["-e", SCRIPT, "-c", bin.to_str().unwrap()]);
-        assert_eq!(r.code, 0, "{toolchain}:\n{}\n{}", r.stdout, r.stderr);
-        let (ours, truth) = (lines(&r.stdout, "gt "), lines(&r.stdout, "go "));
-        assert!(truth.len() > 60, "{toolchain}: the program printed too little:\n{}", r.stdout);
-        let mut missing = 0;
-        // The lookups' lines (the rest are printed maps, and main.lookupByPoint, there for
-        // the checker's error: its key is a struct).
-        let probed = ["int", "str", "strstr", "small", "byte", "point", "len", "keylen"];
-        for (line, n) in truth.iter().filter(|(l, _)| probed.contains(&l.split(' ').next().unwrap_or(""))) {
-            let got = ours.get(line).copied().unwrap_or(0);
-            if too_long(line) {
-                assert_eq!(got, 0, "{toolchain}: `{line}` read, though longer than gtrace hashes");
-                missing += n;
-            } else {
-                assert_eq!(got, *n, "{toolchain}: `{line}`:\ngtrace:\n{ours:#?}\n{}", r.stderr);
-            }
-        }
-        for line in ours.keys() {
-            assert!(truth.contains_key(line), "{toolchain}: gtrace read `{line}`, the program never did");
-        }
-        // What gtrace did not print, it said it skipped: only keys longer than it hashes.
-        let long = "m[k] with a string key longer than 128 bytes";
-        assert_eq!(missing, skipped(&r.stderr, "main.lookupKeyLen", long), "{toolchain}: {}", r.stderr);
-        assert!(missing >= 3, "{toolchain}: the too long keys were not skipped");
-        assert!(!r.stderr.contains("looked at"), "{toolchain}: a lookup gave up:\n{}", r.stderr);
-        // A million entries: absent keys read as absent (a scan could not tell them).
-        for absent in ["int n1000000 2 0", "int n1000000 7000000 0", "str n1000000 key-1 0", "int n100000 -10 0"] {
-            assert!(ours.contains_key(absent), "{toolchain}: `{absent}` not read:\n{}", r.stderr);
-        }
+        lookups_match(&toolchain, &[], 128);
+    }
+}
+
+#[test]
+fn without_aes_map_lookups_hash_as_the_runtime_falls_back() {
+    if !privileged("without_aes_map_lookups_hash_as_the_runtime_falls_back") {
+        return;
+    }
+    // The runtime's memhash (wyhash) where the CPU has no AES: string keys up to 48 bytes.
+    for toolchain in all_toolchains() {
+        lookups_match(&toolchain, &[("GODEBUG", "cpu.aes=off")], 48);
     }
 }
 

@@ -26,12 +26,14 @@ pub enum Arch {
     Arm64,
 }
 
-/// The link-time addresses of the Go runtime's `useAeshash` (a bool) and `aeskeysched`
-/// (its round keys).
+/// The link-time addresses of the Go runtime's `useAeshash` (a bool), `aeskeysched`
+/// (its round keys) and, when found, `hashkey` (the keys of its fallback hash, memhash,
+/// used where the CPU has no AES).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AesGlobals {
     pub use_aeshash: u64,
     pub aeskeysched: u64,
+    pub hashkey: Option<u64>,
 }
 
 /// A machine register of some architecture.
@@ -306,7 +308,17 @@ impl Arch {
             Arch::X86_64 => Some(AesGlobals {
                 use_aeshash: x86_64::hashglobals::use_aeshash(check, check_addr)?,
                 aeskeysched: x86_64::hashglobals::aeskeysched(rounds, rounds_addr)?,
+                hashkey: None,
             }),
+            Arch::Arm64 => None,
+        }
+    }
+
+    /// The address of the fallback hash's `hashkey` from the code of the 8-byte key's
+    /// fallback hash at `addr` (amd64 only, as `aes_globals`).
+    pub fn hashkey(self, code: &[u8], addr: u64) -> Option<u64> {
+        match self {
+            Arch::X86_64 => x86_64::hashglobals::hashkey(code, addr),
             Arch::Arm64 => None,
         }
     }

@@ -1,20 +1,27 @@
-//! `m[k]` as the runtime looks a key up: hash the key with the process's aeshash keys and
-//! the map's seed (aeshash.rs), then look at one bucket chain (Go 1.17 to 1.23: bucket
-//! `hash & (2^B - 1)`, or its old bucket while the map grows and that one is not yet
-//! evacuated; slots whose tophash is the hash's top byte) or one probe sequence (Go 1.24
-//! and later: the directory's table for the hash's top bits, then its groups from
-//! `H1 & mask` in the quadratic sequence, slots whose control byte is `H2`, until a
-//! group with an empty slot; a small map is its one group). Slots are picked by the
-//! byte match, so a hit compares about one key.
+//! `m[k]` as the runtime looks a key up: hash the key as the process's runtime does
+//! (aeshash.rs with its `aeskeysched`, or, where `useAeshash` is false, memhash.rs with
+//! its `hashkey`; both with the map's seed), then look at one bucket chain (Go 1.17 to
+//! 1.23: bucket `hash & (2^B - 1)`, or its old bucket while the map grows and that one
+//! is not yet evacuated; slots whose tophash is the hash's top byte) or one probe
+//! sequence (Go 1.24 and later: the directory's table for the hash's top bits, then its
+//! groups from `H1 & mask` in the quadratic sequence, slots whose control byte is `H2`,
+//! until a group with an empty slot; a small map is its one group). Slots are picked by
+//! the byte match, so a hit compares about one key.
 //!
 //! A chain or sequence longer than `MAX_STEPS` buckets or groups (which the runtime's
 //! load factors make all but impossible) ends the hit as skipped, counted; so does a
-//! process whose runtime does not hash with AES (`runtime.useAeshash` false: a CPU
-//! without AES, or GODEBUG=cpu.aes=off), whose memhash gtrace does not compute.
+//! string key longer than the hash computed here takes.
+//!
+//! For the verifier: the walk's loop carries no constant but its step counter, a slot's
+//! string key is read at once and compared word by word without branches, and the
+//! length classes' branches work on copies of the length (`load_unlinked`), so the paths
+//! of a step meet again and the verifier keeps few states (one string `m[k]` adds about
+//! 0.1 s to `--check`).
 
 use super::aeshash::MAX_HASHED_STRING;
 use super::codegen::Gen;
 use super::mapwalk::{Slots, SLOTS};
+use super::memhash::MAX_FALLBACK_STRING;
 use super::LowerError;
 use crate::bpf::builder::Label;
 use crate::bpf::helpers::*;
@@ -94,7 +101,6 @@ impl Gen<'_> {
         self.read_user_n(w.hdr, HEADER as i32)?;
         self.b.emit(load(Size::DW, R1, R10, w.hdr));
         self.b.jmp_imm_to(JmpOp::Eq, R1, 0, absent);
-        self.uses_aeshash(aes, &w, span)?;
         let (seed, seed_size) = match *layout {
             MapLayout::Buckets { hash0, .. } => (hash0, Size::W),
             MapLayout::Swiss { seed, .. } => (seed, Size::DW),
@@ -102,8 +108,35 @@ impl Gen<'_> {
         self.b.emit(load(seed_size, R1, R10, w.hdr + seed as i16));
         self.b.emit(store_reg(Size::DW, R10, w.tmp, R1));
         self.b.comment("m[k]: the key's hash");
+        let (aes_on, hashed) = (self.b.new_label(), self.b.new_label());
+        self.uses_aeshash(aes, &w, aes_on)?;
+        match aes.hashkey {
+            Some(hashkey) => {
+                let too_long = self.b.new_label();
+                self.memhash_key(k, (hashkey, self.memhash_constants), (w.tmp, w.hash), too_long, span)?;
+                self.b.ja_to(hashed);
+                if k.string {
+                    self.b.bind(too_long);
+                    let why = format!(
+                        "m[k] with a string key longer than {MAX_FALLBACK_STRING} bytes in a process whose runtime \
+                         hashes without AES (memhash)"
+                    );
+                    self.skip_hit(why, span)?;
+                }
+            }
+            None => {
+                let why = "m[k] in a process whose runtime hashes maps without AES (memhash), whose keys gtrace \
+                           did not find"
+                    .to_string();
+                self.skip_hit(why, span)?;
+            }
+        }
+        self.b.bind(aes_on);
         self.hash_key(k, aes.aeskeysched, w.tmp, w.hash, span)?;
+        self.b.bind(hashed);
+        self.b.emit(mov64_imm(R0, 0));
         if k.string {
+            // Where the hash's temporaries were.
             w.cmp = self.slot(MAX_HASHED_STRING, span)?;
         }
         match *layout {
@@ -161,26 +194,26 @@ impl Gen<'_> {
         Ok(Walk { hdr, hash, cur, ctrl, matches, steps, index, offset, data, mask, small, tag, cmp: 0, tmp })
     }
 
-    /// Skips the hit, counted, when the process's runtime does not hash with AES.
-    fn uses_aeshash(&mut self, aes: AesGlobals, w: &Walk, span: Span) -> Result<(), LowerError> {
-        self.b.emit(store_imm(Size::DW, R10, w.tmp, 0));
+    /// Jumps to `aes_on` when the process's runtime hashes with AES.
+    fn uses_aeshash(&mut self, aes: AesGlobals, w: &Walk, aes_on: Label) -> Result<(), LowerError> {
+        self.b.emit(store_imm(Size::DW, R10, w.ctrl, 0));
         self.b.emit2(ld_imm64(R3, aes.use_aeshash));
         if let Some(bias) = self.bias {
             self.b.emit(load(Size::DW, R1, R10, bias));
             self.b.emit(alu64_reg(AluOp::Add, R3, R1));
         }
-        self.read_user_n(w.tmp, 1)?;
-        self.b.emit(load(Size::DW, R1, R10, w.tmp));
-        let aes_on = self.b.new_label();
+        self.read_user_n(w.ctrl, 1)?;
+        self.b.emit(load(Size::DW, R1, R10, w.ctrl));
         self.b.jmp_imm_to(JmpOp::Ne, R1, 0, aes_on);
+        Ok(())
+    }
+
+    /// Ends the hit as skipped, counted with `why`.
+    fn skip_hit(&mut self, why: String, span: Span) -> Result<(), LowerError> {
         if let Some(program) = self.acct.as_ref().map(|a| a.program.clone()) {
-            let why =
-                "m[k] in a process whose runtime hashes maps without AES (memhash), which gtrace does not compute"
-                    .to_string();
             self.count(Counter::Skipped { program, why }, span)?;
         }
         self.b.ja_to(self.done);
-        self.b.bind(aes_on);
         Ok(())
     }
 

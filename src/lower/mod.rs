@@ -28,6 +28,7 @@ mod maplookup;
 pub mod mapops;
 pub mod maps;
 mod mapwalk;
+mod memhash;
 mod programs;
 mod runtime_programs;
 pub mod scope;

@@ -238,6 +238,7 @@ impl Ctx<'_> {
         gen.acct = Some(ProgramAcct { layout: &mut self.layout, program: name.to_string(), item: owner.item });
         gen.g_layout = self.target.g_layout();
         gen.map_layout = self.target.map_layout();
+        gen.memhash_constants = self.target.memhash_has_constants();
         gen.stack_hi = gen.g_layout.map_or(8, |g| g.stack_hi);
         gen.b.comment(comment);
         gen.prologue();

@@ -26,7 +26,15 @@ impl Target {
                 (code("internal/runtime/maps.MemHash64")?, code("internal/runtime/maps.memHash64AES")?);
             self.arch().aes_globals(check, rounds)
         };
-        old().or_else(new)
+        let fallback = code("runtime.memhash64Fallback").or_else(|| code("internal/runtime/maps.MemHash64"));
+        let hashkey = fallback.and_then(|(c, at)| self.arch().hashkey(c, at));
+        old().or_else(new).map(|g| AesGlobals { hashkey, ..g })
+    }
+
+    /// Whether the fallback hash is the one of Go 1.17 to 1.22 (wyhash's constants m1 to
+    /// m4 where later releases read `hashkey[1..4]`).
+    pub fn memhash_has_constants(&self) -> bool {
+        self.go_version().and_then(super::go_minor).is_some_and(|m| m <= 22)
     }
 
     /// The same from the symbol table (None without one): what `aes_globals` is checked
@@ -40,6 +48,7 @@ impl Target {
             Some(AesGlobals {
                 use_aeshash: addr(&format!("{pkg}.{flag}"))?,
                 aeskeysched: addr(&format!("{pkg}.aeskeysched"))?,
+                hashkey: addr(&format!("{pkg}.hashkey")),
             })
         };
         pair("runtime", "useAeshash").or_else(|| pair("internal/runtime/maps", "UseAeshash"))

@@ -22,6 +22,15 @@ pub fn aeskeysched(code: &[u8], addr: u64) -> Option<u64> {
     decode(code, addr).iter().find(|i| aesenc(i.code())).and_then(rip_operand)
 }
 
+/// The address of `hashkey`, the fallback hash's keys, from the code of the 8-byte
+/// key's fallback hash (`runtime.memhash64Fallback`; Go 1.27 inlines it in
+/// `internal/runtime/maps.MemHash64`): the lowest 8-byte RIP-relative operand, as it
+/// reads `hashkey[0]` (and, since Go 1.23, `hashkey[1]`).
+pub fn hashkey(code: &[u8], addr: u64) -> Option<u64> {
+    let words = |i: &&iced_x86::Instruction| i.memory_size() == iced_x86::MemorySize::UInt64;
+    decode(code, addr).iter().filter(words).filter_map(rip_operand).min()
+}
+
 /// The link-time address of an instruction's RIP-relative memory operand.
 fn rip_operand(i: &iced_x86::Instruction) -> Option<u64> {
     let memory = (0..i.op_count()).any(|n| i.op_kind(n) == OpKind::Memory);
@@ -48,5 +57,11 @@ mod tests {
         assert_eq!(use_aeshash(&code, 0x1000), Some(0x2000));
         assert_eq!(aeskeysched(&code, 0x1000), Some(0x3000));
         assert_eq!((use_aeshash(&[0xc3], 0x1000), aeskeysched(&[0xc3], 0x1000)), (None, None));
+        // MOVQ 0x2008(RIP), CX; XORQ 0x2000(RIP), AX at 0x1000: hashkey at 0x2000.
+        let mut code = vec![0x48, 0x8b, 0x0d];
+        code.extend_from_slice(&((0x2008i64 - 0x1007) as i32).to_le_bytes());
+        code.extend_from_slice(&[0x48, 0x33, 0x05]);
+        code.extend_from_slice(&((0x2000i64 - 0x100e) as i32).to_le_bytes());
+        assert_eq!(hashkey(&code, 0x1000), Some(0x2000));
     }
 }
