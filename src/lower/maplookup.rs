@@ -107,34 +107,7 @@ impl Gen<'_> {
         };
         self.b.emit(load(seed_size, R1, R10, w.hdr + seed as i16));
         self.b.emit(store_reg(Size::DW, R10, w.tmp, R1));
-        self.b.comment("m[k]: the key's hash");
-        let (aes_on, hashed) = (self.b.new_label(), self.b.new_label());
-        self.uses_aeshash(aes, &w, aes_on)?;
-        match aes.hashkey {
-            Some(hashkey) => {
-                let too_long = self.b.new_label();
-                self.memhash_key(k, (hashkey, self.memhash_constants), (w.tmp, w.hash), too_long, span)?;
-                self.b.ja_to(hashed);
-                if k.string {
-                    self.b.bind(too_long);
-                    let why = format!(
-                        "m[k] with a string key longer than {MAX_FALLBACK_STRING} bytes in a process whose runtime \
-                         hashes without AES (memhash)"
-                    );
-                    self.skip_hit(why, span)?;
-                }
-            }
-            None => {
-                let why = "m[k] in a process whose runtime hashes maps without AES (memhash), whose keys gtrace \
-                           did not find"
-                    .to_string();
-                self.skip_hit(why, span)?;
-            }
-        }
-        self.b.bind(aes_on);
-        self.hash_key(k, aes.aeskeysched, w.tmp, w.hash, span)?;
-        self.b.bind(hashed);
-        self.b.emit(mov64_imm(R0, 0));
+        self.key_hash(k, aes, &w, span)?;
         if k.string {
             // Where the hash's temporaries were.
             w.cmp = self.slot(MAX_HASHED_STRING, span)?;
@@ -181,6 +154,41 @@ impl Gen<'_> {
         self.b.bind(absent);
         self.b.emit(store_imm(Size::DW, R10, found, 0));
         self.b.bind(hit);
+        self.b.emit(mov64_imm(R0, 0));
+        Ok(())
+    }
+
+    /// The runtime's hash of the key, with the seed in `w.tmp`, into `w.hash`: aeshash
+    /// where the process's runtime uses AES, else its memhash (or the hit skipped when
+    /// its keys were not found).
+    fn key_hash(&mut self, k: &Key, aes: AesGlobals, w: &Walk, span: Span) -> Result<(), LowerError> {
+        self.b.comment("m[k]: the key's hash");
+        let (aes_on, hashed) = (self.b.new_label(), self.b.new_label());
+        self.uses_aeshash(aes, w, aes_on)?;
+        match aes.hashkey {
+            Some(hashkey) => {
+                let too_long = self.b.new_label();
+                self.memhash_key(k, (hashkey, self.memhash_constants), (w.tmp, w.hash), too_long, span)?;
+                self.b.ja_to(hashed);
+                if k.string {
+                    self.b.bind(too_long);
+                    let why = format!(
+                        "m[k] with a string key longer than {MAX_FALLBACK_STRING} bytes in a process whose runtime \
+                         hashes without AES (memhash)"
+                    );
+                    self.skip_hit(why, span)?;
+                }
+            }
+            None => {
+                let why = "m[k] in a process whose runtime hashes maps without AES (memhash), whose keys gtrace \
+                           did not find"
+                    .to_string();
+                self.skip_hit(why, span)?;
+            }
+        }
+        self.b.bind(aes_on);
+        self.hash_key(k, aes.aeskeysched, w.tmp, w.hash, span)?;
+        self.b.bind(hashed);
         self.b.emit(mov64_imm(R0, 0));
         Ok(())
     }

@@ -191,9 +191,16 @@ impl Gen<'_> {
         self.load_le(data, 4, 3);
         self.b.emit(store_reg(Size::DW, R10, b, R0));
         self.b.ja_to(done);
-        // 8 to 48 bytes: the seed mixed with each 16 bytes before the last 16, then
-        // a = r8(p + max(s - 16, 0)), b = r8(p + s - 8).
         self.b.bind(words);
+        self.fallback_long_words(data, keys, [seed, a, b, s]);
+        self.b.bind(done);
+        self.b.emit(mov64_imm(R0, 0));
+        Ok(())
+    }
+
+    /// A string key of 8 to 48 bytes: the seed mixed with each 16 bytes before the last
+    /// 16, then `a` = r8(p + max(s - 16, 0)), `b` = r8(p + s - 8).
+    fn fallback_long_words(&mut self, data: i16, keys: i16, [seed, a, b, s]: [i16; 4]) {
         for block in 0..2i16 {
             let skip = self.b.new_label();
             self.b.emit(load(Size::DW, R1, R10, s));
@@ -220,9 +227,6 @@ impl Gen<'_> {
         self.b.emit(alu64_imm(AluOp::Sub, R1, 8));
         self.load_le(data, 8, MAX_FALLBACK_STRING - 8);
         self.b.emit(store_reg(Size::DW, R10, b, R0));
-        self.b.bind(done);
-        self.b.emit(mov64_imm(R0, 0));
-        Ok(())
     }
 
     /// R0 = the `n` bytes (little-endian) at `data` + R1 on the stack, R1 clamped to
