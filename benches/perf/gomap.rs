@@ -2,7 +2,8 @@
 //! ns a hit, from `run_time_ns` / `run_cnt`): benches/gomap looks keys up (half present,
 //! half absent) in one map of 10, 1,000, 100,000 or 1,000,000 entries, integer or
 //! string keys (`request-path-N`, 14 to 19 bytes), built by the local Go (swiss tables)
-//! and by go1.23.12 (buckets). Beside each, the same probe without `m[k]` (`sum(k)` of
+//! and by go1.23.12 (buckets), and the local build again with GODEBUG=cpu.aes=off (the
+//! runtime's memhash, which the probe then computes). Beside each, the same probe without `m[k]` (`sum(k)` of
 //! an integer key; `sum(len(k))` of a string key): the difference is the lookup's own
 //! cost. All rows come from one run, so they compare; no row is a goal checked by a test.
 
@@ -57,10 +58,19 @@ fn ebpf_per_hit(stderr: &str, function: &str) -> Result<f64, String> {
 }
 
 /// Runs gtrace with `script` on the bench program and reads the probe's eBPF ns a hit.
-fn measure(gtrace: &str, bin: &Path, kind: &str, size: u64, calls: u64, script: &str) -> Result<f64, String> {
+fn measure(
+    gtrace: &str,
+    bin: &Path,
+    kind: &str,
+    size: u64,
+    calls: u64,
+    script: &str,
+    godebug: &str,
+) -> Result<f64, String> {
     let command = format!("{} {kind} {size} {calls}", bin.display());
     let out = Command::new(gtrace)
         .args(["--stats", "-e", script, "-c", &command])
+        .env("GODEBUG", godebug)
         .output()
         .map_err(|e| format!("gtrace: {e}"))?;
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -75,7 +85,8 @@ fn measure(gtrace: &str, bin: &Path, kind: &str, size: u64, calls: u64, script: 
 pub fn measure_all(gtrace: &str, root: &Path, work: &Path, quick: bool) -> Vec<Row> {
     let calls = if quick { 20_000 } else { 200_000 };
     let mut rows = Vec::new();
-    for (layout, toolchain) in [("swiss", "local"), ("buckets", "go1.23.12")] {
+    let variants = [("swiss", "local", ""), ("buckets", "go1.23.12", ""), ("swiss, memhash", "local", "cpu.aes=off")];
+    for (layout, toolchain, godebug) in variants {
         let bin = build(root, work, toolchain);
         for kind in ["int", "str"] {
             let (lookup, plain) = match kind {
@@ -84,7 +95,7 @@ pub fn measure_all(gtrace: &str, root: &Path, work: &Path, quick: bool) -> Vec<R
             };
             for size in SIZES {
                 let run = |script| match &bin {
-                    Ok(b) => measure(gtrace, b, kind, size, calls, script),
+                    Ok(b) => measure(gtrace, b, kind, size, calls, script, godebug),
                     Err(e) => Err(e.clone()),
                 };
                 let row = Row { layout, kind, size, with_lookup: run(lookup), without: run(plain) };
