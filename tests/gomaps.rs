@@ -253,6 +253,27 @@ on entry main.lookupStr { printf("gt str %s %s %d\n", tag, k, m[k]) }
     }
 }
 
+#[test]
+fn a_plan_with_map_lookups_runs_elsewhere() {
+    if !privileged("a_plan_with_map_lookups_runs_elsewhere") {
+        return;
+    }
+    let Ok(bin) = build("gomaps", "local", PLAIN) else { panic!("build gomaps") };
+    let dir = support::root().join("target/tmp/gomaps-plan");
+    std::fs::create_dir_all(&dir).unwrap();
+    let plan = dir.join("plan.json");
+    let script = r#"on entry main.lookupStr { printf("gt str %s %s %d\n", tag, k, m[k]) }"#;
+    let (b, p) = (bin.to_str().unwrap(), plan.to_str().unwrap());
+    let r = gtrace(&["--emit", "plan", "-o", p, "-e", script, "-b", b]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    // The plan's AES tables map passes `gtrace run`'s checks, and the lookups read true.
+    let r = gtrace(&["run", "-c", b, p]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let (ours, truth) = (lines(&r.stdout, "gt str "), lines(&r.stdout, "go str "));
+    assert!(truth.len() > 20, "{}", r.stdout);
+    assert_eq!(ours, truth, "{}", r.stderr);
+}
+
 /// The diagnostics of `script` against tests/go/gomaps built as `kind`, the binary's
 /// path replaced by BIN.
 fn rendered(script: &str, kind: Kind) -> String {
