@@ -15,7 +15,7 @@
 
 use super::aeshash::MAX_HASHED_STRING;
 use super::codegen::Gen;
-use super::maplookup::Key;
+use super::maplookup::{header_fits, Key};
 use super::mapwalk::{slots, Labels, Scan, Slots, MIN_TOP_HASH, SLOTS};
 use super::values::Place;
 use super::LowerError;
@@ -44,7 +44,7 @@ impl Gen<'_> {
         let kt = self.types.get(key);
         let (string_key, key_size) = (matches!(kt.kind, TypeKind::String), kt.size.clamp(1, 8));
         let slots = slots(self.types, &layout, key, elem);
-        if let Some(aes) = self.aes {
+        if let Some(aes) = self.aes.filter(|_| header_fits(&layout)) {
             let k = (string_key, key_size, slots);
             return self.hashed_place(e, base, index, k, &layout, aes);
         }

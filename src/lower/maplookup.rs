@@ -77,6 +77,21 @@ struct Walk {
     tmp: i16,
 }
 
+/// Whether every header field a lookup reads is within the `HEADER` bytes it reads at
+/// once (true of every release; a layout from another's DWARF might not be: then the
+/// map is scanned).
+pub(super) fn header_fits(layout: &MapLayout) -> bool {
+    let last = match *layout {
+        MapLayout::Buckets { flags, b, hash0, buckets, oldbuckets } => {
+            [flags + 1, b + 1, hash0 + 4, buckets + 8, oldbuckets + 8]
+        }
+        MapLayout::Swiss { seed, dir_ptr, dir_len, global_shift, .. } => {
+            [seed + 8, dir_ptr + 8, dir_len + 8, global_shift + 1, 0]
+        }
+    };
+    last.iter().all(|&end| end <= HEADER)
+}
+
 impl Gen<'_> {
     /// Looks the key up in the map whose header address is in R0; the element's address
     /// goes to slot `found` (0 when absent).
