@@ -473,3 +473,18 @@ impl Gen<'_> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_releases_header_fits_the_bytes_read() {
+        for minor in 17..=27 {
+            let layout = crate::target::Target::map_layout_for_version(&format!("go1.{minor}.0")).expect("a layout");
+            assert!(header_fits(&layout), "go1.{minor}");
+        }
+        let far = MapLayout::Buckets { flags: 8, b: 9, hash0: 12, buckets: 16, oldbuckets: 48 };
+        assert!(!header_fits(&far));
+    }
+}
