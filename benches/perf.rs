@@ -5,6 +5,7 @@
 //!     cargo bench --bench perf -- --governor   # only the budget's breaker, printed (no file)
 //!     cargo bench --bench perf -- --ebpf       # only the eBPF programs' own cost (no file)
 //!     cargo bench --bench perf -- --server     # only the real server (echo) under `gtrace http`
+//!     cargo bench --bench perf -- --gomap      # only m[k]'s eBPF cost by map size (no file)
 //!
 //! On one Go target (benches/go, a hot `//go:noinline` function that the program times
 //! itself, printing ns/call), it measures: untraced; the empty-uprobe floor (gtrace and
@@ -22,6 +23,8 @@
 
 #[path = "perf/ebpf.rs"]
 mod ebpf;
+#[path = "perf/gomap.rs"]
+mod gomap;
 #[path = "perf/governor.rs"]
 mod governor;
 #[path = "perf/server.rs"]
@@ -69,6 +72,10 @@ fn main() {
         print!("{}\n{}\n", s.render(), s.goals().join("\n"));
         return;
     }
+    if std::env::args().any(|a| a == "--gomap") {
+        print!("{}", gomap::render(&gomap::measure_all(GTRACE, Path::new(ROOT), &work, quick)));
+        return;
+    }
     let tools = Tools::find();
     if std::env::args().any(|a| a == "--ebpf") {
         let cases = ebpf_costs(&cfg, &work, &target, &tools);
@@ -80,6 +87,8 @@ fn main() {
 
     per_call(&cfg, &work, &target, &tools, &mut report);
     report.ebpf = ebpf_costs(&cfg, &work, &target, &tools);
+    eprintln!("m[k] ...");
+    report.gomap = gomap::measure_all(GTRACE, Path::new(ROOT), &work, cfg.quick);
     startup_and_exit(&cfg, &target, &tools, &mut report);
     compiler(&cfg, &work, &mut report);
     eprintln!("the budget's breaker ...");
@@ -771,6 +780,7 @@ struct Report {
     governor: Option<governor::Governor>,
     server: Option<server::Server>,
     ebpf: Vec<ebpf::Case>,
+    gomap: Vec<gomap::Row>,
 }
 
 fn median(v: &[f64]) -> Option<f64> {
@@ -844,6 +854,8 @@ impl Report {
         }
 
         s.push_str(&ebpf::render(&self.ebpf));
+        s.push('\n');
+        s.push_str(&gomap::render(&self.gomap));
 
         let _ = writeln!(s, "\n### Start-up and exit (target `benchtarget wait`)\n");
         let _ = writeln!(s, "attached: launch → `Attached` line; running: launch → the target's first line; exit: SIGINT → tracer gone.\n");

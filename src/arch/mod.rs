@@ -26,6 +26,16 @@ pub enum Arch {
     Arm64,
 }
 
+/// The link-time addresses of the Go runtime's `useAeshash` (a bool), `aeskeysched`
+/// (its round keys) and, when found, `hashkey` (the keys of its fallback hash, memhash,
+/// used where the CPU has no AES).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AesGlobals {
+    pub use_aeshash: u64,
+    pub aeskeysched: u64,
+    pub hashkey: Option<u64>,
+}
+
 /// A machine register of some architecture.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 pub enum Reg {
@@ -281,6 +291,35 @@ impl Arch {
         match self {
             Arch::X86_64 => x86_64::flow::decode(code, addr),
             Arch::Arm64 => arm64::flow::decode(code, addr),
+        }
+    }
+
+    /// Where the Go runtime keeps its aeshash keys: the address of `useAeshash` from the
+    /// code of the function that tests it (`check`, at `check_addr`) and of
+    /// `aeskeysched` from the code that runs the rounds (`rounds`, at `rounds_addr`).
+    /// Only where gtrace computes the runtime's aeshash (amd64's; arm64's runtime hashes
+    /// with other AES instructions, so None there and `m[k]` scans the map).
+    pub fn aes_globals(
+        self,
+        (check, check_addr): (&[u8], u64),
+        (rounds, rounds_addr): (&[u8], u64),
+    ) -> Option<AesGlobals> {
+        match self {
+            Arch::X86_64 => Some(AesGlobals {
+                use_aeshash: x86_64::hashglobals::use_aeshash(check, check_addr)?,
+                aeskeysched: x86_64::hashglobals::aeskeysched(rounds, rounds_addr)?,
+                hashkey: None,
+            }),
+            Arch::Arm64 => None,
+        }
+    }
+
+    /// The address of the fallback hash's `hashkey` from the code of the 8-byte key's
+    /// fallback hash at `addr` (amd64 only, as `aes_globals`).
+    pub fn hashkey(self, code: &[u8], addr: u64) -> Option<u64> {
+        match self {
+            Arch::X86_64 => x86_64::hashglobals::hashkey(code, addr),
+            Arch::Arm64 => None,
         }
     }
 

@@ -183,6 +183,9 @@ pub struct Facts {
     /// Promoted fields (`c.pa` of a field of an embedded struct): the embedded fields
     /// passed through, in order.
     pub promoted: HashMap<ExprId, Vec<String>>,
+    /// The body reads `m[k]` of a Go map (which hashes with the process's keys: a PIE
+    /// needs its load bias).
+    pub map_index: bool,
 }
 
 #[derive(Clone, Debug)]

@@ -40,6 +40,10 @@ pub struct Gen<'a> {
     pub g_layout: Option<crate::target::GLayout>,
     /// Where the runtime keeps a map's buckets or tables (`m[k]`).
     pub map_layout: Option<crate::target::MapLayout>,
+    /// The runtime's aeshash keys, when `m[k]` hashes (maplookup.rs); None: it scans.
+    pub aes: Option<crate::target::AesGlobals>,
+    /// The runtime's fallback hash mixes in wyhash's constants (Go 1.17 to 1.22).
+    pub memhash_constants: bool,
     /// `stack.hi` in runtime.g (8 in every release).
     pub stack_hi: u32,
     /// A pointer to the goroutine's record of calls in flight (frames.rs), when read.
@@ -101,6 +105,8 @@ impl<'a> Gen<'a> {
             g: None,
             g_layout: None,
             map_layout: None,
+            aes: None,
+            memhash_constants: false,
             stack_hi: 8,
             record: None,
             call_frame: None,

@@ -1,18 +1,22 @@
-//! `m[k]` of a Go map with integer or string keys, read in the probe. The runtime finds a
-//! key by its hash (aeshash seeded per map or per process), which eBPF cannot compute;
-//! the probe scans instead: every bucket (Go 1.17 to 1.23: the `buckets` array, each
-//! bucket's overflow chain, and while the map grows the `oldbuckets` not yet evacuated)
-//! or every group (Go 1.24 and later: the one group of a small map, else each table of
-//! the directory once), comparing the keys of full slots with `k`. The element's address
-//! becomes the place of `m[k]`, 0 when the key is absent, which reads as Go's zero value.
+//! `m[k]` of a Go map with integer or string keys, read in the probe. Where gtrace
+//! computes the runtime's hash (amd64: `Gen::aes` holds the hash keys' addresses),
+//! the key is looked up as the runtime does (`hashed_place`, maplookup.rs). Elsewhere
+//! (arm64) the probe scans instead: every bucket (Go 1.17 to 1.23: the `buckets` array,
+//! each bucket's overflow chain, and while the map grows the `oldbuckets` not yet
+//! evacuated) or every group (Go 1.24 and later: the one group of a small map, else
+//! each table of the directory once), comparing the keys of full slots with `k`. The
+//! element's address becomes the place of `m[k]`, 0 when the key is absent, which reads
+//! as Go's zero value.
 //!
 //! The scan visits at most `MAX_GROUPS` buckets or groups (a loop the verifier walks
 //! through, each step bounded). A key not found within them in a bigger map, or a
 //! string key longer than `MAX_STRING_KEY` bytes, ends the hit as skipped
 //! (`Counter::Skipped`), said at exit: never a silent zero. The walk itself is mapwalk.rs.
 
+use super::aeshash::MAX_HASHED_STRING;
 use super::codegen::Gen;
-use super::mapwalk::{slots, Labels, Scan, MIN_TOP_HASH, SLOTS};
+use super::maplookup::{header_fits, Key};
+use super::mapwalk::{slots, Labels, Scan, Slots, MIN_TOP_HASH, SLOTS};
 use super::values::Place;
 use super::LowerError;
 use crate::bpf::builder::Label;
@@ -21,7 +25,7 @@ use crate::bpf::insn::*;
 use crate::gotypes::TypeKind;
 use crate::plan::Counter;
 use crate::syntax::ast::*;
-use crate::target::MapLayout;
+use crate::target::{AesGlobals, MapLayout};
 
 /// Buckets (with overflow buckets) or groups one `m[k]` looks at, at most.
 pub const MAX_GROUPS: i32 = 512;
@@ -40,6 +44,10 @@ impl Gen<'_> {
         let kt = self.types.get(key);
         let (string_key, key_size) = (matches!(kt.kind, TypeKind::String), kt.size.clamp(1, 8));
         let slots = slots(self.types, &layout, key, elem);
+        if let Some(aes) = self.aes.filter(|_| header_fits(&layout)) {
+            let k = (string_key, key_size, slots);
+            return self.hashed_place(e, base, index, k, &layout, aes);
+        }
         let s = self.scan_slots(slots, Some((string_key, key_size)), e.span)?;
         self.scan_key(&s, index)?;
         // The map's header: its address is the value of `m`.
@@ -69,6 +77,55 @@ impl Gen<'_> {
         self.b.bind(l.done);
         self.b.emit(mov64_imm(R0, 0));
         Ok(Place::Mem { addr: s.found, offset: 0 })
+    }
+
+    /// `m[k]` found as the runtime finds it (maplookup.rs): the key hashed, one chain or
+    /// probe sequence looked at.
+    fn hashed_place(
+        &mut self,
+        e: &Expr,
+        base: &Expr,
+        index: &Expr,
+        (string, size, slots): (bool, u64, Slots),
+        layout: &MapLayout,
+        aes: AesGlobals,
+    ) -> Result<Place, LowerError> {
+        let found = self.slot(8, e.span)?;
+        let mark = self.frame.mark();
+        let key = if string { self.slot(8 + MAX_HASHED_STRING, e.span)? } else { self.slot(8, e.span)? };
+        if string {
+            for i in 0..(8 + MAX_HASHED_STRING as i16) / 8 {
+                self.b.emit(store_imm(Size::DW, R10, key + 8 * i, 0));
+            }
+            // One byte more than hashed: a longer key reads as longer, and is skipped.
+            self.string_to(index, R10, key, MAX_HASHED_STRING + 1)?;
+            let fits = self.b.new_label();
+            self.b.emit(load(Size::DW, R1, R10, key));
+            self.b.jmp_imm_to(JmpOp::Le, R1, MAX_HASHED_STRING as i32, fits);
+            if let Some(program) = self.acct.as_ref().map(|a| a.program.clone()) {
+                let why = format!("m[k] with a string key longer than {MAX_HASHED_STRING} bytes");
+                self.count(Counter::Skipped { program, why }, index.span)?;
+            }
+            self.b.ja_to(self.done);
+            self.b.bind(fits);
+        } else {
+            self.expr(index)?;
+            self.narrow(size, false);
+            self.b.emit(store_reg(Size::DW, R10, key, R0));
+        }
+        let mp = self.place(base)?;
+        self.read_scalar(&mp, 8, false)?;
+        self.hashed_lookup(&Key { key, string, size, slots }, layout, aes, found, e.span)?;
+        if slots.elem_indirect {
+            let absent = self.b.new_label();
+            self.b.emit(load(Size::DW, R3, R10, found));
+            self.b.jmp_imm_to(JmpOp::Eq, R3, 0, absent);
+            self.read_user_n(found, 8)?;
+            self.b.bind(absent);
+            self.b.emit(mov64_imm(R0, 0));
+        }
+        self.frame.release(mark);
+        Ok(Place::Mem { addr: found, offset: 0 })
     }
 
     /// The key into its slot: an integer cut to the key's size, or a string record

@@ -187,7 +187,7 @@ impl Gen<'_> {
     ) -> Result<(), LowerError> {
         self.b.emit(store_imm(Size::DW, R10, s.steps, 0));
         match *layout {
-            MapLayout::Buckets { flags, b, buckets, oldbuckets } => {
+            MapLayout::Buckets { flags, b, buckets, oldbuckets, .. } => {
                 self.buckets_start(s, [flags, b, buckets, oldbuckets], l.done)?
             }
             MapLayout::Swiss { dir_ptr, dir_len, .. } => self.swiss_start(s, dir_ptr, dir_len, l.done)?,

@@ -8,6 +8,7 @@
 //! attached to the target first returns for a task outside the cgroup (`scope`).
 
 pub mod accounting;
+pub mod aeshash;
 pub mod agg;
 pub mod arith;
 mod capture;
@@ -24,9 +25,11 @@ pub mod gomap;
 pub mod goroutine;
 mod loglinear;
 mod mapcapture;
+mod maplookup;
 pub mod mapops;
 pub mod maps;
 mod mapwalk;
+mod memhash;
 mod programs;
 mod runtime_programs;
 pub mod scope;

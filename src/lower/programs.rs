@@ -25,8 +25,10 @@ const LOAD_BIAS: &str = "learn_load_bias";
 
 /// Whether an instance needs a PIE's load bias: it reads package-level variables, or
 /// names the instantiation a shape function was called with (its dictionary's address).
-fn reads_globals(inst: &Instance) -> bool {
-    inst.dictionary.is_some() || inst.facts.names.values().any(|n| matches!(n, Name::Global { .. }))
+fn reads_globals(inst: &Instance, hashing: bool) -> bool {
+    inst.dictionary.is_some()
+        || inst.facts.names.values().any(|n| matches!(n, Name::Global { .. }))
+        || (hashing && inst.facts.map_index)
 }
 
 /// What every program of the script shares while it is lowered.
@@ -49,6 +51,9 @@ pub(super) struct Ctx<'a> {
     /// The target is a PIE whose package variables are read: programs that read them
     /// add the process's load bias.
     biased: bool,
+    /// The runtime's aeshash keys, when some body reads `m[k]` and gtrace hashes as the
+    /// runtime does (maplookup.rs); their addresses are package variables'.
+    aes: Option<crate::target::AesGlobals>,
     /// How much of a whole Go value `print` copies.
     bounds: crate::capture::Bounds,
     /// `--cgroup`: programs attached to the target check the current task's cgroup.
@@ -83,7 +88,11 @@ pub(super) fn lower_all(
         maps.add_self_vars(checked.self_vars.values().map(|v| v.ty.record_size()).max().unwrap_or(8));
     }
     maps.specs.extend(super::runtime_programs::panic_functions_maps(checked, &plan.functions));
-    let biased = target.is_pie() && checked.instances.iter().any(reads_globals);
+    let aes = target.aes_globals().filter(|_| checked.instances.iter().any(|i| i.facts.map_index));
+    if aes.is_some() {
+        maps.specs.push(super::aeshash::aes_tables_map());
+    }
+    let biased = target.is_pie() && checked.instances.iter().any(|i| reads_globals(i, aes.is_some()));
     if biased {
         maps.specs.push(super::globals::load_bias_map());
     }
@@ -100,6 +109,7 @@ pub(super) fn lower_all(
         records: &records,
         entry_programs: std::collections::HashMap::new(),
         biased,
+        aes,
         bounds: settings.bounds,
         cgroup: settings.cgroup,
     };
@@ -117,7 +127,7 @@ pub(super) fn lower_all(
     if let Some(var) = checked.self_vars.values().min_by_key(|v| v.index) {
         cx.self_cleanup_program(var.span)?;
     }
-    if let Some(inst) = checked.instances.iter().find(|i| biased && reads_globals(i)) {
+    if let Some(inst) = checked.instances.iter().find(|i| biased && reads_globals(i, aes.is_some())) {
         cx.load_bias_program(inst.span)?;
     }
     cx.tie_dependent_sites();
@@ -228,6 +238,7 @@ impl Ctx<'_> {
         gen.acct = Some(ProgramAcct { layout: &mut self.layout, program: name.to_string(), item: owner.item });
         gen.g_layout = self.target.g_layout();
         gen.map_layout = self.target.map_layout();
+        gen.memhash_constants = self.target.memhash_has_constants();
         gen.stack_hi = gen.g_layout.map_or(8, |g| g.stack_hi);
         gen.b.comment(comment);
         gen.prologue();
@@ -327,7 +338,8 @@ impl Ctx<'_> {
             [f] => self.records.functions.get(&f.name).cloned().unwrap_or_default(),
             _ => Vec::new(),
         };
-        let biased = self.biased && reads_globals(inst);
+        let biased = self.biased && reads_globals(inst, self.aes.is_some());
+        let aes = self.aes.filter(|_| biased || !self.target.is_pie());
         let function_index = match inst.functions.as_slice() {
             [f] => self.plan.functions.iter().position(|n| *n == f.name).map(|i| i as u32),
             _ => None,
@@ -346,6 +358,7 @@ impl Ctx<'_> {
             if biased {
                 gen.load_bias(&name, probe.span)?;
             }
+            gen.aes = aes;
             if inst.needs_entry() {
                 gen.pop_frame(probe.span)?;
                 if !carried.is_empty() {
@@ -500,7 +513,7 @@ impl Ctx<'_> {
         // processes.
         if self.biased {
             let mut readers: Vec<SiteRef> = (self.checked.instances.iter().enumerate())
-                .filter(|(_, inst)| reads_globals(inst))
+                .filter(|(_, inst)| reads_globals(inst, self.aes.is_some()))
                 .map(|(i, _)| SiteRef { program: program_of(i), function: None })
                 .collect();
             readers.push(SiteRef { program: LOAD_BIAS.to_string(), function: None });

@@ -251,6 +251,9 @@ pub enum MapRole {
     /// their indices into `Plan::functions` (u32; the value is 1 and unused). The
     /// runtime fills it when it loads the maps, before anything is attached.
     PanicFunctions { functions: Vec<u32> },
+    /// The AES T-tables `m[k]` hashes keys with (one entry: four tables of 256 u32,
+    /// `lower::aeshash::t_tables`). The runtime fills it before anything is attached.
+    AesTables,
 }
 
 /// How a user map's value is laid out and combined across CPUs.

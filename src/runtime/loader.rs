@@ -104,6 +104,7 @@ pub fn load(object: &[u8], plan: &Plan) -> Result<Loaded, RuntimeError> {
     }
 
     fill_panic_functions(&maps)?;
+    fill_aes_tables(&maps)?;
     Ok(Loaded {
         ebpf,
         plan_probes: plan.probes.clone(),
@@ -129,6 +130,14 @@ fn fill_panic_functions(maps: &HashMap<String, MapHandle>) -> Result<(), Runtime
                 map.update(&f.to_ne_bytes(), &1u32.to_ne_bytes())?;
             }
         }
+    }
+    Ok(())
+}
+
+/// Puts the AES T-tables in the map `m[k]` hashes with, before anything is attached.
+fn fill_aes_tables(maps: &HashMap<String, MapHandle>) -> Result<(), RuntimeError> {
+    for map in maps.values().filter(|m| matches!(m.spec.role, MapRole::AesTables)) {
+        map.update(&0u32.to_ne_bytes(), &crate::lower::aeshash::t_tables())?;
     }
     Ok(())
 }

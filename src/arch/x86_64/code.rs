@@ -31,7 +31,7 @@ pub(crate) fn probe_sites<'a>(
     Ok(ProbeSites { entry, returns })
 }
 
-fn decode(code: &[u8], addr: u64) -> Vec<Instruction> {
+pub(super) fn decode(code: &[u8], addr: u64) -> Vec<Instruction> {
     let mut decoder = Decoder::with_ip(64, code, addr, DecoderOptions::NONE);
     let mut out = Vec::new();
     while decoder.can_decode() {

@@ -3,6 +3,7 @@
 
 pub mod code;
 pub mod flow;
+pub mod hashglobals;
 pub mod trap;
 pub mod uprobe;
 

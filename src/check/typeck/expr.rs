@@ -244,6 +244,7 @@ impl Cx<'_> {
             );
             return Ty::Void;
         }
+        self.facts.map_index = true;
         self.go_typed(e, elem)
     }
 }

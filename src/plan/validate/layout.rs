@@ -140,6 +140,10 @@ fn map(plan: &Plan, m: &MapSpec) -> Result<(), Refused> {
             let known = functions.iter().all(|f| (*f as usize) < plan.functions.len());
             known && shape == (MapKind::Hash, 4, 4, functions.len().max(1) as u32)
         }
+        MapRole::AesTables => {
+            let tables = crate::lower::aeshash::aes_tables_map();
+            shape == (tables.kind, tables.key_size, tables.value_size, tables.max_entries)
+        }
         MapRole::Scratch => scratch(plan, m),
         MapRole::User { value: v, .. } => return user(plan, m, v),
     };

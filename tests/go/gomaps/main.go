@@ -1,7 +1,8 @@
 // gomaps builds Go maps with integer and string keys (small ones in one bucket or group,
 // big ones with many buckets, overflow chains and several swiss tables, one growing while
-// it is read) and looks keys up in them through //go:noinline functions that gtrace
-// probes. Each lookup prints its own truth in the line gtrace's script prints:
+// it is read, maps of 10 to a million entries, string keys of every length class the
+// runtime hashes apart) and looks keys up in them through //go:noinline functions that
+// gtrace probes. Each lookup prints its own truth in the line gtrace's script prints:
 // `go int TAG KEY VALUE`, `go str TAG KEY VALUE`, ... (the zero value when the key is
 // absent).
 package main
@@ -10,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 )
 
 type point struct {
@@ -27,6 +29,15 @@ func lookupInt(tag string, m map[int]int, k int) int {
 func lookupStr(tag string, m map[string]int, k string) int {
 	v := m[k]
 	fmt.Printf("go str %s %s %d\n", tag, k, v)
+	return v
+}
+
+// lookupKeyLen prints the key's length (long keys would not fit a printed line).
+//
+//go:noinline
+func lookupKeyLen(tag string, m map[string]int, k string) int {
+	v := m[k]
+	fmt.Printf("go keylen %s %d %d\n", tag, len(k), v)
 	return v
 }
 
@@ -135,6 +146,19 @@ func main() {
 	for _, k := range []string{prefix + "0", prefix + "39", prefix + "40", prefix + "17", prefix[:10]} {
 		lookupStrStr("long", long, k)
 	}
+	// String keys of 0 to 140 bytes (the hash's length classes: 0, 1-16, 17-32, 33-64,
+	// 65-128, longer), every other length present.
+	lens := map[string]int{}
+	for n := 0; n <= 140; n += 2 {
+		lens[strings.Repeat("k", n)] = n + 1
+	}
+	for _, n := range []int{0, 1, 2, 15, 16, 17, 18, 31, 32, 33, 34, 63, 64, 65, 66, 100, 127, 128} {
+		lookupKeyLen("lens", lens, strings.Repeat("k", n))
+	}
+	// Longer than gtrace hashes: skipped, counted.
+	for _, n := range []int{129, 130, 140} {
+		lookupKeyLen("toolong", lens, strings.Repeat("k", n))
+	}
 	sm := map[int32]int16{}
 	for i := int32(-50); i < 50; i++ {
 		sm[i*1000] = int16(i * 3)
@@ -167,10 +191,18 @@ func main() {
 			lookupLen("growing", growing)
 		}
 	}
-	// Bigger than a probe looks at: keys found within the bound, or the hit skipped.
-	huge := intMap(40000)
-	for _, k := range []int{-3, 7*39999 - 3, 7*20000 - 3, 2, 7 * 40000} {
-		lookupInt("huge", huge, k)
+	// Maps of every size up to a million entries: keys present and absent (a scan of
+	// the map could not tell an absent key in the bigger ones).
+	for _, n := range []int{10, 1000, 100000, 1000000} {
+		tag := "n" + strconv.Itoa(n)
+		im := intMap(n)
+		for _, k := range []int{-3, 7*(n-1) - 3, 7*(n/2) - 3, 2, 7 * n, -10} {
+			lookupInt(tag, im, k)
+		}
+		sm := strMap(n)
+		for _, k := range []string{"key-0", "key-" + strconv.Itoa(3*(n-1)), "key-" + strconv.Itoa(3*(n/3)), "key-1", "key-" + strconv.Itoa(3*n), ""} {
+			lookupStr(tag, sm, k)
+		}
 	}
 	show("small", map[string]int{"b": 2, "a": 1, "c": -3}, map[int8]string{-5: "minus", 7: "seven", 0: ""},
 		holder{Name: "h", Count: map[string]int{"x": 10}}, nil)

@@ -1,0 +1,3 @@
+module gomapbench
+
+go 1.17

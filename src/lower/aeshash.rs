@@ -1,0 +1,450 @@
+//! The Go runtime's aeshash in eBPF, so that `m[k]` (maplookup.rs) finds a key's bucket
+//! or probe sequence as the runtime does (runtime/asm_amd64.s: `memhash64`,
+//! `memhash32`, `aeshashbody`; amd64 only, see `Arch::aes_globals`).
+//!
+//! An `AESENC` round is done with T-tables: four tables of 256 u32 (each the S-box
+//! entry times the MixColumns column, one rotation apart) in the one-entry array map
+//! `aes_tables`, which the runtime fills before anything is attached (the plan's
+//! `MapRole::AesTables`, from `t_tables`). One round is 16 table loads and XORs.
+//! The keys are the process's `runtime.aeskeysched` (read from the target at its
+//! link-time address plus a PIE's load bias) and the map's own seed.
+//!
+//! String keys (and 1- and 2-byte integer keys, which the runtime hashes as bytes) are
+//! hashed up to `MAX_HASHED_STRING` bytes, the runtime's length classes 0, 1-16, 17-32,
+//! 33-64 and 65-128: 1, 2, 4 or 8 lanes of 16 bytes, each scrambled three times and
+//! XORed together. Longer keys are not hashed (the caller skips the hit, counted).
+
+use super::codegen::Gen;
+use super::LowerError;
+use crate::bpf::helpers::*;
+use crate::bpf::insn::*;
+use crate::plan::{MapKind, MapRole, MapSpec};
+use crate::syntax::ast::Span;
+
+/// The map of the four T-tables.
+pub const AES_TABLES: &str = "aes_tables";
+/// Bytes of one table (256 u32) and of all four.
+const TABLE: i32 = 1024;
+const TABLES: u32 = 4 * TABLE as u32;
+/// The longest string key hashed (the runtime's 65-128 class; longer keys loop).
+pub const MAX_HASHED_STRING: u32 = 128;
+/// The bytes of `runtime.aeskeysched` that integer keys use (three round keys).
+pub const INT_KEYS: u32 = 48;
+
+/// The `aes_tables` map: one entry, the four tables.
+pub fn aes_tables_map() -> MapSpec {
+    MapSpec {
+        object_name: AES_TABLES.into(),
+        kind: MapKind::Array,
+        key_size: 4,
+        value_size: TABLES,
+        max_entries: 1,
+        role: MapRole::AesTables,
+    }
+}
+
+/// The AES S-box (FIPS-197 5.1.1): the inverse in GF(2^8) followed by the affine map.
+fn sbox() -> [u8; 256] {
+    let mul = |mut a: u8, mut b: u8| {
+        let mut p = 0u8;
+        while b != 0 {
+            if b & 1 != 0 {
+                p ^= a;
+            }
+            a = (a << 1) ^ if a & 0x80 != 0 { 0x1b } else { 0 };
+            b >>= 1;
+        }
+        p
+    };
+    let mut s = [0u8; 256];
+    for (x, out) in s.iter_mut().enumerate() {
+        // x^254 is the inverse of x (0 for 0).
+        let mut inv = 1u8;
+        for _ in 0..254 {
+            inv = mul(inv, x as u8);
+        }
+        let inv = if x == 0 { 0 } else { inv };
+        *out = inv ^ inv.rotate_left(1) ^ inv.rotate_left(2) ^ inv.rotate_left(3) ^ inv.rotate_left(4) ^ 0x63;
+    }
+    s
+}
+
+/// The four T-tables as the `aes_tables` map holds them: table r at 1024 r, entry x the
+/// little-endian u32 whose byte i is row i of MixColumns applied to S(x) placed in row
+/// r (T0[x] = (2s, s, s, 3s); T1, T2, T3 its rotations by 8, 16, 24 bits).
+pub fn t_tables() -> Vec<u8> {
+    let s = sbox();
+    let mut out = Vec::with_capacity(TABLES as usize);
+    for r in 0..4 {
+        for &v in &s {
+            let two = (v << 1) ^ if v & 0x80 != 0 { 0x1b } else { 0 };
+            let t0 = u32::from_le_bytes([two, v, v, two ^ v]);
+            out.extend_from_slice(&t0.rotate_left(8 * r).to_le_bytes());
+        }
+    }
+    out
+}
+
+/// A round key: the state itself (`AESENC X1, X1`) or 16 bytes on the stack.
+#[derive(Clone, Copy)]
+pub(super) enum RoundKey {
+    Own,
+    Slot(i16),
+}
+
+/// The stack slots a hash works in (released once it is computed).
+pub(super) struct AesSlots {
+    /// A pointer to the tables (the map value).
+    pub tables: i16,
+    /// The 16-byte state being scrambled.
+    pub state: i16,
+    /// Round keys read from the target.
+    pub keys: i16,
+}
+
+impl Gen<'_> {
+    /// The slots of one hash; `keys` bytes for round keys. The tables' address is looked
+    /// up; a lookup that fails (it cannot: one entry) jumps to the program's end.
+    pub(super) fn aes_slots(&mut self, keys: u32, span: Span) -> Result<AesSlots, LowerError> {
+        let a = AesSlots { tables: self.slot(8, span)?, state: self.slot(16, span)?, keys: self.slot(keys, span)? };
+        self.b.emit(store_imm(Size::DW, R10, a.state, 0));
+        self.b.ld_map(R1, AES_TABLES);
+        self.stack_ptr(R2, a.state);
+        self.b.emit(call(BPF_FUNC_map_lookup_elem));
+        self.b.jmp_imm_to(JmpOp::Eq, R0, 0, self.done);
+        self.b.emit(store_reg(Size::DW, R10, a.tables, R0));
+        Ok(a)
+    }
+
+    /// `AESENC rk, state` on the 16 bytes at `state`: SubBytes, ShiftRows, MixColumns
+    /// through the tables, then XOR with the round key. With `lo_only`, only the low 8
+    /// bytes are computed (a last round whose high half nobody reads). Clobbers R0-R5, R9.
+    pub(super) fn aes_round(&mut self, a: &AesSlots, state: i16, rk: RoundKey, lo_only: bool) {
+        self.b.emit(load(Size::DW, R9, R10, a.tables));
+        self.b.emit(load(Size::DW, R1, R10, state));
+        self.b.emit(load(Size::DW, R2, R10, state + 8));
+        let columns = if lo_only { 2 } else { 4 };
+        for c in 0..columns {
+            // Output column c takes row r from input column c + r (ShiftRows).
+            for r in 0..4u8 {
+                let col = (c + r) % 4;
+                let word = if col < 2 { R1 } else { R2 };
+                let shift = 8 * i32::from(r) + 32 * i32::from(col % 2);
+                self.b.emit(mov64_reg(R5, word));
+                if shift != 0 {
+                    self.b.emit(alu64_imm(AluOp::Rsh, R5, shift));
+                }
+                self.b.emit(alu64_imm(AluOp::And, R5, 0xff));
+                self.b.emit(alu64_imm(AluOp::Lsh, R5, 2));
+                self.b.emit(alu64_reg(AluOp::Add, R5, R9));
+                self.b.emit(load(Size::W, R5, R5, TABLE as i16 * i16::from(r)));
+                if r == 0 {
+                    self.b.emit(mov64_reg(R0, R5));
+                } else {
+                    self.b.emit(alu64_reg(AluOp::Xor, R0, R5));
+                }
+            }
+            let acc = if c < 2 { R3 } else { R4 };
+            if c % 2 == 0 {
+                self.b.emit(mov64_reg(acc, R0));
+            } else {
+                self.b.emit(alu64_imm(AluOp::Lsh, R0, 32));
+                self.b.emit(alu64_reg(AluOp::Or, acc, R0));
+            }
+        }
+        match rk {
+            RoundKey::Own => {
+                self.b.emit(alu64_reg(AluOp::Xor, R3, R1));
+                self.b.emit(alu64_reg(AluOp::Xor, R4, R2));
+            }
+            RoundKey::Slot(k) => {
+                self.b.emit(load(Size::DW, R0, R10, k));
+                self.b.emit(alu64_reg(AluOp::Xor, R3, R0));
+                if !lo_only {
+                    self.b.emit(load(Size::DW, R0, R10, k + 8));
+                    self.b.emit(alu64_reg(AluOp::Xor, R4, R0));
+                }
+            }
+        }
+        self.b.emit(store_reg(Size::DW, R10, state, R3));
+        if !lo_only {
+            self.b.emit(store_reg(Size::DW, R10, state + 8, R4));
+        }
+    }
+
+    /// `len` bytes of `runtime.aeskeysched` from `offset` into `dst`: its link-time
+    /// address `keysched` plus the load bias (a PIE's).
+    pub(super) fn read_aeskeysched(&mut self, keysched: u64, offset: u32, dst: i16, len: u32) {
+        self.b.emit2(ld_imm64(R3, keysched + u64::from(offset)));
+        if let Some(bias) = self.bias {
+            self.b.emit(load(Size::DW, R1, R10, bias));
+            self.b.emit(alu64_reg(AluOp::Add, R3, R1));
+        }
+        self.stack_ptr(R1, dst);
+        self.b.emit(mov64_imm(R2, len as i32));
+        self.b.emit(call(BPF_FUNC_probe_read_user));
+    }
+
+    /// `memhash64` / `memhash32` of the integer in slot `key` (`size` 8 or 4) with the
+    /// seed in slot `seed`, into slot `out`: the state (seed, key) scrambled with the
+    /// first three round keys.
+    pub(super) fn aeshash_int(
+        &mut self,
+        keysched: u64,
+        key: i16,
+        size: u64,
+        seed: i16,
+        out: i16,
+        span: Span,
+    ) -> Result<(), LowerError> {
+        let mark = self.frame.mark();
+        let a = self.aes_slots(INT_KEYS, span)?;
+        self.read_aeskeysched(keysched, 0, a.keys, INT_KEYS);
+        self.b.emit(load(Size::DW, R1, R10, seed));
+        self.b.emit(store_reg(Size::DW, R10, a.state, R1));
+        self.b.emit(load(Size::DW, R1, R10, key));
+        if size == 4 {
+            // PINSRD $2: the key in bytes 8..12, the rest of the high half zero.
+            self.b.emit(alu32_reg(AluOp::Mov, R1, R1));
+        }
+        self.b.emit(store_reg(Size::DW, R10, a.state + 8, R1));
+        for i in 0..3 {
+            self.aes_round(&a, a.state, RoundKey::Slot(a.keys + 16 * i), i == 2);
+        }
+        self.b.emit(load(Size::DW, R0, R10, a.state));
+        self.b.emit(store_reg(Size::DW, R10, out, R0));
+        self.frame.release(mark);
+        Ok(())
+    }
+
+    /// `memhash` of `len` (1 to 8, a constant) bytes: the integer in slot `key`, as the
+    /// runtime hashes 1- and 2-byte keys (`memhash8`, `memhash16`), into slot `out`.
+    pub(super) fn aeshash_small_int(
+        &mut self,
+        keysched: u64,
+        key: i16,
+        len: u64,
+        seed: i16,
+        out: i16,
+        span: Span,
+    ) -> Result<(), LowerError> {
+        let mark = self.frame.mark();
+        let a = self.aes_slots(16, span)?;
+        let x0 = self.slot(16, span)?;
+        self.b.emit(mov64_imm(R1, len as i32));
+        self.aeshash_seed(&a, keysched, seed, x0);
+        // The data lane: the key's bytes (zero above them) XOR the scrambled seed.
+        self.b.emit(load(Size::DW, R1, R10, key));
+        self.b.emit(load(Size::DW, R2, R10, x0));
+        self.b.emit(alu64_reg(AluOp::Xor, R1, R2));
+        self.b.emit(store_reg(Size::DW, R10, a.state, R1));
+        self.b.emit(load(Size::DW, R1, R10, x0 + 8));
+        self.b.emit(store_reg(Size::DW, R10, a.state + 8, R1));
+        for i in 0..3 {
+            self.aes_round(&a, a.state, RoundKey::Own, i == 2);
+        }
+        self.b.emit(load(Size::DW, R0, R10, a.state));
+        self.b.emit(store_reg(Size::DW, R10, out, R0));
+        self.frame.release(mark);
+        Ok(())
+    }
+
+    /// `strhash` (`aeshashbody`) of the string record in slot `key` (its length, at
+    /// most `MAX_HASHED_STRING`, then its bytes, zero after them) with the seed in slot
+    /// `seed`, into slot `out`. The length's class gives 1, 2, 4 or 8 lanes: lane 0 is
+    /// seeded with the scrambled seed, lane i with the unscrambled one XOR round key i,
+    /// scrambled once; the first half of the lanes take the string's first 16-byte
+    /// blocks, the second half its last ones (overlapping); each lane is scrambled three
+    /// times and the lanes' low halves XORed. The empty string is the seed scrambled
+    /// once more.
+    pub(super) fn aeshash_string(
+        &mut self,
+        keysched: u64,
+        key: i16,
+        seed: i16,
+        out: i16,
+        span: Span,
+    ) -> Result<(), LowerError> {
+        let mark = self.frame.mark();
+        let a = self.aes_slots(16, span)?;
+        let (x0, x1) = (self.slot(16, span)?, self.slot(16, span)?);
+        let (acc, lane, lanes) = (self.slot(8, span)?, self.slot(8, span)?, self.slot(8, span)?);
+        self.b.emit(load(Size::DW, R1, R10, key));
+        self.aeshash_seed(&a, keysched, seed, x0);
+        let (empty, finish, head) = (self.b.new_label(), self.b.new_label(), self.b.new_label());
+        self.load_unlinked(R1, key);
+        self.b.jmp_imm_to(JmpOp::Eq, R1, 0, empty);
+        // x1: the seed unscrambled.
+        self.b.emit(alu64_imm(AluOp::And, R1, 0xffff));
+        self.b.emit2(ld_imm64(R2, 0x0001_0001_0001_0001));
+        self.b.emit(alu64_reg(AluOp::Mul, R1, R2));
+        self.b.emit(store_reg(Size::DW, R10, x1 + 8, R1));
+        self.b.emit(load(Size::DW, R1, R10, seed));
+        self.b.emit(store_reg(Size::DW, R10, x1, R1));
+        // Lanes by length class: 1-16, 17-32, 33-64, 65-128.
+        let classes = self.b.new_label();
+        self.load_unlinked(R1, key);
+        for (most, n) in [(16, 1), (32, 2), (64, 4), (MAX_HASHED_STRING as i32, 8)] {
+            self.b.emit(store_imm(Size::DW, R10, lanes, n));
+            self.b.jmp_imm_to(JmpOp::Le, R1, most, classes);
+        }
+        self.b.bind(classes);
+        self.b.emit(store_imm(Size::DW, R10, acc, 0));
+        self.b.emit(store_imm(Size::DW, R10, lane, 0));
+        self.b.bind(head);
+        self.b.emit(load(Size::DW, R1, R10, lane));
+        self.b.emit(load(Size::DW, R2, R10, lanes));
+        self.b.jmp_reg_to(JmpOp::Ge, R1, R2, finish);
+        self.lane_seed(&a, keysched, x0, x1, lane);
+        self.lane_block(&a, key, lane, lanes);
+        for i in 0..3 {
+            self.aes_round(&a, a.state, RoundKey::Own, i == 2);
+        }
+        self.b.emit(load(Size::DW, R1, R10, a.state));
+        self.b.emit(load(Size::DW, R2, R10, acc));
+        self.b.emit(alu64_reg(AluOp::Xor, R1, R2));
+        self.b.emit(store_reg(Size::DW, R10, acc, R1));
+        self.b.emit(load(Size::DW, R1, R10, lane));
+        self.b.emit(alu64_imm(AluOp::Add, R1, 1));
+        self.b.emit(store_reg(Size::DW, R10, lane, R1));
+        self.b.ja_to(head);
+        self.b.bind(empty);
+        self.aes_round(&a, x0, RoundKey::Own, true);
+        self.b.emit(load(Size::DW, R1, R10, x0));
+        self.b.emit(store_reg(Size::DW, R10, acc, R1));
+        self.b.bind(finish);
+        self.b.emit(load(Size::DW, R0, R10, acc));
+        self.b.emit(store_reg(Size::DW, R10, out, R0));
+        self.frame.release(mark);
+        Ok(())
+    }
+
+    /// The state of lane `lane`: the scrambled seed `x0` for lane 0, else `x1` XOR round
+    /// key `lane`, scrambled once with itself.
+    fn lane_seed(&mut self, a: &AesSlots, keysched: u64, x0: i16, x1: i16, lane: i16) {
+        let (other, seeded) = (self.b.new_label(), self.b.new_label());
+        self.b.emit(load(Size::DW, R1, R10, lane));
+        self.b.jmp_imm_to(JmpOp::Ne, R1, 0, other);
+        for half in [0, 8] {
+            self.b.emit(load(Size::DW, R1, R10, x0 + half));
+            self.b.emit(store_reg(Size::DW, R10, a.state + half, R1));
+        }
+        self.b.ja_to(seeded);
+        self.b.bind(other);
+        // Round key `lane`: 16 bytes at aeskeysched + 16 * lane.
+        self.b.emit2(ld_imm64(R3, keysched));
+        if let Some(bias) = self.bias {
+            self.b.emit(load(Size::DW, R2, R10, bias));
+            self.b.emit(alu64_reg(AluOp::Add, R3, R2));
+        }
+        self.b.emit(load(Size::DW, R1, R10, lane));
+        self.b.emit(alu64_imm(AluOp::Lsh, R1, 4));
+        self.b.emit(alu64_reg(AluOp::Add, R3, R1));
+        self.stack_ptr(R1, a.keys);
+        self.b.emit(mov64_imm(R2, 16));
+        self.b.emit(call(BPF_FUNC_probe_read_user));
+        for half in [0, 8] {
+            self.b.emit(load(Size::DW, R1, R10, x1 + half));
+            self.b.emit(load(Size::DW, R2, R10, a.keys + half));
+            self.b.emit(alu64_reg(AluOp::Xor, R1, R2));
+            self.b.emit(store_reg(Size::DW, R10, a.state + half, R1));
+        }
+        self.aes_round(a, a.state, RoundKey::Own, false);
+        self.b.bind(seeded);
+        self.b.emit(mov64_imm(R0, 0));
+    }
+
+    /// XORs lane `lane`'s 16-byte block of the string into the state: at 16 * lane in
+    /// the first half of the lanes, at len - 16 * (lanes - lane) in the second (at 0 with
+    /// one lane), read byte by byte (the offset varies; the stack allows no unaligned
+    /// wider loads).
+    fn lane_block(&mut self, a: &AesSlots, key: i16, lane: i16, lanes: i16) {
+        let (first, at) = (self.b.new_label(), self.b.new_label());
+        self.b.emit(load(Size::DW, R1, R10, lane));
+        self.b.emit(load(Size::DW, R2, R10, lanes));
+        self.b.emit(mov64_reg(R3, R2));
+        self.b.emit(alu64_imm(AluOp::Rsh, R3, 1));
+        self.b.jmp_reg_to(JmpOp::Lt, R1, R3, first);
+        // The second half (or the one lane): len - 16 * (lanes - lane), at least 0.
+        self.b.emit(alu64_reg(AluOp::Sub, R2, R1));
+        self.b.emit(alu64_imm(AluOp::Lsh, R2, 4));
+        self.b.emit(load(Size::DW, R1, R10, key));
+        self.b.emit(alu64_reg(AluOp::Sub, R1, R2));
+        self.b.jmp_imm_to(JmpOp::Sge, R1, 0, at);
+        self.b.emit(mov64_imm(R1, 0));
+        self.b.ja_to(at);
+        self.b.bind(first);
+        self.b.emit(alu64_imm(AluOp::Lsh, R1, 4));
+        self.b.bind(at);
+        // Within the buffer whatever the verifier knows of the length.
+        let bounded = self.b.new_label();
+        self.b.jmp_imm_to(JmpOp::Le, R1, (MAX_HASHED_STRING - 16) as i32, bounded);
+        self.b.emit(mov64_imm(R1, (MAX_HASHED_STRING - 16) as i32));
+        self.b.bind(bounded);
+        self.b.emit(mov64_reg(R4, R10));
+        self.b.emit(alu64_imm(AluOp::Add, R4, i32::from(key) + 8));
+        self.b.emit(alu64_reg(AluOp::Add, R4, R1));
+        for half in [0i16, 8] {
+            self.b.emit(mov64_imm(R2, 0));
+            for j in 0..8 {
+                self.b.emit(load(Size::B, R1, R4, half + j));
+                if j > 0 {
+                    self.b.emit(alu64_imm(AluOp::Lsh, R1, 8 * i32::from(j)));
+                }
+                self.b.emit(alu64_reg(AluOp::Or, R2, R1));
+            }
+            self.b.emit(load(Size::DW, R1, R10, a.state + half));
+            self.b.emit(alu64_reg(AluOp::Xor, R1, R2));
+            self.b.emit(store_reg(Size::DW, R10, a.state + half, R1));
+        }
+    }
+
+    /// `reg` = the word in `slot`, as a value of its own: what a branch then learns of
+    /// it stays with the register, not the slot (so that every length class's path
+    /// leaves the stack alike and the verifier walks what follows once, not per class).
+    pub(super) fn load_unlinked(&mut self, reg: crate::bpf::insn::Reg, slot: i16) {
+        self.b.emit(load(Size::DW, reg, R10, slot));
+        self.b.emit(alu64_imm(AluOp::Or, reg, 0));
+    }
+
+    /// The start of `aeshashbody` for a key of R1 bytes: `x0` = (seed, the length's low
+    /// 16 bits four times) XOR the first round key, scrambled once with itself. Uses
+    /// `a.keys` (16 bytes) and `a.state`.
+    pub(super) fn aeshash_seed(&mut self, a: &AesSlots, keysched: u64, seed: i16, x0: i16) {
+        self.b.emit(alu64_imm(AluOp::And, R1, 0xffff));
+        self.b.emit2(ld_imm64(R2, 0x0001_0001_0001_0001));
+        self.b.emit(alu64_reg(AluOp::Mul, R1, R2));
+        self.b.emit(store_reg(Size::DW, R10, x0 + 8, R1));
+        self.b.emit(load(Size::DW, R1, R10, seed));
+        self.b.emit(store_reg(Size::DW, R10, x0, R1));
+        self.read_aeskeysched(keysched, 0, a.keys, 16);
+        for half in [0, 8] {
+            self.b.emit(load(Size::DW, R1, R10, x0 + half));
+            self.b.emit(load(Size::DW, R2, R10, a.keys + half));
+            self.b.emit(alu64_reg(AluOp::Xor, R1, R2));
+            self.b.emit(store_reg(Size::DW, R10, x0 + half, R1));
+        }
+        self.aes_round(a, x0, RoundKey::Own, false);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sbox_and_tables_are_fips_197s() {
+        let s = sbox();
+        // FIPS-197 figure 7: S(0x00) = 0x63, S(0x53) = 0xed, S(0xff) = 0x16.
+        assert_eq!((s[0x00], s[0x53], s[0xff]), (0x63, 0xed, 0x16));
+        let mut seen = [false; 256];
+        s.iter().for_each(|&v| seen[v as usize] = true);
+        assert!(seen.iter().all(|&b| b), "the S-box is a permutation");
+        let t = t_tables();
+        assert_eq!(t.len(), TABLES as usize);
+        let entry = |r: usize, x: usize| u32::from_le_bytes(t[1024 * r + 4 * x..][..4].try_into().unwrap());
+        // S(0x01) = 0x7c: T0 = (0xf8, 0x7c, 0x7c, 0x84).
+        assert_eq!(entry(0, 1), u32::from_le_bytes([0xf8, 0x7c, 0x7c, 0x84]));
+        assert_eq!(entry(3, 1), entry(0, 1).rotate_left(24));
+    }
+}
