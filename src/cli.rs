@@ -86,9 +86,10 @@ pub struct Cli {
     pub set: Vec<String>,
 
     /// How many keys maps hold: N for every map (default 16384), @NAME=N for one, self=N
-    /// for the self variables (default 262144); repeatable. Updates past it are refused,
-    /// counted and said at exit.
-    #[arg(long = "map-size", value_name = "N|@NAME=N|self=N", value_parser = MapSize::parse)]
+    /// for the self variables (default 262144), inflight=N for the tables of timed calls
+    /// in flight (default 262144); repeatable. Updates past it are refused, counted and
+    /// said at exit.
+    #[arg(long = "map-size", value_name = "N|@NAME=N|self=N|inflight=N", value_parser = MapSize::parse)]
     pub map_size: Vec<MapSize>,
 
     /// At most N printed events (print, printf) a second per probe; the rest are dropped in
@@ -331,6 +332,7 @@ mod tests {
         assert_eq!(MapSize::parse("@paths=10"), Ok(MapSize::Map { name: "paths".into(), entries: 10 }));
         assert_eq!(MapSize::parse("@=10"), Ok(MapSize::Map { name: "".into(), entries: 10 }));
         assert_eq!(MapSize::parse("self=1000000"), Ok(MapSize::SelfVars(1_000_000)));
+        assert_eq!(MapSize::parse("inflight=500_000"), Ok(MapSize::Inflight(500_000)));
         for bad in ["0", "paths=3", "@a=x", "@a-b=3", "99999999999"] {
             assert!(MapSize::parse(bad).is_err(), "{bad}");
         }

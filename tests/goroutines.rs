@@ -139,3 +139,54 @@ fn self_variables_of_different_sizes_share_one_table() {
     );
     assert_eq!(map_value(&out, "@match"), truth(&out, "calls"), "{out}");
 }
+
+/// Runs gtrace with `args` on `goroutines MODE` started with -c; fails on a non-zero exit.
+fn trace(args: &[&str], mode: &str) -> support::Run {
+    let cmd = format!("{} {mode}", support::go_build("goroutines", &[]).display());
+    let mut all = args.to_vec();
+    all.extend(["-c", &cmd]);
+    let run = support::gtrace(&all);
+    assert_eq!(run.code, 0, "gtrace {all:?} failed:\n{}\n{}", run.stdout, run.stderr);
+    run
+}
+
+/// The number of timed calls the line of losses says were missed (0 when it says none).
+fn missed_calls(stderr: &str) -> i64 {
+    let Some(part) = stderr.lines().flat_map(|l| l.split("; ")).find(|p| p.contains("timed call")) else { return 0 };
+    part.split_whitespace().next().unwrap().replace(',', "").parse().unwrap_or_else(|_| panic!("{part}"))
+}
+
+const HOLD: &str = "on return main.hold { @n = count(); @longest = max(elapsed) }";
+
+#[test]
+fn every_call_in_flight_on_40000_and_100000_goroutines_is_timed() {
+    if !privileged("every_call_in_flight_on_40000_and_100000_goroutines_is_timed") {
+        return;
+    }
+    for n in [40_000, 100_000] {
+        let run = trace(&["-e", HOLD], &format!("hold {n}"));
+        assert_eq!(truth(&run.stdout, "calls"), n);
+        assert_eq!(map_value(&run.stdout, "@n"), truth(&run.stdout, "returned"), "{}\n{}", run.stdout, run.stderr);
+        assert_eq!(missed_calls(&run.stderr), 0, "{}", run.stderr);
+    }
+}
+
+#[test]
+fn calls_past_the_inflight_table_are_counted_exactly() {
+    if !privileged("calls_past_the_inflight_table_are_counted_exactly") {
+        return;
+    }
+    // 100,000 calls in flight at once; the array keeps at most 16,384 goroutines, the
+    // table 20,000 more: every other call is missed, and said.
+    let run = trace(&["-e", HOLD, "--map-size", "inflight=20000"], "hold 100000");
+    let returned = truth(&run.stdout, "returned");
+    let timed = map_value(&run.stdout, "@n");
+    let missed = missed_calls(&run.stderr);
+    assert!(missed > 0 && timed < returned, "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(timed + missed, returned, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr.contains("timed calls of main.hold missed (their returns not seen): the table of goroutines with calls in flight is full at 20,000 goroutines (--map-size inflight=N holds more)"),
+        "{}",
+        run.stderr
+    );
+}

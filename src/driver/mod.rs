@@ -156,6 +156,7 @@ fn lowering(cli: &Cli) -> lower::Settings {
             string_limit: cli.string_limit,
         },
         cgroup: cli.trace.cgroup.is_some(),
+        cpus: crate::runtime::possible_cpus().map_or(0, |n| n as u32),
     }
 }
 

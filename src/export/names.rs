@@ -130,7 +130,7 @@ mod tests {
             key_size: 8,
             value_size: 8,
             max_entries: 1,
-            role: MapRole::User { name: name.into(), keys: vec![], key_names: vec![], value },
+            role: MapRole::User { name: name.into(), keys: vec![], key_names: vec![], value, preallocated: false },
         }
     }
 

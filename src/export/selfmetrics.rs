@@ -64,7 +64,7 @@ pub fn from_stats(stats: &Stats, plan: &Plan) -> Vec<SelfCounter> {
         out.push(counter("events_rate_dropped", help, probe, p.rate_dropped as f64, false));
     }
     for m in &stats.maps {
-        let help = "Map updates the kernel refused: the map was full";
+        let help = "Map updates the kernel refused: the map was full, or had no memory ready for a new key";
         out.push(counter("map_updates_refused", help, ("map", m.map.as_str()), m.refused as f64, false));
     }
     for d in &stats.detached {
@@ -172,6 +172,7 @@ mod tests {
                 keys: Vec::new(),
                 key_names: Vec::new(),
                 value: MapValue::Plain(ValueType::Int { size: 8, signed: true }),
+                preallocated: false,
             },
         };
         let plan = Plan {

@@ -5,7 +5,8 @@
 //!   hits per (program, function) when accounting is on (the slot travels in the attach
 //!   cookie, so one program counts each of its functions apart), and always the losses:
 //!   events the ring buffer had no room for, printed events `--rate` dropped, map
-//!   updates the kernel refused (a full map).
+//!   updates the kernel refused, apart by the errno it gave (`plan::Refusal`: a full
+//!   map, no memory ready for a new element, ...).
 //! - Generations: a program attached at several functions checks that its attach
 //!   cookie's generation is the live one of the site's function (`generations`, indexed
 //!   like the hit counters), so the budget can replace any of its multi-uprobe links by
@@ -22,7 +23,7 @@ use super::LowerError;
 use crate::bpf::builder::Label;
 use crate::bpf::helpers::*;
 use crate::bpf::insn::*;
-use crate::plan::{Accounting, Counter, MapKind, MapRole, MapSpec, COOKIE_GEN_SHIFT, COOKIE_SLOT_MASK};
+use crate::plan::{Accounting, Counter, MapKind, MapRole, MapSpec, Refusal, COOKIE_GEN_SHIFT, COOKIE_SLOT_MASK};
 use crate::plan::{SiteRef, COOKIE_SLOT_SHIFT};
 use crate::syntax::ast::Span;
 
@@ -49,6 +50,9 @@ pub struct Settings {
     /// `--cgroup`: every program attached to the target first asks whether the current
     /// task is in the cgroup (`scope`), and returns at once when it is not.
     pub cgroup: bool,
+    /// The possible CPUs of the host the maps are made on (0: unknown): what
+    /// preallocating a per-CPU map costs (`maps::PREALLOC_BYTES`).
+    pub cpus: u32,
 }
 
 /// The accounting being laid out while the programs are generated.
@@ -273,7 +277,8 @@ impl Gen<'_> {
         Ok(())
     }
 
-    /// After a `bpf_map_update_elem` of `map`: counts a refusal (R0 != 0).
+    /// After a `bpf_map_update_elem` of `map`: counts a refusal (R0 != 0) under its
+    /// cause.
     pub fn count_refused_update(&mut self, map: &str, span: Span) -> Result<(), LowerError> {
         let ok = self.b.new_label();
         self.b.jmp_imm_to(JmpOp::Eq, R0, 0, ok);
@@ -283,9 +288,26 @@ impl Gen<'_> {
         Ok(())
     }
 
-    /// Counts an update of `map` that the kernel refused.
+    /// Counts an update of `map` that the kernel refused, under the cause R0 says (what
+    /// `bpf_map_update_elem` returned: minus the errno). Clobbers R0-R5.
     pub fn count_refused(&mut self, map: &str, span: Span) -> Result<(), LowerError> {
         let Some(program) = self.acct.as_ref().map(|a| a.program.clone()) else { return Ok(()) };
-        self.count(Counter::Refused { program, map: map.to_string() }, span)
+        let counted = self.b.new_label();
+        for why in Refusal::ALL {
+            let next = self.b.new_label();
+            let errno = why.errno();
+            if let Some(errno) = errno {
+                self.b.jmp_imm_to(JmpOp::Ne, R0, -errno, next);
+            }
+            self.count(Counter::Refused { program: program.clone(), map: map.to_string(), why }, span)?;
+            if errno.is_some() {
+                self.b.ja_to(counted);
+                self.b.bind(next);
+                self.b.emit(mov64_imm(R5, 0));
+            }
+        }
+        self.b.bind(counted);
+        self.b.emit(mov64_imm(R0, 0));
+        Ok(())
     }
 }

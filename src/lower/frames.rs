@@ -7,7 +7,11 @@
 //! Records live in an array indexed by a hash of g (`goroutines`: a lookup the verifier
 //! inlines, no helper call), each tagged with its g. A goroutine takes its slot when the
 //! slot's owner has no call in flight; when another goroutine's calls are in flight
-//! there, its record goes to a hash map keyed by g (`goroutines_spill`, LRU).
+//! there, its record goes to a hash map keyed by g (`goroutines_spill`). Nothing is
+//! evicted from it: the Go runtime never frees a g (a dead goroutine's is reused), so it
+//! holds at most the target's most goroutines at once (`maps::INFLIGHT_ENTRIES`, or
+//! `--map-size inflight=N`); an entry that finds no room is counted by the kernel's
+//! errno (`Counter::Refused`), its call not followed.
 //!
 //! A frame's position is `rel = SP - base`, where `base` is the record's: when the
 //! runtime copies the goroutine's stack (runtime.copystack, probed by `stack_moves`), it
@@ -165,11 +169,19 @@ impl Gen<'_> {
             self.stack_ptr(R2, self.g.unwrap_or_default());
             self.b.emit(mov64_imm(R4, BPF_NOEXIST));
             self.b.emit(call(BPF_FUNC_map_update_elem));
+            self.b.emit(store_reg(Size::DW, R10, zkey, R0));
             self.b.ld_map(R1, maps::GOROUTINES_SPILL);
             self.stack_ptr(R2, self.g.unwrap_or_default());
             self.b.emit(call(BPF_FUNC_map_lookup_elem));
+            self.b.jmp_imm_to(JmpOp::Ne, R0, 0, have);
+            // No record could be made: this call is not followed (its return is not
+            // seen), counted by the errno of the insertion.
+            self.b.emit(load(Size::DW, R0, R10, zkey));
+            self.count_refused(maps::GOROUTINES_SPILL, span)?;
+            self.b.ja_to(self.done);
+        } else {
+            self.b.jmp_imm_to(JmpOp::Eq, R0, 0, self.done);
         }
-        self.b.jmp_imm_to(JmpOp::Eq, R0, 0, self.done);
         self.b.bind(have);
         self.b.emit(store_reg(Size::DW, R10, slot, R0));
         self.record = Some(slot);

@@ -1,6 +1,6 @@
 //! User maps in the programs: building keys, storing plain values, and updating per-CPU
 //! aggregations (inserting a zeroed value the first time a key is seen on a CPU). An
-//! update the kernel refuses (the map is full) is counted.
+//! update the kernel refuses is counted, by the errno it gave.
 
 use super::codegen::Gen;
 use super::maps;
@@ -89,12 +89,15 @@ impl Gen<'_> {
         self.stack_ptr(R2, key);
         self.b.emit(mov64_imm(R4, BPF_NOEXIST));
         self.b.emit(call(BPF_FUNC_map_update_elem));
+        self.b.emit(store_reg(Size::DW, R10, zkey, R0));
         self.b.ld_map(R1, &um.object_name);
         self.stack_ptr(R2, key);
         self.b.emit(call(BPF_FUNC_map_lookup_elem));
         self.b.jmp_imm_to(JmpOp::Ne, R0, 0, have);
-        // Not there after the insertion: the map is full (another CPU inserting the same
-        // key first is not a refusal: the lookup finds it).
+        // Not there after the insertion: refused, counted by the errno the insertion
+        // gave (another CPU inserting the same key first, EEXIST, is not a refusal: the
+        // lookup finds it).
+        self.b.emit(load(Size::DW, R0, R10, zkey));
         self.count_refused(&um.object_name, span)?;
         self.b.ja_to(skip);
         self.b.bind(have);

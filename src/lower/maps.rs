@@ -8,14 +8,17 @@ use crate::plan::{Field, MapKind, MapRole, MapSpec, MapValue};
 /// How many keys a user map holds before updates fail, unless `--map-size` says
 /// otherwise. Documented in docs/language.md.
 pub const USER_MAP_ENTRIES: u32 = 16_384;
-/// Parameters carried from entries to returns of calls in flight, by (g, frame) (LRU:
-/// the least recently used go first).
-pub const CARRIED_ENTRIES: u32 = 65_536;
-/// Records of goroutines with timed calls in flight whose array slot another goroutine
-/// holds (frames.rs; LRU: the record of the goroutine least recently used goes first).
-pub const SPILLED_RECORDS: u32 = 16_384;
-/// Timed calls in flight deeper than a record holds (recursion), on all goroutines.
-pub const DEEP_FRAMES: u32 = 65_536;
+/// How many of each kind of in-flight state gtrace keeps beyond the goroutines' array
+/// (frames.rs), unless `--map-size inflight=N` says otherwise: records of goroutines
+/// with timed calls in flight whose array slot another goroutine holds, timed calls
+/// deeper than a record holds (recursion), and parameters carried from entries to
+/// returns. Each is a hash keyed by g pointers (with a depth), which the Go runtime
+/// never frees (allgs only grows; a dead goroutine's g is reused by a new one): so
+/// what they hold is bounded by the target's most goroutines at once (times its
+/// depth), and nothing is evicted or deleted. They are not preallocated: room costs
+/// 16 bytes of buckets a key until used. An entry that finds a table full is counted
+/// and said (its call's return is not seen).
+pub const INFLIGHT_ENTRIES: u32 = 262_144;
 /// The most bytes (per CPU) a map keyed by the function alone may take as a per-CPU array,
 /// allocated whole at load: past it (a hist() of 8 KiB over more than 518 functions) the
 /// map is a hash that grows as functions are hit. Documented in docs/language.md.
@@ -40,6 +43,22 @@ pub const SELF_ENTRIES: u32 = 262_144;
 /// rounded up to a power of two) are allocated when it is created.
 pub const MAX_MAP_SIZE: u32 = 1 << 26;
 
+/// The most bytes a per-CPU user map may take (its keys times its value size times the
+/// CPUs) to be preallocated. Not preallocated, a new key's per-CPU value is allocated in
+/// the probe, which cannot wait: the kernel takes it from a few kept ready per CPU,
+/// refilled behind it from the percpu allocator's populated pages, and a burst of new
+/// keys finds none (ENOMEM, counted). Preallocated, every value exists from the start.
+pub const PREALLOC_BYTES: u64 = 64 << 20;
+
+/// The most keys of values of `value_size` bytes a per-CPU map may hold on `cpus` CPUs
+/// and be preallocated (0 when the CPUs are unknown).
+pub fn preallocated_keys(value_size: u32, cpus: u32) -> u64 {
+    if cpus == 0 {
+        return 0;
+    }
+    PREALLOC_BYTES / (u64::from(value_size.next_multiple_of(8)) * u64::from(cpus))
+}
+
 /// `--map-size`: how many keys maps hold.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MapSizes {
@@ -49,6 +68,8 @@ pub struct MapSizes {
     pub maps: Vec<(String, u32)>,
     /// `--map-size self=N`: the table of `self` variables.
     pub self_vars: Option<u32>,
+    /// `--map-size inflight=N`: the tables of calls in flight.
+    pub inflight: Option<u32>,
 }
 
 /// One `--map-size` argument.
@@ -57,10 +78,11 @@ pub enum MapSize {
     All(u32),
     Map { name: String, entries: u32 },
     SelfVars(u32),
+    Inflight(u32),
 }
 
 impl MapSize {
-    /// `N`, `@NAME=N`, `@=N` or `self=N`; N may have `_` between digits.
+    /// `N`, `@NAME=N`, `@=N`, `self=N` or `inflight=N`; N may have `_` between digits.
     pub fn parse(text: &str) -> Result<MapSize, String> {
         let number = |n: &str| -> Result<u32, String> {
             let digits: String = n.chars().filter(|c| *c != '_').collect();
@@ -73,11 +95,12 @@ impl MapSize {
         match text.split_once('=') {
             None => number(text).map(MapSize::All),
             Some(("self", n)) => number(n).map(MapSize::SelfVars),
+            Some(("inflight", n)) => number(n).map(MapSize::Inflight),
             Some((map, n)) => match map.strip_prefix('@') {
                 Some(name) if name.chars().all(|c| c.is_alphanumeric() || c == '_') => {
                     Ok(MapSize::Map { name: name.to_string(), entries: number(n)? })
                 }
-                _ => Err(format!("`{map}` is not a map: write @NAME=N, self=N, or just N for every map")),
+                _ => Err(format!("`{map}` is not a map: write @NAME=N, self=N, inflight=N, or just N for every map")),
             },
         }
     }
@@ -91,6 +114,7 @@ impl MapSizes {
                 MapSize::All(n) => sizes.all = Some(*n),
                 MapSize::Map { name, entries } => sizes.maps.push((name.clone(), *entries)),
                 MapSize::SelfVars(n) => sizes.self_vars = Some(*n),
+                MapSize::Inflight(n) => sizes.inflight = Some(*n),
             }
         }
         sizes
@@ -104,6 +128,10 @@ impl MapSizes {
 
     pub fn of_self(&self) -> u32 {
         self.self_vars.unwrap_or(SELF_ENTRIES)
+    }
+
+    pub fn of_inflight(&self) -> u32 {
+        self.inflight.unwrap_or(INFLIGHT_ENTRIES)
     }
 
     /// The `@NAME=N` that name no map of `plan`.
@@ -178,6 +206,7 @@ impl Maps {
                     keys: key_fields.clone(),
                     key_names: info.key_names.iter().map(|n| n.name.clone()).collect(),
                     value,
+                    preallocated: false,
                 },
             });
             maps.user.insert(
@@ -210,7 +239,7 @@ impl Maps {
     }
 
     /// The goroutines' records of timed calls (`size` bytes each: an array slot by a
-    /// hash of g, an LRU for the rest) and their deep frames (frames.rs).
+    /// hash of g, a hash by g for the rest) and their deep frames (frames.rs).
     fn add_goroutine_records(&mut self, size: u32) {
         self.records_with_panics = size > super::frames::RECORD;
         self.specs.push(MapSpec {
@@ -223,18 +252,18 @@ impl Maps {
         });
         self.specs.push(MapSpec {
             object_name: GOROUTINES_SPILL.into(),
-            kind: MapKind::LruHash,
+            kind: MapKind::Hash,
             key_size: 8,
             value_size: size,
-            max_entries: SPILLED_RECORDS,
+            max_entries: INFLIGHT_ENTRIES,
             role: MapRole::Goroutines,
         });
         self.specs.push(MapSpec {
             object_name: FRAMES.into(),
-            kind: MapKind::LruHash,
+            kind: MapKind::Hash,
             key_size: 16,
             value_size: super::frames::FRAME as u32,
-            max_entries: DEEP_FRAMES,
+            max_entries: INFLIGHT_ENTRIES,
             role: MapRole::Frames,
         });
         self.zeros_size = self.zeros_size.max(size);
@@ -245,10 +274,10 @@ impl Maps {
     pub fn add_carried(&mut self, size: u32) {
         self.specs.push(MapSpec {
             object_name: CARRIED.into(),
-            kind: MapKind::LruHash,
+            kind: MapKind::Hash,
             key_size: 16,
             value_size: size.max(8),
-            max_entries: CARRIED_ENTRIES,
+            max_entries: INFLIGHT_ENTRIES,
             role: MapRole::Carried,
         });
     }
@@ -266,14 +295,26 @@ impl Maps {
         });
     }
 
-    /// Gives the user maps and the `self` table the sizes `sizes` asks for; a map
-    /// indexed by function holds one element per function of the plan (`functions`).
-    pub fn apply_sizes(&mut self, sizes: &MapSizes, functions: usize) {
+    /// Gives the user maps, the `self` table and the tables of calls in flight the sizes
+    /// `sizes` asks for; a map indexed by function holds one element per function of the
+    /// plan (`functions`). A per-CPU hash whose every value over `cpus` CPUs fits
+    /// `PREALLOC_BYTES` is preallocated.
+    pub fn apply_sizes(&mut self, sizes: &MapSizes, functions: usize, cpus: u32) {
         for spec in &mut self.specs {
+            if let MapRole::User { name, preallocated, .. } = &mut spec.role {
+                if spec.kind == MapKind::PercpuHash {
+                    spec.max_entries = sizes.of_map(name);
+                    *preallocated = u64::from(spec.max_entries) <= preallocated_keys(spec.value_size, cpus);
+                    continue;
+                }
+            }
             match &spec.role {
                 MapRole::User { .. } if spec.kind == MapKind::PercpuArray => spec.max_entries = functions.max(1) as u32,
                 MapRole::User { name, .. } => spec.max_entries = sizes.of_map(name),
                 MapRole::SelfVars => spec.max_entries = sizes.of_self(),
+                MapRole::Goroutines | MapRole::Frames | MapRole::Carried if spec.kind == MapKind::Hash => {
+                    spec.max_entries = sizes.of_inflight()
+                }
                 _ => {}
             }
         }

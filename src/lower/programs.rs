@@ -169,7 +169,7 @@ fn finish_plan(
     checked: &Checked,
 ) {
     maps.add_scratch(events.iter().map(|e| e.size).max().unwrap_or(8));
-    maps.apply_sizes(&settings.map_sizes, plan.functions.len());
+    maps.apply_sizes(&settings.map_sizes, plan.functions.len(), settings.cpus);
     plan.accounting = layout.finish(&mut maps);
     if settings.cgroup {
         maps.specs.push(super::scope::map_spec());

@@ -44,14 +44,23 @@ pub struct MapDef {
 pub const BPF_F_NO_PREALLOC: u32 = 1;
 
 impl From<&crate::plan::MapSpec> for MapDef {
-    /// The definition of a map the plan describes. User maps and the `self` table are
-    /// not preallocated: their size (`--map-size`) bounds them, and only the keys they
-    /// hold take memory (a preallocated per-CPU hash of histograms would take its full
-    /// size times the CPUs at once).
+    /// The definition of a map the plan describes. User maps, the `self` table and the
+    /// tables of calls in flight are not preallocated: their size (`--map-size`) bounds
+    /// them, and only the keys they hold take memory (a preallocated per-CPU hash of
+    /// histograms would take its full size times the CPUs at once); except a per-CPU
+    /// user map the plan says is (`MapRole::User::preallocated`: its full size is small
+    /// enough, and then no new key needs memory in a probe).
     fn from(m: &crate::plan::MapSpec) -> MapDef {
         use crate::plan::{MapKind, MapRole};
         let grows = matches!(m.kind, MapKind::Hash | MapKind::PercpuHash)
-            && matches!(m.role, MapRole::User { .. } | MapRole::SelfVars);
+            && matches!(
+                m.role,
+                MapRole::User { preallocated: false, .. }
+                    | MapRole::SelfVars
+                    | MapRole::Goroutines
+                    | MapRole::Frames
+                    | MapRole::Carried
+            );
         MapDef {
             name: m.object_name.clone(),
             map_type: m.kind.bpf_type(),

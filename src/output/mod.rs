@@ -236,7 +236,7 @@ pub fn decode_event(bytes: &[u8], plan: &Plan) -> Option<Event> {
 
 /// Decodes a user map's raw entries (key bytes, per-CPU value bytes).
 pub fn decode_map(spec: &MapSpec, raw: &[(Vec<u8>, Vec<Vec<u8>>)], plan: &Plan) -> Option<MapDump> {
-    let MapRole::User { name, keys, key_names, value } = &spec.role else { return None };
+    let MapRole::User { name, keys, key_names, value, .. } = &spec.role else { return None };
     let (agg, durations) = match value {
         MapValue::Agg { agg, of } => (Some(*agg), *of == ValueType::Duration),
         MapValue::Plain(t) => (None, *t == ValueType::Duration),

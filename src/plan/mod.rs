@@ -129,15 +129,52 @@ pub enum Counter {
     EventsLost { program: String },
     /// Printed events of `program` dropped by `--rate`.
     RateDropped { program: String },
-    /// Updates of map `map` (object name) by `program` that the kernel refused: the map
-    /// was full.
-    Refused { program: String, map: String },
+    /// Updates of map `map` (object name) by `program` that the kernel refused, by the
+    /// errno it gave (`why`).
+    Refused {
+        program: String,
+        map: String,
+        #[serde(default)]
+        why: Refusal,
+    },
     /// Hits of `program` that stopped short because a value could not be read, and why
     /// (a PIE's load bias not known; a map lookup past its bound).
     Skipped { program: String, why: String },
     /// Hits of `program` by a task outside the `--cgroup` cgroup: returned at once, not
     /// hits of the script, but their traps cost all the same.
     OtherCgroup { program: String },
+}
+
+/// Why the kernel refused a map update: the errno `bpf_map_update_elem` returned.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Refusal {
+    /// E2BIG: the map holds as many keys as it may.
+    #[default]
+    Full,
+    /// ENOMEM: the kernel had no memory ready for a new element. A map that is not
+    /// preallocated allocates in the probe, which cannot wait: from small per-CPU caches
+    /// refilled behind it (per-CPU values from the percpu allocator's pages already
+    /// populated), which a burst of new keys empties.
+    NoMemory,
+    /// EBUSY: the map was being updated on the same CPU (a program interrupted in it).
+    Busy,
+    /// Any other errno.
+    Other,
+}
+
+impl Refusal {
+    /// Every cause, in the order the programs test them.
+    pub const ALL: [Refusal; 4] = [Refusal::Full, Refusal::NoMemory, Refusal::Busy, Refusal::Other];
+
+    /// The errno (positive) of the cause, `None` for `Other`.
+    pub fn errno(self) -> Option<i32> {
+        match self {
+            Refusal::Full => Some(7),
+            Refusal::NoMemory => Some(12),
+            Refusal::Busy => Some(16),
+            Refusal::Other => None,
+        }
+    }
 }
 
 /// Sites of one program: those of one function, or all of them.
@@ -231,7 +268,16 @@ pub enum MapRole {
     /// A hash, or a (per-CPU) array for a map keyed by `func` alone: its u32 key is the
     /// index into `Plan::functions`, read back as the 8-byte `Func` key `keys` describes,
     /// and an element that is zero on every CPU is no entry.
-    User { name: String, keys: Vec<Field>, key_names: Vec<String>, value: MapValue },
+    /// `preallocated`: a per-CPU map whose every value the kernel allocates when it is
+    /// created (no allocation in a probe, which may fail: `Refusal::NoMemory`).
+    User {
+        name: String,
+        keys: Vec<Field>,
+        key_names: Vec<String>,
+        value: MapValue,
+        #[serde(default)]
+        preallocated: bool,
+    },
     /// Each goroutine's record of its timed calls in flight (for `elapsed` and `on
     /// panic`): an array indexed by a hash of its g pointer, and a hash map keyed by it.
     Goroutines,

@@ -9,7 +9,7 @@
 
 use crate::arch::trap::TrapKind;
 pub use crate::output::stats::{Detached, MapStats, ProbeStats, SiteStats, Stats};
-use crate::plan::{Accounting, Counter, MapRole, Plan, ProbeAttach, ProbeSpec};
+use crate::plan::{Accounting, Counter, MapRole, MapSpec, Plan, ProbeAttach, ProbeSpec, Refusal};
 use crate::runtime::{Loaded, RuntimeError, TrapCost};
 use crate::target::Target;
 use std::collections::HashMap;
@@ -80,22 +80,7 @@ impl Meter {
         let counters = if acct.counters.is_empty() { Vec::new() } else { loaded.array_sums(&acct.counters)? };
         let value = |slot: usize| counters.get(slot).copied().unwrap_or(0);
         let probes = plan.probes.iter().map(|probe| self.probe_stats(probe, loaded, acct, &value)).collect();
-        let maps = plan
-            .maps
-            .iter()
-            .filter_map(|m| {
-                let name = match &m.role {
-                    MapRole::User { name, .. } => format!("@{name}"),
-                    MapRole::SelfVars => "self".to_string(),
-                    _ => return None,
-                };
-                let refused = (acct.slots.iter().enumerate())
-                    .filter(|(_, c)| matches!(c, Counter::Refused { map, .. } if *map == m.object_name))
-                    .map(|(i, _)| value(i))
-                    .sum();
-                Some(MapStats { map: name, capacity: m.max_entries, refused })
-            })
-            .collect();
+        let maps = plan.maps.iter().filter_map(|m| map_stats(m, plan, &value)).collect();
         Ok(Stats {
             elapsed_ns: self.elapsed().as_nanos() as u64,
             trap: self.trap,
@@ -235,6 +220,68 @@ pub fn report(
         eprintln!("{line}");
     }
     Ok(if stats_wanted { sink.stats(&stats) } else { Ok(()) })
+}
+
+/// What the kernel refused of map `m`, by cause: a user map, the `self` table, or a table
+/// of calls in flight (with the functions whose calls it missed).
+fn map_stats(m: &MapSpec, plan: &Plan, value: &dyn Fn(usize) -> u64) -> Option<MapStats> {
+    use crate::lower::maps::{CARRIED, FRAMES, GOROUTINES_SPILL};
+    use crate::output::stats::{CARRIED_TABLE, DEEP_FRAMES_TABLE, INFLIGHT_TABLE};
+    let name = match (&m.role, m.object_name.as_str()) {
+        (MapRole::User { name, .. }, _) => format!("@{name}"),
+        (MapRole::SelfVars, _) => "self".to_string(),
+        (MapRole::Goroutines, GOROUTINES_SPILL) => INFLIGHT_TABLE.to_string(),
+        (MapRole::Frames, FRAMES) => DEEP_FRAMES_TABLE.to_string(),
+        (MapRole::Carried, CARRIED) => CARRIED_TABLE.to_string(),
+        _ => return None,
+    };
+    let mut causes: Vec<(Refusal, u64)> = Vec::new();
+    let mut programs: Vec<&str> = Vec::new();
+    for (i, c) in plan.accounting.slots.iter().enumerate() {
+        let Counter::Refused { program, map, why } = c else { continue };
+        let n = value(i);
+        if *map != m.object_name || n == 0 {
+            continue;
+        }
+        match causes.iter_mut().find(|(w, _)| w == why) {
+            Some((_, sum)) => *sum += n,
+            None => causes.push((*why, n)),
+        }
+        if !programs.contains(&program.as_str()) {
+            programs.push(program);
+        }
+    }
+    causes.sort();
+    let refused = causes.iter().map(|(_, n)| n).sum();
+    let calls_of = if matches!(m.role, MapRole::User { .. } | MapRole::SelfVars) {
+        Vec::new()
+    } else {
+        programs.iter().flat_map(|p| functions_of(plan, p)).collect()
+    };
+    let per_cpu = matches!(m.role, MapRole::User { preallocated: false, .. }) && m.kind.is_percpu();
+    let (value_size, cpus) = match per_cpu {
+        true => (m.value_size, crate::runtime::possible_cpus().map_or(0, |n| n as u32)),
+        false => (0, 0),
+    };
+    Some(MapStats { map: name, capacity: m.max_entries, refused, causes, calls_of, value_size, cpus })
+}
+
+/// The functions `program` is attached at (each once), or its probe's description when
+/// it is attached at many.
+fn functions_of(plan: &Plan, program: &str) -> Vec<String> {
+    let Some(probe) = plan.probes.iter().find(|p| p.program == program) else { return Vec::new() };
+    let mut functions: Vec<String> = Vec::new();
+    if let ProbeAttach::Uprobe(points) = &probe.attach {
+        for p in points {
+            if !functions.contains(&p.function) {
+                functions.push(p.function.clone());
+            }
+        }
+    }
+    if functions.is_empty() || functions.len() > 3 {
+        return vec![format!("`{}`", probe.describe)];
+    }
+    functions
 }
 
 /// The hits of `program` that stopped short, by why (`Counter::Skipped`).

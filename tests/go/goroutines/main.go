@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -43,6 +44,15 @@ func safe(i int) (r int) {
 
 //go:noinline
 func setter(v int) int { return v }
+
+// hold blocks until release is closed: its call stays in flight until then.
+//
+//go:noinline
+func hold(entered *sync.WaitGroup, release chan struct{}) int {
+	entered.Done()
+	<-release
+	return 1
+}
 
 func main() {
 	mode := os.Args[1]
@@ -81,5 +91,19 @@ func main() {
 			wg.Wait()
 		}
 		fmt.Printf("calls=%d\n", n/1000*1000)
+	case "hold":
+		// n goroutines, each with a call of hold in flight at once; then all return.
+		var entered sync.WaitGroup
+		release := make(chan struct{})
+		var returned atomic.Int64
+		entered.Add(n)
+		for i := 0; i < n; i++ {
+			wg.Add(1)
+			go func() { defer wg.Done(); returned.Add(int64(hold(&entered, release))) }()
+		}
+		entered.Wait()
+		close(release)
+		wg.Wait()
+		fmt.Printf("calls=%d returned=%d\n", n, returned.Load())
 	}
 }

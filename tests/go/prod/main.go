@@ -55,6 +55,24 @@ func main() {
 			s += record(k)
 		}
 		fmt.Printf("calls=%d sum=%d\n", n, s)
+	case "spread":
+		// record(k) for N distinct keys, R rounds, from G goroutines at once (key k on
+		// goroutine k mod G): every new key arrives in a burst on each CPU.
+		n, rounds, g := arg(2), arg(3), arg(4)
+		var wg sync.WaitGroup
+		for i := 0; i < g; i++ {
+			wg.Add(1)
+			go func(first int) {
+				defer wg.Done()
+				for r := 0; r < rounds; r++ {
+					for k := first; k < n; k += g {
+						record(k)
+					}
+				}
+			}(i)
+		}
+		wg.Wait()
+		fmt.Printf("keys=%d calls=%d\n", n, n*rounds)
 	case "alive":
 		// N goroutines alive at once: each calls setter, waits until all have, then
 		// calls getter with the same value.
