@@ -2,8 +2,9 @@
 //! to a real OpenTelemetry Collector (OTLP receiver, file exporter), and what the
 //! collector wrote equals the program's truth: a counter with named attributes, a
 //! hist() as an exponential histogram (count, sum, extremes, buckets), seconds for
-//! durations, resource attributes, log records. A collector that cannot be reached is said once, and once more when it
-//! answers. Needs root (SKIP without, unless CI=true) and a collector built from the Go
+//! durations, resource attributes, log records. A collector that cannot be reached is
+//! said once, and once more when it answers; the printed lines it never got are counted
+//! exactly. Needs root (SKIP without, unless CI=true) and a collector built from the Go
 //! module proxy (cached under target/; SKIP when it cannot be built, unless CI=true).
 
 mod support;
@@ -66,6 +67,7 @@ fn a_real_collector_receives_the_programs_truth_as_metrics_and_logs() {
     // gtrace ends with its target, pushing once more.
     assert_eq!(g.wait(), 0, "{}", g.err.text());
     assert!(!g.err.text().contains("cannot push"), "{}", g.err.text());
+    assert!(!g.err.text().contains("never sent"), "{}", g.err.text());
     let total = truth_of(&truth, "requests") as f64;
     let got = poll(Duration::from_secs(10), || last_metrics(&c, |r| requests_total(r) == total));
     let r = got.unwrap_or_else(|| panic!("no push with {total} requests: {:?}", c.received()));
@@ -175,4 +177,33 @@ fn an_unreachable_collector_is_said_once_and_again_when_it_answers() {
     let got = poll(Duration::from_secs(10), || last_metrics(&c, |r| n(r) == Some(total)));
     assert!(got.is_some(), "{:?}", c.received());
     assert!(g.out.text().contains(&format!("@n: {total}")), "{}", g.out.text());
+}
+
+/// The number of printed lines the line of losses says never reached the collector.
+fn never_sent(stderr: &str) -> Option<u64> {
+    let part = stderr.lines().flat_map(|l| l.split("; ")).find(|p| p.contains("never sent to the OpenTelemetry"))?;
+    Some(part.split_whitespace().next()?.replace(',', "").parse().unwrap_or_else(|_| panic!("{part}")))
+}
+
+#[test]
+fn printed_lines_a_collector_that_is_down_never_got_are_counted_exactly() {
+    let test = "printed_lines_a_collector_that_is_down_never_got_are_counted_exactly";
+    if !privileged(test) {
+        return;
+    }
+    let prod = support::go_build("prod", &[]);
+    let url = format!("http://127.0.0.1:{}", free_port());
+    let script = r#"on entry main.emit { printf("%d %s\n", i, s) }"#;
+    // Fewer lines than the queue holds: all of them wait for the last push, which fails.
+    // More: the queue drops what it cannot hold, and the last push fails with the rest.
+    for n in [500, 30_000] {
+        let cmd = format!("{} print {n} 3", prod.display());
+        let run = support::gtrace(&["-e", script, "--otlp", &url, "--otlp-interval", "100ms", "-c", &cmd]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        let printed = run.stdout.lines().filter(|l| l.ends_with(" xxx")).count() as u64;
+        assert_eq!(printed, support::truth(&run.stdout, "calls") as u64, "{}", run.stdout);
+        assert_eq!(never_sent(&run.stderr), Some(printed), "{}", run.stderr);
+        assert!(run.stderr.contains("in the last push at exit, which failed: "), "{}", run.stderr);
+        assert_eq!(run.stderr.contains("dropped while 10,000 waited to be pushed"), n > 10_000, "{}", run.stderr);
+    }
 }

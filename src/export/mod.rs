@@ -177,14 +177,14 @@ impl Export {
         Box::new(ExportSink { inner, counters: self.counters.clone(), pusher: self.pusher.clone() })
     }
 
-    /// Pushes once more (OTLP) and stops serving.
-    pub fn finish(&mut self) {
-        if let Some(pusher) = self.pusher.take() {
-            pusher.finish();
-        }
+    /// Pushes once more (OTLP) and stops serving; says which printed lines never
+    /// reached the OTLP collector.
+    pub fn finish(&mut self) -> Option<otlp::UnsentLogs> {
+        let unsent = self.pusher.take().and_then(|pusher| pusher.finish());
         if let Some(mut server) = self.server.take() {
             server.stop();
         }
+        unsent
     }
 }
 

@@ -4,10 +4,13 @@
 //! (the official messages of `opentelemetry-proto`) POSTed to URL/v1/metrics and
 //! URL/v1/logs. The pusher has its own thread and timeouts: the trace loop only queues
 //! lines, never waits. A collector that cannot be reached is said once, and once more
-//! when it answers again.
+//! when it answers again. Lines that never reach it (dropped from a full queue, or
+//! still waiting when the last push at exit fails) are counted and said in the line of
+//! losses (`output::stats::UnsentLogs`).
 
 use super::model::{bucket_counts, Family, Kind, Point, Sample};
 use super::source::Source;
+pub use crate::output::stats::UnsentLogs;
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, InstrumentationScope, KeyValue};
@@ -44,8 +47,15 @@ pub struct Pushing {
 /// The running pusher: `line` queues a printed line; `finish` pushes once more and ends.
 pub struct Pusher {
     lines: Mutex<Option<SyncSender<Line>>>,
-    thread: Mutex<Option<JoinHandle<()>>>,
+    thread: Mutex<Option<JoinHandle<Option<Unsent>>>>,
     source: Arc<Source>,
+    url: String,
+}
+
+/// The lines the last push could not send, and why.
+struct Unsent {
+    lines: u64,
+    error: String,
 }
 
 pub fn now_unix_nano() -> u64 {
@@ -56,8 +66,9 @@ impl Pusher {
     pub fn spawn(pushing: Pushing, source: Arc<Source>) -> std::io::Result<Pusher> {
         let (tx, rx) = mpsc::sync_channel::<Line>(MAX_PENDING_LINES);
         let src = source.clone();
+        let url = pushing.url.clone();
         let thread = std::thread::Builder::new().name("gtrace-otlp".into()).spawn(move || run(pushing, src, rx))?;
-        Ok(Pusher { lines: Mutex::new(Some(tx)), thread: Mutex::new(Some(thread)), source })
+        Ok(Pusher { lines: Mutex::new(Some(tx)), thread: Mutex::new(Some(thread)), source, url })
     }
 
     /// Queues a printed line; never blocks (a full queue drops it, counted).
@@ -69,19 +80,33 @@ impl Pusher {
         }
     }
 
-    /// Pushes what is left and ends the thread.
-    pub fn finish(&self) {
+    /// Pushes what is left and ends the thread; says what never reached the collector
+    /// (`None` when everything did, or when it was said by an earlier call).
+    pub fn finish(&self) -> Option<UnsentLogs> {
         // The thread sees the channel close: its last push.
         self.lines.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(t) = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            let _ = t.join();
-        }
+        let thread = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take()?;
+        let last = match thread.join() {
+            Ok(last) => last,
+            Err(_) => Some(Unsent { lines: 0, error: "the pusher's thread panicked".into() }),
+        };
+        let dropped = self.source.counters.log_records_dropped.load(std::sync::atomic::Ordering::Relaxed);
+        let (unsent, error) = last.map_or((0, None), |u| (u.lines, Some(u.error)));
+        (dropped + unsent > 0 || error.is_some()).then(|| UnsentLogs {
+            url: self.url.clone(),
+            dropped,
+            queue: MAX_PENDING_LINES as u64,
+            unsent,
+            error,
+        })
     }
 }
 
 impl Drop for Pusher {
     fn drop(&mut self) {
-        self.finish();
+        if let Some(lost) = self.finish() {
+            eprintln!("{}", lost.describe());
+        }
     }
 }
 
@@ -92,7 +117,9 @@ fn later(interval: Duration) -> std::time::Instant {
     now.checked_add(interval).unwrap_or(now + Duration::from_secs(1 << 32))
 }
 
-fn run(pushing: Pushing, source: Arc<Source>, lines: Receiver<Line>) {
+/// Pushes every interval until the channel closes; returns what the last push could not
+/// send.
+fn run(pushing: Pushing, source: Arc<Source>, lines: Receiver<Line>) -> Option<Unsent> {
     let agent: ureq::Agent =
         ureq::Agent::config_builder().timeout_global(Some(TIMEOUT)).http_status_as_error(true).build().into();
     let start = now_unix_nano();
@@ -123,13 +150,13 @@ fn run(pushing: Pushing, source: Arc<Source>, lines: Receiver<Line>) {
             }
             post(&agent, &format!("{base}/v1/logs"), logs_request(&pending, &resource).encode_to_vec())
         });
+        if last {
+            return sent.err().map(|error| Unsent { lines: pending.len() as u64, error });
+        }
         if sent.is_ok() {
             pending.clear();
         }
         health.report(sent, pushing.interval);
-        if last {
-            return;
-        }
     }
 }
 

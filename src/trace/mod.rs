@@ -155,12 +155,12 @@ fn session(
     drain(&mut loaded, plan, &costs.meter.detached, &mut symbols, sink.as_mut(), Duration::ZERO)?;
     print_maps(&loaded, plan, &costs.meter.detached, &symbols, sink.as_mut(), None)?;
     pictures::write(&loaded, plan, &costs.meter.detached, &symbols, (&process, args))?;
-    written(stats::report(&costs.meter, &loaded, plan, args.stats, sink.as_mut())?)?;
-    // The last push carries the final counts.
+    // The last push carries the final counts; what it could not send is a loss.
     if let Ok(stats) = costs.meter.collect(&loaded, plan) {
         export.publish(&stats);
     }
-    export.finish();
+    let unsent = export.finish();
+    written(stats::report(&costs.meter, &loaded, plan, (args.stats, unsent), sink.as_mut())?)?;
     loaded.detach_all();
     if let Some(c) = child.as_mut() {
         if c.try_wait().is_none() {

@@ -92,6 +92,7 @@ impl Meter {
             detached: self.detached.clone(),
             cgroup: !plan.cgroup.is_empty(),
             target_cpu_ns: self.cpu.zip(self.cpu_seen).map(|((_, start), (_, seen))| seen.saturating_sub(start)),
+            otlp: None,
         })
     }
 
@@ -206,16 +207,18 @@ impl Calibration {
 }
 
 /// At exit: the `--stats` table, then whatever was lost in one line on stderr (said
-/// with or without `--stats`).
+/// with or without `--stats`), printed lines the OTLP exporter never sent (`otlp`)
+/// included.
 /// The outer error is reading the numbers, the inner one writing them.
 pub fn report(
     meter: &Meter,
     loaded: &Loaded,
     plan: &Plan,
-    stats_wanted: bool,
+    (stats_wanted, otlp): (bool, Option<crate::output::stats::UnsentLogs>),
     sink: &mut dyn crate::output::Sink,
 ) -> Result<Result<(), crate::output::OutputError>, RuntimeError> {
-    let stats = meter.collect(loaded, plan)?;
+    let mut stats = meter.collect(loaded, plan)?;
+    stats.otlp = otlp;
     if let Some(line) = stats.lost_line() {
         eprintln!("{line}");
     }
