@@ -150,6 +150,25 @@ fn elapsed_pairs_every_return_across_stack_copies() {
 }
 
 #[test]
+fn deep_calls_past_their_table_are_counted_exactly() {
+    if !privileged("deep_calls_past_their_table_are_counted_exactly") {
+        return;
+    }
+    // 4 goroutines recurse 2,000 deep, one after the other; calls deeper than 8 go to a
+    // table held to 1,000 here: those it has no room for are missed, every one said.
+    let cmd = format!("{} grow 2000", e2e().display());
+    let script = "on return main.grow { @timed = count(); @lat = max(elapsed) }";
+    let r = gtrace(&["-e", script, "--map-size", "inflight=1000", "-c", &cmd]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let part = r.stderr.lines().flat_map(|l| l.split("; ")).find(|p| p.contains("timed calls of main.grow missed"));
+    let part = part.unwrap_or_else(|| panic!("no loss said: {}", r.stderr));
+    assert!(part.ends_with("the table of calls in flight deeper than 8 on a goroutine is full at 1,000 calls (--map-size inflight=N holds more)"), "{part}");
+    let missed: i64 = part.split_whitespace().next().unwrap().replace(',', "").parse().unwrap();
+    assert!(missed > 0, "{part}");
+    assert_eq!(map_value(&r.stdout, "@timed") + missed, truth(&r.stdout, "calls"), "{}\n{}", r.stdout, r.stderr);
+}
+
+#[test]
 fn printf_events_arrive_in_order() {
     if !privileged("printf_events_arrive_in_order") {
         return;

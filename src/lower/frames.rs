@@ -352,7 +352,11 @@ impl Gen<'_> {
         self.stack_ptr(R3, frame);
         self.b.emit(mov64_imm(R4, BPF_ANY));
         self.b.emit(call(BPF_FUNC_map_update_elem));
-        self.count_refused_update(maps::FRAMES, span)?;
+        // No room for the frame: the call is not followed (counted by the errno), and
+        // the record stays as it was, so that no missing frame sits on it.
+        self.b.jmp_imm_to(JmpOp::Eq, R0, 0, bump);
+        self.count_refused(maps::FRAMES, span)?;
+        self.b.ja_to(pushed);
         self.b.bind(bump);
         self.b.emit(load(Size::DW, R1, R10, rec));
         self.b.emit(load(Size::W, R2, R1, R_TOP));
