@@ -94,7 +94,11 @@ impl MapStats {
         let what = if self.table() || self.map == "self" { "entry" } else { "key" };
         let mut out = format!("the kernel had no memory ready for a new {what} (ENOMEM)");
         if self.value_size == 0 {
-            out.push_str(": the table is not preallocated, and a probe cannot wait for memory");
+            let what = if self.table() || self.map == "self" { "the table" } else { self.map.as_str() };
+            out.push_str(&format!(
+                ": {what} is not preallocated, and a probe cannot wait for memory (the host is short of it, \
+                 or new entries came faster than the kernel refills what it keeps ready)"
+            ));
             return out;
         }
         let fits = crate::lower::maps::preallocated_keys(self.value_size, self.cpus);
