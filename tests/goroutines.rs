@@ -190,3 +190,48 @@ fn calls_past_the_inflight_table_are_counted_exactly() {
         run.stderr
     );
 }
+
+#[test]
+fn the_tables_of_calls_in_flight_are_sized_to_a_running_target() {
+    use std::io::Write;
+    use support::processes::{Gtrace, Lines, Owned};
+    if !privileged("the_tables_of_calls_in_flight_are_sized_to_a_running_target") {
+        return;
+    }
+    // A target that has had 200,000 goroutines at once (the runtime keeps their g's):
+    // traced with -p, its tables are sized to it, so 300,000 calls in flight at once
+    // (more than the 16,384 + 262,144 the defaults hold) are all timed.
+    let bin = support::go_build("goroutines", &[]);
+    let mut child = std::process::Command::new(&bin)
+        .args(["peak", "200000"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the program");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let out = Lines::of(child.stdout.take().expect("stdout"));
+    let pid = child.id().to_string();
+    let _child = Owned(child);
+    out.wait_for(std::time::Duration::from_secs(60), |l| l == "ready").expect("the program says ready");
+    let peak = truth(&out.text(), "peak");
+    let mut g = Gtrace::start(&["-e", HOLD, "-p", &pid, "--budget", "off"]);
+    g.attached();
+    let said = g.err.text();
+    let part = said
+        .lines()
+        .find(|l| l.contains("goroutines: the tables of calls in flight hold"))
+        .unwrap_or_else(|| panic!("{said}"));
+    let number = |w: &str| w.replace(',', "").parse::<i64>().unwrap_or_else(|_| panic!("{part}"));
+    let words: Vec<&str> = part.split_whitespace().collect();
+    let had = number(words[words.iter().position(|w| *w == "had").unwrap() + 1]);
+    let size = number(words[words.iter().position(|w| *w == "hold").unwrap() + 1]);
+    assert!(had >= peak && had < peak + 1_000, "{part}");
+    assert_eq!(size, (2 * had as u64).next_power_of_two() as i64, "{part}");
+    writeln!(stdin, "300000").expect("write");
+    let line = out.wait_for(std::time::Duration::from_secs(120), |l| l.starts_with("calls=")).expect("the calls end");
+    drop(stdin);
+    assert_eq!(g.wait(), 0, "{}", g.err.text());
+    assert_eq!(truth(&line, "calls"), 300_000);
+    assert_eq!(map_value(&g.out.text(), "@n"), truth(&line, "returned"), "{}\n{}", g.out.text(), g.err.text());
+    assert_eq!(missed_calls(&g.err.text()), 0, "{}", g.err.text());
+}

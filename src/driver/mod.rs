@@ -10,6 +10,7 @@ use crate::compile::{self, Compiled};
 use crate::diag::Failure;
 use crate::library::{self, Root};
 use crate::lower;
+use crate::lower::maps::GOROUTINES_SPILL;
 use crate::plan::{Binary, Bundle};
 use crate::runtime;
 use crate::target::Target;
@@ -49,7 +50,7 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
         print_stdout(&library::stdlib::listing())?;
         return Ok(0);
     }
-    let opts = compile::Options {
+    let mut opts = compile::Options {
         include: cli.include.clone(),
         sets: cli.set.clone(),
         string_limit: cli.string_limit,
@@ -81,8 +82,10 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
         print_stdout(&listing)?;
         return Ok(0);
     }
+    let grown = size_to_target(&mut opts.lowering, &process, &target);
     let compiled = compile::compile(root(cli)?, &target, &opts)?;
     check_map_sizes(cli, &compiled)?;
+    say_grown(grown, &compiled);
     if !compiled.warnings.diagnostics.is_empty() {
         eprint!("{}", compiled.warnings.render(color_stderr()));
     }
@@ -138,6 +141,28 @@ fn verify(compiled: &Compiled) -> Result<String, Failure> {
             Ok("not verified by the kernel (loading BPF needs root, or CAP_BPF and CAP_PERFMON)".into())
         }
         Err(e) => Err(trace::verifier::failure(e, &compiled.plan)),
+    }
+}
+
+/// With -p and no `--map-size inflight=N`: the tables of calls in flight sized to the
+/// target's goroutines when it has had many (returned: how many, and the size).
+fn size_to_target(settings: &mut lower::Settings, process: &trace::Process, target: &Target) -> Option<(u64, u32)> {
+    let grown = settings.map_sizes.inflight.is_none().then(|| scope::inflight_size(process, target)).flatten();
+    settings.map_sizes.inflight = settings.map_sizes.inflight.or(grown.map(|(_, size)| size));
+    grown
+}
+
+/// Says that the tables of calls in flight were sized to the target, when the script
+/// has them.
+fn say_grown(grown: Option<(u64, u32)>, compiled: &Compiled) {
+    let Some((goroutines, size)) = grown else { return };
+    if compiled.plan.maps.iter().any(|m| m.object_name == GOROUTINES_SPILL) {
+        let n = crate::output::stats::thousands;
+        eprintln!(
+            "gtrace: the process has had {} goroutines: the tables of calls in flight hold {} (--map-size inflight=N)",
+            n(goroutines),
+            n(size.into())
+        );
     }
 }
 

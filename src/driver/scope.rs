@@ -35,6 +35,23 @@ pub(super) fn process(t: &TargetArgs, cgroup: Option<&Path>) -> Result<Process, 
     Ok(Process { binary, shown, pid: None, command: None, cgroup })
 }
 
+/// With -p, the size the tables of calls in flight need for a target that has had many
+/// goroutines: twice its most goroutines so far (`runtime.allglen`, read from its
+/// memory: the runtime never frees a g), as a power of two, when that is more than the
+/// default (`maps::INFLIGHT_ENTRIES`); `None` otherwise, or when it cannot be read.
+pub(super) fn inflight_size(process: &Process, target: &crate::target::Target) -> Option<(u64, u32)> {
+    use crate::lower::maps::{INFLIGHT_ENTRIES, MAX_MAP_SIZE};
+    let pid = process.pid?;
+    let link = target.data_symbol("runtime.allglen")?;
+    let bias = match target.is_pie() {
+        true => runtime::mapping_start(pid, target.path())?.wrapping_sub(target.vaddr_of_file_offset(0)?),
+        false => 0,
+    };
+    let goroutines = runtime::read_u64(pid, link.wrapping_add(bias))?;
+    let want = goroutines.saturating_mul(2).checked_next_power_of_two()?.min(u64::from(MAX_MAP_SIZE));
+    (want > u64::from(INFLIGHT_ENTRIES)).then_some((goroutines, want as u32))
+}
+
 /// How `-b PATH` is named in labels: a file reached through a process's root
 /// (`/proc/PID/root/app/server`, the way to a container's file) by its path inside the
 /// container (`/app/server`), the same on every node and after that process is gone;

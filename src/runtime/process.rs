@@ -127,6 +127,16 @@ pub fn mapping_start(pid: u32, exe: &Path) -> Option<u64> {
     })
 }
 
+/// The u64 at `addr` in the memory of process `pid` (/proc/PID/mem, read only: the
+/// target is never written), `None` when it cannot be read.
+pub fn read_u64(pid: u32, addr: u64) -> Option<u64> {
+    use std::os::unix::fs::FileExt;
+    let mem = std::fs::File::open(format!("/proc/{pid}/mem")).ok()?;
+    let mut word = [0u8; 8];
+    mem.read_exact_at(&mut word, addr).ok()?;
+    Some(u64::from_ne_bytes(word))
+}
+
 /// Every process that has `exe` mapped, with where it mapped its byte 0.
 pub fn processes_mapping(exe: &Path) -> Vec<(u32, u64)> {
     let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };

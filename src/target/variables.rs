@@ -81,7 +81,8 @@ impl Target {
     }
 
     /// The address of the data symbol `name` in the symbol table.
-    fn data_symbol(&self, name: &str) -> Option<u64> {
+    /// The link-time address of the data symbol `name` in the symbol table.
+    pub fn data_symbol(&self, name: &str) -> Option<u64> {
         let file = object::File::parse(&*self.data).ok()?;
         let sym = file.symbols().find(|s| s.kind() == SymbolKind::Data && s.name() == Ok(name))?;
         Some(sym.address())

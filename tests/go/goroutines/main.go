@@ -4,6 +4,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"strconv"
@@ -91,19 +92,44 @@ func main() {
 			wg.Wait()
 		}
 		fmt.Printf("calls=%d\n", n/1000*1000)
-	case "hold":
-		// n goroutines, each with a call of hold in flight at once; then all return.
-		var entered sync.WaitGroup
+	case "peak":
+		// n goroutines alive at once, which then all exit (the runtime keeps their g's);
+		// then "ready", and the program waits for its stdin to close.
+		var started sync.WaitGroup
 		release := make(chan struct{})
-		var returned atomic.Int64
-		entered.Add(n)
+		started.Add(n)
 		for i := 0; i < n; i++ {
 			wg.Add(1)
-			go func() { defer wg.Done(); returned.Add(int64(hold(&entered, release))) }()
+			go func() { defer wg.Done(); started.Done(); <-release }()
 		}
-		entered.Wait()
+		started.Wait()
 		close(release)
 		wg.Wait()
-		fmt.Printf("calls=%d returned=%d\n", n, returned.Load())
+		fmt.Printf("peak=%d\nready\n", n)
+		// A number on stdin: that many calls of hold in flight at once, as "hold" does.
+		var m int
+		if _, err := fmt.Scan(&m); err == nil {
+			fmt.Printf("calls=%d returned=%d\n", m, holdAll(m))
+		}
+		io.Copy(io.Discard, os.Stdin)
+	case "hold":
+		fmt.Printf("calls=%d returned=%d\n", n, holdAll(n))
 	}
+}
+
+// holdAll starts n goroutines, each with a call of hold in flight at once, then lets
+// them all return; it returns how many did.
+func holdAll(n int) int64 {
+	var wg, entered sync.WaitGroup
+	release := make(chan struct{})
+	var returned atomic.Int64
+	entered.Add(n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() { defer wg.Done(); returned.Add(int64(hold(&entered, release))) }()
+	}
+	entered.Wait()
+	close(release)
+	wg.Wait()
+	return returned.Load()
 }
