@@ -11,7 +11,7 @@ mod support;
 use gtrace::compile::{compile, Options};
 use gtrace::library::{self, Root};
 use gtrace::plan::validate::{self, EMITTED_HELPERS};
-use gtrace::plan::{Bundle, ProbeAttach};
+use gtrace::plan::{Bundle, MapRole, ProbeAttach};
 use gtrace::target::Target;
 use std::path::{Path, PathBuf};
 
@@ -290,6 +290,32 @@ fn a_counters_map_larger_than_its_counters_is_refused() {
         e.starts_with(&format!(
             "map `{counters}`: a PercpuArray map of 4-byte keys, 8-byte values and 4294967295 entries"
         )),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_preallocated_map_larger_than_gtrace_preallocates_here_is_refused() {
+    let bin = support::go_build("e2e", &[]);
+    let mut opts = options();
+    opts.lowering.cpus = gtrace::runtime::possible_cpus().expect("possible CPUs") as u32;
+    let mut b = bundle_with("on entry main.add { @h[a] = hist(b) }", None, &bin, &opts);
+    let spec = b.plan.maps.iter().find(|m| matches!(&m.role, MapRole::User { name, .. } if name == "h")).unwrap();
+    let fits = gtrace::lower::maps::preallocated_keys(spec.value_size, opts.lowering.cpus);
+    let preallocated = matches!(spec.role, MapRole::User { preallocated: true, .. });
+    assert_eq!(preallocated, u64::from(spec.max_entries) <= fits, "{spec:?}");
+    accepted("a hist sized for this host", &b, &bin);
+    // A plan that says so, with more keys than this host would preallocate, is refused.
+    let object = spec.object_name.clone();
+    let m = b.plan.maps.iter_mut().find(|m| m.object_name == object).unwrap();
+    m.max_entries = (fits + 1).min(u64::from(gtrace::lower::maps::MAX_MAP_SIZE)) as u32;
+    if let MapRole::User { preallocated, .. } = &mut m.role {
+        *preallocated = true;
+    }
+    fuzz::rewrite(&mut b);
+    let e = validate::validate(&b, &Target::open(&bin).unwrap()).unwrap_err().to_string();
+    assert!(
+        e.starts_with(&format!("map `{object}`: ")) && e.contains("preallocated: more than gtrace preallocates here"),
         "{e}"
     );
 }

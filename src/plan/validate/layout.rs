@@ -195,6 +195,20 @@ fn user(plan: &Plan, m: &MapSpec, value: &MapValue) -> Result<(), Refused> {
     if !shape_ok {
         return refuse(format!("{}, which gtrace never makes for a user map (at most {MAX_MAP_SIZE} keys; {USER_MAP_ENTRIES} unless --map-size)", describe(m)));
     }
+    if let MapRole::User { preallocated: true, .. } = &m.role {
+        // Preallocated, a per-CPU map takes all of its memory at once: no more than
+        // gtrace would preallocate on this host.
+        let cpus = crate::runtime::possible_cpus().map_or(0, |n| n as u32);
+        let fits = crate::lower::maps::preallocated_keys(m.value_size, cpus);
+        if m.kind != MapKind::PercpuHash || u64::from(m.max_entries) > fits {
+            return refuse(format!(
+                "{}, preallocated: more than gtrace preallocates here ({fits} keys of per-CPU values of {} bytes on {cpus} CPUs, within {} MiB); compile the plan on this host, or give it a smaller --map-size",
+                describe(m),
+                m.value_size,
+                crate::lower::maps::PREALLOC_BYTES >> 20
+            ));
+        }
+    }
     match value {
         MapValue::Agg { agg, .. } => {
             let buckets = agg.buckets();
