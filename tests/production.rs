@@ -79,33 +79,35 @@ fn histogram_keys_arriving_in_bursts_are_kept_or_refused_with_their_cause() {
     if !privileged("histogram_keys_arriving_in_bursts_are_kept_or_refused_with_their_cause") {
         return;
     }
-    // 3,000 new keys of a per-CPU histogram, from 8 goroutines at once on every CPU.
+    // New keys of a per-CPU histogram, from 8 goroutines at once on every CPU.
     let script = "on entry main.record { @h[k] = hist(k) }";
-    let mode = "spread 3000 3 8";
-    // Its 16,384 keys fit what gtrace preallocates on a small host: every key's values
-    // exist from the start, none is refused.
-    let run = trace(&["-e", script], mode);
-    let (keys, calls) = (truth(&run.stdout, "keys") as u64, truth(&run.stdout, "calls") as u64);
-    assert_eq!(count_lines(&run.stdout, "@h["), keys, "{}", run.stderr);
-    assert_eq!(bucket_counts(&run.stdout), calls, "{}", run.stderr);
-    assert!(!run.stderr.contains("refused"), "{}", run.stderr);
-    // Too large to preallocate (200,000 keys x 528 bytes x the CPUs): each new key's
-    // values are allocated in the probe, and a burst finds the kernel with none ready.
-    // What is refused is counted exactly, with that cause, well below the map's size.
-    let run = trace(&["-e", script, "--map-size", "200000"], mode);
+    // Its default 16,384 keys are too many to preallocate (each key holds a hist's
+    // buckets on every CPU): each new key's values are allocated in the probe, and a
+    // burst finds the kernel with none ready. What is refused is counted exactly, with
+    // that cause, well below the map's size, and the size that would be preallocated.
+    let run = trace(&["-e", script], "spread 3000 3 8");
+    let calls = truth(&run.stdout, "calls") as u64;
     let refused = lost(&run.stderr, "", "updates of @h refused").unwrap_or(0);
     assert_eq!(bucket_counts(&run.stdout) + refused, calls, "{}", run.stderr);
+    let cpus = gtrace::runtime::possible_cpus().expect("possible CPUs") as u32;
+    let fits = gtrace::lower::maps::preallocated_keys(gtrace::plan::Agg::Hist.value_size(), cpus);
     if refused > 0 {
-        assert!(
-            run.stderr.contains("updates of @h refused: the kernel had no memory ready for a new key (ENOMEM)"),
-            "{}",
-            run.stderr
-        );
-        assert!(run.stderr.contains("preallocates it"), "{}", run.stderr);
+        let cause = "updates of @h refused: the kernel had no memory ready for a new key (ENOMEM)";
+        assert!(run.stderr.contains(cause), "{}", run.stderr);
+        let fix = format!("--map-size @h=N with N up to {} preallocates it", gtrace::output::stats::thousands(fits));
+        assert!(run.stderr.contains(&fix), "{fix}:\n{}", run.stderr);
         assert!(!run.stderr.contains("map full"), "{}", run.stderr);
     } else {
         eprintln!("note: no new key found the kernel without memory this time");
     }
+    // The fix said: a size gtrace preallocates. Every key's values exist from the start,
+    // and none of as many keys as it holds (3,000 at most) is refused.
+    let keys = fits.min(3000);
+    let run = trace(&["-e", script, "--map-size", &format!("@h={fits}")], &format!("spread {keys} 3 8"));
+    assert_eq!(truth(&run.stdout, "keys") as u64, keys);
+    assert_eq!(count_lines(&run.stdout, "@h["), keys, "{}", run.stderr);
+    assert_eq!(bucket_counts(&run.stdout), truth(&run.stdout, "calls") as u64, "{}", run.stderr);
+    assert!(!run.stderr.contains("refused"), "{}", run.stderr);
 }
 
 #[test]
