@@ -299,12 +299,14 @@ fn a_preallocated_map_larger_than_gtrace_preallocates_here_is_refused() {
     let bin = support::go_build("e2e", &[]);
     let mut opts = options();
     opts.lowering.cpus = gtrace::runtime::possible_cpus().expect("possible CPUs") as u32;
+    // A hist of as many keys as gtrace preallocates here: preallocated, and accepted.
+    let fits = gtrace::lower::maps::preallocated_keys(gtrace::plan::Agg::Hist.value_size(), opts.lowering.cpus);
+    opts.lowering.map_sizes.maps = vec![("h".into(), fits as u32)];
     let mut b = bundle_with("on entry main.add { @h[a] = hist(b) }", None, &bin, &opts);
     let spec = b.plan.maps.iter().find(|m| matches!(&m.role, MapRole::User { name, .. } if name == "h")).unwrap();
-    let fits = gtrace::lower::maps::preallocated_keys(spec.value_size, opts.lowering.cpus);
-    let preallocated = matches!(spec.role, MapRole::User { preallocated: true, .. });
-    assert_eq!(preallocated, u64::from(spec.max_entries) <= fits, "{spec:?}");
-    accepted("a hist sized for this host", &b, &bin);
+    assert!(matches!(spec.role, MapRole::User { preallocated: true, .. }), "{spec:?}");
+    assert_eq!(u64::from(spec.max_entries), fits);
+    accepted("a hist preallocated for this host", &b, &bin);
     // A plan that says so, with more keys than this host would preallocate, is refused.
     let object = spec.object_name.clone();
     let m = b.plan.maps.iter_mut().find(|m| m.object_name == object).unwrap();
