@@ -221,5 +221,5 @@ field() {
 }
 
 row() {
-    printf '%-10s %-26s %-6s %-10s %6s %6s %6s  %s' "$@"
+    printf '%-10s %-26s %-6s %-10s %6s %6s %6s  %s\n' "$@"
 }
