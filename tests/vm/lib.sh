@@ -151,7 +151,13 @@ gtrace_release() {
     fi
     [[ $1 == amd64 && $(uname -m) == x86_64 ]] || die "gtrace for $1: set GTRACE_VM_GTRACE to its build"
     say "cargo build --release"
-    (cd "$root" && cargo build --release --quiet --bin gtrace) >&2 || die "cargo build --release failed"
+    # Without the variables cargo sets for a test (CARGO_PKG_NAME, ...): build scripts
+    # that watch them (ring's) would rebuild, here and again in the next plain build.
+    local unset=()
+    for v in $(compgen -e | grep -E '^CARGO_(PKG_|MANIFEST_|CRATE_|BIN_|TARGET_TMPDIR|PRIMARY_)'); do
+        unset+=(-u "$v")
+    done
+    (cd "$root" && env "${unset[@]}" cargo build --release --quiet --bin gtrace) >&2 || die "cargo build --release failed"
     echo "$root/target/release/gtrace"
 }
 
