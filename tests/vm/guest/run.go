@@ -39,7 +39,7 @@ func clip(s string) string {
 	return s
 }
 
-// gtrace runs gtrace with args to its end (at most runLimit), with attrs for its process.
+// gtraceAs runs gtrace with args to its end (at most runLimit), with attrs for its process.
 func gtraceAs(attrs *syscall.SysProcAttr, args ...string) (result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), runLimit)
 	defer cancel()
