@@ -81,11 +81,13 @@ func truth(out, key string) (int64, error) {
 	return 0, fmt.Errorf("the program printed no %s= in: %s", key, clip(out))
 }
 
-// mapValue: the number gtrace printed for `@name: N` (1,234 as 1234).
+// mapValue: the number gtrace printed for `@name: N` (1,234 as 1234; what follows it,
+// such as "(partial: ...)", left out).
 func mapValue(out, name string) (int64, bool) {
 	for _, l := range strings.Split(out, "\n") {
 		if v, ok := strings.CutPrefix(l, name+": "); ok {
-			n, err := strconv.ParseInt(strings.ReplaceAll(strings.TrimSpace(v), ",", ""), 10, 64)
+			word, _, _ := strings.Cut(strings.TrimSpace(v), " ")
+			n, err := strconv.ParseInt(strings.ReplaceAll(word, ",", ""), 10, 64)
 			return n, err == nil
 		}
 	}
