@@ -1,0 +1,202 @@
+// The cases about where a process runs and who traces it: --cgroup, -p of a process in
+// another pid namespace (the twins of tests/fleet.rs, with tests/go/fleet), gtrace as a
+// user holding only some capabilities, and the kernel's own log.
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+const fleetScript = "on entry main.work { @calls = count(); @sum = sum(i); @pids[pid] = count() }"
+
+// fleetRun asks a started tests/go/fleet to call work n times; returns its truth line.
+func fleetRun(d *driven, n int) (string, error) {
+	line, err := d.say(fmt.Sprint(n))
+	if err != nil || !strings.HasPrefix(line, "truth:") {
+		return "", fmt.Errorf("fleet said %q (%v)", line, err)
+	}
+	return line, nil
+}
+
+func startFleet(attrs *syscall.SysProcAttr) (*driven, error) {
+	d, err := startDriven(attrs, "/bin/fleet")
+	if err != nil {
+		return nil, err
+	}
+	if line, err := d.say(""); err != nil || !strings.HasPrefix(line, "ready") {
+		return nil, fmt.Errorf("fleet did not start: %q %v", line, err)
+	}
+	return d, nil
+}
+
+// caseCgroup: two processes of one file, one in the cgroup given to --cgroup and one
+// outside it; only the first one's calls are counted.
+func caseCgroup() error {
+	var fds []*os.File
+	for _, name := range []string{"vm-in", "vm-out"} {
+		dir := filepath.Join("/sys/fs/cgroup", name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		f, err := os.Open(dir)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		fds = append(fds, f)
+	}
+	in, err := startFleet(&syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(fds[0].Fd())})
+	if err != nil {
+		return err
+	}
+	defer in.end()
+	out, err := startFleet(&syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(fds[1].Fd())})
+	if err != nil {
+		return err
+	}
+	defer out.end()
+	t, err := startTracer("-b", "/bin/fleet", "--cgroup", "/sys/fs/cgroup/vm-in", "-e", fleetScript)
+	if err != nil {
+		return err
+	}
+	truthIn, err := fleetRun(in, 300)
+	if err != nil {
+		return err
+	}
+	if _, err := fleetRun(out, 200); err != nil {
+		return err
+	}
+	r, err := t.finish(syscall.SIGINT)
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(truthIn, "cgroup=/vm-in") {
+		return fmt.Errorf("the process is not in /vm-in: %s", truthIn)
+	}
+	return fleetCounts(r, truthIn, in.cmd.Process.Pid)
+}
+
+// fleetCounts: gtrace counted exactly the calls and sum of fleet's truth line, all under
+// the host's pid of that process.
+func fleetCounts(r result, truthLine string, pid int) error {
+	r.stdout += "\n" + truthLine
+	pids := 0
+	for _, l := range strings.Split(r.stdout, "\n") {
+		if strings.HasPrefix(l, "@pids[") {
+			pids++
+		}
+	}
+	want := fmt.Sprintf("@pids[%d]", pid)
+	if _, ok := mapValue(r.stdout, want); !ok || pids != 1 {
+		return fmt.Errorf("want one %s (the host's pid): %v", want, r)
+	}
+	return first(sameAsTruth(r, "@calls", "calls"), sameAsTruth(r, "@sum", "sum"), sameAsTruth(r, want, "calls"))
+}
+
+// casePidNamespace: -p of a process that is pid 1 of its own pid namespace.
+func casePidNamespace() error {
+	d, err := startFleet(&syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID})
+	if err != nil {
+		return err
+	}
+	pid := d.cmd.Process.Pid
+	t, err := startTracer("-p", fmt.Sprint(pid), "-e", fleetScript)
+	if err != nil {
+		d.end()
+		return err
+	}
+	line, err := fleetRun(d, 250)
+	d.end()
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(line, " pid=1 ") {
+		return fmt.Errorf("the process is not pid 1 of its namespace: %s", line)
+	}
+	// gtrace ends by itself when its target does.
+	r, err := t.finish(0)
+	if err != nil {
+		return err
+	}
+	if r.code != 0 {
+		return fmt.Errorf("gtrace failed: %v", r)
+	}
+	return fleetCounts(r, line, pid)
+}
+
+// Capabilities by number (linux/capability.h).
+const (
+	capSysPtrace = 19
+	capSysAdmin  = 21
+	capPerfmon   = 38
+	capBPF       = 39
+)
+
+var capNames = map[uintptr]string{capSysPtrace: "SYS_PTRACE", capSysAdmin: "SYS_ADMIN", capPerfmon: "PERFMON", capBPF: "BPF"}
+
+// casePrivileges: the entry case as user 1000 holding only some capabilities, the
+// smallest sets first. Notes what each set gave; passes when one of them traces
+// exactly, and says which.
+func casePrivileges() error {
+	sets := [][]uintptr{
+		{capBPF, capPerfmon},
+		{capBPF, capPerfmon, capSysPtrace},
+		{capBPF, capPerfmon, capSysAdmin},
+	}
+	for _, caps := range sets {
+		var names []string
+		for _, c := range caps {
+			names = append(names, capNames[c])
+		}
+		label := strings.Join(names, "+")
+		attrs := &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1000, Gid: 1000}, AmbientCaps: caps}
+		r, err := gtraceAs(attrs, "-e", "on entry main.add { @calls = count(); @sum = sum(a) }", "-c", "/bin/e2e add 300")
+		if err != nil {
+			return err
+		}
+		if r.code == 0 {
+			if err := first(sameAsTruth(r, "@calls", "calls"), sameAsTruth(r, "@sum", "sum_a")); err != nil {
+				return fmt.Errorf("as uid 1000 with %s: %v", label, err)
+			}
+			note("privileges: uid 1000 with only CAP_%s traces exactly", strings.ReplaceAll(label, "+", ", CAP_"))
+			return nil
+		}
+		note("privileges: uid 1000 with only CAP_%s: gtrace exits %d: %s", strings.ReplaceAll(label, "+", ", CAP_"),
+			r.code, firstLines(r.stderr, 3))
+	}
+	return fmt.Errorf("no set of capabilities tried lets uid 1000 trace")
+}
+
+func firstLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[:n]
+	}
+	return strings.Join(lines, " | ")
+}
+
+// caseKernelLog: no oops, BUG, WARNING or other trouble in the kernel's log since boot.
+func caseKernelLog() error {
+	out, err := exec.Command("/bin/dmesg").Output()
+	if err != nil {
+		return fmt.Errorf("dmesg: %v", err)
+	}
+	var bad []string
+	for _, l := range strings.Split(string(out), "\n") {
+		for _, sign := range []string{"BUG:", "Oops", "WARNING:", "general protection", "Call Trace", "segfault", "traps:"} {
+			if strings.Contains(l, sign) {
+				bad = append(bad, strings.TrimSpace(l))
+				break
+			}
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("the kernel logged: %s", strings.Join(bad, " | "))
+	}
+	return nil
+}

@@ -1,0 +1,3 @@
+module gtrace.test/vmguest
+
+go 1.22

@@ -1,0 +1,3 @@
+module gtrace.test/stress
+
+go 1.22
