@@ -16,9 +16,9 @@ const CASES: usize = 15;
 
 /// Cases known to fail on a kernel, each for a cause README's Kernels section gives: the
 /// matrix fails on any other failure, and when one of these passes (then remove it).
-/// 6.1: gtrace lowers signed `%` and `/` to BPF's signed division (cpu v4, 6.6+), which
-/// 6.1's verifier rejects ("BPF_ALU uses reserved fields").
-const KNOWN_FAILURES: &[(&str, &str)] = &[("6.1", "arith")];
+/// None now: 6.1's verifier refused BPF's signed division (ISA v4, 6.6+), which gtrace
+/// no longer emits (lower/arith.rs divides the magnitudes).
+const KNOWN_FAILURES: &[(&str, &str)] = &[];
 
 /// A row of tests/vm/run's table.
 #[derive(Debug)]

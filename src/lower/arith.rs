@@ -74,12 +74,12 @@ impl Gen<'_> {
                 self.b.emit(mov64_imm(R1, 0));
                 self.b.ja_to(done);
                 self.b.bind(nonzero);
-                let mut insn = alu64_reg(if op == Div { AluOp::Div } else { AluOp::Mod }, R1, R2);
+                let code = if op == Div { AluOp::Div } else { AluOp::Mod };
                 if signed {
-                    // BPF ISA v4 signed division and modulo (off = 1): truncated, as Go's.
-                    insn.off = 1;
+                    self.signed_div(code);
+                } else {
+                    self.b.emit(alu64_reg(code, R1, R2));
                 }
-                self.b.emit(insn);
                 self.b.bind(done);
             }
             Shl | Shr => {
@@ -108,6 +108,28 @@ impl Gen<'_> {
         self.wrap(R1, ty);
         self.b.emit(mov64_reg(R0, R1));
         Ok(())
+    }
+
+    /// R1 = R1 / R2 or R1 % R2 (`code`), signed and truncated as Go's, R2 not 0: the
+    /// unsigned operation on the magnitudes, then the sign (the quotient's is the signs'
+    /// exclusive or, the remainder's the dividend's). BPF's own signed division (ISA v4,
+    /// Linux 6.6) is not used: 6.1's verifier refuses it. MinInt64 / -1 wraps to MinInt64,
+    /// as in Go. Clobbers R3 and R4.
+    fn signed_div(&mut self, code: AluOp) {
+        self.b.emit(mov64_reg(R3, R1));
+        if code == AluOp::Div {
+            self.b.emit(alu64_reg(AluOp::Xor, R3, R2));
+        }
+        self.b.emit(alu64_imm(AluOp::Arsh, R3, 63));
+        for r in [R1, R2] {
+            self.b.emit(mov64_reg(R4, r));
+            self.b.emit(alu64_imm(AluOp::Arsh, R4, 63));
+            self.b.emit(alu64_reg(AluOp::Xor, r, R4));
+            self.b.emit(alu64_reg(AluOp::Sub, r, R4));
+        }
+        self.b.emit(alu64_reg(code, R1, R2));
+        self.b.emit(alu64_reg(AluOp::Xor, R1, R3));
+        self.b.emit(alu64_reg(AluOp::Sub, R1, R3));
     }
 
     /// R0 = `to(x)`: x's value truncated or extended to `to`, as Go converts.

@@ -143,6 +143,15 @@ impl RuntimeError {
     /// What the user should do about it, when there is something to say.
     pub fn hint(&self) -> Option<&str> {
         match self {
+            // One perf-event uprobe a site: what kernels without multi-uprobe links (before
+            // 6.6) attach with, and since the fix for CVE-2025-38466 that needs
+            // CAP_SYS_ADMIN (seen on Debian's 6.1 in tests/vm).
+            RuntimeError::Permission { action, .. } if action.starts_with("attaching a uprobe") => Some(
+                "run gtrace as root, or grant it CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN \
+                 (setcap cap_bpf,cap_perfmon,cap_sys_admin+ep gtrace): this kernel attaches one \
+                 perf-event uprobe a site (no multi-uprobe links before Linux 6.6), which needs \
+                 CAP_SYS_ADMIN since the fix for CVE-2025-38466",
+            ),
             RuntimeError::Permission { .. } => Some(
                 "run gtrace as root, or grant it CAP_BPF and CAP_PERFMON \
                  (setcap cap_bpf,cap_perfmon+ep gtrace)",
