@@ -97,10 +97,16 @@ impl Governor {
         now >= self.next
     }
 
-    /// Marks every unit of `program` detached (its link had to go whole).
-    fn detached_program(&mut self, program: &str) {
+    /// Marks detached every unit of `program` with a site that is no longer attached (a
+    /// link that could not be made smaller went whole, with its other functions).
+    fn detached_program(&mut self, program: &str, loaded: &Loaded) {
+        let attached = loaded.attached_functions(program);
         for u in &mut self.units {
-            if u.sites.iter().any(|s| s.program == program) {
+            let gone = |s: &SiteRef| match &s.function {
+                Some(f) => !attached.contains(f.as_str()),
+                None => attached.is_empty(),
+            };
+            if u.sites.iter().any(|s| s.program == program && gone(s)) {
                 u.attached = false;
             }
         }
@@ -271,7 +277,7 @@ fn govern(governor: &mut Governor, loaded: &mut Loaded, plan: &Plan, meter: &mut
                 Ok(_) => {}
                 Err(e @ RuntimeError::Reattach { .. }) => {
                     eprintln!("--budget: {e}: they were detached too");
-                    governor.detached_program(&program);
+                    governor.detached_program(&program, loaded);
                 }
                 Err(e) => return Err(e),
             }
