@@ -20,7 +20,8 @@ pub(super) fn process(t: &TargetArgs, cgroup: Option<&Path>) -> Result<Process, 
             eprintln!("{note}");
         }
         let shown = names.map_or_else(|| binary.clone(), |n| n.own);
-        return Ok(Process { binary, shown, pid: Some(pid), command: None, cgroup });
+        let cpu_before = crate::trace::measured::Reading::now(pid);
+        return Ok(Process { binary, shown, pid: Some(pid), command: None, cgroup, cpu_before });
     }
     if let Some(cmd) = &t.command {
         let argv = shlex::split(cmd)
@@ -28,11 +29,11 @@ pub(super) fn process(t: &TargetArgs, cgroup: Option<&Path>) -> Result<Process, 
             .ok_or_else(|| Failure::message(format!("cannot split the command `{cmd}`"), Some("check its quotes")))?;
         let binary = runtime::resolve_command(&argv[0])?;
         let shown = std::fs::canonicalize(&binary).unwrap_or_else(|_| binary.clone());
-        return Ok(Process { binary, shown, pid: None, command: Some(argv), cgroup });
+        return Ok(Process { binary, shown, pid: None, command: Some(argv), cgroup, cpu_before: None });
     }
     let binary = t.binary.clone().unwrap_or_default();
     let shown = binary_name(&binary);
-    Ok(Process { binary, shown, pid: None, command: None, cgroup })
+    Ok(Process { binary, shown, pid: None, command: None, cgroup, cpu_before: None })
 }
 
 /// With -p, the size the tables of calls in flight need for a target that has had many

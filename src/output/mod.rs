@@ -8,6 +8,7 @@ pub mod folded;
 pub mod gofmt;
 pub mod json;
 pub mod losses;
+pub mod measured;
 pub mod quote;
 pub mod stats;
 pub mod text;

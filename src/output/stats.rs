@@ -28,9 +28,9 @@ pub struct Stats {
     pub detached: Vec<Detached>,
     /// `--cgroup`: the probes are scoped to a cgroup.
     pub cgroup: bool,
-    /// What the traced process spent on CPU since the probes were attached, by its
-    /// threads' own accounting (-p and -c; `None` with -b or when it cannot be read).
-    pub target_cpu_ns: Option<u64>,
+    /// What the traced process spent on CPU, by its threads' own accounting (-p and -c;
+    /// `None` with -b or when it cannot be read).
+    pub target: Option<super::measured::TargetMeasure>,
     /// `--otlp`: printed lines that never reached the collector, known at exit.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub otlp: Option<UnsentLogs>,
@@ -50,6 +50,8 @@ pub struct ProbeStats {
     /// What its hits cost the target: a trap each (at the cost of its site's kind of
     /// instruction), plus the program's run time. ns.
     pub cost_ns: f64,
+    /// Its traps at the calibrated cost, before any correction, ns (in `cost_ns` scaled).
+    pub traps_ns: f64,
     /// Per probed function (hits counted when sites count them).
     pub sites: Vec<SiteStats>,
     /// The kernel's run time and run count of the program.
@@ -77,7 +79,7 @@ pub struct ProbeStats {
 pub struct SiteStats {
     pub function: String,
     pub hits: u64,
-    /// What a trap costs at its sites (their kind of instruction), ns.
+    /// What a trap costs at its sites (their kind of instruction), as calibrated, ns.
     pub trap_ns: f64,
     /// Its hits' traps and their share of the program's run time, ns.
     pub cost_ns: f64,
@@ -134,11 +136,13 @@ impl ProbeStats {
         (self.run_count > 0).then(|| self.run_ns as f64 / self.run_count as f64)
     }
 
-    /// Fills in `cost_ns` of the probe and its sites from their hits and trap costs.
-    pub fn price(&mut self) {
+    /// Fills in `traps_ns` and `cost_ns` of the probe and its sites from their hits and
+    /// trap costs, each trap at the calibrated cost times `scale` (the correction from
+    /// what the target measured, 1 before any).
+    pub fn price(&mut self, scale: f64) {
         let per_run = self.ns_per_hit().unwrap_or(0.0);
         for s in &mut self.sites {
-            s.cost_ns = s.hits as f64 * (s.trap_ns + per_run);
+            s.cost_ns = s.hits as f64 * (s.trap_ns * scale + per_run);
         }
         let counted: u64 = self.sites.iter().map(|s| s.hits).sum();
         let traps: f64 = self.sites.iter().map(|s| s.hits as f64 * s.trap_ns).sum();
@@ -147,12 +151,13 @@ impl ProbeStats {
         let first_trap = self.sites.first().map_or(0.0, |s| s.trap_ns);
         let rest = self.hits.saturating_sub(counted) as f64 * first_trap;
         let others = self.other_cgroup as f64 * first_trap;
-        self.cost_ns = traps + rest + others + self.run_ns as f64;
+        self.traps_ns = traps + rest + others;
+        self.cost_ns = self.traps_ns * scale + self.run_ns as f64;
     }
 }
 
 impl Stats {
-    fn share(&self, cost_ns: f64) -> f64 {
+    pub(super) fn share(&self, cost_ns: f64) -> f64 {
         if self.elapsed_ns == 0 {
             0.0
         } else {
@@ -218,19 +223,6 @@ impl Stats {
             parts.push(format!("detached by --budget{budget}: {}", what.join(", ")));
         }
         (!parts.is_empty()).then(|| parts.join("; "))
-    }
-
-    /// The target's own CPU time beside what the probes are estimated to have cost it.
-    fn target_line(&self) -> Option<String> {
-        let cpu = self.target_cpu_ns?;
-        let estimate: f64 = self.probes.iter().filter(|p| p.in_target).map(|p| p.cost_ns).sum();
-        Some(format!(
-            "target: {} of CPU while traced ({}% of a CPU), by its threads' own accounting; the probes' estimated cost: {} ({}% of a CPU)\n",
-            duration(cpu as i64),
-            percent(self.share(cpu as f64)),
-            duration(estimate.round() as i64),
-            percent(self.share(estimate)),
-        ))
     }
 
     /// A probe's row: its description, with which of its programs where it has several
@@ -319,8 +311,8 @@ impl Stats {
             out.push_str(line.trim_end());
             out.push('\n');
         }
-        if let Some(line) = self.target_line() {
-            out.push_str(&line);
+        if let Some(target) = &self.target {
+            out.push_str(&target.line(self));
         }
         if self.cgroup {
             let others: u64 = self.probes.iter().map(|p| p.other_cgroup).sum();
@@ -532,7 +524,7 @@ mod tests {
             sites: vec![site("main.F", 990, 2_000.0), site("main.G", 10, 500.0)],
             ..ProbeStats::default()
         };
-        p.price();
+        p.price(1.0);
         assert_eq!(p.ns_per_hit(), Some(50.0));
         assert_eq!(p.sites[0].cost_ns, 990.0 * 2_050.0);
         assert_eq!(p.sites[1].cost_ns, 10.0 * 550.0);
@@ -543,7 +535,7 @@ mod tests {
         assert!(!table.contains("--cgroup"), "{table}");
         // Hits in other cgroups: not hits, but their traps cost (at the first site's).
         let mut scoped = ProbeStats { other_cgroup: 100, ..p };
-        scoped.price();
+        scoped.price(1.0);
         assert_eq!(scoped.hits, 1_000);
         assert_eq!(scoped.cost_ns, 990.0 * 2_000.0 + 10.0 * 500.0 + 100.0 * 2_000.0 + 50_000.0);
         let s = Stats { probes: vec![scoped], cgroup: true, ..Stats::default() };

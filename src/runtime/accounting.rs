@@ -17,7 +17,6 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::time::Instant;
 
 const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
 
@@ -205,21 +204,35 @@ pub fn calibrate_trap() -> Result<TrapCost, RuntimeError> {
     Ok(TrapCost { step_ns: ns(0), push_ns: ns(1), branch_ns: ns(2), untraced_ns: untraced[0], link: how })
 }
 
-/// The median of `rounds` batches of `calls` calls, in ns a call. The median, not the
-/// fastest: under a hypervisor a trap costs more when the host is busy, and the
+/// The median of `rounds` batches of `calls` calls, in ns of this thread's CPU time a
+/// call. CPU time, not the wall clock: what the target pays for a trap is CPU time on its
+/// own threads, and the wall clock of a busy host also counts the time this thread
+/// waited for a CPU (several times the trap on a loaded 2-CPU machine). The median, not
+/// the fastest: under a hypervisor a trap costs more when the host is busy, and the
 /// estimate should be what the target pays, not the best case.
 fn median_call(trigger: Trigger, calls: usize, rounds: usize) -> f64 {
     let mut times: Vec<f64> = (0..rounds)
         .map(|_| {
-            let start = Instant::now();
+            let start = thread_cpu_ns();
             for _ in 0..calls {
                 black_box(trigger).fire();
             }
-            start.elapsed().as_nanos() as f64 / calls as f64
+            thread_cpu_ns().saturating_sub(start) as f64 / calls as f64
         })
         .collect();
     times.sort_by(f64::total_cmp);
     times[times.len() / 2]
+}
+
+/// The CPU time this thread has spent so far, in ns.
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec, which `ts` is.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// Loads `r0 = 0; exit` and attaches it at `offsets` of `exe` in this process only: one

@@ -5,6 +5,7 @@
 //! (`runtime::Loaded` owns the links) and a started command never outlives the trace.
 
 pub mod budget;
+pub mod measured;
 mod pictures;
 pub mod stats;
 pub(crate) mod symbols;
@@ -34,6 +35,9 @@ pub struct Process {
     pub command: Option<Vec<String>>,
     /// `--cgroup`: every probe runs only for tasks in this cgroup or below it.
     pub cgroup: Option<runtime::Cgroup>,
+    /// With -p, the process's CPU time when gtrace started: its share of a CPU untraced
+    /// is the baseline the probes' cost is measured against (`measured`).
+    pub cpu_before: Option<measured::Reading>,
 }
 
 /// Why a trace ended before its natural end.
@@ -109,6 +113,9 @@ fn session(
     if let Some(cgroup) = &process.cgroup {
         loaded.scope_to_cgroup(&plan.cgroup, cgroup)?;
     }
+    if args.wants_costs(process.command.is_some()) {
+        wait_for_baseline(process.cpu_before);
+    }
     let attached = loaded.attach(&process.binary, scope)?;
     seed_load_biases(&loaded, target, &process.binary, scope)?;
     eprintln!("Attached {attached} probe{}", if attached == 1 { "" } else { "s" });
@@ -116,7 +123,7 @@ fn session(
     let mut costs = budget::Costs::new(stats::Meter::new(plan, target, calibration.finish(), budget), plan);
     let traced_pid = process.pid.or(child.as_ref().map(|c| c.pid()));
     if let Some(pid) = traced_pid {
-        costs.meter.watch_cpu(pid);
+        costs.meter.watch_cpu(pid, process.cpu_before);
     }
     // The exporters read symbols from the file the probes are attached to.
     let file = loaded.target_file().unwrap_or(&process.binary).to_path_buf();
@@ -160,7 +167,7 @@ fn session(
         export.publish(&stats);
     }
     let unsent = export.finish();
-    written(stats::report(&costs.meter, &loaded, plan, (args.stats, unsent), sink.as_mut())?)?;
+    written(stats::report(&mut costs.meter, &loaded, plan, (args.stats, unsent), sink.as_mut())?)?;
     loaded.detach_all();
     if let Some(c) = child.as_mut() {
         if c.try_wait().is_none() {
@@ -186,6 +193,14 @@ fn seed_load_biases(loaded: &Loaded, target: &Target, binary: &std::path::Path, 
         }
     }
     Ok(())
+}
+
+/// Lets the window before attaching reach the length that gives the target's share of a
+/// CPU untraced (at most `measured::SHORTEST_BEFORE`; compiling usually took longer).
+fn wait_for_baseline(before: Option<measured::Reading>) {
+    if let Some(b) = before {
+        std::thread::sleep(measured::SHORTEST_BEFORE.saturating_sub(b.at.elapsed()));
+    }
 }
 
 /// What ends a trace: the traced process (and the command gtrace started), the

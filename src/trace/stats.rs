@@ -11,6 +11,7 @@ use crate::arch::trap::TrapKind;
 pub use crate::output::stats::{Detached, MapStats, ProbeStats, SiteStats, Stats};
 use crate::plan::{Accounting, Counter, MapRole, MapSpec, Plan, ProbeAttach, ProbeSpec, Refusal};
 use crate::runtime::{Loaded, RuntimeError, TrapCost};
+use crate::trace::measured::{Reading, TargetCpu};
 use crate::target::Target;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -38,11 +39,9 @@ pub struct Meter {
     pub detached: Vec<Detached>,
     /// Each hit counter's slot by (program, function).
     hit_slots: HashMap<(String, String), usize>,
-    /// The traced process, its CPU time when watching began (`watch_cpu`), and the
-    /// newest reading with when it was taken (`sample_cpu`; a process that has ended
-    /// cannot be read).
-    cpu: Option<(u32, u64)>,
-    cpu_seen: Option<(Instant, u64)>,
+    /// The traced process's own CPU time (`watch_cpu`), and from it the correction of
+    /// the trap cost.
+    target: Option<TargetCpu>,
 }
 
 impl Meter {
@@ -63,12 +62,11 @@ impl Meter {
             budget_percent,
             detached: Vec::new(),
             hit_slots,
-            cpu: None,
-            cpu_seen: None,
+            target: None,
         }
     }
 
-    /// What a trap costs at `program`'s probes of `function`.
+    /// What a trap costs at `program`'s probes of `function`, as calibrated.
     fn trap_ns(&self, program: &str, function: &str) -> f64 {
         let kind = self.kinds.get(&(program.to_string(), function.to_string())).copied();
         self.trap.map_or(0.0, |t| t.of(kind.unwrap_or(TrapKind::Step)))
@@ -79,7 +77,8 @@ impl Meter {
         let acct = &plan.accounting;
         let counters = if acct.counters.is_empty() { Vec::new() } else { loaded.array_sums(&acct.counters)? };
         let value = |slot: usize| counters.get(slot).copied().unwrap_or(0);
-        let probes = plan.probes.iter().map(|probe| self.probe_stats(probe, loaded, acct, &value)).collect();
+        let scale = self.target.as_ref().map_or(1.0, TargetCpu::scale);
+        let probes = plan.probes.iter().map(|probe| self.probe_stats(probe, loaded, acct, &value, scale)).collect();
         let maps = plan.maps.iter().filter_map(|m| map_stats(m, plan, &value)).collect();
         Ok(Stats {
             elapsed_ns: self.elapsed().as_nanos() as u64,
@@ -91,7 +90,7 @@ impl Meter {
             budget_percent: self.budget_percent,
             detached: self.detached.clone(),
             cgroup: !plan.cgroup.is_empty(),
-            target_cpu_ns: self.cpu.zip(self.cpu_seen).map(|((_, start), (_, seen))| seen.saturating_sub(start)),
+            target: self.target.as_ref().map(TargetCpu::measure),
             otlp: None,
         })
     }
@@ -104,6 +103,7 @@ impl Meter {
         loaded: &Loaded,
         acct: &Accounting,
         value: &dyn Fn(usize) -> u64,
+        scale: f64,
     ) -> ProbeStats {
         let program = probe.program.as_str();
         let run = loaded.run_stats(program);
@@ -147,26 +147,35 @@ impl Meter {
         }
         stats.in_target = true;
         stats.attached = !attached.is_empty();
-        stats.price();
+        stats.price(scale);
         stats
     }
 
-    /// From now on, what `pid` spends on CPU is read beside the estimate.
-    pub fn watch_cpu(&mut self, pid: u32) {
-        self.cpu = crate::runtime::cpu_ns(pid).map(|at| (pid, at));
-        self.cpu_seen = self.cpu.map(|(_, at)| (Instant::now(), at));
+    /// From now on, what `pid` spends on CPU is read beside the estimate; `before` is
+    /// its CPU time when gtrace started, for its share of a CPU untraced.
+    pub fn watch_cpu(&mut self, pid: u32, before: Option<Reading>) {
+        self.target = TargetCpu::start(pid, before);
     }
 
-    /// Reads the watched process's CPU time, at most every 20 ms (its threads' files are
-    /// read each time): the last reading stands once it has ended.
+    /// Reads the watched process's CPU time (at most every 20 ms).
     pub fn sample_cpu(&mut self) {
-        let Some((pid, _)) = self.cpu else { return };
-        if self.cpu_seen.is_some_and(|(at, _)| at.elapsed() < Duration::from_millis(20)) {
-            return;
+        if let Some(t) = self.target.as_mut() {
+            t.sample();
         }
-        if let Some(ns) = crate::runtime::cpu_ns(pid).filter(|ns| *ns > 0) {
-            self.cpu_seen = Some((Instant::now(), ns));
+    }
+
+    /// One look of the budget at `stats` (read now): checks the estimate against what
+    /// the target spent, corrects the trap cost from then on, and prices `stats` again
+    /// with the correction.
+    pub fn observe(&mut self, stats: &mut Stats) {
+        let Some(t) = self.target.as_mut() else { return };
+        let in_target = stats.probes.iter().filter(|p| p.in_target);
+        let (traps, run) = in_target.fold((0.0, 0.0), |(traps, run), p| (traps + p.traps_ns, run + p.run_ns as f64));
+        t.observe(traps, run);
+        for p in stats.probes.iter_mut().filter(|p| p.in_target) {
+            p.price(t.scale());
         }
+        stats.target = Some(t.measure());
     }
 
     pub fn elapsed(&self) -> Duration {
@@ -211,13 +220,14 @@ impl Calibration {
 /// included.
 /// The outer error is reading the numbers, the inner one writing them.
 pub fn report(
-    meter: &Meter,
+    meter: &mut Meter,
     loaded: &Loaded,
     plan: &Plan,
     (stats_wanted, otlp): (bool, Option<crate::output::stats::UnsentLogs>),
     sink: &mut dyn crate::output::Sink,
 ) -> Result<Result<(), crate::output::OutputError>, RuntimeError> {
     let mut stats = meter.collect(loaded, plan)?;
+    meter.observe(&mut stats);
     stats.otlp = otlp;
     if let Some(line) = stats.lost_line() {
         eprintln!("{line}");

@@ -29,7 +29,7 @@ pub const TICK: Duration = Duration::from_millis(100);
 /// One look: the cost and hits of every unit so far.
 struct Sample {
     at: Instant,
-    cost: Vec<f64>,
+    cost: Vec<Cost>,
     hits: Vec<u64>,
 }
 
@@ -122,7 +122,7 @@ impl Governor {
     pub fn check(&mut self, stats: &Stats, now: Instant) -> Option<Decision> {
         self.next = now + TICK;
         let costed = Costed::new(stats);
-        let (cost, hits): (Vec<f64>, Vec<u64>) = self.units.iter().map(|u| costed.unit(u)).unzip();
+        let (cost, hits): (Vec<Cost>, Vec<u64>) = self.units.iter().map(|u| costed.unit(u)).unzip();
         self.samples.push_back(Sample { at: now, cost, hits });
         // Keep the newest sample at least a window old, as the window's start.
         while self.samples.len() > 2 && now.duration_since(self.samples[1].at) >= WINDOW {
@@ -133,7 +133,9 @@ impl Governor {
         if span <= 0.0 {
             return None;
         }
-        let spent: Vec<f64> = first.cost.iter().zip(&last.cost).map(|(a, b)| (b - a).max(0.0)).collect();
+        // Both ends at the trap cost's newest correction.
+        let scale = costed.scale;
+        let spent: Vec<f64> = first.cost.iter().zip(&last.cost).map(|(a, b)| b.since(a, scale)).collect();
         let hits: Vec<u64> = first.hits.iter().zip(&last.hits).map(|(a, b)| b.saturating_sub(*a)).collect();
         let rate = |ns: f64| 100.0 * ns / (span * 1e9);
         let attached: Vec<usize> = (0..self.units.len()).filter(|i| self.units[*i].attached).collect();
@@ -269,7 +271,9 @@ fn govern(governor: &mut Governor, loaded: &mut Loaded, plan: &Plan, meter: &mut
     if !governor.due(now) {
         return Ok(false);
     }
-    let stats = meter.collect(loaded, plan)?;
+    let mut stats = meter.collect(loaded, plan)?;
+    // The trap cost is checked against what the target spent before it is acted on.
+    meter.observe(&mut stats);
     if let Some(decision) = governor.check(&stats, now) {
         eprintln!("{}", decision.message);
         for (program, functions) in by_program(&decision.sites) {
@@ -309,32 +313,56 @@ fn by_program(sites: &[SiteRef]) -> Vec<(String, Option<Vec<String>>)> {
     out
 }
 
-/// The cost (ns) and hits of every probe and of every site so far, looked up by name
-/// (a wide wildcard has thousands of units: each is found in constant time).
+/// What a unit has cost so far, ns: its traps at the calibrated cost (the correction
+/// applies at each look to the whole window) and its eBPF time.
+#[derive(Clone, Copy, Debug, Default)]
+struct Cost {
+    traps: f64,
+    run: f64,
+}
+
+impl Cost {
+    /// What was spent since `earlier`, with traps at `scale` times the calibrated cost.
+    fn since(&self, earlier: &Cost, scale: f64) -> f64 {
+        ((self.traps - earlier.traps) * scale + self.run - earlier.run).max(0.0)
+    }
+}
+
+/// The cost and hits of every probe and of every site so far, looked up by name (a wide
+/// wildcard has thousands of units: each is found in constant time).
 struct Costed<'a> {
-    probes: HashMap<&'a str, (f64, u64)>,
-    sites: HashMap<(&'a str, &'a str), (f64, u64)>,
+    scale: f64,
+    probes: HashMap<&'a str, (Cost, u64)>,
+    sites: HashMap<(&'a str, &'a str), (Cost, u64)>,
 }
 
 impl<'a> Costed<'a> {
     fn new(stats: &'a Stats) -> Costed<'a> {
-        let probes = stats.probes.iter().map(|p| (p.program.as_str(), (p.cost_ns, p.hits))).collect();
+        let scale = stats.target.and_then(|t| t.trap_scale).unwrap_or(1.0);
+        let cost = |traps: f64, total: f64| Cost { traps, run: total - traps * scale };
+        let probes = stats.probes.iter().map(|p| (p.program.as_str(), (cost(p.traps_ns, p.cost_ns), p.hits))).collect();
         let sites = (stats.probes.iter())
-            .flat_map(|p| p.sites.iter().map(move |s| ((p.program.as_str(), s.function.as_str()), (s.cost_ns, s.hits))))
+            .flat_map(|p| {
+                p.sites.iter().map(move |s| {
+                    let traps = s.hits as f64 * s.trap_ns;
+                    ((p.program.as_str(), s.function.as_str()), (cost(traps, s.cost_ns), s.hits))
+                })
+            })
             .collect();
-        Costed { probes, sites }
+        Costed { scale, probes, sites }
     }
 
-    /// What a unit has cost so far (ns) and its hits.
-    fn unit(&self, unit: &Unit) -> (f64, u64) {
-        let mut total = (0.0, 0);
+    /// What a unit has cost so far and its hits.
+    fn unit(&self, unit: &Unit) -> (Cost, u64) {
+        let mut total = (Cost::default(), 0);
         for site in &unit.sites {
             let found = match &site.function {
                 Some(f) => self.sites.get(&(site.program.as_str(), f.as_str())),
                 None => self.probes.get(site.program.as_str()),
             };
             if let Some((cost, hits)) = found {
-                total.0 += cost;
+                total.0.traps += cost.traps;
+                total.0.run += cost.run;
                 total.1 += hits;
             }
         }

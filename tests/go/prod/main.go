@@ -36,6 +36,22 @@ func hot(n int) int {
 //go:noinline
 func cold(n int) int { return n * 2 }
 
+// cpuNs is what every thread of this process has spent on a CPU so far, by the
+// kernel's scheduler accounting (the first field of each task's schedstat).
+func cpuNs() int64 {
+	tasks, _ := os.ReadDir("/proc/self/task")
+	var total int64
+	for _, t := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/schedstat")
+		if err != nil {
+			continue
+		}
+		n, _ := strconv.ParseInt(strings.Fields(string(b))[0], 10, 64)
+		total += n
+	}
+	return total
+}
+
 func arg(i int) int {
 	n, err := strconv.Atoi(os.Args[i])
 	if err != nil {
@@ -127,6 +143,28 @@ func main() {
 			}
 		}
 		fmt.Printf("hot_calls=%d cold_calls=%d sum=%d\n", hots, colds, s)
+	case "cpu":
+		// hot K times every millisecond until stdin closes (a server under a steady
+		// load), and every 100 ms one line: the wall clock, the calls so far and the CPU
+		// time all threads have spent, by their own accounting (schedstat, ns).
+		k := arg(2)
+		go func() {
+			var b [1]byte
+			os.Stdin.Read(b[:])
+			os.Exit(0)
+		}()
+		calls, s := 0, 0
+		tick, next := time.NewTicker(time.Millisecond), time.Now()
+		for range tick.C {
+			for i := 0; i < k; i++ {
+				s += hot(i)
+			}
+			calls += k
+			if time.Now().After(next) {
+				fmt.Printf("at_ns=%d calls=%d cpu_ns=%d sum=%d\n", time.Now().UnixNano(), calls, cpuNs(), s)
+				next = next.Add(100 * time.Millisecond)
+			}
+		}
 	case "cold":
 		// cold N times in a loop.
 		n := arg(2)
@@ -136,7 +174,7 @@ func main() {
 		}
 		fmt.Printf("cold_calls=%d sum=%d\n", n, s)
 	default:
-		fmt.Fprintln(os.Stderr, "usage: prod keys N | alive N | print N SIZE | paced N MS | hotcold N K | cold N")
+		fmt.Fprintln(os.Stderr, "usage: prod keys N | alive N | print N SIZE | paced N MS | hotcold N K | cpu K | cold N")
 		os.Exit(2)
 	}
 }
