@@ -57,6 +57,24 @@ fn counts_calls_and_sums_an_int_parameter() {
     assert_eq!(map_value(&r.stdout, "@sum"), truth(&r.stdout, "sum_a"));
 }
 
+/// A private map (`@_name`) is a scratch table: read back in probes, printed only when
+/// a probe says `print(@_name)`, never at exit.
+#[test]
+fn a_private_map_is_read_back_but_not_printed_at_exit() {
+    if !privileged("a_private_map_is_read_back_but_not_printed_at_exit") {
+        return;
+    }
+    let script = "on entry main.add { @_seen[a] = 1; @calls = count(); @again = sum(@_seen[a]) }";
+    let r = trace_c(script, "add 1000");
+    assert_eq!(map_value(&r.stdout, "@calls"), truth(&r.stdout, "calls"));
+    // Each call stored its own key before reading it back.
+    assert_eq!(map_value(&r.stdout, "@again"), truth(&r.stdout, "calls"));
+    assert!(!r.stdout.contains("@_seen"), "{}", r.stdout);
+    let r = trace_c("on entry main.add { @_seen[0] = a } on end { print(@_seen) }", "add 1000");
+    let last = format!("@_seen[0]: {}", truth(&r.stdout, "calls") - 1);
+    assert!(r.stdout.lines().any(|l| l == last), "{last} in:\n{}", r.stdout);
+}
+
 #[test]
 fn pointer_receiver_method_by_quoted_name() {
     if !privileged("pointer_receiver_method_by_quoted_name") {

@@ -48,7 +48,12 @@ fn the_estimate_is_within_15_percent_of_what_the_target_spent_above_its_untraced
     let script = "on entry main.hot { @calls = count() }";
     let args = ["-e", script, "-p", &pid, "--stats", "-f", "json", "--budget", "off", "--duration", "4s"];
     let mut gtrace = Owned(
-        Command::new(env!("CARGO_BIN_EXE_gtrace")).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap(),
+        Command::new(env!("CARGO_BIN_EXE_gtrace"))
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
     );
     let stdout = Lines::of(gtrace.0.stdout.take().unwrap());
     let stderr = Lines::of(gtrace.0.stderr.take().unwrap());

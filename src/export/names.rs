@@ -63,6 +63,9 @@ pub fn plan_exports(plan: &Plan, own: &[(String, Kind, bool)]) -> Result<Vec<Map
     let mut exports = Vec::new();
     for spec in &plan.maps {
         let MapRole::User { name, value, .. } = &spec.role else { continue };
+        if !spec.role.is_shown_user() {
+            continue;
+        }
         let (shape, seconds, implicit) = match value {
             MapValue::Agg { agg, of } => (agg_shape(*agg), *of == ValueType::Duration, agg.name()),
             MapValue::Plain(t) => {
@@ -141,6 +144,13 @@ mod tests {
 
     fn exports(maps: Vec<MapSpec>) -> Result<Vec<MapExport>, ExportError> {
         plan_exports(&Plan { maps, ..Plan::default() }, &[("gtrace_probes_attached".into(), Kind::Gauge, false)])
+    }
+
+    #[test]
+    fn a_private_map_is_not_exported() {
+        let e = exports(vec![map("_t0", MapValue::Plain(ValueType::Duration)), map("calls", agg(Agg::Count, false))]);
+        let names: Vec<String> = e.unwrap().iter().map(|m| m.display.clone()).collect();
+        assert_eq!(names, ["@calls"]);
     }
 
     #[test]

@@ -37,7 +37,10 @@ impl TargetMeasure {
         let scaled = match (self.trap_scale, self.before_percent) {
             (Some(scale), _) => format!(" (the trap cost scaled by {scale:.2} to match)"),
             (None, None) => " (not checked: no share of a CPU before attaching to compare with)".into(),
-            (None, Some(_)) => format!(" (not corrected: under {}% of a CPU, or traced under 0.5s)", percent(crate::trace::measured::MEASURABLE)),
+            (None, Some(_)) => format!(
+                " (not corrected: under {}% of a CPU, or traced under 0.5s)",
+                percent(crate::trace::measured::MEASURABLE)
+            ),
         };
         format!(
             "target: {} of CPU while traced ({}% of a CPU){measured}, by its threads' own accounting; the probes' estimate at the calibrated trap cost: {}% of a CPU{scaled}\n",

@@ -302,6 +302,15 @@ pub enum MapRole {
     AesTables,
 }
 
+impl MapRole {
+    /// A user's map that prints at exit and is exported: every one but a private
+    /// `@_name` (a library's or a script's scratch table, read back in probes only;
+    /// `print(@_name)` still prints it).
+    pub fn is_shown_user(&self) -> bool {
+        matches!(self, MapRole::User { name, .. } if !name.starts_with('_'))
+    }
+}
+
 /// How a user map's value is laid out and combined across CPUs.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum MapValue {

@@ -58,7 +58,7 @@ pub struct Written {
 /// Which key of a map of the plan is its stack, if one is.
 pub fn stack_key(role: &MapRole) -> Option<usize> {
     match role {
-        MapRole::User { keys, .. } => keys.iter().position(|k| k.ty == ValueType::Stack),
+        MapRole::User { keys, .. } if role.is_shown_user() => keys.iter().position(|k| k.ty == ValueType::Stack),
         _ => None,
     }
 }

@@ -24,7 +24,10 @@ const SHORTEST_TRACED: Duration = Duration::from_millis(500);
 /// An estimate under this share of a CPU (percent) is not checked.
 pub const MEASURABLE: f64 = 1.0;
 /// The bounds of the correction.
-pub const SCALE_RANGE: (f64, f64) = (0.5, 3.0);
+/// The bounds of the correction: the calibrated estimate was within these of what
+/// targets spent (5-25% high on a test program, a third low on a database server), and
+/// a load that changed since attaching moves the measure by more.
+pub const SCALE_RANGE: (f64, f64) = (0.67, 1.5);
 
 /// A reading of the process's CPU time.
 #[derive(Clone, Copy, Debug)]
@@ -123,9 +126,9 @@ mod tests {
 
     #[test]
     fn the_scale_makes_traps_and_ebpf_time_equal_the_extra_cpu() {
-        // 40% of a CPU estimated in traps, 5% in eBPF; the target spent 30% more.
-        let s = scale_seen(0.30, 0.40, 0.05).unwrap();
-        assert!((s * 0.40 + 0.05 - 0.30).abs() < 1e-9, "{s}");
+        // 35% of a CPU estimated in traps, 5% in eBPF; the target spent 30% more.
+        let s = scale_seen(0.30, 0.35, 0.05).unwrap();
+        assert!((s * 0.35 + 0.05 - 0.30).abs() < 1e-9, "{s}");
         // Bounded: a load that tripled since attaching is not all the probes'.
         assert_eq!(scale_seen(5.0, 0.40, 0.05), Some(SCALE_RANGE.1));
         assert_eq!(scale_seen(0.0, 0.40, 0.05), Some(SCALE_RANGE.0));
@@ -138,23 +141,24 @@ mod tests {
     fn looks_correct_only_with_a_share_before_and_after_half_a_second() {
         let t0 = Instant::now();
         let reading = |ms: u64, cpu_ms: u64| Reading { at: t0 + Duration::from_millis(ms), cpu_ns: cpu_ms * 1_000_000 };
-        let mut cpu = TargetCpu { pid: 0, before: Some(0.10), attached: reading(0, 0), newest: reading(0, 0), scale: None };
+        let mut cpu =
+            TargetCpu { pid: 0, before: Some(0.10), attached: reading(0, 0), newest: reading(0, 0), scale: None };
         // Every 100 ms: 40 ms of CPU (10 before attaching, so 30 ms more); the estimate
-        // says 40 ms of traps and 5 ms of eBPF time each 100 ms.
+        // says 35 ms of traps and 5 ms of eBPF time each 100 ms.
         for i in 0..=10u64 {
             cpu.newest = reading(100 * i, 40 * i);
-            cpu.observe(40e6 * i as f64, 5e6 * i as f64);
+            cpu.observe(35e6 * i as f64, 5e6 * i as f64);
             if i < 5 {
                 assert_eq!(cpu.scale, None, "traced under half a second at look {i}");
             }
         }
         let s = cpu.scale();
-        assert!((s - 25.0 / 40.0).abs() < 1e-9, "{s}");
+        assert!((s - 25.0 / 35.0).abs() < 1e-9, "{s}");
         assert_eq!(cpu.measure().cpu_ns, 400_000_000);
         assert_eq!(cpu.measure().before_percent, Some(10.0));
         // Without a share before attaching (a command started traced): never corrected.
         let mut started = TargetCpu { before: None, scale: None, ..cpu };
-        started.observe(40e6 * 10.0, 5e6 * 10.0);
+        started.observe(35e6 * 10.0, 5e6 * 10.0);
         assert_eq!(started.scale(), 1.0);
     }
 }

@@ -304,7 +304,11 @@ fn print_maps(
     only: Option<&str>,
 ) -> Result<(), Halt> {
     for spec in &plan.maps {
-        if !matches!(spec.role, MapRole::User { .. }) || only.is_some_and(|o| o != spec.object_name) {
+        let wanted = match only {
+            Some(o) => o == spec.object_name && matches!(spec.role, MapRole::User { .. }),
+            None => spec.role.is_shown_user(),
+        };
+        if !wanted {
             continue;
         }
         let raw = loaded.map_entries(&spec.object_name)?;

@@ -11,8 +11,8 @@ use crate::arch::trap::TrapKind;
 pub use crate::output::stats::{Detached, MapStats, ProbeStats, SiteStats, Stats};
 use crate::plan::{Accounting, Counter, MapRole, MapSpec, Plan, ProbeAttach, ProbeSpec, Refusal};
 use crate::runtime::{Loaded, RuntimeError, TrapCost};
-use crate::trace::measured::{Reading, TargetCpu};
 use crate::target::Target;
+use crate::trace::measured::{Reading, TargetCpu};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -55,15 +55,7 @@ impl Meter {
             }
         }
         let hit_slots = plan.accounting.hits_slots();
-        Meter {
-            started: Instant::now(),
-            trap,
-            kinds,
-            budget_percent,
-            detached: Vec::new(),
-            hit_slots,
-            target: None,
-        }
+        Meter { started: Instant::now(), trap, kinds, budget_percent, detached: Vec::new(), hit_slots, target: None }
     }
 
     /// What a trap costs at `program`'s probes of `function`, as calibrated.
