@@ -96,3 +96,9 @@ diagnostic!(unknown_package_variable in "globals", "on entry main.tick { print(m
 diagnostic!(package_variable_in_an_interval in "globals", "on interval 1s { print(main.counter) }");
 diagnostic!(quoted_name_that_is_no_variable in "globals", r#"on entry main.tick { print("net/http.NoSuchVar".Timeout) }"#);
 diagnostic!(unknown_field_of_a_package_variable in "globals", "on entry main.tick { print(main.config.Prot) }");
+// A local whose value was refused is said once: its uses are not unknown names, and a
+// function's local is named as written, not as renamed where it is inlined.
+diagnostic!(
+    a_refused_local_is_said_once,
+    r#"fn f(n) { c := n * (n == 0); printf("%d\n", c) } on entry main.greet { f(n) }"#
+);

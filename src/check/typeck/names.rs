@@ -187,8 +187,11 @@ impl Cx<'_> {
                 candidates.extend(builtins::NAMES.iter().copied());
             }
             let close = closest(n, candidates, 2);
+            // A function's locals are renamed where it is inlined (`code·1`): said by
+            // the name the script wrote.
+            let written = n.split('·').next().unwrap_or(n);
             let mut d =
-                Diagnostic::error(span, format!("unknown name `{n}`")).label("not a parameter, local or builtin");
+                Diagnostic::error(span, format!("unknown name `{written}`")).label("not a parameter, local or builtin");
             if !self.has_function {
                 d = d.hint("begin, end and interval probes have no parameters");
             } else if self.kind == InstanceKind::Panic {

@@ -55,7 +55,10 @@ impl Cx<'_> {
         let old = self.facts.locals.get(&name.name).cloned();
         let t = self.assigned(value, old.clone());
         if t == Ty::Void || !self.storable(value, &t, "held in a local") {
-            return; // already reported
+            // Already reported; known from here on (as nothing), so that its uses are
+            // not reported again as unknown names.
+            self.facts.locals.entry(name.name.clone()).or_insert(Ty::Void);
+            return;
         }
         if let Some(old) = old.filter(|old| old.value_type() != t.value_type()) {
             self.err(
