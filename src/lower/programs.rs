@@ -509,6 +509,15 @@ impl Ctx<'_> {
             selves.push(SiteRef { program: SELF_CLEANUP.to_string(), function: None });
         }
         self.layout.tie(selves);
+        // The programs that share a private map (`@_t0`: one writes, another reads and
+        // deletes) go together: a writer whose reader is gone would fill it.
+        for spec in self.maps.specs.iter().filter(|m| private_map(&m.role)) {
+            let sharing: Vec<SiteRef> = (self.plan.probes.iter())
+                .filter(|p| p.maps.contains(&spec.object_name))
+                .map(|p| SiteRef { program: p.program.clone(), function: None })
+                .collect();
+            self.layout.tie(sharing);
+        }
         // Readers of package variables in a PIE go with what learns the bias of new
         // processes.
         if self.biased {
@@ -521,4 +530,9 @@ impl Ctx<'_> {
         }
         self.tie_panic_sites();
     }
+}
+
+/// A user's private map (`@_name`).
+fn private_map(role: &crate::plan::MapRole) -> bool {
+    matches!(role, crate::plan::MapRole::User { .. }) && !role.is_shown_user()
 }
