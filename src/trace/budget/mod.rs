@@ -141,9 +141,11 @@ impl Governor {
         let attached: Vec<usize> = (0..self.units.len()).filter(|i| self.units[*i].attached).collect();
         let spent_ns: f64 = attached.iter().map(|i| spent[*i]).sum();
         // Past the budget once the window holds more than a whole window's allowance
-        // (10 ms at 1%): a short burst at start-up is not a trend, a wildcard that costs
-        // half a CPU trips at the first look.
-        if spent_ns <= self.percent / 100.0 * WINDOW.as_nanos() as f64 {
+        // (10 ms at 1%; more when the window is longer: a look came late): a short
+        // burst at start-up is not a trend, a wildcard that costs half a CPU trips at the
+        // first look.
+        let allowance = self.percent / 100.0 * WINDOW.max(Duration::from_secs_f64(span)).as_nanos() as f64;
+        if spent_ns <= allowance {
             return None;
         }
         let total = rate(spent_ns);
@@ -160,6 +162,9 @@ impl Governor {
             left -= rate(spent[i]);
             self.units[i].attached = false;
             cut.push(i);
+        }
+        if cut.is_empty() {
+            return None;
         }
         let at_ns = stats.elapsed_ns;
         let detached: Vec<Detached> = cut
@@ -471,6 +476,18 @@ mod tests {
         assert!(d.detached[0].what.ends_with("at main.hot") && d.detached[1].what.ends_with("at main.cold"));
         assert!(d.message.starts_with("--budget 10%: detached 2 probe units that cost"), "{}", d.message);
         assert!(!g.anything_left());
+    }
+
+    #[test]
+    fn a_late_look_weighs_its_spend_by_the_time_it_covers() {
+        let mut g = Governor::new(&plan(), 2.0).unwrap();
+        let t0 = Instant::now();
+        g.check(&stats(0.0, 0.0, Duration::ZERO), t0);
+        // The next look comes 1.3 s later (the loop was busy): 1.6% of a CPU over it is
+        // 20.8 ms, more than one second's allowance (20 ms) but under the budget's rate.
+        let late = Duration::from_millis(1300);
+        assert!(g.check(&stats(20.8e6, 0.0, late), t0 + late).is_none());
+        assert!(g.anything_left());
     }
 
     #[test]
