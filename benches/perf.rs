@@ -6,6 +6,7 @@
 //!     cargo bench --bench perf -- --ebpf       # only the eBPF programs' own cost (no file)
 //!     cargo bench --bench perf -- --server     # only the real server (echo) under `gtrace http`
 //!     cargo bench --bench perf -- --gomap      # only m[k]'s eBPF cost by map size (no file)
+//!     cargo bench --bench perf -- --wildcard   # only the budget on a real server's wildcard (no file)
 //!
 //! On one Go target (benches/go, a hot `//go:noinline` function that the program times
 //! itself, printing ns/call), it measures: untraced; the empty-uprobe floor (gtrace and
@@ -29,6 +30,8 @@ mod gomap;
 mod governor;
 #[path = "perf/server.rs"]
 mod server;
+#[path = "perf/wildcard.rs"]
+mod wildcard;
 
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Read};
@@ -70,6 +73,11 @@ fn main() {
     if std::env::args().any(|a| a == "--server") {
         let s = server::measure(GTRACE, Path::new(ROOT), &work, quick);
         print!("{}\n{}\n", s.render(), s.goals().join("\n"));
+        return;
+    }
+    if std::env::args().any(|a| a == "--wildcard") {
+        let w = wildcard::measure(GTRACE, Path::new(ROOT), &work);
+        print!("{}\n{}\n", w.render(), w.goals().join("\n"));
         return;
     }
     if std::env::args().any(|a| a == "--gomap") {

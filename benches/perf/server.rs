@@ -53,7 +53,7 @@ pub fn measure(gtrace: &str, root: &Path, work: &Path, quick: bool) -> Server {
     server
 }
 
-fn build(root: &Path, work: &Path) -> Result<PathBuf, String> {
+pub fn build(root: &Path, work: &Path) -> Result<PathBuf, String> {
     let out = work.join("benchserver");
     let status = Command::new("go")
         .args(["build", "-o"])
@@ -66,7 +66,7 @@ fn build(root: &Path, work: &Path) -> Result<PathBuf, String> {
 }
 
 /// Lines of a child's pipe, as they come.
-fn lines(pipe: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
+pub fn lines(pipe: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(pipe).lines().map_while(Result::ok) {
@@ -79,7 +79,7 @@ fn lines(pipe: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
 }
 
 /// The first line from `rx` that starts with `prefix`, within 60 s.
-fn wait_for(rx: &mpsc::Receiver<String>, prefix: &str, what: &str) -> Result<String, String> {
+pub fn wait_for(rx: &mpsc::Receiver<String>, prefix: &str, what: &str) -> Result<String, String> {
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut last = String::new();
     loop {

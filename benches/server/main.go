@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/labstack/echo/v4"
 )
@@ -75,7 +76,43 @@ func load(url string, n, conns int) {
 	fmt.Printf("done %d\n", n)
 }
 
+// loadWindows sends requests from `conns` connections for `secs` seconds and prints, for
+// every 100 ms, how many were answered in it: `window at_ns=T requests=N`.
+func loadWindows(url string, secs, conns int) {
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conns}}
+	var done atomic.Int64
+	stop := time.Now().Add(time.Duration(secs) * time.Second)
+	for i := 0; i < conns; i++ {
+		go func() {
+			for time.Now().Before(stop) {
+				resp, err := client.Get(url)
+				if err != nil {
+					continue
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				done.Add(1)
+			}
+		}()
+	}
+	last := int64(0)
+	for tick := time.NewTicker(100 * time.Millisecond); time.Now().Before(stop); {
+		t := <-tick.C
+		n := done.Load()
+		fmt.Printf("window at_ns=%d requests=%d\n", t.UnixNano(), n-last)
+		last = n
+	}
+}
+
 func main() {
+	if len(os.Args) == 5 && os.Args[1] == "load-windows" {
+		secs, err1 := strconv.Atoi(os.Args[3])
+		c, err2 := strconv.Atoi(os.Args[4])
+		if err1 == nil && err2 == nil && secs > 0 && c > 0 {
+			loadWindows(os.Args[2], secs, c)
+			return
+		}
+	}
 	if len(os.Args) >= 2 && os.Args[1] == "serve" {
 		serve()
 		return
@@ -88,6 +125,6 @@ func main() {
 			return
 		}
 	}
-	fmt.Fprintln(os.Stderr, "usage: benchserver serve | load URL N C")
+	fmt.Fprintln(os.Stderr, "usage: benchserver serve | load URL N C | load-windows URL SECONDS C")
 	os.Exit(2)
 }
