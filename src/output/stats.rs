@@ -81,6 +81,8 @@ pub struct SiteStats {
     pub hits: u64,
     /// What a trap costs at its sites (their kind of instruction), as calibrated, ns.
     pub trap_ns: f64,
+    /// The kind of instruction under its probes (how the kernel runs it), when known.
+    pub kind: Option<crate::arch::trap::TrapKind>,
     /// Its hits' traps and their share of the program's run time, ns.
     pub cost_ns: f64,
     pub attached: bool,
@@ -130,7 +132,35 @@ fn duration_rounded(ns: u64) -> String {
     }
 }
 
+/// A kind of trap as `--stats` says it.
+fn trap_name(kind: crate::arch::trap::TrapKind) -> &'static str {
+    use crate::arch::trap::TrapKind;
+    match kind {
+        TrapKind::Step => "step",
+        TrapKind::Push => "push",
+        TrapKind::Branch => "branch",
+    }
+}
+
 impl ProbeStats {
+    /// The kinds of trap of its sites: one name when they share it, else each with how
+    /// many sites have it (`2 push, 1 step`); `-` in gtrace itself.
+    pub fn trap_kinds(&self) -> String {
+        let mut kinds: Vec<(&str, usize)> = Vec::new();
+        for s in &self.sites {
+            let Some(k) = s.kind else { continue };
+            match kinds.iter_mut().find(|(n, _)| *n == trap_name(k)) {
+                Some((_, c)) => *c += 1,
+                None => kinds.push((trap_name(k), 1)),
+            }
+        }
+        match kinds.as_slice() {
+            [] => "-".into(),
+            [(one, _)] => one.to_string(),
+            many => many.iter().map(|(n, c)| format!("{c} {n}")).collect::<Vec<_>>().join(", "),
+        }
+    }
+
     /// The eBPF program's own time per run.
     pub fn ns_per_hit(&self) -> Option<f64> {
         (self.run_count > 0).then(|| self.run_ns as f64 / self.run_count as f64)
@@ -242,7 +272,7 @@ impl Stats {
     }
 
     /// The costliest sites of a probe over several functions, then how many more.
-    fn site_rows(&self, p: &ProbeStats, rows: &mut Vec<[String; 7]>) {
+    fn site_rows(&self, p: &ProbeStats, rows: &mut Vec<[String; 8]>) {
         let mut sites: Vec<_> = p.sites.iter().filter(|_| p.sites.len() > 1).collect();
         sites.sort_by(|a, b| b.cost_ns.total_cmp(&a.cost_ns).then(b.hits.cmp(&a.hits)));
         let more = sites.len().saturating_sub(MAX_SITE_ROWS);
@@ -251,20 +281,22 @@ impl Stats {
             let cost = s.cost_ns;
             let name = if s.attached { format!("  {}", s.function) } else { format!("  {} (detached)", s.function) };
             let share = format!("{}%", percent(self.share(cost)));
-            rows.push([name, thousands(s.hits), blank(), duration(cost.round() as i64), share, blank(), blank()]);
+            let trap = s.kind.map_or_else(blank, |k| trap_name(k).to_string());
+            rows.push([name, thousands(s.hits), trap, blank(), duration(cost.round() as i64), share, blank(), blank()]);
         }
         if more > 0 {
             let line = format!("  ... {} more function{}", thousands(more as u64), plural(more as u64));
-            rows.push([line, blank(), blank(), blank(), blank(), blank(), blank()]);
+            rows.push([line, blank(), blank(), blank(), blank(), blank(), blank(), blank()]);
         }
     }
 
     /// The `--stats` table: a row per probe, under it a row per function for the
     /// `MAX_SITE_ROWS` costliest of a probe over several, names cut to `MAX_NAME`.
     pub fn table(&self) -> String {
-        let mut rows: Vec<[String; 7]> = vec![[
+        let mut rows: Vec<[String; 8]> = vec![[
             "probe".into(),
             "hits".into(),
+            "trap".into(),
             "eBPF/hit".into(),
             "est. cost".into(),
             "of a CPU".into(),
@@ -279,6 +311,7 @@ impl Stats {
             rows.push([
                 name,
                 thousands(p.hits),
+                p.trap_kinds(),
                 p.ns_per_hit().map(|n| duration(n.round() as i64)).unwrap_or_else(|| "-".into()),
                 duration(cost.round() as i64),
                 format!("{}%", percent(self.share(cost))),
@@ -288,7 +321,7 @@ impl Stats {
             self.site_rows(p, &mut rows);
         }
         elide_names(&mut rows);
-        let widths: Vec<usize> = (0..7).map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0)).collect();
+        let widths: Vec<usize> = (0..8).map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0)).collect();
         let mut out = format!("--stats: {} traced", duration(self.elapsed_ns as i64));
         match &self.trap {
             Some(t) => out.push_str(&format!(
@@ -305,7 +338,7 @@ impl Stats {
         out.push('\n');
         for r in &rows {
             let mut line = format!("{:<w$}", r[0], w = widths[0]);
-            for c in 1..7 {
+            for c in 1..8 {
                 line.push_str(&format!("  {:>w$}", r[c], w = widths[c]));
             }
             out.push_str(line.trim_end());
@@ -373,7 +406,7 @@ const MAX_NAME: usize = 72;
 /// `text` cut to `max` characters by replacing its middle with `...`.
 /// Cuts each row's name to `MAX_NAME`, but where two different names would be cut to
 /// the same text, keeps both whole: rows must be told apart.
-fn elide_names(rows: &mut [[String; 7]]) {
+fn elide_names(rows: &mut [[String; 8]]) {
     let cut: Vec<String> = rows.iter().map(|r| elide(&r[0], MAX_NAME)).collect();
     let mut seen: std::collections::HashMap<&str, Vec<usize>> = std::collections::HashMap::new();
     for (i, c) in cut.iter().enumerate() {
@@ -413,7 +446,9 @@ mod tests {
             format!("on entry \"example.com/a/very/long/module/path/{middle}/and/more/of/it/still/going/on/pkg.(*T).Method\"")
         };
         let row = |name: String| {
-            [name, String::new(), String::new(), String::new(), String::new(), String::new(), String::new()]
+            let mut row: [String; 8] = Default::default();
+            row[0] = name;
+            row
         };
         let mut rows = vec![row(long("one")), row(long("two")), row("on entry main.f".into())];
         elide_names(&mut rows);

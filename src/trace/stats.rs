@@ -130,6 +130,7 @@ impl Meter {
                 function: f.to_string(),
                 hits: self.hit_slots.get(&(program.to_string(), f.to_string())).map_or(0, |s| value(*s)),
                 trap_ns: self.trap_ns(program, f),
+                kind: self.kinds.get(&(program.to_string(), f.to_string())).copied(),
                 cost_ns: 0.0,
                 attached: attached.contains(f),
             })
