@@ -205,11 +205,15 @@ fn stats_hits_equal_the_calls_the_target_made() {
     let hits = |f: &str| sites.iter().find(|s| s["function"] == f).map(|s| s["hits"].as_u64().unwrap());
     assert_eq!(hits("main.record"), Some(calls));
     assert_eq!(hits("main.setter"), Some(0));
+    // Each site says how the kernel runs the instruction under it.
+    assert!(sites.iter().all(|s| ["Step", "Push", "Branch"].contains(&s["kind"].as_str().unwrap_or(""))), "{sites:?}");
     assert!(stats["trap"]["step_ns"].as_f64().unwrap() > 0.0, "{stats}");
     // The text table says the same.
     let run = trace(&["-e", script, "--stats"], "keys 2000");
     let row = run.stderr.lines().find(|l| l.starts_with("on entry main.record ")).expect("no row");
     assert_eq!(row.split_whitespace().nth(3), Some("2,000"), "{}", run.stderr);
+    let kind = row.split_whitespace().nth(4);
+    assert!(["step", "push", "branch"].contains(&kind.unwrap_or("")), "{}", run.stderr);
 }
 
 /// A function both called and inlined elsewhere has sites listed apart in the plan (its
