@@ -43,6 +43,7 @@ fn a_line_probe_fires_once_each_time_the_line_runs() {
         "inlined",
         "closure",
         "ifaceeq",
+        "nestedadd",
     ];
     let script: String = counted.iter().map(|n| format!("on line {} {{ @{n} = count() }}\n", at(n))).collect();
     for toolchain in toolchains() {

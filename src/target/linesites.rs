@@ -105,7 +105,7 @@ fn from_line_quietly(
         }
         for q in back {
             if in_line(q) {
-                let ran = line_ran_before(cfg, q, in_line, is_stmt);
+                let ran = line_ran_before(cfg, q, in_line, is_stmt, any_stmt);
                 some |= ran;
                 all &= ran;
             } else if !seen[q] {
@@ -119,7 +119,16 @@ fn from_line_quietly(
 
 /// Whether every way back from `q` through the line's code passes one of its statement
 /// starts before leaving it: the line was running at `q`, not just a reload given to it.
-fn line_ran_before(cfg: &Cfg, q: usize, in_line: &impl Fn(usize) -> bool, is_stmt: &impl Fn(usize) -> bool) -> bool {
+/// Instructions of other lines that start no statement (reloads the register allocator
+/// scheduled among the line's code, often among the code of a call inlined into it) do
+/// not end the line; a statement start of another line does.
+fn line_ran_before(
+    cfg: &Cfg,
+    q: usize,
+    in_line: &impl Fn(usize) -> bool,
+    is_stmt: &impl Fn(usize) -> bool,
+    any_stmt: &impl Fn(usize) -> bool,
+) -> bool {
     let mut seen = vec![false; cfg.insns.len()];
     let mut stack = vec![q];
     seen[q] = true;
@@ -128,7 +137,7 @@ fn line_ran_before(cfg: &Cfg, q: usize, in_line: &impl Fn(usize) -> bool, is_stm
             continue;
         }
         let back = preds(cfg, k);
-        if back.is_empty() || back.iter().any(|b| !in_line(*b)) {
+        if back.is_empty() || back.iter().any(|b| !in_line(*b) && any_stmt(*b)) {
             return false;
         }
         for b in back {

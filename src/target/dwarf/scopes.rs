@@ -147,9 +147,14 @@ impl DwarfInfo {
                         Some(o) => self.die(o)?.name.unwrap_or_default(),
                         None => String::new(),
                     };
+                    // gimli gives a file attribute as a `FileIndex`, which `udata_value`
+                    // does not read: without it no inlined code was on its call's line.
                     let call_file = entry
                         .attr_value(dw::DW_AT_call_file)
-                        .and_then(|v| v.udata_value())
+                        .and_then(|v| match v {
+                            AttributeValue::FileIndex(f) => Some(f),
+                            v => v.udata_value(),
+                        })
                         .and_then(|f| table.unit_files.get(u)?.get(&f).copied());
                     let call_line =
                         entry.attr_value(dw::DW_AT_call_line).and_then(|v| v.udata_value()).unwrap_or(0) as u32;

@@ -140,6 +140,37 @@ func drain(r *rows, out chan<- []interface{}) error {
 	}
 }
 
+type tag struct{ Key, Value string }
+
+type request struct{ Tags []tag }
+
+type labels struct {
+	keys []string
+	size int
+}
+
+// add has an early return, and is inlined into nested's inner loop: the loop's closing
+// jump gets the line of the call (Go's line table), which must not count it twice.
+func (l *labels) add(k, v string) {
+	if k == "" {
+		return
+	}
+	l.keys = append(l.keys[:0], k)
+	l.size += len(v)
+}
+
+//go:noinline
+func nested(rs []request, l *labels) int {
+	for i := range rs {
+		r := &rs[i]
+		for j := range r.Tags {
+			t := &r.Tags[j]
+			l.add(t.Key, t.Value) // L:nestedadd
+		}
+	}
+	return l.size
+}
+
 func main() {
 	n, err := strconv.Atoi(os.Args[1])
 	if err != nil {
@@ -147,7 +178,8 @@ func main() {
 	}
 	var loops, iters, iterSum, loopTotals, ranges, rangeIters, rangeSum, spillK int
 	var stackedX, stackedY, stackedNames int
-	var goneCalls, inlinedCalls, inlinedXSum, closureCalls, closureSum, ifaceeqRuns int
+	var goneCalls, inlinedCalls, inlinedXSum, closureCalls, closureSum, ifaceeqRuns, nestedAdds int
+	var lbl labels
 	total := 0
 	for c := 0; c < n; c++ {
 		k := c % 7
@@ -183,12 +215,20 @@ func main() {
 		total += closure(k)
 		closureCalls += k
 		closureSum += k * (k - 1) / 2
+		reqs := make([]request, c%3+1)
+		for i := range reqs {
+			for j := 0; j < (c+i)%4; j++ {
+				reqs[i].Tags = append(reqs[i].Tags, tag{Key: "k" + strconv.Itoa(j%2), Value: "v"})
+			}
+			nestedAdds += len(reqs[i].Tags)
+		}
+		total += nested(reqs, &lbl)
 		out := make(chan []interface{}, 4)
 		if drain(&rows{max: c % 4}, out) == nil {
 			ifaceeqRuns += c%4 + 1
 		}
 	}
-	fmt.Printf("header=%d body=%d body_i_sum=%d after=%d after_n_sum=%d after_total_sum=%d range=%d rangebody=%d rangebody_x_sum=%d rangeafter=%d spillafter=%d spillafter_k_sum=%d spillafter_s_sum=%d stacked=%d stacked_x=%d stacked_y=%d stacked_s1=%d gone=%d inlined=%d inlined_x_sum=%d closure=%d closure_v_sum=%d ifaceeq=%d total=%d\n",
+	fmt.Printf("header=%d body=%d body_i_sum=%d after=%d after_n_sum=%d after_total_sum=%d range=%d rangebody=%d rangebody_x_sum=%d rangeafter=%d spillafter=%d spillafter_k_sum=%d spillafter_s_sum=%d stacked=%d stacked_x=%d stacked_y=%d stacked_s1=%d gone=%d inlined=%d inlined_x_sum=%d closure=%d closure_v_sum=%d ifaceeq=%d nestedadd=%d total=%d\n",
 		loops+iters, iters, iterSum, loops, iters, loopTotals, ranges+rangeIters, rangeIters, rangeSum, ranges, ranges, spillK, rangeSum,
-		n, stackedX, stackedY, stackedNames, goneCalls, inlinedCalls, inlinedXSum, closureCalls, closureSum, ifaceeqRuns, total)
+		n, stackedX, stackedY, stackedNames, goneCalls, inlinedCalls, inlinedXSum, closureCalls, closureSum, ifaceeqRuns, nestedAdds, total)
 }
