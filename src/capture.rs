@@ -48,6 +48,10 @@ impl Default for Bounds {
 pub struct Capture {
     pub root: Node,
     pub size: u32,
+    /// Parts cut (printed `{...}`, `[...]`) because the record had no more room, not
+    /// for the bounds: said when the script is compiled.
+    #[serde(default)]
+    pub cut_for_room: u32,
 }
 
 /// One value in the record: its type, where its own bytes are (relative to the
@@ -93,13 +97,14 @@ pub enum NodeKind {
     Map { len_at: u32, n_at: u32, entries_at: u32, entry: u32, elem_off: u32, entries: Vec<(Node, Node)> },
 }
 
-/// Plans the copy of a value of type `root` within `bounds`.
-pub fn plan(types: &Types, root: TypeId, bounds: Bounds) -> Capture {
-    let mut p = Planner { types, bounds, end: 0 };
+/// Plans the copy of a value of type `root` within `bounds`, in at most `room` bytes:
+/// what does not fit (depth first, the first fields get room first) is cut and counted.
+pub fn plan(types: &Types, root: TypeId, bounds: Bounds, room: u32) -> Capture {
+    let mut p = Planner { types, bounds, end: 0, room, cut: 0 };
     let size = types.get(root).size as u32;
     let at = p.alloc(size);
     let root = p.node(root, at, 0, true, false);
-    Capture { root, size: p.end }
+    Capture { root, size: p.end, cut_for_room: p.cut }
 }
 
 struct Planner<'t> {
@@ -107,6 +112,10 @@ struct Planner<'t> {
     bounds: Bounds,
     /// The end of the record so far.
     end: u32,
+    /// The most bytes the value may take.
+    room: u32,
+    /// Parts cut for want of room.
+    cut: u32,
 }
 
 impl Planner<'_> {
@@ -115,6 +124,25 @@ impl Planner<'_> {
         let at = self.end;
         self.end = self.end.saturating_add(size.saturating_add(7) / 8 * 8);
         at
+    }
+
+    /// Whether `size` more bytes fit the room; counts a cut when they do not.
+    fn fits(&mut self, size: u32) -> bool {
+        let fits = self.end.saturating_add(size.saturating_add(7) / 8 * 8) <= self.room;
+        if !fits {
+            self.cut += 1;
+        }
+        fits
+    }
+
+    /// How many of `n` items of `size` bytes fit the room (0 counts a cut).
+    fn fitting(&mut self, size: u32, n: u32) -> u32 {
+        let left = self.room.saturating_sub(self.end);
+        let n = if size == 0 { n } else { n.min(left / size.max(1)) };
+        if n == 0 {
+            self.cut += 1;
+        }
+        n
     }
 
     /// The node of a value of type `id` whose bytes are at `at`, `level` levels below
@@ -150,26 +178,34 @@ impl Planner<'_> {
                     let elems = (0..n).map(|i| self.node(*elem, at + i * size, level + 1, false, hidden)).collect();
                     NodeKind::Array { elems }
                 }
+                TypeKind::String if !self.fits(self.bounds.string_limit) => NodeKind::Cut,
                 TypeKind::String => {
                     let max = self.bounds.string_limit;
                     NodeKind::Str { bytes: self.alloc(max), max }
                 }
                 TypeKind::Slice { elem } => {
                     let size = self.types.get(*elem).size as u32;
-                    let n = self.bounds.max_elems;
+                    let n = self.fitting(size, self.bounds.max_elems);
+                    if n == 0 {
+                        return Node { ty: id, at, hidden, kind: NodeKind::Cut };
+                    }
                     let elems_at = self.alloc(size.saturating_mul(n));
                     let elems =
                         (0..n).map(|i| self.node(*elem, elems_at + i * size, level + 1, false, hidden)).collect();
                     NodeKind::Slice { elems_at, elems }
                 }
-                TypeKind::Pointer { elem } if top && pointee_printed(self.types, *elem) => {
+                TypeKind::Pointer { elem }
+                    if top && pointee_printed(self.types, *elem) && self.fits(self.types.get(*elem).size as u32) =>
+                {
                     let size = self.types.get(*elem).size as u32;
                     let pointee_at = self.alloc(size);
                     // `&` adds no level: `print(p)` shows as much as `print(*p)`.
                     NodeKind::Pointer { pointee: Some(Box::new(self.node(*elem, pointee_at, level, false, hidden))) }
                 }
                 TypeKind::Map { key: Some(key), elem: Some(elem) } => self.map(*key, *elem, level, hidden),
+                TypeKind::Func if !self.fits(8) => NodeKind::Cut,
                 TypeKind::Func => NodeKind::Func { code: self.alloc(8) },
+                TypeKind::Interface { .. } if !self.fits(8 + IFACE_DATA + self.bounds.string_limit) => NodeKind::Cut,
                 TypeKind::Interface { empty } => {
                     let type_at = self.alloc(8);
                     let data_at = self.alloc(IFACE_DATA);
@@ -192,10 +228,13 @@ impl Planner<'_> {
         if ks > MAP_INLINE || es > MAP_INLINE {
             return NodeKind::Cut;
         }
-        let (len_at, n_at) = (self.alloc(8), self.alloc(8));
         let elem_off = ks.next_multiple_of(8);
         let entry = elem_off + es.next_multiple_of(8);
-        let n = self.bounds.max_elems;
+        if !self.fits(16 + entry) {
+            return NodeKind::Cut;
+        }
+        let (len_at, n_at) = (self.alloc(8), self.alloc(8));
+        let n = self.fitting(entry, self.bounds.max_elems);
         let entries_at = self.alloc(entry.saturating_mul(n));
         let entries = (0..n)
             .map(|i| {
@@ -286,10 +325,28 @@ mod tests {
     }
 
     #[test]
+    fn what_does_not_fit_the_room_is_cut_and_counted() {
+        let (t, config, _) = arena();
+        let whole = plan(&t, config, DEFAULT_BOUNDS, u32::MAX);
+        assert_eq!(whole.cut_for_room, 0);
+        // Room for the struct and its string, not for 16 strings of the slice.
+        let room = 48 + 64 + 3 * 16;
+        let c = plan(&t, config, DEFAULT_BOUNDS, room);
+        assert!(c.size <= room, "{} > {room}", c.size);
+        let NodeKind::Struct { fields } = &c.root.kind else { panic!("{c:?}") };
+        assert!(matches!(fields[1].kind, NodeKind::Str { .. }), "{:?}", fields[1]);
+        let NodeKind::Slice { elems, .. } = &fields[2].kind else { panic!("{:?}", fields[2]) };
+        // Three string headers fit; their bytes do not: each is cut.
+        assert_eq!(elems.len(), 3);
+        assert!(elems.iter().all(|e| e.kind == NodeKind::Cut), "{elems:?}");
+        assert_eq!(c.cut_for_room, 3);
+    }
+
+    #[test]
     fn strings_and_elements_get_room_of_their_own() {
         let (t, config, _) = arena();
         let bounds = Bounds { depth: 2, max_fields: 8, max_elems: 2, string_limit: 16 };
-        let c = plan(&t, config, bounds);
+        let c = plan(&t, config, bounds, u32::MAX);
         let NodeKind::Struct { fields } = &c.root.kind else { panic!() };
         assert_eq!(fields[0].kind, NodeKind::Bytes);
         assert!(fields[1].hidden && matches!(fields[1].kind, NodeKind::Str { bytes: 48, max: 16 }));
@@ -303,7 +360,7 @@ mod tests {
     #[test]
     fn a_top_level_pointer_is_followed_and_deep_values_cut() {
         let (t, _, ptr) = arena();
-        let c = plan(&t, ptr, Bounds { depth: 0, ..DEFAULT_BOUNDS });
+        let c = plan(&t, ptr, Bounds { depth: 0, ..DEFAULT_BOUNDS }, u32::MAX);
         let NodeKind::Pointer { pointee: Some(p) } = &c.root.kind else { panic!() };
         let NodeKind::Struct { fields } = &p.kind else { panic!() };
         assert_eq!(fields[2].kind, NodeKind::Cut, "the slice is one level down");

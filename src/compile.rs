@@ -104,7 +104,7 @@ pub fn compile_script(sources: Sources, script: &Script, target: &Target, opts: 
             return Err(fail(sources, diags));
         }
     };
-    let Lowered { programs, plan } = lowered;
+    let Lowered { programs, plan, .. } = lowered;
     let script_probes = script.items.iter().filter(|i| matches!(i, Item::Probe(_))).count();
     Ok(Compiled { plan, object, programs, warnings: fail(sources, diags), script_probes })
 }

@@ -106,3 +106,23 @@ fn what_the_bounds_cut_prints_as_dots() {
     same(&elems, "elems", "elems");
     same(&elems, "elems#v", "elems#v");
 }
+
+/// A value larger than one event record (`*http.Request` at the default bounds) still
+/// compiles: what does not fit is cut, printed as `...`, and said once when compiling.
+#[test]
+fn a_value_larger_than_a_record_is_cut_and_said() {
+    if !privileged("a_value_larger_than_a_record_is_cut_and_said") {
+        return;
+    }
+    let server = support::go_build("httpserver", &[]);
+    let cmd = format!("{} 1", server.display());
+    let r = gtrace(&["-e", r#"on entry "net/http.(*response).finishRequest" { print(w.req) }"#, "-c", &cmd]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stderr.matches("this value is cut to fit one event record").count(), 1, "{}", r.stderr);
+    // One printed request per request the program made, each with its method first.
+    let printed: Vec<&str> = r.stdout.lines().filter(|l| l.starts_with("&{")).collect();
+    let requests = support::truth(&r.stdout, "requests");
+    assert_eq!(printed.len() as i64, requests, "{}", r.stdout);
+    assert!(printed.iter().all(|l| l.starts_with("&{GET ") || l.starts_with("&{POST ")), "{printed:?}");
+    assert!(printed.iter().any(|l| l.contains(" ...")), "nothing was cut: {printed:?}");
+}

@@ -63,6 +63,9 @@ pub struct Gen<'a> {
     pub bias: Option<i16>,
     /// How much of a whole Go value `print` copies.
     pub bounds: crate::capture::Bounds,
+    /// Whole values cut for want of room in their record: where, and how many parts
+    /// (said as warnings when the script compiles).
+    pub notes: Vec<(Span, u32)>,
     /// In `on panic`: the function of the frame the body runs for (`func`), the panic's
     /// value (16 bytes: type, data) and whether it was recovered.
     pub panic_frame: Option<(i16, i16, i16)>,
@@ -116,6 +119,7 @@ impl<'a> Gen<'a> {
             carried: Vec::new(),
             bias: None,
             bounds: crate::capture::Bounds::default(),
+            notes: Vec::new(),
             panic_frame: None,
             function_index: None,
             dictionary: None,

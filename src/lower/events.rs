@@ -46,7 +46,15 @@ impl Gen<'_> {
                     let verb = verbs.get(i).copied().unwrap_or('v');
                     match self.whole_value(a, &t, verb) {
                         Some(id) => {
-                            (ValueType::Go { capture: crate::capture::plan(self.types, id, self.bounds) }, a.span)
+                            // What is left of the record (each field is written at a
+                            // 16-bit offset), less room for the values after this one.
+                            let after = 64 * (items.len() - i - 1) as u32;
+                            let room = (i16::MAX as u32).saturating_sub(offset + after);
+                            let capture = crate::capture::plan(self.types, id, self.bounds, room);
+                            if capture.cut_for_room > 0 {
+                                self.notes.push((a.span, capture.cut_for_room));
+                            }
+                            (ValueType::Go { capture }, a.span)
                         }
                         None => (t.value_type(), a.span),
                     }

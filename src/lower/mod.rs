@@ -51,6 +51,8 @@ pub use accounting::Settings;
 pub struct Lowered {
     pub programs: Vec<(String, Program)>,
     pub plan: Plan,
+    /// Whole values cut for want of room in their record: where, and how many parts.
+    pub notes: Vec<(Span, u32)>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -161,7 +163,16 @@ pub fn lower(
     diags: &mut Diagnostics,
 ) -> Option<Lowered> {
     match programs::lower_all(script, checked, target, sources, settings) {
-        Ok(lowered) => Some(lowered),
+        Ok(lowered) => {
+            for (span, parts) in &lowered.notes {
+                diags.push(
+                    Diagnostic::warning(*span, format!("this value is cut to fit one event record ({} bytes from the record's start): {parts} of its parts print as {{...}}", i16::MAX))
+                        .label("cut for room")
+                        .hint("print the fields you need (`print(r.Method, r.URL.Path)`), or show less of it: --depth, --max-fields, --max-elems, --string-limit"),
+                );
+            }
+            Some(lowered)
+        }
         Err(e) => {
             diags.push(e.diagnostic());
             None

@@ -58,6 +58,8 @@ pub(super) struct Ctx<'a> {
     bounds: crate::capture::Bounds,
     /// `--cgroup`: programs attached to the target check the current task's cgroup.
     cgroup: bool,
+    /// Whole values cut for want of room (`Gen::notes`), from every program.
+    notes: Vec<(Span, u32)>,
 }
 
 /// Which probe a program belongs to and how many functions it is attached at (0 for
@@ -112,6 +114,7 @@ pub(super) fn lower_all(
         aes,
         bounds: settings.bounds,
         cgroup: settings.cgroup,
+        notes: Vec::new(),
     };
     for (i, inst) in checked.instances.iter().enumerate() {
         let Item::Probe(probe) = &script.items[inst.item] else { continue };
@@ -134,10 +137,10 @@ pub(super) fn lower_all(
     // When probes share an address (a function whose first instruction is its RET), the
     // kernel runs the one attached last first. Attach return probes first, so entry
     // probes and entry timing run before the return probes at the same instruction.
-    let Ctx { mut plan, programs, return_programs, events, layout, .. } = cx;
+    let Ctx { mut plan, programs, return_programs, events, layout, notes, .. } = cx;
     plan.probes.sort_by_key(|p| !return_programs.contains(&p.program));
     finish_plan(&mut plan, maps, layout, events, settings, checked);
-    Ok(Lowered { programs, plan })
+    Ok(Lowered { programs, plan, notes })
 }
 
 /// The plan's head: the binary it was compiled for, what was passed over, the probed
@@ -250,6 +253,7 @@ impl Ctx<'_> {
         }
         body(&mut gen)?;
         gen.epilogue();
+        self.notes.append(&mut gen.notes);
         let program = gen.b.finish().map_err(|source| match source {
             BuildError::JumpOutOfRange { offset, .. } => LowerError::ProgramTooLarge {
                 span,

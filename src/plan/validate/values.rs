@@ -113,7 +113,7 @@ fn type_ok(types: &Types, kind: &TypeKind) -> bool {
 /// A whole value's layout: within its record, of known types, bounded in depth.
 fn value(types: &Types, ty: &ValueType) -> Result<(), String> {
     let ValueType::Go { capture } = ty else { return Ok(()) };
-    let Capture { root, size } = capture;
+    let Capture { root, size, .. } = capture;
     if *size > MAX_VALUE {
         return Err(format!("a copied value of {size} bytes, more than {MAX_VALUE}"));
     }
