@@ -238,3 +238,24 @@ diagnostic!(a_file_that_is_not_there, "on line \"mian.go:3\" { print(1) }".to_st
 diagnostic!(a_file_name_of_several_files, "on line \"print.go:100\" { print(1) }".to_string());
 diagnostic!(not_a_line, "on line \"main.go\" { print(1) }".to_string());
 diagnostic!(elapsed_in_a_line_probe, format!("on line {} {{ print(elapsed) }}", at("body")));
+
+/// A local whose address outlives its function is moved to the heap; DWARF names the
+/// variable holding its address `&total`. The script names it `total` and reads its value.
+#[test]
+fn a_local_moved_to_the_heap_is_read_by_its_name() {
+    if !privileged("a_local_moved_to_the_heap_is_read_by_its_name") {
+        return;
+    }
+    let script = format!("on line {} {{ @escaped_total_sum = sum(total) }}", at("escaped"));
+    for toolchain in toolchains() {
+        let Some(bin) = build_plain("lines", &toolchain) else { continue };
+        let run = gtrace(&["-e", &script, "-c", &format!("{} 40", bin.display())]);
+        assert_eq!(run.code, 0, "{toolchain}:\n{}\n{}", run.stdout, run.stderr);
+        assert_eq!(
+            map_value(&run.stdout, "@escaped_total_sum"),
+            truth(&run.stdout, "escaped_total_sum"),
+            "{toolchain}:\n{}",
+            run.stdout
+        );
+    }
+}

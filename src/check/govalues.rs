@@ -23,6 +23,9 @@ pub struct GoValue {
     /// A parameter in a return probe: read at the entry of the same call, where
     /// `location` is, and carried to the return by gtrace (its value at entry).
     pub at_entry: bool,
+    /// A local whose address is taken (moved to the heap): `location` holds a pointer
+    /// to it (DWARF's `&name`), read through when the value is.
+    pub escaped: bool,
 }
 
 /// The default number of bytes read of a Go string (`--string-limit`).
@@ -59,7 +62,15 @@ pub fn go_values(target: &Target, function: &str, kind: InstanceKind, limit: u32
         // reads what the entry of the same call carried (`at_entry`).
         let ty = Ok(go_ty(types, p.ty, limit));
         let at_entry = kind == InstanceKind::Return;
-        values.push(GoValue { name: p.name.clone(), type_id: p.ty, ty, location: loc, is_result: false, at_entry });
+        values.push(GoValue {
+            name: p.name.clone(),
+            type_id: p.ty,
+            ty,
+            location: loc,
+            is_result: false,
+            at_entry,
+            escaped: false,
+        });
     }
     if kind == InstanceKind::Return {
         for (p, loc) in outs.iter().zip(out_locs) {
@@ -70,6 +81,7 @@ pub fn go_values(target: &Target, function: &str, kind: InstanceKind, limit: u32
                 location: loc,
                 is_result: true,
                 at_entry: false,
+                escaped: false,
             });
         }
         if let Some(word) = guessed_results {
@@ -85,6 +97,7 @@ pub fn go_values(target: &Target, function: &str, kind: InstanceKind, limit: u32
                     location,
                     is_result: true,
                     at_entry: false,
+                    escaped: false,
                 });
             }
         }
@@ -114,6 +127,7 @@ pub fn positional(target: &Target, function: &str, kind: InstanceKind) -> Vec<Go
             location: location.clone(),
             is_result: false,
             at_entry: kind == InstanceKind::Return,
+            escaped: false,
         });
         if kind == InstanceKind::Return {
             let ty = if stack {
@@ -128,6 +142,7 @@ pub fn positional(target: &Target, function: &str, kind: InstanceKind) -> Vec<Go
                 location,
                 is_result: true,
                 at_entry: false,
+                escaped: false,
             });
         }
     }
@@ -166,7 +181,15 @@ pub fn inlined_values(target: &Target, site: &InlinedSite, limit: u32) -> Vec<Go
                     }
                     None => (Err(unreadable(&p.name, InlinedWhy::NotKept)), Location::Empty),
                 };
-                GoValue { name: p.name.clone(), type_id: p.ty, ty, location, is_result: false, at_entry: false }
+                GoValue {
+                    name: p.name.clone(),
+                    type_id: p.ty,
+                    ty,
+                    location,
+                    is_result: false,
+                    at_entry: false,
+                    escaped: false,
+                }
             })
             .collect();
     }
@@ -181,6 +204,7 @@ pub fn inlined_values(target: &Target, site: &InlinedSite, limit: u32) -> Vec<Go
             location: Location::Empty,
             is_result: false,
             at_entry: false,
+            escaped: false,
         })
         .collect()
 }

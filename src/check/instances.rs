@@ -239,7 +239,7 @@ fn site_values(
 fn carried(facts: &Facts, types: &crate::gotypes::Types) -> Vec<Carried> {
     let mut out: Vec<Carried> = Vec::new();
     let named = facts.names.iter().filter_map(|(id, n)| match n {
-        Name::GoValue { name, location, at_entry: true } => {
+        Name::GoValue { name, location, at_entry: true, .. } => {
             Some((name.clone(), location.clone(), facts.go_types.get(id).copied()))
         }
         _ => None,

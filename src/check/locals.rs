@@ -6,6 +6,7 @@
 use super::govalues::{go_ty, GoValue};
 use super::unreadable::Unreadable;
 use crate::arch::abi::Location;
+use crate::gotypes::{TypeId, TypeKind};
 use crate::target::{LineSite, LocalState, Target, TargetError, ValueLocation};
 
 /// The locals at `site`, each readable with its place, or with why not.
@@ -37,7 +38,32 @@ pub fn line_values(target: &Target, site: &LineSite, limit: u32) -> Result<Vec<G
                 (LocalState::InScope(ValueLocation::At(loc)), Ok(_)) => loc.clone(),
                 _ => Location::Empty,
             };
-            GoValue { name: l.name, type_id: l.ty.unwrap_or(word), ty, location, is_result: false, at_entry: false }
+            // `&total`: the local's address, the compiler having moved it to the heap.
+            // The script names it `total`, and reads it through the pointer.
+            let pointee = |t: TypeId| match types.get(t).kind {
+                TypeKind::Pointer { elem } => Some(elem),
+                _ => None,
+            };
+            match (l.name.strip_prefix('&'), l.ty.and_then(pointee)) {
+                (Some(name), Some(elem)) => GoValue {
+                    name: name.to_string(),
+                    type_id: elem,
+                    ty: ty.map(|_| go_ty(types, elem, limit)),
+                    location,
+                    is_result: false,
+                    at_entry: false,
+                    escaped: true,
+                },
+                _ => GoValue {
+                    name: l.name,
+                    type_id: l.ty.unwrap_or(word),
+                    ty,
+                    location,
+                    is_result: false,
+                    at_entry: false,
+                    escaped: false,
+                },
+            }
         })
         .collect())
 }

@@ -146,6 +146,8 @@ pub enum Name {
         name: String,
         location: Location,
         at_entry: bool,
+        /// `location` holds a pointer to the value (a local moved to the heap).
+        escaped: bool,
     },
     /// A package-level variable at its link-time address (a PIE adds its load bias).
     Global {

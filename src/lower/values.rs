@@ -87,6 +87,12 @@ impl Gen<'_> {
     pub fn place(&mut self, e: &Expr) -> Result<Place, LowerError> {
         match self.facts.names.get(&e.id).cloned() {
             Some(Name::GoValue { name, at_entry: true, .. }) => return self.carried_place(&name, e.span),
+            Some(Name::GoValue { name, location, escaped: true, .. }) => {
+                // The local's address is where DWARF says: the value is behind it.
+                let pointer = self.location_place(&name, &location, e.span)?;
+                self.read_scalar(&pointer, 8, false)?;
+                return self.address_place(e.span);
+            }
             Some(Name::GoValue { name, location, .. }) => return self.location_place(&name, &location, e.span),
             Some(Name::Global { addr, .. }) => return self.global_place(addr, e.span),
             Some(Name::Builtin(crate::check::Builtin::Panic)) => {

@@ -225,7 +225,12 @@ impl Cx<'_> {
                     );
                     return Ty::Void;
                 }
-                let name = Name::GoValue { name: v.name.clone(), location: v.location.clone(), at_entry: v.at_entry };
+                let name = Name::GoValue {
+                    name: v.name.clone(),
+                    location: v.location.clone(),
+                    at_entry: v.at_entry,
+                    escaped: v.escaped,
+                };
                 self.facts.names.insert(e.id, name);
                 self.facts.go_types.insert(e.id, v.type_id);
                 t

@@ -187,7 +187,10 @@ impl DwarfInfo {
         };
         let pick = origin.as_ref().unwrap_or(&own);
         let Some(name) = own.name.clone().or(pick.name.clone()) else { return Ok(None) };
-        if !name.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_') {
+        // Go's own names, and `&name`: a local moved to the heap, held by its address
+        // (check/locals.rs reads it through); not `~r0` and the like.
+        let bare = name.strip_prefix('&').unwrap_or(&name);
+        if !bare.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_') {
             return Ok(None);
         }
         Ok(Some(Var {

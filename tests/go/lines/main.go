@@ -140,6 +140,22 @@ func drain(r *rows, out chan<- []interface{}) error {
 	}
 }
 
+var kept *int
+
+//go:noinline
+func keepPtr(p *int) { kept = p }
+
+// escapes: total's address outlives the call, so the compiler moves it to the heap and
+// DWARF names the variable that holds its address `&total`.
+//
+//go:noinline
+func escapes(n int) int {
+	total := n * 3
+	keepPtr(&total)
+	total++
+	return total // L:escaped
+}
+
 type tag struct{ Key, Value string }
 
 type request struct{ Tags []tag }
@@ -180,6 +196,7 @@ func main() {
 	var stackedX, stackedY, stackedNames int
 	var goneCalls, inlinedCalls, inlinedXSum, closureCalls, closureSum, ifaceeqRuns, nestedAdds int
 	var lbl labels
+	var escapedSum int
 	total := 0
 	for c := 0; c < n; c++ {
 		k := c % 7
@@ -223,12 +240,13 @@ func main() {
 			nestedAdds += len(reqs[i].Tags)
 		}
 		total += nested(reqs, &lbl)
+		escapedSum += escapes(c)
 		out := make(chan []interface{}, 4)
 		if drain(&rows{max: c % 4}, out) == nil {
 			ifaceeqRuns += c%4 + 1
 		}
 	}
-	fmt.Printf("header=%d body=%d body_i_sum=%d after=%d after_n_sum=%d after_total_sum=%d range=%d rangebody=%d rangebody_x_sum=%d rangeafter=%d spillafter=%d spillafter_k_sum=%d spillafter_s_sum=%d stacked=%d stacked_x=%d stacked_y=%d stacked_s1=%d gone=%d inlined=%d inlined_x_sum=%d closure=%d closure_v_sum=%d ifaceeq=%d nestedadd=%d total=%d\n",
+	fmt.Printf("header=%d body=%d body_i_sum=%d after=%d after_n_sum=%d after_total_sum=%d range=%d rangebody=%d rangebody_x_sum=%d rangeafter=%d spillafter=%d spillafter_k_sum=%d spillafter_s_sum=%d stacked=%d stacked_x=%d stacked_y=%d stacked_s1=%d gone=%d inlined=%d inlined_x_sum=%d closure=%d closure_v_sum=%d ifaceeq=%d nestedadd=%d escaped_total_sum=%d total=%d\n",
 		loops+iters, iters, iterSum, loops, iters, loopTotals, ranges+rangeIters, rangeIters, rangeSum, ranges, ranges, spillK, rangeSum,
-		n, stackedX, stackedY, stackedNames, goneCalls, inlinedCalls, inlinedXSum, closureCalls, closureSum, ifaceeqRuns, nestedAdds, total)
+		n, stackedX, stackedY, stackedNames, goneCalls, inlinedCalls, inlinedXSum, closureCalls, closureSum, ifaceeqRuns, nestedAdds, escapedSum, total)
 }
