@@ -26,6 +26,12 @@ impl DwarfInfo {
                 if let Some(key) = runtime_type {
                     index.runtime_types.insert(key, entry.offset());
                 }
+                if entry.tag() == dw::DW_TAG_subprogram {
+                    let origin = entry.attr_value(dw::DW_AT_abstract_origin).and_then(|v| self.reference(u, v));
+                    if let Some(origin) = origin {
+                        index.concrete.insert(origin, entry.offset());
+                    }
+                }
                 let map = match entry.tag() {
                     dw::DW_TAG_subprogram => &mut index.functions,
                     dw::DW_TAG_structure_type | dw::DW_TAG_typedef => &mut index.types,
@@ -59,6 +65,14 @@ impl DwarfInfo {
             }
         }
         Ok(None)
+    }
+
+    /// The out-of-line copy of the function whose (abstract) DIE is at `at`, when it is
+    /// also inlined elsewhere: Go lists its results only there.
+    pub(super) fn concrete_of(&mut self, at: DebugInfoOffset) -> Result<Option<DebugInfoOffset>, TargetError> {
+        let Some((u, _)) = self.locate(at) else { return Ok(None) };
+        let index = self.index(u)?;
+        Ok(index.concrete.get(&at).and_then(|c| c.to_debug_info_offset(&self.units[u].header)))
     }
 
     /// The unit holding `.debug_info` offset `at`, and the offset within it.

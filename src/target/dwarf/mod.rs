@@ -65,6 +65,9 @@ struct UnitIndex {
     /// Types by their runtime descriptor: its link-time address, or (Go writes this
     /// since 1.2x) its offset from `runtime.types`.
     runtime_types: HashMap<u64, UnitOffset>,
+    /// The out-of-line copy of a function also inlined elsewhere: a subprogram without a
+    /// name whose abstract origin is the named one, by the named one's offset.
+    concrete: HashMap<DebugInfoOffset, UnitOffset>,
 }
 
 /// One compile unit: its header and abbreviations (not a `gimli::Unit`, which would
@@ -96,6 +99,8 @@ struct Die {
     count: Option<u64>,
     upper_bound: Option<u64>,
     decl_line: Option<u64>,
+    /// DW_AT_abstract_origin: the DIE that names and types this one.
+    origin: Option<DebugInfoOffset>,
 }
 
 /// The DWARF of one target, with what has been indexed and parsed so far.
@@ -216,6 +221,7 @@ impl DwarfInfo {
                 dw::DW_AT_count => die.count = value.udata_value(),
                 dw::DW_AT_upper_bound => die.upper_bound = value.udata_value(),
                 dw::DW_AT_decl_line => die.decl_line = value.udata_value(),
+                dw::DW_AT_abstract_origin => die.origin = self.reference(u, value),
                 _ => {}
             }
         }

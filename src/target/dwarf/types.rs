@@ -70,11 +70,27 @@ impl DwarfInfo {
     /// Parameters and results of function `name` in DWARF order (receiver first); None
     /// when DWARF has no subprogram of that name.
     pub(crate) fn params(&mut self, name: &str, types: &mut Types) -> Result<Option<Vec<Param>>, TargetError> {
-        let Some(at) = self.lookup(symbols::package_of(name), name, |i| &i.functions)? else { return Ok(None) };
+        let Some(named) = self.lookup(symbols::package_of(name), name, |i| &i.functions)? else { return Ok(None) };
+        // A function also inlined elsewhere is named by an abstract DIE that lists its
+        // parameters but not its unnamed results; its out-of-line copy lists them all
+        // (the parameters by their abstract origin).
+        let at = self.concrete_of(named)?.unwrap_or(named);
         let (_, children) = self.die_with_children(at)?;
         let mut params = Vec::new();
         let mut results = 0;
         for child in children.into_iter().filter(|c| c.tag == Some(dw::DW_TAG_formal_parameter)) {
+            let child = match child.origin {
+                Some(o) if child.name.is_none() => {
+                    let origin = self.die(o)?;
+                    Die {
+                        name: origin.name,
+                        ty: child.ty.or(origin.ty),
+                        variable_parameter: child.variable_parameter || origin.variable_parameter,
+                        ..child
+                    }
+                }
+                _ => child,
+            };
             let ty = match child.ty {
                 Some(t) => self.type_id(t, types)?,
                 None => return Err(self.bad_ref("parameter without a type", at)),

@@ -48,6 +48,24 @@ func blank(n int) (q int, _ int, err error) {
 	return n, n + 2, nil
 }
 
+// Pair is small enough to inline: its Get is inlined where it is called directly, and
+// kept out of line for the method value main calls through apply. Go's DWARF names the
+// function by an abstract DIE that lists no unnamed result; the out-of-line copy does.
+type Pair struct{ A, B int }
+
+func (p Pair) Get() (int, error) {
+	if p.A < 0 {
+		return 0, errors.New("negative")
+	}
+	return p.A + p.B, nil
+}
+
+//go:noinline
+func apply(f func(Pair) (int, error), p Pair) int {
+	v, _ := f(p)
+	return v
+}
+
 func main() {
 	n, err := strconv.Atoi(os.Args[1])
 	if err != nil {
@@ -60,5 +78,7 @@ func main() {
 		fmt.Printf("labelled q=%d label=%s err=%v\n", q, label, err)
 		q, b, err := blank(i)
 		fmt.Printf("blank q=%d b=%d err=%v\n", q, b, err)
+		direct, _ := Pair{i, 1}.Get()
+		fmt.Printf("get q=%d direct=%d\n", apply(Pair.Get, Pair{i, 2}), direct)
 	}
 }
