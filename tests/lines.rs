@@ -259,3 +259,31 @@ fn a_local_moved_to_the_heap_is_read_by_its_name() {
         );
     }
 }
+
+/// `-l FILE.go:LINE` lists what a line probe there can name: each local and parameter
+/// with its type and place, or why it cannot be read there.
+#[test]
+fn listing_a_line_shows_its_locals() {
+    let bin = support::go_build("lines", &[]);
+    let b = bin.display().to_string();
+    let escaped = format!("main.go:{}", line("escaped"));
+    let run = gtrace(&["-l", &escaped, "-b", &b]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert!(
+        lines[0].starts_with(&format!("{escaped} at 0x")) && lines[0].ends_with(" in main.escapes:"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        lines.iter().any(|l| l.trim_start().starts_with("n int [") && l.ends_with("(parameter)")),
+        "{}",
+        run.stdout
+    );
+    let total = lines.iter().find(|l| l.trim_start().starts_with("total int ")).expect("total listed");
+    assert!(total.ends_with("(moved to the heap: &total holds its address)"), "{total}");
+    // A line without code says which lines near it have some.
+    let run = gtrace(&["-l", "main.go:1", "-b", &b]);
+    assert_ne!(run.code, 0);
+    assert!(run.stderr.contains("main.go:1 has no code; lines near it that have some:"), "{}", run.stderr);
+}

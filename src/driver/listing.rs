@@ -76,7 +76,7 @@ fn function(target: &Target, name: &str) -> String {
     line
 }
 
-fn location(l: &Location) -> String {
+pub(super) fn location(l: &Location) -> String {
     match l {
         Location::Regs(pieces) => format!("[{}]", pieces.iter().map(|p| p.reg.name()).collect::<Vec<_>>().join(" ")),
         Location::Stack { offset } => format!("[{offset}(SP)]"),

@@ -2,6 +2,7 @@
 //! running trace. The passes are `compile::compile`; the live trace is `trace::run`.
 //! Every failure is a `diag::Failure`, rendered once, in `main`.
 
+mod linelocals;
 mod listing;
 mod scope;
 
@@ -75,6 +76,11 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
             Some(inner) if !inner.is_empty() => inner,
             _ => pattern.as_str(),
         };
+        if let Some((file, line)) = linelocals::parse(pattern) {
+            let listing = linelocals::listing(&target, file, line).map_err(|e| Failure::message(e, None))?;
+            print_stdout(&listing)?;
+            return Ok(0);
+        }
         let listing = list(&target, pattern);
         if listing.is_empty() {
             return Err(nothing_listed(&target, pattern));
