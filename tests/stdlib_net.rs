@@ -143,6 +143,27 @@ fn http_counts_server_requests_by_method_path_and_status() {
     assert!(took.and_then(|t| t.parse::<f64>().ok()).is_some_and(|ms| ms >= 150.0), "{slow:?}");
 }
 
+/// On a stripped build (-s -w) `gtrace http` counts every request with its latency, by
+/// position (no parameter names, no struct layouts), and says once what it cannot read:
+/// HTTP/1 and HTTP/2 (h2c and TLS, golang.org/x/net/http2 and net/http's own).
+#[test]
+fn http_counts_requests_on_a_stripped_build() {
+    if !privileged("http_counts_requests_on_a_stripped_build") {
+        return;
+    }
+    let stripped = support::toolchain::Kind { stripped: true, ..support::toolchain::PLAIN };
+    for (dir, mode) in [("httpserver", "2"), ("h2server", "3")] {
+        let Ok(program) = support::toolchain::build(dir, "local", stripped) else { panic!("{dir}: no stripped build") };
+        let r = trace(&["http"], &program, mode);
+        let t = truths(&r.stdout);
+        let got = counts(&json(&r.stdout), "@http_requests");
+        assert_eq!(got.keys().collect::<Vec<_>>(), ["?|?|0"], "{dir}:\n{}", r.stdout);
+        assert_eq!(got["?|?|0"], truth_n(&t, "requests"), "{dir}:\n{}", r.stdout);
+        let said = printed(&json(&r.stdout));
+        assert_eq!(said.iter().filter(|l| l.starts_with("http: no DWARF in this binary")).count(), 1, "{said:?}");
+    }
+}
+
 /// The program's truth METHOD_path_STATUS=N (or, with `proto`, PROTO:METHOD_path_STATUS=N)
 /// as gtrace's keys METHOD|/path|STATUS.
 fn http_want(t: &BTreeMap<String, String>, proto: Option<&str>) -> BTreeMap<String, u64> {
