@@ -375,3 +375,35 @@ fn every_stdlib_library_checks_against_a_program_using_its_packages() {
     assert_eq!(r.code, 1);
     assert!(r.stderr.contains("database/sql"), "{}", r.stderr);
 }
+
+/// On stripped builds `httpclient` and `sql` count by position (no parameter names, no
+/// struct layouts) and say once what they cannot read: every request, query and exec,
+/// with its errors.
+#[test]
+fn httpclient_and_sql_count_on_a_stripped_build() {
+    if !privileged("httpclient_and_sql_count_on_a_stripped_build") {
+        return;
+    }
+    let stripped = support::toolchain::Kind { stripped: true, ..support::toolchain::PLAIN };
+    let Ok(client) = support::toolchain::build("httpclient", "local", stripped) else {
+        panic!("no stripped httpclient")
+    };
+    let r = trace(&["httpclient"], &client, "3");
+    let t = truths(&r.stdout);
+    let objects = json(&r.stdout);
+    let answered: u64 = ["a_200", "a_404", "b_201", "b_200"].iter().map(|k| truth_n(&t, k)).sum();
+    assert_eq!(counts(&objects, "@httpc_requests"), [("?|?|0".to_string(), answered)].into_iter().collect());
+    assert_eq!(counts(&objects, "@httpc_errors"), [("?|?".to_string(), truth_n(&t, "c_errors"))].into_iter().collect());
+    assert_eq!(printed(&objects).iter().filter(|l| l.starts_with("httpc: no DWARF")).count(), 1, "{}", r.stdout);
+
+    let Ok(sql) = support::toolchain::build("sqlprog", "local", stripped) else { panic!("no stripped sqlprog") };
+    let r = trace(&["sql"], &sql, "25");
+    let t = truths(&r.stdout);
+    let objects = json(&r.stdout);
+    let n = |k: &str| truth_n(&t, k);
+    let one = |v: u64| -> BTreeMap<String, u64> { [("?".to_string(), v)].into_iter().collect() };
+    assert_eq!(counts(&objects, "@sql_execs"), one(n("creates") + n("inserts") + n("exec_errors")), "{}", r.stdout);
+    assert_eq!(counts(&objects, "@sql_queries"), one(n("point_queries") + n("count_queries") + n("query_errors")));
+    assert_eq!(counts(&objects, "@sql_errors"), one(n("query_errors") + n("exec_errors")));
+    assert_eq!(printed(&objects).iter().filter(|l| l.starts_with("sql: no DWARF")).count(), 1, "{}", r.stdout);
+}
