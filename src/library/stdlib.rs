@@ -5,6 +5,7 @@
 /// Every stdlib library: its name (what `use "NAME"` and `gtrace NAME` take) and text.
 pub const LIBRARIES: &[(&str, &str)] = &[
     ("gc", include_str!("../../stdlib/gc.gt")),
+    ("grpc", include_str!("../../stdlib/grpc.gt")),
     ("http", include_str!("../../stdlib/http.gt")),
     ("httpclient", include_str!("../../stdlib/httpclient.gt")),
     ("lock", include_str!("../../stdlib/lock.gt")),
