@@ -16,28 +16,10 @@ use serde_json::Value;
 use support::{gtrace, privileged, Run};
 
 /// The grpc-go versions tested: the oldest and the newest the library's header names.
-const VERSIONS: &[&str] = &["v1.69.0", "v1.85.0"];
+const VERSIONS: &[&str] = support::GRPC_VERSIONS;
 
-/// tests/go/grpcprog built against grpc-go `version` (with extra `go build` flags), cached
-/// under target/gobin like every test program: its main.go with that version's go.mod and
-/// go.sum, put together under target/grpcprog/VERSION.
 fn grpcprog(version: &str, flags: &[&str]) -> PathBuf {
-    let src = support::root().join("tests/go/grpcprog");
-    let dir = support::root().join("target/grpcprog").join(version);
-    std::fs::create_dir_all(&dir).expect("create the build folder");
-    let copy = |from: PathBuf, name: &str| {
-        let text = std::fs::read(&from).unwrap_or_else(|e| panic!("{}: {e}", from.display()));
-        // Written only when it changed, so concurrent tests never see a half-written file.
-        if std::fs::read(dir.join(name)).ok().as_deref() != Some(&text[..]) {
-            let tmp = support::unique_tmp(&dir, name);
-            std::fs::write(&tmp, &text).expect("write");
-            std::fs::rename(&tmp, dir.join(name)).expect("rename");
-        }
-    };
-    copy(src.join("main.go"), "main.go");
-    copy(src.join("mods").join(version).join("go.mod"), "go.mod");
-    copy(src.join("mods").join(version).join("go.sum"), "go.sum");
-    support::go_build_at(&dir, &format!("grpcprog-{version}"), flags)
+    support::grpcprog(version, flags)
 }
 
 /// `gtrace grpc ARGS -f json -c 'PROGRAM ROUNDS'`; must succeed.
@@ -231,4 +213,32 @@ fn grpc_costs_what_its_header_says() {
     assert_eq!(hits("(*ClientStream).Read"), msgs("recv_msgs", "client|"));
     assert_eq!(hits("(*http2Server).write"), msgs("sent_msgs", "server|"));
     assert!(hits("(*http2Client).write") >= msgs("sent_msgs", "client|"));
+}
+
+/// `--check` of the library on every build the tests trace (no privileges needed), and
+/// `gtrace http` on the gRPC server: one error that says there is no net/http server in
+/// it and names the library that fits, not an error for each of http's probes.
+#[test]
+fn grpc_checks_on_every_build_and_http_on_a_grpc_server_names_grpc() {
+    for version in VERSIONS {
+        for flags in [&[][..], &["-ldflags=-s -w"][..]] {
+            let program = grpcprog(version, flags);
+            let r = support::check_against(&["grpc"], &program);
+            assert_eq!(r.code, 0, "{version} {flags:?}: {}", r.stderr);
+            assert!(r.stderr.contains("grpc: ok,"), "{}", r.stderr);
+
+            let r = support::check_against(&["http"], &program);
+            assert_eq!(r.code, 1, "{}", r.stderr);
+            assert_eq!(r.stderr.matches("error:").count(), 1, "one error: {}", r.stderr);
+            assert!(r.stderr.contains("has no net/http server"), "{}", r.stderr);
+            assert!(r.stderr.contains("`gtrace grpc`"), "{}", r.stderr);
+            assert!(!r.stderr.contains("stdlib/http.gt:"), "not an error per probe: {}", r.stderr);
+        }
+    }
+    // A program without grpc-go: the same, for grpc.
+    let web = support::go_build("httpserver", &[]);
+    let r = support::check_against(&["grpc"], &web);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("has no gRPC server or client"), "{}", r.stderr);
+    assert!(r.stderr.contains("`gtrace http`"), "{}", r.stderr);
 }

@@ -13,6 +13,22 @@ pub const LIBRARIES: &[(&str, &str)] = &[
     ("sql", include_str!("../../stdlib/sql.gt")),
 ];
 
+/// What a program must have for each stdlib library that probes a package, said when
+/// the library is run on a program without it (`applies`). The others (gc, lock,
+/// sched) need only the Go runtime.
+const NEEDS: &[(&str, &str)] = &[
+    ("grpc", "gRPC server or client (google.golang.org/grpc)"),
+    ("http", "net/http server (net/http, or golang.org/x/net/http2)"),
+    ("httpclient", "net/http client (net/http.Client)"),
+    ("sql", "database/sql"),
+];
+
+/// What a program must have for the stdlib library `name` ("net/http server ..."), or
+/// None when the Go runtime is enough.
+pub fn needs(name: &str) -> Option<&'static str> {
+    NEEDS.iter().find(|(n, _)| *n == name).map(|(_, needs)| *needs)
+}
+
 /// The text of the stdlib library `name`.
 pub fn get(name: &str) -> Option<&'static str> {
     LIBRARIES.iter().find(|(n, _)| *n == name).map(|(_, text)| *text)

@@ -34,6 +34,38 @@ pub fn go_build_env(dir: &str, extra_flags: &[&str], env: &[(&str, &str)]) -> Pa
     go_build_dir(&root().join("tests/go").join(dir), dir, extra_flags, env)
 }
 
+/// The grpc-go versions tests/go/grpcprog is built with (tests/go/grpcprog/mods/VERSION):
+/// the oldest and the newest the grpc library's header names.
+pub const GRPC_VERSIONS: &[&str] = &["v1.69.0", "v1.85.0"];
+
+/// tests/go/grpcprog built against grpc-go `version` (with extra `go build` flags), cached
+/// under target/gobin like every test program: its main.go with that version's go.mod and
+/// go.sum, put together under target/grpcprog/VERSION.
+pub fn grpcprog(version: &str, flags: &[&str]) -> PathBuf {
+    grpcprog_env(version, flags, &[])
+}
+
+/// `grpcprog` with extra environment variables, e.g. `[("GOARCH", "arm64")]`.
+pub fn grpcprog_env(version: &str, flags: &[&str], env: &[(&str, &str)]) -> PathBuf {
+    let src = root().join("tests/go/grpcprog");
+    let dir = root().join("target/grpcprog").join(version);
+    std::fs::create_dir_all(&dir).expect("create the build folder");
+    let copy = |from: PathBuf, name: &str| {
+        let text = std::fs::read(&from).unwrap_or_else(|e| panic!("{}: {e}", from.display()));
+        // Written only when it changed, and by a rename: a test building at the same
+        // time never sees a half-written file.
+        if std::fs::read(dir.join(name)).ok().as_deref() != Some(&text[..]) {
+            let tmp = unique_tmp(&dir, name);
+            std::fs::write(&tmp, &text).expect("write");
+            std::fs::rename(&tmp, dir.join(name)).expect("rename");
+        }
+    };
+    copy(src.join("main.go"), "main.go");
+    copy(src.join("mods").join(version).join("go.mod"), "go.mod");
+    copy(src.join("mods").join(version).join("go.sum"), "go.sum");
+    go_build_at_env(&dir, &format!("grpcprog-{version}"), flags, env)
+}
+
 /// Builds the Go program in `src` (e.g. examples/worker) like `go_build`, as
 /// `target/gobin/<name>-<hash>`.
 pub fn go_build_at(src: &Path, name: &str, extra_flags: &[&str]) -> PathBuf {
