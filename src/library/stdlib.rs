@@ -9,6 +9,7 @@ pub const LIBRARIES: &[(&str, &str)] = &[
     ("http", include_str!("../../stdlib/http.gt")),
     ("httpclient", include_str!("../../stdlib/httpclient.gt")),
     ("lock", include_str!("../../stdlib/lock.gt")),
+    ("pgx", include_str!("../../stdlib/pgx.gt")),
     ("sched", include_str!("../../stdlib/sched.gt")),
     ("sql", include_str!("../../stdlib/sql.gt")),
 ];
@@ -20,6 +21,7 @@ const NEEDS: &[(&str, &str)] = &[
     ("grpc", "gRPC server or client (google.golang.org/grpc)"),
     ("http", "net/http server (net/http, or golang.org/x/net/http2)"),
     ("httpclient", "net/http client (net/http.Client)"),
+    ("pgx", "PostgreSQL client (github.com/jackc/pgx/v5)"),
     ("sql", "database/sql"),
 ];
 

@@ -10,6 +10,7 @@ pub mod container;
 pub mod processes;
 pub mod prometheus;
 pub mod rng;
+pub mod servers;
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
@@ -38,17 +39,23 @@ pub fn go_build_env(dir: &str, extra_flags: &[&str], env: &[(&str, &str)]) -> Pa
 /// the oldest and the newest the grpc library's header names.
 pub const GRPC_VERSIONS: &[&str] = &["v1.69.0", "v1.85.0"];
 
-/// tests/go/grpcprog built against grpc-go `version` (with extra `go build` flags), cached
-/// under target/gobin like every test program: its main.go with that version's go.mod and
-/// go.sum, put together under target/grpcprog/VERSION.
+/// tests/go/grpcprog built against grpc-go `version` (with extra `go build` flags).
 pub fn grpcprog(version: &str, flags: &[&str]) -> PathBuf {
-    grpcprog_env(version, flags, &[])
+    versioned("grpcprog", version, flags, &[])
 }
 
 /// `grpcprog` with extra environment variables, e.g. `[("GOARCH", "arm64")]`.
 pub fn grpcprog_env(version: &str, flags: &[&str], env: &[(&str, &str)]) -> PathBuf {
-    let src = root().join("tests/go/grpcprog");
-    let dir = root().join("target/grpcprog").join(version);
+    versioned("grpcprog", version, flags, env)
+}
+
+/// A test program built against one version of a library from the Go module proxy:
+/// tests/go/PROG's main.go with the go.mod and go.sum of tests/go/PROG/mods/VERSION, put
+/// together under target/PROG/VERSION and built like every test program (cached under
+/// target/gobin by a hash of its sources, flags and environment).
+pub fn versioned(prog: &str, version: &str, flags: &[&str], env: &[(&str, &str)]) -> PathBuf {
+    let src = root().join("tests/go").join(prog);
+    let dir = root().join("target").join(prog).join(version);
     std::fs::create_dir_all(&dir).expect("create the build folder");
     let copy = |from: PathBuf, name: &str| {
         let text = std::fs::read(&from).unwrap_or_else(|e| panic!("{}: {e}", from.display()));
@@ -63,7 +70,7 @@ pub fn grpcprog_env(version: &str, flags: &[&str], env: &[(&str, &str)]) -> Path
     copy(src.join("main.go"), "main.go");
     copy(src.join("mods").join(version).join("go.mod"), "go.mod");
     copy(src.join("mods").join(version).join("go.sum"), "go.sum");
-    go_build_at_env(&dir, &format!("grpcprog-{version}"), flags, env)
+    go_build_at_env(&dir, &format!("{prog}-{version}"), flags, env)
 }
 
 /// Builds the Go program in `src` (e.g. examples/worker) like `go_build`, as
