@@ -16,7 +16,7 @@ use std::path::Path;
 use serde_json::Value;
 use support::{gtrace, privileged, Run};
 
-const PGX_VERSIONS: &[&str] = &["v5.7.2", "v5.12.0"];
+const PGX_VERSIONS: &[&str] = support::PGX_VERSIONS;
 
 /// `gtrace LIBRARY ARGS -f json -c 'PROGRAM PROGRAM_ARGS'`; must succeed.
 fn trace(library: &str, args: &[&str], program: &Path, program_args: &str) -> Run {

@@ -335,13 +335,8 @@ fn every_stdlib_library_checks_against_a_program_using_its_packages() {
     // the runtime and sync.Mutex that gc, sched and lock need.
     let web = httpserver();
     let db = sqlprog();
-    let grpc = support::grpcprog(support::GRPC_VERSIONS[1], &[]);
     for name in &names {
-        let bin = match name.as_str() {
-            "sql" => &db,
-            "grpc" => &grpc,
-            _ => &web,
-        };
+        let bin = &support::program_using(name, None);
         let r = support::check_against(&[name], bin);
         assert_eq!(r.code, 0, "gtrace {name} --check -b {}:\n{}", bin.display(), r.stderr);
         assert!(r.stderr.contains("ok,"), "{}", r.stderr);

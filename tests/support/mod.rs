@@ -39,6 +39,25 @@ pub fn go_build_env(dir: &str, extra_flags: &[&str], env: &[(&str, &str)]) -> Pa
 /// the oldest and the newest the grpc library's header names.
 pub const GRPC_VERSIONS: &[&str] = &["v1.69.0", "v1.85.0"];
 
+/// The pgx versions tests/go/pgxprog is built with (tests/go/pgxprog/mods/VERSION): the
+/// oldest and the newest the pgx library's header names.
+pub const PGX_VERSIONS: &[&str] = &["v5.7.2", "v5.12.0"];
+
+/// A program that uses what the stdlib library `name` probes, for `--check` and compile
+/// tests of every library, built for `goarch` (None: this host's): grpc, pgx and redis
+/// have their own test programs, sql sqlprog, and every other httpserver (net/http,
+/// and the runtime that gc, lock and sched probe).
+pub fn program_using(name: &str, goarch: Option<&str>) -> PathBuf {
+    let env: Vec<(&str, &str)> = goarch.map(|a| ("GOARCH", a)).into_iter().collect();
+    let last = |v: &[&'static str]| v[v.len() - 1];
+    match name {
+        "grpc" => versioned("grpcprog", last(GRPC_VERSIONS), &[], &env),
+        "pgx" => versioned("pgxprog", last(PGX_VERSIONS), &[], &env),
+        "sql" => go_build_env("sqlprog", &[], &env),
+        _ => go_build_env("httpserver", &[], &env),
+    }
+}
+
 /// tests/go/grpcprog built against grpc-go `version` (with extra `go build` flags).
 pub fn grpcprog(version: &str, flags: &[&str]) -> PathBuf {
     versioned("grpcprog", version, flags, &[])
