@@ -172,3 +172,103 @@ fn pgx_costs_what_its_header_says() {
     assert_eq!(hits(&r.stderr, "(*NoticeResponse).Decode "), notices);
     assert_eq!(hits(&r.stderr, "on return github.com/jackc/pgx/v5/pgproto3.(*ErrorResponse).Decode"), errors + notices);
 }
+
+// ---- redis -------------------------------------------------------------------------------
+
+const REDIS_VERSIONS: &[&str] = support::REDIS_VERSIONS;
+
+fn redis(test: &str) -> Option<support::servers::Redis> {
+    let r = support::servers::Redis::start();
+    if r.is_none() {
+        support::skip(test, "no redis-server here (apt-get install redis-server)");
+    }
+    r
+}
+
+/// The program's errors by command and error line, the line cut where gtrace cuts
+/// strings (64 bytes, the default --string-limit).
+fn redis_errors(out: &str) -> BTreeMap<String, u64> {
+    let mut m = BTreeMap::new();
+    for (k, v) in truth_of(out, "errors") {
+        let (name, line) = k.split_once('|').expect("NAME|LINE");
+        *m.entry(format!("{name}|{}", &line[..line.len().min(64)])).or_insert(0) += v;
+    }
+    m
+}
+
+#[test]
+fn redis_counts_commands_and_error_replies_on_the_oldest_and_newest_go_redis() {
+    let test = "redis_counts_commands_and_error_replies_on_the_oldest_and_newest_go_redis";
+    if !privileged(test) {
+        return;
+    }
+    let Some(server) = redis(test) else { return };
+    let args = format!("{} 3", server.socket.display());
+    for version in REDIS_VERSIONS {
+        let program = support::versioned("redisprog", version, &[], &[]);
+        let r = trace("redis", &["--map-size", "@redis_latency=256"], &program, &args);
+        let objects = json(&r.stdout);
+        let calls = truth_of(&r.stdout, "calls");
+        // 2 goroutines, 3 rounds of 12 commands, 3 of them refused by the server.
+        assert_eq!(calls.values().sum::<u64>(), 2 * 3 * 12, "{version}");
+        assert_eq!(counts(&objects, "@redis_commands"), calls, "{version}:\n{}", r.stdout);
+        let errors = redis_errors(&r.stdout);
+        assert_eq!(errors.values().sum::<u64>(), 2 * 3 * 3, "{version}");
+        assert_eq!(counts(&objects, "@redis_errors"), errors, "{version}:\n{}", r.stdout);
+        assert_eq!(hist_total(&objects, "@redis_latency"), calls.values().sum::<u64>(), "{version}: latency");
+        assert!(!r.stdout.contains("no DWARF") && !r.stderr.contains("refused"), "{version}: {}", r.stderr);
+    }
+}
+
+/// Stripped: every command under `?`, every error under `?|?`, said once.
+#[test]
+fn redis_on_a_stripped_build_counts_commands_and_errors_and_says_what_it_cannot_read() {
+    let test = "redis_on_a_stripped_build_counts_commands_and_errors_and_says_what_it_cannot_read";
+    if !privileged(test) {
+        return;
+    }
+    let Some(server) = redis(test) else { return };
+    let program = support::versioned("redisprog", REDIS_VERSIONS[1], &["-ldflags=-s -w"], &[]);
+    let r = trace("redis", &[], &program, &format!("{} 2", server.socket.display()));
+    let objects = json(&r.stdout);
+    let said: Vec<&Value> = objects
+        .iter()
+        .filter(|o| o["type"] == "printf" && o["text"].as_str().is_some_and(|t| t.contains("no DWARF")))
+        .collect();
+    assert_eq!(said.len(), 1, "said once: {}", r.stdout);
+    assert_eq!(counts(&objects, "@redis_commands"), all_under(&truth_of(&r.stdout, "calls"), "?"));
+    assert_eq!(counts(&objects, "@redis_errors"), all_under(&truth_of(&r.stdout, "errors"), "?|?"));
+}
+
+/// What a command costs, as the header says: all entries; its start, its writing and
+/// its connection's return once each, one hit for each string argument written.
+#[test]
+fn redis_costs_what_its_header_says() {
+    let test = "redis_costs_what_its_header_says";
+    if !privileged(test) {
+        return;
+    }
+    let Some(server) = redis(test) else { return };
+    let program = support::versioned("redisprog", REDIS_VERSIONS[1], &[], &[]);
+    let cmd = format!("{} {} 2", program.display(), server.socket.display());
+    let r = gtrace(&["redis", "--stats", "--map-size", "@redis_latency=256", "-c", &cmd]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(!r.stderr.contains("on return"), "no RET is probed: {}", r.stderr);
+    let n = |prefix: &str| truth_of(&r.stdout, prefix).values().sum::<u64>();
+    let (commands, errors, strings) = (n("calls"), n("errors"), support::truth(&r.stdout, "string_args") as u64);
+    // A new connection's HELLO is an attempt of its own (not counted: it ends in no
+    // pool's Put), before the command that needed the connection.
+    let attempts = hits(&r.stderr, "(*baseClient)._process ");
+    assert!(attempts >= commands && attempts <= commands + 16, "{attempts} attempts of {commands} commands");
+    assert_eq!(hits(&r.stderr, "  github.com/redis/go-redis/v9/internal/pool.(*ConnPool).Put "), commands);
+    // A new connection's own commands (HELLO, CLIENT SETINFO) are written too, and
+    // CLIENT SETINFO is refused by redis before 7.2: a few more hits than the commands'.
+    let (writes, bytes, error_replies) = (
+        hits(&r.stderr, "(*Writer).WriteArgs "),
+        hits(&r.stderr, "(*Writer).bytes "),
+        hits(&r.stderr, "ParseErrorReply "),
+    );
+    assert!(writes >= commands && writes <= commands + 3 * 16, "{writes} writes of {commands} commands");
+    assert!(bytes >= strings && bytes <= strings + 10 * 16, "{bytes} strings written, {strings} in the commands");
+    assert!(error_replies >= errors && error_replies <= errors + 16, "{error_replies} error replies for {errors}");
+}

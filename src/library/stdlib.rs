@@ -10,6 +10,7 @@ pub const LIBRARIES: &[(&str, &str)] = &[
     ("httpclient", include_str!("../../stdlib/httpclient.gt")),
     ("lock", include_str!("../../stdlib/lock.gt")),
     ("pgx", include_str!("../../stdlib/pgx.gt")),
+    ("redis", include_str!("../../stdlib/redis.gt")),
     ("sched", include_str!("../../stdlib/sched.gt")),
     ("sql", include_str!("../../stdlib/sql.gt")),
 ];
@@ -22,6 +23,7 @@ const NEEDS: &[(&str, &str)] = &[
     ("http", "net/http server (net/http, or golang.org/x/net/http2)"),
     ("httpclient", "net/http client (net/http.Client)"),
     ("pgx", "PostgreSQL client (github.com/jackc/pgx/v5)"),
+    ("redis", "redis client (github.com/redis/go-redis/v9)"),
     ("sql", "database/sql"),
 ];
 

@@ -43,6 +43,10 @@ pub const GRPC_VERSIONS: &[&str] = &["v1.69.0", "v1.85.0"];
 /// oldest and the newest the pgx library's header names.
 pub const PGX_VERSIONS: &[&str] = &["v5.7.2", "v5.12.0"];
 
+/// The go-redis versions tests/go/redisprog is built with (tests/go/redisprog/mods/VERSION):
+/// the oldest and the newest the redis library's header names.
+pub const REDIS_VERSIONS: &[&str] = &["v9.7.0", "v9.23.0"];
+
 /// A program that uses what the stdlib library `name` probes, for `--check` and compile
 /// tests of every library, built for `goarch` (None: this host's): grpc, pgx and redis
 /// have their own test programs, sql sqlprog, and every other httpserver (net/http,
@@ -53,6 +57,7 @@ pub fn program_using(name: &str, goarch: Option<&str>) -> PathBuf {
     match name {
         "grpc" => versioned("grpcprog", last(GRPC_VERSIONS), &[], &env),
         "pgx" => versioned("pgxprog", last(PGX_VERSIONS), &[], &env),
+        "redis" => versioned("redisprog", last(REDIS_VERSIONS), &[], &env),
         "sql" => go_build_env("sqlprog", &[], &env),
         _ => go_build_env("httpserver", &[], &env),
     }
