@@ -250,6 +250,10 @@ fn grpc_checks_on_every_build_and_http_on_a_grpc_server_names_grpc() {
             assert!(!r.stderr.contains("stdlib/http.gt:"), "not an error per probe: {}", r.stderr);
         }
     }
+    // With the runtime's libraries at once: no name is defined twice.
+    let all = "use \"gc\"\nuse \"sched\"\nuse \"lock\"\nuse \"grpc\"\n";
+    let r = support::check_against(&["-e", all], &grpcprog(VERSIONS[1], &[]));
+    assert_eq!(r.code, 0, "{all}: {}", r.stderr);
     // A program without grpc-go: the same, for grpc.
     let web = support::go_build("httpserver", &[]);
     let r = support::check_against(&["grpc"], &web);
