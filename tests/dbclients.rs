@@ -82,6 +82,14 @@ fn all_under(m: &BTreeMap<String, u64>, key: &str) -> BTreeMap<String, u64> {
     [(key.to_string(), n)].into_iter().collect()
 }
 
+/// The trap class --stats gives the probe whose label contains `probe` (push, step, branch).
+fn trap<'a>(stderr: &'a str, probe: &str) -> &'a str {
+    let line = stderr.lines().find(|l| l.contains(probe)).unwrap_or_else(|| panic!("no {probe} in {stderr}"));
+    line.split_whitespace()
+        .find(|w| ["push", "step", "branch"].contains(w))
+        .unwrap_or_else(|| panic!("no trap: {line}"))
+}
+
 /// The hits --stats counted for the probe whose label contains `probe`.
 fn hits(stderr: &str, probe: &str) -> u64 {
     let line = stderr.lines().find(|l| l.contains(probe)).unwrap_or_else(|| panic!("no {probe} in {stderr}"));
@@ -171,6 +179,11 @@ fn pgx_costs_what_its_header_says() {
     assert!(notices > 0, "DROP TABLE IF EXISTS of tables not there sends notices");
     assert_eq!(hits(&r.stderr, "(*NoticeResponse).Decode "), notices);
     assert_eq!(hits(&r.stderr, "on return github.com/jackc/pgx/v5/pgproto3.(*ErrorResponse).Decode"), errors + notices);
+    // The entries trap on an emulated PUSH; the error's return is single-stepped.
+    for probe in ["(*Conn).Exec ", "(*Conn).Query ", "(*CommandComplete).Decode ", "(*NoticeResponse).Decode "] {
+        assert_eq!(trap(&r.stderr, probe), "push", "{probe}");
+    }
+    assert_eq!(trap(&r.stderr, "on return github.com/jackc/pgx/v5/pgproto3.(*ErrorResponse).Decode"), "step");
 }
 
 // ---- redis -------------------------------------------------------------------------------
@@ -271,4 +284,10 @@ fn redis_costs_what_its_header_says() {
     assert!(writes >= commands && writes <= commands + 3 * 16, "{writes} writes of {commands} commands");
     assert!(bytes >= strings && bytes <= strings + 10 * 16, "{bytes} strings written, {strings} in the commands");
     assert!(error_replies >= errors && error_replies <= errors + 16, "{error_replies} error replies for {errors}");
+    for probe in ["(*baseClient)._process ", "(*Writer).WriteArgs ", "(*Writer).bytes ", "(*ConnPool).Remove "] {
+        assert_eq!(trap(&r.stderr, probe), "push", "{probe}");
+    }
+    // ParseErrorReply is inlined into the reader: its site is an instruction the kernel
+    // single-steps (an error reply's one dear hit).
+    assert_eq!(trap(&r.stderr, "ParseErrorReply "), "step");
 }

@@ -212,6 +212,14 @@ fn grpc_costs_what_its_header_says() {
         line.split_whitespace().find_map(|w| w.parse().ok()).expect("hits")
     };
     assert!(!r.stderr.contains("on return"), "no RET is probed: {}", r.stderr);
+    // Every probe, the goroutines' exit included, traps on an emulated PUSH (after the
+    // stack check), none single-stepped.
+    let probes: Vec<&str> =
+        r.stderr.lines().filter(|l| l.starts_with("on entry") || l.starts_with("goroutine exit")).collect();
+    assert_eq!(probes.len(), 9, "{}", r.stderr);
+    for line in probes {
+        assert!(line.split_whitespace().any(|w| w == "push"), "not a PUSH: {line}");
+    }
     assert_eq!(hits("(*Server).handleStream"), side("server"));
     assert_eq!(hits("writeStatus"), side("server"));
     assert_eq!(hits("newClientStream"), side("client"));
