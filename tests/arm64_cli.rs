@@ -42,9 +42,8 @@ fn every_stdlib_library_checks_against_arm64_programs_using_its_packages() {
     let names = support::stdlib_names();
     // httpserver has net/http (server and client), sqlprog database/sql; libs the runtime
     // and sync.Mutex that gc, sched and lock probe, on every toolchain.
-    let (web, db) = (arm64("httpserver"), arm64("sqlprog"));
     for name in &names {
-        let bin = if name == "sql" { &db } else { &web };
+        let bin = &support::program_using(name, Some("arm64"));
         let r = check_against(&[name], bin);
         assert_eq!(r.code, 0, "gtrace {name} --check -b {}:\n{}", bin.display(), r.stderr);
         assert!(r.stderr.contains("ok,") && r.stderr.contains("not verified by the kernel"), "{}", r.stderr);

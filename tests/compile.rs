@@ -52,10 +52,8 @@ fn assert_whole(what: &str, c: &Compiled) {
 
 #[test]
 fn every_stdlib_library_compiles_to_a_whole_object() {
-    let web = support::go_build("httpserver", &[]);
-    let db = support::go_build("sqlprog", &[]);
     for (name, _) in library::stdlib::LIBRARIES {
-        let bin = if *name == "sql" { &db } else { &web };
+        let bin = &support::program_using(name, None);
         let c = compiled_root(library::root_from_stdlib(name).expect("embedded"), bin);
         assert!(c.script_probes > 0, "{name}");
         assert_whole(name, &c);

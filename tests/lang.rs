@@ -203,3 +203,43 @@ fn lhist_bounds_are_checked() {
     check("on entry main.sample { @h = lhist(v, -9223372036854775807, 9223372036854775807, 18483711496702958) }")
         .unwrap();
 }
+
+/// String keys of one map may come from strings of different lengths: literals of
+/// different lengths and Go strings share the map's keys (the longest of them), and a
+/// string is the same key wherever it is written.
+#[test]
+fn string_keys_of_different_lengths_are_one_map() {
+    if !privileged("string_keys_of_different_lengths_are_one_map") {
+        return;
+    }
+    let r = trace(
+        r#"on entry main.store {
+               @k[s] = count()
+               if len(s) == 4 { @k["beta"] = count() } else { @k["not four letters"] = count() }
+           }"#,
+        true,
+    );
+    // What main.store was given: the last string of every other `go recall` line.
+    let stored: Vec<String> = r
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("go recall "))
+        .step_by(2)
+        .map(|l| l.split_whitespace().last().unwrap().to_string())
+        .collect();
+    assert_eq!(stored.len(), 4);
+    let mut want = std::collections::BTreeMap::new();
+    for s in &stored {
+        *want.entry(s.clone()).or_insert(0u64) += 1;
+        let k = if s.len() == 4 { s.clone() } else { "not four letters".to_string() };
+        *want.entry(k).or_insert(0) += 1;
+    }
+    let objects = json(&r.stdout);
+    let got: std::collections::BTreeMap<String, u64> = map(&objects, "@k")["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["keys"]["s"].as_str().unwrap().to_string(), e["value"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(got, want, "{}", r.stdout);
+}

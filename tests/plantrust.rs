@@ -101,10 +101,8 @@ fn every_plan_gtrace_writes_validates() {
 
 #[test]
 fn every_stdlib_library_and_example_plan_validates() {
-    let web = support::go_build("httpserver", &[]);
-    let db = support::go_build("sqlprog", &[]);
     for (name, _) in library::stdlib::LIBRARIES {
-        let bin = if *name == "sql" { &db } else { &web };
+        let bin = &support::program_using(name, None);
         let target = Target::open(bin).unwrap();
         let root = library::root_from_stdlib(name).expect("embedded");
         let c = compile(root, &target, &options()).unwrap_or_else(|r| panic!("{name}: {}", r.render(false)));

@@ -357,7 +357,7 @@ fn every_stdlib_library_checks_against_a_program_using_its_packages() {
     let web = httpserver();
     let db = sqlprog();
     for name in &names {
-        let bin = if name == "sql" { &db } else { &web };
+        let bin = &support::program_using(name, None);
         let r = support::check_against(&[name], bin);
         assert_eq!(r.code, 0, "gtrace {name} --check -b {}:\n{}", bin.display(), r.stderr);
         assert!(r.stderr.contains("ok,"), "{}", r.stderr);

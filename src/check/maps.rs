@@ -70,8 +70,7 @@ impl MapTable {
             self.maps.insert(name.to_string(), MapInfo { keys, key_names, value, span });
             return;
         };
-        let key_layout = |k: &[Ty]| k.iter().map(|t| t.value_type()).collect::<Vec<_>>();
-        if key_layout(&existing.keys) != key_layout(&keys) {
+        if !widen_keys(&mut existing.keys, &keys) {
             diags.push(
                 Diagnostic::error(span, format!("{} is used with different keys", display_name(name)))
                     .label(format!("keys here: [{}]", describe(&keys)))
@@ -179,6 +178,29 @@ fn check_names(map: &str, names: &[KeyName], diags: &mut Diagnostics) {
             diags.push(d);
         }
     }
+}
+
+/// Whether `keys` fit the map's keys `have`: the same kinds, one by one. A string key
+/// takes the longest of the strings used for it (a literal is as long as its text): the
+/// key is built in a zeroed slot of the map's size, so a shorter string is the same key
+/// wherever it is written (`@m["OK"]` and `@m["NotFound"]` are one map).
+fn widen_keys(have: &mut [Ty], keys: &[Ty]) -> bool {
+    if have.len() != keys.len() {
+        return false;
+    }
+    let same = |a: &Ty, b: &Ty| match (a, b) {
+        (Ty::Str { .. }, Ty::Str { .. }) => true,
+        _ => a.value_type() == b.value_type(),
+    };
+    if !have.iter().zip(keys).all(|(a, b)| same(a, b)) {
+        return false;
+    }
+    for (a, b) in have.iter_mut().zip(keys) {
+        if let (Ty::Str { max: a }, Ty::Str { max: b }) = (a, b) {
+            *a = (*a).max(*b);
+        }
+    }
+    true
 }
 
 fn describe(keys: &[Ty]) -> String {

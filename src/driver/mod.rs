@@ -88,6 +88,9 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
         print_stdout(&listing)?;
         return Ok(0);
     }
+    if let Some(name) = stdlib_by_name(cli) {
+        library::applies::check(name, &target).map_err(|e| Failure::message(e.to_string(), Some(&e.hint())))?;
+    }
     let grown = size_to_target(&mut opts.lowering, &process, &target);
     let compiled = compile::compile(root(cli)?, &target, &opts)?;
     check_map_sizes(cli, &compiled)?;
@@ -242,6 +245,14 @@ fn check_same_build(planned: &Binary, here: &Binary) -> Result<(), Failure> {
              ids stay)",
         ),
     ))
+}
+
+/// The stdlib library the script is, when it is given by name (`gtrace http`).
+fn stdlib_by_name(cli: &Cli) -> Option<&str> {
+    match (&cli.expr, &cli.script) {
+        (None, Some(path)) if !path.exists() => path.to_str().filter(|n| library::stdlib::get(n).is_some()),
+        _ => None,
+    }
 }
 
 /// The script: `-e TEXT`, a file, or a stdlib library by name.

@@ -6,8 +6,10 @@
 //!
 //! The steps, one module each: `resolve` (finding and parsing files), `merge` (one table
 //! of names, each defined once), `params` (values of the settings), `inline` (helpers
-//! and params substituted into the probes), `stdlib` (the embedded libraries).
+//! and params substituted into the probes), `stdlib` (the embedded libraries), `applies`
+//! (whether a stdlib library run by name fits the program).
 
+pub mod applies;
 mod inline;
 mod merge;
 mod params;

@@ -10,6 +10,7 @@ pub mod container;
 pub mod processes;
 pub mod prometheus;
 pub mod rng;
+pub mod servers;
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
@@ -32,6 +33,68 @@ pub fn go_build(dir: &str, extra_flags: &[&str]) -> PathBuf {
 /// `go_build` with extra environment variables, e.g. `[("GOARCH", "arm64")]`.
 pub fn go_build_env(dir: &str, extra_flags: &[&str], env: &[(&str, &str)]) -> PathBuf {
     go_build_dir(&root().join("tests/go").join(dir), dir, extra_flags, env)
+}
+
+/// The grpc-go versions tests/go/grpcprog is built with (tests/go/grpcprog/mods/VERSION):
+/// the oldest and the newest the grpc library's header names.
+pub const GRPC_VERSIONS: &[&str] = &["v1.69.0", "v1.85.0"];
+
+/// The pgx versions tests/go/pgxprog is built with (tests/go/pgxprog/mods/VERSION): the
+/// oldest and the newest the pgx library's header names.
+pub const PGX_VERSIONS: &[&str] = &["v5.7.2", "v5.12.0"];
+
+/// The go-redis versions tests/go/redisprog is built with (tests/go/redisprog/mods/VERSION):
+/// the oldest and the newest the redis library's header names.
+pub const REDIS_VERSIONS: &[&str] = &["v9.7.0", "v9.23.0"];
+
+/// A program that uses what the stdlib library `name` probes, for `--check` and compile
+/// tests of every library, built for `goarch` (None: this host's): grpc, pgx and redis
+/// have their own test programs, sql sqlprog, and every other httpserver (net/http,
+/// and the runtime that gc, lock and sched probe).
+pub fn program_using(name: &str, goarch: Option<&str>) -> PathBuf {
+    let env: Vec<(&str, &str)> = goarch.map(|a| ("GOARCH", a)).into_iter().collect();
+    let last = |v: &[&'static str]| v[v.len() - 1];
+    match name {
+        "grpc" => versioned("grpcprog", last(GRPC_VERSIONS), &[], &env),
+        "pgx" => versioned("pgxprog", last(PGX_VERSIONS), &[], &env),
+        "redis" => versioned("redisprog", last(REDIS_VERSIONS), &[], &env),
+        "sql" => go_build_env("sqlprog", &[], &env),
+        _ => go_build_env("httpserver", &[], &env),
+    }
+}
+
+/// tests/go/grpcprog built against grpc-go `version` (with extra `go build` flags).
+pub fn grpcprog(version: &str, flags: &[&str]) -> PathBuf {
+    versioned("grpcprog", version, flags, &[])
+}
+
+/// `grpcprog` with extra environment variables, e.g. `[("GOARCH", "arm64")]`.
+pub fn grpcprog_env(version: &str, flags: &[&str], env: &[(&str, &str)]) -> PathBuf {
+    versioned("grpcprog", version, flags, env)
+}
+
+/// A test program built against one version of a library from the Go module proxy:
+/// tests/go/PROG's main.go with the go.mod and go.sum of tests/go/PROG/mods/VERSION, put
+/// together under target/PROG/VERSION and built like every test program (cached under
+/// target/gobin by a hash of its sources, flags and environment).
+pub fn versioned(prog: &str, version: &str, flags: &[&str], env: &[(&str, &str)]) -> PathBuf {
+    let src = root().join("tests/go").join(prog);
+    let dir = root().join("target").join(prog).join(version);
+    std::fs::create_dir_all(&dir).expect("create the build folder");
+    let copy = |from: PathBuf, name: &str| {
+        let text = std::fs::read(&from).unwrap_or_else(|e| panic!("{}: {e}", from.display()));
+        // Written only when it changed, and by a rename: a test building at the same
+        // time never sees a half-written file.
+        if std::fs::read(dir.join(name)).ok().as_deref() != Some(&text[..]) {
+            let tmp = unique_tmp(&dir, name);
+            std::fs::write(&tmp, &text).expect("write");
+            std::fs::rename(&tmp, dir.join(name)).expect("rename");
+        }
+    };
+    copy(src.join("main.go"), "main.go");
+    copy(src.join("mods").join(version).join("go.mod"), "go.mod");
+    copy(src.join("mods").join(version).join("go.sum"), "go.sum");
+    go_build_at_env(&dir, &format!("{prog}-{version}"), flags, env)
 }
 
 /// Builds the Go program in `src` (e.g. examples/worker) like `go_build`, as

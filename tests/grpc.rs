@@ -1,0 +1,271 @@
+//! `gtrace grpc` end to end, on a real gRPC server and client (tests/go/grpcprog: the
+//! interop TestService of google.golang.org/grpc, from the Go module proxy) built with
+//! the oldest and the newest grpc-go the library names (the go.mod and go.sum of each
+//! under tests/go/grpcprog/mods/VERSION). The program counts its own calls by side,
+//! method and code, and the messages each side sent and received; the maps gtrace
+//! prints must equal them exactly. Also on a stripped build (-s -w), where the library
+//! says what it cannot read and counts the rest. Needs root, like every end-to-end
+//! test (SKIP said loudly without it, a failure with CI=true).
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde_json::Value;
+use support::{gtrace, privileged, Run};
+
+/// The grpc-go versions tested: the oldest and the newest the library's header names.
+const VERSIONS: &[&str] = support::GRPC_VERSIONS;
+
+fn grpcprog(version: &str, flags: &[&str]) -> PathBuf {
+    support::grpcprog(version, flags)
+}
+
+/// `gtrace grpc ARGS -f json -c 'PROGRAM ROUNDS'`; must succeed.
+fn trace(args: &[&str], program: &std::path::Path, rounds: u32) -> Run {
+    let cmd = format!("{} {rounds}", program.display());
+    let mut all = vec!["grpc"];
+    all.extend(args);
+    all.extend(["-f", "json", "-c", &cmd]);
+    let r = gtrace(&all);
+    assert_eq!(r.code, 0, "gtrace {all:?}:\nstdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("Attached"), "{}", r.stderr);
+    r
+}
+
+/// The program's own `key=value` lines.
+fn truths(out: &str) -> BTreeMap<String, u64> {
+    out.lines()
+        .filter(|l| !l.starts_with('{'))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.parse().unwrap_or_else(|_| panic!("not a number: {l}", l = v))))
+        .collect()
+}
+
+/// The truths whose key starts with `prefix|`, without it.
+fn truth_of(t: &BTreeMap<String, u64>, prefix: &str) -> BTreeMap<String, u64> {
+    let p = format!("{prefix}|");
+    t.iter().filter_map(|(k, v)| k.strip_prefix(&p).map(|k| (k.to_string(), *v))).collect()
+}
+
+fn json(out: &str) -> Vec<Value> {
+    out.lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect()
+}
+
+/// Map `name`'s entries at exit: keys in the script's order joined by `|` -> value.
+fn entries(objects: &[Value], name: &str) -> BTreeMap<String, Value> {
+    let Some(map) = objects.iter().filter(|o| o["type"] == "map" && o["name"] == name).last() else {
+        return BTreeMap::new();
+    };
+    let names: Vec<&str> = map["key_names"].as_array().expect("key_names").iter().filter_map(|n| n.as_str()).collect();
+    let text = |v: &Value| v.as_str().map(String::from).unwrap_or_else(|| v.to_string());
+    map["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .map(|e| (names.iter().map(|n| text(&e["keys"][*n])).collect::<Vec<_>>().join("|"), e["value"].clone()))
+        .collect()
+}
+
+/// A stats() map's message counts and byte totals, by key.
+fn stats(objects: &[Value], name: &str) -> (BTreeMap<String, u64>, BTreeMap<String, u64>) {
+    let e = entries(objects, name);
+    let field = |f: &str| e.iter().map(|(k, v)| (k.clone(), v[f].as_u64().expect("a number"))).collect();
+    (field("count"), field("sum"))
+}
+
+fn counts(objects: &[Value], name: &str) -> BTreeMap<String, u64> {
+    entries(objects, name).into_iter().map(|(k, v)| (k, v.as_u64().expect("a count"))).collect()
+}
+
+/// Every call in a latency histogram: its buckets' counts, by key.
+fn hist_totals(objects: &[Value], name: &str) -> BTreeMap<String, u64> {
+    entries(objects, name)
+        .into_iter()
+        .map(|(k, v)| (k, v.as_array().expect("buckets").iter().map(|b| b["count"].as_u64().expect("count")).sum()))
+        .collect()
+}
+
+/// Each histogram's exact greatest value (its entry's `max`), by key.
+fn hist_max(objects: &[Value], name: &str) -> BTreeMap<String, u64> {
+    let map = objects.iter().filter(|o| o["type"] == "map" && o["name"] == name).last().expect("map printed");
+    let names: Vec<&str> = map["key_names"].as_array().expect("key_names").iter().filter_map(|n| n.as_str()).collect();
+    map["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .map(|e| {
+            let key = names.iter().map(|n| e["keys"][*n].as_str().unwrap_or_default()).collect::<Vec<_>>().join("|");
+            (key, e["max"].as_u64().expect("max"))
+        })
+        .collect()
+}
+
+/// Sums the values of `m` by the first `parts` parts of their keys.
+fn by_prefix(m: &BTreeMap<String, u64>, parts: usize) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for (k, v) in m {
+        let key = k.split('|').take(parts).collect::<Vec<_>>().join("|");
+        *out.entry(key).or_insert(0) += v;
+    }
+    out
+}
+
+/// Calls by side, method and code; messages sent and received by side and method (their
+/// number and bytes); latency: every call in its side and method's histogram.
+fn assert_equal_to_the_programs(r: &Run, label: &str) {
+    let t = truths(&r.stdout);
+    let objects = json(&r.stdout);
+    let calls = truth_of(&t, "calls");
+    // 3 rounds of 14, 13 and 14 calls a side: unary, streaming, errors, unknown method.
+    assert_eq!(calls.values().sum::<u64>(), 2 * 41, "{label}: {calls:?}");
+    assert!(calls.keys().any(|k| k.ends_with("|DeadlineExceeded")), "{label}: {calls:?}");
+    assert_eq!(counts(&objects, "@grpc_calls"), calls, "{label}:\n{}", r.stdout);
+
+    let (sent_n, sent_bytes) = stats(&objects, "@grpc_sent");
+    assert_eq!(sent_n, truth_of(&t, "sent_msgs"), "{label}: messages sent");
+    assert_eq!(sent_bytes, truth_of(&t, "sent"), "{label}: bytes sent");
+    let (recv_n, recv_bytes) = stats(&objects, "@grpc_recv");
+    assert_eq!(recv_n, truth_of(&t, "recv_msgs"), "{label}: messages received");
+    assert_eq!(recv_bytes, truth_of(&t, "recv"), "{label}: bytes received");
+
+    assert_eq!(hist_totals(&objects, "@grpc_latency"), by_prefix(&calls, 2), "{label}: latency");
+    // The calls the client's deadline (30ms) ended took that long on both sides.
+    let max = hist_max(&objects, "@grpc_latency");
+    for side in ["client", "server"] {
+        let ns = max[&format!("{side}|/grpc.testing.TestService/UnaryCall")];
+        assert!(ns >= 25_000_000, "{label}: {side}'s slowest UnaryCall took {ns}ns, under the 30ms deadline");
+    }
+    assert!(!r.stdout.contains("no DWARF"), "{label}: {}", r.stdout);
+    assert!(!r.stderr.contains("refused"), "{label}: {}", r.stderr);
+}
+
+#[test]
+fn grpc_counts_calls_by_method_and_code_on_the_oldest_and_newest_grpc_go() {
+    if !privileged("grpc_counts_calls_by_method_and_code_on_the_oldest_and_newest_grpc_go") {
+        return;
+    }
+    for version in VERSIONS {
+        let program = grpcprog(version, &[]);
+        // The latency histograms are preallocated: 14 new keys in the first
+        // milliseconds outrun the kernel's per-CPU allocator (said at exit otherwise).
+        let r = trace(&["--map-size", "@grpc_latency=256"], &program, 3);
+        assert_equal_to_the_programs(&r, version);
+    }
+}
+
+/// Stripped (-s -w): one line says what cannot be read; calls are counted by side with
+/// their latency, received messages by side with their sizes.
+#[test]
+fn grpc_on_a_stripped_build_counts_calls_by_side_and_says_what_it_cannot_read() {
+    if !privileged("grpc_on_a_stripped_build_counts_calls_by_side_and_says_what_it_cannot_read") {
+        return;
+    }
+    let version = VERSIONS[VERSIONS.len() - 1];
+    let program = grpcprog(version, &["-ldflags=-s -w"]);
+    let r = trace(&[], &program, 3);
+    let t = truths(&r.stdout);
+    let objects = json(&r.stdout);
+    let said: Vec<&Value> = objects.iter().filter(|o| o["type"] == "printf").collect();
+    assert_eq!(said.len(), 1, "said once: {said:?}");
+    assert!(said[0]["text"].as_str().is_some_and(|s| s.contains("no DWARF")), "{said:?}");
+
+    let per_side = |m: &BTreeMap<String, u64>| by_prefix(m, 1);
+    let calls: BTreeMap<String, u64> =
+        per_side(&truth_of(&t, "calls")).into_iter().map(|(k, v)| (format!("{k}|?|?"), v)).collect();
+    assert_eq!(counts(&objects, "@grpc_calls"), calls, "{}", r.stdout);
+    let latency = hist_totals(&objects, "@grpc_latency");
+    assert_eq!(latency.values().sum::<u64>(), calls.values().sum::<u64>(), "{}", r.stdout);
+
+    let (recv_n, recv_bytes) = stats(&objects, "@grpc_recv");
+    let with_q = |m: BTreeMap<String, u64>| m.into_iter().map(|(k, v)| (format!("{k}|?"), v)).collect();
+    assert_eq!(recv_n, with_q(per_side(&truth_of(&t, "recv_msgs"))));
+    assert_eq!(recv_bytes, with_q(per_side(&truth_of(&t, "recv"))));
+    assert!(entries(&objects, "@grpc_sent").is_empty(), "sizes sent cannot be read stripped");
+}
+
+/// What one call costs, as the library's header says: entry probes only (no RET), and
+/// per unary call 4 hits on the server's side and 5 on the client's (the client's stream
+/// is closed twice), with --stats.
+#[test]
+fn grpc_costs_what_its_header_says() {
+    if !privileged("grpc_costs_what_its_header_says") {
+        return;
+    }
+    let program = grpcprog(VERSIONS[VERSIONS.len() - 1], &[]);
+    let cmd = format!("{} 3", program.display());
+    let r = gtrace(&["grpc", "--stats", "--map-size", "@grpc_latency=256", "-c", &cmd]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let t = truths(&r.stdout);
+    let calls = truth_of(&t, "calls");
+    let side = |s: &str| calls.iter().filter(|(k, _)| k.starts_with(&format!("{s}|"))).map(|(_, v)| v).sum::<u64>();
+    let hits = |probe: &str| -> u64 {
+        let line = r
+            .stderr
+            .lines()
+            .find(|l| l.contains(&format!("{probe} ")))
+            .unwrap_or_else(|| panic!("{probe}: {}", r.stderr));
+        line.split_whitespace().find_map(|w| w.parse().ok()).expect("hits")
+    };
+    assert!(!r.stderr.contains("on return"), "no RET is probed: {}", r.stderr);
+    // Every probe, the goroutines' exit included, traps on an emulated PUSH (after the
+    // stack check), none single-stepped.
+    let probes: Vec<&str> =
+        r.stderr.lines().filter(|l| l.starts_with("on entry") || l.starts_with("goroutine exit")).collect();
+    assert_eq!(probes.len(), 9, "{}", r.stderr);
+    for line in probes {
+        assert!(line.split_whitespace().any(|w| w == "push"), "not a PUSH: {line}");
+    }
+    assert_eq!(hits("(*Server).handleStream"), side("server"));
+    assert_eq!(hits("writeStatus"), side("server"));
+    assert_eq!(hits("newClientStream"), side("client"));
+    // A stream is closed by the transport when its status arrives, and again by the
+    // client when it finishes (counted once); a few are closed a third time (a
+    // cancelled call's stream, by the client's cancel and by the server's reset).
+    let closes = hits("closeStream");
+    let n = side("client");
+    assert!(closes >= 2 * n - 2 && closes <= 2 * n + 6, "{closes} closes for {n} calls");
+    // A read per message received; a write per message sent, and on the client one
+    // more for each end of a stream sent alone (CloseSend after the last message).
+    let msgs = |k: &str, s: &str| truth_of(&t, k).iter().filter(|(k, _)| k.starts_with(s)).map(|(_, v)| v).sum::<u64>();
+    assert_eq!(hits("(*ServerStream).Read"), msgs("recv_msgs", "server|"));
+    assert_eq!(hits("(*ClientStream).Read"), msgs("recv_msgs", "client|"));
+    assert_eq!(hits("(*http2Server).write"), msgs("sent_msgs", "server|"));
+    assert!(hits("(*http2Client).write") >= msgs("sent_msgs", "client|"));
+}
+
+/// `--check` of the library on every build the tests trace (no privileges needed), and
+/// `gtrace http` on the gRPC server: one error that says there is no net/http server in
+/// it and names the library that fits, not an error for each of http's probes.
+#[test]
+fn grpc_checks_on_every_build_and_http_on_a_grpc_server_names_grpc() {
+    for version in VERSIONS {
+        for flags in [&[][..], &["-ldflags=-s -w"][..]] {
+            let program = grpcprog(version, flags);
+            let r = support::check_against(&["grpc"], &program);
+            assert_eq!(r.code, 0, "{version} {flags:?}: {}", r.stderr);
+            assert!(r.stderr.contains("grpc: ok,"), "{}", r.stderr);
+
+            let r = support::check_against(&["http"], &program);
+            assert_eq!(r.code, 1, "{}", r.stderr);
+            assert_eq!(r.stderr.matches("error:").count(), 1, "one error: {}", r.stderr);
+            assert!(r.stderr.contains("has no net/http server"), "{}", r.stderr);
+            assert!(r.stderr.contains("`gtrace grpc`"), "{}", r.stderr);
+            assert!(!r.stderr.contains("stdlib/http.gt:"), "not an error per probe: {}", r.stderr);
+        }
+    }
+    // With the runtime's libraries at once: no name is defined twice.
+    let all = "use \"gc\"\nuse \"sched\"\nuse \"lock\"\nuse \"grpc\"\n";
+    let r = support::check_against(&["-e", all], &grpcprog(VERSIONS[1], &[]));
+    assert_eq!(r.code, 0, "{all}: {}", r.stderr);
+    // A program without grpc-go: the same, for grpc.
+    let web = support::go_build("httpserver", &[]);
+    let r = support::check_against(&["grpc"], &web);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("has no gRPC server or client"), "{}", r.stderr);
+    assert!(r.stderr.contains("`gtrace http`"), "{}", r.stderr);
+}
