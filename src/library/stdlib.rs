@@ -8,6 +8,7 @@ pub const LIBRARIES: &[(&str, &str)] = &[
     ("http", include_str!("../../stdlib/http.gt")),
     ("httpclient", include_str!("../../stdlib/httpclient.gt")),
     ("lock", include_str!("../../stdlib/lock.gt")),
+    ("offcpu", include_str!("../../stdlib/offcpu.gt")),
     ("sched", include_str!("../../stdlib/sched.gt")),
     ("sql", include_str!("../../stdlib/sql.gt")),
 ];
