@@ -5,6 +5,7 @@
 //! (`runtime::Loaded` owns the links) and a started command never outlives the trace.
 
 pub mod budget;
+mod live;
 pub mod measured;
 mod pictures;
 pub mod stats;
@@ -90,6 +91,9 @@ fn session(
     process: Process,
     args: &TraceArgs,
 ) -> Result<Option<runtime::Ended>, Halt> {
+    if args.live {
+        live::check(process.command.is_some())?;
+    }
     let stop = runtime::signals::install();
     let plan = &bundle.plan;
     // An address in use or a name that cannot be exported fails before anything loads.
@@ -130,6 +134,11 @@ fn session(
     let traced = Traced { binary: &file, name: &process.shown, pid: traced_pid, module: target.module_path() };
     export.start(&loaded, attached, &traced)?;
     let mut sink = export.sink(output::sink(args.format));
+    // With --live, what the script prints is kept while the view holds the terminal.
+    let recent = std::sync::Arc::new(std::sync::Mutex::new(output::live::deferred::Recent::default()));
+    if args.live {
+        sink = Box::new(output::live::deferred::Deferred::new(sink, recent.clone()));
+    }
     let mut symbols = TargetSymbols::new(target, None, traced_pid);
     loaded.run_begin();
     // `exit()` in `on begin` ends the trace before a -c command starts.
@@ -145,8 +154,15 @@ fn session(
                 std::thread::sleep(Duration::from_millis(1));
             }
         }
-        let until = (&process, child.as_mut(), args, stop, &export);
+        // Opened after the sink: dropped first, so the terminal is back before the
+        // sink writes what it kept, on every way out.
+        let mut view = match args.live {
+            true => Some(output::live::Live::open(live_title(args, &process), recent).map_err(live::failure)?),
+            false => None,
+        };
+        let until = (&process, child.as_mut(), args, stop, &export, view.as_mut());
         run_until_stopped(&mut loaded, plan, &mut symbols, sink.as_mut(), until, &mut costs)?;
+        drop(view);
     }
     // Before gtrace kills a command still running: only its own end is the target's. A
     // Ctrl-C reaches the command too (one process group): then its end is the stop
@@ -203,9 +219,25 @@ fn wait_for_baseline(before: Option<measured::Reading>) {
     }
 }
 
+/// `SCRIPT on TARGET`, the live view's title.
+fn live_title(args: &TraceArgs, process: &Process) -> String {
+    let target = match process.pid {
+        Some(pid) => format!("{} (pid {pid})", process.shown.display()),
+        None => process.shown.display().to_string(),
+    };
+    format!("{} on {target}", args.script)
+}
+
 /// What ends a trace: the traced process (and the command gtrace started), the
-/// arguments (--duration), the signal flag.
-type Until<'a> = (&'a Process, Option<&'a mut HeldChild>, &'a TraceArgs, &'a std::sync::atomic::AtomicBool, &'a Export);
+/// arguments (--duration), the signal flag, q in the live view.
+type Until<'a> = (
+    &'a Process,
+    Option<&'a mut HeldChild>,
+    &'a TraceArgs,
+    &'a std::sync::atomic::AtomicBool,
+    &'a Export,
+    Option<&'a mut output::live::Live>,
+);
 
 /// Handles events until a stop condition: `exit()`, a signal, --duration, the end of
 /// the traced process, the budget leaving nothing attached (but a -c command runs to its
@@ -218,7 +250,7 @@ fn run_until_stopped(
     until: Until<'_>,
     costs: &mut budget::Costs,
 ) -> Result<(), Halt> {
-    let (process, mut child, args, stop, export) = until;
+    let (process, mut child, args, stop, export, mut view) = until;
     let started = Instant::now();
     loop {
         symbols.learn_bias();
@@ -257,6 +289,11 @@ fn run_until_stopped(
         if export.stats_due() {
             if let Ok(stats) = costs.meter.collect(loaded, plan) {
                 export.publish(&stats);
+            }
+        }
+        if let Some(v) = view.as_deref_mut() {
+            if live::turn(v, loaded, plan, symbols, costs)? {
+                return Ok(());
             }
         }
     }

@@ -1,0 +1,74 @@
+//! The trace's side of `--live` (the view itself is crate::output::live): refusing it
+//! where it cannot draw, and at each turn of the trace loop reading the keys and, once a
+//! second, the maps and gtrace's own numbers for a redraw.
+
+use super::{budget, stats, Halt};
+use crate::diag::Failure;
+use crate::output::live::{Asked, Live, TerminalError};
+use crate::output::{self, MapDump};
+use crate::plan::{MapRole, Plan};
+use crate::runtime::Loaded;
+
+/// `--live` is refused before anything loads when standard output is not a terminal,
+/// and with -c, whose command writes to the same terminal.
+pub fn check(command: bool) -> Result<(), Failure> {
+    if command {
+        return Err(Failure::message(
+            "--live cannot trace a command started with -c: its output would be drawn over",
+            Some("start the program yourself and trace it with -p PID (or -b BINARY)"),
+        ));
+    }
+    Live::check().map_err(failure)
+}
+
+/// A terminal error as the one way gtrace reports failures.
+pub fn failure(e: TerminalError) -> Failure {
+    match e {
+        TerminalError::NotATerminal => Failure::message(
+            e.to_string(),
+            Some(
+                "run it in a terminal, or leave out --live to print the maps at exit (`-f json` for a program to read)",
+            ),
+        ),
+        TerminalError::Io { .. } => Failure::system(&e, None),
+    }
+}
+
+/// Reads the keys, and redraws when a second has passed: true when the view was asked
+/// to close.
+pub fn turn(
+    view: &mut Live,
+    loaded: &Loaded,
+    plan: &Plan,
+    symbols: &super::symbols::TargetSymbols,
+    costs: &budget::Costs,
+) -> Result<bool, Halt> {
+    if view.keys().map_err(failure)? == Asked::Quit {
+        return Ok(true);
+    }
+    if view.due() {
+        let maps = read_maps(loaded, plan, &costs.meter.detached, symbols)?;
+        let stats = costs.meter.collect(loaded, plan).ok();
+        view.draw(&maps, stats.as_ref()).map_err(failure)?;
+    }
+    Ok(false)
+}
+
+/// Every user map as it is now, named and marked partial as when printed.
+fn read_maps(
+    loaded: &Loaded,
+    plan: &Plan,
+    detached: &[stats::Detached],
+    symbols: &super::symbols::TargetSymbols,
+) -> Result<Vec<MapDump>, Halt> {
+    let mut maps = Vec::new();
+    for spec in plan.maps.iter().filter(|s| matches!(s.role, MapRole::User { .. })) {
+        let raw = loaded.map_entries(&spec.object_name)?;
+        if let Some(mut dump) = output::decode_map(spec, &raw, plan) {
+            output::name_map(&mut dump, symbols);
+            dump.partial = output::stats::partial(plan, &spec.object_name, detached);
+            maps.push(dump);
+        }
+    }
+    Ok(maps)
+}
