@@ -191,7 +191,8 @@ pub struct TraceArgs {
 
     /// Redraw the maps in the terminal every second (full screen: each map sorted by
     /// value with rates per second and percentiles, each probe's cost, the budget); q
-    /// quits and prints the maps as usual. Standard output must be a terminal.
+    /// quits and prints the maps as usual. Standard output must be a terminal; a -c
+    /// command's output is shown in the view and written whole when it closes.
     #[arg(long)]
     pub live: bool,
 

@@ -2,13 +2,12 @@
 //! tests/go/live (which calls main.work at a steady pace and prints its own counts)
 //! with -p. `tmux capture-pane` must show the view redrawn with growing counts and a
 //! rate per second; q must close it, give the terminal back and print the maps, whose
-//! counts equal the program's own. Off a terminal, --live is refused with a clear
-//! message. Needs root (CAP_BPF + CAP_PERFMON) and tmux (Debian's package): without
+//! counts equal the program's own; with -c, the command's output is shown in the view
+//! and written whole at the end. Off a terminal, --live is refused with a clear message. Needs root (CAP_BPF + CAP_PERFMON) and tmux (Debian's package): without
 //! them these tests say SKIP, except on CI (CI=true), where they fail.
 
 mod support;
 
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use support::processes::{Lines, Owned};
@@ -44,7 +43,8 @@ impl Program {
     }
 }
 
-/// A tmux session of its own (its own server socket), killed when the test ends.
+/// A tmux session of its own (its own server socket, one a test), killed when the test
+/// ends.
 struct Tmux {
     socket: String,
 }
@@ -58,7 +58,9 @@ impl Tmux {
 
     /// Runs `command` in a new 160x60 pane; the pane stays after it ends.
     fn start(command: &str) -> Tmux {
-        let t = Tmux { socket: format!("gtrace-live-{}", std::process::id()) };
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let t = Tmux { socket: format!("gtrace-live-{}-{n}", std::process::id()) };
         let status = t
             .tmux()
             .args(["-f", "/dev/null", "new-session", "-d", "-s", "live", "-x", "160", "-y", "60"])
@@ -183,8 +185,33 @@ fn live_is_refused_when_standard_output_is_not_a_terminal() {
     assert!(r.stderr.contains("error: --live draws on a terminal, and standard output is not one"), "{}", r.stderr);
     assert!(r.stderr.contains("hint: run it in a terminal"), "{}", r.stderr);
     assert!(!r.stderr.contains("Attached"), "refused only after attaching:\n{}", r.stderr);
-    let cmd = format!("{} 1 1ms", Path::new(&support::go_build("live", &[])).display());
-    let r = support::gtrace(&["--live", "-e", SCRIPT, "-c", &cmd]);
-    assert_eq!(r.code, 1, "{}", r.stderr);
-    assert!(r.stderr.contains("--live cannot trace a command started with -c"), "{}", r.stderr);
+}
+
+/// With -c the command's output comes through gtrace: its last lines are shown in the
+/// view, and all of it is written when the view closes (here when the command ends),
+/// before the maps, whose counts equal the command's own.
+#[test]
+fn live_view_of_a_command_shows_its_output_and_writes_it_all_at_the_end() {
+    let test = "live_view_of_a_command_shows_its_output_and_writes_it_all_at_the_end";
+    if !privileged(test) || !have_tmux(test) {
+        return;
+    }
+    let program = support::go_build("live", &[]);
+    let gtrace = env!("CARGO_BIN_EXE_gtrace");
+    // Its stdin is /dev/null under --live: it does not wait for "go".
+    let tmux = Tmux::start(&format!("{gtrace} --live -e '{SCRIPT}' -c '{} 150 20ms'", program.display()));
+    let shown = tmux.wait_for(Duration::from_secs(30), |s| {
+        s.contains("the command's output") && view_row(s, "@calls").is_some_and(|(n, _)| n > 0)
+    });
+    let shown = shown.unwrap_or_else(|| panic!("the view shows no output of the command:\n{}", tmux.capture()));
+    let below: Vec<&str> = shown.lines().skip_while(|l| !l.starts_with("the command's output")).collect();
+    assert!(below.contains(&"ready"), "the command's first line is not shown:\n{shown}");
+    let end = tmux.wait_for(Duration::from_secs(30), |s| s.contains("gtrace-exit="));
+    let end = end.unwrap_or_else(|| panic!("gtrace does not end with the command:\n{}", tmux.capture()));
+    assert!(end.contains("gtrace-exit=0"), "{end}");
+    let lines: Vec<&str> = end.lines().collect();
+    let at = |want: &str| lines.iter().position(|l| l.starts_with(want)).unwrap_or_else(|| panic!("no {want}:\n{end}"));
+    let calls = truth(lines[at("calls=")], "calls");
+    assert!(at("ready") < at("calls=") && at("calls=") < at("@calls: "), "out of order:\n{end}");
+    assert_eq!(lines[at("@calls: ")], format!("@calls: {calls}"), "{end}");
 }

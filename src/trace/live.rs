@@ -1,5 +1,5 @@
 //! The trace's side of `--live` (the view itself is crate::output::live): refusing it
-//! where it cannot draw, and at each turn of the trace loop reading the keys and, once a
+//! off a terminal, and at each turn of the trace loop reading the keys and, once a
 //! second, the maps and gtrace's own numbers for a redraw.
 
 use super::{budget, stats, Halt};
@@ -9,15 +9,8 @@ use crate::output::{self, MapDump};
 use crate::plan::{MapRole, Plan};
 use crate::runtime::Loaded;
 
-/// `--live` is refused before anything loads when standard output is not a terminal,
-/// and with -c, whose command writes to the same terminal.
-pub fn check(command: bool) -> Result<(), Failure> {
-    if command {
-        return Err(Failure::message(
-            "--live cannot trace a command started with -c: its output would be drawn over",
-            Some("start the program yourself and trace it with -p PID (or -b BINARY)"),
-        ));
-    }
+/// `--live` is refused before anything loads when standard output is not a terminal.
+pub fn check() -> Result<(), Failure> {
     Live::check().map_err(failure)
 }
 

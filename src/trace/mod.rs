@@ -92,7 +92,7 @@ fn session(
     args: &TraceArgs,
 ) -> Result<Option<runtime::Ended>, Halt> {
     if args.live {
-        live::check(process.command.is_some())?;
+        live::check()?;
     }
     let stop = runtime::signals::install();
     let plan = &bundle.plan;
@@ -101,9 +101,13 @@ fn session(
     let mut loaded = runtime::load(&bundle.object, plan).map_err(|e| verifier::failure(e, plan))?;
     let budget = crate::cli::Budget::percent(args.budget, process.command.is_some());
     let calibration = stats::start_costs(&mut loaded, args.wants_costs(process.command.is_some()));
-    let mut child: Option<HeldChild> = match &process.command {
-        Some(argv) => Some(runtime::spawn_held(argv)?),
-        None => None,
+    // With --live the command's output comes through pipes: the view holds the terminal.
+    let (mut child, mut captured): (Option<HeldChild>, _) = match &process.command {
+        Some(argv) => {
+            let (child, captured) = runtime::spawn_held_with(argv, args.live)?;
+            (Some(child), captured)
+        }
+        None => (None, None),
     };
     let scope = match (process.pid, &child) {
         (Some(pid), _) => Scope::Process(pid),
@@ -157,7 +161,9 @@ fn session(
         // Opened after the sink: dropped first, so the terminal is back before the
         // sink writes what it kept, on every way out.
         let mut view = match args.live {
-            true => Some(output::live::Live::open(live_title(args, &process), recent).map_err(live::failure)?),
+            true => Some(
+                output::live::Live::open(live_title(args, &process), recent, captured.take()).map_err(live::failure)?,
+            ),
             false => None,
         };
         let until = (&process, child.as_mut(), args, stop, &export, view.as_mut());

@@ -6,8 +6,10 @@
 //!
 //! `terminal` holds the screen (crossterm through ratatui), `view` makes the lines of a
 //! redraw from the maps and gtrace's own numbers (pure), `rates` the rates between two
-//! redraws, `deferred` keeps what the script prints while the view is open.
+//! redraws, `deferred` keeps what the script prints while the view is open, `command`
+//! what a command started with -c writes meanwhile.
 
+pub mod command;
 pub mod deferred;
 pub mod rates;
 pub mod terminal;
@@ -25,7 +27,8 @@ use terminal::{Key, Screen};
 /// How often the view is redrawn.
 pub const PERIOD: Duration = Duration::from_secs(1);
 
-/// The open view.
+/// The open view. Its fields drop in order: the terminal is given back before the
+/// command's kept output is written.
 pub struct Live {
     screen: Screen,
     title: String,
@@ -36,6 +39,8 @@ pub struct Live {
     recent: Arc<Mutex<Recent>>,
     /// The lines of the last redraw, drawn again when a key scrolls them.
     last: Vec<Line<'static>>,
+    /// The output of a command started with -c.
+    command: Option<command::CommandOutput>,
 }
 
 /// What the view asks of the trace after its keys were read.
@@ -52,12 +57,18 @@ impl Live {
     }
 
     /// Opens the view; the first redraw is at once. `recent` is what the script's
-    /// `Deferred` sink shows of its printed lines.
-    pub fn open(title: String, recent: Arc<Mutex<Recent>>) -> Result<Live, TerminalError> {
+    /// `Deferred` sink shows of its printed lines; `captured`, the output of a command
+    /// started with -c.
+    pub fn open(
+        title: String,
+        recent: Arc<Mutex<Recent>>,
+        captured: Option<crate::runtime::Captured>,
+    ) -> Result<Live, TerminalError> {
         let screen = Screen::open()?;
         let now = Instant::now();
         let rates = rates::Rates::new(now);
-        Ok(Live { screen, title, started: now, next: now, rates, scroll: 0, recent, last: Vec::new() })
+        let command = captured.map(command::CommandOutput::start);
+        Ok(Live { screen, title, started: now, next: now, rates, scroll: 0, recent, last: Vec::new(), command })
     }
 
     /// Whether a redraw is due.
@@ -93,6 +104,7 @@ impl Live {
             Ok(r) => (r.lines.iter().cloned().collect::<Vec<_>>(), r.total),
             Err(_) => (Vec::new(), 0),
         };
+        let command = self.command.as_ref().map(|c| c.recent()).unwrap_or_default();
         let snapshot = view::Snapshot {
             title: &self.title,
             elapsed: now.saturating_duration_since(self.started),
@@ -100,6 +112,7 @@ impl Live {
             stats,
             printed: &printed,
             printed_total: total,
+            command: self.command.as_ref().map(|_| command.as_slice()),
         };
         self.last = view::lines(&snapshot, &mut self.rates, self.screen.width());
         self.screen.draw(self.last.clone(), self.scroll)

@@ -26,6 +26,8 @@ pub struct Snapshot<'a> {
     /// The last lines the script printed, oldest first, and how many it printed in all.
     pub printed: &'a [String],
     pub printed_total: u64,
+    /// The last lines of a command started with -c (None without one).
+    pub command: Option<&'a [String]>,
 }
 
 fn bold() -> Style {
@@ -58,6 +60,11 @@ pub fn lines(s: &Snapshot, rates: &mut Rates, width: u16) -> Vec<Line<'static>> 
         let head = format!("printed ({} lines; all of them print when the view closes)", thousands(s.printed_total));
         out.push(Line::styled(head, bold()));
         out.extend(s.printed.iter().map(|l| Line::raw(cut(l, width as usize))));
+    }
+    if let Some(lines) = s.command {
+        out.push(Line::raw(""));
+        out.push(Line::styled("the command's output (all of it prints when the view closes)", bold()));
+        out.extend(lines.iter().map(|l| Line::raw(cut(l, width as usize))));
     }
     out
 }
@@ -320,8 +327,15 @@ mod tests {
         };
         let mut rates = Rates::new(Instant::now());
         let maps = [dump];
-        let s =
-            Snapshot { title: "t", elapsed: Duration::ZERO, maps: &maps, stats: None, printed: &[], printed_total: 0 };
+        let s = Snapshot {
+            title: "t",
+            elapsed: Duration::ZERO,
+            maps: &maps,
+            stats: None,
+            printed: &[],
+            printed_total: 0,
+            command: None,
+        };
         let out = text(&lines(&s, &mut rates, 100));
         assert!(out.iter().any(|l| l == "@lat  (partial: on entry main.f detached by --budget after 0.2s)"), "{out:?}");
         let header = out.iter().find(|l| l.contains("p50")).expect("a header");
