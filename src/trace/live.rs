@@ -5,8 +5,8 @@
 use super::{budget, stats, Halt};
 use crate::diag::Failure;
 use crate::output::live::{Asked, Live, TerminalError};
-use crate::output::{self, MapDump};
-use crate::plan::{MapRole, Plan};
+use crate::output::MapDump;
+use crate::plan::Plan;
 use crate::runtime::Loaded;
 
 /// `--live` is refused before anything loads when standard output is not a terminal.
@@ -47,7 +47,7 @@ pub fn turn(
     Ok(false)
 }
 
-/// Every user map as it is now, named and marked partial as when printed.
+/// Every user map as it is now, empty ones too (not the private `@_name` ones).
 fn read_maps(
     loaded: &Loaded,
     plan: &Plan,
@@ -55,13 +55,9 @@ fn read_maps(
     symbols: &super::symbols::TargetSymbols,
 ) -> Result<Vec<MapDump>, Halt> {
     let mut maps = Vec::new();
-    for spec in plan.maps.iter().filter(|s| matches!(s.role, MapRole::User { .. })) {
-        let raw = loaded.map_entries(&spec.object_name)?;
-        if let Some(mut dump) = output::decode_map(spec, &raw, plan) {
-            output::name_map(&mut dump, symbols);
-            dump.partial = output::stats::partial(plan, &spec.object_name, detached);
-            maps.push(dump);
-        }
+    // Not the private `@_name` maps, as at exit.
+    for spec in plan.maps.iter().filter(|s| s.role.is_shown_user()) {
+        maps.extend(super::read_map(loaded, plan, spec, detached, symbols)?);
     }
     Ok(maps)
 }

@@ -168,7 +168,9 @@ fn session(
         };
         let until = (&process, child.as_mut(), args, stop, &export, view.as_mut());
         run_until_stopped(&mut loaded, plan, &mut symbols, sink.as_mut(), until, &mut costs)?;
+        // The terminal back, then what the script printed meanwhile, before the rest.
         drop(view);
+        written(sink.flush())?;
     }
     // Before gtrace kills a command still running: only its own end is the target's. A
     // Ctrl-C reaches the command too (one process group): then its end is the stop
@@ -354,17 +356,30 @@ fn print_maps(
         if !wanted {
             continue;
         }
-        let raw = loaded.map_entries(&spec.object_name)?;
-        if raw.is_empty() {
-            continue;
-        }
-        if let Some(mut dump) = output::decode_map(spec, &raw, plan) {
-            output::name_map(&mut dump, symbols);
-            dump.partial = output::stats::partial(plan, &spec.object_name, detached);
+        if let Some(dump) = read_map(loaded, plan, spec, detached, symbols)?.filter(|d| !d.entries.is_empty()) {
             written(sink.map(&dump))?;
         }
     }
     Ok(())
+}
+
+/// A user map as it is now (None for gtrace's own maps): decoded, named, and marked
+/// partial when a probe that writes it was detached.
+fn read_map(
+    loaded: &Loaded,
+    plan: &Plan,
+    spec: &crate::plan::MapSpec,
+    detached: &[stats::Detached],
+    symbols: &TargetSymbols,
+) -> Result<Option<output::MapDump>, Halt> {
+    if !matches!(spec.role, MapRole::User { .. }) {
+        return Ok(None);
+    }
+    let raw = loaded.map_entries(&spec.object_name)?;
+    let Some(mut dump) = output::decode_map(spec, &raw, plan) else { return Ok(None) };
+    output::name_map(&mut dump, symbols);
+    dump.partial = output::stats::partial(plan, &spec.object_name, detached);
+    Ok(Some(dump))
 }
 
 /// The programs read the registers of the plan's architecture, in the kernel's layout for
