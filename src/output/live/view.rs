@@ -298,6 +298,7 @@ mod tests {
             stats: None,
             printed: &[],
             printed_total: 0,
+            command: None,
         };
         let out = text(&lines(&s, &mut rates, 100));
         let at =
@@ -342,6 +343,26 @@ mod tests {
         assert_eq!(header.split_whitespace().collect::<Vec<_>>(), ["key", "count", "/s", "p50", "p90", "p99", "max"]);
         let row = out.iter().find(|l| l.trim_start().starts_with('-')).expect("the row");
         assert_eq!(row.split_whitespace().collect::<Vec<_>>(), ["-", "100", "-", "1us", "1us", "1us", "5us"]);
+    }
+
+    #[test]
+    fn the_last_lines_of_a_command_and_of_the_script_are_at_the_bottom() {
+        let mut rates = Rates::new(Instant::now());
+        let (printed, command) = (["slow: 12ms".to_string()], ["ready".to_string(), "serving".to_string()]);
+        let s = Snapshot {
+            title: "t",
+            elapsed: Duration::ZERO,
+            maps: &[],
+            stats: None,
+            printed: &printed,
+            printed_total: 7,
+            command: Some(&command),
+        };
+        let out = text(&lines(&s, &mut rates, 100));
+        let at = out.iter().position(|l| l.starts_with("printed (7 lines")).unwrap_or_else(|| panic!("{out:?}"));
+        let want =
+            ["slow: 12ms", "", "the command's output (all of it prints when the view closes)", "ready", "serving"];
+        assert_eq!(out[at + 1..], want, "{out:?}");
     }
 
     #[test]
