@@ -64,7 +64,11 @@ impl Tmux {
         let status = t
             .tmux()
             .args(["-f", "/dev/null", "new-session", "-d", "-s", "live", "-x", "160", "-y", "60"])
-            .arg(format!("{command}; echo gtrace-exit=$?; sleep 600"))
+            // After gtrace: its exit code, and whether the terminal is back in canonical
+            // mode (`icanon`; raw mode is `-icanon`).
+            .arg(format!(
+                "{command}; echo gtrace-exit=$?; stty -a | tr ' ;' '\\n\\n' | grep -x -- '-\\?icanon'; sleep 600"
+            ))
             .status()
             .expect("run tmux");
         assert!(status.success(), "tmux new-session failed");
@@ -121,6 +125,16 @@ fn view_row(screen: &str, name: &str) -> Option<(i64, String)> {
     Some((words.get(1)?.parse().ok()?, words.get(2)?.to_string()))
 }
 
+/// gtrace ended with 0 and gave the terminal back: the view is gone (the alternate
+/// screen left) and the terminal is in canonical mode again.
+fn assert_restored(tmux: &Tmux, screen: &str) {
+    assert!(screen.contains("gtrace-exit=0"), "{screen}");
+    assert!(!screen.contains("gtrace --live"), "the view is still on the screen:\n{screen}");
+    let mode = tmux.wait_for(Duration::from_secs(10), |s| s.lines().any(|l| l.ends_with("icanon")));
+    let mode = mode.unwrap_or_else(|| panic!("stty says nothing:\n{}", tmux.capture()));
+    assert!(mode.lines().any(|l| l == "icanon"), "the terminal is left in raw mode:\n{mode}");
+}
+
 const SCRIPT: &str = "on entry main.work { @calls = count(); @by_kind[kind] = count() } \
                       on return main.work { @took[kind] = hist(elapsed) }";
 
@@ -165,8 +179,7 @@ fn live_view_redraws_the_maps_and_q_prints_them() {
     tmux.keys("q");
     let printed = tmux.wait_for(Duration::from_secs(30), |s| s.contains("gtrace-exit="));
     let printed = printed.unwrap_or_else(|| panic!("q does not end gtrace:\n{}", tmux.capture()));
-    assert!(printed.contains("gtrace-exit=0"), "{printed}");
-    assert!(!printed.contains("gtrace --live"), "the view is still on the screen:\n{printed}");
+    assert_restored(&tmux, &printed);
     assert!(printed.contains(&format!("@calls: {calls}\n")), "q does not print @calls: {calls}:\n{printed}");
     for kind in 0..3 {
         let n = truth(&truth_text, &format!("kind{kind}"));
@@ -208,10 +221,34 @@ fn live_view_of_a_command_shows_its_output_and_writes_it_all_at_the_end() {
     assert!(below.contains(&"ready"), "the command's first line is not shown:\n{shown}");
     let end = tmux.wait_for(Duration::from_secs(30), |s| s.contains("gtrace-exit="));
     let end = end.unwrap_or_else(|| panic!("gtrace does not end with the command:\n{}", tmux.capture()));
-    assert!(end.contains("gtrace-exit=0"), "{end}");
+    assert_restored(&tmux, &end);
     let lines: Vec<&str> = end.lines().collect();
     let at = |want: &str| lines.iter().position(|l| l.starts_with(want)).unwrap_or_else(|| panic!("no {want}:\n{end}"));
     let calls = truth(lines[at("calls=")], "calls");
     assert!(at("ready") < at("calls=") && at("calls=") < at("@calls: "), "out of order:\n{end}");
     assert_eq!(lines[at("@calls: ")], format!("@calls: {calls}"), "{end}");
+}
+
+/// Ctrl-C, which raw mode delivers to the view as a key, closes it as q does.
+#[test]
+fn live_view_closes_on_ctrl_c_and_gives_the_terminal_back() {
+    let test = "live_view_closes_on_ctrl_c_and_gives_the_terminal_back";
+    if !privileged(test) || !have_tmux(test) {
+        return;
+    }
+    let mut program = Program::start(20, "10ms");
+    let gtrace = env!("CARGO_BIN_EXE_gtrace");
+    let tmux = Tmux::start(&format!("{gtrace} --live -e '{SCRIPT}' -p {}", program.pid));
+    let open = tmux.wait_for(Duration::from_secs(30), |s| s.contains("gtrace --live") && s.contains("@calls"));
+    assert!(open.is_some(), "the view does not open:\n{}", tmux.capture());
+    program.go();
+    program.out.wait_for(Duration::from_secs(30), |l| l == "---").expect("the program prints its counts");
+    let calls = truth(&program.out.text(), "calls");
+    let last = tmux.wait_for(Duration::from_secs(30), |s| view_row(s, "@calls").is_some_and(|(n, _)| n == calls));
+    assert!(last.is_some(), "the view never showed {calls}:\n{}", tmux.capture());
+    tmux.keys("C-c");
+    let end = tmux.wait_for(Duration::from_secs(30), |s| s.contains("gtrace-exit="));
+    let end = end.unwrap_or_else(|| panic!("Ctrl-C does not end gtrace:\n{}", tmux.capture()));
+    assert_restored(&tmux, &end);
+    assert!(end.contains(&format!("@calls: {calls}\n")), "Ctrl-C does not print @calls: {calls}:\n{end}");
 }
