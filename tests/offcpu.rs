@@ -297,3 +297,31 @@ fn offcpu_on_a_goroutine_parking_as_fast_as_it_can_is_detached_by_the_budget() {
         assert!(head.contains("(partial: on return runtime.gopark"), "not marked partial: {head}");
     }
 }
+
+/// `--set offcpu_min_wait=D` leaves out the waits shorter than D (the runtime's own short
+/// parks at start-up): every wait counted is at least D, and the program's, all longer,
+/// are all there.
+#[test]
+fn offcpu_min_wait_leaves_out_the_short_waits() {
+    if !privileged("offcpu_min_wait_leaves_out_the_short_waits") {
+        return;
+    }
+    let program = support::go_build("offcpu", &[]);
+    let r = trace(&["offcpu", "--set", "offcpu_min_wait=5ms", "-f", "json"], &program, 3, "10ms");
+    let hist = r
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("JSON"))
+        .find(|o| o["name"] == "@offcpu_by_reason")
+        .unwrap_or_else(|| panic!("no @offcpu_by_reason:\n{}", r.stdout));
+    for e in hist["entries"].as_array().expect("entries") {
+        let min = e["min"].as_i64().expect("min");
+        assert!(min >= 5_000_000, "a wait of {min}ns counted under offcpu_min_wait=5ms: {e}");
+    }
+    let counts = json_entries(&r.stdout, "@offcpu_count");
+    for (function, kind, _) in places(minor("local")) {
+        let line = r.stdout.lines().find(|l| l.starts_with(&format!("{kind} count="))).expect("the truth");
+        assert_eq!(through(&counts, function).1, truth(line, "count"), "waits in {function}:\n{}", r.stdout);
+    }
+}
