@@ -137,12 +137,14 @@ fn session(
     let file = loaded.target_file().unwrap_or(&process.binary).to_path_buf();
     let traced = Traced { binary: &file, name: &process.shown, pid: traced_pid, module: target.module_path() };
     export.start(&loaded, attached, &traced)?;
-    let mut sink = export.sink(output::sink(args.format));
-    // With --live, what the script prints is kept while the view holds the terminal.
+    // With --live, what the script prints is kept while the view holds the terminal
+    // (printed lines still reach --otlp as they come).
     let recent = std::sync::Arc::new(std::sync::Mutex::new(output::live::deferred::Recent::default()));
+    let mut out = output::sink(args.format);
     if args.live {
-        sink = Box::new(output::live::deferred::Deferred::new(sink, recent.clone()));
+        out = Box::new(output::live::deferred::Deferred::new(out, recent.clone()));
     }
+    let mut sink = export.sink(out);
     let mut symbols = TargetSymbols::new(target, None, traced_pid);
     loaded.run_begin();
     // `exit()` in `on begin` ends the trace before a -c command starts.
