@@ -278,7 +278,8 @@ fn offcpu_pprof_of_a_running_process_reads_in_go_tool_pprof() {
 }
 
 /// gopark is hot: a goroutine that parks as often as it can costs more than a small
-/// budget, which detaches both of the library's probes in one step; every map says so.
+/// budget, which detaches both of the library's probes (gopark's and execute's, which
+/// share its tables of waits in progress) in one step; every map says so.
 #[test]
 fn offcpu_on_a_goroutine_parking_as_fast_as_it_can_is_detached_by_the_budget() {
     if !privileged("offcpu_on_a_goroutine_parking_as_fast_as_it_can_is_detached_by_the_budget") {
@@ -288,13 +289,13 @@ fn offcpu_on_a_goroutine_parking_as_fast_as_it_can_is_detached_by_the_budget() {
     let cmd = format!("{} storm 2s", program.display());
     let r = gtrace(&["offcpu", "--budget", "5%", "-c", &cmd]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let cut = "--budget 5%: detached on return runtime.gopark + entry record of runtime.gopark";
+    let cut = "--budget 5%: detached on entry runtime.gopark + on entry runtime.execute";
     assert!(r.stderr.contains(cut), "the budget does not detach offcpu:\n{}", r.stderr);
     assert!(r.stdout.contains("storm handoffs="), "the program ran to its end:\n{}", r.stdout);
     let heads: Vec<&str> = r.stdout.lines().filter(|l| l.starts_with("@offcpu_by_reason[")).collect();
     assert!(!heads.is_empty(), "{}", r.stdout);
     for head in heads {
-        assert!(head.contains("(partial: on return runtime.gopark"), "not marked partial: {head}");
+        assert!(head.contains("(partial: on entry runtime.gopark"), "not marked partial: {head}");
     }
 }
 
@@ -324,4 +325,31 @@ fn offcpu_min_wait_leaves_out_the_short_waits() {
         let line = r.stdout.lines().find(|l| l.starts_with(&format!("{kind} count="))).expect("the truth");
         assert_eq!(through(&counts, function).1, truth(line, "count"), "waits in {function}:\n{}", r.stdout);
     }
+}
+
+/// A probe left with nothing to do in a binary (all of its body under a `defined(...)`
+/// this binary does not satisfy) is not attached: with DWARF offcpu probes only the
+/// entries of gopark and execute (no RET, no entry timing); without, gopark's entry
+/// and return and the runtime probes that keep its calls in flight.
+#[test]
+fn offcpu_attaches_only_what_the_binary_needs() {
+    let plain = support::go_build("offcpu", &[]);
+    let r = support::check_against(&["offcpu"], &plain);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("(2 programs at 2 uprobe sites)"), "{}", r.stderr);
+    let stripped = match toolchain::build("offcpu", "local", Kind { stripped: true, ..PLAIN }) {
+        Ok(p) => p,
+        Err(toolchain::NotBuilt::NoToolchain(e)) => panic!("the local toolchain builds: {e}"),
+    };
+    let r = support::check_against(&["offcpu"], &stripped);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("(4 programs at 4 uprobe sites)"), "{}", r.stderr);
+    let idle =
+        "on return runtime.gopark { if !defined(reason) { @x = count() } } on entry main.waitChan { @c = count() }";
+    let r = support::check_against(&["-e", idle], &plain);
+    assert!(r.stderr.contains("(1 program at 1 uprobe site)"), "{}", r.stderr);
+    // Written empty, it is attached (its hits are what --stats counts).
+    let r =
+        support::check_against(&["-e", "on entry runtime.gopark {} on entry main.waitChan { @c = count() }"], &plain);
+    assert!(r.stderr.contains("(2 programs at 2 uprobe sites)"), "{}", r.stderr);
 }
