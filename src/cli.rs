@@ -189,6 +189,13 @@ pub struct TraceArgs {
     #[arg(long, value_name = "FILE")]
     pub flamegraph: Option<PathBuf>,
 
+    /// Redraw the maps in the terminal every second (full screen: each map sorted by
+    /// value with rates per second and percentiles, each probe's cost, the budget); q
+    /// quits and prints the maps as usual. Standard output must be a terminal; a -c
+    /// command's output is shown in the view and written whole when it closes.
+    #[arg(long)]
+    pub live: bool,
+
     /// The script as pictures' titles name it (set by the driver, not an option).
     #[arg(skip)]
     pub script: String,
@@ -237,6 +244,7 @@ impl TraceArgs {
     /// trap is calibrated.
     pub fn wants_costs(&self, command: bool) -> bool {
         self.stats
+            || self.live
             || Budget::percent(self.budget, command).is_some()
             || self.prometheus.is_some()
             || self.otlp.is_some()

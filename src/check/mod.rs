@@ -9,6 +9,7 @@ pub mod builtins;
 pub mod generics;
 pub mod globals;
 pub mod govalues;
+mod idle;
 pub mod instances;
 pub mod keynames;
 pub mod lineprobe;
@@ -217,6 +218,7 @@ pub fn check(script: &Script, target: &Target, diags: &mut Diagnostics, string_l
     for probe in resolved {
         instances::check_probe(script, probe, target, &mut checked, diags, string_limit);
     }
+    idle::drop_idle(script, &mut checked);
     untimeable_entries(script, target, &mut checked, diags);
     checked.maps.check_references(diags);
     checked.types = target.types().clone();

@@ -9,6 +9,7 @@ pub const LIBRARIES: &[(&str, &str)] = &[
     ("http", include_str!("../../stdlib/http.gt")),
     ("httpclient", include_str!("../../stdlib/httpclient.gt")),
     ("lock", include_str!("../../stdlib/lock.gt")),
+    ("offcpu", include_str!("../../stdlib/offcpu.gt")),
     ("pgx", include_str!("../../stdlib/pgx.gt")),
     ("redis", include_str!("../../stdlib/redis.gt")),
     ("sched", include_str!("../../stdlib/sched.gt")),

@@ -7,6 +7,7 @@ pub mod float;
 pub mod folded;
 pub mod gofmt;
 pub mod json;
+pub mod live;
 pub mod losses;
 pub mod measured;
 pub mod quote;

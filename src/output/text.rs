@@ -191,7 +191,7 @@ fn printf_with(fmt: &str, values: &[Value], strings: Strings) -> String {
     out
 }
 
-fn agg_scalar(v: &AggValue, durations: bool) -> String {
+pub(crate) fn agg_scalar(v: &AggValue, durations: bool) -> String {
     let num = |n: i64| if durations { duration(n) } else { n.to_string() };
     match v {
         AggValue::Count(c) => c.to_string(),

@@ -270,6 +270,61 @@ pub struct HeldChild {
 /// SIGKILL included. The kernel ties that signal to the *thread* that forked: call this
 /// from a thread that lives as long as the trace (gtrace calls it from its main thread).
 pub fn spawn_held(argv: &[String]) -> Result<HeldChild, RuntimeError> {
+    spawn_held_with(argv, false).map(|(child, _)| child)
+}
+
+/// The command's output, read by gtrace instead of going to the terminal.
+#[derive(Debug)]
+pub struct Captured {
+    pub stdout: std::fs::File,
+    pub stderr: std::fs::File,
+}
+
+/// The ends of the pipes a captured child writes to, and /dev/null for its stdin; raw
+/// fds made before fork, so that the child only calls dup2.
+struct Redirect {
+    stdin: i32,
+    stdout: (i32, i32),
+    stderr: (i32, i32),
+}
+
+impl Redirect {
+    fn new() -> Result<Redirect, RuntimeError> {
+        // SAFETY: a NUL-terminated path and valid flags.
+        let null = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+        if null < 0 {
+            return Err(RuntimeError::Os { action: "open /dev/null", source: io::Error::last_os_error() });
+        }
+        Ok(Redirect { stdin: null, stdout: pipe()?, stderr: pipe()? })
+    }
+
+    /// In the child: stdin from /dev/null, stdout and stderr into the pipes (dup2 clears
+    /// close-on-exec on the copies; the originals close at exec).
+    ///
+    /// SAFETY: to be called in the child of fork only; dup2 is async-signal-safe.
+    unsafe fn apply(&self) -> bool {
+        libc::dup2(self.stdin, 0) >= 0 && libc::dup2(self.stdout.1, 1) >= 0 && libc::dup2(self.stderr.1, 2) >= 0
+    }
+
+    /// In the parent: the read ends, the rest closed.
+    fn parent(self) -> Captured {
+        // SAFETY: closing fds this process owns; the read ends become owned Files.
+        unsafe {
+            libc::close(self.stdin);
+            libc::close(self.stdout.1);
+            libc::close(self.stderr.1);
+            use std::os::fd::FromRawFd;
+            Captured {
+                stdout: std::fs::File::from_raw_fd(self.stdout.0),
+                stderr: std::fs::File::from_raw_fd(self.stderr.0),
+            }
+        }
+    }
+}
+
+/// `spawn_held`, and with `capture` the command's stdin from /dev/null and its stdout
+/// and stderr into pipes that gtrace reads (`--live` holds the terminal).
+pub fn spawn_held_with(argv: &[String], capture: bool) -> Result<(HeldChild, Option<Captured>), RuntimeError> {
     let argv0 = argv.first().ok_or(RuntimeError::BadCommand { problem: "empty command" })?;
     let path = resolve_command(argv0)?;
     // Everything the child needs is allocated before fork: after fork in a threaded
@@ -286,11 +341,12 @@ pub fn spawn_held(argv: &[String]) -> Result<HeldChild, RuntimeError> {
 
     let (go_read, go_write) = pipe()?;
     let (err_read, err_write) = pipe()?;
+    let redirect = if capture { Some(Redirect::new()?) } else { None };
     // SAFETY: getpid has no preconditions.
     let parent = unsafe { libc::getpid() };
 
     // SAFETY: fork has no memory-safety preconditions; the child branch below only calls
-    // async-signal-safe functions (read, write, close, prctl, getppid, execv, _exit) on
+    // async-signal-safe functions (read, write, close, prctl, getppid, dup2, execv, _exit) on
     // data prepared above.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
@@ -320,6 +376,9 @@ pub fn spawn_held(argv: &[String]) -> Result<HeldChild, RuntimeError> {
                 libc::_exit(127);
             }
             libc::close(go_read);
+            if redirect.as_ref().is_some_and(|r| !r.apply()) {
+                libc::_exit(127);
+            }
             libc::execv(c_path.as_ptr(), c_argv.as_ptr());
             let errno: i32 = *libc::__errno_location();
             libc::write(err_write, &errno as *const i32 as *const libc::c_void, 4);
@@ -333,7 +392,8 @@ pub fn spawn_held(argv: &[String]) -> Result<HeldChild, RuntimeError> {
         use std::os::fd::FromRawFd;
         (std::fs::File::from_raw_fd(go_write), std::fs::File::from_raw_fd(err_read))
     };
-    Ok(HeldChild { pid: pid as u32, go: Some(go), exec_err: Some(exec_err), path, status: None })
+    let child = HeldChild { pid: pid as u32, go: Some(go), exec_err: Some(exec_err), path, status: None };
+    Ok((child, redirect.map(Redirect::parent)))
 }
 
 fn pipe() -> Result<(i32, i32), RuntimeError> {

@@ -26,6 +26,7 @@ mod slots;
 mod srcline;
 mod symbols;
 mod variables;
+mod waitreasons;
 
 pub use crate::arch::ProbeSites;
 pub use debugfile::DebugSearch;

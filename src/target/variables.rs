@@ -1,11 +1,12 @@
 //! Package-level variables by their Go names (`main.config`, `net/http.DefaultClient`):
 //! address and type from DWARF (the binary's own, or a debug file kept aside). Without
 //! DWARF, the symbol table still says whether the variable exists (but not its type),
-//! and a stripped binary has neither. Also the ELF entry point, where a PIE's load bias
-//! is learned at run time.
+//! and a stripped binary has neither (but `runtime.waitReasonStrings` is found in it
+//! all the same: `waitreasons`). Also the ELF entry point, where a PIE's load bias is
+//! learned at run time.
 
 use super::{Target, TargetError};
-use crate::gotypes::TypeId;
+use crate::gotypes::{GoType, TypeId, TypeKind};
 use object::{Object, ObjectSymbol, SymbolKind};
 
 /// A package-level variable: where it is (link-time: a PIE adds its load bias) and its
@@ -33,6 +34,11 @@ impl Target {
         let mut state = self.dwarf.borrow_mut();
         let (path, data) = self.dwarf_source();
         let Some(dwarf) = Self::dwarf_mut(&mut state, path, data)? else {
+            if name == "runtime.waitReasonStrings" {
+                if let Some(v) = self.wait_reason_strings() {
+                    return Ok(Ok(v));
+                }
+            }
             return Ok(Err(NoVariable::NoDwarf { in_symtab: self.data_symbol(name).is_some() }));
         };
         if let Some(v) = dwarf.variable(name, &mut self.types.borrow_mut())? {
@@ -40,6 +46,21 @@ impl Target {
         }
         let same_package = dwarf.variables_of(super::symbols::package_of(name))?;
         Ok(Err(NoVariable::Unknown { same_package }))
+    }
+
+    /// `runtime.waitReasonStrings`, a `[N]string`, found without DWARF (`waitreasons`).
+    fn wait_reason_strings(&self) -> Option<Variable> {
+        let file = object::File::parse(&*self.data).ok()?;
+        let image = super::image::Image { data: &self.data, segments: &self.segments, relative: &self.relative };
+        let (addr, len) = super::waitreasons::find(&file, &image)?;
+        let mut types = self.types.borrow_mut();
+        let string = types.add(GoType { name: "string".into(), size: 16, kind: TypeKind::String });
+        let ty = types.add(GoType {
+            name: format!("[{len}]string"),
+            size: 16 * len,
+            kind: TypeKind::Array { elem: string, len },
+        });
+        Some(Variable { name: "runtime.waitReasonStrings".into(), addr, ty })
     }
 
     /// The Go type DWARF names `name` (`main.Point`), parsed into the arena (`types`).

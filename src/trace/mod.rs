@@ -5,6 +5,7 @@
 //! (`runtime::Loaded` owns the links) and a started command never outlives the trace.
 
 pub mod budget;
+mod live;
 pub mod measured;
 mod pictures;
 pub mod stats;
@@ -90,6 +91,9 @@ fn session(
     process: Process,
     args: &TraceArgs,
 ) -> Result<Option<runtime::Ended>, Halt> {
+    if args.live {
+        live::check()?;
+    }
     let stop = runtime::signals::install();
     let plan = &bundle.plan;
     // An address in use or a name that cannot be exported fails before anything loads.
@@ -97,9 +101,13 @@ fn session(
     let mut loaded = runtime::load(&bundle.object, plan).map_err(|e| verifier::failure(e, plan))?;
     let budget = crate::cli::Budget::percent(args.budget, process.command.is_some());
     let calibration = stats::start_costs(&mut loaded, args.wants_costs(process.command.is_some()));
-    let mut child: Option<HeldChild> = match &process.command {
-        Some(argv) => Some(runtime::spawn_held(argv)?),
-        None => None,
+    // With --live the command's output comes through pipes: the view holds the terminal.
+    let (mut child, mut captured): (Option<HeldChild>, _) = match &process.command {
+        Some(argv) => {
+            let (child, captured) = runtime::spawn_held_with(argv, args.live)?;
+            (Some(child), captured)
+        }
+        None => (None, None),
     };
     let scope = match (process.pid, &child) {
         (Some(pid), _) => Scope::Process(pid),
@@ -129,7 +137,14 @@ fn session(
     let file = loaded.target_file().unwrap_or(&process.binary).to_path_buf();
     let traced = Traced { binary: &file, name: &process.shown, pid: traced_pid, module: target.module_path() };
     export.start(&loaded, attached, &traced)?;
-    let mut sink = export.sink(output::sink(args.format));
+    // With --live, what the script prints is kept while the view holds the terminal
+    // (printed lines still reach --otlp as they come).
+    let recent = std::sync::Arc::new(std::sync::Mutex::new(output::live::deferred::Recent::default()));
+    let mut out = output::sink(args.format);
+    if args.live {
+        out = Box::new(output::live::deferred::Deferred::new(out, recent.clone()));
+    }
+    let mut sink = export.sink(out);
     let mut symbols = TargetSymbols::new(target, None, traced_pid);
     loaded.run_begin();
     // `exit()` in `on begin` ends the trace before a -c command starts.
@@ -145,8 +160,19 @@ fn session(
                 std::thread::sleep(Duration::from_millis(1));
             }
         }
-        let until = (&process, child.as_mut(), args, stop, &export);
+        // Opened after the sink: dropped first, so the terminal is back before the
+        // sink writes what it kept, on every way out.
+        let mut view = match args.live {
+            true => Some(
+                output::live::Live::open(live_title(args, &process), recent, captured.take()).map_err(live::failure)?,
+            ),
+            false => None,
+        };
+        let until = (&process, child.as_mut(), args, stop, &export, view.as_mut());
         run_until_stopped(&mut loaded, plan, &mut symbols, sink.as_mut(), until, &mut costs)?;
+        // The terminal back, then what the script printed meanwhile, before the rest.
+        drop(view);
+        written(sink.flush())?;
     }
     // Before gtrace kills a command still running: only its own end is the target's. A
     // Ctrl-C reaches the command too (one process group): then its end is the stop
@@ -203,9 +229,25 @@ fn wait_for_baseline(before: Option<measured::Reading>) {
     }
 }
 
+/// `SCRIPT on TARGET`, the live view's title.
+fn live_title(args: &TraceArgs, process: &Process) -> String {
+    let target = match process.pid {
+        Some(pid) => format!("{} (pid {pid})", process.shown.display()),
+        None => process.shown.display().to_string(),
+    };
+    format!("{} on {target}", args.script)
+}
+
 /// What ends a trace: the traced process (and the command gtrace started), the
-/// arguments (--duration), the signal flag.
-type Until<'a> = (&'a Process, Option<&'a mut HeldChild>, &'a TraceArgs, &'a std::sync::atomic::AtomicBool, &'a Export);
+/// arguments (--duration), the signal flag, q in the live view.
+type Until<'a> = (
+    &'a Process,
+    Option<&'a mut HeldChild>,
+    &'a TraceArgs,
+    &'a std::sync::atomic::AtomicBool,
+    &'a Export,
+    Option<&'a mut output::live::Live>,
+);
 
 /// Handles events until a stop condition: `exit()`, a signal, --duration, the end of
 /// the traced process, the budget leaving nothing attached (but a -c command runs to its
@@ -218,7 +260,7 @@ fn run_until_stopped(
     until: Until<'_>,
     costs: &mut budget::Costs,
 ) -> Result<(), Halt> {
-    let (process, mut child, args, stop, export) = until;
+    let (process, mut child, args, stop, export, mut view) = until;
     let started = Instant::now();
     loop {
         symbols.learn_bias();
@@ -257,6 +299,11 @@ fn run_until_stopped(
         if export.stats_due() {
             if let Ok(stats) = costs.meter.collect(loaded, plan) {
                 export.publish(&stats);
+            }
+        }
+        if let Some(v) = view.as_deref_mut() {
+            if live::turn(v, loaded, plan, symbols, costs)? {
+                return Ok(());
             }
         }
     }
@@ -311,17 +358,30 @@ fn print_maps(
         if !wanted {
             continue;
         }
-        let raw = loaded.map_entries(&spec.object_name)?;
-        if raw.is_empty() {
-            continue;
-        }
-        if let Some(mut dump) = output::decode_map(spec, &raw, plan) {
-            output::name_map(&mut dump, symbols);
-            dump.partial = output::stats::partial(plan, &spec.object_name, detached);
+        if let Some(dump) = read_map(loaded, plan, spec, detached, symbols)?.filter(|d| !d.entries.is_empty()) {
             written(sink.map(&dump))?;
         }
     }
     Ok(())
+}
+
+/// A user map as it is now (None for gtrace's own maps): decoded, named, and marked
+/// partial when a probe that writes it was detached.
+fn read_map(
+    loaded: &Loaded,
+    plan: &Plan,
+    spec: &crate::plan::MapSpec,
+    detached: &[stats::Detached],
+    symbols: &TargetSymbols,
+) -> Result<Option<output::MapDump>, Halt> {
+    if !matches!(spec.role, MapRole::User { .. }) {
+        return Ok(None);
+    }
+    let raw = loaded.map_entries(&spec.object_name)?;
+    let Some(mut dump) = output::decode_map(spec, &raw, plan) else { return Ok(None) };
+    output::name_map(&mut dump, symbols);
+    dump.partial = output::stats::partial(plan, &spec.object_name, detached);
+    Ok(Some(dump))
 }
 
 /// The programs read the registers of the plan's architecture, in the kernel's layout for

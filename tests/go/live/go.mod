@@ -1,0 +1,3 @@
+module example.com/live
+
+go 1.17

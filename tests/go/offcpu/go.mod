@@ -1,0 +1,3 @@
+module example.com/offcpu
+
+go 1.17
