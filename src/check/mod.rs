@@ -185,9 +185,20 @@ pub struct Facts {
     /// Promoted fields (`c.pa` of a field of an embedded struct): the embedded fields
     /// passed through, in order.
     pub promoted: HashMap<ExprId, Vec<String>>,
+    /// `span(...)` calls, by the call's id.
+    pub spans: HashMap<ExprId, SpanArgs>,
+    /// In a return probe with `span()`: the function's `error` result (a non-nil one
+    /// makes the span's status an error).
+    pub span_error: Option<ArgInfo>,
     /// The body reads `m[k]` of a Go map (which hashes with the process's keys: a PIE
     /// needs its load bias).
     pub map_index: bool,
+}
+
+/// The arguments of one `span(...)`: each one's attribute key, `None` for `name:`.
+#[derive(Clone, Debug, Default)]
+pub struct SpanArgs {
+    pub keys: Vec<Option<String>>,
 }
 
 #[derive(Clone, Debug)]

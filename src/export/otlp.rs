@@ -205,7 +205,7 @@ fn string_kv(key: &str, value: &str) -> KeyValue {
     }
 }
 
-fn resource(attrs: &[(String, String)]) -> Resource {
+pub fn resource(attrs: &[(String, String)]) -> Resource {
     Resource { attributes: attrs.iter().map(|(k, v)| string_kv(k, v)).collect(), ..Default::default() }
 }
 

@@ -267,7 +267,7 @@ impl<'a> Gen<'a> {
     }
 
     fn call_stmt(&mut self, e: &Expr) -> Result<(), LowerError> {
-        let ExprKind::Call { func, args } = &e.kind else {
+        let ExprKind::Call { func, args, .. } = &e.kind else {
             return self.expr(e);
         };
         if crate::check::typeck::agg_of(&func.name).is_some() {
@@ -296,6 +296,10 @@ impl<'a> Gen<'a> {
                 self.event(EventKind::Printf { format: format.clone() }, &args[1..], e.span)
             }
             "exit" => self.event(EventKind::Exit, &[], e.span),
+            "span" => {
+                let keys = self.facts.spans.get(&e.id).map(|s| s.keys.clone()).unwrap_or_default();
+                self.event(EventKind::Span { keys, status: false, panic: false }, args, e.span)
+            }
             "clear" => {
                 let [Expr { kind: ExprKind::Map(m), .. }] = args.as_slice() else {
                     return Err(LowerError::unsupported(e.span, "clear of something else than a map"));
@@ -386,7 +390,7 @@ impl<'a> Gen<'a> {
                 self.frame.release(mark);
             }
             ExprKind::Index { .. } => return Err(LowerError::unsupported(e.span, "indexing")),
-            ExprKind::Call { func, args } => match (func.name.as_str(), args.as_slice()) {
+            ExprKind::Call { func, args, .. } => match (func.name.as_str(), args.as_slice()) {
                 ("len", [x]) => self.length(x)?,
                 ("cap", [x]) => self.capacity(x)?,
                 ("hasPrefix", [s, l @ Expr { kind: ExprKind::Str(lit), .. }]) => {

@@ -33,6 +33,7 @@ mod memhash;
 mod programs;
 mod runtime_programs;
 pub mod scope;
+pub mod spans;
 pub mod stored;
 pub mod unwind;
 pub mod values;

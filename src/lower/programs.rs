@@ -365,7 +365,7 @@ impl Ctx<'_> {
             gen.aes = aes;
             if inst.needs_entry() {
                 gen.pop_frame(probe.span)?;
-                if !carried.is_empty() {
+                if !carried.is_empty() || !inst.facts.spans.is_empty() {
                     gen.carried = carried.clone();
                     gen.load_carried(probe.span)?;
                 }
@@ -428,14 +428,18 @@ impl Ctx<'_> {
         for (k, (function, fields)) in records.carrying().enumerate() {
             let Some(((_, addr), span)) = timed.iter().find(|((f, _), _)| f == function) else { continue };
             let name = format!("entry{k}");
-            let names: Vec<&str> = fields.iter().map(|(c, _)| c.name.as_str()).collect();
+            let spanned = records.spanned.contains(function);
+            let mut names: Vec<&str> = fields.iter().map(|(c, _)| c.name.as_str()).collect();
+            if spanned {
+                names.insert(0, "a span");
+            }
             let comment = format!("the entry of {function}: its frame, and {} for its returns", names.join(", "));
             let owner = Owner { item: usize::MAX, functions: 1 };
             let function_index = Some(self.function_index(function) as u32);
             let program = self.program(&name, owner, comment, &Facts::default(), *span, |gen| {
                 gen.function_index = function_index;
                 gen.push_frame(*span)?;
-                gen.store_carried(fields, size, *span)
+                gen.store_carried(fields, size, spanned, *span)
             })?;
             let points = vec![self.point(&name, function, *addr, *span)?];
             self.entry_programs.insert(function.clone(), name.clone());

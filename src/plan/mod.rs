@@ -527,6 +527,10 @@ pub enum EventKind {
     ClearMap { map: String },
     /// `exit()`.
     Exit,
+    /// `span(...)`: the header (lower/spans.rs: times, ids, flags, function), then with
+    /// `status` the function's `error` result or the panic's value (an interface), then
+    /// one field per argument: `keys` names each attribute, `None` the span's name.
+    Span { keys: Vec<Option<String>>, status: bool, panic: bool },
 }
 
 /// What `--emit plan` writes and `gtrace run` reads: the plan and the object's bytes
