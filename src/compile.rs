@@ -75,7 +75,13 @@ pub fn parse(root: Root, opts: &Options) -> Result<(Sources, Script), Report> {
 
 /// Compiles `root` (and the libraries it uses) against `target`.
 pub fn compile(root: Root, target: &Target, opts: &Options) -> Result<Compiled, Report> {
-    let (sources, script) = parse(root, opts)?;
+    let (mut sources, mut script) = parse(root, opts)?;
+    if library::tracecontext::makes_spans(&script) {
+        let has = |name: &str| !target.find(name).is_empty();
+        if let Err(diagnostics) = library::tracecontext::add(&mut script, &mut sources, &has) {
+            return Err(Report { sources, diagnostics });
+        }
+    }
     compile_script(sources, &script, target, opts)
 }
 

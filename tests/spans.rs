@@ -241,3 +241,80 @@ fn a_span_is_made_where_a_call_ends_with_a_name_and_keys_once() {
     ]);
     assert_eq!(ok.code, 0, "{}", ok.stderr);
 }
+
+/// tests/go/traceparent's requests: id → (trace id, parent id, kind) as it sent them.
+fn sent_headers(truth: &str) -> BTreeMap<i64, (String, String, String)> {
+    truth
+        .lines()
+        .filter_map(|l| l.strip_prefix("truth-request: "))
+        .map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            (f[0].parse().expect("an id"), (f[1].into(), f[2].into(), f[3].into()))
+        })
+        .collect()
+}
+
+#[test]
+fn spans_under_a_served_request_join_the_trace_of_its_traceparent_header() {
+    let test = "spans_under_a_served_request_join_the_trace_of_its_traceparent_header";
+    if !privileged(test) {
+        return;
+    }
+    let Some(otelcol) = collector::binary(test) else { return };
+    let port = free_port();
+    let c = Collector::start(&otelcol, port, "spans-traceparent");
+    let bin = support::go_build("traceparent", &[]);
+    let mut program = Program::start(&bin);
+    let pid = program.pid.to_string();
+    let url = format!("http://127.0.0.1:{port}");
+    let script = "on return main.handle { span(id: id) }\non return main.lookup { span(id: id) }";
+    let mut g = Gtrace::start(&["-e", script, "-p", &pid, "--otlp", &url]);
+    g.attached();
+    let truth = program.go();
+    program.finish();
+    assert_eq!(g.wait(), 0, "{}", g.err.text());
+    let sent = sent_headers(&truth);
+    assert_eq!(sent.len() as u64, truth_of(&truth, "requests"));
+    // Unsampled traces (flags 00) are the program's decision: no span is sent for them.
+    let unsampled = sent.values().filter(|(_, _, kind)| kind == "sampled=00").count();
+    let exported = 2 * (sent.len() - unsampled);
+    let said =
+        format!("gtrace: {exported} spans sent to the OpenTelemetry collector at {url}; {} not sent", 2 * unsampled);
+    assert!(g.err.text().contains(&said), "{said}\n{}", g.err.text());
+    let got = poll(Duration::from_secs(10), || Some(spans(&c)).filter(|s| s.len() >= exported));
+    let got = got.unwrap_or_else(|| spans(&c));
+    assert_eq!(got.len(), exported, "{got:?}");
+    let by_call: BTreeMap<(String, i64), &Value> = got
+        .iter()
+        .map(|s| {
+            let function = attribute(s, "code.function.name").expect("code.function.name");
+            ((function, attribute(s, "id").and_then(|i| i.parse().ok()).expect("id")), s)
+        })
+        .collect();
+    let remote = 0x100 | 0x200 | 1;
+    for (id, (trace, parent, kind)) in &sent {
+        let handle = by_call.get(&("main.handle".into(), *id));
+        let lookup = by_call.get(&("main.lookup".into(), *id));
+        if kind == "sampled=00" {
+            assert!(handle.is_none() && lookup.is_none(), "request {id} is not sampled");
+            continue;
+        }
+        let (handle, lookup) = (handle.expect("a span of handle"), lookup.expect("a span of lookup"));
+        let what = format!("request {id} ({kind}): {handle}");
+        if kind == "sampled=01" {
+            // The header's trace, its span the parent (remote).
+            assert_eq!(handle["traceId"].as_str(), Some(trace.as_str()), "{what}");
+            assert_eq!(handle["parentSpanId"].as_str(), Some(parent.as_str()), "{what}");
+            assert_eq!(handle["flags"].as_u64(), Some(remote), "{what}");
+        } else {
+            // No header, or one W3C says to ignore: a trace of gtrace's own.
+            assert_eq!(handle["parentSpanId"].as_str().unwrap_or_default(), "", "{what}");
+            assert!(sent.values().all(|(t, _, _)| handle["traceId"] != t.as_str()), "{what}");
+            assert_eq!(handle["flags"].as_u64(), Some(0x100 | 1), "{what}");
+        }
+        // lookup is handle's child, in its trace, a local parent.
+        assert_eq!(lookup["traceId"], handle["traceId"], "{what}");
+        assert_eq!(lookup["parentSpanId"], handle["spanId"], "{what}");
+        assert_eq!(lookup["flags"].as_u64(), Some(0x100 | 1), "{what}");
+    }
+}

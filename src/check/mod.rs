@@ -82,6 +82,12 @@ impl Instance {
     pub fn needs_entry(&self) -> bool {
         self.kind == InstanceKind::Return && (self.uses_elapsed || !self.carried.is_empty())
     }
+
+    /// An `on entry` probe that reads the program's trace context (`trace_context`):
+    /// compiled into its functions' entry programs, whose calls are kept as frames.
+    pub fn reads_context(&self) -> bool {
+        self.kind == InstanceKind::Entry && self.facts.context
+    }
 }
 
 /// A parameter a return probe reads, carried from the entry of the same call.
@@ -185,6 +191,8 @@ pub struct Facts {
     /// Promoted fields (`c.pa` of a field of an embedded struct): the embedded fields
     /// passed through, in order.
     pub promoted: HashMap<ExprId, Vec<String>>,
+    /// The body calls `trace_context(...)`.
+    pub context: bool,
     /// `span(...)` calls, by the call's id.
     pub spans: HashMap<ExprId, SpanArgs>,
     /// In a return probe with `span()`: the function's `error` result (a non-nil one

@@ -34,6 +34,8 @@ pub struct SpanSender {
     tx: Mutex<Option<SyncSender<SpanEvent>>>,
     thread: Mutex<Option<JoinHandle<Sent>>>,
     dropped: Arc<AtomicU64>,
+    /// Spans of traces the program's context marks not sampled: not sent.
+    unsampled: AtomicU64,
     url: String,
 }
 
@@ -56,12 +58,18 @@ impl SpanSender {
             tx: Mutex::new(Some(tx)),
             thread: Mutex::new(Some(thread)),
             dropped: Arc::default(),
+            unsampled: AtomicU64::new(0),
             url: url.to_string(),
         })
     }
 
-    /// Queues a span; never blocks (a full queue drops it, counted).
+    /// Queues a span; never blocks (a full queue drops it, counted). A span of a trace
+    /// that is not sampled (the program's trace context says so) is counted, not sent.
     pub fn span(&self, span: SpanEvent) {
+        if !span.sampled {
+            self.unsampled.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
         if let Some(tx) = self.tx.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
             if let Err(TrySendError::Full(_)) = tx.try_send(span) {
                 self.dropped.fetch_add(1, Ordering::Relaxed);
@@ -78,8 +86,15 @@ impl SpanSender {
             .join()
             .unwrap_or_else(|_| Sent { error: Some("the span sender panicked".into()), ..Sent::default() });
         let dropped = self.dropped.load(Ordering::Relaxed);
-        if sent.spans > 0 {
-            eprintln!("gtrace: {} spans sent to the OpenTelemetry collector at {}", sent.spans, self.url);
+        let unsampled = self.unsampled.load(Ordering::Relaxed);
+        if sent.spans > 0 || unsampled > 0 {
+            let mut line = format!("gtrace: {} spans sent to the OpenTelemetry collector at {}", sent.spans, self.url);
+            if unsampled > 0 {
+                line.push_str(&format!(
+                    "; {unsampled} not sent: their trace is the program's, which it does not sample (W3C trace-flags)"
+                ));
+            }
+            eprintln!("{line}");
         }
         (dropped + sent.unsent > 0 || sent.error.is_some()).then(|| UnsentSpans {
             url: self.url.clone(),

@@ -30,6 +30,9 @@ pub struct EntryRecords {
     /// The functions whose calls open a span (spans.rs): their records hold its context
     /// before the parameters.
     pub spanned: std::collections::BTreeSet<String>,
+    /// The functions whose entry reads the program's trace context (context.rs), with
+    /// the index of the `on entry` instance that does.
+    pub contexts: BTreeMap<String, usize>,
 }
 
 impl EntryRecords {
@@ -44,9 +47,17 @@ impl EntryRecords {
                 records.size = records.size.max(super::spans::CONTEXT_END);
             }
         }
+        for (i, inst) in checked.instances.iter().enumerate().filter(|(_, i)| i.reads_context()) {
+            for f in &inst.functions {
+                records.contexts.insert(f.name.clone(), i);
+                records.functions.entry(f.name.clone()).or_default();
+                records.size = records.size.max(super::spans::CONTEXT_END);
+            }
+        }
         for inst in checked.instances.iter().filter(|i| !i.carried.is_empty()) {
             for f in &inst.functions {
-                let first = if records.spanned.contains(&f.name) { u64::from(super::spans::CONTEXT_END) } else { 8 };
+                let head = records.spanned.contains(&f.name) || records.contexts.contains_key(&f.name);
+                let first = if head { u64::from(super::spans::CONTEXT_END) } else { 8 };
                 let fields = records.functions.entry(f.name.clone()).or_default();
                 for c in &inst.carried {
                     if fields.iter().any(|(have, _)| have.name == c.name) {
@@ -68,13 +79,32 @@ impl EntryRecords {
 
     /// The functions whose entries carry parameters or open a span, with their fields.
     pub fn carrying(&self) -> impl Iterator<Item = (&String, &Vec<(Carried, u32)>)> {
-        self.functions.iter().filter(|(name, f)| !f.is_empty() || self.spanned.contains(*name))
+        self.functions
+            .iter()
+            .filter(|(name, f)| !f.is_empty() || self.spanned.contains(*name) || self.contexts.contains_key(*name))
     }
 }
 
 impl Gen<'_> {
     /// At a function's entry, after its frame is pushed: carried[(g, frame)] = the
-    /// parameters its returns read, built on the stack and written with one map update.
+    /// parameters its returns read, built on the stack and written with one map update;
+    /// first the span it opens (`spanned`) and the trace context read before the frame
+    /// was pushed (`read_context`).
+    /// `trace_context(...)`'s body (context.rs), at the very start of the entry
+    /// program: the header parsed while the stack is still empty.
+    pub fn read_context(&mut self, body: &crate::syntax::ast::Block, span: Span) -> Result<(), LowerError> {
+        // The parsed header outlives the statement (whose slots are freed after it).
+        let parsed = self.slot(32, span)?;
+        for i in 0..4 {
+            self.b.emit(store_imm(Size::DW, R10, parsed + 8 * i, 0));
+        }
+        self.context_parsed = Some(parsed);
+        self.reading_context = true;
+        self.block(body)?;
+        self.reading_context = false;
+        Ok(())
+    }
+
     pub fn store_carried(
         &mut self,
         fields: &[(Carried, u32)],
@@ -88,6 +118,9 @@ impl Gen<'_> {
         }
         if spanned {
             self.open_span(record, span)?;
+        }
+        if let Some(parsed) = self.context_parsed.take() {
+            self.apply_trace_context(parsed, record, spanned, span)?;
         }
         for (c, off) in fields {
             self.b.comment(format!("carry `{}` to the return", c.name));

@@ -75,6 +75,10 @@ pub struct Gen<'a> {
     /// Where the dictionary of the shape function is, when `func` names the
     /// instantiation (see generics.rs).
     pub dictionary: Option<super::generics::DictAt>,
+    /// At a function's entry, its `trace_context` body is being lowered; then the slot
+    /// of the header it parsed (context.rs).
+    pub reading_context: bool,
+    pub context_parsed: Option<i16>,
     /// Where the program ends (r0 = 0; exit).
     pub done: Label,
     /// The script's `self` variables.
@@ -122,6 +126,8 @@ impl<'a> Gen<'a> {
             notes: Vec::new(),
             panic_frame: None,
             function_index: None,
+            reading_context: false,
+            context_parsed: None,
             dictionary: None,
             done,
             self_vars,
@@ -296,6 +302,7 @@ impl<'a> Gen<'a> {
                 self.event(EventKind::Printf { format: format.clone() }, &args[1..], e.span)
             }
             "exit" => self.event(EventKind::Exit, &[], e.span),
+            "trace_context" => self.trace_context(&args[0], e.span),
             "span" => {
                 let keys = self.facts.spans.get(&e.id).map(|s| s.keys.clone()).unwrap_or_default();
                 self.event(EventKind::Span { keys, status: false, panic: false }, args, e.span)

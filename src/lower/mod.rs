@@ -14,6 +14,7 @@ pub mod arith;
 mod capture;
 pub mod carry;
 pub mod codegen;
+mod context;
 pub mod events;
 mod fields;
 pub mod float;

@@ -33,6 +33,7 @@ fn reads_globals(inst: &Instance, hashing: bool) -> bool {
 
 /// What every program of the script shares while it is lowered.
 pub(super) struct Ctx<'a> {
+    pub(super) script: &'a Script,
     pub(super) checked: &'a Checked,
     pub(super) target: &'a Target,
     pub(super) sources: &'a Sources,
@@ -99,6 +100,7 @@ pub(super) fn lower_all(
         maps.specs.push(super::globals::load_bias_map());
     }
     let mut cx = Ctx {
+        script,
         checked,
         target,
         sources,
@@ -120,6 +122,8 @@ pub(super) fn lower_all(
         let Item::Probe(probe) = &script.items[inst.item] else { continue };
         match inst.kind {
             InstanceKind::Panic => cx.panic_programs(i, inst, probe)?,
+            // Lowered into the functions' entry programs.
+            _ if inst.reads_context() => {}
             _ => cx.probe_program(format!("p{i}"), inst, probe)?,
         }
     }
@@ -206,7 +210,9 @@ fn dictionaries(checked: &Checked, target: &Target) -> std::collections::BTreeMa
 /// that needs it.
 pub(super) fn timed_functions(checked: &Checked) -> Vec<((String, u64), Span)> {
     let mut timed: Vec<((String, u64), Span)> = Vec::new();
-    for inst in checked.instances.iter().filter(|i| i.needs_entry() || i.kind == InstanceKind::Panic) {
+    for inst in
+        checked.instances.iter().filter(|i| i.needs_entry() || i.kind == InstanceKind::Panic || i.reads_context())
+    {
         for f in &inst.functions {
             if !timed.iter().any(|((n, _), _)| *n == f.name) {
                 timed.push(((f.name.clone(), f.entry), inst.span));
@@ -425,10 +431,18 @@ impl Ctx<'_> {
             self.add(name, program, ProbeAttach::Uprobe(points), "entry times for elapsed".into());
         }
         let records = self.records;
+        let checked = self.checked;
         for (k, (function, fields)) in records.carrying().enumerate() {
             let Some(((_, addr), span)) = timed.iter().find(|((f, _), _)| f == function) else { continue };
             let name = format!("entry{k}");
             let spanned = records.spanned.contains(function);
+            let context = records.contexts.get(function).map(|i| &checked.instances[*i]);
+            let no_facts = Facts::default();
+            let facts = context.map_or(&no_facts, |i| &i.facts);
+            let body = context.and_then(|i| match self.script.items.get(i.item) {
+                Some(crate::syntax::ast::Item::Probe(p)) => Some(&p.body),
+                _ => None,
+            });
             let mut names: Vec<&str> = fields.iter().map(|(c, _)| c.name.as_str()).collect();
             if spanned {
                 names.insert(0, "a span");
@@ -436,8 +450,14 @@ impl Ctx<'_> {
             let comment = format!("the entry of {function}: its frame, and {} for its returns", names.join(", "));
             let owner = Owner { item: usize::MAX, functions: 1 };
             let function_index = Some(self.function_index(function) as u32);
-            let program = self.program(&name, owner, comment, &Facts::default(), *span, |gen| {
+            if context.is_some() {
+                names.push("the program's trace context");
+            }
+            let program = self.program(&name, owner, comment, facts, *span, |gen| {
                 gen.function_index = function_index;
+                if let Some(body) = body {
+                    gen.read_context(body, *span)?;
+                }
                 gen.push_frame(*span)?;
                 gen.store_carried(fields, size, spanned, *span)
             })?;

@@ -35,6 +35,8 @@ pub const CONTEXT_END: u32 = 48;
 /// own span, from another process or from its own SDK (OTLP's "is remote").
 pub const FLAG_SAMPLED: i32 = 1;
 pub const FLAG_REMOTE_PARENT: i32 = 2;
+/// On a context record (context.rs): the spans below it have a remote parent.
+pub const FLAG_CHILD_REMOTE: i32 = 4;
 /// The half of a frame's function word that marks a call with an open span.
 const F_SPANNED: i16 = F_FUNC + 4;
 /// Traced calls below a new span searched for its parent.
@@ -57,12 +59,7 @@ impl Gen<'_> {
     pub fn open_span(&mut self, record: i16, span: Span) -> Result<(), LowerError> {
         let idx = self.frame_index.ok_or_else(|| LowerError::unsupported(span, "a span without a frame"))?;
         self.b.comment("open a span: this call's frame is marked, its time kept");
-        self.frame_addr(idx, span)?;
-        // The frame could not be pushed (counted there): no span, no return seen.
-        self.b.jmp_imm_to(JmpOp::Eq, R0, 0, self.done);
-        self.b.emit(store_imm(Size::W, R0, F_SPANNED, 1));
-        self.b.emit(load(Size::DW, R1, R0, F_TIME));
-        self.b.emit(store_reg(Size::DW, R10, record + C_TIME, R1));
+        self.mark_frame(record, span)?;
         let found = self.b.new_label();
         let root = self.b.new_label();
         self.find_parent(record, idx, found, root, span)?;
@@ -81,6 +78,19 @@ impl Gen<'_> {
         self.b.emit(store_imm(Size::DW, R10, record + C_SPAN, 1));
         self.b.bind(nonzero);
         self.b.emit(mov64_imm(R0, 0));
+        Ok(())
+    }
+
+    /// Marks this call's frame as one with a span (or a context), and keeps its time in
+    /// the entry record being built at `record`.
+    pub(super) fn mark_frame(&mut self, record: i16, span: Span) -> Result<(), LowerError> {
+        let idx = self.frame_index.ok_or_else(|| LowerError::unsupported(span, "a span without a frame"))?;
+        self.frame_addr(idx, span)?;
+        // The frame could not be pushed (counted there): no span, no return seen.
+        self.b.jmp_imm_to(JmpOp::Eq, R0, 0, self.done);
+        self.b.emit(store_imm(Size::W, R0, F_SPANNED, 1));
+        self.b.emit(load(Size::DW, R1, R0, F_TIME));
+        self.b.emit(store_reg(Size::DW, R10, record + C_TIME, R1));
         Ok(())
     }
 
@@ -125,8 +135,13 @@ impl Gen<'_> {
                 self.b.emit(load(Size::DW, R1, R0, from));
                 self.b.emit(store_reg(Size::DW, R10, record + to, R1));
             }
+            // Sampled as the parent; a remote parent when the parent is a context.
             self.b.emit(load(Size::DW, R1, R0, C_FLAGS));
+            self.b.emit(mov64_reg(R2, R1));
             self.b.emit(alu64_imm(AluOp::And, R1, FLAG_SAMPLED));
+            self.b.emit(alu64_imm(AluOp::And, R2, FLAG_CHILD_REMOTE));
+            self.b.emit(alu64_imm(AluOp::Rsh, R2, 1));
+            self.b.emit(alu64_reg(AluOp::Or, R1, R2));
             self.b.emit(store_reg(Size::DW, R10, record + C_FLAGS, R1));
             self.b.ja_to(found);
             self.b.bind(next);

@@ -140,6 +140,8 @@ fn span(s: &super::span::SpanEvent) -> J {
         "trace_id": hex(&s.trace_id),
         "span_id": hex(&s.span_id),
         "parent_span_id": (s.parent_span_id != [0; 8]).then(|| hex(&s.parent_span_id)),
+        "remote_parent": s.remote_parent,
+        "sampled": s.sampled,
         "start_unix_nano": s.start_ns,
         "end_unix_nano": s.end_ns,
         "duration": s.duration_ns(),

@@ -74,6 +74,12 @@ impl SpanEvent {
         if self.parent_span_id != [0; 8] {
             out.push_str(&format!(" parent={}", hex(&self.parent_span_id)));
         }
+        if self.remote_parent {
+            out.push_str(" (remote parent)");
+        }
+        if !self.sampled {
+            out.push_str(" (not sampled)");
+        }
         for (k, v) in &self.attributes {
             out.push_str(&format!(" {k}={}", super::text::shown(v)));
         }

@@ -129,6 +129,11 @@ impl Cx<'_> {
             return;
         }
         self.positional(func, names);
+        if func.name == "trace_context" {
+            self.trace_context(e, args);
+            self.facts.types.insert(e.id, Ty::Void);
+            return;
+        }
         match func.name.as_str() {
             "print" => {
                 if args.is_empty() {
@@ -348,7 +353,8 @@ impl Cx<'_> {
                 "{}() is an aggregation: it goes in a statement of its own, or as `@map[keys] = {}(...)`",
                 func.name, func.name
             )
-        } else if ["print", "printf", "exit", "delete", "clear", "span"].contains(&func.name.as_str()) {
+        } else if ["print", "printf", "exit", "delete", "clear", "span", "trace_context"].contains(&func.name.as_str())
+        {
             format!("{}() is a statement, not a value", func.name)
         } else {
             format!("unknown function `{}`", crate::diag::echoed(&func.name))

@@ -70,6 +70,31 @@ impl Cx<'_> {
         }
     }
 
+    /// `trace_context(s)`: in `on entry` probes of functions, a string.
+    pub(super) fn trace_context(&mut self, e: &Expr, args: &[Expr]) {
+        if self.kind != InstanceKind::Entry || !self.has_function {
+            self.err(
+                Diagnostic::error(e.span, "trace_context() is only known in `on entry` probes of functions")
+                    .label("no call starting here")
+                    .hint("the context holds for the call: `on entry FUNC { trace_context(traceparent) }`"),
+            );
+            return;
+        }
+        let [arg] = args else {
+            self.err(
+                Diagnostic::error(e.span, "trace_context takes one string: a W3C traceparent").label("wrong arguments"),
+            );
+            return;
+        };
+        let t = self.expr(arg);
+        if !matches!(t, Ty::Str { .. } | Ty::Void) {
+            self.err(
+                Diagnostic::error(arg.span, format!("a traceparent is a string, not {}", t.a())).label("not a string"),
+            );
+        }
+        self.facts.context = true;
+    }
+
     /// The function's first result of type `error`, where it can be read at the return.
     fn error_result(&self) -> Option<ArgInfo> {
         self.values.iter().filter(|v| v.is_result && self.types.get(v.type_id).name == "error").find_map(|v| {
