@@ -318,3 +318,66 @@ fn spans_under_a_served_request_join_the_trace_of_its_traceparent_header() {
         assert_eq!(lookup["flags"].as_u64(), Some(0x100 | 1), "{what}");
     }
 }
+
+#[test]
+fn spans_take_the_opentelemetry_sdks_span_in_a_context_parameter_as_their_parent() {
+    let test = "spans_take_the_opentelemetry_sdks_span_in_a_context_parameter_as_their_parent";
+    if !privileged(test) {
+        return;
+    }
+    let Some(otelcol) = collector::binary(test) else { return };
+    let port = free_port();
+    let c = Collector::start(&otelcol, port, "spans-otelsdk");
+    let bin = support::go_build("otelsdk", &[]);
+    let mut program = Program::start(&bin);
+    let pid = program.pid.to_string();
+    let url = format!("http://127.0.0.1:{port}");
+    let script = "on return main.work { span(id: id) }\non return main.step { span(id: id) }";
+    let mut g = Gtrace::start(&["-e", script, "-p", &pid, "--otlp", &url]);
+    g.attached();
+    let truth = program.go();
+    program.finish();
+    assert_eq!(g.wait(), 0, "{}", g.err.text());
+    // (function, id) → the trace id and span id of the SDK span in the call's context.
+    let sdk: BTreeMap<(String, i64), (String, String)> = truth
+        .lines()
+        .filter_map(|l| l.strip_prefix("truth-call: "))
+        .map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            ((f[0].to_string(), f[1].parse().expect("an id")), (f[2].to_string(), f[3].to_string()))
+        })
+        .collect();
+    assert_eq!(sdk.len() as u64, 2 * (truth_of(&truth, "requests") + 1));
+    let got = poll(Duration::from_secs(10), || Some(spans(&c)).filter(|s| s.len() >= sdk.len()));
+    let got = got.unwrap_or_else(|| spans(&c));
+    assert_eq!(got.len(), sdk.len(), "{}", g.err.text());
+    let by_call: BTreeMap<(String, i64), &Value> = got
+        .iter()
+        .map(|s| {
+            let function = attribute(s, "code.function.name").expect("code.function.name");
+            ((function, attribute(s, "id").and_then(|i| i.parse().ok()).expect("id")), s)
+        })
+        .collect();
+    let none = "0".repeat(16);
+    for ((function, id), (trace, span)) in &sdk {
+        let s = by_call[&(function.clone(), *id)];
+        let what = format!("{function} of request {id}: {s}");
+        let parent = s["parentSpanId"].as_str().unwrap_or_default();
+        if *span == none {
+            // No SDK span in the context, none of gtrace's below: a trace of its own.
+            assert_eq!(parent, "", "{what}");
+            assert!(sdk.values().all(|(t, _)| s["traceId"] != t.as_str()), "{what}");
+            continue;
+        }
+        assert_eq!(s["traceId"].as_str(), Some(trace.as_str()), "{what}");
+        let work = by_call[&("main.work".to_string(), *id)];
+        if function == "main.step" && sdk[&("main.work".to_string(), *id)].1 == *span {
+            // step's context holds the span work's did: gtrace's span of work is nearer.
+            assert_eq!(s["parentSpanId"], work["spanId"], "{what}");
+        } else {
+            // The SDK's span is the nearest: the request's for work, the one work
+            // started for step.
+            assert_eq!(parent, span, "{what}");
+        }
+    }
+}

@@ -195,6 +195,9 @@ pub struct Facts {
     pub context: bool,
     /// `span(...)` calls, by the call's id.
     pub spans: HashMap<ExprId, SpanArgs>,
+    /// With `span()`: where the function's first `context.Context` parameter is at its
+    /// entry (the program's span is looked for in it).
+    pub span_ctx: Option<Location>,
     /// In a return probe with `span()`: the function's `error` result (a non-nil one
     /// makes the span's status an error).
     pub span_error: Option<ArgInfo>,

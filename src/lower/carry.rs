@@ -33,6 +33,8 @@ pub struct EntryRecords {
     /// The functions whose entry reads the program's trace context (context.rs), with
     /// the index of the `on entry` instance that does.
     pub contexts: BTreeMap<String, usize>,
+    /// The spanned functions' `context.Context` parameters, where they are at entry.
+    pub span_ctx: BTreeMap<String, Location>,
 }
 
 impl EntryRecords {
@@ -43,6 +45,9 @@ impl EntryRecords {
         for inst in checked.instances.iter().filter(|i| !i.facts.spans.is_empty()) {
             for f in &inst.functions {
                 records.spanned.insert(f.name.clone());
+                if let Some(at) = &inst.facts.span_ctx {
+                    records.span_ctx.insert(f.name.clone(), at.clone());
+                }
                 records.functions.entry(f.name.clone()).or_default();
                 records.size = records.size.max(super::spans::CONTEXT_END);
             }
@@ -138,7 +143,13 @@ impl Gen<'_> {
 
     /// Copies the `size`-byte value at `location` (at the function's entry) to the stack
     /// at `to`.
-    fn copy_at_entry(&mut self, location: &Location, to: i16, size: u64, span: Span) -> Result<(), LowerError> {
+    pub(super) fn copy_at_entry(
+        &mut self,
+        location: &Location,
+        to: i16,
+        size: u64,
+        span: Span,
+    ) -> Result<(), LowerError> {
         match location {
             Location::Regs(pieces) => {
                 for p in pieces {

@@ -75,6 +75,10 @@ pub struct Gen<'a> {
     /// Where the dictionary of the shape function is, when `func` names the
     /// instantiation (see generics.rs).
     pub dictionary: Option<super::generics::DictAt>,
+    /// The OpenTelemetry SDK's layout in the target, and (at the entry of a function
+    /// with a span) where its `context.Context` parameter is (sdkcontext.rs).
+    pub otel: Option<crate::target::OtelContext>,
+    pub span_ctx: Option<crate::arch::abi::Location>,
     /// At a function's entry, its `trace_context` body is being lowered; then the slot
     /// of the header it parsed (context.rs).
     pub reading_context: bool,
@@ -127,6 +131,8 @@ impl<'a> Gen<'a> {
             panic_frame: None,
             function_index: None,
             reading_context: false,
+            otel: None,
+            span_ctx: None,
             context_parsed: None,
             dictionary: None,
             done,

@@ -34,6 +34,7 @@ mod memhash;
 mod programs;
 mod runtime_programs;
 pub mod scope;
+mod sdkcontext;
 pub mod spans;
 pub mod stored;
 pub mod unwind;

@@ -453,8 +453,11 @@ impl Ctx<'_> {
             if context.is_some() {
                 names.push("the program's trace context");
             }
+            let span_ctx = records.span_ctx.get(function).cloned();
+            let otel = if span_ctx.is_some() { self.target.otel_context() } else { None };
             let program = self.program(&name, owner, comment, facts, *span, |gen| {
                 gen.function_index = function_index;
+                (gen.otel, gen.span_ctx) = (otel, span_ctx);
                 if let Some(body) = body {
                     gen.read_context(body, *span)?;
                 }

@@ -62,7 +62,12 @@ impl Gen<'_> {
         self.mark_frame(record, span)?;
         let found = self.b.new_label();
         let root = self.b.new_label();
-        self.find_parent(record, idx, found, root, span)?;
+        // The parent's own parent: which span of the program the parent is under.
+        let grand = self.slot(8, span)?;
+        self.b.emit(store_imm(Size::DW, R10, grand, 0));
+        let mark = self.frame.mark();
+        self.find_parent(record, (idx, grand), found, root, span)?;
+        self.frame.release(mark);
         self.b.bind(root);
         self.b.comment("no parent span on this goroutine: a new trace");
         self.random_u64(record + C_TRACE);
@@ -70,6 +75,12 @@ impl Gen<'_> {
         self.b.emit(store_imm(Size::DW, R10, record + C_PARENT, 0));
         self.b.emit(store_imm(Size::DW, R10, record + C_FLAGS, FLAG_SAMPLED));
         self.b.bind(found);
+        self.b.emit(mov64_imm(R0, 0));
+        if let (Some(otel), Some(ctx)) = (self.otel.clone(), self.span_ctx.clone()) {
+            let mark = self.frame.mark();
+            self.sdk_parent(&otel, &ctx, record, grand, span)?;
+            self.frame.release(mark);
+        }
         self.random_u64(record + C_SPAN);
         // An all-zero span id is invalid: 1 instead.
         let nonzero = self.b.new_label();
@@ -96,12 +107,12 @@ impl Gen<'_> {
 
     /// Walks the frames below the one in slot `idx`, at most `PARENT_REACH`, to the first
     /// marked one whose entry record is its own: its trace id and span id go to
-    /// `record` (jumps to `found`); none: jumps to `root` (counted when frames were left
-    /// unsearched).
+    /// `record`, its parent's span id to slot `grand` (jumps to `found`); none: jumps to
+    /// `root` (counted when frames were left unsearched).
     fn find_parent(
         &mut self,
         record: i16,
-        idx: i16,
+        (idx, grand): (i16, i16),
         found: crate::bpf::builder::Label,
         root: crate::bpf::builder::Label,
         span: Span,
@@ -135,6 +146,8 @@ impl Gen<'_> {
                 self.b.emit(load(Size::DW, R1, R0, from));
                 self.b.emit(store_reg(Size::DW, R10, record + to, R1));
             }
+            self.b.emit(load(Size::DW, R1, R0, C_PARENT));
+            self.b.emit(store_reg(Size::DW, R10, grand, R1));
             // Sampled as the parent; a remote parent when the parent is a context.
             self.b.emit(load(Size::DW, R1, R0, C_FLAGS));
             self.b.emit(mov64_reg(R2, R1));

@@ -68,6 +68,7 @@ impl Cx<'_> {
         if self.kind == InstanceKind::Return {
             self.facts.span_error = self.error_result();
         }
+        self.facts.span_ctx = self.context_param();
     }
 
     /// `trace_context(s)`: in `on entry` probes of functions, a string.
@@ -93,6 +94,16 @@ impl Cx<'_> {
             );
         }
         self.facts.context = true;
+    }
+
+    /// Where the function's first `context.Context` parameter is at its entry.
+    fn context_param(&self) -> Option<crate::arch::abi::Location> {
+        self.values
+            .iter()
+            .filter(|v| !v.is_result && self.types.get(v.type_id).name == "context.Context")
+            .find(|v| v.at_entry || self.kind != InstanceKind::Return)
+            .map(|v| v.location.clone())
+            .filter(|l| !matches!(l, crate::arch::abi::Location::Unreadable { .. }))
     }
 
     /// The function's first result of type `error`, where it can be read at the return.
