@@ -18,7 +18,7 @@ use support::processes::{free_port, poll, truth_of, Gtrace, Program};
 const SCRIPT: &str = r#"
 on return main.checkout { span(user: user) }
 on return main.price { span(name: "price", user: user) }
-on return main.charge { span(user: user, amount: amount) }
+on return main.charge { span(user: user, amount: amount); @charge = hist(elapsed) }
 on return main.audit { span(user: user, note: note) }
 "#;
 
@@ -166,6 +166,20 @@ fn a_real_collector_receives_a_span_per_call_nested_as_the_program_nested_them()
     }
     let roots = calls.iter().filter(|c| c.parent.is_none()).count();
     assert_eq!(traces.len(), roots, "a trace per checkout");
+
+    // The histogram of charge's latency carries an exemplar: one charge's span, with
+    // that span's duration (in seconds) as its value.
+    let last = c.received().into_iter().filter(|r| collector::metric(r, "gtrace_charge").is_some()).last();
+    let last = last.expect("gtrace_charge pushed");
+    let m = collector::metric(&last, "gtrace_charge").expect("gtrace_charge");
+    let p = &m["exponentialHistogram"]["dataPoints"][0];
+    let charges = calls.iter().filter(|c| c.function == "main.charge").count();
+    assert_eq!(collector::number(&p["count"]), charges as f64, "{p}");
+    let ex = &p["exemplars"][0];
+    let s = got.iter().find(|s| s["spanId"] == ex["spanId"]).unwrap_or_else(|| panic!("no span of {ex}"));
+    assert_eq!((s["traceId"].clone(), s["name"].clone()), (ex["traceId"].clone(), "main.charge".into()), "{ex}");
+    let took = (nanos(&s["endTimeUnixNano"]) - nanos(&s["startTimeUnixNano"])) as f64 / 1e9;
+    assert!((ex["asDouble"].as_f64().unwrap_or(-1.0) - took).abs() < 1e-12, "{ex} vs {took}");
 }
 
 #[test]

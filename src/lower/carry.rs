@@ -103,10 +103,10 @@ impl Gen<'_> {
         for i in 0..4 {
             self.b.emit(store_imm(Size::DW, R10, parsed + 8 * i, 0));
         }
-        self.context_parsed = Some(parsed);
-        self.reading_context = true;
+        self.spans.context_parsed = Some(parsed);
+        self.spans.reading_context = true;
         self.block(body)?;
-        self.reading_context = false;
+        self.spans.reading_context = false;
         Ok(())
     }
 
@@ -124,7 +124,7 @@ impl Gen<'_> {
         if spanned {
             self.open_span(record, span)?;
         }
-        if let Some(parsed) = self.context_parsed.take() {
+        if let Some(parsed) = self.spans.context_parsed.take() {
             self.apply_trace_context(parsed, record, spanned, span)?;
         }
         for (c, off) in fields {

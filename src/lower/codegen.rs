@@ -75,14 +75,8 @@ pub struct Gen<'a> {
     /// Where the dictionary of the shape function is, when `func` names the
     /// instantiation (see generics.rs).
     pub dictionary: Option<super::generics::DictAt>,
-    /// The OpenTelemetry SDK's layout in the target, and (at the entry of a function
-    /// with a span) where its `context.Context` parameter is (sdkcontext.rs).
-    pub otel: Option<crate::target::OtelContext>,
-    pub span_ctx: Option<crate::arch::abi::Location>,
-    /// At a function's entry, its `trace_context` body is being lowered; then the slot
-    /// of the header it parsed (context.rs).
-    pub reading_context: bool,
-    pub context_parsed: Option<i16>,
+    /// What `span()` and the trace contexts need here (spans.rs).
+    pub spans: super::spans::SpanState,
     /// Where the program ends (r0 = 0; exit).
     pub done: Label,
     /// The script's `self` variables.
@@ -130,10 +124,7 @@ impl<'a> Gen<'a> {
             notes: Vec::new(),
             panic_frame: None,
             function_index: None,
-            reading_context: false,
-            otel: None,
-            span_ctx: None,
-            context_parsed: None,
+            spans: super::spans::SpanState::default(),
             dictionary: None,
             done,
             self_vars,

@@ -23,8 +23,8 @@ impl Gen<'_> {
     /// built: the header parsed into the 32-byte slot `context_parsed` (trace id, parent
     /// id, flags, and at 25 a 1 when the header is valid), for `apply_trace_context`.
     pub(super) fn trace_context(&mut self, arg: &Expr, span: Span) -> Result<(), LowerError> {
-        let parsed = match self.context_parsed {
-            Some(p) if self.reading_context => p,
+        let parsed = match self.spans.context_parsed {
+            Some(p) if self.spans.reading_context => p,
             _ => return Err(LowerError::unsupported(span, "trace_context() outside a function's entry")),
         };
         self.b.comment("the program's trace context: a W3C traceparent");

@@ -84,6 +84,9 @@ pub(super) fn lower_all(
     let panics = checked.instances.iter().any(|i| i.kind == InstanceKind::Panic);
     let record = if panics { super::unwind::RECORD_WITH_PANICS } else { super::frames::RECORD };
     let mut maps = Maps::new(&checked.maps, (!timed.is_empty()).then_some(record), plan.functions.len());
+    for name in super::spans::exemplar_maps(script, checked, &records) {
+        maps.add_exemplars(&name);
+    }
     if records.carrying().next().is_some() {
         maps.add_carried(records.size);
     }
@@ -354,6 +357,8 @@ impl Ctx<'_> {
             [f] => self.plan.functions.iter().position(|n| *n == f.name).map(|i| i as u32),
             _ => None,
         };
+        let spanned_call =
+            inst.needs_entry() && matches!(inst.functions.as_slice(), [f] if self.records.spanned.contains(&f.name));
         let dictionary = inst.dictionary.clone().map(|at| match inst.kind {
             InstanceKind::Return => super::generics::DictAt::Carried,
             _ => super::generics::DictAt::Entry(at),
@@ -365,6 +370,7 @@ impl Ctx<'_> {
         let program = self.program(&name, owner, comment, &inst.facts, probe.span, |gen| {
             gen.function_index = function_index;
             gen.dictionary = dictionary;
+            gen.spans.spanned_call = spanned_call;
             if biased {
                 gen.load_bias(&name, probe.span)?;
             }
@@ -457,7 +463,7 @@ impl Ctx<'_> {
             let otel = if span_ctx.is_some() { self.target.otel_context() } else { None };
             let program = self.program(&name, owner, comment, facts, *span, |gen| {
                 gen.function_index = function_index;
-                (gen.otel, gen.span_ctx) = (otel, span_ctx);
+                (gen.spans.otel, gen.spans.ctx) = (otel, span_ctx);
                 if let Some(body) = body {
                     gen.read_context(body, *span)?;
                 }

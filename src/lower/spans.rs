@@ -42,6 +42,10 @@ const F_SPANNED: i16 = F_FUNC + 4;
 /// Traced calls below a new span searched for its parent.
 pub const PARENT_REACH: usize = 8;
 
+/// An exemplar (`MapRole::Exemplars`): the value, the kernel time, the trace id (16),
+/// the span id.
+pub const EXEMPLAR: u32 = 40;
+
 /// The span record's header, after the event id: entry time, return time, trace id (16),
 /// span id, parent span id, flags, function index.
 pub const H_START: i16 = 8;
@@ -52,6 +56,22 @@ pub const H_PARENT: i16 = 48;
 pub const H_FLAGS: i16 = 56;
 pub const H_FUNC: i16 = 64;
 pub const HEADER_END: u32 = 72;
+
+/// What a program's generator keeps for spans and trace contexts.
+#[derive(Default)]
+pub struct SpanState {
+    /// A return probe of a function whose calls make spans: its `hist()` updates leave
+    /// exemplars.
+    pub spanned_call: bool,
+    /// The OpenTelemetry SDK's layout in the target, and (at the entry of a function
+    /// with a span) where its `context.Context` parameter is (sdkcontext.rs).
+    pub otel: Option<crate::target::OtelContext>,
+    pub ctx: Option<crate::arch::abi::Location>,
+    /// At a function's entry, its `trace_context` body is being lowered; then the slot
+    /// of the header it parsed (context.rs).
+    pub reading_context: bool,
+    pub context_parsed: Option<i16>,
+}
 
 impl Gen<'_> {
     /// At the entry, after the frame is pushed: the span's context into the entry record
@@ -76,7 +96,7 @@ impl Gen<'_> {
         self.b.emit(store_imm(Size::DW, R10, record + C_FLAGS, FLAG_SAMPLED));
         self.b.bind(found);
         self.b.emit(mov64_imm(R0, 0));
-        if let (Some(otel), Some(ctx)) = (self.otel.clone(), self.span_ctx.clone()) {
+        if let (Some(otel), Some(ctx)) = (self.spans.otel.clone(), self.spans.ctx.clone()) {
             let mark = self.frame.mark();
             self.sdk_parent(&otel, &ctx, record, grand, span)?;
             self.frame.release(mark);
@@ -250,4 +270,70 @@ impl Gen<'_> {
         self.b.emit(store_reg(Size::DW, R8, H_FUNC, R0));
         Ok(())
     }
+}
+
+impl Gen<'_> {
+    /// After a `hist()` update at the return of a call with a span: the value (slot
+    /// `val`) and the span's ids, the exemplar of the key in slot `key` of `map`.
+    pub(super) fn exemplar(&mut self, map: &str, key: i16, val: i16, span: Span) -> Result<(), LowerError> {
+        let (Some(record), Some(frame), true) = (self.entry_record, self.call_frame, self.spans.spanned_call) else {
+            return Ok(());
+        };
+        self.b.comment("the exemplar: this value, with the call's span");
+        let skip = self.b.new_label();
+        self.b.emit(load(Size::DW, R1, R10, frame));
+        self.b.emit(load(Size::DW, R1, R1, F_TIME));
+        self.b.emit(load(Size::DW, R2, R10, record));
+        self.b.emit(load(Size::DW, R2, R2, C_TIME));
+        self.b.jmp_reg_to(JmpOp::Ne, R1, R2, skip);
+        let mark = self.frame.mark();
+        let ex = self.slot(EXEMPLAR, span)?;
+        self.b.emit(load(Size::DW, R1, R10, val));
+        self.b.emit(store_reg(Size::DW, R10, ex, R1));
+        self.b.emit(call(BPF_FUNC_ktime_get_ns));
+        self.b.emit(store_reg(Size::DW, R10, ex + 8, R0));
+        self.b.emit(load(Size::DW, R1, R10, record));
+        for (from, to) in [(C_TRACE, 16), (C_TRACE + 8, 24), (C_SPAN, 32)] {
+            self.b.emit(load(Size::DW, R2, R1, from));
+            self.b.emit(store_reg(Size::DW, R10, ex + to, R2));
+        }
+        self.b.ld_map(R1, map);
+        self.stack_ptr(R2, key);
+        self.stack_ptr(R3, ex);
+        self.b.emit(mov64_imm(R4, BPF_ANY));
+        self.b.emit(call(BPF_FUNC_map_update_elem));
+        self.count_refused_update(map, span)?;
+        self.frame.release(mark);
+        self.b.bind(skip);
+        self.b.emit(mov64_imm(R0, 0));
+        Ok(())
+    }
+}
+
+/// The `hist()` maps that keep exemplars: those a return probe of a function whose calls
+/// make spans aggregates into (by name; `""` for the bare `hist(x)`).
+pub fn exemplar_maps(
+    script: &crate::syntax::ast::Script,
+    checked: &crate::check::Checked,
+    records: &super::carry::EntryRecords,
+) -> std::collections::BTreeSet<String> {
+    use crate::syntax::ast::{ExprKind, Item, StmtKind};
+    let mut out = std::collections::BTreeSet::new();
+    let spanned = |i: &crate::check::Instance| {
+        i.needs_entry() && !i.functions.is_empty() && i.functions.iter().all(|f| records.spanned.contains(&f.name))
+    };
+    for inst in checked.instances.iter().filter(|i| spanned(i)) {
+        let Some(Item::Probe(p)) = script.items.get(inst.item) else { continue };
+        p.body.walk_stmts(&mut |st| {
+            let (map, value) = match &st.kind {
+                StmtKind::AssignMap { map, value } => (map.name.name.clone(), value),
+                StmtKind::Expr(e) => (String::new(), e),
+                _ => return,
+            };
+            if matches!(&value.kind, ExprKind::Call { func, .. } if func.name == "hist") {
+                out.insert(map);
+            }
+        });
+    }
+    out
 }
