@@ -395,3 +395,29 @@ fn spans_take_the_opentelemetry_sdks_span_in_a_context_parameter_as_their_parent
         }
     }
 }
+
+#[test]
+fn on_a_stripped_build_spans_start_their_own_traces_and_say_why() {
+    let test = "on_a_stripped_build_spans_start_their_own_traces_and_say_why";
+    if !privileged(test) {
+        return;
+    }
+    let bin = support::go_build("traceparent", &["-ldflags=-s -w"]);
+    let mut program = Program::start(&bin);
+    let pid = program.pid.to_string();
+    let mut g = Gtrace::start(&["-e", "on return main.handle { span() }", "-p", &pid, "-f", "json"]);
+    g.attached();
+    let truth = program.go();
+    program.finish();
+    assert_eq!(g.wait(), 0, "{}", g.err.text());
+    assert!(g.err.text().contains("the program's own trace context cannot be read in this binary"), "{}", g.err.text());
+    let printed: Vec<Value> = g
+        .out
+        .text()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["type"] == "span")
+        .collect();
+    assert_eq!(printed.len() as u64, truth_of(&truth, "requests"), "{}", g.out.text());
+    assert!(printed.iter().all(|s| s["parent_span_id"].is_null() && s["name"] == "main.handle"), "{printed:?}");
+}

@@ -5,28 +5,39 @@
 //! ExprIds after the script's.
 
 use crate::diag::{Diagnostic, Sources};
-use crate::syntax::ast::{ExprKind, Item, ProbeKind, Script};
+use crate::syntax::ast::{ExprKind, Item, ProbeKind, Script, Span};
 use crate::syntax::parser;
 
 /// The file's name in diagnostics, and its text.
 pub const NAME: &str = "<stdlib>/tracecontext.gt";
 pub const TEXT: &str = include_str!("../../stdlib/tracecontext.gt");
 
-/// Whether a probe of `script` calls `span()`.
-pub fn makes_spans(script: &Script) -> bool {
-    let mut found = false;
+/// The first `span()` call of `script`, if it makes spans.
+pub fn first_span(script: &Script) -> Option<Span> {
+    let mut found = None;
     for item in &script.items {
         if let Item::Probe(p) = item {
             p.body.walk_exprs(&mut |e| {
-                found |= matches!(&e.kind, ExprKind::Call { func, .. } if func.name == "span");
+                if matches!(&e.kind, ExprKind::Call { func, .. } if func.name == "span") {
+                    found = found.or(Some(e.span));
+                }
             });
         }
     }
     found
 }
 
-/// Adds to `script` the probes of tracecontext.gt whose functions `has` says exist.
-pub fn add(script: &mut Script, sources: &mut Sources, has: &dyn Fn(&str) -> bool) -> Result<(), Vec<Diagnostic>> {
+/// What `compile` says when the added probes cannot be compiled for this binary (they
+/// are then left out): at the script's first `span()`.
+pub fn left_out(at: Span, why: &str) -> Diagnostic {
+    Diagnostic::warning(at, format!("the program's own trace context cannot be read in this binary ({why})"))
+        .label("spans start traces of their own")
+        .hint("docs/language.md, \"Spans\": trace_context() reads one where gtrace cannot by itself")
+}
+
+/// Adds to `script` the probes of tracecontext.gt whose functions `has` says exist;
+/// returns the file they are in.
+pub fn add(script: &mut Script, sources: &mut Sources, has: &dyn Fn(&str) -> bool) -> Result<u32, Vec<Diagnostic>> {
     let mut next_id = 0u32;
     for item in &script.items {
         if let Item::Probe(p) = item {
@@ -42,5 +53,5 @@ pub fn add(script: &mut Script, sources: &mut Sources, has: &dyn Fn(&str) -> boo
             script.items.push(item);
         }
     }
-    Ok(())
+    Ok(file)
 }
