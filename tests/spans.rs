@@ -421,3 +421,46 @@ fn on_a_stripped_build_spans_start_their_own_traces_and_say_why() {
     assert_eq!(printed.len() as u64, truth_of(&truth, "requests"), "{}", g.out.text());
     assert!(printed.iter().all(|s| s["parent_span_id"].is_null() && s["name"] == "main.handle"), "{printed:?}");
 }
+
+#[test]
+fn a_call_a_panic_ends_is_a_span_with_the_panic_as_its_error() {
+    let test = "a_call_a_panic_ends_is_a_span_with_the_panic_as_its_error";
+    if !privileged(test) {
+        return;
+    }
+    let bin = support::go_build("panics", &[]);
+    let watched = ["main.inner", "main.middle", "main.outer", "main.deferer", "main.twice", "main.boom"];
+    let script = format!("on panic {} {{ span() }}\non return main.catchNested {{ span() }}", watched.join(", "));
+    let cmd = format!("{} mix 1", bin.display());
+    let mut g = Gtrace::start(&["-e", &script, "-f", "json", "-c", &cmd]);
+    assert_eq!(g.wait(), 0, "{}", g.err.text());
+    let out = g.out.text();
+    let spans: Vec<Value> =
+        out.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()).filter(|v| v["type"] == "span").collect();
+    let by_name = |f: &str| spans.iter().filter(|s| s["name"] == f).collect::<Vec<_>>();
+    // The program's own account: `want FUNC recovered=... panic=TYPE("VALUE") count=N`.
+    let mut wanted = 0;
+    for line in out.lines().filter_map(|l| l.strip_prefix("want ")) {
+        let function = line.split(' ').next().unwrap_or_default();
+        if !watched.contains(&function) {
+            continue;
+        }
+        let value = line.split("panic=").nth(1).and_then(|v| v.split('"').nth(1)).expect("a panic value");
+        let count: usize = line.rsplit("count=").next().and_then(|c| c.parse().ok()).expect("a count");
+        let got = by_name(function);
+        assert_eq!(got.len(), count, "{function}: {out}");
+        for s in got {
+            assert_eq!(s["error"].as_str(), Some(format!("panic: {value}").as_str()), "{s}");
+        }
+        wanted += count;
+    }
+    assert_eq!(spans.len(), wanted + 1, "{out}");
+    // catchNested calls outer, which calls middle, which calls inner (tests/go/panics).
+    let id = |f: &str| by_name(f)[0]["span_id"].clone();
+    let parent = |f: &str| by_name(f)[0]["parent_span_id"].clone();
+    assert_eq!(parent("main.inner"), id("main.middle"));
+    assert_eq!(parent("main.middle"), id("main.outer"));
+    assert_eq!(parent("main.outer"), id("main.catchNested"));
+    assert!(parent("main.catchNested").is_null());
+    assert!(by_name("main.catchNested")[0]["error"].is_null());
+}
