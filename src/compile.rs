@@ -76,7 +76,25 @@ pub fn parse(root: Root, opts: &Options) -> Result<(Sources, Script), Report> {
 /// Compiles `root` (and the libraries it uses) against `target`.
 pub fn compile(root: Root, target: &Target, opts: &Options) -> Result<Compiled, Report> {
     let (sources, script) = parse(root, opts)?;
-    compile_script(sources, &script, target, opts)
+    let Some(at) = library::tracecontext::first_span(&script) else {
+        return compile_script(sources, &script, target, opts);
+    };
+    // With span(): the probes that read the program's trace context, where they
+    // compile for this binary (else a warning, and spans of gtrace's own traces).
+    let (mut with_sources, mut with_script) = (sources.clone(), script.clone());
+    let has = |name: &str| !target.find(name).is_empty();
+    let why = match library::tracecontext::add(&mut with_script, &mut with_sources, &has) {
+        Ok(file) => match compile_script(with_sources, &with_script, target, opts) {
+            Ok(compiled) => return Ok(compiled),
+            Err(report) if report.diagnostics.iter().all(|d| d.span.file != file) => return Err(report),
+            Err(report) => report.diagnostics.iter().find(|d| d.span.file == file).map(|d| d.message.clone()),
+        },
+        Err(found) => found.first().map(|d| d.message.clone()),
+    };
+    let mut compiled = compile_script(sources, &script, target, opts)?;
+    let why = why.unwrap_or_default();
+    compiled.warnings.diagnostics.push(library::tracecontext::left_out(at, &why));
+    Ok(compiled)
 }
 
 /// The passes after parsing: check, lower, and the object.

@@ -148,7 +148,7 @@ fn expr(e: &Expr) -> String {
             format!("({op} {})", expr(operand))
         }
         ExprKind::Binary { op, lhs, rhs } => format!("({} {} {})", op.symbol(), expr(lhs), expr(rhs)),
-        ExprKind::Call { func, args } => {
+        ExprKind::Call { func, args, .. } => {
             let a: Vec<String> = args.iter().map(expr).collect();
             format!("{}({})", func.name, a.join(", "))
         }

@@ -9,6 +9,7 @@ pub const BPF_FUNC_map_update_elem: i32 = 2;
 pub const BPF_FUNC_map_delete_elem: i32 = 3;
 pub const BPF_FUNC_ktime_get_ns: i32 = 5;
 pub const BPF_FUNC_trace_printk: i32 = 6;
+pub const BPF_FUNC_get_prandom_u32: i32 = 7;
 pub const BPF_FUNC_get_smp_processor_id: i32 = 8;
 pub const BPF_FUNC_get_current_pid_tgid: i32 = 14;
 pub const BPF_FUNC_get_current_comm: i32 = 16;
@@ -46,6 +47,7 @@ pub const HELPERS: &[(i32, &str)] = &[
     (BPF_FUNC_map_delete_elem, "map_delete_elem"),
     (BPF_FUNC_ktime_get_ns, "ktime_get_ns"),
     (BPF_FUNC_trace_printk, "trace_printk"),
+    (BPF_FUNC_get_prandom_u32, "get_prandom_u32"),
     (BPF_FUNC_get_smp_processor_id, "get_smp_processor_id"),
     (BPF_FUNC_get_current_pid_tgid, "get_current_pid_tgid"),
     (BPF_FUNC_get_current_comm, "get_current_comm"),

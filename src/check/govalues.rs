@@ -266,10 +266,13 @@ pub fn reads_go_values(block: &Block) -> bool {
     let mut found = false;
     block.walk_stmts(&mut |s| {
         for e in s.exprs() {
-            e.walk(&mut |x| {
-                if let ExprKind::Name(n) = &x.kind {
+            e.walk(&mut |x| match &x.kind {
+                ExprKind::Name(n) => {
                     found |= !locals.contains(&n.as_str()) && Builtin::from_name(n).is_none() && n != "ustack";
                 }
+                // A span reads the function's `error` result.
+                ExprKind::Call { func, .. } => found |= func.name == "span",
+                _ => {}
             });
         }
         if let StmtKind::Let { name, .. } = &s.kind {

@@ -64,6 +64,21 @@ pub fn check_probe(
         };
         let typeck::Typed { facts, uses_elapsed } =
             typeck::check_body(&ast.body, env, &mut checked.maps, &mut checked.self_vars, &mut local);
+        let mut functions = group.functions;
+        if facts.context {
+            // A trace context lives in the call's frame: only calls of the function
+            // itself have one (an inlined copy has no RET to end it).
+            functions.retain(|f| f.inlined.is_none() && f.line.is_none());
+            if functions.is_empty() {
+                local.push(
+                    Diagnostic::error(
+                        ast.span,
+                        "trace_context() needs calls of the function itself; here it is only inlined",
+                    )
+                    .hint("probe the function that calls it"),
+                );
+            }
+        }
         let mut carried = carried(&facts, &target.types());
         if let (Some(location), InstanceKind::Return) = (&dictionary, probe.kind) {
             let name = super::generics::CARRIED_DICTIONARY.to_string();
@@ -74,11 +89,11 @@ pub fn check_probe(
             || probe.kind == InstanceKind::Panic
             || facts.uses_self
             || facts.names.values().any(|n| *n == Name::Builtin(Builtin::Goid));
-        if needs_g {
-            require_abi_internal(&group.functions, target, ast.span, &mut local);
+        if needs_g || facts.context {
+            require_abi_internal(&functions, target, ast.span, &mut local);
         }
         if group.at_inlined_call && local.has_errors() {
-            skipped += group.functions.len();
+            skipped += functions.len();
             failed.extend(local.items);
             continue;
         }
@@ -87,7 +102,7 @@ pub fn check_probe(
         checked.instances.push(Instance {
             item: probe.item,
             kind: probe.kind,
-            functions: group.functions,
+            functions,
             facts,
             uses_elapsed,
             carried,

@@ -83,6 +83,12 @@ impl Instance {
     pub fn needs_entry(&self) -> bool {
         self.kind == InstanceKind::Return && (self.uses_elapsed || !self.carried.is_empty())
     }
+
+    /// An `on entry` probe that reads the program's trace context (`trace_context`):
+    /// compiled into its functions' entry programs, whose calls are kept as frames.
+    pub fn reads_context(&self) -> bool {
+        self.kind == InstanceKind::Entry && self.facts.context
+    }
 }
 
 /// A parameter a return probe reads, carried from the entry of the same call.
@@ -186,9 +192,25 @@ pub struct Facts {
     /// Promoted fields (`c.pa` of a field of an embedded struct): the embedded fields
     /// passed through, in order.
     pub promoted: HashMap<ExprId, Vec<String>>,
+    /// The body calls `trace_context(...)`.
+    pub context: bool,
+    /// `span(...)` calls, by the call's id.
+    pub spans: HashMap<ExprId, SpanArgs>,
+    /// With `span()`: where the function's first `context.Context` parameter is at its
+    /// entry (the program's span is looked for in it).
+    pub span_ctx: Option<Location>,
+    /// In a return probe with `span()`: the function's `error` result (a non-nil one
+    /// makes the span's status an error).
+    pub span_error: Option<ArgInfo>,
     /// The body reads `m[k]` of a Go map (which hashes with the process's keys: a PIE
     /// needs its load bias).
     pub map_index: bool,
+}
+
+/// The arguments of one `span(...)`: each one's attribute key, `None` for `name:`.
+#[derive(Clone, Debug, Default)]
+pub struct SpanArgs {
+    pub keys: Vec<Option<String>>,
 }
 
 #[derive(Clone, Debug)]

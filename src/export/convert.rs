@@ -130,6 +130,7 @@ fn exponential(fine: &crate::hist::Fine, seconds: bool) -> Option<Exponential> {
     let (offset, counts) =
         crate::hist::exponential(&fine.counts, if seconds { crate::hist::seconds_shift() } else { 0 });
     Some(Exponential {
+        exemplar: None,
         scale: crate::hist::SCALE as i32,
         zero_count: fine.counts.first().copied().unwrap_or(0),
         offset,
@@ -357,5 +358,25 @@ mod tests {
         // 1.5ms is in OTLP's bucket `offset` or the one below it (the shift rounds).
         let lo = 2f64.powf(e.offset as f64 / 16.0);
         assert!(lo / 2f64.powf(1.0 / 16.0) < 0.0015 && 0.0015 <= lo * 2f64.powf(1.0 / 16.0));
+    }
+}
+
+/// Puts each exemplar (the decoded keys of its series, and it) on the sample of the
+/// same labels in `families` (a `hist()`'s, exported as an exponential histogram).
+pub fn attach_exemplars(
+    families: &mut [Family],
+    key_names: &[String],
+    exemplars: Vec<(Vec<Value>, super::model::Exemplar)>,
+    extra: &[(String, String)],
+) {
+    for (keys, ex) in exemplars {
+        let want = labels(key_names, &keys, extra);
+        for f in families.iter_mut() {
+            for s in f.samples.iter_mut().filter(|s| s.labels == want) {
+                if let Point::Histogram { exponential: Some(e), .. } = &mut s.point {
+                    e.exemplar = Some(ex.clone());
+                }
+            }
+        }
     }
 }

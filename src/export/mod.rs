@@ -18,6 +18,7 @@ mod promtext;
 mod selfmetrics;
 mod server;
 mod source;
+mod traces;
 
 pub use selfmetrics::{SelfCounter, SelfMetrics};
 
@@ -105,7 +106,11 @@ pub struct Export {
     counters: Arc<Counters>,
     server: Option<server::Server>,
     pusher: Option<Arc<otlp::Pusher>>,
+    spans: Option<Arc<traces::SpanSender>>,
 }
+
+/// What `--otlp` never sent: printed lines, spans.
+pub type Unsent = (Option<otlp::UnsentLogs>, Option<traces::UnsentSpans>);
 
 impl Export {
     /// Checks every name, binds the address and parses the URL: what can fail does so
@@ -124,7 +129,16 @@ impl Export {
             Some(url) => Some((check_url(url)?, options.otlp_interval)),
             None => None,
         };
-        Ok(Export { plan: plan.clone(), exports, listener, otlp, counters: Arc::default(), server: None, pusher: None })
+        Ok(Export {
+            plan: plan.clone(),
+            exports,
+            listener,
+            otlp,
+            counters: Arc::default(),
+            server: None,
+            pusher: None,
+            spans: None,
+        })
     }
 
     /// Starts serving and pushing, once `attached` probes are in place.
@@ -148,6 +162,11 @@ impl Export {
             self.server = Some(server);
         }
         if let Some((url, interval)) = self.otlp.take() {
+            if self.plan.events.iter().any(|e| matches!(e.kind, crate::plan::EventKind::Span { .. })) {
+                let sender = traces::SpanSender::spawn(&url, &resource(traced))
+                    .map_err(|source| ExportError::Start { source })?;
+                self.spans = Some(Arc::new(sender));
+            }
             let pushing = otlp::Pushing { url, interval, resource: resource(traced) };
             let pusher = otlp::Pusher::spawn(pushing, source).map_err(|source| ExportError::Start { source })?;
             self.pusher = Some(Arc::new(pusher));
@@ -174,13 +193,19 @@ impl Export {
 
     /// The trace loop's sink, with printed lines counted (and queued for OTLP).
     pub fn sink(&self, inner: Box<dyn Sink>) -> Box<dyn Sink> {
-        Box::new(ExportSink { inner, counters: self.counters.clone(), pusher: self.pusher.clone() })
+        Box::new(ExportSink {
+            inner,
+            counters: self.counters.clone(),
+            pusher: self.pusher.clone(),
+            spans: self.spans.clone(),
+        })
     }
 
-    /// Pushes once more (OTLP) and stops serving; says which printed lines never
-    /// reached the OTLP collector.
-    pub fn finish(&mut self) -> Option<otlp::UnsentLogs> {
-        let unsent = self.pusher.take().and_then(|pusher| pusher.finish());
+    /// Pushes once more (OTLP) and stops serving; says which printed lines and spans
+    /// never reached the OTLP collector.
+    pub fn finish(&mut self) -> Unsent {
+        let spans = self.spans.take().and_then(|sender| sender.finish());
+        let unsent = (self.pusher.take().and_then(|pusher| pusher.finish()), spans);
         if let Some(mut server) = self.server.take() {
             server.stop();
         }
@@ -223,10 +248,16 @@ struct ExportSink {
     inner: Box<dyn Sink>,
     counters: Arc<Counters>,
     pusher: Option<Arc<otlp::Pusher>>,
+    spans: Option<Arc<traces::SpanSender>>,
 }
 
 impl Sink for ExportSink {
     fn event(&mut self, event: &Event) -> Result<(), OutputError> {
+        // With --otlp, spans go to the collector only.
+        if let (Event::Span(s), Some(sender)) = (event, &self.spans) {
+            sender.span((**s).clone());
+            return Ok(());
+        }
         let text = match event {
             Event::Printf { format, values } => Some(output::text::printf_exact(format, values)),
             Event::Print { labels, values } => Some(output::text::labelled_exact(labels, values)),

@@ -49,6 +49,8 @@ pub enum Point {
 /// base = 2^(2^-scale); `counts[0]` is bucket `offset`. Values <= 0 are in `zero_count`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Exponential {
+    /// The last value a call with a span added, with the span (`span()`).
+    pub exemplar: Option<Exemplar>,
     pub scale: i32,
     pub zero_count: u64,
     pub offset: i32,
@@ -138,4 +140,14 @@ mod tests {
         assert_eq!(bucket_counts(&[(0.0, 0), (1.0, 3), (3.0, 3), (7.0, 10)], 12), vec![0, 3, 0, 7, 2]);
         assert_eq!(bucket_counts(&[], 5), vec![5]);
     }
+}
+
+/// A value of a histogram with the span of the call that added it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Exemplar {
+    /// In the histogram's unit (seconds for durations).
+    pub value: f64,
+    pub time_unix_nano: u64,
+    pub trace_id: [u8; 16],
+    pub span_id: [u8; 8],
 }

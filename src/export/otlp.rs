@@ -205,7 +205,7 @@ fn string_kv(key: &str, value: &str) -> KeyValue {
     }
 }
 
-fn resource(attrs: &[(String, String)]) -> Resource {
+pub fn resource(attrs: &[(String, String)]) -> Resource {
     Resource { attributes: attrs.iter().map(|(k, v)| string_kv(k, v)).collect(), ..Default::default() }
 }
 
@@ -314,8 +314,20 @@ fn exponential_point(
         positive: Some(exponential_histogram_data_point::Buckets { offset: e.offset, bucket_counts: e.counts.clone() }),
         min: Some(e.min),
         max: Some(e.max),
+        exemplars: e.exemplar.iter().map(exemplar).collect(),
         ..Default::default()
     })
+}
+
+/// A histogram's exemplar: its value with the span of the call that added it.
+fn exemplar(e: &super::model::Exemplar) -> pm::Exemplar {
+    pm::Exemplar {
+        time_unix_nano: e.time_unix_nano,
+        value: Some(pm::exemplar::Value::AsDouble(e.value)),
+        span_id: e.span_id.to_vec(),
+        trace_id: e.trace_id.to_vec(),
+        ..Default::default()
+    }
 }
 
 /// Printed lines as one OTLP logs request: each an INFO record whose body is the line.
@@ -377,6 +389,7 @@ mod tests {
     #[test]
     fn a_hist_is_an_exponential_histogram_of_scale_4() {
         let e = crate::export::model::Exponential {
+            exemplar: None,
             scale: 4,
             zero_count: 1,
             offset: 160,

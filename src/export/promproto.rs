@@ -50,9 +50,18 @@ fn family(f: &Family) -> pb::MetricFamily {
                 (Point::Number(v), Kind::Counter) => m.counter = Some(pb::Counter { value: *v, ..Default::default() }),
                 (Point::Number(v), _) => m.gauge = Some(pb::Gauge { value: *v }),
                 (Point::Histogram { buckets, count, sum, exponential }, _) => {
+                    let ex = exponential.as_ref().and_then(|e| e.exemplar.as_ref());
+                    // The exemplar goes on the first bucket that holds its value.
+                    let first = ex.and_then(|x| buckets.iter().position(|(le, _)| x.value <= *le));
                     let bucket = buckets
                         .iter()
-                        .map(|(le, c)| pb::Bucket { upper_bound: *le, cumulative_count: *c, ..Default::default() })
+                        .enumerate()
+                        .map(|(i, (le, c))| pb::Bucket {
+                            upper_bound: *le,
+                            cumulative_count: *c,
+                            exemplar: ex.filter(|_| Some(i) == first).map(exemplar),
+                            ..Default::default()
+                        })
                         .collect();
                     let mut h = pb::Histogram { sample_count: *count, sample_sum: *sum, bucket, ..Default::default() };
                     if let Some(e) = exponential {
@@ -75,6 +84,19 @@ fn family(f: &Family) -> pb::MetricFamily {
 
 /// The native histogram's fields: its schema is the scale, its bucket i the exponential
 /// bucket i - 1 (native buckets hold (base^(i-1), base^i]); values <= 0 in the zero bucket.
+/// An exemplar as OpenMetrics labels it: `trace_id` and `span_id` in hex.
+fn exemplar(e: &super::model::Exemplar) -> pb::Exemplar {
+    let hex = crate::output::span::hex;
+    pb::Exemplar {
+        label: vec![
+            pb::LabelPair { name: "trace_id".into(), value: hex(&e.trace_id) },
+            pb::LabelPair { name: "span_id".into(), value: hex(&e.span_id) },
+        ],
+        value: e.value,
+        timestamp: None,
+    }
+}
+
 fn native(h: &mut pb::Histogram, e: &Exponential) {
     let (spans, deltas) = crate::hist::native(e.offset, &e.counts);
     h.schema = e.scale;
@@ -106,8 +128,46 @@ mod tests {
     }
 
     #[test]
+    fn an_exemplar_is_on_the_first_classic_bucket_holding_its_value() {
+        let ex =
+            crate::export::model::Exemplar { value: 5.0, time_unix_nano: 1, trace_id: [0xab; 16], span_id: [1; 8] };
+        let e = Exponential {
+            exemplar: Some(ex),
+            scale: 4,
+            zero_count: 0,
+            offset: 36,
+            counts: vec![1],
+            min: 5.0,
+            max: 5.0,
+        };
+        let point = Point::Histogram { buckets: vec![(3.0, 0), (7.0, 1)], count: 1, sum: 5.0, exponential: Some(e) };
+        let f = Family {
+            base: "gtrace_n".into(),
+            help: "@n".into(),
+            kind: Kind::Histogram,
+            seconds: false,
+            samples: vec![Sample { labels: vec![], point }],
+        };
+        let back = pb::MetricFamily::decode_length_delimited(encode(&[f]).as_slice()).unwrap();
+        let buckets = &back.metric[0].histogram.as_ref().unwrap().bucket;
+        assert!(buckets[0].exemplar.is_none());
+        let got = buckets[1].exemplar.as_ref().unwrap();
+        let labels: Vec<(&str, &str)> = got.label.iter().map(|l| (l.name.as_str(), l.value.as_str())).collect();
+        assert_eq!(labels, [("trace_id", "ab".repeat(16).as_str()), ("span_id", "0101010101010101")]);
+        assert_eq!(got.value, 5.0);
+    }
+
+    #[test]
     fn a_hist_is_a_native_histogram_beside_its_classic_buckets() {
-        let e = Exponential { scale: 4, zero_count: 1, offset: 36, counts: vec![2, 0, 3], min: 0.0, max: 6.0 };
+        let e = Exponential {
+            exemplar: None,
+            scale: 4,
+            zero_count: 1,
+            offset: 36,
+            counts: vec![2, 0, 3],
+            min: 0.0,
+            max: 6.0,
+        };
         let point = Point::Histogram { buckets: vec![(3.0, 1), (7.0, 6)], count: 6, sum: 25.0, exponential: Some(e) };
         let f = Family {
             base: "gtrace_n".into(),

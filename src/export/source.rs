@@ -9,7 +9,7 @@ use super::model::Family;
 use super::names::{MapExport, Shape};
 use super::selfmetrics::{SelfCounter, SelfMetrics};
 use crate::output::{self, value::Value, MapDump};
-use crate::plan::Plan;
+use crate::plan::{MapRole, Plan};
 use crate::runtime::{MapReader, RuntimeError};
 use crate::target::Target;
 use crate::trace::symbols::TargetSymbols;
@@ -87,7 +87,19 @@ impl Source {
             if needs_names(&dump) {
                 state.name(&mut dump, &self.binary, self.pid);
             }
-            out.extend(convert::families(export, &dump, &self.labels, &mut state.ranges));
+            let mut families = convert::families(export, &dump, &self.labels, &mut state.ranges);
+            if let Some(ex) = self
+                .plan
+                .maps
+                .iter()
+                .find(|m| matches!(&m.role, MapRole::Exemplars { of } if *of == export.object_name))
+            {
+                let raw = self.reader.entries(&ex.object_name)?;
+                let unix = crate::runtime::clock::unix_minus_monotonic();
+                let found = exemplars(spec, &raw, &self.plan, export.seconds, unix);
+                convert::attach_exemplars(&mut families, &dump.key_names, found, &self.labels);
+            }
+            out.extend(families);
         }
         Ok(out)
     }
@@ -102,6 +114,40 @@ impl State {
         self.bias = symbols.bias;
         output::name_map(dump, &symbols);
     }
+}
+
+/// The exemplars of the `hist()` map `spec` (its exemplar map's raw entries), with
+/// their keys decoded as the map's; values in seconds for durations, times moved to
+/// Unix time by `unix` (Unix minus monotonic nanoseconds).
+fn exemplars(
+    spec: &crate::plan::MapSpec,
+    raw: &[(Vec<u8>, Vec<Vec<u8>>)],
+    plan: &crate::plan::Plan,
+    seconds: bool,
+    unix: i64,
+) -> Vec<(Vec<Value>, super::model::Exemplar)> {
+    let MapRole::User { keys, .. } = &spec.role else { return Vec::new() };
+    let word = |b: &[u8], at: usize| b.get(at..at + 8).and_then(|w| w.try_into().ok()).map(u64::from_le_bytes);
+    raw.iter()
+        .filter_map(|(k, vals)| {
+            let v = vals.first()?;
+            let (value, time) = (word(v, 0)?, word(v, 8)?);
+            let keys = if spec.kind == crate::plan::MapKind::PercpuArray {
+                // A map indexed by function: its u32 key is the function's index.
+                let i = u32::from_le_bytes(k.get(..4)?.try_into().ok()?);
+                vec![Value::Func(plan.function_name(u64::from(i)))]
+            } else {
+                keys.iter().map(|f| crate::output::value::decode(k, f, plan)).collect()
+            };
+            let ex = super::model::Exemplar {
+                value: if seconds { value as f64 / 1e9 } else { value as i64 as f64 },
+                time_unix_nano: time.saturating_add_signed(unix),
+                trace_id: v.get(16..32)?.try_into().ok()?,
+                span_id: v.get(32..40)?.try_into().ok()?,
+            };
+            Some((keys, ex))
+        })
+        .collect()
 }
 
 /// Whether a key needs the target to be named: a stack, or an interface's type.

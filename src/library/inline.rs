@@ -97,9 +97,10 @@ impl Inliner<'_> {
             StmtKind::AssignMap { map, value } => {
                 StmtKind::AssignMap { map: self.map_ref(map, env), value: self.expr(value, env) }
             }
-            StmtKind::Expr(Expr { kind: ExprKind::Call { func, args }, span, .. })
+            StmtKind::Expr(Expr { kind: ExprKind::Call { func, args, names }, span, .. })
                 if matches!(self.fns.get(&func.name), Some(FnDef { body: FnBody::Block(_), .. })) =>
             {
+                self.no_names(func, names);
                 self.block_call(func, args, *span, env, out);
                 return;
             }
@@ -140,12 +141,15 @@ impl Inliner<'_> {
                 Some(Bound::Local(local)) => ExprKind::Name(local.clone()),
                 None => ExprKind::Name(n.clone()),
             },
-            ExprKind::Call { func, args } if self.fns.contains_key(&func.name) => {
+            ExprKind::Call { func, args, names } if self.fns.contains_key(&func.name) => {
+                self.no_names(func, names);
                 return self.expr_call(func, args, e.span, env);
             }
-            ExprKind::Call { func, args } => {
-                ExprKind::Call { func: func.clone(), args: args.iter().map(|a| self.expr(a, env)).collect() }
-            }
+            ExprKind::Call { func, args, names } => ExprKind::Call {
+                func: func.clone(),
+                args: args.iter().map(|a| self.expr(a, env)).collect(),
+                names: names.clone(),
+            },
             ExprKind::Map(m) => ExprKind::Map(self.map_ref(m, env)),
             ExprKind::Field { base, field } => {
                 ExprKind::Field { base: Box::new(self.expr(base, env)), field: field.clone() }
@@ -246,6 +250,17 @@ impl Inliner<'_> {
         self.stack.pop();
         out.span = span;
         out
+    }
+
+    /// A helper's arguments are positional: a named one is an error.
+    fn no_names(&mut self, func: &Ident, names: &[Option<Ident>]) {
+        if let Some(n) = names.iter().flatten().next() {
+            self.diags.push(
+                Diagnostic::error(n.span, format!("`{}` takes its arguments in order, without names", func.name))
+                    .label("a named argument")
+                    .hint("only span() names its arguments (its attributes)"),
+            );
+        }
     }
 
     fn block_call(&mut self, func: &Ident, args: &[Expr], span: Span, env: &Env, out: &mut Vec<Stmt>) {

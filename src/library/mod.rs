@@ -15,6 +15,7 @@ mod merge;
 mod params;
 mod resolve;
 pub mod stdlib;
+pub mod tracecontext;
 
 use crate::diag::{Diagnostic, Diagnostics, Sources};
 use crate::syntax::ast::Script;

@@ -99,7 +99,7 @@ fn e(x: &Expr) -> String {
         ExprKind::Index { base, index } => format!("{}[{}]", e(base), e(index)),
         ExprKind::Unary { op, operand } => format!("({op:?} {})", e(operand)),
         ExprKind::Binary { op, lhs, rhs } => format!("({} {} {})", op.symbol(), e(lhs), e(rhs)),
-        ExprKind::Call { func, args } => {
+        ExprKind::Call { func, args, .. } => {
             format!("{}({})", func.name, args.iter().map(e).collect::<Vec<_>>().join(", "))
         }
     }

@@ -27,6 +27,14 @@ pub struct EntryRecords {
     /// The size of every record (the entry map's value size): the time and the most
     /// that any function carries, in whole words.
     pub size: u32,
+    /// The functions whose calls open a span (spans.rs): their records hold its context
+    /// before the parameters.
+    pub spanned: std::collections::BTreeSet<String>,
+    /// The functions whose entry reads the program's trace context (context.rs), with
+    /// the index of the `on entry` instance that does.
+    pub contexts: BTreeMap<String, usize>,
+    /// The spanned functions' `context.Context` parameters, where they are at entry.
+    pub span_ctx: BTreeMap<String, Location>,
 }
 
 impl EntryRecords {
@@ -34,39 +42,90 @@ impl EntryRecords {
     /// function's return probes reads, once, after the time.
     pub fn new(checked: &Checked) -> Result<EntryRecords, LowerError> {
         let mut records = EntryRecords { size: 8, ..EntryRecords::default() };
+        for inst in checked.instances.iter().filter(|i| !i.facts.spans.is_empty()) {
+            for f in &inst.functions {
+                records.spanned.insert(f.name.clone());
+                if let Some(at) = &inst.facts.span_ctx {
+                    records.span_ctx.insert(f.name.clone(), at.clone());
+                }
+                records.functions.entry(f.name.clone()).or_default();
+                records.size = records.size.max(super::spans::CONTEXT_END);
+            }
+        }
+        for (i, inst) in checked.instances.iter().enumerate().filter(|(_, i)| i.reads_context()) {
+            for f in &inst.functions {
+                records.contexts.insert(f.name.clone(), i);
+                records.functions.entry(f.name.clone()).or_default();
+                records.size = records.size.max(super::spans::CONTEXT_END);
+            }
+        }
         for inst in checked.instances.iter().filter(|i| !i.carried.is_empty()) {
             for f in &inst.functions {
+                let head = records.spanned.contains(&f.name) || records.contexts.contains_key(&f.name);
+                let first = if head { u64::from(super::spans::CONTEXT_END) } else { 8 };
                 let fields = records.functions.entry(f.name.clone()).or_default();
                 for c in &inst.carried {
                     if fields.iter().any(|(have, _)| have.name == c.name) {
                         continue;
                     }
-                    let end = fields.last().map_or(8, |(last, off)| u64::from(*off) + last.size.next_multiple_of(8));
+                    let end =
+                        fields.last().map_or(first, |(last, off)| u64::from(*off) + last.size.next_multiple_of(8));
                     if end + c.size - 8 > MAX_CARRIED {
                         return Err(LowerError::TooMuchCarried { span: inst.span, function: f.name.clone() });
                     }
                     fields.push((c.clone(), end as u32));
                 }
-                let used = fields.last().map_or(8, |(last, off)| u64::from(*off) + last.size.next_multiple_of(8));
+                let used = fields.last().map_or(first, |(last, off)| u64::from(*off) + last.size.next_multiple_of(8));
                 records.size = records.size.max(used as u32);
             }
         }
         Ok(records)
     }
 
-    /// The functions whose entries carry parameters, with their fields.
+    /// The functions whose entries carry parameters or open a span, with their fields.
     pub fn carrying(&self) -> impl Iterator<Item = (&String, &Vec<(Carried, u32)>)> {
-        self.functions.iter().filter(|(_, f)| !f.is_empty())
+        self.functions
+            .iter()
+            .filter(|(name, f)| !f.is_empty() || self.spanned.contains(*name) || self.contexts.contains_key(*name))
     }
 }
 
 impl Gen<'_> {
     /// At a function's entry, after its frame is pushed: carried[(g, frame)] = the
-    /// parameters its returns read, built on the stack and written with one map update.
-    pub fn store_carried(&mut self, fields: &[(Carried, u32)], size: u32, span: Span) -> Result<(), LowerError> {
+    /// parameters its returns read, built on the stack and written with one map update;
+    /// first the span it opens (`spanned`) and the trace context read before the frame
+    /// was pushed (`read_context`).
+    /// `trace_context(...)`'s body (context.rs), at the very start of the entry
+    /// program: the header parsed while the stack is still empty.
+    pub fn read_context(&mut self, body: &crate::syntax::ast::Block, span: Span) -> Result<(), LowerError> {
+        // The parsed header outlives the statement (whose slots are freed after it).
+        let parsed = self.slot(32, span)?;
+        for i in 0..4 {
+            self.b.emit(store_imm(Size::DW, R10, parsed + 8 * i, 0));
+        }
+        self.spans.context_parsed = Some(parsed);
+        self.spans.reading_context = true;
+        self.block(body)?;
+        self.spans.reading_context = false;
+        Ok(())
+    }
+
+    pub fn store_carried(
+        &mut self,
+        fields: &[(Carried, u32)],
+        size: u32,
+        spanned: bool,
+        span: Span,
+    ) -> Result<(), LowerError> {
         let record = self.slot(size, span)?;
         for i in 0..(size / 8) as i16 {
             self.b.emit(store_imm(Size::DW, R10, record + 8 * i, 0));
+        }
+        if spanned {
+            self.open_span(record, span)?;
+        }
+        if let Some(parsed) = self.spans.context_parsed.take() {
+            self.apply_trace_context(parsed, record, spanned, span)?;
         }
         for (c, off) in fields {
             self.b.comment(format!("carry `{}` to the return", c.name));
@@ -84,7 +143,13 @@ impl Gen<'_> {
 
     /// Copies the `size`-byte value at `location` (at the function's entry) to the stack
     /// at `to`.
-    fn copy_at_entry(&mut self, location: &Location, to: i16, size: u64, span: Span) -> Result<(), LowerError> {
+    pub(super) fn copy_at_entry(
+        &mut self,
+        location: &Location,
+        to: i16,
+        size: u64,
+        span: Span,
+    ) -> Result<(), LowerError> {
         match location {
             Location::Regs(pieces) => {
                 for p in pieces {

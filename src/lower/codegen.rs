@@ -75,6 +75,8 @@ pub struct Gen<'a> {
     /// Where the dictionary of the shape function is, when `func` names the
     /// instantiation (see generics.rs).
     pub dictionary: Option<super::generics::DictAt>,
+    /// What `span()` and the trace contexts need here (spans.rs).
+    pub spans: super::spans::SpanState,
     /// Where the program ends (r0 = 0; exit).
     pub done: Label,
     /// The script's `self` variables.
@@ -122,6 +124,7 @@ impl<'a> Gen<'a> {
             notes: Vec::new(),
             panic_frame: None,
             function_index: None,
+            spans: super::spans::SpanState::default(),
             dictionary: None,
             done,
             self_vars,
@@ -267,7 +270,7 @@ impl<'a> Gen<'a> {
     }
 
     fn call_stmt(&mut self, e: &Expr) -> Result<(), LowerError> {
-        let ExprKind::Call { func, args } = &e.kind else {
+        let ExprKind::Call { func, args, .. } = &e.kind else {
             return self.expr(e);
         };
         if crate::check::typeck::agg_of(&func.name).is_some() {
@@ -296,6 +299,11 @@ impl<'a> Gen<'a> {
                 self.event(EventKind::Printf { format: format.clone() }, &args[1..], e.span)
             }
             "exit" => self.event(EventKind::Exit, &[], e.span),
+            "trace_context" => self.trace_context(&args[0], e.span),
+            "span" => {
+                let keys = self.facts.spans.get(&e.id).map(|s| s.keys.clone()).unwrap_or_default();
+                self.event(EventKind::Span { keys, status: false, panic: false }, args, e.span)
+            }
             "clear" => {
                 let [Expr { kind: ExprKind::Map(m), .. }] = args.as_slice() else {
                     return Err(LowerError::unsupported(e.span, "clear of something else than a map"));
@@ -386,7 +394,7 @@ impl<'a> Gen<'a> {
                 self.frame.release(mark);
             }
             ExprKind::Index { .. } => return Err(LowerError::unsupported(e.span, "indexing")),
-            ExprKind::Call { func, args } => match (func.name.as_str(), args.as_slice()) {
+            ExprKind::Call { func, args, .. } => match (func.name.as_str(), args.as_slice()) {
                 ("len", [x]) => self.length(x)?,
                 ("cap", [x]) => self.capacity(x)?,
                 ("hasPrefix", [s, l @ Expr { kind: ExprKind::Str(lit), .. }]) => {

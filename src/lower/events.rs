@@ -19,9 +19,24 @@ impl Gen<'_> {
         enum Item<'e> {
             Expr(&'e Expr),
             Arg(crate::check::ArgInfo),
+            Panic,
         }
         let mut items = Vec::new();
         let mut labels = Vec::new();
+        // A span: its header, then its status, then its arguments.
+        let mut header = 0;
+        let mut sources = None;
+        if let EventKind::Span { status, panic, .. } = &mut kind {
+            sources = Some(self.span_sources(span)?);
+            header = super::spans::HEADER_END - 8;
+            *panic = self.panic_frame.is_some();
+            if *panic {
+                items.push(Item::Panic);
+            } else if let Some(e) = &self.facts.span_error {
+                items.push(Item::Arg(e.clone()));
+            }
+            *status = !items.is_empty();
+        }
         for a in args {
             if *self.facts.ty(a.id) == Ty::Args {
                 for info in &self.facts.args {
@@ -38,7 +53,7 @@ impl Gen<'_> {
         }
         let verbs = printf_verbs(&kind);
         let mut fields = Vec::new();
-        let mut offset: u32 = 8;
+        let mut offset: u32 = 8 + header;
         for (i, item) in items.iter().enumerate() {
             let (ty, at) = match item {
                 Item::Expr(a) => {
@@ -60,6 +75,7 @@ impl Gen<'_> {
                     }
                 }
                 Item::Arg(info) => (info.ty.value_type(), span),
+                Item::Panic => (crate::plan::ValueType::Interface, span),
             };
             let size = ty.size().saturating_add(7) / 8 * 8;
             fields.push(Field { offset, ty });
@@ -82,8 +98,16 @@ impl Gen<'_> {
         self.b.jmp_imm_to(JmpOp::Eq, R0, 0, skip);
         self.b.emit(mov64_reg(R8, R0));
         self.b.emit(store_imm(Size::DW, R8, 0, id as i32));
+        if let Some((frame, record)) = sources {
+            self.span_header(frame, record, span)?;
+        }
         for (item, f) in items.iter().zip(&fields) {
             match (item, &f.ty) {
+                (Item::Panic, _) => {
+                    let (_, value, _) = self.panic_frame.unwrap_or_default();
+                    let place = super::values::Place::Stack { slot: value, offset: 0 };
+                    self.interface_from_place(&place, true, R8, f.offset as i16, span)?;
+                }
                 // Checked above: every field ends within an i16 offset.
                 (Item::Expr(a), ValueType::Go { capture }) => self.capture_to(a, capture, f.offset as i16)?,
                 (Item::Expr(a), _) => self.value_to(a, R8, f.offset as i16)?,

@@ -234,6 +234,13 @@ impl Gen<'_> {
     /// R0 = the address of frame number *(u64 *)(r10 + idx) of the record: in it for the
     /// first INLINE frames, else in the `frames` map; 0 when there is none. Clobbers R0-R5.
     pub(super) fn frame_addr(&mut self, idx: i16, span: Span) -> Result<(), LowerError> {
+        let key = self.slot(16, span)?;
+        self.frame_addr_keyed(idx, key);
+        Ok(())
+    }
+
+    /// `frame_addr`, building the key of a deep frame in the 16-byte slot `key`.
+    pub(super) fn frame_addr_keyed(&mut self, idx: i16, key: i16) {
         let rec = self.record.unwrap_or_default();
         let deep = self.b.new_label();
         let end = self.b.new_label();
@@ -246,24 +253,28 @@ impl Gen<'_> {
         self.b.emit(alu64_imm(AluOp::Add, R0, i32::from(R_FRAMES)));
         self.b.ja_to(end);
         self.b.bind(deep);
-        let key = self.deep_key(idx, span)?;
+        self.key_at(idx, key);
         self.b.ld_map(R1, maps::FRAMES);
         self.stack_ptr(R2, key);
         self.b.emit(call(BPF_FUNC_map_lookup_elem));
         self.b.bind(end);
         // A label needs an instruction after it; not one on R0 (maybe null).
         self.b.emit(mov64_imm(R5, 0));
-        Ok(())
     }
 
     /// The key (g, index) of a deep frame, in a new slot.
     fn deep_key(&mut self, idx: i16, span: Span) -> Result<i16, LowerError> {
         let key = self.slot(16, span)?;
+        self.key_at(idx, key);
+        Ok(key)
+    }
+
+    /// Writes the key (g, the index in slot `idx`) of a frame into the 16-byte slot `key`.
+    pub(super) fn key_at(&mut self, idx: i16, key: i16) {
         self.b.emit(load(Size::DW, R1, R10, self.g.unwrap_or_default()));
         self.b.emit(store_reg(Size::DW, R10, key, R1));
         self.b.emit(load(Size::DW, R1, R10, idx));
         self.b.emit(store_reg(Size::DW, R10, key + 8, R1));
-        Ok(key)
     }
 
     /// *(u64 *)(r10 + idx) = top - 1; jumps to `out` when the record holds no frame.

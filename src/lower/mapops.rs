@@ -102,6 +102,9 @@ impl Gen<'_> {
         self.b.ja_to(skip);
         self.b.bind(have);
         self.update_found(agg, arg, val, skip);
+        if let (Agg::Hist, Some(ex)) = (agg, &um.exemplars) {
+            self.exemplar(ex, key, val, span)?;
+        }
         Ok(())
     }
 
@@ -129,6 +132,9 @@ impl Gen<'_> {
         self.b.emit(call(BPF_FUNC_map_lookup_elem));
         self.b.jmp_imm_to(JmpOp::Eq, R0, 0, skip);
         self.update_found(agg, arg, val, skip);
+        if let (Agg::Hist, Some(ex)) = (agg, &um.exemplars) {
+            self.exemplar(ex, slot, val, span)?;
+        }
         Ok(())
     }
 

@@ -150,6 +150,8 @@ pub struct UserMap {
     pub value: MapValueTy,
     /// A per-CPU array indexed by the function (`MapInfo::by_function`).
     pub by_function: bool,
+    /// The map of its exemplars (a `hist()` updated where spans are made).
+    pub exemplars: Option<String>,
 }
 
 #[derive(Debug, Default)]
@@ -211,7 +213,7 @@ impl Maps {
             });
             maps.user.insert(
                 name.clone(),
-                UserMap { object_name, key_fields, key_size, value: info.value.clone(), by_function },
+                UserMap { object_name, key_fields, key_size, value: info.value.clone(), by_function, exemplars: None },
             );
         }
         if let Some(size) = records {
@@ -279,6 +281,24 @@ impl Maps {
             value_size: size.max(8),
             max_entries: INFLIGHT_ENTRIES,
             role: MapRole::Carried,
+        });
+    }
+
+    /// The exemplars of the `hist()` map `@name`: a hash keyed as it is (a u32 for a map
+    /// indexed by function), one `spans::EXEMPLAR` a key.
+    pub fn add_exemplars(&mut self, name: &str) {
+        let Some(um) = self.user.get_mut(name) else { return };
+        let object_name = format!("{}_ex", um.object_name);
+        um.exemplars = Some(object_name.clone());
+        let key_size = if um.by_function { 4 } else { um.key_size.max(1) };
+        let of = um.object_name.clone();
+        self.specs.push(MapSpec {
+            object_name,
+            kind: MapKind::Hash,
+            key_size,
+            value_size: super::spans::EXEMPLAR,
+            max_entries: USER_MAP_ENTRIES,
+            role: MapRole::Exemplars { of },
         });
     }
 

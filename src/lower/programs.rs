@@ -33,6 +33,7 @@ fn reads_globals(inst: &Instance, hashing: bool) -> bool {
 
 /// What every program of the script shares while it is lowered.
 pub(super) struct Ctx<'a> {
+    pub(super) script: &'a Script,
     pub(super) checked: &'a Checked,
     pub(super) target: &'a Target,
     pub(super) sources: &'a Sources,
@@ -83,6 +84,9 @@ pub(super) fn lower_all(
     let panics = checked.instances.iter().any(|i| i.kind == InstanceKind::Panic);
     let record = if panics { super::unwind::RECORD_WITH_PANICS } else { super::frames::RECORD };
     let mut maps = Maps::new(&checked.maps, (!timed.is_empty()).then_some(record), plan.functions.len());
+    for name in super::spans::exemplar_maps(script, checked, &records) {
+        maps.add_exemplars(&name);
+    }
     if records.carrying().next().is_some() {
         maps.add_carried(records.size);
     }
@@ -99,6 +103,7 @@ pub(super) fn lower_all(
         maps.specs.push(super::globals::load_bias_map());
     }
     let mut cx = Ctx {
+        script,
         checked,
         target,
         sources,
@@ -120,6 +125,8 @@ pub(super) fn lower_all(
         let Item::Probe(probe) = &script.items[inst.item] else { continue };
         match inst.kind {
             InstanceKind::Panic => cx.panic_programs(i, inst, probe)?,
+            // Lowered into the functions' entry programs.
+            _ if inst.reads_context() => {}
             _ => cx.probe_program(format!("p{i}"), inst, probe)?,
         }
     }
@@ -206,7 +213,9 @@ fn dictionaries(checked: &Checked, target: &Target) -> std::collections::BTreeMa
 /// that needs it.
 pub(super) fn timed_functions(checked: &Checked) -> Vec<((String, u64), Span)> {
     let mut timed: Vec<((String, u64), Span)> = Vec::new();
-    for inst in checked.instances.iter().filter(|i| i.needs_entry() || i.kind == InstanceKind::Panic) {
+    for inst in
+        checked.instances.iter().filter(|i| i.needs_entry() || i.kind == InstanceKind::Panic || i.reads_context())
+    {
         for f in &inst.functions {
             if !timed.iter().any(|((n, _), _)| *n == f.name) {
                 timed.push(((f.name.clone(), f.entry), inst.span));
@@ -348,6 +357,8 @@ impl Ctx<'_> {
             [f] => self.plan.functions.iter().position(|n| *n == f.name).map(|i| i as u32),
             _ => None,
         };
+        let spanned_call =
+            inst.needs_entry() && matches!(inst.functions.as_slice(), [f] if self.records.spanned.contains(&f.name));
         let dictionary = inst.dictionary.clone().map(|at| match inst.kind {
             InstanceKind::Return => super::generics::DictAt::Carried,
             _ => super::generics::DictAt::Entry(at),
@@ -359,13 +370,14 @@ impl Ctx<'_> {
         let program = self.program(&name, owner, comment, &inst.facts, probe.span, |gen| {
             gen.function_index = function_index;
             gen.dictionary = dictionary;
+            gen.spans.spanned_call = spanned_call;
             if biased {
                 gen.load_bias(&name, probe.span)?;
             }
             gen.aes = aes;
             if inst.needs_entry() {
                 gen.pop_frame(probe.span)?;
-                if !carried.is_empty() {
+                if !carried.is_empty() || !inst.facts.spans.is_empty() {
                     gen.carried = carried.clone();
                     gen.load_carried(probe.span)?;
                 }
@@ -425,17 +437,38 @@ impl Ctx<'_> {
             self.add(name, program, ProbeAttach::Uprobe(points), "entry times for elapsed".into());
         }
         let records = self.records;
+        let checked = self.checked;
         for (k, (function, fields)) in records.carrying().enumerate() {
             let Some(((_, addr), span)) = timed.iter().find(|((f, _), _)| f == function) else { continue };
             let name = format!("entry{k}");
-            let names: Vec<&str> = fields.iter().map(|(c, _)| c.name.as_str()).collect();
+            let spanned = records.spanned.contains(function);
+            let context = records.contexts.get(function).map(|i| &checked.instances[*i]);
+            let no_facts = Facts::default();
+            let facts = context.map_or(&no_facts, |i| &i.facts);
+            let body = context.and_then(|i| match self.script.items.get(i.item) {
+                Some(crate::syntax::ast::Item::Probe(p)) => Some(&p.body),
+                _ => None,
+            });
+            let mut names: Vec<&str> = fields.iter().map(|(c, _)| c.name.as_str()).collect();
+            if spanned {
+                names.insert(0, "a span");
+            }
             let comment = format!("the entry of {function}: its frame, and {} for its returns", names.join(", "));
             let owner = Owner { item: usize::MAX, functions: 1 };
             let function_index = Some(self.function_index(function) as u32);
-            let program = self.program(&name, owner, comment, &Facts::default(), *span, |gen| {
+            if context.is_some() {
+                names.push("the program's trace context");
+            }
+            let span_ctx = records.span_ctx.get(function).cloned();
+            let otel = if span_ctx.is_some() { self.target.otel_context() } else { None };
+            let program = self.program(&name, owner, comment, facts, *span, |gen| {
                 gen.function_index = function_index;
+                (gen.spans.otel, gen.spans.ctx) = (otel, span_ctx);
+                if let Some(body) = body {
+                    gen.read_context(body, *span)?;
+                }
                 gen.push_frame(*span)?;
-                gen.store_carried(fields, size, *span)
+                gen.store_carried(fields, size, spanned, *span)
             })?;
             let points = vec![self.point(&name, function, *addr, *span)?];
             self.entry_programs.insert(function.clone(), name.clone());

@@ -120,12 +120,13 @@ impl Ctx<'_> {
         self.frame_pops(span)
     }
 
-    /// Pops, at their RETs, the frames of functions that `on panic` watches but no `on
-    /// return` probe with `elapsed` pops.
+    /// Pops, at their RETs, the frames of functions that `on panic` watches or whose
+    /// entry reads the program's trace context, but no `on return` probe with `elapsed`
+    /// pops.
     fn frame_pops(&mut self, span: Span) -> Result<(), LowerError> {
         let popped = |i: &Instance| i.kind == InstanceKind::Return && i.uses_elapsed;
         let mut sites: Vec<(String, u64)> = Vec::new();
-        for inst in self.checked.instances.iter().filter(|i| i.kind == InstanceKind::Panic) {
+        for inst in self.checked.instances.iter().filter(|i| i.kind == InstanceKind::Panic || i.reads_context()) {
             for f in &inst.functions {
                 let have = self
                     .checked
@@ -145,11 +146,17 @@ impl Ctx<'_> {
         let mut functions: Vec<&String> = sites.iter().map(|(f, _)| f).collect();
         functions.dedup();
         let owner = Owner { item: usize::MAX, functions: functions.len() };
-        let comment = "pop the frames of calls that on panic watches, at their RETs".to_string();
+        let comment =
+            "pop the frames of calls that on panic watches or that hold a trace context, at their RETs".to_string();
         let program = self.program(&name, owner, comment, &Facts::default(), span, |gen| gen.pop_frame(span))?;
         let points = sites.iter().map(|(f, r)| self.point(&name, f, *r, span)).collect::<Result<_, _>>()?;
         self.return_programs.push(name.clone());
-        self.add(name, program, ProbeAttach::Uprobe(points), "returns of calls on panic watches".into());
+        self.add(
+            name,
+            program,
+            ProbeAttach::Uprobe(points),
+            "returns of calls on panic watches or with a trace context".into(),
+        );
         Ok(())
     }
 

@@ -403,6 +403,7 @@ impl Gen<'_> {
         self.b.emit(store_reg(Size::DW, R10, elapsed, R0));
         self.elapsed = Some(elapsed);
         self.panic_frame = Some((func, value, recovered));
+        self.frame_index = Some(i);
         body(self)?;
         self.b.bind(next);
         self.b.emit(load(Size::DW, R1, R10, i));

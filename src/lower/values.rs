@@ -105,7 +105,7 @@ impl Gen<'_> {
         match &e.kind {
             ExprKind::Field { base, field } => self.field_place(e, base, field),
             // `string(b)` of a []byte: the slice's header begins as a string's (data, len).
-            ExprKind::Call { func, args } if func.name == "string" && args.len() == 1 => self.place(&args[0]),
+            ExprKind::Call { func, args, .. } if func.name == "string" && args.len() == 1 => self.place(&args[0]),
             ExprKind::Unary { op: UnOp::Deref, operand } => {
                 self.expr(operand)?;
                 self.address_place(e.span)

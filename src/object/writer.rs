@@ -60,6 +60,7 @@ impl From<&crate::plan::MapSpec> for MapDef {
                     | MapRole::Goroutines
                     | MapRole::Frames
                     | MapRole::Carried
+                    | MapRole::Exemplars { .. }
             );
         MapDef {
             name: m.object_name.clone(),

@@ -129,6 +129,27 @@ pub fn line(value: &J) -> Vec<u8> {
     out
 }
 
+/// A span as one object: ids in hex, times in nanoseconds (Unix time).
+fn span(s: &super::span::SpanEvent) -> J {
+    let hex = super::span::hex;
+    let attributes: serde_json::Map<String, J> = s.attributes.iter().map(|(k, v)| (k.clone(), value(v))).collect();
+    json!({
+        "type": "span",
+        "name": s.name,
+        "function": s.function,
+        "trace_id": hex(&s.trace_id),
+        "span_id": hex(&s.span_id),
+        "parent_span_id": (s.parent_span_id != [0; 8]).then(|| hex(&s.parent_span_id)),
+        "remote_parent": s.remote_parent,
+        "sampled": s.sampled,
+        "start_unix_nano": s.start_ns,
+        "end_unix_nano": s.end_ns,
+        "duration": s.duration_ns(),
+        "error": s.message(),
+        "attributes": attributes,
+    })
+}
+
 impl Sink for JsonSink {
     fn event(&mut self, event: &Event) -> Result<(), OutputError> {
         let line = match event {
@@ -148,6 +169,7 @@ impl Sink for JsonSink {
                     json!({"type": "print", "values": values.iter().map(value).collect::<Vec<_>>()})
                 }
             }
+            Event::Span(s) => span(s),
             _ => return Ok(()),
         };
         write_out(&mut self.out, &self::line(&line))

@@ -166,6 +166,42 @@ impl UnsentLogs {
     }
 }
 
+/// `--otlp`: the spans that never reached the collector.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct UnsentSpans {
+    pub url: String,
+    /// Dropped before any push: the sender's queue (`queue` spans) was full.
+    pub dropped: u64,
+    pub queue: u64,
+    /// Still waiting at exit, when the last push failed (`error`).
+    pub unsent: u64,
+    pub error: Option<String>,
+}
+
+impl UnsentSpans {
+    /// In words, as a part of the line of losses.
+    pub fn describe(&self) -> String {
+        let lost = self.dropped + self.unsent;
+        let mut out = format!(
+            "{} span{} never sent to the OpenTelemetry collector at {}",
+            thousands(lost),
+            plural(lost),
+            self.url
+        );
+        let mut why = Vec::new();
+        if self.dropped > 0 {
+            why.push(format!("{} dropped while {} waited to be sent", thousands(self.dropped), thousands(self.queue)));
+        }
+        if let Some(error) = &self.error {
+            why.push(format!("{} in the last push at exit, which failed: {error}", thousands(self.unsent)));
+        }
+        if !why.is_empty() {
+            out.push_str(&format!(" ({})", why.join(", ")));
+        }
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

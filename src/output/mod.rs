@@ -11,6 +11,7 @@ pub mod live;
 pub mod losses;
 pub mod measured;
 pub mod quote;
+pub mod span;
 pub mod stats;
 pub mod text;
 pub mod value;
@@ -57,6 +58,7 @@ pub enum Event {
     PrintMap { map: String },
     ClearMap { map: String },
     Exit,
+    Span(Box<span::SpanEvent>),
 }
 
 /// Where results go: text for people, JSON lines for programs. Every write is flushed
@@ -129,6 +131,7 @@ impl Sink for TextSink {
         let s = match event {
             Event::Printf { format, values } => text::printf(format, values),
             Event::Print { labels, values } => format!("{}\n", text::labelled(labels, values)),
+            Event::Span(s) => s.line(),
             _ => return Ok(()),
         };
         write_out(&mut self.out, s.as_bytes())
@@ -208,8 +211,16 @@ pub fn name_values(values: &mut [Value], symbols: &dyn Symbols) {
 
 /// Names and symbolizes the values of a printed event.
 pub fn name_event(event: &mut Event, symbols: &dyn Symbols) {
-    if let Event::Printf { values, .. } | Event::Print { values, .. } = event {
-        name_values(values, symbols);
+    match event {
+        Event::Printf { values, .. } | Event::Print { values, .. } => name_values(values, symbols),
+        Event::Span(s) => {
+            let mut values: Vec<Value> = s.values_mut().map(|v| std::mem::replace(v, Value::Bool(false))).collect();
+            name_values(&mut values, symbols);
+            for (slot, v) in s.values_mut().zip(values) {
+                *slot = v;
+            }
+        }
+        _ => {}
     }
 }
 
@@ -234,6 +245,9 @@ pub fn decode_event(bytes: &[u8], plan: &Plan) -> Option<Event> {
         EventKind::PrintMap { map } => Event::PrintMap { map: map.clone() },
         EventKind::ClearMap { map } => Event::ClearMap { map: map.clone() },
         EventKind::Exit => Event::Exit,
+        EventKind::Span { keys, status, panic } => {
+            Event::Span(Box::new(span::decode(bytes, spec, plan, keys, *status, *panic)))
+        }
     })
 }
 

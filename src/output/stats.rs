@@ -3,7 +3,7 @@
 //! exit whatever was lost, with or without `--stats`. The numbers are collected by
 //! `trace::stats`; this is only what they mean and how they print.
 
-pub use super::losses::{MapStats, UnsentLogs, CARRIED_TABLE, DEEP_FRAMES_TABLE, INFLIGHT_TABLE};
+pub use super::losses::{MapStats, UnsentLogs, UnsentSpans, CARRIED_TABLE, DEEP_FRAMES_TABLE, INFLIGHT_TABLE};
 use super::text::duration;
 use serde::Serialize;
 
@@ -34,6 +34,9 @@ pub struct Stats {
     /// `--otlp`: printed lines that never reached the collector, known at exit.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub otlp: Option<UnsentLogs>,
+    /// `--otlp`: spans that never reached the collector, known at exit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spans: Option<UnsentSpans>,
 }
 
 /// One program: a probe of the script, or gtrace's entry timing or `self` cleanup.
@@ -227,6 +230,9 @@ impl Stats {
         }
         for m in &self.maps {
             m.losses(&mut parts);
+        }
+        if let Some(spans) = &self.spans {
+            parts.push(spans.describe());
         }
         if let Some(otlp) = &self.otlp {
             parts.push(otlp.describe());

@@ -297,6 +297,10 @@ pub enum MapRole {
     /// their indices into `Plan::functions` (u32; the value is 1 and unused). The
     /// runtime fills it when it loads the maps, before anything is attached.
     PanicFunctions { functions: Vec<u32> },
+    /// The exemplars of the `hist()` user map `of` (its object name), keyed as it is: for
+    /// each key, the last value a call with a span added, with that span's ids
+    /// (`lower::spans::EXEMPLAR`: value, kernel time, trace id, span id).
+    Exemplars { of: String },
     /// The AES T-tables `m[k]` hashes keys with (one entry: four tables of 256 u32,
     /// `lower::aeshash::t_tables`). The runtime fills it before anything is attached.
     AesTables,
@@ -527,6 +531,10 @@ pub enum EventKind {
     ClearMap { map: String },
     /// `exit()`.
     Exit,
+    /// `span(...)`: the header (lower/spans.rs: times, ids, flags, function), then with
+    /// `status` the function's `error` result or the panic's value (an interface), then
+    /// one field per argument: `keys` names each attribute, `None` the span's name.
+    Span { keys: Vec<Option<String>>, status: bool, panic: bool },
 }
 
 /// What `--emit plan` writes and `gtrace run` reads: the plan and the object's bytes

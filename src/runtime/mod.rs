@@ -10,6 +10,7 @@
 mod accounting;
 mod attach;
 pub mod cgroup;
+pub mod clock;
 mod container;
 mod error;
 mod events;

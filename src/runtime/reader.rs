@@ -21,7 +21,7 @@ impl Loaded {
     pub fn map_reader(&self) -> Result<MapReader, RuntimeError> {
         let mut maps = HashMap::new();
         for (name, handle) in &self.maps {
-            if !matches!(handle.spec.role, MapRole::User { .. }) {
+            if !matches!(handle.spec.role, MapRole::User { .. } | MapRole::Exemplars { .. }) {
                 continue;
             }
             let os = |source| RuntimeError::Os { action: "duplicating a map's file descriptor", source };

@@ -257,6 +257,10 @@ pub enum ExprKind {
     Call {
         func: Ident,
         args: Vec<Expr>,
+        /// The name written before each argument, `span(user: id)`, or `None`: as long
+        /// as `args` (only `span` takes named arguments).
+        #[serde(skip_serializing_if = "unnamed")]
+        names: Vec<Option<Ident>>,
     },
 }
 

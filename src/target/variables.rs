@@ -71,6 +71,25 @@ impl Target {
         dwarf.type_named(name, &mut self.types.borrow_mut()).ok()?
     }
 
+    /// The link-time address of the runtime type descriptor of the type DWARF names
+    /// `name` (`*context.valueCtx`), from its `DW_AT_go_runtime_type`.
+    pub fn runtime_type_address(&self, name: &str) -> Option<u64> {
+        let found = {
+            let mut state = self.dwarf.borrow_mut();
+            let (path, data) = self.dwarf_source();
+            let dwarf = Self::dwarf_mut(&mut state, path, data).ok()??;
+            dwarf.runtime_type_named(name).ok()??
+        };
+        // Go's attribute is an address in older releases and an offset from
+        // `runtime.types` in newer ones, whatever its form says: descriptors lie above
+        // `runtime.types`, so a key below it is an offset.
+        let (key, _) = found;
+        match self.types_base() {
+            Some(base) if key < base => Some(base + key),
+            _ => Some(key),
+        }
+    }
+
     /// The Go type of the runtime type descriptor at link-time address `addr`, from
     /// DWARF's `DW_AT_go_runtime_type`.
     pub fn type_of_runtime_type(&self, addr: u64) -> Option<TypeId> {

@@ -328,10 +328,14 @@ fn drain(
         symbols.learn_bias();
     }
     let mut exit = false;
+    let unix = crate::runtime::clock::unix_minus_monotonic();
     for mut e in events {
         output::name_event(&mut e, symbols);
+        if let Event::Span(s) = &mut e {
+            s.to_unix(unix);
+        }
         match &e {
-            Event::Printf { .. } | Event::Print { .. } => written(sink.event(&e))?,
+            Event::Printf { .. } | Event::Print { .. } | Event::Span(_) => written(sink.event(&e))?,
             Event::PrintMap { map } => print_maps(loaded, plan, detached, symbols, sink, Some(map))?,
             Event::ClearMap { map } => loaded.clear_map(map)?,
             Event::Exit => exit = true,

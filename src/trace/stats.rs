@@ -84,6 +84,7 @@ impl Meter {
             cgroup: !plan.cgroup.is_empty(),
             target: self.target.as_ref().map(TargetCpu::measure),
             otlp: None,
+            spans: None,
         })
     }
 
@@ -216,12 +217,12 @@ pub fn report(
     meter: &mut Meter,
     loaded: &Loaded,
     plan: &Plan,
-    (stats_wanted, otlp): (bool, Option<crate::output::stats::UnsentLogs>),
+    (stats_wanted, otlp): (bool, crate::export::Unsent),
     sink: &mut dyn crate::output::Sink,
 ) -> Result<Result<(), crate::output::OutputError>, RuntimeError> {
     let mut stats = meter.collect(loaded, plan)?;
     meter.observe(&mut stats);
-    stats.otlp = otlp;
+    (stats.otlp, stats.spans) = otlp;
     if let Some(line) = stats.lost_line() {
         eprintln!("{line}");
     }

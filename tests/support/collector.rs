@@ -108,6 +108,9 @@ service:
     logs:
       receivers: [otlp]
       exporters: [file]
+    traces:
+      receivers: [otlp]
+      exporters: [file]
 ",
                 out.display()
             ),

@@ -95,7 +95,7 @@ impl Cx<'_> {
     }
 
     pub(super) fn expr_stmt(&mut self, e: &Expr) {
-        let ExprKind::Call { func, args } = &e.kind else {
+        let ExprKind::Call { func, args, names } = &e.kind else {
             self.expr(e);
             self.err(
                 Diagnostic::error(e.span, "this expression does nothing")
@@ -121,6 +121,17 @@ impl Cx<'_> {
                 let key = KeyName { name: "func".into(), explicit: false, span: e.span };
                 self.maps.declare("", vec![Ty::Func], vec![key], v, e.span, self.diags);
             }
+            return;
+        }
+        if func.name == "span" {
+            self.span(e, args, names);
+            self.facts.types.insert(e.id, Ty::Void);
+            return;
+        }
+        self.positional(func, names);
+        if func.name == "trace_context" {
+            self.trace_context(e, args);
+            self.facts.types.insert(e.id, Ty::Void);
             return;
         }
         match func.name.as_str() {
@@ -172,6 +183,17 @@ impl Cx<'_> {
             }
         }
         self.facts.types.insert(e.id, Ty::Void);
+    }
+
+    /// Only span() names its arguments.
+    pub(super) fn positional(&mut self, func: &Ident, names: &[Option<Ident>]) {
+        if let Some(n) = names.iter().flatten().next() {
+            self.err(
+                Diagnostic::error(n.span, format!("{}() takes its arguments in order, without names", func.name))
+                    .label("a named argument")
+                    .hint("only span() names its arguments (its attributes)"),
+            );
+        }
     }
 
     pub(super) fn printf(&mut self, e: &Expr, args: &[Expr]) {
@@ -331,7 +353,8 @@ impl Cx<'_> {
                 "{}() is an aggregation: it goes in a statement of its own, or as `@map[keys] = {}(...)`",
                 func.name, func.name
             )
-        } else if ["print", "printf", "exit", "delete", "clear"].contains(&func.name.as_str()) {
+        } else if ["print", "printf", "exit", "delete", "clear", "span", "trace_context"].contains(&func.name.as_str())
+        {
             format!("{}() is a statement, not a value", func.name)
         } else {
             format!("unknown function `{}`", crate::diag::echoed(&func.name))

@@ -29,7 +29,10 @@ impl Cx<'_> {
             ExprKind::Index { base, index } => self.index(e, base, index),
             ExprKind::Unary { op, operand } => self.unary(e, *op, operand),
             ExprKind::Binary { op, lhs, rhs } => self.binary(e, *op, lhs, rhs),
-            ExprKind::Call { func, args } => self.call(e, func, args),
+            ExprKind::Call { func, args, names } => {
+                self.positional(func, names);
+                self.call(e, func, args)
+            }
         }
     }
 

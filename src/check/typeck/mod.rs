@@ -8,6 +8,7 @@ mod expr;
 mod globals;
 mod names;
 mod promoted;
+mod span;
 mod stmt;
 
 use super::govalues::GoValue;
@@ -21,6 +22,7 @@ use std::collections::BTreeMap;
 
 pub use arith::{conversion, float_bits};
 pub use calls::agg_of;
+pub use span::MAX_ATTRIBUTES;
 
 /// What an instance's body may name, and how it is compiled.
 pub struct Env<'a> {

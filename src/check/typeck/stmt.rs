@@ -115,7 +115,7 @@ impl Cx<'_> {
     fn assign_map(&mut self, map: &MapRef, value: &Expr) {
         let keys = self.keys(map);
         let v = match &value.kind {
-            ExprKind::Call { func, args } if agg_of(&func.name).is_some() => self.agg(func, args, value),
+            ExprKind::Call { func, args, .. } if agg_of(&func.name).is_some() => self.agg(func, args, value),
             _ => {
                 let existing = match self.maps.maps.get(&map.name.name).map(|m| &m.value) {
                     Some(MapValueTy::Plain(v)) => Some(v.clone()),

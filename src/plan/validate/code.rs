@@ -25,6 +25,7 @@ pub const EMITTED_HELPERS: &[i32] = &[
     BPF_FUNC_ringbuf_output,
     BPF_FUNC_ringbuf_query,
     BPF_FUNC_get_attach_cookie,
+    BPF_FUNC_get_prandom_u32,
 ];
 
 /// The most instructions a program may have (the builder's bound).

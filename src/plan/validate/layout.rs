@@ -145,6 +145,23 @@ fn map(plan: &Plan, m: &MapSpec) -> Result<(), Refused> {
             shape == (tables.kind, tables.key_size, tables.value_size, tables.max_entries)
         }
         MapRole::Scratch => scratch(plan, m),
+        MapRole::Exemplars { of } => {
+            let hist = |u: &MapSpec| {
+                u.object_name == *of
+                    && matches!(
+                        &u.role,
+                        MapRole::User { value: crate::plan::MapValue::Agg { agg: crate::plan::Agg::Hist, .. }, .. }
+                    )
+            };
+            let key = plan.maps.iter().find(|u| hist(u)).map(|u| {
+                if u.kind == MapKind::PercpuArray {
+                    4
+                } else {
+                    u.key_size.max(1)
+                }
+            });
+            matches!(shape, (MapKind::Hash, k, v, n) if Some(k) == key && v == crate::lower::spans::EXEMPLAR && entries(n))
+        }
         MapRole::User { value: v, .. } => return user(plan, m, v),
     };
     if ok {

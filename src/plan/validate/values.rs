@@ -83,6 +83,7 @@ fn texts(plan: &Plan) -> Result<(), Refused> {
         let ok = match &e.kind {
             EventKind::Printf { format } => in_format(format),
             EventKind::Print { labels } => labels.iter().flatten().all(|l| plain(l)),
+            EventKind::Span { keys, .. } => keys.iter().flatten().all(|l| plain(l)),
             _ => true,
         };
         if !ok {

@@ -148,14 +148,20 @@ impl Cx<'_> {
                     Some(n) => Ident { name: n.as_str().to_string(), span: self.span(&n) },
                     None => Ident { name: String::new(), span },
                 };
-                let mut args = Vec::new();
+                let (mut args, mut names) = (Vec::new(), Vec::new());
+                let mut named = None;
                 let mut below = 0;
                 for a in inner {
+                    if a.as_rule() == Rule::key_name {
+                        named = self.key_name(a);
+                        continue;
+                    }
                     let b = self.expr(a)?;
                     below = below.max(b.depth);
                     args.push(b.expr);
+                    names.push(named.take());
                 }
-                return self.built(ExprKind::Call { func, args }, span, below);
+                return self.built(ExprKind::Call { func, args, names }, span, below);
             }
             _ => ExprKind::Name(p.as_str().to_string()),
         };

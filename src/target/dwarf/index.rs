@@ -19,12 +19,17 @@ impl DwarfInfo {
                 }
                 // An address (older releases) or an offset from `runtime.types`.
                 let runtime_type = match entry.attr_value(DW_AT_GO_RUNTIME_TYPE) {
-                    Some(AttributeValue::Addr(addr)) => Some(addr),
-                    Some(value) => value.udata_value(),
+                    Some(AttributeValue::Addr(addr)) => Some((addr, true)),
+                    Some(value) => value.udata_value().map(|k| (k, false)),
                     None => None,
                 };
-                if let Some(key) = runtime_type {
+                if let Some((key, is_addr)) = runtime_type {
                     index.runtime_types.insert(key, entry.offset());
+                    if let Some(value) = entry.attr_value(dw::DW_AT_name) {
+                        if let Some(name) = string(&self.debug_str, value).map_err(|e| self.bad(e))? {
+                            index.runtime_type_names.insert(name, (key, is_addr));
+                        }
+                    }
                 }
                 if entry.tag() == dw::DW_TAG_subprogram {
                     let origin = entry.attr_value(dw::DW_AT_abstract_origin).and_then(|v| self.reference(u, v));

@@ -68,6 +68,9 @@ struct UnitIndex {
     /// The out-of-line copy of a function also inlined elsewhere: a subprogram without a
     /// name whose abstract origin is the named one, by the named one's offset.
     concrete: HashMap<DebugInfoOffset, UnitOffset>,
+    /// The same key by the type's name (pointer types too: `*context.valueCtx`), and
+    /// whether it is an address (`DW_FORM_addr`).
+    runtime_type_names: HashMap<String, (u64, bool)>,
 }
 
 /// One compile unit: its header and abbreviations (not a `gimli::Unit`, which would

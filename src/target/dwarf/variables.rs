@@ -61,6 +61,20 @@ impl DwarfInfo {
         Ok(None)
     }
 
+    /// The runtime descriptor of the type DWARF names `name` (pointer types too): its
+    /// key, and whether that is an address (else an offset from `runtime.types`).
+    pub(crate) fn runtime_type_named(&mut self, name: &str) -> Result<Option<(u64, bool)>, TargetError> {
+        let package = crate::target::symbols::package_of(name.trim_start_matches('*'));
+        let (mine, others): (Vec<usize>, Vec<usize>) =
+            (0..self.units.len()).partition(|u| self.units[*u].name == package);
+        for u in mine.into_iter().chain(others) {
+            if let Some(found) = self.index(u)?.runtime_type_names.get(name) {
+                return Ok(Some(*found));
+            }
+        }
+        Ok(None)
+    }
+
     /// The names of the package-level variables of `package`, for suggestions.
     pub(crate) fn variables_of(&mut self, package: &str) -> Result<Vec<String>, TargetError> {
         let mut names = Vec::new();

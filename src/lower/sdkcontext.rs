@@ -1,0 +1,117 @@
+//! The OpenTelemetry Go SDK's span as the parent of a `span()`: at the entry of a
+//! function with a span and a `context.Context` parameter, the probe walks the context
+//! chain (at most `CTX_REACH` contexts: `*context.valueCtx`, and the cancel, timer,
+//! without-cancel, after-func and stop contexts whose parent is their first field) to
+//! the value stored under the trace API's key (`trace.ContextWithSpan`), a
+//! `*sdk/trace.recordingSpan` or a `trace.nonRecordingSpan`, and reads its
+//! `trace.SpanContext`: the span becomes the parent, its trace the span's. Every type
+//! is known by its runtime descriptor and every offset from DWARF
+//! (`target::OtelContext`). A span of the script below on the goroutine stays the parent
+//! when it already descends from this same SDK span (its own parent); else the SDK's
+//! span is nearer (made inside it) and wins.
+
+use super::codegen::Gen;
+use super::spans::{C_FLAGS, C_PARENT, C_TRACE, FLAG_SAMPLED};
+use super::LowerError;
+use crate::arch::abi::Location;
+use crate::bpf::insn::*;
+use crate::plan::Counter;
+use crate::syntax::ast::Span;
+use crate::target::OtelContext;
+
+/// Contexts of a chain looked at, at most.
+pub const CTX_REACH: usize = 8;
+
+impl Gen<'_> {
+    /// At the entry, after the span's parent on the goroutine was looked for: the SDK's
+    /// span in the context parameter at `ctx`, made the parent where it is nearer.
+    pub(super) fn sdk_parent(
+        &mut self,
+        otel: &OtelContext,
+        ctx: &Location,
+        record: i16,
+        grand: i16,
+        span: Span,
+    ) -> Result<(), LowerError> {
+        self.b.comment("the program's own span: the OpenTelemetry SDK's, through the context chain");
+        let (cur, ty, buf, sc) =
+            (self.slot(16, span)?, self.slot(8, span)?, self.slot(64, span)?, self.slot(32, span)?);
+        for i in 0..2 {
+            self.b.emit(store_imm(Size::DW, R10, cur + 8 * i, 0));
+        }
+        for i in 0..4 {
+            self.b.emit(store_imm(Size::DW, R10, sc + 8 * i, 0));
+        }
+        self.copy_at_entry(ctx, cur, 16, span)?;
+        let (none, got) = (self.b.new_label(), self.b.new_label());
+        let read = (otel.value_parent.max(otel.value_key).max(otel.value_val) + 16).min(64) as i32;
+        for _ in 0..CTX_REACH {
+            let (next, wrap, up) = (self.b.new_label(), self.b.new_label(), self.b.new_label());
+            // The context's dynamic type: its itab's type.
+            self.b.emit(load(Size::DW, R1, R10, cur));
+            self.b.jmp_imm_to(JmpOp::Eq, R1, 0, none);
+            self.b.emit(store_imm(Size::DW, R10, ty, 0));
+            self.read_user(ty, R1, 8);
+            self.b.emit(load(Size::DW, R1, R10, ty));
+            for w in &otel.wrappers {
+                self.b.emit2(ld_imm64(R2, *w));
+                self.b.jmp_reg_to(JmpOp::Eq, R1, R2, wrap);
+            }
+            self.b.emit2(ld_imm64(R2, otel.value_ctx));
+            self.b.jmp_reg_to(JmpOp::Ne, R1, R2, none);
+            // A value context: the trace API's key holds the span.
+            self.b.emit(load(Size::DW, R3, R10, cur + 8));
+            self.read_user_n(buf, read)?;
+            self.b.emit(load(Size::DW, R1, R10, buf + otel.value_key as i16));
+            self.b.emit2(ld_imm64(R2, otel.key));
+            self.b.jmp_reg_to(JmpOp::Ne, R1, R2, up);
+            self.b.emit(load(Size::DW, R1, R10, buf + otel.value_val as i16));
+            for (t, off) in &otel.spans {
+                let other = self.b.new_label();
+                self.b.emit2(ld_imm64(R2, *t));
+                self.b.jmp_reg_to(JmpOp::Ne, R1, R2, other);
+                self.b.emit(load(Size::DW, R3, R10, buf + otel.value_val as i16 + 8));
+                self.b.emit(alu64_imm(AluOp::Add, R3, *off as i32));
+                self.read_user_n(sc, (otel.flags + 1) as i32)?;
+                self.b.ja_to(got);
+                self.b.bind(other);
+                self.b.emit(load(Size::DW, R1, R10, buf + otel.value_val as i16));
+            }
+            self.b.ja_to(none);
+            self.b.bind(up);
+            for k in [0, 8] {
+                self.b.emit(load(Size::DW, R1, R10, buf + otel.value_parent as i16 + k));
+                self.b.emit(store_reg(Size::DW, R10, cur + k, R1));
+            }
+            self.b.ja_to(next);
+            // A wrapper: its parent is its first field.
+            self.b.bind(wrap);
+            self.b.emit(load(Size::DW, R3, R10, cur + 8));
+            self.read_user_n(cur, 16)?;
+            self.b.bind(next);
+            self.b.emit(mov64_imm(R0, 0));
+        }
+        if let Some(program) = self.acct.as_ref().map(|a| a.program.clone()) {
+            let why =
+                format!("a context chain was followed {CTX_REACH} contexts deep only: the SDK's span was not found");
+            self.count(Counter::Skipped { program, why }, span)?;
+        }
+        self.b.ja_to(none);
+        self.b.bind(got);
+        let (tid, sid, flags) = (sc + otel.trace_id as i16, sc + otel.span_id as i16, sc + otel.flags as i16);
+        self.b.emit(load(Size::DW, R1, R10, sid));
+        self.b.jmp_imm_to(JmpOp::Eq, R1, 0, none);
+        self.b.emit(load(Size::DW, R2, R10, grand));
+        self.b.jmp_reg_to(JmpOp::Eq, R1, R2, none);
+        for (from, to) in [(tid, C_TRACE), (tid + 8, C_TRACE + 8), (sid, C_PARENT)] {
+            self.b.emit(load(Size::DW, R1, R10, from));
+            self.b.emit(store_reg(Size::DW, R10, record + to, R1));
+        }
+        self.b.emit(load(Size::B, R1, R10, flags));
+        self.b.emit(alu64_imm(AluOp::And, R1, FLAG_SAMPLED));
+        self.b.emit(store_reg(Size::DW, R10, record + C_FLAGS, R1));
+        self.b.bind(none);
+        self.b.emit(mov64_imm(R0, 0));
+        Ok(())
+    }
+}

@@ -1,0 +1,339 @@
+//! `span()`: OpenTelemetry spans made in the probes (docs/language.md, "Spans").
+//!
+//! At the entry of a function whose return (or panic) probe makes a span, the entry
+//! program opens the span in the call's entry record (carry.rs: the `carried` map under
+//! (g, frame index)): the frame's time, a trace id, a span id and the parent's span id,
+//! and marks the call's frame (frames.rs) as one with a span. The parent is the nearest
+//! marked frame below this call on the same goroutine (at most `PARENT_REACH` traced
+//! calls down; beyond, a root span, counted): the child takes its trace id and its span
+//! id as parent. With no parent, the trace is the program's own where it carries one
+//! (`context.rs`), else a new one. Ids come from `bpf_get_prandom_u32`.
+//!
+//! At the return, `span(...)` sends one ring-buffer record: the header (entry and
+//! return times in kernel nanoseconds, the ids, flags, the function) then the status (the
+//! function's `error` result, or the panic's value) and the attributes, laid out as
+//! `print` lays out its values (events.rs).
+
+use super::codegen::Gen;
+use super::frames::{F_FUNC, F_TIME};
+use super::{maps, LowerError};
+use crate::bpf::helpers::*;
+use crate::bpf::insn::*;
+use crate::plan::Counter;
+use crate::syntax::ast::Span;
+
+/// Offsets in the entry record: the frame's time (which validates the record), the
+/// trace id (16 bytes), the span id, the parent's span id, the flags.
+pub const C_TIME: i16 = 0;
+pub const C_TRACE: i16 = 8;
+pub const C_SPAN: i16 = 24;
+pub const C_PARENT: i16 = 32;
+pub const C_FLAGS: i16 = 40;
+/// Where the parameters a spanned function carries start in its record.
+pub const CONTEXT_END: u32 = 48;
+/// The flags: the trace is sampled (W3C trace-flags bit 0); the parent is the program's
+/// own span, from another process or from its own SDK (OTLP's "is remote").
+pub const FLAG_SAMPLED: i32 = 1;
+pub const FLAG_REMOTE_PARENT: i32 = 2;
+/// On a context record (context.rs): the spans below it have a remote parent.
+pub const FLAG_CHILD_REMOTE: i32 = 4;
+/// The half of a frame's function word that marks a call with an open span.
+const F_SPANNED: i16 = F_FUNC + 4;
+/// Traced calls below a new span searched for its parent.
+pub const PARENT_REACH: usize = 8;
+
+/// An exemplar (`MapRole::Exemplars`): the value, the kernel time, the trace id (16),
+/// the span id.
+pub const EXEMPLAR: u32 = 40;
+
+/// The span record's header, after the event id: entry time, return time, trace id (16),
+/// span id, parent span id, flags, function index.
+pub const H_START: i16 = 8;
+pub const H_END: i16 = 16;
+pub const H_TRACE: i16 = 24;
+pub const H_SPAN: i16 = 40;
+pub const H_PARENT: i16 = 48;
+pub const H_FLAGS: i16 = 56;
+pub const H_FUNC: i16 = 64;
+pub const HEADER_END: u32 = 72;
+
+/// What a program's generator keeps for spans and trace contexts.
+#[derive(Default)]
+pub struct SpanState {
+    /// A return probe of a function whose calls make spans: its `hist()` updates leave
+    /// exemplars.
+    pub spanned_call: bool,
+    /// The OpenTelemetry SDK's layout in the target, and (at the entry of a function
+    /// with a span) where its `context.Context` parameter is (sdkcontext.rs).
+    pub otel: Option<crate::target::OtelContext>,
+    pub ctx: Option<crate::arch::abi::Location>,
+    /// At a function's entry, its `trace_context` body is being lowered; then the slot
+    /// of the header it parsed (context.rs).
+    pub reading_context: bool,
+    pub context_parsed: Option<i16>,
+}
+
+impl Gen<'_> {
+    /// At the entry, after the frame is pushed: the span's context into the entry record
+    /// being built at `record`, and the mark on the call's frame.
+    pub fn open_span(&mut self, record: i16, span: Span) -> Result<(), LowerError> {
+        let idx = self.frame_index.ok_or_else(|| LowerError::unsupported(span, "a span without a frame"))?;
+        self.b.comment("open a span: this call's frame is marked, its time kept");
+        self.mark_frame(record, span)?;
+        let found = self.b.new_label();
+        let root = self.b.new_label();
+        // The parent's own parent: which span of the program the parent is under.
+        let grand = self.slot(8, span)?;
+        self.b.emit(store_imm(Size::DW, R10, grand, 0));
+        let mark = self.frame.mark();
+        self.find_parent(record, (idx, grand), found, root, span)?;
+        self.frame.release(mark);
+        self.b.bind(root);
+        self.b.comment("no parent span on this goroutine: a new trace");
+        self.random_u64(record + C_TRACE);
+        self.random_u64(record + C_TRACE + 8);
+        self.b.emit(store_imm(Size::DW, R10, record + C_PARENT, 0));
+        self.b.emit(store_imm(Size::DW, R10, record + C_FLAGS, FLAG_SAMPLED));
+        self.b.bind(found);
+        self.b.emit(mov64_imm(R0, 0));
+        if let (Some(otel), Some(ctx)) = (self.spans.otel.clone(), self.spans.ctx.clone()) {
+            let mark = self.frame.mark();
+            self.sdk_parent(&otel, &ctx, record, grand, span)?;
+            self.frame.release(mark);
+        }
+        self.random_u64(record + C_SPAN);
+        // An all-zero span id is invalid: 1 instead.
+        let nonzero = self.b.new_label();
+        self.b.emit(load(Size::DW, R1, R10, record + C_SPAN));
+        self.b.jmp_imm_to(JmpOp::Ne, R1, 0, nonzero);
+        self.b.emit(store_imm(Size::DW, R10, record + C_SPAN, 1));
+        self.b.bind(nonzero);
+        self.b.emit(mov64_imm(R0, 0));
+        Ok(())
+    }
+
+    /// Marks this call's frame as one with a span (or a context), and keeps its time in
+    /// the entry record being built at `record`.
+    pub(super) fn mark_frame(&mut self, record: i16, span: Span) -> Result<(), LowerError> {
+        let idx = self.frame_index.ok_or_else(|| LowerError::unsupported(span, "a span without a frame"))?;
+        self.frame_addr(idx, span)?;
+        // The frame could not be pushed (counted there): no span, no return seen.
+        self.b.jmp_imm_to(JmpOp::Eq, R0, 0, self.done);
+        self.b.emit(store_imm(Size::W, R0, F_SPANNED, 1));
+        self.b.emit(load(Size::DW, R1, R0, F_TIME));
+        self.b.emit(store_reg(Size::DW, R10, record + C_TIME, R1));
+        Ok(())
+    }
+
+    /// Walks the frames below the one in slot `idx`, at most `PARENT_REACH`, to the first
+    /// marked one whose entry record is its own: its trace id and span id go to
+    /// `record`, its parent's span id to slot `grand` (jumps to `found`); none: jumps to
+    /// `root` (counted when frames were left unsearched).
+    fn find_parent(
+        &mut self,
+        record: i16,
+        (idx, grand): (i16, i16),
+        found: crate::bpf::builder::Label,
+        root: crate::bpf::builder::Label,
+        span: Span,
+    ) -> Result<(), LowerError> {
+        self.b.comment("the parent: the nearest call below with a span");
+        let (j, key, time) = (self.slot(8, span)?, self.slot(16, span)?, self.slot(8, span)?);
+        self.b.emit(load(Size::DW, R1, R10, idx));
+        self.b.emit(store_reg(Size::DW, R10, j, R1));
+        for _ in 0..PARENT_REACH {
+            let next = self.b.new_label();
+            self.b.emit(load(Size::DW, R1, R10, j));
+            self.b.jmp_imm_to(JmpOp::Eq, R1, 0, root);
+            self.b.emit(alu64_imm(AluOp::Sub, R1, 1));
+            self.b.emit(store_reg(Size::DW, R10, j, R1));
+            self.frame_addr_keyed(j, key);
+            self.b.jmp_imm_to(JmpOp::Eq, R0, 0, root);
+            self.b.emit(load(Size::W, R1, R0, F_SPANNED));
+            self.b.emit(load(Size::DW, R2, R0, F_TIME));
+            self.b.emit(store_reg(Size::DW, R10, time, R2));
+            self.b.emit(mov64_imm(R0, 0));
+            self.b.jmp_imm_to(JmpOp::Eq, R1, 0, next);
+            self.key_at(j, key);
+            self.b.ld_map(R1, maps::CARRIED);
+            self.stack_ptr(R2, key);
+            self.b.emit(call(BPF_FUNC_map_lookup_elem));
+            self.b.jmp_imm_to(JmpOp::Eq, R0, 0, root);
+            self.b.emit(load(Size::DW, R1, R0, C_TIME));
+            self.b.emit(load(Size::DW, R2, R10, time));
+            self.b.jmp_reg_to(JmpOp::Ne, R1, R2, root);
+            for (from, to) in [(C_TRACE, C_TRACE), (C_TRACE + 8, C_TRACE + 8), (C_SPAN, C_PARENT)] {
+                self.b.emit(load(Size::DW, R1, R0, from));
+                self.b.emit(store_reg(Size::DW, R10, record + to, R1));
+            }
+            self.b.emit(load(Size::DW, R1, R0, C_PARENT));
+            self.b.emit(store_reg(Size::DW, R10, grand, R1));
+            // Sampled as the parent; a remote parent when the parent is a context.
+            self.b.emit(load(Size::DW, R1, R0, C_FLAGS));
+            self.b.emit(mov64_reg(R2, R1));
+            self.b.emit(alu64_imm(AluOp::And, R1, FLAG_SAMPLED));
+            self.b.emit(alu64_imm(AluOp::And, R2, FLAG_CHILD_REMOTE));
+            self.b.emit(alu64_imm(AluOp::Rsh, R2, 1));
+            self.b.emit(alu64_reg(AluOp::Or, R1, R2));
+            self.b.emit(store_reg(Size::DW, R10, record + C_FLAGS, R1));
+            self.b.ja_to(found);
+            self.b.bind(next);
+            self.b.emit(mov64_imm(R0, 0));
+        }
+        // Traced calls remain below, unsearched: a root span, counted.
+        self.b.emit(load(Size::DW, R1, R10, j));
+        self.b.jmp_imm_to(JmpOp::Eq, R1, 0, root);
+        if let Some(program) = self.acct.as_ref().map(|a| a.program.clone()) {
+            let why = format!(
+                "a span's parent was looked for in the {PARENT_REACH} traced calls below it only: it began a trace of its own"
+            );
+            self.count(Counter::Skipped { program, why }, span)?;
+        }
+        self.b.ja_to(root);
+        Ok(())
+    }
+
+    /// *(u64 *)(r10 + to) = 64 random bits.
+    fn random_u64(&mut self, to: i16) {
+        self.b.emit(call(BPF_FUNC_get_prandom_u32));
+        self.b.emit(store_reg(Size::W, R10, to, R0));
+        self.b.emit(call(BPF_FUNC_get_prandom_u32));
+        self.b.emit(store_reg(Size::W, R10, to + 4, R0));
+    }
+
+    /// At a return (or in `on panic`): keeps pointers to this call's frame and entry
+    /// record in slots, checked to be the same call's; ends the program when the record
+    /// is another call's (the entry's update was refused: counted there).
+    pub(super) fn span_sources(&mut self, span: Span) -> Result<(i16, i16), LowerError> {
+        let idx = self.frame_index.ok_or_else(|| LowerError::unsupported(span, "a span without a frame"))?;
+        let frame = match self.call_frame {
+            Some(f) if self.panic_frame.is_none() => f,
+            _ => {
+                let f = self.slot(8, span)?;
+                self.frame_addr(idx, span)?;
+                self.b.jmp_imm_to(JmpOp::Eq, R0, 0, self.done);
+                self.b.emit(store_reg(Size::DW, R10, f, R0));
+                f
+            }
+        };
+        let record = match self.entry_record {
+            Some(r) if self.panic_frame.is_none() => r,
+            _ => {
+                let r = self.slot(8, span)?;
+                let key = self.slot(16, span)?;
+                self.key_at(idx, key);
+                self.b.ld_map(R1, maps::CARRIED);
+                self.stack_ptr(R2, key);
+                self.b.emit(call(BPF_FUNC_map_lookup_elem));
+                self.b.jmp_imm_to(JmpOp::Eq, R0, 0, self.done);
+                self.b.emit(store_reg(Size::DW, R10, r, R0));
+                r
+            }
+        };
+        let mine = self.b.new_label();
+        self.b.emit(load(Size::DW, R1, R10, frame));
+        self.b.emit(load(Size::DW, R1, R1, F_TIME));
+        self.b.emit(load(Size::DW, R2, R10, record));
+        self.b.emit(load(Size::DW, R2, R2, C_TIME));
+        self.b.jmp_reg_to(JmpOp::Eq, R1, R2, mine);
+        if let Some(program) = self.acct.as_ref().map(|a| a.program.clone()) {
+            let why = "a span's entry record was another call's (its own was refused): no span".to_string();
+            self.count(Counter::Skipped { program, why }, span)?;
+        }
+        self.b.ja_to(self.done);
+        self.b.bind(mine);
+        self.b.emit(mov64_imm(R0, 0));
+        Ok((frame, record))
+    }
+
+    /// Writes the span record's header at R8: times, ids, flags, the function.
+    pub(super) fn span_header(&mut self, frame: i16, record: i16, span: Span) -> Result<(), LowerError> {
+        let elapsed = self.elapsed.ok_or_else(|| LowerError::unsupported(span, "a span without its entry time"))?;
+        self.b.emit(load(Size::DW, R1, R10, frame));
+        self.b.emit(load(Size::DW, R2, R1, F_TIME));
+        self.b.emit(store_reg(Size::DW, R8, H_START, R2));
+        self.b.emit(load(Size::DW, R3, R10, elapsed));
+        self.b.emit(alu64_reg(AluOp::Add, R2, R3));
+        self.b.emit(store_reg(Size::DW, R8, H_END, R2));
+        self.b.emit(load(Size::DW, R1, R10, record));
+        for (from, to) in [(C_TRACE, H_TRACE), (C_TRACE + 8, H_TRACE + 8), (C_SPAN, H_SPAN), (C_PARENT, H_PARENT)] {
+            self.b.emit(load(Size::DW, R2, R1, from));
+            self.b.emit(store_reg(Size::DW, R8, to, R2));
+        }
+        self.b.emit(load(Size::DW, R2, R1, C_FLAGS));
+        self.b.emit(store_reg(Size::DW, R8, H_FLAGS, R2));
+        match self.panic_frame {
+            Some((func, _, _)) => self.b.emit(load(Size::DW, R0, R10, func)),
+            // The instantiation's name where `func` would give it.
+            None => self.builtin(crate::check::Builtin::Func, span)?,
+        }
+        self.b.emit(store_reg(Size::DW, R8, H_FUNC, R0));
+        Ok(())
+    }
+}
+
+impl Gen<'_> {
+    /// After a `hist()` update at the return of a call with a span: the value (slot
+    /// `val`) and the span's ids, the exemplar of the key in slot `key` of `map`.
+    pub(super) fn exemplar(&mut self, map: &str, key: i16, val: i16, span: Span) -> Result<(), LowerError> {
+        let (Some(record), Some(frame), true) = (self.entry_record, self.call_frame, self.spans.spanned_call) else {
+            return Ok(());
+        };
+        self.b.comment("the exemplar: this value, with the call's span");
+        let skip = self.b.new_label();
+        self.b.emit(load(Size::DW, R1, R10, frame));
+        self.b.emit(load(Size::DW, R1, R1, F_TIME));
+        self.b.emit(load(Size::DW, R2, R10, record));
+        self.b.emit(load(Size::DW, R2, R2, C_TIME));
+        self.b.jmp_reg_to(JmpOp::Ne, R1, R2, skip);
+        let mark = self.frame.mark();
+        let ex = self.slot(EXEMPLAR, span)?;
+        self.b.emit(load(Size::DW, R1, R10, val));
+        self.b.emit(store_reg(Size::DW, R10, ex, R1));
+        self.b.emit(call(BPF_FUNC_ktime_get_ns));
+        self.b.emit(store_reg(Size::DW, R10, ex + 8, R0));
+        self.b.emit(load(Size::DW, R1, R10, record));
+        for (from, to) in [(C_TRACE, 16), (C_TRACE + 8, 24), (C_SPAN, 32)] {
+            self.b.emit(load(Size::DW, R2, R1, from));
+            self.b.emit(store_reg(Size::DW, R10, ex + to, R2));
+        }
+        self.b.ld_map(R1, map);
+        self.stack_ptr(R2, key);
+        self.stack_ptr(R3, ex);
+        self.b.emit(mov64_imm(R4, BPF_ANY));
+        self.b.emit(call(BPF_FUNC_map_update_elem));
+        self.count_refused_update(map, span)?;
+        self.frame.release(mark);
+        self.b.bind(skip);
+        self.b.emit(mov64_imm(R0, 0));
+        Ok(())
+    }
+}
+
+/// The `hist()` maps that keep exemplars: those a return probe of a function whose calls
+/// make spans aggregates into (by name; `""` for the bare `hist(x)`).
+pub fn exemplar_maps(
+    script: &crate::syntax::ast::Script,
+    checked: &crate::check::Checked,
+    records: &super::carry::EntryRecords,
+) -> std::collections::BTreeSet<String> {
+    use crate::syntax::ast::{ExprKind, Item, StmtKind};
+    let mut out = std::collections::BTreeSet::new();
+    let spanned = |i: &crate::check::Instance| {
+        i.needs_entry() && !i.functions.is_empty() && i.functions.iter().all(|f| records.spanned.contains(&f.name))
+    };
+    for inst in checked.instances.iter().filter(|i| spanned(i)) {
+        let Some(Item::Probe(p)) = script.items.get(inst.item) else { continue };
+        p.body.walk_stmts(&mut |st| {
+            let (map, value) = match &st.kind {
+                StmtKind::AssignMap { map, value } => (map.name.name.clone(), value),
+                StmtKind::Expr(e) => (String::new(), e),
+                _ => return,
+            };
+            if matches!(&value.kind, ExprKind::Call { func, .. } if func.name == "hist") {
+                out.insert(map);
+            }
+        });
+    }
+    out
+}

@@ -1,0 +1,3 @@
+module example.com/spans
+
+go 1.21

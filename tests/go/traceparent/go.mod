@@ -1,0 +1,3 @@
+module example.com/traceparent
+
+go 1.21

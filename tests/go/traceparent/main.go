@@ -1,0 +1,97 @@
+// traceparent: a net/http server on 127.0.0.1 and its client in one program, for
+// gtrace's span() tests of the W3C traceparent header. It prints "ready", waits for a
+// line on stdin (so the test can attach first), then sends requests: most with a
+// traceparent header of ids it makes (random, sampled or not), some without one, one
+// with a malformed one. The handler calls handle(id), which calls lookup(id). It prints
+// one truth line per request (the id, the trace id and parent id sent, or "-"), then
+// "---", and waits until stdin is closed.
+package main
+
+import (
+	"bufio"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+)
+
+var sink int
+
+//go:noinline
+func lookup(id int) int {
+	time.Sleep(100 * time.Microsecond)
+	sink += id
+	return id * 2
+}
+
+//go:noinline
+func handle(id int) error {
+	if lookup(id) < 0 {
+		return fmt.Errorf("no %d", id)
+	}
+	return nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+func main() {
+	in := bufio.NewReader(os.Stdin)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/item", func(w http.ResponseWriter, r *http.Request) {
+		id, _ := strconv.Atoi(r.URL.Query().Get("id"))
+		if err := handle(id); err != nil {
+			http.Error(w, err.Error(), 500)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	go http.Serve(ln, mux)
+	fmt.Printf("ready pid=%d\n", os.Getpid())
+	if _, err := in.ReadString('\n'); err != nil {
+		return
+	}
+	client := &http.Client{}
+	for id := 1; id <= 20; id++ {
+		req, _ := http.NewRequest("GET", fmt.Sprintf("http://%s/item?id=%d", ln.Addr(), id), nil)
+		trace, parent, kind := "-", "-", "none"
+		switch {
+		case id%5 == 0:
+			// No header: gtrace starts a trace.
+		case id == 7:
+			// Malformed (upper-case hex): ignored, as W3C says.
+			req.Header.Set("traceparent", "00-"+"4BF92F3577B34DA6A3CE929D0E0E4736"+"-"+"00F067AA0BA902B7"+"-01")
+			kind = "malformed"
+		default:
+			trace, parent = randomHex(16), randomHex(8)
+			flags := "01"
+			if id%3 == 0 {
+				flags = "00"
+			}
+			req.Header.Set("traceparent", "00-"+trace+"-"+parent+"-"+flags)
+			kind = "sampled=" + flags
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			panic(err)
+		}
+		resp.Body.Close()
+		fmt.Printf("truth-request: %d %s %s %s\n", id, trace, parent, kind)
+	}
+	fmt.Println("truth: requests=20")
+	fmt.Println("---")
+	in.ReadString('\n')
+}
