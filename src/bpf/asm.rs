@@ -6,6 +6,7 @@ use super::builder::{Program, Relocation};
 use super::disasm::{alu_symbol, atomic_name, jmp_symbol, mem_type};
 use super::helpers;
 use super::insn::*;
+use super::kfuncs::{kfunc_call, Kfunc, KfuncCall};
 use thiserror::Error;
 
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -17,11 +18,12 @@ pub enum AsmError {
 }
 
 /// One line of text as instructions: one, or two for `ld_imm64`, and the map named by a
-/// `rN = map[NAME] ll`.
+/// `rN = map[NAME] ll` or the kernel function of a `call kfunc NAME`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Assembled {
     pub insns: Vec<Insn>,
     pub map: Option<String>,
+    pub kfunc: Option<Kfunc>,
 }
 
 /// Reads one instruction in the disassembler's syntax (without the index).
@@ -53,6 +55,9 @@ pub fn asm(text: &str) -> Result<Program, AsmError> {
         let assembled = parse(body).ok_or_else(bad)?;
         if let Some(map) = assembled.map {
             program.relocations.push(Relocation { insn_index: expected, map });
+        }
+        if let Some(kfunc) = assembled.kfunc {
+            program.kfunc_calls.push(KfuncCall { insn_index: expected, kfunc });
         }
         program.insns.extend(assembled.insns);
     }
@@ -163,7 +168,7 @@ impl<'a> Cursor<'a> {
 }
 
 fn one(insn: Insn) -> Option<Assembled> {
-    Some(Assembled { insns: vec![insn], map: None })
+    Some(Assembled { insns: vec![insn], map: None, kfunc: None })
 }
 
 fn parse(text: &str) -> Option<Assembled> {
@@ -241,6 +246,10 @@ fn parse_call(c: &mut Cursor) -> Option<Assembled> {
     if c.lit("pc") {
         return one(Insn::new(BPF_JMP | BPF_CALL, 0, BPF_PSEUDO_CALL, 0, c.i32()?));
     }
+    if c.lit("kfunc ") {
+        let kfunc = Kfunc::by_name(c.word()?)?;
+        return Some(Assembled { insns: vec![kfunc_call()], map: None, kfunc: Some(kfunc) });
+    }
     let name = c.word()?;
     if !c.lit("#") {
         return None;
@@ -293,7 +302,7 @@ fn parse_assign(c: &mut Cursor, dst: Reg, wide: bool) -> Option<Assembled> {
         }
         let [mut lo, hi] = ld_map_fd(dst);
         lo.imm = fd;
-        return Some(Assembled { insns: vec![lo, hi], map });
+        return Some(Assembled { insns: vec![lo, hi], map, kfunc: None });
     }
     // dst = -dst
     let mut neg = *c;
@@ -327,7 +336,7 @@ fn parse_assign(c: &mut Cursor, dst: Reg, wide: bool) -> Option<Assembled> {
     let value = c.int()?;
     if c.lit("ll") {
         let bits = if (i64::MIN as i128..=u64::MAX as i128).contains(&value) { value as u64 } else { return None };
-        return wide.then(|| Assembled { insns: ld_imm64(dst, bits).to_vec(), map: None });
+        return wide.then(|| Assembled { insns: ld_imm64(dst, bits).to_vec(), map: None, kfunc: None });
     }
     one(Insn::new(class | BPF_MOV | BPF_K, dst.num(), 0, 0, i32::try_from(value).ok()?))
 }
@@ -381,6 +390,9 @@ mod tests {
         assert_eq!(a("call bpf_map_lookup_elem#1"), vec![call(1)]);
         assert_eq!(a("exit"), vec![exit()]);
         assert_eq!(asm_insn("r1 = map[events] ll").unwrap().map.as_deref(), Some("events"));
+        let k = asm_insn("call kfunc bpf_preempt_enable").unwrap();
+        assert_eq!((k.insns, k.kfunc), (vec![kfunc_call()], Some(Kfunc::PreemptEnable)));
+        assert!(asm_insn("call kfunc bpf_rcu_read_lock").is_err());
     }
 
     #[test]

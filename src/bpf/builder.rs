@@ -1,9 +1,10 @@
 //! What the lowering emits into: a growing instruction list with forward and backward
-//! labels, map references recorded as relocations, and source comments. `finish`
+//! labels, map references and kfunc calls recorded as relocations, and source comments. `finish`
 //! resolves the labels into jump offsets and checks what the verifier would reject
 //! outright (length, last instruction).
 
 use super::insn::{self, Insn, Reg, BPF_JA, BPF_JMP};
+use super::kfuncs::{kfunc_call, Kfunc, KfuncCall};
 use thiserror::Error;
 
 /// The kernel's limit on instructions of a privileged program (`BPF_COMPLEXITY_LIMIT_INSNS`).
@@ -27,6 +28,8 @@ pub struct Relocation {
 pub struct Program {
     pub insns: Vec<Insn>,
     pub relocations: Vec<Relocation>,
+    /// The kfunc calls, which the loader completes with the kernel's BTF ids.
+    pub kfunc_calls: Vec<KfuncCall>,
     /// Texts shown before instruction `index` in the disassembly (in order).
     pub comments: Vec<(usize, String)>,
 }
@@ -58,6 +61,7 @@ pub struct Builder {
     /// Jumps to patch: (instruction index, target label).
     fixups: Vec<(usize, Label)>,
     relocations: Vec<Relocation>,
+    kfunc_calls: Vec<KfuncCall>,
     comments: Vec<(usize, String)>,
 }
 
@@ -127,6 +131,12 @@ impl Builder {
         self.emit2(insn::ld_map_fd(dst));
     }
 
+    /// `call kfunc`, its BTF id written in by the loader.
+    pub fn call_kfunc(&mut self, kfunc: Kfunc) {
+        self.kfunc_calls.push(KfuncCall { insn_index: self.insns.len(), kfunc });
+        self.emit(kfunc_call());
+    }
+
     /// Attaches `text` to the next instruction emitted.
     pub fn comment(&mut self, text: impl Into<String>) {
         self.comments.push((self.insns.len(), text.into()));
@@ -153,7 +163,12 @@ impl Builder {
         if *last != insn::exit() {
             return Err(BuildError::NoExit { code: last.code });
         }
-        Ok(Program { insns: self.insns, relocations: self.relocations, comments: self.comments })
+        Ok(Program {
+            insns: self.insns,
+            relocations: self.relocations,
+            kfunc_calls: self.kfunc_calls,
+            comments: self.comments,
+        })
     }
 }
 

@@ -1,6 +1,7 @@
 //! The disassembler behind `--emit asm`: one instruction a line in the syntax of the
 //! kernel verifier's log and llvm-objdump (`r2 = *(u64 *)(r10 -8)`,
-//! `if r0 == 0x0 goto +3`, `call bpf_map_lookup_elem#1`), each with its index, and the
+//! `if r0 == 0x0 goto +3`, `call bpf_map_lookup_elem#1`, a kfunc's
+//! `call kfunc bpf_preempt_disable`), each with its index, and the
 //! source comments (`; ...`) before the instructions they annotate. Encodings it does
 //! not know print as `.insn code=0x.. dst=.. src=.. off=.. imm=..`, which `asm` reads
 //! back, so every instruction round-trips.
@@ -8,12 +9,14 @@
 use super::builder::Program;
 use super::helpers;
 use super::insn::*;
+use super::kfuncs::{kfunc_call, Kfunc};
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
 /// The whole program: `; comment` lines, then `  idx: text` lines.
 pub fn disasm(program: &Program) -> String {
     let maps: HashMap<usize, &str> = program.relocations.iter().map(|r| (r.insn_index, r.map.as_str())).collect();
+    let kfuncs: HashMap<usize, Kfunc> = program.kfunc_calls.iter().map(|k| (k.insn_index, k.kfunc)).collect();
     let mut comments = program.comments.iter().peekable();
     let mut out = String::new();
     let mut i = 0;
@@ -23,8 +26,9 @@ pub fn disasm(program: &Program) -> String {
         }
         let insn = &program.insns[i];
         let next = program.insns.get(i + 1);
-        let text = match maps.get(&i) {
-            Some(map) if is_map_load(insn, next) => format!("r{} = map[{map}] ll", insn.dst),
+        let text = match (maps.get(&i), kfuncs.get(&i)) {
+            (Some(map), _) if is_map_load(insn, next) => format!("r{} = map[{map}] ll", insn.dst),
+            (_, Some(kfunc)) if *insn == kfunc_call() => format!("call kfunc {}", kfunc.name()),
             _ => disasm_insn(insn, next),
         };
         let _ = writeln!(out, "{i:>4}: {text}");
@@ -280,5 +284,16 @@ mod tests {
         b.emit(exit());
         let text = disasm(&b.finish().unwrap());
         assert_eq!(text, "; on main.work\n   0: r1 = map[events] ll\n   2: r0 = 0\n   3: exit\n");
+    }
+
+    #[test]
+    fn kfunc_calls_print_by_name() {
+        let mut b = Builder::new();
+        b.call_kfunc(Kfunc::PreemptDisable);
+        b.emit(exit());
+        let text = disasm(&b.finish().unwrap());
+        assert_eq!(text, "   0: call kfunc bpf_preempt_disable\n   1: exit\n");
+        // Without the program's record of the call: the raw form.
+        assert_eq!(d(kfunc_call()), ".insn code=0x85 dst=0 src=2 off=0 imm=0");
     }
 }

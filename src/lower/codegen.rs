@@ -12,6 +12,7 @@ use crate::arch::{Arch, Reg as MReg};
 use crate::bpf::builder::{Builder, Label};
 use crate::bpf::helpers::*;
 use crate::bpf::insn::*;
+use crate::bpf::kfuncs::Kfunc;
 use crate::check::builtins::Builtin;
 use crate::check::maps::MapValueTy;
 use crate::check::ty::Ty;
@@ -154,14 +155,22 @@ impl<'a> Gen<'a> {
         }
     }
 
-    /// r6 = ctx. Every program starts here.
+    /// r6 = ctx; preemption off. Every program starts here: before anything touches
+    /// the stack (on 6.13+ a per-CPU private stack) or a per-CPU map (the `scratch`
+    /// record, aggregations), so that no other task on this CPU runs a program of
+    /// gtrace's in between (uprobe programs run with only migration disabled). Where the
+    /// kernel has no `bpf_preempt_disable` (before 6.10) the runtime makes the call a
+    /// no-op (runtime/kfuncs.rs).
     pub fn prologue(&mut self) {
         self.b.emit(mov64_reg(R6, R1));
+        self.b.call_kfunc(Kfunc::PreemptDisable);
     }
 
-    /// r0 = 0; exit. Every program ends here.
+    /// Preemption back on; r0 = 0; exit. Every program ends here: its one exit, so the
+    /// guard is balanced on every path (the verifier checks it).
     pub fn epilogue(&mut self) {
         self.b.bind(self.done);
+        self.b.call_kfunc(Kfunc::PreemptEnable);
         self.b.emit(mov64_imm(R0, 0));
         self.b.emit(exit());
     }

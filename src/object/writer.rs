@@ -1,11 +1,14 @@
 //! Writes the BPF ELF object as clang would for a BTF-less program with legacy maps: a
 //! relocatable ELF64 little-endian for EM_BPF with a `license` section, a `maps`
 //! section of `struct bpf_map_def` records (one global STT_OBJECT symbol each), one
-//! executable section a program (a global STT_FUNC symbol each), and an `R_BPF_64_64`
-//! relocation against the map's symbol at every `ld_map_fd`.
+//! executable section a program (a global STT_FUNC symbol each), an `R_BPF_64_64`
+//! relocation against the map's symbol at every `ld_map_fd`, and an `R_BPF_64_32`
+//! relocation against an undefined global symbol of the function's name at every kfunc
+//! call (clang's form of a call of an `extern ... __ksym` function).
 
 use crate::bpf::builder::Program;
 use crate::bpf::insn::{encode_all, BPF_PSEUDO_MAP_FD, INSN_SIZE};
+use crate::bpf::kfuncs::{kfunc_call, Kfunc};
 use object::write::{Object, Relocation, Symbol, SymbolSection};
 use object::{elf, Architecture, BinaryFormat, Endianness, SectionKind, SymbolFlags, SymbolKind, SymbolScope};
 use std::collections::HashMap;
@@ -99,6 +102,8 @@ pub enum ObjectError {
     UnknownMap { program: String, map: String },
     #[error("program `{program}`: the relocation at instruction {insn_index} is not at a map load")]
     BadRelocation { program: String, insn_index: usize },
+    #[error("program `{program}`: the kfunc call at instruction {insn_index} is not a kfunc call instruction")]
+    BadKfuncCall { program: String, insn_index: usize },
     #[error("writing the ELF object")]
     Write {
         #[source]
@@ -126,6 +131,7 @@ pub fn write(obj: &BpfObject) -> Result<Vec<u8>, ObjectError> {
         }
     }
 
+    let mut kfunc_symbols: HashMap<Kfunc, object::write::SymbolId> = HashMap::new();
     for code in &obj.programs {
         let section = out.add_section(Vec::new(), code.section.clone().into_bytes(), SectionKind::Text);
         let bytes = encode_all(&code.program.insns);
@@ -140,6 +146,17 @@ pub fn write(obj: &BpfObject) -> Result<Vec<u8>, ObjectError> {
                 symbol,
                 addend: 0,
                 flags: object::RelocationFlags::Elf { r_type: elf::R_BPF_64_64 },
+            };
+            out.add_relocation(section, relocation).map_err(|source| ObjectError::Write { source })?;
+        }
+        for call in &code.program.kfunc_calls {
+            let symbol =
+                *kfunc_symbols.entry(call.kfunc).or_insert_with(|| out.add_symbol(extern_function(call.kfunc)));
+            let relocation = Relocation {
+                offset: (call.insn_index * INSN_SIZE) as u64,
+                symbol,
+                addend: 0,
+                flags: object::RelocationFlags::Elf { r_type: elf::R_BPF_64_32 },
             };
             out.add_relocation(section, relocation).map_err(|source| ObjectError::Write { source })?;
         }
@@ -166,6 +183,21 @@ fn global(name: &str, offset: u64, size: usize, kind: SymbolKind, section: objec
         scope: SymbolScope::Dynamic,
         weak: false,
         section: SymbolSection::Section(section),
+        flags: SymbolFlags::None,
+    }
+}
+
+/// The undefined global symbol a kfunc's calls are relocated against (STT_NOTYPE, as
+/// clang writes an extern function: loaders skip it, the runtime resolves it by name).
+fn extern_function(kfunc: Kfunc) -> Symbol {
+    Symbol {
+        name: kfunc.name().as_bytes().to_vec(),
+        value: 0,
+        size: 0,
+        kind: SymbolKind::Unknown,
+        scope: SymbolScope::Dynamic,
+        weak: false,
+        section: SymbolSection::Undefined,
         flags: SymbolFlags::None,
     }
 }
@@ -204,6 +236,11 @@ fn validate(obj: &BpfObject) -> Result<(), ObjectError> {
                     && reloc.insn_index + 1 < insns.len();
             if !at_map_load {
                 return Err(ObjectError::BadRelocation { program: code.name.clone(), insn_index: reloc.insn_index });
+            }
+        }
+        for call in &code.program.kfunc_calls {
+            if code.program.insns.get(call.insn_index) != Some(&kfunc_call()) {
+                return Err(ObjectError::BadKfuncCall { program: code.name.clone(), insn_index: call.insn_index });
             }
         }
     }

@@ -261,3 +261,15 @@ mod tests {
         );
     }
 }
+
+/// The line said at start where the kernel can preempt gtrace's programs and has no
+/// `bpf_preempt_disable` to stop it (multi-uprobe links before Linux 6.10, with full,
+/// lazy or RT preemption): what can go wrong, and what avoids it.
+pub fn unguarded_preemption(model: &str) -> String {
+    format!(
+        "note: this kernel can preempt gtrace's probes (preemption: {model}) and has no bpf_preempt_disable \
+         (Linux 6.10+): when two threads hit probes on one CPU at once, a printed event may mix two calls' \
+         values and a count may miss an update; a kernel booted with preempt=voluntary, or Linux 6.10 or later, \
+         traces exactly"
+    )
+}

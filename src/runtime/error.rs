@@ -25,6 +25,10 @@ pub enum RuntimeError {
         source: Box<aya::EbpfError>,
     },
 
+    /// A kfunc call of the object could not be linked to the running kernel.
+    #[error("cannot link the call of kernel function `{function}`: {problem}")]
+    Kfunc { function: String, problem: &'static str },
+
     /// A program of the plan is missing from the object, or has the wrong kind.
     #[error("program `{program}` {problem}")]
     BadProgram { program: String, problem: &'static str },

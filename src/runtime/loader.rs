@@ -1,9 +1,11 @@
-//! Loading the compiled object into the kernel: maps created, every program of the plan
-//! verified, verifier rejections and missing privileges turned into clear errors.
+//! Loading the compiled object into the kernel: its kfunc calls linked (kfuncs.rs), maps
+//! created, every program of the plan verified, verifier rejections and missing
+//! privileges turned into clear errors.
 
 use super::attach::Link;
 use super::error::{permission_error, RuntimeError};
 use super::events::Events;
+use super::kfuncs::{self, Linked};
 use super::maps::MapHandle;
 use crate::plan::{MapRole, Plan, ProbeSpec};
 use aya::maps::{Map, MapData};
@@ -37,6 +39,8 @@ pub struct Loaded {
     pub(crate) generations: HashMap<u32, u8>,
     /// Where the target's probes are attached.
     pub(crate) target: Option<super::attach::AttachTarget>,
+    /// The preemption guards the kernel lacks (their calls are no-ops).
+    pub(crate) unguarded: Vec<crate::bpf::kfuncs::Kfunc>,
 }
 
 /// A loader being prepared on another thread (see `prewarm`).
@@ -44,13 +48,15 @@ static PREWARMED: Mutex<Option<JoinHandle<EbpfLoader<'static>>>> = Mutex::new(No
 
 /// Starts preparing the loader on another thread, so that the work aya does before any
 /// object is seen (parsing the kernel's BTF, /sys/kernel/btf/vmlinux: tens of
-/// milliseconds, though gtrace's objects never use it) overlaps the compilation. Call
-/// it first thing when a trace will be loaded; `load` uses the prepared loader.
+/// milliseconds, though gtrace's objects never use it) overlaps the compilation, as does
+/// gtrace's own reading of it (the ids of its kfuncs). Call it first thing when a trace
+/// will be loaded; `load` uses the prepared loader.
 pub fn prewarm() {
     let mut slot = PREWARMED.lock().unwrap_or_else(|e| e.into_inner());
     if slot.is_none() {
         *slot = Some(std::thread::spawn(|| {
             raise_memlock_limit();
+            kfuncs::kernel();
             EbpfLoader::new()
         }));
     }
@@ -63,12 +69,13 @@ fn loader() -> EbpfLoader<'static> {
 }
 
 /// Loads `object`'s maps and every program `plan.probes` names (the kernel's verifier
-/// judges each), attaching nothing.
-fn load_verified(object: &[u8], plan: &Plan) -> Result<Ebpf, RuntimeError> {
+/// judges each), attaching nothing; and the object as loaded (its kfunc calls linked).
+fn load_verified(object: &[u8], plan: &Plan) -> Result<(Ebpf, Linked), RuntimeError> {
     raise_memlock_limit();
+    let linked = kfuncs::link(object, kfuncs::kernel())?;
     let mut ebpf = loader()
         .verifier_log_level(VerifierLogLevel::DEBUG | VerifierLogLevel::STATS)
-        .load(object)
+        .load(&linked.object)
         .map_err(|source| match permission_error(&source) {
             Some(io) => RuntimeError::Permission { action: "creating BPF maps".into(), source: io },
             None => RuntimeError::Load { source: Box::new(source) },
@@ -76,7 +83,7 @@ fn load_verified(object: &[u8], plan: &Plan) -> Result<Ebpf, RuntimeError> {
     for probe in &plan.probes {
         load_program(&mut ebpf, probe)?;
     }
-    Ok(ebpf)
+    Ok((ebpf, linked))
 }
 
 /// Has the kernel's verifier judge every program of `object`, then unloads it all:
@@ -87,8 +94,8 @@ pub fn verify(object: &[u8], plan: &Plan) -> Result<(), RuntimeError> {
 
 /// Loads `object` and every program `plan.probes` names.
 pub fn load(object: &[u8], plan: &Plan) -> Result<Loaded, RuntimeError> {
-    let mut ebpf = load_verified(object, plan)?;
-    let multi = super::uprobe_multi::load_for_plan(&ebpf, object, plan);
+    let (mut ebpf, linked) = load_verified(object, plan)?;
+    let multi = super::uprobe_multi::load_for_plan(&ebpf, &linked.object, plan);
 
     let mut maps = HashMap::new();
     let mut events = None;
@@ -118,6 +125,7 @@ pub fn load(object: &[u8], plan: &Plan) -> Result<Loaded, RuntimeError> {
         accounting: plan.accounting.clone(),
         generations: HashMap::new(),
         target: None,
+        unguarded: linked.missing,
     })
 }
 

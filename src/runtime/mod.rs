@@ -5,7 +5,9 @@
 //! the target runs, `map_entries`) → `run_end` → drop (detaches). `process` starts or
 //! finds the target; `container` names a containerized process's executable; `cgroup`
 //! opens and checks `--cgroup`; `signals` turns Ctrl-C into a clean stop; `accounting`
-//! reads what probes cost (the kernel's statistics, the calibrated trap cost).
+//! reads what probes cost (the kernel's statistics, the calibrated trap cost); `kfuncs`
+//! links the programs' kfunc calls (the preemption guards) to the running kernel, and
+//! `preemption` says whether it can preempt a uprobe's program where they are missing.
 
 mod accounting;
 mod attach;
@@ -14,8 +16,10 @@ pub mod clock;
 mod container;
 mod error;
 mod events;
+pub mod kfuncs;
 mod loader;
 mod maps;
+pub mod preemption;
 pub mod process;
 pub mod progstats;
 mod reader;
@@ -69,6 +73,19 @@ impl Loaded {
     /// (the kernel keeps its own reference to the cgroup).
     pub fn scope_to_cgroup(&self, object_name: &str, cgroup: &Cgroup) -> Result<(), RuntimeError> {
         self.map(object_name)?.update(&0u32.to_ne_bytes(), &cgroup.raw_fd().to_ne_bytes())
+    }
+
+    /// Where programs attached with multi-uprobe links run unguarded on a kernel that can
+    /// preempt them (no `bpf_preempt_disable`, before 6.10; full, lazy or RT
+    /// preemption, or unknown): the model. Call it after `attach`. Not said of
+    /// perf-event uprobes (kernels before 6.6, which have no multi-uprobe links): the
+    /// kernel runs their programs with preemption disabled (`__uprobe_perf_func` in
+    /// kernel/trace/trace_uprobe.c), and tests/vm's stress on 6.1 with preempt=full
+    /// found nothing wrong.
+    pub fn unguarded_preemption(&self) -> Option<preemption::Preemption> {
+        let multi = self.links.iter().any(|l| matches!(l.kind, attach::LinkKind::Multi(_)));
+        let model = preemption::Preemption::running();
+        (multi && !self.unguarded.is_empty() && model.preemptible()).then_some(model)
     }
 
     fn map(&self, object_name: &str) -> Result<&maps::MapHandle, RuntimeError> {

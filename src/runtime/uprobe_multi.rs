@@ -152,7 +152,8 @@ pub(crate) fn load_programs(
     loaded
 }
 
-/// The instructions in `section` with every map relocation resolved to a map fd.
+/// The instructions in `section` with every map relocation resolved to a map fd (its
+/// kfunc calls are linked before: `kfuncs::link`).
 fn relocated_insns(
     file: &object::File<'_>,
     section: &str,
@@ -161,6 +162,10 @@ fn relocated_insns(
     let section = file.section_by_name(section)?;
     let mut insns = section.data().ok()?.to_vec();
     for (offset, reloc) in section.relocations() {
+        // A kfunc call: its BTF id is in the instruction already (kfuncs.rs).
+        if reloc.flags() == (object::RelocationFlags::Elf { r_type: object::elf::R_BPF_64_32 }) {
+            continue;
+        }
         let RelocationTarget::Symbol(index) = reloc.target() else {
             return None;
         };

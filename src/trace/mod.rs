@@ -127,6 +127,9 @@ fn session(
     let attached = loaded.attach(&process.binary, scope)?;
     seed_load_biases(&loaded, target, &process.binary, scope)?;
     eprintln!("Attached {attached} probe{}", if attached == 1 { "" } else { "s" });
+    if let Some(model) = loaded.unguarded_preemption() {
+        eprintln!("{}", output::losses::unguarded_preemption(model.name()));
+    }
     report_skipped(&loaded, plan)?;
     let mut costs = budget::Costs::new(stats::Meter::new(plan, target, calibration.finish(), budget), plan);
     let traced_pid = process.pid.or(child.as_ref().map(|c| c.pid()));

@@ -1,6 +1,7 @@
 //! A plan's programs instruction by instruction: each calls only the helpers gtrace's
 //! lowering emits (nothing that writes to the target, signals it, changes what a
-//! function returns or jumps to other programs), calls no BPF function or kfunc, and
+//! function returns or jumps to other programs), calls no BPF function, calls kfuncs
+//! only through a relocation naming one gtrace calls (the preemption guards), and
 //! loads a 64-bit value only as gtrace does: a constant, or a map through a relocation
 //! against one of the plan's maps. The rest of what a program may do to BPF memory is
 //! the kernel verifier's to judge when it loads.
@@ -8,6 +9,7 @@
 use super::Refused;
 use crate::bpf::helpers::*;
 use crate::bpf::insn::{class, op, Insn, BPF_CALL, BPF_DW, BPF_IMM, BPF_JMP, BPF_JMP32, BPF_LD, BPF_PSEUDO_MAP_FD};
+use crate::bpf::kfuncs::kfunc_call;
 use crate::object::ProgramCode;
 
 /// The helpers src/lower emits, and so the only ones a plan's program may call. A test
@@ -43,6 +45,7 @@ pub fn check(code: &ProgramCode) -> Result<(), Refused> {
     }
     let relocations: std::collections::HashSet<usize> = code.program.relocations.iter().map(|r| r.insn_index).collect();
     let relocated = |i: usize| relocations.contains(&i);
+    let kfuncs: std::collections::HashSet<usize> = code.program.kfunc_calls.iter().map(|k| k.insn_index).collect();
     let mut i = 0;
     while i < insns.len() {
         let bad = |problem: String| Refused::Instruction { program: program(), index: i, problem };
@@ -55,7 +58,11 @@ pub fn check(code: &ProgramCode) -> Result<(), Refused> {
         if relocated(i) {
             return Err(bad("a map relocation at an instruction that loads no map".into()));
         }
-        if matches!(class(insn.code), BPF_JMP | BPF_JMP32) && op(insn.code) == BPF_CALL {
+        if kfuncs.contains(&i) {
+            if *insn != kfunc_call() {
+                return Err(bad("a kfunc relocation at an instruction that is not a kfunc call".into()));
+            }
+        } else if matches!(class(insn.code), BPF_JMP | BPF_JMP32) && op(insn.code) == BPF_CALL {
             call(insn).map_err(|e| match e {
                 CallError::Helper(id) => Refused::Helper { program: program(), index: i, helper: helper_name(id), id },
                 CallError::Other(problem) => bad(problem),
@@ -85,7 +92,11 @@ fn call(insn: &Insn) -> Result<(), CallError> {
         return Err(CallError::Other(format!("a call encoded as gtrace never does (code {:#04x})", insn.code)));
     }
     if insn.src != 0 {
-        let what = if insn.src == 1 { "a call of a BPF function" } else { "a call of a kernel function (kfunc)" };
+        let what = if insn.src == 1 {
+            "a call of a BPF function"
+        } else {
+            "a call of a kernel function (kfunc) without a relocation naming it"
+        };
         return Err(CallError::Other(format!("{what}, which gtrace never emits")));
     }
     if EMITTED_HELPERS.contains(&insn.imm) {
@@ -130,7 +141,7 @@ mod tests {
         ProgramCode {
             name: "p0".into(),
             section: "uprobe/p0".into(),
-            program: Program { insns, relocations, comments: Vec::new() },
+            program: Program { insns, relocations, kfunc_calls: Vec::new(), comments: Vec::new() },
         }
     }
 
@@ -141,6 +152,19 @@ mod tests {
         insns.extend([call_insn(BPF_FUNC_map_lookup_elem), mov64_imm(R0, 0), exit()]);
         let c = code(insns, vec![Relocation { insn_index: 0, map: "m0".into() }]);
         assert!(check(&c).is_ok());
+    }
+
+    #[test]
+    fn the_preemption_guards_pass_with_their_relocations() {
+        use crate::bpf::kfuncs::{Kfunc, KfuncCall};
+        let mut c = code(vec![kfunc_call(), kfunc_call(), mov64_imm(R0, 0), exit()], Vec::new());
+        c.program.kfunc_calls = vec![
+            KfuncCall { insn_index: 0, kfunc: Kfunc::PreemptDisable },
+            KfuncCall { insn_index: 1, kfunc: Kfunc::PreemptEnable },
+        ];
+        assert!(check(&c).is_ok());
+        c.program.kfunc_calls[1].insn_index = 2;
+        assert!(check(&c).unwrap_err().to_string().contains("instruction 1: a call of a kernel function"));
     }
 
     #[test]
@@ -160,6 +184,8 @@ mod tests {
         assert!(check(&raw_fd).unwrap_err().to_string().contains("raw file descriptor"));
         let bpf_call = code(vec![Insn::new(BPF_JMP | BPF_CALL, 0, 1, 0, 3), exit()], Vec::new());
         assert!(check(&bpf_call).unwrap_err().to_string().contains("instruction 0: a call of a BPF function"));
+        let kfunc = code(vec![kfunc_call(), exit()], Vec::new());
+        assert!(check(&kfunc).unwrap_err().to_string().contains("kfunc) without a relocation naming it"));
         let half = code(vec![exit(), ld_imm64(R1, 1)[0]], Vec::new());
         assert!(check(&half).unwrap_err().to_string().contains("instruction 1: a 64-bit load without its second half"));
         let stray = code(vec![mov64_imm(R1, 0), exit()], vec![Relocation { insn_index: 0, map: "m0".into() }]);

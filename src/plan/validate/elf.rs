@@ -1,6 +1,7 @@
 //! The plan's object read back with gtrace's own checks, before aya-obj or the kernel
 //! sees it: each program of the plan is the section the plan names, of whole
-//! instructions, with relocations only at map loads against map symbols; then the
+//! instructions, with relocations only at map loads against map symbols and at kfunc
+//! calls against the kfuncs gtrace calls; then the
 //! object must be byte for byte what gtrace's writer makes of those programs and the
 //! plan's maps. So no section, symbol, map definition, flag or header reaches the loader
 //! that gtrace would not have written, whatever the file says.
@@ -8,6 +9,7 @@
 use super::Refused;
 use crate::bpf::builder::{Program, Relocation};
 use crate::bpf::insn::{decode_all, INSN_SIZE};
+use crate::bpf::kfuncs::{Kfunc, KfuncCall};
 use crate::object::{self as writer, BpfObject, MapDef, ObjectError, ProgramCode, LICENSE};
 use crate::plan::Plan;
 use object::{Object, ObjectSection, ObjectSymbol, RelocationTarget};
@@ -62,23 +64,31 @@ fn program(file: &object::File<'_>, name: &str, section: &str) -> Result<(usize,
         at(format!("section `{section}` has {} bytes, not a whole number of instructions", data.len()))
     })?;
     let mut relocations = Vec::new();
+    let mut kfunc_calls = Vec::new();
     for (offset, reloc) in sec.relocations() {
         let index = usize::try_from(offset).unwrap_or(usize::MAX) / INSN_SIZE;
         let bad = |problem: &str| Refused::Instruction { program: name.to_string(), index, problem: problem.into() };
         if offset % INSN_SIZE as u64 != 0 || index >= insns.len() {
             return Err(bad("a relocation not at an instruction of the program"));
         }
-        if reloc.flags() != (object::RelocationFlags::Elf { r_type: object::elf::R_BPF_64_64 }) {
-            return Err(bad("a relocation of another kind than a map load's (R_BPF_64_64)"));
-        }
         let RelocationTarget::Symbol(symbol) = reloc.target() else {
             return Err(bad("a relocation against no symbol"));
         };
-        let map = file.symbol_by_index(symbol).and_then(|s| s.name().map(str::to_string));
-        let map = map.map_err(|_| bad("a relocation against a symbol that cannot be read"))?;
-        relocations.push(Relocation { insn_index: index, map });
+        let name = file.symbol_by_index(symbol).and_then(|s| s.name().map(str::to_string));
+        let name = name.map_err(|_| bad("a relocation against a symbol that cannot be read"))?;
+        match reloc.flags() {
+            object::RelocationFlags::Elf { r_type: object::elf::R_BPF_64_64 } => {
+                relocations.push(Relocation { insn_index: index, map: name })
+            }
+            object::RelocationFlags::Elf { r_type: object::elf::R_BPF_64_32 } => {
+                let kfunc =
+                    Kfunc::by_name(&name).ok_or_else(|| bad("a call of a kernel function gtrace never calls"))?;
+                kfunc_calls.push(KfuncCall { insn_index: index, kfunc });
+            }
+            _ => return Err(bad("a relocation of another kind than a map load's or a kfunc call's")),
+        }
     }
-    let program = Program { insns, relocations, comments: Vec::new() };
+    let program = Program { insns, relocations, kfunc_calls, comments: Vec::new() };
     Ok((sec.index().0, ProgramCode { name: name.to_string(), section: section.to_string(), program }))
 }
 
@@ -89,6 +99,11 @@ fn refusal(e: ObjectError) -> Refused {
             program,
             index: insn_index,
             problem: "a relocation that is not at a map load".into(),
+        },
+        ObjectError::BadKfuncCall { program, insn_index } => Refused::Instruction {
+            program,
+            index: insn_index,
+            problem: "a kfunc relocation that is not at a kfunc call".into(),
         },
         ObjectError::UnknownMap { program, map } => {
             Refused::Program { program, problem: format!("loads map {map:?}, which is no map of the plan") }
