@@ -208,8 +208,22 @@ pub(crate) fn has_errno(err: &(dyn std::error::Error + 'static), errno: i32) -> 
     false
 }
 
+impl RuntimeError {
+    /// For a refusal for lack of privileges: the capabilities gtrace's process lacks of
+    /// those the refused step needs, in words (none when it holds them all).
+    fn missing_capabilities(&self) -> Option<String> {
+        let RuntimeError::Permission { action, .. } = self else { return None };
+        let needed = super::capabilities::needed(action.starts_with("attaching a uprobe"));
+        super::capabilities::say_missing(&super::capabilities::missing_here(&needed), &needed)
+    }
+}
+
 impl From<RuntimeError> for crate::diag::Failure {
     fn from(e: RuntimeError) -> crate::diag::Failure {
-        crate::diag::Failure::system(&e, e.hint())
+        let hint = match (e.missing_capabilities(), e.hint()) {
+            (Some(missing), Some(hint)) => Some(format!("{missing}: {hint}")),
+            (missing, hint) => missing.or(hint.map(str::to_string)),
+        };
+        crate::diag::Failure::system(&e, hint.as_deref())
     }
 }

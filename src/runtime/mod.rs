@@ -7,10 +7,12 @@
 //! opens and checks `--cgroup`; `signals` turns Ctrl-C into a clean stop; `accounting`
 //! reads what probes cost (the kernel's statistics, the calibrated trap cost); `kfuncs`
 //! links the programs' kfunc calls (the preemption guards) to the running kernel, and
-//! `preemption` says whether it can preempt a uprobe's program where they are missing.
+//! `preemption` says whether it can preempt a uprobe's program where they are missing;
+//! `capabilities` names those gtrace lacks when the kernel refuses it.
 
 mod accounting;
 mod attach;
+pub mod capabilities;
 pub mod cgroup;
 pub mod clock;
 mod container;
