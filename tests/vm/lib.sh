@@ -12,13 +12,13 @@ say() {
     echo "tests/vm/run: $*" >&2
 }
 
-# The rows to run, "NAME MODEL" a line, for an arch and optionally one kernel and one
-# preemption model.
+# The rows to run, "NAME MODEL" a line, for an arch and optionally some kernels (NAME or
+# NAME,NAME...) and one preemption model.
 matrix_rows() {
     local arch=$1 kernel=$2 preempt=$3
     grep -v '^#' "$here/kernels" | while read -r name karch _suite _meta models; do
         [[ $karch == "$arch" ]] || continue
-        [[ -z $kernel || $kernel == "$name" ]] || continue
+        [[ -z $kernel || ,$kernel, == *",$name,"* ]] || continue  # --kernel A,B: several
         if [[ $models == - ]]; then
             [[ -n $kernel ]] || continue
             models=default

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 )
@@ -168,8 +169,46 @@ func casePrivileges() error {
 		}
 		note("privileges: uid 1000 with only CAP_%s: gtrace exits %d: %s", strings.ReplaceAll(label, "+", ", CAP_"),
 			r.code, firstLines(r.stderr, 3))
+		if err := namesMissing(r.stderr, caps); err != nil {
+			return fmt.Errorf("as uid 1000 with %s: %v", label, err)
+		}
 	}
 	return fmt.Errorf("no set of capabilities tried lets uid 1000 trace")
+}
+
+// casePrivilegesMissing: uid 1000 with CAP_BPF alone, and with none, is refused, and
+// gtrace's error names what it lacks.
+func casePrivilegesMissing() error {
+	for _, caps := range [][]uintptr{{capBPF}, {}} {
+		attrs := &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1000, Gid: 1000}, AmbientCaps: caps}
+		r, err := gtraceAs(attrs, "-e", "on entry main.add { @calls = count() }", "-c", "/bin/e2e add 30")
+		if err != nil {
+			return err
+		}
+		if r.code == 0 {
+			return fmt.Errorf("uid 1000 with capabilities %v traced", caps)
+		}
+		if err := namesMissing(r.stderr, caps); err != nil {
+			return err
+		}
+		note("privileges: uid 1000 with %d capabilities: %s", len(caps), firstLines(r.stderr, 2))
+	}
+	return nil
+}
+
+// namesMissing: a refusal for lack of privileges says `gtrace lacks CAP_X` for a
+// capability X out of those held.
+func namesMissing(stderr string, held []uintptr) error {
+	_, after, ok := strings.Cut(stderr, "gtrace lacks ")
+	if !ok {
+		return fmt.Errorf("the refusal names no missing capability: %s", firstLines(stderr, 3))
+	}
+	for c, name := range capNames {
+		if strings.HasPrefix(after, "CAP_"+name) && !slices.Contains(held, c) {
+			return nil
+		}
+	}
+	return fmt.Errorf("the refusal names a capability gtrace holds: %s", firstLines(stderr, 3))
 }
 
 func firstLines(s string, n int) string {

@@ -42,6 +42,7 @@ var cases = []testCase{
 	{"cgroup", caseCgroup},
 	{"pid-namespace", casePidNamespace},
 	{"privileges", casePrivileges},
+	{"privileges-missing", casePrivilegesMissing},
 }
 
 func main() {

@@ -66,6 +66,13 @@ func caseStress(seconds int) error {
 		d.end()
 		return fmt.Errorf("stress did not start: %q %v", line, err)
 	}
+	// gtrace.stress-unguarded=1: gtrace loads its programs as on a kernel without
+	// bpf_preempt_disable (GTRACE_NO_PREEMPT_GUARD), to show what the guard prevents.
+	unguarded := kernelOptions()["gtrace.stress-unguarded"] == "1"
+	if unguarded {
+		os.Setenv("GTRACE_NO_PREEMPT_GUARD", "1")
+		defer os.Unsetenv("GTRACE_NO_PREEMPT_GUARD")
+	}
 	// --budget off: the stress costs its target far more than the default 5% of -p.
 	t, err := startTracer("-p", fmt.Sprint(d.cmd.Process.Pid), "--budget", "off", "-e", stressScript)
 	if err != nil {
@@ -82,7 +89,39 @@ func caseStress(seconds int) error {
 		return fmt.Errorf("gtrace failed: %v", r)
 	}
 	r.stdout += "\n" + own
-	return stressCounts(r, own)
+	return stressVerdict(stressCounts(r, own), r.stderr, unguarded)
+}
+
+// unguardedNote is how gtrace's line begins where the kernel can preempt its probes and
+// they run without bpf_preempt_disable.
+const unguardedNote = "note: this kernel can preempt gtrace's probes"
+
+// stressVerdict: guarded (the default), the stress must find no damage and gtrace must
+// not say its probes run unguarded. Unguarded, gtrace must say so where its programs
+// run preemptible (multi-uprobe links, a preemptible model); the damage found is
+// noted, what that line warns of, and is not a failure.
+func stressVerdict(damage error, stderr string, unguarded bool) error {
+	said := strings.Contains(stderr, unguardedNote)
+	if said {
+		note("stress: gtrace said: %s", firstLines(stderr[strings.Index(stderr, unguardedNote):], 1))
+	}
+	if !unguarded {
+		if said {
+			return fmt.Errorf("gtrace said its probes run unguarded on a kernel with bpf_preempt_disable")
+		}
+		return damage
+	}
+	if damage != nil {
+		note("stress unguarded: the damage gtrace's note warns of: %v", damage)
+	}
+	model := preemptModel(strings.TrimSpace(readFile("/proc/sys/kernel/version")))
+	if model != "full" && model != "lazy" && model != "rt" {
+		return nil
+	}
+	if !said {
+		return fmt.Errorf("unguarded under %s preemption, gtrace did not say its probes can be preempted", model)
+	}
+	return nil
 }
 
 // stressCounts compares the counts and the events with the program's truth, and notes
