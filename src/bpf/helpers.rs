@@ -75,9 +75,31 @@ pub fn by_name(name: &str) -> Option<i32> {
     HELPERS.iter().find(|(_, n)| *n == name).map(|(i, _)| *i)
 }
 
+/// The Linux release that added helper `id`, for the helpers gtrace's programs call: what
+/// a kernel whose verifier does not know one is older than.
+pub fn since(id: i32) -> Option<&'static str> {
+    Some(match id {
+        BPF_FUNC_map_lookup_elem | BPF_FUNC_map_update_elem | BPF_FUNC_map_delete_elem => "3.18",
+        BPF_FUNC_ktime_get_ns | BPF_FUNC_get_smp_processor_id => "4.1",
+        BPF_FUNC_get_current_pid_tgid | BPF_FUNC_get_current_comm => "4.2",
+        BPF_FUNC_current_task_under_cgroup => "4.9",
+        BPF_FUNC_probe_read_user => "5.5",
+        BPF_FUNC_ringbuf_output | BPF_FUNC_ringbuf_query => "5.8",
+        BPF_FUNC_get_attach_cookie => "5.15",
+        _ => return None,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_helper_gtrace_emits_has_its_release() {
+        for id in crate::plan::validate::EMITTED_HELPERS {
+            assert!(since(*id).is_some(), "helper {id}");
+        }
+    }
 
     #[test]
     fn names_and_ids_are_unique_and_invert() {

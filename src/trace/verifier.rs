@@ -36,6 +36,9 @@ pub fn failure(e: RuntimeError, plan: &Plan) -> Failure {
     let RuntimeError::Verifier { program, log } = &e else { return e.into() };
     let probe = plan.probes.iter().find(|p| p.program == *program);
     let describe = probe.map(|p| p.describe.as_str()).unwrap_or_default();
+    if let Some(failure) = old_kernel(log, describe, program) {
+        return failure;
+    }
     let limit = LIMITS.iter().find(|(says, _, _)| log.contains(says));
     let mut cause = match limit {
         Some((_, means, _)) => format!("`{describe}` ({program}): {means}"),
@@ -53,6 +56,22 @@ pub fn failure(e: RuntimeError, plan: &Plan) -> Failure {
         None => "this is a bug in gtrace's code generation; please report it with `--emit asm` output",
     };
     Failure::message(cause, Some(hint))
+}
+
+/// A verifier that does not know a helper gtrace calls (`invalid func unknown#174`): a
+/// kernel older than the helper, said with the release that has it.
+fn old_kernel(log: &str, describe: &str, program: &str) -> Option<Failure> {
+    let id: i32 =
+        log.lines().find_map(|l| l.trim().strip_prefix("invalid func "))?.rsplit_once('#')?.1.trim().parse().ok()?;
+    let since = crate::bpf::helpers::since(id)?;
+    let name = crate::bpf::helpers::name(id).unwrap_or("?");
+    let cause = format!(
+        "`{describe}` ({program}) calls the kernel's helper bpf_{name}, which this kernel does not have (Linux {since} added it)"
+    );
+    Some(Failure::message(
+        cause,
+        Some("gtrace needs a kernel with every helper its programs call: Linux 5.15 or later"),
+    ))
 }
 
 #[cfg(test)]
@@ -80,6 +99,19 @@ mod tests {
         assert!(text.contains("at instruction 6, compiled from: <-e>:2:5: @n = count()"), "{text}");
         assert!(text.contains("invalid read from stack R10 off=-8 size=8"), "{text}");
         assert!(text.contains("hint:") && text.contains("a bug in gtrace"), "{text}");
+    }
+
+    #[test]
+    fn a_helper_the_kernel_lacks_is_named_with_the_release_that_has_it() {
+        let plan = Plan { probes: vec![], ..Plan::default() };
+        let log =
+            "0: (bf) r6 = r1\n1: (bf) r1 = r6\n2: (85) call unknown#174\ninvalid func unknown#174\nprocessed 3 insns";
+        let text = failure(RuntimeError::Verifier { program: "p0".into(), log: log.into() }, &plan).render(false);
+        assert!(
+            text.contains("bpf_get_attach_cookie, which this kernel does not have (Linux 5.15 added it)"),
+            "{text}"
+        );
+        assert!(!text.contains("a bug in gtrace"), "{text}");
     }
 
     #[test]
