@@ -78,12 +78,25 @@ fn load_verified(object: &[u8], plan: &Plan) -> Result<(Ebpf, Linked), RuntimeEr
         .load(&linked.object)
         .map_err(|source| match permission_error(&source) {
             Some(io) => RuntimeError::Permission { action: "creating BPF maps".into(), source: io },
-            None => RuntimeError::Load { source: Box::new(source) },
+            None => no_ring_buffer(&source, plan).unwrap_or(RuntimeError::Load { source: Box::new(source) }),
         })?;
     for probe in &plan.probes {
         load_program(&mut ebpf, probe)?;
     }
     Ok((ebpf, linked))
+}
+
+/// A kernel that refuses to create the plan's ring buffer as an invalid map (EINVAL):
+/// one without the map type (before 5.8), said as that.
+fn no_ring_buffer(error: &aya::EbpfError, plan: &Plan) -> Option<RuntimeError> {
+    let aya::EbpfError::MapError(aya::maps::MapError::CreateError { name, io_error }) = error else { return None };
+    let ring = plan.maps.iter().any(|m| m.object_name == *name && m.kind == crate::plan::MapKind::Ringbuf);
+    (ring && io_error.raw_os_error() == Some(libc::EINVAL)).then(|| RuntimeError::Unsupported {
+        what: format!(
+            "this kernel cannot create the BPF ring buffer `{name}` that gtrace's events go through \
+             (BPF_MAP_TYPE_RINGBUF: Linux 5.8 and later)"
+        ),
+    })
 }
 
 /// Has the kernel's verifier judge every program of `object`, then unloads it all:
@@ -250,6 +263,29 @@ pub fn failing_insn(log: &str) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_ring_buffer_the_kernel_cannot_create_is_said_as_that() {
+        let mut plan = Plan::default();
+        plan.maps.push(crate::plan::MapSpec {
+            object_name: "events".into(),
+            kind: crate::plan::MapKind::Ringbuf,
+            key_size: 0,
+            value_size: 0,
+            max_entries: 1 << 22,
+            role: crate::plan::MapRole::Events,
+        });
+        let create = |name: &str, errno| {
+            aya::EbpfError::MapError(aya::maps::MapError::CreateError {
+                name: name.into(),
+                io_error: std::io::Error::from_raw_os_error(errno),
+            })
+        };
+        let said = no_ring_buffer(&create("events", libc::EINVAL), &plan).map(|e| e.to_string());
+        assert!(said.is_some_and(|s| s.contains("BPF_MAP_TYPE_RINGBUF: Linux 5.8 and later")));
+        assert!(no_ring_buffer(&create("events", libc::ENOMEM), &plan).is_none());
+        assert!(no_ring_buffer(&create("counters", libc::EINVAL), &plan).is_none());
+    }
 
     #[test]
     fn failing_insn_is_the_last_instruction_line() {
