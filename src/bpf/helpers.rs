@@ -80,7 +80,7 @@ pub fn by_name(name: &str) -> Option<i32> {
 pub fn since(id: i32) -> Option<&'static str> {
     Some(match id {
         BPF_FUNC_map_lookup_elem | BPF_FUNC_map_update_elem | BPF_FUNC_map_delete_elem => "3.18",
-        BPF_FUNC_ktime_get_ns | BPF_FUNC_get_smp_processor_id => "4.1",
+        BPF_FUNC_ktime_get_ns | BPF_FUNC_get_smp_processor_id | BPF_FUNC_get_prandom_u32 => "4.1",
         BPF_FUNC_get_current_pid_tgid | BPF_FUNC_get_current_comm => "4.2",
         BPF_FUNC_current_task_under_cgroup => "4.9",
         BPF_FUNC_probe_read_user => "5.5",
