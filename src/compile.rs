@@ -10,12 +10,12 @@
 use crate::bpf::builder::Program;
 use crate::check;
 use crate::diag::{Diagnostic, Diagnostics, Report, Sources};
+use crate::gobin::Target;
 use crate::library::{self, Root};
 use crate::lower::{self, Lowered};
 use crate::object::{self, BpfObject, MapDef, ProgramCode};
 use crate::plan::Plan;
 use crate::syntax::ast::{Item, Script};
-use crate::target::Target;
 use std::path::PathBuf;
 
 /// What the command line says about compiling.

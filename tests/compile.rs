@@ -6,9 +6,9 @@
 mod support;
 
 use gtrace::compile::{compile, Compiled, Options};
+use gtrace::gobin::Target;
 use gtrace::library::{self, Root};
 use gtrace::plan::{Bundle, MapKind, MapRole, ProbeAttach};
-use gtrace::target::Target;
 use std::path::Path;
 
 fn root(name: &str, text: &str, dir: Option<&Path>) -> Root {

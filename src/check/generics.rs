@@ -13,8 +13,8 @@ use super::probes::PassedOver;
 use super::{FuncSite, InstanceKind};
 use crate::arch::abi::{self, Location, RegPiece};
 use crate::diag::Diagnostic;
+use crate::gobin::Target;
 use crate::syntax::ast::{Block, ExprKind, Span, StmtKind, SymbolPattern};
-use crate::target::Target;
 
 /// The name a carried dictionary has among a return probe's carried parameters (no
 /// script can write it).
@@ -45,7 +45,7 @@ pub fn takes_dictionary(target: &Target, f: &FuncSite, kind: InstanceKind) -> bo
         && f.inlined.is_none()
         && f.line.is_none()
         && !target.is_stripped()
-        && crate::target::dictionary_position(&f.name).is_some()
+        && crate::gobin::dictionary_position(&f.name).is_some()
 }
 
 /// Where the dictionary of the shape function `function` is at its entry: the hidden
@@ -53,7 +53,7 @@ pub fn takes_dictionary(target: &Target, f: &FuncSite, kind: InstanceKind) -> bo
 /// first integer register (a function) or the second (a method with a pointer
 /// receiver). None when it cannot be told (a value receiver without DWARF).
 pub fn dictionary_location(target: &Target, function: &str) -> Option<Location> {
-    let at = crate::target::dictionary_position(function)?;
+    let at = crate::gobin::dictionary_position(function)?;
     let conv = target.find(function).first().map_or(target.go_conv(), |f| target.conv_of(f));
     if let Ok(Some(params)) = target.params(function) {
         let ins: Vec<_> = params.iter().filter(|p| !p.is_result).collect();
@@ -62,7 +62,7 @@ pub fn dictionary_location(target: &Target, function: &str) -> Option<Location> 
         let i = ins.iter().position(|p| p.name == CARRIED_DICTIONARY)?;
         return layout.params.get(i).cloned();
     }
-    let pointer_receiver = function.get(crate::target::package_of(function).len() + 1..)?.starts_with("(*");
+    let pointer_receiver = function.get(crate::gobin::package_of(function).len() + 1..)?.starts_with("(*");
     if !conv.registers || (at == 1 && !pointer_receiver) {
         return None;
     }
@@ -105,12 +105,12 @@ pub fn instantiation_sites(
     if name.contains("go.shape.") || name.contains("[...]") {
         return None;
     }
-    let any = crate::target::any_type_args(name)?;
-    let shapes: Vec<&crate::target::Function> =
-        (target.find(&any).into_iter()).filter(|f| crate::target::dictionary_position(&f.name).is_some()).collect();
+    let any = crate::gobin::any_type_args(name)?;
+    let shapes: Vec<&crate::gobin::Function> =
+        (target.find(&any).into_iter()).filter(|f| crate::gobin::dictionary_position(&f.name).is_some()).collect();
     // Inlined copies pass no dictionary: the inline tree names their shape.
     let inlined = (target.find_inlined(&any).iter())
-        .filter(|s| crate::target::dictionary_position(&s.callee).is_some() || s.callee.contains("[...]"))
+        .filter(|s| crate::gobin::dictionary_position(&s.callee).is_some() || s.callee.contains("[...]"))
         .count();
     let error = |why: &str| {
         let list: Vec<String> = shapes.iter().map(|f| format!("`{}`", f.name)).collect();
@@ -156,9 +156,9 @@ pub fn instantiation_sites(
 /// of the generic code (the probe compares the dictionary anyway).
 fn pick_dictionaries<'t>(
     target: &Target,
-    shapes: &[&'t crate::target::Function],
+    shapes: &[&'t crate::gobin::Function],
     name: &str,
-) -> Vec<(&'t crate::target::Function, u64)> {
+) -> Vec<(&'t crate::gobin::Function, u64)> {
     let all = target.dictionaries();
     let mut picked = Vec::new();
     for f in shapes {
@@ -167,7 +167,7 @@ fn pick_dictionaries<'t>(
     }
     if picked.is_empty() {
         for f in shapes {
-            let made = all.iter().filter(|d| crate::target::instantiation(&f.name, &d.symbol).as_deref() == Some(name));
+            let made = all.iter().filter(|d| crate::gobin::instantiation(&f.name, &d.symbol).as_deref() == Some(name));
             picked.extend(made.map(|d| (*f, d.addr)));
         }
     }

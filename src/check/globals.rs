@@ -11,9 +11,9 @@
 use super::builtins::{self, Builtin};
 use super::govalues::GoValue;
 use crate::diag::closest;
+use crate::gobin::{NoVariable, Target};
 use crate::gotypes::TypeId;
 use crate::syntax::ast::*;
-use crate::target::{NoVariable, Target};
 use std::collections::HashMap;
 
 /// A package-level variable: its name, link-time address and Go type.

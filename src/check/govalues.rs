@@ -7,9 +7,9 @@ use super::unreadable::{InlinedWhy, Unreadable};
 use super::InstanceKind;
 use crate::arch::abi::{self, Location};
 use crate::check::Builtin;
+use crate::gobin::{InlinedSite, Param, Target, TargetError, ValueLocation};
 use crate::gotypes::{TypeId, TypeKind, Types};
 use crate::syntax::ast::*;
-use crate::target::{InlinedSite, Param, Target, TargetError, ValueLocation};
 
 /// A Go value the probe can read by name.
 #[derive(Clone, Debug, PartialEq)]

@@ -9,8 +9,8 @@ use super::probes::ResolvedProbe;
 use super::typeck;
 use super::{Builtin, Carried, Checked, Facts, FuncSite, Instance, InstanceKind, Name};
 use crate::diag::{Diagnostic, Diagnostics};
+use crate::gobin::{Target, TargetError};
 use crate::syntax::ast::*;
-use crate::target::{Target, TargetError};
 
 /// Functions that share one compiled program, and what the program may read there.
 struct Group {
@@ -208,7 +208,7 @@ fn groups(probe: &ResolvedProbe, body: &Block, target: &Target, limit: u32) -> V
 fn stripped_shape(probe: &ResolvedProbe, target: &Target, body: &Block) -> Option<String> {
     let shape = (probe.functions.iter()).find(|f| {
         // Go 1.18's function table writes a shape's type arguments `[...]`.
-        let shape = crate::target::dictionary_position(&f.name).is_some() || f.name.contains("[...]");
+        let shape = crate::gobin::dictionary_position(&f.name).is_some() || f.name.contains("[...]");
         f.inlined.is_none() && shape
     })?;
     let kind = matches!(probe.kind, InstanceKind::Entry | InstanceKind::Return);
@@ -279,7 +279,7 @@ fn require_abi_internal(functions: &[FuncSite], target: &Target, span: Span, dia
         return;
     }
     for f in functions {
-        if target.find(&f.name).first().is_some_and(|t| t.abi == crate::target::Abi::Abi0) {
+        if target.find(&f.name).first().is_some_and(|t| t.abi == crate::gobin::Abi::Abi0) {
             diags.push(
                 Diagnostic::error(
                     span,

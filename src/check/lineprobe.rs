@@ -1,5 +1,5 @@
 //! The provider of `on line "FILE:LINE"` probes: the places the line starts (the target's
-//! line table, see target/lines.rs), as probe sites named after the function the line is
+//! line table, see gobin/lines.rs), as probe sites named after the function the line is
 //! in, or the error that says why there are none: no DWARF, no such file, a file name
 //! that several files end with, a line without code (with the nearest lines that have
 //! some). Sites whose instruction uprobes refuse are passed over like any other.
@@ -8,8 +8,8 @@ use super::probes::PassedOver;
 use super::skips::SkipReason;
 use super::FuncSite;
 use crate::diag::{Diagnostic, Diagnostics};
+use crate::gobin::{LineError, Target};
 use crate::syntax::ast::LineSpec;
-use crate::target::{LineError, Target};
 
 /// The places where `spec`'s line starts; errors into `diags`.
 pub fn sites(

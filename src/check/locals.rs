@@ -6,8 +6,8 @@
 use super::govalues::{go_ty, GoValue};
 use super::unreadable::Unreadable;
 use crate::arch::abi::Location;
+use crate::gobin::{LineSite, LocalState, Target, TargetError, ValueLocation};
 use crate::gotypes::{TypeId, TypeKind};
-use crate::target::{LineSite, LocalState, Target, TargetError, ValueLocation};
 
 /// The locals at `site`, each readable with its place, or with why not.
 pub fn line_values(target: &Target, site: &LineSite, limit: u32) -> Result<Vec<GoValue>, TargetError> {

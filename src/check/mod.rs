@@ -23,8 +23,8 @@ pub mod unreadable;
 
 use crate::arch::abi::Location;
 use crate::diag::Diagnostics;
+use crate::gobin::Target;
 use crate::syntax::ast::{ExprId, Script, Span};
-use crate::target::Target;
 use std::collections::HashMap;
 use ty::Ty;
 
@@ -125,11 +125,11 @@ pub struct FuncSite {
     pub returns: Vec<u64>,
     /// Set when this is a place where the function was inlined (its entry is the
     /// inlined call's probe address; parameters are where DWARF says, not in ABI registers).
-    pub inlined: Option<crate::target::InlinedSite>,
+    pub inlined: Option<crate::gobin::InlinedSite>,
     /// Set when this is a place where a source line starts (its entry is the site's
     /// address; the names are the locals in scope there). `name` is the function the
     /// line is in (the inlined function, in an inlined copy).
-    pub line: Option<crate::target::LineSite>,
+    pub line: Option<crate::gobin::LineSite>,
     /// Set when the probe named an instantiation of generic code (`"main.Sum[int]"`):
     /// the link-time address of its dictionary, the only one whose calls of this shape
     /// function fire the probe (check/generics.rs).

@@ -12,9 +12,9 @@
 use super::skips::{SkipReason, Skipped};
 use super::{lineprobe, FuncSite, InstanceKind};
 use crate::diag::{Diagnostic, Diagnostics};
+use crate::gobin::Target;
 use crate::plan::MAX_INTERVAL_PROBES;
 use crate::syntax::ast::{Item, LineSpec, Probe, ProbeKind, Script, Span, SymbolPattern};
-use crate::target::Target;
 
 /// A probe whose symbols are resolved.
 #[derive(Debug)]
@@ -161,7 +161,7 @@ fn resolve_pattern(
     diags: &mut Diagnostics,
     passed_over: &mut Vec<PassedOver>,
 ) -> Vec<FuncSite> {
-    if crate::target::symbols_is_pattern(&pattern.text) {
+    if crate::gobin::symbols_is_pattern(&pattern.text) {
         // `"main.(*Stack[*int]).Push"`: an instantiation, when a dictionary makes it.
         if let Some(Ok((sites, warning))) = super::generics::instantiation_sites(target, pattern, kind, passed_over) {
             warning.into_iter().for_each(|w| diags.push(w));
@@ -203,7 +203,7 @@ fn resolve_pattern(
 }
 
 /// A return or panic probe of a function that exists only inlined: it never returns.
-fn only_inlined(pattern: &SymbolPattern, inlined: &[crate::target::InlinedSite]) -> Diagnostic {
+fn only_inlined(pattern: &SymbolPattern, inlined: &[crate::gobin::InlinedSite]) -> Diagnostic {
     let mut callers: Vec<&str> = inlined.iter().map(|s| s.caller.as_str()).collect();
     callers.dedup();
     let more = if callers.len() > 3 { format!(" and {} more", callers.len() - 3) } else { String::new() };
@@ -235,13 +235,13 @@ fn no_such_function(pattern: &SymbolPattern, target: &Target) -> Diagnostic {
 /// (passed over); a warning for those placed at their lowest address.
 fn inlined_entries(
     pattern: &SymbolPattern,
-    inlined: Vec<crate::target::InlinedSite>,
+    inlined: Vec<crate::gobin::InlinedSite>,
     target: &Target,
     diags: &mut Diagnostics,
     passed_over: &mut Vec<PassedOver>,
 ) -> Vec<FuncSite> {
     let mut sites = Vec::new();
-    let unsure = inlined.iter().filter(|s| s.how == crate::target::Placement::Lowest).count();
+    let unsure = inlined.iter().filter(|s| s.how == crate::gobin::Placement::Lowest).count();
     if unsure > 0 {
         diags.push(
                 Diagnostic::warning(
@@ -274,7 +274,7 @@ fn inlined_entries(
 /// Where the probes of `f` go, or None (with the reason in `passed_over`) when it cannot
 /// hold one; refused return sites are passed over one by one.
 pub(super) fn function_site(
-    f: &crate::target::Function,
+    f: &crate::gobin::Function,
     kind: InstanceKind,
     target: &Target,
     passed_over: &mut Vec<PassedOver>,
@@ -286,7 +286,7 @@ pub(super) fn function_site(
     }
     let s = match target.probe_sites(f) {
         Ok(s) => s,
-        Err(crate::target::TargetError::Disassembly { source, .. }) => {
+        Err(crate::gobin::TargetError::Disassembly { source, .. }) => {
             pass(None, SkipReason::BadCode { at: source.addr });
             return None;
         }

@@ -43,9 +43,9 @@ pub mod values;
 use crate::bpf::builder::{BuildError, Program};
 use crate::check::Checked;
 use crate::diag::{Diagnostic, Diagnostics, Sources};
+use crate::gobin::Target;
 use crate::plan::Plan;
 use crate::syntax::ast::{Script, Span};
-use crate::target::Target;
 
 pub use accounting::Settings;
 

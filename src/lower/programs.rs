@@ -12,9 +12,9 @@ use super::{LowerError, Lowered, MAX_MAPS_PER_PROGRAM};
 use crate::bpf::builder::{BuildError, Program};
 use crate::check::{Builtin, Checked, Facts, Instance, InstanceKind, Name};
 use crate::diag::Sources;
+use crate::gobin::Target;
 use crate::plan::{AttachPoint, Binary, EventSpec, Plan, ProbeAttach, ProbeSpec, SiteRef, PLAN_VERSION};
 use crate::syntax::ast::{Item, Script, Span};
-use crate::target::Target;
 
 /// The program that pushes the frames of timed calls at their entries.
 pub(super) const ENTRY_TIMING: &str = "time_entries";
@@ -54,7 +54,7 @@ pub(super) struct Ctx<'a> {
     biased: bool,
     /// The runtime's aeshash keys, when some body reads `m[k]` and gtrace hashes as the
     /// runtime does (maplookup.rs); their addresses are package variables'.
-    aes: Option<crate::target::AesGlobals>,
+    aes: Option<crate::gobin::AesGlobals>,
     /// How much of a whole Go value `print` copies.
     bounds: crate::capture::Bounds,
     /// `--cgroup`: programs attached to the target check the current task's cgroup.
@@ -203,7 +203,7 @@ fn dictionaries(checked: &Checked, target: &Target) -> std::collections::BTreeMa
     }
     let all = target.dictionaries();
     (all.into_iter())
-        .filter(|d| shapes.iter().any(|s| crate::target::instantiation(s, &d.symbol).is_some()))
+        .filter(|d| shapes.iter().any(|s| crate::gobin::instantiation(s, &d.symbol).is_some()))
         .map(|d| (d.addr, d.symbol))
         .collect()
 }

@@ -10,9 +10,9 @@ use super::unwind::Unwind;
 use super::LowerError;
 use crate::arch::abi::Location;
 use crate::check::{Checked, Facts, Instance, InstanceKind};
+use crate::gobin::Function;
 use crate::plan::{MapKind, MapRole, MapSpec, ProbeAttach, SiteRef};
 use crate::syntax::ast::{Probe, Span};
-use crate::target::Function;
 
 const STACK_MOVES: &str = "stack_moves";
 const UNWIND: &str = "unwind";
@@ -99,7 +99,7 @@ impl Ctx<'_> {
             |gen, args| gen.unwind(&Unwind::Fatal { msgs: args[0].clone() }, layout, true, span),
             1,
         )?;
-        if matches!(layout.recovery, crate::target::Recovery::Sigcode { .. }) {
+        if matches!(layout.recovery, crate::gobin::Recovery::Sigcode { .. }) {
             self.runtime_program(
                 PANIC_START,
                 "runtime.gopanic",

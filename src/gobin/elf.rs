@@ -4,8 +4,8 @@
 //! headers, and hands out (decompressed) section bytes.
 
 use crate::arch::Arch;
-use crate::target::moduledata::Range;
-use crate::target::{Abi, Function, TargetError};
+use crate::gobin::moduledata::Range;
+use crate::gobin::{Abi, Function, TargetError};
 use object::elf::{PT_LOAD, STT_FUNC};
 use object::read::elf::{ElfFile64, ProgramHeader};
 use object::{Architecture, Endianness, FileKind, Object, ObjectSection, ObjectSymbol, RelocationFlags, SectionKind};

@@ -3,8 +3,8 @@
 
 use super::eval;
 use super::*;
+use crate::gobin::{symbols, Param};
 use crate::gotypes::Types;
-use crate::target::{symbols, Param};
 
 /// The sections that say where values are at a given address (DWARF 4 and 5 forms).
 pub(crate) struct Lists {

@@ -11,8 +11,8 @@
 //! structures named `string` and `[]T`; interfaces, maps, chans and funcs are typedefs of
 //! runtime structures; results are formal parameters with `DW_AT_variable_parameter`.
 
+use crate::gobin::{elf, TargetError};
 use crate::gotypes::TypeId;
-use crate::target::{elf, TargetError};
 use gimli::{constants as dw, AttributeValue, DebugInfoOffset, DwAt, DwTag, Reader, UnitOffset};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -42,12 +42,12 @@ pub use pclntab::{PclntabError, SourceFrame};
 pub(crate) use symbols::{is_pattern as symbols_is_pattern, package_of};
 pub use variables::{NoVariable, Variable};
 
+use crate::gobin::dwarf::DwarfInfo;
+pub use crate::gobin::frame::ValueLocation;
+pub use crate::gobin::inlentry::{InlinedEntry, Placement};
+pub use crate::gobin::inlined::InlinedSite;
+pub use crate::gobin::lines::{LineError, LineSite, Local, LocalState};
 use crate::gotypes::{GoType, TypeId, TypeKind, Types};
-use crate::target::dwarf::DwarfInfo;
-pub use crate::target::frame::ValueLocation;
-pub use crate::target::inlentry::{InlinedEntry, Placement};
-pub use crate::target::inlined::InlinedSite;
-pub use crate::target::lines::{LineError, LineSite, Local, LocalState};
 use std::cell::{OnceCell, Ref, RefCell};
 use std::path::{Path, PathBuf};
 

@@ -3,7 +3,7 @@
 //! (tests/binaries.rs checks them again for the releases it builds, tests/go-versions.sh
 //! for all). A release newer than the table gets None: better no goid than a wrong one.
 
-use crate::target::GLayout;
+use crate::gobin::GLayout;
 
 /// `stack` is g's first field (`stack.lo` at 0, `stack.hi` at 8) in every release.
 const STACK_HI: u32 = 8;

@@ -7,7 +7,7 @@
 //!   `(*` followed by a letter or `_` is Go's pointer receiver and matches itself;
 //! - `[...]` matches any type-argument list: `main.Sum[...]` finds `main.Sum[go.shape.int]`.
 
-use crate::target::Function;
+use crate::gobin::Function;
 
 /// One piece of a compiled pattern.
 #[derive(Debug, PartialEq)]
@@ -209,7 +209,7 @@ mod tests {
         let mut v: Vec<Function> = names
             .iter()
             .enumerate()
-            .map(|(i, n)| Function { name: n.to_string(), addr: i as u64, size: 1, abi: crate::target::Abi::Internal })
+            .map(|(i, n)| Function { name: n.to_string(), addr: i as u64, size: 1, abi: crate::gobin::Abi::Internal })
             .collect();
         v.sort_by(|a, b| a.name.cmp(&b.name));
         v

@@ -12,7 +12,7 @@
 //!
 //! Older tables (0xfffffffb, Go 1.2 to 1.15) are recognised only to be refused.
 
-use crate::target::image::Image;
+use crate::gobin::image::Image;
 
 mod pcline;
 pub use pcline::SourceFrame;
@@ -401,7 +401,7 @@ impl<'d> Pclntab<'d> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::target::elf::Segment;
+    use crate::gobin::elf::Segment;
     use std::collections::HashMap;
 
     /// An image of `bytes` mapped at 0x1000.

@@ -3,8 +3,8 @@
 //! into the `Types` arena, each once, reached types queued rather than recursed into.
 
 use super::*;
+use crate::gobin::{symbols, Param};
 use crate::gotypes::{GoType, StructField, TypeKind, Types};
-use crate::target::{symbols, Param};
 
 /// Where the hidden dictionary argument of a shape-instantiated generic function goes:
 /// 0 for a function (`pkg.F[go.shape.int]`), 1 for a method of a generic type
