@@ -3,7 +3,8 @@
 
 use super::eval;
 use super::*;
-use crate::gobin::{symbols, Param};
+use crate::gobin::elf::symbols;
+use crate::gobin::Param;
 use crate::gotypes::Types;
 
 /// The sections that say where values are at a given address (DWARF 4 and 5 forms).

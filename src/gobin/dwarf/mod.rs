@@ -19,16 +19,20 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub(crate) mod eval;
+mod globals;
 mod index;
 mod lines;
 mod locations;
+mod query;
 mod scopes;
 pub(crate) mod types;
 mod variables;
 
+pub use globals::{NoVariable, Variable};
 pub(crate) use lines::LineTable;
 pub(crate) use locations::DwarfLocation;
 use locations::Lists;
+pub(crate) use query::DwarfState;
 pub(crate) use scopes::{ScopeKind, Scopes};
 
 type R = gimli::EndianArcSlice<gimli::LittleEndian>;

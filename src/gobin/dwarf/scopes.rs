@@ -6,7 +6,7 @@
 use super::eval;
 use super::locations::{DwarfLocation, UnitBase};
 use super::*;
-use crate::gobin::symbols;
+use crate::gobin::elf::symbols;
 
 /// What a scope is.
 #[derive(Clone, Debug, PartialEq)]

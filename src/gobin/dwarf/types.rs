@@ -3,7 +3,8 @@
 //! into the `Types` arena, each once, reached types queued rather than recursed into.
 
 use super::*;
-use crate::gobin::{symbols, Param};
+use crate::gobin::elf::symbols;
+use crate::gobin::Param;
 use crate::gotypes::{GoType, StructField, TypeKind, Types};
 
 /// Where the hidden dictionary argument of a shape-instantiated generic function goes:

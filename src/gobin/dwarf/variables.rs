@@ -16,7 +16,7 @@ impl DwarfInfo {
     /// The package-level variable `name` (`main.config`); None when DWARF has none, or
     /// places it other than at a fixed address.
     pub(crate) fn variable(&mut self, name: &str, types: &mut Types) -> Result<Option<DwarfVariable>, TargetError> {
-        let package = crate::gobin::symbols::package_of(name);
+        let package = crate::gobin::package_of(name);
         let Some(at) = self.lookup(package, name, |i| &i.variables)? else { return Ok(None) };
         let (u, off) = self.locate(at).ok_or_else(|| self.bad_ref("reference outside .debug_info", at))?;
         let (ty, location) = {
@@ -36,7 +36,7 @@ impl DwarfInfo {
 
     /// The type DWARF names `name` (`main.Point`, `net/url.URL`), parsed into `types`.
     pub(crate) fn type_named(&mut self, name: &str, types: &mut Types) -> Result<Option<TypeId>, TargetError> {
-        let package = crate::gobin::symbols::package_of(name);
+        let package = crate::gobin::package_of(name);
         match self.lookup(package, name, |i| &i.types)? {
             Some(at) => Ok(Some(self.type_id(at, types)?)),
             None => Ok(None),

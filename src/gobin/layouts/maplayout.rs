@@ -8,7 +8,7 @@
 //! DWARF). The slots' own layout (keys, elements, control bytes) follows from the key
 //! and element types (lower/mapwalk.rs).
 
-use super::{go_minor, Target};
+use crate::gobin::{go_minor, Target};
 use serde::{Deserialize, Serialize};
 
 /// The offsets a map scan reads, by layout.
@@ -55,7 +55,7 @@ impl Target {
     pub fn map_layout_from_dwarf(&self) -> Option<MapLayout> {
         let mut state = self.dwarf.borrow_mut();
         let dwarf = Self::dwarf_mut(&mut state, self.dwarf_source().0, self.dwarf_source().1).ok()??;
-        let at = |members: &[super::dwarf::types::Member], name: &str| {
+        let at = |members: &[crate::gobin::dwarf::types::Member], name: &str| {
             members.iter().find(|m| m.name == name).and_then(|m| u32::try_from(m.offset).ok())
         };
         if let Some(h) = dwarf.struct_members("runtime", "runtime.hmap").ok().flatten() {

@@ -3,7 +3,7 @@
 //! chain is made of, and the layouts of `context.valueCtx` and of the SDK's spans, all
 //! from the binary's DWARF. `None` when the program does not link the SDK's trace API.
 
-use super::Target;
+use crate::gobin::Target;
 use crate::gotypes::TypeKind;
 
 /// The trace API's package (`trace.SpanContextFromContext`).

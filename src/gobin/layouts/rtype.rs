@@ -3,7 +3,7 @@
 //! `runtime.types` (from the symbol table) is the base that a type's `Str` name offset
 //! counts from. Also what turns run-time addresses of a PIE back into link-time ones.
 
-use super::Target;
+use crate::gobin::Target;
 use object::{Object, ObjectSymbol};
 
 /// Offsets in `internal/abi.Type` (Go 1.17 to 1.26): TFlag and Str.

@@ -3,8 +3,9 @@
 //! inlined there, innermost first, then the function whose code holds it), each with its
 //! file and line. The same in a stripped binary, which keeps the table.
 
+use super::moduledata;
 use super::pclntab::{self, SourceFrame};
-use super::{moduledata, Target};
+use crate::gobin::Target;
 
 impl Target {
     /// The frames at the link-time address `pc`, innermost first; empty outside every

@@ -3,8 +3,8 @@
 //! its symbol table, maps virtual addresses to file offsets through the PT_LOAD program
 //! headers, and hands out (decompressed) section bytes.
 
+use super::moduledata::Range;
 use crate::arch::Arch;
-use crate::gobin::moduledata::Range;
 use crate::gobin::{Abi, Function, TargetError};
 use object::elf::{PT_LOAD, STT_FUNC};
 use object::read::elf::{ElfFile64, ProgramHeader};

@@ -5,7 +5,7 @@
 //! all the same: `waitreasons`). Also the ELF entry point, where a PIE's load bias is
 //! learned at run time.
 
-use super::{Target, TargetError};
+use crate::gobin::{Target, TargetError};
 use crate::gotypes::{GoType, TypeId, TypeKind};
 use object::{Object, ObjectSymbol, SymbolKind};
 
@@ -44,15 +44,16 @@ impl Target {
         if let Some(v) = dwarf.variable(name, &mut self.types.borrow_mut())? {
             return Ok(Ok(Variable { name: name.to_string(), addr: v.addr, ty: v.ty }));
         }
-        let same_package = dwarf.variables_of(super::symbols::package_of(name))?;
+        let same_package = dwarf.variables_of(crate::gobin::package_of(name))?;
         Ok(Err(NoVariable::Unknown { same_package }))
     }
 
     /// `runtime.waitReasonStrings`, a `[N]string`, found without DWARF (`waitreasons`).
     fn wait_reason_strings(&self) -> Option<Variable> {
         let file = object::File::parse(&*self.data).ok()?;
-        let image = super::image::Image { data: &self.data, segments: &self.segments, relative: &self.relative };
-        let (addr, len) = super::waitreasons::find(&file, &image)?;
+        let image =
+            crate::gobin::elf::image::Image { data: &self.data, segments: &self.segments, relative: &self.relative };
+        let (addr, len) = crate::gobin::elf::waitreasons::find(&file, &image)?;
         let mut types = self.types.borrow_mut();
         let string = types.add(GoType { name: "string".into(), size: 16, kind: TypeKind::String });
         let ty = types.add(GoType {

@@ -8,7 +8,7 @@
 //! word after `rodata`, which holds the start address of `.rodata`.
 //! (Checked against the `go:func.*` / `go.func.*` symbol by tests/target.rs.)
 
-use crate::gobin::image::Image;
+use super::image::Image;
 
 /// Offset of the first word after the fixed head (pcHeader, six slices and `ftab`,
 /// findfunctab, minpc, maxpc, text, etext) that no release changed.

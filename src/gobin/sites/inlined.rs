@@ -4,8 +4,8 @@
 
 use super::cfg::Cfg;
 use super::inlentry::{self, InlinedEntry, Placement};
-use super::{moduledata, pclntab, symbols, Target, TargetError};
-use super::{Param, ValueLocation};
+use crate::gobin::elf::{moduledata, pclntab, symbols};
+use crate::gobin::{Param, Target, TargetError, ValueLocation};
 
 /// A place where a function was inlined into another.
 #[derive(Clone, Debug, PartialEq, Eq)]

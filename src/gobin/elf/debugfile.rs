@@ -5,8 +5,8 @@
 //! otherwise). A debug file must carry the binary's build ids; one that does not is
 //! refused with both.
 
-use super::elf::{self, BuildIds};
-use super::TargetError;
+use super::file::{self as elf, BuildIds};
+use crate::gobin::TargetError;
 use std::path::{Path, PathBuf};
 
 /// Where DWARF kept aside is looked for.

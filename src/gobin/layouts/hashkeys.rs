@@ -9,8 +9,8 @@
 //! compute the runtime's hash (arm64) or the code is not of the known shape: `m[k]` then
 //! scans the map.
 
-use super::Target;
 pub use crate::arch::AesGlobals;
+use crate::gobin::Target;
 use object::{Object, ObjectSymbol, SymbolKind};
 
 impl Target {
@@ -34,7 +34,7 @@ impl Target {
     /// Whether the fallback hash is the one of Go 1.17 to 1.22 (wyhash's constants m1 to
     /// m4 where later releases read `hashkey[1..4]`).
     pub fn memhash_has_constants(&self) -> bool {
-        self.go_version().and_then(super::go_minor).is_some_and(|m| m <= 22)
+        self.go_version().and_then(crate::gobin::go_minor).is_some_and(|m| m <= 22)
     }
 
     /// The same from the symbol table (None without one): what `aes_globals` is checked

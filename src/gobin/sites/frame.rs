@@ -8,12 +8,13 @@
 //! every instruction of a program.
 
 use super::cfg::Cfg;
-use super::dwarf::eval::{Base, Piece, Where};
-use super::dwarf::DwarfLocation;
 use super::slots::{self, Stretch};
-use super::{pclntab, Function, Target};
 use crate::arch::abi::{self, Location, PieceAt, RegPiece};
 use crate::arch::{ReturnAddress, PTR_SIZE};
+use crate::gobin::dwarf::eval::{Base, Piece, Where};
+use crate::gobin::dwarf::DwarfLocation;
+use crate::gobin::elf::pclntab;
+use crate::gobin::{Function, Target};
 use std::sync::Arc;
 
 /// Where a value is at a probe's address, as far as gtrace can read it.

@@ -7,7 +7,7 @@
 //! In every release `runtime._panic` holds the value in `arg`, which fatalpanic's
 //! argument points at. The offsets come from DWARF, else from a table by Go version.
 
-use super::{go_minor, Target};
+use crate::gobin::{go_minor, Target};
 
 /// How runtime.recovery learns where the recovering frame is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,7 +64,7 @@ impl Target {
         let dwarf = Self::dwarf_mut(&mut state, self.dwarf_source().0, self.dwarf_source().1).ok()??;
         let g = dwarf.struct_members("runtime", "runtime.g").ok()??;
         let panic = dwarf.struct_members("runtime", "runtime._panic").ok()??;
-        let at = |members: &[super::dwarf::types::Member], name: &str| {
+        let at = |members: &[crate::gobin::dwarf::types::Member], name: &str| {
             members.iter().find(|m| m.name == name).and_then(|m| u32::try_from(m.offset).ok())
         };
         let arg = at(&panic, "arg")?;

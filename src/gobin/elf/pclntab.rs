@@ -12,7 +12,7 @@
 //!
 //! Older tables (0xfffffffb, Go 1.2 to 1.15) are recognised only to be refused.
 
-use crate::gobin::image::Image;
+use super::image::Image;
 
 mod pcline;
 pub use pcline::SourceFrame;

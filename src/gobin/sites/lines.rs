@@ -3,9 +3,9 @@
 //! in scope there. All from DWARF: the line table, each function's scopes, the location
 //! evaluator.
 
-use super::dwarf::{LineTable, ScopeKind, Scopes};
 use super::linesites::{self, Position};
-use super::{Target, TargetError, ValueLocation};
+use crate::gobin::dwarf::{LineTable, ScopeKind, Scopes};
+use crate::gobin::{Target, TargetError, ValueLocation};
 use crate::gotypes::TypeId;
 use std::sync::Arc;
 
@@ -115,7 +115,7 @@ impl Target {
             let after = lines.filter(|l| *l > line).min();
             return Err(LineError::NoCode { path: table.files[id as usize].clone(), before, after });
         }
-        let mut functions: Vec<&super::Function> =
+        let mut functions: Vec<&crate::gobin::Function> =
             starts.iter().filter_map(|(a, _)| self.function_containing(*a)).collect();
         functions.dedup_by_key(|f| f.addr);
         functions.sort_by_key(|f| f.addr);
@@ -134,7 +134,7 @@ impl Target {
     /// `starts` are the addresses of the line's rows, with whether each starts a statement.
     fn sites_in(
         &self,
-        f: &super::Function,
+        f: &crate::gobin::Function,
         table: &LineTable,
         scopes: Option<&Scopes>,
         at: (u32, u32),

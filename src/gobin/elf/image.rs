@@ -3,7 +3,7 @@
 //! `*_RELATIVE` dynamic relocations applied (a PIE may leave the word in the file
 //! zero and put the value in the relocation's addend).
 
-use crate::gobin::elf::Segment;
+use super::Segment;
 use std::collections::HashMap;
 
 /// What the file says of the memory of a process running it, at the link-time addresses.
@@ -17,7 +17,7 @@ pub(crate) struct Image<'d> {
 impl<'d> Image<'d> {
     /// The file offset of the byte at virtual address `addr`.
     pub fn file_offset(&self, addr: u64) -> Option<u64> {
-        crate::gobin::elf::file_offset(self.segments, addr)
+        super::file_offset(self.segments, addr)
     }
 
     /// `len` bytes at `addr`, all from one segment's file bytes.

@@ -7,7 +7,8 @@
 //! listings (from the kinds of its type arguments' runtime type descriptors, which the
 //! dictionary points at).
 
-use super::Target;
+use crate::gobin::elf::symbols;
+use crate::gobin::Target;
 use object::{Object, ObjectSymbol};
 
 /// What a dictionary symbol's name starts with after its package path.
@@ -27,11 +28,11 @@ pub struct Dictionary {
 /// `[go.shape.int]`) for `main.(*Stack[go.shape.int]).Push`. The arguments are at
 /// `args` in `name`.
 fn generic_of(name: &str) -> Option<(String, std::ops::Range<usize>)> {
-    let package = super::symbols::package_of(name);
+    let package = symbols::package_of(name);
     let rest_at = package.len() + 1;
     let rest = name.get(rest_at..)?;
     let open = rest_at + rest.find('[')?;
-    let end = super::symbols::type_args_end(name.as_bytes(), open)?;
+    let end = symbols::type_args_end(name.as_bytes(), open)?;
     let ident = name[rest_at..open].trim_start_matches("(*").trim_start_matches('(');
     Some((format!("{package}.{ident}"), open..end))
 }
@@ -50,7 +51,7 @@ fn dictionary_parts(symbol: &str) -> Option<(String, &str)> {
     let at = symbol.find(DICT)?;
     let (package, rest) = (&symbol[..at], &symbol[at + DICT.len()..]);
     let open = rest.find('[')?;
-    let end = super::symbols::type_args_end(rest.as_bytes(), open)?;
+    let end = symbols::type_args_end(rest.as_bytes(), open)?;
     Some((format!("{package}.{rest}"), &rest[open..end]))
 }
 
