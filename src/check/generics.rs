@@ -13,7 +13,7 @@ use super::probes::PassedOver;
 use super::{FuncSite, InstanceKind};
 use crate::arch::abi::{self, Location, RegPiece};
 use crate::diag::Diagnostic;
-use crate::gobin::Target;
+use crate::gobin::GoBinary;
 use crate::syntax::ast::{Block, ExprKind, Span, StmtKind, SymbolPattern};
 
 /// The name a carried dictionary has among a return probe's carried parameters (no
@@ -40,7 +40,7 @@ pub fn uses_func(block: &Block) -> bool {
 /// Whether `f` is a site where `func` reads a dictionary: the entry or a return of a
 /// shape function itself (not an inlined copy, not a line), in a binary whose symbol
 /// table names dictionaries.
-pub fn takes_dictionary(target: &Target, f: &FuncSite, kind: InstanceKind) -> bool {
+pub fn takes_dictionary(target: &dyn GoBinary, f: &FuncSite, kind: InstanceKind) -> bool {
     matches!(kind, InstanceKind::Entry | InstanceKind::Return)
         && f.inlined.is_none()
         && f.line.is_none()
@@ -52,7 +52,7 @@ pub fn takes_dictionary(target: &Target, f: &FuncSite, kind: InstanceKind) -> bo
 /// argument DWARF's parameters place (see `dictionary_position`), or without DWARF the
 /// first integer register (a function) or the second (a method with a pointer
 /// receiver). None when it cannot be told (a value receiver without DWARF).
-pub fn dictionary_location(target: &Target, function: &str) -> Option<Location> {
+pub fn dictionary_location(target: &dyn GoBinary, function: &str) -> Option<Location> {
     let at = crate::gobin::dictionary_position(function)?;
     let conv = target.find(function).first().map_or(target.go_conv(), |f| target.conv_of(f));
     if let Ok(Some(params)) = target.params(function) {
@@ -96,7 +96,7 @@ pub fn stripped_warning(span: Span, shape: &str) -> Diagnostic {
 /// type arguments is a pointer first (`"main.(*Stack[*int]).Push"`): the caller tries
 /// this before reading it as a wildcard.
 pub fn instantiation_sites(
-    target: &Target,
+    target: &dyn GoBinary,
     pattern: &SymbolPattern,
     kind: InstanceKind,
     passed_over: &mut Vec<PassedOver>,
@@ -155,7 +155,7 @@ pub fn instantiation_sites(
 /// address: those its type arguments' kinds allow, or when they tell none, every shape
 /// of the generic code (the probe compares the dictionary anyway).
 fn pick_dictionaries<'t>(
-    target: &Target,
+    target: &dyn GoBinary,
     shapes: &[&'t crate::gobin::Function],
     name: &str,
 ) -> Vec<(&'t crate::gobin::Function, u64)> {

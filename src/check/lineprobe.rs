@@ -8,13 +8,13 @@ use super::probes::PassedOver;
 use super::skips::SkipReason;
 use super::FuncSite;
 use crate::diag::{Diagnostic, Diagnostics};
-use crate::gobin::{LineError, Target};
+use crate::gobin::{GoBinary, LineError};
 use crate::syntax::ast::LineSpec;
 
 /// The places where `spec`'s line starts; errors into `diags`.
 pub fn sites(
     spec: &LineSpec,
-    target: &Target,
+    target: &dyn GoBinary,
     diags: &mut Diagnostics,
     passed_over: &mut Vec<PassedOver>,
 ) -> Vec<FuncSite> {
@@ -60,7 +60,7 @@ pub fn sites(
 }
 
 /// Why `spec` has no place to probe, said at the quoted line.
-fn error(spec: &LineSpec, target: &Target, e: LineError) -> Diagnostic {
+fn error(spec: &LineSpec, target: &dyn GoBinary, e: LineError) -> Diagnostic {
     let at = format!("{}:{}", spec.file, spec.line);
     match e {
         LineError::NoDwarf => Diagnostic::error(

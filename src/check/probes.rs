@@ -12,7 +12,7 @@
 use super::skips::{SkipReason, Skipped};
 use super::{lineprobe, FuncSite, InstanceKind};
 use crate::diag::{Diagnostic, Diagnostics};
-use crate::gobin::Target;
+use crate::gobin::GoBinary;
 use crate::plan::MAX_INTERVAL_PROBES;
 use crate::syntax::ast::{Item, LineSpec, Probe, ProbeKind, Script, Span, SymbolPattern};
 
@@ -60,7 +60,7 @@ fn provider(kind: &ProbeKind) -> Provider<'_> {
 /// Resolves every probe; what was passed over goes into `skipped`.
 pub fn resolve(
     script: &Script,
-    target: &Target,
+    target: &dyn GoBinary,
     diags: &mut Diagnostics,
     skipped: &mut Vec<Skipped>,
 ) -> Vec<ResolvedProbe> {
@@ -157,7 +157,7 @@ fn nothing_to_probe(span: Span, passed_over: &[PassedOver]) -> Diagnostic {
 fn resolve_pattern(
     pattern: &SymbolPattern,
     kind: InstanceKind,
-    target: &Target,
+    target: &dyn GoBinary,
     diags: &mut Diagnostics,
     passed_over: &mut Vec<PassedOver>,
 ) -> Vec<FuncSite> {
@@ -217,7 +217,7 @@ fn only_inlined(pattern: &SymbolPattern, inlined: &[crate::gobin::InlinedSite]) 
 }
 
 /// No function has this name: the closest that do.
-fn no_such_function(pattern: &SymbolPattern, target: &Target) -> Diagnostic {
+fn no_such_function(pattern: &SymbolPattern, target: &dyn GoBinary) -> Diagnostic {
     let mut d = Diagnostic::error(
         pattern.span,
         format!("no function matches `{}` in {}", crate::diag::echoed(&pattern.text), target.path().display()),
@@ -236,7 +236,7 @@ fn no_such_function(pattern: &SymbolPattern, target: &Target) -> Diagnostic {
 fn inlined_entries(
     pattern: &SymbolPattern,
     inlined: Vec<crate::gobin::InlinedSite>,
-    target: &Target,
+    target: &dyn GoBinary,
     diags: &mut Diagnostics,
     passed_over: &mut Vec<PassedOver>,
 ) -> Vec<FuncSite> {
@@ -276,7 +276,7 @@ fn inlined_entries(
 pub(super) fn function_site(
     f: &crate::gobin::Function,
     kind: InstanceKind,
-    target: &Target,
+    target: &dyn GoBinary,
     passed_over: &mut Vec<PassedOver>,
 ) -> Option<FuncSite> {
     let mut pass = |addr: Option<u64>, reason: SkipReason| passed_over.push((f.name.clone(), addr, reason));

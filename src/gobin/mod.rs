@@ -22,6 +22,10 @@ mod elf;
 mod error;
 mod layouts;
 mod sites;
+mod view;
+
+#[cfg(test)]
+pub mod fake;
 
 pub use crate::arch::ProbeSites;
 pub(crate) use dwarf::types::dictionary_position;
@@ -35,6 +39,7 @@ pub use layouts::{
     any_type_args, instantiation, AesGlobals, Dictionary, MapLayout, OtelContext, PanicLayout, Recovery,
 };
 pub use sites::{InlinedEntry, InlinedSite, LineError, LineSite, Local, LocalState, Placement, ValueLocation};
+pub use view::GoBinary;
 
 use crate::gotypes::{TypeId, Types};
 use dwarf::DwarfState;
@@ -152,16 +157,13 @@ impl Target {
     /// How this binary's Go functions take their arguments: the register ABI, or the
     /// stack where Go had none yet (arm64 before Go 1.18).
     pub fn go_conv(&self) -> crate::arch::abi::Conv {
-        crate::arch::abi::Conv::for_go(self.arch, self.go_version.as_deref().and_then(go_minor))
+        GoBinary::go_conv(self)
     }
 
     /// How `f` takes its arguments: on the stack if it is assembly (ABI0), else as this
     /// binary's Go functions do.
     pub fn conv_of(&self, f: &Function) -> crate::arch::abi::Conv {
-        match f.abi {
-            Abi::Abi0 => crate::arch::abi::Conv::stack(self.arch),
-            Abi::Internal | Abi::Unknown => self.go_conv(),
-        }
+        GoBinary::conv_of(self, f)
     }
 
     /// Whether the binary has DWARF (`.debug_info`). Without it, `params` is None and
