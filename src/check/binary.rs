@@ -3,7 +3,7 @@
 //! program attaches to, the runtime functions gtrace's own programs probe and the ELF
 //! entry point. Lowering and the plan it builds read these, never a `GoBinary`.
 
-use super::{Checked, InstanceKind};
+use super::{Builtin, Checked, InstanceKind, Name};
 use crate::arch::abi::Location;
 use crate::arch::Refusal;
 use crate::gobin::{AesGlobals, GLayout, GoBinary, MapLayout, OtelContext, PanicLayout};
@@ -15,7 +15,9 @@ pub struct BinaryFacts {
     /// Its path, build ids and architecture, as the plan names it.
     pub binary: crate::plan::Binary,
     pub is_pie: bool,
+    /// Only when a program reads the goroutine's id or keeps timed calls' frames.
     pub g_layout: Option<GLayout>,
+    /// Only when a body reads a Go value (a map among them, maybe).
     pub map_layout: Option<MapLayout>,
     /// The fallback map hash uses wyhash's constants (Go 1.17 to 1.22).
     pub memhash_constants: bool,
@@ -85,19 +87,26 @@ pub fn facts(target: &dyn GoBinary, checked: &Checked) -> BinaryFacts {
     let runtime: BTreeMap<String, RuntimeFunction> =
         names.into_iter().filter_map(|n| runtime_function(target, n)).map(|f| (f.name.clone(), f)).collect();
     let reads_globals = checked.instances.iter().any(|i| {
-        i.dictionary.is_some()
-            || i.facts.map_index
-            || i.facts.names.values().any(|n| matches!(n, super::Name::Global { .. }))
+        i.dictionary.is_some() || i.facts.map_index || i.facts.names.values().any(|n| matches!(n, Name::Global { .. }))
     });
     let entry_point = (reads_globals && target.is_pie()).then(|| entry_point(target)).flatten();
+    // The runtime's layouts come from DWARF where there is some: asked only when a
+    // program will read them, so a script that reads no Go value reads no DWARF.
+    let goid = checked.instances.iter().any(|i| i.facts.names.values().any(|n| *n == Name::Builtin(Builtin::Goid)));
+    let go_values = checked.instances.iter().any(|i| {
+        i.facts.map_index
+            || !i.facts.go_types.is_empty()
+            || !i.facts.args.is_empty()
+            || i.facts.names.values().any(|n| matches!(n, Name::GoValue { .. } | Name::Global { .. }))
+    });
     let span_contexts = checked.instances.iter().any(|i| !i.facts.spans.is_empty() && i.facts.span_ctx.is_some());
     let mut facts = BinaryFacts {
         binary,
         is_pie: target.is_pie(),
-        g_layout: target.g_layout(),
-        map_layout: target.map_layout(),
+        g_layout: if timed || goid { target.g_layout() } else { None },
+        map_layout: if go_values { target.map_layout() } else { None },
         memhash_constants: target.memhash_has_constants(),
-        aes: target.aes_globals().filter(|_| checked.instances.iter().any(|i| i.facts.map_index)),
+        aes: if checked.instances.iter().any(|i| i.facts.map_index) { target.aes_globals() } else { None },
         panic_layout: if timed { target.panic_layout() } else { None },
         dictionaries: dictionaries(checked, target),
         file_offsets: HashMap::new(),

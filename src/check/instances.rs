@@ -181,6 +181,8 @@ fn groups(probe: &ResolvedProbe, body: &Block, target: &dyn GoBinary, limit: u32
         let (at_inlined_call, values) = match functions.as_slice() {
             // The call's frame is gone when a panic's probe runs: no parameters.
             _ if probe.kind == InstanceKind::Panic => (false, Ok(Vec::new())),
+            // A body that names no Go value asks no DWARF (issue 26).
+            [one] if !reads_go_values(body) => (one.inlined.is_some() || one.line.is_some(), Ok(Vec::new())),
             [one] => site_values(target, one, probe.kind, limit),
             _ => (false, Ok(Vec::new())),
         };

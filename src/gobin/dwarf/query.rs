@@ -23,6 +23,12 @@ impl Target {
         }
     }
 
+    /// Whether a question has made the DWARF be read (a script that reads no Go value
+    /// should not: see `check::binary`).
+    pub fn dwarf_read(&self) -> bool {
+        !matches!(*self.dwarf.borrow(), DwarfState::NotLoaded)
+    }
+
     /// The debug file DWARF is read from, when it is not the binary.
     pub fn debug_file(&self) -> Option<&Path> {
         self.debug_file.as_ref().map(|d| d.path.as_path())

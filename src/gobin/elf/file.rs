@@ -264,6 +264,11 @@ pub(crate) fn file_offset(segments: &[Segment], addr: u64) -> Option<u64> {
     segments.iter().find(|s| addr >= s.vaddr && addr - s.vaddr < s.filesz).map(|s| addr - s.vaddr + s.offset)
 }
 
+/// Whether the file has section `name` (its header only: nothing is decompressed).
+pub(crate) fn has_section(path: &Path, data: &[u8], name: &str) -> Result<bool, TargetError> {
+    Ok(parse(path, data)?.section_by_name(name).is_some())
+}
+
 /// The contents of section `name`, decompressed (SHF_COMPRESSED or `.zdebug_*`); None
 /// when the file has no such section.
 pub(crate) fn section<'d>(path: &Path, data: &'d [u8], name: &str) -> Result<Option<Cow<'d, [u8]>>, TargetError> {

@@ -21,7 +21,9 @@ impl Target {
     pub fn open_with(path: &Path, debug: &DebugSearch) -> Result<Target, TargetError> {
         let data = elf::read_file(path)?;
         let facts = elf::read(path, &data)?;
-        let own_dwarf = elf::section(path, &data, ".debug_info")?.is_some();
+        // Only whether there is DWARF: it is decompressed and read on the first question
+        // that needs it, never for a script that reads no Go value.
+        let own_dwarf = elf::has_section(path, &data, ".debug_info")?;
         let debug_file = debugfile::find(path, &facts.build_ids, own_dwarf, debug)?;
         let has_dwarf = own_dwarf || debug_file.is_some();
         let mut target = Target {
