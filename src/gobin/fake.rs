@@ -43,6 +43,8 @@ pub struct Fake {
     params: HashMap<String, Vec<Param>>,
     variables: HashMap<String, Variable>,
     types: RefCell<Types>,
+    /// Whether it has DWARF: without, parameters are known only by position.
+    dwarf: bool,
 }
 
 impl Fake {
@@ -60,6 +62,7 @@ impl Fake {
             params: HashMap::new(),
             variables: HashMap::new(),
             types: RefCell::new(Types::default()),
+            dwarf: true,
         };
         for name in RUNTIME {
             fake = fake.function(name, &[("gp", "*runtime.g")], &[]);
@@ -79,6 +82,14 @@ impl Fake {
         self.params.insert(name.to_string(), list);
         let at = self.functions.partition_point(|g| g.name < f.name);
         self.functions.insert(at, f);
+        self
+    }
+
+    /// The same binary without DWARF (`-ldflags=-w`): no parameters, types or variables.
+    pub fn without_dwarf(mut self) -> Fake {
+        self.dwarf = false;
+        self.params.clear();
+        self.variables.clear();
         self
     }
 
@@ -159,7 +170,7 @@ impl GoBinary for Fake {
         false
     }
     fn has_dwarf(&self) -> bool {
-        true
+        self.dwarf
     }
     fn is_pie(&self) -> bool {
         false
@@ -207,6 +218,9 @@ impl GoBinary for Fake {
         Ok(Vec::new())
     }
     fn variable(&self, name: &str) -> Result<Result<Variable, NoVariable>, TargetError> {
+        if !self.dwarf {
+            return Ok(Err(NoVariable::NoDwarf { in_symtab: false }));
+        }
         Ok(self.variables.get(name).cloned().ok_or(NoVariable::Unknown { same_package: Vec::new() }))
     }
     fn is_package(&self, package: &str) -> bool {

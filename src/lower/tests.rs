@@ -2,7 +2,8 @@
 //! described in a few lines, with no Go toolchain, no file and no privileges (each test
 //! runs in milliseconds). One test per construct at least: entries, parameters, returns
 //! and `elapsed`, maps, hist(), printf, conditions, `self`, package variables, `m[k]` of
-//! a Go map, arm64's registers, and the errors a user gets. What the end-to-end tests
+//! a Go map, arm64's registers, positional arguments without DWARF, `on panic`, and the
+//! errors a user gets. What the end-to-end tests
 //! prove on a real program and kernel, these keep true of a lowering change in a blink.
 
 use crate::arch::Arch;
@@ -132,6 +133,27 @@ fn a_return_probe_reads_results_and_times_calls_with_the_runtime_programs() {
         assert!(attached, "nothing attached at {function}'s entry");
     }
     assert!(checked.binary.panic_layout.is_some());
+}
+
+#[test]
+fn without_dwarf_parameters_are_read_by_position() {
+    // struct pt_regs: rbx at 40, rax at 80.
+    let bin = fake().without_dwarf();
+    let (_, l) = lowered(&bin, "on entry main.add { @s = sum(arg0 * 10 + arg1) }");
+    let code = asm(&l, "p0");
+    assert!(code.contains("(r6 +80)") && code.contains("(r6 +40)"), "{code}");
+    let named = errors(&bin, "on entry main.add { @s = sum(a) }");
+    assert!(named.contains("unknown name `a`"), "{named}");
+}
+
+#[test]
+fn an_on_panic_probe_runs_at_recovery_and_fatalpanic() {
+    let bin = fake();
+    let (checked, l) = lowered(&bin, "on panic main.add { @p[func] = count() }");
+    let at: Vec<(String, u64)> = points(&l, "p0").into_iter().map(|(f, a, _)| (f, a)).collect();
+    let want = ["runtime.recovery", "runtime.fatalpanic"].map(|f| (f.to_string(), sites(&bin, f).entry));
+    assert_eq!(at, want.to_vec());
+    assert!(checked.binary.runtime.contains_key("runtime.copystack"));
 }
 
 #[test]
