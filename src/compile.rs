@@ -10,12 +10,12 @@
 use crate::bpf::builder::Program;
 use crate::check;
 use crate::diag::{Diagnostic, Diagnostics, Report, Sources};
+use crate::gobin::GoBinary;
 use crate::library::{self, Root};
 use crate::lower::{self, Lowered};
 use crate::object::{self, BpfObject, MapDef, ProgramCode};
 use crate::plan::Plan;
 use crate::syntax::ast::{Item, Script};
-use crate::target::Target;
 use std::path::PathBuf;
 
 /// What the command line says about compiling.
@@ -74,7 +74,7 @@ pub fn parse(root: Root, opts: &Options) -> Result<(Sources, Script), Report> {
 }
 
 /// Compiles `root` (and the libraries it uses) against `target`.
-pub fn compile(root: Root, target: &Target, opts: &Options) -> Result<Compiled, Report> {
+pub fn compile(root: Root, target: &dyn GoBinary, opts: &Options) -> Result<Compiled, Report> {
     let (sources, script) = parse(root, opts)?;
     let Some(at) = library::tracecontext::first_span(&script) else {
         return compile_script(sources, &script, target, opts);
@@ -98,13 +98,18 @@ pub fn compile(root: Root, target: &Target, opts: &Options) -> Result<Compiled, 
 }
 
 /// The passes after parsing: check, lower, and the object.
-pub fn compile_script(sources: Sources, script: &Script, target: &Target, opts: &Options) -> Result<Compiled, Report> {
+pub fn compile_script(
+    sources: Sources,
+    script: &Script,
+    target: &dyn GoBinary,
+    opts: &Options,
+) -> Result<Compiled, Report> {
     let mut diags = Diagnostics::default();
     let fail = |sources, diags: Diagnostics| Report { sources, diagnostics: diags.items };
     let Some(checked) = check::check(script, target, &mut diags, opts.string_limit) else {
         return Err(fail(sources, diags));
     };
-    let Some(lowered) = lower::lower(script, &checked, target, &sources, &opts.lowering, &mut diags) else {
+    let Some(lowered) = lower::lower(script, &checked, &sources, &opts.lowering, &mut diags) else {
         return Err(fail(sources, diags));
     };
     let object = match object::write(&object_of(&lowered)) {

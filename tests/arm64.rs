@@ -12,7 +12,7 @@ use gtrace::arch::abi::{assign_call, Location};
 use gtrace::arch::arm64::insn::{self, Kind};
 use gtrace::arch::arm64::uprobe::Refusal as A64;
 use gtrace::arch::{Arch, Refusal};
-use gtrace::target::{Placement, Target};
+use gtrace::gobin::{Placement, Target};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use support::toolchain::{build_arm64, toolchains, Kind as Build, OLDEST, PLAIN};
@@ -173,7 +173,7 @@ fn leaf_functions_touch_exactly_the_stack_slots_gtrace_gives_their_values() {
             let params = t.params(&name).unwrap().expect("DWARF");
             let types = t.types().clone();
             let (ins, outs): (Vec<_>, Vec<_>) = params.iter().partition(|p| !p.is_result);
-            let tys = |ps: &[&gtrace::target::Param]| ps.iter().map(|p| p.ty).collect::<Vec<_>>();
+            let tys = |ps: &[&gtrace::gobin::Param]| ps.iter().map(|p| p.ty).collect::<Vec<_>>();
             let layout = assign_call(t.go_conv(), &tys(&ins), &tys(&outs), &types);
             let slots: Vec<(i64, i64, &str)> = ins
                 .iter()

@@ -106,7 +106,7 @@ fn the_emitted_object_and_plan_are_whole() {
     assert_eq!(bundle.plan.binary.arch, Arch::Arm64);
     assert_eq!(bundle.object, object, "the plan carries the same object");
     assert_eq!(parsed.programs.len(), bundle.plan.probes.len());
-    let t = gtrace::target::Target::open(&bin).unwrap();
+    let t = gtrace::gobin::Target::open(&bin).unwrap();
     let add = t.find("main.add")[0].clone();
     let sites = t.probe_sites(&add).unwrap();
     let mut addrs: Vec<u64> = bundle

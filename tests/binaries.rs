@@ -10,7 +10,7 @@
 
 mod support;
 
-use gtrace::target::{Abi, Target};
+use gtrace::gobin::{Abi, Target};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use support::toolchain::{build, toolchains, Kind, NotBuilt};
@@ -119,7 +119,7 @@ fn every_kind_every_toolchain_target_facts() {
                 for addr in [site.addr, site.body] {
                     assert!(addr >= caller.addr && addr < caller.addr + caller.size, "{what}: {site:x?} {caller:x?}");
                 }
-                assert_ne!(site.how, gtrace::target::Placement::Lowest, "{what}: {site:x?}");
+                assert_ne!(site.how, gtrace::gobin::Placement::Lowest, "{what}: {site:x?}");
             }
         }
     }
@@ -166,7 +166,7 @@ fn go_older_than_1_17_is_refused() {
         }
     };
     match Target::open(&path) {
-        Err(e @ gtrace::target::TargetError::TooOld { .. }) => {
+        Err(e @ gtrace::gobin::TargetError::TooOld { .. }) => {
             let text = e.to_string();
             assert!(text.contains(&toolchain) && text.contains("1.17"), "{text}");
         }

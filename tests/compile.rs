@@ -6,9 +6,9 @@
 mod support;
 
 use gtrace::compile::{compile, Compiled, Options};
+use gtrace::gobin::Target;
 use gtrace::library::{self, Root};
 use gtrace::plan::{Bundle, MapKind, MapRole, ProbeAttach};
-use gtrace::target::Target;
 use std::path::Path;
 
 fn root(name: &str, text: &str, dir: Option<&Path>) -> Root {
@@ -261,4 +261,36 @@ fn a_hist_over_many_functions_is_a_hash() {
     assert_eq!(kind, MapKind::PercpuHash);
     // A count over the same functions is 8 bytes a function: an array of one a function.
     assert_eq!(user_map(r#"on entry "runtime.*" { count() }"#), (MapKind::PercpuArray, functions as u32, functions));
+}
+
+/// Issue 26's first step: a script that reads no Go value compiles without reading the
+/// binary's DWARF (functions, entries and RETs come from the symbol table and the code,
+/// the runtime's layouts are asked only when a program reads them); one that reads a
+/// parameter, the goroutine id or times calls does read it.
+#[test]
+fn only_scripts_that_read_go_values_read_dwarf() {
+    let bin = support::go_build("e2e", &[]);
+    let read = |text: &str| {
+        let target = Target::open(&bin).expect("open tests/go/e2e");
+        assert!(target.has_dwarf());
+        let c = compile(root("<test>", text, None), &target, &Options::default())
+            .unwrap_or_else(|r| panic!("{text}: {}", r.render(false)));
+        assert_whole(text, &c);
+        target.dwarf_read()
+    };
+    for text in [
+        "on entry main.add { @c = count() }",
+        "on entry \"main.*\" { @[func] = count() } on return main.add { @r = count() }",
+        "on entry main.add { @c = count(); printf(\"%s %d\\n\", func, pid) } on interval 1s { print(@c) }",
+        "on entry main.add { self.n = 1 } on return main.add { if self.n == 1 { @c = count() } }",
+    ] {
+        assert!(!read(text), "{text}: DWARF was read");
+    }
+    for text in [
+        "on entry main.add { @s = sum(a) }",
+        "on entry main.add { @g[goid] = count() }",
+        "on return main.add { @lat = hist(elapsed) }",
+    ] {
+        assert!(read(text), "{text}: DWARF was not read");
+    }
 }

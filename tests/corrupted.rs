@@ -2,7 +2,8 @@
 //! several points; bytes flipped in .gopclntab, .debug_info, .go.buildinfo, the ELF
 //! header, the section and program headers; other architectures (GOARCH=arm64, 386).
 //! `gtrace -l` and `gtrace --check` on each: never a panic (exit 101, a backtrace),
-//! never a hang, and every failure a clear error (`error: ...`, exit 1).
+//! never a hang, and every failure a clear error (`error: ...`, exit 1); and where only
+//! the DWARF is broken, a script that reads no Go value still compiles.
 //! Binaries that once broke gtrace are kept as cases here.
 
 mod support;
@@ -137,6 +138,29 @@ fn flipped_bytes_in_uncompressed_dwarf_are_clear_errors() {
             None => assert!(section != ".debug_info" && section != ".debug_abbrev", "no {section}"),
         }
     }
+}
+
+#[test]
+fn a_script_that_reads_no_go_value_compiles_when_the_dwarf_is_corrupted() {
+    // Functions, entries and RETs come from the symbol table and the code: a script
+    // that names no Go value never reads DWARF (issue 26), so a broken .debug_info does
+    // not stop it, while one that reads a parameter is a clear error on the same file.
+    let (_, data) = go_binary();
+    let (start, size) = section_range(&data, ".debug_info").expect(".debug_info");
+    let mut bad = data.clone();
+    for i in (start..start + size).step_by(97) {
+        bad[i] = !bad[i];
+    }
+    let path = dir().join("no-values-bad-dwarf");
+    std::fs::write(&path, &bad).unwrap();
+    let b = path.to_str().unwrap();
+    let plain = "on entry main.add { @c = count() } on return main.add { @r[func] = count() }";
+    let (code, stderr) = gtrace_on(&["-e", plain, "--check", "-b", b], "no values, bad DWARF");
+    assert_eq!(code, 0, "a script without Go values on a binary with bad DWARF:\n{stderr}");
+    let (code, stderr) = gtrace_on(&["-e", "on entry main.add { @s = sum(a) }", "--check", "-b", b], "a parameter");
+    assert_eq!(code, 1, "reading a parameter needs the DWARF:\n{stderr}");
+    assert!(stderr.starts_with("error") && stderr.contains(".debug_info"), "{stderr}");
+    std::fs::remove_file(&path).unwrap();
 }
 
 #[test]

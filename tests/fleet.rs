@@ -390,7 +390,7 @@ fn cgroup_scope_is_the_first_thing_every_target_program_does() {
     use gtrace::compile::{compile, Options};
     use gtrace::plan::{MapKind, ProbeAttach};
     let bin = container::fleet_program();
-    let target = gtrace::target::Target::open(&bin).expect("open");
+    let target = gtrace::gobin::Target::open(&bin).expect("open");
     let script = "on entry main.work { @c = count() } on return main.work { @l = hist(elapsed) }
                   on begin { print(1) } on interval 10ms { print(2) }";
     let root = gtrace::library::Root { name: "<test>".into(), text: script.into(), dir: None };

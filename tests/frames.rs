@@ -7,7 +7,7 @@
 mod support;
 
 use gimli::{BaseAddresses, CfaRule, UnwindContext, UnwindSection};
-use gtrace::target::Target;
+use gtrace::gobin::Target;
 use object::{Object, ObjectSection};
 use support::toolchain::{build_arm64, build_plain, toolchains, PLAIN};
 

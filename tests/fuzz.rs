@@ -14,8 +14,8 @@ mod support;
 
 use gtrace::compile::{self, Options};
 use gtrace::diag::Report;
+use gtrace::gobin::Target;
 use gtrace::library::Root;
-use gtrace::target::Target;
 use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};

@@ -97,7 +97,7 @@ fn without_dwarf_the_dictionary_is_where_the_abi_puts_it() {
         return;
     }
     let bin = support::go_build("generics", &["-ldflags=-w"]);
-    assert!(!gtrace::target::Target::open(&bin).unwrap().has_dwarf());
+    assert!(!gtrace::gobin::Target::open(&bin).unwrap().has_dwarf());
     assert_func_per_instantiation("local, -ldflags=-w", &bin);
 }
 
@@ -288,9 +288,9 @@ fn func_at_shapes_of_a_stripped_build() {
 #[test]
 fn plans_name_instantiations_from_dictionary_addresses() {
     use gtrace::compile::{compile, Options};
+    use gtrace::gobin::Target;
     use gtrace::library::Root;
     use gtrace::plan::Bundle;
-    use gtrace::target::Target;
     let script = format!("on entry {PATTERNS} {{ @[func] = count() }}");
     for toolchain in generic_toolchains("plans_name_instantiations_from_dictionary_addresses") {
         let mut binaries = vec![("amd64", built(&toolchain, PLAIN))];

@@ -13,7 +13,7 @@
 
 mod support;
 
-use gtrace::target::Target;
+use gtrace::gobin::Target;
 use std::collections::BTreeMap;
 use support::toolchain::{build, build_plain, toolchains, Kind, PLAIN};
 use support::{gtrace, gtrace_env, privileged};

@@ -7,7 +7,7 @@
 
 mod support;
 
-use gtrace::target::{Placement, Target};
+use gtrace::gobin::{Placement, Target};
 use support::toolchain::{build_plain, toolchains};
 use support::{map_value, privileged, truth};
 
@@ -113,7 +113,7 @@ fn inlined_parameters_are_read_at_the_probe_address() {
 #[test]
 fn an_inlined_parameter_in_its_callers_spill_slot_is_on_the_stack() {
     use gtrace::arch::abi::Location;
-    use gtrace::target::ValueLocation;
+    use gtrace::gobin::ValueLocation;
     let builds = toolchains().into_iter().flat_map(|t| {
         let amd64 = build_plain("inline", &t).map(|b| (format!("{t} amd64"), b));
         let arm64 =

@@ -10,7 +10,7 @@
 mod support;
 
 use gtrace::arch::abi::Location;
-use gtrace::target::{LocalState, Target, ValueLocation};
+use gtrace::gobin::{LocalState, Target, ValueLocation};
 use support::toolchain::{build, build_plain, toolchains, Kind, PLAIN};
 use support::{gtrace, map_value, privileged, truth};
 

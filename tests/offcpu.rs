@@ -128,8 +128,8 @@ fn offcpu_counts_and_times_each_wait_by_reason_and_stack_on_every_toolchain() {
 /// parks with a reason past its own array); never fewer.
 #[test]
 fn wait_reason_names_are_found_in_a_stripped_binary_where_dwarf_puts_them() {
+    use gtrace::gobin::Target;
     use gtrace::gotypes::TypeKind;
-    use gtrace::target::Target;
     let array = |path: &Path| {
         let t = Target::open(path).unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
         let v = t.variable("runtime.waitReasonStrings").expect("read the binary").expect("found");

@@ -8,7 +8,7 @@
 
 mod support;
 
-use gtrace::target::Target;
+use gtrace::gobin::Target;
 use std::collections::BTreeMap;
 use support::toolchain::{build, build_plain, toolchains, Kind, NotBuilt};
 use support::{gtrace, map_value, privileged, truth};

@@ -9,10 +9,10 @@
 mod support;
 
 use gtrace::compile::{compile, Options};
+use gtrace::gobin::Target;
 use gtrace::library::{self, Root};
 use gtrace::plan::validate::{self, EMITTED_HELPERS};
 use gtrace::plan::{Bundle, MapRole, ProbeAttach};
-use gtrace::target::Target;
 use std::path::{Path, PathBuf};
 
 /// What `--emit plan` compiles: with hit counting (a plan written for elsewhere has it).

@@ -341,7 +341,7 @@ fn a_multi_uprobe_link_cut_down_while_hot_neither_misses_nor_double_counts_a_hit
     // while main.cold is called in a tight loop, its link is replaced five times, each
     // time by one with a site fewer (the old and the new link both attached for a while).
     let binary = support::go_build("prod", &[]);
-    let target = gtrace::target::Target::open(&binary).unwrap();
+    let target = gtrace::gobin::Target::open(&binary).unwrap();
     let root = gtrace::library::Root {
         name: "<test>".into(),
         text: "on entry main.cold, main.record, main.setter, main.getter, main.emit, main.hot { @[func] = count() }"

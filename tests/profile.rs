@@ -406,7 +406,7 @@ fn source_lines_match_go_tool_objdump() {
         .chain([(arm64, "local arm64".to_string())]);
     for (program, toolchain) in builds {
         let Some(program) = program else { continue };
-        let target = gtrace::target::Target::open(&program).expect("open the program");
+        let target = gtrace::gobin::Target::open(&program).expect("open the program");
         let mut inlined = false;
         for function in ["main.leaf", "main.viaA", "main.viaB", "main.main", "runtime.main"] {
             for insn in support::objdump(&program, function) {

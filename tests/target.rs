@@ -8,8 +8,8 @@ mod support;
 use gtrace::arch::abi::{assign_call, Location, RegPiece};
 use gtrace::arch::x86_64::Reg::{self, *};
 use gtrace::arch::Arch;
+use gtrace::gobin::{Function, Param, Target, TargetError};
 use gtrace::gotypes::TypeKind;
-use gtrace::target::{Function, Param, Target, TargetError};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -545,8 +545,8 @@ fn a_stripped_binary_reads_its_functions_from_gopclntab() {
         assert_eq!(t.probe_sites(a).unwrap(), full.probe_sites(b).unwrap(), "{name}");
     }
     // Assembly is ABI0 (the table says so since Go 1.18), Go code the register ABI.
-    assert_eq!(func(&t, "runtime.morestack").abi, gtrace::target::Abi::Abi0);
-    assert_eq!(func(&t, "main.ints").abi, gtrace::target::Abi::Internal);
+    assert_eq!(func(&t, "runtime.morestack").abi, gtrace::gobin::Abi::Abi0);
+    assert_eq!(func(&t, "main.ints").abi, gtrace::gobin::Abi::Internal);
     assert_eq!(t.go_version(), full.go_version());
     assert_eq!(t.module_path(), Some("abi"));
 }

@@ -10,10 +10,10 @@ mod support;
 
 use gtrace::bpf::builder::Builder;
 use gtrace::bpf::insn::{exit, mov64_imm, R0};
+use gtrace::gobin::Target;
 use gtrace::object::{write, BpfObject, ProgramCode};
 use gtrace::plan::{AttachPoint, Plan, ProbeAttach, ProbeSpec};
 use gtrace::runtime::{self, Scope};
-use gtrace::target::Target;
 use std::collections::BTreeSet;
 use std::io::BufRead;
 use std::path::Path;

@@ -13,8 +13,8 @@ use super::probes::PassedOver;
 use super::{FuncSite, InstanceKind};
 use crate::arch::abi::{self, Location, RegPiece};
 use crate::diag::Diagnostic;
+use crate::gobin::GoBinary;
 use crate::syntax::ast::{Block, ExprKind, Span, StmtKind, SymbolPattern};
-use crate::target::Target;
 
 /// The name a carried dictionary has among a return probe's carried parameters (no
 /// script can write it).
@@ -40,20 +40,20 @@ pub fn uses_func(block: &Block) -> bool {
 /// Whether `f` is a site where `func` reads a dictionary: the entry or a return of a
 /// shape function itself (not an inlined copy, not a line), in a binary whose symbol
 /// table names dictionaries.
-pub fn takes_dictionary(target: &Target, f: &FuncSite, kind: InstanceKind) -> bool {
+pub fn takes_dictionary(target: &dyn GoBinary, f: &FuncSite, kind: InstanceKind) -> bool {
     matches!(kind, InstanceKind::Entry | InstanceKind::Return)
         && f.inlined.is_none()
         && f.line.is_none()
         && !target.is_stripped()
-        && crate::target::dictionary_position(&f.name).is_some()
+        && crate::gobin::dictionary_position(&f.name).is_some()
 }
 
 /// Where the dictionary of the shape function `function` is at its entry: the hidden
 /// argument DWARF's parameters place (see `dictionary_position`), or without DWARF the
 /// first integer register (a function) or the second (a method with a pointer
 /// receiver). None when it cannot be told (a value receiver without DWARF).
-pub fn dictionary_location(target: &Target, function: &str) -> Option<Location> {
-    let at = crate::target::dictionary_position(function)?;
+pub fn dictionary_location(target: &dyn GoBinary, function: &str) -> Option<Location> {
+    let at = crate::gobin::dictionary_position(function)?;
     let conv = target.find(function).first().map_or(target.go_conv(), |f| target.conv_of(f));
     if let Ok(Some(params)) = target.params(function) {
         let ins: Vec<_> = params.iter().filter(|p| !p.is_result).collect();
@@ -62,7 +62,7 @@ pub fn dictionary_location(target: &Target, function: &str) -> Option<Location> 
         let i = ins.iter().position(|p| p.name == CARRIED_DICTIONARY)?;
         return layout.params.get(i).cloned();
     }
-    let pointer_receiver = function.get(crate::target::package_of(function).len() + 1..)?.starts_with("(*");
+    let pointer_receiver = function.get(crate::gobin::package_of(function).len() + 1..)?.starts_with("(*");
     if !conv.registers || (at == 1 && !pointer_receiver) {
         return None;
     }
@@ -96,7 +96,7 @@ pub fn stripped_warning(span: Span, shape: &str) -> Diagnostic {
 /// type arguments is a pointer first (`"main.(*Stack[*int]).Push"`): the caller tries
 /// this before reading it as a wildcard.
 pub fn instantiation_sites(
-    target: &Target,
+    target: &dyn GoBinary,
     pattern: &SymbolPattern,
     kind: InstanceKind,
     passed_over: &mut Vec<PassedOver>,
@@ -105,12 +105,12 @@ pub fn instantiation_sites(
     if name.contains("go.shape.") || name.contains("[...]") {
         return None;
     }
-    let any = crate::target::any_type_args(name)?;
-    let shapes: Vec<&crate::target::Function> =
-        (target.find(&any).into_iter()).filter(|f| crate::target::dictionary_position(&f.name).is_some()).collect();
+    let any = crate::gobin::any_type_args(name)?;
+    let shapes: Vec<&crate::gobin::Function> =
+        (target.find(&any).into_iter()).filter(|f| crate::gobin::dictionary_position(&f.name).is_some()).collect();
     // Inlined copies pass no dictionary: the inline tree names their shape.
     let inlined = (target.find_inlined(&any).iter())
-        .filter(|s| crate::target::dictionary_position(&s.callee).is_some() || s.callee.contains("[...]"))
+        .filter(|s| crate::gobin::dictionary_position(&s.callee).is_some() || s.callee.contains("[...]"))
         .count();
     let error = |why: &str| {
         let list: Vec<String> = shapes.iter().map(|f| format!("`{}`", f.name)).collect();
@@ -155,10 +155,10 @@ pub fn instantiation_sites(
 /// address: those its type arguments' kinds allow, or when they tell none, every shape
 /// of the generic code (the probe compares the dictionary anyway).
 fn pick_dictionaries<'t>(
-    target: &Target,
-    shapes: &[&'t crate::target::Function],
+    target: &dyn GoBinary,
+    shapes: &[&'t crate::gobin::Function],
     name: &str,
-) -> Vec<(&'t crate::target::Function, u64)> {
+) -> Vec<(&'t crate::gobin::Function, u64)> {
     let all = target.dictionaries();
     let mut picked = Vec::new();
     for f in shapes {
@@ -167,7 +167,7 @@ fn pick_dictionaries<'t>(
     }
     if picked.is_empty() {
         for f in shapes {
-            let made = all.iter().filter(|d| crate::target::instantiation(&f.name, &d.symbol).as_deref() == Some(name));
+            let made = all.iter().filter(|d| crate::gobin::instantiation(&f.name, &d.symbol).as_deref() == Some(name));
             picked.extend(made.map(|d| (*f, d.addr)));
         }
     }

@@ -11,9 +11,9 @@
 use super::builtins::{self, Builtin};
 use super::govalues::GoValue;
 use crate::diag::closest;
+use crate::gobin::{GoBinary, NoVariable};
 use crate::gotypes::TypeId;
 use crate::syntax::ast::*;
-use crate::target::{NoVariable, Target};
 use std::collections::HashMap;
 
 /// A package-level variable: its name, link-time address and Go type.
@@ -45,7 +45,7 @@ pub fn shadowed(name: &str, locals: &[&str], values: &[GoValue]) -> bool {
 }
 
 /// Resolves every name in `body` that may be a package-level variable.
-pub fn resolve(body: &Block, target: &Target, values: &[GoValue]) -> Globals {
+pub fn resolve(body: &Block, target: &dyn GoBinary, values: &[GoValue]) -> Globals {
     let mut locals: Vec<&str> = Vec::new();
     body.walk_stmts(&mut |s| {
         if let StmtKind::Let { name, .. } = &s.kind {
@@ -84,7 +84,7 @@ pub fn resolve(body: &Block, target: &Target, values: &[GoValue]) -> Globals {
 
 /// One variable; None when `name` is bare and its package has no variables (so it is
 /// not a package-qualified name at all), or quoted and merely the path of a package.
-fn lookup(target: &Target, name: &str, quoted: bool) -> Option<Result<Global, GlobalError>> {
+fn lookup(target: &dyn GoBinary, name: &str, quoted: bool) -> Option<Result<Global, GlobalError>> {
     let err = |message: String, hint: Option<String>| Some(Err(GlobalError { message, hint }));
     match target.variable(name) {
         Ok(Ok(v)) => Some(Ok(Global { name: v.name, addr: v.addr, ty: v.ty })),

@@ -7,9 +7,9 @@ use super::unreadable::{InlinedWhy, Unreadable};
 use super::InstanceKind;
 use crate::arch::abi::{self, Location};
 use crate::check::Builtin;
+use crate::gobin::{GoBinary, InlinedSite, Param, TargetError, ValueLocation};
 use crate::gotypes::{TypeId, TypeKind, Types};
 use crate::syntax::ast::*;
-use crate::target::{InlinedSite, Param, Target, TargetError, ValueLocation};
 
 /// A Go value the probe can read by name.
 #[derive(Clone, Debug, PartialEq)]
@@ -32,7 +32,12 @@ pub struct GoValue {
 pub const STRING_LIMIT: u32 = 64;
 
 /// Parameters and results of `function` with their ABI locations.
-pub fn go_values(target: &Target, function: &str, kind: InstanceKind, limit: u32) -> Result<Vec<GoValue>, TargetError> {
+pub fn go_values(
+    target: &dyn GoBinary,
+    function: &str,
+    kind: InstanceKind,
+    limit: u32,
+) -> Result<Vec<GoValue>, TargetError> {
     let params: Vec<Param> = match target.params(function)? {
         Some(p) => p,
         None if !target.has_dwarf() => return Ok(positional(target, function, kind)),
@@ -109,7 +114,7 @@ pub fn go_values(target: &Target, function: &str, kind: InstanceKind, limit: u32
 /// or, at a return, returns (`ret0` …): what can be said without DWARF. A function of
 /// the stack ABI (assembly; Go code on arm64 before Go 1.18) takes its words on the
 /// stack, from 8(SP), and where its results are depends on its unknown arguments.
-pub fn positional(target: &Target, function: &str, kind: InstanceKind) -> Vec<GoValue> {
+pub fn positional(target: &dyn GoBinary, function: &str, kind: InstanceKind) -> Vec<GoValue> {
     let word = target.word_type();
     let conv = target.find(function).first().map_or(target.go_conv(), |f| target.conv_of(f));
     let stack = !conv.registers;
@@ -152,7 +157,7 @@ pub fn positional(target: &Target, function: &str, kind: InstanceKind) -> Vec<Go
 /// Where a function was inlined, its parameters are wherever the caller's code keeps
 /// them, not in ABI registers: read where DWARF locates them (registers, stack slots) at
 /// the site's probe address, refused with the reason otherwise.
-pub fn inlined_values(target: &Target, site: &InlinedSite, limit: u32) -> Vec<GoValue> {
+pub fn inlined_values(target: &dyn GoBinary, site: &InlinedSite, limit: u32) -> Vec<GoValue> {
     let function = site.callee.as_str();
     let unreadable = |name: &str, why: InlinedWhy| Unreadable::Inlined {
         name: name.to_string(),

@@ -9,8 +9,8 @@ use super::probes::ResolvedProbe;
 use super::typeck;
 use super::{Builtin, Carried, Checked, Facts, FuncSite, Instance, InstanceKind, Name};
 use crate::diag::{Diagnostic, Diagnostics};
+use crate::gobin::{GoBinary, TargetError};
 use crate::syntax::ast::*;
-use crate::target::{Target, TargetError};
 
 /// Functions that share one compiled program, and what the program may read there.
 struct Group {
@@ -28,7 +28,7 @@ struct Group {
 pub fn check_probe(
     script: &Script,
     probe: ResolvedProbe,
-    target: &Target,
+    target: &dyn GoBinary,
     checked: &mut Checked,
     diags: &mut Diagnostics,
     limit: u32,
@@ -159,7 +159,7 @@ fn report_skipped(
 /// The groups of the probe's functions: all of them in one when the body reads no Go
 /// value, else one each; inlined calls of one function, and places where a line starts,
 /// whose values sit in the same places share one.
-fn groups(probe: &ResolvedProbe, body: &Block, target: &Target, limit: u32) -> Vec<Group> {
+fn groups(probe: &ResolvedProbe, body: &Block, target: &dyn GoBinary, limit: u32) -> Vec<Group> {
     let uses_func = super::generics::uses_func(body);
     let own = |f: &FuncSite| {
         super::generics::takes_dictionary(target, f, probe.kind) && (uses_func || f.dictionary.is_some())
@@ -181,6 +181,8 @@ fn groups(probe: &ResolvedProbe, body: &Block, target: &Target, limit: u32) -> V
         let (at_inlined_call, values) = match functions.as_slice() {
             // The call's frame is gone when a panic's probe runs: no parameters.
             _ if probe.kind == InstanceKind::Panic => (false, Ok(Vec::new())),
+            // A body that names no Go value asks no DWARF (issue 26).
+            [one] if !reads_go_values(body) => (one.inlined.is_some() || one.line.is_some(), Ok(Vec::new())),
             [one] => site_values(target, one, probe.kind, limit),
             _ => (false, Ok(Vec::new())),
         };
@@ -205,10 +207,10 @@ fn groups(probe: &ResolvedProbe, body: &Block, target: &Target, limit: u32) -> V
 
 /// In a stripped binary, a shape function whose `func` the probe uses: it names the
 /// shape there.
-fn stripped_shape(probe: &ResolvedProbe, target: &Target, body: &Block) -> Option<String> {
+fn stripped_shape(probe: &ResolvedProbe, target: &dyn GoBinary, body: &Block) -> Option<String> {
     let shape = (probe.functions.iter()).find(|f| {
         // Go 1.18's function table writes a shape's type arguments `[...]`.
-        let shape = crate::target::dictionary_position(&f.name).is_some() || f.name.contains("[...]");
+        let shape = crate::gobin::dictionary_position(&f.name).is_some() || f.name.contains("[...]");
         f.inlined.is_none() && shape
     })?;
     let kind = matches!(probe.kind, InstanceKind::Entry | InstanceKind::Return);
@@ -220,7 +222,7 @@ fn stripped_shape(probe: &ResolvedProbe, target: &Target, body: &Block) -> Optio
 fn dictionary(
     functions: &[FuncSite],
     kind: InstanceKind,
-    target: &Target,
+    target: &dyn GoBinary,
     body: &Block,
 ) -> Option<crate::arch::abi::Location> {
     match functions {
@@ -237,7 +239,7 @@ fn dictionary(
 /// places of one function (an inlined call, a line's start) that may share a program
 /// and be skipped with a warning when the body cannot read its values there.
 fn site_values(
-    target: &Target,
+    target: &dyn GoBinary,
     f: &FuncSite,
     kind: InstanceKind,
     limit: u32,
@@ -274,12 +276,12 @@ fn carried(facts: &Facts, types: &crate::gotypes::Types) -> Vec<Carried> {
 /// goid, self, elapsed and parameters at a return find the goroutine through the g
 /// register, which holds it only in ABIInternal functions (amd64; arm64 keeps g in R28
 /// in assembly too).
-fn require_abi_internal(functions: &[FuncSite], target: &Target, span: Span, diags: &mut Diagnostics) {
+fn require_abi_internal(functions: &[FuncSite], target: &dyn GoBinary, span: Span, diags: &mut Diagnostics) {
     if target.arch().g_in_abi0() {
         return;
     }
     for f in functions {
-        if target.find(&f.name).first().is_some_and(|t| t.abi == crate::target::Abi::Abi0) {
+        if target.find(&f.name).first().is_some_and(|t| t.abi == crate::gobin::Abi::Abi0) {
             diags.push(
                 Diagnostic::error(
                     span,

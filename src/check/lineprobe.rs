@@ -1,5 +1,5 @@
 //! The provider of `on line "FILE:LINE"` probes: the places the line starts (the target's
-//! line table, see target/lines.rs), as probe sites named after the function the line is
+//! line table, see gobin/lines.rs), as probe sites named after the function the line is
 //! in, or the error that says why there are none: no DWARF, no such file, a file name
 //! that several files end with, a line without code (with the nearest lines that have
 //! some). Sites whose instruction uprobes refuse are passed over like any other.
@@ -8,13 +8,13 @@ use super::probes::PassedOver;
 use super::skips::SkipReason;
 use super::FuncSite;
 use crate::diag::{Diagnostic, Diagnostics};
+use crate::gobin::{GoBinary, LineError};
 use crate::syntax::ast::LineSpec;
-use crate::target::{LineError, Target};
 
 /// The places where `spec`'s line starts; errors into `diags`.
 pub fn sites(
     spec: &LineSpec,
-    target: &Target,
+    target: &dyn GoBinary,
     diags: &mut Diagnostics,
     passed_over: &mut Vec<PassedOver>,
 ) -> Vec<FuncSite> {
@@ -60,7 +60,7 @@ pub fn sites(
 }
 
 /// Why `spec` has no place to probe, said at the quoted line.
-fn error(spec: &LineSpec, target: &Target, e: LineError) -> Diagnostic {
+fn error(spec: &LineSpec, target: &dyn GoBinary, e: LineError) -> Diagnostic {
     let at = format!("{}:{}", spec.file, spec.line);
     match e {
         LineError::NoDwarf => Diagnostic::error(

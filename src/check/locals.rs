@@ -6,11 +6,11 @@
 use super::govalues::{go_ty, GoValue};
 use super::unreadable::Unreadable;
 use crate::arch::abi::Location;
+use crate::gobin::{GoBinary, LineSite, LocalState, TargetError, ValueLocation};
 use crate::gotypes::{TypeId, TypeKind};
-use crate::target::{LineSite, LocalState, Target, TargetError, ValueLocation};
 
 /// The locals at `site`, each readable with its place, or with why not.
-pub fn line_values(target: &Target, site: &LineSite, limit: u32) -> Result<Vec<GoValue>, TargetError> {
+pub fn line_values(target: &dyn GoBinary, site: &LineSite, limit: u32) -> Result<Vec<GoValue>, TargetError> {
     let locals = target.locals_at(site)?;
     let file = site.file.rsplit('/').next().unwrap_or(&site.file);
     let at = format!("{file}:{}", site.line);

@@ -3,8 +3,11 @@
 //! (`Facts`, keyed by `ExprId`), errors into `Diagnostics`.
 //!
 //! Passes, in order: `probes` (symbols → functions and probe sites), then per probe
-//! instance (`instances`) `typeck` (names and types, map shapes into `maps::MapTable`).
+//! instance (`instances`) `typeck` (names and types, map shapes into `maps::MapTable`),
+//! and last what lowering needs of the binary (`binary`). The binary is asked through
+//! `gobin::GoBinary`, a real one or a fake in tests.
 
+pub mod binary;
 pub mod builtins;
 pub mod generics;
 pub mod globals;
@@ -23,8 +26,8 @@ pub mod unreadable;
 
 use crate::arch::abi::Location;
 use crate::diag::Diagnostics;
+use crate::gobin::GoBinary;
 use crate::syntax::ast::{ExprId, Script, Span};
-use crate::target::Target;
 use std::collections::HashMap;
 use ty::Ty;
 
@@ -43,6 +46,8 @@ pub struct Checked {
     pub types: crate::gotypes::Types,
     /// The functions and sites probes passed over, with why.
     pub skipped: Vec<skips::Skipped>,
+    /// What lowering needs of the binary, so that it reads none.
+    pub binary: binary::BinaryFacts,
 }
 
 #[derive(Clone, Debug)]
@@ -125,11 +130,11 @@ pub struct FuncSite {
     pub returns: Vec<u64>,
     /// Set when this is a place where the function was inlined (its entry is the
     /// inlined call's probe address; parameters are where DWARF says, not in ABI registers).
-    pub inlined: Option<crate::target::InlinedSite>,
+    pub inlined: Option<crate::gobin::InlinedSite>,
     /// Set when this is a place where a source line starts (its entry is the site's
     /// address; the names are the locals in scope there). `name` is the function the
     /// line is in (the inlined function, in an inlined copy).
-    pub line: Option<crate::target::LineSite>,
+    pub line: Option<crate::gobin::LineSite>,
     /// Set when the probe named an instantiation of generic code (`"main.Sum[int]"`):
     /// the link-time address of its dictionary, the only one whose calls of this shape
     /// function fire the probe (check/generics.rs).
@@ -231,7 +236,7 @@ impl Facts {
 
 /// Runs every check in order. Returns `None` when an error was reported.
 /// `string_limit`: how many bytes of a Go string to read (`--string-limit`).
-pub fn check(script: &Script, target: &Target, diags: &mut Diagnostics, string_limit: u32) -> Option<Checked> {
+pub fn check(script: &Script, target: &dyn GoBinary, diags: &mut Diagnostics, string_limit: u32) -> Option<Checked> {
     let mut checked = Checked::default();
     let resolved = probes::resolve(script, target, diags, &mut checked.skipped);
     if diags.has_errors() {
@@ -243,6 +248,7 @@ pub fn check(script: &Script, target: &Target, diags: &mut Diagnostics, string_l
     idle::drop_idle(script, &mut checked);
     untimeable_entries(script, target, &mut checked, diags);
     checked.maps.check_references(diags);
+    checked.binary = binary::facts(target, &checked);
     checked.types = target.types().clone();
     if diags.has_errors() {
         None
@@ -255,7 +261,7 @@ pub fn check(script: &Script, target: &Target, diags: &mut Diagnostics, string_l
 /// function's entry: the
 /// functions whose entry the kernel would refuse are passed over (an error when that
 /// leaves the probe nothing).
-fn untimeable_entries(script: &Script, target: &Target, checked: &mut Checked, diags: &mut Diagnostics) {
+fn untimeable_entries(script: &Script, target: &dyn GoBinary, checked: &mut Checked, diags: &mut Diagnostics) {
     for inst in checked.instances.iter_mut().filter(|i| i.needs_entry()) {
         let before = inst.functions.len();
         let mut last = None;

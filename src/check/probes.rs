@@ -12,9 +12,9 @@
 use super::skips::{SkipReason, Skipped};
 use super::{lineprobe, FuncSite, InstanceKind};
 use crate::diag::{Diagnostic, Diagnostics};
+use crate::gobin::GoBinary;
 use crate::plan::MAX_INTERVAL_PROBES;
 use crate::syntax::ast::{Item, LineSpec, Probe, ProbeKind, Script, Span, SymbolPattern};
-use crate::target::Target;
 
 /// A probe whose symbols are resolved.
 #[derive(Debug)]
@@ -60,7 +60,7 @@ fn provider(kind: &ProbeKind) -> Provider<'_> {
 /// Resolves every probe; what was passed over goes into `skipped`.
 pub fn resolve(
     script: &Script,
-    target: &Target,
+    target: &dyn GoBinary,
     diags: &mut Diagnostics,
     skipped: &mut Vec<Skipped>,
 ) -> Vec<ResolvedProbe> {
@@ -157,11 +157,11 @@ fn nothing_to_probe(span: Span, passed_over: &[PassedOver]) -> Diagnostic {
 fn resolve_pattern(
     pattern: &SymbolPattern,
     kind: InstanceKind,
-    target: &Target,
+    target: &dyn GoBinary,
     diags: &mut Diagnostics,
     passed_over: &mut Vec<PassedOver>,
 ) -> Vec<FuncSite> {
-    if crate::target::symbols_is_pattern(&pattern.text) {
+    if crate::gobin::symbols_is_pattern(&pattern.text) {
         // `"main.(*Stack[*int]).Push"`: an instantiation, when a dictionary makes it.
         if let Some(Ok((sites, warning))) = super::generics::instantiation_sites(target, pattern, kind, passed_over) {
             warning.into_iter().for_each(|w| diags.push(w));
@@ -203,7 +203,7 @@ fn resolve_pattern(
 }
 
 /// A return or panic probe of a function that exists only inlined: it never returns.
-fn only_inlined(pattern: &SymbolPattern, inlined: &[crate::target::InlinedSite]) -> Diagnostic {
+fn only_inlined(pattern: &SymbolPattern, inlined: &[crate::gobin::InlinedSite]) -> Diagnostic {
     let mut callers: Vec<&str> = inlined.iter().map(|s| s.caller.as_str()).collect();
     callers.dedup();
     let more = if callers.len() > 3 { format!(" and {} more", callers.len() - 3) } else { String::new() };
@@ -217,7 +217,7 @@ fn only_inlined(pattern: &SymbolPattern, inlined: &[crate::target::InlinedSite])
 }
 
 /// No function has this name: the closest that do.
-fn no_such_function(pattern: &SymbolPattern, target: &Target) -> Diagnostic {
+fn no_such_function(pattern: &SymbolPattern, target: &dyn GoBinary) -> Diagnostic {
     let mut d = Diagnostic::error(
         pattern.span,
         format!("no function matches `{}` in {}", crate::diag::echoed(&pattern.text), target.path().display()),
@@ -235,13 +235,13 @@ fn no_such_function(pattern: &SymbolPattern, target: &Target) -> Diagnostic {
 /// (passed over); a warning for those placed at their lowest address.
 fn inlined_entries(
     pattern: &SymbolPattern,
-    inlined: Vec<crate::target::InlinedSite>,
-    target: &Target,
+    inlined: Vec<crate::gobin::InlinedSite>,
+    target: &dyn GoBinary,
     diags: &mut Diagnostics,
     passed_over: &mut Vec<PassedOver>,
 ) -> Vec<FuncSite> {
     let mut sites = Vec::new();
-    let unsure = inlined.iter().filter(|s| s.how == crate::target::Placement::Lowest).count();
+    let unsure = inlined.iter().filter(|s| s.how == crate::gobin::Placement::Lowest).count();
     if unsure > 0 {
         diags.push(
                 Diagnostic::warning(
@@ -274,9 +274,9 @@ fn inlined_entries(
 /// Where the probes of `f` go, or None (with the reason in `passed_over`) when it cannot
 /// hold one; refused return sites are passed over one by one.
 pub(super) fn function_site(
-    f: &crate::target::Function,
+    f: &crate::gobin::Function,
     kind: InstanceKind,
-    target: &Target,
+    target: &dyn GoBinary,
     passed_over: &mut Vec<PassedOver>,
 ) -> Option<FuncSite> {
     let mut pass = |addr: Option<u64>, reason: SkipReason| passed_over.push((f.name.clone(), addr, reason));
@@ -286,7 +286,7 @@ pub(super) fn function_site(
     }
     let s = match target.probe_sites(f) {
         Ok(s) => s,
-        Err(crate::target::TargetError::Disassembly { source, .. }) => {
+        Err(crate::gobin::TargetError::Disassembly { source, .. }) => {
             pass(None, SkipReason::BadCode { at: source.addr });
             return None;
         }

@@ -2,7 +2,7 @@
 //! parameters in scope there, with their Go types and where each is (or why it cannot be
 //! read there): what `on line "FILE.go:LINE"` can name, before writing the script.
 
-use crate::target::{LineError, LineSite, Local, LocalState, Target, ValueLocation};
+use crate::gobin::{LineError, LineSite, Local, LocalState, Target, ValueLocation};
 
 /// `main.go:54` as a file and a line.
 pub fn parse(pattern: &str) -> Option<(&str, u32)> {

@@ -4,20 +4,20 @@
 
 use crate::arch::abi::{self, Location};
 use crate::compile::Compiled;
+use crate::gobin::{Param, Target};
 use crate::plan::ProbeAttach;
-use crate::target::{Param, Target};
 
 /// `-l PATTERN`: each matching function, a line each.
 pub fn functions(target: &Target, pattern: &str) -> String {
     let names: Vec<String> = target.find(pattern).iter().map(|f| f.name.clone()).collect();
-    let generic = names.iter().any(|n| crate::target::dictionary_position(n).is_some());
+    let generic = names.iter().any(|n| crate::gobin::dictionary_position(n).is_some());
     let dictionaries = if generic { target.dictionaries() } else { Vec::new() };
     let mut out = String::new();
     for name in names {
         out.push_str(&function(target, &name));
         out.push('\n');
         // Go 1.18's function table (all a stripped build has) writes shapes `[...]`.
-        if crate::target::dictionary_position(&name).is_some() || name.contains("[...]") {
+        if crate::gobin::dictionary_position(&name).is_some() || name.contains("[...]") {
             out.push_str(&instantiations(target, &name, &dictionaries));
         }
     }
@@ -26,7 +26,7 @@ pub fn functions(target: &Target, pattern: &str) -> String {
 
 /// Under a shape function, the instantiations the binary has dictionaries for (what
 /// `func` names at its probes).
-fn instantiations(target: &Target, shape: &str, dictionaries: &[crate::target::Dictionary]) -> String {
+fn instantiations(target: &Target, shape: &str, dictionaries: &[crate::gobin::Dictionary]) -> String {
     if target.is_stripped() {
         return "    instantiations: unknown (stripped: no symbol table names the dictionaries)\n".to_string();
     }

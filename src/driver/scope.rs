@@ -4,9 +4,9 @@
 
 use crate::cli::TargetArgs;
 use crate::diag::Failure;
+use crate::gobin::DebugSearch;
 use crate::plan::Plan;
 use crate::runtime::{self, Cgroup};
-use crate::target::DebugSearch;
 use crate::trace::Process;
 use std::path::{Component, Path, PathBuf};
 
@@ -40,7 +40,7 @@ pub(super) fn process(t: &TargetArgs, cgroup: Option<&Path>) -> Result<Process, 
 /// goroutines: twice its most goroutines so far (`runtime.allglen`, read from its
 /// memory: the runtime never frees a g), as a power of two, when that is more than the
 /// default (`maps::INFLIGHT_ENTRIES`); `None` otherwise, or when it cannot be read.
-pub(super) fn inflight_size(process: &Process, target: &crate::target::Target) -> Option<(u64, u32)> {
+pub(super) fn inflight_size(process: &Process, target: &crate::gobin::Target) -> Option<(u64, u32)> {
     use crate::lower::maps::{INFLIGHT_ENTRIES, MAX_MAP_SIZE};
     let pid = process.pid?;
     let link = target.data_symbol("runtime.allglen")?;

@@ -5,8 +5,8 @@
 
 use super::{stdlib, Options};
 use crate::diag::{Diagnostics, Sources};
+use crate::gobin::Target;
 use crate::syntax::ast::{Item, ProbeKind};
-use crate::target::Target;
 use std::path::PathBuf;
 
 /// A stdlib library none of whose functions is in the program.

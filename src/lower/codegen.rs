@@ -38,11 +38,11 @@ pub struct Gen<'a> {
     /// The goroutine's g pointer, when loaded (`load_g`).
     pub g: Option<i16>,
     /// Where `goid` and `stack.hi` are in runtime.g.
-    pub g_layout: Option<crate::target::GLayout>,
+    pub g_layout: Option<crate::gobin::GLayout>,
     /// Where the runtime keeps a map's buckets or tables (`m[k]`).
-    pub map_layout: Option<crate::target::MapLayout>,
+    pub map_layout: Option<crate::gobin::MapLayout>,
     /// The runtime's aeshash keys, when `m[k]` hashes (maplookup.rs); None: it scans.
-    pub aes: Option<crate::target::AesGlobals>,
+    pub aes: Option<crate::gobin::AesGlobals>,
     /// The runtime's fallback hash mixes in wyhash's constants (Go 1.17 to 1.22).
     pub memhash_constants: bool,
     /// `stack.hi` in runtime.g (8 in every release).

@@ -22,10 +22,10 @@ use super::LowerError;
 use crate::bpf::builder::Label;
 use crate::bpf::helpers::*;
 use crate::bpf::insn::*;
+use crate::gobin::{AesGlobals, MapLayout};
 use crate::gotypes::TypeKind;
 use crate::plan::Counter;
 use crate::syntax::ast::*;
-use crate::target::{AesGlobals, MapLayout};
 
 /// Buckets (with overflow buckets) or groups one `m[k]` looks at, at most.
 pub const MAX_GROUPS: i32 = 512;

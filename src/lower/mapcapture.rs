@@ -11,9 +11,9 @@ use super::LowerError;
 use crate::bpf::helpers::*;
 use crate::bpf::insn::*;
 use crate::capture::{Node, NodeKind};
+use crate::gobin::MapLayout;
 use crate::gotypes::TypeKind;
 use crate::syntax::ast::Span;
-use crate::target::MapLayout;
 
 /// Buckets or groups a printed map's walk looks at, at most.
 pub const MAX_PRINT_GROUPS: i32 = 64;

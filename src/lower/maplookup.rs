@@ -26,9 +26,9 @@ use super::LowerError;
 use crate::bpf::builder::Label;
 use crate::bpf::helpers::*;
 use crate::bpf::insn::*;
+use crate::gobin::{AesGlobals, MapLayout};
 use crate::plan::Counter;
 use crate::syntax::ast::Span;
-use crate::target::{AesGlobals, MapLayout};
 
 /// Buckets of one chain, or groups of one probe sequence, looked at before the hit is
 /// skipped.
@@ -481,7 +481,7 @@ mod tests {
     #[test]
     fn every_releases_header_fits_the_bytes_read() {
         for minor in 17..=27 {
-            let layout = crate::target::Target::map_layout_for_version(&format!("go1.{minor}.0")).expect("a layout");
+            let layout = crate::gobin::Target::map_layout_for_version(&format!("go1.{minor}.0")).expect("a layout");
             assert!(header_fits(&layout), "go1.{minor}");
         }
         let far = MapLayout::Buckets { flags: 8, b: 9, hash0: 12, buckets: 16, oldbuckets: 48 };

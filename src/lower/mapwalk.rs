@@ -12,9 +12,9 @@ use super::LowerError;
 use crate::bpf::builder::{Builder, Label};
 use crate::bpf::helpers::*;
 use crate::bpf::insn::*;
+use crate::gobin::MapLayout;
 use crate::gotypes::{TypeId, TypeKind, Types};
 use crate::syntax::ast::Span;
-use crate::target::MapLayout;
 
 use super::gomap::STRING_KEY_BUF;
 

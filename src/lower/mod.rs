@@ -40,12 +40,14 @@ pub mod stored;
 pub mod unwind;
 pub mod values;
 
+#[cfg(test)]
+mod tests;
+
 use crate::bpf::builder::{BuildError, Program};
 use crate::check::Checked;
 use crate::diag::{Diagnostic, Diagnostics, Sources};
 use crate::plan::Plan;
 use crate::syntax::ast::{Script, Span};
-use crate::target::Target;
 
 pub use accounting::Settings;
 
@@ -160,12 +162,11 @@ impl LowerError {
 pub fn lower(
     script: &Script,
     checked: &Checked,
-    target: &Target,
     sources: &Sources,
     settings: &Settings,
     diags: &mut Diagnostics,
 ) -> Option<Lowered> {
-    match programs::lower_all(script, checked, target, sources, settings) {
+    match programs::lower_all(script, checked, sources, settings) {
         Ok(lowered) => {
             for (span, parts) in &lowered.notes {
                 diags.push(

@@ -10,11 +10,11 @@ use super::codegen::Gen;
 use super::maps::Maps;
 use super::{LowerError, Lowered, MAX_MAPS_PER_PROGRAM};
 use crate::bpf::builder::{BuildError, Program};
+use crate::check::binary::{BinaryFacts, GOEXIT0};
 use crate::check::{Builtin, Checked, Facts, Instance, InstanceKind, Name};
 use crate::diag::Sources;
-use crate::plan::{AttachPoint, Binary, EventSpec, Plan, ProbeAttach, ProbeSpec, SiteRef, PLAN_VERSION};
+use crate::plan::{AttachPoint, EventSpec, Plan, ProbeAttach, ProbeSpec, SiteRef, PLAN_VERSION};
 use crate::syntax::ast::{Item, Script, Span};
-use crate::target::Target;
 
 /// The program that pushes the frames of timed calls at their entries.
 pub(super) const ENTRY_TIMING: &str = "time_entries";
@@ -35,7 +35,8 @@ fn reads_globals(inst: &Instance, hashing: bool) -> bool {
 pub(super) struct Ctx<'a> {
     pub(super) script: &'a Script,
     pub(super) checked: &'a Checked,
-    pub(super) target: &'a Target,
+    /// What the checker learned of the binary for lowering (`Checked::binary`).
+    pub(super) binary: &'a BinaryFacts,
     pub(super) sources: &'a Sources,
     maps: &'a Maps,
     events: Vec<EventSpec>,
@@ -54,7 +55,7 @@ pub(super) struct Ctx<'a> {
     biased: bool,
     /// The runtime's aeshash keys, when some body reads `m[k]` and gtrace hashes as the
     /// runtime does (maplookup.rs); their addresses are package variables'.
-    aes: Option<crate::target::AesGlobals>,
+    aes: Option<crate::gobin::AesGlobals>,
     /// How much of a whole Go value `print` copies.
     bounds: crate::capture::Bounds,
     /// `--cgroup`: programs attached to the target check the current task's cgroup.
@@ -74,11 +75,10 @@ pub(super) struct Owner {
 pub(super) fn lower_all(
     script: &Script,
     checked: &Checked,
-    target: &Target,
     sources: &Sources,
     settings: &Settings,
 ) -> Result<Lowered, LowerError> {
-    let plan = new_plan(checked, target);
+    let plan = new_plan(checked);
     let timed = timed_functions(checked);
     let records = EntryRecords::new(checked)?;
     let panics = checked.instances.iter().any(|i| i.kind == InstanceKind::Panic);
@@ -94,18 +94,19 @@ pub(super) fn lower_all(
         maps.add_self_vars(checked.self_vars.values().map(|v| v.ty.record_size()).max().unwrap_or(8));
     }
     maps.specs.extend(super::runtime_programs::panic_functions_maps(checked, &plan.functions));
-    let aes = target.aes_globals().filter(|_| checked.instances.iter().any(|i| i.facts.map_index));
+    let binary = &checked.binary;
+    let aes = binary.aes;
     if aes.is_some() {
         maps.specs.push(super::aeshash::aes_tables_map());
     }
-    let biased = target.is_pie() && checked.instances.iter().any(|i| reads_globals(i, aes.is_some()));
+    let biased = binary.is_pie && checked.instances.iter().any(|i| reads_globals(i, aes.is_some()));
     if biased {
         maps.specs.push(super::globals::load_bias_map());
     }
     let mut cx = Ctx {
         script,
         checked,
-        target,
+        binary,
         sources,
         maps: &maps,
         events: Vec::new(),
@@ -152,9 +153,8 @@ pub(super) fn lower_all(
 
 /// The plan's head: the binary it was compiled for, what was passed over, the probed
 /// functions in order, and the generic dictionaries.
-fn new_plan(checked: &Checked, target: &Target) -> Plan {
-    let binary =
-        Binary { path: target.path().to_path_buf(), build_ids: target.build_ids().clone(), arch: target.arch() };
+fn new_plan(checked: &Checked) -> Plan {
+    let binary = checked.binary.binary.clone();
     let mut plan = Plan { version: PLAN_VERSION, binary, skipped: checked.skipped.clone(), ..Plan::default() };
     // In order, each once (a set: a wildcard lists thousands).
     let mut seen = std::collections::HashSet::new();
@@ -163,7 +163,7 @@ fn new_plan(checked: &Checked, target: &Target) -> Plan {
             plan.functions.push(f.name.clone());
         }
     }
-    plan.dictionaries = dictionaries(checked, target);
+    plan.dictionaries = checked.binary.dictionaries.clone();
     plan
 }
 
@@ -191,21 +191,6 @@ fn finish_plan(
         plan.go_types = std::sync::Arc::new(checked.types.clone());
     }
     plan.events = events;
-}
-
-/// The dictionaries of the shape functions whose `func` carries one, by address.
-fn dictionaries(checked: &Checked, target: &Target) -> std::collections::BTreeMap<u64, String> {
-    let shapes: Vec<&str> = (checked.instances.iter().filter(|i| i.dictionary.is_some()))
-        .flat_map(|i| i.functions.iter().map(|f| f.name.as_str()))
-        .collect();
-    if shapes.is_empty() {
-        return Default::default();
-    }
-    let all = target.dictionaries();
-    (all.into_iter())
-        .filter(|d| shapes.iter().any(|s| crate::target::instantiation(s, &d.symbol).is_some()))
-        .map(|d| (d.addr, d.symbol))
-        .collect()
 }
 
 /// Functions whose calls are kept as frames from their entries (`on return` probes that
@@ -238,7 +223,7 @@ impl Ctx<'_> {
     ) -> Result<Program, LowerError> {
         let checked = self.checked;
         let mut gen = Gen::new(
-            self.target.arch(),
+            self.binary.binary.arch,
             facts,
             &checked.types,
             self.maps,
@@ -248,9 +233,9 @@ impl Ctx<'_> {
         );
         gen.bounds = self.bounds;
         gen.acct = Some(ProgramAcct { layout: &mut self.layout, program: name.to_string(), item: owner.item });
-        gen.g_layout = self.target.g_layout();
-        gen.map_layout = self.target.map_layout();
-        gen.memhash_constants = self.target.memhash_has_constants();
+        gen.g_layout = self.binary.g_layout;
+        gen.map_layout = self.binary.map_layout;
+        gen.memhash_constants = self.binary.memhash_constants;
         gen.stack_hi = gen.g_layout.map_or(8, |g| g.stack_hi);
         gen.b.comment(comment);
         gen.prologue();
@@ -324,7 +309,7 @@ impl Ctx<'_> {
         addr: u64,
         span: Span,
     ) -> Result<AttachPoint, LowerError> {
-        let file_offset = self.target.file_offset(addr).ok_or_else(|| LowerError::NoFileOffset {
+        let file_offset = self.binary.file_offsets.get(&addr).copied().ok_or_else(|| LowerError::NoFileOffset {
             span,
             function: function.to_string(),
             addr,
@@ -352,7 +337,7 @@ impl Ctx<'_> {
             _ => Vec::new(),
         };
         let biased = self.biased && reads_globals(inst, self.aes.is_some());
-        let aes = self.aes.filter(|_| biased || !self.target.is_pie());
+        let aes = self.aes.filter(|_| biased || !self.binary.is_pie);
         let function_index = match inst.functions.as_slice() {
             [f] => self.plan.functions.iter().position(|n| *n == f.name).map(|i| i as u32),
             _ => None,
@@ -460,7 +445,7 @@ impl Ctx<'_> {
                 names.push("the program's trace context");
             }
             let span_ctx = records.span_ctx.get(function).cloned();
-            let otel = if span_ctx.is_some() { self.target.otel_context() } else { None };
+            let otel = if span_ctx.is_some() { self.binary.otel.clone() } else { None };
             let program = self.program(&name, owner, comment, facts, *span, |gen| {
                 gen.function_index = function_index;
                 (gen.spans.otel, gen.spans.ctx) = (otel, span_ctx);
@@ -481,19 +466,16 @@ impl Ctx<'_> {
     /// Deletes a goroutine's `self` variables when it exits: at runtime.goexit0, whose
     /// parameter is the exiting g.
     fn self_cleanup_program(&mut self, span: Span) -> Result<(), LowerError> {
-        let target = self.target;
-        let Some(f) = target.find("runtime.goexit0").first().map(|f| (*f).clone()) else {
-            return Err(LowerError::NoGoexit { span });
-        };
-        let sites = target.probe_sites(&f).map_err(|_| LowerError::NoGoexit { span })?;
+        let binary = self.binary;
+        let f = binary.runtime.get(GOEXIT0).ok_or(LowerError::NoGoexit { span })?;
         let name = SELF_CLEANUP.to_string();
         let comment = "free the self variables of the goroutine that exits".to_string();
         let owner = Owner { item: usize::MAX, functions: 1 };
         // gp, where the calling convention puts a pointer-sized first argument.
-        let gp = crate::arch::abi::assign(target.conv_of(&f), &[target.word_type()], &target.types()).remove(0);
+        let gp = f.args[0].clone();
         let program =
             self.program(&name, owner, comment, &Facts::default(), span, |gen| gen.free_self_vars(&gp, span))?;
-        let points = vec![self.point(&name, &f.name, sites.entry, span)?];
+        let points = vec![self.point(&name, &f.name, f.entry, span)?];
         self.add(name, program, ProbeAttach::Uprobe(points), "goroutine exit: free self variables".into());
         Ok(())
     }
@@ -503,14 +485,14 @@ impl Ctx<'_> {
     /// Learns the load bias of every process that runs the PIE: at the ELF entry point,
     /// the first instruction a process runs (see lower/globals.rs).
     fn load_bias_program(&mut self, span: Span) -> Result<(), LowerError> {
-        let target = self.target;
         let no_entry = || LowerError::unsupported(span, "package variables of a PIE without an entry point");
-        let entry = target.entry_point().ok_or_else(no_entry)?;
-        if let Some(refusal) = target.uprobe_refusal(entry) {
+        let at = self.binary.entry_point.clone().ok_or_else(no_entry)?;
+        let entry = at.addr;
+        if let Some(refusal) = at.refusal {
             let why = format!("package variables of a PIE (the entry point cannot hold a uprobe: {refusal:?})");
             return Err(LowerError::unsupported(span, &why));
         }
-        let function = target.function_at(entry).map_or_else(|| "the entry point".to_string(), |f| f.name.clone());
+        let function = at.function.unwrap_or_else(|| "the entry point".to_string());
         let name = LOAD_BIAS.to_string();
         let comment = "learn the load bias of each process at the entry point".to_string();
         let owner = Owner { item: usize::MAX, functions: 1 };

@@ -9,10 +9,10 @@ use super::programs::{Ctx, Owner, ENTRY_TIMING};
 use super::unwind::Unwind;
 use super::LowerError;
 use crate::arch::abi::Location;
+use crate::check::binary::RuntimeFunction;
 use crate::check::{Checked, Facts, Instance, InstanceKind};
 use crate::plan::{MapKind, MapRole, MapSpec, ProbeAttach, SiteRef};
 use crate::syntax::ast::{Probe, Span};
-use crate::target::Function;
 
 const STACK_MOVES: &str = "stack_moves";
 const UNWIND: &str = "unwind";
@@ -22,15 +22,14 @@ const FATAL_VALUE: &str = "fatal_value";
 const GOEXIT: &str = "goexit";
 const FRAME_POPS: &str = "frame_pops";
 
-impl Ctx<'_> {
+impl<'a> Ctx<'a> {
     /// A runtime function, where its probe goes (after the stack check), and where its
     /// first `words` pointer-sized arguments are.
-    fn runtime_function(&self, name: &str, words: usize) -> Option<(Function, u64, Vec<Location>)> {
-        let target = self.target;
-        let f = target.find(name).first().map(|f| (*f).clone())?;
-        let entry = target.probe_sites(&f).ok()?.entry;
-        let args = crate::arch::abi::assign(target.conv_of(&f), &vec![target.word_type(); words], &target.types());
-        target.uprobe_refusal(entry).is_none().then_some((f, entry, args))
+    /// None when the binary has none or a uprobe cannot go at its entry (the checker
+    /// asked: `Checked::binary`).
+    fn runtime_function(&self, name: &str, words: usize) -> Option<(&'a RuntimeFunction, u64, Vec<Location>)> {
+        let f = self.binary.runtime.get(name).filter(|f| f.refusal.is_none())?;
+        Some((f, f.entry, f.args[..words.min(f.args.len())].to_vec()))
     }
 
     /// A program of gtrace's own at the entry of runtime function `function`.
@@ -67,7 +66,7 @@ impl Ctx<'_> {
         if !moved {
             return Err(LowerError::NoRuntimeFunction { span, function: "runtime.copystack".into() });
         }
-        let layout = self.target.panic_layout();
+        let layout = self.binary.panic_layout;
         match layout {
             Some(layout) => {
                 self.runtime_program(
@@ -99,7 +98,7 @@ impl Ctx<'_> {
             |gen, args| gen.unwind(&Unwind::Fatal { msgs: args[0].clone() }, layout, true, span),
             1,
         )?;
-        if matches!(layout.recovery, crate::target::Recovery::Sigcode { .. }) {
+        if matches!(layout.recovery, crate::gobin::Recovery::Sigcode { .. }) {
             self.runtime_program(
                 PANIC_START,
                 "runtime.gopanic",

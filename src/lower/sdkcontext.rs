@@ -15,9 +15,9 @@ use super::spans::{C_FLAGS, C_PARENT, C_TRACE, FLAG_SAMPLED};
 use super::LowerError;
 use crate::arch::abi::Location;
 use crate::bpf::insn::*;
+use crate::gobin::OtelContext;
 use crate::plan::Counter;
 use crate::syntax::ast::Span;
-use crate::target::OtelContext;
 
 /// Contexts of a chain looked at, at most.
 pub const CTX_REACH: usize = 8;

@@ -65,7 +65,7 @@ pub struct SpanState {
     pub spanned_call: bool,
     /// The OpenTelemetry SDK's layout in the target, and (at the entry of a function
     /// with a span) where its `context.Context` parameter is (sdkcontext.rs).
-    pub otel: Option<crate::target::OtelContext>,
+    pub otel: Option<crate::gobin::OtelContext>,
     pub ctx: Option<crate::arch::abi::Location>,
     /// At a function's entry, its `trace_context` body is being lowered; then the slot
     /// of the header it parsed (context.rs).

@@ -23,8 +23,8 @@ use super::LowerError;
 use crate::arch::abi::Location;
 use crate::bpf::helpers::*;
 use crate::bpf::insn::*;
+use crate::gobin::{PanicLayout, Recovery};
 use crate::syntax::ast::Span;
-use crate::target::{PanicLayout, Recovery};
 
 /// The panic state after the frames: recovered (u32), panics under way (u32), the value
 /// of the panic that ended the last frames (type, data), the panics under way (type,

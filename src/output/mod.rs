@@ -156,7 +156,7 @@ pub trait Symbols {
     /// The source frames at a code address: the functions inlined there (innermost
     /// first), then the one whose code holds it, each with its file and line; empty
     /// when not known. For profiles (`crate::profile`).
-    fn source_frames(&self, _pc: u64) -> Vec<crate::target::SourceFrame> {
+    fn source_frames(&self, _pc: u64) -> Vec<crate::gobin::SourceFrame> {
         Vec::new()
     }
     /// The layout of the Go type named `name` (an interface's dynamic type), with the

@@ -3,7 +3,7 @@
 //! and print what it produced. The object's bytes plus a `Plan` are all the runtime needs:
 //! both are written together by `--emit plan` and read back by `gtrace run`.
 
-use crate::target::BuildIds;
+use crate::gobin::BuildIds;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -64,7 +64,7 @@ impl Plan {
         if dict == 0 {
             return f.clone();
         }
-        match self.dictionaries.get(&dict).and_then(|d| crate::target::instantiation(f, d)) {
+        match self.dictionaries.get(&dict).and_then(|d| crate::gobin::instantiation(f, d)) {
             Some(name) => name,
             None => format!("{f}(dictionary {dict:#x}?)"),
         }

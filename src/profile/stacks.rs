@@ -271,8 +271,8 @@ fn frames(address: u64, symbols: &dyn Symbols) -> Vec<Frame> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gobin::SourceFrame;
     use crate::output::MapEntry;
-    use crate::target::SourceFrame;
 
     /// main.leaf at 0x1000..0x1100 with helper inlined at 0x1010..0x1020; main.main at
     /// 0x2000..0x2100.

@@ -8,10 +8,10 @@
 //! and any exporter of gtrace's own metrics (probes, hits, losses, cost).
 
 use crate::arch::trap::TrapKind;
+use crate::gobin::Target;
 pub use crate::output::stats::{Detached, MapStats, ProbeStats, SiteStats, Stats};
 use crate::plan::{Accounting, Counter, MapRole, MapSpec, Plan, ProbeAttach, ProbeSpec, Refusal};
 use crate::runtime::{Loaded, RuntimeError, TrapCost};
-use crate::target::Target;
 use crate::trace::measured::{Reading, TargetCpu};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};

@@ -3,9 +3,9 @@
 //! its load bias (known once the traced process has mapped it; unknown with -b, where
 //! every process has its own).
 
+use crate::gobin::Target;
 use crate::output;
 use crate::runtime;
-use crate::target::Target;
 use std::cell::RefCell;
 use std::collections::HashMap;
 
@@ -53,7 +53,7 @@ impl output::Symbols for TargetSymbols<'_> {
         let bias = pc - self.link(pc)?;
         self.target.function_containing(pc - bias).map(|f| (f.name.clone(), f.addr + bias))
     }
-    fn source_frames(&self, pc: u64) -> Vec<crate::target::SourceFrame> {
+    fn source_frames(&self, pc: u64) -> Vec<crate::gobin::SourceFrame> {
         self.link(pc).map(|at| self.target.source_frames(at)).unwrap_or_default()
     }
     fn go_type_at(&self, addr: u64) -> Option<Layout> {

@@ -6,11 +6,11 @@
 
 use super::{calls, fuzz_bases, set_helper};
 use crate::support::rng::Rng;
+use gtrace::gobin::Target;
 use gtrace::gotypes::TypeId;
 use gtrace::object::{write, BpfObject, MapDef, LICENSE};
 use gtrace::plan::validate::{self, EMITTED_HELPERS};
 use gtrace::plan::{Bundle, EventKind, MapKind, ProbeAttach, ValueType};
-use gtrace::target::Target;
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 

@@ -28,7 +28,7 @@ pub use code::EMITTED_HELPERS;
 pub use elf::programs;
 
 use super::Bundle;
-use crate::target::Target;
+use crate::gobin::Target;
 
 /// Why a plan is refused: each says what and where (the program and instruction, the
 /// map, the probe with its function and offset).

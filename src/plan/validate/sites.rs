@@ -1,7 +1,7 @@
 //! Each attach point of a plan against the binary it would attach to: its file offset
 //! is its address's in this file, and its address is a site gtrace itself chooses for
 //! the function the point names, recomputed here by the code that chose it for the
-//! compiler (check/probes.rs, check/lineprobe.rs over target/): the entry after the
+//! compiler (check/probes.rs, check/lineprobe.rs over gobin/): the entry after the
 //! stack check or a RET of that function (from the function table and the machine code,
 //! with or without DWARF), an inlined call's entry site (the pclntab's inline trees), a
 //! start of the line an `on line` probe names (DWARF's line table; without DWARF, an
@@ -10,8 +10,8 @@
 //! (the load-bias program). A uprobe must be allowed there, as the checker requires.
 
 use super::Refused;
+use crate::gobin::{LineSite, Target};
 use crate::plan::{AttachPoint, Plan, ProbeAttach, ProbeSpec};
-use crate::target::{LineSite, Target};
 use std::collections::{HashMap, HashSet};
 
 /// Refuses the first attach point of `plan` that is not a site gtrace chooses in

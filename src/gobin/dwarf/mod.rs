@@ -1,0 +1,268 @@
+//! The target's DWARF (gimli), read lazily: the sections are decompressed on first use,
+//! each compile unit is indexed (its top-level functions and types by name) only when a
+//! lookup needs it (`index`), only the types a script reaches are parsed into the `Types`
+//! arena (`types`), and locations are evaluated at an address (`locations`, with the
+//! expression evaluator `eval`). This file:
+//! the units and reading one DIE.
+//!
+//! Go-specific DWARF: `DW_AT_go_kind` (0x2900) holds the reflect.Kind of a type,
+//! `DW_AT_go_key` (0x2901) the key of a map, `DW_AT_go_elem` (0x2902) the element of a
+//! slice, map or chan. Strings and slices are
+//! structures named `string` and `[]T`; interfaces, maps, chans and funcs are typedefs of
+//! runtime structures; results are formal parameters with `DW_AT_variable_parameter`.
+
+use crate::gobin::{elf, TargetError};
+use crate::gotypes::TypeId;
+use gimli::{constants as dw, AttributeValue, DebugInfoOffset, DwAt, DwTag, Reader, UnitOffset};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+pub(crate) mod eval;
+mod globals;
+mod index;
+mod lines;
+mod locations;
+mod query;
+mod scopes;
+pub(crate) mod types;
+mod variables;
+
+pub use globals::{NoVariable, Variable};
+pub(crate) use lines::LineTable;
+pub(crate) use locations::DwarfLocation;
+use locations::Lists;
+pub(crate) use query::DwarfState;
+pub(crate) use scopes::{ScopeKind, Scopes};
+
+type R = gimli::EndianArcSlice<gimli::LittleEndian>;
+type Entry = gimli::DebuggingInformationEntry<R>;
+
+const DW_AT_GO_KIND: DwAt = DwAt(0x2900);
+/// `DW_AT_go_embedded_field`: set on a struct member that is an embedded field.
+const DW_AT_GO_EMBEDDED_FIELD: DwAt = DwAt(0x2903);
+const DW_AT_GO_KEY: DwAt = DwAt(0x2901);
+const DW_AT_GO_ELEM: DwAt = DwAt(0x2902);
+/// `DW_AT_go_runtime_type`: the address of the type's runtime descriptor.
+const DW_AT_GO_RUNTIME_TYPE: DwAt = DwAt(0x2904);
+
+/// reflect.Kind values that DW_AT_go_kind holds.
+mod kind {
+    pub const CHAN: u64 = 18;
+    pub const FUNC: u64 = 19;
+    pub const INTERFACE: u64 = 20;
+    pub const MAP: u64 = 21;
+    pub const SLICE: u64 = 23;
+    pub const STRING: u64 = 24;
+}
+
+/// How many typedefs of typedefs are followed before giving up (a cycle in bad DWARF).
+const TYPEDEF_DEPTH: usize = 16;
+
+/// Top-level named DIEs of one compile unit.
+#[derive(Default)]
+struct UnitIndex {
+    functions: HashMap<String, UnitOffset>,
+    types: HashMap<String, UnitOffset>,
+    /// Package-level variables (`DW_TAG_variable` at the top of the unit).
+    variables: HashMap<String, UnitOffset>,
+    /// Types by their runtime descriptor: its link-time address, or (Go writes this
+    /// since 1.2x) its offset from `runtime.types`.
+    runtime_types: HashMap<u64, UnitOffset>,
+    /// The out-of-line copy of a function also inlined elsewhere: a subprogram without a
+    /// name whose abstract origin is the named one, by the named one's offset.
+    concrete: HashMap<DebugInfoOffset, UnitOffset>,
+    /// The same key by the type's name (pointer types too: `*context.valueCtx`), and
+    /// whether it is an address (`DW_FORM_addr`).
+    runtime_type_names: HashMap<String, (u64, bool)>,
+}
+
+/// One compile unit: its header and abbreviations (not a `gimli::Unit`, which would
+/// need `.debug_line` and friends decompressed too).
+struct UnitSlot {
+    start: DebugInfoOffset,
+    header: gimli::UnitHeader<R>,
+    abbrevs: Arc<gimli::Abbreviations>,
+    /// The compile unit's name: the Go package path.
+    name: String,
+    index: Option<Arc<UnitIndex>>,
+}
+
+/// The attributes of one DIE that gtrace uses, read once into owned values.
+#[derive(Default)]
+struct Die {
+    tag: Option<DwTag>,
+    name: Option<String>,
+    ty: Option<DebugInfoOffset>,
+    byte_size: Option<u64>,
+    encoding: Option<gimli::DwAte>,
+    go_kind: Option<u64>,
+    go_key: Option<DebugInfoOffset>,
+    go_elem: Option<DebugInfoOffset>,
+    variable_parameter: bool,
+    member_offset: Option<u64>,
+    /// DW_AT_go_embedded_field: a struct member written as a type alone (`sync.Mutex`).
+    embedded: bool,
+    count: Option<u64>,
+    upper_bound: Option<u64>,
+    decl_line: Option<u64>,
+    /// DW_AT_abstract_origin: the DIE that names and types this one.
+    origin: Option<DebugInfoOffset>,
+}
+
+/// The DWARF of one target, with what has been indexed and parsed so far.
+pub(crate) struct DwarfInfo {
+    path: PathBuf,
+    debug_str: gimli::DebugStr<R>,
+    /// Location and range lists, decompressed on first use (inlined calls only).
+    lists: Option<Lists>,
+    /// The line table, read on first use (line probes only).
+    lines: Option<Arc<LineTable>>,
+    /// The scopes of the functions line probes asked about, by name.
+    scopes_cache: HashMap<String, Arc<Scopes>>,
+    units: Vec<UnitSlot>,
+    type_ids: HashMap<DebugInfoOffset, TypeId>,
+    unsafe_pointer: Option<TypeId>,
+}
+
+/// A string attribute: inline (`DW_FORM_string`, what Go writes) or in `.debug_str`;
+/// None for forms that need a unit's string-offsets table, which Go does not use.
+fn string(debug_str: &gimli::DebugStr<R>, value: AttributeValue<R>) -> gimli::Result<Option<String>> {
+    let r = match value {
+        AttributeValue::String(r) => r,
+        AttributeValue::DebugStrRef(off) => debug_str.get_str(off)?,
+        _ => return Ok(None),
+    };
+    Ok(Some(r.to_string_lossy()?.into_owned()))
+}
+
+impl DwarfInfo {
+    /// Loads the DWARF of the ELF in `data`: only `.debug_info`, `.debug_abbrev` and
+    /// `.debug_str` are decompressed. None when it has no `.debug_info`.
+    pub(crate) fn load(path: &Path, data: &[u8]) -> Result<Option<DwarfInfo>, TargetError> {
+        let section = |name: &str| -> Result<Option<R>, TargetError> {
+            Ok(elf::section(path, data, name)?.map(|bytes| R::new(Arc::from(&*bytes), gimli::LittleEndian)))
+        };
+        let Some(info) = section(".debug_info")? else { return Ok(None) };
+        let empty = || R::new(Arc::from(&[][..]), gimli::LittleEndian);
+        let debug_info = gimli::DebugInfo::from(info);
+        let debug_abbrev = gimli::DebugAbbrev::from(section(".debug_abbrev")?.unwrap_or_else(empty));
+        let debug_str = gimli::DebugStr::from(section(".debug_str")?.unwrap_or_else(empty));
+        let bad = |source: gimli::Error| TargetError::Dwarf { path: path.to_path_buf(), source };
+        let mut abbrev_cache: HashMap<gimli::DebugAbbrevOffset, Arc<gimli::Abbreviations>> = HashMap::new();
+        let mut units = Vec::new();
+        let mut headers = debug_info.units();
+        while let Some(header) = headers.next().map_err(bad)? {
+            let start = DebugInfoOffset(header.offset().0);
+            let abbrevs = match abbrev_cache.get(&header.debug_abbrev_offset()) {
+                Some(a) => a.clone(),
+                None => {
+                    let a = Arc::new(debug_abbrev.abbreviations(header.debug_abbrev_offset()).map_err(bad)?);
+                    abbrev_cache.insert(header.debug_abbrev_offset(), a.clone());
+                    a
+                }
+            };
+            let mut slot = UnitSlot { start, header, abbrevs, name: String::new(), index: None };
+            let mut entries = slot.header.entries(&slot.abbrevs);
+            if let Some(root) = entries.next_dfs().map_err(bad)? {
+                if let Some(value) = root.attr_value(dw::DW_AT_name) {
+                    slot.name = string(&debug_str, value).map_err(bad)?.unwrap_or_default();
+                }
+            }
+            units.push(slot);
+        }
+        units.sort_by_key(|u| u.start.0);
+        Ok(Some(DwarfInfo {
+            path: path.to_path_buf(),
+            debug_str,
+            lists: None,
+            lines: None,
+            scopes_cache: HashMap::new(),
+            units,
+            type_ids: HashMap::new(),
+            unsafe_pointer: None,
+        }))
+    }
+
+    fn bad(&self, e: gimli::Error) -> TargetError {
+        TargetError::Dwarf { path: self.path.clone(), source: e }
+    }
+
+    fn bad_ref(&self, what: &'static str, at: DebugInfoOffset) -> TargetError {
+        TargetError::DwarfReference { path: self.path.clone(), what, offset: at.0 }
+    }
+
+    fn read_die(&self, u: usize, entry: &Entry) -> Result<Die, TargetError> {
+        let mut die = Die { tag: Some(entry.tag()), ..Die::default() };
+        for attr in entry.attrs() {
+            let value = attr.value();
+            match attr.name() {
+                dw::DW_AT_name => {
+                    die.name = string(&self.debug_str, value).map_err(|e| self.bad(e))?;
+                }
+                dw::DW_AT_type => die.ty = self.reference(u, value),
+                DW_AT_GO_KEY => die.go_key = self.reference(u, value),
+                DW_AT_GO_ELEM => die.go_elem = self.reference(u, value),
+                dw::DW_AT_byte_size => die.byte_size = value.udata_value(),
+                dw::DW_AT_encoding => {
+                    if let AttributeValue::Encoding(e) = value {
+                        die.encoding = Some(e);
+                    } else {
+                        die.encoding = value.u8_value().map(gimli::DwAte);
+                    }
+                }
+                DW_AT_GO_KIND => die.go_kind = value.udata_value(),
+                DW_AT_GO_EMBEDDED_FIELD => {
+                    die.embedded = match value {
+                        AttributeValue::Flag(f) => f,
+                        other => other.udata_value().is_some_and(|v| v != 0),
+                    }
+                }
+                dw::DW_AT_variable_parameter => {
+                    die.variable_parameter = match value {
+                        AttributeValue::Flag(f) => f,
+                        other => other.udata_value().is_some_and(|v| v != 0),
+                    }
+                }
+                dw::DW_AT_data_member_location => die.member_offset = value.udata_value(),
+                dw::DW_AT_count => die.count = value.udata_value(),
+                dw::DW_AT_upper_bound => die.upper_bound = value.udata_value(),
+                dw::DW_AT_decl_line => die.decl_line = value.udata_value(),
+                dw::DW_AT_abstract_origin => die.origin = self.reference(u, value),
+                _ => {}
+            }
+        }
+        Ok(die)
+    }
+
+    /// The DIE at `at` and its direct children.
+    fn die_with_children(&self, at: DebugInfoOffset) -> Result<(Die, Vec<Die>), TargetError> {
+        let (u, off) = self.locate(at).ok_or_else(|| self.bad_ref("reference outside .debug_info", at))?;
+        let slot = &self.units[u];
+        let mut entries = slot.header.entries_at_offset(&slot.abbrevs, off).map_err(|e| self.bad(e))?;
+        let first = entries.next_dfs().map_err(|e| self.bad(e))?.ok_or_else(|| self.bad_ref("no DIE", at))?;
+        let base = first.depth();
+        let has_children = first.has_children();
+        let die = self.read_die(u, first)?;
+        let mut children = Vec::new();
+        if has_children {
+            while let Some(entry) = entries.next_dfs().map_err(|e| self.bad(e))? {
+                let depth = entry.depth() - base;
+                if depth <= 0 {
+                    break;
+                }
+                if depth == 1 {
+                    children.push(self.read_die(u, entry)?);
+                }
+            }
+        }
+        Ok((die, children))
+    }
+
+    fn die(&self, at: DebugInfoOffset) -> Result<Die, TargetError> {
+        let (u, off) = self.locate(at).ok_or_else(|| self.bad_ref("reference outside .debug_info", at))?;
+        let slot = &self.units[u];
+        let entry = slot.header.entry(&slot.abbrevs, off).map_err(|e| self.bad(e))?;
+        self.read_die(u, &entry)
+    }
+}

@@ -1,0 +1,89 @@
+//! `Target`'s door to its DWARF: loaded on first use (from the binary or the debug file
+//! kept aside), then asked for parameters; the arena of the Go types parsed so far.
+
+use super::DwarfInfo;
+use crate::gobin::{Param, Target, TargetError};
+use crate::gotypes::{GoType, TypeId, TypeKind, Types};
+use std::cell::Ref;
+use std::path::Path;
+
+/// The DWARF of the target, loaded on first use.
+pub(crate) enum DwarfState {
+    NotLoaded,
+    Absent,
+    Loaded(Box<DwarfInfo>),
+}
+
+impl Target {
+    /// Where the DWARF is: the debug file kept aside, or the binary itself.
+    pub(crate) fn dwarf_source(&self) -> (&Path, &[u8]) {
+        match &self.debug_file {
+            Some(d) => (&d.path, &d.data),
+            None => (&self.path, &self.data),
+        }
+    }
+
+    /// Whether a question has made the DWARF be read (a script that reads no Go value
+    /// should not: see `check::binary`).
+    pub fn dwarf_read(&self) -> bool {
+        !matches!(*self.dwarf.borrow(), DwarfState::NotLoaded)
+    }
+
+    /// The debug file DWARF is read from, when it is not the binary.
+    pub fn debug_file(&self) -> Option<&Path> {
+        self.debug_file.as_ref().map(|d| d.path.as_path())
+    }
+
+    /// Loads the DWARF on first use; None when the binary has none.
+    pub(crate) fn dwarf_mut<'s>(
+        state: &'s mut DwarfState,
+        path: &Path,
+        data: &[u8],
+    ) -> Result<Option<&'s mut DwarfInfo>, TargetError> {
+        if let DwarfState::NotLoaded = state {
+            *state = match DwarfInfo::load(path, data) {
+                Ok(Some(d)) => DwarfState::Loaded(Box::new(d)),
+                Ok(None) => DwarfState::Absent,
+                Err(e) => {
+                    *state = DwarfState::Absent;
+                    return Err(e);
+                }
+            };
+        }
+        match state {
+            DwarfState::Loaded(d) => Ok(Some(d)),
+            _ => Ok(None),
+        }
+    }
+
+    /// Parameters and results of `function` in DWARF order: the receiver first, then the
+    /// arguments, then the results (`is_result`; unnamed ones are `~r0`, `~r1`, ...).
+    /// A shape-instantiated generic function (`pkg.F[go.shape.int]`) starts with a
+    /// hidden `.dict` parameter of type unsafe.Pointer: the dictionary Go passes first;
+    /// pass it to `arch::abi` like any other, hide it from users.
+    /// None without DWARF, or when DWARF does not describe the function (assembly).
+    /// Parsed lazily: only the compile units and types a script touches.
+    pub fn params(&self, function: &str) -> Result<Option<Vec<Param>>, TargetError> {
+        let mut state = self.dwarf.borrow_mut();
+        let Some(dwarf) = Self::dwarf_mut(&mut state, self.dwarf_source().0, self.dwarf_source().1)? else {
+            return Ok(None);
+        };
+        dwarf.params(function, &mut self.types.borrow_mut())
+    }
+
+    /// A signed machine word: the type of positional `argN` without DWARF.
+    pub fn word_type(&self) -> TypeId {
+        let mut types = self.types.borrow_mut();
+        let word = GoType { name: "word".into(), size: 8, kind: TypeKind::Int { signed: true } };
+        match types.items.iter().position(|t| *t == word) {
+            Some(i) => TypeId(i as u32),
+            None => types.add(word),
+        }
+    }
+
+    /// Every Go type parsed so far. Parsing more (`params`) while this is held panics:
+    /// copy what you need, as the checker does into `Checked::types`.
+    pub fn types(&self) -> Ref<'_, Types> {
+        self.types.borrow()
+    }
+}

@@ -1,0 +1,107 @@
+//! Package-level variables: `DW_TAG_variable` DIEs at the top of a compile unit, named
+//! with their package (`main.config`, `net/http.DefaultClient`), placed at a fixed
+//! address by `DW_OP_addr` (the link-time address: a PIE adds its load bias).
+
+use super::*;
+use crate::gotypes::Types;
+
+/// A package-level variable: its link-time address and its type.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct DwarfVariable {
+    pub addr: u64,
+    pub ty: TypeId,
+}
+
+impl DwarfInfo {
+    /// The package-level variable `name` (`main.config`); None when DWARF has none, or
+    /// places it other than at a fixed address.
+    pub(crate) fn variable(&mut self, name: &str, types: &mut Types) -> Result<Option<DwarfVariable>, TargetError> {
+        let package = crate::gobin::package_of(name);
+        let Some(at) = self.lookup(package, name, |i| &i.variables)? else { return Ok(None) };
+        let (u, off) = self.locate(at).ok_or_else(|| self.bad_ref("reference outside .debug_info", at))?;
+        let (ty, location) = {
+            let slot = &self.units[u];
+            let entry = slot.header.entry(&slot.abbrevs, off).map_err(|e| self.bad(e))?;
+            let ty = entry.attr_value(dw::DW_AT_type).and_then(|v| self.reference(u, v));
+            let location = match entry.attr_value(dw::DW_AT_location) {
+                Some(AttributeValue::Exprloc(e)) => Some(e.0.to_slice().map_err(|e| self.bad(e))?.into_owned()),
+                _ => None,
+            };
+            (ty, location)
+        };
+        let Some(addr) = location.as_deref().and_then(fixed_address) else { return Ok(None) };
+        let Some(ty) = ty else { return Err(self.bad_ref("variable without a type", at)) };
+        Ok(Some(DwarfVariable { addr, ty: self.type_id(ty, types)? }))
+    }
+
+    /// The type DWARF names `name` (`main.Point`, `net/url.URL`), parsed into `types`.
+    pub(crate) fn type_named(&mut self, name: &str, types: &mut Types) -> Result<Option<TypeId>, TargetError> {
+        let package = crate::gobin::package_of(name);
+        match self.lookup(package, name, |i| &i.types)? {
+            Some(at) => Ok(Some(self.type_id(at, types)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The type whose runtime descriptor is at `keys` (its link-time address, its
+    /// offset from `runtime.types`): exact where names are not (a runtime type name says
+    /// `mysql.Error` for every package named mysql).
+    pub(crate) fn type_of_runtime_type(
+        &mut self,
+        keys: &[u64],
+        types: &mut Types,
+    ) -> Result<Option<TypeId>, TargetError> {
+        for u in 0..self.units.len() {
+            let index = self.index(u)?;
+            let found = keys.iter().find_map(|k| index.runtime_types.get(k));
+            if let Some(at) = found.and_then(|o| o.to_debug_info_offset(&self.units[u].header)) {
+                return Ok(Some(self.type_id(at, types)?));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The runtime descriptor of the type DWARF names `name` (pointer types too): its
+    /// key, and whether that is an address (else an offset from `runtime.types`).
+    pub(crate) fn runtime_type_named(&mut self, name: &str) -> Result<Option<(u64, bool)>, TargetError> {
+        let package = crate::gobin::symbols::package_of(name.trim_start_matches('*'));
+        let (mine, others): (Vec<usize>, Vec<usize>) =
+            (0..self.units.len()).partition(|u| self.units[*u].name == package);
+        for u in mine.into_iter().chain(others) {
+            if let Some(found) = self.index(u)?.runtime_type_names.get(name) {
+                return Ok(Some(*found));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The names of the package-level variables of `package`, for suggestions.
+    pub(crate) fn variables_of(&mut self, package: &str) -> Result<Vec<String>, TargetError> {
+        let mut names = Vec::new();
+        let units: Vec<usize> = (0..self.units.len()).filter(|u| self.units[*u].name == package).collect();
+        for u in units {
+            names.extend(self.index(u)?.variables.keys().cloned());
+        }
+        names.sort();
+        Ok(names)
+    }
+}
+
+/// The address of a location expression that is exactly `DW_OP_addr ADDR` (what Go
+/// writes for a package-level variable).
+fn fixed_address(expr: &[u8]) -> Option<u64> {
+    match expr {
+        [0x03, rest @ ..] if rest.len() == 8 => Some(u64::from_le_bytes(rest.try_into().ok()?)),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn only_a_bare_address_is_fixed() {
+        assert_eq!(super::fixed_address(&[0x03, 0xe0, 0x17, 0x76, 0, 0, 0, 0, 0]), Some(0x7617e0));
+        assert_eq!(super::fixed_address(&[0x03, 1, 2]), None);
+        assert_eq!(super::fixed_address(&[0x91, 0x08]), None);
+    }
+}

@@ -1,0 +1,21 @@
+//! The file itself, before any DWARF: the ELF container (`file`: architecture, symbol
+//! table, segments, sections, build ids), the memory image the loader would map
+//! (`image`), finding functions by the names a script gives (`symbols`), Go's function
+//! table (`pclntab`) and the runtime's moduledata it needs (`moduledata`), source
+//! positions from that table (`srcline`), the build info (`buildinfo`), the debug file
+//! kept aside (`debugfile`), and `open`, which puts them together.
+
+mod buildinfo;
+pub(crate) mod debugfile;
+mod file;
+pub(crate) mod image;
+pub(crate) mod moduledata;
+mod open;
+pub(crate) mod pclntab;
+mod srcline;
+pub(crate) mod symbols;
+pub(crate) mod waitreasons;
+
+pub use file::BuildIds;
+pub(crate) use file::{file_offset, section, Segment};
+pub use pclntab::{PclntabError, SourceFrame};

@@ -1,0 +1,177 @@
+//! Opening a Go executable: the ELF facts, the build info, the function table (named by
+//! its section, or in a stripped binary searched for in the data sections by its header),
+//! and the functions from the symbol table, or from that table when there is none.
+
+use super::{buildinfo, debugfile, file as elf, image, moduledata, pclntab};
+use crate::gobin::{go_minor, Abi, DebugSearch, DwarfState, Function, Layout, Target, TargetError};
+use crate::gotypes::Types;
+use std::cell::{OnceCell, RefCell};
+use std::path::Path;
+
+impl Target {
+    /// Reads and checks `path`: an ELF executable of an architecture gtrace reads, built
+    /// by Go 1.17 or later. Its
+    /// functions come from the symbol table, or from `.gopclntab` when it is stripped.
+    pub fn open(path: &Path) -> Result<Target, TargetError> {
+        Target::open_with(path, &DebugSearch::default())
+    }
+
+    /// `open`, with DWARF from a debug file when `debug` names one or finds one by the
+    /// binary's build id.
+    pub fn open_with(path: &Path, debug: &DebugSearch) -> Result<Target, TargetError> {
+        let data = elf::read_file(path)?;
+        let facts = elf::read(path, &data)?;
+        // Only whether there is DWARF: it is decompressed and read on the first question
+        // that needs it, never for a script that reads no Go value.
+        let own_dwarf = elf::has_section(path, &data, ".debug_info")?;
+        let debug_file = debugfile::find(path, &facts.build_ids, own_dwarf, debug)?;
+        let has_dwarf = own_dwarf || debug_file.is_some();
+        let mut target = Target {
+            path: path.to_path_buf(),
+            arch: facts.arch,
+            data,
+            functions: facts.functions,
+            by_addr: Vec::new(),
+            segments: facts.segments,
+            relative: facts.relative,
+            go_version: None,
+            module_path: None,
+            build_ids: facts.build_ids,
+            has_dwarf,
+            debug_file,
+            from_pclntab: false,
+            layout: Layout { text: facts.text, pclntab: facts.pclntab, rodata: facts.rodata, data: facts.data },
+            all_data: facts.all_data,
+            inlined: OnceCell::new(),
+            dwarf: RefCell::new(DwarfState::NotLoaded),
+            types: RefCell::new(Types::default()),
+            g_layout: OnceCell::new(),
+            types_base: OnceCell::new(),
+            records: OnceCell::new(),
+            sp_deltas: RefCell::new(std::collections::HashMap::new()),
+            cfgs: RefCell::new(std::collections::HashMap::new()),
+            gofunc: OnceCell::new(),
+        };
+        target.read_build_info();
+        if target.layout.pclntab.is_none() {
+            target.layout.pclntab = target.search_pclntab();
+        }
+        if let Some(version) = target.go_version.as_deref() {
+            if go_minor(version).is_some_and(|m| m < 17) {
+                return Err(TargetError::TooOld { path: target.path.clone(), version: version.to_string() });
+            }
+        }
+        let records = target.func_records()?;
+        if target.functions.is_empty() {
+            target.from_pclntab = true;
+            target.functions = records
+                .iter()
+                .map(|r| Function {
+                    name: r.name.clone(),
+                    addr: r.entry,
+                    size: r.end - r.entry,
+                    abi: match r.asm {
+                        Some(true) => Abi::Abi0,
+                        Some(false) => Abi::Internal,
+                        None => Abi::Unknown,
+                    },
+                })
+                .collect();
+            target.functions.sort_by(|a, b| a.name.cmp(&b.name).then(a.addr.cmp(&b.addr)));
+            target.functions.dedup();
+        } else {
+            // Symbols name functions; the table knows which are assembly.
+            let asm: std::collections::HashMap<u64, bool> =
+                records.iter().filter_map(|r| Some((r.entry, r.asm?))).collect();
+            for f in &mut target.functions {
+                if f.abi == Abi::Unknown {
+                    f.abi = match asm.get(&f.addr) {
+                        Some(true) => Abi::Abi0,
+                        Some(false) => Abi::Internal,
+                        None => Abi::Unknown,
+                    };
+                }
+            }
+        }
+        let mut by_addr: Vec<usize> = (0..target.functions.len()).collect();
+        by_addr.sort_by_key(|i| target.functions[*i].addr);
+        target.by_addr = by_addr;
+        Ok(target)
+    }
+
+    pub(crate) fn image(&self) -> image::Image<'_> {
+        image::Image { data: &self.data, segments: &self.segments, relative: &self.relative }
+    }
+
+    pub(crate) fn bad_pclntab(&self, source: pclntab::PclntabError) -> TargetError {
+        TargetError::BadPclntab { path: self.path.clone(), source }
+    }
+
+    /// Every function of `.gopclntab`; an empty list when there is none (a Go binary
+    /// whose table was removed still has its symbols).
+    pub(crate) fn func_records(&self) -> Result<Vec<pclntab::FuncRecord>, TargetError> {
+        let Some(addr) = self.layout.pclntab else {
+            return if self.functions.is_empty() {
+                Err(self.bad_pclntab(pclntab::PclntabError::Missing))
+            } else {
+                Ok(Vec::new())
+            };
+        };
+        let image = self.image();
+        let table = match self.pclntab(&image, addr) {
+            Ok((t, _)) => t,
+            Err(pclntab::PclntabError::TooOld) => {
+                let version = self.go_version.clone().unwrap_or_else(|| "a Go older than 1.16".to_string());
+                return Err(TargetError::TooOld { path: self.path.clone(), version });
+            }
+            Err(e) => return Err(self.bad_pclntab(e)),
+        };
+        table.functions().map_err(|e| self.bad_pclntab(e))
+    }
+
+    /// The function table in a binary that has no section named for it: the first
+    /// 8-aligned Go 1.16+ header in a data section whose functions all read.
+    pub(crate) fn search_pclntab(&self) -> Option<u64> {
+        let image = self.image();
+        for section in &self.all_data {
+            let Some(bytes) = image.bytes(section.addr, section.size) else { continue };
+            let first = section.addr.next_multiple_of(8) - section.addr;
+            for off in (first as usize..bytes.len().saturating_sub(8)).step_by(8) {
+                let head = &bytes[off..off + 8];
+                let magic = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
+                let known = matches!(magic, 0xffff_fffa | 0xffff_fff0 | 0xffff_fff1);
+                if known && head[4..] == [0, 0, self.arch.pc_quantum(), 8] {
+                    let addr = section.addr + off as u64;
+                    if self.pclntab(&image, addr).is_ok_and(|(t, _)| t.functions().is_ok_and(|f| !f.is_empty())) {
+                        return Some(addr);
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// The function table at `addr` with the right base for its entries, and the address
+    /// of the runtime's moduledata if found.
+    pub(crate) fn pclntab<'i>(
+        &self,
+        image: &'i image::Image<'i>,
+        addr: u64,
+    ) -> Result<(pclntab::Pclntab<'i>, Option<u64>), pclntab::PclntabError> {
+        let mut table = pclntab::Pclntab::parse(image, addr, self.layout.text)?;
+        let md = moduledata::find(image, addr, table.funcnametab(), &self.layout.data);
+        if let Some(text) = md.and_then(|md| moduledata::text(image, md)) {
+            table.set_text_start(text);
+        }
+        Ok((table, md))
+    }
+
+    pub(crate) fn read_build_info(&mut self) {
+        let Ok(Some(section)) = elf::section(&self.path, &self.data, ".go.buildinfo") else { return };
+        let read = |addr: u64, len: usize| self.bytes_at(addr, len as u64).map(<[u8]>::to_vec);
+        let version = buildinfo::go_version(&section, read);
+        let module = buildinfo::module_path(&section, read);
+        self.go_version = version;
+        self.module_path = module;
+    }
+}

@@ -1,0 +1,143 @@
+//! Where functions were inlined: every inlined call of the pclntab inline trees (present
+//! stripped or not), the instruction its entry probe goes to (inlentry.rs, placed on the
+//! caller's control flow graph), and where DWARF keeps its parameters there.
+
+use super::cfg::Cfg;
+use super::inlentry::{self, InlinedEntry, Placement};
+use crate::gobin::elf::{moduledata, pclntab, symbols};
+use crate::gobin::{Param, Target, TargetError, ValueLocation};
+
+/// A place where a function was inlined into another.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InlinedSite {
+    /// The inlined function: `main.triple`.
+    pub callee: String,
+    /// The function whose code holds it.
+    pub caller: String,
+    /// Where the entry probe for this call goes: an instruction every call passes once
+    /// (see inlentry.rs). Its parameters are not in ABI registers there.
+    pub addr: u64,
+    /// How `addr` was chosen.
+    pub how: Placement,
+    /// The lowest address of its inlined body: what names this call in DWARF.
+    pub body: u64,
+}
+
+/// Whether a call of `function` never returns: the runtime functions the compiler calls
+/// to panic or to die (cmd/compile ends a block after them).
+pub(super) fn never_returns(function: &str) -> bool {
+    let name = function.strip_suffix(".abi0").unwrap_or(function);
+    let Some(name) = name.strip_prefix("runtime.") else { return false };
+    matches!(name, "gopanic" | "throw" | "fatal" | "fatalthrow" | "fatalpanic" | "panicwrap")
+        || name.starts_with("goPanic")
+        || name.starts_with("panic") && !name.starts_with("panicCheck")
+}
+
+impl Target {
+    /// Every inlined call with code, sorted by callee then address; read once.
+    fn inlined_calls(&self) -> &[pclntab::InlinedCall] {
+        self.inlined.get_or_init(|| {
+            let mut out = self.read_inlined().unwrap_or_default();
+            out.sort_by(|a, b| a.callee.cmp(&b.callee).then(a.body.cmp(&b.body)));
+            out.dedup();
+            out
+        })
+    }
+
+    fn read_inlined(&self) -> Option<Vec<pclntab::InlinedCall>> {
+        let image = self.image();
+        let (table, md) = self.pclntab(&image, self.layout.pclntab?).ok()?;
+        let functions = table.functions().ok()?;
+        let gofunc = if table.format == pclntab::Format::Go116 {
+            None
+        } else {
+            let candidates = moduledata::gofunc_candidates(&image, md?, self.layout.rodata?);
+            Some(candidates.into_iter().find(|g| table.gofunc_fits(&functions, *g))?)
+        };
+        Some(functions.iter().flat_map(|f| table.inlined_calls(f, gofunc)).collect())
+    }
+
+    /// The places where functions matching `pattern` (as in `find`) were inlined, each
+    /// with its entry probe's address, in callee then address order.
+    pub fn find_inlined(&self, pattern: &str) -> Vec<InlinedSite> {
+        let calls = self.inlined_calls();
+        let matched: Vec<&pclntab::InlinedCall> = if symbols::is_pattern(pattern) {
+            let m = symbols::Matcher::new(pattern);
+            calls.iter().filter(|c| m.matches(&c.callee)).collect()
+        } else {
+            let start = calls.partition_point(|c| c.callee.as_str() < pattern);
+            calls[start..].iter().take_while(|c| c.callee == pattern).collect()
+        };
+        // Each caller's code is decoded once.
+        let mut graphs: std::collections::HashMap<(u64, u64), Option<Cfg>> = std::collections::HashMap::new();
+        matched
+            .into_iter()
+            .map(|call| {
+                let (entry, end) = call.caller_code;
+                let graph = graphs.entry(call.caller_code).or_insert_with(|| {
+                    let code = self.bytes_at(entry, end - entry)?;
+                    let noreturn = |a: u64| self.function_at(a).is_some_and(|f| never_returns(&f.name));
+                    self.arch.control_flow(code, entry).map(|insns| Cfg::new(insns, noreturn))
+                });
+                let lowest = call.body.first().map_or(entry, |r| r.0);
+                let at = graph
+                    .as_ref()
+                    .and_then(|g| inlentry::place(g, &call.body, call.parent_pc))
+                    .unwrap_or(InlinedEntry { addr: lowest, how: Placement::Lowest });
+                InlinedSite {
+                    callee: call.callee.clone(),
+                    caller: call.caller.clone(),
+                    addr: at.addr,
+                    how: at.how,
+                    body: lowest,
+                }
+            })
+            .collect()
+    }
+
+    /// The source lines the function table (.gopclntab, stripped or not) gives the
+    /// instruction at `addr`: its own, in the innermost body it belongs to, and the line
+    /// of each inlined call whose body holds it (the line of the call's `parentPc`).
+    /// What `on line` sites are checked by without DWARF.
+    pub fn pc_lines(&self, addr: u64) -> Vec<u32> {
+        let records = self.records.get_or_init(|| self.func_records().unwrap_or_default());
+        let Some(f) = records.partition_point(|r| r.entry <= addr).checked_sub(1).map(|i| &records[i]) else {
+            return Vec::new();
+        };
+        let image = self.image();
+        let table = self.layout.pclntab.and_then(|at| pclntab::Pclntab::parse(&image, at, self.layout.text).ok());
+        let Some(runs) = table.filter(|_| addr < f.end).and_then(|t| t.lines(f)) else { return Vec::new() };
+        let line_at =
+            |pc: u64| runs.iter().find(|(lo, hi, _)| *lo <= pc && pc < *hi).and_then(|r| u32::try_from(r.2).ok());
+        let calls = self.inlined_calls().iter().filter(|c| c.caller_code.0 == f.entry);
+        let holding = calls.filter(|c| c.body.iter().any(|(lo, hi)| *lo <= addr && addr < *hi));
+        line_at(addr).into_iter().chain(holding.filter_map(|c| c.parent_pc.and_then(line_at))).collect()
+    }
+
+    /// The parameters of the inlined call at `site`, each with where DWARF puts it at the
+    /// site's probe address. None without DWARF, or when DWARF does not describe that
+    /// inlined call.
+    pub fn inlined_params(&self, site: &InlinedSite) -> Result<Option<Vec<(Param, ValueLocation)>>, TargetError> {
+        let params = {
+            let mut state = self.dwarf.borrow_mut();
+            let (path, data) = self.dwarf_source();
+            let Some(dwarf) = Self::dwarf_mut(&mut state, path, data)? else { return Ok(None) };
+            let mut types = self.types.borrow_mut();
+            match dwarf.inlined_params(data, &site.callee, &site.caller, site.body, site.addr, &mut types)? {
+                Some(p) => p,
+                None => return Ok(None),
+            }
+        };
+        let sizes: Vec<u64> = params.iter().map(|p| self.types.borrow().get(p.param.ty).size).collect();
+        Ok(Some(
+            params
+                .into_iter()
+                .zip(sizes)
+                .map(|(p, size)| {
+                    let location = self.value_location(&p.location, site.addr, size);
+                    (p.param, location)
+                })
+                .collect(),
+        ))
+    }
+}

@@ -1,0 +1,260 @@
+//! The Go-free tier: scripts checked and lowered against `gobin::fake::Fake`, a binary
+//! described in a few lines, with no Go toolchain, no file and no privileges (each test
+//! runs in milliseconds). One test per construct at least: entries, parameters, returns
+//! and `elapsed`, maps, hist(), printf, conditions, `self`, package variables, `m[k]` of
+//! a Go map, arm64's registers, positional arguments without DWARF, `on panic`, and the
+//! errors a user gets. What the end-to-end tests
+//! prove on a real program and kernel, these keep true of a lowering change in a blink.
+
+use crate::arch::Arch;
+use crate::check::{self, Checked, Name};
+use crate::compile::{self, Options};
+use crate::diag::{Diagnostics, Report};
+use crate::gobin::fake::Fake;
+use crate::gobin::GoBinary;
+use crate::library::Root;
+use crate::lower::{self, Lowered};
+use crate::plan::{Agg, MapRole, MapValue, ProbeAttach};
+
+/// A program with the functions the tests probe.
+fn fake() -> Fake {
+    Fake::new()
+        .function("main.add", &[("a", "int"), ("b", "int")], &[("~r0", "int")])
+        .function("main.greet", &[("name", "string"), ("times", "int32")], &[])
+        .function("main.lookup", &[("m", "map[string]int"), ("k", "string")], &[("~r0", "int")])
+        .variable("main.limit", "int", 0x5b0000)
+}
+
+/// Checks and lowers `text` against `binary`, or panics with the rendered diagnostics.
+fn lowered(binary: &dyn GoBinary, text: &str) -> (Checked, Lowered) {
+    let root = Root { name: "<test>".into(), text: text.into(), dir: None };
+    let opts = Options::default();
+    let (sources, script) = compile::parse(root, &opts).unwrap_or_else(|r| panic!("{}", r.render(false)));
+    let mut diags = Diagnostics::default();
+    let fail = |diags: Diagnostics| -> ! {
+        let report = Report { sources: sources.clone(), diagnostics: diags.items };
+        panic!("{text}:\n{}", report.render(false))
+    };
+    let Some(checked) = check::check(&script, binary, &mut diags, opts.string_limit) else { fail(diags) };
+    let Some(lowered) = lower::lower(&script, &checked, &sources, &opts.lowering, &mut diags) else { fail(diags) };
+    (checked, lowered)
+}
+
+/// The rendered errors of compiling `text` against `binary` (empty when it compiles).
+fn errors(binary: &dyn GoBinary, text: &str) -> String {
+    let root = Root { name: "<test>".into(), text: text.into(), dir: None };
+    match compile::compile(root, binary, &Options::default()) {
+        Ok(_) => String::new(),
+        Err(report) => report.render(false),
+    }
+}
+
+/// The program's instructions as `--emit asm` prints them.
+fn asm(lowered: &Lowered, program: &str) -> String {
+    let (_, p) = lowered.programs.iter().find(|(n, _)| n == program).unwrap_or_else(|| panic!("no {program}"));
+    crate::bpf::disasm::disasm(p)
+}
+
+/// Where a program attaches: (function, address, file offset) of each point.
+fn points(lowered: &Lowered, program: &str) -> Vec<(String, u64, u64)> {
+    let probe = lowered.plan.probes.iter().find(|p| p.program == program).expect("the program's probe");
+    let ProbeAttach::Uprobe(points) = &probe.attach else { panic!("{program} is not a uprobe") };
+    points.iter().map(|p| (p.function.clone(), p.address, p.file_offset)).collect()
+}
+
+/// The fake's own sites for `function`: what the plan must attach to.
+fn sites(binary: &dyn GoBinary, function: &str) -> crate::arch::ProbeSites {
+    binary.probe_sites(binary.find(function)[0]).expect("sites")
+}
+
+/// The user map `name` of the plan, with its value.
+fn user_map<'p>(lowered: &'p Lowered, name: &str) -> (&'p crate::plan::MapSpec, &'p MapValue) {
+    (lowered.plan.maps.iter())
+        .find_map(|m| match &m.role {
+            MapRole::User { name: n, value, .. } if n == name => Some((m, value)),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no map @{name}"))
+}
+
+/// The names of the GoValues an instance reads, with their places.
+fn go_values(checked: &Checked) -> Vec<(String, crate::arch::abi::Location)> {
+    let mut out: Vec<_> = (checked.instances.iter().flat_map(|i| i.facts.names.values()))
+        .filter_map(|n| match n {
+            Name::GoValue { name, location, .. } => Some((name.clone(), location.clone())),
+            _ => None,
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out.dedup();
+    out
+}
+
+#[test]
+fn an_entry_probe_attaches_after_the_stack_check_at_its_file_offset() {
+    let bin = fake();
+    let (_, l) = lowered(&bin, "on entry main.add { @calls = count() }");
+    let want = sites(&bin, "main.add").entry;
+    assert_eq!(points(&l, "p0"), vec![("main.add".to_string(), want, bin.file_offset(want).unwrap())]);
+    assert_eq!(l.plan.functions, vec!["main.add".to_string()]);
+    assert_eq!(l.plan.binary.path, bin.path());
+    let (_, value) = user_map(&l, "calls");
+    assert!(matches!(value, MapValue::Agg { agg: Agg::Count, .. }), "{value:?}");
+}
+
+#[test]
+fn parameters_are_read_from_the_abi_registers_of_amd64_and_arm64() {
+    // struct pt_regs: rbx at 40, rax at 80 (x86-64); user_pt_regs: x0 at 0, x1 at 8.
+    for (arch, first, second) in [(Arch::X86_64, 80, 40), (Arch::Arm64, 0, 8)] {
+        let bin = Fake::for_arch(arch).function("main.add", &[("a", "int"), ("b", "int")], &[]);
+        let (checked, l) = lowered(&bin, "on entry main.add { @s = sum(a * 10 + b) }");
+        assert_eq!(go_values(&checked).len(), 2, "{arch:?}");
+        let code = asm(&l, "p0");
+        for off in [first, second] {
+            assert!(code.contains(&format!("(r6 +{off})")), "{arch:?}: no read at pt_regs+{off}:\n{code}");
+        }
+    }
+}
+
+#[test]
+fn a_return_probe_reads_results_and_times_calls_with_the_runtime_programs() {
+    let bin = fake();
+    let (checked, l) = lowered(&bin, "on return main.add { @lat = hist(elapsed); @r = sum(ret) }");
+    let add = sites(&bin, "main.add");
+    let returns: Vec<u64> = points(&l, "p0").iter().map(|p| p.1).collect();
+    assert_eq!(returns, add.returns);
+    // The entry is timed, and copystack and recovery keep the frames true.
+    for function in ["main.add", "runtime.copystack", "runtime.recovery"] {
+        let at = if function == "main.add" { add.entry } else { sites(&bin, function).entry };
+        let attached = l.plan.probes.iter().any(|p| match &p.attach {
+            ProbeAttach::Uprobe(points) => points.iter().any(|q| q.function == function && q.address == at),
+            _ => false,
+        });
+        assert!(attached, "nothing attached at {function}'s entry");
+    }
+    assert!(checked.binary.panic_layout.is_some());
+}
+
+#[test]
+fn without_dwarf_parameters_are_read_by_position() {
+    // struct pt_regs: rbx at 40, rax at 80.
+    let bin = fake().without_dwarf();
+    let (_, l) = lowered(&bin, "on entry main.add { @s = sum(arg0 * 10 + arg1) }");
+    let code = asm(&l, "p0");
+    assert!(code.contains("(r6 +80)") && code.contains("(r6 +40)"), "{code}");
+    let named = errors(&bin, "on entry main.add { @s = sum(a) }");
+    assert!(named.contains("unknown name `a`"), "{named}");
+}
+
+#[test]
+fn an_on_panic_probe_runs_at_recovery_and_fatalpanic() {
+    let bin = fake();
+    let (checked, l) = lowered(&bin, "on panic main.add { @p[func] = count() }");
+    let at: Vec<(String, u64)> = points(&l, "p0").into_iter().map(|(f, a, _)| (f, a)).collect();
+    let want = ["runtime.recovery", "runtime.fatalpanic"].map(|f| (f.to_string(), sites(&bin, f).entry));
+    assert_eq!(at, want.to_vec());
+    assert!(checked.binary.runtime.contains_key("runtime.copystack"));
+}
+
+#[test]
+fn map_keys_and_values_take_the_types_of_go_values() {
+    let bin = fake();
+    let (_, l) = lowered(&bin, "on entry main.greet { @by[name, times] = count(); @last[times] = times }");
+    let (spec, _) = user_map(&l, "by");
+    let MapRole::User { keys, .. } = &spec.role else { unreachable!() };
+    assert_eq!(keys.len(), 2);
+    let (last, value) = user_map(&l, "last");
+    assert!(matches!(value, MapValue::Plain(_)), "{value:?}");
+    assert_eq!(last.value_size, 8);
+}
+
+#[test]
+fn hist_keeps_its_buckets_in_a_per_cpu_value() {
+    let bin = fake();
+    let (_, l) = lowered(&bin, "on entry main.add { @h = hist(a) }");
+    let (spec, value) = user_map(&l, "h");
+    assert!(matches!(value, MapValue::Agg { agg: Agg::Hist, .. }), "{value:?}");
+    assert!(spec.value_size > 16 * 8, "a hist's value holds its buckets: {}", spec.value_size);
+}
+
+#[test]
+fn printf_makes_an_event_with_a_field_per_argument() {
+    let bin = fake();
+    let (_, l) = lowered(&bin, r#"on entry main.greet { printf("%s x%d\n", name, times) }"#);
+    assert_eq!(l.plan.events.len(), 1);
+    let event = &l.plan.events[0];
+    assert!(matches!(&event.kind, crate::plan::EventKind::Printf { format } if format == "%s x%d\n"));
+    assert_eq!(event.fields.len(), 2);
+    assert!(asm(&l, "p0").contains("ringbuf_output"), "{}", asm(&l, "p0"));
+}
+
+#[test]
+fn a_condition_branches_around_what_it_guards() {
+    let bin = fake();
+    let (_, plain) = lowered(&bin, "on entry main.add { @big = count() }");
+    let (_, guarded) = lowered(&bin, "on entry main.add { if a > 1000 { @big = count() } }");
+    let jumps = |l: &Lowered| asm(l, "p0").lines().filter(|l| l.contains("goto")).count();
+    assert!(jumps(&guarded) > jumps(&plain), "{}", asm(&guarded, "p0"));
+    assert!(asm(&guarded, "p0").contains("1000"));
+}
+
+#[test]
+fn self_variables_are_freed_at_goexit0() {
+    let bin = fake();
+    let (_, l) = lowered(&bin, "on entry main.add { self.a = a } on return main.add { @s = sum(self.a) }");
+    let exit = sites(&bin, "runtime.goexit0").entry;
+    let freed = l.plan.probes.iter().any(|p| match &p.attach {
+        ProbeAttach::Uprobe(points) => points.iter().any(|q| q.function == "runtime.goexit0" && q.address == exit),
+        _ => false,
+    });
+    assert!(freed, "no program at runtime.goexit0");
+}
+
+#[test]
+fn a_package_variable_is_read_at_its_address() {
+    let bin = fake();
+    let (checked, l) = lowered(&bin, "on entry main.add { @l = sum(main.limit) }");
+    let global = checked.instances[0].facts.names.values().find_map(|n| match n {
+        Name::Global { name, addr } => Some((name.clone(), *addr)),
+        _ => None,
+    });
+    assert_eq!(global, Some(("main.limit".to_string(), 0x5b0000)));
+    assert!(asm(&l, "p0").contains("r0 = 0x5b0000 ll"), "{}", asm(&l, "p0"));
+}
+
+#[test]
+fn a_go_map_index_hashes_with_the_runtime_keys() {
+    let bin = fake();
+    let (checked, l) = lowered(&bin, r#"on entry main.lookup { @v = sum(m["a"]) }"#);
+    assert_eq!(checked.binary.aes, bin.aes_globals());
+    assert!(l.plan.maps.iter().any(|m| matches!(m.role, MapRole::AesTables)), "no AES tables map");
+}
+
+#[test]
+fn lowering_reads_only_what_the_checker_put_in_checked() {
+    // Every attach address of the plan has the file offset the checker asked for.
+    let bin = fake();
+    let (checked, l) =
+        lowered(&bin, "on return main.add { @lat = hist(elapsed) } on entry main.greet { self.t = times }");
+    for probe in &l.plan.probes {
+        let ProbeAttach::Uprobe(points) = &probe.attach else { continue };
+        for p in points {
+            assert_eq!(checked.binary.file_offsets.get(&p.address), Some(&p.file_offset), "{}", probe.program);
+            assert_eq!(bin.file_offset(p.address), Some(p.file_offset));
+        }
+    }
+}
+
+#[test]
+fn errors_name_what_is_wrong_with_a_hint() {
+    let bin = fake();
+    let unknown = errors(&bin, "on entry main.ad { @c = count() }");
+    assert!(unknown.contains("no function matches `main.ad`"), "{unknown}");
+    assert!(unknown.contains("did you mean `main.add`"), "{unknown}");
+    let no_param = errors(&bin, "on entry main.add { @c = sum(c) }");
+    assert!(no_param.contains("unknown name `c`") && no_param.contains("<test>:1:30"), "{no_param}");
+    assert!(no_param.contains("did you mean `a`?"), "{no_param}");
+    let bad_cond = errors(&bin, "on entry main.add { if a { @c = count() } }");
+    assert!(bad_cond.contains("not a bool") && bad_cond.contains("!= 0"), "{bad_cond}");
+    assert_eq!(errors(&bin, "on entry main.add { @c = count() }"), "");
+}
