@@ -237,6 +237,16 @@ impl Arch {
         }
     }
 
+    /// The bytes a call instruction pushes: a callee's SP at its entry is the caller's
+    /// SP minus this (amd64's CALL pushes the return address; arm64's BL leaves it in
+    /// the link register, so a callee enters at its caller's very SP).
+    pub fn call_pushes(self) -> u64 {
+        match self {
+            Arch::X86_64 => PTR_SIZE,
+            Arch::Arm64 => 0,
+        }
+    }
+
     /// Where the first stack argument is, in bytes above SP at a function's entry
     /// (amd64: above the return address; arm64: above the caller's saved-LR slot).
     pub fn stack_args_offset(self) -> u64 {
@@ -358,5 +368,26 @@ impl Arch {
             Arch::X86_64 => x86_64::uprobe::refusal(code).map(Refusal::X86),
             Arch::Arm64 => arm64::uprobe::refusal(before, code).map(Refusal::Arm64),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A callee enters at its caller's SP minus what the call pushed: on amd64 the return
+    /// address is at SP at an entry (CALL pushed it), on arm64 in LR (BL pushed nothing),
+    /// so a recovered panic's unwinding (lower/unwind.rs) takes arm64 frames entered at
+    /// the recovering frame's very SP for its callees.
+    #[test]
+    fn a_call_pushes_the_return_address_only_where_it_is_on_the_stack() {
+        for arch in [Arch::X86_64, Arch::Arm64] {
+            let pushed = match arch.return_address() {
+                ReturnAddress::AtStackPointer => PTR_SIZE,
+                ReturnAddress::InRegister(_) => 0,
+            };
+            assert_eq!(arch.call_pushes(), pushed, "{arch:?}");
+        }
+        assert_eq!(Arch::Arm64.call_pushes(), 0);
     }
 }

@@ -81,6 +81,9 @@ impl Gen<'_> {
                 self.relative(cut);
             }
         }
+        if let Unwind::Recovery { .. } = at {
+            self.calls_from(R0);
+        }
         self.b.emit(store_reg(Size::DW, R10, cut, R0));
         let old_top = self.slot(8, span)?;
         self.b.emit(load(Size::DW, R1, R10, rec));
@@ -123,6 +126,14 @@ impl Gen<'_> {
             (Unwind::Recovery { .. }, Recovery::Sigcode { .. }) => self.newest_panic(cut, span)?,
         }
         Ok(())
+    }
+
+    /// `reg`, the position of the recovering frame's SP, becomes the bound below which
+    /// frames are its callees, gone: a callee enters at that SP minus what a call
+    /// pushes (amd64: 8 below it; arm64: at the SP itself, where BL leaves it), so the
+    /// bound is one above that.
+    fn calls_from(&mut self, reg: Reg) {
+        self.b.emit(alu64_imm(AluOp::Add, reg, 1 - self.arch.call_pushes() as i32));
     }
 
     /// *(u64 *)(r10 + slot) = the word at `off` in the g (read from the target).

@@ -226,7 +226,8 @@ func caseGoMap() error {
 		return fmt.Errorf("the program printed too little: %v", r)
 	}
 	if d := mapDiff(theirs, ours); d != "" {
-		return fmt.Errorf("m[k] read otherwise than the program found: %s", d)
+		// What gtrace said besides (its line of losses names lookups it skipped).
+		return fmt.Errorf("m[k] read otherwise than the program found: %s (gtrace said: %s)", d, lastLines(r.stderr, 3))
 	}
 	return nil
 }

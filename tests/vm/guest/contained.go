@@ -219,6 +219,15 @@ func firstLines(s string, n int) string {
 	return strings.Join(lines, " | ")
 }
 
+// lastLines: the last n lines of s, on one line.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}
+
 // caseKernelLog: no oops, BUG, WARNING or other trouble in the kernel's log since boot.
 func caseKernelLog() error {
 	out, err := exec.Command("/bin/dmesg").Output()
