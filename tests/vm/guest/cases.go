@@ -299,3 +299,29 @@ func caseStats() error {
 	}
 	return fmt.Errorf("no stats object: %v", r)
 }
+
+// caseUstack: the kernel's walk of the Go stack (bpf_get_stack over Go's frame
+// pointers), as tests/e2e.rs checks it on the host: tests/go/e2e's grow(3) on four
+// goroutines recurses to grow(0), whose stack is grow four times under the goroutine's
+// function, one stack counted four times.
+func caseUstack() error {
+	r, err := trace("on entry main.grow { if n == 0 { @[ustack] = count() } }", "e2e grow 3")
+	if err != nil {
+		return err
+	}
+	var names []string
+	for _, l := range strings.Split(r.stdout, "\n") {
+		if strings.HasPrefix(l, "    ") {
+			name, _, _ := strings.Cut(strings.TrimSpace(l), "+")
+			names = append(names, name)
+		}
+	}
+	want := []string{"main.grow", "main.grow", "main.grow", "main.grow", "main.main.func1"}
+	if len(names) < len(want) || strings.Join(names[:len(want)], " ") != strings.Join(want, " ") {
+		return fmt.Errorf("the stack is not grow x4 under main.main.func1: %v", r)
+	}
+	if !strings.Contains(r.stdout, "]: 4") {
+		return fmt.Errorf("four goroutines took the same path, not counted 4: %v", r)
+	}
+	return nil
+}

@@ -45,12 +45,22 @@ var cases = []testCase{
 	{"privileges-missing", casePrivilegesMissing},
 }
 
+// Cases run only when named (gtrace.cases=all,ustack): the arm64 row's.
+var namedCases = []testCase{
+	{"ustack", caseUstack},
+}
+
 func main() {
 	opts := kernelOptions()
 	printInfo()
-	selected := opts["gtrace.cases"]
+	selected := strings.Split(opts["gtrace.cases"], ",")
 	for _, c := range cases {
-		if selected == "" || selected == "all" || contains(strings.Split(selected, ","), c.name) {
+		if selected[0] == "" || contains(selected, "all") || contains(selected, c.name) {
+			runCase(c)
+		}
+	}
+	for _, c := range namedCases {
+		if contains(selected, c.name) {
 			runCase(c)
 		}
 	}
