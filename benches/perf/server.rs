@@ -116,23 +116,35 @@ fn load(bin: &Path, addr: &str, n: u64, conns: u32) -> Result<(), String> {
     out.status.success().then_some(()).ok_or_else(|| String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
-/// One server, optionally traced by `gtrace ARGS -p PID`: its CPU ns per request.
-fn one_run(bin: &Path, tracer: Option<(&str, &[&str])>, requests: u64) -> Result<f64, String> {
+/// The server started, and the address it listens on once it says it.
+pub fn start(bin: &Path) -> Result<(Child, String), String> {
     let mut server = Command::new(bin)
         .arg("serve")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .map_err(|e| format!("cannot start the server: {e}"))?;
-    let result = traced_run(bin, &mut server, tracer, requests);
+    let out = lines(server.stdout.take().ok_or("no server stdout")?);
+    match wait_for(&out, "listening ", "the server") {
+        Ok(line) => Ok((server, line.trim_start_matches("listening ").to_string())),
+        Err(e) => {
+            let _ = server.kill();
+            let _ = server.wait();
+            Err(e)
+        }
+    }
+}
+
+/// One server, optionally traced by `gtrace ARGS -p PID`: its CPU ns per request.
+fn one_run(bin: &Path, tracer: Option<(&str, &[&str])>, requests: u64) -> Result<f64, String> {
+    let (mut server, addr) = start(bin)?;
+    let result = traced_run(bin, &server, &addr, tracer, requests);
     let _ = server.kill();
     let _ = server.wait();
     result
 }
 
-fn traced_run(bin: &Path, server: &mut Child, tracer: Option<(&str, &[&str])>, n: u64) -> Result<f64, String> {
-    let out = lines(server.stdout.take().ok_or("no server stdout")?);
-    let addr = wait_for(&out, "listening ", "the server")?.trim_start_matches("listening ").to_string();
+fn traced_run(bin: &Path, server: &Child, addr: &str, tracer: Option<(&str, &[&str])>, n: u64) -> Result<f64, String> {
     let pid = server.id();
     let mut gtrace = match tracer {
         Some((gtrace, args)) => {
@@ -154,9 +166,9 @@ fn traced_run(bin: &Path, server: &mut Child, tracer: Option<(&str, &[&str])>, n
         None => None,
     };
     // Warm up (connections, the server's goroutines), then measure.
-    let measured = load(bin, &addr, 300, 4).and_then(|_| {
+    let measured = load(bin, addr, 300, 4).and_then(|_| {
         let before = cpu_ns(pid)?;
-        load(bin, &addr, n, 4)?;
+        load(bin, addr, n, 4)?;
         Ok((cpu_ns(pid)? - before) / n as f64)
     });
     if let Some(mut g) = gtrace.take() {

@@ -7,7 +7,7 @@
 //! CPU by its own accounting (`--stats`' target line) against the budget. Goal (issue
 //! 19): settled within 0.25 s, and under 2% by the target's own accounting.
 
-use super::server::{build, lines, wait_for};
+use super::server::{build, lines, start, wait_for};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::Receiver;
@@ -25,19 +25,6 @@ pub struct Wildcard {
     /// `target: ...` of --stats.
     pub target: Option<String>,
     pub note: Option<String>,
-}
-
-/// A server answering, and the load's windows `(unix ns, requests)` as they come.
-fn start(bin: &Path) -> Result<(Child, String), String> {
-    let mut server = Command::new(bin)
-        .arg("serve")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("cannot start the server: {e}"))?;
-    let out = lines(server.stdout.take().ok_or("no server stdout")?);
-    let addr = wait_for(&out, "listening ", "the server")?.trim_start_matches("listening ").to_string();
-    Ok((server, format!("http://{addr}/hello")))
 }
 
 fn load(bin: &Path, url: &str, secs: u64) -> Result<(Child, Receiver<String>), String> {
@@ -69,7 +56,8 @@ pub fn measure(gtrace: &str, root: &Path, work: &Path) -> Wildcard {
 
 fn run(gtrace: &str, root: &Path, work: &Path, w: &mut Wildcard) -> Result<(), String> {
     let bin = build(root, work)?;
-    let (mut server, url) = start(&bin)?;
+    let (mut server, addr) = start(&bin)?;
+    let url = format!("http://{addr}/hello");
     let (mut untraced, rx) = load(&bin, &url, 3)?;
     let _ = untraced.wait();
     let mut counts: Vec<u64> = rx.try_iter().filter_map(|l| window(&l)).map(|(_, n)| n).skip(5).collect();
