@@ -405,7 +405,9 @@ fn cgroup_scope_is_the_first_thing_every_target_program_does() {
     assert_eq!(obj.maps["cgroup"].map_type(), 8, "BPF_MAP_TYPE_CGROUP_ARRAY");
     let calls = |name: &str| -> Vec<i32> {
         let (_, p) = c.programs.iter().find(|(n, _)| n == name).expect("program");
-        p.insns.iter().filter(|i| i.code == 0x85).map(|i| i.imm).collect()
+        // Helper calls; the preemption guard's kfunc calls (src 2) come before them.
+        let kfunc = gtrace::bpf::kfuncs::BPF_PSEUDO_KFUNC_CALL;
+        p.insns.iter().filter(|i| i.code == 0x85 && i.src != kfunc).map(|i| i.imm).collect()
     };
     let mut target_programs = 0;
     for probe in &c.plan.probes {
