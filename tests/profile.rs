@@ -381,6 +381,36 @@ fn flamegraph_has_a_frame_for_each_function() {
     let texts = xml_texts(&svg, b"text");
     let heading = format!("gtrace -e 'on entry main.leaf {{ @[ustack] = count() }}' on {}", program.display());
     assert!(texts.iter().any(|t| *t == heading), "no title {heading:?} in {texts:#?}");
+    renders_in_a_browser(&file);
+}
+
+/// The SVG renders in a real browser (Debian's chromium, headless): its screenshot holds
+/// far more than that of an empty SVG of the same size. (A person looked at one: the
+/// frames, their names and the title, as flamegraph.pl draws them.)
+fn renders_in_a_browser(svg: &Path) {
+    if std::process::Command::new("chromium").arg("--version").output().is_err() {
+        assert!(!support::on_ci(), "chromium is not installed (.ci/run installs it)");
+        support::skip("renders_in_a_browser", "no chromium");
+        return;
+    }
+    let shot = |input: &Path| -> u64 {
+        let png = input.with_extension("png");
+        let _ = std::fs::remove_file(&png);
+        let status = std::process::Command::new("chromium")
+            .args(["--headless", "--no-sandbox", "--disable-gpu", "--window-size=1200,600"])
+            .arg(format!("--screenshot={}", png.display()))
+            .arg(format!("file://{}", input.display()))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .expect("chromium runs");
+        assert!(status.success(), "chromium failed on {}", input.display());
+        std::fs::metadata(&png).map(|m| m.len()).unwrap_or(0)
+    };
+    let empty = svg.with_file_name("empty-flamegraph.svg");
+    std::fs::write(&empty, r#"<svg xmlns="http://www.w3.org/2000/svg" width="1200" height="600"></svg>"#).unwrap();
+    let (drawn, blank) = (shot(svg), shot(&empty));
+    assert!(blank > 0 && drawn > 3 * blank, "the flame graph's screenshot is {drawn} bytes, an empty SVG's {blank}");
 }
 
 #[test]
