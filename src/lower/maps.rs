@@ -59,6 +59,30 @@ pub fn preallocated_keys(value_size: u32, cpus: u32) -> u64 {
     PREALLOC_BYTES / (u64::from(value_size.next_multiple_of(8)) * u64::from(cpus))
 }
 
+/// The most bytes a per-CPU map of large values (a `hist`'s 8 KB) takes preallocated
+/// when no `--map-size` names it: its default size shrinks to what fits (2,072 keys of
+/// histograms on 2 CPUs), never under `MIN_PREALLOCATED_KEYS`.
+pub const LARGE_DEFAULT_BYTES: u64 = 32 << 20;
+/// Fewer keys than this and a large-valued map keeps the default size, not preallocated.
+pub const MIN_PREALLOCATED_KEYS: u64 = 256;
+
+/// The size of a per-CPU user map no `--map-size` names: the default, or for values too
+/// large to preallocate at the default (a `hist`), as many keys as `LARGE_DEFAULT_BYTES`
+/// preallocates on `cpus` CPUs when that is at least `MIN_PREALLOCATED_KEYS`. Not
+/// preallocated, a burst of new keys finds no memory ready in the probe (ENOMEM:
+/// counted and said, but lost); preallocated, a key past the size is refused as full,
+/// said with the `--map-size` that holds more.
+pub fn default_percpu_entries(value_size: u32, cpus: u32) -> u32 {
+    if u64::from(USER_MAP_ENTRIES) <= preallocated_keys(value_size, cpus) || cpus == 0 {
+        return USER_MAP_ENTRIES;
+    }
+    let keys = LARGE_DEFAULT_BYTES / (u64::from(value_size.next_multiple_of(8)) * u64::from(cpus));
+    if keys < MIN_PREALLOCATED_KEYS {
+        return USER_MAP_ENTRIES;
+    }
+    keys.min(u64::from(USER_MAP_ENTRIES)) as u32
+}
+
 /// `--map-size`: how many keys maps hold.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MapSizes {
@@ -122,8 +146,13 @@ impl MapSizes {
 
     /// How many keys the user map `@name` holds (the last `@name=N` wins).
     pub fn of_map(&self, name: &str) -> u32 {
+        self.given(name).unwrap_or(USER_MAP_ENTRIES)
+    }
+
+    /// The size `--map-size` gives the user map `@name`, if it names one.
+    fn given(&self, name: &str) -> Option<u32> {
         let named = self.maps.iter().rev().find(|(n, _)| n == name).map(|(_, v)| *v);
-        named.or(self.all).unwrap_or(USER_MAP_ENTRIES)
+        named.or(self.all)
     }
 
     pub fn of_self(&self) -> u32 {
@@ -323,7 +352,10 @@ impl Maps {
         for spec in &mut self.specs {
             if let MapRole::User { name, preallocated, .. } = &mut spec.role {
                 if spec.kind == MapKind::PercpuHash {
-                    spec.max_entries = sizes.of_map(name);
+                    spec.max_entries = match sizes.given(name) {
+                        Some(n) => n,
+                        None => default_percpu_entries(spec.value_size, cpus),
+                    };
                     *preallocated = u64::from(spec.max_entries) <= preallocated_keys(spec.value_size, cpus);
                     continue;
                 }
