@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde_json::Value;
+use support::jsonout::{entries, json};
 use support::{gtrace, privileged, Run};
 
 const PGX_VERSIONS: &[&str] = support::PGX_VERSIONS;
@@ -37,28 +38,6 @@ fn truth_of(out: &str, prefix: &str) -> BTreeMap<String, u64> {
         .filter(|l| !l.starts_with('{'))
         .filter_map(|l| l.rsplit_once('='))
         .filter_map(|(k, v)| Some((k.strip_prefix(&p)?.to_string(), v.parse().expect("a number"))))
-        .collect()
-}
-
-fn json(out: &str) -> Vec<Value> {
-    out.lines()
-        .filter(|l| l.starts_with('{'))
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-        .collect()
-}
-
-/// Map `name`'s entries at exit: keys in the script's order joined by `|` -> value.
-fn entries(objects: &[Value], name: &str) -> BTreeMap<String, Value> {
-    let Some(map) = objects.iter().filter(|o| o["type"] == "map" && o["name"] == name).last() else {
-        return BTreeMap::new();
-    };
-    let names: Vec<&str> = map["key_names"].as_array().expect("key_names").iter().filter_map(|n| n.as_str()).collect();
-    let text = |v: &Value| v.as_str().map(String::from).unwrap_or_else(|| v.to_string());
-    map["entries"]
-        .as_array()
-        .expect("entries")
-        .iter()
-        .map(|e| (names.iter().map(|n| text(&e["keys"][*n])).collect::<Vec<_>>().join("|"), e["value"].clone()))
         .collect()
 }
 

@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde_json::Value;
+use support::jsonout::{entries, json};
 use support::{gtrace, privileged, Run};
 
 /// The grpc-go versions tested: the oldest and the newest the library's header names.
@@ -47,28 +48,6 @@ fn truths(out: &str) -> BTreeMap<String, u64> {
 fn truth_of(t: &BTreeMap<String, u64>, prefix: &str) -> BTreeMap<String, u64> {
     let p = format!("{prefix}|");
     t.iter().filter_map(|(k, v)| k.strip_prefix(&p).map(|k| (k.to_string(), *v))).collect()
-}
-
-fn json(out: &str) -> Vec<Value> {
-    out.lines()
-        .filter(|l| l.starts_with('{'))
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-        .collect()
-}
-
-/// Map `name`'s entries at exit: keys in the script's order joined by `|` -> value.
-fn entries(objects: &[Value], name: &str) -> BTreeMap<String, Value> {
-    let Some(map) = objects.iter().filter(|o| o["type"] == "map" && o["name"] == name).last() else {
-        return BTreeMap::new();
-    };
-    let names: Vec<&str> = map["key_names"].as_array().expect("key_names").iter().filter_map(|n| n.as_str()).collect();
-    let text = |v: &Value| v.as_str().map(String::from).unwrap_or_else(|| v.to_string());
-    map["entries"]
-        .as_array()
-        .expect("entries")
-        .iter()
-        .map(|e| (names.iter().map(|n| text(&e["keys"][*n])).collect::<Vec<_>>().join("|"), e["value"].clone()))
-        .collect()
 }
 
 /// A stats() map's message counts and byte totals, by key.

@@ -7,6 +7,7 @@ pub mod toolchain;
 
 pub mod collector;
 pub mod container;
+pub mod jsonout;
 pub mod processes;
 pub mod prometheus;
 pub mod rng;

@@ -1,0 +1,27 @@
+//! gtrace's `-f json` output read back: its objects, and a map's entries at exit.
+
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// Every JSON object gtrace printed, a line each.
+pub fn json(out: &str) -> Vec<Value> {
+    out.lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect()
+}
+
+/// Map `name`'s entries at exit: keys in the script's order joined by `|` -> value.
+pub fn entries(objects: &[Value], name: &str) -> BTreeMap<String, Value> {
+    let Some(map) = objects.iter().filter(|o| o["type"] == "map" && o["name"] == name).last() else {
+        return BTreeMap::new();
+    };
+    let names: Vec<&str> = map["key_names"].as_array().expect("key_names").iter().filter_map(|n| n.as_str()).collect();
+    let text = |v: &Value| v.as_str().map(String::from).unwrap_or_else(|| v.to_string());
+    map["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .map(|e| (names.iter().map(|n| text(&e["keys"][*n])).collect::<Vec<_>>().join("|"), e["value"].clone()))
+        .collect()
+}
