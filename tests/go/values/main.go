@@ -182,9 +182,20 @@ func main() {
 
 	long := strings.Repeat("x", 100)
 	names := []string{"alice", "bob", "albert", "", long}
-	bob, al, nameLen := 0, 0, 0
+	bob, al, nameLen, alice, empty, long100, longest := 0, 0, 0, 0, 0, 0, 0
 	for i := 0; i < 20; i++ {
 		name := names[i%len(names)]
+		switch name {
+		case "alice":
+			alice++
+		case "":
+			empty++
+		case long:
+			long100++
+		}
+		if len(name) > longest {
+			longest = len(name)
+		}
 		if name == "bob" {
 			bob++
 		}
@@ -194,7 +205,8 @@ func main() {
 		nameLen += len(name)
 		greet(name, i)
 	}
-	fmt.Printf("greet=20 bob=%d al=%d namelen=%d\n", bob, al, nameLen)
+	fmt.Printf("greet=20 bob=%d al=%d namelen=%d alice=%d empty=%d long100=%d longest=%d\n",
+		bob, al, nameLen, alice, empty, long100, longest)
 
 	first, lens := 0, 0
 	for i := 0; i < 10; i++ {
@@ -253,15 +265,18 @@ func main() {
 	}
 	fmt.Printf("max=12 maxa=%d\n", 2*ma)
 
-	na := 0
+	na, oks := 0, 0
 	for i := 0; i < 40; i++ {
 		a, b, c, d := int8(-i), uint8(200+i), int16(-300*i), uint32(4000000000+uint32(i))
 		narrow(a, b, c, d, i%2 == 0)
 		na += int(a) + int(b) + int(c) + int(d)
+		if i%2 == 0 {
+			oks++
+		}
 	}
-	fmt.Printf("narrow=40 narrowsum=%d\n", na)
+	fmt.Printf("narrow=40 narrowsum=%d narrowok=%d\n", na, oks)
 
-	keys := 0
+	keys, nilMaps := 0, 0
 	for i := 0; i < 6; i++ {
 		var m map[string]int // nil for i == 0
 		if i > 0 {
@@ -271,9 +286,12 @@ func main() {
 			}
 		}
 		keys += len(m)
+		if m == nil {
+			nilMaps++
+		}
 		countKeys(m)
 	}
-	fmt.Printf("maps=6 keys=%d\n", keys)
+	fmt.Printf("maps=6 keys=%d nilmaps=%d\n", keys, nilMaps)
 
 	tj, ta := 0, 0
 	for i := 0; i < 10; i++ {

@@ -1,0 +1,223 @@
+//! Reads a tests/cases/*.cases file into cases (the format is in tests/cases/README.md).
+//! An error names the line; a file that does not parse fails every case in it.
+
+use std::fmt;
+
+/// One case: a script traced on a program, and what must hold of its output.
+pub struct Case {
+    pub name: String,
+    /// The Go program under tests/go/, and the arguments it is started with.
+    pub program: String,
+    pub program_args: Vec<String>,
+    /// Extra `go build` flags.
+    pub build: Vec<String>,
+    /// Extra gtrace arguments, before `-e`.
+    pub args: Vec<String>,
+    pub script: String,
+    pub expects: Vec<Expect>,
+}
+
+/// What is read from gtrace's output.
+pub enum Measure {
+    /// `@name[keys]`: the number printed for that map entry.
+    Map(String),
+    /// `lines "TEXT"`: how many printed lines are exactly TEXT.
+    Lines(String),
+}
+
+/// What a measure must equal.
+pub enum Want {
+    /// A number the language defines (an out-of-range index reads 0).
+    Number(i64),
+    /// `truth KEY`: the program's own `KEY=N`.
+    Truth(String),
+}
+
+/// One expectation; `line` is where it is written.
+pub enum Expect {
+    Compare { measure: Measure, want: Want, line: usize },
+    Printed { text: String, line: usize },
+    Contains { text: String, line: usize },
+    Lacks { text: String, line: usize },
+    Said { text: String, line: usize },
+    LinesAfter { prefix: String, lines: Vec<String>, line: usize },
+}
+
+impl fmt::Display for Measure {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        match self {
+            Measure::Map(name) => write!(f, "{name}"),
+            Measure::Lines(text) => write!(f, "the count of lines `{text}`"),
+        }
+    }
+}
+
+impl fmt::Display for Want {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        match self {
+            Want::Number(n) => write!(f, "{n}"),
+            Want::Truth(key) => write!(f, "truth {key}"),
+        }
+    }
+}
+
+/// Every case of a file.
+pub fn cases(text: &str) -> Result<Vec<Case>, String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut cases: Vec<Case> = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let (n, line) = (i + 1, lines[i]);
+        i += 1;
+        let trimmed = line.trim();
+        if trimmed.is_empty() || trimmed.starts_with('#') {
+            continue;
+        }
+        let (word, rest) = trimmed.split_once(' ').unwrap_or((trimmed, ""));
+        if word == "case" {
+            cases.push(new_case(rest.trim()));
+            continue;
+        }
+        let case = cases.last_mut().ok_or(format!("line {n}: `{word}` before the first `case`"))?;
+        match word {
+            "program" => {
+                let mut words = rest.split_whitespace().map(String::from);
+                case.program = words.next().ok_or(format!("line {n}: `program` needs a name"))?;
+                case.program_args = words.collect();
+            }
+            "build" => case.build = words(rest, n)?,
+            "args" => case.args = words(rest, n)?,
+            "run" => {
+                if !case.script.is_empty() {
+                    case.script.push('\n');
+                }
+                case.script.push_str(rest.trim());
+            }
+            "expect" if rest.trim_end().ends_with(':') => {
+                let (expect, used) = lines_after(rest, &lines[i..], n)?;
+                case.expects.push(expect);
+                i += used;
+            }
+            "expect" => case.expects.push(expectation(rest, n)?),
+            "for" => case.expects.extend(repeated(rest, n)?),
+            _ => return Err(format!("line {n}: unknown `{word}` (case, program, build, args, run, expect, for)")),
+        }
+    }
+    for case in &cases {
+        if case.program.is_empty() || case.script.is_empty() || case.expects.is_empty() {
+            return Err(format!("case {} needs a program, a run and at least one expect", case.name));
+        }
+    }
+    Ok(cases)
+}
+
+fn new_case(name: &str) -> Case {
+    Case {
+        name: name.to_string(),
+        program: String::new(),
+        program_args: Vec::new(),
+        build: Vec::new(),
+        args: Vec::new(),
+        script: String::new(),
+        expects: Vec::new(),
+    }
+}
+
+/// `expect lines after "PREFIX":` and the indented lines under it.
+fn lines_after(rest: &str, below: &[&str], n: usize) -> Result<(Expect, usize), String> {
+    let head = rest.trim_end().trim_end_matches(':');
+    let prefix = head.strip_prefix("lines after ").ok_or(format!("line {n}: expected `lines after \"PREFIX\":`"))?;
+    let prefix = one_string(prefix, n)?;
+    let indented: Vec<String> =
+        below.iter().take_while(|l| l.starts_with("    ")).map(|l| l.trim_start().to_string()).collect();
+    let used = indented.len();
+    Ok((Expect::LinesAfter { prefix, lines: indented, line: n }, used))
+}
+
+/// `for V in A B C: expect ...`: the expectation once for each value, `{V}` replaced.
+fn repeated(rest: &str, n: usize) -> Result<Vec<Expect>, String> {
+    let (head, body) = rest.split_once(':').ok_or(format!("line {n}: `for V in A B: expect ...`"))?;
+    let mut words = head.split_whitespace();
+    let var = words.next().ok_or(format!("line {n}: `for` needs a name"))?;
+    if words.next() != Some("in") {
+        return Err(format!("line {n}: `for {var} in ...`"));
+    }
+    let body = body.trim().strip_prefix("expect ").ok_or(format!("line {n}: `for ...: expect ...`"))?;
+    let hole = format!("{{{var}}}");
+    words.map(|value| expectation(&body.replace(&hole, value), n)).collect()
+}
+
+/// `@map == WANT`, `lines "TEXT" == WANT`, `printed "LINE"`, `contains "TEXT"`,
+/// `lacks "TEXT"`, `said "TEXT"`.
+fn expectation(rest: &str, n: usize) -> Result<Expect, String> {
+    let rest = rest.trim();
+    if let Some(text) = rest.strip_prefix("printed ") {
+        return Ok(Expect::Printed { text: one_string(text, n)?, line: n });
+    }
+    if let Some(text) = rest.strip_prefix("contains ") {
+        return Ok(Expect::Contains { text: one_string(text, n)?, line: n });
+    }
+    if let Some(text) = rest.strip_prefix("lacks ") {
+        return Ok(Expect::Lacks { text: one_string(text, n)?, line: n });
+    }
+    if let Some(text) = rest.strip_prefix("said ") {
+        return Ok(Expect::Said { text: one_string(text, n)?, line: n });
+    }
+    let (lhs, rhs) = rest.rsplit_once(" == ").ok_or(format!("line {n}: expected `MEASURE == WANT`"))?;
+    let measure = match lhs.strip_prefix("lines ") {
+        Some(text) => Measure::Lines(one_string(text, n)?),
+        None if lhs.starts_with('@') => Measure::Map(lhs.to_string()),
+        None => return Err(format!("line {n}: a measure is `@map[keys]` or `lines \"TEXT\"`, not `{lhs}`")),
+    };
+    let want = match rhs.trim().strip_prefix("truth ") {
+        Some(key) => Want::Truth(key.trim().to_string()),
+        None => {
+            Want::Number(rhs.trim().parse().map_err(|_| format!("line {n}: `{rhs}` is not a number or truth KEY"))?)
+        }
+    };
+    Ok(Expect::Compare { measure, want, line: n })
+}
+
+/// The one quoted string `text` holds.
+fn one_string(text: &str, n: usize) -> Result<String, String> {
+    let mut all = words(text, n)?;
+    match all.len() {
+        1 => Ok(all.remove(0)),
+        _ => Err(format!("line {n}: expected one quoted string, not `{text}`")),
+    }
+}
+
+/// Words split at spaces; a double-quoted word may hold spaces, `\"`, `\\` and `\n`.
+fn words(text: &str, n: usize) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    let mut chars = text.trim().chars().peekable();
+    while let Some(&c) = chars.peek() {
+        if c == ' ' {
+            chars.next();
+            continue;
+        }
+        let mut word = String::new();
+        if c == '"' {
+            chars.next();
+            loop {
+                match chars.next() {
+                    Some('"') => break,
+                    Some('\\') => match chars.next() {
+                        Some('n') => word.push('\n'),
+                        Some(c) => word.push(c),
+                        None => return Err(format!("line {n}: a `\\` ends the line")),
+                    },
+                    Some(c) => word.push(c),
+                    None => return Err(format!("line {n}: a quoted string is not closed")),
+                }
+            }
+        } else {
+            while let Some(&c) = chars.peek().filter(|c| **c != ' ') {
+                word.push(c);
+                chars.next();
+            }
+        }
+        out.push(word);
+    }
+    Ok(out)
+}
