@@ -139,6 +139,7 @@ fn expr(e: &Expr) -> String {
         ExprKind::Map(m) => map_ref(m),
         ExprKind::Field { base, field } => format!("(. {} {})", expr(base), field.name),
         ExprKind::Index { base, index } => format!("(idx {} {})", expr(base), expr(index)),
+        ExprKind::Assert { base, ty } => format!("(assert {} {})", expr(base), ty.name),
         ExprKind::Unary { op, operand } => {
             let op = match op {
                 UnOp::Neg => "neg",
@@ -348,6 +349,8 @@ fn postfix_and_names() {
     assert_eq!(ex("x.end"), "(. x end)");
     assert_eq!(ex("self.start"), "self.start");
     assert_eq!(ex("self.buf[0]"), "(idx self.buf 0)");
+    assert_eq!(ex("arg3.(*net/http.Request).URL.Path"), "(. (. (assert arg3 *net/http.Request) URL) Path)");
+    assert_eq!(ex("-p.(*main.Pair[int,string]).A"), "(neg (. (assert p *main.Pair[int,string]) A))");
     assert_eq!(ex("@m[k]"), "@m[k]");
     assert_eq!(ex("@m[a, b].f"), "(. @m[a, b] f)");
     assert_eq!(ex("@"), "@");
@@ -550,7 +553,8 @@ fn error_keyword_param() {
 #[test]
 fn expected_lists_are_words() {
     assert!(err("use http").contains("^^^^ expected a string\n"));
-    assert!(err("on begin { a. }").contains("^ expected a field name\n"));
+    let e = err("on begin { a. }");
+    assert!(e.contains("^ expected a field name or a type assertion `(*T)`\n"), "{e}");
     assert!(err("on entry main.F, { }").contains("^ expected a function name or a string\n"));
     assert!(err("on begin { if x > 1 { } else }").contains("^ expected a block `{ ... }` or `if`\n"));
     assert!(err("fn f(a) =").contains("^ expected an expression\n"));

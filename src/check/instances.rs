@@ -54,6 +54,7 @@ pub fn check_probe(
             }
         }
         let globals = super::globals::resolve(&ast.body, target, &values);
+        let asserted = super::asserted::resolve(&ast.body, target);
         let env = typeck::Env {
             kind: probe.kind,
             string_limit: limit,
@@ -61,6 +62,7 @@ pub fn check_probe(
             values,
             has_function: !group.functions.is_empty(),
             globals,
+            asserted,
         };
         let typeck::Typed { facts, uses_elapsed } =
             typeck::check_body(&ast.body, env, &mut checked.maps, &mut checked.self_vars, &mut local);

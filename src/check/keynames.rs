@@ -42,7 +42,7 @@ fn last_name(e: &Expr) -> Option<&str> {
         ExprKind::Name(n) | ExprKind::SelfVar(n) => Some(n),
         ExprKind::Field { field, .. } => Some(&field.name),
         ExprKind::Map(m) if !m.name.name.is_empty() => Some(&m.name.name),
-        ExprKind::Index { base, .. } => last_name(base),
+        ExprKind::Index { base, .. } | ExprKind::Assert { base, .. } => last_name(base),
         ExprKind::Unary { op: UnOp::Deref, operand } => last_name(operand),
         _ => None,
     }

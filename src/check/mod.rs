@@ -7,6 +7,7 @@
 //! and last what lowering needs of the binary (`binary`). The binary is asked through
 //! `gobin::GoBinary`, a real one or a fake in tests.
 
+pub mod asserted;
 pub mod binary;
 pub mod builtins;
 pub mod generics;

@@ -234,6 +234,14 @@ impl GoBinary for Fake {
     fn word_type(&self) -> TypeId {
         self.type_id("int")
     }
+    fn type_named(&self, name: &str) -> Result<TypeId, super::NoRuntimeType> {
+        let bare = name.trim_start_matches('*');
+        match self.types.borrow().items.iter().any(|t| t.name == bare) {
+            true => Ok(()),
+            false => Err(super::NoRuntimeType::Unknown { closest: Vec::new() }),
+        }?;
+        Ok(self.type_id(name))
+    }
     fn g_layout(&self) -> Option<GLayout> {
         Target::g_layout_for_version(GO_VERSION)
     }

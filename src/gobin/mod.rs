@@ -21,6 +21,7 @@ mod dwarf;
 mod elf;
 mod error;
 mod layouts;
+mod rtypes;
 mod sites;
 mod view;
 
@@ -38,6 +39,7 @@ pub use error::TargetError;
 pub use layouts::{
     any_type_args, instantiation, AesGlobals, Dictionary, MapLayout, OtelContext, PanicLayout, Recovery,
 };
+pub use rtypes::NoRuntimeType;
 pub use sites::{InlinedEntry, InlinedSite, LineError, LineSite, Local, LocalState, Placement, ValueLocation};
 pub use view::GoBinary;
 
@@ -130,6 +132,10 @@ pub struct Target {
     cfgs: RefCell<std::collections::HashMap<u64, Option<std::sync::Arc<cfg::Cfg>>>>,
     /// `moduledata.gofunc`, found on first use (srcline.rs).
     gofunc: OnceCell<Option<u64>>,
+    /// The runtime's type data, found on first use (rtypes).
+    type_data: OnceCell<Option<rtypes::TypeData>>,
+    /// Runtime type descriptors decoded so far, by address (rtypes).
+    decoded: RefCell<std::collections::HashMap<u64, TypeId>>,
 }
 
 /// Addresses of what reading the function table needs.

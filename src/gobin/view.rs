@@ -9,7 +9,8 @@
 
 use super::{
     AesGlobals, BuildIds, Dictionary, Function, GLayout, InlinedSite, LineError, LineSite, Local, MapLayout,
-    NoVariable, OtelContext, PanicLayout, Param, ProbeSites, Target, TargetError, ValueLocation, Variable,
+    NoRuntimeType, NoVariable, OtelContext, PanicLayout, Param, ProbeSites, Target, TargetError, ValueLocation,
+    Variable,
 };
 use crate::arch::abi::Conv;
 use crate::arch::{Arch, Refusal};
@@ -73,6 +74,9 @@ pub trait GoBinary {
     fn types(&self) -> Ref<'_, Types>;
     /// A signed machine word: positional `argN`'s type without DWARF.
     fn word_type(&self) -> TypeId;
+    /// The Go type named `name` (`*net/http.Request`; a short package name if only one
+    /// package has it): from DWARF, else from the runtime's type data.
+    fn type_named(&self, name: &str) -> Result<TypeId, NoRuntimeType>;
 
     // The runtime's layouts.
     fn g_layout(&self) -> Option<GLayout>;
@@ -173,6 +177,9 @@ impl GoBinary for Target {
     }
     fn word_type(&self) -> TypeId {
         Target::word_type(self)
+    }
+    fn type_named(&self, name: &str) -> Result<TypeId, NoRuntimeType> {
+        Target::type_named(self, name)
     }
     fn g_layout(&self) -> Option<GLayout> {
         Target::g_layout(self)

@@ -157,6 +157,7 @@ impl Inliner<'_> {
             ExprKind::Index { base, index } => {
                 ExprKind::Index { base: Box::new(self.expr(base, env)), index: Box::new(self.expr(index, env)) }
             }
+            ExprKind::Assert { base, ty } => ExprKind::Assert { base: Box::new(self.expr(base, env)), ty: ty.clone() },
             ExprKind::Unary { op, operand } => ExprKind::Unary { op: *op, operand: Box::new(self.expr(operand, env)) },
             ExprKind::Binary { op, lhs, rhs } => {
                 ExprKind::Binary { op: *op, lhs: Box::new(self.expr(lhs, env)), rhs: Box::new(self.expr(rhs, env)) }

@@ -97,6 +97,7 @@ fn e(x: &Expr) -> String {
         ExprKind::Map(map) => m(map),
         ExprKind::Field { base, field } => format!("{}.{}", e(base), field.name),
         ExprKind::Index { base, index } => format!("{}[{}]", e(base), e(index)),
+        ExprKind::Assert { base, ty } => format!("{}.({})", e(base), ty.name),
         ExprKind::Unary { op, operand } => format!("({op:?} {})", e(operand)),
         ExprKind::Binary { op, lhs, rhs } => format!("({} {} {})", op.symbol(), e(lhs), e(rhs)),
         ExprKind::Call { func, args, .. } => {

@@ -367,7 +367,8 @@ impl<'a> Gen<'a> {
             ExprKind::Index { base, index } if matches!(self.facts.ty(base.id), Ty::Str { .. }) => {
                 self.string_byte(base, index, e.span)?
             }
-            ExprKind::Index { .. } if self.is_go_value(e) => self.go_scalar(e)?,
+            ExprKind::Index { .. } | ExprKind::Assert { .. } if self.is_go_value(e) => self.go_scalar(e)?,
+            ExprKind::Assert { .. } => return Err(LowerError::unsupported(e.span, "this type assertion")),
             ExprKind::Field { .. } => return Err(LowerError::unsupported(e.span, "field access")),
             ExprKind::Map(m) => {
                 let um = self.user_map(&m.name.name, m.span)?;

@@ -104,6 +104,8 @@ impl Gen<'_> {
         }
         match &e.kind {
             ExprKind::Field { base, field } => self.field_place(e, base, field),
+            // A word read as a pointer: the same word, another type.
+            ExprKind::Assert { base, .. } => self.place(base),
             // `string(b)` of a []byte: the slice's header begins as a string's (data, len).
             ExprKind::Call { func, args, .. } if func.name == "string" && args.len() == 1 => self.place(&args[0]),
             ExprKind::Unary { op: UnOp::Deref, operand } => {

@@ -239,6 +239,12 @@ pub enum ExprKind {
         base: Box<Expr>,
         field: Ident,
     },
+    /// `x.(*T)`: `x` (a machine word, a pointer or an interface's data) as a pointer to
+    /// the Go type named `ty`, found in DWARF or the runtime's type data.
+    Assert {
+        base: Box<Expr>,
+        ty: Ident,
+    },
     /// `x[i]`
     Index {
         base: Box<Expr>,

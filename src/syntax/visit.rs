@@ -9,7 +9,7 @@ impl Expr {
     pub fn children(&self) -> Vec<&Expr> {
         match &self.kind {
             ExprKind::Map(m) => m.keys.iter().collect(),
-            ExprKind::Field { base, .. } => vec![base],
+            ExprKind::Field { base, .. } | ExprKind::Assert { base, .. } => vec![base],
             ExprKind::Index { base, index } => vec![base, index],
             ExprKind::Unary { operand, .. } => vec![operand],
             ExprKind::Binary { lhs, rhs, .. } => vec![lhs, rhs],
@@ -28,7 +28,7 @@ impl Expr {
     pub fn children_mut(&mut self) -> Vec<&mut Expr> {
         match &mut self.kind {
             ExprKind::Map(m) => m.keys.iter_mut().collect(),
-            ExprKind::Field { base, .. } => vec![base],
+            ExprKind::Field { base, .. } | ExprKind::Assert { base, .. } => vec![base],
             ExprKind::Index { base, index } => vec![base, index],
             ExprKind::Unary { operand, .. } => vec![operand],
             ExprKind::Binary { lhs, rhs, .. } => vec![lhs, rhs],

@@ -27,6 +27,7 @@ impl Cx<'_> {
             ExprKind::Map(m) => self.map_read(e, m),
             ExprKind::Field { base, field } => self.field(e, base, field),
             ExprKind::Index { base, index } => self.index(e, base, index),
+            ExprKind::Assert { base, ty } => self.assert(e, base, ty),
             ExprKind::Unary { op, operand } => self.unary(e, *op, operand),
             ExprKind::Binary { op, lhs, rhs } => self.binary(e, *op, lhs, rhs),
             ExprKind::Call { func, args, names } => {
@@ -249,5 +250,43 @@ impl Cx<'_> {
         }
         self.facts.map_index = true;
         self.go_typed(e, elem)
+    }
+}
+
+impl Cx<'_> {
+    /// `x.(*T)`: a machine word, uintptr, unsafe.Pointer or pointer read as a pointer to
+    /// T (resolved before typing: `check::asserted`).
+    fn assert(&mut self, e: &Expr, base: &Expr, ty: &Ident) -> Ty {
+        let bt = self.expr(base);
+        let found = self.asserted.get(&ty.name).cloned();
+        let id = match found {
+            Some(Ok(id)) => id,
+            Some(Err(why)) => {
+                self.err(Diagnostic::error(ty.span, why.message).label("unknown type").hint_if(why.hint));
+                return Ty::Void;
+            }
+            None => return Ty::Void,
+        };
+        if bt == Ty::Void {
+            return Ty::Void;
+        }
+        let word = self.facts.go_types.get(&base.id).map(|b| &self.types.get(*b).kind);
+        let fits = match word {
+            Some(TypeKind::Pointer { .. } | TypeKind::UnsafePointer) => true,
+            Some(TypeKind::Int { .. }) => {
+                self.facts.go_types.get(&base.id).is_some_and(|b| self.types.get(*b).size == 8)
+            }
+            _ => false,
+        };
+        if !fits {
+            let what = if matches!(bt, Ty::Interface) { "an interface".to_string() } else { bt.a() };
+            self.err(
+                Diagnostic::error(base.span, format!("{what} cannot be asserted to {}", ty.name))
+                    .label("not a machine word or a pointer")
+                    .hint("assert a parameter by position (`arg2.(*net/http.Request)`), a uintptr or a pointer"),
+            );
+            return Ty::Void;
+        }
+        self.go_typed(e, id)
     }
 }

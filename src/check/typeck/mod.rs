@@ -36,6 +36,8 @@ pub struct Env<'a> {
     pub has_function: bool,
     /// The package-level variables the body may name (`check::globals::resolve`).
     pub globals: super::globals::Globals,
+    /// The types the body asserts (`check::asserted::resolve`).
+    pub asserted: super::asserted::Asserted,
 }
 
 /// What typing a body found.
@@ -65,6 +67,7 @@ pub fn check_body(
         uses_elapsed: false,
         has_function: env.has_function,
         globals: env.globals,
+        asserted: env.asserted,
     };
     cx.block(body);
     Typed { facts: cx.facts, uses_elapsed: cx.uses_elapsed }
@@ -83,6 +86,7 @@ struct Cx<'a> {
     uses_elapsed: bool,
     has_function: bool,
     globals: super::globals::Globals,
+    asserted: super::asserted::Asserted,
 }
 
 impl Cx<'_> {

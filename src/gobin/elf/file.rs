@@ -269,6 +269,13 @@ pub(crate) fn has_section(path: &Path, data: &[u8], name: &str) -> Result<bool, 
     Ok(parse(path, data)?.section_by_name(name).is_some())
 }
 
+/// Where section `name` is loaded; None when the file has no such section.
+pub(crate) fn section_range(path: &Path, data: &[u8], name: &str) -> Option<Range> {
+    let elf = parse(path, data).ok()?;
+    let s = elf.section_by_name(name)?;
+    Some(Range { addr: s.address(), size: s.size() })
+}
+
 /// The contents of section `name`, decompressed (SHF_COMPRESSED or `.zdebug_*`); None
 /// when the file has no such section.
 pub(crate) fn section<'d>(path: &Path, data: &'d [u8], name: &str) -> Result<Option<Cow<'d, [u8]>>, TargetError> {

@@ -44,6 +44,10 @@ impl<'d> Image<'d> {
         Some(u32::from_le_bytes(self.bytes(addr, 4)?.try_into().ok()?))
     }
 
+    pub fn u16(&self, addr: u64) -> Option<u16> {
+        Some(u16::from_le_bytes(self.bytes(addr, 2)?.try_into().ok()?))
+    }
+
     pub fn u8(&self, addr: u64) -> Option<u8> {
         Some(self.bytes(addr, 1)?[0])
     }

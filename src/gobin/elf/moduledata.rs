@@ -64,3 +64,39 @@ pub(crate) fn gofunc_candidates(image: &Image, moduledata: u64, rodata: Range) -
     found.reverse();
     found
 }
+
+/// `moduledata.types`, the base that runtime type offsets count from, for a binary
+/// without the `runtime.types` symbol: the first pair of consecutive words in the
+/// moduledata at `moduledata` that lie in `.rodata` (`types`, `etypes`; the words
+/// before them point into data and bss) and hold a range longer than `largest`, the
+/// largest typelink offset.
+pub(crate) fn types_base(image: &Image, moduledata: u64, rodata: Range, largest: u64) -> Option<u64> {
+    let inside = |a: u64| a >= rodata.addr && a - rodata.addr <= rodata.size;
+    for i in 0..SEARCH_WORDS {
+        let at = moduledata + VARIABLE_FIELDS + 8 * i;
+        let (Some(types), Some(etypes)) = (image.u64(at), image.u64(at + 8)) else { break };
+        if inside(types) && inside(etypes) && etypes > types && etypes - types > largest {
+            return Some(types);
+        }
+    }
+    None
+}
+
+/// Go 1.27 on: the type descriptors lie one after the other from `moduledata.types` for
+/// `typedesclen` bytes (there is no typelink table), in the `.go.type` section
+/// `go_type`. Found as the words `types` (the section's start), `typedesclen` and
+/// `etypes` in a row in the moduledata at `moduledata`. Returns (types, end of the
+/// descriptors).
+pub(crate) fn type_descriptors(image: &Image, moduledata: u64, go_type: Range) -> Option<(u64, u64)> {
+    for i in 0..SEARCH_WORDS {
+        let at = moduledata + VARIABLE_FIELDS + 8 * i;
+        let (Some(types), Some(len), Some(etypes)) = (image.u64(at), image.u64(at + 8), image.u64(at + 16)) else {
+            break;
+        };
+        let end = go_type.addr + go_type.size;
+        if types == go_type.addr && len > 0 && len <= go_type.size && etypes >= types + len && etypes <= end {
+            return Some((types, types + len));
+        }
+    }
+    None
+}

@@ -51,6 +51,8 @@ impl Target {
             sp_deltas: RefCell::new(std::collections::HashMap::new()),
             cfgs: RefCell::new(std::collections::HashMap::new()),
             gofunc: OnceCell::new(),
+            type_data: OnceCell::new(),
+            decoded: RefCell::new(std::collections::HashMap::new()),
         };
         target.read_build_info();
         if target.layout.pclntab.is_none() {

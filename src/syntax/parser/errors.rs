@@ -149,7 +149,7 @@ fn expected_words(positives: &[Rule], tokens: &[String]) -> Vec<String> {
         let w = match r {
             Rule::number => "a duration such as `1s`",
             Rule::decl_name if !statement => "a name",
-            Rule::field_name => "a field name",
+            Rule::field_name => "a field name or a type assertion `(*T)`",
             Rule::string | Rule::sym_quoted => "a string",
             Rule::sym_bare => "a function name",
             Rule::brace_block if !has("<") => "a block `{ ... }`",
@@ -168,6 +168,7 @@ fn expected_words(positives: &[Rule], tokens: &[String]) -> Vec<String> {
             || matches!(t, "}" | ")" | "]")
             // The first character of something already named in words.
             || (t == "\"" && positives.iter().any(|r| matches!(r, Rule::string | Rule::sym_quoted)))
+            || (t == "(" && positives.contains(&Rule::field_name))
             || (matches!(t, "_" | "*")
                 && positives.iter().any(|r| matches!(r, Rule::field_name | Rule::decl_name | Rule::sym_bare)))
             || (t == "{" && positives.contains(&Rule::brace_block) && !has("<"));

@@ -71,6 +71,15 @@ impl Cx<'_> {
             let span = self.span(&q);
             match q.as_rule() {
                 Rule::neg | Rule::not | Rule::deref if cur.is_none() => prefixes.push((q.as_rule(), span.start)),
+                Rule::assert => {
+                    let Some(base) = cur.take() else { continue };
+                    let whole = base.expr.span.to(span);
+                    let ty = match q.into_inner().next() {
+                        Some(t) => Ident { name: t.as_str().to_string(), span: self.span(&t) },
+                        None => Ident { name: String::new(), span },
+                    };
+                    cur = Some(self.built(ExprKind::Assert { base: Box::new(base.expr), ty }, whole, base.depth)?);
+                }
                 Rule::field | Rule::index => {
                     let Some(base) = cur.take() else { continue };
                     let whole = base.expr.span.to(span);

@@ -139,6 +139,9 @@ func abs(x int) int {
 func main() {
 	hosts := map[string]int{}
 	size := 0
+	// Held in an interface, *Request has a runtime type descriptor: what a stripped
+	// build's assertions find (tests/cases/values.cases).
+	var last any
 	for i := 0; i < 30; i++ {
 		host := []string{"a.example", "b.example", "c.example"}[i%3]
 		if i%5 == 0 {
@@ -147,12 +150,13 @@ func main() {
 		r := &Request{Method: "GET", URL: &URL{Host: host, Path: fmt.Sprintf("/p/%d", i%4)}, Size: i * 11}
 		hosts[host]++
 		size += r.Size
+		last = r
 		handle(r)
 	}
 	for h, n := range hosts {
 		fmt.Printf("host:%s=%d ", h, n)
 	}
-	fmt.Printf("size=%d\n", size)
+	fmt.Printf("size=%d last=%T\n", size, last)
 
 	paths := map[string]int{}
 	for i := 0; i < 12; i++ {
