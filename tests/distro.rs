@@ -1,0 +1,122 @@
+//! A Go program as a distribution ships it: Debian's `prometheus` (stripped by the
+//! packaging, no symbols, no DWARF, built by Debian's Go with the external linker),
+//! traced with the stdlib libraries, whose parameters are then read by position and
+//! typed from the runtime's own type data. Counts are compared with what Prometheus did:
+//! the scrapes a target served (httpclient) and the queries it answered, by its own
+//! request counter (http). Needs root and Debian's prometheus (SKIP without them; with
+//! CI=true, a failure).
+
+mod support;
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use support::jsonout::{entries, json};
+use support::processes::{free_port, poll, scratch_dir, Gtrace};
+
+/// A scrape target: answers every request with one metric, counting the requests.
+fn scrape_target() -> (u16, Arc<AtomicU64>) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let served = Arc::new(AtomicU64::new(0));
+    let counter = served.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let counter = counter.clone();
+            std::thread::spawn(move || serve(stream, &counter));
+        }
+    });
+    (port, served)
+}
+
+/// One keep-alive connection: each request (a GET, no body) gets one answer.
+fn serve(stream: std::net::TcpStream, served: &AtomicU64) {
+    let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+    let mut writer = stream;
+    let body = "distro_test_up 1\n";
+    loop {
+        let mut line = String::new();
+        // The request line and headers, up to the blank line.
+        loop {
+            line.clear();
+            match reader.read_line(&mut line) {
+                Ok(0) | Err(_) => return,
+                Ok(_) if line == "\r\n" => break,
+                Ok(_) => {}
+            }
+        }
+        let answer =
+            format!("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+        if writer.write_all(answer.as_bytes()).is_err() {
+            return;
+        }
+        served.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// Debian's prometheus, or None (SKIP; a failure on CI).
+fn prometheus(test: &str) -> Option<PathBuf> {
+    if !support::privileged(test) {
+        return None;
+    }
+    let binary = support::prometheus::binary(test)?;
+    let file = std::fs::read(&binary).expect("read prometheus");
+    // It must be what this test is about: a Go binary without symbols or DWARF.
+    let elf = object::File::parse(&*file).expect("an ELF");
+    use object::Object;
+    assert!(elf.section_by_name(".gopclntab").is_some(), "{}: not a Go binary", binary.display());
+    assert!(elf.section_by_name(".debug_info").is_none() && elf.section_by_name(".symtab").is_none());
+    Some(binary)
+}
+
+/// The prometheus command line: its own scrape of `target` only, every second.
+fn command(binary: &Path, name: &str, target: &str, port: u16) -> String {
+    let dir = scratch_dir(name);
+    let config = dir.join("prometheus.yml");
+    let yaml = format!(
+        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: t\n    static_configs:\n      - targets: ['{target}']\n"
+    );
+    std::fs::write(&config, yaml).expect("write the config");
+    format!(
+        "{} --config.file={} --storage.tsdb.path={} --web.listen-address=127.0.0.1:{port} --log.level=warn",
+        binary.display(),
+        config.display(),
+        dir.join("data").display()
+    )
+}
+
+/// Ends the prometheus gtrace started (SIGTERM, which it handles by shutting down) and
+/// returns gtrace's JSON output once it has printed.
+fn end(mut g: Gtrace, config_dir: &str) -> Vec<Value> {
+    let status = std::process::Command::new("pkill").args(["-TERM", "-f", config_dir]).status().expect("pkill");
+    assert!(status.success(), "no prometheus to end");
+    let code = g.wait();
+    assert_eq!(code, 0, "gtrace:\n{}", g.err.text());
+    json(&g.out.text())
+}
+
+#[test]
+fn httpclient_counts_a_stripped_distribution_binarys_scrapes() {
+    let test = "httpclient_counts_a_stripped_distribution_binarys_scrapes";
+    let Some(binary) = prometheus(test) else { return };
+    let (target_port, served) = scrape_target();
+    let target = format!("127.0.0.1:{target_port}");
+    let cmd = command(&binary, test, &target, free_port());
+    let g = Gtrace::start(&["-f", "json", "httpclient", "-c", &cmd]);
+    g.attached();
+    // Five scrapes, then stop right after one (the next is a second away).
+    let five = poll(Duration::from_secs(30), || (served.load(Ordering::SeqCst) >= 5).then_some(()));
+    assert!(five.is_some(), "prometheus did not scrape: {}", g.err.text());
+    let before = served.load(Ordering::SeqCst);
+    poll(Duration::from_secs(5), || (served.load(Ordering::SeqCst) > before).then_some(()));
+    let objects = end(g, test);
+    let scrapes = served.load(Ordering::SeqCst);
+    let requests: Vec<(String, u64)> =
+        entries(&objects, "@httpc_requests").into_iter().map(|(k, v)| (k, v.as_u64().expect("a count"))).collect();
+    assert_eq!(requests, vec![(format!("GET|{target}|200"), scrapes)], "{objects:?}");
+    assert!(entries(&objects, "@httpc_errors").is_empty(), "{objects:?}");
+}
