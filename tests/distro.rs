@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use support::jsonout::{entries, json};
+use support::jsonout::{counts, entries, json};
 use support::processes::{free_port, poll, scratch_dir, Gtrace};
 
 /// A scrape target: answers every request with one metric, counting the requests.
@@ -115,8 +115,7 @@ fn httpclient_counts_a_stripped_distribution_binarys_scrapes() {
     poll(Duration::from_secs(5), || (served.load(Ordering::SeqCst) > before).then_some(()));
     let objects = end(g, test);
     let scrapes = served.load(Ordering::SeqCst);
-    let requests: Vec<(String, u64)> =
-        entries(&objects, "@httpc_requests").into_iter().map(|(k, v)| (k, v.as_u64().expect("a count"))).collect();
+    let requests: Vec<(String, u64)> = counts(&objects, "@httpc_requests").into_iter().collect();
     assert_eq!(requests, vec![(format!("GET|{target}|200"), scrapes)], "{objects:?}");
     assert!(entries(&objects, "@httpc_errors").is_empty(), "{objects:?}");
 }

@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
+use support::jsonout::{entries, json, key_text, printed};
 use support::{gtrace, privileged, Run};
 
 /// `gtrace ARGS -f json -c 'PROGRAM MODE'`; must succeed.
@@ -40,58 +41,23 @@ fn truth_n(t: &BTreeMap<String, String>, key: &str) -> u64 {
     t.get(key).unwrap_or_else(|| panic!("no {key}= in {t:?}")).parse().expect("a number")
 }
 
-/// The JSON objects gtrace printed (every stdout line starting with `{`).
-fn json(out: &str) -> Vec<Value> {
-    out.lines()
-        .filter(|l| l.starts_with('{'))
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-        .collect()
-}
-
-/// A key part as text: strings as they are, numbers in decimal.
-fn key_text(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
-
 /// The names of map `name`'s keys, in order.
 fn key_names(objects: &[Value], name: &str) -> Vec<String> {
     let map = objects.iter().find(|o| o["type"] == "map" && o["name"] == name).expect("map printed");
-    map["key_names"].as_array().expect("key_names").iter().map(key_text).collect()
+    let names = map["key_names"].as_array().expect("key_names");
+    names.iter().map(key_text).collect()
 }
 
-/// The entries of map `name` at exit (its last printing): keys joined by `|` -> value.
+/// The entries of map `name` at exit, which must have been printed.
 fn map_entries(objects: &[Value], name: &str) -> BTreeMap<String, Value> {
-    let map = objects
-        .iter()
-        .filter(|o| o["type"] == "map" && o["name"] == name)
-        .last()
-        .unwrap_or_else(|| panic!("map {name} not printed in {objects:?}"));
-    let names: Vec<&str> = map["key_names"].as_array().expect("key_names").iter().filter_map(|n| n.as_str()).collect();
-    map["entries"]
-        .as_array()
-        .expect("entries")
-        .iter()
-        .map(|e| {
-            // Keys are fields named by key_names (the order of the script's keys).
-            let keys: Vec<String> = names.iter().map(|n| key_text(&e["keys"][*n])).collect();
-            (keys.join("|"), e["value"].clone())
-        })
-        .collect()
+    assert!(objects.iter().any(|o| o["type"] == "map" && o["name"] == name), "map {name} not printed in {objects:?}");
+    entries(objects, name)
 }
 
-/// Map `name`'s counts: keys joined by `|` -> count.
+/// Map `name`'s counts: keys joined by `|` -> count (the map must have been printed).
 fn counts(objects: &[Value], name: &str) -> BTreeMap<String, u64> {
-    map_entries(objects, name)
-        .into_iter()
-        .map(|(k, v)| (k, v.as_u64().unwrap_or_else(|| panic!("{name}: not a count: {v}"))))
-        .collect()
-}
-
-fn printed(objects: &[Value]) -> Vec<String> {
-    objects.iter().filter(|o| o["type"] == "printf").filter_map(|o| o["text"].as_str().map(String::from)).collect()
+    map_entries(objects, name);
+    support::jsonout::counts(objects, name)
 }
 
 // ---- http --------------------------------------------------------------------------------

@@ -17,11 +17,29 @@ pub fn entries(objects: &[Value], name: &str) -> BTreeMap<String, Value> {
         return BTreeMap::new();
     };
     let names: Vec<&str> = map["key_names"].as_array().expect("key_names").iter().filter_map(|n| n.as_str()).collect();
-    let text = |v: &Value| v.as_str().map(String::from).unwrap_or_else(|| v.to_string());
     map["entries"]
         .as_array()
         .expect("entries")
         .iter()
-        .map(|e| (names.iter().map(|n| text(&e["keys"][*n])).collect::<Vec<_>>().join("|"), e["value"].clone()))
+        .map(|e| (names.iter().map(|n| key_text(&e["keys"][*n])).collect::<Vec<_>>().join("|"), e["value"].clone()))
         .collect()
+}
+
+/// Map `name`'s entries at exit as counts (keys joined by `|` -> count).
+pub fn counts(objects: &[Value], name: &str) -> BTreeMap<String, u64> {
+    let as_count = |(k, v): (String, Value)| {
+        let n = v.as_u64().unwrap_or_else(|| panic!("{name}[{k}]: not a count: {v}"));
+        (k, n)
+    };
+    entries(objects, name).into_iter().map(as_count).collect()
+}
+
+/// The text of every printf record, in order.
+pub fn printed(objects: &[Value]) -> Vec<String> {
+    objects.iter().filter(|o| o["type"] == "printf").filter_map(|o| o["text"].as_str().map(String::from)).collect()
+}
+
+/// A key part as text: strings as they are, numbers in decimal.
+pub fn key_text(v: &Value) -> String {
+    v.as_str().map(String::from).unwrap_or_else(|| v.to_string())
 }
