@@ -16,8 +16,16 @@ pub struct AssertError {
     pub hint: Option<String>,
 }
 
+/// An asserted pointer type, and its runtime type descriptor when the binary has one
+/// (what an interface holding one has as its dynamic type).
+#[derive(Clone, Debug, PartialEq)]
+pub struct AssertedType {
+    pub ty: TypeId,
+    pub descriptor: Option<u64>,
+}
+
 /// The pointer type of every assertion in the body, by the name written.
-pub type Asserted = HashMap<String, Result<TypeId, AssertError>>;
+pub type Asserted = HashMap<String, Result<AssertedType, AssertError>>;
 
 /// Resolves every type the body asserts.
 pub fn resolve(body: &Block, target: &dyn GoBinary) -> Asserted {
@@ -37,7 +45,7 @@ pub fn resolve(body: &Block, target: &dyn GoBinary) -> Asserted {
     asserted
 }
 
-fn lookup(target: &dyn GoBinary, name: &str) -> Result<TypeId, AssertError> {
+fn lookup(target: &dyn GoBinary, name: &str) -> Result<AssertedType, AssertError> {
     let err = |message: String, hint: Option<String>| Err(AssertError { message, hint });
     if !name.starts_with('*') {
         return err(
@@ -46,7 +54,7 @@ fn lookup(target: &dyn GoBinary, name: &str) -> Result<TypeId, AssertError> {
         );
     }
     match target.type_named(name) {
-        Ok(id) => Ok(id),
+        Ok(ty) => Ok(AssertedType { ty, descriptor: target.pointer_descriptor(name) }),
         Err(NoRuntimeType::NoTypeData) => err(
             format!("`{name}` cannot be found: this binary has neither DWARF nor the runtime's type table"),
             None,

@@ -211,6 +211,17 @@ pub struct Facts {
     /// The body reads `m[k]` of a Go map (which hashes with the process's keys: a PIE
     /// needs its load bias).
     pub map_index: bool,
+    /// `v.(*T)` of an interface value: the link-time address of `*T`'s runtime type
+    /// descriptor, which the value's dynamic type must be (else the pointer is nil).
+    pub dynamic_asserts: HashMap<ExprId, u64>,
+}
+
+impl Facts {
+    /// Whether the body compares or reads link-time addresses (package variables, the
+    /// runtime type descriptors of `v.(*T)`), which a PIE moves by its load bias.
+    pub fn uses_link_addresses(&self) -> bool {
+        !self.dynamic_asserts.is_empty() || self.names.values().any(|n| matches!(n, Name::Global { .. }))
+    }
 }
 
 /// The arguments of one `span(...)`: each one's attribute key, `None` for `name:`.

@@ -234,6 +234,9 @@ impl GoBinary for Fake {
     fn word_type(&self) -> TypeId {
         self.type_id("int")
     }
+    fn pointer_descriptor(&self, _name: &str) -> Option<u64> {
+        None
+    }
     fn type_named(&self, name: &str) -> Result<TypeId, super::NoRuntimeType> {
         let bare = name.trim_start_matches('*');
         match self.types.borrow().items.iter().any(|t| t.name == bare) {

@@ -77,6 +77,9 @@ pub trait GoBinary {
     /// The Go type named `name` (`*net/http.Request`; a short package name if only one
     /// package has it): from DWARF, else from the runtime's type data.
     fn type_named(&self, name: &str) -> Result<TypeId, NoRuntimeType>;
+    /// The link-time address of the runtime type descriptor of the pointer type `name`
+    /// (`*main.T`): what an interface holding one has as its dynamic type.
+    fn pointer_descriptor(&self, name: &str) -> Option<u64>;
 
     // The runtime's layouts.
     fn g_layout(&self) -> Option<GLayout>;
@@ -180,6 +183,9 @@ impl GoBinary for Target {
     }
     fn type_named(&self, name: &str) -> Result<TypeId, NoRuntimeType> {
         Target::type_named(self, name)
+    }
+    fn pointer_descriptor(&self, name: &str) -> Option<u64> {
+        Target::pointer_descriptor(self, name)
     }
     fn g_layout(&self) -> Option<GLayout> {
         Target::g_layout(self)

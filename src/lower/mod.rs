@@ -11,6 +11,7 @@ pub mod accounting;
 pub mod aeshash;
 pub mod agg;
 pub mod arith;
+mod asserts;
 mod capture;
 pub mod carry;
 pub mod codegen;

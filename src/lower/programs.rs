@@ -26,9 +26,7 @@ const LOAD_BIAS: &str = "learn_load_bias";
 /// Whether an instance needs a PIE's load bias: it reads package-level variables, or
 /// names the instantiation a shape function was called with (its dictionary's address).
 fn reads_globals(inst: &Instance, hashing: bool) -> bool {
-    inst.dictionary.is_some()
-        || inst.facts.names.values().any(|n| matches!(n, Name::Global { .. }))
-        || (hashing && inst.facts.map_index)
+    inst.dictionary.is_some() || inst.facts.uses_link_addresses() || (hashing && inst.facts.map_index)
 }
 
 /// What every program of the script shares while it is lowered.

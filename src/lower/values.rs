@@ -104,6 +104,10 @@ impl Gen<'_> {
         }
         match &e.kind {
             ExprKind::Field { base, field } => self.field_place(e, base, field),
+            // An interface's data word, if its dynamic type is the one asserted.
+            ExprKind::Assert { base, .. } if self.facts.dynamic_asserts.contains_key(&e.id) => {
+                self.checked_assert_place(e, base)
+            }
             // A word read as a pointer: the same word, another type.
             ExprKind::Assert { base, .. } => self.place(base),
             // `string(b)` of a []byte: the slice's header begins as a string's (data, len).
@@ -228,7 +232,7 @@ impl Gen<'_> {
     }
 
     /// R0 = the `size` bytes of target memory at R3 + `offset` (zero when unreadable).
-    fn read_user_scalar(&mut self, offset: i64, size: u64) -> Result<(), LowerError> {
+    pub(super) fn read_user_scalar(&mut self, offset: i64, size: u64) -> Result<(), LowerError> {
         let tmp = self.frame_slot(8)?;
         self.b.emit(store_imm(Size::DW, R10, tmp, 0));
         if offset != 0 {

@@ -255,12 +255,12 @@ impl Cx<'_> {
 
 impl Cx<'_> {
     /// `x.(*T)`: a machine word, uintptr, unsafe.Pointer or pointer read as a pointer to
-    /// T (resolved before typing: `check::asserted`).
+    /// T; an interface's data word when its dynamic type is *T, else nil (T resolved
+    /// before typing: `check::asserted`).
     fn assert(&mut self, e: &Expr, base: &Expr, ty: &Ident) -> Ty {
         let bt = self.expr(base);
-        let found = self.asserted.get(&ty.name).cloned();
-        let id = match found {
-            Some(Ok(id)) => id,
+        let found = match self.asserted.get(&ty.name).cloned() {
+            Some(Ok(found)) => found,
             Some(Err(why)) => {
                 self.err(Diagnostic::error(ty.span, why.message).label("unknown type").hint_if(why.hint));
                 return Ty::Void;
@@ -270,23 +270,32 @@ impl Cx<'_> {
         if bt == Ty::Void {
             return Ty::Void;
         }
-        let word = self.facts.go_types.get(&base.id).map(|b| &self.types.get(*b).kind);
-        let fits = match word {
-            Some(TypeKind::Pointer { .. } | TypeKind::UnsafePointer) => true,
-            Some(TypeKind::Int { .. }) => {
-                self.facts.go_types.get(&base.id).is_some_and(|b| self.types.get(*b).size == 8)
+        let base_type = self.facts.go_types.get(&base.id).map(|b| self.types.get(*b));
+        match base_type.map(|t| (&t.kind, t.size)) {
+            Some((TypeKind::Pointer { .. } | TypeKind::UnsafePointer, _) | (TypeKind::Int { .. }, 8)) => {}
+            Some((TypeKind::Interface { .. }, _)) => match found.descriptor {
+                // Go's `p, _ := v.(*T)`: the data word if the dynamic type is *T.
+                Some(descriptor) => {
+                    self.facts.dynamic_asserts.insert(e.id, descriptor);
+                }
+                None => {
+                    self.err(
+                        Diagnostic::error(ty.span, format!("the binary has no runtime type {}", ty.name))
+                            .label("no value of this type can be in an interface")
+                            .hint("an interface can only hold a type the program converts to one"),
+                    );
+                    return Ty::Void;
+                }
+            },
+            _ => {
+                self.err(
+                    Diagnostic::error(base.span, format!("{} cannot be asserted to {}", bt.a(), ty.name))
+                        .label("not an interface, a machine word or a pointer")
+                        .hint("assert an interface (`err.(*os.PathError)`), a parameter by position (`arg2.(*net/http.Request)`), a uintptr or a pointer"),
+                );
+                return Ty::Void;
             }
-            _ => false,
-        };
-        if !fits {
-            let what = if matches!(bt, Ty::Interface) { "an interface".to_string() } else { bt.a() };
-            self.err(
-                Diagnostic::error(base.span, format!("{what} cannot be asserted to {}", ty.name))
-                    .label("not a machine word or a pointer")
-                    .hint("assert a parameter by position (`arg2.(*net/http.Request)`), a uintptr or a pointer"),
-            );
-            return Ty::Void;
         }
-        self.go_typed(e, id)
+        self.go_typed(e, found.ty)
     }
 }

@@ -75,6 +75,13 @@ impl Reader<'_> {
         Some(Head { size, tflag: b[TFLAG as usize], kind: b[KIND as usize] & 0x1f, str })
     }
 
+    /// The descriptor of the pointer to this type (`PtrToThis`, an offset from the
+    /// base), when the binary has one.
+    pub fn ptr_to_this(&self, at: u64) -> Option<u64> {
+        let off = self.image.u32(at + 44)? as i32;
+        (off != 0).then(|| self.base.checked_add_signed(off as i64)).flatten()
+    }
+
     /// The descriptor's element (pointer, slice, array, chan): the word after the head.
     pub fn elem(&self, at: u64) -> Option<u64> {
         self.image.u64(at + HEADER).filter(|a| *a != 0)

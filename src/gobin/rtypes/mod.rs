@@ -74,6 +74,22 @@ impl Target {
         Ok(id)
     }
 
+    /// The link-time address of the descriptor of `*T`, for `name` `*T`: from DWARF
+    /// (`DW_AT_go_runtime_type`), else `T`'s descriptor's `PtrToThis`.
+    pub fn pointer_descriptor(&self, name: &str) -> Option<u64> {
+        let elem = name.strip_prefix('*')?;
+        if self.has_dwarf() {
+            if let Some(at) = self.runtime_type_address(name) {
+                return Some(at);
+            }
+        }
+        let data = self.type_data()?;
+        let [at] = data.by_name.get(elem)?.as_slice() else { return None };
+        let image = self.image();
+        let reader = Reader { image: &image, base: data.base, go_minor: self.go_minor() };
+        reader.ptr_to_this(*at)
+    }
+
     fn full_name(&self, data: &TypeData, at: u64) -> Option<String> {
         let image = self.image();
         let reader = Reader { image: &image, base: data.base, go_minor: self.go_minor() };

@@ -121,6 +121,9 @@ func narrow(a int8, b uint8, c int16, d uint32, ok bool) int {
 func describe(v any) bool { return v != nil }
 
 //go:noinline
+func inspect(v any) bool { return v != nil }
+
+//go:noinline
 func countKeys(m map[string]int) int { return len(m) }
 
 // Ten does not fit in the nine integer registers: the whole struct goes on the stack.
@@ -296,6 +299,20 @@ func main() {
 		countKeys(m)
 	}
 	fmt.Printf("maps=6 keys=%d nilmaps=%d\n", keys, nilMaps)
+
+	// Interfaces holding several dynamic types, for v.(*T) (tests/cases/values.cases).
+	points, pointX, requestSize := 0, 0, 0
+	for _, v := range []any{&Point{X: 3}, Point{X: 5}, &Request{Size: 7}, nil, &Point{X: 4}, "s", &Request{Size: 2}} {
+		switch p := v.(type) {
+		case *Point:
+			points++
+			pointX += p.X
+		case *Request:
+			requestSize += p.Size
+		}
+		inspect(v)
+	}
+	fmt.Printf("inspected=7 inspected_points=%d inspected_x=%d inspected_size=%d\n", points, pointX, requestSize)
 
 	tj, ta := 0, 0
 	for i := 0; i < 10; i++ {
