@@ -45,6 +45,8 @@ pub struct Fake {
     types: RefCell<Types>,
     /// Whether it has DWARF: without, parameters are known only by position.
     dwarf: bool,
+    /// Runtime type descriptors of pointer types, by name (`*main.T`).
+    descriptors: HashMap<String, u64>,
 }
 
 impl Fake {
@@ -63,6 +65,7 @@ impl Fake {
             variables: HashMap::new(),
             types: RefCell::new(Types::default()),
             dwarf: true,
+            descriptors: HashMap::new(),
         };
         for name in RUNTIME {
             fake = fake.function(name, &[("gp", "*runtime.g")], &[]);
@@ -97,6 +100,21 @@ impl Fake {
     pub fn variable(mut self, name: &str, ty: &str, addr: u64) -> Fake {
         let ty = self.type_id(ty);
         self.variables.insert(name.to_string(), Variable { name: name.to_string(), addr, ty });
+        self
+    }
+
+    /// Adds a struct type with its fields (name, Go type name, offset) and the runtime
+    /// type descriptor of a pointer to it at `descriptor`.
+    pub fn structure(mut self, name: &str, fields: &[(&str, &str, u64)], descriptor: u64) -> Fake {
+        let mut list = Vec::new();
+        for (field, ty, offset) in fields {
+            let ty = self.type_id(ty);
+            list.push(crate::gotypes::StructField { name: field.to_string(), ty, offset: *offset, embedded: false });
+        }
+        let size = fields.iter().map(|(_, ty, offset)| offset + self.types.borrow().get(self.type_id(ty)).size).max();
+        let kind = TypeKind::Struct { fields: list };
+        self.types.borrow_mut().add(GoType { name: name.to_string(), size: size.unwrap_or(0), kind });
+        self.descriptors.insert(format!("*{name}"), descriptor);
         self
     }
 
@@ -234,8 +252,8 @@ impl GoBinary for Fake {
     fn word_type(&self) -> TypeId {
         self.type_id("int")
     }
-    fn pointer_descriptor(&self, _name: &str) -> Option<u64> {
-        None
+    fn pointer_descriptor(&self, name: &str) -> Option<u64> {
+        self.descriptors.get(name).copied()
     }
     fn type_named(&self, name: &str) -> Result<TypeId, super::NoRuntimeType> {
         let bare = name.trim_start_matches('*');

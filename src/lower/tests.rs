@@ -258,3 +258,29 @@ fn errors_name_what_is_wrong_with_a_hint() {
     assert!(bad_cond.contains("not a bool") && bad_cond.contains("!= 0"), "{bad_cond}");
     assert_eq!(errors(&bin, "on entry main.add { @c = count() }"), "");
 }
+
+/// `v.(*T)` of an interface compares its dynamic type with `*T`'s descriptor and reads
+/// the field through the data word; of a positional word, it reads straight through it.
+#[test]
+fn type_assertions_check_an_interfaces_dynamic_type_and_read_words_as_pointers() {
+    let binary = Fake::new().structure("main.Point", &[("X", "int", 0), ("Y", "int", 8)], 0x4a1230).function(
+        "main.inspect",
+        &[("v", "interface {}")],
+        &[],
+    );
+    let (checked, out) = lowered(&binary, "on entry main.inspect { @x = sum(v.(*main.Point).Y) }");
+    assert_eq!(checked.instances[0].facts.dynamic_asserts.values().copied().collect::<Vec<_>>(), vec![0x4a1230]);
+    let text = asm(&out, &out.plan.probes[0].program);
+    assert!(text.contains("= 0x4a1230 ll"), "the descriptor is compared:\n{text}");
+
+    let stripped = Fake::new()
+        .structure("main.Point", &[("X", "int", 0), ("Y", "int", 8)], 0x4a1230)
+        .function("main.inspect", &[("v", "interface {}")], &[])
+        .without_dwarf();
+    let (checked, _) = lowered(&stripped, "on entry main.inspect { @x = sum(arg1.(*main.Point).Y) }");
+    assert!(checked.instances[0].facts.dynamic_asserts.is_empty(), "a word is not checked");
+    let e = errors(&binary, "on entry main.inspect { @x = sum(v.(*main.Nope).Y) }");
+    assert!(e.contains("no type `main.Nope` in this binary"), "{e}");
+    let e = errors(&binary, "on entry main.inspect { @x = sum(v.(main.Point).Y) }");
+    assert!(e.contains("is not a pointer type"), "{e}");
+}
