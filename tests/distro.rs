@@ -119,3 +119,44 @@ fn httpclient_counts_a_stripped_distribution_binarys_scrapes() {
     assert_eq!(requests, vec![(format!("GET|{target}|200"), scrapes)], "{objects:?}");
     assert!(entries(&objects, "@httpc_errors").is_empty(), "{objects:?}");
 }
+
+/// Prometheus's own count of the requests it answered on `handler` with `code`.
+fn served_by_prometheus(base: &str, handler: &str, code: &str) -> u64 {
+    let mut response = ureq::get(&format!("{base}/metrics")).call().expect("scrape prometheus");
+    let text = response.body_mut().read_to_string().expect("metrics");
+    let series = format!("prometheus_http_requests_total{{code=\"{code}\",handler=\"{handler}\"}} ");
+    let line = text.lines().find_map(|l| l.strip_prefix(&series));
+    line.map_or(0, |v| v.trim().parse().expect("a count"))
+}
+
+#[test]
+fn http_counts_a_stripped_distribution_binarys_requests_by_method_path_and_status() {
+    let test = "http_counts_a_stripped_distribution_binarys_requests_by_method_path_and_status";
+    let Some(binary) = prometheus(test) else { return };
+    let (target_port, _) = scrape_target();
+    let port = free_port();
+    let cmd = command(&binary, test, &format!("127.0.0.1:{target_port}"), port);
+    let g = Gtrace::start(&["-f", "json", "http", "-c", &cmd]);
+    g.attached();
+    let base = format!("http://127.0.0.1:{port}");
+    let ready = poll(Duration::from_secs(30), || ureq::get(&format!("{base}/-/ready")).call().ok());
+    assert!(ready.is_some(), "prometheus did not start: {}", g.err.text());
+    let (queries, labels) = (40, 15);
+    for _ in 0..queries {
+        ureq::get(&format!("{base}/api/v1/query")).query("query", "up").call().expect("query");
+    }
+    for _ in 0..labels {
+        ureq::post(&format!("{base}/api/v1/labels")).send_empty().expect("labels");
+    }
+    let own = [
+        ("GET", "/api/v1/query", served_by_prometheus(&base, "/api/v1/query", "200")),
+        ("POST", "/api/v1/labels", served_by_prometheus(&base, "/api/v1/labels", "200")),
+    ];
+    let objects = end(g, test);
+    let got = counts(&objects, "@http_requests");
+    for (method, path, served) in own {
+        assert_eq!(got.get(&format!("{method}|{path}|200")).copied(), Some(served), "{got:?}");
+    }
+    assert_eq!(own.map(|(_, _, n)| n), [queries, labels], "prometheus counted what was sent");
+    assert!(!got.keys().any(|k| k.starts_with('?')), "{got:?}");
+}
