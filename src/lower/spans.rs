@@ -71,6 +71,8 @@ pub struct SpanState {
     /// of the header it parsed (context.rs).
     pub reading_context: bool,
     pub context_parsed: Option<i16>,
+    /// The `span(start: ..., error: ...)` being lowered: its start and its error.
+    pub ended: Option<(crate::syntax::ast::Expr, Option<crate::syntax::ast::Expr>)>,
 }
 
 impl Gen<'_> {
@@ -273,6 +275,31 @@ impl Gen<'_> {
 }
 
 impl Gen<'_> {
+    /// Writes an ended span's header at R8 (`span(start: t0)`): from the time in slot
+    /// `start` to now, a new trace of its own, the probe's function.
+    pub(super) fn ended_span_header(&mut self, start: i16, span: Span) -> Result<(), LowerError> {
+        self.b.comment("an ended span: from its start to now, a trace of its own");
+        self.b.emit(load(Size::DW, R1, R10, start));
+        self.b.emit(store_reg(Size::DW, R8, H_START, R1));
+        self.b.emit(call(BPF_FUNC_ktime_get_ns));
+        self.b.emit(store_reg(Size::DW, R8, H_END, R0));
+        for at in [H_TRACE, H_TRACE + 4, H_TRACE + 8, H_TRACE + 12, H_SPAN, H_SPAN + 4] {
+            self.b.emit(call(BPF_FUNC_get_prandom_u32));
+            self.b.emit(store_reg(Size::W, R8, at, R0));
+        }
+        // An all-zero span id is invalid: 1 instead.
+        let nonzero = self.b.new_label();
+        self.b.emit(load(Size::DW, R1, R8, H_SPAN));
+        self.b.jmp_imm_to(JmpOp::Ne, R1, 0, nonzero);
+        self.b.emit(store_imm(Size::DW, R8, H_SPAN, 1));
+        self.b.bind(nonzero);
+        self.b.emit(store_imm(Size::DW, R8, H_PARENT, 0));
+        self.b.emit(store_imm(Size::DW, R8, H_FLAGS, FLAG_SAMPLED));
+        self.builtin(crate::check::Builtin::Func, span)?;
+        self.b.emit(store_reg(Size::DW, R8, H_FUNC, R0));
+        Ok(())
+    }
+
     /// After a `hist()` update at the return of a call with a span: the value (slot
     /// `val`) and the span's ids, the exemplar of the key in slot `key` of `map`.
     pub(super) fn exemplar(&mut self, map: &str, key: i16, val: i16, span: Span) -> Result<(), LowerError> {

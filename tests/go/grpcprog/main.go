@@ -14,6 +14,7 @@
 //	sent|SIDE|METHOD=BYTES          bytes of the messages that side sent (proto.Size)
 //	sent_msgs|SIDE|METHOD=N         messages that side sent
 //	recv|SIDE|METHOD=BYTES, recv_msgs|SIDE|METHOD=N   the same for messages received
+//	code|CODE=NUMBER                each code seen, by name: its number (codes.Code)
 //
 // The server side counts what its handlers returned (an interceptor sees each call's
 // error); the call to the unknown method never reaches a handler: grpc's server
@@ -54,7 +55,11 @@ func (t *truth) add(key string, v int) {
 }
 
 func (t *truth) call(side, method string, err error) {
-	t.add(fmt.Sprintf("calls|%s|%s|%s", side, method, status.Code(err)), 1)
+	code := status.Code(err)
+	t.add(fmt.Sprintf("calls|%s|%s|%s", side, method, code), 1)
+	t.mu.Lock()
+	t.n[fmt.Sprintf("code|%s", code)] = int(code)
+	t.mu.Unlock()
 }
 
 func (t *truth) sent(side, method string, m proto.Message) {
