@@ -255,8 +255,11 @@ fn grpc_checks_on_every_build_and_http_on_a_grpc_server_names_grpc() {
 /// kind (server, client), named by its method, with the method and the code's number
 /// (the program's own `code|NAME=NUMBER`) as attributes, and an error status where
 /// OpenTelemetry's conventions for gRPC say (a client: any code but OK; a server:
-/// Unknown, DeadlineExceeded, Unimplemented, Internal, Unavailable, DataLoss). Stripped:
-/// as many spans a side, named by it, method `?` and code -1, none an error.
+/// Unknown, DeadlineExceeded, Unimplemented, Internal, Unavailable, DataLoss). A call the
+/// client sent with a traceparent in its metadata (`tp|TRACE|SPAN|METHOD`): its server
+/// span is in that trace, that span its remote parent; every other span starts a trace.
+/// Stripped: as many spans a side, named by it, method `?` and code -1, none an error,
+/// no parent (the headers cannot be read).
 #[test]
 fn grpc_with_otlp_sends_a_span_per_call_as_the_program_counted_them() {
     let test = "grpc_with_otlp_sends_a_span_per_call_as_the_program_counted_them";
@@ -274,6 +277,9 @@ fn grpc_with_otlp_sends_a_span_per_call_as_the_program_counted_them() {
         assert_eq!(spans.len() as u64, n, "{label}");
         let names: BTreeMap<u64, String> = truth_of(&t, "code").into_iter().map(|(name, n)| (n, name)).collect();
         let mut got: BTreeMap<String, u64> = BTreeMap::new();
+        let sent = truth_of(&t, "tp");
+        assert!(!sent.is_empty(), "calls with a traceparent: {t:?}");
+        let mut joined = BTreeMap::new();
         for s in &spans {
             let side = match &s["kind"] {
                 k if k == 2 || k == "SPAN_KIND_SERVER" => "server",
@@ -302,7 +308,18 @@ fn grpc_with_otlp_sends_a_span_per_call_as_the_program_counted_them() {
                 format!("{side}|{method}|{code}")
             };
             *got.entry(key).or_insert(0) += 1;
+            let (trace, parent) =
+                (s["traceId"].as_str().unwrap_or_default(), s["parentSpanId"].as_str().unwrap_or_default());
+            if parent.is_empty() {
+                assert!(sent.keys().all(|k| !k.starts_with(trace)), "{s}");
+            } else {
+                assert_eq!(side, "server", "{s}");
+                assert_eq!(s["flags"].as_u64(), Some(0x300 | 1), "a remote parent, sampled: {s}");
+                *joined.entry(format!("{trace}|{parent}|{}", s["name"].as_str().unwrap_or_default())).or_insert(0) += 1;
+            }
         }
+        let want_joined = if label == "stripped" { BTreeMap::new() } else { sent.clone() };
+        assert_eq!(joined, want_joined, "{label}: server spans under the caller's traceparent");
         let want = if label == "stripped" { by_prefix(&calls, 1) } else { calls.clone() };
         assert_eq!(got, want, "{label}: spans by side, method and code");
         assert!(calls.keys().any(|k| k.contains("Stream")), "streaming calls too: {calls:?}");

@@ -236,6 +236,8 @@ pub struct SpanArgs {
     pub start: Option<usize>,
     /// `error:` of an ended span (a bool, or a string: non-empty is an error), by index.
     pub error: Option<usize>,
+    /// `parent:` of an ended span: a W3C traceparent (the program's trace), by index.
+    pub parent: Option<usize>,
     /// `kind:` (OTLP's span kind), INTERNAL when not given.
     pub kind: crate::plan::SpanKind,
 }

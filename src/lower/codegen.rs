@@ -312,10 +312,9 @@ impl<'a> Gen<'a> {
             "span" => {
                 let s = self.facts.spans.get(&e.id).cloned().unwrap_or_default();
                 let fields: Vec<Expr> = s.fields.iter().filter_map(|&i| args.get(i).cloned()).collect();
-                self.spans.ended = s.start.and_then(|i| args.get(i).cloned()).map(|t0| {
-                    let error = s.error.and_then(|i| args.get(i).cloned());
-                    (t0, error)
-                });
+                let arg = |i: Option<usize>| i.and_then(|i| args.get(i).cloned());
+                self.spans.ended =
+                    arg(s.start).map(|start| super::spans::Ended { start, error: arg(s.error), parent: arg(s.parent) });
                 let kind = EventKind::Span { keys: s.keys, status: false, panic: false, ended: false, kind: s.kind };
                 self.event(kind, &fields, e.span)
             }

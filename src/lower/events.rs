@@ -28,12 +28,22 @@ impl Gen<'_> {
         let mut sources = None;
         let ended_span = self.spans.ended.take();
         let mut start_slot = None;
-        if let (EventKind::Span { status, ended, .. }, Some((t0, error))) = (&mut kind, &ended_span) {
-            // An ended span: its start, now; its status, `error:`.
+        let mut parent_slot = None;
+        if let (EventKind::Span { status, ended, .. }, Some(e)) = (&mut kind, &ended_span) {
+            // An ended span: its start, now; its status, `error:`; its parent, `parent:`.
             let slot = self.slot(8, span)?;
-            self.expr(t0)?;
+            self.expr(&e.start)?;
             self.b.emit(store_reg(Size::DW, R10, slot, R0));
             start_slot = Some(slot);
+            if let Some(tp) = &e.parent {
+                let parsed = self.slot(32, span)?;
+                for i in 0..4 {
+                    self.b.emit(store_imm(Size::DW, R10, parsed + 8 * i, 0));
+                }
+                self.parse_traceparent(tp, parsed, span)?;
+                parent_slot = Some(parsed);
+            }
+            let error = &e.error;
             header = super::spans::HEADER_END - 8;
             *ended = true;
             if let Some(e) = error {
@@ -116,7 +126,7 @@ impl Gen<'_> {
             self.span_header(frame, record, span)?;
         }
         if let Some(start) = start_slot {
-            self.ended_span_header(start, span)?;
+            self.ended_span_header(start, parent_slot, span)?;
         }
         for (item, f) in items.iter().zip(&fields) {
             match (item, &f.ty) {

@@ -57,6 +57,14 @@ pub const H_FLAGS: i16 = 56;
 pub const H_FUNC: i16 = 64;
 pub const HEADER_END: u32 = 72;
 
+/// An ended span's start, error and parent (`span(start: t0, error: e, parent: tp)`).
+#[derive(Clone)]
+pub struct Ended {
+    pub start: crate::syntax::ast::Expr,
+    pub error: Option<crate::syntax::ast::Expr>,
+    pub parent: Option<crate::syntax::ast::Expr>,
+}
+
 /// What a program's generator keeps for spans and trace contexts.
 #[derive(Default)]
 pub struct SpanState {
@@ -71,8 +79,8 @@ pub struct SpanState {
     /// of the header it parsed (context.rs).
     pub reading_context: bool,
     pub context_parsed: Option<i16>,
-    /// The `span(start: ..., error: ...)` being lowered: its start and its error.
-    pub ended: Option<(crate::syntax::ast::Expr, Option<crate::syntax::ast::Expr>)>,
+    /// The `span(start: ..., error: ..., parent: ...)` being lowered.
+    pub ended: Option<Ended>,
 }
 
 impl Gen<'_> {
@@ -276,9 +284,11 @@ impl Gen<'_> {
 
 impl Gen<'_> {
     /// Writes an ended span's header at R8 (`span(start: t0)`): from the time in slot
-    /// `start` to now, a new trace of its own, the probe's function.
-    pub(super) fn ended_span_header(&mut self, start: i16, span: Span) -> Result<(), LowerError> {
-        self.b.comment("an ended span: from its start to now, a trace of its own");
+    /// `start` to now, the probe's function; in the trace of the traceparent parsed in
+    /// slot `parent` (context.rs) when it is valid, its span the parent (remote), else a
+    /// new trace of its own.
+    pub(super) fn ended_span_header(&mut self, start: i16, parent: Option<i16>, span: Span) -> Result<(), LowerError> {
+        self.b.comment("an ended span: from its start to now");
         self.b.emit(load(Size::DW, R1, R10, start));
         self.b.emit(store_reg(Size::DW, R8, H_START, R1));
         self.b.emit(call(BPF_FUNC_ktime_get_ns));
@@ -295,6 +305,21 @@ impl Gen<'_> {
         self.b.bind(nonzero);
         self.b.emit(store_imm(Size::DW, R8, H_PARENT, 0));
         self.b.emit(store_imm(Size::DW, R8, H_FLAGS, FLAG_SAMPLED));
+        if let Some(parsed) = parent {
+            let invalid = self.b.new_label();
+            self.b.emit(load(Size::B, R1, R10, parsed + 25));
+            self.b.jmp_imm_to(JmpOp::Eq, R1, 0, invalid);
+            for (from, to) in [(0, H_TRACE), (8, H_TRACE + 8), (16, H_PARENT)] {
+                self.b.emit(load(Size::DW, R1, R10, parsed + from));
+                self.b.emit(store_reg(Size::DW, R8, to, R1));
+            }
+            self.b.emit(load(Size::B, R1, R10, parsed + 24));
+            self.b.emit(alu64_imm(AluOp::And, R1, FLAG_SAMPLED));
+            self.b.emit(alu64_imm(AluOp::Or, R1, FLAG_REMOTE_PARENT));
+            self.b.emit(store_reg(Size::DW, R8, H_FLAGS, R1));
+            self.b.bind(invalid);
+            self.b.emit(mov64_imm(R0, 0));
+        }
         self.builtin(crate::check::Builtin::Func, span)?;
         self.b.emit(store_reg(Size::DW, R8, H_FUNC, R0));
         Ok(())

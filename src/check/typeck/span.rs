@@ -83,7 +83,7 @@ impl Cx<'_> {
         self.facts.span_ctx = self.context_param();
     }
 
-    /// `start:`, `kind:` and `error:` (the latter only with `start:`): checked and kept
+    /// `start:`, `kind:`, `error:` and `parent:` (the last two only with `start:`): checked and kept
     /// in `out`; false for an attribute.
     fn span_role(&mut self, out: &mut SpanArgs, i: usize, a: &Expr, t: &Ty, names: &[Option<Ident>]) -> bool {
         let Some(name) = names.get(i).and_then(|n| n.as_ref()) else { return false };
@@ -123,6 +123,18 @@ impl Cx<'_> {
                 }
                 if out.error.replace(i).is_some() {
                     self.err(Diagnostic::error(a.span, "the span's error is given twice").label("a second error"));
+                }
+            }
+            "parent" if out.start.is_some() => {
+                if !matches!(t, Ty::Str { .. } | Ty::Void) {
+                    self.err(
+                        Diagnostic::error(a.span, format!("a span's parent is a W3C traceparent, not {}", t.a()))
+                            .label("not a string")
+                            .hint("span(start: t0, parent: @_tp[id]), with the header kept where it arrived"),
+                    );
+                }
+                if out.parent.replace(i).is_some() {
+                    self.err(Diagnostic::error(a.span, "the span's parent is given twice").label("a second parent"));
                 }
             }
             _ => return false,
