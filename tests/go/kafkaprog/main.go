@@ -11,9 +11,12 @@
 // written so far. The program prints its own truth, from kafka-go's own statistics
 // (Writer.Stats, Reader.Stats), one `key=value` a line:
 //
-//	produced|TOPIC=N          messages written (WriterStats.Messages)
-//	produced_bytes|TOPIC=B    their bytes as kafka-go counts them (WriterStats.Bytes)
+//	produced|TOPIC=N          messages written (WriteMessages returned no error)
+//	produce_errors|TOPIC=N    messages whose write failed (one write, refused by the
+//	                          broker on purpose: MESSAGE_TOO_LARGE)
+//	produced_bytes|TOPIC=B    the bytes of both as kafka-go counts them (WriterStats.Bytes)
 //	batches|TOPIC=N           produce requests (WriterStats.Writes)
+//	batch_errors|TOPIC=N      produce requests that failed (WriterStats.Errors)
 //	consumed|TOPIC=N          messages the reader fetched (ReaderStats.Messages)
 //	consumed_bytes|TOPIC=B    their keys' and values' bytes (ReaderStats.Bytes)
 //	fetches|TOPIC=N           fetch requests (ReaderStats.Fetches)
@@ -30,10 +33,33 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 var topics = []string{"orders", "payments"}
+
+// refuseNextProduce makes the broker answer the next produce request with
+// MESSAGE_TOO_LARGE for every partition in it (a control function of kfake, run once).
+func refuseNextProduce(c *kfake.Cluster) {
+	c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		r := req.(*kmsg.ProduceRequest)
+		resp := r.ResponseKind().(*kmsg.ProduceResponse)
+		for _, t := range r.Topics {
+			rt := kmsg.NewProduceResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewProduceResponseTopicPartition()
+				rp.Partition = p.Partition
+				rp.ErrorCode = kerr.MessageTooLarge.Code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp, nil, true
+	})
+}
 
 func main() {
 	rounds := 3
@@ -81,9 +107,21 @@ func main() {
 						Value: []byte(strings.Repeat("v", 10*(1+i+w+round*7))),
 					}
 				}
-				if err := writers[t].WriteMessages(ctx, msgs...); err != nil {
-					panic(err)
+				// In round 1 the broker refuses the payments' first write (MESSAGE_TOO_LARGE,
+				// which kafka-go does not retry).
+				refuse := round == 1 && w == 0 && t == "payments"
+				if refuse {
+					refuseNextProduce(cluster)
 				}
+				err := writers[t].WriteMessages(ctx, msgs...)
+				if refuse != (err != nil) {
+					panic(fmt.Sprintf("write %d of %s in round %d: %v", w, t, round, err))
+				}
+				if err != nil {
+					truth["produce_errors|"+t] += int64(n)
+					continue
+				}
+				truth["produced|"+t] += int64(n)
 				written[t] += n
 			}
 		}
@@ -102,9 +140,12 @@ func main() {
 		writers[t].Close()
 		readers[t].Close()
 		ws := writers[t].Stats()
-		truth["produced|"+t] = ws.Messages
+		if ws.Messages != truth["produced|"+t]+truth["produce_errors|"+t] {
+			panic(fmt.Sprintf("%s: kafka-go counts %d messages written", t, ws.Messages))
+		}
 		truth["produced_bytes|"+t] = ws.Bytes
 		truth["batches|"+t] = ws.Writes
+		truth["batch_errors|"+t] = ws.Errors
 		rs := readers[t].Stats()
 		truth["consumed|"+t] = rs.Messages
 		truth["consumed_bytes|"+t] = rs.Bytes
