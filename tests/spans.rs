@@ -253,9 +253,28 @@ fn sent_headers(truth: &str) -> BTreeMap<i64, (String, String, String)> {
 #[test]
 fn spans_under_a_served_request_join_the_trace_of_its_traceparent_header() {
     let test = "spans_under_a_served_request_join_the_trace_of_its_traceparent_header";
-    let Some(c) = collector::for_test(test, "spans-traceparent") else { return };
+    served_requests_join_their_traceparent(test, &[], 1);
+}
+
+/// The same over HTTP/2 without TLS (net/http's own h2c, Go 1.24 and later: its handler
+/// goroutines call serverHandler.ServeHTTP too). It fails today, a known bug: requests
+/// with a header join their trace, but a request without a valid one takes the trace of
+/// an earlier request (5 of 4's, 7 of 6's, 10 of 4's...: the request served before it on
+/// a goroutine whose g the runtime reused), where it should start its own. Run it with
+/// `cargo test --test spans -- --ignored` to see it.
+#[test]
+#[ignore = "known bug: on HTTP/2, a request without a traceparent takes an earlier request's trace"]
+fn spans_under_an_h2c_request_join_the_trace_of_its_traceparent_header() {
+    let test = "spans_under_an_h2c_request_join_the_trace_of_its_traceparent_header";
+    served_requests_join_their_traceparent(test, &["h2c"], 2);
+}
+
+/// tests/go/traceparent ARGS traced with spans of handle and lookup; `proto`: the HTTP
+/// major version the program says its requests came in.
+fn served_requests_join_their_traceparent(test: &str, args: &[&str], proto: u64) {
+    let Some(c) = collector::for_test(test, &format!("spans-traceparent{}", args.join("-"))) else { return };
     let bin = support::go_build("traceparent", &[]);
-    let mut program = Program::start(&bin);
+    let mut program = Program::start_args(&bin, args);
     let pid = program.pid.to_string();
     let url = c.url.clone();
     let script = "on return main.handle { span(id: id) }\non return main.lookup { span(id: id) }";
@@ -266,6 +285,7 @@ fn spans_under_a_served_request_join_the_trace_of_its_traceparent_header() {
     assert_eq!(g.wait(), 0, "{}", g.err.text());
     let sent = sent_headers(&truth);
     assert_eq!(sent.len() as u64, truth_of(&truth, "requests"));
+    assert_eq!(truth_of(&truth, "proto"), proto, "{truth}");
     // Unsampled traces (flags 00) are the program's decision: no span is sent for them.
     let unsampled = sent.values().filter(|(_, _, kind)| kind == "sampled=00").count();
     let exported = 2 * (sent.len() - unsampled);
