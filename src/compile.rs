@@ -25,6 +25,8 @@ pub struct Options {
     pub include: Vec<PathBuf>,
     /// `--set NAME=VALUE`, in order.
     pub sets: Vec<String>,
+    /// `--otlp` is given: the param `otlp` is true.
+    pub otlp: bool,
     /// `--string-limit`: bytes read of a Go string.
     pub string_limit: u32,
     /// `--map-size`, `--rate`, and whether probes count their hits (`--stats`,
@@ -37,6 +39,7 @@ impl Default for Options {
         Options {
             include: Vec::new(),
             sets: Vec::new(),
+            otlp: false,
             string_limit: check::govalues::STRING_LIMIT,
             lowering: lower::Settings::default(),
         }
@@ -66,7 +69,7 @@ impl Compiled {
 pub fn parse(root: Root, opts: &Options) -> Result<(Sources, Script), Report> {
     let mut sources = Sources::default();
     let mut diags = Diagnostics::default();
-    let lib = library::Options { include: opts.include.clone(), sets: opts.sets.clone() };
+    let lib = library::Options { include: opts.include.clone(), sets: opts.sets.clone(), otlp: opts.otlp };
     match library::load(root, &lib, &mut sources, &mut diags) {
         Some(script) if !diags.has_errors() => Ok((sources, script)),
         _ => Err(Report { sources, diagnostics: diags.items }),

@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde_json::Value;
+use support::collector::{self, span_attribute};
 use support::jsonout::{entries, json};
 use support::{gtrace, privileged, Run};
 
@@ -247,4 +248,81 @@ fn grpc_checks_on_every_build_and_http_on_a_grpc_server_names_grpc() {
     assert_eq!(r.code, 1, "{}", r.stderr);
     assert!(r.stderr.contains("has no gRPC server or client"), "{}", r.stderr);
     assert!(r.stderr.contains("`gtrace http`"), "{}", r.stderr);
+}
+
+/// With `--otlp`, a span per call to a real OpenTelemetry Collector (file exporter):
+/// on each side as many as the program counted, by method and code, each of its side's
+/// kind (server, client), named by its method, with the method and the code's number
+/// (the program's own `code|NAME=NUMBER`) as attributes, and an error status where
+/// OpenTelemetry's conventions for gRPC say (a client: any code but OK; a server:
+/// Unknown, DeadlineExceeded, Unimplemented, Internal, Unavailable, DataLoss). A call the
+/// client sent with a traceparent in its metadata (`tp|TRACE|SPAN|METHOD`): its server
+/// span is in that trace, that span its remote parent; every other span starts a trace.
+/// Stripped: as many spans a side, named by it, method `?` and code -1, none an error,
+/// no parent (the headers cannot be read).
+#[test]
+fn grpc_with_otlp_sends_a_span_per_call_as_the_program_counted_them() {
+    let test = "grpc_with_otlp_sends_a_span_per_call_as_the_program_counted_them";
+    let version = VERSIONS[VERSIONS.len() - 1];
+    for (label, flags) in [("unstripped", &[][..]), ("stripped", &["-ldflags=-s -w"][..])] {
+        let Some(c) = collector::for_test(test, &format!("grpc-spans-{label}")) else { return };
+        let program = grpcprog(version, flags);
+        let r = trace(&["--otlp", &c.url, "--map-size", "@grpc_latency=256"], &program, 3);
+        let t = truths(&r.stdout);
+        let calls = truth_of(&t, "calls");
+        let n: u64 = calls.values().sum();
+        let said = format!("gtrace: {n} spans sent to the OpenTelemetry collector at {}", c.url);
+        assert!(r.stderr.contains(&said), "{label}: {said}\n{}", r.stderr);
+        let spans = c.wait_spans(n as usize);
+        assert_eq!(spans.len() as u64, n, "{label}");
+        let names: BTreeMap<u64, String> = truth_of(&t, "code").into_iter().map(|(name, n)| (n, name)).collect();
+        let mut got: BTreeMap<String, u64> = BTreeMap::new();
+        let sent = truth_of(&t, "tp");
+        assert!(!sent.is_empty(), "calls with a traceparent: {t:?}");
+        let mut joined = BTreeMap::new();
+        for s in &spans {
+            let side = match &s["kind"] {
+                k if k == 2 || k == "SPAN_KIND_SERVER" => "server",
+                k if k == 3 || k == "SPAN_KIND_CLIENT" => "client",
+                k => panic!("{label}: a span of kind {k}: {s}"),
+            };
+            let method = span_attribute(s, "rpc.method").expect("rpc.method");
+            let code = span_attribute(s, "rpc.grpc.status_code").expect("rpc.grpc.status_code");
+            assert_eq!(span_attribute(s, "rpc.system").as_deref(), Some("grpc"), "{s}");
+            let error = s["status"]["code"].as_u64().unwrap_or(0) == 2;
+            let key = if label == "stripped" {
+                assert_eq!(
+                    (s["name"].as_str(), method.as_str(), code.as_str()),
+                    (Some(&*format!("grpc {side} call")), "?", "-1"),
+                    "{s}"
+                );
+                assert!(!error, "{s}");
+                side.to_string()
+            } else {
+                let code = &names[&code.parse::<u64>().expect("a code")];
+                assert_eq!(s["name"].as_str(), Some(method.as_str()), "{s}");
+                let server_errors =
+                    ["Unknown", "DeadlineExceeded", "Unimplemented", "Internal", "Unavailable", "DataLoss"];
+                let failed = if side == "client" { code != "OK" } else { server_errors.contains(&code.as_str()) };
+                assert_eq!(error, failed, "{side} {method} {code}: {s}");
+                format!("{side}|{method}|{code}")
+            };
+            *got.entry(key).or_insert(0) += 1;
+            let (trace, parent) =
+                (s["traceId"].as_str().unwrap_or_default(), s["parentSpanId"].as_str().unwrap_or_default());
+            if parent.is_empty() {
+                assert!(sent.keys().all(|k| !k.starts_with(trace)), "{s}");
+            } else {
+                assert_eq!(side, "server", "{s}");
+                assert_eq!(s["flags"].as_u64(), Some(0x300 | 1), "a remote parent, sampled: {s}");
+                *joined.entry(format!("{trace}|{parent}|{}", s["name"].as_str().unwrap_or_default())).or_insert(0) += 1;
+            }
+        }
+        let want_joined = if label == "stripped" { BTreeMap::new() } else { sent.clone() };
+        assert_eq!(joined, want_joined, "{label}: server spans under the caller's traceparent");
+        let want = if label == "stripped" { by_prefix(&calls, 1) } else { calls.clone() };
+        assert_eq!(got, want, "{label}: spans by side, method and code");
+        assert!(calls.keys().any(|k| k.contains("Stream")), "streaming calls too: {calls:?}");
+        assert!(!r.stderr.contains("not sent"), "{label}: {}", r.stderr);
+    }
 }

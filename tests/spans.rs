@@ -10,10 +10,9 @@ mod support;
 
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
-use support::collector::{self, Collector};
+use support::collector::{self, span_attribute as attribute};
 use support::privileged;
-use support::processes::{free_port, poll, truth_of, Gtrace, Program};
+use support::processes::{truth_of, Gtrace, Program};
 
 const SCRIPT: &str = r#"
 on return main.checkout { span(user: user) }
@@ -57,26 +56,6 @@ fn calls(truth: &str) -> Vec<Call> {
         .collect()
 }
 
-/// Every span received, as OTLP JSON.
-fn spans(c: &Collector) -> Vec<Value> {
-    let mut out = Vec::new();
-    for r in c.received() {
-        for rs in r["resourceSpans"].as_array().into_iter().flatten() {
-            for ss in rs["scopeSpans"].as_array().into_iter().flatten() {
-                out.extend(ss["spans"].as_array().into_iter().flatten().cloned());
-            }
-        }
-    }
-    out
-}
-
-/// An attribute's value as text (OTLP JSON writes int64 as a string).
-fn attribute(span: &Value, key: &str) -> Option<String> {
-    let kv = span["attributes"].as_array()?.iter().find(|a| a["key"] == key)?;
-    let v = &kv["value"];
-    v["intValue"].as_str().or(v["stringValue"].as_str()).map(String::from)
-}
-
 fn nanos(v: &Value) -> u64 {
     v.as_str().and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("not nanoseconds: {v}"))
 }
@@ -93,16 +72,11 @@ fn span_name(function: &str) -> &str {
 #[test]
 fn a_real_collector_receives_a_span_per_call_nested_as_the_program_nested_them() {
     let test = "a_real_collector_receives_a_span_per_call_nested_as_the_program_nested_them";
-    if !privileged(test) {
-        return;
-    }
-    let Some(otelcol) = collector::binary(test) else { return };
-    let port = free_port();
-    let c = Collector::start(&otelcol, port, "spans-truth");
+    let Some(c) = collector::for_test(test, "spans-truth") else { return };
     let bin = support::go_build("spans", &[]);
     let mut program = Program::start(&bin);
     let pid = program.pid.to_string();
-    let url = format!("http://127.0.0.1:{port}");
+    let url = c.url.clone();
     let mut g = Gtrace::start(&["-e", SCRIPT, "-p", &pid, "--otlp", &url, "--otlp-interval", "500ms"]);
     g.attached();
     let truth = program.go();
@@ -113,8 +87,7 @@ fn a_real_collector_receives_a_span_per_call_nested_as_the_program_nested_them()
     let said = format!("gtrace: {} spans sent to the OpenTelemetry collector at {url}", calls.len());
     assert!(g.err.text().contains(&said), "{}", g.err.text());
     assert!(!g.err.text().contains("never sent"), "{}", g.err.text());
-    let got = poll(Duration::from_secs(10), || Some(spans(&c)).filter(|s| s.len() >= calls.len()));
-    let got = got.unwrap_or_else(|| spans(&c));
+    let got = c.wait_spans(calls.len());
     assert_eq!(got.len(), calls.len(), "spans received");
 
     // One span per (function, user): each call's.
@@ -242,13 +215,22 @@ fn a_span_is_made_where_a_call_ends_with_a_name_and_keys_once() {
     assert!(e.contains("printf() takes its arguments in order, without names"), "{e}");
     let e = refused("on return main.audit { x := span() }");
     assert!(e.contains("span() is a statement, not a value"), "{e}");
+    // Ended spans: a start in nanoseconds, a kind by its name, an error as a bool or text.
+    let e = refused(r#"on entry main.audit { span(start: "now") }"#);
+    assert!(e.contains("a span's start is a time in nanoseconds, not a string"), "{e}");
+    let e = refused(r#"on entry main.audit { span(start: nsecs, kind: "backend") }"#);
+    assert!(e.contains("a span's kind is one of its names") && e.contains("\"server\""), "{e}");
+    let e = refused("on entry main.audit { span(start: nsecs, error: user) }");
+    assert!(e.contains("a span's error is a bool or a message, not an int"), "{e}");
+    let e = refused("on entry main.audit { span(start: nsecs, parent: user) }");
+    assert!(e.contains("a span's parent is a W3C traceparent, not an int"), "{e}");
     // Keys with dots name span attributes, not map keys.
     let e = refused("on return main.audit { @m[user.id: user] = count() }");
     assert!(e.contains("ASCII letters, digits and `_`"), "{e}");
     let bin = support::go_build("spans", &[]);
     let ok = support::gtrace(&[
         "-e",
-        "on return main.audit { span(user.id: user, note) }",
+        "on return main.audit { span(user.id: user, note, kind: \"client\") }\non entry main.price { span(start: nsecs - 5, error: user > 3, kind: \"server\") }",
         "--check",
         "-b",
         bin.to_str().unwrap(),
@@ -271,16 +253,32 @@ fn sent_headers(truth: &str) -> BTreeMap<i64, (String, String, String)> {
 #[test]
 fn spans_under_a_served_request_join_the_trace_of_its_traceparent_header() {
     let test = "spans_under_a_served_request_join_the_trace_of_its_traceparent_header";
-    if !privileged(test) {
-        return;
-    }
-    let Some(otelcol) = collector::binary(test) else { return };
-    let port = free_port();
-    let c = Collector::start(&otelcol, port, "spans-traceparent");
+    served_requests_join_their_traceparent(test, &[], 1);
+}
+
+/// The same over HTTP/2 without TLS (net/http's own h2c, Go 1.24 and later: its handler
+/// goroutines call serverHandler.ServeHTTP too). It fails today, a known bug: requests
+/// with a header join their trace, but a request without a valid one takes the trace of
+/// an earlier one, header's span as parent included (5 of 4's, 7 of 6's, 10 of 4's...),
+/// where it should start its own. ServeHTTP's entries and RETs are all seen (20 and 20,
+/// 20 goroutines), so the frames are popped: the header read itself seems to give an
+/// earlier request's value when the key is missing (Go map lookup on HTTP/2's header
+/// maps; not found yet). Run it with `cargo test --test spans -- --ignored`.
+#[test]
+#[ignore = "known bug: on HTTP/2, a request without a traceparent takes an earlier request's trace"]
+fn spans_under_an_h2c_request_join_the_trace_of_its_traceparent_header() {
+    let test = "spans_under_an_h2c_request_join_the_trace_of_its_traceparent_header";
+    served_requests_join_their_traceparent(test, &["h2c"], 2);
+}
+
+/// tests/go/traceparent ARGS traced with spans of handle and lookup; `proto`: the HTTP
+/// major version the program says its requests came in.
+fn served_requests_join_their_traceparent(test: &str, args: &[&str], proto: u64) {
+    let Some(c) = collector::for_test(test, &format!("spans-traceparent{}", args.join("-"))) else { return };
     let bin = support::go_build("traceparent", &[]);
-    let mut program = Program::start(&bin);
+    let mut program = Program::start_args(&bin, args);
     let pid = program.pid.to_string();
-    let url = format!("http://127.0.0.1:{port}");
+    let url = c.url.clone();
     let script = "on return main.handle { span(id: id) }\non return main.lookup { span(id: id) }";
     let mut g = Gtrace::start(&["-e", script, "-p", &pid, "--otlp", &url]);
     g.attached();
@@ -289,14 +287,14 @@ fn spans_under_a_served_request_join_the_trace_of_its_traceparent_header() {
     assert_eq!(g.wait(), 0, "{}", g.err.text());
     let sent = sent_headers(&truth);
     assert_eq!(sent.len() as u64, truth_of(&truth, "requests"));
+    assert_eq!(truth_of(&truth, "proto"), proto, "{truth}");
     // Unsampled traces (flags 00) are the program's decision: no span is sent for them.
     let unsampled = sent.values().filter(|(_, _, kind)| kind == "sampled=00").count();
     let exported = 2 * (sent.len() - unsampled);
     let said =
         format!("gtrace: {exported} spans sent to the OpenTelemetry collector at {url}; {} not sent", 2 * unsampled);
     assert!(g.err.text().contains(&said), "{said}\n{}", g.err.text());
-    let got = poll(Duration::from_secs(10), || Some(spans(&c)).filter(|s| s.len() >= exported));
-    let got = got.unwrap_or_else(|| spans(&c));
+    let got = c.wait_spans(exported);
     assert_eq!(got.len(), exported, "{got:?}");
     let by_call: BTreeMap<(String, i64), &Value> = got
         .iter()
@@ -336,16 +334,11 @@ fn spans_under_a_served_request_join_the_trace_of_its_traceparent_header() {
 #[test]
 fn spans_take_the_opentelemetry_sdks_span_in_a_context_parameter_as_their_parent() {
     let test = "spans_take_the_opentelemetry_sdks_span_in_a_context_parameter_as_their_parent";
-    if !privileged(test) {
-        return;
-    }
-    let Some(otelcol) = collector::binary(test) else { return };
-    let port = free_port();
-    let c = Collector::start(&otelcol, port, "spans-otelsdk");
+    let Some(c) = collector::for_test(test, "spans-otelsdk") else { return };
     let bin = support::go_build("otelsdk", &[]);
     let mut program = Program::start(&bin);
     let pid = program.pid.to_string();
-    let url = format!("http://127.0.0.1:{port}");
+    let url = c.url.clone();
     let script = "on return main.work { span(id: id) }\non return main.step { span(id: id) }";
     let mut g = Gtrace::start(&["-e", script, "-p", &pid, "--otlp", &url]);
     g.attached();
@@ -362,8 +355,7 @@ fn spans_take_the_opentelemetry_sdks_span_in_a_context_parameter_as_their_parent
         })
         .collect();
     assert_eq!(sdk.len() as u64, 2 * (truth_of(&truth, "requests") + 1));
-    let got = poll(Duration::from_secs(10), || Some(spans(&c)).filter(|s| s.len() >= sdk.len()));
-    let got = got.unwrap_or_else(|| spans(&c));
+    let got = c.wait_spans(sdk.len());
     assert_eq!(got.len(), sdk.len(), "{}", g.err.text());
     let by_call: BTreeMap<(String, i64), &Value> = got
         .iter()
@@ -463,4 +455,47 @@ fn a_call_a_panic_ends_is_a_span_with_the_panic_as_its_error() {
     assert_eq!(parent("main.outer"), id("main.catchNested"));
     assert!(parent("main.catchNested").is_null());
     assert!(by_name("main.catchNested")[0]["error"].is_null());
+}
+
+/// The exemplar of a histogram whose calls make spans reaches a real Prometheus (Debian's,
+/// exemplar storage on: it scrapes OpenMetrics text) and /api/v1/query_exemplars gives
+/// it with the trace id and span id of one of those calls' spans (printed by gtrace, -f
+/// json) and that span's duration as its value.
+#[test]
+fn prometheus_stores_the_exemplar_of_a_spans_histogram_with_the_spans_trace_id() {
+    let test = "prometheus_stores_the_exemplar_of_a_spans_histogram_with_the_spans_trace_id";
+    if !privileged(test) {
+        return;
+    }
+    let Some(prom_bin) = support::prometheus::binary(test) else { return };
+    let bin = support::go_build("spans", &[]);
+    let mut program = Program::start(&bin);
+    let pid = program.pid.to_string();
+    let mut g = Gtrace::start(&["-e", SCRIPT, "-p", &pid, "-f", "json", "--prometheus", "127.0.0.1:0"]);
+    let addr = g.serving();
+    let prom = support::prometheus::Prometheus::start_exemplars(&prom_bin, &addr, "spans-exemplars");
+    let truth = program.go();
+    let charges = calls(&truth).iter().filter(|c| c.function == "main.charge").count();
+    prom.value_when("gtrace_charge_seconds_count", |v| v == charges as f64);
+    let found = support::processes::poll(std::time::Duration::from_secs(30), || {
+        Some(prom.exemplars("gtrace_charge_seconds_bucket")).filter(|e| !e.is_empty())
+    });
+    program.finish();
+    assert_eq!(g.wait(), 0, "{}", g.err.text());
+    let exemplars = found.unwrap_or_else(|| panic!("no exemplar in Prometheus:\n{}", g.err.text()));
+    let printed: Vec<serde_json::Value> = g
+        .out
+        .text()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["type"] == "span" && v["name"] == "main.charge")
+        .collect();
+    assert_eq!(printed.len(), charges, "{}", g.out.text());
+    for (labels, value) in &exemplars {
+        let s = printed.iter().find(|s| s["span_id"].as_str() == labels.get("span_id").map(String::as_str));
+        let s = s.unwrap_or_else(|| panic!("the exemplar {labels:?} is no charge's span: {printed:?}"));
+        assert_eq!(s["trace_id"].as_str(), labels.get("trace_id").map(String::as_str), "{labels:?}");
+        let took = s["duration"].as_f64().expect("duration") / 1e9;
+        assert!((value - took).abs() < 1e-9, "{labels:?}: {value} vs the span's {took}");
+    }
 }

@@ -275,8 +275,8 @@ pub fn reads_go_values(block: &Block) -> bool {
                 ExprKind::Name(n) => {
                     found |= !locals.contains(&n.as_str()) && Builtin::from_name(n).is_none() && n != "ustack";
                 }
-                // A span reads the function's `error` result.
-                ExprKind::Call { func, .. } => found |= func.name == "span",
+                // A span of the call reads the function's `error` result.
+                ExprKind::Call { func, names, .. } => found |= func.name == "span" && !super::spans_from_start(names),
                 _ => {}
             });
         }

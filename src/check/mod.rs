@@ -227,7 +227,38 @@ impl Facts {
 /// The arguments of one `span(...)`: each one's attribute key, `None` for `name:`.
 #[derive(Clone, Debug, Default)]
 pub struct SpanArgs {
+    /// One for each argument in `fields`, in order.
     pub keys: Vec<Option<String>>,
+    /// The arguments sent as the record's fields (the name and the attributes), by index.
+    pub fields: Vec<usize>,
+    /// `start:` (an ended span: from that kernel time to now, made by this probe alone,
+    /// not by the call's entry and return), by index.
+    pub start: Option<usize>,
+    /// `error:` of an ended span (a bool, or a string: non-empty is an error), by index.
+    pub error: Option<usize>,
+    /// `parent:` of an ended span: a W3C traceparent (the program's trace), by index.
+    pub parent: Option<usize>,
+    /// `kind:` (OTLP's span kind), INTERNAL when not given.
+    pub kind: crate::plan::SpanKind,
+}
+
+impl SpanArgs {
+    /// A span of the call, from its entry to its return (not `start:`).
+    pub fn of_call(&self) -> bool {
+        self.start.is_none()
+    }
+}
+
+/// The names of a `span(...)` call's arguments give it a `start:`: an ended span.
+pub fn spans_from_start(names: &[Option<crate::syntax::ast::Ident>]) -> bool {
+    names.iter().flatten().any(|n| n.name == "start")
+}
+
+impl Facts {
+    /// The body makes spans of its call (`span()` without `start:`).
+    pub fn spans_calls(&self) -> bool {
+        self.spans.values().any(SpanArgs::of_call)
+    }
 }
 
 #[derive(Clone, Debug)]

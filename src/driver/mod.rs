@@ -54,6 +54,7 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
     let mut opts = compile::Options {
         include: cli.include.clone(),
         sets: cli.set.clone(),
+        otlp: cli.trace.otlp.is_some(),
         string_limit: cli.string_limit,
         lowering: lowering(cli),
     };

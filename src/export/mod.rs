@@ -12,6 +12,7 @@
 mod convert;
 mod model;
 mod names;
+mod openmetrics;
 mod otlp;
 mod promproto;
 mod promtext;

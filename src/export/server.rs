@@ -1,6 +1,7 @@
 //! `--prometheus ADDR`: an HTTP/1.1 endpoint (hyper, on a small tokio runtime of its own
 //! thread) that answers `GET` and `HEAD /metrics` with the maps read at that moment (as
-//! text, or as protobuf with native histograms where the Accept header asks for it), 405
+//! text, as OpenMetrics text with exemplars or protobuf with native histograms where the
+//! Accept header asks for one), 405
 //! for other methods there, 404 elsewhere. It binds only the address given (`:PORT` or
 //! `PORT` alone is 127.0.0.1), before anything attaches, and bounds what a client can
 //! cost: headers up to 16 KiB read within 2 s, at most 32 connections at once. Idle
@@ -9,7 +10,7 @@
 
 use super::source::Source;
 use super::ExportError;
-use super::{promproto, promtext};
+use super::{openmetrics, promproto, promtext};
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{HeaderValue, ACCEPT, ALLOW, CONTENT_TYPE};
@@ -211,11 +212,14 @@ fn answer(req: &Request<Incoming>, source: &Source) -> Response<Full<Bytes>> {
         r.headers_mut().insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
         return r;
     }
-    // Protobuf (native histograms) where the scraper asks for it, else text.
-    let proto = req.headers().get(ACCEPT).and_then(|a| a.to_str().ok()).is_some_and(promproto::accepted);
+    // Protobuf (native histograms) where the scraper asks for it, else OpenMetrics
+    // text (exemplars) where it asks for that, else the text format.
+    let accept = req.headers().get(ACCEPT).and_then(|a| a.to_str().ok()).unwrap_or_default();
     let encoded = source.collect().map_err(|e| e.to_string()).and_then(|f| {
-        if proto {
+        if promproto::accepted(accept) {
             Ok((promproto::encode(&f), promproto::CONTENT_TYPE))
+        } else if openmetrics::accepted(accept) {
+            Ok((openmetrics::encode(&f), openmetrics::CONTENT_TYPE))
         } else {
             promtext::encode(&f).map(|b| (b, promtext::CONTENT_TYPE)).map_err(|e| e.to_string())
         }

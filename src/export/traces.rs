@@ -203,12 +203,23 @@ fn span(s: &SpanEvent) -> pt::Span {
         parent_span_id: if s.parent_span_id == [0; 8] { Vec::new() } else { s.parent_span_id.to_vec() },
         flags,
         name: s.name.clone(),
-        kind: SpanKind::Internal as i32,
+        kind: kind(s.kind) as i32,
         start_time_unix_nano: s.start_ns,
         end_time_unix_nano: s.end_ns,
         attributes,
         status: Some(status),
         ..Default::default()
+    }
+}
+
+fn kind(k: crate::plan::SpanKind) -> SpanKind {
+    use crate::plan::SpanKind as K;
+    match k {
+        K::Internal => SpanKind::Internal,
+        K::Server => SpanKind::Server,
+        K::Client => SpanKind::Client,
+        K::Producer => SpanKind::Producer,
+        K::Consumer => SpanKind::Consumer,
     }
 }
 
@@ -250,6 +261,7 @@ mod tests {
             error: Some(Value::Str(b"boom".to_vec())),
             panicked: false,
             attributes: vec![("user".into(), Value::Int(42)), ("note".into(), Value::Str(b"x".to_vec()))],
+            kind: crate::plan::SpanKind::Server,
         };
         let req = request(&[s], &Resource::default());
         let back = ExportTraceServiceRequest::decode(req.encode_to_vec().as_slice()).unwrap();
@@ -257,6 +269,7 @@ mod tests {
         assert_eq!((got.name.as_str(), got.start_time_unix_nano, got.end_time_unix_nano), ("checkout", 10, 25));
         assert_eq!((got.trace_id.clone(), got.span_id.clone()), (vec![7; 16], vec![1; 8]));
         assert!(got.parent_span_id.is_empty());
+        assert_eq!(got.kind, SpanKind::Server as i32);
         assert_eq!(got.flags, 0x101);
         let status = got.status.clone().unwrap();
         assert_eq!((status.code, status.message.as_str()), (StatusCode::Error as i32, "boom"));

@@ -36,6 +36,8 @@ pub struct Options {
     pub include: Vec<PathBuf>,
     /// `--set NAME=VALUE`, in order; a later one wins.
     pub sets: Vec<String>,
+    /// `--otlp` is given: the predefined param `otlp` is true (else false).
+    pub otlp: bool,
 }
 
 /// Reads `root` and the libraries it uses (each file added to `sources`, ExprIds from one
@@ -56,7 +58,8 @@ fn load_script(root: Root, opts: &Options, sources: &mut Sources) -> Result<Scri
     let mut next_id = 0u32;
     let files = resolve::load_all(root, &opts.include, sources, &mut next_id)?;
     let program = merge::merge(files)?;
-    let values = params::values(&program.params, &opts.sets, sources, &mut next_id)?;
+    let mut values = params::values(&program.params, &opts.sets, sources, &mut next_id)?;
+    params::predefine(&mut values, opts.otlp, sources, &mut next_id);
     inline::inline(program, &values, &mut next_id)
 }
 

@@ -44,6 +44,19 @@ pub(super) fn values(
     }
 }
 
+/// The params gtrace defines, where no file declares one of their names: `otlp`, true
+/// when `--otlp` is given (a library makes its spans then: `if otlp { span(...) }`).
+pub(super) fn predefine(values: &mut Values, otlp: bool, sources: &mut Sources, next_id: &mut u32) {
+    if !values.contains_key("otlp") {
+        let text = format!("{otlp}");
+        let file = sources.add("<predefined param otlp>", text.clone());
+        let id = crate::syntax::ast::ExprId(*next_id);
+        *next_id += 1;
+        let span = Span::new(file, 0, text.len());
+        values.insert("otlp".into(), Expr { id, kind: ExprKind::Bool(otlp), span });
+    }
+}
+
 /// The kind of a literal: what a `--set` must match.
 fn kind(e: &Expr) -> Option<&'static str> {
     match e.kind {

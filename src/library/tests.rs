@@ -22,7 +22,7 @@ fn ok(text: &str) -> String {
 }
 
 fn ok_with(text: &str, sets: &[&str]) -> String {
-    let opts = Options { include: Vec::new(), sets: sets.iter().map(|s| s.to_string()).collect() };
+    let opts = Options { sets: sets.iter().map(|s| s.to_string()).collect(), ..Options::default() };
     match load_with(text, None, &opts) {
         (_, Ok(s)) => show(&s),
         (sources, Err(d)) => panic!("{}", diag::render(&sources, &d)),
@@ -34,7 +34,7 @@ fn err(text: &str) -> String {
 }
 
 fn err_with(text: &str, sets: &[&str], dir: Option<&Path>) -> String {
-    let opts = Options { include: Vec::new(), sets: sets.iter().map(|s| s.to_string()).collect() };
+    let opts = Options { sets: sets.iter().map(|s| s.to_string()).collect(), ..Options::default() };
     match load_with(text, dir, &opts) {
         (_, Ok(s)) => panic!("expected an error, got:\n{}", show(&s)),
         (sources, Err(d)) => diag::render(&sources, &d),
@@ -211,6 +211,16 @@ fn params_take_their_default_or_the_command_line() {
 }
 
 #[test]
+fn otlp_is_a_param_true_with_otlp_unless_a_file_declares_it() {
+    let text = "on entry main.F { if otlp { @n = count() } }";
+    assert_eq!(ok(text), "if false\n  @n = count()\n");
+    let opts = Options { otlp: true, ..Options::default() };
+    let (_, got) = load_with(text, None, &opts);
+    assert_eq!(show(&got.expect("loads")), "if true\n  @n = count()\n");
+    assert_eq!(ok("param otlp = 3\non entry main.F { print(otlp) }"), "print(3)\n");
+}
+
+#[test]
 fn set_errors_say_what_is_wrong() {
     let text = "param limit = 10ms\non return main.F { }";
     let out = err_with(text, &["limit=10"], None);
@@ -229,7 +239,7 @@ fn use_looks_in_include_dirs_then_the_scripts_folder_then_the_stdlib() {
     let inc = folder("inc", &[("gc.gt", "on entry main.Inc { @inc = count() }\n")]);
     let script = "use \"gc\"\non entry main.F { @mine = count() }";
     // -I first.
-    let opts = Options { include: vec![inc.clone()], sets: Vec::new() };
+    let opts = Options { include: vec![inc.clone()], ..Options::default() };
     let (_, r) = load_with(script, Some(&near), &opts);
     assert_eq!(show(&r.expect("loads")), "@inc = count()\n@mine = count()\n");
     // Then the script's folder: a local gc.gt shadows the stdlib's.

@@ -12,13 +12,16 @@ use crate::syntax::parser;
 pub const NAME: &str = "<stdlib>/tracecontext.gt";
 pub const TEXT: &str = include_str!("../../stdlib/tracecontext.gt");
 
-/// The first `span()` call of `script`, if it makes spans.
+/// The first `span()` call of `script` that makes a span of its call (not one `start:`
+/// ends, whose parent is not looked for), if it makes such spans.
 pub fn first_span(script: &Script) -> Option<Span> {
     let mut found = None;
     for item in &script.items {
         if let Item::Probe(p) = item {
             p.body.walk_exprs(&mut |e| {
-                if matches!(&e.kind, ExprKind::Call { func, .. } if func.name == "span") {
+                if matches!(&e.kind, ExprKind::Call { func, names, .. }
+                    if func.name == "span" && !crate::check::spans_from_start(names))
+                {
                     found = found.or(Some(e.span));
                 }
             });

@@ -42,7 +42,7 @@ impl EntryRecords {
     /// function's return probes reads, once, after the time.
     pub fn new(checked: &Checked) -> Result<EntryRecords, LowerError> {
         let mut records = EntryRecords { size: 8, ..EntryRecords::default() };
-        for inst in checked.instances.iter().filter(|i| !i.facts.spans.is_empty()) {
+        for inst in checked.instances.iter().filter(|i| i.facts.spans_calls()) {
             for f in &inst.functions {
                 records.spanned.insert(f.name.clone());
                 if let Some(at) = &inst.facts.span_ctx {

@@ -310,8 +310,13 @@ impl<'a> Gen<'a> {
             "exit" => self.event(EventKind::Exit, &[], e.span),
             "trace_context" => self.trace_context(&args[0], e.span),
             "span" => {
-                let keys = self.facts.spans.get(&e.id).map(|s| s.keys.clone()).unwrap_or_default();
-                self.event(EventKind::Span { keys, status: false, panic: false }, args, e.span)
+                let s = self.facts.spans.get(&e.id).cloned().unwrap_or_default();
+                let fields: Vec<Expr> = s.fields.iter().filter_map(|&i| args.get(i).cloned()).collect();
+                let arg = |i: Option<usize>| i.and_then(|i| args.get(i).cloned());
+                self.spans.ended =
+                    arg(s.start).map(|start| super::spans::Ended { start, error: arg(s.error), parent: arg(s.parent) });
+                let kind = EventKind::Span { keys: s.keys, status: false, panic: false, ended: false, kind: s.kind };
+                self.event(kind, &fields, e.span)
             }
             "clear" => {
                 let [Expr { kind: ExprKind::Map(m), .. }] = args.as_slice() else {

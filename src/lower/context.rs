@@ -27,6 +27,12 @@ impl Gen<'_> {
             Some(p) if self.spans.reading_context => p,
             _ => return Err(LowerError::unsupported(span, "trace_context() outside a function's entry")),
         };
+        self.parse_traceparent(arg, parsed, span)
+    }
+
+    /// The traceparent `arg` parsed into the 32-byte slot `parsed` (zeroed by the caller):
+    /// trace id, parent id, flags, and at 25 a 1 when the header is valid.
+    pub(super) fn parse_traceparent(&mut self, arg: &Expr, parsed: i16, span: Span) -> Result<(), LowerError> {
         self.b.comment("the program's trace context: a W3C traceparent");
         let mark = self.frame.mark();
         let buf = self.slot(8 + 56, span)?;

@@ -26,7 +26,31 @@ impl Gen<'_> {
         // A span: its header, then its status, then its arguments.
         let mut header = 0;
         let mut sources = None;
-        if let EventKind::Span { status, panic, .. } = &mut kind {
+        let ended_span = self.spans.ended.take();
+        let mut start_slot = None;
+        let mut parent_slot = None;
+        if let (EventKind::Span { status, ended, .. }, Some(e)) = (&mut kind, &ended_span) {
+            // An ended span: its start, now; its status, `error:`; its parent, `parent:`.
+            let slot = self.slot(8, span)?;
+            self.expr(&e.start)?;
+            self.b.emit(store_reg(Size::DW, R10, slot, R0));
+            start_slot = Some(slot);
+            if let Some(tp) = &e.parent {
+                let parsed = self.slot(32, span)?;
+                for i in 0..4 {
+                    self.b.emit(store_imm(Size::DW, R10, parsed + 8 * i, 0));
+                }
+                self.parse_traceparent(tp, parsed, span)?;
+                parent_slot = Some(parsed);
+            }
+            let error = &e.error;
+            header = super::spans::HEADER_END - 8;
+            *ended = true;
+            if let Some(e) = error {
+                items.push(Item::Expr(e));
+            }
+            *status = !items.is_empty();
+        } else if let EventKind::Span { status, panic, .. } = &mut kind {
             sources = Some(self.span_sources(span)?);
             header = super::spans::HEADER_END - 8;
             *panic = self.panic_frame.is_some();
@@ -100,6 +124,9 @@ impl Gen<'_> {
         self.b.emit(store_imm(Size::DW, R8, 0, id as i32));
         if let Some((frame, record)) = sources {
             self.span_header(frame, record, span)?;
+        }
+        if let Some(start) = start_slot {
+            self.ended_span_header(start, parent_slot, span)?;
         }
         for (item, f) in items.iter().zip(&fields) {
             match (item, &f.ty) {

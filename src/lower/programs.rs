@@ -360,7 +360,7 @@ impl Ctx<'_> {
             gen.aes = aes;
             if inst.needs_entry() {
                 gen.pop_frame(probe.span)?;
-                if !carried.is_empty() || !inst.facts.spans.is_empty() {
+                if !carried.is_empty() || inst.facts.spans_calls() {
                     gen.carried = carried.clone();
                     gen.load_carried(probe.span)?;
                 }

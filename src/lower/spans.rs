@@ -57,6 +57,14 @@ pub const H_FLAGS: i16 = 56;
 pub const H_FUNC: i16 = 64;
 pub const HEADER_END: u32 = 72;
 
+/// An ended span's start, error and parent (`span(start: t0, error: e, parent: tp)`).
+#[derive(Clone)]
+pub struct Ended {
+    pub start: crate::syntax::ast::Expr,
+    pub error: Option<crate::syntax::ast::Expr>,
+    pub parent: Option<crate::syntax::ast::Expr>,
+}
+
 /// What a program's generator keeps for spans and trace contexts.
 #[derive(Default)]
 pub struct SpanState {
@@ -71,6 +79,8 @@ pub struct SpanState {
     /// of the header it parsed (context.rs).
     pub reading_context: bool,
     pub context_parsed: Option<i16>,
+    /// The `span(start: ..., error: ..., parent: ...)` being lowered.
+    pub ended: Option<Ended>,
 }
 
 impl Gen<'_> {
@@ -273,6 +283,48 @@ impl Gen<'_> {
 }
 
 impl Gen<'_> {
+    /// Writes an ended span's header at R8 (`span(start: t0)`): from the time in slot
+    /// `start` to now, the probe's function; in the trace of the traceparent parsed in
+    /// slot `parent` (context.rs) when it is valid, its span the parent (remote), else a
+    /// new trace of its own.
+    pub(super) fn ended_span_header(&mut self, start: i16, parent: Option<i16>, span: Span) -> Result<(), LowerError> {
+        self.b.comment("an ended span: from its start to now");
+        self.b.emit(load(Size::DW, R1, R10, start));
+        self.b.emit(store_reg(Size::DW, R8, H_START, R1));
+        self.b.emit(call(BPF_FUNC_ktime_get_ns));
+        self.b.emit(store_reg(Size::DW, R8, H_END, R0));
+        for at in [H_TRACE, H_TRACE + 4, H_TRACE + 8, H_TRACE + 12, H_SPAN, H_SPAN + 4] {
+            self.b.emit(call(BPF_FUNC_get_prandom_u32));
+            self.b.emit(store_reg(Size::W, R8, at, R0));
+        }
+        // An all-zero span id is invalid: 1 instead.
+        let nonzero = self.b.new_label();
+        self.b.emit(load(Size::DW, R1, R8, H_SPAN));
+        self.b.jmp_imm_to(JmpOp::Ne, R1, 0, nonzero);
+        self.b.emit(store_imm(Size::DW, R8, H_SPAN, 1));
+        self.b.bind(nonzero);
+        self.b.emit(store_imm(Size::DW, R8, H_PARENT, 0));
+        self.b.emit(store_imm(Size::DW, R8, H_FLAGS, FLAG_SAMPLED));
+        if let Some(parsed) = parent {
+            let invalid = self.b.new_label();
+            self.b.emit(load(Size::B, R1, R10, parsed + 25));
+            self.b.jmp_imm_to(JmpOp::Eq, R1, 0, invalid);
+            for (from, to) in [(0, H_TRACE), (8, H_TRACE + 8), (16, H_PARENT)] {
+                self.b.emit(load(Size::DW, R1, R10, parsed + from));
+                self.b.emit(store_reg(Size::DW, R8, to, R1));
+            }
+            self.b.emit(load(Size::B, R1, R10, parsed + 24));
+            self.b.emit(alu64_imm(AluOp::And, R1, FLAG_SAMPLED));
+            self.b.emit(alu64_imm(AluOp::Or, R1, FLAG_REMOTE_PARENT));
+            self.b.emit(store_reg(Size::DW, R8, H_FLAGS, R1));
+            self.b.bind(invalid);
+            self.b.emit(mov64_imm(R0, 0));
+        }
+        self.builtin(crate::check::Builtin::Func, span)?;
+        self.b.emit(store_reg(Size::DW, R8, H_FUNC, R0));
+        Ok(())
+    }
+
     /// After a `hist()` update at the return of a call with a span: the value (slot
     /// `val`) and the span's ids, the exemplar of the key in slot `key` of `map`.
     pub(super) fn exemplar(&mut self, map: &str, key: i16, val: i16, span: Span) -> Result<(), LowerError> {

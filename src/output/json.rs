@@ -142,6 +142,7 @@ fn span(s: &super::span::SpanEvent) -> J {
         "parent_span_id": (s.parent_span_id != [0; 8]).then(|| hex(&s.parent_span_id)),
         "remote_parent": s.remote_parent,
         "sampled": s.sampled,
+        "kind": s.kind.name(),
         "start_unix_nano": s.start_ns,
         "end_unix_nano": s.end_ns,
         "duration": s.duration_ns(),

@@ -245,8 +245,10 @@ pub fn decode_event(bytes: &[u8], plan: &Plan) -> Option<Event> {
         EventKind::PrintMap { map } => Event::PrintMap { map: map.clone() },
         EventKind::ClearMap { map } => Event::ClearMap { map: map.clone() },
         EventKind::Exit => Event::Exit,
-        EventKind::Span { keys, status, panic } => {
-            Event::Span(Box::new(span::decode(bytes, spec, plan, keys, *status, *panic)))
+        EventKind::Span { keys, status, panic, kind, .. } => {
+            let mut s = span::decode(bytes, spec, plan, keys, *status, *panic);
+            s.kind = *kind;
+            Event::Span(Box::new(s))
         }
     })
 }

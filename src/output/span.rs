@@ -27,6 +27,8 @@ pub struct SpanEvent {
     /// The call ended by a panic.
     pub panicked: bool,
     pub attributes: Vec<(String, Value)>,
+    /// OTLP's span kind (`span(kind: "server")`).
+    pub kind: crate::plan::SpanKind,
 }
 
 impl SpanEvent {
@@ -52,6 +54,8 @@ impl SpanEvent {
                 {
                     String::from_utf8_lossy(text).into_owned()
                 }
+                // `span(start: t0, error: true)`: an error without a message.
+                Value::Bool(_) => String::new(),
                 v => super::text::value(v),
             };
             if self.panicked {
@@ -123,7 +127,9 @@ pub fn decode(
 ) -> SpanEvent {
     let mut values: Vec<Value> = spec.fields.iter().map(|f| value::decode(bytes, f, plan)).collect();
     let error = if status && !values.is_empty() { Some(values.remove(0)) } else { None };
-    let error = error.filter(|v| !matches!(v, Value::Interface { tab: 0, .. }));
+    // A nil error, or `error: false` (or an empty message) of an ended span: no error.
+    let error = error.filter(|v| !matches!(v, Value::Interface { tab: 0, .. } | Value::Bool(false)));
+    let error = error.filter(|v| !matches!(v, Value::Str(s) if s.is_empty()));
     let function = plan.function_name(word(bytes, H_FUNC));
     let mut name = function.clone();
     let mut attributes = Vec::new();
@@ -148,5 +154,6 @@ pub fn decode(
         panicked: panic,
         error,
         attributes,
+        kind: crate::plan::SpanKind::Internal,
     }
 }

@@ -534,7 +534,42 @@ pub enum EventKind {
     /// `span(...)`: the header (lower/spans.rs: times, ids, flags, function), then with
     /// `status` the function's `error` result or the panic's value (an interface), then
     /// one field per argument: `keys` names each attribute, `None` the span's name.
-    Span { keys: Vec<Option<String>>, status: bool, panic: bool },
+    /// `ended`: made by one probe, `span(start: t0)`, from that time to the probe's (the
+    /// status, when given, is `error:`'s value); `kind`: OTLP's span kind.
+    Span {
+        keys: Vec<Option<String>>,
+        status: bool,
+        panic: bool,
+        #[serde(default)]
+        ended: bool,
+        #[serde(default)]
+        kind: SpanKind,
+    },
+}
+
+/// A span's kind, as OTLP has them (`span(kind: "server")`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SpanKind {
+    #[default]
+    Internal,
+    Server,
+    Client,
+    Producer,
+    Consumer,
+}
+
+impl SpanKind {
+    pub const NAMES: [&'static str; 5] = ["internal", "server", "client", "producer", "consumer"];
+
+    pub fn from_name(name: &str) -> Option<SpanKind> {
+        use SpanKind::*;
+        [Internal, Server, Client, Producer, Consumer].into_iter().find(|k| k.name() == name)
+    }
+
+    pub fn name(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
 }
 
 /// What `--emit plan` writes and `gtrace run` reads: the plan and the object's bytes

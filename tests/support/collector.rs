@@ -74,10 +74,23 @@ fn build(dir: &Path) -> Result<PathBuf, String> {
     }
 }
 
-/// A collector receiving OTLP/HTTP on 127.0.0.1:`port`, writing to `out`.
+/// A collector receiving OTLP/HTTP on 127.0.0.1:`port`, writing to `out`; `url` is what
+/// `--otlp` is given.
 pub struct Collector {
     _child: Owned,
     pub out: PathBuf,
+    pub url: String,
+}
+
+/// The set-up of every test that sends to a collector: root (said, or with CI=true a
+/// failure, by `privileged`), the collector built, started on a free port, its files
+/// under a scratch folder named `name`. None when the test cannot run (already said).
+pub fn for_test(test: &str, name: &str) -> Option<Collector> {
+    if !super::privileged(test) {
+        return None;
+    }
+    let otelcol = binary(test)?;
+    Some(Collector::start(&otelcol, super::processes::free_port(), name))
 }
 
 impl Collector {
@@ -124,7 +137,26 @@ service:
             .expect("start the collector");
         let up = poll(Duration::from_secs(30), || std::net::TcpStream::connect(("127.0.0.1", port)).ok());
         assert!(up.is_some(), "the collector does not listen on {port}");
-        Collector { _child: Owned(child), out }
+        Collector { _child: Owned(child), out, url: format!("http://127.0.0.1:{port}") }
+    }
+
+    /// Every span received so far, as OTLP JSON.
+    pub fn spans(&self) -> Vec<Value> {
+        let mut out = Vec::new();
+        for r in self.received() {
+            for rs in r["resourceSpans"].as_array().into_iter().flatten() {
+                for ss in rs["scopeSpans"].as_array().into_iter().flatten() {
+                    out.extend(ss["spans"].as_array().into_iter().flatten().cloned());
+                }
+            }
+        }
+        out
+    }
+
+    /// The spans received once there are at least `n` (or after 10 s, those there are).
+    pub fn wait_spans(&self, n: usize) -> Vec<Value> {
+        let got = poll(Duration::from_secs(10), || Some(self.spans()).filter(|s| s.len() >= n));
+        got.unwrap_or_else(|| self.spans())
     }
 
     /// Every request received so far, as OTLP JSON.
@@ -132,6 +164,13 @@ service:
         let text = std::fs::read_to_string(&self.out).unwrap_or_default();
         text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
     }
+}
+
+/// A span's attribute as text (OTLP JSON writes int64 as a string).
+pub fn span_attribute(span: &Value, key: &str) -> Option<String> {
+    let kv = span["attributes"].as_array()?.iter().find(|a| a["key"] == key)?;
+    let v = &kv["value"];
+    v["intValue"].as_str().or(v["stringValue"].as_str()).map(String::from)
 }
 
 /// The string value of resource attribute `key` in an OTLP JSON request.

@@ -48,15 +48,20 @@ pub const PGX_VERSIONS: &[&str] = &["v5.7.2", "v5.12.0"];
 /// the oldest and the newest the redis library's header names.
 pub const REDIS_VERSIONS: &[&str] = &["v9.7.0", "v9.23.0"];
 
+/// The kafka-go versions tests/go/kafkaprog is built with (tests/go/kafkaprog/mods/VERSION):
+/// the oldest and the newest the kafka library's header names.
+pub const KAFKA_VERSIONS: &[&str] = &["v0.4.49", "v0.4.51"];
+
 /// A program that uses what the stdlib library `name` probes, for `--check` and compile
-/// tests of every library, built for `goarch` (None: this host's): grpc, pgx and redis
-/// have their own test programs, sql sqlprog, and every other httpserver (net/http,
+/// tests of every library, built for `goarch` (None: this host's): grpc, kafka, pgx and
+/// redis have their own test programs, sql sqlprog, and every other httpserver (net/http,
 /// and the runtime that gc, lock and sched probe).
 pub fn program_using(name: &str, goarch: Option<&str>) -> PathBuf {
     let env: Vec<(&str, &str)> = goarch.map(|a| ("GOARCH", a)).into_iter().collect();
     let last = |v: &[&'static str]| v[v.len() - 1];
     match name {
         "grpc" => versioned("grpcprog", last(GRPC_VERSIONS), &[], &env),
+        "kafka" => versioned("kafkaprog", last(KAFKA_VERSIONS), &[], &env),
         "pgx" => versioned("pgxprog", last(PGX_VERSIONS), &[], &env),
         "redis" => versioned("redisprog", last(REDIS_VERSIONS), &[], &env),
         "sql" => go_build_env("sqlprog", &[], &env),

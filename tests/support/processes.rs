@@ -82,7 +82,13 @@ pub fn export_program() -> PathBuf {
 
 impl Program {
     pub fn start(binary: &Path) -> Program {
+        Program::start_args(binary, &[])
+    }
+
+    /// `start` with arguments.
+    pub fn start_args(binary: &Path, args: &[&str]) -> Program {
         let mut child = Command::new(binary)
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()

@@ -50,6 +50,39 @@ impl Prometheus {
         Prometheus::start_with(binary, &config, name, &["--enable-feature=native-histograms"])
     }
 
+    /// `start` with exemplar storage on: Prometheus keeps the exemplars it scrapes
+    /// (asking for OpenMetrics text, as it does by default) and answers
+    /// /api/v1/query_exemplars.
+    pub fn start_exemplars(binary: &std::path::Path, target: &str, name: &str) -> Prometheus {
+        let config = format!(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: gtrace\n    static_configs:\n      - targets: ['{target}']\n"
+        );
+        Prometheus::start_with(binary, &config, name, &["--enable-feature=exemplar-storage"])
+    }
+
+    /// The exemplars of the series `query` selects over the last hour: each one's labels
+    /// and value, as /api/v1/query_exemplars gives them.
+    pub fn exemplars(&self, query: &str) -> Vec<Series> {
+        let url = format!("{}/api/v1/query_exemplars", self.base);
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let (start, end) = ((now - 3600).to_string(), (now + 60).to_string());
+        let call = ureq::get(&url).query("query", query).query("start", &start).query("end", &end).call();
+        let Ok(mut response) = call else { return Vec::new() };
+        let text = response.body_mut().read_to_string().unwrap_or_default();
+        let body: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        let mut out = Vec::new();
+        for series in body["data"].as_array().into_iter().flatten() {
+            for e in series["exemplars"].as_array().into_iter().flatten() {
+                let Some(labels) = e["labels"].as_object() else { continue };
+                let labels =
+                    labels.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string())).collect();
+                let value: f64 = e["value"].as_str().and_then(|v| v.parse().ok()).unwrap_or(f64::NAN);
+                out.push((labels, value));
+            }
+        }
+        out
+    }
+
     /// Starts Prometheus with the configuration `config` (YAML); waits until ready.
     pub fn start_with_config(binary: &std::path::Path, config: &str, name: &str) -> Prometheus {
         Prometheus::start_with(binary, config, name, &[])

@@ -20,7 +20,11 @@ impl Cx<'_> {
             ExprKind::Int(v) => self.int_literal(e, *v),
             ExprKind::Float(text) => self.float_literal(e, text),
             ExprKind::Str(s) => Ty::Str { max: s.len() as u32 },
-            ExprKind::Bool(_) => Ty::Bool,
+            ExprKind::Bool(v) => {
+                // Known now: `if otlp { ... }` compiles its branch only with --otlp.
+                self.facts.static_conds.insert(e.id, *v);
+                Ty::Bool
+            }
             ExprKind::Duration(_) => Ty::Duration,
             ExprKind::Name(n) => self.name(e, n),
             ExprKind::SelfVar(name) => self.self_var(e, name),

@@ -1,7 +1,9 @@
 //! `span(name: ..., key: value, ...)`: one OpenTelemetry span for the call, in `on return`
 //! and `on panic` probes. Its arguments are the span's name (`name:`, a string) and its
 //! attributes by key (written, or derived from the expression as map keys are); the
-//! function's `error` result, when it has one, decides the status.
+//! function's `error` result, when it has one, decides the status. With `start:` (a
+//! kernel time kept earlier) it is an ended span, in any probe: from that time to now,
+//! its status `error:`. `kind:` is OTLP's span kind.
 
 use super::super::keynames;
 use super::super::ty::Ty;
@@ -15,21 +17,21 @@ pub const MAX_ATTRIBUTES: usize = 16;
 
 impl Cx<'_> {
     pub(super) fn span(&mut self, e: &Expr, args: &[Expr], names: &[Option<Ident>]) {
-        if !matches!(self.kind, InstanceKind::Return | InstanceKind::Panic) {
+        let named = |i: usize, what: &str| names.get(i).and_then(|n| n.as_ref()).is_some_and(|n| n.name == what);
+        let start = (0..args.len()).find(|&i| named(i, "start"));
+        if start.is_none() && !matches!(self.kind, InstanceKind::Return | InstanceKind::Panic) {
             self.err(
-                Diagnostic::error(e.span, "span() is only known in `on return` and `on panic` probes")
+                Diagnostic::error(e.span, "span() is only known in `on return` and `on panic` probes, or with `start:`")
                     .label("no call to end here")
-                    .hint("a span runs from the call's entry to its return: `on return FUNC { span() }`"),
+                    .hint("a span runs from the call's entry to its return: `on return FUNC { span() }`; from a time kept earlier to now: `span(start: t0)`"),
             );
             return;
         }
-        self.uses_elapsed = true;
-        let mut keys: Vec<Option<String>> = Vec::new();
+        let mut out = SpanArgs { start, ..SpanArgs::default() };
         let mut seen: Vec<String> = Vec::new();
         for (i, a) in args.iter().enumerate() {
-            let named = names.get(i).and_then(|n| n.as_ref());
             let t = self.expr(a);
-            if named.is_some_and(|n| n.name == "name") {
+            if named(i, "name") {
                 if !matches!(t, Ty::Str { .. } | Ty::Void) {
                     self.err(
                         Diagnostic::error(a.span, format!("a span's name is a string, not {}", t.a()))
@@ -37,13 +39,17 @@ impl Cx<'_> {
                             .hint("span(name: \"checkout\") or a Go string: span(name: req.URL.Path)"),
                     );
                 }
-                if keys.iter().any(Option::is_none) {
+                if out.keys.iter().any(Option::is_none) {
                     self.err(Diagnostic::error(a.span, "the span is named twice").label("a second name"));
                 }
-                keys.push(None);
+                out.keys.push(None);
+                out.fields.push(i);
                 continue;
             }
-            let key = match named {
+            if self.span_role(&mut out, i, a, &t, names) {
+                continue;
+            }
+            let key = match names.get(i).and_then(|n| n.as_ref()) {
                 Some(n) => n.name.clone(),
                 None => keynames::derived(a, i),
             };
@@ -56,7 +62,8 @@ impl Cx<'_> {
             }
             seen.push(key.clone());
             self.storable(a, &t, "printed");
-            keys.push(Some(key));
+            out.keys.push(Some(key));
+            out.fields.push(i);
         }
         if seen.len() > MAX_ATTRIBUTES {
             self.err(
@@ -64,11 +71,75 @@ impl Cx<'_> {
                     .label(format!("{} attributes", seen.len())),
             );
         }
-        self.facts.spans.insert(e.id, SpanArgs { keys });
+        let of_call = out.of_call();
+        self.facts.spans.insert(e.id, out);
+        if !of_call {
+            return;
+        }
+        self.uses_elapsed = true;
         if self.kind == InstanceKind::Return {
             self.facts.span_error = self.error_result();
         }
         self.facts.span_ctx = self.context_param();
+    }
+
+    /// `start:`, `kind:`, `error:` and `parent:` (the last two only with `start:`): checked and kept
+    /// in `out`; false for an attribute.
+    fn span_role(&mut self, out: &mut SpanArgs, i: usize, a: &Expr, t: &Ty, names: &[Option<Ident>]) -> bool {
+        let Some(name) = names.get(i).and_then(|n| n.as_ref()) else { return false };
+        match name.name.as_str() {
+            "start" => {
+                if !t.is_integer() && *t != Ty::Void {
+                    self.err(
+                        Diagnostic::error(a.span, format!("a span's start is a time in nanoseconds, not {}", t.a()))
+                            .label("not an integer")
+                            .hint("keep `nsecs` where the span starts: `@t0[id] = nsecs`, then `span(start: @t0[id])`"),
+                    );
+                }
+                if out.start != Some(i) {
+                    self.err(Diagnostic::error(a.span, "the span's start is given twice").label("a second start"));
+                }
+            }
+            "kind" => match &a.kind {
+                ExprKind::Str(s) if crate::plan::SpanKind::from_name(s).is_some() => {
+                    out.kind = crate::plan::SpanKind::from_name(s).unwrap_or_default();
+                }
+                _ => self.err(
+                    Diagnostic::error(a.span, "a span's kind is one of its names, written as a string")
+                        .label("not a span kind")
+                        .hint(format!(
+                            "one of: {}",
+                            crate::plan::SpanKind::NAMES.map(|k| format!("\"{k}\"")).join(", ")
+                        )),
+                ),
+            },
+            "error" if out.start.is_some() => {
+                if !matches!(t, Ty::Bool | Ty::Str { .. } | Ty::Void) {
+                    self.err(
+                        Diagnostic::error(a.span, format!("a span's error is a bool or a message, not {}", t.a()))
+                            .label("neither")
+                            .hint("span(start: t0, error: code != 0)"),
+                    );
+                }
+                if out.error.replace(i).is_some() {
+                    self.err(Diagnostic::error(a.span, "the span's error is given twice").label("a second error"));
+                }
+            }
+            "parent" if out.start.is_some() => {
+                if !matches!(t, Ty::Str { .. } | Ty::Void) {
+                    self.err(
+                        Diagnostic::error(a.span, format!("a span's parent is a W3C traceparent, not {}", t.a()))
+                            .label("not a string")
+                            .hint("span(start: t0, parent: @_tp[id]), with the header kept where it arrived"),
+                    );
+                }
+                if out.parent.replace(i).is_some() {
+                    self.err(Diagnostic::error(a.span, "the span's parent is given twice").label("a second parent"));
+                }
+            }
+            _ => return false,
+        }
+        true
     }
 
     /// `trace_context(s)`: in `on entry` probes of functions, a string.

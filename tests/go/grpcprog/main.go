@@ -14,6 +14,8 @@
 //	sent|SIDE|METHOD=BYTES          bytes of the messages that side sent (proto.Size)
 //	sent_msgs|SIDE|METHOD=N         messages that side sent
 //	recv|SIDE|METHOD=BYTES, recv_msgs|SIDE|METHOD=N   the same for messages received
+//	code|CODE=NUMBER                each code seen, by name: its number (codes.Code)
+//	tp|TRACE|SPAN|METHOD=1          a call sent with that traceparent in its metadata
 //
 // The server side counts what its handlers returned (an interceptor sees each call's
 // error); the call to the unknown method never reaches a handler: grpc's server
@@ -23,6 +25,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -37,6 +40,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
@@ -54,7 +58,25 @@ func (t *truth) add(key string, v int) {
 }
 
 func (t *truth) call(side, method string, err error) {
-	t.add(fmt.Sprintf("calls|%s|%s|%s", side, method, status.Code(err)), 1)
+	code := status.Code(err)
+	t.add(fmt.Sprintf("calls|%s|%s|%s", side, method, code), 1)
+	t.mu.Lock()
+	t.n[fmt.Sprintf("code|%s", code)] = int(code)
+	t.mu.Unlock()
+}
+
+// traced gives every other call a W3C traceparent in its metadata (the caller's trace,
+// as an instrumented client would send it), counted as `tp|TRACE|SPAN|METHOD=1`.
+func traced(ctx context.Context, yes bool, method string) context.Context {
+	if !yes {
+		return ctx
+	}
+	trace, span := make([]byte, 16), make([]byte, 8)
+	rand.Read(trace)
+	rand.Read(span)
+	tp := fmt.Sprintf("00-%x-%x-01", trace, span)
+	counts.add(fmt.Sprintf("tp|%x|%x|%s", trace, span, method), 1)
+	return metadata.AppendToOutgoingContext(ctx, "traceparent", tp)
 }
 
 func (t *truth) sent(side, method string, m proto.Message) {
@@ -217,9 +239,9 @@ func round(c testpb.TestServiceClient, cc *grpc.ClientConn, i int) {
 	if i%2 == 0 {
 		reqs = append(reqs, &testpb.SimpleRequest{ResponseStatus: &testpb.EchoStatus{Code: int32(codes.PermissionDenied)}})
 	}
-	for _, req := range reqs {
+	for k, req := range reqs {
 		counts.sent(cl, m, req)
-		out, err := c.UnaryCall(ctx, req)
+		out, err := c.UnaryCall(traced(ctx, k%2 == 0, m), req)
 		if err == nil {
 			counts.recv(cl, m, out)
 		}
@@ -241,7 +263,7 @@ func round(c testpb.TestServiceClient, cc *grpc.ClientConn, i int) {
 		{ResponseParameters: params(5, 500, 50)},
 		{ResponseParameters: params(7, 70), ResponseStatus: &testpb.EchoStatus{Code: int32(codes.ResourceExhausted)}},
 	} {
-		s, err := c.StreamingOutputCall(ctx, req)
+		s, err := c.StreamingOutputCall(traced(ctx, true, m), req)
 		if err != nil {
 			counts.call(cl, m, err)
 			continue

@@ -1,3 +1,3 @@
 module example.com/traceparent
 
-go 1.21
+go 1.24

@@ -5,6 +5,11 @@
 // with a malformed one. The handler calls handle(id), which calls lookup(id). It prints
 // one truth line per request (the id, the trace id and parent id sent, or "-"), then
 // "---", and waits until stdin is closed.
+//
+//	traceparent [h2c]
+//
+// With h2c, the server and the client speak HTTP/2 without TLS (net/http's Protocols,
+// Go 1.24 and later): every request is HTTP/2, which the truth says (`proto=2`).
 package main
 
 import (
@@ -50,8 +55,17 @@ func main() {
 	if err != nil {
 		panic(err)
 	}
+	h2c := len(os.Args) > 1 && os.Args[1] == "h2c"
+	protos := new(http.Protocols)
+	if h2c {
+		protos.SetUnencryptedHTTP2(true)
+	} else {
+		protos.SetHTTP1(true)
+	}
+	proto := 0
 	mux := http.NewServeMux()
 	mux.HandleFunc("/item", func(w http.ResponseWriter, r *http.Request) {
+		proto = r.ProtoMajor
 		id, _ := strconv.Atoi(r.URL.Query().Get("id"))
 		if err := handle(id); err != nil {
 			http.Error(w, err.Error(), 500)
@@ -59,12 +73,13 @@ func main() {
 		}
 		fmt.Fprintln(w, "ok")
 	})
-	go http.Serve(ln, mux)
+	srv := &http.Server{Handler: mux, Protocols: protos}
+	go srv.Serve(ln)
 	fmt.Printf("ready pid=%d\n", os.Getpid())
 	if _, err := in.ReadString('\n'); err != nil {
 		return
 	}
-	client := &http.Client{}
+	client := &http.Client{Transport: &http.Transport{Protocols: protos}}
 	for id := 1; id <= 20; id++ {
 		req, _ := http.NewRequest("GET", fmt.Sprintf("http://%s/item?id=%d", ln.Addr(), id), nil)
 		trace, parent, kind := "-", "-", "none"
@@ -91,7 +106,7 @@ func main() {
 		resp.Body.Close()
 		fmt.Printf("truth-request: %d %s %s %s\n", id, trace, parent, kind)
 	}
-	fmt.Println("truth: requests=20")
+	fmt.Printf("truth: requests=20 proto=%d\n", proto)
 	fmt.Println("---")
 	in.ReadString('\n')
 }
