@@ -89,12 +89,34 @@ pub enum NodeKind {
     /// An interface at `at` (type or itab word, data word): its dynamic type's
     /// descriptor at `type_at`, `IFACE_DATA` bytes at its data at `data_at`, and a
     /// string's bytes at `str_at` when the value is a string (or the first field of what
-    /// the data points at is one: the message of the standard error types).
-    Iface { empty: bool, type_at: u32, data_at: u32, str_at: u32, max: u32 },
+    /// the data points at is one: the message of the standard error types). `elems`:
+    /// where the elements go when the dynamic value is a slice of interfaces.
+    Iface {
+        empty: bool,
+        type_at: u32,
+        data_at: u32,
+        str_at: u32,
+        max: u32,
+        #[serde(default)]
+        elems: Option<IfaceElems>,
+    },
     /// A map at `at` (its header's address): its length at `len_at`, how many entries
     /// the probe found and copied at `n_at`, and the entries at `entries_at`, `entry`
     /// bytes each: the key, then the element at `elem_off` (lower/mapcapture.rs).
     Map { len_at: u32, n_at: u32, entries_at: u32, entry: u32, elem_off: u32, entries: Vec<(Node, Node)> },
+}
+
+/// The elements of a slice of interfaces (`[]any`, `[]error`) an interface holds, as a
+/// direct `[]any` value's are copied: the probe finds at run time, from the runtime's
+/// type descriptors, whether the dynamic type is one. `head_at`: how many elements were
+/// copied (0 when it is no such slice), then a word the probe uses (whether the
+/// elements are empty interfaces); `elems_at`: the elements' own 16 bytes each, then
+/// what each points at, as `elems` (interfaces with no `elems` of their own) lay out.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct IfaceElems {
+    pub head_at: u32,
+    pub elems_at: u32,
+    pub elems: Vec<Node>,
 }
 
 /// Plans the copy of a value of type `root` within `bounds`, in at most `room` bytes:
@@ -207,11 +229,9 @@ impl Planner<'_> {
                 TypeKind::Func => NodeKind::Func { code: self.alloc(8) },
                 TypeKind::Interface { .. } if !self.fits(8 + IFACE_DATA + self.bounds.string_limit) => NodeKind::Cut,
                 TypeKind::Interface { empty } => {
-                    let type_at = self.alloc(8);
-                    let data_at = self.alloc(IFACE_DATA);
-                    let max = self.bounds.string_limit;
-                    let str_at = self.alloc(max);
-                    NodeKind::Iface { empty: *empty, type_at, data_at, str_at, max }
+                    let (type_at, data_at, str_at, max) = self.iface_parts();
+                    let elems = if level < self.bounds.depth { self.iface_elems(id, hidden) } else { None };
+                    NodeKind::Iface { empty: *empty, type_at, data_at, str_at, max, elems }
                 }
                 _ => NodeKind::Bytes,
             }
@@ -221,6 +241,35 @@ impl Planner<'_> {
 }
 
 impl Planner<'_> {
+    /// Room for an interface's dynamic type, data and string: (type_at, data_at,
+    /// str_at, max).
+    fn iface_parts(&mut self) -> (u32, u32, u32, u32) {
+        let type_at = self.alloc(8);
+        let data_at = self.alloc(IFACE_DATA);
+        let max = self.bounds.string_limit;
+        (type_at, data_at, self.alloc(max), max)
+    }
+
+    /// Room for the elements of a slice of interfaces the interface `id` may hold,
+    /// `max_elems` of them as far as the room goes (none: not copied, said as a cut).
+    fn iface_elems(&mut self, id: TypeId, hidden: bool) -> Option<IfaceElems> {
+        let each = 16 + 8 + IFACE_DATA + self.bounds.string_limit;
+        if !self.fits(16 + each) {
+            return None;
+        }
+        let head_at = self.alloc(16);
+        let n = self.fitting(each, self.bounds.max_elems);
+        let elems_at = self.alloc(16 * n);
+        let elems = (0..n)
+            .map(|i| {
+                let (type_at, data_at, str_at, max) = self.iface_parts();
+                let kind = NodeKind::Iface { empty: true, type_at, data_at, str_at, max, elems: None };
+                Node { ty: id, at: elems_at + 16 * i, hidden, kind }
+            })
+            .collect();
+        Some(IfaceElems { head_at, elems_at, elems })
+    }
+
     /// A map's entries: `max_elems` of them, key and element side by side. Keys or
     /// elements the runtime keeps behind a pointer (over 128 bytes) are not copied.
     fn map(&mut self, key: TypeId, elem: TypeId, level: u32, hidden: bool) -> NodeKind {

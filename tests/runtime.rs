@@ -212,6 +212,7 @@ fn object_and_plan(programs: Vec<(ProbeSpec, Program)>, maps: Vec<MapSpec>) -> (
             path: go_target().to_path_buf(),
             build_ids: Default::default(),
             arch: gtrace::arch::Arch::X86_64,
+            module: None,
         },
         maps,
         probes: programs.into_iter().map(|(spec, _)| spec).collect(),

@@ -52,6 +52,7 @@ fn object_at(binary: &Path, points: Vec<AttachPoint>) -> (Vec<u8>, Plan) {
             path: binary.to_path_buf(),
             build_ids: Default::default(),
             arch: gtrace::arch::Arch::X86_64,
+            module: None,
         },
         probes: vec![ProbeSpec {
             program: "nop".into(),

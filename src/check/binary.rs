@@ -7,6 +7,7 @@ use super::{Builtin, Checked, InstanceKind, Name};
 use crate::arch::abi::Location;
 use crate::arch::Refusal;
 use crate::gobin::{AesGlobals, GLayout, GoBinary, MapLayout, OtelContext, PanicLayout};
+use crate::gotypes::TypeKind;
 use std::collections::{BTreeMap, HashMap};
 
 /// What lowering knows of the binary (see the module's comment).
@@ -38,6 +39,9 @@ pub struct BinaryFacts {
     /// Where the OpenTelemetry SDK keeps a context's span, when a span's function has a
     /// `context.Context` parameter (`span()`).
     pub otel: Option<OtelContext>,
+    /// The types an interface in a printed value may hold (`Plan::dynamic_types`), when
+    /// a printed value holds an interface.
+    pub dynamic_types: BTreeMap<u64, crate::plan::DynamicType>,
 }
 
 /// A runtime function one of gtrace's own programs attaches to.
@@ -78,7 +82,8 @@ pub const RUNTIME_ARGS: usize = 2;
 /// Asks `target` what lowering `checked` needs.
 pub fn facts(target: &dyn GoBinary, checked: &Checked) -> BinaryFacts {
     let path = target.path().to_path_buf();
-    let binary = crate::plan::Binary { path, build_ids: target.build_ids().clone(), arch: target.arch() };
+    let module = target.module_path().map(str::to_string);
+    let binary = crate::plan::Binary { path, build_ids: target.build_ids().clone(), arch: target.arch(), module };
     let timed = checked.instances.iter().any(|i| i.needs_entry() || i.kind == InstanceKind::Panic);
     let mut names: Vec<&str> = if timed { TIMING_FUNCTIONS.to_vec() } else { Vec::new() };
     if !checked.self_vars.is_empty() {
@@ -112,6 +117,7 @@ pub fn facts(target: &dyn GoBinary, checked: &Checked) -> BinaryFacts {
         runtime,
         entry_point,
         otel: if span_contexts { target.otel_context() } else { None },
+        dynamic_types: if prints_interfaces(checked, target) { dynamic_types(target) } else { BTreeMap::new() },
     };
     let sites = checked.instances.iter().flat_map(|i| &i.functions);
     let addrs = (sites.flat_map(|f| std::iter::once(f.entry).chain(f.returns.iter().copied())))
@@ -152,4 +158,33 @@ fn dictionaries(checked: &Checked, target: &dyn GoBinary) -> BTreeMap<u64, Strin
         .filter(|d| shapes.iter().any(|s| crate::gobin::instantiation(s, &d.symbol).is_some()))
         .map(|d| (d.addr, d.symbol))
         .collect()
+}
+
+/// Whether a whole value some probe copies holds an interface (whose dynamic type is
+/// only known at run time).
+fn prints_interfaces(checked: &Checked, target: &dyn GoBinary) -> bool {
+    let types = target.types();
+    let mut seen = std::collections::HashSet::new();
+    let mut todo: Vec<crate::gotypes::TypeId> =
+        checked.instances.iter().flat_map(|i| i.facts.go_types.values().copied()).collect();
+    while let Some(id) = todo.pop() {
+        if (id.0 as usize) >= types.items.len() || !seen.insert(id) {
+            continue;
+        }
+        match &types.get(id).kind {
+            TypeKind::Interface { .. } => return true,
+            TypeKind::Pointer { elem } | TypeKind::Slice { elem } | TypeKind::Array { elem, .. } => todo.push(*elem),
+            TypeKind::Struct { fields } => todo.extend(fields.iter().map(|f| f.ty)),
+            TypeKind::Map { key, elem } => todo.extend(key.iter().chain(elem).copied()),
+            _ => {}
+        }
+    }
+    false
+}
+
+/// The types an interface may hold, with the layouts printing needs, from DWARF.
+fn dynamic_types(target: &dyn GoBinary) -> BTreeMap<u64, crate::plan::DynamicType> {
+    let found = target.runtime_types();
+    let types = found.into_iter().map(|t| (t.addr, crate::plan::DynamicType { name: t.name, layout: t.layout }));
+    types.collect()
 }

@@ -216,7 +216,12 @@ fn run_plan(args: &RunArgs) -> Result<i32, Failure> {
     let bundle = Bundle::read(&args.plan)?;
     let process = scope::process(&args.target, args.trace.cgroup.as_deref())?;
     let target = Target::open(&process.binary)?;
-    let here = Binary { path: process.binary.clone(), build_ids: target.build_ids().clone(), arch: target.arch() };
+    let here = Binary {
+        path: process.binary.clone(),
+        build_ids: target.build_ids().clone(),
+        arch: target.arch(),
+        module: target.module_path().map(str::to_string),
+    };
     check_same_build(&bundle.plan.binary, &here)?;
     // A plan is code to run as root in another process: only what gtrace would have
     // compiled for this binary goes further.

@@ -85,7 +85,7 @@ impl Source {
             let raw = self.reader.entries(&export.object_name)?;
             let Some(mut dump) = output::decode_map(spec, &raw, &self.plan) else { continue };
             if needs_names(&dump) {
-                state.name(&mut dump, &self.binary, self.pid);
+                state.name(&mut dump, &self.binary, self.pid, &self.plan);
             }
             let mut families = convert::families(export, &dump, &self.labels, &mut state.ranges);
             if let Some(ex) = self
@@ -106,10 +106,10 @@ impl Source {
 }
 
 impl State {
-    fn name(&mut self, dump: &mut MapDump, binary: &std::path::Path, pid: Option<u32>) {
+    fn name(&mut self, dump: &mut MapDump, binary: &std::path::Path, pid: Option<u32>, plan: &Plan) {
         let target = self.target.get_or_insert_with(|| Target::open(binary).ok());
         let Some(target) = target.as_ref() else { return };
-        let mut symbols = TargetSymbols::new(target, self.bias, pid);
+        let mut symbols = TargetSymbols::new(target, self.bias, pid).with_plan(plan);
         symbols.learn_bias();
         self.bias = symbols.bias;
         output::name_map(dump, &symbols);

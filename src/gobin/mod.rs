@@ -36,6 +36,8 @@ pub(crate) use elf::symbols::{is_pattern as symbols_is_pattern, package_of};
 pub use elf::BuildIds;
 pub use elf::{PclntabError, SourceFrame};
 pub use error::TargetError;
+pub(crate) use layouts::rtype as runtime_type;
+pub use layouts::rtype::{needs_layout, RuntimeType};
 pub use layouts::{
     any_type_args, instantiation, AesGlobals, Dictionary, MapLayout, OtelContext, PanicLayout, Recovery,
 };

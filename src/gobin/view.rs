@@ -80,6 +80,15 @@ pub trait GoBinary {
     /// The link-time address of the runtime type descriptor of the pointer type `name`
     /// (`*main.T`): what an interface holding one has as its dynamic type.
     fn pointer_descriptor(&self, name: &str) -> Option<u64>;
+    /// The main module's path from the build info.
+    fn module_path(&self) -> Option<&str> {
+        None
+    }
+    /// The types an interface may hold, by their runtime descriptor's link-time address,
+    /// with the layouts printing needs (`needs_layout`). Empty without DWARF.
+    fn runtime_types(&self) -> Vec<super::RuntimeType> {
+        Vec::new()
+    }
 
     // The runtime's layouts.
     fn g_layout(&self) -> Option<GLayout>;
@@ -186,6 +195,12 @@ impl GoBinary for Target {
     }
     fn pointer_descriptor(&self, name: &str) -> Option<u64> {
         Target::pointer_descriptor(self, name)
+    }
+    fn runtime_types(&self) -> Vec<super::RuntimeType> {
+        Target::runtime_types(self, super::needs_layout)
+    }
+    fn module_path(&self) -> Option<&str> {
+        Target::module_path(self)
     }
     fn g_layout(&self) -> Option<GLayout> {
         Target::g_layout(self)

@@ -7,9 +7,10 @@
 use super::codegen::Gen;
 use super::values::Place;
 use super::LowerError;
+use crate::bpf::builder::Label;
 use crate::bpf::helpers::*;
 use crate::bpf::insn::*;
-use crate::capture::{Capture, Node, NodeKind, IFACE_DATA};
+use crate::capture::{Capture, IfaceElems, Node, NodeKind, IFACE_DATA};
 use crate::gotypes::{TypeId, TypeKind};
 use crate::syntax::ast::{Expr, Span};
 
@@ -119,31 +120,51 @@ impl Gen<'_> {
                 self.b.emit(mov64_imm(R0, 0));
             }
             NodeKind::Map { .. } => self.capture_map(node, off, span)?,
-            NodeKind::Iface { empty, type_at, data_at, str_at, max } => {
-                let (type_at, data_at, str_at) = (
-                    super::offset(span, off, *type_at as usize)?,
-                    super::offset(span, off, *data_at as usize)?,
-                    super::offset(span, off, *str_at as usize)?,
-                );
-                self.iface(at, *empty, (type_at, data_at, str_at), *max, span)?;
+            NodeKind::Iface { empty, type_at, data_at, str_at, max, elems } => {
+                let to = self.iface_offsets(off, (*type_at, *data_at, *str_at), span)?;
+                self.iface(at, Empty::Known(*empty), to, *max, span)?;
+                if let Some(elems) = elems {
+                    self.iface_elems(elems, off, to, span)?;
+                }
             }
         }
         Ok(())
     }
 
+    /// The record offsets of an interface's parts.
+    fn iface_offsets(&self, off: i16, parts: (u32, u32, u32), span: Span) -> Result<(i16, i16, i16), LowerError> {
+        Ok((
+            super::offset(span, off, parts.0 as usize)?,
+            super::offset(span, off, parts.1 as usize)?,
+            super::offset(span, off, parts.2 as usize)?,
+        ))
+    }
+
     /// An interface's dynamic type (the itab's `_type` for a non-empty one), the bytes its
     /// data word points at, and the string those bytes start with, if they do.
-    fn iface(&mut self, at: i16, empty: bool, to: (i16, i16, i16), max: u32, span: Span) -> Result<(), LowerError> {
+    fn iface(&mut self, at: i16, empty: Empty, to: (i16, i16, i16), max: u32, span: Span) -> Result<(), LowerError> {
         let (type_at, data_at, str_at) = to;
         let done = self.b.new_label();
         self.b.emit(store_imm(Size::DW, R8, type_at, 0));
         self.record_word(R3, at);
         self.b.jmp_imm_to(JmpOp::Eq, R3, 0, done);
-        if empty {
-            self.b.emit(store_reg(Size::DW, R8, type_at, R3));
-        } else {
-            self.b.emit(alu64_imm(AluOp::Add, R3, 8));
-            self.read_into(type_at, 8, span)?;
+        match empty {
+            Empty::Known(true) => self.b.emit(store_reg(Size::DW, R8, type_at, R3)),
+            Empty::Known(false) => {
+                self.b.emit(alu64_imm(AluOp::Add, R3, 8));
+                self.read_into(type_at, 8, span)?;
+            }
+            Empty::At(flag) => {
+                let (itab, data) = (self.b.new_label(), self.b.new_label());
+                self.record_word(R1, flag);
+                self.b.jmp_imm_to(JmpOp::Eq, R1, 0, itab);
+                self.b.emit(store_reg(Size::DW, R8, type_at, R3));
+                self.b.ja_to(data);
+                self.b.bind(itab);
+                self.b.emit(alu64_imm(AluOp::Add, R3, 8));
+                self.read_into(type_at, 8, span)?;
+                self.b.bind(data);
+            }
         }
         self.record_word(R3, at + 8);
         self.b.jmp_imm_to(JmpOp::Eq, R3, 0, done);
@@ -159,6 +180,90 @@ impl Gen<'_> {
         self.bounded_read(str_at, max, 1)?;
         self.b.bind(done);
         self.b.emit(mov64_imm(R0, 0));
+        Ok(())
+    }
+
+    /// The elements of a slice of interfaces an interface holds (`to`: its parts, already
+    /// copied): the dynamic type's kind and its element's read from the runtime's type
+    /// descriptors; for a slice of interfaces, how many elements, then each one's own
+    /// 16 bytes and what it points at, as an interface's.
+    fn iface_elems(&mut self, e: &IfaceElems, off: i16, to: (i16, i16, i16), span: Span) -> Result<(), LowerError> {
+        use crate::gobin::runtime_type as rt;
+        let (type_at, data_at, _) = to;
+        let head = super::offset(span, off, e.head_at as usize)?;
+        let flag = head + 8;
+        let (end, clear) = (self.b.new_label(), self.b.new_label());
+        self.b.emit(store_imm(Size::DW, R8, head, 0));
+        self.b.emit(store_imm(Size::DW, R8, flag, 0));
+        // The dynamic type's kind: a slice?
+        self.record_word(R3, type_at);
+        self.b.jmp_imm_to(JmpOp::Eq, R3, 0, end);
+        self.kind_is(flag, rt::KIND_SLICE, clear, span)?;
+        // Its element's: an interface? And an empty one?
+        self.record_word(R3, type_at);
+        self.b.emit(alu64_imm(AluOp::Add, R3, rt::SLICE_ELEM));
+        self.read_into(head, 8, span)?;
+        self.b.jmp_imm_to(JmpOp::Ne, R0, 0, clear);
+        self.record_word(R3, head);
+        self.b.jmp_imm_to(JmpOp::Eq, R3, 0, clear);
+        self.kind_is(flag, rt::KIND_INTERFACE, clear, span)?;
+        self.record_word(R3, head);
+        self.b.emit(alu64_imm(AluOp::Add, R3, rt::INTERFACE_METHODS_LEN));
+        self.read_into(flag, 8, span)?;
+        self.b.jmp_imm_to(JmpOp::Ne, R0, 0, clear);
+        // flag = 1 for the empty interface (no methods), else 0.
+        let (methods, flagged) = (self.b.new_label(), self.b.new_label());
+        self.record_word(R1, flag);
+        self.b.jmp_imm_to(JmpOp::Ne, R1, 0, methods);
+        self.b.emit(store_imm(Size::DW, R8, flag, 1));
+        self.b.ja_to(flagged);
+        self.b.bind(methods);
+        self.b.emit(store_imm(Size::DW, R8, flag, 0));
+        self.b.bind(flagged);
+        // The elements: min(len, copied) of 16 bytes from the slice's array.
+        let n = e.elems.len() as u32;
+        let elems_at = super::offset(span, off, e.elems_at as usize)?;
+        let (counted, some) = (self.b.new_label(), self.b.new_label());
+        self.record_word(R2, data_at + 8);
+        self.b.jmp_imm_to(JmpOp::Le, R2, n as i32, counted);
+        self.b.emit(mov64_imm(R2, n as i32));
+        self.b.bind(counted);
+        self.b.emit(store_reg(Size::DW, R8, head, R2));
+        self.b.jmp_imm_to(JmpOp::Ne, R2, 0, some);
+        self.b.ja_to(end);
+        self.b.bind(some);
+        self.record_word(R3, data_at);
+        self.bounded_read(elems_at, n, 16)?;
+        for (i, el) in e.elems.iter().enumerate() {
+            let NodeKind::Iface { type_at, data_at, str_at, max, .. } = el.kind else { continue };
+            let skip = self.b.new_label();
+            self.record_word(R1, head);
+            self.b.jmp_imm_to(JmpOp::Le, R1, i as i32, skip);
+            let at = super::offset(span, off, el.at as usize)?;
+            let to = self.iface_offsets(off, (type_at, data_at, str_at), span)?;
+            self.iface(at, Empty::At(flag), to, max, span)?;
+            self.b.bind(skip);
+        }
+        self.b.ja_to(end);
+        self.b.bind(clear);
+        self.b.emit(store_imm(Size::DW, R8, head, 0));
+        self.b.bind(end);
+        self.b.emit(mov64_imm(R0, 0));
+        Ok(())
+    }
+
+    /// Whether the runtime type descriptor whose address is in R3 has kind `kind`: on to the next
+    /// instruction if it does, to `otherwise` if not or unreadable (`scratch`: a record
+    /// word it reads into).
+    fn kind_is(&mut self, scratch: i16, kind: i32, otherwise: Label, span: Span) -> Result<(), LowerError> {
+        use crate::gobin::runtime_type as rt;
+        self.b.emit(alu64_imm(AluOp::Add, R3, rt::KIND_WORD));
+        self.read_into(scratch, 8, span)?;
+        self.b.jmp_imm_to(JmpOp::Ne, R0, 0, otherwise);
+        self.record_word(R1, scratch);
+        self.b.emit(alu64_imm(AluOp::Rsh, R1, rt::KIND_SHIFT));
+        self.b.emit(alu64_imm(AluOp::And, R1, rt::KIND_MASK));
+        self.b.jmp_imm_to(JmpOp::Ne, R1, kind, otherwise);
         Ok(())
     }
 
@@ -184,6 +289,14 @@ impl Gen<'_> {
         self.b.emit(mov64_imm(R0, 0));
         Ok(())
     }
+}
+
+/// Whether an interface's dynamic type is the empty interface's or an itab's: known
+/// when compiling, or read from a record word (1: empty) at run time.
+#[derive(Clone, Copy)]
+enum Empty {
+    Known(bool),
+    At(i16),
 }
 
 /// Whether anything of the node is read beyond its own bytes.

@@ -187,6 +187,7 @@ fn finish_plan(
     // Whole Go values in events are decoded with the types the checker reached.
     if events.iter().flat_map(|e| &e.fields).any(|f| matches!(f.ty, crate::plan::ValueType::Go { .. })) {
         plan.go_types = std::sync::Arc::new(checked.types.clone());
+        plan.dynamic_types = checked.binary.dynamic_types.clone();
     }
     plan.events = events;
 }

@@ -92,6 +92,7 @@ fn walk(node: &Node, f: &mut dyn FnMut(&Node)) {
             walk(k, f);
             walk(v, f)
         }),
+        NodeKind::Iface { elems: Some(e), .. } => e.elems.iter().for_each(|n| walk(n, f)),
         _ => {}
     }
 }
@@ -447,7 +448,7 @@ impl Printer<'_> {
     /// An interface: nil, or its dynamic value as fmt prints it (at the top, `depth`
     /// 0, as the argument itself: a pointer to a struct as `&{...}`).
     fn interface(&mut self, node: &Node, depth: u32) {
-        let NodeKind::Iface { type_at, data_at, str_at, max, .. } = node.kind else { return };
+        let NodeKind::Iface { type_at, data_at, str_at, max, ref elems, .. } = node.kind else { return };
         let sharp = self.form == Form::Sharp;
         let tab = word(self.bytes, node.at);
         if tab == 0 {
@@ -472,6 +473,8 @@ impl Printer<'_> {
             self.string(str_at, text_len, max);
         } else if let Some(s) = basic(name, uint(self.bytes, data_at, 8), sharp) {
             self.out.push_str(&s);
+        } else if let Some(elems) = elems.as_ref().filter(|_| slice_of_interfaces(&dynamic)) {
+            self.iface_slice(&shown, data_at, elems, depth);
         } else if let Some(s) = name.strip_prefix('*') {
             match &dynamic.layout {
                 // fmt prints what a pointer at the top points at; here its first bytes.
@@ -495,6 +498,40 @@ impl Printer<'_> {
         }
     }
 
+    /// A slice of interfaces an interface holds (`[]any`), its elements as copied: as
+    /// fmt prints a slice, `[1 two]`, `[]interface {}{1, "two"}`, `...` for the rest.
+    fn iface_slice(&mut self, shown: &str, data_at: u32, e: &crate::capture::IfaceElems, depth: u32) {
+        let (ptr, len) = (word(self.bytes, data_at), word(self.bytes, data_at + 8));
+        let sharp = self.form == Form::Sharp;
+        if sharp && ptr == 0 {
+            self.out.push_str(&format!("{shown}(nil)"));
+            return;
+        }
+        let n = (word(self.bytes, e.head_at) as usize).min(e.elems.len());
+        if sharp {
+            self.out.push_str(shown);
+        }
+        self.out.push(if sharp { '{' } else { '[' });
+        for (i, el) in e.elems[..n].iter().enumerate() {
+            if i > 0 {
+                self.out.push_str(if sharp { ", " } else { " " });
+            }
+            self.value(el, depth + 1);
+        }
+        if (n as u64) < len {
+            self.out.push_str(if n > 0 {
+                if sharp {
+                    ", ..."
+                } else {
+                    " ..."
+                }
+            } else {
+                "..."
+            });
+        }
+        self.out.push(if sharp { '}' } else { ']' });
+    }
+
     /// A value of type `id` (in `types`) from the bytes an interface's copy holds at `at`.
     fn raw(&mut self, types: &Types, id: TypeId, at: u32, text: (u32, u32)) {
         let node = crate::capture::plan_raw(types, id, at, crate::capture::IFACE_DATA, text);
@@ -509,6 +546,13 @@ impl Printer<'_> {
         p.value(&node, 1);
         self.out.push_str(&p.out);
     }
+}
+
+/// Whether an interface's dynamic type is a slice of interfaces (by its layout).
+fn slice_of_interfaces(d: &Dynamic) -> bool {
+    let Some((types, id)) = &d.layout else { return false };
+    let TypeKind::Slice { elem } = types.get(*id).kind else { return false };
+    matches!(types.get(elem).kind, TypeKind::Interface { .. })
 }
 
 /// A basic type's value from its first 8 bytes, by the type's name.

@@ -169,6 +169,9 @@ pub trait Symbols {
     fn go_type_at(&self, _addr: u64) -> Option<(std::sync::Arc<crate::gotypes::Types>, crate::gotypes::TypeId)> {
         None
     }
+    /// A value of the dynamic type `name` will print as an address or `{...}`: no
+    /// layout for it anywhere (counted, said at exit).
+    fn unprintable(&self, _name: &str) {}
 }
 
 /// Names interface types and symbolizes stacks in `values`.
@@ -180,12 +183,15 @@ pub fn name_values(values: &mut [Value], symbols: &dyn Symbols) {
                 for t in v.dynamic_types() {
                     if let Some(name) = symbols.type_name(t) {
                         // A layout for what the value is, or for what a pointer points at.
-                        let basic = !name.contains('.');
+                        let basic = !crate::gobin::needs_layout(&name);
                         let layout = if basic {
                             None
                         } else {
                             symbols.go_type_at(t).or_else(|| symbols.go_type(name.trim_start_matches('*')))
                         };
+                        if layout.is_none() && crate::gobin::needs_layout(&name) {
+                            symbols.unprintable(&name);
+                        }
                         v.dynamic.insert(t, gofmt::Dynamic { name, layout });
                     }
                 }

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 pub mod validate;
 
 /// The version of the plan's format. A plan of another version is refused.
-pub const PLAN_VERSION: u32 = 11;
+pub const PLAN_VERSION: u32 = 12;
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Plan {
@@ -50,6 +50,20 @@ pub struct Plan {
     /// `Plan::function_name`). Only those of the probed generic code.
     #[serde(default)]
     pub dictionaries: BTreeMap<u64, String>,
+    /// The types an interface in a printed value may hold, by the link-time address of
+    /// their runtime descriptor: each one's Go name and the layout printing needs (in
+    /// `go_types`; for a pointer type, of what it points at). Read from DWARF when the
+    /// plan is compiled, so that a plan run on a stripped build prints what a direct
+    /// trace does. Empty when no printed value holds an interface.
+    #[serde(default)]
+    pub dynamic_types: BTreeMap<u64, DynamicType>,
+}
+
+/// One type of `Plan::dynamic_types`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DynamicType {
+    pub name: String,
+    pub layout: Option<crate::gotypes::TypeId>,
 }
 
 impl Plan {
@@ -216,6 +230,10 @@ pub struct Binary {
     pub build_ids: BuildIds,
     #[serde(default)]
     pub arch: crate::arch::Arch,
+    /// The main module's path from the build info (`example.com/app`): the exported
+    /// traces' `service.name`. A fact of the build, carried so the trace reads it here.
+    #[serde(default)]
+    pub module: Option<String>,
 }
 
 /// The kind of a BPF map, as the kernel names it.

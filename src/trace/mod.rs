@@ -138,7 +138,7 @@ fn session(
     }
     // The exporters read symbols from the file the probes are attached to.
     let file = loaded.target_file().unwrap_or(&process.binary).to_path_buf();
-    let traced = Traced { binary: &file, name: &process.shown, pid: traced_pid, module: target.module_path() };
+    let traced = Traced { binary: &file, name: &process.shown, pid: traced_pid, module: plan.binary.module.as_deref() };
     export.start(&loaded, attached, &traced)?;
     // With --live, what the script prints is kept while the view holds the terminal
     // (printed lines still reach --otlp as they come).
@@ -148,7 +148,7 @@ fn session(
         out = Box::new(output::live::deferred::Deferred::new(out, recent.clone()));
     }
     let mut sink = export.sink(out);
-    let mut symbols = TargetSymbols::new(target, None, traced_pid);
+    let mut symbols = TargetSymbols::new(target, None, traced_pid).with_plan(plan);
     loaded.run_begin();
     // `exit()` in `on begin` ends the trace before a -c command starts.
     let exited = drain(&mut loaded, plan, &costs.meter.detached, &mut symbols, sink.as_mut(), Duration::ZERO)?;
@@ -191,6 +191,9 @@ fn session(
     drain(&mut loaded, plan, &costs.meter.detached, &mut symbols, sink.as_mut(), Duration::ZERO)?;
     print_maps(&loaded, plan, &costs.meter.detached, &symbols, sink.as_mut(), None)?;
     pictures::write(&loaded, plan, &costs.meter.detached, &symbols, (&process, args))?;
+    if let Some(line) = symbols.missing_line() {
+        eprintln!("{line}");
+    }
     // The last push carries the final counts; what it could not send is a loss.
     if let Ok(stats) = costs.meter.collect(&loaded, plan) {
         export.publish(&stats);

@@ -5,7 +5,7 @@
 //! all the same: `waitreasons`). Also the ELF entry point, where a PIE's load bias is
 //! learned at run time.
 
-use crate::gobin::{Target, TargetError};
+use crate::gobin::{RuntimeType, Target, TargetError};
 use crate::gotypes::{GoType, TypeId, TypeKind};
 use object::{Object, ObjectSymbol, SymbolKind};
 
@@ -100,6 +100,37 @@ impl Target {
         let (path, data) = self.dwarf_source();
         let dwarf = Self::dwarf_mut(&mut state, path, data).ok()??;
         dwarf.type_of_runtime_type(&keys, &mut self.types.borrow_mut()).ok()?
+    }
+
+    /// Every type with a runtime descriptor, by the descriptor's link-time address:
+    /// its Go name and, where `wants` says the name needs one, its layout (for a pointer
+    /// type, the layout of what it points at). Empty without DWARF.
+    pub fn runtime_types(&self, wants: fn(&str) -> bool) -> Vec<RuntimeType> {
+        let found = {
+            let mut state = self.dwarf.borrow_mut();
+            let (path, data) = self.dwarf_source();
+            let Ok(Some(dwarf)) = Self::dwarf_mut(&mut state, path, data) else { return Vec::new() };
+            dwarf.runtime_types(wants, &mut self.types.borrow_mut()).unwrap_or_default()
+        };
+        let base = self.types_base();
+        let types = self.types.borrow();
+        let mut out: Vec<RuntimeType> = (found.into_iter())
+            .filter_map(|(key, _, name, layout)| {
+                // As in `runtime_type_address`: a key below `runtime.types` is an offset.
+                let addr = match base {
+                    Some(base) if key < base => base.checked_add(key)?,
+                    _ => key,
+                };
+                let layout = layout.map(|id| match types.get(id).kind {
+                    TypeKind::Pointer { elem } => elem,
+                    _ => id,
+                });
+                Some(RuntimeType { addr, name, layout })
+            })
+            .collect();
+        out.sort_by_key(|t| t.addr);
+        out.dedup_by_key(|t| t.addr);
+        out
     }
 
     /// Whether the binary has a package `package`: one of its functions (from the

@@ -105,3 +105,30 @@ mod tests {
         assert_eq!(super::fixed_address(&[0x91, 0x08]), None);
     }
 }
+
+impl DwarfInfo {
+    /// Every type with a runtime descriptor (`DW_AT_go_runtime_type`): its key (an
+    /// address, or an offset from `runtime.types`: the bool says which), its DWARF name,
+    /// and its layout parsed into `types` when `wants` says the name needs one.
+    pub(crate) fn runtime_types(
+        &mut self,
+        wants: fn(&str) -> bool,
+        types: &mut Types,
+    ) -> Result<Vec<(u64, bool, String, Option<TypeId>)>, TargetError> {
+        let mut out = Vec::new();
+        for u in 0..self.units.len() {
+            let index = self.index(u)?;
+            for (name, (key, is_addr)) in &index.runtime_type_names {
+                let layout = match index.runtime_types.get(key) {
+                    Some(off) if wants(name) => match off.to_debug_info_offset(&self.units[u].header) {
+                        Some(at) => Some(self.type_id(at, types)?),
+                        None => None,
+                    },
+                    _ => None,
+                };
+                out.push((*key, *is_addr, name.clone(), layout));
+            }
+        }
+        Ok(out)
+    }
+}

@@ -11,7 +11,7 @@ mod hashkeys;
 mod maplayout;
 mod otel;
 mod panicinfo;
-mod rtype;
+pub(crate) mod rtype;
 
 pub use generics::{any_type_args, instantiation, Dictionary};
 pub use hashkeys::AesGlobals;

@@ -22,6 +22,9 @@ fn refused(problem: String) -> Refused {
 pub fn check(plan: &Plan) -> Result<(), Refused> {
     texts(plan)?;
     let types = &plan.go_types;
+    if let Some(t) = plan.dynamic_types.values().find(|t| t.layout.is_some_and(|id| !known(types, id))) {
+        return Err(refused(format!("has a dynamic type ({}) whose layout names no type of the plan", t.name)));
+    }
     if let Some(i) = (0..types.items.len()).find(|i| !type_ok(types, &types.items[*i].kind)) {
         return Err(refused(format!("has a Go type ({}) that names no type of the plan", types.items[i].name)));
     }
@@ -68,6 +71,12 @@ fn texts(plan: &Plan) -> Result<(), Refused> {
     }
     if let Some(f) = plan.functions.iter().chain(plan.dictionaries.values()).find(|f| !plain(f)) {
         return Err(bad("function name", f));
+    }
+    if let Some(t) = plan.dynamic_types.values().map(|t| &t.name).find(|t| !plain(t)) {
+        return Err(bad("type name", t));
+    }
+    if let Some(m) = plan.binary.module.as_ref().filter(|m| !plain(m)) {
+        return Err(bad("module path", m));
     }
     for p in &plan.probes {
         let lines = p.source_lines.iter().map(|(_, l)| l);
@@ -136,8 +145,16 @@ fn node(types: &Types, n: &Node, size: u32, depth: usize) -> Result<(), String> 
         NodeKind::Slice { elems_at, elems } => (vec![*elems_at], elems.iter().collect()),
         NodeKind::Pointer { pointee } => (vec![], pointee.iter().map(|p| p.as_ref()).collect()),
         NodeKind::Func { code } => (vec![*code], vec![]),
-        NodeKind::Iface { type_at, data_at, str_at, max, .. } => {
-            (vec![*type_at, *data_at, *str_at, str_at.saturating_add(*max)], vec![])
+        NodeKind::Iface { type_at, data_at, str_at, max, elems, .. } => {
+            let mut at = vec![*type_at, *data_at, *str_at, str_at.saturating_add(*max)];
+            let inner: Vec<&Node> = elems.iter().flat_map(|e| &e.elems).collect();
+            if let Some(e) = elems {
+                at.extend([e.head_at.saturating_add(16), e.elems_at]);
+                if inner.iter().any(|n| matches!(n.kind, NodeKind::Iface { elems: Some(_), .. }) || !is_iface(n)) {
+                    return Err("a slice of interfaces whose elements are not interfaces".into());
+                }
+            }
+            (at, inner)
         }
         NodeKind::Map { len_at, n_at, entries_at, entries, .. } => {
             (vec![*len_at, *n_at, *entries_at], entries.iter().flat_map(|(k, v)| [k, v]).collect())
@@ -147,4 +164,8 @@ fn node(types: &Types, n: &Node, size: u32, depth: usize) -> Result<(), String> 
         return Err(format!("a copied value laid out at byte {at}, outside its {size} bytes"));
     }
     children.into_iter().try_for_each(|c| node(types, c, size, depth + 1))
+}
+
+fn is_iface(n: &Node) -> bool {
+    matches!(n.kind, NodeKind::Iface { .. })
 }

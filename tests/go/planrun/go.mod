@@ -1,0 +1,3 @@
+module planrun
+
+go 1.17

@@ -1,0 +1,74 @@
+//! A plan made where DWARF is and run on a stripped copy of the same build prints what
+//! a direct trace prints (issue 20): tests/go/planrun hands values held in interfaces
+//! (pointers to structs, structs by value, a named float, `[]any`, an empty `[]any`,
+//! `[]error`, ints, strings, errors) to a probed function and prints each with fmt's
+//! `%v`. The test builds it once, strips a copy with `strip` (the same build id: `-ldflags
+//! -s -w` would make another build), traces the unstripped build directly, writes a plan
+//! from it, runs the plan on the stripped copy, and compares both outputs with the
+//! program's own lines, value for value. Needs root (SKIP without it, unless CI=true).
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use support::{gtrace, privileged};
+
+const SCRIPT: &str = r#"on entry main.hold { printf("gt held %d %v\n", i, v) }"#;
+
+/// The build and its stripped copy (no symbol table, no DWARF), side by side.
+fn builds() -> Option<(PathBuf, PathBuf)> {
+    let bin = support::go_build("planrun", &[]);
+    let stripped = support::unique_tmp(bin.parent().unwrap(), "planrun-stripped");
+    std::fs::copy(&bin, &stripped).expect("copy the build");
+    match Command::new("strip").arg(&stripped).status() {
+        Ok(s) if s.success() => Some((bin, stripped)),
+        _ => {
+            support::skip("plan_on_a_stripped_copy_prints_what_a_direct_trace_prints", "`strip` (binutils) is missing");
+            None
+        }
+    }
+}
+
+/// The program's own lines `go held I VALUE` (as `I VALUE`), and gtrace's `gt held`.
+fn lines(out: &str, prefix: &str) -> Vec<String> {
+    let mut v: Vec<String> = out.lines().filter_map(|l| l.strip_prefix(prefix)).map(str::to_string).collect();
+    v.sort_unstable();
+    v
+}
+
+fn sections(bin: &Path) -> String {
+    let out = Command::new("readelf").args(["-S", "-n"]).arg(bin).output().expect("readelf");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn plan_on_a_stripped_copy_prints_what_a_direct_trace_prints() {
+    if !privileged("plan_on_a_stripped_copy_prints_what_a_direct_trace_prints") {
+        return;
+    }
+    let Some((bin, stripped)) = builds() else { return };
+    let kept = sections(&stripped);
+    assert!(!kept.contains(".debug_info") && !kept.contains(".symtab"), "not stripped:\n{kept}");
+    let id = |s: &str| s.lines().find(|l| l.contains("Build ID")).map(str::to_string);
+    assert_eq!(id(&kept), id(&sections(&bin)), "the copy is another build");
+
+    let direct = gtrace(&["-e", SCRIPT, "-c", bin.to_str().unwrap()]);
+    assert_eq!(direct.code, 0, "{}", direct.stderr);
+    let plan = support::unique_tmp(bin.parent().unwrap(), "planrun-plan");
+    let r = gtrace(&["--emit", "plan", "-o", plan.to_str().unwrap(), "-e", SCRIPT, "-b", bin.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let run = gtrace(&["run", plan.to_str().unwrap(), "-c", stripped.to_str().unwrap()]);
+    let _ = std::fs::remove_file(&plan);
+    let _ = std::fs::remove_file(&stripped);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+
+    // The program's truth: every value it handed over, as fmt printed it.
+    let truth = lines(&direct.stdout, "go held ");
+    assert_eq!(truth.len() as i64, support::truth(&direct.stdout, "count"), "{}", direct.stdout);
+    assert_eq!(lines(&run.stdout, "go held "), truth, "the stripped copy ran otherwise:\n{}", run.stdout);
+    assert_eq!(lines(&direct.stdout, "gt held "), truth, "direct trace:\n{}\n{}", direct.stdout, direct.stderr);
+    assert_eq!(lines(&run.stdout, "gt held "), truth, "plan on the stripped copy:\n{}\n{}", run.stdout, run.stderr);
+    for r in [&direct, &run] {
+        assert!(!r.stderr.contains("printed as addresses"), "{}", r.stderr);
+    }
+}
