@@ -385,3 +385,41 @@ fn fuzz_bases() -> Vec<(Bundle, PathBuf)> {
         (bundle("on entry main.describe { print(v); printf(\"%+v\\n\", v) }", &values), values),
     ]
 }
+
+/// The facts of the build a plan carries for the trace (the trap kind under each attach
+/// point, a PIE's link base, the dynamic types' names and layouts) are checked against
+/// the binary: a plan that says otherwise is refused, by probe where it is a point's.
+#[test]
+fn a_plan_whose_build_facts_are_not_this_binarys_is_refused() {
+    let bin = support::go_build("planrun", &[]);
+    let target = Target::open(&bin).unwrap();
+    let original = bundle(r#"on entry main.hold { printf("%v\n", v) }"#, &bin);
+    accepted("planrun", &original, &bin);
+    assert!(original.plan.dynamic_types.values().any(|t| t.name == "*main.Point" && t.layout.is_some()));
+    let ProbeAttach::Uprobe(points) = &original.plan.probes[0].attach else { panic!("a uprobe") };
+    let at = points[0].address;
+    let here = original.plan.trap_kinds[&at];
+    assert_eq!(here, target.trap_kind_at(at));
+
+    let mut other = original.clone();
+    let lie = gtrace::arch::trap::TrapKind::ALL.into_iter().find(|k| *k != here).unwrap();
+    other.plan.trap_kinds.insert(at, lie);
+    let e = validate::validate(&other, &target).unwrap_err().to_string();
+    assert!(e.contains(&format!("attaches to `main.hold` at {at:#x}")) && e.contains("trap kind"), "{e}");
+
+    let mut other = original.clone();
+    other.plan.binary.link_base = Some(0x40_0000);
+    let e = validate::validate(&other, &target).unwrap_err().to_string();
+    assert!(e.contains("first byte is linked at"), "{e}");
+
+    let mut other = original.clone();
+    let t = other.plan.dynamic_types.values_mut().next().unwrap();
+    t.layout = Some(gtrace::gotypes::TypeId(u32::MAX));
+    let e = validate::validate(&other, &target).unwrap_err().to_string();
+    assert!(e.contains("whose layout names no type of the plan"), "{e}");
+
+    let mut other = original.clone();
+    other.plan.dynamic_types.values_mut().next().unwrap().name = "main.T\x1b[2J".into();
+    let e = validate::validate(&other, &target).unwrap_err().to_string();
+    assert!(e.contains("type name"), "{e}");
+}

@@ -213,6 +213,7 @@ fn object_and_plan(programs: Vec<(ProbeSpec, Program)>, maps: Vec<MapSpec>) -> (
             build_ids: Default::default(),
             arch: gtrace::arch::Arch::X86_64,
             module: None,
+            link_base: None,
         },
         maps,
         probes: programs.into_iter().map(|(spec, _)| spec).collect(),

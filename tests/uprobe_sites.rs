@@ -53,6 +53,7 @@ fn object_at(binary: &Path, points: Vec<AttachPoint>) -> (Vec<u8>, Plan) {
             build_ids: Default::default(),
             arch: gtrace::arch::Arch::X86_64,
             module: None,
+            link_base: None,
         },
         probes: vec![ProbeSpec {
             program: "nop".into(),

@@ -7,9 +7,10 @@
 //! without an empty uprobe on their first instruction (`runtime::calibrate_trap`).
 
 /// How the kernel runs the instruction a uprobe replaced.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum TrapKind {
     /// Single-stepped out of line (most instructions).
+    #[default]
     Step,
     /// PUSH of a register: emulated by newer x86-64 kernels, single-stepped by older ones.
     Push,

@@ -31,6 +31,8 @@ pub struct BinaryFacts {
     pub dictionaries: BTreeMap<u64, String>,
     /// The file offset of every address a program may attach to.
     pub file_offsets: HashMap<u64, u64>,
+    /// How the kernel runs the instruction at each of them under a uprobe.
+    pub trap_kinds: HashMap<u64, crate::arch::trap::TrapKind>,
     /// The runtime functions gtrace's own programs attach to (`RUNTIME_FUNCTIONS`),
     /// those the binary has and whose entry was found, by name.
     pub runtime: BTreeMap<String, RuntimeFunction>,
@@ -83,7 +85,9 @@ pub const RUNTIME_ARGS: usize = 2;
 pub fn facts(target: &dyn GoBinary, checked: &Checked) -> BinaryFacts {
     let path = target.path().to_path_buf();
     let module = target.module_path().map(str::to_string);
-    let binary = crate::plan::Binary { path, build_ids: target.build_ids().clone(), arch: target.arch(), module };
+    let link_base = if target.is_pie() { target.link_base() } else { None };
+    let build_ids = target.build_ids().clone();
+    let binary = crate::plan::Binary { path, build_ids, arch: target.arch(), module, link_base };
     let timed = checked.instances.iter().any(|i| i.needs_entry() || i.kind == InstanceKind::Panic);
     let mut names: Vec<&str> = if timed { TIMING_FUNCTIONS.to_vec() } else { Vec::new() };
     if !checked.self_vars.is_empty() {
@@ -114,6 +118,7 @@ pub fn facts(target: &dyn GoBinary, checked: &Checked) -> BinaryFacts {
         panic_layout: if timed { target.panic_layout() } else { None },
         dictionaries: dictionaries(checked, target),
         file_offsets: HashMap::new(),
+        trap_kinds: HashMap::new(),
         runtime,
         entry_point,
         otel: if span_contexts { target.otel_context() } else { None },
@@ -126,6 +131,7 @@ pub fn facts(target: &dyn GoBinary, checked: &Checked) -> BinaryFacts {
     for addr in addrs {
         if let Some(offset) = target.file_offset(addr) {
             facts.file_offsets.insert(addr, offset);
+            facts.trap_kinds.insert(addr, target.trap_kind_at(addr));
         }
     }
     facts

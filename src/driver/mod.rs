@@ -130,7 +130,7 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
             args.script = script_title(cli);
             args.pictures(&process.shown).check(&bundle.plan)?;
             scope::pid_namespace_warning();
-            return trace::run(&bundle, &target, process, &args);
+            return trace::run(&bundle, target, process, &args);
         }
     }
     Ok(0)
@@ -221,6 +221,7 @@ fn run_plan(args: &RunArgs) -> Result<i32, Failure> {
         build_ids: target.build_ids().clone(),
         arch: target.arch(),
         module: target.module_path().map(str::to_string),
+        link_base: None,
     };
     check_same_build(&bundle.plan.binary, &here)?;
     // A plan is code to run as root in another process: only what gtrace would have
@@ -231,7 +232,7 @@ fn run_plan(args: &RunArgs) -> Result<i32, Failure> {
     trace_args.script = format!("run {}", args.plan.display());
     trace_args.pictures(&process.shown).check(&bundle.plan)?;
     scope::pid_namespace_warning();
-    trace::run(&bundle, &target, process, &trace_args)
+    trace::run(&bundle, target, process, &trace_args)
 }
 
 /// Probes attach by file offset: a plan runs only on the build it was compiled for.

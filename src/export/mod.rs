@@ -96,6 +96,8 @@ pub struct Traced<'a> {
     pub pid: Option<u32>,
     /// The binary's main module path (`service.name`), if it has build info.
     pub module: Option<&'a str>,
+    /// The trace's symbolizer: interface types and stack frames by name.
+    pub symbols: Arc<crate::trace::symbols::TargetSymbols>,
 }
 
 /// The exporters of one trace (none when no option asks for one).
@@ -153,8 +155,8 @@ impl Export {
             self.plan.clone(),
             self.exports.clone(),
             reader,
-            (traced.binary.to_path_buf(), traced.name),
-            traced.pid,
+            (traced.name, traced.pid),
+            traced.symbols.clone(),
             self.counters.clone(),
         ));
         if let Some(listener) = self.listener.take() {

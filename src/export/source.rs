@@ -1,19 +1,17 @@
 //! Where exported metrics come from: at each read (a scrape, a push) every user map is
 //! read from the kernel through its own handles (`runtime::MapReader`), decoded by the
-//! plan, named (interface types and stack frames, from a copy of the target opened on
-//! first need) and turned into families, with gtrace's own metrics. Safe from any
+//! plan, named (interface types and stack frames, by the trace's own symbolizer:
+//! `trace::symbols`) and turned into families, with gtrace's own metrics. Safe from any
 //! thread; reads are serialised.
 
 use super::convert::{self, BucketRanges};
 use super::model::Family;
 use super::names::{MapExport, Shape};
 use super::selfmetrics::{SelfCounter, SelfMetrics};
-use crate::gobin::Target;
 use crate::output::{self, value::Value, MapDump};
 use crate::plan::{MapRole, Plan};
 use crate::runtime::{MapReader, RuntimeError};
 use crate::trace::symbols::TargetSymbols;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
@@ -36,18 +34,13 @@ pub struct Source {
     /// `binary`, and `pid` when one process is traced.
     pub labels: Vec<(String, String)>,
     pub counters: std::sync::Arc<Counters>,
-    binary: PathBuf,
-    pid: Option<u32>,
+    symbols: std::sync::Arc<TargetSymbols>,
     state: Mutex<State>,
 }
 
 #[derive(Default)]
 struct State {
     ranges: BucketRanges,
-    /// The target, opened the first time a key needs a name from it (`None` inside if
-    /// it cannot be opened).
-    target: Option<Option<Target>>,
-    bias: Option<u64>,
 }
 
 impl Source {
@@ -55,15 +48,15 @@ impl Source {
         plan: Plan,
         exports: Vec<MapExport>,
         reader: MapReader,
-        (binary, name): (PathBuf, &std::path::Path),
-        pid: Option<u32>,
+        (name, pid): (&std::path::Path, Option<u32>),
+        symbols: std::sync::Arc<TargetSymbols>,
         counters: std::sync::Arc<Counters>,
     ) -> Source {
         let mut labels = vec![("binary".to_string(), name.display().to_string())];
         if let Some(pid) = pid {
             labels.push(("pid".to_string(), pid.to_string()));
         }
-        Source { plan, exports, reader, labels, counters, binary, pid, state: Mutex::new(State::default()) }
+        Source { plan, exports, reader, labels, counters, symbols, state: Mutex::new(State::default()) }
     }
 
     /// gtrace's own metrics now.
@@ -85,7 +78,8 @@ impl Source {
             let raw = self.reader.entries(&export.object_name)?;
             let Some(mut dump) = output::decode_map(spec, &raw, &self.plan) else { continue };
             if needs_names(&dump) {
-                state.name(&mut dump, &self.binary, self.pid, &self.plan);
+                self.symbols.learn_bias();
+                output::name_map(&mut dump, self.symbols.as_ref());
             }
             let mut families = convert::families(export, &dump, &self.labels, &mut state.ranges);
             if let Some(ex) = self
@@ -102,17 +96,6 @@ impl Source {
             out.extend(families);
         }
         Ok(out)
-    }
-}
-
-impl State {
-    fn name(&mut self, dump: &mut MapDump, binary: &std::path::Path, pid: Option<u32>, plan: &Plan) {
-        let target = self.target.get_or_insert_with(|| Target::open(binary).ok());
-        let Some(target) = target.as_ref() else { return };
-        let mut symbols = TargetSymbols::new(target, self.bias, pid).with_plan(plan);
-        symbols.learn_bias();
-        self.bias = symbols.bias;
-        output::name_map(dump, &symbols);
     }
 }
 

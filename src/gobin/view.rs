@@ -84,6 +84,15 @@ pub trait GoBinary {
     fn module_path(&self) -> Option<&str> {
         None
     }
+    /// How the kernel runs the instruction at `addr` under a uprobe.
+    fn trap_kind_at(&self, _addr: u64) -> crate::arch::trap::TrapKind {
+        crate::arch::trap::TrapKind::Step
+    }
+    /// The link-time address of the file's first byte (a PIE's load bias is where the
+    /// traced process mapped it, minus this).
+    fn link_base(&self) -> Option<u64> {
+        None
+    }
     /// The types an interface may hold, by their runtime descriptor's link-time address,
     /// with the layouts printing needs (`needs_layout`). Empty without DWARF.
     fn runtime_types(&self) -> Vec<super::RuntimeType> {
@@ -201,6 +210,12 @@ impl GoBinary for Target {
     }
     fn module_path(&self) -> Option<&str> {
         Target::module_path(self)
+    }
+    fn trap_kind_at(&self, addr: u64) -> crate::arch::trap::TrapKind {
+        Target::trap_kind_at(self, addr)
+    }
+    fn link_base(&self) -> Option<u64> {
+        Target::vaddr_of_file_offset(self, 0)
     }
     fn g_layout(&self) -> Option<GLayout> {
         Target::g_layout(self)

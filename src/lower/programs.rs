@@ -315,6 +315,8 @@ impl Ctx<'_> {
         })?;
         let index = self.function_index(function);
         let cookie = self.layout.cookie(program, function, index);
+        let trap = self.binary.trap_kinds.get(&addr).copied().unwrap_or_default();
+        self.plan.trap_kinds.insert(addr, trap);
         Ok(AttachPoint { function: function.to_string(), address: addr, file_offset, cookie })
     }
 

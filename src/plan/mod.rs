@@ -57,6 +57,11 @@ pub struct Plan {
     /// trace does. Empty when no printed value holds an interface.
     #[serde(default)]
     pub dynamic_types: BTreeMap<u64, DynamicType>,
+    /// How the kernel runs the instruction under each attach point (by its address):
+    /// what a trap there costs (`--stats`, `--budget`). Recomputed and compared when a
+    /// plan is validated.
+    #[serde(default)]
+    pub trap_kinds: BTreeMap<u64, crate::arch::trap::TrapKind>,
 }
 
 /// One type of `Plan::dynamic_types`.
@@ -234,6 +239,10 @@ pub struct Binary {
     /// traces' `service.name`. A fact of the build, carried so the trace reads it here.
     #[serde(default)]
     pub module: Option<String>,
+    /// A PIE's link-time address of its file's first byte: the traced process's load
+    /// bias is where it mapped that byte minus this. `None` for other executables.
+    #[serde(default)]
+    pub link_base: Option<u64>,
 }
 
 /// The kind of a BPF map, as the kernel names it.

@@ -67,7 +67,7 @@ fn written(r: Result<(), output::OutputError>) -> Result<(), Halt> {
 /// code: 0, also when the output's reader went away (`gtrace ... | head -1`: gtrace
 /// detaches and ends, printing nothing more); when the target died of a signal, said,
 /// and for a -c command 128 + the signal, as a shell does.
-pub fn run(bundle: &Bundle, target: &Target, process: Process, args: &TraceArgs) -> Result<i32, Failure> {
+pub fn run(bundle: &Bundle, target: Target, process: Process, args: &TraceArgs) -> Result<i32, Failure> {
     check_host(bundle.plan.binary.arch)?;
     let name = process.shown.file_name().unwrap_or(process.shown.as_os_str()).to_string_lossy().into_owned();
     let command = process.command.is_some();
@@ -87,7 +87,7 @@ pub fn run(bundle: &Bundle, target: &Target, process: Process, args: &TraceArgs)
 /// (`HeldChild` is dropped).
 fn session(
     bundle: &Bundle,
-    target: &Target,
+    target: Target,
     process: Process,
     args: &TraceArgs,
 ) -> Result<Option<runtime::Ended>, Halt> {
@@ -117,7 +117,7 @@ fn session(
     // Before attaching, so that processes already running read their package variables
     // from the first hit; after, for those that started meanwhile (from now on the
     // entry-point probe learns them).
-    seed_load_biases(&loaded, target, &process.binary, scope)?;
+    seed_load_biases(&loaded, plan, &process.binary, scope)?;
     if let Some(cgroup) = &process.cgroup {
         loaded.scope_to_cgroup(&plan.cgroup, cgroup)?;
     }
@@ -125,20 +125,23 @@ fn session(
         wait_for_baseline(process.cpu_before);
     }
     let attached = loaded.attach(&process.binary, scope)?;
-    seed_load_biases(&loaded, target, &process.binary, scope)?;
+    seed_load_biases(&loaded, plan, &process.binary, scope)?;
     eprintln!("Attached {attached} probe{}", if attached == 1 { "" } else { "s" });
     if let Some(model) = loaded.unguarded_preemption() {
         eprintln!("{}", output::losses::unguarded_preemption(model.name()));
     }
     report_skipped(&loaded, plan)?;
-    let mut costs = budget::Costs::new(stats::Meter::new(plan, target, calibration.finish(), budget), plan);
+    let mut costs = budget::Costs::new(stats::Meter::new(plan, calibration.finish(), budget), plan);
     let traced_pid = process.pid.or(child.as_ref().map(|c| c.pid()));
+    // One symbolizer for the output, the pictures and the exporters' threads.
+    let symbols = std::sync::Arc::new(TargetSymbols::new(target, plan, traced_pid));
     if let Some(pid) = traced_pid {
         costs.meter.watch_cpu(pid, process.cpu_before);
     }
     // The exporters read symbols from the file the probes are attached to.
     let file = loaded.target_file().unwrap_or(&process.binary).to_path_buf();
-    let traced = Traced { binary: &file, name: &process.shown, pid: traced_pid, module: plan.binary.module.as_deref() };
+    let module = plan.binary.module.as_deref();
+    let traced = Traced { binary: &file, name: &process.shown, pid: traced_pid, module, symbols: symbols.clone() };
     export.start(&loaded, attached, &traced)?;
     // With --live, what the script prints is kept while the view holds the terminal
     // (printed lines still reach --otlp as they come).
@@ -148,17 +151,16 @@ fn session(
         out = Box::new(output::live::deferred::Deferred::new(out, recent.clone()));
     }
     let mut sink = export.sink(out);
-    let mut symbols = TargetSymbols::new(target, None, traced_pid).with_plan(plan);
     loaded.run_begin();
     // `exit()` in `on begin` ends the trace before a -c command starts.
-    let exited = drain(&mut loaded, plan, &costs.meter.detached, &mut symbols, sink.as_mut(), Duration::ZERO)?;
+    let exited = drain(&mut loaded, plan, &costs.meter.detached, &symbols, sink.as_mut(), Duration::ZERO)?;
     if !exited {
         if let Some(c) = child.as_mut() {
             c.release()?;
             // A PIE's load bias is read from the child's memory map as soon as it has
             // exec'd, before its events (and its exit) could outrun us.
             let deadline = Instant::now() + Duration::from_millis(200);
-            while target.is_pie() && symbols.bias.is_none() && Instant::now() < deadline {
+            while symbols.is_pie() && symbols.bias().is_none() && Instant::now() < deadline {
                 symbols.learn_bias();
                 std::thread::sleep(Duration::from_millis(1));
             }
@@ -172,7 +174,7 @@ fn session(
             false => None,
         };
         let until = (&process, child.as_mut(), args, stop, &export, view.as_mut());
-        run_until_stopped(&mut loaded, plan, &mut symbols, sink.as_mut(), until, &mut costs)?;
+        run_until_stopped(&mut loaded, plan, &symbols, sink.as_mut(), until, &mut costs)?;
         // The terminal back, then what the script printed meanwhile, before the rest.
         drop(view);
         written(sink.flush())?;
@@ -186,9 +188,9 @@ fn session(
         None => process.pid.filter(|pid| !runtime::is_alive(*pid)).and_then(runtime::ended_zombie),
     };
     // Events already in the ring buffer belong to the run.
-    drain(&mut loaded, plan, &costs.meter.detached, &mut symbols, sink.as_mut(), Duration::ZERO)?;
+    drain(&mut loaded, plan, &costs.meter.detached, &symbols, sink.as_mut(), Duration::ZERO)?;
     loaded.run_end();
-    drain(&mut loaded, plan, &costs.meter.detached, &mut symbols, sink.as_mut(), Duration::ZERO)?;
+    drain(&mut loaded, plan, &costs.meter.detached, &symbols, sink.as_mut(), Duration::ZERO)?;
     print_maps(&loaded, plan, &costs.meter.detached, &symbols, sink.as_mut(), None)?;
     pictures::write(&loaded, plan, &costs.meter.detached, &symbols, (&process, args))?;
     if let Some(line) = symbols.missing_line() {
@@ -213,8 +215,8 @@ fn session(
 /// A PIE's package variables need each process's load bias: the entry-point probe
 /// learns it for processes that start once it is attached; this stores it for those
 /// already running the binary (the traced one, or with -b every one).
-fn seed_load_biases(loaded: &Loaded, target: &Target, binary: &std::path::Path, scope: Scope) -> Result<(), Halt> {
-    let Some(link) = target.vaddr_of_file_offset(0) else { return Ok(()) };
+fn seed_load_biases(loaded: &Loaded, plan: &Plan, binary: &std::path::Path, scope: Scope) -> Result<(), Halt> {
+    let Some(link) = plan.binary.link_base else { return Ok(()) };
     let running = match scope {
         Scope::Process(pid) => runtime::mapping_start(pid, binary).map(|start| vec![(pid, start)]).unwrap_or_default(),
         Scope::AllProcesses => runtime::processes_mapping(binary),
@@ -261,7 +263,7 @@ type Until<'a> = (
 fn run_until_stopped(
     loaded: &mut Loaded,
     plan: &Plan,
-    symbols: &mut TargetSymbols,
+    symbols: &TargetSymbols,
     sink: &mut dyn Sink,
     until: Until<'_>,
     costs: &mut budget::Costs,
@@ -320,7 +322,7 @@ fn drain(
     loaded: &mut Loaded,
     plan: &Plan,
     detached: &[stats::Detached],
-    symbols: &mut TargetSymbols,
+    symbols: &TargetSymbols,
     sink: &mut dyn Sink,
     wait: Duration,
 ) -> Result<bool, Halt> {

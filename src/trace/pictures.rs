@@ -50,10 +50,10 @@ pub(super) fn write(
 /// The traced binary as a profile's mapping names it: by the path given for it, its
 /// build id, and where its code is in the traced process.
 fn binary(symbols: &TargetSymbols, process: &Process) -> Binary {
-    let target = symbols.target;
+    let target = symbols.target();
     let ids = target.build_ids();
     let build_id = ids.gnu.clone().or_else(|| ids.go.clone()).unwrap_or_default();
-    let bias = if target.is_pie() { symbols.bias } else { Some(0) };
+    let bias = if symbols.is_pie() { symbols.bias() } else { Some(0) };
     let text = match (target.text_segment(), bias) {
         (Some((start, end, offset)), Some(b)) => Some((start.wrapping_add(b), end.wrapping_add(b), offset)),
         _ => None,

@@ -8,24 +8,12 @@
 //! and any exporter of gtrace's own metrics (probes, hits, losses, cost).
 
 use crate::arch::trap::TrapKind;
-use crate::gobin::Target;
 pub use crate::output::stats::{Detached, MapStats, ProbeStats, SiteStats, Stats};
 use crate::plan::{Accounting, Counter, MapRole, MapSpec, Plan, ProbeAttach, ProbeSpec, Refusal};
 use crate::runtime::{Loaded, RuntimeError, TrapCost};
 use crate::trace::measured::{Reading, TargetCpu};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
-
-/// The kind of instruction at `addr` of the target (single-stepped when unknown).
-fn site_kind(target: &Target, addr: u64) -> TrapKind {
-    let code = target.function_containing(addr).and_then(|f| Some((f.addr, target.code(f)?)));
-    match code {
-        Some((start, code)) => {
-            code.get((addr - start) as usize..).map_or(TrapKind::Step, |code| target.arch().trap_kind(code))
-        }
-        None => TrapKind::Step,
-    }
-}
 
 /// What gtrace knows of its trace beyond the kernel's counters: when it started, what a
 /// trap costs at each probed function, the budget and what it detached.
@@ -45,13 +33,15 @@ pub struct Meter {
 }
 
 impl Meter {
-    pub fn new(plan: &Plan, target: &Target, trap: Option<TrapCost>, budget_percent: Option<f64>) -> Meter {
+    pub fn new(plan: &Plan, trap: Option<TrapCost>, budget_percent: Option<f64>) -> Meter {
         let mut kinds = HashMap::new();
         for probe in &plan.probes {
             let ProbeAttach::Uprobe(points) = &probe.attach else { continue };
             for p in points {
                 let key = (probe.program.clone(), p.function.clone());
-                kinds.entry(key).or_insert_with(|| site_kind(target, p.address));
+                // The kind of instruction under the site, as the plan says (single-stepped
+                // when it does not).
+                kinds.entry(key).or_insert_with(|| plan.trap_kinds.get(&p.address).copied().unwrap_or_default());
             }
         }
         let hit_slots = plan.accounting.hits_slots();

@@ -1,65 +1,103 @@
-//! Names for what the traced process reports as addresses: interface types and stack
-//! frames, looked up in the target binary. Run-time addresses in a PIE are moved back by
-//! its load bias (known once the traced process has mapped it; unknown with -b, where
-//! every process has its own).
+//! The one symbolizer of a trace: names for what the traced process reports as
+//! addresses (interface types and their layouts, stack frames, source lines), shared by
+//! the trace loop, the pictures and the exporters' threads. Interfaces' dynamic types
+//! come from the plan first (`Plan::dynamic_types`, read from DWARF when it was
+//! compiled), then from the binary the trace opened (with `--debug-file` when given);
+//! functions and lines from its `.gopclntab`. Run-time addresses in a PIE are moved
+//! back by its load bias (the plan's link base against where the traced process mapped
+//! the file; unknown with -b, where every process has its own). What cannot be printed
+//! whole for want of a name or a layout is counted and said at exit.
 
 use crate::gobin::Target;
+use crate::gotypes::{TypeId, Types};
 use crate::output;
+use crate::plan::{DynamicType, Plan};
 use crate::runtime;
-use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
 
-pub struct TargetSymbols<'a> {
-    pub target: &'a Target,
-    pub bias: Option<u64>,
+type Layout = (Arc<Types>, TypeId);
+
+pub struct TargetSymbols {
+    /// The binary, opened once for the trace (read-only).
+    target: Mutex<Target>,
+    /// The file the traced process maps (its load bias is read from its memory map).
+    path: PathBuf,
+    /// A PIE's link-time address of its first byte (`plan::Binary::link_base`).
+    link_base: Option<u64>,
+    bias: Mutex<Option<u64>>,
     /// The traced process, when there is one (-p, -c).
-    pub pid: Option<u32>,
-    /// Go types looked up by name, each once.
-    pub layouts: RefCell<HashMap<String, Option<Layout>>>,
-    /// The plan's types an interface may hold (`Plan::dynamic_types`), with the arena
-    /// their layouts index: asked before the binary, which a stripped build leaves
-    /// without names or layouts.
-    pub planned: Option<Planned>,
-    /// Dynamic types printed without what printing them needs, by name (`(type
-    /// 0x...)` for one with no name), with how many values: said at exit.
-    pub missing: RefCell<std::collections::BTreeMap<String, u64>>,
+    pid: Option<u32>,
+    /// Go types looked up in the binary, each once.
+    layouts: Mutex<HashMap<String, Option<Layout>>>,
+    /// The plan's dynamic types, with the arena their layouts index.
+    planned: Arc<BTreeMap<u64, DynamicType>>,
+    types: Arc<Types>,
+    /// Dynamic types printed without what printing them needs, with how many values.
+    missing: Mutex<BTreeMap<String, u64>>,
 }
 
-/// The plan's dynamic types, shared.
-#[derive(Clone)]
-pub struct Planned {
-    pub types: std::sync::Arc<crate::gotypes::Types>,
-    pub dynamic: std::sync::Arc<std::collections::BTreeMap<u64, crate::plan::DynamicType>>,
+/// A lock that a panicking holder left is still the data: names are read-only facts.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-impl Planned {
-    pub fn of(plan: &crate::plan::Plan) -> Option<Planned> {
-        (!plan.dynamic_types.is_empty())
-            .then(|| Planned { types: plan.go_types.clone(), dynamic: std::sync::Arc::new(plan.dynamic_types.clone()) })
-    }
-}
-
-type Layout = (std::sync::Arc<crate::gotypes::Types>, crate::gotypes::TypeId);
-
-impl<'a> TargetSymbols<'a> {
-    pub fn new(target: &'a Target, bias: Option<u64>, pid: Option<u32>) -> TargetSymbols<'a> {
-        let (layouts, missing) = (RefCell::new(HashMap::new()), RefCell::default());
-        TargetSymbols { target, bias, pid, layouts, planned: None, missing }
-    }
-
-    /// Names and layouts of dynamic types from the plan first.
-    pub fn with_plan(mut self, plan: &crate::plan::Plan) -> Self {
-        self.planned = Planned::of(plan);
-        self
+impl TargetSymbols {
+    pub fn new(target: Target, plan: &Plan, pid: Option<u32>) -> TargetSymbols {
+        TargetSymbols {
+            path: target.path().to_path_buf(),
+            target: Mutex::new(target),
+            link_base: plan.binary.link_base,
+            bias: Mutex::new(None),
+            pid,
+            layouts: Mutex::default(),
+            planned: Arc::new(plan.dynamic_types.clone()),
+            types: plan.go_types.clone(),
+            missing: Mutex::default(),
+        }
     }
 
-    fn planned(&self, addr: u64) -> Option<&crate::plan::DynamicType> {
-        self.planned.as_ref()?.dynamic.get(&self.link(addr)?)
+    /// The binary (held while the guard lives: not across a wait).
+    pub fn target(&self) -> MutexGuard<'_, Target> {
+        lock(&self.target)
+    }
+
+    pub fn is_pie(&self) -> bool {
+        self.link_base.is_some()
+    }
+
+    /// A PIE's load bias in the traced process, once known.
+    pub fn bias(&self) -> Option<u64> {
+        *lock(&self.bias)
+    }
+
+    /// Learns the bias of a PIE from the traced process's memory map.
+    pub fn learn_bias(&self) {
+        let mut bias = lock(&self.bias);
+        let (None, Some(link), Some(pid)) = (*bias, self.link_base, self.pid) else { return };
+        *bias = runtime::mapping_start(pid, &self.path).map(|start| start.wrapping_sub(link));
+    }
+
+    fn link(&self, addr: u64) -> Option<u64> {
+        if self.is_pie() {
+            addr.checked_sub(self.bias()?)
+        } else {
+            Some(addr)
+        }
+    }
+
+    fn planned(&self, addr: u64) -> Option<&DynamicType> {
+        self.planned.get(&self.link(addr)?)
+    }
+
+    fn count_missing(&self, what: String) {
+        *lock(&self.missing).entry(what).or_default() += 1;
     }
 
     /// What was printed without a name or a layout: one line, or none.
     pub fn missing_line(&self) -> Option<String> {
-        let missing = self.missing.borrow();
+        let missing = lock(&self.missing);
         let total: u64 = missing.values().sum();
         if total == 0 {
             return None;
@@ -71,75 +109,62 @@ impl<'a> TargetSymbols<'a> {
             types.join(", ")
         ))
     }
-}
 
-impl TargetSymbols<'_> {
-    fn link(&self, addr: u64) -> Option<u64> {
-        if self.target.is_pie() {
-            addr.checked_sub(self.bias?)
-        } else {
-            Some(addr)
+    /// A layout looked up in the binary by `key`, each once.
+    fn cached(&self, key: String, find: impl FnOnce(&Target) -> Option<TypeId>) -> Option<Layout> {
+        if let Some(known) = lock(&self.layouts).get(&key) {
+            return known.clone();
         }
-    }
-
-    /// Learns the bias of a PIE from the traced process's memory map.
-    pub fn learn_bias(&mut self) {
-        if self.bias.is_some() || !self.target.is_pie() {
-            return;
-        }
-        let (Some(pid), Some(link)) = (self.pid, self.target.vaddr_of_file_offset(0)) else { return };
-        self.bias = runtime::mapping_start(pid, self.target.path()).map(|start| start.wrapping_sub(link));
+        let found = {
+            let target = self.target();
+            find(&target).map(|id| (Arc::new(target.types().clone()), id))
+        };
+        lock(&self.layouts).insert(key, found.clone());
+        found
     }
 }
 
-impl output::Symbols for TargetSymbols<'_> {
+impl output::Symbols for TargetSymbols {
     fn type_name(&self, addr: u64) -> Option<String> {
         if let Some(t) = self.planned(addr) {
             return Some(t.name.clone());
         }
-        let name = self.link(addr).and_then(|at| self.target.runtime_type_name(at));
+        let name = self.link(addr).and_then(|at| self.target().runtime_type_name(at));
         if name.is_none() {
-            *self.missing.borrow_mut().entry(format!("type {addr:#x} without a name")).or_default() += 1;
+            self.count_missing(format!("type {addr:#x} without a name"));
         }
         name
     }
     fn function(&self, pc: u64) -> Option<(String, u64)> {
         let bias = pc - self.link(pc)?;
-        self.target.function_containing(pc - bias).map(|f| (f.name.clone(), f.addr + bias))
+        self.target().function_containing(pc - bias).map(|f| (f.name.clone(), f.addr + bias))
     }
     fn source_frames(&self, pc: u64) -> Vec<crate::gobin::SourceFrame> {
-        self.link(pc).map(|at| self.target.source_frames(at)).unwrap_or_default()
+        self.link(pc).map(|at| self.target().source_frames(at)).unwrap_or_default()
     }
     fn go_type_at(&self, addr: u64) -> Option<Layout> {
-        if let (Some(p), Some(t)) = (&self.planned, self.planned(addr)) {
-            if let Some(id) = t.layout {
-                return Some((p.types.clone(), id));
-            }
+        if let Some(id) = self.planned(addr).and_then(|t| t.layout) {
+            return Some((self.types.clone(), id));
         }
-        let key = format!("{addr:#x}");
-        if let Some(known) = self.layouts.borrow().get(&key) {
-            return known.clone();
-        }
-        let found = self.target.type_of_runtime_type(self.link(addr)?).map(|id| {
-            let types = self.target.types().clone();
-            let id = match types.get(id).kind {
+        let link = self.link(addr)?;
+        self.cached(format!("{addr:#x}"), |target| {
+            let id = target.type_of_runtime_type(link)?;
+            Some(match target.types().get(id).kind {
                 crate::gotypes::TypeKind::Pointer { elem } => elem,
                 _ => id,
-            };
-            (std::sync::Arc::new(types), id)
-        });
-        self.layouts.borrow_mut().insert(key, found.clone());
-        found
-    }
-    fn unprintable(&self, name: &str) {
-        *self.missing.borrow_mut().entry(format!("{name} without a layout")).or_default() += 1;
+            })
+        })
     }
     fn go_type(&self, name: &str) -> Option<Layout> {
-        if let Some(known) = self.layouts.borrow().get(name) {
-            return known.clone();
-        }
-        let found = self.target.type_by_name(name).map(|id| (std::sync::Arc::new(self.target.types().clone()), id));
-        self.layouts.borrow_mut().insert(name.to_string(), found.clone());
-        found
+        self.cached(name.to_string(), |target| target.type_by_name(name))
+    }
+    fn unprintable(&self, name: &str) {
+        self.count_missing(format!("{name} without a layout"));
     }
 }
+
+/// The exporters' threads share it with the trace loop.
+const _: fn() = || {
+    fn shared<T: Send + Sync>() {}
+    shared::<TargetSymbols>();
+};

@@ -33,6 +33,18 @@ impl Target {
             .map_err(|source| TargetError::Disassembly { function: f.name.clone(), source })
     }
 
+    /// How the kernel runs the instruction at `addr` under a uprobe (`Arch::trap_kind`):
+    /// single-stepped when it is in no function's code.
+    pub fn trap_kind_at(&self, addr: u64) -> crate::arch::trap::TrapKind {
+        let code = self.function_containing(addr).and_then(|f| Some((f.addr, self.code(f)?)));
+        match code {
+            Some((start, code)) => code
+                .get((addr - start) as usize..)
+                .map_or(crate::arch::trap::TrapKind::Step, |code| self.arch.trap_kind(code)),
+            None => crate::arch::trap::TrapKind::Step,
+        }
+    }
+
     /// Why a uprobe must not go at `addr` (see `Arch::uprobe_refusal`), judged from the
     /// instruction the file holds there and the code of its function before it; None
     /// when it may.

@@ -14,7 +14,8 @@
 //!   load is a relocation against a map of the plan;
 //! - `sites`: each attach point is a site gtrace chooses in its function of this binary
 //!   (the entry after the stack check, a RET, an inlined call's entry, a line start, the
-//!   ELF entry point), at the file offset of its address.
+//!   ELF entry point), at the file offset of its address, with the trap kind of the
+//!   instruction there; and a PIE's link base as this binary's.
 //!
 //! It is pure (no privileges, no kernel): the target is read from its file.
 

@@ -17,8 +17,10 @@ use std::collections::{HashMap, HashSet};
 /// Refuses the first attach point of `plan` that is not a site gtrace chooses in
 /// `target`.
 pub fn check(plan: &Plan, target: &Target) -> Result<(), Refused> {
+    pie_base(plan, target)?;
     let entry = target.entry_point();
-    let mut chosen = Chosen { target, entry, functions: HashMap::new(), lines: HashMap::new() };
+    let trap_kinds = &plan.trap_kinds;
+    let mut chosen = Chosen { target, entry, functions: HashMap::new(), lines: HashMap::new(), trap_kinds };
     for probe in &plan.probes {
         let ProbeAttach::Uprobe(points) = &probe.attach else { continue };
         let line = line_of(&probe.describe);
@@ -53,6 +55,8 @@ struct Chosen<'t> {
     entry: Option<u64>,
     functions: HashMap<String, HashSet<u64>>,
     lines: HashMap<(String, u32), Vec<LineSite>>,
+    /// The plan's trap kinds, by attach address.
+    trap_kinds: &'t std::collections::BTreeMap<u64, crate::arch::trap::TrapKind>,
 }
 
 impl Chosen<'_> {
@@ -105,9 +109,16 @@ fn judge(chosen: &mut Chosen<'_>, pt: &AttachPoint, line: Option<&(String, u32)>
     if !site {
         return Err(not_a_site(chosen, pt, line));
     }
-    match target.uprobe_refusal(pt.address) {
-        Some(refusal) => Err(format!("gtrace never probes there: {refusal}")),
-        None => Ok(()),
+    if let Some(refusal) = target.uprobe_refusal(pt.address) {
+        return Err(format!("gtrace never probes there: {refusal}"));
+    }
+    // The trap kind the trace prices the site at (none given: single-stepped, the dearest).
+    match chosen.trap_kinds.get(&pt.address) {
+        Some(kind) if *kind != target.trap_kind_at(pt.address) => Err(format!(
+            "the plan gives its instruction the trap kind {kind:?}; in this binary it is {:?}",
+            target.trap_kind_at(pt.address)
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -152,4 +163,19 @@ mod tests {
         assert_eq!(line_of("on entry main.f"), None);
         assert_eq!(line_of("on line \"main.go:x\""), None);
     }
+}
+
+/// A PIE's link base, which the trace reads from the plan instead of the binary, as this
+/// binary has it.
+fn pie_base(plan: &Plan, target: &Target) -> Result<(), Refused> {
+    let pie_base = if target.is_pie() { target.vaddr_of_file_offset(0) } else { None };
+    if plan.binary.link_base != pie_base {
+        return Err(Refused::Plan {
+            problem: format!(
+                "says the file's first byte is linked at {:?}; in this binary: {:?}",
+                plan.binary.link_base, pie_base
+            ),
+        });
+    }
+    Ok(())
 }
