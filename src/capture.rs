@@ -106,7 +106,7 @@ pub enum NodeKind {
     Map { len_at: u32, n_at: u32, entries_at: u32, entry: u32, elem_off: u32, entries: Vec<(Node, Node)> },
 }
 
-/// The elements of a slice of interfaces (`[]any`, `[]error`) an interface holds, as a
+/// The elements of a slice of interfaces (`[]any`, `[]error`) an `any` holds, as a
 /// direct `[]any` value's are copied: the probe finds at run time, from the runtime's
 /// type descriptors, whether the dynamic type is one. `head_at`: how many elements were
 /// copied (0 when it is no such slice), then a word the probe uses (whether the
@@ -230,7 +230,11 @@ impl Planner<'_> {
                 TypeKind::Interface { .. } if !self.fits(8 + IFACE_DATA + self.bounds.string_limit) => NodeKind::Cut,
                 TypeKind::Interface { empty } => {
                     let (type_at, data_at, str_at, max) = self.iface_parts();
-                    let elems = if level < self.bounds.depth { self.iface_elems(id, hidden) } else { None };
+                    // Only the empty interface holds an unnamed slice (it has no methods).
+                    let elems = match *empty && level < self.bounds.depth {
+                        true => self.iface_elems(id, hidden),
+                        false => None,
+                    };
                     NodeKind::Iface { empty: *empty, type_at, data_at, str_at, max, elems }
                 }
                 _ => NodeKind::Bytes,
@@ -404,6 +408,25 @@ mod tests {
         assert!(matches!(elems[1].kind, NodeKind::Str { .. }) && elems[1].at == 64 + 16);
         // 48 of the struct, 16 of a string, 2 × 16 of headers, 2 × 16 of their bytes.
         assert_eq!(c.size, 48 + 16 + 32 + 32);
+    }
+
+    #[test]
+    fn an_any_has_room_for_a_slice_of_interfaces_an_error_none() {
+        let mut t = Types::default();
+        let any = t.add(GoType { name: "interface {}".into(), size: 16, kind: TypeKind::Interface { empty: true } });
+        let error = t.add(GoType { name: "error".into(), size: 16, kind: TypeKind::Interface { empty: false } });
+        let bounds = Bounds { max_elems: 3, ..DEFAULT_BOUNDS };
+        let c = plan(&t, any, bounds, u32::MAX);
+        let NodeKind::Iface { elems: Some(e), .. } = &c.root.kind else { panic!("{c:?}") };
+        assert_eq!(e.elems.len(), 3);
+        // Each element: its 16 bytes side by side, then its own type, data and string.
+        assert_eq!((e.elems[1].at, e.elems[2].at), (e.elems_at + 16, e.elems_at + 32));
+        assert!(e.elems.iter().all(|n| matches!(n.kind, NodeKind::Iface { elems: None, .. })));
+        let c = plan(&t, error, bounds, u32::MAX);
+        assert!(matches!(c.root.kind, NodeKind::Iface { elems: None, .. }), "{c:?}");
+        // At --depth 0 nothing below the interface is copied.
+        let c = plan(&t, any, Bounds { depth: 0, ..bounds }, u32::MAX);
+        assert!(matches!(c.root.kind, NodeKind::Iface { elems: None, .. }), "{c:?}");
     }
 
     #[test]
