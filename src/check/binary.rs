@@ -166,9 +166,18 @@ fn dictionaries(checked: &Checked, target: &dyn GoBinary) -> BTreeMap<u64, Strin
         .collect()
 }
 
-/// Whether a whole value some probe copies holds an interface (whose dynamic type is
-/// only known at run time).
+/// Whether a value some probe copies holds an interface (whose dynamic type is only
+/// known at run time).
 fn prints_interfaces(checked: &Checked, target: &dyn GoBinary) -> bool {
+    // A panic's value and a span's error status are interfaces too.
+    let panics_or_spans = checked.instances.iter().any(|i| {
+        i.kind == InstanceKind::Panic
+            || !i.facts.spans.is_empty()
+            || i.facts.names.values().any(|n| *n == Name::Builtin(Builtin::Panic))
+    });
+    if panics_or_spans {
+        return true;
+    }
     let types = target.types();
     let mut seen = std::collections::HashSet::new();
     let mut todo: Vec<crate::gotypes::TypeId> =

@@ -185,7 +185,9 @@ fn finish_plan(
     }
     plan.maps = maps.specs;
     // Whole Go values in events are decoded with the types the checker reached.
-    if events.iter().flat_map(|e| &e.fields).any(|f| matches!(f.ty, crate::plan::ValueType::Go { .. })) {
+    // So are the interfaces' dynamic types (map keys too), whose layouts index them.
+    let whole = events.iter().flat_map(|e| &e.fields).any(|f| matches!(f.ty, crate::plan::ValueType::Go { .. }));
+    if whole || !checked.binary.dynamic_types.is_empty() {
         plan.go_types = std::sync::Arc::new(checked.types.clone());
         plan.dynamic_types = checked.binary.dynamic_types.clone();
     }
