@@ -227,3 +227,31 @@ fn a_panic_through_deep_recursion_reports_what_it_can_and_says_so() {
         assert_eq!(cut, dives > 16, "{}", run.stderr);
     }
 }
+
+/// A fully stripped build (no symbol table: no `runtime.types`) names a panic value's
+/// dynamic type from the runtime's type data found through its moduledata, so it prints
+/// what the unstripped build prints, on every tested release.
+#[test]
+fn stripped_binaries_print_panic_values_as_unstripped_ones_do() {
+    if !privileged("stripped_binaries_print_panic_values_as_unstripped_ones_do") {
+        return;
+    }
+    let script = r#"on panic main.boom, main.inner { printf("%s %v %#v\n", func, panic, panic) }"#;
+    let printed = |binary: &std::path::Path| -> Vec<String> {
+        let run = gtrace(&["-e", script, "-c", &format!("{} mix 3", binary.display())]);
+        assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+        let mut lines: Vec<String> = run.stdout.lines().filter(|l| l.starts_with("main.")).map(String::from).collect();
+        lines.sort();
+        lines
+    };
+    for toolchain in toolchains() {
+        let Some(plain) = build_plain("panics", &toolchain) else { continue };
+        let stripped = match build("panics", &toolchain, Kind { stripped: true, pie: false, cgo: false }) {
+            Ok(b) => b,
+            Err(NotBuilt::NoToolchain(e)) => panic!("{toolchain}: {e}"),
+        };
+        let want = printed(&plain);
+        assert!(want.iter().any(|l| l.contains("*errors.errorString")), "{toolchain}: {want:?}");
+        assert_eq!(printed(&stripped), want, "{toolchain}");
+    }
+}

@@ -1,17 +1,11 @@
-//! Names of Go runtime types by the address of their descriptor (`internal/abi.Type`), so
-//! an interface value can be printed with its dynamic type. Read from the executable:
-//! `runtime.types` (from the symbol table) is the base that a type's `Str` name offset
-//! counts from. Also what turns run-time addresses of a PIE back into link-time ones.
+//! Runtime types as printing needs them: `runtime.types`, the base a type's `Str` name
+//! offset counts from (the descriptors themselves are read in gobin/rtypes), the types an
+//! interface may hold with their layouts, and the descriptor fields a probe reads. Also
+//! what turns run-time addresses of a PIE back into link-time ones.
 
 use crate::gobin::Target;
 use crate::gotypes::TypeId;
 use object::{Object, ObjectSymbol};
-
-/// Offsets in `internal/abi.Type` (Go 1.17 to 1.26): TFlag and Str.
-const TFLAG: u64 = 20;
-const STR: u64 = 40;
-/// `TFlagExtraStar`: the stored name has a `*` the type's own name does not.
-const TFLAG_EXTRA_STAR: u8 = 1 << 1;
 
 impl Target {
     /// A position-independent executable (ELF type ET_DYN): loaded at a bias that
@@ -28,42 +22,17 @@ impl Target {
             .map(|s| s.vaddr + (offset - s.offset))
     }
 
-    /// The address of `runtime.types`, when the symbol table has it.
+    /// The address of `runtime.types`, the base a type's `Str` name offset counts from:
+    /// from the symbol table, else (stripped) from the runtime's type data (rtypes).
     pub(crate) fn types_base(&self) -> Option<u64> {
-        *self.types_base.get_or_init(|| {
-            let file = object::File::parse(&*self.data).ok()?;
-            let sym = file.symbols().find(|s| s.name() == Ok("runtime.types"))?;
-            Some(sym.address())
-        })
+        *self.types_base.get_or_init(|| self.symbol_types_base().or_else(|| self.type_data_base()))
     }
 
-    /// The Go name of the runtime type whose descriptor is at `addr` (a link-time
-    /// address: a PIE's load bias must be removed first), e.g. `*errors.errorString`.
-    pub fn runtime_type_name(&self, addr: u64) -> Option<String> {
-        let base = self.types_base()?;
-        let t = self.bytes_at(addr, STR + 4)?;
-        let tflag = t[TFLAG as usize];
-        let off = i32::from_le_bytes(t[STR as usize..STR as usize + 4].try_into().ok()?);
-        let name_at = base.checked_add_signed(off as i64)?;
-        // A name: one byte of flags, a varint length, the bytes.
-        let head = self.bytes_at(name_at, 11)?;
-        let (mut len, mut shift, mut i) = (0u64, 0, 1);
-        loop {
-            let b = *head.get(i)?;
-            len |= ((b & 0x7f) as u64) << shift;
-            i += 1;
-            if b & 0x80 == 0 {
-                break;
-            }
-            shift += 7;
-            if shift > 28 {
-                return None;
-            }
-        }
-        let bytes = self.bytes_at(name_at + i as u64, len)?;
-        let name = std::str::from_utf8(bytes).ok()?;
-        let name = if tflag & TFLAG_EXTRA_STAR != 0 { name.strip_prefix('*').unwrap_or(name) } else { name };
-        Some(name.to_string())
+    /// `runtime.types` from the symbol table alone.
+    pub(crate) fn symbol_types_base(&self) -> Option<u64> {
+        let file = object::File::parse(&*self.data).ok()?;
+        let sym = file.symbols().find(|s| s.name() == Ok("runtime.types"))?;
+        Some(sym.address())
     }
 }
 

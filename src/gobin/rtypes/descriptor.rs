@@ -187,6 +187,11 @@ impl Reader<'_> {
         })
     }
 
+    /// The descriptor's own name (`Str`, short package names), without the extra star.
+    pub fn own_name(&self, at: u64) -> Option<String> {
+        self.str(&self.head(at)?)
+    }
+
     /// The descriptor's own name string (`Str`), without the extra star.
     fn str(&self, h: &Head) -> Option<String> {
         let (_, name) = self.name(self.base.checked_add_signed(h.str as i64)?)?;

@@ -90,6 +90,20 @@ impl Target {
         reader.ptr_to_this(*at)
     }
 
+    /// The Go name of the runtime type whose descriptor is at `addr` (a link-time
+    /// address: a PIE's load bias must be removed first) as the descriptor writes it,
+    /// with short package names as fmt prints them: `*errors.errorString`.
+    pub fn runtime_type_name(&self, addr: u64) -> Option<String> {
+        let image = self.image();
+        let reader = Reader { image: &image, base: self.types_base()?, go_minor: self.go_minor() };
+        reader.own_name(addr)
+    }
+
+    /// The base of the runtime's type data when it was found (stripped binaries too).
+    pub(crate) fn type_data_base(&self) -> Option<u64> {
+        self.type_data().map(|d| d.base)
+    }
+
     fn full_name(&self, data: &TypeData, at: u64) -> Option<String> {
         let image = self.image();
         let reader = Reader { image: &image, base: data.base, go_minor: self.go_minor() };
@@ -148,7 +162,7 @@ impl Target {
     /// the named types).
     fn typelinked(&self, image: &crate::gobin::elf::image::Image, links: &[u8]) -> Option<(u64, Vec<u64>)> {
         let offsets: Vec<u32> = links.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
-        let base = match self.types_base() {
+        let base = match self.symbol_types_base() {
             Some(base) => base,
             None => {
                 let (_, md) = self.pclntab(image, self.layout.pclntab?).ok()?;
