@@ -14,6 +14,14 @@ pub const MAX_INSNS: usize = 1_000_000;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Label(usize);
 
+impl Label {
+    /// The `index`th label a builder hands out (`new_label` counts from 0): for IRs
+    /// that number their labels before writing into a builder.
+    pub const fn from_index(index: usize) -> Label {
+        Label(index)
+    }
+}
+
 /// An instruction loading a map's fd, which the loader must patch.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Relocation {

@@ -110,3 +110,29 @@ mod tests {
         assert_eq!(name(4), None);
     }
 }
+
+/// How many arguments (R1 onwards) a helper reads: 5 for one not listed, the most any
+/// helper takes. Register allocation (lower/ir) keeps only those live up to the call.
+pub fn helper_args(id: i32) -> u8 {
+    match id {
+        BPF_FUNC_ktime_get_ns
+        | BPF_FUNC_get_prandom_u32
+        | BPF_FUNC_get_smp_processor_id
+        | BPF_FUNC_get_current_pid_tgid => 0,
+        BPF_FUNC_get_attach_cookie => 1,
+        BPF_FUNC_map_lookup_elem
+        | BPF_FUNC_map_delete_elem
+        | BPF_FUNC_get_current_comm
+        | BPF_FUNC_ringbuf_query
+        | BPF_FUNC_ringbuf_reserve
+        | BPF_FUNC_ringbuf_submit
+        | BPF_FUNC_ringbuf_discard => 2,
+        BPF_FUNC_probe_read_user
+        | BPF_FUNC_probe_read_kernel
+        | BPF_FUNC_probe_read_user_str
+        | BPF_FUNC_current_task_under_cgroup
+        | BPF_FUNC_get_stackid => 3,
+        BPF_FUNC_map_update_elem | BPF_FUNC_ringbuf_output => 4,
+        _ => 5,
+    }
+}

@@ -25,6 +25,7 @@ pub mod generics;
 pub mod globals;
 pub mod gomap;
 pub mod goroutine;
+pub mod ir;
 mod loglinear;
 mod mapcapture;
 mod maplookup;

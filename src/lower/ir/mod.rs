@@ -1,0 +1,282 @@
+//! The small IR lowering emits into: eBPF instructions whose registers may be virtual
+//! (`VReg`) and whose stack accesses name a slot (`SlotId`) instead of an offset from
+//! R10, with labels and source comments. `Func::finish` runs the one allocator
+//! (alloc.rs): liveness (flow.rs) decides which registers and slots are live where;
+//! virtual registers get R0-R9 by the calling convention (R1-R5 are clobbered by a call,
+//! R0 is its result, R6-R9 survive it; R10 is the frame) or an 8-byte slot; slots share
+//! stack bytes when their values are dead, and what does not fit the 512-byte stack is
+//! spilled to a per-CPU scratch map (`SPILL`); emit.rs resolves labels into offsets.
+//!
+//! Code that still names machine registers goes through `emit` and `emit2` with
+//! physical registers (precolored: the allocator works around them); its R10-relative
+//! accesses are attributed to the slot of `frame` they fall in, so they are placed by
+//! liveness too.
+
+mod alloc;
+mod emit;
+mod flow;
+pub mod frame;
+#[cfg(test)]
+mod tests;
+
+use crate::bpf::builder::{BuildError, Label, Program};
+use crate::bpf::insn::*;
+use crate::bpf::kfuncs::Kfunc;
+pub use frame::{Frame, FrameFull, SlotId};
+
+/// The per-CPU array spilled stack slots live in (one element, as large as the largest
+/// spill of any program).
+pub const SPILL: &str = "spill";
+
+/// A virtual register: any of R0-R9 or a stack slot, as the allocator decides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct VReg(pub u32);
+
+/// A register operand: a machine register (fixed) or a virtual one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum R {
+    P(Reg),
+    V(VReg),
+}
+
+impl From<Reg> for R {
+    fn from(r: Reg) -> R {
+        R::P(r)
+    }
+}
+
+impl From<VReg> for R {
+    fn from(v: VReg) -> R {
+        R::V(v)
+    }
+}
+
+/// One IR instruction.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Item {
+    /// A one-slot instruction of the shape `insn` (its register fields unused) on `dst`
+    /// and `src`. With `slot`, its memory base is that slot (the base operand is R10 and
+    /// `insn.off` the offset within the slot).
+    Op { insn: Insn, dst: R, src: R, slot: Option<SlotId> },
+    /// `dst = imm` (ld_imm64).
+    Wide { dst: R, imm: u64 },
+    /// `dst = map`, relocated by the loader.
+    LdMap { dst: R, map: String },
+    /// `dst = the address of slot + off`.
+    SlotAddr { dst: R, slot: SlotId, off: i32 },
+    /// A helper call: reads R1-R5, sets R0, clobbers R1-R5.
+    Call(i32),
+    /// A kfunc call (the preemption guards: no arguments; clobbers R0-R5).
+    Kfunc(Kfunc),
+    /// A conditional jump of shape `insn` (`dst op src/imm`), or `goto` (BPF_JA).
+    Jump { insn: Insn, dst: R, src: R, target: Label },
+    /// The next instruction is `label`'s.
+    Bind(Label),
+    /// A source comment shown before the next instruction.
+    Comment(String),
+    /// Where the pointer to the spill map's element is looked up when a slot spills
+    /// (right after the prologue, where only R6 is live); `fail` is where a failed
+    /// lookup goes (the epilogue).
+    SpillSetup { fail: Label },
+    /// `exit`: reads R0.
+    Exit,
+}
+
+/// What a finished IR program became.
+#[derive(Debug)]
+pub struct Finished {
+    pub program: Program,
+    /// Bytes of stack used (at most 512).
+    pub stack: u32,
+    /// Bytes of the spill map's element used (0: nothing spilled).
+    pub spilled: u32,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum IrError {
+    #[error(transparent)]
+    Build(#[from] BuildError),
+    #[error("instruction {at} uses the stack at R10{off:+} outside every live slot")]
+    NoSlot { at: usize, off: i32 },
+    #[error("instruction {at} reads virtual register {reg} before anything sets it")]
+    Undefined { at: usize, reg: u32 },
+    #[error("no register is free at instruction {at} to reload a spilled value")]
+    NoFreeRegister { at: usize },
+    #[error("registers {regs:?} are live where the spill pointer is looked up")]
+    SpillSetupClobbers { regs: Vec<u8> },
+}
+
+/// The program being built: items, labels, virtual registers and the frame.
+#[derive(Debug)]
+pub struct Func {
+    pub(crate) items: Vec<Item>,
+    labels: usize,
+    vregs: u32,
+    pub frame: Frame,
+    /// An R10-relative address being formed (`mov rX, r10` waiting for its `add`).
+    pending_addr: Option<(Reg, usize)>,
+    error: Option<IrError>,
+}
+
+impl Default for Func {
+    fn default() -> Func {
+        Func::new()
+    }
+}
+
+impl Func {
+    pub fn new() -> Func {
+        Func { items: Vec::new(), labels: 0, vregs: 0, frame: Frame::default(), pending_addr: None, error: None }
+    }
+
+    /// A fresh virtual register.
+    pub fn vreg(&mut self) -> VReg {
+        self.vregs += 1;
+        VReg(self.vregs - 1)
+    }
+
+    pub fn new_label(&mut self) -> Label {
+        self.labels += 1;
+        Label::from_index(self.labels - 1)
+    }
+
+    /// Binds `label` to the next instruction (no anchor instruction is needed).
+    pub fn bind(&mut self, label: Label) {
+        self.items.push(Item::Bind(label));
+    }
+
+    /// Attaches `text` to the next instruction.
+    pub fn comment(&mut self, text: impl Into<String>) {
+        self.items.push(Item::Comment(text.into()));
+    }
+
+    pub fn push(&mut self, item: Item) {
+        self.items.push(item);
+    }
+
+    /// A machine instruction on machine registers; a use of R10 names the slot of the
+    /// frame it falls in.
+    pub fn emit(&mut self, insn: Insn) {
+        let reg = |n: u8| R::P(REGS[usize::from(n.min(10))]);
+        let (dst, src) = (reg(insn.dst), reg(insn.src));
+        if let Some((at_reg, at)) = self.pending_addr.take() {
+            let is_add = insn.code == BPF_ALU64 | BPF_ADD | BPF_K && dst == R::P(at_reg);
+            if is_add {
+                return self.slot_addr(at_reg, at, insn.imm);
+            }
+            self.fail(IrError::NoSlot { at, off: 0 });
+        }
+        let c = class(insn.code);
+        let base = match c {
+            BPF_LDX => Some(src),
+            BPF_ST | BPF_STX => Some(dst),
+            _ => None,
+        };
+        if insn.code == BPF_ALU64 | BPF_MOV | BPF_X && src == R::P(R10) {
+            self.pending_addr = Some((REGS[usize::from(insn.dst.min(10))], self.items.len()));
+            return;
+        }
+        if base == Some(R::P(R10)) {
+            let bytes = Size::from_code(insn.code).bytes();
+            match self.frame.slot_at(i32::from(insn.off), bytes) {
+                Some((slot, within)) => {
+                    let insn = Insn { off: within, ..insn };
+                    self.items.push(Item::Op { insn, dst, src, slot: Some(slot) });
+                }
+                None => self.fail(IrError::NoSlot { at: self.items.len(), off: i32::from(insn.off) }),
+            }
+            return;
+        }
+        match (c, op(insn.code)) {
+            (BPF_JMP, BPF_CALL) if insn.src == 0 => self.items.push(Item::Call(insn.imm)),
+            (BPF_JMP, BPF_EXIT) => self.items.push(Item::Exit),
+            _ => self.items.push(Item::Op { insn, dst, src, slot: None }),
+        }
+    }
+
+    fn slot_addr(&mut self, dst: Reg, at: usize, off: i32) {
+        match self.frame.slot_at(off, 0) {
+            Some((slot, within)) => self.items.push(Item::SlotAddr { dst: R::P(dst), slot, off: i32::from(within) }),
+            None => self.fail(IrError::NoSlot { at, off }),
+        }
+    }
+
+    fn fail(&mut self, e: IrError) {
+        self.error.get_or_insert(e);
+    }
+
+    /// A two-slot instruction on machine registers (`ld_imm64`).
+    pub fn emit2(&mut self, insns: [Insn; 2]) {
+        let imm = u64::from(insns[0].imm as u32) | (u64::from(insns[1].imm as u32) << 32);
+        self.items.push(Item::Wide { dst: R::P(REGS[usize::from(insns[0].dst.min(10))]), imm });
+    }
+
+    /// `if dst op imm goto label`.
+    pub fn jmp_imm_to(&mut self, op: JmpOp, dst: impl Into<R>, imm: i32, label: Label) {
+        let insn = jmp_imm(op, R0, imm, 0);
+        self.items.push(Item::Jump { insn, dst: dst.into(), src: R::P(R0), target: label });
+    }
+
+    /// `if dst op src goto label`.
+    pub fn jmp_reg_to(&mut self, op: JmpOp, dst: impl Into<R>, src: impl Into<R>, label: Label) {
+        let insn = jmp_reg(op, R0, R0, 0);
+        self.items.push(Item::Jump { insn, dst: dst.into(), src: src.into(), target: label });
+    }
+
+    /// `goto label`.
+    pub fn ja_to(&mut self, label: Label) {
+        self.items.push(Item::Jump { insn: ja(0), dst: R::P(R0), src: R::P(R0), target: label });
+    }
+
+    /// `dst = map[map_name]`, relocated by the loader.
+    pub fn ld_map(&mut self, dst: impl Into<R>, map_name: &str) {
+        self.items.push(Item::LdMap { dst: dst.into(), map: map_name.to_string() });
+    }
+
+    pub fn call_kfunc(&mut self, kfunc: Kfunc) {
+        self.items.push(Item::Kfunc(kfunc));
+    }
+
+    /// A virtual-register instruction: `insn`'s shape on `dst` and `src`.
+    pub fn op(&mut self, insn: Insn, dst: impl Into<R>, src: impl Into<R>) {
+        self.items.push(Item::Op { insn, dst: dst.into(), src: src.into(), slot: None });
+    }
+
+    /// `dst = *(size *)(slot + off)`.
+    pub fn load_slot(&mut self, size: Size, dst: impl Into<R>, slot: SlotId, off: i16) {
+        self.items.push(Item::Op { insn: load(size, R0, R10, off), dst: dst.into(), src: R::P(R10), slot: Some(slot) });
+    }
+
+    /// `*(size *)(slot + off) = src`.
+    pub fn store_slot(&mut self, size: Size, slot: SlotId, off: i16, src: impl Into<R>) {
+        let insn = store_reg(size, R10, off, R0);
+        self.items.push(Item::Op { insn, dst: R::P(R10), src: src.into(), slot: Some(slot) });
+    }
+
+    /// `dst = &slot + off`.
+    pub fn slot_address(&mut self, dst: impl Into<R>, slot: SlotId, off: i32) {
+        self.items.push(Item::SlotAddr { dst: dst.into(), slot, off });
+    }
+
+    /// Number of IR items so far (a measure of progress, not of instructions).
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// Allocates registers and slots, resolves labels: the program to load.
+    pub fn finish(mut self) -> Result<Finished, IrError> {
+        if let Some((_, at)) = self.pending_addr {
+            self.fail(IrError::NoSlot { at, off: 0 });
+        }
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
+        let slots = self.frame.slots();
+        let alloc = alloc::allocate(&self.items, &slots, self.vregs)?;
+        emit::emit(&self.items, &alloc, self.labels)
+    }
+}

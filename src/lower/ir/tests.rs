@@ -1,0 +1,257 @@
+//! The allocator's own tests: liveness, registers around calls, slots sharing bytes
+//! once dead, spills (of registers to slots, of slots to the spill map), label
+//! resolution.
+
+use super::*;
+use crate::bpf::disasm::disasm;
+use crate::bpf::helpers::*;
+
+/// Every instruction of a finished program as `--emit asm` shows it.
+fn text(f: &Finished) -> String {
+    disasm(&f.program)
+}
+
+fn ends(f: &mut Func) {
+    f.op(mov64_imm(R0, 0), R0, R0);
+    f.push(Item::Exit);
+}
+
+#[test]
+fn a_value_live_across_a_call_gets_a_callee_saved_register() {
+    let mut f = Func::new();
+    let v = f.vreg();
+    f.op(mov64_imm(R0, 7), v, v);
+    f.push(Item::Call(BPF_FUNC_ktime_get_ns));
+    f.op(alu64_reg(AluOp::Add, R0, R0), R0, v);
+    f.push(Item::Exit);
+    let out = f.finish().unwrap();
+    // R1-R5 are clobbered and R0 is the call's result: R7 is the first callee-saved
+    // register handed out.
+    assert!(text(&out).contains("r7 = 7"), "{}", text(&out));
+    assert!(text(&out).contains("r0 += r7"), "{}", text(&out));
+}
+
+#[test]
+fn a_value_not_live_across_a_call_gets_a_caller_saved_register() {
+    let mut f = Func::new();
+    let v = f.vreg();
+    f.op(mov64_imm(R0, 7), v, v);
+    f.op(mov64_reg(R0, R0), R0, v);
+    f.push(Item::Exit);
+    let out = f.finish().unwrap();
+    assert!(text(&out).contains("0: r1 = 7"), "{}", text(&out));
+}
+
+#[test]
+fn registers_are_reused_once_their_values_die() {
+    let mut f = Func::new();
+    let (a, b) = (f.vreg(), f.vreg());
+    f.op(mov64_imm(R0, 1), a, a);
+    f.op(mov64_reg(R0, R0), R0, a);
+    f.op(mov64_imm(R0, 2), b, b);
+    f.op(alu64_reg(AluOp::Add, R0, R0), R0, b);
+    f.push(Item::Exit);
+    let out = text(&f.finish().unwrap());
+    assert!(out.contains("r1 = 1") && out.contains("r1 = 2"), "{out}");
+}
+
+#[test]
+fn machine_registers_the_code_names_are_worked_around() {
+    let mut f = Func::new();
+    let v = f.vreg();
+    f.emit(mov64_imm(R1, 5));
+    f.op(mov64_imm(R0, 9), v, v);
+    f.emit(mov64_reg(R2, R1));
+    f.op(alu64_reg(AluOp::Add, R2, R0), R2, v);
+    f.emit(mov64_reg(R0, R2));
+    f.push(Item::Exit);
+    let out = text(&f.finish().unwrap());
+    // R1 is live over v's range, R2 set there: v takes R3.
+    assert!(out.contains("r3 = 9") && out.contains("r2 += r3"), "{out}");
+}
+
+#[test]
+fn a_value_read_before_it_is_set_is_an_error() {
+    let mut f = Func::new();
+    let v = f.vreg();
+    f.op(mov64_reg(R0, R0), R0, v);
+    f.push(Item::Exit);
+    assert!(matches!(f.finish(), Err(IrError::Undefined { reg: 0, .. })));
+}
+
+#[test]
+fn when_every_register_is_taken_a_value_spills_to_a_slot() {
+    let mut f = Func::new();
+    let vs: Vec<VReg> = (0..6).map(|_| f.vreg()).collect();
+    for (i, v) in vs.iter().enumerate() {
+        f.op(mov64_imm(R0, i as i32), *v, *v);
+    }
+    // A call between: only R6-R9 survive it, and R6 holds the context.
+    f.emit(mov64_reg(R6, R1));
+    f.push(Item::Call(BPF_FUNC_ktime_get_ns));
+    f.emit(mov64_imm(R0, 0));
+    for v in &vs {
+        f.op(alu64_reg(AluOp::Add, R0, R0), R0, *v);
+    }
+    f.emit(alu64_reg(AluOp::Add, R0, R6));
+    f.push(Item::Exit);
+    let out = f.finish().unwrap();
+    let t = text(&out);
+    // Three in R7-R9, three in slots: stored when set, reloaded where read.
+    assert_eq!(t.matches(") = r0").count(), 3, "{t}");
+    assert_eq!(t.matches("= *(u64 *)(r10 -").count(), 3, "{t}");
+    assert_eq!(out.stack, 24, "{t}");
+}
+
+#[test]
+fn slots_share_bytes_once_their_values_are_dead() {
+    let mut f = Func::new();
+    let a = f.frame.alloc(256).unwrap();
+    f.emit(store_imm(Size::DW, R10, a, 1));
+    f.emit(load(Size::DW, R0, R10, a));
+    let mark = f.frame.mark();
+    // A second large slot, allocated while the first is still open (virtually 512
+    // bytes deep) but used only after the first's last use: it takes the same bytes.
+    let b = f.frame.alloc(256).unwrap();
+    f.emit(store_imm(Size::DW, R10, b, 2));
+    f.emit(mov64_reg(R1, R10));
+    f.emit(alu64_imm(AluOp::Add, R1, i32::from(b) + 8));
+    f.emit(load(Size::DW, R0, R1, 0));
+    f.frame.release(mark);
+    f.push(Item::Exit);
+    let out = f.finish().unwrap();
+    assert_eq!(out.stack, 256);
+    assert_eq!(out.spilled, 0);
+    let t = text(&out);
+    assert!(t.contains("*(u64 *)(r10 -256) = 1") && t.contains("*(u64 *)(r10 -256) = 2"), "{t}");
+    assert!(t.contains("r1 += -248"), "{t}");
+}
+
+#[test]
+fn a_slot_used_through_its_address_stays_live_until_the_address_is_used() {
+    let mut f = Func::new();
+    let a = f.frame.alloc(8).unwrap();
+    let b = f.frame.alloc(8).unwrap();
+    f.emit(mov64_reg(R1, R10));
+    f.emit(alu64_imm(AluOp::Add, R1, i32::from(a)));
+    f.emit(store_imm(Size::DW, R10, b, 5));
+    f.emit(load(Size::DW, R0, R10, b));
+    // The helper reads `a` through R1: `b` was live while `a`'s address was held.
+    f.emit(mov64_imm(R2, 8));
+    f.emit(mov64_imm(R3, 0));
+    f.push(Item::Call(BPF_FUNC_probe_read_user));
+    f.push(Item::Exit);
+    let out = f.finish().unwrap();
+    assert_eq!(out.stack, 16, "{}", text(&out));
+}
+
+#[test]
+fn a_slot_used_in_a_loop_is_kept_over_the_whole_loop() {
+    let mut f = Func::new();
+    let top = f.new_label();
+    let out = f.new_label();
+    let a = f.frame.alloc(8).unwrap();
+    let b = f.frame.alloc(8).unwrap();
+    f.emit(store_imm(Size::DW, R10, b, 0));
+    f.emit(mov64_imm(R1, 0));
+    f.bind(top);
+    f.jmp_imm_to(JmpOp::Ge, R1, 4, out);
+    // `a` is read before it is written on every turn after the first.
+    f.emit(load(Size::DW, R2, R10, a));
+    f.emit(store_reg(Size::DW, R10, a, R1));
+    f.emit(alu64_imm(AluOp::Add, R1, 1));
+    f.ja_to(top);
+    f.bind(out);
+    f.emit(load(Size::DW, R0, R10, b));
+    f.push(Item::Exit);
+    let out = f.finish().unwrap();
+    assert_eq!(out.stack, 16, "{}", text(&out));
+}
+
+#[test]
+fn what_the_stack_cannot_hold_spills_to_the_scratch_map() {
+    let mut f = Func::new();
+    let fail = f.new_label();
+    f.emit(mov64_reg(R6, R1));
+    f.push(Item::SpillSetup { fail });
+    let a = f.frame.alloc(400).unwrap();
+    let b = f.frame.alloc(200).unwrap();
+    f.emit(store_imm(Size::DW, R10, b, 2));
+    f.emit(store_imm(Size::DW, R10, a, 1));
+    f.emit(mov64_reg(R1, R10));
+    f.emit(alu64_imm(AluOp::Add, R1, i32::from(a)));
+    f.emit(mov64_imm(R2, 400));
+    f.emit(mov64_imm(R3, 0));
+    f.push(Item::Call(BPF_FUNC_probe_read_user));
+    f.emit(load(Size::DW, R0, R10, b));
+    f.bind(fail);
+    f.push(Item::Exit);
+    let out = f.finish().unwrap();
+    let t = text(&out);
+    // Both live at once: 600 bytes. The one that overflows goes to the map, its
+    // pointer at r10-8.
+    assert_eq!(out.spilled, 400, "{t}");
+    assert_eq!(out.stack, 208, "{t}");
+    assert!(t.contains("call bpf_map_lookup_elem"), "{t}");
+    // The address passed to the helper is the map element's.
+    assert!(t.contains("r1 = *(u64 *)(r10 -8)"), "{t}");
+    assert_eq!(out.program.relocations.len(), 1);
+}
+
+#[test]
+fn a_direct_access_to_a_spilled_slot_goes_through_a_free_register() {
+    let mut f = Func::new();
+    let fail = f.new_label();
+    f.emit(mov64_reg(R6, R1));
+    f.push(Item::SpillSetup { fail });
+    let a = f.frame.alloc(504).unwrap();
+    let b = f.frame.alloc(16).unwrap();
+    f.emit(store_imm(Size::DW, R10, a, 1));
+    f.emit(store_imm(Size::DW, R10, b, 2));
+    f.emit(load(Size::DW, R0, R10, a));
+    f.emit(load(Size::DW, R1, R10, b));
+    f.emit(alu64_reg(AluOp::Add, R0, R1));
+    f.bind(fail);
+    f.push(Item::Exit);
+    let out = f.finish().unwrap();
+    let t = text(&out);
+    // The first slot fills the stack below the pointer; the second, used directly, is
+    // reached through the pointer loaded into a register free there.
+    assert_eq!((out.stack, out.spilled), (512, 16), "{t}");
+    assert!(t.contains("r0 = *(u64 *)(r10 -8)\n  11: *(u64 *)(r0 +0) = 2"), "{t}");
+    assert!(t.contains("r2 = *(u64 *)(r10 -8)\n  14: r1 = *(u64 *)(r2 +0)"), "{t}");
+}
+
+#[test]
+fn labels_resolve_with_no_anchor_instruction() {
+    let mut f = Func::new();
+    let (a, b) = (f.new_label(), f.new_label());
+    f.emit(mov64_imm(R0, 0));
+    f.jmp_imm_to(JmpOp::Eq, R0, 0, a);
+    f.emit(mov64_imm(R0, 1));
+    // Two labels bound at one place, with no `+= 0` between.
+    f.bind(a);
+    f.bind(b);
+    f.push(Item::Exit);
+    let out = f.finish().unwrap();
+    assert_eq!(out.program.insns.len(), 4);
+    assert_eq!(out.program.insns[1].off, 1);
+}
+
+#[test]
+fn comments_stay_with_their_instruction() {
+    let mut f = Func::new();
+    f.comment("@n = count()");
+    f.emit(mov64_imm(R0, 0));
+    f.push(Item::Exit);
+    let out = f.finish().unwrap();
+    assert_eq!(out.program.comments, vec![(0, "@n = count()".to_string())]);
+}
+
+#[test]
+fn an_r10_access_outside_every_slot_is_an_error() {
+    let mut f = Func::new();
+    f.emit(store_imm(Size::DW, R10, -16, 0));
+    f.push(Item::Exit);
+    assert!(matches!(f.finish(), Err(IrError::NoSlot { off: -16, .. })));
+}
