@@ -164,11 +164,11 @@ impl Gen<'_> {
     pub fn count(&mut self, counter: Counter, span: Span) -> Result<(), LowerError> {
         let Some(acct) = self.acct.as_mut() else { return Ok(()) };
         let slot = acct.layout.slot(counter);
-        let mark = self.frame.mark();
+        let mark = self.b.frame.mark();
         let key = self.slot(8, span)?;
         self.b.emit(store_imm(Size::W, R10, key, slot as i32));
         self.add_one_at(key);
-        self.frame.release(mark);
+        self.b.frame.release(mark);
         Ok(())
     }
 
@@ -200,7 +200,7 @@ impl Gen<'_> {
             acct.layout.checks_generations(&program);
         }
         self.b.comment("accounting: the live generation, the site's hit");
-        let mark = self.frame.mark();
+        let mark = self.b.frame.mark();
         let key = self.slot(8, span)?;
         self.b.emit(mov64_reg(R1, R6));
         self.b.emit(call(BPF_FUNC_get_attach_cookie));
@@ -220,7 +220,7 @@ impl Gen<'_> {
             self.b.jmp_reg_to(JmpOp::Ne, R1, R2, self.done);
         }
         self.add_one_at(key);
-        self.frame.release(mark);
+        self.b.frame.release(mark);
         Ok(())
     }
 
@@ -239,7 +239,7 @@ impl Gen<'_> {
         let dropped = self.b.new_label();
         let allowed = self.b.new_label();
         self.b.comment(format!("--rate {rate}: a token from this probe's bucket"));
-        let mark = self.frame.mark();
+        let mark = self.b.frame.mark();
         let key = self.slot(8, span)?;
         self.b.emit(store_imm(Size::W, R10, key, bucket as i32));
         self.b.ld_map(R1, RATE);
@@ -269,7 +269,7 @@ impl Gen<'_> {
             self.b.emit(mov64_reg(R1, R0));
         }
         self.b.bind(dropped);
-        self.frame.release(mark);
+        self.b.frame.release(mark);
         self.count(Counter::RateDropped { program }, span)?;
         self.b.ja_to(skip);
         self.b.bind(allowed);

@@ -197,7 +197,7 @@ impl Gen<'_> {
         out: i16,
         span: Span,
     ) -> Result<(), LowerError> {
-        let mark = self.frame.mark();
+        let mark = self.b.frame.mark();
         let a = self.aes_slots(INT_KEYS, span)?;
         self.read_aeskeysched(keysched, 0, a.keys, INT_KEYS);
         self.b.emit(load(Size::DW, R1, R10, seed));
@@ -213,7 +213,7 @@ impl Gen<'_> {
         }
         self.b.emit(load(Size::DW, R0, R10, a.state));
         self.b.emit(store_reg(Size::DW, R10, out, R0));
-        self.frame.release(mark);
+        self.b.frame.release(mark);
         Ok(())
     }
 
@@ -228,7 +228,7 @@ impl Gen<'_> {
         out: i16,
         span: Span,
     ) -> Result<(), LowerError> {
-        let mark = self.frame.mark();
+        let mark = self.b.frame.mark();
         let a = self.aes_slots(16, span)?;
         let x0 = self.slot(16, span)?;
         self.b.emit(mov64_imm(R1, len as i32));
@@ -245,7 +245,7 @@ impl Gen<'_> {
         }
         self.b.emit(load(Size::DW, R0, R10, a.state));
         self.b.emit(store_reg(Size::DW, R10, out, R0));
-        self.frame.release(mark);
+        self.b.frame.release(mark);
         Ok(())
     }
 
@@ -265,7 +265,7 @@ impl Gen<'_> {
         out: i16,
         span: Span,
     ) -> Result<(), LowerError> {
-        let mark = self.frame.mark();
+        let mark = self.b.frame.mark();
         let a = self.aes_slots(16, span)?;
         let (x0, x1) = (self.slot(16, span)?, self.slot(16, span)?);
         let (acc, lane, lanes) = (self.slot(8, span)?, self.slot(8, span)?, self.slot(8, span)?);
@@ -315,7 +315,7 @@ impl Gen<'_> {
         self.b.bind(finish);
         self.b.emit(load(Size::DW, R0, R10, acc));
         self.b.emit(store_reg(Size::DW, R10, out, R0));
-        self.frame.release(mark);
+        self.b.frame.release(mark);
         Ok(())
     }
 

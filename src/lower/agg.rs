@@ -2,7 +2,7 @@
 //! and R1 holds the aggregated value; the layouts are those `plan::Agg` documents
 //! (histograms: the buckets, then the sum of the values; `hist()` in loglinear.rs).
 
-use crate::bpf::builder::Builder;
+use super::ir::Func as Builder;
 use crate::bpf::insn::*;
 use crate::plan::{lhist_buckets, Agg};
 
@@ -103,7 +103,6 @@ fn extreme(b: &mut Builder, seen: i16, value: i16, keep_if: JmpOp) {
     b.emit(store_reg(Size::DW, R7, value, R1));
     b.emit(store_imm(Size::DW, R7, seen, 1));
     b.bind(done);
-    b.emit(alu64_imm(AluOp::Add, R0, 0));
 }
 
 /// Adds one to bucket R2 (clamped to `last`, which the verifier needs to see).

@@ -17,13 +17,13 @@ use crate::syntax::ast::{Expr, Span};
 impl Gen<'_> {
     /// Copies the Go value `e` into the record at R8 + `off` as `capture` says.
     pub fn capture_to(&mut self, e: &Expr, capture: &Capture, off: i16) -> Result<(), LowerError> {
-        let mark = self.frame.mark();
+        let mark = self.b.frame.mark();
         let place = self.place(e)?;
         let root = &capture.root;
         let at = super::offset(e.span, off, root.at as usize)?;
         self.copy_value(&place, root.ty, at, e.span)?;
         self.follow(root, off, e.span)?;
-        self.frame.release(mark);
+        self.b.frame.release(mark);
         Ok(())
     }
 

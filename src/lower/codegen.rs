@@ -5,11 +5,11 @@
 //! live in stack slots (`Frame`); R7 points at an aggregation's map value while it is
 //! updated; R8 points at the event record being built.
 
-use super::frame::Frame;
+use super::ir::{Func, Item};
 use super::maps::Maps;
 use super::LowerError;
 use crate::arch::{Arch, Reg as MReg};
-use crate::bpf::builder::{Builder, Label};
+use crate::bpf::builder::Label;
 use crate::bpf::helpers::*;
 use crate::bpf::insn::*;
 use crate::bpf::kfuncs::Kfunc;
@@ -24,10 +24,9 @@ use crate::syntax::ast::*;
 use std::collections::HashMap;
 
 pub struct Gen<'a> {
-    pub b: Builder,
+    pub b: Func,
     /// The target's instruction set: where registers are in the context.
     pub arch: Arch,
-    pub frame: Frame,
     pub(super) facts: &'a Facts,
     pub(super) types: &'a Types,
     pub(super) maps: &'a Maps,
@@ -96,12 +95,11 @@ impl<'a> Gen<'a> {
         sources: &'a Sources,
         events: &'a mut Vec<EventSpec>,
     ) -> Gen<'a> {
-        let mut b = Builder::new();
+        let mut b = Func::new();
         let done = b.new_label();
         Gen {
             b,
             arch,
-            frame: Frame::default(),
             facts,
             types,
             maps,
@@ -135,7 +133,7 @@ impl<'a> Gen<'a> {
 
     /// A stack slot of `size` bytes (a temporary is released with `frame.release`).
     pub(super) fn slot(&mut self, size: u32, span: Span) -> Result<i16, LowerError> {
-        self.frame.alloc(size).map_err(|e| LowerError::Stack { span, needed: e.needed })
+        self.b.frame.alloc(size).map_err(|e| LowerError::Stack { span, needed: e.needed })
     }
 
     /// A slot where no span is at hand (an overflow then points at the probe's start).
@@ -164,6 +162,8 @@ impl<'a> Gen<'a> {
     pub fn prologue(&mut self) {
         self.b.emit(mov64_reg(R6, R1));
         self.b.call_kfunc(Kfunc::PreemptDisable);
+        // Slots the stack cannot hold are reached through a pointer looked up here.
+        self.b.push(Item::SpillSetup { fail: self.done });
     }
 
     /// Preemption back on; r0 = 0; exit. Every program ends here: its one exit, so the
@@ -172,7 +172,7 @@ impl<'a> Gen<'a> {
         self.b.bind(self.done);
         self.b.call_kfunc(Kfunc::PreemptEnable);
         self.b.emit(mov64_imm(R0, 0));
-        self.b.emit(exit());
+        self.b.push(Item::Exit);
     }
 
     /// `dst = *(u64 *)(ctx + offset of reg)`.
@@ -212,7 +212,7 @@ impl<'a> Gen<'a> {
 
     fn stmt(&mut self, s: &Stmt) -> Result<(), LowerError> {
         self.b.comment(self.sources.located_line(s.span));
-        let mark = self.frame.mark();
+        let mark = self.b.frame.mark();
         match &s.kind {
             StmtKind::Let { name, value } => {
                 let size = self.facts.ty(value.id).record_size();
@@ -255,7 +255,7 @@ impl<'a> Gen<'a> {
                 }
             }
         }
-        self.frame.release(mark);
+        self.b.frame.release(mark);
         Ok(())
     }
 
@@ -272,9 +272,7 @@ impl<'a> Gen<'a> {
             Some(Else::If(s)) => self.stmt(s)?,
             None => {}
         }
-        // A label needs an instruction after it; the next statement or the epilogue follows.
         self.b.bind(end);
-        self.b.emit(mov64_imm(R0, 0));
         Ok(())
     }
 
@@ -377,7 +375,7 @@ impl<'a> Gen<'a> {
             ExprKind::Field { .. } => return Err(LowerError::unsupported(e.span, "field access")),
             ExprKind::Map(m) => {
                 let um = self.user_map(&m.name.name, m.span)?;
-                let mark = self.frame.mark();
+                let mark = self.b.frame.mark();
                 let key = self.key(&um, &m.keys, e.span)?;
                 let end = self.b.new_label();
                 self.b.ld_map(R1, &um.object_name);
@@ -386,8 +384,7 @@ impl<'a> Gen<'a> {
                 self.b.jmp_imm_to(JmpOp::Eq, R0, 0, end);
                 self.b.emit(load(Size::DW, R0, R0, 0));
                 self.b.bind(end);
-                self.b.emit(alu64_imm(AluOp::Add, R0, 0));
-                self.frame.release(mark);
+                self.b.frame.release(mark);
             }
             ExprKind::Unary { op, operand } => match op {
                 UnOp::Neg => self.negate(operand, &self.facts.ty(e.id).clone())?,
@@ -399,14 +396,13 @@ impl<'a> Gen<'a> {
             },
             ExprKind::Binary { op, lhs, rhs } => self.binary(*op, lhs, rhs, e.span)?,
             ExprKind::SelfVar(name) => {
-                let mark = self.frame.mark();
+                let mark = self.b.frame.mark();
                 self.lookup_self(name, e.span)?;
                 let end = self.b.new_label();
                 self.b.jmp_imm_to(JmpOp::Eq, R0, 0, end);
                 self.b.emit(load(Size::DW, R0, R0, 0));
                 self.b.bind(end);
-                self.b.emit(alu64_imm(AluOp::Add, R0, 0));
-                self.frame.release(mark);
+                self.b.frame.release(mark);
             }
             ExprKind::Index { .. } => return Err(LowerError::unsupported(e.span, "indexing")),
             ExprKind::Call { func, args, .. } => match (func.name.as_str(), args.as_slice()) {
@@ -508,7 +504,6 @@ impl<'a> Gen<'a> {
             self.b.jmp_imm_to(jump, R0, 0, end);
             self.expr(rhs)?;
             self.b.bind(end);
-            self.b.emit(alu64_imm(AluOp::Add, R0, 0));
             return Ok(());
         }
         if matches!(op, BinOp::Eq | BinOp::Ne) {
@@ -532,14 +527,14 @@ impl<'a> Gen<'a> {
         // Both sides have one type (the checker made sure); a shift has its left's.
         let ty = self.facts.ty(lhs.id).clone();
         let signed = ty.is_signed();
-        let mark = self.frame.mark();
+        let mark = self.b.frame.mark();
         let tmp = self.slot(8, span)?;
         self.expr(lhs)?;
         self.b.emit(store_reg(Size::DW, R10, tmp, R0));
         self.expr(rhs)?;
         self.b.emit(mov64_reg(R2, R0));
         self.b.emit(load(Size::DW, R1, R10, tmp));
-        self.frame.release(mark);
+        self.b.frame.release(mark);
         use BinOp::*;
         if let Ty::Float { size } = ty {
             return self.float_compare(op, size, span);
@@ -565,7 +560,6 @@ impl<'a> Gen<'a> {
         self.b.jmp_reg_to(jump, R1, R2, yes);
         self.b.emit(mov64_imm(R0, 0));
         self.b.bind(yes);
-        self.b.emit(alu64_imm(AluOp::Add, R0, 0));
         Ok(())
     }
 
@@ -578,7 +572,6 @@ impl<'a> Gen<'a> {
         self.b.jmp_imm_to(JmpOp::Eq, R1, 0, yes);
         self.b.emit(mov64_imm(R0, 0));
         self.b.bind(yes);
-        self.b.emit(alu64_imm(AluOp::Add, R0, 0));
         Ok(())
     }
 
@@ -587,7 +580,7 @@ impl<'a> Gen<'a> {
         if !self.is_go_value(s) {
             return Err(LowerError::unsupported(span, "indexing a string that is not a Go value"));
         }
-        let mark = self.frame.mark();
+        let mark = self.b.frame.mark();
         let place = self.place(s)?;
         let ptr = self.slot(8, span)?;
         let idx = self.slot(8, span)?;
@@ -606,8 +599,7 @@ impl<'a> Gen<'a> {
         self.b.emit(store_reg(Size::DW, R10, ptr, R0));
         self.read_scalar(&super::values::Place::Mem { addr: ptr, offset: 0 }, 1, false)?;
         self.b.bind(out);
-        self.b.emit(alu64_imm(AluOp::Add, R0, 0));
-        self.frame.release(mark);
+        self.b.frame.release(mark);
         Ok(())
     }
 }

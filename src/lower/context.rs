@@ -34,7 +34,7 @@ impl Gen<'_> {
     /// trace id, parent id, flags, and at 25 a 1 when the header is valid.
     pub(super) fn parse_traceparent(&mut self, arg: &Expr, parsed: i16, span: Span) -> Result<(), LowerError> {
         self.b.comment("the program's trace context: a W3C traceparent");
-        let mark = self.frame.mark();
+        let mark = self.b.frame.mark();
         let buf = self.slot(8 + 56, span)?;
         for i in 0..8 {
             self.b.emit(store_imm(Size::DW, R10, buf + 8 * i, 0));
@@ -65,7 +65,7 @@ impl Gen<'_> {
         self.b.emit(store_imm(Size::B, R10, parsed + 25, 1));
         self.b.bind(bad);
         self.b.emit(mov64_imm(R0, 0));
-        self.frame.release(mark);
+        self.b.frame.release(mark);
         Ok(())
     }
 

@@ -184,7 +184,7 @@ impl Gen<'_> {
 
     /// Writes one parameter of `args` at `base + off`.
     fn arg_to(&mut self, info: &crate::check::ArgInfo, base: Reg, off: i16, span: Span) -> Result<(), LowerError> {
-        let mark = self.frame.mark();
+        let mark = self.b.frame.mark();
         let place = if info.at_entry {
             self.carried_place(&info.name, span)?
         } else {
@@ -203,7 +203,7 @@ impl Gen<'_> {
                 self.b.emit(store_reg(Size::DW, base, off, R0));
             }
         }
-        self.frame.release(mark);
+        self.b.frame.release(mark);
         Ok(())
     }
 }

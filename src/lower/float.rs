@@ -60,7 +60,6 @@ impl Gen<'_> {
             self.b.emit(mov64_reg(reg, R3));
             self.b.emit(neg64(reg));
             self.b.bind(positive);
-            self.b.emit(alu64_imm(AluOp::Add, R0, 0));
         }
         self.b.emit(mov64_imm(R0, 1));
         self.b.jmp_reg_to(jump, R1, R2, end);
@@ -69,7 +68,6 @@ impl Gen<'_> {
         self.b.bind(nan);
         self.b.emit(mov64_imm(R0, i32::from(op == Ne)));
         self.b.bind(end);
-        self.b.emit(alu64_imm(AluOp::Add, R0, 0));
         Ok(())
     }
 

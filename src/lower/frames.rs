@@ -76,10 +76,10 @@ impl Gen<'_> {
         let slot = self.slot(8, span)?;
         match from {
             Some(location) => {
-                let mark = self.frame.mark();
+                let mark = self.b.frame.mark();
                 let place = self.location_place("gp", location, span)?;
                 self.read_scalar(&place, 8, false)?;
-                self.frame.release(mark);
+                self.b.frame.release(mark);
                 self.b.emit(store_reg(Size::DW, R10, slot, R0));
             }
             None => {
@@ -258,8 +258,6 @@ impl Gen<'_> {
         self.stack_ptr(R2, key);
         self.b.emit(call(BPF_FUNC_map_lookup_elem));
         self.b.bind(end);
-        // A label needs an instruction after it; not one on R0 (maybe null).
-        self.b.emit(mov64_imm(R5, 0));
     }
 
     /// The key (g, index) of a deep frame, in a new slot.

@@ -91,8 +91,9 @@ impl Gen<'_> {
         aes: AesGlobals,
     ) -> Result<Place, LowerError> {
         let found = self.slot(8, e.span)?;
-        let mark = self.frame.mark();
-        let key = if string { self.slot(8 + MAX_HASHED_STRING, e.span)? } else { self.slot(8, e.span)? };
+        let mark = self.b.frame.mark();
+        // One byte more than hashed is read into it (below): the slot holds it.
+        let key = if string { self.slot(8 + MAX_HASHED_STRING + 1, e.span)? } else { self.slot(8, e.span)? };
         if string {
             for i in 0..(8 + MAX_HASHED_STRING as i16) / 8 {
                 self.b.emit(store_imm(Size::DW, R10, key + 8 * i, 0));
@@ -124,7 +125,7 @@ impl Gen<'_> {
             self.b.bind(absent);
             self.b.emit(mov64_imm(R0, 0));
         }
-        self.frame.release(mark);
+        self.b.frame.release(mark);
         Ok(Place::Mem { addr: found, offset: 0 })
     }
 

@@ -18,13 +18,13 @@ impl Gen<'_> {
         let layout =
             self.g_layout.ok_or_else(|| LowerError::unsupported(span, "goid without the layout of runtime.g"))?;
         let g = self.load_g(None, span)?;
-        let mark = self.frame.mark();
+        let mark = self.b.frame.mark();
         let slot = self.slot(8, span)?;
         self.b.emit(store_imm(Size::DW, R10, slot, 0));
         self.b.emit(load(Size::DW, R7, R10, g));
         self.read_user(slot, R7, layout.goid as i32);
         self.b.emit(load(Size::DW, R0, R10, slot));
-        self.frame.release(mark);
+        self.b.frame.release(mark);
         Ok(())
     }
 

@@ -4,7 +4,8 @@
 //! comparisons (about 75 instructions run in all, no map lookup, no helper call).
 
 use super::agg::{add_r1, bump_bucket};
-use crate::bpf::builder::{Builder, Label};
+use super::ir::Func as Builder;
+use crate::bpf::builder::Label;
 use crate::bpf::insn::*;
 use crate::hist::{thresholds, BUCKETS, SUB};
 

@@ -32,7 +32,7 @@ impl Gen<'_> {
         let at = |x: u32| super::offset(span, off, x as usize);
         let (len_at, n_at, entries_at) = (at(*len_at)?, at(*n_at)?, at(*entries_at)?);
         let (ks, es) = (self.types.get(key).size as i32, self.types.get(elem).size as i32);
-        let mark = self.frame.mark();
+        let mark = self.b.frame.mark();
         let s = self.scan_slots(slots(self.types, &layout, key, elem), None, span)?;
         let l = Labels::new(&mut self.b);
         self.b.emit(store_imm(Size::DW, R8, len_at, 0));
@@ -85,7 +85,7 @@ impl Gen<'_> {
         self.walk_step_end(&s, &layout, &l)?;
         self.b.bind(l.done);
         self.b.emit(mov64_imm(R0, 0));
-        self.frame.release(mark);
+        self.b.frame.release(mark);
         // What the copied keys and elements point at (their strings' bytes).
         for (i, (k, v)) in entries.iter().enumerate() {
             let skip = self.b.new_label();

@@ -372,6 +372,19 @@ impl Maps {
         }
     }
 
+    /// The per-CPU array stack slots spill to (lower/ir) when a program's values live at
+    /// once need more than its 512 bytes of stack: one element of `size` bytes.
+    pub fn add_spill(&mut self, size: u32) {
+        self.specs.push(MapSpec {
+            object_name: super::ir::SPILL.into(),
+            kind: MapKind::PercpuArray,
+            key_size: 4,
+            value_size: size.max(8),
+            max_entries: 1,
+            role: MapRole::Scratch,
+        });
+    }
+
     /// The per-CPU scratch buffer events are built in: added last, once every program
     /// is generated and the largest event is known.
     pub fn add_scratch(&mut self, size: u32) {

@@ -8,8 +8,9 @@
 //! paths end in one state and walks the loop in linear time.
 
 use super::codegen::Gen;
+use super::ir::Func as Builder;
 use super::LowerError;
-use crate::bpf::builder::{Builder, Label};
+use crate::bpf::builder::Label;
 use crate::bpf::helpers::*;
 use crate::bpf::insn::*;
 use crate::gobin::MapLayout;

@@ -65,7 +65,7 @@ impl Gen<'_> {
         too_long: crate::bpf::builder::Label,
         span: Span,
     ) -> Result<(), LowerError> {
-        let mark = self.frame.mark();
+        let mark = self.b.frame.mark();
         let keys = self.slot(16, span)?;
         let (a, b, s) = (self.slot(8, span)?, self.slot(8, span)?, self.slot(8, span)?);
         self.b.emit2(ld_imm64(R3, hashkey));
@@ -133,7 +133,7 @@ impl Gen<'_> {
         self.b.emit(store_reg(Size::DW, R10, out, R0));
         self.b.bind(finish);
         self.b.emit(mov64_imm(R0, 0));
-        self.frame.release(mark);
+        self.b.frame.release(mark);
         Ok(())
     }
 

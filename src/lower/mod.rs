@@ -19,7 +19,6 @@ mod context;
 pub mod events;
 mod fields;
 pub mod float;
-pub mod frame;
 pub mod frames;
 pub mod generics;
 pub mod globals;
@@ -45,7 +44,7 @@ pub mod values;
 #[cfg(test)]
 mod tests;
 
-use crate::bpf::builder::{BuildError, Program};
+use crate::bpf::builder::Program;
 use crate::check::Checked;
 use crate::diag::{Diagnostic, Diagnostics, Sources};
 use crate::plan::Plan;
@@ -66,10 +65,13 @@ pub struct Lowered {
 pub enum LowerError {
     #[error("{what} cannot be compiled yet")]
     Unsupported { span: Span, what: String },
-    #[error("the probe needs {needed} bytes of stack; eBPF allows 512")]
+    #[error(
+        "the probe needs {needed} bytes of stack for values live at once; gtrace allows {}",
+        ir::frame::MAX_VIRTUAL
+    )]
     Stack { span: Span, needed: i32 },
     #[error("internal error building program {program}: {source}")]
-    Build { span: Span, program: String, source: BuildError },
+    Build { span: Span, program: String, source: ir::IrError },
     #[error("self variables need runtime.goexit0 and the layout of runtime.g (from DWARF) to be freed when a goroutine exits")]
     NoGoexit { span: Span },
     #[error(
@@ -119,7 +121,7 @@ impl LowerError {
         match self {
             LowerError::Unsupported { span, .. } => d(span).label("not supported yet"),
             LowerError::Stack { span, .. } => {
-                d(span).label("too much stack").hint("split the probe, or use fewer map keys")
+                d(span).label("too much stack").hint("split the probe into several probes of the same function")
             }
             LowerError::Build { span, .. } => d(span)
                 .label("in this probe")

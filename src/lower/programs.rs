@@ -7,6 +7,7 @@
 use super::accounting::{Layout, ProgramAcct, Settings};
 use super::carry::EntryRecords;
 use super::codegen::Gen;
+use super::ir::IrError;
 use super::maps::Maps;
 use super::{LowerError, Lowered, MAX_MAPS_PER_PROGRAM};
 use crate::bpf::builder::{BuildError, Program};
@@ -60,6 +61,8 @@ pub(super) struct Ctx<'a> {
     cgroup: bool,
     /// Whole values cut for want of room (`Gen::notes`), from every program.
     notes: Vec<(Span, u32)>,
+    /// The most bytes any program spilled to the spill map (ir::SPILL).
+    spill: u32,
 }
 
 /// Which probe a program belongs to and how many functions it is attached at (0 for
@@ -119,6 +122,7 @@ pub(super) fn lower_all(
         bounds: settings.bounds,
         cgroup: settings.cgroup,
         notes: Vec::new(),
+        spill: 0,
     };
     for (i, inst) in checked.instances.iter().enumerate() {
         let Item::Probe(probe) = &script.items[inst.item] else { continue };
@@ -143,7 +147,10 @@ pub(super) fn lower_all(
     // When probes share an address (a function whose first instruction is its RET), the
     // kernel runs the one attached last first. Attach return probes first, so entry
     // probes and entry timing run before the return probes at the same instruction.
-    let Ctx { mut plan, programs, return_programs, events, layout, notes, .. } = cx;
+    let Ctx { mut plan, programs, return_programs, events, layout, notes, spill, .. } = cx;
+    if spill > 0 {
+        maps.add_spill(spill);
+    }
     plan.probes.sort_by_key(|p| !return_programs.contains(&p.program));
     finish_plan(&mut plan, maps, layout, events, settings, checked);
     Ok(Lowered { programs, plan, notes })
@@ -249,16 +256,18 @@ impl Ctx<'_> {
         body(&mut gen)?;
         gen.epilogue();
         self.notes.append(&mut gen.notes);
-        let program = gen.b.finish().map_err(|source| match source {
-            BuildError::JumpOutOfRange { offset, .. } => LowerError::ProgramTooLarge {
+        let finished = gen.b.finish().map_err(|source| match source {
+            IrError::Build(BuildError::JumpOutOfRange { offset, .. }) => LowerError::ProgramTooLarge {
                 span,
                 detail: format!("a jump over {} instructions; eBPF jumps reach {}", offset.abs(), i16::MAX),
             },
-            BuildError::TooLong { len, max } => {
+            IrError::Build(BuildError::TooLong { len, max }) => {
                 LowerError::ProgramTooLarge { span, detail: format!("{len} instructions, at most {max}") }
             }
             source => LowerError::Build { span, program: name.to_string(), source },
         })?;
+        self.spill = self.spill.max(finished.spilled);
+        let program = finished.program;
         let mut maps: Vec<&str> = program.relocations.iter().map(|r| r.map.as_str()).collect();
         maps.sort_unstable();
         maps.dedup();

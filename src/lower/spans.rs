@@ -95,9 +95,9 @@ impl Gen<'_> {
         // The parent's own parent: which span of the program the parent is under.
         let grand = self.slot(8, span)?;
         self.b.emit(store_imm(Size::DW, R10, grand, 0));
-        let mark = self.frame.mark();
+        let mark = self.b.frame.mark();
         self.find_parent(record, (idx, grand), found, root, span)?;
-        self.frame.release(mark);
+        self.b.frame.release(mark);
         self.b.bind(root);
         self.b.comment("no parent span on this goroutine: a new trace");
         self.random_u64(record + C_TRACE);
@@ -107,9 +107,9 @@ impl Gen<'_> {
         self.b.bind(found);
         self.b.emit(mov64_imm(R0, 0));
         if let (Some(otel), Some(ctx)) = (self.spans.otel.clone(), self.spans.ctx.clone()) {
-            let mark = self.frame.mark();
+            let mark = self.b.frame.mark();
             self.sdk_parent(&otel, &ctx, record, grand, span)?;
-            self.frame.release(mark);
+            self.b.frame.release(mark);
         }
         self.random_u64(record + C_SPAN);
         // An all-zero span id is invalid: 1 instead.
@@ -338,7 +338,7 @@ impl Gen<'_> {
         self.b.emit(load(Size::DW, R2, R10, record));
         self.b.emit(load(Size::DW, R2, R2, C_TIME));
         self.b.jmp_reg_to(JmpOp::Ne, R1, R2, skip);
-        let mark = self.frame.mark();
+        let mark = self.b.frame.mark();
         let ex = self.slot(EXEMPLAR, span)?;
         self.b.emit(load(Size::DW, R1, R10, val));
         self.b.emit(store_reg(Size::DW, R10, ex, R1));
@@ -355,7 +355,7 @@ impl Gen<'_> {
         self.b.emit(mov64_imm(R4, BPF_ANY));
         self.b.emit(call(BPF_FUNC_map_update_elem));
         self.count_refused_update(map, span)?;
-        self.frame.release(mark);
+        self.b.frame.release(mark);
         self.b.bind(skip);
         self.b.emit(mov64_imm(R0, 0));
         Ok(())

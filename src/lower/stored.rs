@@ -14,7 +14,7 @@ impl Gen<'_> {
     /// `base + off`: `size` bytes, zeros when nothing is stored there. False (and nothing
     /// emitted) when `e` names no stored value.
     pub fn stored_record_to(&mut self, e: &Expr, base: Reg, off: i16, size: u32) -> Result<bool, LowerError> {
-        let mark = self.frame.mark();
+        let mark = self.b.frame.mark();
         match &e.kind {
             ExprKind::SelfVar(name) => self.lookup_self(name, e.span)?,
             ExprKind::Map(m) => {
@@ -39,8 +39,7 @@ impl Gen<'_> {
             self.b.emit(store_reg(Size::DW, base, off + 8 * i, R1));
         }
         self.b.bind(end);
-        self.b.emit(alu64_imm(AluOp::Add, R0, 0));
-        self.frame.release(mark);
+        self.b.frame.release(mark);
         Ok(true)
     }
 

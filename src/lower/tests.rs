@@ -284,3 +284,27 @@ fn type_assertions_check_an_interfaces_dynamic_type_and_read_words_as_pointers()
     let e = errors(&binary, "on entry main.inspect { @x = sum(v.(main.Point).Y) }");
     assert!(e.contains("is not a pointer type"), "{e}");
 }
+
+#[test]
+fn header_values_as_map_keys_fit_the_stack_by_reusing_slots() {
+    // 520 bytes of stack when slots were never reused (issue 20): now within 512.
+    let bin = fake().function("main.handle", &[("h", "map[string][]string")], &[("~r0", "int")]);
+    let (_, l) = lowered(&bin, r#"on return main.handle { @ids[h["X-Id"][0]] = count() }"#);
+    assert!(!l.plan.maps.iter().any(|m| m.object_name == crate::lower::ir::SPILL), "a spill map");
+    // Two lookups as two keys (528 bytes before): the first lookup's probe loop keeps
+    // about 520 bytes live at once, so a few slots spill.
+    let (_, l) = lowered(&bin, r#"on entry main.handle { @p[a: h["X-Id"][0], b: h["X-Region"][0]] = count() }"#);
+    assert_eq!(l.plan.probes.len(), 1);
+}
+
+#[test]
+fn a_key_larger_than_the_stack_spills_to_the_spill_map() {
+    let bin = fake();
+    let keys: Vec<String> = (0..8).map(|i| format!("k{i}: name")).collect();
+    let script = format!("on entry main.greet {{ @m[{}] = count() }}", keys.join(", "));
+    let (_, l) = lowered(&bin, &script);
+    let spill = l.plan.maps.iter().find(|m| m.object_name == crate::lower::ir::SPILL).expect("a spill map");
+    assert!(spill.value_size >= 8 * 72, "{spill:?}");
+    let asm = asm(&l, "p0");
+    assert!(asm.contains("map[spill]"), "{asm}");
+}

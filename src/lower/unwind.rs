@@ -107,10 +107,10 @@ impl Gen<'_> {
             self.b.jmp_imm_to(JmpOp::Eq, R2, FATAL_VALUE_NOTED, noted);
             self.b.emit(store_imm(Size::DW, R1, P_VALUE, 0));
             self.b.emit(store_imm(Size::DW, R1, P_VALUE + 8, 0));
-            let mark = self.frame.mark();
+            let mark = self.b.frame.mark();
             let place = self.location_place("msgs", msgs, span)?;
             self.read_scalar(&place, 8, false)?;
-            self.frame.release(mark);
+            self.b.frame.release(mark);
             self.b.emit(store_reg(Size::DW, R10, panic_ptr, R0));
             self.value_of_panic(panic_ptr, layout.arg);
             self.b.bind(noted);
@@ -246,10 +246,10 @@ impl Gen<'_> {
         self.b.emit(store_reg(Size::DW, R10, rel, R0));
         let words = self.slot(16, span)?;
         for (i, loc) in e.into_iter().enumerate() {
-            let mark = self.frame.mark();
+            let mark = self.b.frame.mark();
             let place = self.location_place("e", loc, span)?;
             self.read_scalar(&place, 8, false)?;
-            self.frame.release(mark);
+            self.b.frame.release(mark);
             self.b.emit(store_reg(Size::DW, R10, words + 8 * i as i16, R0));
         }
         let n = self.slot(8, span)?;

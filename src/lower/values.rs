@@ -168,7 +168,6 @@ impl Gen<'_> {
                 self.b.emit(load(Size::DW, R1, R10, base_addr));
                 self.b.emit(alu64_reg(AluOp::Add, R0, R1));
                 self.b.bind(out);
-                self.b.emit(alu64_imm(AluOp::Add, R0, 0));
                 self.address_place(e.span)
             }
             _ => Err(LowerError::unsupported(e.span, "reading this Go value")),
@@ -260,10 +259,10 @@ impl Gen<'_> {
         let id = self.go_type_of(e).ok_or_else(|| LowerError::unsupported(e.span, "this value"))?;
         let size = scalar_size(self, id);
         let signed = self.facts.ty(e.id).is_signed();
-        let mark = self.frame.mark();
+        let mark = self.b.frame.mark();
         let place = self.place(e)?;
         self.read_scalar(&place, size, signed)?;
-        self.frame.release(mark);
+        self.b.frame.release(mark);
         Ok(())
     }
 
@@ -272,10 +271,10 @@ impl Gen<'_> {
         if matches!(self.facts.ty(e.id), Ty::Pointer { .. }) {
             return self.expr(e);
         }
-        let mark = self.frame.mark();
+        let mark = self.b.frame.mark();
         let place = self.place(e)?;
         self.read_scalar(&place, 8, false)?;
-        self.frame.release(mark);
+        self.b.frame.release(mark);
         Ok(())
     }
 
@@ -288,18 +287,18 @@ impl Gen<'_> {
             }
             (_, Ty::Str { max }) if !self.is_go_value(e) => {
                 // A local, self variable or builtin string: its record holds the length.
-                let mark = self.frame.mark();
+                let mark = self.b.frame.mark();
                 let buf = self.slot(8 + max, e.span)?;
                 self.string_to(e, R10, buf, max)?;
                 self.b.emit(load(Size::DW, R0, R10, buf));
-                self.frame.release(mark);
+                self.b.frame.release(mark);
                 return Ok(());
             }
             _ => {}
         }
         let id = self.go_type_of(e).ok_or_else(|| LowerError::unsupported(e.span, "len of this"))?;
         let kind = self.types.get(id).kind.clone();
-        let mark = self.frame.mark();
+        let mark = self.b.frame.mark();
         match kind {
             TypeKind::Array { len, .. } => self.b.emit(mov64_imm(R0, len as i32)),
             TypeKind::String | TypeKind::Slice { .. } => {
@@ -312,7 +311,7 @@ impl Gen<'_> {
             TypeKind::Map { .. } | TypeKind::Chan => self.header_word(e, 0)?,
             _ => return Err(LowerError::unsupported(e.span, "len of this")),
         }
-        self.frame.release(mark);
+        self.b.frame.release(mark);
         Ok(())
     }
 
@@ -320,7 +319,7 @@ impl Gen<'_> {
     pub fn capacity(&mut self, e: &Expr) -> Result<(), LowerError> {
         let id = self.go_type_of(e).ok_or_else(|| LowerError::unsupported(e.span, "cap of this"))?;
         let kind = self.types.get(id).kind.clone();
-        let mark = self.frame.mark();
+        let mark = self.b.frame.mark();
         match kind {
             TypeKind::Array { len, .. } => self.b.emit(mov64_imm(R0, len as i32)),
             TypeKind::Slice { .. } => {
@@ -331,7 +330,7 @@ impl Gen<'_> {
             TypeKind::Chan => self.header_word(e, 8)?,
             _ => return Err(LowerError::unsupported(e.span, "cap of this")),
         }
-        self.frame.release(mark);
+        self.b.frame.release(mark);
         Ok(())
     }
 
@@ -381,10 +380,10 @@ impl Gen<'_> {
             }
             return Ok(());
         }
-        let mark = self.frame.mark();
+        let mark = self.b.frame.mark();
         let place = self.place(e)?;
         self.string_from_place(&place, base, off, max, e.span)?;
-        self.frame.release(mark);
+        self.b.frame.release(mark);
         Ok(())
     }
 
@@ -402,7 +401,7 @@ impl Gen<'_> {
             self.b.emit(store_imm(Size::DW, base, off, 0));
             return Ok(());
         }
-        let mark = self.frame.mark();
+        let mark = self.b.frame.mark();
         let place = place.clone();
         let ptr = self.slot(8, span)?;
         self.read_scalar(&place, 8, false)?;
@@ -418,7 +417,7 @@ impl Gen<'_> {
         self.b.emit(mov64_reg(R1, base));
         self.b.emit(alu64_imm(AluOp::Add, R1, off as i32 + 8));
         self.b.emit(call(BPF_FUNC_probe_read_user));
-        self.frame.release(mark);
+        self.b.frame.release(mark);
         Ok(())
     }
 
@@ -427,7 +426,7 @@ impl Gen<'_> {
     fn comm_to(&mut self, base: Reg, off: i16, max: u32) -> Result<(), LowerError> {
         const COMM: i16 = 16;
         let mut buf_off = off + 8;
-        let mark = self.frame.mark();
+        let mark = self.b.frame.mark();
         // The helper writes 16 bytes: into the record when it has room, else a temporary.
         let tmp = if max < COMM as u32 { Some(self.frame_slot(COMM as u32)?) } else { None };
         let (buf_base, b_off) = match tmp {
@@ -447,7 +446,6 @@ impl Gen<'_> {
             self.b.emit(mov64_imm(R0, i as i32));
             self.b.ja_to(done);
             self.b.bind(next);
-            self.b.emit(alu64_imm(AluOp::Add, R1, 0));
         }
         self.b.bind(done);
         let ok = self.b.new_label();
@@ -462,7 +460,7 @@ impl Gen<'_> {
                 buf_off += 1;
             }
         }
-        self.frame.release(mark);
+        self.b.frame.release(mark);
         Ok(())
     }
 
@@ -471,7 +469,7 @@ impl Gen<'_> {
     /// after it is torn down), then the frame-pointer chain (Go keeps frame pointers).
     pub fn ustack_to(&mut self, base: Reg, off: i16, span: Span) -> Result<(), LowerError> {
         let depth = crate::plan::USTACK_DEPTH as i16;
-        let mark = self.frame.mark();
+        let mark = self.b.frame.mark();
         let fp = self.slot(8, span)?;
         let pair = self.slot(16, span)?;
         for i in 0..depth {
@@ -512,8 +510,7 @@ impl Gen<'_> {
             self.b.emit(store_reg(Size::DW, R10, fp, R0));
         }
         self.b.bind(done);
-        self.b.emit(alu64_imm(AluOp::Add, R0, 0));
-        self.frame.release(mark);
+        self.b.frame.release(mark);
         Ok(())
     }
 
@@ -525,10 +522,10 @@ impl Gen<'_> {
             None if matches!(self.facts.names.get(&e.id), Some(Name::Builtin(crate::check::Builtin::Panic))) => true,
             None => return Err(LowerError::unsupported(e.span, "this interface")),
         };
-        let mark = self.frame.mark();
+        let mark = self.b.frame.mark();
         let place = self.place(e)?;
         self.interface_from_place(&place, empty, base, off, e.span)?;
-        self.frame.release(mark);
+        self.b.frame.release(mark);
         Ok(())
     }
 
@@ -540,7 +537,7 @@ impl Gen<'_> {
         off: i16,
         span: Span,
     ) -> Result<(), LowerError> {
-        let mark = self.frame.mark();
+        let mark = self.b.frame.mark();
         // The type: the first word of an `any`; the itab's type (at 8) otherwise.
         self.read_scalar(place, 8, false)?;
         if !empty {
@@ -558,7 +555,7 @@ impl Gen<'_> {
         self.read_scalar(&pointee, 8, false)?;
         self.b.emit(store_reg(Size::DW, base, off + 16, R0));
         self.string_from_place(&pointee, base, off + 24, 64, span)?;
-        self.frame.release(mark);
+        self.b.frame.release(mark);
         Ok(())
     }
 
@@ -587,10 +584,10 @@ impl Gen<'_> {
         let n = u32::try_from(lit.len()).map_err(|_| too_long())?;
         let max = if prefix { n } else { n.saturating_add(1) };
         let words = max.div_ceil(8);
-        if words > super::frame::MAX_STACK as u32 / 8 {
+        if words > super::ir::frame::MAX_STACK as u32 / 8 {
             return Err(too_long());
         }
-        let mark = self.frame.mark();
+        let mark = self.b.frame.mark();
         let buf = self.slot(8 + 8 * words, lit_span)?;
         // The slot fits the stack, so every offset in it fits an instruction's.
         let words = words as i16;
@@ -614,8 +611,7 @@ impl Gen<'_> {
         self.b.bind(no);
         self.b.emit(mov64_imm(R0, 0));
         self.b.bind(end);
-        self.b.emit(alu64_imm(AluOp::Add, R0, 0));
-        self.frame.release(mark);
+        self.b.frame.release(mark);
         Ok(())
     }
 }
