@@ -1,0 +1,3 @@
+module headers
+
+go 1.17
