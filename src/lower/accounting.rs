@@ -204,8 +204,9 @@ impl Gen<'_> {
         let key = self.slot(8, span)?;
         self.b.emit(mov64_reg(R1, R6));
         self.b.emit(call(BPF_FUNC_get_attach_cookie));
-        self.b.emit(mov64_reg(R7, R0));
-        self.b.emit(mov64_reg(R1, R7));
+        let cookie = self.b.vreg();
+        self.b.op(mov64_reg(R0, R0), cookie, R0);
+        self.b.emit(mov64_reg(R1, R0));
         self.b.emit(alu64_imm(AluOp::Rsh, R1, COOKIE_SLOT_SHIFT as i32));
         self.b.emit(alu64_imm(AluOp::And, R1, COOKIE_SLOT_MASK as i32));
         self.b.emit(store_reg(Size::W, R10, key, R1));
@@ -215,7 +216,7 @@ impl Gen<'_> {
             self.b.emit(call(BPF_FUNC_map_lookup_elem));
             self.b.jmp_imm_to(JmpOp::Eq, R0, 0, self.done);
             self.b.emit(load(Size::DW, R1, R0, 0));
-            self.b.emit(mov64_reg(R2, R7));
+            self.b.op(mov64_reg(R2, R0), R2, cookie);
             self.b.emit(alu64_imm(AluOp::Rsh, R2, COOKIE_GEN_SHIFT as i32));
             self.b.jmp_reg_to(JmpOp::Ne, R1, R2, self.done);
         }

@@ -43,7 +43,6 @@ impl Gen<'_> {
         self.b.bind(nil);
         self.b.emit(store_imm(Size::DW, R10, slot, 0));
         self.b.bind(end);
-        self.b.emit(alu64_imm(AluOp::Add, R0, 0));
         Ok(Place::Stack { slot, offset: 0 })
     }
 }

@@ -2,8 +2,10 @@
 //!
 //! Conventions: R6 holds the program's context (`struct pt_regs *`) for the whole
 //! program; an expression leaves its value in R0; values that must survive a helper call
-//! live in stack slots (`Frame`); R7 points at an aggregation's map value while it is
-//! updated; R8 points at the event record being built.
+//! live in stack slots (`ir::Frame`); R8 points at the event record being built. What
+//! lives in a virtual register (an aggregation's map value while it is updated, the
+//! attach cookie while accounting checks it, a binary operator's left side) gets its
+//! machine register from the IR's allocator.
 
 use super::ir::{Func, Item};
 use super::maps::Maps;
@@ -527,14 +529,14 @@ impl<'a> Gen<'a> {
         // Both sides have one type (the checker made sure); a shift has its left's.
         let ty = self.facts.ty(lhs.id).clone();
         let signed = ty.is_signed();
-        let mark = self.b.frame.mark();
-        let tmp = self.slot(8, span)?;
+        // The left side waits in a virtual register while the right is evaluated: one
+        // that survives calls there, or a slot when none is free.
+        let left = self.b.vreg();
         self.expr(lhs)?;
-        self.b.emit(store_reg(Size::DW, R10, tmp, R0));
+        self.b.op(mov64_reg(R0, R0), left, R0);
         self.expr(rhs)?;
         self.b.emit(mov64_reg(R2, R0));
-        self.b.emit(load(Size::DW, R1, R10, tmp));
-        self.b.frame.release(mark);
+        self.b.op(mov64_reg(R1, R0), R1, left);
         use BinOp::*;
         if let Ty::Float { size } = ty {
             return self.float_compare(op, size, span);

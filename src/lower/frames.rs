@@ -193,8 +193,8 @@ impl Gen<'_> {
     fn stack_hi_slot(&mut self, span: Span) -> Result<i16, LowerError> {
         let hi = self.slot(8, span)?;
         self.b.emit(store_imm(Size::DW, R10, hi, 0));
-        self.b.emit(load(Size::DW, R7, R10, self.g.unwrap_or_default()));
-        self.read_user(hi, R7, self.stack_hi as i32);
+        self.b.emit(load(Size::DW, R3, R10, self.g.unwrap_or_default()));
+        self.read_user(hi, R3, self.stack_hi as i32);
         Ok(hi)
     }
 

@@ -21,8 +21,8 @@ impl Gen<'_> {
         let mark = self.b.frame.mark();
         let slot = self.slot(8, span)?;
         self.b.emit(store_imm(Size::DW, R10, slot, 0));
-        self.b.emit(load(Size::DW, R7, R10, g));
-        self.read_user(slot, R7, layout.goid as i32);
+        self.b.emit(load(Size::DW, R3, R10, g));
+        self.read_user(slot, R3, layout.goid as i32);
         self.b.emit(load(Size::DW, R0, R10, slot));
         self.b.frame.release(mark);
         Ok(())

@@ -4,31 +4,31 @@
 //! comparisons (about 75 instructions run in all, no map lookup, no helper call).
 
 use super::agg::{add_r1, bump_bucket};
-use super::ir::Func as Builder;
+use super::ir::{Func as Builder, VReg};
 use crate::bpf::builder::Label;
 use crate::bpf::insn::*;
 use crate::hist::{thresholds, BUCKETS, SUB};
 
-/// On entry R7 points at the map value and R1 holds the value; R1 to R5 are clobbered.
-pub fn update(b: &mut Builder) {
+/// On entry `val` points at the map value and R1 holds the value; R1 to R5 are clobbered.
+pub fn update(b: &mut Builder, val: VReg) {
     let n = BUCKETS as i16;
-    add_r1(b, 8 * n);
+    add_r1(b, val, 8 * n);
     // The least value as the greatest `x ^ i64::MAX`, the greatest as the greatest
     // `x ^ i64::MIN` (unsigned): a zeroed value stands for none seen.
-    keep_greatest(b, 8 * (n + 1), i64::MAX as u64);
-    keep_greatest(b, 8 * (n + 2), 1 << 63);
+    keep_greatest(b, val, 8 * (n + 1), i64::MAX as u64);
+    keep_greatest(b, val, 8 * (n + 2), 1 << 63);
     index(b);
-    bump_bucket(b, BUCKETS as u32 - 1);
+    bump_bucket(b, val, BUCKETS as u32 - 1);
 }
 
-/// *(u64 *)(r7 + off) = max(itself, r1 ^ mask), compared unsigned.
-fn keep_greatest(b: &mut Builder, off: i16, mask: u64) {
+/// *(u64 *)(val + off) = max(itself, r1 ^ mask), compared unsigned.
+fn keep_greatest(b: &mut Builder, val: VReg, off: i16, mask: u64) {
     let done = b.new_label();
     b.emit2(ld_imm64(R3, mask));
     b.emit(alu64_reg(AluOp::Xor, R3, R1));
-    b.emit(load(Size::DW, R2, R7, off));
+    b.op(load(Size::DW, R2, R0, off), R2, val);
     b.jmp_reg_to(JmpOp::Ge, R2, R3, done);
-    b.emit(store_reg(Size::DW, R7, off, R3));
+    b.op(store_reg(Size::DW, R0, off, R0), val, R3);
     b.bind(done);
 }
 

@@ -141,12 +141,13 @@ impl Gen<'_> {
     /// With R0 at the map's value: the aggregation updated by the value in stack slot
     /// `val` (when it has an argument), then `skip`, where a missing value lands too.
     fn update_found(&mut self, agg: Agg, arg: Option<&Expr>, val: i16, skip: Label) {
-        self.b.emit(mov64_reg(R7, R0));
+        let value = self.b.vreg();
+        self.b.op(mov64_reg(R0, R0), value, R0);
         if arg.is_some() {
             self.b.emit(load(Size::DW, R1, R10, val));
         }
         let signed = arg.is_none_or(|a| self.facts.ty(a.id).is_signed());
-        super::agg::update(&mut self.b, agg, signed);
+        super::agg::update(&mut self.b, value, agg, signed);
         self.b.bind(skip);
         self.b.emit(mov64_imm(R0, 0));
     }

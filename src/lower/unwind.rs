@@ -76,8 +76,8 @@ impl Gen<'_> {
             (Unwind::Recovery { .. }, Recovery::PanicSp { g_panic, sp }) => {
                 self.g_word(panic_ptr, g_panic);
                 self.b.emit(store_imm(Size::DW, R10, cut, 0));
-                self.b.emit(load(Size::DW, R7, R10, panic_ptr));
-                self.read_user(cut, R7, sp as i32);
+                self.b.emit(load(Size::DW, R3, R10, panic_ptr));
+                self.read_user(cut, R3, sp as i32);
                 self.relative(cut);
             }
         }
@@ -139,8 +139,8 @@ impl Gen<'_> {
     /// *(u64 *)(r10 + slot) = the word at `off` in the g (read from the target).
     fn g_word(&mut self, slot: i16, off: u32) {
         self.b.emit(store_imm(Size::DW, R10, slot, 0));
-        self.b.emit(load(Size::DW, R7, R10, self.g.unwrap_or_default()));
-        self.read_user(slot, R7, off as i32);
+        self.b.emit(load(Size::DW, R3, R10, self.g.unwrap_or_default()));
+        self.read_user(slot, R3, off as i32);
     }
 
     /// R0 = the address in `slot` as a position in the record (minus its base).
@@ -395,7 +395,8 @@ impl Gen<'_> {
         self.b.jmp_reg_to(JmpOp::Ge, R1, R2, out);
         self.frame_addr(i, span)?;
         self.b.jmp_imm_to(JmpOp::Eq, R0, 0, next);
-        self.b.emit(load(Size::DW, R7, R0, F_TIME));
+        let began = self.b.vreg();
+        self.b.op(load(Size::DW, R0, R0, F_TIME), began, R0);
         self.b.emit(load(Size::W, R1, R0, F_FUNC));
         self.b.emit(store_reg(Size::DW, R10, func, R1));
         // Is the ended call's function one this probe reports (a key of `members`)? The
@@ -409,7 +410,7 @@ impl Gen<'_> {
         self.b.ja_to(next);
         self.b.bind(member);
         self.b.emit(call(BPF_FUNC_ktime_get_ns));
-        self.b.emit(alu64_reg(AluOp::Sub, R0, R7));
+        self.b.op(alu64_reg(AluOp::Sub, R0, R0), R0, began);
         let elapsed = self.slot(8, span)?;
         self.b.emit(store_reg(Size::DW, R10, elapsed, R0));
         self.elapsed = Some(elapsed);
