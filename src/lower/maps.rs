@@ -59,6 +59,23 @@ pub fn preallocated_keys(value_size: u32, cpus: u32) -> u64 {
     PREALLOC_BYTES / (u64::from(value_size.next_multiple_of(8)) * u64::from(cpus))
 }
 
+/// What the kernel's hash table adds to each element's key and value (`struct
+/// htab_elem`: its list node, a free-list link and the hash, 48 bytes on 64-bit hosts).
+pub const HTAB_ELEM_BYTES: u64 = 48;
+
+/// Whether a plain (not per-CPU) hash of `entries` keys of `key_size` and values of
+/// `value_size` bytes is preallocated: when all of it fits `PREALLOC_BYTES` (the default
+/// 16,384 keys of a start time by a pointer take 1 MiB). Preallocated, an update takes an
+/// element from a per-CPU free list and a delete gives it back; not preallocated, each new
+/// key is allocated in the probe and each delete freed after a grace period, which on
+/// this project's VM made a table of calls in flight (`@_http_t0[req] = nsecs`, deleted
+/// when the request ends) cost 1.35 us of eBPF an insert against 0.14 for the empty
+/// program (benches/perf --server, issue 19).
+pub fn hash_preallocated(key_size: u32, value_size: u32, entries: u32) -> bool {
+    let element = HTAB_ELEM_BYTES + u64::from(key_size.next_multiple_of(8)) + u64::from(value_size.next_multiple_of(8));
+    u64::from(entries) * element <= PREALLOC_BYTES
+}
+
 /// The most bytes a per-CPU map of large values (a `hist`'s 8 KB) takes preallocated
 /// when no `--map-size` names it: its default size shrinks to what fits (2,072 keys of
 /// histograms on 2 CPUs), never under `MIN_PREALLOCATED_KEYS`.
@@ -347,7 +364,7 @@ impl Maps {
     /// Gives the user maps, the `self` table and the tables of calls in flight the sizes
     /// `sizes` asks for; a map indexed by function holds one element per function of the
     /// plan (`functions`). A per-CPU hash whose every value over `cpus` CPUs fits
-    /// `PREALLOC_BYTES` is preallocated.
+    /// `PREALLOC_BYTES` is preallocated, and so is a plain hash that fits it whole.
     pub fn apply_sizes(&mut self, sizes: &MapSizes, functions: usize, cpus: u32) {
         for spec in &mut self.specs {
             if let MapRole::User { name, preallocated, .. } = &mut spec.role {
@@ -357,6 +374,11 @@ impl Maps {
                         None => default_percpu_entries(spec.value_size, cpus),
                     };
                     *preallocated = u64::from(spec.max_entries) <= preallocated_keys(spec.value_size, cpus);
+                    continue;
+                }
+                if spec.kind == MapKind::Hash {
+                    spec.max_entries = sizes.of_map(name);
+                    *preallocated = hash_preallocated(spec.key_size, spec.value_size, spec.max_entries);
                     continue;
                 }
             }

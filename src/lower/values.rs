@@ -403,10 +403,32 @@ impl Gen<'_> {
         }
         let mark = self.b.frame.mark();
         let place = place.clone();
-        let ptr = self.slot(8, span)?;
-        self.read_scalar(&place, 8, false)?;
-        self.b.emit(store_reg(Size::DW, R10, ptr, R0));
-        self.read_scalar(&place.plus(8), 8, false)?;
+        let ptr = match place {
+            // In the target's memory: its pointer and length in one read of 16 bytes (a
+            // helper call is most of what reading a string costs).
+            Place::Mem { addr, offset } => {
+                let header = self.slot(16, span)?;
+                self.b.emit(store_imm(Size::DW, R10, header, 0));
+                self.b.emit(store_imm(Size::DW, R10, header + 8, 0));
+                self.b.emit(load(Size::DW, R3, R10, addr));
+                if offset != 0 {
+                    self.b.emit(alu64_imm(AluOp::Add, R3, offset as i32));
+                }
+                self.b.emit(mov64_reg(R1, R10));
+                self.b.emit(alu64_imm(AluOp::Add, R1, header as i32));
+                self.b.emit(mov64_imm(R2, 16));
+                self.b.emit(call(BPF_FUNC_probe_read_user));
+                self.b.emit(load(Size::DW, R0, R10, header + 8));
+                header
+            }
+            _ => {
+                let ptr = self.slot(8, span)?;
+                self.read_scalar(&place, 8, false)?;
+                self.b.emit(store_reg(Size::DW, R10, ptr, R0));
+                self.read_scalar(&place.plus(8), 8, false)?;
+                ptr
+            }
+        };
         let ok = self.b.new_label();
         self.b.jmp_imm_to(JmpOp::Le, R0, max as i32, ok);
         self.b.emit(mov64_imm(R0, max as i32));

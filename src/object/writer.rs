@@ -50,9 +50,9 @@ impl From<&crate::plan::MapSpec> for MapDef {
     /// The definition of a map the plan describes. User maps, the `self` table and the
     /// tables of calls in flight are not preallocated: their size (`--map-size`) bounds
     /// them, and only the keys they hold take memory (a preallocated per-CPU hash of
-    /// histograms would take its full size times the CPUs at once); except a per-CPU
-    /// user map the plan says is (`MapRole::User::preallocated`: its full size is small
-    /// enough, and then no new key needs memory in a probe).
+    /// histograms would take its full size times the CPUs at once); except a user map
+    /// the plan says is (`MapRole::User::preallocated`: its full size is small enough,
+    /// and then no new key needs memory in a probe, and a free list serves it).
     fn from(m: &crate::plan::MapSpec) -> MapDef {
         use crate::plan::{MapKind, MapRole};
         let grows = matches!(m.kind, MapKind::Hash | MapKind::PercpuHash)

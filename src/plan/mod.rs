@@ -295,8 +295,9 @@ pub enum MapRole {
     /// A hash, or a (per-CPU) array for a map keyed by `func` alone: its u32 key is the
     /// index into `Plan::functions`, read back as the 8-byte `Func` key `keys` describes,
     /// and an element that is zero on every CPU is no entry.
-    /// `preallocated`: a per-CPU map whose every value the kernel allocates when it is
-    /// created (no allocation in a probe, which may fail: `Refusal::NoMemory`).
+    /// `preallocated`: a map whose every element (every value on every CPU, for a
+    /// per-CPU one) the kernel allocates when it is created (no allocation in a probe,
+    /// which may fail: `Refusal::NoMemory`, and costs more than a free list).
     User {
         name: String,
         keys: Vec<Field>,

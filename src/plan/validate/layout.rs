@@ -215,9 +215,18 @@ fn user(plan: &Plan, m: &MapSpec, value: &MapValue) -> Result<(), Refused> {
     if let MapRole::User { preallocated: true, .. } = &m.role {
         // Preallocated, a per-CPU map takes all of its memory at once: no more than
         // gtrace would preallocate on this host.
+        // A plain hash, no more than PREALLOC_BYTES whole.
         let cpus = crate::runtime::possible_cpus().map_or(0, |n| n as u32);
         let fits = crate::lower::maps::preallocated_keys(m.value_size, cpus);
-        if m.kind != MapKind::PercpuHash || u64::from(m.max_entries) > fits {
+        let plain_fits = crate::lower::maps::hash_preallocated(m.key_size, m.value_size, m.max_entries);
+        if m.kind == MapKind::Hash && !plain_fits {
+            return refuse(format!(
+                "{}, preallocated: more than gtrace preallocates ({} MiB whole); give it a smaller --map-size",
+                describe(m),
+                crate::lower::maps::PREALLOC_BYTES >> 20
+            ));
+        }
+        if m.kind == MapKind::PercpuArray || (m.kind == MapKind::PercpuHash && u64::from(m.max_entries) > fits) {
             return refuse(format!(
                 "{}, preallocated: more than gtrace preallocates here ({fits} keys of per-CPU values of {} bytes on {cpus} CPUs, within {} MiB); compile the plan on this host, or give it a smaller --map-size",
                 describe(m),
