@@ -67,10 +67,11 @@ pub const HTAB_ELEM_BYTES: u64 = 48;
 /// `value_size` bytes is preallocated: when all of it fits `PREALLOC_BYTES` (the default
 /// 16,384 keys of a start time by a pointer take 1 MiB). Preallocated, an update takes an
 /// element from a per-CPU free list and a delete gives it back; not preallocated, each new
-/// key is allocated in the probe and each delete freed after a grace period, which on
-/// this project's VM made a table of calls in flight (`@_http_t0[req] = nsecs`, deleted
-/// when the request ends) cost 1.35 us of eBPF an insert against 0.14 for the empty
-/// program (benches/perf --server, issue 19).
+/// key is allocated in the probe and each delete freed after a grace period: on this
+/// project's loaded VM `@t[req] = nsecs` at echo's every request (a new key each time)
+/// cost 1.4 us of eBPF a run, 0.77 preallocated, against 0.13 for the empty program (the
+/// kernel's run_time_ns / run_cnt, issue 19; with a delete at each request's end, as
+/// `gtrace http` does, the two were within the host's noise).
 pub fn hash_preallocated(key_size: u32, value_size: u32, entries: u32) -> bool {
     let element = HTAB_ELEM_BYTES + u64::from(key_size.next_multiple_of(8)) + u64::from(value_size.next_multiple_of(8));
     u64::from(entries) * element <= PREALLOC_BYTES

@@ -9,14 +9,18 @@
 //! with the rest; when nothing is left, a -c command runs on to its end untraced, and a
 //! -p or -b trace ends as if the target had.
 //!
-//! A unit is what can be detached alone (units.rs).
+//! A unit is what can be detached alone (units.rs). What stays is weighed at the speed
+//! the target regains once the cut frees it (speedup.rs), so that a server slowed by a
+//! wide wildcard is cut once, not again each time it speeds up.
 
+mod speedup;
 mod units;
 
 use super::stats::{Detached, Meter, Stats};
 use crate::output::stats::{percent, thousands};
 use crate::plan::{Plan, SiteRef};
 use crate::runtime::{Loaded, RuntimeError};
+use speedup::Speedup;
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 use units::Unit;
@@ -31,6 +35,8 @@ struct Sample {
     at: Instant,
     cost: Vec<Cost>,
     hits: Vec<u64>,
+    /// The target's CPU time since the attach, ns (when it is measured).
+    target_ns: Option<u64>,
 }
 
 pub struct Governor {
@@ -123,7 +129,8 @@ impl Governor {
         self.next = now + TICK;
         let costed = Costed::new(stats);
         let (cost, hits): (Vec<Cost>, Vec<u64>) = self.units.iter().map(|u| costed.unit(u)).unzip();
-        self.samples.push_back(Sample { at: now, cost, hits });
+        let target_ns = stats.target.map(|t| t.cpu_ns);
+        self.samples.push_back(Sample { at: now, cost, hits, target_ns });
         // Keep the newest sample at least a window old, as the window's start.
         while self.samples.len() > 2 && now.duration_since(self.samples[1].at) >= WINDOW {
             self.samples.pop_front();
@@ -149,23 +156,27 @@ impl Governor {
             return None;
         }
         let total = rate(spent_ns);
-        // Costliest first, until what is left runs under the budget with a margin (so
-        // that the next window's noise does not cut again at once).
+        // What stays is weighed at the speed the target regains without what goes.
+        let speedup = Speedup {
+            cpu: first.target_ns.zip(last.target_ns).map_or(0.0, |(a, b)| b.saturating_sub(a) as f64 / (span * 1e9)),
+            probes: spent.iter().sum::<f64>() / (span * 1e9),
+        };
         let mut order: Vec<usize> = attached.into_iter().filter(|i| spent[*i] > 0.0).collect();
         order.sort_by(|a, b| spent[*b].total_cmp(&spent[*a]));
-        let mut left = total;
-        let mut cut = Vec::new();
-        for i in order {
-            if left <= self.percent * MARGIN {
-                break;
-            }
-            left -= rate(spent[i]);
-            self.units[i].attached = false;
-            cut.push(i);
+        let costs: Vec<f64> = order.iter().map(|i| rate(spent[*i])).collect();
+        let (n, left, stays) = cut_until(&costs, self.percent * MARGIN, &speedup);
+        let cut: Vec<usize> = order[..n].to_vec();
+        for i in &cut {
+            self.units[*i].attached = false;
         }
         if cut.is_empty() {
             return None;
         }
+        // A cut starts a new window: the next decision, if any, weighs what stays at
+        // the speed it then runs at, over a whole window.
+        let newest = self.samples.pop_back();
+        self.samples.clear();
+        self.samples.extend(newest);
         let at_ns = stats.elapsed_ns;
         let detached: Vec<Detached> = cut
             .iter()
@@ -187,12 +198,16 @@ impl Governor {
                 hits_per_s(*i),
             ),
             _ => format!(
-                "--budget {}%: detached {} probe units that cost {}% of a CPU over the last {span:.1}s: {}; what stays costs {}%",
+                "--budget {}%: detached {} probe units that cost {}% of a CPU over the last {span:.1}s: {}; {}what stays costs {}%",
                 percent(self.percent),
                 thousands(cut.len() as u64),
                 percent(total - left),
                 top_three(&detached),
-                percent(left.max(0.0)),
+                match stays.1 {
+                    g if g > 1.05 => format!("freed, the target runs up to {g:.1}x faster: "),
+                    _ => String::new(),
+                },
+                percent(stays.0),
             ),
         };
         Some(Decision { sites, detached, message })
@@ -226,6 +241,24 @@ impl Governor {
         };
         parts.iter().map(one).collect::<Vec<_>>().join(" + ")
     }
+}
+
+/// How many of `costs` (each unit's share of a CPU, percent; costliest first) go until
+/// what stays, at the speed the target regains without the rest, is at most `under`:
+/// the count, what stays at its rate now, and what stays at that speed with the factor.
+fn cut_until(costs: &[f64], under: f64, speedup: &Speedup) -> (usize, f64, (f64, f64)) {
+    let mut left: f64 = costs.iter().sum();
+    let freed = |left: f64| {
+        let g = speedup.factor(left.max(0.0) / 100.0);
+        (left.max(0.0) * g, g)
+    };
+    for (n, cost) in costs.iter().enumerate() {
+        if freed(left).0 <= under {
+            return (n, left, freed(left));
+        }
+        left -= cost;
+    }
+    (costs.len(), left, freed(left))
 }
 
 /// What the trace loop keeps about costs: the meter, and the breaker when there is a
