@@ -6,7 +6,7 @@
 //! faster once the costliest probes go, and the probes that stay are hit as much more
 //! often: judged at the slowed rate, they passed the budget again a few windows later,
 //! and the breaker cut again and again for seconds (benches/perf --wildcard: 3-7
-//! decisions over 0.8-2.5 s after a first cut at 0.1-0.2 s). Over the window the breaker looks
+//! decisions over 0.8-1.5 s after a first cut at 0.1-0.2 s). Over the window the breaker looks
 //! at, the target spent `cpu` (its threads' own accounting), of which the probes'
 //! estimate `probes`; the rest is its own work. Freed, its work is taken to fill the CPU
 //! it has been using, with the probes kept: a busy server's does (its load waits on it).
