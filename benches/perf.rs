@@ -8,6 +8,10 @@
 //!     cargo bench --bench perf -- --gomap      # only m[k]'s eBPF cost by map size (no file)
 //!     cargo bench --bench perf -- --wildcard   # only the budget on a real server's wildcard (no file)
 //!
+//! `GTRACE_BENCH_BIN=PATH` runs the one-section modes (`--governor`, `--server`,
+//! `--wildcard`, `--gomap`, `--ebpf`) with another gtrace binary (a build before a change,
+//! to compare two builds back to back on a loaded host).
+//!
 //! On one Go target (benches/go, a hot `//go:noinline` function that the program times
 //! itself, printing ns/call), it measures: untraced; the empty-uprobe floor (gtrace and
 //! bpftrace); gtrace count() and hist(elapsed); bpftrace count() and its go-bpf-gen-style
@@ -65,28 +69,33 @@ fn main() {
     let work = Path::new(ROOT).join("target/bench");
     std::fs::create_dir_all(&work).expect("creating target/bench");
     let target = build_target(&work);
+    // The binary the one-section modes run (GTRACE_BENCH_BIN, else the one cargo built).
+    let bin: &'static str = match std::env::var("GTRACE_BENCH_BIN") {
+        Ok(b) => Box::leak(b.into_boxed_str()),
+        Err(_) => GTRACE,
+    };
     if std::env::args().any(|a| a == "--governor") {
-        let g = governor::measure(GTRACE, &target, quick);
+        let g = governor::measure(bin, &target, quick);
         print!("{}\n{}\n", g.render(), g.goals().join("\n"));
         return;
     }
     if std::env::args().any(|a| a == "--server") {
-        let s = server::measure(GTRACE, Path::new(ROOT), &work, quick);
+        let s = server::measure(bin, Path::new(ROOT), &work, quick);
         print!("{}\n{}\n", s.render(), s.goals().join("\n"));
         return;
     }
     if std::env::args().any(|a| a == "--wildcard") {
-        let w = wildcard::measure(GTRACE, Path::new(ROOT), &work);
+        let w = wildcard::measure(bin, Path::new(ROOT), &work);
         print!("{}\n{}\n", w.render(), w.goals().join("\n"));
         return;
     }
     if std::env::args().any(|a| a == "--gomap") {
-        print!("{}", gomap::render(&gomap::measure_all(GTRACE, Path::new(ROOT), &work, quick)));
+        print!("{}", gomap::render(&gomap::measure_all(bin, Path::new(ROOT), &work, quick)));
         return;
     }
     let tools = Tools::find();
     if std::env::args().any(|a| a == "--ebpf") {
-        let cases = ebpf_costs(&cfg, &work, &target, &tools);
+        let cases = ebpf_costs(bin, &cfg, &work, &target, &tools);
         print!("{}\n{}\n", ebpf::render(&cases), ebpf::goals(&cases).join("\n"));
         return;
     }
@@ -94,7 +103,7 @@ fn main() {
     report.note(format!("tools: {}", tools.describe()));
 
     per_call(&cfg, &work, &target, &tools, &mut report);
-    report.ebpf = ebpf_costs(&cfg, &work, &target, &tools);
+    report.ebpf = ebpf_costs(GTRACE, &cfg, &work, &target, &tools);
     eprintln!("m[k] ...");
     report.gomap = gomap::measure_all(GTRACE, Path::new(ROOT), &work, cfg.quick);
     startup_and_exit(&cfg, &target, &tools, &mut report);
@@ -173,11 +182,11 @@ fn build_target(work: &Path) -> PathBuf {
 // ---------------------------------------------------------------- per-call costs
 
 /// The eBPF programs' own cost per call (benches/perf/ebpf.rs).
-fn ebpf_costs(cfg: &Config, work: &Path, target: &Path, tools: &Tools) -> Vec<ebpf::Case> {
+fn ebpf_costs(gtrace: &str, cfg: &Config, work: &Path, target: &Path, tools: &Tools) -> Vec<ebpf::Case> {
     let rets =
         if tools.bpftrace.is_some() && tools.objcopy { ret_symbols(work, target, "main.hot").ok() } else { None };
     let rets = rets.map(|(copy, names)| (copy.display().to_string(), names));
-    let cases = ebpf::cases(GTRACE, &target.display().to_string(), tools.bpftrace.is_some(), rets);
+    let cases = ebpf::cases(gtrace, &target.display().to_string(), tools.bpftrace.is_some(), rets);
     ebpf::measure_all(cases, cfg.calls.min(100_000), if cfg.quick { 3 } else { 5 })
 }
 

@@ -134,6 +134,9 @@ pub fn cases(
     let mut out = vec![
         ("gtrace empty `on entry F { }`".to_string(), g("on entry main.hot { }")),
         ("gtrace count()".to_string(), g("on entry main.hot < count() >")),
+        // One event a call: the record reserved, written and sent (BPF_RB_NO_WAKEUP until a
+        // quarter of the ring buffer waits), drained by the trace loop.
+        ("gtrace printf (an event a call)".to_string(), g(r#"on entry main.hot { printf("%d\n", n) }"#)),
         ("gtrace hist(elapsed) (entry + return)".to_string(), g("on return main.hot < hist(elapsed) >")),
         (
             "gtrace count() with hits counted (--stats, --budget: the default with -p)".to_string(),

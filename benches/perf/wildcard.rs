@@ -104,7 +104,7 @@ impl Wildcard {
         let untraced = self.untraced.unwrap_or(0.0);
         out.push_str(&format!("untraced: {untraced:.0} requests a 100 ms window (median)\n\ndecisions:\n"));
         for (ms, line) in &self.decisions {
-            out.push_str(&format!("- {ms} ms after the attach: {}\n", line.chars().take(160).collect::<String>()));
+            out.push_str(&format!("- {ms} ms after the attach: {}\n", line.chars().take(400).collect::<String>()));
         }
         out.push_str("\n| ms after the attach | requests | of untraced |\n|---:|---:|---:|\n");
         for (ms, n) in &self.windows {
