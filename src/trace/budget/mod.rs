@@ -162,13 +162,18 @@ impl Governor {
         // corrected their cost (half a second after the attach; a first cut comes
         // before): on echo the one function a cut kept at the calibrated cost cost 1.5x
         // that a second later, and was cut alone.
-        let high = match stats.target {
+        // Only for a process gtrace attached to (-p: its share of a CPU before attaching
+        // is known): a -c command may be a fixed amount of work that ends the sooner, and
+        // what stays of it is weighed at its rate now.
+        let running = stats.target.filter(|t| t.before_percent.is_some());
+        let high = match running {
             Some(t) if t.trap_scale.is_none() => SCALE_RANGE.1.max(scale),
             _ => scale,
         };
         let spent_high: Vec<f64> = first.cost.iter().zip(&last.cost).map(|(a, b)| b.since(a, high)).collect();
         let speedup = Speedup {
-            cpu: first.target_ns.zip(last.target_ns).map_or(0.0, |(a, b)| b.saturating_sub(a) as f64 / (span * 1e9)),
+            cpu: (first.target_ns.zip(last.target_ns).filter(|_| running.is_some()))
+                .map_or(0.0, |(a, b)| b.saturating_sub(a) as f64 / (span * 1e9)),
             probes: spent.iter().sum::<f64>() / (span * 1e9),
         };
         let mut order: Vec<usize> = attached.into_iter().filter(|i| spent[*i] > 0.0).collect();
@@ -198,28 +203,8 @@ impl Governor {
             })
             .collect();
         let sites = cut.iter().flat_map(|i| self.units[*i].sites.iter().cloned()).collect();
-        let hits_per_s = |i: usize| thousands((hits[i] as f64 / span).round() as u64);
-        let message = match (cut.as_slice(), detached.as_slice()) {
-            ([i], [d]) => format!(
-                "--budget {}%: detached {}: it cost {}% of a CPU over the last {span:.1}s ({} hits/s)",
-                percent(self.percent),
-                d.what,
-                percent(d.percent),
-                hits_per_s(*i),
-            ),
-            _ => format!(
-                "--budget {}%: detached {} probe units that cost {}% of a CPU over the last {span:.1}s: {}; {}what stays costs {}%",
-                percent(self.percent),
-                thousands(cut.len() as u64),
-                percent(total - left),
-                top_three(&detached),
-                match stays.1 {
-                    g if g > 1.05 => format!("freed, the target runs up to {g:.1}x faster: "),
-                    _ => String::new(),
-                },
-                percent(stays.0),
-            ),
-        };
+        let first_hits = thousands((hits[cut[0]] as f64 / span).round() as u64);
+        let message = decision_line(self.percent, span, &detached, &first_hits, total - left, stays);
         Some(Decision { sites, detached, message })
     }
 
@@ -250,6 +235,39 @@ impl Governor {
             n => format!("{name} at {} functions ({}, ...)", thousands(n as u64), functions[..3].join(", ")),
         };
         parts.iter().map(one).collect::<Vec<_>>().join(" + ")
+    }
+}
+
+/// The one line a decision says: the unit it cut and its hits a second (`first_hits`),
+/// or how many, what they cost (`gone`), the costliest three and what stays (`stays`:
+/// its cost at the speed the target regains, and that factor).
+fn decision_line(
+    budget: f64,
+    span: f64,
+    detached: &[Detached],
+    first_hits: &str,
+    gone: f64,
+    stays: (f64, f64),
+) -> String {
+    match detached {
+        [d] => format!(
+            "--budget {}%: detached {}: it cost {}% of a CPU over the last {span:.1}s ({first_hits} hits/s)",
+            percent(budget),
+            d.what,
+            percent(d.percent),
+        ),
+        _ => format!(
+            "--budget {}%: detached {} probe units that cost {}% of a CPU over the last {span:.1}s: {}; {}what stays costs {}%",
+            percent(budget),
+            thousands(detached.len() as u64),
+            percent(gone),
+            top_three(detached),
+            match stays.1 {
+                g if g > 1.05 => format!("freed, the target runs up to {g:.1}x faster: "),
+                _ => String::new(),
+            },
+            percent(stays.0),
+        ),
     }
 }
 
