@@ -352,8 +352,20 @@ fn a_plan_with_terminal_escapes_in_its_texts_is_refused() {
 #[test]
 fn every_helper_the_lowering_emits_is_allowed() {
     let mut named = 0;
-    for entry in std::fs::read_dir(support::root().join("src/lower")).unwrap() {
-        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+    let mut files = Vec::new();
+    let mut dirs = vec![support::root().join("src/lower")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else {
+                files.push(path);
+            }
+        }
+    }
+    for path in files {
+        let text = std::fs::read_to_string(&path).unwrap();
         for (i, _) in text.match_indices("BPF_FUNC_") {
             let name: String = text[i + 9..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
             let id = gtrace::bpf::helpers::by_name(&name).unwrap_or_else(|| panic!("BPF_FUNC_{name}"));

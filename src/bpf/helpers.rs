@@ -124,13 +124,13 @@ pub fn helper_args(id: i32) -> u8 {
         | BPF_FUNC_map_delete_elem
         | BPF_FUNC_get_current_comm
         | BPF_FUNC_ringbuf_query
-        | BPF_FUNC_ringbuf_reserve
         | BPF_FUNC_ringbuf_submit
-        | BPF_FUNC_ringbuf_discard => 2,
+        | BPF_FUNC_ringbuf_discard
+        | BPF_FUNC_current_task_under_cgroup => 2,
         BPF_FUNC_probe_read_user
         | BPF_FUNC_probe_read_kernel
         | BPF_FUNC_probe_read_user_str
-        | BPF_FUNC_current_task_under_cgroup
+        | BPF_FUNC_ringbuf_reserve
         | BPF_FUNC_get_stackid => 3,
         BPF_FUNC_map_update_elem | BPF_FUNC_ringbuf_output => 4,
         _ => 5,
