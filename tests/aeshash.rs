@@ -6,7 +6,8 @@
 //! bpf::interp with that `aeskeysched` as the target's memory and must give the same
 //! hash. arm64 builds run under qemu-user (`qemu-aarch64`, Debian's qemu-user: with
 //! its default CPU the runtime hashes with AES), amd64 builds natively. Each build's
-//! hash keys found in its code must be those of its symbol table. Pure: no privileges;
+//! hash keys found in its code must be those of its symbol table (and a stripped arm64
+//! build's, found in its code, those of the same build with symbols). Pure: no privileges;
 //! without qemu-aarch64 the arm64 test says SKIP (fails with CI=true).
 
 mod support;
@@ -16,7 +17,7 @@ use gtrace::gobin::{AesGlobals, Target};
 use gtrace::lower::hashcheck::{hash_maps, hash_program, HashKey};
 use std::path::Path;
 use std::process::Command;
-use support::toolchain::{build_for, NotBuilt, NEWEST, OLDEST, PLAIN};
+use support::toolchain::{build_for, Kind, NotBuilt, NEWEST, OLDEST, PLAIN};
 
 /// The releases of each map hash's shape: the oldest, the bucket layout's last (which
 /// lets no program reach memhash32/64: no integer vectors), the local one, the newest
@@ -106,8 +107,8 @@ fn check_all(goarch: &str, runner: Option<&Path>, shape: fn(&AesGlobals) -> bool
             let bin = build_for("aeshash", toolchain, PLAIN, Some(goarch)).ok().expect("built above");
             let aes = Target::open(&bin).ok().and_then(|t| t.aes_globals()).expect("found above");
             assert!(shape(&aes), "{toolchain} {goarch}: {aes:?}");
-            // Integer keys, every string length class: at least 200 vectors (Go 1.23: no
-            // 4- and 8-byte ones).
+            // Integer keys and every string length class: 168 vectors (Go 1.23: 134, without
+            // 4- and 8-byte keys).
             assert!(n >= 130, "{toolchain} {goarch}: only {n} vectors");
         }
     }
@@ -120,6 +121,18 @@ fn arm64_map_hashes_are_the_runtimes() {
         return;
     };
     check_all("arm64", Some(&qemu), |a| matches!(a.rounds, gtrace::arch::AesRounds::KeyFirst { .. }));
+    // A stripped arm64 build: no symbol table, the keys from its code, where they are.
+    let plain = build_for("aeshash", "local", PLAIN, Some("arm64")).ok().expect("built above");
+    let stripped = build_for("aeshash", "local", Kind { stripped: true, ..PLAIN }, Some("arm64"))
+        .unwrap_or_else(|_| panic!("build a stripped tests/go/aeshash"));
+    let target = Target::open(&stripped).expect("open the stripped build");
+    assert_eq!(target.aes_globals_from_symbols(), None, "a stripped binary has no symbol table");
+    let want = Target::open(&plain).ok().and_then(|t| t.aes_globals_from_symbols());
+    assert_eq!(
+        target.aes_globals().map(|a| (a.use_aeshash, a.aeskeysched, a.rounds)),
+        want.map(|a| (a.use_aeshash, a.aeskeysched, a.rounds)),
+        "the stripped build's keys from its code"
+    );
 }
 
 #[test]
