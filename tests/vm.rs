@@ -127,12 +127,6 @@ fn every_kernel_of_the_amd64_matrix_traces_exactly() {
     assert_eq!(ok, KNOWN_FAILURES.is_empty(), "tests/vm/run's exit status:\n{said}");
 }
 
-/// The arm64 case known to fail, for README's cause (Kernels, arm64): gtrace computes the
-/// runtime's aeshash for amd64 only, so on arm64 `m[k]` scans at most 512 buckets or
-/// groups, and the lookups of tests/go/gomaps's maps of 100,000 and 1,000,000 keys are
-/// skipped. The row checks they are said skipped, none read wrong.
-const ARM64_KNOWN_FAILURE: &str = "gomap";
-
 fn can_boot_arm64(test: &str) -> bool {
     if !cfg!(target_arch = "x86_64") {
         support::skip(test, "gtrace's aarch64 build is made on an x86-64 host (tests/vm/gtrace-arm64)");
@@ -153,7 +147,7 @@ fn can_boot_arm64(test: &str) -> bool {
 
 /// The arm64 row: gtrace built for aarch64 here (tests/vm/gtrace-arm64), Debian's newest
 /// arm64 kernel under qemu-system-aarch64, the same cases and stress as the amd64 rows,
-/// and `ustack` (the kernel's walk of arm64's frame records).
+/// and `ustack` (the kernel's walk of arm64's frame records): every one exact.
 #[test]
 fn the_newest_arm64_kernel_traces_exactly() {
     let test = "the_newest_arm64_kernel_traces_exactly";
@@ -167,13 +161,10 @@ fn the_newest_arm64_kernel_traces_exactly() {
     assert_eq!((row.kernel.as_str(), row.preempt.as_str()), ("newest", "full"), "{said}");
     assert_eq!(row.passed + row.failed, CASES + 1, "{}\n{said}", row.line);
     assert!(said.contains("[newest full] case ustack ok"), "{said}");
-    assert_eq!(failed_cases(&said, "newest"), [ARM64_KNOWN_FAILURE], "{}\n{said}", row.line);
-    // The known failure is the one README gives: lookups skipped and said, none wrong.
-    let gomap =
-        said.lines().find(|l| l.contains("] case gomap FAIL")).unwrap_or_else(|| panic!("no gomap line:\n{said}"));
-    assert!(gomap.contains("m[k] looked at 512 buckets or groups of a bigger map"), "{gomap}");
-    assert!(!gomap.contains("want 0,") && !gomap.contains("\"small "), "a lookup read wrong: {gomap}");
-    assert!(!ok, "tests/vm/run's exit status with a failed case:\n{said}");
+    // m[k] too, on maps of up to a million keys: gtrace hashes as arm64's runtime does.
+    assert_eq!(failed_cases(&said, "newest"), Vec::<String>::new(), "{}\n{said}", row.line);
+    assert!(said.contains("[newest full] case gomap ok"), "{said}");
+    assert!(ok, "tests/vm/run's exit status:\n{said}");
 }
 
 /// The stress on the kernels that run `voluntary` in the matrix, booted with

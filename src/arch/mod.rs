@@ -28,12 +28,28 @@ pub enum Arch {
 
 /// The link-time addresses of the Go runtime's `useAeshash` (a bool), `aeskeysched`
 /// (its round keys) and, when found, `hashkey` (the keys of its fallback hash, memhash,
-/// used where the CPU has no AES).
+/// used where the CPU has no AES); and how its AES hash is built (`rounds`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AesGlobals {
     pub use_aeshash: u64,
     pub aeskeysched: u64,
     pub hashkey: Option<u64>,
+    pub rounds: AesRounds,
+}
+
+/// How the Go runtime's AES map hash is built from the AES instructions its CPU has
+/// (the lowering computes the same with tables: src/lower/aeshash.rs, aeskeyfirst.rs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AesRounds {
+    /// amd64 (`AESENC`): a round is SubBytes, ShiftRows, MixColumns, then its key XORed.
+    KeyLast,
+    /// arm64 (`AESE`, then `AESMC` where the runtime adds one): a round XORs its key
+    /// first, then SubBytes and ShiftRows, then MixColumns unless it is a lane's last.
+    /// `int32_low`: a 4-byte key goes in bytes 4-7 beside the seed's low 32 bits (Go
+    /// 1.17 to 1.26); else in bytes 8-11, above the whole seed (Go 1.27 on).
+    /// `short_mixed`: the last round of a key of 1 to 16 bytes has MixColumns too (Go
+    /// 1.21 on; before, it had none).
+    KeyFirst { int32_low: bool, short_mixed: bool },
 }
 
 /// A machine register of some architecture.
@@ -306,30 +322,42 @@ impl Arch {
 
     /// Where the Go runtime keeps its aeshash keys: the address of `useAeshash` from the
     /// code of the function that tests it (`check`, at `check_addr`) and of
-    /// `aeskeysched` from the code that runs the rounds (`rounds`, at `rounds_addr`).
-    /// Only where gtrace computes the runtime's aeshash (amd64's; arm64's runtime hashes
-    /// with other AES instructions, so None there and `m[k]` scans the map).
+    /// `aeskeysched` from the code that runs the rounds (`rounds`, at `rounds_addr`), for
+    /// a binary of Go 1.`minor` (None: unknown, taken as the newest).
     pub fn aes_globals(
         self,
         (check, check_addr): (&[u8], u64),
         (rounds, rounds_addr): (&[u8], u64),
+        minor: Option<u32>,
     ) -> Option<AesGlobals> {
+        let (use_aeshash, aeskeysched) = match self {
+            Arch::X86_64 => (
+                x86_64::hashglobals::use_aeshash(check, check_addr)?,
+                x86_64::hashglobals::aeskeysched(rounds, rounds_addr)?,
+            ),
+            Arch::Arm64 => (
+                arm64::hashglobals::use_aeshash(check, check_addr)?,
+                arm64::hashglobals::aeskeysched(rounds, rounds_addr)?,
+            ),
+        };
+        Some(AesGlobals { use_aeshash, aeskeysched, hashkey: None, rounds: self.aes_rounds(minor) })
+    }
+
+    /// How the runtime's AES hash is built here by Go 1.`minor` (None: the newest).
+    pub fn aes_rounds(self, minor: Option<u32>) -> AesRounds {
+        let since = |release: u32| minor.is_none_or(|m| m >= release);
         match self {
-            Arch::X86_64 => Some(AesGlobals {
-                use_aeshash: x86_64::hashglobals::use_aeshash(check, check_addr)?,
-                aeskeysched: x86_64::hashglobals::aeskeysched(rounds, rounds_addr)?,
-                hashkey: None,
-            }),
-            Arch::Arm64 => None,
+            Arch::X86_64 => AesRounds::KeyLast,
+            Arch::Arm64 => AesRounds::KeyFirst { int32_low: !since(27), short_mixed: since(21) },
         }
     }
 
     /// The address of the fallback hash's `hashkey` from the code of the 8-byte key's
-    /// fallback hash at `addr` (amd64 only, as `aes_globals`).
+    /// fallback hash at `addr`.
     pub fn hashkey(self, code: &[u8], addr: u64) -> Option<u64> {
         match self {
             Arch::X86_64 => x86_64::hashglobals::hashkey(code, addr),
-            Arch::Arm64 => None,
+            Arch::Arm64 => arm64::hashglobals::hashkey(code, addr),
         }
     }
 

@@ -273,11 +273,12 @@ impl GoBinary for Fake {
         Target::panic_layout_for_version(GO_VERSION)
     }
     fn aes_globals(&self) -> Option<AesGlobals> {
-        // Where a Go 1.26 amd64 build keeps them; arm64 has no AES hash gtrace computes.
-        (self.arch == Arch::X86_64).then_some(AesGlobals {
+        // Where a Go 1.26 build might keep them.
+        Some(AesGlobals {
             use_aeshash: 0x5a0000,
             aeskeysched: 0x5a0100,
             hashkey: Some(0x5a0200),
+            rounds: self.arch.aes_rounds(Some(26)),
         })
     }
     fn memhash_has_constants(&self) -> bool {

@@ -1,6 +1,7 @@
 //! The Go runtime's aeshash in eBPF, so that `m[k]` (maplookup.rs) finds a key's bucket
-//! or probe sequence as the runtime does (runtime/asm_amd64.s: `memhash64`,
-//! `memhash32`, `aeshashbody`; amd64 only, see `Arch::aes_globals`).
+//! or probe sequence as the runtime does: here the rounds and the shape where a round
+//! XORs its key last (`AesRounds::KeyLast`: runtime/asm_amd64.s `memhash64`,
+//! `memhash32`, `aeshashbody`); aeskeyfirst.rs has the shape where it XORs it first.
 //!
 //! An `AESENC` round is done with T-tables: four tables of 256 u32 (each the S-box
 //! entry times the MixColumns column, one rotation apart) in the one-entry array map
@@ -123,35 +124,7 @@ impl Gen<'_> {
         self.b.emit(load(Size::DW, R9, R10, a.tables));
         self.b.emit(load(Size::DW, R1, R10, state));
         self.b.emit(load(Size::DW, R2, R10, state + 8));
-        let columns = if lo_only { 2 } else { 4 };
-        for c in 0..columns {
-            // Output column c takes row r from input column c + r (ShiftRows).
-            for r in 0..4u8 {
-                let col = (c + r) % 4;
-                let word = if col < 2 { R1 } else { R2 };
-                let shift = 8 * i32::from(r) + 32 * i32::from(col % 2);
-                self.b.emit(mov64_reg(R5, word));
-                if shift != 0 {
-                    self.b.emit(alu64_imm(AluOp::Rsh, R5, shift));
-                }
-                self.b.emit(alu64_imm(AluOp::And, R5, 0xff));
-                self.b.emit(alu64_imm(AluOp::Lsh, R5, 2));
-                self.b.emit(alu64_reg(AluOp::Add, R5, R9));
-                self.b.emit(load(Size::W, R5, R5, TABLE as i16 * i16::from(r)));
-                if r == 0 {
-                    self.b.emit(mov64_reg(R0, R5));
-                } else {
-                    self.b.emit(alu64_reg(AluOp::Xor, R0, R5));
-                }
-            }
-            let acc = if c < 2 { R3 } else { R4 };
-            if c % 2 == 0 {
-                self.b.emit(mov64_reg(acc, R0));
-            } else {
-                self.b.emit(alu64_imm(AluOp::Lsh, R0, 32));
-                self.b.emit(alu64_reg(AluOp::Or, acc, R0));
-            }
-        }
+        self.aes_columns(lo_only, true);
         match rk {
             RoundKey::Own => {
                 self.b.emit(alu64_reg(AluOp::Xor, R3, R1));
@@ -169,6 +142,51 @@ impl Gen<'_> {
         self.b.emit(store_reg(Size::DW, R10, state, R3));
         if !lo_only {
             self.b.emit(store_reg(Size::DW, R10, state + 8, R4));
+        }
+    }
+
+    /// R3 and R4 = the low and high halves of SubBytes and ShiftRows of the state in R1
+    /// and R2 (R9 points at the tables), then MixColumns when `mix`: each output column
+    /// four table loads XORed, or without MixColumns four S-box bytes (byte 1 of T0).
+    /// With `lo_only` only R3. Clobbers R0 and R5.
+    pub(super) fn aes_columns(&mut self, lo_only: bool, mix: bool) {
+        let columns = if lo_only { 2 } else { 4 };
+        for c in 0..columns {
+            // Output column c takes row r from input column c + r (ShiftRows).
+            for r in 0..4u8 {
+                let col = (c + r) % 4;
+                let word = if col < 2 { R1 } else { R2 };
+                let shift = 8 * i32::from(r) + 32 * i32::from(col % 2);
+                self.b.emit(mov64_reg(R5, word));
+                if shift != 0 {
+                    self.b.emit(alu64_imm(AluOp::Rsh, R5, shift));
+                }
+                self.b.emit(alu64_imm(AluOp::And, R5, 0xff));
+                self.b.emit(alu64_imm(AluOp::Lsh, R5, 2));
+                self.b.emit(alu64_reg(AluOp::Add, R5, R9));
+                if mix {
+                    self.b.emit(load(Size::W, R5, R5, TABLE as i16 * i16::from(r)));
+                } else {
+                    self.b.emit(load(Size::W, R5, R5, 0));
+                    self.b.emit(alu64_imm(AluOp::Rsh, R5, 8));
+                    self.b.emit(alu64_imm(AluOp::And, R5, 0xff));
+                    if r > 0 {
+                        self.b.emit(alu64_imm(AluOp::Lsh, R5, 8 * i32::from(r)));
+                    }
+                }
+                if r == 0 {
+                    self.b.emit(mov64_reg(R0, R5));
+                } else {
+                    self.b.emit(alu64_reg(AluOp::Xor, R0, R5));
+                }
+            }
+            let acc = if c < 2 { R3 } else { R4 };
+            if c % 2 == 0 {
+                self.b.emit(mov64_reg(acc, R0));
+            } else {
+                self.b.emit(alu64_imm(AluOp::Lsh, R0, 32));
+                self.b.emit(alu64_reg(AluOp::Or, acc, R0));
+            }
         }
     }
 
@@ -358,7 +376,7 @@ impl Gen<'_> {
     /// the first half of the lanes, at len - 16 * (lanes - lane) in the second (at 0 with
     /// one lane), read byte by byte (the offset varies; the stack allows no unaligned
     /// wider loads).
-    fn lane_block(&mut self, a: &AesSlots, key: i16, lane: i16, lanes: i16) {
+    pub(super) fn lane_block(&mut self, a: &AesSlots, key: i16, lane: i16, lanes: i16) {
         let (first, at) = (self.b.new_label(), self.b.new_label());
         self.b.emit(load(Size::DW, R1, R10, lane));
         self.b.emit(load(Size::DW, R2, R10, lanes));

@@ -1,7 +1,7 @@
 //! `m[k]` of a Go map with integer or string keys, read in the probe. Where gtrace
-//! computes the runtime's hash (amd64: `Gen::aes` holds the hash keys' addresses),
+//! found the runtime's hash keys (`Gen::aes` holds their addresses; amd64 and arm64),
 //! the key is looked up as the runtime does (`hashed_place`, maplookup.rs). Elsewhere
-//! (arm64) the probe scans instead: every bucket (Go 1.17 to 1.23: the `buckets` array,
+//! (hash code of an unknown shape) the probe scans instead: every bucket (Go 1.17 to 1.23: the `buckets` array,
 //! each bucket's overflow chain, and while the map grows the `oldbuckets` not yet
 //! evacuated) or every group (Go 1.24 and later: the one group of a small map, else
 //! each table of the directory once), comparing the keys of full slots with `k`. The

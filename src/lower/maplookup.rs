@@ -1,6 +1,7 @@
 //! `m[k]` as the runtime looks a key up: hash the key as the process's runtime does
-//! (aeshash.rs with its `aeskeysched`, or, where `useAeshash` is false, memhash.rs with
-//! its `hashkey`; both with the map's seed), then look at one bucket chain (Go 1.17 to
+//! (aeshash.rs or aeskeyfirst.rs, in the shape of its CPU's AES instructions, with its
+//! `aeskeysched`, or, where `useAeshash` is false, memhash.rs with its `hashkey`; both
+//! with the map's seed), then look at one bucket chain (Go 1.17 to
 //! 1.23: bucket `hash & (2^B - 1)`, or its old bucket while the map grows and that one
 //! is not yet evacuated; slots whose tophash is the hash's top byte) or one probe
 //! sequence (Go 1.24 and later: the directory's table for the hash's top bits, then its
@@ -23,6 +24,7 @@ use super::codegen::Gen;
 use super::mapwalk::{Slots, SLOTS};
 use super::memhash::MAX_FALLBACK_STRING;
 use super::LowerError;
+use crate::arch::AesRounds;
 use crate::bpf::builder::Label;
 use crate::bpf::helpers::*;
 use crate::bpf::insn::*;
@@ -202,7 +204,7 @@ impl Gen<'_> {
             }
         }
         self.b.bind(aes_on);
-        self.hash_key(k, aes.aeskeysched, w.tmp, w.hash, span)?;
+        self.hash_key(k, aes, w.tmp, w.hash, span)?;
         self.b.bind(hashed);
         self.b.emit(mov64_imm(R0, 0));
         Ok(())
@@ -240,12 +242,30 @@ impl Gen<'_> {
         Ok(())
     }
 
-    /// The runtime's hash of the key with the seed in slot `seed`, into slot `out`.
-    fn hash_key(&mut self, k: &Key, keysched: u64, seed: i16, out: i16, span: Span) -> Result<(), LowerError> {
-        match (k.string, k.size) {
-            (false, 8 | 4) => self.aeshash_int(keysched, k.key, k.size, seed, out, span),
-            (false, size) => self.aeshash_small_int(keysched, k.key, size, seed, out, span),
-            (true, _) => self.aeshash_string(keysched, k.key, seed, out, span),
+    /// The runtime's AES hash of the key with the seed in slot `seed`, into slot `out`,
+    /// in the shape of the runtime's instructions (`AesRounds`).
+    pub(super) fn hash_key(
+        &mut self,
+        k: &Key,
+        aes: AesGlobals,
+        seed: i16,
+        out: i16,
+        span: Span,
+    ) -> Result<(), LowerError> {
+        let keysched = aes.aeskeysched;
+        match (aes.rounds, k.string, k.size) {
+            (AesRounds::KeyLast, false, 8 | 4) => self.aeshash_int(keysched, k.key, k.size, seed, out, span),
+            (AesRounds::KeyLast, false, size) => self.aeshash_small_int(keysched, k.key, size, seed, out, span),
+            (AesRounds::KeyLast, true, _) => self.aeshash_string(keysched, k.key, seed, out, span),
+            (AesRounds::KeyFirst { int32_low, .. }, false, 8 | 4) => {
+                self.key_first_int(keysched, (k.key, k.size), int32_low, seed, out, span)
+            }
+            (AesRounds::KeyFirst { short_mixed, .. }, false, size) => {
+                self.key_first_small_int((keysched, short_mixed), (k.key, size), seed, out, span)
+            }
+            (AesRounds::KeyFirst { short_mixed, .. }, true, _) => {
+                self.key_first_string((keysched, short_mixed), k.key, seed, out, span)
+            }
         }
     }
 

@@ -232,7 +232,7 @@ impl Gen<'_> {
     /// R0 = the `n` bytes (little-endian) at `data` + R1 on the stack, R1 clamped to
     /// `most` (byte loads: the offset varies, and the stack allows no unaligned wider
     /// load). Clobbers R1-R4.
-    fn load_le(&mut self, data: i16, n: i16, most: i32) {
+    pub(super) fn load_le(&mut self, data: i16, n: i16, most: i32) {
         let ok = self.b.new_label();
         self.b.jmp_imm_to(JmpOp::Le, R1, most, ok);
         self.b.emit(mov64_imm(R1, most));

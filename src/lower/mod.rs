@@ -9,6 +9,7 @@
 
 pub mod accounting;
 pub mod aeshash;
+mod aeskeyfirst;
 pub mod agg;
 pub mod arith;
 mod asserts;
@@ -24,6 +25,7 @@ pub mod generics;
 pub mod globals;
 pub mod gomap;
 pub mod goroutine;
+pub mod hashcheck;
 pub mod ir;
 mod loglinear;
 mod mapcapture;

@@ -118,7 +118,10 @@ fn map_fd(map: &Map) -> Option<BorrowedFd<'_>> {
         | Map::LruHashMap(d)
         | Map::Array(d)
         | Map::PerCpuArray(d)
-        | Map::RingBuf(d) => Some(d.fd().as_fd()),
+        | Map::RingBuf(d)
+        // --cgroup's scope: without it here the multi-uprobe copies failed to load and
+        // every --cgroup run attached perf-event uprobes (needing CAP_SYS_ADMIN).
+        | Map::CgroupArray(d) => Some(d.fd().as_fd()),
         _ => None,
     }
 }

@@ -1,7 +1,8 @@
 //! arm64 (GOARCH=arm64, AArch64): its registers as `struct user_pt_regs`, DWARF and Go's
 //! ABIInternal know them, and the machine code questions (`insn`: the encodings gtrace
 //! decodes; `code`: RETs and the stack-check prologue; `flow`: control flow; `uprobe`:
-//! the instructions the kernel's arm64 uprobes refuse).
+//! the instructions the kernel's arm64 uprobes refuse; `hashglobals`: where the runtime's
+//! map hash keys are).
 //!
 //! Go on arm64 (src/cmd/compile/abi-internal.md): integer arguments and results in
 //! R0-R15, floats in F0-F15, the goroutine's `g` in R28 (in assembly too), the frame
@@ -14,6 +15,7 @@
 
 pub mod code;
 pub mod flow;
+pub mod hashglobals;
 pub mod insn;
 pub mod trap;
 pub mod uprobe;

@@ -5,9 +5,8 @@
 //! 8-byte key hash (`runtime.memhash64`; since 1.27 `internal/runtime/maps.MemHash64`,
 //! which tests the flag, and `memHash64AES`, which runs the rounds), so a
 //! stripped binary, whose pclntab still has the function, gives them too; the symbol
-//! table, when there is one, must agree (tests/gomaps.rs). None where gtrace does not
-//! compute the runtime's hash (arm64) or the code is not of the known shape: `m[k]` then
-//! scans the map.
+//! table, when there is one, must agree (tests/gomaps.rs). None where the code is not of
+//! the known shape: `m[k]` then scans the map.
 
 pub use crate::arch::AesGlobals;
 use crate::gobin::Target;
@@ -20,11 +19,12 @@ impl Target {
             let f = self.find(name).into_iter().next()?;
             Some((self.code(f)?, f.addr))
         };
-        let old = || code("runtime.memhash64").and_then(|c| self.arch().aes_globals(c, c));
+        let minor = self.go_version().and_then(crate::gobin::go_minor);
+        let old = || code("runtime.memhash64").and_then(|c| self.arch().aes_globals(c, c, minor));
         let new = || {
             let (check, rounds) =
                 (code("internal/runtime/maps.MemHash64")?, code("internal/runtime/maps.memHash64AES")?);
-            self.arch().aes_globals(check, rounds)
+            self.arch().aes_globals(check, rounds, minor)
         };
         let fallback = code("runtime.memhash64Fallback").or_else(|| code("internal/runtime/maps.MemHash64"));
         let hashkey = fallback.and_then(|(c, at)| self.arch().hashkey(c, at));
@@ -44,11 +44,13 @@ impl Target {
         let addr = |name: &str| {
             file.symbols().find(|s| s.kind() == SymbolKind::Data && s.name() == Ok(name)).map(|s| s.address())
         };
+        let minor = self.go_version().and_then(crate::gobin::go_minor);
         let pair = |pkg: &str, flag: &str| {
             Some(AesGlobals {
                 use_aeshash: addr(&format!("{pkg}.{flag}"))?,
                 aeskeysched: addr(&format!("{pkg}.aeskeysched"))?,
                 hashkey: addr(&format!("{pkg}.hashkey")),
+                rounds: self.arch().aes_rounds(minor),
             })
         };
         pair("runtime", "useAeshash").or_else(|| pair("internal/runtime/maps", "UseAeshash"))

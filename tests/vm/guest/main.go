@@ -9,7 +9,8 @@
 //	GTRACE-VM note ...
 //
 // Every case compares gtrace's output with what the traced Go program prints about
-// itself; the last one checks that the kernel logged no oops, BUG or WARNING.
+// itself; the last one checks that the kernel logged no oops, BUG or WARNING. gtrace runs
+// as uid 1000 holding only the capabilities the kernel needs (user.go).
 package main
 
 import (
@@ -53,6 +54,7 @@ var namedCases = []testCase{
 func main() {
 	opts := kernelOptions()
 	printInfo()
+	setupUser(opts, strings.TrimSpace(readFile("/proc/sys/kernel/osrelease")))
 	selected := strings.Split(opts["gtrace.cases"], ",")
 	for _, c := range cases {
 		if selected[0] == "" || contains(selected, "all") || contains(selected, c.name) {

@@ -39,11 +39,15 @@ func clip(s string) string {
 	return s
 }
 
-// gtraceAs runs gtrace with args to its end (at most runLimit), with attrs for its process.
+// gtraceAs runs gtrace with args to its end (at most runLimit), with attrs for its process
+// (nil: as the cases run it, `asTracer`).
 func gtraceAs(attrs *syscall.SysProcAttr, args ...string) (result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), runLimit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, gtraceBin, args...)
+	if attrs == nil {
+		attrs = asTracer()
+	}
 	cmd.SysProcAttr = attrs
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -169,6 +173,7 @@ func (b *syncBuffer) String() string {
 // startTracer starts gtrace with args and returns once it says Attached (or fails).
 func startTracer(args ...string) (*tracer, error) {
 	t := &tracer{cmd: exec.Command(gtraceBin, args...), attached: make(chan bool, 1)}
+	t.cmd.SysProcAttr = asTracer()
 	t.cmd.Stdout = &t.out
 	stderr, err := t.cmd.StderrPipe()
 	if err != nil {
@@ -233,9 +238,11 @@ type driven struct {
 	out *bufio.Reader
 }
 
+// startDriven starts a target program with attrs, as the user the cases trace as
+// (`asTarget`).
 func startDriven(attrs *syscall.SysProcAttr, name string, args ...string) (*driven, error) {
 	cmd := exec.Command(name, args...)
-	cmd.SysProcAttr = attrs
+	cmd.SysProcAttr = asTarget(attrs)
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err

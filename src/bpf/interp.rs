@@ -1,0 +1,250 @@
+//! Runs a program's instructions without a kernel, for tests of what the lowering
+//! computes (tests/aeshash.rs: the runtime's map hash against a Go program's own). It
+//! knows what such code uses: 64- and 32-bit ALU operations, loads and stores of every
+//! width, jumps, `ld_imm64` (a map reference gives that map's value address), and the
+//! helpers `map_lookup_elem` (an array map's one value) and `probe_read_user` (from the
+//! regions given as the target's memory); kfunc calls do nothing. Memory is a few
+//! regions at made-up addresses; an access outside them, an unknown instruction, a
+//! failed read or too many steps is an error, never a guess.
+
+use super::builder::Program;
+use super::helpers::{BPF_FUNC_map_lookup_elem, BPF_FUNC_probe_read_user};
+use super::insn::*;
+use thiserror::Error;
+
+/// Where the stack's 512 bytes end (R10), and where map values start.
+const STACK_TOP: u64 = 0x1000_0000;
+const STACK_SIZE: u64 = 512;
+const MAPS: u64 = 0x2000_0000;
+/// At most this many instructions run (the programs tested loop a few times at most).
+const MAX_STEPS: usize = 1_000_000;
+
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum InterpError {
+    #[error("instruction {pc} ({code:#04x}) is not one the interpreter knows")]
+    Unknown { pc: usize, code: u8 },
+    #[error("instruction {pc} touches {len} bytes at {addr:#x}, outside every region")]
+    Fault { pc: usize, addr: u64, len: u64 },
+    #[error("instruction {pc} reads {len} bytes of the target at {addr:#x}, which it was not given")]
+    UserFault { pc: usize, addr: u64, len: u64 },
+    #[error("instruction {pc} references map {name}, which was not given")]
+    NoMap { pc: usize, name: String },
+    #[error("more than {MAX_STEPS} instructions ran")]
+    TooLong,
+}
+
+/// What a program runs against: its maps' one value each (by name), and the target's
+/// memory (address, bytes).
+#[derive(Default)]
+pub struct World {
+    pub maps: Vec<(String, Vec<u8>)>,
+    pub user: Vec<(u64, Vec<u8>)>,
+}
+
+/// The machine's writable memory: the stack, then each map's value.
+struct Memory {
+    regions: Vec<(u64, Vec<u8>)>,
+}
+
+impl Memory {
+    fn slice(&mut self, pc: usize, addr: u64, len: u64) -> Result<&mut [u8], InterpError> {
+        for (base, bytes) in &mut self.regions {
+            if addr >= *base && addr + len <= *base + bytes.len() as u64 {
+                let at = (addr - *base) as usize;
+                return Ok(&mut bytes[at..at + len as usize]);
+            }
+        }
+        Err(InterpError::Fault { pc, addr, len })
+    }
+
+    fn load(&mut self, pc: usize, addr: u64, len: u64) -> Result<u64, InterpError> {
+        let mut word = [0u8; 8];
+        word[..len as usize].copy_from_slice(self.slice(pc, addr, len)?);
+        Ok(u64::from_le_bytes(word))
+    }
+
+    fn store(&mut self, pc: usize, addr: u64, len: u64, value: u64) -> Result<(), InterpError> {
+        self.slice(pc, addr, len)?.copy_from_slice(&value.to_le_bytes()[..len as usize]);
+        Ok(())
+    }
+}
+
+/// Runs `prog` with R1 = `ctx` and returns R0 at its exit.
+pub fn run(prog: &Program, world: &World, ctx: u64) -> Result<u64, InterpError> {
+    let mut mem = Memory { regions: vec![(STACK_TOP - STACK_SIZE, vec![0; STACK_SIZE as usize])] };
+    for (i, (_, value)) in world.maps.iter().enumerate() {
+        mem.regions.push((MAPS + (i as u64) * 0x100_0000, value.clone()));
+    }
+    let mut r = [0u64; 11];
+    r[1] = ctx;
+    r[10] = STACK_TOP;
+    let mut pc = 0usize;
+    for _ in 0..MAX_STEPS {
+        let i = *prog.insns.get(pc).ok_or(InterpError::Unknown { pc, code: 0 })?;
+        let (dst, src) = (usize::from(i.dst), usize::from(i.src));
+        let unknown = InterpError::Unknown { pc, code: i.code };
+        match class(i.code) {
+            BPF_ALU64 | BPF_ALU => {
+                let wide = class(i.code) == BPF_ALU64;
+                let operand = if source(i.code) == BPF_X { r[src] } else { i.imm as i64 as u64 };
+                r[dst] = alu(op(i.code), r[dst], operand, wide).ok_or(unknown)?;
+            }
+            BPF_LDX if mode(i.code) == BPF_MEM => {
+                let len = u64::from(Size::from_code(i.code).bytes());
+                r[dst] = mem.load(pc, r[src].wrapping_add_signed(i64::from(i.off)), len)?;
+            }
+            BPF_STX | BPF_ST if mode(i.code) == BPF_MEM => {
+                let len = u64::from(Size::from_code(i.code).bytes());
+                let value = if class(i.code) == BPF_STX { r[src] } else { i.imm as i64 as u64 };
+                mem.store(pc, r[dst].wrapping_add_signed(i64::from(i.off)), len, value)?;
+            }
+            BPF_LD if i.is_ld_imm64() => {
+                let next = prog.insns.get(pc + 1).ok_or(unknown)?;
+                r[dst] = if i.src == BPF_PSEUDO_MAP_FD {
+                    map_value_addr(prog, world, pc)?
+                } else {
+                    u64::from(i.imm as u32) | u64::from(next.imm as u32) << 32
+                };
+                pc += 1;
+            }
+            BPF_JMP | BPF_JMP32 => match op(i.code) {
+                BPF_EXIT => return Ok(r[0]),
+                BPF_CALL => {
+                    if i.src == 0 {
+                        r[0] = helper(i.imm, &mut r, &mut mem, world, pc)?;
+                    }
+                }
+                BPF_JA => pc = pc.wrapping_add_signed(isize::from(i.off)),
+                code => {
+                    let operand = if source(i.code) == BPF_X { r[src] } else { i.imm as i64 as u64 };
+                    let narrow = class(i.code) == BPF_JMP32;
+                    if jump(code, r[dst], operand, narrow).ok_or(unknown)? {
+                        pc = pc.wrapping_add_signed(isize::from(i.off));
+                    }
+                }
+            },
+            _ => return Err(unknown),
+        }
+        pc += 1;
+    }
+    Err(InterpError::TooLong)
+}
+
+/// The address the map loaded at instruction `pc` has its value at.
+fn map_value_addr(prog: &Program, world: &World, pc: usize) -> Result<u64, InterpError> {
+    let name = prog.relocations.iter().find(|r| r.insn_index == pc).map(|r| r.map.clone()).unwrap_or_default();
+    let index = world.maps.iter().position(|(n, _)| *n == name).ok_or(InterpError::NoMap { pc, name })?;
+    Ok(MAPS + (index as u64) * 0x100_0000)
+}
+
+/// A helper call: R1-R5 its arguments (clobbered after it), its result for R0.
+fn helper(id: i32, r: &mut [u64; 11], mem: &mut Memory, world: &World, pc: usize) -> Result<u64, InterpError> {
+    let result = match id {
+        // The map's address as R1 holds it is its value's: an array map's one entry.
+        id if id == BPF_FUNC_map_lookup_elem => r[1],
+        id if id == BPF_FUNC_probe_read_user => {
+            let (dst, len, from) = (r[1], r[2], r[3]);
+            let bytes = world
+                .user
+                .iter()
+                .find(|(base, b)| from >= *base && from + len <= *base + b.len() as u64)
+                .map(|(base, b)| &b[(from - base) as usize..(from - base + len) as usize])
+                .ok_or(InterpError::UserFault { pc, addr: from, len })?;
+            mem.slice(pc, dst, len)?.copy_from_slice(bytes);
+            0
+        }
+        _ => return Err(InterpError::Unknown { pc, code: BPF_JMP | BPF_CALL }),
+    };
+    r[1..6].fill(0);
+    Ok(result)
+}
+
+/// `a op b` of an ALU instruction, 64 or 32 bits wide (then zero-extended).
+fn alu(code: u8, a: u64, b: u64, wide: bool) -> Option<u64> {
+    let bits = if wide { 64 } else { 32 };
+    let shift = (b % bits) as u32;
+    let v = match code {
+        BPF_ADD => a.wrapping_add(b),
+        BPF_SUB => a.wrapping_sub(b),
+        BPF_MUL => a.wrapping_mul(b),
+        BPF_OR => a | b,
+        BPF_AND => a & b,
+        BPF_XOR => a ^ b,
+        BPF_MOV => b,
+        BPF_NEG => a.wrapping_neg(),
+        BPF_LSH => a << shift,
+        BPF_RSH if wide => a >> shift,
+        BPF_RSH => (a as u32 >> shift).into(),
+        BPF_ARSH if wide => (a as i64 >> shift) as u64,
+        BPF_ARSH => (a as i32 >> shift) as u32 as u64,
+        _ => return None,
+    };
+    Some(if wide { v } else { v as u32 as u64 })
+}
+
+/// Whether a conditional jump is taken.
+fn jump(code: u8, a: u64, b: u64, narrow: bool) -> Option<bool> {
+    let (a, b) = if narrow { (a as u32 as u64, b as u32 as u64) } else { (a, b) };
+    let (sa, sb) = if narrow { (a as u32 as i32 as i64, b as u32 as i32 as i64) } else { (a as i64, b as i64) };
+    Some(match code {
+        BPF_JEQ => a == b,
+        BPF_JNE => a != b,
+        BPF_JGT => a > b,
+        BPF_JGE => a >= b,
+        BPF_JLT => a < b,
+        BPF_JLE => a <= b,
+        BPF_JSGT => sa > sb,
+        BPF_JSGE => sa >= sb,
+        BPF_JSLT => sa < sb,
+        BPF_JSLE => sa <= sb,
+        BPF_JSET => a & b != 0,
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bpf::builder::Builder;
+
+    #[test]
+    fn runs_alu_memory_jumps_and_helpers() {
+        let mut b = Builder::new();
+        let skip = b.new_label();
+        // The map's value (8 bytes: 5) plus the target's word at 0x4000 (7), doubled.
+        b.emit(store_imm(Size::DW, R10, -8, 0));
+        b.ld_map(R1, "m");
+        b.emit(mov64_reg(R2, R10));
+        b.emit(alu64_imm(AluOp::Add, R2, -8));
+        b.emit(call(BPF_FUNC_map_lookup_elem));
+        b.emit(load(Size::DW, R6, R0, 0));
+        b.emit(mov64_reg(R1, R10));
+        b.emit(alu64_imm(AluOp::Add, R1, -16));
+        b.emit(mov64_imm(R2, 8));
+        b.emit2(ld_imm64(R3, 0x4000));
+        b.emit(call(BPF_FUNC_probe_read_user));
+        b.emit(load(Size::DW, R0, R10, -16));
+        b.emit(alu64_reg(AluOp::Add, R0, R6));
+        b.jmp_imm_to(JmpOp::Ne, R0, 12, skip);
+        b.emit(alu64_imm(AluOp::Lsh, R0, 1));
+        b.bind(skip);
+        b.emit(exit());
+        let prog = b.finish().unwrap();
+        let world = World {
+            maps: vec![("m".into(), 5u64.to_le_bytes().to_vec())],
+            user: vec![(0x4000, 7u64.to_le_bytes().to_vec())],
+        };
+        assert_eq!(run(&prog, &world, 0), Ok(24));
+        let nothing = World { maps: world.maps, user: vec![] };
+        assert!(matches!(run(&prog, &nothing, 0), Err(InterpError::UserFault { addr: 0x4000, .. })));
+    }
+
+    #[test]
+    fn thirty_two_bit_operations_zero_extend() {
+        assert_eq!(alu(BPF_ADD, u64::MAX, 2, false), Some(1));
+        assert_eq!(alu(BPF_MOV, 0, -1i64 as u64, false), Some(0xffff_ffff));
+        assert_eq!(alu(BPF_ARSH, 0x8000_0000, 4, false), Some(0xf800_0000));
+        assert_eq!(jump(BPF_JSLT, 0xffff_ffff, 0, true), Some(true));
+        assert_eq!(jump(BPF_JSLT, 0xffff_ffff, 0, false), Some(false));
+    }
+}

@@ -1,0 +1,3 @@
+module aeshash
+
+go 1.17
