@@ -43,7 +43,7 @@ impl Target {
             layout: Layout { text: facts.text, pclntab: facts.pclntab, rodata: facts.rodata, data: facts.data },
             all_data: facts.all_data,
             inlined: OnceCell::new(),
-            dwarf: RefCell::new(DwarfState::NotLoaded),
+            dwarf: RefCell::new(DwarfState::NotLoaded(None)),
             types: RefCell::new(Types::default()),
             g_layout: OnceCell::new(),
             types_base: OnceCell::new(),
