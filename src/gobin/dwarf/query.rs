@@ -60,6 +60,17 @@ impl Target {
         Some(crate::gobin::elf::compressed_section(path, data, ".debug_info").ok()??.data)
     }
 
+    /// Frees what only the compiler asks for, once the probes are attached: the DWARF
+    /// read so far (its decompressed sections, units, indexes and lookups) and the
+    /// control flow graphs and stack deltas of the functions probed. What decoding and
+    /// symbolizing read stays (the file, the function table, the Go types parsed); a
+    /// later question that needs DWARF reads it again.
+    pub fn release_compiler_tables(&self) {
+        *self.dwarf.borrow_mut() = DwarfState::NotLoaded(None);
+        self.cfgs.borrow_mut().clear();
+        self.sp_deltas.borrow_mut().clear();
+    }
+
     /// The debug file DWARF is read from, when it is not the binary.
     pub fn debug_file(&self) -> Option<&Path> {
         self.debug_file.as_ref().map(|d| d.path.as_path())
