@@ -86,12 +86,26 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
             print_stdout(&listing)?;
             return Ok(0);
         }
-        let listing = list(&target, pattern);
+        let mut failed = None;
+        // Printed as it goes; a closed output (`| head`) stops the listing.
+        let listed = listing::functions_to(&target, pattern, &mut |lines| match crate::output::write_out(
+            &mut std::io::stdout(),
+            lines.as_bytes(),
+        ) {
+            Ok(()) => true,
+            Err(crate::output::OutputError::Closed) => false,
+            Err(e) => {
+                failed = Some(Failure::system(&e, Some("check where standard output goes (a full disk?)")));
+                false
+            }
+        });
         save(&target);
-        if listing.is_empty() {
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        if listed == 0 {
             return Err(nothing_listed(&target, pattern));
         }
-        print_stdout(&listing)?;
         return Ok(0);
     }
     if let Some(name) = stdlib_by_name(cli) {
