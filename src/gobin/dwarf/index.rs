@@ -67,9 +67,12 @@ impl DwarfInfo {
             return Ok(found.map(|[at, _]| DebugInfoOffset(at as usize)));
         }
         let mut found = None;
-        // The package's own units first: the others are walked only when it is not there.
-        'search: for mine in [true, false] {
-            for u in self.units_of(package, mine) {
+        // The package's own units first (and runtime's for a type): the others are walked
+        // only when it is not there.
+        let first = self.first_units(package, kind == "t");
+        'search: for phase in 0..2 {
+            let units = if phase == 0 { first.clone() } else { self.other_units(&first) };
+            for u in units {
                 let index = self.index(u)?;
                 if let Some(off) = pick(&index).get(name) {
                     found = Some(self.at(u, *off));

@@ -100,12 +100,19 @@ impl DwarfInfo {
         Ok(Some(info))
     }
 
-    /// The units of `package` (`mine`), or every other one.
-    pub(super) fn units_of(&self, package: &str, mine: bool) -> Vec<usize> {
-        match mine {
-            true => self.by_package.get(package).cloned().unwrap_or_default(),
-            false => (0..self.units.len()).filter(|u| self.units[*u].name != package).collect(),
+    /// The units to look for a name of `package` in first: the package's own, then (for
+    /// types) those named `runtime`, where Go's linker writes type DIEs.
+    pub(super) fn first_units(&self, package: &str, types: bool) -> Vec<usize> {
+        let mut first = self.by_package.get(package).cloned().unwrap_or_default();
+        if types && package != "runtime" {
+            first.extend(self.by_package.get("runtime").into_iter().flatten());
         }
+        first
+    }
+
+    /// Every unit but `first`.
+    pub(super) fn other_units(&self, first: &[usize]) -> Vec<usize> {
+        (0..self.units.len()).filter(|u| !first.contains(u)).collect()
     }
 
     fn set_abbrev(&mut self, bytes: R) {
@@ -129,8 +136,9 @@ impl DwarfInfo {
         }
         self.units.sort_by_key(|u| u.start.0);
         for u in 0..self.units.len() {
+            // Read for its name only: the unit counts as reached when a question parses it.
             let name = {
-                let unit = self.unit(u)?;
+                let unit = &self.parse(u)?;
                 let mut entries = unit.header.entries(&unit.abbrevs);
                 let root = entries.next_dfs().map_err(|e| self.bad(e))?;
                 match root.and_then(|r| r.attr_value(dw::DW_AT_name)) {
@@ -166,10 +174,16 @@ impl DwarfInfo {
     /// Unit `u`'s header and abbreviations, parsed on first use from the seed's bytes
     /// or the decompressed section.
     pub(super) fn unit(&self, u: usize) -> Result<&Parsed, TargetError> {
-        let slot = &self.units[u];
-        if let Some(p) = slot.parsed.get() {
+        if let Some(p) = self.units[u].parsed.get() {
             return Ok(p);
         }
+        let parsed = self.parse(u)?;
+        Ok(self.units[u].parsed.get_or_init(|| parsed))
+    }
+
+    /// Unit `u`'s header and abbreviations, read now.
+    fn parse(&self, u: usize) -> Result<Parsed, TargetError> {
+        let slot = &self.units[u];
         let bytes = match self.sections.seeded.get(&u) {
             Some(b) => b.clone(),
             None => {
@@ -185,7 +199,7 @@ impl DwarfInfo {
         let header = header.filter(|h| h.length_including_self() as u64 == slot.len);
         let header = header.ok_or_else(|| self.bad_ref("unit of another length than listed", slot.start))?;
         let abbrevs = self.abbreviations(header.debug_abbrev_offset())?;
-        Ok(slot.parsed.get_or_init(|| Parsed { header, abbrevs, bytes }))
+        Ok(Parsed { header, abbrevs, bytes })
     }
 
     fn abbreviations(&self, at: gimli::DebugAbbrevOffset) -> Result<Arc<gimli::Abbreviations>, TargetError> {

@@ -82,8 +82,10 @@ impl DwarfInfo {
         }
         let package = crate::gobin::symbols::package_of(name.trim_start_matches('*'));
         let mut found = None;
-        'search: for mine in [true, false] {
-            for u in self.units_of(package, mine) {
+        let first = self.first_units(package, true);
+        'search: for phase in 0..2 {
+            let units = if phase == 0 { first.clone() } else { self.other_units(&first) };
+            for u in units {
                 if let Some(f) = self.index(u)?.runtime_type_names.get(name) {
                     found = Some(*f);
                     break 'search;
@@ -97,7 +99,7 @@ impl DwarfInfo {
     /// The names of the package-level variables of `package`, for suggestions.
     pub(crate) fn variables_of(&mut self, package: &str) -> Result<Vec<String>, TargetError> {
         let mut names = Vec::new();
-        for u in self.units_of(package, true) {
+        for u in self.first_units(package, false) {
             names.extend(self.index(u)?.variables.keys().cloned());
         }
         names.sort();

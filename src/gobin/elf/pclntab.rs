@@ -198,6 +198,23 @@ impl<'d> Pclntab<'d> {
         Ok(out)
     }
 
+    /// Each function's entry and whether it is assembly (Go 1.18 and later record it),
+    /// without reading its name: what a binary with a symbol table needs of the table
+    /// at open.
+    pub fn abi_marks(&self) -> Result<Vec<(u64, bool)>, PclntabError> {
+        let at = match self.format {
+            Format::Go116 => return Ok(Vec::new()),
+            Format::Go118 => 37,
+            Format::Go120 => 41,
+        };
+        let mut out = Vec::with_capacity(self.nfunc as usize);
+        for i in 0..self.nfunc {
+            let (entry, record) = self.slot(i).ok_or(PclntabError::FunctabOutside)?;
+            out.push((entry, self.image.u8(record + at).unwrap_or(0) & FLAG_ASM != 0));
+        }
+        Ok(out)
+    }
+
     fn func_name(&self, record: u64) -> Option<&'d str> {
         let at = if self.format == Format::Go116 { record + 8 } else { record + 4 };
         let off = self.image.u32(at)? as i32;
