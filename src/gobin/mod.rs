@@ -119,7 +119,7 @@ pub struct Target {
     /// Data sections, searched for the function table when no section is named for it.
     all_data: Vec<moduledata::Range>,
     /// Every inlined call with code, sorted by callee then address; read on first use.
-    inlined: OnceCell<Vec<pclntab::InlinedCall>>,
+    inlined: OnceCell<sites::InlinedTable>,
     dwarf: RefCell<DwarfState>,
     /// The Go types parsed so far (only those a script reached), indexed by `TypeId`.
     types: RefCell<Types>,
