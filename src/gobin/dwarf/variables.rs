@@ -140,10 +140,7 @@ impl DwarfInfo {
             let index = self.index(u)?;
             for (name, (key, is_addr)) in &index.runtime_type_names {
                 let layout = match index.runtime_types.get(key) {
-                    Some(off) if wants(name) => match off.to_debug_info_offset(&self.units[u].header) {
-                        Some(at) => Some(self.type_id(at, types)?),
-                        None => None,
-                    },
+                    Some(off) if wants(name) => Some(self.type_id(self.at(u, *off), types)?),
                     _ => None,
                 };
                 out.push((*key, *is_addr, name.clone(), layout));
