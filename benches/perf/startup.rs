@@ -59,8 +59,9 @@ fn caddy(work: &Path) -> Result<PathBuf, String> {
     }
 }
 
-/// Runs `argv` under /usr/bin/time; with `until` a line of stderr to wait for, then the
-/// RSS 300 ms later and SIGINT; without, to the end.
+/// Runs `argv` under /usr/bin/time; with `until` the start of a line (of stdout or
+/// stderr: bpftrace says `Attaching` on stdout) to wait for, then the RSS 300 ms later
+/// and SIGINT; without, to the end.
 fn run(argv: &[String], env: &[(&str, String)], until: Option<&str>) -> Result<Sample, String> {
     let start = Instant::now();
     let mut child = Command::new("/usr/bin/time")
@@ -68,21 +69,39 @@ fn run(argv: &[String], env: &[(&str, String)], until: Option<&str>) -> Result<S
         .args(argv)
         .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| format!("cannot run /usr/bin/time: {e}"))?;
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines().map_while(Result::ok);
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let pipes: Vec<Box<dyn std::io::Read + Send>> =
+        vec![Box::new(child.stdout.take().unwrap()), Box::new(child.stderr.take().unwrap())];
+    let readers: Vec<_> = pipes
+        .into_iter()
+        .map(|pipe| {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                    let _ = tx.send(line);
+                }
+            })
+        })
+        .collect();
+    drop(tx);
     let mut sample = Sample::default();
     let mut last = String::new();
+    let mut stats = None;
     if let Some(marker) = until {
-        let found = lines.by_ref().find(|l| {
-            last = l.clone();
-            l.starts_with(marker)
-        });
-        if found.is_none() {
-            let _ = child.wait();
-            return Err(format!("no `{marker}`: {last}"));
+        loop {
+            match rx.recv_timeout(Duration::from_secs(120)) {
+                Ok(l) if l.starts_with(marker) => break,
+                Ok(l) => last = l,
+                Err(_) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(format!("no `{marker}`: {last}"));
+                }
+            }
         }
         sample.wall = start.elapsed().as_secs_f64();
         std::thread::sleep(Duration::from_millis(300));
@@ -91,14 +110,16 @@ fn run(argv: &[String], env: &[(&str, String)], until: Option<&str>) -> Result<S
         sample.steady_mb = rss_mb(&pid);
         let _ = Command::new("kill").args(["-INT", &pid]).status();
     }
-    let mut stats = None;
-    for l in lines {
+    for l in rx {
         if let Some(rest) = l.strip_prefix("gtrace-bench ") {
             stats = Some(rest.to_string());
         }
         last = l;
     }
     let _ = child.wait();
+    for r in readers {
+        let _ = r.join();
+    }
     let stats = stats.ok_or_else(|| format!("no time line: {last}"))?;
     let v: Vec<f64> = stats.split_whitespace().filter_map(|w| w.parse().ok()).collect();
     if v.len() != 4 {
