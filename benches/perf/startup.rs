@@ -193,7 +193,7 @@ fn rows_for(gtrace: &str, binary: &Path, label: &str, cache: &Path, rounds: usiz
         }
         if until.is_some() && *case == "1 probe, no values" {
             let script = format!("uprobe:{b}:{SERVE} {{ @c = count(); }}");
-            let argv = vec!["bpftrace".to_string(), "-e".to_string(), script];
+            let argv = vec!["bpftrace".to_string(), "-B".into(), "line".into(), "-e".into(), script];
             let samples: Result<Vec<Sample>, String> =
                 (0..rounds).map(|_| run(&argv, &[], Some("Attaching"))).collect();
             rows.push(Row {
