@@ -7,6 +7,7 @@
 //!     cargo bench --bench perf -- --server     # only the real server (echo) under `gtrace http`
 //!     cargo bench --bench perf -- --gomap      # only m[k]'s eBPF cost by map size (no file)
 //!     cargo bench --bench perf -- --wildcard   # only the budget on a real server's wildcard (no file)
+//!     cargo bench --bench perf -- --startup    # only start-up and RSS on a small binary and Caddy (no file)
 //!
 //! `GTRACE_BENCH_BIN=PATH` runs the one-section modes (`--governor`, `--server`,
 //! `--wildcard`, `--gomap`, `--ebpf`) with another gtrace binary (a build before a change,
@@ -34,6 +35,8 @@ mod gomap;
 mod governor;
 #[path = "perf/server.rs"]
 mod server;
+#[path = "perf/startup.rs"]
+mod startup;
 #[path = "perf/wildcard.rs"]
 mod wildcard;
 
@@ -82,6 +85,10 @@ fn main() {
     if std::env::args().any(|a| a == "--server") {
         let s = server::measure(bin, Path::new(ROOT), &work, quick);
         print!("{}\n{}\n", s.render(), s.goals().join("\n"));
+        return;
+    }
+    if std::env::args().any(|a| a == "--startup") {
+        print!("{}", startup::measure(GTRACE, Path::new(ROOT), &work, quick));
         return;
     }
     if std::env::args().any(|a| a == "--wildcard") {

@@ -77,6 +77,12 @@ pub struct Cli {
     #[arg(long = "debug-dir", value_name = "DIR")]
     pub debug_dir: Vec<PathBuf>,
 
+    /// Neither read nor write the cache of what earlier runs learned of the binary
+    /// (its DWARF units and lookups, by build id, in $XDG_CACHE_HOME/gtrace or
+    /// ~/.cache/gtrace).
+    #[arg(long = "no-cache")]
+    pub no_cache: bool,
+
     /// Where `use` looks for libraries.
     #[arg(short = 'I', value_name = "DIR")]
     pub include: Vec<PathBuf>,

@@ -14,6 +14,7 @@ pub use compile::{compile, Compiled, Options};
 
 pub mod arch;
 pub mod bpf;
+pub mod cache;
 pub mod capture;
 pub mod check;
 pub mod cli;

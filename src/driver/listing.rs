@@ -9,19 +9,40 @@ use crate::plan::ProbeAttach;
 
 /// `-l PATTERN`: each matching function, a line each.
 pub fn functions(target: &Target, pattern: &str) -> String {
-    let names: Vec<String> = target.find(pattern).iter().map(|f| f.name.clone()).collect();
+    let mut out = String::new();
+    functions_to(target, pattern, &mut |lines| {
+        out.push_str(lines);
+        true
+    });
+    out
+}
+
+/// `-l PATTERN` as it goes: `emit` is given the listing in pieces of a few kilobytes,
+/// each function's DWARF read only when its line is written; it returns false to stop
+/// (the output was closed). Returns how many functions matched.
+pub fn functions_to(target: &Target, pattern: &str, emit: &mut dyn FnMut(&str) -> bool) -> usize {
+    let names: Vec<&str> = target.find(pattern).iter().map(|f| f.name.as_str()).collect();
     let generic = names.iter().any(|n| crate::gobin::dictionary_position(n).is_some());
     let dictionaries = if generic { target.dictionaries() } else { Vec::new() };
     let mut out = String::new();
-    for name in names {
-        out.push_str(&function(target, &name));
+    for name in &names {
+        out.push_str(&function(target, name));
         out.push('\n');
         // Go 1.18's function table (all a stripped build has) writes shapes `[...]`.
-        if crate::gobin::dictionary_position(&name).is_some() || name.contains("[...]") {
-            out.push_str(&instantiations(target, &name, &dictionaries));
+        if crate::gobin::dictionary_position(name).is_some() || name.contains("[...]") {
+            out.push_str(&instantiations(target, name, &dictionaries));
+        }
+        if out.len() >= 16 << 10 {
+            if !emit(&out) {
+                return names.len();
+            }
+            out.clear();
         }
     }
-    out
+    if !out.is_empty() {
+        emit(&out);
+    }
+    names.len()
 }
 
 /// Under a shape function, the instantiations the binary has dictionaries for (what

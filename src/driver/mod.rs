@@ -2,6 +2,7 @@
 //! running trace. The passes are `compile::compile`; the live trace is `trace::run`.
 //! Every failure is a `diag::Failure`, rendered once, in `main`.
 
+mod cached;
 mod linelocals;
 mod listing;
 mod scope;
@@ -70,6 +71,8 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
     let process = scope::process(&cli.target, cli.trace.cgroup.as_deref())?;
     let search = scope::debug_search(cli.debug_file.as_ref(), &cli.debug_dir, &process);
     let target = Target::open_with(&process.binary, &search)?;
+    let cache = cached::open(cli, &target);
+    let save = |target: &Target| cache.iter().for_each(|c| c.save(target));
     if let Some(pattern) = &cli.list {
         // A name quoted as a script quotes it (`-l '"net/http.(*Client).Do"'`) is meant
         // as the name inside the quotes.
@@ -79,14 +82,30 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
         };
         if let Some((file, line)) = linelocals::parse(pattern) {
             let listing = linelocals::listing(&target, file, line).map_err(|e| Failure::message(e, None))?;
+            save(&target);
             print_stdout(&listing)?;
             return Ok(0);
         }
-        let listing = list(&target, pattern);
-        if listing.is_empty() {
+        let mut failed = None;
+        // Printed as it goes; a closed output (`| head`) stops the listing.
+        let listed = listing::functions_to(&target, pattern, &mut |lines| match crate::output::write_out(
+            &mut std::io::stdout(),
+            lines.as_bytes(),
+        ) {
+            Ok(()) => true,
+            Err(crate::output::OutputError::Closed) => false,
+            Err(e) => {
+                failed = Some(Failure::system(&e, Some("check where standard output goes (a full disk?)")));
+                false
+            }
+        });
+        save(&target);
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        if listed == 0 {
             return Err(nothing_listed(&target, pattern));
         }
-        print_stdout(&listing)?;
         return Ok(0);
     }
     if let Some(name) = stdlib_by_name(cli) {
@@ -94,6 +113,7 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
     }
     let grown = size_to_target(&mut opts.lowering, &process, &target);
     let compiled = compile::compile(root(cli)?, &target, &opts)?;
+    save(&target);
     check_map_sizes(cli, &compiled)?;
     say_grown(grown, &compiled);
     if !compiled.warnings.diagnostics.is_empty() {

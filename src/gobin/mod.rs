@@ -30,7 +30,7 @@ pub mod fake;
 
 pub use crate::arch::ProbeSites;
 pub(crate) use dwarf::types::dictionary_position;
-pub use dwarf::{NoVariable, Variable};
+pub use dwarf::{DwarfSeed, NoVariable, Variable};
 pub use elf::debugfile::DebugSearch;
 pub(crate) use elf::symbols::{is_pattern as symbols_is_pattern, package_of};
 pub use elf::BuildIds;
@@ -119,7 +119,7 @@ pub struct Target {
     /// Data sections, searched for the function table when no section is named for it.
     all_data: Vec<moduledata::Range>,
     /// Every inlined call with code, sorted by callee then address; read on first use.
-    inlined: OnceCell<Vec<pclntab::InlinedCall>>,
+    inlined: OnceCell<sites::InlinedTable>,
     dwarf: RefCell<DwarfState>,
     /// The Go types parsed so far (only those a script reached), indexed by `TypeId`.
     types: RefCell<Types>,
@@ -247,6 +247,11 @@ impl Target {
     /// attaches to), for PIE and non-PIE executables alike.
     pub fn file_offset(&self, addr: u64) -> Option<u64> {
         elf::file_offset(&self.segments, addr)
+    }
+
+    /// The size of the file in bytes.
+    pub fn file_size(&self) -> u64 {
+        self.data.len() as u64
     }
 
     /// The Go version from the build info, e.g. `go1.22.3`.

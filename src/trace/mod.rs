@@ -127,6 +127,8 @@ fn session(
     let attached = loaded.attach(&process.binary, scope)?;
     seed_load_biases(&loaded, plan, &process.binary, scope)?;
     eprintln!("Attached {attached} probe{}", if attached == 1 { "" } else { "s" });
+    // A trace may run for days: the compiler's tables go now.
+    target.release_compiler_tables();
     if let Some(model) = loaded.unguarded_preemption() {
         eprintln!("{}", output::losses::unguarded_preemption(model.name()));
     }

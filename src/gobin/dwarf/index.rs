@@ -11,8 +11,8 @@ impl DwarfInfo {
         }
         let mut index = UnitIndex::default();
         {
-            let slot = &self.units[u];
-            let mut entries = slot.header.entries(&slot.abbrevs);
+            let unit = self.unit(u)?;
+            let mut entries = unit.header.entries(&unit.abbrevs);
             while let Some(entry) = entries.next_dfs().map_err(|e| self.bad(e))? {
                 if entry.depth() != 1 {
                     continue;
@@ -54,42 +54,54 @@ impl DwarfInfo {
     }
 
     /// Finds a top-level DIE by name, looking first in the units of `package` (where Go
-    /// puts it), then in every other unit.
+    /// puts it), then in every other unit. `kind` names `pick` in the memo a cache keeps.
     pub(super) fn lookup(
         &mut self,
+        kind: &str,
         package: &str,
         name: &str,
         pick: fn(&UnitIndex) -> &HashMap<String, UnitOffset>,
     ) -> Result<Option<DebugInfoOffset>, TargetError> {
-        let (mine, others): (Vec<usize>, Vec<usize>) =
-            (0..self.units.len()).partition(|u| self.units[*u].name == package);
-        for u in mine.into_iter().chain(others) {
-            let index = self.index(u)?;
-            if let Some(off) = pick(&index).get(name) {
-                return Ok(off.to_debug_info_offset(&self.units[u].header));
+        let key = format!("{kind} {name}");
+        if let Some(found) = self.memo.get(&key) {
+            return Ok(found.map(|[at, _]| DebugInfoOffset(at as usize)));
+        }
+        let mut found = None;
+        // The package's own units first (and runtime's for a type): the others are walked
+        // only when it is not there.
+        let first = self.first_units(package, kind == "t");
+        'search: for phase in 0..2 {
+            let units = if phase == 0 { first.clone() } else { self.other_units(&first) };
+            for u in units {
+                let index = self.index(u)?;
+                if let Some(off) = pick(&index).get(name) {
+                    found = Some(self.at(u, *off));
+                    break 'search;
+                }
             }
         }
-        Ok(None)
+        self.memo.insert(key, found.map(|at| [at.0 as u64, 0]));
+        Ok(found)
     }
 
     /// The out-of-line copy of the function whose (abstract) DIE is at `at`, when it is
     /// also inlined elsewhere: Go lists its results only there.
     pub(super) fn concrete_of(&mut self, at: DebugInfoOffset) -> Result<Option<DebugInfoOffset>, TargetError> {
+        let key = format!("c {}", at.0);
+        if let Some(found) = self.memo.get(&key) {
+            return Ok(found.map(|[c, _]| DebugInfoOffset(c as usize)));
+        }
         let Some((u, _)) = self.locate(at) else { return Ok(None) };
         let index = self.index(u)?;
-        Ok(index.concrete.get(&at).and_then(|c| c.to_debug_info_offset(&self.units[u].header)))
-    }
-
-    /// The unit holding `.debug_info` offset `at`, and the offset within it.
-    pub(super) fn locate(&self, at: DebugInfoOffset) -> Option<(usize, UnitOffset)> {
-        let u = self.units.partition_point(|s| s.start.0 <= at.0).checked_sub(1)?;
-        Some((u, at.to_unit_offset(&self.units[u].header)?))
+        let found = index.concrete.get(&at).map(|c| self.at(u, *c));
+        self.memo.insert(key, found.map(|c| [c.0 as u64, 0]));
+        Ok(found)
     }
 
     /// A reference attribute as a `.debug_info` offset.
     pub(super) fn reference(&self, u: usize, value: AttributeValue<R>) -> Option<DebugInfoOffset> {
         match value {
-            AttributeValue::UnitRef(off) => off.to_debug_info_offset(&self.units[u].header),
+            AttributeValue::UnitRef(off) => Some(self.at(u, off)),
             AttributeValue::DebugInfoRef(off) => Some(off),
             _ => None,
         }

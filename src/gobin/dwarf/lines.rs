@@ -79,7 +79,7 @@ impl DwarfInfo {
         table: &mut LineTable,
         by_path: &mut HashMap<String, u32>,
     ) -> Result<HashMap<u64, u32>, TargetError> {
-        let slot = &self.units[u];
+        let slot = self.unit(u)?;
         let mut entries = slot.header.entries(&slot.abbrevs);
         let Some(root) = entries.next_dfs().map_err(|e| self.bad(e))? else { return Ok(HashMap::new()) };
         let Some(AttributeValue::DebugLineRef(offset)) = root.attr_value(dw::DW_AT_stmt_list) else {

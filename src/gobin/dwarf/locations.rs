@@ -65,7 +65,7 @@ impl DwarfInfo {
     }
 
     pub(super) fn unit_base(&self, u: usize) -> Result<UnitBase, TargetError> {
-        let slot = &self.units[u];
+        let slot = self.unit(u)?;
         let mut base =
             UnitBase { encoding: slot.header.encoding(), base_address: 0, addr_base: gimli::DebugAddrBase(0) };
         let mut entries = slot.header.entries(&slot.abbrevs);
@@ -171,8 +171,12 @@ impl DwarfInfo {
         at: u64,
         types: &mut Types,
     ) -> Result<Option<Vec<InlinedParam>>, TargetError> {
-        let Some(origin) = self.lookup(symbols::package_of(callee), callee, |i| &i.functions)? else { return Ok(None) };
-        let Some(outer) = self.lookup(symbols::package_of(caller), caller, |i| &i.functions)? else { return Ok(None) };
+        let Some(origin) = self.lookup("f", symbols::package_of(callee), callee, |i| &i.functions)? else {
+            return Ok(None);
+        };
+        let Some(outer) = self.lookup("f", symbols::package_of(caller), caller, |i| &i.functions)? else {
+            return Ok(None);
+        };
         let (u, off) = self.locate(outer).ok_or_else(|| self.bad_ref("reference outside .debug_info", outer))?;
         let base = self.unit_base(u)?;
         self.lists(data)?;
@@ -228,7 +232,7 @@ impl DwarfInfo {
         base: &UnitBase,
         lists: &Lists,
     ) -> Result<Option<(eval::FrameBase, Vec<(DebugInfoOffset, Option<AttributeValue<R>>)>)>, TargetError> {
-        let slot = &self.units[u];
+        let slot = self.unit(u)?;
         let mut entries = slot.header.entries_at_offset(&slot.abbrevs, off).map_err(|e| self.bad(e))?;
         let Some(first) = entries.next_dfs().map_err(|e| self.bad(e))? else { return Ok(None) };
         let top = first.depth();

@@ -15,7 +15,7 @@ use crate::gobin::{elf, TargetError};
 use crate::gotypes::TypeId;
 use gimli::{constants as dw, AttributeValue, DebugInfoOffset, DwAt, DwTag, Reader, UnitOffset};
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 pub(crate) mod eval;
@@ -26,6 +26,7 @@ mod locations;
 mod query;
 mod scopes;
 pub(crate) mod types;
+mod units;
 mod variables;
 
 pub use globals::{NoVariable, Variable};
@@ -34,6 +35,7 @@ pub(crate) use locations::DwarfLocation;
 use locations::Lists;
 pub(crate) use query::DwarfState;
 pub(crate) use scopes::{ScopeKind, Scopes};
+pub use units::DwarfSeed;
 
 type R = gimli::EndianArcSlice<gimli::LittleEndian>;
 type Entry = gimli::DebuggingInformationEntry<R>;
@@ -77,14 +79,15 @@ struct UnitIndex {
     runtime_type_names: HashMap<String, (u64, bool)>,
 }
 
-/// One compile unit: its header and abbreviations (not a `gimli::Unit`, which would
-/// need `.debug_line` and friends decompressed too).
+/// One compile unit: where it is in `.debug_info`, its package, and, once a question
+/// reaches it, its header and abbreviations (`units.rs`).
 struct UnitSlot {
     start: DebugInfoOffset,
-    header: gimli::UnitHeader<R>,
-    abbrevs: Arc<gimli::Abbreviations>,
+    /// Its length in bytes, header included.
+    len: u64,
     /// The compile unit's name: the Go package path.
     name: String,
+    parsed: std::cell::OnceCell<units::Parsed>,
     index: Option<Arc<UnitIndex>>,
 }
 
@@ -114,6 +117,8 @@ struct Die {
 pub(crate) struct DwarfInfo {
     path: PathBuf,
     debug_str: gimli::DebugStr<R>,
+    /// `.debug_info` and `.debug_abbrev`, and the units a cache brought (`units.rs`).
+    sections: units::Sections,
     /// Location and range lists, decompressed on first use (inlined calls only).
     lists: Option<Lists>,
     /// The line table, read on first use (line probes only).
@@ -121,6 +126,10 @@ pub(crate) struct DwarfInfo {
     /// The scopes of the functions line probes asked about, by name.
     scopes_cache: HashMap<String, Arc<Scopes>>,
     units: Vec<UnitSlot>,
+    /// The units of each package (Go writes one a package).
+    by_package: HashMap<String, Vec<usize>>,
+    /// The answers of lookups that may walk every unit (`index.rs`), kept for a cache.
+    memo: HashMap<String, Option<[u64; 2]>>,
     type_ids: HashMap<DebugInfoOffset, TypeId>,
     unsafe_pointer: Option<TypeId>,
 }
@@ -137,53 +146,6 @@ fn string(debug_str: &gimli::DebugStr<R>, value: AttributeValue<R>) -> gimli::Re
 }
 
 impl DwarfInfo {
-    /// Loads the DWARF of the ELF in `data`: only `.debug_info`, `.debug_abbrev` and
-    /// `.debug_str` are decompressed. None when it has no `.debug_info`.
-    pub(crate) fn load(path: &Path, data: &[u8]) -> Result<Option<DwarfInfo>, TargetError> {
-        let section = |name: &str| -> Result<Option<R>, TargetError> {
-            Ok(elf::section(path, data, name)?.map(|bytes| R::new(Arc::from(&*bytes), gimli::LittleEndian)))
-        };
-        let Some(info) = section(".debug_info")? else { return Ok(None) };
-        let empty = || R::new(Arc::from(&[][..]), gimli::LittleEndian);
-        let debug_info = gimli::DebugInfo::from(info);
-        let debug_abbrev = gimli::DebugAbbrev::from(section(".debug_abbrev")?.unwrap_or_else(empty));
-        let debug_str = gimli::DebugStr::from(section(".debug_str")?.unwrap_or_else(empty));
-        let bad = |source: gimli::Error| TargetError::Dwarf { path: path.to_path_buf(), source };
-        let mut abbrev_cache: HashMap<gimli::DebugAbbrevOffset, Arc<gimli::Abbreviations>> = HashMap::new();
-        let mut units = Vec::new();
-        let mut headers = debug_info.units();
-        while let Some(header) = headers.next().map_err(bad)? {
-            let start = DebugInfoOffset(header.offset().0);
-            let abbrevs = match abbrev_cache.get(&header.debug_abbrev_offset()) {
-                Some(a) => a.clone(),
-                None => {
-                    let a = Arc::new(debug_abbrev.abbreviations(header.debug_abbrev_offset()).map_err(bad)?);
-                    abbrev_cache.insert(header.debug_abbrev_offset(), a.clone());
-                    a
-                }
-            };
-            let mut slot = UnitSlot { start, header, abbrevs, name: String::new(), index: None };
-            let mut entries = slot.header.entries(&slot.abbrevs);
-            if let Some(root) = entries.next_dfs().map_err(bad)? {
-                if let Some(value) = root.attr_value(dw::DW_AT_name) {
-                    slot.name = string(&debug_str, value).map_err(bad)?.unwrap_or_default();
-                }
-            }
-            units.push(slot);
-        }
-        units.sort_by_key(|u| u.start.0);
-        Ok(Some(DwarfInfo {
-            path: path.to_path_buf(),
-            debug_str,
-            lists: None,
-            lines: None,
-            scopes_cache: HashMap::new(),
-            units,
-            type_ids: HashMap::new(),
-            unsafe_pointer: None,
-        }))
-    }
-
     fn bad(&self, e: gimli::Error) -> TargetError {
         TargetError::Dwarf { path: self.path.clone(), source: e }
     }
@@ -238,8 +200,8 @@ impl DwarfInfo {
     /// The DIE at `at` and its direct children.
     fn die_with_children(&self, at: DebugInfoOffset) -> Result<(Die, Vec<Die>), TargetError> {
         let (u, off) = self.locate(at).ok_or_else(|| self.bad_ref("reference outside .debug_info", at))?;
-        let slot = &self.units[u];
-        let mut entries = slot.header.entries_at_offset(&slot.abbrevs, off).map_err(|e| self.bad(e))?;
+        let unit = self.unit(u)?;
+        let mut entries = unit.header.entries_at_offset(&unit.abbrevs, off).map_err(|e| self.bad(e))?;
         let first = entries.next_dfs().map_err(|e| self.bad(e))?.ok_or_else(|| self.bad_ref("no DIE", at))?;
         let base = first.depth();
         let has_children = first.has_children();
@@ -261,8 +223,8 @@ impl DwarfInfo {
 
     fn die(&self, at: DebugInfoOffset) -> Result<Die, TargetError> {
         let (u, off) = self.locate(at).ok_or_else(|| self.bad_ref("reference outside .debug_info", at))?;
-        let slot = &self.units[u];
-        let entry = slot.header.entry(&slot.abbrevs, off).map_err(|e| self.bad(e))?;
+        let unit = self.unit(u)?;
+        let entry = unit.header.entry(&unit.abbrevs, off).map_err(|e| self.bad(e))?;
         self.read_die(u, &entry)
     }
 }

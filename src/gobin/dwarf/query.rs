@@ -9,7 +9,8 @@ use std::path::Path;
 
 /// The DWARF of the target, loaded on first use.
 pub(crate) enum DwarfState {
-    NotLoaded,
+    /// Not read yet; what a cache knows of it, if anything.
+    NotLoaded(Option<Box<super::DwarfSeed>>),
     Absent,
     Loaded(Box<DwarfInfo>),
 }
@@ -26,7 +27,48 @@ impl Target {
     /// Whether a question has made the DWARF be read (a script that reads no Go value
     /// should not: see `check::binary`).
     pub fn dwarf_read(&self) -> bool {
-        !matches!(*self.dwarf.borrow(), DwarfState::NotLoaded)
+        !matches!(*self.dwarf.borrow(), DwarfState::NotLoaded(_))
+    }
+
+    /// Starts the DWARF from what a cache kept (src/cache), before a question reads it:
+    /// the units it holds are read from it, the rest from the binary.
+    pub fn seed_dwarf(&self, seed: super::DwarfSeed) {
+        if let DwarfState::NotLoaded(slot) = &mut *self.dwarf.borrow_mut() {
+            *slot = Some(Box::new(seed));
+        }
+    }
+
+    /// What the DWARF read so far would start the next run with (None when none was
+    /// read): the units reached and the lookups answered.
+    pub fn dwarf_learned(&self) -> Option<super::DwarfSeed> {
+        match &*self.dwarf.borrow() {
+            DwarfState::Loaded(d) => Some(d.seed()),
+            _ => None,
+        }
+    }
+
+    /// Whether `.debug_info` was decompressed whole: a question reached a unit no
+    /// cache held (or there was no cache).
+    pub fn dwarf_decompressed(&self) -> bool {
+        matches!(&*self.dwarf.borrow(), DwarfState::Loaded(d) if d.decompressed())
+    }
+
+    /// `.debug_info` as the file DWARF comes from holds it (compressed or not); None
+    /// without.
+    pub fn dwarf_bytes(&self) -> Option<&[u8]> {
+        let (path, data) = self.dwarf_source();
+        Some(crate::gobin::elf::compressed_section(path, data, ".debug_info").ok()??.data)
+    }
+
+    /// Frees what only the compiler asks for, once the probes are attached: the DWARF
+    /// read so far (its decompressed sections, units, indexes and lookups) and the
+    /// control flow graphs and stack deltas of the functions probed. What decoding and
+    /// symbolizing read stays (the file, the function table, the Go types parsed); a
+    /// later question that needs DWARF reads it again.
+    pub fn release_compiler_tables(&self) {
+        *self.dwarf.borrow_mut() = DwarfState::NotLoaded(None);
+        self.cfgs.borrow_mut().clear();
+        self.sp_deltas.borrow_mut().clear();
     }
 
     /// The debug file DWARF is read from, when it is not the binary.
@@ -40,8 +82,9 @@ impl Target {
         path: &Path,
         data: &[u8],
     ) -> Result<Option<&'s mut DwarfInfo>, TargetError> {
-        if let DwarfState::NotLoaded = state {
-            *state = match DwarfInfo::load(path, data) {
+        if let DwarfState::NotLoaded(seed) = state {
+            let seed = seed.take().map(|s| *s);
+            *state = match DwarfInfo::load(path, data, seed) {
                 Ok(Some(d)) => DwarfState::Loaded(Box::new(d)),
                 Ok(None) => DwarfState::Absent,
                 Err(e) => {

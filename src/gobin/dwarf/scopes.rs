@@ -87,7 +87,7 @@ impl DwarfInfo {
         if let Some(s) = self.scopes_cache.get(name) {
             return Ok(Some(s.clone()));
         }
-        let Some(at) = self.lookup(symbols::package_of(name), name, |i| &i.functions)? else { return Ok(None) };
+        let Some(at) = self.lookup("f", symbols::package_of(name), name, |i| &i.functions)? else { return Ok(None) };
         let (u, off) = self.locate(at).ok_or_else(|| self.bad_ref("reference outside .debug_info", at))?;
         let table = self.line_table(data)?;
         let base = self.unit_base(u)?;
@@ -110,7 +110,7 @@ impl DwarfInfo {
         lists: &locations::Lists,
         table: &LineTable,
     ) -> Result<(eval::FrameBase, Vec<Scope>), TargetError> {
-        let slot = &self.units[u];
+        let slot = self.unit(u)?;
         let mut entries = slot.header.entries_at_offset(&slot.abbrevs, off).map_err(|e| self.bad(e))?;
         let first =
             entries.next_dfs().map_err(|e| self.bad(e))?.ok_or_else(|| self.bad_ref("no DIE", self.at(u, off)))?;
@@ -171,10 +171,6 @@ impl DwarfInfo {
             open.push((depth, scopes.len() - 1));
         }
         Ok((frame_base, scopes))
-    }
-
-    fn at(&self, u: usize, off: UnitOffset) -> DebugInfoOffset {
-        off.to_debug_info_offset(&self.units[u].header).unwrap_or(DebugInfoOffset(0))
     }
 
     /// A variable DIE: its own attributes, or those of its abstract origin (a variable of

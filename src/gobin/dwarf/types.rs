@@ -71,7 +71,7 @@ impl DwarfInfo {
     /// Parameters and results of function `name` in DWARF order (receiver first); None
     /// when DWARF has no subprogram of that name.
     pub(crate) fn params(&mut self, name: &str, types: &mut Types) -> Result<Option<Vec<Param>>, TargetError> {
-        let Some(named) = self.lookup(symbols::package_of(name), name, |i| &i.functions)? else { return Ok(None) };
+        let Some(named) = self.lookup("f", symbols::package_of(name), name, |i| &i.functions)? else { return Ok(None) };
         // A function also inlined elsewhere is named by an abstract DIE that lists its
         // parameters but not its unnamed results; its out-of-line copy lists them all
         // (the parameters by their abstract origin).
@@ -278,7 +278,7 @@ impl DwarfInfo {
     /// Members of the structure type named `name` in package `package` (following a
     /// typedef of it), or None if DWARF has no such type.
     pub(crate) fn struct_members(&mut self, package: &str, name: &str) -> Result<Option<Vec<Member>>, TargetError> {
-        let Some(at) = self.lookup(package, name, |i| &i.types)? else { return Ok(None) };
+        let Some(at) = self.lookup("t", package, name, |i| &i.types)? else { return Ok(None) };
         self.members_at(at).map(Some)
     }
 

@@ -17,10 +17,10 @@ impl DwarfInfo {
     /// places it other than at a fixed address.
     pub(crate) fn variable(&mut self, name: &str, types: &mut Types) -> Result<Option<DwarfVariable>, TargetError> {
         let package = crate::gobin::package_of(name);
-        let Some(at) = self.lookup(package, name, |i| &i.variables)? else { return Ok(None) };
+        let Some(at) = self.lookup("v", package, name, |i| &i.variables)? else { return Ok(None) };
         let (u, off) = self.locate(at).ok_or_else(|| self.bad_ref("reference outside .debug_info", at))?;
         let (ty, location) = {
-            let slot = &self.units[u];
+            let slot = self.unit(u)?;
             let entry = slot.header.entry(&slot.abbrevs, off).map_err(|e| self.bad(e))?;
             let ty = entry.attr_value(dw::DW_AT_type).and_then(|v| self.reference(u, v));
             let location = match entry.attr_value(dw::DW_AT_location) {
@@ -37,7 +37,7 @@ impl DwarfInfo {
     /// The type DWARF names `name` (`main.Point`, `net/url.URL`), parsed into `types`.
     pub(crate) fn type_named(&mut self, name: &str, types: &mut Types) -> Result<Option<TypeId>, TargetError> {
         let package = crate::gobin::package_of(name);
-        match self.lookup(package, name, |i| &i.types)? {
+        match self.lookup("t", package, name, |i| &i.types)? {
             Some(at) => Ok(Some(self.type_id(at, types)?)),
             None => Ok(None),
         }
@@ -51,35 +51,55 @@ impl DwarfInfo {
         keys: &[u64],
         types: &mut Types,
     ) -> Result<Option<TypeId>, TargetError> {
-        for u in 0..self.units.len() {
-            let index = self.index(u)?;
-            let found = keys.iter().find_map(|k| index.runtime_types.get(k));
-            if let Some(at) = found.and_then(|o| o.to_debug_info_offset(&self.units[u].header)) {
-                return Ok(Some(self.type_id(at, types)?));
+        let key = format!("r {keys:?}");
+        let found = match self.memo.get(&key) {
+            Some(found) => found.map(|[at, _]| DebugInfoOffset(at as usize)),
+            None => {
+                let mut found = None;
+                for u in 0..self.units.len() {
+                    let index = self.index(u)?;
+                    if let Some(o) = keys.iter().find_map(|k| index.runtime_types.get(k)) {
+                        found = Some(self.at(u, *o));
+                        break;
+                    }
+                }
+                self.memo.insert(key, found.map(|at| [at.0 as u64, 0]));
+                found
             }
+        };
+        match found {
+            Some(at) => Ok(Some(self.type_id(at, types)?)),
+            None => Ok(None),
         }
-        Ok(None)
     }
 
     /// The runtime descriptor of the type DWARF names `name` (pointer types too): its
     /// key, and whether that is an address (else an offset from `runtime.types`).
     pub(crate) fn runtime_type_named(&mut self, name: &str) -> Result<Option<(u64, bool)>, TargetError> {
+        let key = format!("n {name}");
+        if let Some(found) = self.memo.get(&key) {
+            return Ok(found.map(|[k, is_addr]| (k, is_addr != 0)));
+        }
         let package = crate::gobin::symbols::package_of(name.trim_start_matches('*'));
-        let (mine, others): (Vec<usize>, Vec<usize>) =
-            (0..self.units.len()).partition(|u| self.units[*u].name == package);
-        for u in mine.into_iter().chain(others) {
-            if let Some(found) = self.index(u)?.runtime_type_names.get(name) {
-                return Ok(Some(*found));
+        let mut found = None;
+        let first = self.first_units(package, true);
+        'search: for phase in 0..2 {
+            let units = if phase == 0 { first.clone() } else { self.other_units(&first) };
+            for u in units {
+                if let Some(f) = self.index(u)?.runtime_type_names.get(name) {
+                    found = Some(*f);
+                    break 'search;
+                }
             }
         }
-        Ok(None)
+        self.memo.insert(key, found.map(|(k, is_addr)| [k, is_addr as u64]));
+        Ok(found)
     }
 
     /// The names of the package-level variables of `package`, for suggestions.
     pub(crate) fn variables_of(&mut self, package: &str) -> Result<Vec<String>, TargetError> {
         let mut names = Vec::new();
-        let units: Vec<usize> = (0..self.units.len()).filter(|u| self.units[*u].name == package).collect();
-        for u in units {
+        for u in self.first_units(package, false) {
             names.extend(self.index(u)?.variables.keys().cloned());
         }
         names.sort();
@@ -120,10 +140,7 @@ impl DwarfInfo {
             let index = self.index(u)?;
             for (name, (key, is_addr)) in &index.runtime_type_names {
                 let layout = match index.runtime_types.get(key) {
-                    Some(off) if wants(name) => match off.to_debug_info_offset(&self.units[u].header) {
-                        Some(at) => Some(self.type_id(at, types)?),
-                        None => None,
-                    },
+                    Some(off) if wants(name) => Some(self.type_id(self.at(u, *off), types)?),
                     _ => None,
                 };
                 out.push((*key, *is_addr, name.clone(), layout));

@@ -287,3 +287,19 @@ pub(crate) fn section<'d>(path: &Path, data: &'d [u8], name: &str) -> Result<Opt
         source,
     })
 }
+
+/// Section `name` as the file holds it, with how it is compressed (decompressing it is
+/// the caller's choice); None when the file has no such section.
+pub(crate) fn compressed_section<'d>(
+    path: &Path,
+    data: &'d [u8],
+    name: &str,
+) -> Result<Option<object::CompressedData<'d>>, TargetError> {
+    let elf = parse(path, data)?;
+    let Some(section) = elf.section_by_name(name) else { return Ok(None) };
+    section.compressed_data().map(Some).map_err(|source| TargetError::Section {
+        path: path.to_path_buf(),
+        section: name.to_string(),
+        source,
+    })
+}

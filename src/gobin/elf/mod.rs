@@ -17,5 +17,5 @@ pub(crate) mod symbols;
 pub(crate) mod waitreasons;
 
 pub use file::BuildIds;
-pub(crate) use file::{file_offset, section, section_range, Segment};
+pub(crate) use file::{compressed_section, file_offset, section, section_range, Segment};
 pub use pclntab::{PclntabError, SourceFrame};

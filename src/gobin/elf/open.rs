@@ -43,7 +43,7 @@ impl Target {
             layout: Layout { text: facts.text, pclntab: facts.pclntab, rodata: facts.rodata, data: facts.data },
             all_data: facts.all_data,
             inlined: OnceCell::new(),
-            dwarf: RefCell::new(DwarfState::NotLoaded),
+            dwarf: RefCell::new(DwarfState::NotLoaded(None)),
             types: RefCell::new(Types::default()),
             g_layout: OnceCell::new(),
             types_base: OnceCell::new(),
@@ -63,8 +63,8 @@ impl Target {
                 return Err(TargetError::TooOld { path: target.path.clone(), version: version.to_string() });
             }
         }
-        let records = target.func_records()?;
         if target.functions.is_empty() {
+            let records = target.func_records()?;
             target.from_pclntab = true;
             target.functions = records
                 .iter()
@@ -82,15 +82,16 @@ impl Target {
             target.functions.sort_by(|a, b| a.name.cmp(&b.name).then(a.addr.cmp(&b.addr)));
             target.functions.dedup();
         } else {
-            // Symbols name functions; the table knows which are assembly.
-            let asm: std::collections::HashMap<u64, bool> =
-                records.iter().filter_map(|r| Some((r.entry, r.asm?))).collect();
+            // Symbols name functions; the table knows which are assembly (its names
+            // are not read).
+            let mut asm = target.abi_marks()?;
+            asm.sort_unstable();
             for f in &mut target.functions {
                 if f.abi == Abi::Unknown {
-                    f.abi = match asm.get(&f.addr) {
-                        Some(true) => Abi::Abi0,
-                        Some(false) => Abi::Internal,
-                        None => Abi::Unknown,
+                    f.abi = match asm.binary_search_by_key(&f.addr, |m| m.0) {
+                        Ok(i) if asm[i].1 => Abi::Abi0,
+                        Ok(_) => Abi::Internal,
+                        Err(_) => Abi::Unknown,
                     };
                 }
             }
@@ -151,6 +152,21 @@ impl Target {
             }
         }
         None
+    }
+
+    /// Each function of `.gopclntab` by entry, and whether it is assembly (none before
+    /// Go 1.18 records it); empty without a table.
+    fn abi_marks(&self) -> Result<Vec<(u64, bool)>, TargetError> {
+        let Some(addr) = self.layout.pclntab else { return Ok(Vec::new()) };
+        let image = self.image();
+        match self.pclntab(&image, addr) {
+            Ok((table, _)) => table.abi_marks().map_err(|e| self.bad_pclntab(e)),
+            Err(pclntab::PclntabError::TooOld) => {
+                let version = self.go_version.clone().unwrap_or_else(|| "a Go older than 1.16".to_string());
+                Err(TargetError::TooOld { path: self.path.clone(), version })
+            }
+            Err(e) => Err(self.bad_pclntab(e)),
+        }
     }
 
     /// The function table at `addr` with the right base for its entries, and the address

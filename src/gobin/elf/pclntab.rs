@@ -72,12 +72,20 @@ pub(crate) struct FuncRecord {
     record: u64,
 }
 
+/// The function name at offset `off` of the names table at `funcnametab`.
+pub(crate) fn name_at<'d>(image: &Image<'d>, funcnametab: u64, off: i32) -> Option<&'d str> {
+    image.c_string(funcnametab.checked_add_signed(i64::from(off))?, NAME_MAX)
+}
+
 /// One call of a function inlined into another: the code of its inlined body, and the
 /// call site's instruction that the inline tree names.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct InlinedCall {
-    pub callee: String,
-    pub caller: String,
+    /// The callee's name, as an offset in the table's function names (`name_at`): read
+    /// only for the calls a probe asks about.
+    pub callee: i32,
+    /// The caller: its index in the `functions()` the call was read from.
+    pub caller: usize,
     /// The caller's code: `[entry, end)`.
     pub caller_code: (u64, u64),
     /// The address ranges `[lo, hi)` whose code is this call's body (what was inlined into
@@ -198,6 +206,23 @@ impl<'d> Pclntab<'d> {
         Ok(out)
     }
 
+    /// Each function's entry and whether it is assembly (Go 1.18 and later record it),
+    /// without reading its name: what a binary with a symbol table needs of the table
+    /// at open.
+    pub fn abi_marks(&self) -> Result<Vec<(u64, bool)>, PclntabError> {
+        let at = match self.format {
+            Format::Go116 => return Ok(Vec::new()),
+            Format::Go118 => 37,
+            Format::Go120 => 41,
+        };
+        let mut out = Vec::with_capacity(self.nfunc as usize);
+        for i in 0..self.nfunc {
+            let (entry, record) = self.slot(i).ok_or(PclntabError::FunctabOutside)?;
+            out.push((entry, self.image.u8(record + at).unwrap_or(0) & FLAG_ASM != 0));
+        }
+        Ok(out)
+    }
+
     fn func_name(&self, record: u64) -> Option<&'d str> {
         let at = if self.format == Format::Go116 { record + 8 } else { record + 4 };
         let off = self.image.u32(at)? as i32;
@@ -205,7 +230,7 @@ impl<'d> Pclntab<'d> {
     }
 
     fn name(&self, off: i32) -> Option<&'d str> {
-        self.image.c_string(self.funcnametab.checked_add_signed(i64::from(off))?, NAME_MAX)
+        name_at(self.image, self.funcnametab, off)
     }
 
     /// (npcdata, nfuncdata, address of pcdata[0]) of a `_func`.
@@ -344,7 +369,7 @@ impl<'d> Pclntab<'d> {
 
     /// Every inlined call in function `f` that has code: which function, its body's
     /// address ranges and its `parentPc`. `gofunc` as in `funcdata`.
-    pub fn inlined_calls(&self, f: &FuncRecord, gofunc: Option<u64>) -> Vec<InlinedCall> {
+    pub fn inlined_calls(&self, f: &FuncRecord, caller: usize, gofunc: Option<u64>) -> Vec<InlinedCall> {
         let Some(tree) = self.funcdata(f.record, FUNCDATA_INL_TREE, gofunc) else { return Vec::new() };
         let Some(runs) = self.pcdata(f.record, f.entry, PCDATA_INL_TREE_INDEX) else { return Vec::new() };
         let value_at = |pc: u64| runs.iter().find(|(lo, hi, _)| *lo <= pc && pc < *hi).map(|r| r.2).unwrap_or(-1);
@@ -376,7 +401,9 @@ impl<'d> Pclntab<'d> {
         let mut out = Vec::new();
         for (i, mut body) in bodies {
             let Some((name_off, parent_pc, _)) = node(i) else { continue };
-            let Some(callee) = self.name(name_off) else { continue };
+            if self.name(name_off).is_none() {
+                continue;
+            }
             body.sort_unstable();
             body.dedup_by(|next, prev| {
                 let joins = next.0 <= prev.1;
@@ -386,13 +413,7 @@ impl<'d> Pclntab<'d> {
                 joins
             });
             let parent_pc = (f.entry..f.end).contains(&parent_pc).then_some(parent_pc);
-            out.push(InlinedCall {
-                callee: callee.to_string(),
-                caller: f.name.clone(),
-                caller_code: (f.entry, f.end),
-                body,
-                parent_pc,
-            });
+            out.push(InlinedCall { callee: name_off, caller, caller_code: (f.entry, f.end), body, parent_pc });
         }
         out
     }

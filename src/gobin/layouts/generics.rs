@@ -162,8 +162,14 @@ impl Target {
     pub fn instantiations_of(&self, shape: &str, all: &[Dictionary]) -> Vec<(Dictionary, String)> {
         let Some((_, range)) = generic_of(shape) else { return Vec::new() };
         let shapes: Vec<&str> = split_args(&shape[range]).into_iter().map(bare_shape).collect();
+        // Only the dictionaries of the shape's package can make it (a prefix compared
+        // before any name is taken apart: `-l '*'` asks this of every shape function).
+        let mine = format!("{}{DICT}", symbols::package_of(shape));
         let mut out = Vec::new();
         for (i, d) in all.iter().enumerate() {
+            if !d.symbol.starts_with(&mine) {
+                continue;
+            }
             let Some(name) = instantiation(shape, &d.symbol) else { continue };
             let Some((_, args)) = dictionary_parts(&d.symbol) else { continue };
             let end = all.get(i + 1).map_or(d.addr + 8 * DICT_WORDS, |n| n.addr.min(d.addr + 8 * DICT_WORDS));

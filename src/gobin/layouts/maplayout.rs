@@ -51,36 +51,52 @@ impl Target {
         by_version(go_minor(version)?)
     }
 
-    /// The map layout as DWARF gives it.
+    /// The map layout as DWARF gives it: the kind of map the Go version has is looked
+    /// up first (a type DWARF lacks is looked for in every unit).
     pub fn map_layout_from_dwarf(&self) -> Option<MapLayout> {
+        let swiss_first = self.go_version().and_then(go_minor).is_some_and(|m| m >= 24);
         let mut state = self.dwarf.borrow_mut();
         let dwarf = Self::dwarf_mut(&mut state, self.dwarf_source().0, self.dwarf_source().1).ok()??;
-        let at = |members: &[crate::gobin::dwarf::types::Member], name: &str| {
-            members.iter().find(|m| m.name == name).and_then(|m| u32::try_from(m.offset).ok())
-        };
-        if let Some(h) = dwarf.struct_members("runtime", "runtime.hmap").ok().flatten() {
-            return Some(MapLayout::Buckets {
-                flags: at(&h, "flags")?,
-                b: at(&h, "B")?,
-                hash0: at(&h, "hash0")?,
-                buckets: at(&h, "buckets")?,
-                oldbuckets: at(&h, "oldbuckets")?,
-            });
+        match swiss_first {
+            true => swiss_from(dwarf).or_else(|| buckets_from(dwarf)),
+            false => buckets_from(dwarf).or_else(|| swiss_from(dwarf)),
         }
-        const PKG: &str = "internal/runtime/maps";
-        let map = dwarf.struct_members(PKG, "internal/runtime/maps.Map").ok()??;
-        let table = dwarf.struct_members(PKG, "internal/runtime/maps.table").ok()??;
-        let groups = dwarf.struct_members(PKG, "internal/runtime/maps.groupsReference").ok()??;
-        let base = at(&table, "groups")?;
-        Some(MapLayout::Swiss {
-            seed: at(&map, "seed")?,
-            dir_ptr: at(&map, "dirPtr")?,
-            dir_len: at(&map, "dirLen")?,
-            global_shift: at(&map, "globalShift")?,
-            groups_data: base + at(&groups, "data")?,
-            groups_mask: base + at(&groups, "lengthMask")?,
-        })
     }
+}
+
+fn member_at(members: &[crate::gobin::dwarf::types::Member], name: &str) -> Option<u32> {
+    members.iter().find(|m| m.name == name).and_then(|m| u32::try_from(m.offset).ok())
+}
+
+/// Go 1.17 to 1.23's maps: `runtime.hmap`.
+fn buckets_from(dwarf: &mut crate::gobin::dwarf::DwarfInfo) -> Option<MapLayout> {
+    let at = member_at;
+    let h = dwarf.struct_members("runtime", "runtime.hmap").ok()??;
+    Some(MapLayout::Buckets {
+        flags: at(&h, "flags")?,
+        b: at(&h, "B")?,
+        hash0: at(&h, "hash0")?,
+        buckets: at(&h, "buckets")?,
+        oldbuckets: at(&h, "oldbuckets")?,
+    })
+}
+
+/// Go 1.24's swiss tables: `internal/runtime/maps`.
+fn swiss_from(dwarf: &mut crate::gobin::dwarf::DwarfInfo) -> Option<MapLayout> {
+    let at = member_at;
+    const PKG: &str = "internal/runtime/maps";
+    let map = dwarf.struct_members(PKG, "internal/runtime/maps.Map").ok()??;
+    let table = dwarf.struct_members(PKG, "internal/runtime/maps.table").ok()??;
+    let groups = dwarf.struct_members(PKG, "internal/runtime/maps.groupsReference").ok()??;
+    let base = at(&table, "groups")?;
+    Some(MapLayout::Swiss {
+        seed: at(&map, "seed")?,
+        dir_ptr: at(&map, "dirPtr")?,
+        dir_len: at(&map, "dirLen")?,
+        global_shift: at(&map, "globalShift")?,
+        groups_data: base + at(&groups, "data")?,
+        groups_mask: base + at(&groups, "lengthMask")?,
+    })
 }
 
 #[cfg(test)]

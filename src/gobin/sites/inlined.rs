@@ -33,46 +33,70 @@ pub(super) fn never_returns(function: &str) -> bool {
         || name.starts_with("panic") && !name.starts_with("panicCheck")
 }
 
+/// Every inlined call with code, and where the callees' names are.
+#[derive(Default)]
+pub(crate) struct InlinedTable {
+    /// Sorted by callee (its name's offset), then address.
+    calls: Vec<pclntab::InlinedCall>,
+    funcnametab: u64,
+}
+
 impl Target {
-    /// Every inlined call with code, sorted by callee then address; read once.
-    fn inlined_calls(&self) -> &[pclntab::InlinedCall] {
+    /// Every inlined call with code; read once, no name read.
+    fn inlined_calls(&self) -> &InlinedTable {
         self.inlined.get_or_init(|| {
-            let mut out = self.read_inlined().unwrap_or_default();
-            out.sort_by(|a, b| a.callee.cmp(&b.callee).then(a.body.cmp(&b.body)));
-            out.dedup();
-            out
+            let mut table = self.read_inlined().unwrap_or_default();
+            table.calls.sort_by(|a, b| a.callee.cmp(&b.callee).then(a.body.cmp(&b.body)));
+            table.calls.dedup();
+            table
         })
     }
 
-    fn read_inlined(&self) -> Option<Vec<pclntab::InlinedCall>> {
+    fn read_inlined(&self) -> Option<InlinedTable> {
         let image = self.image();
         let (table, md) = self.pclntab(&image, self.layout.pclntab?).ok()?;
-        let functions = table.functions().ok()?;
+        let functions = self.records.get_or_init(|| self.func_records().unwrap_or_default());
         let gofunc = if table.format == pclntab::Format::Go116 {
             None
         } else {
             let candidates = moduledata::gofunc_candidates(&image, md?, self.layout.rodata?);
-            Some(candidates.into_iter().find(|g| table.gofunc_fits(&functions, *g))?)
+            Some(candidates.into_iter().find(|g| table.gofunc_fits(functions, *g))?)
         };
-        Some(functions.iter().flat_map(|f| table.inlined_calls(f, gofunc)).collect())
+        let calls = functions.iter().enumerate().flat_map(|(i, f)| table.inlined_calls(f, i, gofunc)).collect();
+        Some(InlinedTable { calls, funcnametab: table.funcnametab() })
+    }
+
+    /// The inlined calls whose callee matches `pattern`, with the callee's name, in
+    /// callee then address order: each distinct name read once.
+    fn inlined_matching(&self, pattern: &str) -> Vec<(&str, &pclntab::InlinedCall)> {
+        let table = self.inlined_calls();
+        let image = self.image();
+        let matcher = symbols::is_pattern(pattern).then(|| symbols::Matcher::new(pattern));
+        let mut out: Vec<(&str, &pclntab::InlinedCall)> = Vec::new();
+        for group in table.calls.chunk_by(|a, b| a.callee == b.callee) {
+            let Some(name) = pclntab::name_at(&image, table.funcnametab, group[0].callee) else { continue };
+            let matches = match &matcher {
+                Some(m) => m.matches(name),
+                None => name == pattern,
+            };
+            if matches {
+                out.extend(group.iter().map(|c| (name, c)));
+            }
+        }
+        out.sort_by(|a, b| a.0.cmp(b.0).then(a.1.body.cmp(&b.1.body)));
+        out
     }
 
     /// The places where functions matching `pattern` (as in `find`) were inlined, each
     /// with its entry probe's address, in callee then address order.
     pub fn find_inlined(&self, pattern: &str) -> Vec<InlinedSite> {
-        let calls = self.inlined_calls();
-        let matched: Vec<&pclntab::InlinedCall> = if symbols::is_pattern(pattern) {
-            let m = symbols::Matcher::new(pattern);
-            calls.iter().filter(|c| m.matches(&c.callee)).collect()
-        } else {
-            let start = calls.partition_point(|c| c.callee.as_str() < pattern);
-            calls[start..].iter().take_while(|c| c.callee == pattern).collect()
-        };
+        let matched = self.inlined_matching(pattern);
+        let records = self.records.get_or_init(|| self.func_records().unwrap_or_default());
         // Each caller's code is decoded once.
         let mut graphs: std::collections::HashMap<(u64, u64), Option<Cfg>> = std::collections::HashMap::new();
         matched
             .into_iter()
-            .map(|call| {
+            .map(|(callee, call)| {
                 let (entry, end) = call.caller_code;
                 let graph = graphs.entry(call.caller_code).or_insert_with(|| {
                     let code = self.bytes_at(entry, end - entry)?;
@@ -85,8 +109,8 @@ impl Target {
                     .and_then(|g| inlentry::place(g, &call.body, call.parent_pc))
                     .unwrap_or(InlinedEntry { addr: lowest, how: Placement::Lowest });
                 InlinedSite {
-                    callee: call.callee.clone(),
-                    caller: call.caller.clone(),
+                    callee: callee.to_string(),
+                    caller: records.get(call.caller).map(|r| r.name.clone()).unwrap_or_default(),
                     addr: at.addr,
                     how: at.how,
                     body: lowest,
@@ -109,7 +133,7 @@ impl Target {
         let Some(runs) = table.filter(|_| addr < f.end).and_then(|t| t.lines(f)) else { return Vec::new() };
         let line_at =
             |pc: u64| runs.iter().find(|(lo, hi, _)| *lo <= pc && pc < *hi).and_then(|r| u32::try_from(r.2).ok());
-        let calls = self.inlined_calls().iter().filter(|c| c.caller_code.0 == f.entry);
+        let calls = self.inlined_calls().calls.iter().filter(|c| c.caller_code.0 == f.entry);
         let holding = calls.filter(|c| c.body.iter().any(|(lo, hi)| *lo <= addr && addr < *hi));
         line_at(addr).into_iter().chain(holding.filter_map(|c| c.parent_pc.and_then(line_at))).collect()
     }

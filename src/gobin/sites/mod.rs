@@ -16,6 +16,7 @@ mod slots;
 pub use frame::ValueLocation;
 pub use inlentry::{InlinedEntry, Placement};
 pub use inlined::InlinedSite;
+pub(crate) use inlined::InlinedTable;
 pub use lines::{LineError, LineSite, Local, LocalState};
 
 use super::{Function, ProbeSites, Target, TargetError};

@@ -1,0 +1,137 @@
+//! What a run learned of a Go binary, kept for the next run on the same build: a file a
+//! binary, named by its build id, under the user's cache directory
+//! (`$XDG_CACHE_HOME/gtrace`, else `~/.cache/gtrace`). It holds the DWARF units and
+//! lookups the run reached (`gobin::DwarfSeed`), so the next run decompresses and walks
+//! none of it. A binary without a build id is not cached.
+//!
+//! Several gtrace may share the directory at once: a file is written whole to a
+//! temporary name and renamed over the old one, so a reader sees an old file or a new
+//! one, never half of one. The directory is bounded (`BOUND`): after a write, the files
+//! used least recently go first. A file that is not exactly what this gtrace writes for
+//! this binary (`format::decode`: truncated, corrupted, another format, another gtrace,
+//! another binary) is ignored, and replaced at the next write.
+
+pub mod format;
+
+pub use format::{Entry, For, Rejected};
+
+use crate::gobin::Target;
+use std::path::{Path, PathBuf};
+
+/// The most the cache directory holds, in bytes.
+pub const BOUND: u64 = 256 << 20;
+
+/// A cache directory.
+#[derive(Clone, Debug)]
+pub struct Store {
+    dir: PathBuf,
+    bound: u64,
+}
+
+/// Why a cache file could not be written.
+#[derive(Debug, thiserror::Error)]
+#[error("could not write the cache {path}: {source}")]
+pub struct WriteError {
+    path: PathBuf,
+    source: std::io::Error,
+}
+
+impl WriteError {
+    pub fn hint(&self) -> &'static str {
+        "the trace is not affected; --no-cache runs without one"
+    }
+}
+
+impl Store {
+    /// The user's cache directory: `$XDG_CACHE_HOME/gtrace`, else `$HOME/.cache/gtrace`
+    /// (XDG's rules: a relative XDG_CACHE_HOME is ignored). None without either.
+    pub fn user() -> Option<Store> {
+        let xdg = std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from).filter(|p| p.is_absolute());
+        let home = || std::env::var_os("HOME").map(PathBuf::from).filter(|p| p.is_absolute()).map(|h| h.join(".cache"));
+        Some(Store::at(&xdg.or_else(home)?.join("gtrace")))
+    }
+
+    /// The cache directory `dir`.
+    pub fn at(dir: &Path) -> Store {
+        Store { dir: dir.to_path_buf(), bound: BOUND }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The file for `target`: named by its GNU build id, else its Go build id; None
+    /// when it has neither.
+    pub fn file_for(&self, target: &Target) -> Option<PathBuf> {
+        let ids = target.build_ids();
+        let id = ids.gnu.clone().or_else(|| ids.go.clone())?;
+        let name: String = id.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).take(128).collect();
+        Some(self.dir.join(format!("{name}.gtc")))
+    }
+
+    /// What an earlier run kept for `target`, or why nothing is used (no file is not
+    /// an error: Ok(None)).
+    pub fn load(&self, target: &Target) -> Result<Option<Entry>, Rejected> {
+        let Some(path) = self.file_for(target) else { return Ok(None) };
+        let Ok(bytes) = std::fs::read(&path) else { return Ok(None) };
+        let entry = format::decode(&bytes, &binary(target))?;
+        // Used now: the last to be evicted.
+        if let Ok(f) = std::fs::File::options().append(true).open(&path) {
+            let _ = f.set_modified(std::time::SystemTime::now());
+        }
+        Ok(Some(entry))
+    }
+
+    /// Writes `entry` for `target` (whole, then renamed into place), then evicts the
+    /// least recently used files past the bound. Nothing for a binary without build id.
+    pub fn save(&self, target: &Target, entry: &Entry) -> Result<(), WriteError> {
+        let Some(path) = self.file_for(target) else { return Ok(()) };
+        let bad = |source| WriteError { path: path.clone(), source };
+        std::fs::create_dir_all(&self.dir).map_err(bad)?;
+        let unique = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        let tmp = path.with_extension(format!("{}.{}.tmp", std::process::id(), unique.subsec_nanos()));
+        let bytes = format::encode(&binary(target), entry);
+        let written = std::fs::write(&tmp, &bytes).and_then(|_| std::fs::rename(&tmp, &path));
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(bad(e));
+        }
+        self.evict(&path);
+        Ok(())
+    }
+
+    /// Removes the least recently used cache files (never `keep`) until the directory
+    /// holds at most the bound; temporary files another gtrace left over an hour ago
+    /// go too.
+    fn evict(&self, keep: &Path) {
+        let Ok(dir) = std::fs::read_dir(&self.dir) else { return };
+        let now = std::time::SystemTime::now();
+        let mut files: Vec<(std::time::SystemTime, u64, PathBuf)> = Vec::new();
+        for e in dir.flatten() {
+            let (path, Ok(meta)) = (e.path(), e.metadata()) else { continue };
+            let modified = meta.modified().unwrap_or(now);
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if name.ends_with(".tmp") && now.duration_since(modified).is_ok_and(|d| d.as_secs() > 3600) {
+                let _ = std::fs::remove_file(&path);
+            } else if name.ends_with(".gtc") && meta.is_file() {
+                files.push((modified, meta.len(), path));
+            }
+        }
+        let mut total: u64 = files.iter().map(|f| f.1).sum();
+        files.sort();
+        for (_, len, path) in files {
+            if total <= self.bound {
+                break;
+            }
+            if path != keep && std::fs::remove_file(&path).is_ok() {
+                total -= len;
+            }
+        }
+    }
+}
+
+/// The binary as a cache file names it.
+fn binary(target: &Target) -> For {
+    let dwarf = target.dwarf_bytes().map(|raw| format::crc(&[raw]));
+    For::new(target.build_ids(), target.file_size(), dwarf)
+}

@@ -1,0 +1,44 @@
+//! The cache of what runs learned of a binary (src/cache), as the command line uses it:
+//! read right after the binary is opened (unless `--no-cache`), written back once the
+//! compiler has asked all it will, when the run learned something new. A cache file
+//! that is not used is as no file (it is written again); a write that fails is said in
+//! one line (the run goes on).
+
+use crate::cache::{Entry, Store};
+use crate::cli::Cli;
+use crate::gobin::Target;
+
+/// The cache for this run's binary and what it held.
+pub(super) struct Cached {
+    store: Store,
+    loaded: Entry,
+}
+
+/// Reads the cache for `target` into it; None with `--no-cache` or without a cache
+/// directory.
+pub(super) fn open(cli: &Cli, target: &Target) -> Option<Cached> {
+    if cli.no_cache {
+        return None;
+    }
+    let store = Store::user()?;
+    // A file that is not what this gtrace writes for this binary is not used, and is
+    // written again below: the run is as without a cache.
+    let loaded = store.load(target).ok().flatten().unwrap_or_default();
+    if let Some(seed) = loaded.dwarf.clone() {
+        target.seed_dwarf(seed);
+    }
+    Some(Cached { store, loaded })
+}
+
+impl Cached {
+    /// Writes what the run learned, when it is more than the cache held.
+    pub(super) fn save(&self, target: &Target) {
+        let learned = Entry { dwarf: target.dwarf_learned().or_else(|| self.loaded.dwarf.clone()) };
+        if learned == self.loaded {
+            return;
+        }
+        if let Err(e) = self.store.save(target, &learned) {
+            eprintln!("gtrace: {e} ({})", e.hint());
+        }
+    }
+}

@@ -1,0 +1,262 @@
+//! The compile units of `.debug_info`, each read only when a question reaches it: a
+//! directory (where each unit is, its package) from one pass over the unit headers, then
+//! a unit's header and abbreviations parsed on first use. A cache (src/cache) can give
+//! the directory and the bytes of the units an earlier run reached (`DwarfSeed`): then
+//! nothing is decompressed unless a question reaches a unit it does not hold, and the
+//! section is decompressed once for all of them.
+
+use super::{string, DwarfInfo, UnitSlot, R};
+use crate::gobin::{elf, TargetError};
+use gimli::{constants as dw, DebugInfoOffset, Reader, UnitOffset};
+use std::cell::{OnceCell, RefCell};
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+/// A unit's header and abbreviations, read on first use.
+pub(super) struct Parsed {
+    pub header: gimli::UnitHeader<R>,
+    pub abbrevs: Arc<gimli::Abbreviations>,
+    /// The unit's bytes, header included (what a cache keeps).
+    bytes: R,
+}
+
+/// Where units are read from.
+pub(super) struct Sections {
+    /// The whole of `.debug_info`, decompressed once, when a unit outside the seed is
+    /// needed (at load without a seed).
+    info: OnceCell<R>,
+    /// `.debug_info` as the file holds it (compressed), kept only when a seed is used.
+    raw: Option<(object::CompressionFormat, Arc<[u8]>, u64)>,
+    abbrev: gimli::DebugAbbrev<R>,
+    abbrev_bytes: R,
+    abbrev_cache: RefCell<HashMap<gimli::DebugAbbrevOffset, Arc<gimli::Abbreviations>>>,
+    /// Units' bytes a seed brought, by unit index.
+    seeded: HashMap<usize, R>,
+}
+
+/// What a run learned of a binary's DWARF, to start the next run from (src/cache): the
+/// unit directory, `.debug_abbrev`, the bytes of the units it reached and the answers of
+/// lookups that walk many units.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct DwarfSeed {
+    /// Every unit: its offset, its length (header included), its package.
+    pub units: Vec<(u64, u64, String)>,
+    pub abbrev: Vec<u8>,
+    /// The units reached: index in `units`, bytes.
+    pub bodies: Vec<(u32, Vec<u8>)>,
+    pub memo: Vec<(String, Option<[u64; 2]>)>,
+}
+
+fn reader(bytes: &[u8]) -> R {
+    R::new(Arc::from(bytes), gimli::LittleEndian)
+}
+
+impl DwarfInfo {
+    /// Loads the DWARF of the ELF in `data`: `.debug_info` is decompressed and its unit
+    /// headers listed (no unit is parsed further); with a `seed` that matches the
+    /// section, nothing is decompressed. None when it has no `.debug_info`.
+    pub(crate) fn load(path: &Path, data: &[u8], seed: Option<DwarfSeed>) -> Result<Option<DwarfInfo>, TargetError> {
+        let Some(compressed) = elf::compressed_section(path, data, ".debug_info")? else { return Ok(None) };
+        let size = compressed.uncompressed_size;
+        let debug_str = match elf::section(path, data, ".debug_str")? {
+            Some(bytes) => reader(&bytes),
+            None => reader(&[]),
+        };
+        let seed = seed.filter(|s| s.units.last().is_some_and(|(start, len, _)| start + len == size));
+        let mut info = DwarfInfo {
+            path: path.to_path_buf(),
+            debug_str: gimli::DebugStr::from(debug_str),
+            sections: Sections {
+                info: OnceCell::new(),
+                raw: None,
+                abbrev: gimli::DebugAbbrev::from(reader(&[])),
+                abbrev_bytes: reader(&[]),
+                abbrev_cache: RefCell::new(HashMap::new()),
+                seeded: HashMap::new(),
+            },
+            lists: None,
+            lines: None,
+            scopes_cache: HashMap::new(),
+            units: Vec::new(),
+            by_package: HashMap::new(),
+            memo: HashMap::new(),
+            type_ids: HashMap::new(),
+            unsafe_pointer: None,
+        };
+        match seed {
+            Some(seed) => info.from_seed(seed, compressed),
+            None => {
+                let abbrev = elf::section(path, data, ".debug_abbrev")?.unwrap_or_default();
+                info.set_abbrev(reader(&abbrev));
+                let bytes = compressed.decompress().map_err(|source| info.bad_section(source))?;
+                let _ = info.sections.info.set(reader(&bytes));
+                info.list_units()?;
+            }
+        }
+        for (u, slot) in info.units.iter().enumerate() {
+            info.by_package.entry(slot.name.clone()).or_default().push(u);
+        }
+        Ok(Some(info))
+    }
+
+    /// The units to look for a name of `package` in first: the package's own, then (for
+    /// types) those named `runtime`, where Go's linker writes type DIEs.
+    pub(super) fn first_units(&self, package: &str, types: bool) -> Vec<usize> {
+        let mut first = self.by_package.get(package).cloned().unwrap_or_default();
+        if types && package != "runtime" {
+            first.extend(self.by_package.get("runtime").into_iter().flatten());
+        }
+        first
+    }
+
+    /// Every unit but `first`.
+    pub(super) fn other_units(&self, first: &[usize]) -> Vec<usize> {
+        (0..self.units.len()).filter(|u| !first.contains(u)).collect()
+    }
+
+    fn set_abbrev(&mut self, bytes: R) {
+        self.sections.abbrev = gimli::DebugAbbrev::from(bytes.clone());
+        self.sections.abbrev_bytes = bytes;
+    }
+
+    fn bad_section(&self, source: object::Error) -> TargetError {
+        TargetError::Section { path: self.path.clone(), section: ".debug_info".into(), source }
+    }
+
+    /// The unit directory from the decompressed section: each header, and the name of
+    /// its root DIE.
+    fn list_units(&mut self) -> Result<(), TargetError> {
+        let info = gimli::DebugInfo::from(self.sections.info.get().expect("decompressed").clone());
+        let mut headers = info.units();
+        while let Some(header) = headers.next().map_err(|e| self.bad(e))? {
+            let start = DebugInfoOffset(header.offset().0);
+            let len = header.length_including_self() as u64;
+            self.units.push(UnitSlot { start, len, name: String::new(), parsed: OnceCell::new(), index: None });
+        }
+        self.units.sort_by_key(|u| u.start.0);
+        for u in 0..self.units.len() {
+            // Read for its name only: the unit counts as reached when a question parses it.
+            let name = {
+                let unit = &self.parse(u)?;
+                let mut entries = unit.header.entries(&unit.abbrevs);
+                let root = entries.next_dfs().map_err(|e| self.bad(e))?;
+                match root.and_then(|r| r.attr_value(dw::DW_AT_name)) {
+                    Some(value) => string(&self.debug_str, value).map_err(|e| self.bad(e))?.unwrap_or_default(),
+                    None => String::new(),
+                }
+            };
+            self.units[u].name = name;
+        }
+        Ok(())
+    }
+
+    /// Units from a seed whose directory ends where the section does: the section is
+    /// kept compressed until a unit the seed lacks is needed.
+    fn from_seed(&mut self, seed: DwarfSeed, raw: object::CompressedData<'_>) {
+        self.set_abbrev(reader(&seed.abbrev));
+        self.sections.raw = Some((raw.format, Arc::from(raw.data), raw.uncompressed_size));
+        self.units = (seed.units.into_iter())
+            .map(|(start, len, name)| UnitSlot {
+                start: DebugInfoOffset(start as usize),
+                len,
+                name,
+                parsed: OnceCell::new(),
+                index: None,
+            })
+            .collect();
+        for (u, bytes) in seed.bodies {
+            self.sections.seeded.insert(u as usize, reader(&bytes));
+        }
+        self.memo = seed.memo.into_iter().collect();
+    }
+
+    /// Unit `u`'s header and abbreviations, parsed on first use from the seed's bytes
+    /// or the decompressed section.
+    pub(super) fn unit(&self, u: usize) -> Result<&Parsed, TargetError> {
+        if let Some(p) = self.units[u].parsed.get() {
+            return Ok(p);
+        }
+        let parsed = self.parse(u)?;
+        Ok(self.units[u].parsed.get_or_init(|| parsed))
+    }
+
+    /// Unit `u`'s header and abbreviations, read now.
+    fn parse(&self, u: usize) -> Result<Parsed, TargetError> {
+        let slot = &self.units[u];
+        let bytes = match self.sections.seeded.get(&u) {
+            Some(b) => b.clone(),
+            None => {
+                let info = self.whole()?;
+                let (start, end) = (slot.start.0, slot.start.0 + slot.len as usize);
+                if end > info.len() {
+                    return Err(self.bad_ref("unit outside .debug_info", slot.start));
+                }
+                info.range(start..end)
+            }
+        };
+        let header = gimli::DebugInfo::from(bytes.clone()).units().next().map_err(|e| self.bad(e))?;
+        let header = header.filter(|h| h.length_including_self() as u64 == slot.len);
+        let header = header.ok_or_else(|| self.bad_ref("unit of another length than listed", slot.start))?;
+        let abbrevs = self.abbreviations(header.debug_abbrev_offset())?;
+        Ok(Parsed { header, abbrevs, bytes })
+    }
+
+    fn abbreviations(&self, at: gimli::DebugAbbrevOffset) -> Result<Arc<gimli::Abbreviations>, TargetError> {
+        if let Some(a) = self.sections.abbrev_cache.borrow().get(&at) {
+            return Ok(a.clone());
+        }
+        let a = Arc::new(self.sections.abbrev.abbreviations(at).map_err(|e| self.bad(e))?);
+        self.sections.abbrev_cache.borrow_mut().insert(at, a.clone());
+        Ok(a)
+    }
+
+    /// The whole decompressed `.debug_info`: at load, or now when a seed was used.
+    fn whole(&self) -> Result<&R, TargetError> {
+        if let Some(info) = self.sections.info.get() {
+            return Ok(info);
+        }
+        let Some((format, data, size)) = &self.sections.raw else {
+            return Err(self.bad_ref("no .debug_info", DebugInfoOffset(0)));
+        };
+        let whole = object::CompressedData { format: *format, data, uncompressed_size: *size };
+        let bytes = whole.decompress().map_err(|source| self.bad_section(source))?;
+        Ok(self.sections.info.get_or_init(|| reader(&bytes)))
+    }
+
+    /// Whether the whole of `.debug_info` was decompressed (not when a seed held every
+    /// unit reached).
+    pub(crate) fn decompressed(&self) -> bool {
+        self.sections.info.get().is_some()
+    }
+
+    /// The `.debug_info` offset of `off` in unit `u`.
+    pub(super) fn at(&self, u: usize, off: UnitOffset) -> DebugInfoOffset {
+        DebugInfoOffset(self.units[u].start.0 + off.0)
+    }
+
+    /// The unit holding `.debug_info` offset `at`, and the offset within it.
+    pub(super) fn locate(&self, at: DebugInfoOffset) -> Option<(usize, UnitOffset)> {
+        let u = self.units.partition_point(|s| s.start.0 <= at.0).checked_sub(1)?;
+        let slot = &self.units[u];
+        (at.0 < slot.start.0 + slot.len as usize).then(|| (u, UnitOffset(at.0 - slot.start.0)))
+    }
+
+    /// What this run learned, for the next (src/cache): the directory, every unit
+    /// parsed so far (or brought by the seed) and every memoized lookup.
+    pub(crate) fn seed(&self) -> DwarfSeed {
+        let units = self.units.iter().map(|s| (s.start.0 as u64, s.len, s.name.clone())).collect();
+        let bytes = |u: usize| -> Option<Vec<u8>> {
+            let r = match self.units[u].parsed.get() {
+                Some(p) => &p.bytes,
+                None => self.sections.seeded.get(&u)?,
+            };
+            Some(r.to_slice().ok()?.into_owned())
+        };
+        let bodies = (0..self.units.len()).filter_map(|u| Some((u as u32, bytes(u)?))).collect();
+        let abbrev = self.sections.abbrev_bytes.to_slice().map(|b| b.into_owned()).unwrap_or_default();
+        let mut memo: Vec<(String, Option<[u64; 2]>)> = self.memo.iter().map(|(k, v)| (k.clone(), *v)).collect();
+        memo.sort();
+        DwarfSeed { units, abbrev, bodies, memo }
+    }
+}

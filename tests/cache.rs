@@ -1,0 +1,240 @@
+//! The cache of what runs learned of a binary (src/cache, issue 26): the real gtrace on
+//! real Go builds, each test with its own cache directory (XDG_CACHE_HOME). Whatever the
+//! cache holds (nothing, this binary's units, a file of another gtrace, of another
+//! binary, a truncated one), the output is the output without a cache, byte for byte;
+//! a file not used is written again whole; several gtrace share a directory at once.
+//! A warm cache answers without decompressing `.debug_info` (checked through the
+//! library). And a script that reads no Go value traces a binary whose DWARF is broken.
+
+mod support;
+
+use gtrace::cache::{format, Store};
+use gtrace::compile::{compile, Options};
+use gtrace::gobin::Target;
+use gtrace::library::Root;
+use object::{Object, ObjectSection};
+use std::path::{Path, PathBuf};
+
+/// Parameters, a field through a pointer, results and a type by name: the DWARF of
+/// several units and types.
+const SCRIPT: &str = "on entry main.add { @s = sum(a); @b[b] = count() } \
+                      on entry \"main.(*T).Add\" { @d = sum(delta); @t = max(t.total) } \
+                      on return main.label { @l[s] = sum(ret) }";
+
+/// For tests/go/values: a field through a pointer, a string.
+const VALUES_SCRIPT: &str = "on entry main.handle { @s[r.Size] = count() } on entry main.greet { @g[name] = sum(n) }";
+
+fn script_for(binary: &Path) -> &'static str {
+    match binary.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("values")) {
+        true => VALUES_SCRIPT,
+        false => SCRIPT,
+    }
+}
+
+fn cache_dir(name: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cache").join(name);
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// gtrace with `XDG_CACHE_HOME=home`: the plan it compiles for its script and the listing
+/// of main's functions, as one text.
+fn outputs(binary: &Path, home: &Path, extra: &[&str]) -> String {
+    let b = binary.to_str().unwrap();
+    let env = [("XDG_CACHE_HOME", home.to_str().unwrap())];
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let plan = home.join(format!("plan-{}-{n}.json", std::process::id()));
+    let mut args = vec!["--emit", "plan", "-o", plan.to_str().unwrap(), "-e", script_for(binary), "-b", b];
+    args.extend(extra);
+    let r = support::gtrace_env(&args, &env);
+    assert_eq!(r.code, 0, "gtrace {args:?}:\n{}", r.stderr);
+    let mut all = std::fs::read_to_string(&plan).unwrap();
+    std::fs::remove_file(&plan).unwrap();
+    let mut args = vec!["-l", "main.*", "-b", b];
+    args.extend(extra);
+    let r = support::gtrace_env(&args, &env);
+    assert_eq!(r.code, 0, "gtrace {args:?}:\n{}", r.stderr);
+    all.push_str(&r.stdout);
+    all
+}
+
+fn store(home: &Path) -> Store {
+    Store::at(&home.join("gtrace"))
+}
+
+fn cache_file(home: &Path, binary: &Path) -> PathBuf {
+    store(home).file_for(&Target::open(binary).unwrap()).expect("a Go build has a build id")
+}
+
+/// The cache file for `binary` is whole, this gtrace's, for it, with DWARF units.
+fn assert_valid(home: &Path, binary: &Path) -> format::Entry {
+    let target = Target::open(binary).unwrap();
+    let entry = store(home).load(&target).unwrap_or_else(|e| panic!("{}: {e}", binary.display()));
+    let entry = entry.unwrap_or_else(|| panic!("no cache file for {}", binary.display()));
+    let seed = entry.dwarf.clone().expect("the DWARF the run read");
+    assert!(!seed.bodies.is_empty() && !seed.memo.is_empty(), "{seed:?}");
+    entry
+}
+
+#[test]
+fn outputs_are_the_same_without_the_cache_cold_and_warm() {
+    let bin = support::go_build("e2e", &[]);
+    let home = cache_dir("same");
+    let without = outputs(&bin, &home, &["--no-cache"]);
+    assert!(!home.join("gtrace").exists(), "--no-cache wrote a cache");
+    assert!(without.contains("main.add(a int"), "{without}");
+    assert!(without.contains("\"probes\""), "{without}");
+    assert_eq!(outputs(&bin, &home, &[]), without, "first run, empty cache");
+    let first = assert_valid(&home, &bin);
+    assert_eq!(outputs(&bin, &home, &[]), without, "second run, warm cache");
+    // The warm run learned nothing new: the file is as the first run wrote it.
+    assert_eq!(assert_valid(&home, &bin), first);
+}
+
+/// Through the library: a target seeded from the cache compiles the same plan without
+/// decompressing `.debug_info`; one without a seed decompresses it.
+#[test]
+fn a_warm_cache_answers_without_decompressing_the_dwarf() {
+    let bin = support::go_build("e2e", &[]);
+    let home = cache_dir("warm");
+    outputs(&bin, &home, &[]);
+    let entry = assert_valid(&home, &bin);
+    let plan = |seeded: bool| {
+        let target = Target::open(&bin).unwrap();
+        if seeded {
+            target.seed_dwarf(entry.dwarf.clone().unwrap());
+        }
+        let root = Root { name: "<test>".into(), text: SCRIPT.into(), dir: None };
+        let c = compile(root, &target, &Options::default()).unwrap_or_else(|r| panic!("{}", r.render(false)));
+        assert_eq!(target.dwarf_decompressed(), !seeded, "seeded: {seeded}");
+        serde_json::to_string(&c.plan).unwrap()
+    };
+    assert_eq!(plan(true), plan(false));
+}
+
+#[test]
+fn a_cache_of_another_gtrace_or_another_binary_is_not_used() {
+    let bin = support::go_build("e2e", &[]);
+    let other = support::go_build("values", &[]);
+    let home = cache_dir("foreign");
+    let without = outputs(&bin, &home, &["--no-cache"]);
+    outputs(&bin, &home, &[]);
+    let entry = assert_valid(&home, &bin);
+    let file = cache_file(&home, &bin);
+    let target = Target::open(&bin).unwrap();
+    let dwarf = target.dwarf_bytes().map(|raw| format::crc(&[raw]));
+    let binary = format::For::new(target.build_ids(), target.file_size(), dwarf);
+
+    // Written by another gtrace, for this binary, with its units emptied.
+    let mut foreign = entry.clone();
+    foreign.dwarf.as_mut().unwrap().bodies.iter_mut().for_each(|(_, b)| b.fill(0));
+    std::fs::write(&file, format::encode_as("gtrace 0.0.0-other", &binary, &foreign)).unwrap();
+    assert!(matches!(store(&home).load(&target), Err(format::Rejected::Writer { .. })));
+    assert_eq!(outputs(&bin, &home, &[]), without, "a cache of another gtrace");
+    assert_eq!(assert_valid(&home, &bin), entry, "written again by this gtrace");
+
+    // Another binary's cache file under this binary's name.
+    outputs(&other, &home, &[]);
+    std::fs::copy(cache_file(&home, &other), &file).unwrap();
+    assert!(matches!(store(&home).load(&target), Err(format::Rejected::OtherBinary)));
+    assert_eq!(outputs(&bin, &home, &[]), without, "a cache of another binary");
+    assert_eq!(assert_valid(&home, &bin), entry, "written again for this binary");
+
+    // This binary's ids, but its DWARF changed in place: another binary too.
+    let mut moved = binary.clone();
+    moved.dwarf = moved.dwarf.map(|c| c ^ 1);
+    std::fs::write(&file, format::encode(&moved, &foreign)).unwrap();
+    assert!(matches!(store(&home).load(&target), Err(format::Rejected::OtherBinary)));
+    assert_eq!(outputs(&bin, &home, &[]), without, "a cache of the same ids, other DWARF");
+    assert_eq!(assert_valid(&home, &bin), entry);
+}
+
+#[test]
+fn a_truncated_or_corrupted_cache_file_is_ignored_and_written_again() {
+    let bin = support::go_build("e2e", &[]);
+    let home = cache_dir("truncated");
+    let without = outputs(&bin, &home, &["--no-cache"]);
+    outputs(&bin, &home, &[]);
+    let entry = assert_valid(&home, &bin);
+    let file = cache_file(&home, &bin);
+    let whole = std::fs::read(&file).unwrap();
+    let target = Target::open(&bin).unwrap();
+    let mut flipped = whole.clone();
+    let at = whole.len() - 100;
+    flipped[at] ^= 0x40;
+    for (what, bytes) in [
+        ("empty", Vec::new()),
+        ("the header only", whole[..36].to_vec()),
+        ("half", whole[..whole.len() / 2].to_vec()),
+        ("all but a byte", whole[..whole.len() - 1].to_vec()),
+        ("a byte flipped in a unit", flipped),
+    ] {
+        std::fs::write(&file, &bytes).unwrap();
+        assert!(store(&home).load(&target).is_err(), "{what}: used");
+        assert_eq!(outputs(&bin, &home, &[]), without, "{what}");
+        assert_eq!(assert_valid(&home, &bin), entry, "{what}: not written again");
+    }
+}
+
+#[test]
+fn several_gtrace_share_a_cache_at_once() {
+    let bins = [support::go_build("e2e", &[]), support::go_build("values", &[])];
+    let home = cache_dir("shared");
+    let want: Vec<String> = bins.iter().map(|b| outputs(b, &home, &["--no-cache"])).collect();
+    for round in 0..2 {
+        // Four at once on each binary, cold in the first round, warm in the second.
+        let runs: Vec<_> = (0..8)
+            .map(|i| {
+                let (bin, home) = (bins[i % 2].clone(), home.clone());
+                std::thread::spawn(move || (i % 2, outputs(&bin, &home, &[])))
+            })
+            .collect();
+        for r in runs {
+            let (which, got) = r.join().unwrap();
+            assert_eq!(got, want[which], "round {round}: {}", bins[which].display());
+        }
+        for bin in &bins {
+            assert_valid(&home, bin);
+        }
+        let names: Vec<String> = std::fs::read_dir(home.join("gtrace"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names.len(), 2, "one file a binary, no temporary left: {names:?}");
+    }
+}
+
+/// A script that reads no Go value traces a binary whose `.debug_info` is broken (the
+/// counts are the program's own), and the cache is left alone.
+#[test]
+fn a_script_without_go_values_traces_a_binary_with_broken_dwarf() {
+    if !support::privileged("a_script_without_go_values_traces_a_binary_with_broken_dwarf") {
+        return;
+    }
+    let bin = support::go_build("e2e", &[]);
+    let mut data = std::fs::read(&bin).unwrap();
+    let (start, size) = {
+        let file = object::File::parse(&*data).unwrap();
+        let (start, size) = file.section_by_name(".debug_info").unwrap().file_range().unwrap();
+        (start as usize, size as usize)
+    };
+    for i in (start..start + size).step_by(61) {
+        data[i] = !data[i];
+    }
+    let home = cache_dir("broken");
+    let broken = home.join("e2e-broken-dwarf");
+    std::fs::write(&broken, &data).unwrap();
+    std::fs::set_permissions(&broken, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let cmd = format!("{} add 500", broken.display());
+    let script = "on entry main.add { @c = count() } on return main.add { @r = count() }";
+    let env = [("XDG_CACHE_HOME", home.to_str().unwrap())];
+    let r = support::gtrace_env(&["-e", script, "-c", &cmd], &env);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let calls = support::truth(&r.stdout, "calls");
+    assert_eq!(calls, 500);
+    assert_eq!(support::map_value(&r.stdout, "@c"), calls, "{}", r.stdout);
+    assert_eq!(support::map_value(&r.stdout, "@r"), calls, "{}", r.stdout);
+    assert!(!home.join("gtrace").exists(), "no DWARF read, nothing to cache");
+}
