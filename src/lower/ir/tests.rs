@@ -11,11 +11,6 @@ fn text(f: &Finished) -> String {
     disasm(&f.program)
 }
 
-fn ends(f: &mut Func) {
-    f.op(mov64_imm(R0, 0), R0, R0);
-    f.push(Item::Exit);
-}
-
 #[test]
 fn a_value_live_across_a_call_gets_a_callee_saved_register() {
     let mut f = Func::new();
