@@ -68,7 +68,7 @@ pub struct EntryPoint {
 }
 
 /// The runtime functions that keep timed calls' frames true (lower/runtime_programs.rs).
-const TIMING_FUNCTIONS: [&str; 6] = [
+pub const TIMING_FUNCTIONS: [&str; 6] = [
     "runtime.copystack",
     "runtime.recovery",
     "runtime.preprintpanics",

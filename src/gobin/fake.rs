@@ -22,16 +22,6 @@ const GO_VERSION: &str = "go1.26.0";
 const TEXT: u64 = 0x401000;
 /// What a file offset is below its address.
 const LOAD: u64 = 0x400000;
-/// The runtime functions gtrace's own programs attach to.
-const RUNTIME: [&str; 7] = [
-    "runtime.copystack",
-    "runtime.recovery",
-    "runtime.preprintpanics",
-    "runtime.fatalpanic",
-    "runtime.gopanic",
-    "runtime.Goexit",
-    "runtime.goexit0",
-];
 
 /// A fake Go executable (see the module's comment).
 pub struct Fake {
@@ -67,7 +57,9 @@ impl Fake {
             dwarf: true,
             descriptors: HashMap::new(),
         };
-        for name in RUNTIME {
+        // The runtime functions gtrace's own programs attach to.
+        let runtime = crate::check::binary::TIMING_FUNCTIONS.into_iter().chain([crate::check::binary::GOEXIT0]);
+        for name in runtime {
             fake = fake.function(name, &[("gp", "*runtime.g")], &[]);
         }
         fake

@@ -203,6 +203,22 @@ impl Gen<'_> {
         self.b.emit(call(BPF_FUNC_probe_read_user));
     }
 
+    /// Round key `lane` (the number in slot `lane`) into `dst`: the 16 bytes at
+    /// `runtime.aeskeysched` + 16 * lane, moved by the load bias (a PIE's).
+    pub(super) fn read_round_key(&mut self, keysched: u64, lane: i16, dst: i16) {
+        self.b.emit2(ld_imm64(R3, keysched));
+        if let Some(bias) = self.bias {
+            self.b.emit(load(Size::DW, R2, R10, bias));
+            self.b.emit(alu64_reg(AluOp::Add, R3, R2));
+        }
+        self.b.emit(load(Size::DW, R1, R10, lane));
+        self.b.emit(alu64_imm(AluOp::Lsh, R1, 4));
+        self.b.emit(alu64_reg(AluOp::Add, R3, R1));
+        self.stack_ptr(R1, dst);
+        self.b.emit(mov64_imm(R2, 16));
+        self.b.emit(call(BPF_FUNC_probe_read_user));
+    }
+
     /// `memhash64` / `memhash32` of the integer in slot `key` (`size` 8 or 4) with the
     /// seed in slot `seed`, into slot `out`: the state (seed, key) scrambled with the
     /// first three round keys.
@@ -349,18 +365,7 @@ impl Gen<'_> {
         }
         self.b.ja_to(seeded);
         self.b.bind(other);
-        // Round key `lane`: 16 bytes at aeskeysched + 16 * lane.
-        self.b.emit2(ld_imm64(R3, keysched));
-        if let Some(bias) = self.bias {
-            self.b.emit(load(Size::DW, R2, R10, bias));
-            self.b.emit(alu64_reg(AluOp::Add, R3, R2));
-        }
-        self.b.emit(load(Size::DW, R1, R10, lane));
-        self.b.emit(alu64_imm(AluOp::Lsh, R1, 4));
-        self.b.emit(alu64_reg(AluOp::Add, R3, R1));
-        self.stack_ptr(R1, a.keys);
-        self.b.emit(mov64_imm(R2, 16));
-        self.b.emit(call(BPF_FUNC_probe_read_user));
+        self.read_round_key(keysched, lane, a.keys);
         for half in [0, 8] {
             self.b.emit(load(Size::DW, R1, R10, x1 + half));
             self.b.emit(load(Size::DW, R2, R10, a.keys + half));

@@ -18,7 +18,6 @@
 use super::aeshash::{AesSlots, MAX_HASHED_STRING};
 use super::codegen::Gen;
 use super::LowerError;
-use crate::bpf::helpers::*;
 use crate::bpf::insn::*;
 use crate::syntax::ast::Span;
 
@@ -215,17 +214,7 @@ impl Gen<'_> {
         }
         self.b.ja_to(keyed);
         self.b.bind(other);
-        self.b.emit2(ld_imm64(R3, keysched));
-        if let Some(bias) = self.bias {
-            self.b.emit(load(Size::DW, R2, R10, bias));
-            self.b.emit(alu64_reg(AluOp::Add, R3, R2));
-        }
-        self.b.emit(load(Size::DW, R1, R10, lane));
-        self.b.emit(alu64_imm(AluOp::Lsh, R1, 4));
-        self.b.emit(alu64_reg(AluOp::Add, R3, R1));
-        self.stack_ptr(R1, a.keys);
-        self.b.emit(mov64_imm(R2, 16));
-        self.b.emit(call(BPF_FUNC_probe_read_user));
+        self.read_round_key(keysched, lane, a.keys);
         self.key_first_round(a, a.keys, v30, true, false);
         self.b.bind(keyed);
         self.b.emit(mov64_imm(R0, 0));
