@@ -39,13 +39,8 @@ impl Target {
     pub fn type_named(&self, name: &str) -> Result<TypeId, NoRuntimeType> {
         let bare = name.trim_start_matches('*');
         if self.has_dwarf() {
-            if let Some(mut id) = self.type_by_name(bare) {
-                let mut types = self.types.borrow_mut();
-                for _ in 0..name.len() - bare.len() {
-                    let elem = types.get(id).name.clone();
-                    id = types.add(GoType { name: format!("*{elem}"), size: 8, kind: TypeKind::Pointer { elem: id } });
-                }
-                return Ok(id);
+            if let Some(id) = self.type_by_name(bare) {
+                return Ok(self.pointers_to(id, name.len() - bare.len()));
             }
         }
         self.runtime_type_named(name)
@@ -65,13 +60,18 @@ impl Target {
             }
             None => return Err(NoRuntimeType::Unknown { closest: closest(&data, bare) }),
         };
-        let mut id = self.decode_type(data, at, &mut HashMap::new()).ok_or(NoRuntimeType::NoTypeData)?;
+        let id = self.decode_type(data, at, &mut HashMap::new()).ok_or(NoRuntimeType::NoTypeData)?;
+        Ok(self.pointers_to(id, stars))
+    }
+
+    /// `stars` pointers to the type `id` (`**T` for 2), added to the arena.
+    fn pointers_to(&self, mut id: TypeId, stars: usize) -> TypeId {
         let mut types = self.types.borrow_mut();
         for _ in 0..stars {
             let elem = types.get(id).name.clone();
             id = types.add(GoType { name: format!("*{elem}"), size: 8, kind: TypeKind::Pointer { elem: id } });
         }
-        Ok(id)
+        id
     }
 
     /// The link-time address of the descriptor of `*T`, for `name` `*T`: from DWARF
