@@ -1,9 +1,10 @@
 //! gtrace's own programs in the Go runtime, for the frames of timed calls (frames.rs,
 //! unwind.rs): at runtime.copystack (the stack moved), runtime.recovery (a recovered
-//! panic ended frames) and, with `on panic` probes, runtime.fatalpanic, runtime.gopanic
-//! (Go 1.17 to 1.21) and runtime.Goexit; a program that pops the frames of functions
-//! `on panic` watches at their RETs when no `on return` probe does; and the programs of
-//! the `on panic` probes themselves.
+//! panic ended frames), runtime.Goexit (the goroutine's frames end) and, with `on panic`
+//! probes, runtime.fatalpanic and runtime.gopanic (Go 1.17 to 1.21); a program that pops
+//! the frames of functions that `on panic` watches or whose entry reads a trace context
+//! at their RETs when no `on return` probe does; and the programs of the `on panic`
+//! probes themselves.
 
 use super::programs::{Ctx, Owner, ENTRY_TIMING};
 use super::unwind::Unwind;
@@ -81,6 +82,22 @@ impl<'a> Ctx<'a> {
             None if panics => return Err(LowerError::NoPanicLayout { span }),
             None => {}
         }
+        // A goroutine that runtime.Goexit ends has no call in flight: its frames go, so
+        // that a goroutine reusing its g (the runtime reuses dead ones) finds none of
+        // them below its own calls (a span's parent, an `elapsed`).
+        self.runtime_program(
+            GOEXIT,
+            "runtime.Goexit",
+            "runtime.Goexit: the frames it ends",
+            span,
+            |gen, _| gen.forget_frames(panics, span),
+            0,
+        )?;
+        // Frames of calls no `on return` probe pops: popped at their RETs, whether or not
+        // there are `on panic` probes (a trace context's frame left in flight would be
+        // the parent of spans made after its call returned, or on a goroutine reusing
+        // its g).
+        self.frame_pops(span)?;
         let Some(layout) = layout.filter(|_| panics) else { return Ok(()) };
         self.runtime_program(
             FATAL_VALUE,
@@ -108,15 +125,7 @@ impl<'a> Ctx<'a> {
                 2,
             )?;
         }
-        self.runtime_program(
-            GOEXIT,
-            "runtime.Goexit",
-            "runtime.Goexit: the frames it ends",
-            span,
-            |gen, _| gen.forget_frames(true, span),
-            0,
-        )?;
-        self.frame_pops(span)
+        Ok(())
     }
 
     /// Pops, at their RETs, the frames of functions that `on panic` watches or whose

@@ -9,11 +9,15 @@
 //	traceparent [h2c]
 //
 // With h2c, the server and the client speak HTTP/2 without TLS (net/http's Protocols,
-// Go 1.24 and later): every request is HTTP/2, which the truth says (`proto=2`).
+// Go 1.24 and later): every request is HTTP/2, which the truth says (`proto=2`). The
+// truth also says how many writes the server made to its connections (`writes=N`):
+// on HTTP/1, net/http's checkConnErrorWriter.Write makes each, after the handler
+// returned (the response is flushed by finishRequest).
 package main
 
 import (
 	"bufio"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -21,8 +25,31 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"time"
 )
+
+// writes counts the server's writes to its connections.
+var writes atomic.Int64
+
+// countingConn is a server connection that counts its writes (before each is made, so
+// that a client that has read a response sees its write counted).
+type countingConn struct{ net.Conn }
+
+func (c countingConn) Write(p []byte) (int, error) {
+	writes.Add(1)
+	return c.Conn.Write(p)
+}
+
+type countingListener struct{ net.Listener }
+
+func (l countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return countingConn{c}, nil
+}
 
 var sink int
 
@@ -74,7 +101,7 @@ func main() {
 		fmt.Fprintln(w, "ok")
 	})
 	srv := &http.Server{Handler: mux, Protocols: protos}
-	go srv.Serve(ln)
+	go srv.Serve(countingListener{ln})
 	fmt.Printf("ready pid=%d\n", os.Getpid())
 	if _, err := in.ReadString('\n'); err != nil {
 		return
@@ -106,7 +133,11 @@ func main() {
 		resp.Body.Close()
 		fmt.Printf("truth-request: %d %s %s %s\n", id, trace, parent, kind)
 	}
-	fmt.Printf("truth: requests=20 proto=%d\n", proto)
+	// Every connection idle, so every write has returned (the last one's RET too).
+	if err := srv.Shutdown(context.Background()); err != nil {
+		panic(err)
+	}
+	fmt.Printf("truth: requests=20 proto=%d writes=%d\n", proto, writes.Load())
 	fmt.Println("---")
 	in.ReadString('\n')
 }
