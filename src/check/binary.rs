@@ -107,7 +107,10 @@ pub fn facts(target: &dyn GoBinary, checked: &Checked) -> BinaryFacts {
             || !i.facts.args.is_empty()
             || i.facts.names.values().any(|n| matches!(n, Name::GoValue { .. } | Name::Global { .. }))
     });
-    let span_contexts = checked.instances.iter().any(|i| i.facts.spans_calls() && i.facts.span_ctx.is_some());
+    let span_contexts = checked
+        .instances
+        .iter()
+        .any(|i| (i.facts.spans_calls() && i.facts.span_ctx.is_some()) || i.facts.spans.values().any(|s| s.parent_ctx));
     let mut facts = BinaryFacts {
         binary,
         is_pie: target.is_pie(),

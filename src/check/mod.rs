@@ -236,8 +236,11 @@ pub struct SpanArgs {
     pub start: Option<usize>,
     /// `error:` of an ended span (a bool, or a string: non-empty is an error), by index.
     pub error: Option<usize>,
-    /// `parent:` of an ended span: a W3C traceparent (the program's trace), by index.
+    /// `parent:` of an ended span: a W3C traceparent (the program's trace), or a
+    /// `context.Context` (the OpenTelemetry SDK's span in it, sdkcontext.rs), by index.
     pub parent: Option<usize>,
+    /// `parent:` is a `context.Context`, not a traceparent.
+    pub parent_ctx: bool,
     /// `kind:` (OTLP's span kind), INTERNAL when not given.
     pub kind: crate::plan::SpanKind,
 }

@@ -313,8 +313,12 @@ impl<'a> Gen<'a> {
                 let s = self.facts.spans.get(&e.id).cloned().unwrap_or_default();
                 let fields: Vec<Expr> = s.fields.iter().filter_map(|&i| args.get(i).cloned()).collect();
                 let arg = |i: Option<usize>| i.and_then(|i| args.get(i).cloned());
-                self.spans.ended =
-                    arg(s.start).map(|start| super::spans::Ended { start, error: arg(s.error), parent: arg(s.parent) });
+                self.spans.ended = arg(s.start).map(|start| super::spans::Ended {
+                    start,
+                    error: arg(s.error),
+                    parent: arg(s.parent),
+                    parent_ctx: s.parent_ctx,
+                });
                 let kind = EventKind::Span { keys: s.keys, status: false, panic: false, ended: false, kind: s.kind };
                 self.event(kind, &fields, e.span)
             }

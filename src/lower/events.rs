@@ -40,8 +40,12 @@ impl Gen<'_> {
                 for i in 0..4 {
                     self.b.emit(store_imm(Size::DW, R10, parsed + 8 * i, 0));
                 }
-                self.parse_traceparent(tp, parsed, span)?;
-                parent_slot = Some(parsed);
+                if e.parent_ctx {
+                    self.sdk_parent_of(tp, parsed, span)?;
+                } else {
+                    self.parse_traceparent(tp, parsed, span)?;
+                }
+                parent_slot = Some((parsed, !e.parent_ctx));
             }
             let error = &e.error;
             header = super::spans::HEADER_END - 8;

@@ -364,10 +364,13 @@ impl Ctx<'_> {
             [f] if inst.dictionary.is_some() => f.dictionary,
             _ => None,
         };
+        // `span(start: t0, parent: ctx)`: the SDK's layout, to find its span in ctx.
+        let otel = inst.facts.spans.values().any(|s| s.parent_ctx).then(|| self.binary.otel.clone()).flatten();
         let program = self.program(&name, owner, comment, &inst.facts, probe.span, |gen| {
             gen.function_index = function_index;
             gen.dictionary = dictionary;
             gen.spans.spanned_call = spanned_call;
+            gen.spans.otel = otel;
             if biased {
                 gen.load_bias(&name, probe.span)?;
             }

@@ -4,7 +4,9 @@
 //! without-cancel, after-func and stop contexts whose parent is their first field) to
 //! the value stored under the trace API's key (`trace.ContextWithSpan`), a
 //! `*sdk/trace.recordingSpan` or a `trace.nonRecordingSpan`, and reads its
-//! `trace.SpanContext`: the span becomes the parent, its trace the span's. Every type
+//! `trace.SpanContext`: the span becomes the parent, its trace the span's. The same walk
+//! gives an ended span's parent from any `context.Context` value (`span(start: t0,
+//! parent: ctx)`, e.g. a gRPC client stream's context at its end). Every type
 //! is known by its runtime descriptor and every offset from DWARF
 //! (`target::OtelContext`). A span of the script below on the goroutine stays the parent
 //! when it already descends from this same SDK span (its own parent); else the SDK's
@@ -14,10 +16,11 @@ use super::codegen::Gen;
 use super::spans::{C_FLAGS, C_PARENT, C_TRACE, FLAG_SAMPLED};
 use super::LowerError;
 use crate::arch::abi::Location;
+use crate::bpf::builder::Label;
 use crate::bpf::insn::*;
 use crate::gobin::OtelContext;
 use crate::plan::Counter;
-use crate::syntax::ast::Span;
+use crate::syntax::ast::{Expr, Span};
 
 /// Contexts of a chain looked at, at most.
 pub const CTX_REACH: usize = 8;
@@ -34,15 +37,67 @@ impl Gen<'_> {
         span: Span,
     ) -> Result<(), LowerError> {
         self.b.comment("the program's own span: the OpenTelemetry SDK's, through the context chain");
-        let (cur, ty, buf, sc) =
-            (self.slot(16, span)?, self.slot(8, span)?, self.slot(64, span)?, self.slot(32, span)?);
+        let cur = self.slot(16, span)?;
         for i in 0..2 {
             self.b.emit(store_imm(Size::DW, R10, cur + 8 * i, 0));
         }
+        self.copy_at_entry(ctx, cur, 16, span)?;
+        let (sc, none) = self.sdk_span_context(otel, cur, span)?;
+        let (tid, sid, flags) = (sc + otel.trace_id as i16, sc + otel.span_id as i16, sc + otel.flags as i16);
+        self.b.emit(load(Size::DW, R1, R10, grand));
+        self.b.emit(load(Size::DW, R2, R10, sid));
+        self.b.jmp_reg_to(JmpOp::Eq, R1, R2, none);
+        for (from, to) in [(tid, C_TRACE), (tid + 8, C_TRACE + 8), (sid, C_PARENT)] {
+            self.b.emit(load(Size::DW, R1, R10, from));
+            self.b.emit(store_reg(Size::DW, R10, record + to, R1));
+        }
+        self.b.emit(load(Size::B, R1, R10, flags));
+        self.b.emit(alu64_imm(AluOp::And, R1, FLAG_SAMPLED));
+        self.b.emit(store_reg(Size::DW, R10, record + C_FLAGS, R1));
+        self.b.bind(none);
+        self.b.emit(mov64_imm(R0, 0));
+        Ok(())
+    }
+
+    /// `span(start: t0, parent: ctx)`: the SDK's span in the `context.Context` value
+    /// `ctx`, written into the 32-byte slot `parsed` (zeroed by the caller) as
+    /// `parse_traceparent` writes a header: trace id, span id, flags, and at 25 a 1 when
+    /// there is one. Without the SDK's layout (no SDK in the program, or no DWARF) there
+    /// is none.
+    pub(super) fn sdk_parent_of(&mut self, ctx: &Expr, parsed: i16, span: Span) -> Result<(), LowerError> {
+        let Some(otel) = self.spans.otel.clone() else { return Ok(()) };
+        self.b.comment("an ended span's parent: the OpenTelemetry SDK's span in a context");
+        let mark = self.b.frame.mark();
+        let place = self.place(ctx)?;
+        let cur = self.slot(16, span)?;
+        for k in [0, 8] {
+            self.read_scalar(&place.clone().plus(k), 8, false)?;
+            self.b.emit(store_reg(Size::DW, R10, cur + k as i16, R0));
+        }
+        let (sc, none) = self.sdk_span_context(&otel, cur, span)?;
+        let (tid, sid, flags) = (sc + otel.trace_id as i16, sc + otel.span_id as i16, sc + otel.flags as i16);
+        for (from, to) in [(tid, 0), (tid + 8, 8), (sid, 16)] {
+            self.b.emit(load(Size::DW, R1, R10, from));
+            self.b.emit(store_reg(Size::DW, R10, parsed + to, R1));
+        }
+        self.b.emit(load(Size::B, R1, R10, flags));
+        self.b.emit(store_reg(Size::B, R10, parsed + 24, R1));
+        self.b.emit(store_imm(Size::B, R10, parsed + 25, 1));
+        self.b.bind(none);
+        self.b.emit(mov64_imm(R0, 0));
+        self.b.frame.release(mark);
+        Ok(())
+    }
+
+    /// Walks the context chain from the interface value (type word, data word) in the
+    /// 16-byte slot `cur` to the trace API's span: falls through with its
+    /// `trace.SpanContext` in the returned slot (its span id not zero), or jumps to the
+    /// returned label when there is none.
+    fn sdk_span_context(&mut self, otel: &OtelContext, cur: i16, span: Span) -> Result<(i16, Label), LowerError> {
+        let (ty, buf, sc) = (self.slot(8, span)?, self.slot(64, span)?, self.slot(32, span)?);
         for i in 0..4 {
             self.b.emit(store_imm(Size::DW, R10, sc + 8 * i, 0));
         }
-        self.copy_at_entry(ctx, cur, 16, span)?;
         let (none, got) = (self.b.new_label(), self.b.new_label());
         let read = (otel.value_parent.max(otel.value_key).max(otel.value_val) + 16).min(64) as i32;
         for _ in 0..CTX_REACH {
@@ -98,20 +153,8 @@ impl Gen<'_> {
         }
         self.b.ja_to(none);
         self.b.bind(got);
-        let (tid, sid, flags) = (sc + otel.trace_id as i16, sc + otel.span_id as i16, sc + otel.flags as i16);
-        self.b.emit(load(Size::DW, R1, R10, sid));
+        self.b.emit(load(Size::DW, R1, R10, sc + otel.span_id as i16));
         self.b.jmp_imm_to(JmpOp::Eq, R1, 0, none);
-        self.b.emit(load(Size::DW, R2, R10, grand));
-        self.b.jmp_reg_to(JmpOp::Eq, R1, R2, none);
-        for (from, to) in [(tid, C_TRACE), (tid + 8, C_TRACE + 8), (sid, C_PARENT)] {
-            self.b.emit(load(Size::DW, R1, R10, from));
-            self.b.emit(store_reg(Size::DW, R10, record + to, R1));
-        }
-        self.b.emit(load(Size::B, R1, R10, flags));
-        self.b.emit(alu64_imm(AluOp::And, R1, FLAG_SAMPLED));
-        self.b.emit(store_reg(Size::DW, R10, record + C_FLAGS, R1));
-        self.b.bind(none);
-        self.b.emit(mov64_imm(R0, 0));
-        Ok(())
+        Ok((sc, none))
     }
 }

@@ -57,12 +57,15 @@ pub const H_FLAGS: i16 = 56;
 pub const H_FUNC: i16 = 64;
 pub const HEADER_END: u32 = 72;
 
-/// An ended span's start, error and parent (`span(start: t0, error: e, parent: tp)`).
+/// An ended span's start, error and parent (`span(start: t0, error: e, parent: tp)`);
+/// `parent_ctx`: the parent is a `context.Context` (the SDK's span in it), not a
+/// traceparent.
 #[derive(Clone)]
 pub struct Ended {
     pub start: crate::syntax::ast::Expr,
     pub error: Option<crate::syntax::ast::Expr>,
     pub parent: Option<crate::syntax::ast::Expr>,
+    pub parent_ctx: bool,
 }
 
 /// What a program's generator keeps for spans and trace contexts.
@@ -285,9 +288,15 @@ impl Gen<'_> {
 impl Gen<'_> {
     /// Writes an ended span's header at R8 (`span(start: t0)`): from the time in slot
     /// `start` to now, the probe's function; in the trace of the traceparent parsed in
-    /// slot `parent` (context.rs) when it is valid, its span the parent (remote), else a
-    /// new trace of its own.
-    pub(super) fn ended_span_header(&mut self, start: i16, parent: Option<i16>, span: Span) -> Result<(), LowerError> {
+    /// slot `parent` (context.rs; or the SDK's span found in a context, sdkcontext.rs,
+    /// in the same form) when it is valid, its span the parent (remote when `remote`),
+    /// else a new trace of its own.
+    pub(super) fn ended_span_header(
+        &mut self,
+        start: i16,
+        parent: Option<(i16, bool)>,
+        span: Span,
+    ) -> Result<(), LowerError> {
         self.b.comment("an ended span: from its start to now");
         self.b.emit(load(Size::DW, R1, R10, start));
         self.b.emit(store_reg(Size::DW, R8, H_START, R1));
@@ -305,7 +314,7 @@ impl Gen<'_> {
         self.b.bind(nonzero);
         self.b.emit(store_imm(Size::DW, R8, H_PARENT, 0));
         self.b.emit(store_imm(Size::DW, R8, H_FLAGS, FLAG_SAMPLED));
-        if let Some(parsed) = parent {
+        if let Some((parsed, remote)) = parent {
             let invalid = self.b.new_label();
             self.b.emit(load(Size::B, R1, R10, parsed + 25));
             self.b.jmp_imm_to(JmpOp::Eq, R1, 0, invalid);
@@ -315,7 +324,9 @@ impl Gen<'_> {
             }
             self.b.emit(load(Size::B, R1, R10, parsed + 24));
             self.b.emit(alu64_imm(AluOp::And, R1, FLAG_SAMPLED));
-            self.b.emit(alu64_imm(AluOp::Or, R1, FLAG_REMOTE_PARENT));
+            if remote {
+                self.b.emit(alu64_imm(AluOp::Or, R1, FLAG_REMOTE_PARENT));
+            }
             self.b.emit(store_reg(Size::DW, R8, H_FLAGS, R1));
             self.b.bind(invalid);
             self.b.emit(mov64_imm(R0, 0));

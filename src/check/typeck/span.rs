@@ -3,7 +3,8 @@
 //! attributes by key (written, or derived from the expression as map keys are); the
 //! function's `error` result, when it has one, decides the status. With `start:` (a
 //! kernel time kept earlier) it is an ended span, in any probe: from that time to now,
-//! its status `error:`. `kind:` is OTLP's span kind.
+//! its status `error:`, its parent `parent:` (a W3C traceparent, or a `context.Context`
+//! holding the OpenTelemetry SDK's span). `kind:` is OTLP's span kind.
 
 use super::super::keynames;
 use super::super::ty::Ty;
@@ -11,6 +12,9 @@ use super::super::{ArgInfo, InstanceKind, SpanArgs};
 use super::Cx;
 use crate::diag::Diagnostic;
 use crate::syntax::ast::*;
+
+/// The Go type whose values may hold the OpenTelemetry SDK's span.
+const CONTEXT: &str = "context.Context";
 
 /// The most attributes one span carries (each a field of the event record).
 pub const MAX_ATTRIBUTES: usize = 16;
@@ -126,11 +130,14 @@ impl Cx<'_> {
                 }
             }
             "parent" if out.start.is_some() => {
-                if !matches!(t, Ty::Str { .. } | Ty::Void) {
+                let context = self.facts.go_types.get(&a.id).is_some_and(|id| self.types.get(*id).name == CONTEXT);
+                if context {
+                    out.parent_ctx = true;
+                } else if !matches!(t, Ty::Str { .. } | Ty::Void) {
                     self.err(
                         Diagnostic::error(a.span, format!("a span's parent is a W3C traceparent, not {}", t.a()))
-                            .label("not a string")
-                            .hint("span(start: t0, parent: @_tp[id]), with the header kept where it arrived"),
+                            .label("neither a string nor a context.Context")
+                            .hint("span(start: t0, parent: @_tp[id]), with the header kept where it arrived; or a context.Context that holds the OpenTelemetry SDK's span: span(start: t0, parent: ctx)"),
                     );
                 }
                 if out.parent.replace(i).is_some() {
@@ -171,7 +178,7 @@ impl Cx<'_> {
     fn context_param(&self) -> Option<crate::arch::abi::Location> {
         self.values
             .iter()
-            .filter(|v| !v.is_result && self.types.get(v.type_id).name == "context.Context")
+            .filter(|v| !v.is_result && self.types.get(v.type_id).name == CONTEXT)
             .find(|v| v.at_entry || self.kind != InstanceKind::Return)
             .map(|v| v.location.clone())
             .filter(|l| !matches!(l, crate::arch::abi::Location::Unreadable { .. }))

@@ -51,9 +51,11 @@ impl Target {
         let (trace_id, span_id, flags) =
             (self.field_offset(sc, "traceID")?, self.field_offset(sc, "spanID")?, self.field_offset(sc, "traceFlags")?);
         let mut spans = Vec::new();
-        // The SDK's span, a pointer; the API's span of a context without a recording span.
+        // The SDK's span, a pointer; the SDK's span of a trace its sampler dropped (a
+        // value); the API's span of a context without a recording span.
         for (ty, pointer, field) in [
             ("go.opentelemetry.io/otel/sdk/trace.recordingSpan", true, "spanContext"),
+            ("go.opentelemetry.io/otel/sdk/trace.nonRecordingSpan", false, "sc"),
             (&format!("{TRACE}.nonRecordingSpan"), false, "sc"),
         ] {
             let Some(id) = self.type_by_name(ty) else { continue };
