@@ -49,8 +49,10 @@ pub const PGX_VERSIONS: &[&str] = &["v5.7.2", "v5.12.0"];
 pub const REDIS_VERSIONS: &[&str] = &["v9.7.0", "v9.23.0"];
 
 /// The kafka-go versions tests/go/kafkaprog is built with (tests/go/kafkaprog/mods/VERSION):
-/// the oldest and the newest the kafka library's header names.
-pub const KAFKA_VERSIONS: &[&str] = &["v0.4.49", "v0.4.51"];
+/// the oldest and the newest the kafka library's header names, and v0.4.48 and v0.4.49
+/// between (the last built with Go 1.15's semantics, kafka-go's go.mod then, and the
+/// first with Go 1.23's: the compiled writeBatch differs).
+pub const KAFKA_VERSIONS: &[&str] = &["v0.4.47", "v0.4.48", "v0.4.49", "v0.4.51"];
 
 /// A program that uses what the stdlib library `name` probes, for `--check` and compile
 /// tests of every library, built for `goarch` (None: this host's): grpc, kafka, pgx and
