@@ -563,6 +563,7 @@ impl Ctx<'_> {
             self.layout.tie(readers);
         }
         self.tie_panic_sites();
+        self.tie_context_pops();
     }
 }
 

@@ -223,6 +223,31 @@ impl<'a> Ctx<'a> {
     }
 }
 
+impl Ctx<'_> {
+    /// For the budget: the entry of a function that reads a trace context goes with the
+    /// program that pops its frames at its RETs (`frame_pops`), entry first. A RET left
+    /// unprobed while the entry pushes would leave the context's frame behind its call:
+    /// the parent of spans made after the call, or on a goroutine given the same g.
+    pub(super) fn tie_context_pops(&mut self) {
+        let contexts: Vec<String> = self
+            .checked
+            .instances
+            .iter()
+            .filter(|i| i.reads_context())
+            .flat_map(|i| i.functions.iter().map(|f| f.name.clone()))
+            .collect();
+        for f in contexts {
+            let pops = self.plan.probes.iter().filter(|p| p.program == FRAME_POPS).any(|p| match &p.attach {
+                ProbeAttach::Uprobe(points) => points.iter().any(|a| a.function == f),
+                _ => false,
+            });
+            let Some(entry) = self.entry_program(&f).filter(|_| pops) else { continue };
+            let site = |program: String| SiteRef { program, function: Some(f.clone()) };
+            self.layout.tie(vec![site(entry), site(FRAME_POPS.to_string())]);
+        }
+    }
+}
+
 /// The object name of the `PanicFunctions` map of `on panic` instance `i`.
 fn panic_functions_name(i: usize) -> String {
     format!("panic_fns{i}")

@@ -308,3 +308,22 @@ fn a_key_larger_than_the_stack_spills_to_the_spill_map() {
     let asm = asm(&l, "p0");
     assert!(asm.contains("map[spill]"), "{asm}");
 }
+
+#[test]
+fn a_trace_contexts_frame_is_popped_at_its_returns_and_goes_with_its_entry() {
+    // No `on panic` and no `on return` of main.add: its frames are still popped at its
+    // RETs (else the context outlives the call: spans after it, or on a goroutine given
+    // the same g, would join it), tied to its entry for --budget; Goexit forgets frames.
+    let bin = fake();
+    let script = "on entry main.add { trace_context(\"00-x\") }\non return main.greet { span() }";
+    let (_, l) = lowered(&bin, script);
+    let returns: Vec<u64> = points(&l, "frame_pops").iter().map(|p| p.1).collect();
+    assert_eq!(returns, sites(&bin, "main.add").returns);
+    let goexit: Vec<String> = points(&l, "goexit").into_iter().map(|p| p.0).collect();
+    assert_eq!(goexit, ["runtime.Goexit"]);
+    let tied = l.plan.accounting.ties.iter().any(|t| {
+        let at = |p: &str| t.iter().any(|s| s.program.starts_with(p) && s.function.as_deref() == Some("main.add"));
+        at("entry") && at("frame_pops")
+    });
+    assert!(tied, "{:?}", l.plan.accounting.ties);
+}
