@@ -13,7 +13,9 @@ mod parse;
 
 use libtest_mimic::{Arguments, Failed, Trial};
 use parse::{Case, Expect, Measure, Want};
-use support::{gtrace, map_value, privileged, truth, Run};
+use std::path::PathBuf;
+use support::toolchain::{build_plain, toolchains};
+use support::{gtrace, map_value, privileged, sorted_lines, truth, Run};
 
 fn main() {
     let args = Arguments::from_args();
@@ -33,28 +35,64 @@ fn main() {
     libtest_mimic::run(&args, trials).exit();
 }
 
-/// Builds the case's program, traces it, and checks every expectation.
+/// Builds the case's program (once per toolchain with `toolchains`), traces it, and
+/// checks every expectation.
 fn run(case: &Case) -> Result<(), Failed> {
     if !privileged(&case.name) {
         return Ok(());
     }
-    let flags: Vec<&str> = case.build.iter().map(String::as_str).collect();
-    let program = support::go_build(&case.program, &flags);
-    let mut command = program.display().to_string();
-    for a in &case.program_args {
-        command.push(' ');
-        command.push_str(a);
-    }
-    let mut args: Vec<&str> = case.args.iter().map(String::as_str).collect();
-    args.extend(["-e", &case.script, "-c", &command]);
-    let r = gtrace(&args);
-    if r.code != 0 {
-        return Err(format!("gtrace exited {}:\nstdout:\n{}\nstderr:\n{}", r.code, r.stdout, r.stderr).into());
-    }
-    for expect in &case.expects {
-        check(expect, &r).map_err(|e| format!("{e}\nstdout:\n{}\nstderr:\n{}", r.stdout, r.stderr))?;
+    let script = with_lines(&case.script, &case.program)?;
+    for (toolchain, program) in programs(case) {
+        let at = if toolchain.is_empty() { String::new() } else { format!("{toolchain}: ") };
+        let mut command = program.display().to_string();
+        for a in &case.program_args {
+            command.push(' ');
+            command.push_str(a);
+        }
+        let mut args: Vec<&str> = case.args.iter().map(String::as_str).collect();
+        args.extend(["-e", &script, "-c", &command]);
+        let r = gtrace(&args);
+        if r.code != 0 {
+            return Err(format!("{at}gtrace exited {}:\nstdout:\n{}\nstderr:\n{}", r.code, r.stdout, r.stderr).into());
+        }
+        for expect in &case.expects {
+            check(expect, &r).map_err(|e| format!("{at}{e}\nstdout:\n{}\nstderr:\n{}", r.stdout, r.stderr))?;
+        }
     }
     Ok(())
+}
+
+/// The case's program, built once per `build` line, each named by its flags (no `build`:
+/// once, as it is), or with `toolchains` as a plain executable by each toolchain that can
+/// be fetched (one that cannot is said, and fails on CI), each named by its toolchain.
+fn programs(case: &Case) -> Vec<(String, PathBuf)> {
+    if case.toolchains {
+        return toolchains().into_iter().filter_map(|t| build_plain(&case.program, &t).map(|bin| (t, bin))).collect();
+    }
+    if case.builds.is_empty() {
+        return vec![(String::new(), support::go_build(&case.program, &[]))];
+    }
+    let build = |flags: &Vec<String>| {
+        let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+        (format!("go build {flags:?}"), support::go_build(&case.program, &flags))
+    };
+    case.builds.iter().map(build).collect()
+}
+
+/// The script with each `{line NAME}` replaced by the number of the line of
+/// tests/go/PROGRAM/main.go marked `// L:NAME`.
+fn with_lines(script: &str, program: &str) -> Result<String, String> {
+    let mut out = String::new();
+    let mut rest = script;
+    while let Some(at) = rest.find("{line ") {
+        out.push_str(&rest[..at]);
+        let (name, after) =
+            rest[at + 6..].split_once('}').ok_or(format!("`{{line NAME}}` is not closed in {script}"))?;
+        out.push_str(&support::marked_line(program, name).to_string());
+        rest = after;
+    }
+    out.push_str(rest);
+    Ok(out)
 }
 
 /// One expectation against one run.
@@ -62,10 +100,7 @@ fn check(expect: &Expect, r: &Run) -> Result<(), String> {
     match expect {
         Expect::Compare { measure, want, line } => {
             let got = measured(measure, r);
-            let wanted = match want {
-                Want::Number(n) => *n,
-                Want::Truth(key) => truth(&r.stdout, key),
-            };
+            let wanted = wanted(want, r);
             if got == wanted {
                 Ok(())
             } else {
@@ -88,6 +123,20 @@ fn check(expect: &Expect, r: &Run) -> Result<(), String> {
             true => Ok(()),
             false => Err(format!("line {line}: `{text}` not said on stderr")),
         },
+        Expect::Quiet { text, line } => match r.stderr.contains(text.as_str()) {
+            false => Ok(()),
+            true => Err(format!("line {line}: `{text}` said on stderr")),
+        },
+        Expect::Same { ours, theirs, line } => {
+            let (got, want) = (sorted_lines(&r.stdout, ours), sorted_lines(&r.stdout, theirs));
+            match (got == want, want.is_empty()) {
+                (true, false) => Ok(()),
+                (_, true) => Err(format!("line {line}: no line starts with `{theirs}`")),
+                (false, _) => {
+                    Err(format!("line {line}: the `{ours}` lines {got:#?} are not the `{theirs}` lines {want:#?}"))
+                }
+            }
+        }
         Expect::LinesAfter { prefix, lines, line } => {
             let got: Vec<&str> = r.stdout.lines().skip_while(|l| !l.starts_with(prefix.as_str())).skip(1).collect();
             match got == *lines {
@@ -103,5 +152,12 @@ fn measured(measure: &Measure, r: &Run) -> i64 {
     match measure {
         Measure::Map(name) => map_value(&r.stdout, name),
         Measure::Lines(text) => r.stdout.lines().filter(|l| l == text).count() as i64,
+        Measure::Starting(text) => r.stdout.lines().filter(|l| l.starts_with(text.as_str())).count() as i64,
     }
+}
+
+/// The number a want names, from the program's truth.
+fn wanted(want: &Want, r: &Run) -> i64 {
+    let term = |t: &parse::Term| t.factor * t.truth.as_ref().map_or(1, |key| truth(&r.stdout, key));
+    want.0.iter().map(term).sum()
 }

@@ -6,7 +6,7 @@
 
 mod support;
 
-use support::{gtrace, privileged};
+use support::{gtrace, privileged, sorted_lines};
 
 fn floats() -> std::path::PathBuf {
     support::go_build("floats", &[])
@@ -26,13 +26,6 @@ on entry main.pair { printf("gt a %v %v\n", a[0], a[1]) }
 on entry main.queue { printf("gt ch %d %d %d %d\n", len(ch), cap(ch), len(done), cap(done)) }
 "#;
 
-/// The lines starting with `prefix`, without it, sorted.
-fn lines(out: &str, prefix: &str) -> Vec<String> {
-    let mut v: Vec<String> = out.lines().filter_map(|l| l.strip_prefix(prefix)).map(String::from).collect();
-    v.sort();
-    v
-}
-
 #[test]
 fn floats_print_compare_and_key_as_go() {
     if !privileged("floats_print_compare_and_key_as_go") {
@@ -42,20 +35,20 @@ fn floats_print_compare_and_key_as_go() {
     assert_eq!(r.code, 0, "gtrace failed:\n{}\n{}", r.stdout, r.stderr);
     let n = support::truth(&r.stdout, "values") as usize;
     for kind in ["v", "p", "c"] {
-        let go = lines(&r.stdout, &format!("go {kind} "));
+        let go = sorted_lines(&r.stdout, &format!("go {kind} "));
         assert_eq!(go.len(), n, "{}", r.stdout);
-        assert_eq!(lines(&r.stdout, &format!("gt {kind} ")), go, "{kind}:\n{}", r.stdout);
+        assert_eq!(sorted_lines(&r.stdout, &format!("gt {kind} ")), go, "{kind}:\n{}", r.stdout);
     }
     for kind in ["s", "a", "ch"] {
-        let go = lines(&r.stdout, &format!("go {kind} "));
+        let go = sorted_lines(&r.stdout, &format!("go {kind} "));
         assert_eq!(go.len(), 1, "{}", r.stdout);
-        assert_eq!(lines(&r.stdout, &format!("gt {kind} ")), go, "{kind}:\n{}", r.stdout);
+        assert_eq!(sorted_lines(&r.stdout, &format!("gt {kind} ")), go, "{kind}:\n{}", r.stdout);
     }
     // Each float key counted as Go counts the values by their bits.
     let mut keys: Vec<String> =
         r.stdout.lines().filter_map(|l| l.strip_prefix("@key[")).map(|l| l.replacen("]: ", " ", 1)).collect();
     keys.sort();
-    assert_eq!(keys, lines(&r.stdout, "go key "), "{}", r.stdout);
+    assert_eq!(keys, sorted_lines(&r.stdout, "go key "), "{}", r.stdout);
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! Package-level variables end to end: ints, strings, floats, struct fields through a
 //! pointer, a nil pointer, maps' and slices' lengths, a slice element and a standard
 //! library's variable (`"net/http.DefaultClient".Timeout`), read by name while
-//! tests/go/globals changes them, in an executable and a PIE (whose load bias is learned
+//! tests/go/globals changes them (a process started with -c: tests/cases/globals.cases;
+//! here the ones that need code), in an executable and a PIE (whose load bias is learned
 //! at the entry point for a process started with -c or under -b, and from its memory
 //! map for one already running under -p or -b); a stripped binary with its DWARF kept
 //! aside, and traced with a plan compiled against the unstripped build; the gc
@@ -15,7 +16,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 use support::processes::{Gtrace, Lines, Owned};
 use support::toolchain::{build_plain, toolchains};
-use support::{gtrace, privileged};
+use support::{gtrace, privileged, sorted_lines};
 
 /// The script that prints what the program prints, from its package variables.
 const SCRIPT: &str = r#"on entry main.tick {
@@ -29,18 +30,11 @@ fn globals(flags: &[&str]) -> PathBuf {
     support::go_build("globals", flags)
 }
 
-/// The lines starting with `prefix`, without it, sorted.
-fn lines(out: &str, prefix: &str) -> Vec<String> {
-    let mut v: Vec<String> = out.lines().filter_map(|l| l.strip_prefix(prefix)).map(String::from).collect();
-    v.sort();
-    v
-}
-
 /// gtrace's tick lines equal the program's lines of the same ticks (all of them when
 /// `every`), and there are some.
 fn same_ticks(gt: &str, go: &str, every: bool) {
-    let ours = lines(gt, "gt tick ");
-    let truth = lines(go, "go tick ");
+    let ours = sorted_lines(gt, "gt tick ");
+    let truth = sorted_lines(go, "go tick ");
     assert!(!ours.is_empty(), "no tick read:\n{gt}");
     if every {
         assert_eq!(ours, truth, "\n{gt}\n{go}");
@@ -48,20 +42,6 @@ fn same_ticks(gt: &str, go: &str, every: bool) {
         for l in &ours {
             assert!(truth.contains(l), "gtrace read `{l}`, which the program never had:\n{go}");
         }
-    }
-}
-
-#[test]
-fn package_variables_are_read_as_the_program_sets_them() {
-    if !privileged("package_variables_are_read_as_the_program_sets_them") {
-        return;
-    }
-    for (label, flags) in [("executable", &[][..]), ("PIE", &["-buildmode=pie"][..])] {
-        let bin = globals(flags);
-        let r = gtrace(&["-e", SCRIPT, "-c", bin.to_str().unwrap()]);
-        assert_eq!(r.code, 0, "{label}:\n{}\n{}", r.stdout, r.stderr);
-        same_ticks(&r.stdout, &r.stdout, true);
-        assert!(!r.stderr.contains("skipped"), "{label}: {}", r.stderr);
     }
 }
 
@@ -112,10 +92,10 @@ fn every_process_of_a_pie_is_read_at_its_own_bias() {
     // Every tick of the new process, and ticks of the old one: each the program's own.
     let truth = format!("{}\n{after_out}", before_out.text());
     same_ticks(&gt, &truth, false);
-    for l in lines(&after_out, "go tick ") {
+    for l in sorted_lines(&after_out, "go tick ") {
         assert!(gt.contains(&format!("gt tick {l}")), "missed `{l}` of the new process:\n{gt}");
     }
-    let old: Vec<String> = lines(&before_out.text(), "go tick ");
+    let old: Vec<String> = sorted_lines(&before_out.text(), "go tick ");
     assert!(old.iter().any(|l| gt.contains(&format!("gt tick {l}"))), "nothing of the running process:\n{gt}");
     assert!(!g.err.text().contains("skipped"), "{}", g.err.text());
 }

@@ -1,21 +1,13 @@
-//! Goroutines end to end: goroutine-scoped `self` variables and `elapsed` stay exact when
-//! goroutines migrate between threads, stacks are copied, panics skip returns, and many
-//! goroutines come and go. tests/go/goroutines prints its own truth. Needs root (SKIP
+//! Goroutines end to end, where a case cannot say it (tests/cases/goroutines.cases has
+//! `self` variables and parameters at returns): `elapsed` stays exact when goroutines
+//! migrate between threads, panics skip returns, and many goroutines are in flight at
+//! once; the tables of calls in flight, full or sized to a running target.
+//! tests/go/goroutines prints its own truth. Needs root (SKIP
 //! without it, unless CI=true: then it fails).
 
 mod support;
 
 use support::{map_value, privileged, truth};
-
-use std::process::Command;
-
-fn gtrace_on(script: &str, args: &str) -> String {
-    let cmd = format!("{} {args}", support::go_build("goroutines", &[]).display());
-    let out = Command::new(env!("CARGO_BIN_EXE_gtrace")).args(["-e", script, "-c", &cmd]).output().expect("run gtrace");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "gtrace failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    stdout
-}
 
 fn map_line<'a>(out: &'a str, name: &str) -> Option<&'a str> {
     out.lines().find_map(|l| l.strip_prefix(&format!("{name}: ")))
@@ -36,24 +28,13 @@ fn nanos(text: &str) -> f64 {
 }
 
 #[test]
-fn self_variables_follow_goroutines_across_gosched() {
-    if !privileged("self_variables_follow_goroutines_across_gosched") {
-        return;
-    }
-    let out = gtrace_on(
-        "on entry main.work { self.id = id } on return main.work { if self.id == ret { @match = count() } else { @mismatch = count() } }",
-        "gosched 3000",
-    );
-    assert_eq!(map_value(&out, "@match"), truth(&out, "calls"), "{out}");
-    assert!(map_line(&out, "@mismatch").is_none(), "{out}");
-}
-
-#[test]
 fn elapsed_covers_the_sleep_on_many_goroutines_at_once() {
     if !privileged("elapsed_covers_the_sleep_on_many_goroutines_at_once") {
         return;
     }
-    let out = gtrace_on("on return main.nap { @min = min(elapsed); @max = max(elapsed); @n = count() }", "sleep 64");
+    let out =
+        trace(&["-e", "on return main.nap { @min = min(elapsed); @max = max(elapsed); @n = count() }"], "sleep 64")
+            .stdout;
     assert_eq!(map_value(&out, "@n"), truth(&out, "calls"));
     let slept = truth(&out, "sleep_ms") as f64 * 1e6;
     let min = nanos(map_line(&out, "@min").unwrap());
@@ -67,10 +48,9 @@ fn panics_leave_no_stale_pairing() {
     if !privileged("panics_leave_no_stale_pairing") {
         return;
     }
-    let out = gtrace_on(
-        "on entry main.mayPanic { @entries = count() } on return main.mayPanic { @returns = count(); @max = max(elapsed) }",
-        "panic 100000",
-    );
+    let script =
+        "on entry main.mayPanic { @entries = count() } on return main.mayPanic { @returns = count(); @max = max(elapsed) }";
+    let out = trace(&["-e", script], "panic 100000").stdout;
     assert_eq!(map_value(&out, "@entries"), truth(&out, "calls"));
     assert_eq!(map_value(&out, "@returns"), truth(&out, "returned"));
     // A call that panicked left its entry time behind at the same goroutine and depth; the
@@ -78,66 +58,6 @@ fn panics_leave_no_stale_pairing() {
     // loaded): the longest call must only be far from the whole run's length.
     let max = nanos(map_line(&out, "@max").unwrap());
     assert!(max < 2e9, "a return was paired with a stale entry: max {max}ns\n{out}");
-}
-
-#[test]
-fn self_variables_are_freed_when_goroutines_exit() {
-    if !privileged("self_variables_are_freed_when_goroutines_exit") {
-        return;
-    }
-    // 100,000 goroutines each set a self variable and exit. The table holds 65,536: if
-    // exits did not free their variables, the later goroutines could not store theirs and
-    // would read 0 back.
-    let out = gtrace_on(
-        "on entry main.setter { self.v = v } on return main.setter { if self.v == ret { @ok = count() } else { @bad = count() } }",
-        "exit 100000",
-    );
-    assert_eq!(map_value(&out, "@ok"), truth(&out, "calls"), "{out}");
-    assert!(map_line(&out, "@bad").is_none(), "{out}");
-}
-
-#[test]
-fn parameters_at_returns_follow_goroutines_across_gosched() {
-    if !privileged("parameters_at_returns_follow_goroutines_across_gosched") {
-        return;
-    }
-    // work(id) returns id: the parameter carried from each call's entry must be its own,
-    // though the goroutine resumed on another thread and 3000 calls are in flight.
-    let out = gtrace_on(
-        "on return main.work { if id == ret { @match = count() } else { @mismatch = count() } }",
-        "gosched 3000",
-    );
-    assert_eq!(map_value(&out, "@match"), truth(&out, "calls"), "{out}");
-    assert!(map_line(&out, "@mismatch").is_none(), "{out}");
-}
-
-#[test]
-fn parameters_at_returns_are_not_paired_with_a_panicked_call() {
-    if !privileged("parameters_at_returns_are_not_paired_with_a_panicked_call") {
-        return;
-    }
-    // mayPanic(i) returns i or panics: a panicked call leaves its entry record behind at
-    // the same goroutine and depth, and the next call there must replace it.
-    let out = gtrace_on(
-        "on return main.mayPanic { if i == ret { @match = count() } else { @mismatch = count() } }",
-        "panic 10000",
-    );
-    assert_eq!(map_value(&out, "@match"), truth(&out, "returned"), "{out}");
-    assert!(map_line(&out, "@mismatch").is_none(), "{out}");
-}
-
-#[test]
-fn self_variables_of_different_sizes_share_one_table() {
-    if !privileged("self_variables_of_different_sizes_share_one_table") {
-        return;
-    }
-    // A string and an integer self variable: the table's values are as large as the
-    // string's; storing the integer must not read past its own slot.
-    let out = gtrace_on(
-        r#"on entry main.work { self.tag = "w"; self.id = id } on return main.work { if self.id == ret && self.tag == "w" { @match = count() } }"#,
-        "gosched 100",
-    );
-    assert_eq!(map_value(&out, "@match"), truth(&out, "calls"), "{out}");
 }
 
 /// Runs gtrace with `args` on `goroutines MODE` started with -c; fails on a non-zero exit.

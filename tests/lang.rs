@@ -1,7 +1,7 @@
-//! The language's operations against Go's own (tests/go/lang): integer arithmetic,
-//! shifts, division and conversions on Go's types, lhist buckets of extreme values,
-//! strings and call stacks a probe stores and another reads back. The program prints what
-//! Go computes, in the format the script prints, so lines compare one to one. The typing
+//! The language's operations against Go's own (tests/go/lang) that need more than a
+//! case (integer arithmetic and stored strings are in tests/cases/lang.cases): lhist
+//! buckets of extreme values read from JSON, call stacks a probe stores and another reads
+//! back, string keys of different lengths in one map. The typing
 //! rules (Go's: one type per operation, untyped constants that must fit) are checked
 //! with `--check`, which needs no privileges.
 
@@ -25,30 +25,6 @@ fn trace(script: &str, json: bool) -> Run {
     let r = gtrace(&args);
     assert_eq!(r.code, 0, "gtrace failed:\n{}\n{}", r.stdout, r.stderr);
     r
-}
-
-/// The lines starting with `prefix`, without it, sorted.
-fn lines(out: &str, prefix: &str) -> Vec<String> {
-    let mut v: Vec<String> = out.lines().filter_map(|l| l.strip_prefix(prefix)).map(String::from).collect();
-    v.sort();
-    v
-}
-
-const MIX: &str = r#"on entry main.mix {
-    printf("gt mix lt=%d gt=%d shl=%d shr=%d ushr=%d wrap=%d addu=%d neg=%d quo=%d rem=%d quoz=%d remz=%d u16=%d i8=%d\n",
-        int64(a) < int64(b), b > 3000000000, c << s, c >> s, d >> s, a << 3, u + 200, -a,
-        c / q, c % q, c / z, c % z, uint16(a), int8(c))
-}"#;
-
-#[test]
-fn arithmetic_is_gos() {
-    if !privileged("arithmetic_is_gos") {
-        return;
-    }
-    let r = trace(MIX, false);
-    let go = lines(&r.stdout, "go mix ");
-    assert_eq!(go.len(), 288, "{}", r.stdout);
-    assert_eq!(lines(&r.stdout, "gt mix "), go);
 }
 
 /// The JSON object gtrace printed for map `name`.
@@ -101,21 +77,6 @@ fn lhist_over_all_of_int64_and_of_unsigned_values() {
     let h = map(&objects, "@h")["entries"][0]["value"].as_array().unwrap().clone();
     assert_eq!(h[3]["min"], 1);
     assert_eq!(h[3]["max"], (1u64 << 62) + 1);
-}
-
-#[test]
-fn stored_strings_are_read_back() {
-    if !privileged("stored_strings_are_read_back") {
-        return;
-    }
-    let r = trace(
-        r#"on entry main.store { @names[id] = s; self.last = s }
-           on entry main.recall { printf("gt recall %d %s %s\n", id, @names[id], self.last) }"#,
-        false,
-    );
-    let go = lines(&r.stdout, "go recall ");
-    assert_eq!(go.len(), 8);
-    assert_eq!(lines(&r.stdout, "gt recall "), go);
 }
 
 #[test]

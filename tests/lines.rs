@@ -5,7 +5,10 @@
 //! caller, a line of a function inlined at two places; locals in registers and in stack
 //! slots (whole, and a struct in pieces); the errors for a local optimized away, not yet
 //! declared, out of scope, a line without code, files that are not there or not one,
-//! stripped binaries. Lines are found by their `// L:name` marks.
+//! stripped binaries. Lines are found by their `// L:name` marks. What a case can say
+//! (lines counted, locals summed, on every toolchain) is in tests/cases/lines.cases; here
+//! is what needs code: sites and locals read through the library, arm64 checks, a
+//! debug file made with objcopy, diagnostics and listings.
 
 mod support;
 
@@ -16,50 +19,11 @@ use support::{gtrace, map_value, privileged, truth};
 
 /// The line of `tests/go/lines/main.go` marked `// L:name`.
 fn line(name: &str) -> u32 {
-    let source = std::fs::read_to_string(support::root().join("tests/go/lines/main.go")).unwrap();
-    let mark = format!("// L:{name}");
-    let i = source.lines().position(|l| l.trim_end().ends_with(&mark)).unwrap_or_else(|| panic!("no {mark}"));
-    i as u32 + 1
+    support::marked_line("lines", name)
 }
 
 fn at(name: &str) -> String {
     format!("\"main.go:{}\"", line(name))
-}
-
-#[test]
-fn a_line_probe_fires_once_each_time_the_line_runs() {
-    if !privileged("a_line_probe_fires_once_each_time_the_line_runs") {
-        return;
-    }
-    let counted = [
-        "header",
-        "body",
-        "after",
-        "range",
-        "rangebody",
-        "rangeafter",
-        "spillafter",
-        "stacked",
-        "inlined",
-        "closure",
-        "ifaceeq",
-        "nestedadd",
-    ];
-    let script: String = counted.iter().map(|n| format!("on line {} {{ @{n} = count() }}\n", at(n))).collect();
-    for toolchain in toolchains() {
-        let Some(bin) = build_plain("lines", &toolchain) else { continue };
-        let run = gtrace(&["-e", &script, "-c", &format!("{} 60", bin.display())]);
-        assert_eq!(run.code, 0, "{toolchain}:\n{}\n{}", run.stdout, run.stderr);
-        assert!(!run.stderr.contains("warning"), "{toolchain}: {}", run.stderr);
-        for n in counted {
-            assert_eq!(
-                map_value(&run.stdout, &format!("@{n}")),
-                truth(&run.stdout, n),
-                "{toolchain} {n}:\n{}",
-                run.stdout
-            );
-        }
-    }
 }
 
 /// Go's line table gives the line after spillAfter's loop a reload inside the loop: the
@@ -71,35 +35,6 @@ fn the_line_after_a_loop_has_code_inside_it() {
     let lines: Vec<String> = support::objdump(&bin, "main.spillAfter").into_iter().map(|l| l.position).collect();
     let runs = lines.iter().zip(lines.iter().skip(1)).filter(|(a, b)| **a != wanted && **b == wanted).count();
     assert!(runs >= 2, "the line's code is in one place only: {lines:?}");
-}
-
-#[test]
-fn locals_by_name_in_registers_and_stack_slots() {
-    if !privileged("locals_by_name_in_registers_and_stack_slots") {
-        return;
-    }
-    let script = format!(
-        "on line {} {{ @after_n = sum(n); @after_total = sum(total) }}
-         on line {} {{ @spill_k = sum(k); @spill_s = sum(s) }}
-         on line {} {{ @x = sum(p.X); @y = sum(p.Y); @names[p.Name] = count(); @name_len = sum(len(name)) }}",
-        at("after"),
-        at("spillafter"),
-        at("stacked")
-    );
-    for toolchain in toolchains() {
-        let Some(bin) = build_plain("lines", &toolchain) else { continue };
-        let run = gtrace(&["-e", &script, "-c", &format!("{} 60", bin.display())]);
-        let out = &run.stdout;
-        assert_eq!(run.code, 0, "{toolchain}:\n{out}\n{}", run.stderr);
-        assert_eq!(map_value(out, "@after_n"), truth(out, "after_n_sum"), "{toolchain}");
-        assert_eq!(map_value(out, "@after_total"), truth(out, "after_total_sum"), "{toolchain}");
-        assert_eq!(map_value(out, "@spill_k"), truth(out, "spillafter_k_sum"), "{toolchain}");
-        assert_eq!(map_value(out, "@spill_s"), truth(out, "spillafter_s_sum"), "{toolchain}");
-        assert_eq!(map_value(out, "@x"), truth(out, "stacked_x"), "{toolchain}");
-        assert_eq!(map_value(out, "@y"), truth(out, "stacked_y"), "{toolchain}");
-        assert_eq!(map_value(out, "@names[s1]"), truth(out, "stacked_s1"), "{toolchain}");
-        assert_eq!(map_value(out, "@name_len"), 2 * truth(out, "stacked"), "{toolchain}: s0, s1, s2");
-    }
 }
 
 /// Where the locals of the two lines above are: `total` in a register, `p` on the stack.
@@ -238,27 +173,6 @@ diagnostic!(a_file_that_is_not_there, "on line \"mian.go:3\" { print(1) }".to_st
 diagnostic!(a_file_name_of_several_files, "on line \"print.go:100\" { print(1) }".to_string());
 diagnostic!(not_a_line, "on line \"main.go\" { print(1) }".to_string());
 diagnostic!(elapsed_in_a_line_probe, format!("on line {} {{ print(elapsed) }}", at("body")));
-
-/// A local whose address outlives its function is moved to the heap; DWARF names the
-/// variable holding its address `&total`. The script names it `total` and reads its value.
-#[test]
-fn a_local_moved_to_the_heap_is_read_by_its_name() {
-    if !privileged("a_local_moved_to_the_heap_is_read_by_its_name") {
-        return;
-    }
-    let script = format!("on line {} {{ @escaped_total_sum = sum(total) }}", at("escaped"));
-    for toolchain in toolchains() {
-        let Some(bin) = build_plain("lines", &toolchain) else { continue };
-        let run = gtrace(&["-e", &script, "-c", &format!("{} 40", bin.display())]);
-        assert_eq!(run.code, 0, "{toolchain}:\n{}\n{}", run.stdout, run.stderr);
-        assert_eq!(
-            map_value(&run.stdout, "@escaped_total_sum"),
-            truth(&run.stdout, "escaped_total_sum"),
-            "{toolchain}:\n{}",
-            run.stdout
-        );
-    }
-}
 
 /// `-l FILE.go:LINE` lists what a line probe there can name: each local and parameter
 /// with its type and place, or why it cannot be read there.

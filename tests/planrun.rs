@@ -11,7 +11,7 @@ mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use support::{gtrace, privileged};
+use support::{gtrace, privileged, sorted_lines};
 
 const SCRIPT: &str = r#"on entry main.hold { printf("gt held %d %v\n", i, v) }"#;
 
@@ -27,13 +27,6 @@ fn builds() -> Option<(PathBuf, PathBuf)> {
             None
         }
     }
-}
-
-/// The program's own lines `go held I VALUE` (as `I VALUE`), and gtrace's `gt held`.
-fn lines(out: &str, prefix: &str) -> Vec<String> {
-    let mut v: Vec<String> = out.lines().filter_map(|l| l.strip_prefix(prefix)).map(str::to_string).collect();
-    v.sort_unstable();
-    v
 }
 
 fn sections(bin: &Path) -> String {
@@ -63,11 +56,17 @@ fn plan_on_a_stripped_copy_prints_what_a_direct_trace_prints() {
     assert_eq!(run.code, 0, "{}", run.stderr);
 
     // The program's truth: every value it handed over, as fmt printed it.
-    let truth = lines(&direct.stdout, "go held ");
+    let truth = sorted_lines(&direct.stdout, "go held ");
     assert_eq!(truth.len() as i64, support::truth(&direct.stdout, "count"), "{}", direct.stdout);
-    assert_eq!(lines(&run.stdout, "go held "), truth, "the stripped copy ran otherwise:\n{}", run.stdout);
-    assert_eq!(lines(&direct.stdout, "gt held "), truth, "direct trace:\n{}\n{}", direct.stdout, direct.stderr);
-    assert_eq!(lines(&run.stdout, "gt held "), truth, "plan on the stripped copy:\n{}\n{}", run.stdout, run.stderr);
+    assert_eq!(sorted_lines(&run.stdout, "go held "), truth, "the stripped copy ran otherwise:\n{}", run.stdout);
+    assert_eq!(sorted_lines(&direct.stdout, "gt held "), truth, "direct trace:\n{}\n{}", direct.stdout, direct.stderr);
+    assert_eq!(
+        sorted_lines(&run.stdout, "gt held "),
+        truth,
+        "plan on the stripped copy:\n{}\n{}",
+        run.stdout,
+        run.stderr
+    );
     for r in [&direct, &run] {
         assert!(!r.stderr.contains("printed as addresses"), "{}", r.stderr);
     }

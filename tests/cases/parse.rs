@@ -9,8 +9,11 @@ pub struct Case {
     /// The Go program under tests/go/, and the arguments it is started with.
     pub program: String,
     pub program_args: Vec<String>,
-    /// Extra `go build` flags.
-    pub build: Vec<String>,
+    /// Extra `go build` flags; several `build` lines: the case runs once per build.
+    pub builds: Vec<Vec<String>>,
+    /// Run once per toolchain (local, the oldest and the newest release), each built as a
+    /// plain executable.
+    pub toolchains: bool,
     /// Extra gtrace arguments, before `-e`.
     pub args: Vec<String>,
     pub script: String,
@@ -23,24 +26,60 @@ pub enum Measure {
     Map(String),
     /// `lines "TEXT"`: how many printed lines are exactly TEXT.
     Lines(String),
+    /// `lines starting "TEXT"`: how many printed lines start with TEXT.
+    Starting(String),
 }
 
-/// What a measure must equal.
-pub enum Want {
-    /// A number the language defines (an out-of-range index reads 0).
-    Number(i64),
-    /// `truth KEY`: the program's own `KEY=N`.
-    Truth(String),
+/// What a measure must equal: a sum of terms, e.g. `truth sum_a + truth calls`.
+pub struct Want(pub Vec<Term>);
+
+/// `N`, `truth KEY` or `N * truth KEY`, added (or subtracted: a negative factor).
+pub struct Term {
+    pub factor: i64,
+    /// `truth KEY`: the program's own `KEY=N`; None: the factor is the term.
+    pub truth: Option<String>,
 }
 
 /// One expectation; `line` is where it is written.
 pub enum Expect {
-    Compare { measure: Measure, want: Want, line: usize },
-    Printed { text: String, line: usize },
-    Contains { text: String, line: usize },
-    Lacks { text: String, line: usize },
-    Said { text: String, line: usize },
-    LinesAfter { prefix: String, lines: Vec<String>, line: usize },
+    Compare {
+        measure: Measure,
+        want: Want,
+        line: usize,
+    },
+    Printed {
+        text: String,
+        line: usize,
+    },
+    Contains {
+        text: String,
+        line: usize,
+    },
+    Lacks {
+        text: String,
+        line: usize,
+    },
+    Said {
+        text: String,
+        line: usize,
+    },
+    LinesAfter {
+        prefix: String,
+        lines: Vec<String>,
+        line: usize,
+    },
+    /// `same "OURS" "THEIRS"`: the lines starting with OURS and those starting with
+    /// THEIRS, each without its prefix and sorted, are equal and not none.
+    Same {
+        ours: String,
+        theirs: String,
+        line: usize,
+    },
+    /// `quiet "TEXT"`: stderr does not hold TEXT.
+    Quiet {
+        text: String,
+        line: usize,
+    },
 }
 
 impl fmt::Display for Measure {
@@ -48,16 +87,27 @@ impl fmt::Display for Measure {
         match self {
             Measure::Map(name) => write!(f, "{name}"),
             Measure::Lines(text) => write!(f, "the count of lines `{text}`"),
+            Measure::Starting(text) => write!(f, "the count of lines starting `{text}`"),
         }
     }
 }
 
 impl fmt::Display for Want {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        match self {
-            Want::Number(n) => write!(f, "{n}"),
-            Want::Truth(key) => write!(f, "truth {key}"),
+        for (i, term) in self.0.iter().enumerate() {
+            let sign = if term.factor < 0 { "-" } else { "+" };
+            match i {
+                0 if term.factor < 0 => write!(f, "-")?,
+                0 => {}
+                _ => write!(f, " {sign} ")?,
+            }
+            match (&term.truth, term.factor.abs()) {
+                (Some(key), 1) => write!(f, "truth {key}")?,
+                (Some(key), n) => write!(f, "{n} * truth {key}")?,
+                (None, n) => write!(f, "{n}")?,
+            }
         }
+        Ok(())
     }
 }
 
@@ -85,7 +135,8 @@ pub fn cases(text: &str) -> Result<Vec<Case>, String> {
                 case.program = words.next().ok_or(format!("line {n}: `program` needs a name"))?;
                 case.program_args = words.collect();
             }
-            "build" => case.build = words(rest, n)?,
+            "build" => case.builds.push(words(rest, n)?),
+            "toolchains" => case.toolchains = true,
             "args" => case.args = words(rest, n)?,
             "run" => {
                 if !case.script.is_empty() {
@@ -100,12 +151,19 @@ pub fn cases(text: &str) -> Result<Vec<Case>, String> {
             }
             "expect" => case.expects.push(expectation(rest, n)?),
             "for" => case.expects.extend(repeated(rest, n)?),
-            _ => return Err(format!("line {n}: unknown `{word}` (case, program, build, args, run, expect, for)")),
+            _ => {
+                return Err(format!(
+                    "line {n}: unknown `{word}` (case, program, build, toolchains, args, run, expect, for)"
+                ))
+            }
         }
     }
     for case in &cases {
         if case.program.is_empty() || case.script.is_empty() || case.expects.is_empty() {
             return Err(format!("case {} needs a program, a run and at least one expect", case.name));
+        }
+        if case.toolchains && !case.builds.is_empty() {
+            return Err(format!("case {}: `toolchains` builds plain executables, without `build` flags", case.name));
         }
     }
     Ok(cases)
@@ -116,7 +174,8 @@ fn new_case(name: &str) -> Case {
         name: name.to_string(),
         program: String::new(),
         program_args: Vec::new(),
-        build: Vec::new(),
+        builds: Vec::new(),
+        toolchains: false,
         args: Vec::new(),
         script: String::new(),
         expects: Vec::new(),
@@ -147,8 +206,9 @@ fn repeated(rest: &str, n: usize) -> Result<Vec<Expect>, String> {
     words.map(|value| expectation(&body.replace(&hole, value), n)).collect()
 }
 
-/// `@map == WANT`, `lines "TEXT" == WANT`, `printed "LINE"`, `contains "TEXT"`,
-/// `lacks "TEXT"`, `said "TEXT"`.
+/// `@map == WANT`, `lines "TEXT" == WANT`, `lines starting "TEXT" == WANT`,
+/// `printed "LINE"`, `contains "TEXT"`, `lacks "TEXT"`, `said "TEXT"`, `quiet "TEXT"`,
+/// `same "OURS" "THEIRS"`.
 fn expectation(rest: &str, n: usize) -> Result<Expect, String> {
     let rest = rest.trim();
     if let Some(text) = rest.strip_prefix("printed ") {
@@ -163,19 +223,54 @@ fn expectation(rest: &str, n: usize) -> Result<Expect, String> {
     if let Some(text) = rest.strip_prefix("said ") {
         return Ok(Expect::Said { text: one_string(text, n)?, line: n });
     }
+    if let Some(text) = rest.strip_prefix("quiet ") {
+        return Ok(Expect::Quiet { text: one_string(text, n)?, line: n });
+    }
+    if let Some(text) = rest.strip_prefix("same ") {
+        let [ours, theirs]: [String; 2] =
+            words(text, n)?.try_into().map_err(|_| format!("line {n}: `same \"OURS\" \"THEIRS\"`"))?;
+        return Ok(Expect::Same { ours, theirs, line: n });
+    }
     let (lhs, rhs) = rest.rsplit_once(" == ").ok_or(format!("line {n}: expected `MEASURE == WANT`"))?;
     let measure = match lhs.strip_prefix("lines ") {
-        Some(text) => Measure::Lines(one_string(text, n)?),
+        Some(text) => match text.strip_prefix("starting ") {
+            Some(text) => Measure::Starting(one_string(text, n)?),
+            None => Measure::Lines(one_string(text, n)?),
+        },
         None if lhs.starts_with('@') => Measure::Map(lhs.to_string()),
         None => return Err(format!("line {n}: a measure is `@map[keys]` or `lines \"TEXT\"`, not `{lhs}`")),
     };
-    let want = match rhs.trim().strip_prefix("truth ") {
-        Some(key) => Want::Truth(key.trim().to_string()),
-        None => {
-            Want::Number(rhs.trim().parse().map_err(|_| format!("line {n}: `{rhs}` is not a number or truth KEY"))?)
-        }
-    };
-    Ok(Expect::Compare { measure, want, line: n })
+    Ok(Expect::Compare { measure, want: want(rhs, n)?, line: n })
+}
+
+/// `TERM + TERM - ...`, each term `N`, `truth KEY` or `N * truth KEY`.
+fn want(text: &str, n: usize) -> Result<Want, String> {
+    let bad = || format!("line {n}: `{text}` is not a sum of numbers, `truth KEY` and `N * truth KEY`");
+    let mut words = text.split_whitespace().peekable();
+    let mut terms = Vec::new();
+    let mut sign = 1;
+    loop {
+        let (factor, truth) = match words.next().ok_or_else(bad)? {
+            "truth" => (1, Some(words.next().ok_or_else(bad)?.to_string())),
+            number => {
+                let number: i64 = number.parse().map_err(|_| bad())?;
+                match words.next_if_eq(&"*") {
+                    Some(_) if words.next() == Some("truth") => {
+                        (number, Some(words.next().ok_or_else(bad)?.to_string()))
+                    }
+                    Some(_) => return Err(bad()),
+                    None => (number, None),
+                }
+            }
+        };
+        terms.push(Term { factor: sign * factor, truth });
+        sign = match words.next() {
+            None => return Ok(Want(terms)),
+            Some("+") => 1,
+            Some("-") => -1,
+            Some(_) => return Err(bad()),
+        };
+    }
 }
 
 /// The one quoted string `text` holds.

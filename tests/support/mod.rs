@@ -316,6 +316,23 @@ pub fn truth(out: &str, key: &str) -> i64 {
         .unwrap_or_else(|_| panic!("{key}= is not a number in {out}"))
 }
 
+/// The lines of `out` starting with `prefix`, without it, sorted: gtrace's lines and a
+/// program's lines of the same format compare one to one.
+pub fn sorted_lines(out: &str, prefix: &str) -> Vec<String> {
+    let mut v: Vec<String> = out.lines().filter_map(|l| l.strip_prefix(prefix)).map(String::from).collect();
+    v.sort();
+    v
+}
+
+/// The number of the line of tests/go/PROGRAM/main.go marked `// L:NAME`.
+pub fn marked_line(program: &str, name: &str) -> u32 {
+    let path = root().join("tests/go").join(program).join("main.go");
+    let source = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mark = format!("// L:{name}");
+    let i = source.lines().position(|l| l.trim_end().ends_with(&mark));
+    i.unwrap_or_else(|| panic!("no {mark} in {}", path.display())) as u32 + 1
+}
+
 /// The number gtrace printed for map `name` (`@name: V`, or `@name: V (partial: ...)`),
 /// the first time.
 pub fn map_value(out: &str, name: &str) -> i64 {

@@ -99,14 +99,17 @@ func main() {
 		}
 		fmt.Printf("calls=%d total=%d\n", n, t.total)
 	case "small":
-		count := 0
+		count, sumX, sumU := 0, 0, 0
 		for i := 0; i < n; i++ {
-			small8(int8(-i%100), uint16(i*7), i%2 == 0)
+			x, u := int8(-i%100), uint16(i*7)
+			small8(x, u, i%2 == 0)
+			sumX += int(x)
+			sumU += int(u)
 			if i%2 == 0 {
 				count++
 			}
 		}
-		fmt.Printf("calls=%d true=%d\n", n, count)
+		fmt.Printf("calls=%d true=%d sum_x=%d sum_u=%d\n", n, count, sumX, sumU)
 	case "sleep":
 		for i := 0; i < n; i++ {
 			sleepy(2)

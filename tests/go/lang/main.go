@@ -37,8 +37,12 @@ func b2i(v bool) int {
 	return 0
 }
 
+// mixes counts the `go mix` lines, printed at the end as `mixes=N`.
+var mixes int
+
 func mixLine(a int8, b uint32, c int64, d uint64, s uint, z int64, q int64, u uint8) {
 	mix(a, b, c, d, s, z, q, u)
+	mixes++
 	fmt.Printf("go mix lt=%d gt=%d shl=%d shr=%d ushr=%d wrap=%d addu=%d neg=%d quo=%d rem=%d quoz=%d remz=%d u16=%d i8=%d\n",
 		b2i(int64(a) < int64(b)), b2i(b > 3000000000), c<<s, c>>s, d>>s, a<<3, u+200, -a,
 		quo(c, q), rem(c, q), quo(c, z), rem(c, z), uint16(a), int8(c))
@@ -126,6 +130,7 @@ func main() {
 	// Strings stored by one probe, read back by another.
 	names := map[int]string{}
 	last := ""
+	recalls := 0
 	for i, s := range []string{"alpha", "beta", "gamma", "delta"} {
 		id := i % 3
 		store(id, s)
@@ -134,6 +139,7 @@ func main() {
 		fmt.Printf("go recall %d %s %s\n", id, names[id], last)
 		recall(id + 7)
 		fmt.Printf("go recall %d %s %s\n", id+7, names[id+7], last)
+		recalls += 2
 	}
 
 	x, y := int64(1), "y"
@@ -147,4 +153,5 @@ func main() {
 		viaB()
 	}
 	fmt.Println("stacks viaA=3 viaB=5")
+	fmt.Printf("mixes=%d recalls=%d\n", mixes, recalls)
 }

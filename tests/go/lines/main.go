@@ -193,7 +193,7 @@ func main() {
 		panic(err)
 	}
 	var loops, iters, iterSum, loopTotals, ranges, rangeIters, rangeSum, spillK int
-	var stackedX, stackedY, stackedNames int
+	var stackedX, stackedY, stackedNames, stackedNameLen int
 	var goneCalls, inlinedCalls, inlinedXSum, closureCalls, closureSum, ifaceeqRuns, nestedAdds int
 	var lbl labels
 	var escapedSum int
@@ -218,7 +218,9 @@ func main() {
 		rangeIters += len(xs)
 		total += spillAfter(xs, c%4)
 		spillK += c % 4
-		total += stacked(c, 2*c, "s"+strconv.Itoa(c%3))
+		name := "s" + strconv.Itoa(c%3)
+		total += stacked(c, 2*c, name)
+		stackedNameLen += len(name)
 		stackedX += c
 		stackedY += 2 * c
 		if c%3 == 1 {
@@ -246,7 +248,7 @@ func main() {
 			ifaceeqRuns += c%4 + 1
 		}
 	}
-	fmt.Printf("header=%d body=%d body_i_sum=%d after=%d after_n_sum=%d after_total_sum=%d range=%d rangebody=%d rangebody_x_sum=%d rangeafter=%d spillafter=%d spillafter_k_sum=%d spillafter_s_sum=%d stacked=%d stacked_x=%d stacked_y=%d stacked_s1=%d gone=%d inlined=%d inlined_x_sum=%d closure=%d closure_v_sum=%d ifaceeq=%d nestedadd=%d escaped_total_sum=%d total=%d\n",
+	fmt.Printf("header=%d body=%d body_i_sum=%d after=%d after_n_sum=%d after_total_sum=%d range=%d rangebody=%d rangebody_x_sum=%d rangeafter=%d spillafter=%d spillafter_k_sum=%d spillafter_s_sum=%d stacked=%d stacked_x=%d stacked_y=%d stacked_s1=%d gone=%d inlined=%d inlined_x_sum=%d closure=%d closure_v_sum=%d ifaceeq=%d nestedadd=%d escaped_total_sum=%d stacked_name_len=%d total=%d\n",
 		loops+iters, iters, iterSum, loops, iters, loopTotals, ranges+rangeIters, rangeIters, rangeSum, ranges, ranges, spillK, rangeSum,
-		n, stackedX, stackedY, stackedNames, goneCalls, inlinedCalls, inlinedXSum, closureCalls, closureSum, ifaceeqRuns, nestedAdds, escapedSum, total)
+		n, stackedX, stackedY, stackedNames, goneCalls, inlinedCalls, inlinedXSum, closureCalls, closureSum, ifaceeqRuns, nestedAdds, escapedSum, stackedNameLen, total)
 }

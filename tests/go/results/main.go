@@ -71,14 +71,19 @@ func main() {
 	if err != nil {
 		panic(err)
 	}
+	lines := 0
 	for i := 0; i < n; i++ {
 		q, err := risky(i)
-		fmt.Printf("risky q=%d err=%v\n", q, err)
+		fmt.Printf("go risky q=%d err=%v\n", q, err)
 		q, label, err := labelled(i, "s"+strconv.Itoa(i))
-		fmt.Printf("labelled q=%d label=%s err=%v\n", q, label, err)
+		fmt.Printf("go labelled q=%d label=%s err=%v\n", q, label, err)
 		q, b, err := blank(i)
-		fmt.Printf("blank q=%d b=%d err=%v\n", q, b, err)
+		fmt.Printf("go blank q=%d b=%d err=%v\n", q, b, err)
+		// The direct call is inlined, so a probe sees the out-of-line one alone: its value
+		// is on a line of its own.
 		direct, _ := Pair{i, 1}.Get()
-		fmt.Printf("get q=%d direct=%d\n", apply(Pair.Get, Pair{i, 2}), direct)
+		fmt.Printf("go get q=%d\ndirect=%d\n", apply(Pair.Get, Pair{i, 2}), direct)
+		lines += 4
 	}
+	fmt.Printf("lines=%d\n", lines)
 }
