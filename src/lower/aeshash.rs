@@ -86,11 +86,21 @@ pub fn t_tables() -> Vec<u8> {
     out
 }
 
-/// A round key: the state itself (`AESENC X1, X1`) or 16 bytes on the stack.
+/// A round key: the state itself as the round found it (`AESENC X1, X1`; only where the
+/// key is XORed last) or 16 bytes on the stack.
 #[derive(Clone, Copy)]
 pub(super) enum RoundKey {
     Own,
     Slot(i16),
+}
+
+/// Where a round XORs its key, the one thing the two instruction sets' rounds differ in:
+/// after MixColumns (amd64's `AESENC`: aeshash.rs) or before SubBytes (arm64's `AESE`,
+/// `AESMC`: aeskeyfirst.rs).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum KeyAt {
+    Last,
+    First,
 }
 
 /// The stack slots a hash works in (released once it is computed).
@@ -117,31 +127,56 @@ impl Gen<'_> {
         Ok(a)
     }
 
-    /// `AESENC rk, state` on the 16 bytes at `state`: SubBytes, ShiftRows, MixColumns
-    /// through the tables, then XOR with the round key. With `lo_only`, only the low 8
-    /// bytes are computed (a last round whose high half nobody reads). Clobbers R0-R5, R9.
-    pub(super) fn aes_round(&mut self, a: &AesSlots, state: i16, rk: RoundKey, lo_only: bool) {
+    /// One round on the 16 bytes at `state` with round key `rk`, XORed where `at` says:
+    /// SubBytes and ShiftRows through the tables, MixColumns when `mix` (`AESENC` always
+    /// mixes). With `lo_only`, only the low 8 bytes are computed (a last round whose high
+    /// half nobody reads). Clobbers R0-R5, R9.
+    pub(super) fn aes_round(
+        &mut self,
+        a: &AesSlots,
+        state: i16,
+        rk: RoundKey,
+        (at, mix): (KeyAt, bool),
+        lo_only: bool,
+    ) {
         self.b.emit(load(Size::DW, R9, R10, a.tables));
-        self.b.emit(load(Size::DW, R1, R10, state));
-        self.b.emit(load(Size::DW, R2, R10, state + 8));
-        self.aes_columns(lo_only, true);
-        match rk {
-            RoundKey::Own => {
-                self.b.emit(alu64_reg(AluOp::Xor, R3, R1));
-                self.b.emit(alu64_reg(AluOp::Xor, R4, R2));
+        for (reg, half) in [(R1, 0), (R2, 8)] {
+            self.b.emit(load(Size::DW, reg, R10, state + half));
+            if at == KeyAt::First {
+                self.xor_round_key(reg, rk, half);
             }
-            RoundKey::Slot(k) => {
-                self.b.emit(load(Size::DW, R0, R10, k));
-                self.b.emit(alu64_reg(AluOp::Xor, R3, R0));
-                if !lo_only {
-                    self.b.emit(load(Size::DW, R0, R10, k + 8));
-                    self.b.emit(alu64_reg(AluOp::Xor, R4, R0));
-                }
+        }
+        self.aes_columns(lo_only, mix);
+        if at == KeyAt::Last {
+            self.xor_round_key(R3, rk, 0);
+            if !lo_only {
+                self.xor_round_key(R4, rk, 8);
             }
         }
         self.b.emit(store_reg(Size::DW, R10, state, R3));
         if !lo_only {
             self.b.emit(store_reg(Size::DW, R10, state + 8, R4));
+        }
+    }
+
+    /// `reg` ^= the half at `half` (0 or 8) of round key `rk` (`Own`: the state the round
+    /// found, in R1 and R2). Clobbers R0.
+    fn xor_round_key(&mut self, reg: crate::bpf::insn::Reg, rk: RoundKey, half: i16) {
+        match rk {
+            RoundKey::Own => self.b.emit(alu64_reg(AluOp::Xor, reg, if half == 0 { R1 } else { R2 })),
+            RoundKey::Slot(k) => {
+                self.b.emit(load(Size::DW, R0, R10, k + half));
+                self.b.emit(alu64_reg(AluOp::Xor, reg, R0));
+            }
+        }
+    }
+
+    /// Three rounds of the block at `a.state` with `keys`, the last one low half only
+    /// (what the hash takes): MixColumns in the first two, and in the last when
+    /// `mix_last`.
+    pub(super) fn three_rounds(&mut self, a: &AesSlots, keys: [RoundKey; 3], at: KeyAt, mix_last: bool) {
+        for (i, rk) in keys.into_iter().enumerate() {
+            self.aes_round(a, a.state, rk, (at, i < 2 || mix_last), i == 2);
         }
     }
 
@@ -242,9 +277,8 @@ impl Gen<'_> {
             self.b.emit(alu32_reg(AluOp::Mov, R1, R1));
         }
         self.b.emit(store_reg(Size::DW, R10, a.state + 8, R1));
-        for i in 0..3 {
-            self.aes_round(&a, a.state, RoundKey::Slot(a.keys + 16 * i), i == 2);
-        }
+        let keys = [0, 16, 32].map(|at| RoundKey::Slot(a.keys + at));
+        self.three_rounds(&a, keys, KeyAt::Last, true);
         self.b.emit(load(Size::DW, R0, R10, a.state));
         self.b.emit(store_reg(Size::DW, R10, out, R0));
         self.b.frame.release(mark);
@@ -274,9 +308,7 @@ impl Gen<'_> {
         self.b.emit(store_reg(Size::DW, R10, a.state, R1));
         self.b.emit(load(Size::DW, R1, R10, x0 + 8));
         self.b.emit(store_reg(Size::DW, R10, a.state + 8, R1));
-        for i in 0..3 {
-            self.aes_round(&a, a.state, RoundKey::Own, i == 2);
-        }
+        self.three_rounds(&a, [RoundKey::Own; 3], KeyAt::Last, true);
         self.b.emit(load(Size::DW, R0, R10, a.state));
         self.b.emit(store_reg(Size::DW, R10, out, R0));
         self.b.frame.release(mark);
@@ -331,9 +363,7 @@ impl Gen<'_> {
         self.b.jmp_reg_to(JmpOp::Ge, R1, R2, finish);
         self.lane_seed(&a, keysched, x0, x1, lane);
         self.lane_block(&a, key, lane, lanes);
-        for i in 0..3 {
-            self.aes_round(&a, a.state, RoundKey::Own, i == 2);
-        }
+        self.three_rounds(&a, [RoundKey::Own; 3], KeyAt::Last, true);
         self.b.emit(load(Size::DW, R1, R10, a.state));
         self.b.emit(load(Size::DW, R2, R10, acc));
         self.b.emit(alu64_reg(AluOp::Xor, R1, R2));
@@ -343,7 +373,7 @@ impl Gen<'_> {
         self.b.emit(store_reg(Size::DW, R10, lane, R1));
         self.b.ja_to(head);
         self.b.bind(empty);
-        self.aes_round(&a, x0, RoundKey::Own, true);
+        self.aes_round(&a, x0, RoundKey::Own, (KeyAt::Last, true), true);
         self.b.emit(load(Size::DW, R1, R10, x0));
         self.b.emit(store_reg(Size::DW, R10, acc, R1));
         self.b.bind(finish);
@@ -372,7 +402,7 @@ impl Gen<'_> {
             self.b.emit(alu64_reg(AluOp::Xor, R1, R2));
             self.b.emit(store_reg(Size::DW, R10, a.state + half, R1));
         }
-        self.aes_round(a, a.state, RoundKey::Own, false);
+        self.aes_round(a, a.state, RoundKey::Own, (KeyAt::Last, true), false);
         self.b.bind(seeded);
         self.b.emit(mov64_imm(R0, 0));
     }
@@ -447,7 +477,7 @@ impl Gen<'_> {
             self.b.emit(alu64_reg(AluOp::Xor, R1, R2));
             self.b.emit(store_reg(Size::DW, R10, x0 + half, R1));
         }
-        self.aes_round(a, x0, RoundKey::Own, false);
+        self.aes_round(a, x0, RoundKey::Own, (KeyAt::Last, true), false);
     }
 }
 

@@ -1,7 +1,8 @@
 //! The Go runtime's aeshash where a round XORs its key first (`AesRounds::KeyFirst`:
 //! arm64's `AESE`, then `AESMC`; runtime/asm_arm64.s `memhash64`, `memhash32`,
-//! `aeshashbody`, since Go 1.27 internal/runtime/maps/memhash_arm64.s), with the tables
-//! and slots of aeshash.rs. What differs from the other shape:
+//! `aeshashbody`, since Go 1.27 internal/runtime/maps/memhash_arm64.s), with the tables,
+//! slots and round (`aes_round` with `KeyAt::First`) of aeshash.rs. What differs from the
+//! other shape:
 //!
 //! - A round is state = MixColumns(ShiftRows(SubBytes(state ^ key))); the last round of
 //!   an integer key or of a lane of a key over 16 bytes has no MixColumns.
@@ -15,38 +16,13 @@
 //!   the first half of the lanes taking the first 16-byte blocks, the second half the
 //!   last ones; the lanes' low halves XORed.
 
-use super::aeshash::{AesSlots, MAX_HASHED_STRING};
+use super::aeshash::{AesSlots, KeyAt, RoundKey, MAX_HASHED_STRING};
 use super::codegen::Gen;
 use super::LowerError;
 use crate::bpf::insn::*;
 use crate::syntax::ast::Span;
 
 impl Gen<'_> {
-    /// One round on the 16 bytes at `state` with the 16-byte key at `key`: the key XORed,
-    /// SubBytes and ShiftRows, MixColumns when `mix`; only the low 8 bytes with
-    /// `lo_only`. Clobbers R0-R5, R9.
-    fn key_first_round(&mut self, a: &AesSlots, state: i16, key: i16, mix: bool, lo_only: bool) {
-        self.b.emit(load(Size::DW, R9, R10, a.tables));
-        for (reg, half) in [(R1, 0), (R2, 8)] {
-            self.b.emit(load(Size::DW, reg, R10, state + half));
-            self.b.emit(load(Size::DW, R0, R10, key + half));
-            self.b.emit(alu64_reg(AluOp::Xor, reg, R0));
-        }
-        self.aes_columns(lo_only, mix);
-        self.b.emit(store_reg(Size::DW, R10, state, R3));
-        if !lo_only {
-            self.b.emit(store_reg(Size::DW, R10, state + 8, R4));
-        }
-    }
-
-    /// The three rounds of a block at `a.state` with key `key`: MixColumns in the last
-    /// one only with `mix_last`. The low half of the result stays in `a.state`.
-    fn three_rounds(&mut self, a: &AesSlots, key: i16, mix_last: bool) {
-        self.key_first_round(a, a.state, key, true, false);
-        self.key_first_round(a, a.state, key, true, false);
-        self.key_first_round(a, a.state, key, mix_last, true);
-    }
-
     /// `memhash64` / `memhash32` of the integer in slot `key` (`size` 8 or 4) with the
     /// seed in slot `seed`, into slot `out`.
     pub(super) fn key_first_int(
@@ -75,7 +51,7 @@ impl Gen<'_> {
         }
         self.b.emit(store_reg(Size::DW, R10, a.state, R1));
         self.b.emit(store_reg(Size::DW, R10, a.state + 8, R2));
-        self.three_rounds(&a, a.keys, false);
+        self.three_rounds(&a, [RoundKey::Slot(a.keys); 3], KeyAt::First, false);
         self.b.emit(load(Size::DW, R0, R10, a.state));
         self.b.emit(store_reg(Size::DW, R10, out, R0));
         self.b.frame.release(mark);
@@ -122,7 +98,7 @@ impl Gen<'_> {
         }
         self.b.emit(store_reg(Size::DW, R10, a.state, R3));
         self.b.emit(store_reg(Size::DW, R10, a.state + 8, R4));
-        self.three_rounds(&a, x0, short_mixed);
+        self.three_rounds(&a, [RoundKey::Slot(x0); 3], KeyAt::First, short_mixed);
         self.b.emit(load(Size::DW, R0, R10, a.state));
         self.b.emit(store_reg(Size::DW, R10, out, R0));
         self.b.frame.release(mark);
@@ -136,7 +112,7 @@ impl Gen<'_> {
         self.b.emit(load(Size::DW, R1, R10, seed));
         self.b.emit(store_reg(Size::DW, R10, v30, R1));
         self.read_aeskeysched(keysched, 0, x0, 16);
-        self.key_first_round(a, x0, v30, true, false);
+        self.aes_round(a, x0, RoundKey::Slot(v30), (KeyAt::First, true), false);
     }
 
     /// `strhash` (`aeshashbody`) of the string record in slot `key` (its length, at most
@@ -180,7 +156,7 @@ impl Gen<'_> {
             self.b.emit(store_imm(Size::DW, R10, a.state + half, 0));
         }
         self.lane_block(&a, key, lane, lanes);
-        self.three_rounds(&a, a.keys, false);
+        self.three_rounds(&a, [RoundKey::Slot(a.keys); 3], KeyAt::First, false);
         self.b.emit(load(Size::DW, R1, R10, a.state));
         self.b.emit(load(Size::DW, R2, R10, acc));
         self.b.emit(alu64_reg(AluOp::Xor, R1, R2));
@@ -192,7 +168,7 @@ impl Gen<'_> {
         // 1 to 16 bytes: one block, three rounds with MixColumns.
         self.b.bind(short);
         self.short_block(&a, key, (lane, lanes));
-        self.three_rounds(&a, x0, short_mixed);
+        self.three_rounds(&a, [RoundKey::Slot(x0); 3], KeyAt::First, short_mixed);
         self.b.emit(load(Size::DW, R1, R10, a.state));
         self.b.emit(store_reg(Size::DW, R10, acc, R1));
         self.b.bind(finish);
@@ -215,7 +191,7 @@ impl Gen<'_> {
         self.b.ja_to(keyed);
         self.b.bind(other);
         self.read_round_key(keysched, lane, a.keys);
-        self.key_first_round(a, a.keys, v30, true, false);
+        self.aes_round(a, a.keys, RoundKey::Slot(v30), (KeyAt::First, true), false);
         self.b.bind(keyed);
         self.b.emit(mov64_imm(R0, 0));
     }
