@@ -117,6 +117,35 @@ pub fn bucket_counts(buckets: &[(f64, u64)], count: u64) -> Vec<u64> {
     out
 }
 
+/// The families the text encoders' tests write (promtext.rs, openmetrics.rs): a counter
+/// with `help` and a label to escape, a histogram in seconds (with `exponential`, where
+/// an exemplar rides), and a gauge with no samples.
+#[cfg(test)]
+pub fn test_families(help: &str, exponential: Option<Exponential>) -> Vec<Family> {
+    let label = ("path".to_string(), "/a\"b\\c\nd".to_string());
+    let buckets = vec![(0.001, 2), (0.002, 5)];
+    vec![
+        Family {
+            base: "gtrace_req".into(),
+            help: help.into(),
+            kind: Kind::Counter,
+            seconds: false,
+            samples: vec![Sample { labels: vec![label], point: Point::Number(3.0) }],
+        },
+        Family {
+            base: "gtrace_lat".into(),
+            help: "@lat".into(),
+            kind: Kind::Histogram,
+            seconds: true,
+            samples: vec![Sample {
+                labels: vec![],
+                point: Point::Histogram { buckets, count: 6, sum: 0.0125, exponential },
+            }],
+        },
+        Family { base: "gtrace_empty".into(), help: "".into(), kind: Kind::Gauge, seconds: false, samples: vec![] },
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -122,7 +122,7 @@ fn number(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::export::model::{Exponential, Sample};
+    use crate::export::model::{test_families, Exponential};
 
     #[test]
     fn counters_and_histograms_with_an_exemplar() {
@@ -134,34 +134,7 @@ mod tests {
         };
         let exponential =
             Exponential { exemplar: Some(ex), scale: 0, zero_count: 0, offset: 0, counts: vec![], min: 0.0, max: 0.0 };
-        let families = vec![
-            Family {
-                base: "gtrace_req".into(),
-                help: "@req \"of\" gtrace".into(),
-                kind: Kind::Counter,
-                seconds: false,
-                samples: vec![Sample {
-                    labels: vec![("path".into(), "/a\"b\\c\nd".into())],
-                    point: Point::Number(3.0),
-                }],
-            },
-            Family {
-                base: "gtrace_lat".into(),
-                help: "@lat".into(),
-                kind: Kind::Histogram,
-                seconds: true,
-                samples: vec![Sample {
-                    labels: vec![],
-                    point: Point::Histogram {
-                        buckets: vec![(0.001, 2), (0.002, 5)],
-                        count: 6,
-                        sum: 0.0125,
-                        exponential: Some(exponential),
-                    },
-                }],
-            },
-            Family { base: "gtrace_empty".into(), help: "".into(), kind: Kind::Gauge, seconds: false, samples: vec![] },
-        ];
+        let families = test_families("@req \"of\" gtrace", Some(exponential));
         let text = String::from_utf8(encode(&families)).unwrap();
         let id = "ab".repeat(16);
         let want = format!(

@@ -81,38 +81,11 @@ fn family(f: &Family) -> MetricFamily {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::export::model::Sample;
+    use crate::export::model::test_families;
 
     #[test]
     fn counters_histograms_and_escaped_labels() {
-        let families = vec![
-            Family {
-                base: "gtrace_req".into(),
-                help: "@req of gtrace's script".into(),
-                kind: Kind::Counter,
-                seconds: false,
-                samples: vec![Sample {
-                    labels: vec![("path".into(), "/a\"b\\c\nd".into())],
-                    point: Point::Number(3.0),
-                }],
-            },
-            Family {
-                base: "gtrace_lat".into(),
-                help: "@lat".into(),
-                kind: Kind::Histogram,
-                seconds: true,
-                samples: vec![Sample {
-                    labels: vec![],
-                    point: Point::Histogram {
-                        buckets: vec![(0.001, 2), (0.002, 5)],
-                        count: 6,
-                        sum: 0.0125,
-                        exponential: None,
-                    },
-                }],
-            },
-            Family { base: "gtrace_empty".into(), help: "".into(), kind: Kind::Gauge, seconds: false, samples: vec![] },
-        ];
+        let families = test_families("@req of gtrace's script", None);
         let text = String::from_utf8(encode(&families).unwrap()).unwrap();
         let want = "# HELP gtrace_req_total @req of gtrace's script\n\
                     # TYPE gtrace_req_total counter\n\
