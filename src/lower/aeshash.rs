@@ -17,6 +17,7 @@
 
 use super::codegen::Gen;
 use super::LowerError;
+use crate::bpf::builder::Label;
 use crate::bpf::helpers::*;
 use crate::bpf::insn::*;
 use crate::plan::{MapKind, MapRole, MapSpec};
@@ -279,8 +280,7 @@ impl Gen<'_> {
         self.b.emit(store_reg(Size::DW, R10, a.state + 8, R1));
         let keys = [0, 16, 32].map(|at| RoundKey::Slot(a.keys + at));
         self.three_rounds(&a, keys, KeyAt::Last, true);
-        self.b.emit(load(Size::DW, R0, R10, a.state));
-        self.b.emit(store_reg(Size::DW, R10, out, R0));
+        self.hash_out(a.state, out);
         self.b.frame.release(mark);
         Ok(())
     }
@@ -309,8 +309,7 @@ impl Gen<'_> {
         self.b.emit(load(Size::DW, R1, R10, x0 + 8));
         self.b.emit(store_reg(Size::DW, R10, a.state + 8, R1));
         self.three_rounds(&a, [RoundKey::Own; 3], KeyAt::Last, true);
-        self.b.emit(load(Size::DW, R0, R10, a.state));
-        self.b.emit(store_reg(Size::DW, R10, out, R0));
+        self.hash_out(a.state, out);
         self.b.frame.release(mark);
         Ok(())
     }
@@ -337,7 +336,7 @@ impl Gen<'_> {
         let (acc, lane, lanes) = (self.slot(8, span)?, self.slot(8, span)?, self.slot(8, span)?);
         self.b.emit(load(Size::DW, R1, R10, key));
         self.aeshash_seed(&a, keysched, seed, x0);
-        let (empty, finish, head) = (self.b.new_label(), self.b.new_label(), self.b.new_label());
+        let (empty, finish) = (self.b.new_label(), self.b.new_label());
         self.load_unlinked(R1, key);
         self.b.jmp_imm_to(JmpOp::Eq, R1, 0, empty);
         // x1: the seed unscrambled.
@@ -348,22 +347,48 @@ impl Gen<'_> {
         self.b.emit(load(Size::DW, R1, R10, seed));
         self.b.emit(store_reg(Size::DW, R10, x1, R1));
         // Lanes by length class: 1-16, 17-32, 33-64, 65-128.
-        let classes = self.b.new_label();
         self.load_unlinked(R1, key);
-        for (most, n) in [(16, 1), (32, 2), (64, 4), (MAX_HASHED_STRING as i32, 8)] {
+        let classes = [(16, 1), (32, 2), (64, 4), (MAX_HASHED_STRING as i32, 8)];
+        self.each_lane(&a, (acc, lane, lanes), &classes, finish, |g| {
+            g.lane_seed(&a, keysched, x0, x1, lane);
+            g.lane_block(&a, key, lane, lanes);
+            g.three_rounds(&a, [RoundKey::Own; 3], KeyAt::Last, true);
+        });
+        self.b.bind(empty);
+        self.aes_round(&a, x0, RoundKey::Own, (KeyAt::Last, true), true);
+        self.b.emit(load(Size::DW, R1, R10, x0));
+        self.b.emit(store_reg(Size::DW, R10, acc, R1));
+        self.b.bind(finish);
+        self.hash_out(acc, out);
+        self.b.frame.release(mark);
+        Ok(())
+    }
+
+    /// The lanes of a string of R1 bytes: `lanes` = the `n` of the first of `classes`
+    /// (`(most bytes, n)`) that holds it, then for each lane `lane` in turn `one_lane`
+    /// (which leaves the lane's hash in the low half of `a.state`) XORed into `acc`
+    /// (zeroed first); then on to `finish`.
+    pub(super) fn each_lane(
+        &mut self,
+        a: &AesSlots,
+        (acc, lane, lanes): (i16, i16, i16),
+        classes: &[(i32, i32)],
+        finish: Label,
+        one_lane: impl FnOnce(&mut Self),
+    ) {
+        let (classed, head) = (self.b.new_label(), self.b.new_label());
+        for &(most, n) in classes {
             self.b.emit(store_imm(Size::DW, R10, lanes, n));
-            self.b.jmp_imm_to(JmpOp::Le, R1, most, classes);
+            self.b.jmp_imm_to(JmpOp::Le, R1, most, classed);
         }
-        self.b.bind(classes);
+        self.b.bind(classed);
         self.b.emit(store_imm(Size::DW, R10, acc, 0));
         self.b.emit(store_imm(Size::DW, R10, lane, 0));
         self.b.bind(head);
         self.b.emit(load(Size::DW, R1, R10, lane));
         self.b.emit(load(Size::DW, R2, R10, lanes));
         self.b.jmp_reg_to(JmpOp::Ge, R1, R2, finish);
-        self.lane_seed(&a, keysched, x0, x1, lane);
-        self.lane_block(&a, key, lane, lanes);
-        self.three_rounds(&a, [RoundKey::Own; 3], KeyAt::Last, true);
+        one_lane(self);
         self.b.emit(load(Size::DW, R1, R10, a.state));
         self.b.emit(load(Size::DW, R2, R10, acc));
         self.b.emit(alu64_reg(AluOp::Xor, R1, R2));
@@ -372,15 +397,12 @@ impl Gen<'_> {
         self.b.emit(alu64_imm(AluOp::Add, R1, 1));
         self.b.emit(store_reg(Size::DW, R10, lane, R1));
         self.b.ja_to(head);
-        self.b.bind(empty);
-        self.aes_round(&a, x0, RoundKey::Own, (KeyAt::Last, true), true);
-        self.b.emit(load(Size::DW, R1, R10, x0));
-        self.b.emit(store_reg(Size::DW, R10, acc, R1));
-        self.b.bind(finish);
-        self.b.emit(load(Size::DW, R0, R10, acc));
+    }
+
+    /// The hash: the low 8 bytes at `from` into slot `out`.
+    pub(super) fn hash_out(&mut self, from: i16, out: i16) {
+        self.b.emit(load(Size::DW, R0, R10, from));
         self.b.emit(store_reg(Size::DW, R10, out, R0));
-        self.b.frame.release(mark);
-        Ok(())
     }
 
     /// The state of lane `lane`: the scrambled seed `x0` for lane 0, else `x1` XOR round

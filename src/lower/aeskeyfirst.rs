@@ -52,8 +52,7 @@ impl Gen<'_> {
         self.b.emit(store_reg(Size::DW, R10, a.state, R1));
         self.b.emit(store_reg(Size::DW, R10, a.state + 8, R2));
         self.three_rounds(&a, [RoundKey::Slot(a.keys); 3], KeyAt::First, false);
-        self.b.emit(load(Size::DW, R0, R10, a.state));
-        self.b.emit(store_reg(Size::DW, R10, out, R0));
+        self.hash_out(a.state, out);
         self.b.frame.release(mark);
         Ok(())
     }
@@ -99,8 +98,7 @@ impl Gen<'_> {
         self.b.emit(store_reg(Size::DW, R10, a.state, R3));
         self.b.emit(store_reg(Size::DW, R10, a.state + 8, R4));
         self.three_rounds(&a, [RoundKey::Slot(x0); 3], KeyAt::First, short_mixed);
-        self.b.emit(load(Size::DW, R0, R10, a.state));
-        self.b.emit(store_reg(Size::DW, R10, out, R0));
+        self.hash_out(a.state, out);
         self.b.frame.release(mark);
         Ok(())
     }
@@ -134,37 +132,20 @@ impl Gen<'_> {
         self.first_key(&a, keysched, seed, (x0, v30));
         self.b.emit(load(Size::DW, R1, R10, x0));
         self.b.emit(store_reg(Size::DW, R10, acc, R1));
-        let (finish, short, head, classes) =
-            (self.b.new_label(), self.b.new_label(), self.b.new_label(), self.b.new_label());
+        let (finish, short) = (self.b.new_label(), self.b.new_label());
         self.load_unlinked(R1, key);
         self.b.jmp_imm_to(JmpOp::Eq, R1, 0, finish);
         self.b.jmp_imm_to(JmpOp::Le, R1, 16, short);
         // Lanes by length class: 17-32, 33-64, 65-128.
-        for (most, n) in [(32, 2), (64, 4), (MAX_HASHED_STRING as i32, 8)] {
-            self.b.emit(store_imm(Size::DW, R10, lanes, n));
-            self.b.jmp_imm_to(JmpOp::Le, R1, most, classes);
-        }
-        self.b.bind(classes);
-        self.b.emit(store_imm(Size::DW, R10, acc, 0));
-        self.b.emit(store_imm(Size::DW, R10, lane, 0));
-        self.b.bind(head);
-        self.b.emit(load(Size::DW, R1, R10, lane));
-        self.b.emit(load(Size::DW, R2, R10, lanes));
-        self.b.jmp_reg_to(JmpOp::Ge, R1, R2, finish);
-        self.lane_key(&a, keysched, (x0, v30), lane);
-        for half in [0, 8] {
-            self.b.emit(store_imm(Size::DW, R10, a.state + half, 0));
-        }
-        self.lane_block(&a, key, lane, lanes);
-        self.three_rounds(&a, [RoundKey::Slot(a.keys); 3], KeyAt::First, false);
-        self.b.emit(load(Size::DW, R1, R10, a.state));
-        self.b.emit(load(Size::DW, R2, R10, acc));
-        self.b.emit(alu64_reg(AluOp::Xor, R1, R2));
-        self.b.emit(store_reg(Size::DW, R10, acc, R1));
-        self.b.emit(load(Size::DW, R1, R10, lane));
-        self.b.emit(alu64_imm(AluOp::Add, R1, 1));
-        self.b.emit(store_reg(Size::DW, R10, lane, R1));
-        self.b.ja_to(head);
+        let classes = [(32, 2), (64, 4), (MAX_HASHED_STRING as i32, 8)];
+        self.each_lane(&a, (acc, lane, lanes), &classes, finish, |g| {
+            g.lane_key(&a, keysched, (x0, v30), lane);
+            for half in [0, 8] {
+                g.b.emit(store_imm(Size::DW, R10, a.state + half, 0));
+            }
+            g.lane_block(&a, key, lane, lanes);
+            g.three_rounds(&a, [RoundKey::Slot(a.keys); 3], KeyAt::First, false);
+        });
         // 1 to 16 bytes: one block, three rounds with MixColumns.
         self.b.bind(short);
         self.short_block(&a, key, (lane, lanes));
@@ -172,8 +153,7 @@ impl Gen<'_> {
         self.b.emit(load(Size::DW, R1, R10, a.state));
         self.b.emit(store_reg(Size::DW, R10, acc, R1));
         self.b.bind(finish);
-        self.b.emit(load(Size::DW, R0, R10, acc));
-        self.b.emit(store_reg(Size::DW, R10, out, R0));
+        self.hash_out(acc, out);
         self.b.frame.release(mark);
         Ok(())
     }
