@@ -408,24 +408,39 @@ impl Gen<'_> {
     /// The state of lane `lane`: the scrambled seed `x0` for lane 0, else `x1` XOR round
     /// key `lane`, scrambled once with itself.
     fn lane_seed(&mut self, a: &AesSlots, keysched: u64, x0: i16, x1: i16, lane: i16) {
-        let (other, seeded) = (self.b.new_label(), self.b.new_label());
+        self.lane_start(a, keysched, lane, (x0, a.state), |g| {
+            for half in [0, 8] {
+                g.b.emit(load(Size::DW, R1, R10, x1 + half));
+                g.b.emit(load(Size::DW, R2, R10, a.keys + half));
+                g.b.emit(alu64_reg(AluOp::Xor, R1, R2));
+                g.b.emit(store_reg(Size::DW, R10, a.state + half, R1));
+            }
+            g.aes_round(a, a.state, RoundKey::Own, (KeyAt::Last, true), false);
+        });
+    }
+
+    /// What a lane starts from, into `dst`: `x0` for lane 0; else round key `lane` read
+    /// into `a.keys`, then `scramble` (the shape's own). R0 = 0 after it.
+    pub(super) fn lane_start(
+        &mut self,
+        a: &AesSlots,
+        keysched: u64,
+        lane: i16,
+        (x0, dst): (i16, i16),
+        scramble: impl FnOnce(&mut Self),
+    ) {
+        let (other, done) = (self.b.new_label(), self.b.new_label());
         self.b.emit(load(Size::DW, R1, R10, lane));
         self.b.jmp_imm_to(JmpOp::Ne, R1, 0, other);
         for half in [0, 8] {
             self.b.emit(load(Size::DW, R1, R10, x0 + half));
-            self.b.emit(store_reg(Size::DW, R10, a.state + half, R1));
+            self.b.emit(store_reg(Size::DW, R10, dst + half, R1));
         }
-        self.b.ja_to(seeded);
+        self.b.ja_to(done);
         self.b.bind(other);
         self.read_round_key(keysched, lane, a.keys);
-        for half in [0, 8] {
-            self.b.emit(load(Size::DW, R1, R10, x1 + half));
-            self.b.emit(load(Size::DW, R2, R10, a.keys + half));
-            self.b.emit(alu64_reg(AluOp::Xor, R1, R2));
-            self.b.emit(store_reg(Size::DW, R10, a.state + half, R1));
-        }
-        self.aes_round(a, a.state, RoundKey::Own, (KeyAt::Last, true), false);
-        self.b.bind(seeded);
+        scramble(self);
+        self.b.bind(done);
         self.b.emit(mov64_imm(R0, 0));
     }
 

@@ -161,19 +161,9 @@ impl Gen<'_> {
     /// Lane `lane`'s key into `a.keys`: `x0` for lane 0, else round key `lane` XOR
     /// `v30`, scrambled once.
     fn lane_key(&mut self, a: &AesSlots, keysched: u64, (x0, v30): (i16, i16), lane: i16) {
-        let (other, keyed) = (self.b.new_label(), self.b.new_label());
-        self.b.emit(load(Size::DW, R1, R10, lane));
-        self.b.jmp_imm_to(JmpOp::Ne, R1, 0, other);
-        for half in [0, 8] {
-            self.b.emit(load(Size::DW, R1, R10, x0 + half));
-            self.b.emit(store_reg(Size::DW, R10, a.keys + half, R1));
-        }
-        self.b.ja_to(keyed);
-        self.b.bind(other);
-        self.read_round_key(keysched, lane, a.keys);
-        self.aes_round(a, a.keys, RoundKey::Slot(v30), (KeyAt::First, true), false);
-        self.b.bind(keyed);
-        self.b.emit(mov64_imm(R0, 0));
+        self.lane_start(a, keysched, lane, (x0, a.keys), |g| {
+            g.aes_round(a, a.keys, RoundKey::Slot(v30), (KeyAt::First, true), false)
+        });
     }
 
     /// The block of a key of 1 to 16 bytes into `a.state`: 16 bytes as they are, else
