@@ -146,6 +146,20 @@ pub fn test_families(help: &str, exponential: Option<Exponential>) -> Vec<Family
     ]
 }
 
+/// The histogram family `gtrace_n` (`@n`, not in seconds) with one sample, `point` at
+/// `labels`: what the binary encoders' tests round-trip (promproto.rs, otlp.rs).
+#[cfg(test)]
+pub fn test_histogram(labels: &[(&str, &str)], point: Point) -> Family {
+    let labels = labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    Family {
+        base: "gtrace_n".into(),
+        help: "@n".into(),
+        kind: Kind::Histogram,
+        seconds: false,
+        samples: vec![Sample { labels, point }],
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

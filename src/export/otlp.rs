@@ -355,6 +355,7 @@ pub fn logs_request(lines: &[Line], resource: &Resource) -> ExportLogsServiceReq
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::export::model::test_histogram;
 
     #[test]
     fn a_histogram_round_trips_through_the_official_messages() {
@@ -398,13 +399,7 @@ mod tests {
             max: 1100.0,
         };
         let point = Point::Histogram { buckets: vec![(1023.0, 1)], count: 6, sum: 5000.0, exponential: Some(e) };
-        let f = Family {
-            base: "gtrace_n".into(),
-            help: "@n".into(),
-            kind: Kind::Histogram,
-            seconds: false,
-            samples: vec![Sample { labels: vec![], point }],
-        };
+        let f = test_histogram(&[], point);
         let req = metrics_request(&[f], &resource(&[]), 1, 2);
         let back = ExportMetricsServiceRequest::decode(req.encode_to_vec().as_slice()).unwrap();
         let m = &back.resource_metrics[0].scope_metrics[0].metrics[0];

@@ -114,7 +114,7 @@ fn native(h: &mut pb::Histogram, e: &Exponential) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::export::model::Sample;
+    use crate::export::model::test_histogram;
 
     #[test]
     fn prometheus_accept_headers() {
@@ -141,13 +141,7 @@ mod tests {
             max: 5.0,
         };
         let point = Point::Histogram { buckets: vec![(3.0, 0), (7.0, 1)], count: 1, sum: 5.0, exponential: Some(e) };
-        let f = Family {
-            base: "gtrace_n".into(),
-            help: "@n".into(),
-            kind: Kind::Histogram,
-            seconds: false,
-            samples: vec![Sample { labels: vec![], point }],
-        };
+        let f = test_histogram(&[], point);
         let back = pb::MetricFamily::decode_length_delimited(encode(&[f]).as_slice()).unwrap();
         let buckets = &back.metric[0].histogram.as_ref().unwrap().bucket;
         assert!(buckets[0].exemplar.is_none());
@@ -169,13 +163,7 @@ mod tests {
             max: 6.0,
         };
         let point = Point::Histogram { buckets: vec![(3.0, 1), (7.0, 6)], count: 6, sum: 25.0, exponential: Some(e) };
-        let f = Family {
-            base: "gtrace_n".into(),
-            help: "@n".into(),
-            kind: Kind::Histogram,
-            seconds: false,
-            samples: vec![Sample { labels: vec![("route".into(), "/".into())], point }],
-        };
+        let f = test_histogram(&[("route", "/")], point);
         let bytes = encode(&[f]);
         let back = pb::MetricFamily::decode_length_delimited(bytes.as_slice()).unwrap();
         assert_eq!((back.name.as_str(), back.r#type), ("gtrace_n", pb::MetricType::Histogram as i32));
