@@ -98,13 +98,13 @@ fn with_lines(script: &str, program: &str) -> Result<String, String> {
 /// One expectation against one run.
 fn check(expect: &Expect, r: &Run) -> Result<(), String> {
     match expect {
-        Expect::Compare { measure, want, line } => {
+        Expect::Compare { measure, op, want, line } => {
             let got = measured(measure, r);
             let wanted = wanted(want, r);
-            if got == wanted {
+            if op.holds(got, wanted) {
                 Ok(())
             } else {
-                Err(format!("line {line}: {measure} is {got}, the program says {want} = {wanted}"))
+                Err(format!("line {line}: {measure} is {got}, not {op} {want} = {wanted}"))
             }
         }
         Expect::Printed { text, line } => match r.stdout.lines().any(|l| l == text) {
@@ -153,6 +153,7 @@ fn measured(measure: &Measure, r: &Run) -> i64 {
         Measure::Map(name) => map_value(&r.stdout, name),
         Measure::Lines(text) => r.stdout.lines().filter(|l| l == text).count() as i64,
         Measure::Starting(text) => r.stdout.lines().filter(|l| l.starts_with(text.as_str())).count() as i64,
+        Measure::Truth(key) => truth(&r.stdout, key),
     }
 }
 

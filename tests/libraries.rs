@@ -7,7 +7,6 @@
 
 mod support;
 
-use std::process::Command;
 use support::{gtrace, privileged, truth, Run};
 
 use std::path::PathBuf;
@@ -267,16 +266,7 @@ fn every_example_script_checks_against_its_program() {
             continue;
         }
         let name = dir.file_name().expect("name").to_string_lossy().into_owned();
-        let bin = support::root().join("target/gobin").join(format!("example-{name}"));
-        let out = Command::new("go")
-            .args(["build", "-o"])
-            .arg(&bin)
-            .arg(".")
-            .current_dir(&dir)
-            .env("GOTOOLCHAIN", "local")
-            .output()
-            .expect("go build");
-        assert!(out.status.success(), "go build of {}: {}", dir.display(), String::from_utf8_lossy(&out.stderr));
+        let bin = support::go_build_at(&dir, &format!("example-{name}"), &[]);
         for s in scripts {
             let r = support::check_against(&[&s.display().to_string()], &bin);
             assert_eq!(r.code, 0, "{} --check:\n{}", s.display(), r.stderr);

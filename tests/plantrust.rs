@@ -42,9 +42,7 @@ fn accepted(what: &str, b: &Bundle, binary: &Path) {
 
 /// The line of `tests/go/lines/main.go` marked `// L:name`.
 fn line(name: &str) -> u32 {
-    let source = std::fs::read_to_string(support::root().join("tests/go/lines/main.go")).unwrap();
-    let mark = format!("// L:{name}");
-    source.lines().position(|l| l.trim_end().ends_with(&mark)).unwrap_or_else(|| panic!("no {mark}")) as u32 + 1
+    support::marked_line("lines", name)
 }
 
 /// Scripts of every kind of probe and site, with the test program each traces.

@@ -5,6 +5,8 @@
 //! These need CAP_BPF and CAP_PERFMON. Without them a test prints `SKIP` and passes,
 //! unless CI=true, where it fails.
 
+mod support;
+
 use gtrace::bpf::builder::{Builder, Program};
 use gtrace::bpf::helpers::*;
 use gtrace::bpf::insn::*;
@@ -54,16 +56,7 @@ fn go_target() -> &'static Path {
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("main.go"), GO_MAIN).unwrap();
         std::fs::write(dir.join("go.mod"), "module example.com/runtimetarget\n\ngo 1.22\n").unwrap();
-        let out = dir.join("target");
-        let status = std::process::Command::new("go")
-            .args(["build", "-o"])
-            .arg(&out)
-            .arg(".")
-            .current_dir(&dir)
-            .status()
-            .expect("running go build");
-        assert!(status.success(), "go build failed");
-        out
+        support::go_build_at(&dir, "runtime-go", &[])
     })
 }
 

@@ -28,6 +28,47 @@ pub enum Measure {
     Lines(String),
     /// `lines starting "TEXT"`: how many printed lines start with TEXT.
     Starting(String),
+    /// `truth KEY`: the program's own `KEY=N` (that what a case needs happened: a call
+    /// returned on another thread).
+    Truth(String),
+}
+
+/// How a measure compares with what it must be: `==`, or `>`, `>=`, `<`, `<=`.
+#[derive(Clone, Copy)]
+pub enum Op {
+    Eq,
+    Gt,
+    Ge,
+    Lt,
+    Le,
+}
+
+impl Op {
+    /// Each operator by its text, the two-character ones first.
+    const ALL: [(&'static str, Op); 5] = [("==", Op::Eq), (">=", Op::Ge), ("<=", Op::Le), (">", Op::Gt), ("<", Op::Lt)];
+
+    pub fn holds(self, got: i64, want: i64) -> bool {
+        match self {
+            Op::Eq => got == want,
+            Op::Gt => got > want,
+            Op::Ge => got >= want,
+            Op::Lt => got < want,
+            Op::Le => got <= want,
+        }
+    }
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        let text = match self {
+            Op::Eq => "==",
+            Op::Gt => ">",
+            Op::Ge => ">=",
+            Op::Lt => "<",
+            Op::Le => "<=",
+        };
+        write!(f, "{text}")
+    }
 }
 
 /// What a measure must equal: a sum of terms, e.g. `truth sum_a + truth calls`.
@@ -44,6 +85,7 @@ pub struct Term {
 pub enum Expect {
     Compare {
         measure: Measure,
+        op: Op,
         want: Want,
         line: usize,
     },
@@ -88,6 +130,7 @@ impl fmt::Display for Measure {
             Measure::Map(name) => write!(f, "{name}"),
             Measure::Lines(text) => write!(f, "the count of lines `{text}`"),
             Measure::Starting(text) => write!(f, "the count of lines starting `{text}`"),
+            Measure::Truth(key) => write!(f, "truth {key}"),
         }
     }
 }
@@ -206,7 +249,7 @@ fn repeated(rest: &str, n: usize) -> Result<Vec<Expect>, String> {
     words.map(|value| expectation(&body.replace(&hole, value), n)).collect()
 }
 
-/// `@map == WANT`, `lines "TEXT" == WANT`, `lines starting "TEXT" == WANT`,
+/// `MEASURE OP WANT` (`@map`, `lines "TEXT"`, `lines starting "TEXT"`, `truth KEY`),
 /// `printed "LINE"`, `contains "TEXT"`, `lacks "TEXT"`, `said "TEXT"`, `quiet "TEXT"`,
 /// `same "OURS" "THEIRS"`.
 fn expectation(rest: &str, n: usize) -> Result<Expect, String> {
@@ -231,16 +274,24 @@ fn expectation(rest: &str, n: usize) -> Result<Expect, String> {
             words(text, n)?.try_into().map_err(|_| format!("line {n}: `same \"OURS\" \"THEIRS\"`"))?;
         return Ok(Expect::Same { ours, theirs, line: n });
     }
-    let (lhs, rhs) = rest.rsplit_once(" == ").ok_or(format!("line {n}: expected `MEASURE == WANT`"))?;
+    let found = Op::ALL.iter().find_map(|(text, op)| Some((rest.rsplit_once(&format!(" {text} "))?, *op)));
+    let ((lhs, rhs), op) = found.ok_or(format!("line {n}: expected `MEASURE == WANT` (or >, >=, <, <=)"))?;
     let measure = match lhs.strip_prefix("lines ") {
         Some(text) => match text.strip_prefix("starting ") {
             Some(text) => Measure::Starting(one_string(text, n)?),
             None => Measure::Lines(one_string(text, n)?),
         },
         None if lhs.starts_with('@') => Measure::Map(lhs.to_string()),
-        None => return Err(format!("line {n}: a measure is `@map[keys]` or `lines \"TEXT\"`, not `{lhs}`")),
+        None => match lhs.strip_prefix("truth ") {
+            Some(key) => Measure::Truth(key.trim().to_string()),
+            None => {
+                return Err(format!(
+                    "line {n}: a measure is `@map[keys]`, `lines \"TEXT\"` or `truth KEY`, not `{lhs}`"
+                ))
+            }
+        },
     };
-    Ok(Expect::Compare { measure, want: want(rhs, n)?, line: n })
+    Ok(Expect::Compare { measure, op, want: want(rhs, n)?, line: n })
 }
 
 /// `TERM + TERM - ...`, each term `N`, `truth KEY` or `N * truth KEY`.
