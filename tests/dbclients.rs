@@ -21,14 +21,7 @@ const PGX_VERSIONS: &[&str] = support::PGX_VERSIONS;
 
 /// `gtrace LIBRARY ARGS -f json -c 'PROGRAM PROGRAM_ARGS'`; must succeed.
 fn trace(library: &str, args: &[&str], program: &Path, program_args: &str) -> Run {
-    let cmd = format!("{} {program_args}", program.display());
-    let mut all = vec![library];
-    all.extend(args);
-    all.extend(["-f", "json", "-c", &cmd]);
-    let r = gtrace(&all);
-    assert_eq!(r.code, 0, "gtrace {all:?}:\nstdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
-    assert!(r.stderr.contains("Attached"), "{}", r.stderr);
-    r
+    support::trace_attached(&[&[library], args, &["-f", "json"]].concat(), program, program_args)
 }
 
 /// The program's own `key=value` lines whose key starts with `prefix|`, without it.

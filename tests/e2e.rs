@@ -24,11 +24,7 @@ fn e2e() -> PathBuf {
 
 /// Traces `e2e MODE N` started by gtrace (-c) with `script`.
 fn trace_c(script: &str, mode_args: &str) -> Run {
-    let cmd = format!("{} {mode_args}", e2e().display());
-    let r = gtrace(&["-e", script, "-c", &cmd]);
-    assert_eq!(r.code, 0, "gtrace failed:\nstdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
-    assert!(r.stderr.contains("Attached"), "no Attached line: {}", r.stderr);
-    r
+    support::trace_attached(&["-e", script], &e2e(), mode_args)
 }
 
 /// Sum of the counts of the histogram printed under `header` (`@name:`).

@@ -62,12 +62,7 @@ fn panics_leave_no_stale_pairing() {
 
 /// Runs gtrace with `args` on `goroutines MODE` started with -c; fails on a non-zero exit.
 fn trace(args: &[&str], mode: &str) -> support::Run {
-    let cmd = format!("{} {mode}", support::go_build("goroutines", &[]).display());
-    let mut all = args.to_vec();
-    all.extend(["-c", &cmd]);
-    let run = support::gtrace(&all);
-    assert_eq!(run.code, 0, "gtrace {all:?} failed:\n{}\n{}", run.stdout, run.stderr);
-    run
+    support::trace_command(args, &support::go_build("goroutines", &[]), mode)
 }
 
 /// The number of timed calls the line of losses says were missed (0 when it says none).

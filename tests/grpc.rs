@@ -26,14 +26,7 @@ fn grpcprog(version: &str, flags: &[&str]) -> PathBuf {
 
 /// `gtrace grpc ARGS -f json -c 'PROGRAM ROUNDS'`; must succeed.
 fn trace(args: &[&str], program: &std::path::Path, rounds: u32) -> Run {
-    let cmd = format!("{} {rounds}", program.display());
-    let mut all = vec!["grpc"];
-    all.extend(args);
-    all.extend(["-f", "json", "-c", &cmd]);
-    let r = gtrace(&all);
-    assert_eq!(r.code, 0, "gtrace {all:?}:\nstdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
-    assert!(r.stderr.contains("Attached"), "{}", r.stderr);
-    r
+    support::trace_attached(&[&["grpc"], args, &["-f", "json"]].concat(), program, &rounds.to_string())
 }
 
 /// The program's own `key=value` lines.

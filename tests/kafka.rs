@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use support::jsonout::{entries, json};
-use support::{gtrace, privileged, Run};
+use support::{privileged, Run};
 
 fn kafkaprog(version: &str, flags: &[&str]) -> PathBuf {
     support::versioned("kafkaprog", version, flags, &[])
@@ -24,13 +24,7 @@ fn kafkaprog(version: &str, flags: &[&str]) -> PathBuf {
 
 /// `gtrace kafka ARGS -c 'PROGRAM ROUNDS'`; must succeed.
 fn trace(args: &[&str], program: &Path) -> Run {
-    let cmd = format!("{} 3", program.display());
-    let mut all = vec!["kafka"];
-    all.extend(args);
-    all.extend(["-c", &cmd]);
-    let r = gtrace(&all);
-    assert_eq!(r.code, 0, "gtrace {all:?}:\nstdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
-    r
+    support::trace_command(&[&["kafka"], args].concat(), program, "3")
 }
 
 /// The program's own `key|TOPIC=N` lines, by key: TOPIC -> N.

@@ -8,23 +8,15 @@
 mod support;
 
 use serde_json::Value;
-use support::{check_against, gtrace, privileged, Run};
+use support::{check_against, privileged, Run};
 
 fn lang() -> std::path::PathBuf {
     support::go_build("lang", &[])
 }
 
 fn trace(script: &str, json: bool) -> Run {
-    let bin = lang();
-    let mut args = vec!["-e", script];
-    if json {
-        args.extend(["-f", "json"]);
-    }
-    let cmd = bin.display().to_string();
-    args.extend(["-c", &cmd]);
-    let r = gtrace(&args);
-    assert_eq!(r.code, 0, "gtrace failed:\n{}\n{}", r.stdout, r.stderr);
-    r
+    let format: &[&str] = if json { &["-f", "json"] } else { &[] };
+    support::trace_command(&[&["-e", script][..], format].concat(), &lang(), "")
 }
 
 /// The JSON object gtrace printed for map `name`.

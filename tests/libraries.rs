@@ -7,7 +7,7 @@
 
 mod support;
 
-use support::{gtrace, privileged, truth, Run};
+use support::{privileged, truth, Run};
 
 use std::path::PathBuf;
 
@@ -17,13 +17,7 @@ fn libs() -> PathBuf {
 
 /// gtrace `args` on `libs MODE N` started with -c; must succeed.
 fn trace(args: &[&str], mode: &str) -> Run {
-    let cmd = format!("{} {mode}", libs().display());
-    let mut all: Vec<&str> = args.to_vec();
-    all.extend(["-c", &cmd]);
-    let r = gtrace(&all);
-    assert_eq!(r.code, 0, "gtrace {all:?} failed:\nstdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
-    assert!(r.stderr.contains("Attached"), "no Attached line: {}", r.stderr);
-    r
+    support::trace_attached(args, &libs(), mode)
 }
 
 /// The number printed for map `name` (`@name: V`), the first time it is printed.

@@ -43,12 +43,7 @@ fn minor(toolchain: &str) -> u32 {
 
 /// `gtrace ARGS -c 'PROGRAM N WAIT'`; must succeed.
 fn trace(args: &[&str], program: &Path, n: u32, wait: &str) -> Run {
-    let cmd = format!("{} {n} {wait}", program.display());
-    let mut all = args.to_vec();
-    all.extend(["-c", &cmd]);
-    let r = gtrace(&all);
-    assert_eq!(r.code, 0, "gtrace {all:?} failed:\nstdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
-    r
+    support::trace_command(args, program, &format!("{n} {wait}"))
 }
 
 /// The entries of map `name` in `-f json` output: (reason, stack frames, value).

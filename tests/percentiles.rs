@@ -6,17 +6,12 @@
 
 mod support;
 
-use support::{gtrace, privileged, truth};
+use support::{privileged, truth};
 
 /// Runs `pctl MODE N` under gtrace with `script` and extra arguments.
 fn trace(script: &str, mode: &str, n: u32, extra: &[&str]) -> support::Run {
-    let bin = support::go_build("pctl", &[]);
-    let cmd = format!("{} {mode} {n}", bin.display());
-    let mut args = vec!["-e", script, "-c", &cmd];
-    args.extend_from_slice(extra);
-    let r = gtrace(&args);
-    assert_eq!(r.code, 0, "gtrace failed:\nstdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
-    r
+    let args = [&["-e", script][..], extra].concat();
+    support::trace_command(&args, &support::go_build("pctl", &[]), &format!("{mode} {n}"))
 }
 
 /// The percentile line under the histogram: `p50 X  p90 Y ...  max Z` as (name, text).

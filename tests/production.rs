@@ -16,12 +16,7 @@ fn prod() -> String {
 
 /// Runs gtrace with `args` on `prod MODE...` started with -c; fails on a non-zero exit.
 fn trace(args: &[&str], mode: &str) -> support::Run {
-    let cmd = format!("{} {mode}", prod());
-    let mut all = args.to_vec();
-    all.extend(["-c", &cmd]);
-    let run = support::gtrace(&all);
-    assert_eq!(run.code, 0, "gtrace {all:?} failed:\n{}\n{}", run.stdout, run.stderr);
-    run
+    support::trace_command(args, std::path::Path::new(&prod()), mode)
 }
 
 /// The number before `what` in the line of losses (`lost 1,204 events: ...`).

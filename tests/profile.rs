@@ -61,13 +61,7 @@ fn binary(flags: &[&str]) -> PathBuf {
 
 /// Traces the program with `script` and `extra` options; checks that it ran.
 fn trace(program: &Path, script: &str, extra: &[&str]) -> Run {
-    let cmd = format!("{} {ARGS}", program.display());
-    let mut args = vec!["-e", script, "-c", &cmd];
-    args.extend_from_slice(extra);
-    let r = gtrace(&args);
-    assert_eq!(r.code, 0, "gtrace failed:\nstdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
-    assert!(r.stderr.contains("Attached"), "{}", r.stderr);
-    r
+    support::trace_attached(&[&["-e", script][..], extra].concat(), program, ARGS)
 }
 
 /// A file under target/ for one test's output.

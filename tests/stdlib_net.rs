@@ -15,17 +15,11 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use support::jsonout::{entries, json, key_text, printed};
-use support::{gtrace, privileged, Run};
+use support::{privileged, Run};
 
 /// `gtrace ARGS -f json -c 'PROGRAM MODE'`; must succeed.
 fn trace(args: &[&str], program: &Path, mode: &str) -> Run {
-    let cmd = format!("{} {mode}", program.display());
-    let mut all: Vec<&str> = args.to_vec();
-    all.extend(["-f", "json", "-c", &cmd]);
-    let r = gtrace(&all);
-    assert_eq!(r.code, 0, "gtrace {all:?} failed:\nstdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
-    assert!(r.stderr.contains("Attached"), "no Attached line: {}", r.stderr);
-    r
+    support::trace_attached(&[args, &["-f", "json"]].concat(), program, mode)
 }
 
 /// The program's own `key=value` lines.

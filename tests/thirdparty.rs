@@ -7,17 +7,12 @@
 
 mod support;
 
-use support::{gtrace, map_value, privileged, truth, Run};
+use support::{map_value, privileged, truth, Run};
 
 const PROCESS_MSG: &str = "\"github.com/nats-io/nats-server/v2/server.(*client).processInboundClientMsg\"";
 
 fn trace(args: &[&str], n: u32) -> Run {
-    let cmd = format!("{} {n}", support::go_build("nats", &[]).display());
-    let mut all = args.to_vec();
-    all.extend(["-c", &cmd]);
-    let r = gtrace(&all);
-    assert_eq!(r.code, 0, "gtrace {all:?}:\n{}\n{}", r.stdout, r.stderr);
-    r
+    support::trace_command(args, &support::go_build("nats", &[]), &n.to_string())
 }
 
 #[test]

@@ -13,9 +13,7 @@ fn values() -> std::path::PathBuf {
 
 /// Runs the values program under gtrace with `script`.
 fn trace(script: &str) -> Run {
-    let r = gtrace(&["-e", script, "-c", values().to_str().unwrap()]);
-    assert_eq!(r.code, 0, "gtrace failed:\n{}\n{}", r.stdout, r.stderr);
-    r
+    support::trace_command(&["-e", script], &values(), "")
 }
 
 // Refusals: no privileges needed.

@@ -307,6 +307,24 @@ pub fn gtrace_env(args: &[&str], env: &[(&str, &str)]) -> Run {
     }
 }
 
+/// Runs gtrace with `args`, then `-c` with `program` started with `program_args`; fails
+/// the test (with what gtrace printed) unless gtrace exits 0.
+pub fn trace_command(args: &[&str], program: &Path, program_args: &str) -> Run {
+    let cmd = format!("{} {program_args}", program.display());
+    let mut all = args.to_vec();
+    all.extend(["-c", cmd.trim_end()]);
+    let r = gtrace(&all);
+    assert_eq!(r.code, 0, "gtrace {all:?} failed:\nstdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
+    r
+}
+
+/// `trace_command`, and gtrace said it attached.
+pub fn trace_attached(args: &[&str], program: &Path, program_args: &str) -> Run {
+    let r = trace_command(args, program, program_args);
+    assert!(r.stderr.contains("Attached"), "no Attached line: {}", r.stderr);
+    r
+}
+
 /// The value of `key=` in a test program's own output (its ground truth).
 pub fn truth(out: &str, key: &str) -> i64 {
     out.split_whitespace()
