@@ -3,7 +3,7 @@
 //! program attaches to, the runtime functions gtrace's own programs probe and the ELF
 //! entry point. Lowering and the plan it builds read these, never a `GoBinary`.
 
-use super::{Builtin, Checked, InstanceKind, Name};
+use super::{Builtin, Checked, InstanceKind, Name, Ty};
 use crate::arch::abi::Location;
 use crate::arch::Refusal;
 use crate::gobin::{AesGlobals, GLayout, GoBinary, MapLayout, OtelContext, PanicLayout};
@@ -181,10 +181,21 @@ fn prints_interfaces(checked: &Checked, target: &dyn GoBinary) -> bool {
     if panics_or_spans {
         return true;
     }
+    // Only what is printed is copied whole: a value only read through (`c` of
+    // `c.remoteAddr`) holds interfaces no probe copies.
+    let mut todo: Vec<crate::gotypes::TypeId> = Vec::new();
+    for facts in checked.instances.iter().map(|i| &i.facts) {
+        for id in &facts.printed {
+            match facts.ty(*id) {
+                Ty::Interface => return true,
+                Ty::Go(t) | Ty::Pointer { elem: Some(t) } => todo.push(*t),
+                Ty::Args => todo.extend(facts.args.iter().map(|a| a.type_id)),
+                _ => {}
+            }
+        }
+    }
     let types = target.types();
     let mut seen = std::collections::HashSet::new();
-    let mut todo: Vec<crate::gotypes::TypeId> =
-        checked.instances.iter().flat_map(|i| i.facts.go_types.values().copied()).collect();
     while let Some(id) = todo.pop() {
         if (id.0 as usize) >= types.items.len() || !seen.insert(id) {
             continue;

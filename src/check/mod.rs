@@ -214,6 +214,9 @@ pub struct Facts {
     /// `v.(*T)` of an interface value: the link-time address of `*T`'s runtime type
     /// descriptor, which the value's dynamic type must be (else the pointer is nil).
     pub dynamic_asserts: HashMap<ExprId, u64>,
+    /// The values printed (`print`, `printf`, `span()` attributes): the only ones a
+    /// probe may copy whole, so the only ones whose interfaces need dynamic types.
+    pub printed: Vec<ExprId>,
 }
 
 impl Facts {

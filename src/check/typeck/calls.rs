@@ -234,6 +234,7 @@ impl Cx<'_> {
         }
         for (v, a) in verbs.iter().zip(rest) {
             let t = self.expr(a);
+            self.facts.printed.push(a.id);
             if t == Ty::Void {
                 continue; // already reported
             }

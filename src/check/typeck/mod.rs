@@ -145,6 +145,9 @@ impl Cx<'_> {
 
     /// Reports a value that cannot be stored (in a key, a value, a local, an event).
     pub(super) fn storable(&mut self, e: &Expr, t: &Ty, role: &str) -> bool {
+        if role == "printed" {
+            self.facts.printed.push(e.id);
+        }
         let why = match t {
             // Printed whole, as Go's fmt prints it (copied at the probe).
             Ty::Go(_) if role == "printed" => return true,
