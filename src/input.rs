@@ -106,6 +106,63 @@ pub fn read_file(path: &Path, max: u64) -> Result<Vec<u8>, InputError> {
     Ok(data)
 }
 
+/// The bytes of a file the reader holds whole: mapped read-only (the executable and a
+/// debug file, `map_file`) or in memory (anything else, and tests): the reader sees a
+/// slice either way.
+pub struct Bytes(Held);
+
+enum Held {
+    Owned(Vec<u8>),
+    Mapped(crate::runtime::mapped::Mapped),
+}
+
+impl std::ops::Deref for Bytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match &self.0 {
+            Held::Owned(v) => v,
+            Held::Mapped(m) => m.bytes(),
+        }
+    }
+}
+
+impl From<Vec<u8>> for Bytes {
+    fn from(v: Vec<u8>) -> Bytes {
+        Bytes(Held::Owned(v))
+    }
+}
+
+impl Bytes {
+    /// Gives back the memory the bytes hold where that costs nothing to undo: a mapped
+    /// file's pages (read again when touched); bytes in memory stay.
+    pub fn shed(&self) {
+        if let Held::Mapped(m) = &self.0 {
+            m.shed();
+        }
+    }
+}
+
+/// The regular file `path` (symbolic links followed), mapped read-only: refused as
+/// `read_file` refuses (not a file, larger than `max`); an empty file is read (nothing
+/// to map).
+pub fn map_file(path: &Path, max: u64) -> Result<Bytes, InputError> {
+    let io = |source| InputError::Io { path: path.to_path_buf(), source };
+    regular(path)?;
+    let file = std::fs::File::open(path).map_err(io)?;
+    // The size of the file opened, not of whatever the path names by now.
+    let meta = file.metadata().map_err(io)?;
+    if !meta.is_file() {
+        return Err(InputError::NotAFile { path: path.to_path_buf(), kind: kind_of(&meta) });
+    }
+    if meta.len() > max {
+        return Err(InputError::TooLarge { path: path.to_path_buf(), max });
+    }
+    if meta.len() == 0 {
+        return Ok(Bytes::from(Vec::new()));
+    }
+    Ok(Bytes(Held::Mapped(crate::runtime::mapped::Mapped::map(&file, meta.len()).map_err(io)?)))
+}
+
 /// `bytes` as script text named `name`; when they are not UTF-8, an error at the first
 /// bad byte, in a file added to `sources` (its text decoded with replacement characters,
 /// so the error shows the line it is on).

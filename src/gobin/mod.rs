@@ -98,7 +98,8 @@ pub struct GLayout {
 pub struct Target {
     path: PathBuf,
     arch: crate::arch::Arch,
-    data: Vec<u8>,
+    /// The file's bytes (mapped, or in memory: the reader does not care).
+    data: crate::input::Bytes,
     /// Sorted by name, then address.
     functions: Vec<Function>,
     /// Indexes into `functions`, sorted by address.

@@ -8,7 +8,8 @@
 //! reads what probes cost (the kernel's statistics, the calibrated trap cost); `kfuncs`
 //! links the programs' kfunc calls (the preemption guards) to the running kernel, and
 //! `preemption` says whether it can preempt a uprobe's program where they are missing;
-//! `capabilities` names those gtrace lacks when the kernel refuses it.
+//! `capabilities` names those gtrace lacks when the kernel refuses it; `mapped` maps
+//! the target's file read-only for the reader (src/gobin sees a byte slice).
 
 mod accounting;
 mod attach;
@@ -20,6 +21,7 @@ mod error;
 mod events;
 pub mod kfuncs;
 mod loader;
+pub mod mapped;
 mod maps;
 pub mod preemption;
 pub mod process;
@@ -35,6 +37,7 @@ pub use cgroup::{Cgroup, CgroupError};
 pub use container::{exe_names, in_host_pid_namespace, same_namespace, ExeNames};
 pub use error::RuntimeError;
 pub use loader::{failing_insn, load, prewarm, verify, Loaded};
+pub use mapped::trim_heap;
 pub use maps::{possible_cpus, Entries};
 pub use process::{
     cpu_ns, ended_zombie, is_alive, mapping_start, process_exe, processes_mapping, read_u64, resolve_command,

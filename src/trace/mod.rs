@@ -87,7 +87,7 @@ pub fn run(bundle: &Bundle, target: Target, process: Process, args: &TraceArgs) 
 /// (`HeldChild` is dropped).
 fn session(
     bundle: &Bundle,
-    target: Target,
+    mut target: Target,
     process: Process,
     args: &TraceArgs,
 ) -> Result<Option<runtime::Ended>, Halt> {
@@ -129,6 +129,8 @@ fn session(
     eprintln!("Attached {attached} probe{}", if attached == 1 { "" } else { "s" });
     // A trace may run for days: the compiler's tables go now.
     target.release_compiler_tables();
+    // What was freed goes back to the system, not only to the allocator.
+    runtime::trim_heap();
     if let Some(model) = loaded.unguarded_preemption() {
         eprintln!("{}", output::losses::unguarded_preemption(model.name()));
     }

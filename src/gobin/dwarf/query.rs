@@ -62,13 +62,21 @@ impl Target {
 
     /// Frees what only the compiler asks for, once the probes are attached: the DWARF
     /// read so far (its decompressed sections, units, indexes and lookups) and the
-    /// control flow graphs and stack deltas of the functions probed. What decoding and
-    /// symbolizing read stays (the file, the function table, the Go types parsed); a
-    /// later question that needs DWARF reads it again.
-    pub fn release_compiler_tables(&self) {
+    /// control flow graphs and stack deltas of the functions probed, the inlined calls
+    /// and `.gopclntab`'s records (read again if a stack is symbolized). What decoding
+    /// and symbolizing read stays (the functions, the Go types parsed); a later question
+    /// that needs DWARF reads it again.
+    pub fn release_compiler_tables(&mut self) {
         *self.dwarf.borrow_mut() = DwarfState::NotLoaded(None);
         self.cfgs.borrow_mut().clear();
         self.sp_deltas.borrow_mut().clear();
+        self.inlined.take();
+        self.records.take();
+        // A mapped file's pages go too: the trace touches again only what it reads.
+        self.data.shed();
+        if let Some(d) = &self.debug_file {
+            d.data.shed();
+        }
     }
 
     /// The debug file DWARF is read from, when it is not the binary.

@@ -28,7 +28,7 @@ impl Default for DebugSearch {
 /// A file that holds the binary's DWARF.
 pub(crate) struct DebugFile {
     pub path: PathBuf,
-    pub data: Vec<u8>,
+    pub data: crate::input::Bytes,
 }
 
 /// The DWARF file for a binary with `ids` (`has_dwarf`: whether it has its own), per

@@ -112,12 +112,13 @@ type Elf<'d> = ElfFile64<'d, Endianness>;
 /// The bytes of an executable or a debug file, its kind, size and first bytes (ELF's
 /// magic, or a script's `#!` for `parse` to name) checked before the rest is read: a
 /// huge file that is no ELF costs four bytes, one larger than gtrace reads nothing.
-pub(crate) fn read_file(path: &Path) -> Result<Vec<u8>, TargetError> {
+/// The bytes are mapped, not copied (`crate::input::map_file`): only what is read costs.
+pub(crate) fn read_file(path: &Path) -> Result<crate::input::Bytes, TargetError> {
     let head = crate::input::read_head(path, 4)?;
     if !head.starts_with(b"\x7fELF") && !head.starts_with(b"#!") {
         return Err(TargetError::NotElf { path: path.to_path_buf() });
     }
-    Ok(crate::input::read_file(path, crate::input::MAX_BINARY)?)
+    Ok(crate::input::map_file(path, crate::input::MAX_BINARY)?)
 }
 
 /// Parses `data` as an ELF64 little- or big-endian file; a script (`#!`) is `Script`, a
@@ -232,7 +233,7 @@ pub(crate) fn read(path: &Path, data: &[u8]) -> Result<ElfFacts, TargetError> {
         let abi = if name.ends_with(".abi0") { Abi::Abi0 } else { Abi::Unknown };
         functions.push(Function { name: name.to_string(), addr: sym.address(), size: sym.size(), abi });
     }
-    functions.sort_by(|a, b| a.name.cmp(&b.name).then(a.addr.cmp(&b.addr)));
+    functions.sort_unstable_by(|a, b| a.name.cmp(&b.name).then(a.addr.cmp(&b.addr)).then(a.size.cmp(&b.size)));
     functions.dedup();
     let mut relative = HashMap::new();
     for (offset, reloc) in elf.dynamic_relocations().into_iter().flatten() {

@@ -79,7 +79,9 @@ impl Target {
                     },
                 })
                 .collect();
-            target.functions.sort_by(|a, b| a.name.cmp(&b.name).then(a.addr.cmp(&b.addr)));
+            target
+                .functions
+                .sort_unstable_by(|a, b| a.name.cmp(&b.name).then(a.addr.cmp(&b.addr)).then(a.size.cmp(&b.size)));
             target.functions.dedup();
         } else {
             // Symbols name functions; the table knows which are assembly (its names

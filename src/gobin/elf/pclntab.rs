@@ -372,7 +372,12 @@ impl<'d> Pclntab<'d> {
     pub fn inlined_calls(&self, f: &FuncRecord, caller: usize, gofunc: Option<u64>) -> Vec<InlinedCall> {
         let Some(tree) = self.funcdata(f.record, FUNCDATA_INL_TREE, gofunc) else { return Vec::new() };
         let Some(runs) = self.pcdata(f.record, f.entry, PCDATA_INL_TREE_INDEX) else { return Vec::new() };
-        let value_at = |pc: u64| runs.iter().find(|(lo, hi, _)| *lo <= pc && pc < *hi).map(|r| r.2).unwrap_or(-1);
+        // The runs follow each other in address order: a binary search, not a scan per
+        // node (which made a function with many inlined calls quadratic).
+        let value_at = |pc: u64| {
+            let i = runs.partition_point(|(lo, _, _)| *lo <= pc);
+            i.checked_sub(1).map(|i| runs[i]).filter(|(_, hi, _)| pc < *hi).map_or(-1, |r| r.2)
+        };
         let record_size: u64 = if self.format == Format::Go120 { 16 } else { 20 };
         // (name offset, parentPc, parent index) of inline tree entry `i`.
         let node = |i: i32| -> Option<(i32, u64, i32)> {

@@ -1,0 +1,150 @@
+//! The target's file mapped read-only (memmap2) instead of read into memory: opening an
+//! 80 MB binary costs only the pages a question touches (the headers, the symbol table,
+//! the parts of `.gopclntab` and DWARF it reads), and once the probes are attached
+//! `Mapped::shed` gives every page back (the trace touches again only what it
+//! symbolizes), and `trim_heap` returns the freed compiler tables to the system. The
+//! reader (src/gobin) sees a byte slice, as from a `Vec`.
+//!
+//! A mapped file that another process truncates turns a read past its new end into
+//! SIGBUS. Why that is acceptable, and how it is guarded:
+//! - only a regular file is mapped (`crate::input` refuses anything else first), at the
+//!   size `fstat` gives for the opened file, and never an empty one;
+//! - a running executable cannot be opened for writing (ETXTBSY): with `-p` and `-c`,
+//!   and with `-b` while any process runs it, the file cannot be truncated; Go's
+//!   toolchain and `install` replace a binary by a new file (rename), which leaves the
+//!   mapped one whole;
+//! - what remains (a file written over in place, `cp new old`, while no process runs
+//!   it) ends gtrace with one clear line instead of a crash: a SIGBUS handler checks
+//!   that the faulting address is in a mapped file, says which, and exits with status
+//!   1 (probes are detached by the kernel when gtrace's descriptors close; a `-c`
+//!   command dies with it). A SIGBUS anywhere else keeps its default action. The target
+//!   is never touched either way.
+
+use std::fs::File;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// A file mapped read-only (private: nothing gtrace could do writes to the file).
+pub struct Mapped {
+    map: memmap2::Mmap,
+}
+
+impl Mapped {
+    /// Maps all `len` bytes of `file` (its size when opened; not 0).
+    pub fn map(file: &File, len: u64) -> std::io::Result<Mapped> {
+        let len = usize::try_from(len).map_err(|_| std::io::Error::other("file too large to map"))?;
+        if len == 0 {
+            return Err(std::io::Error::other("an empty file is not mapped"));
+        }
+        // SAFETY: the mapping is read-only and private; the bytes are only read through
+        // the slice it derefs to. Another process truncating the file is the one
+        // hazard (SIGBUS), which the module doc discusses and `guard` reports.
+        let map = unsafe { memmap2::MmapOptions::new().len(len).map_copy_read_only(file)? };
+        guard(map.as_ptr() as usize, len);
+        Ok(Mapped { map })
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        &self.map
+    }
+
+    /// Gives the mapped pages back to the kernel (they leave the process's RSS); a
+    /// later read faults them in again from the page cache, with the same bytes.
+    pub fn shed(&self) {
+        // SAFETY: a read-only private mapping of a file holds no private copy of any
+        // page (nothing writes to it), so dropping its pages loses nothing: they are
+        // read again from the file when touched.
+        let _ = unsafe { self.map.unchecked_advise(memmap2::UncheckedAdvice::DontNeed) };
+    }
+}
+
+/// Returns the heap's free memory to the system (glibc keeps what is freed for later
+/// allocations): after attaching, the compiler's tables are freed for good.
+pub fn trim_heap() {
+    // SAFETY: malloc_trim only releases free memory of the allocator's own arenas.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+impl Drop for Mapped {
+    fn drop(&mut self) {
+        unguard(self.map.as_ptr() as usize);
+    }
+}
+
+/// The mapped files' ranges (start, length), for the SIGBUS handler: a few slots (the
+/// binary and a debug file), lock-free so that the handler may read them.
+const SLOTS: usize = 8;
+static STARTS: [AtomicUsize; SLOTS] = [const { AtomicUsize::new(0) }; SLOTS];
+static LENS: [AtomicUsize; SLOTS] = [const { AtomicUsize::new(0) }; SLOTS];
+
+fn guard(start: usize, len: usize) {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(install);
+    for (s, l) in STARTS.iter().zip(&LENS) {
+        if s.compare_exchange(0, start, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
+            l.store(len, Ordering::SeqCst);
+            return;
+        }
+    }
+}
+
+fn unguard(start: usize) {
+    for (s, l) in STARTS.iter().zip(&LENS) {
+        if s.load(Ordering::SeqCst) == start {
+            l.store(0, Ordering::SeqCst);
+            s.store(0, Ordering::SeqCst);
+        }
+    }
+}
+
+fn install() {
+    // SAFETY: a plain sigaction with SA_SIGINFO; the handler only reads atomics, writes
+    // to stderr and exits, or restores the default action.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = on_sigbus as *const () as usize;
+        action.sa_flags = libc::SA_SIGINFO;
+        libc::sigemptyset(&mut action.sa_mask);
+        libc::sigaction(libc::SIGBUS, &action, std::ptr::null_mut());
+    }
+}
+
+extern "C" fn on_sigbus(_: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler.
+    let addr = unsafe { (*info).si_addr() } as usize;
+    let ours = STARTS.iter().zip(&LENS).any(|(s, l)| {
+        let (s, l) = (s.load(Ordering::SeqCst), l.load(Ordering::SeqCst));
+        l > 0 && addr >= s && addr - s < l
+    });
+    const MSG: &[u8] = b"error: the traced binary's file was cut short by another process while gtrace read it\n  = hint: replace a binary by renaming a new file over it (go build, install do), not by writing over it in place\n";
+    // SAFETY: write, _exit and signal are async-signal-safe.
+    unsafe {
+        if ours {
+            libc::write(2, MSG.as_ptr().cast(), MSG.len());
+            libc::_exit(1);
+        }
+        // Not a mapped file: the default action, as without this handler.
+        libc::signal(libc::SIGBUS, libc::SIG_DFL);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn a_mapped_file_reads_as_its_bytes_before_and_after_shedding() {
+        let path = std::env::temp_dir().join(format!("gtrace-mapped-{}", std::process::id()));
+        let bytes: Vec<u8> = (0..20_000u32).map(|i| (i * 7) as u8).collect();
+        File::create(&path).and_then(|mut f| f.write_all(&bytes)).expect("writing the file");
+        let file = File::open(&path).expect("opening it");
+        let mapped = Mapped::map(&file, bytes.len() as u64).expect("mapping it");
+        assert_eq!(mapped.bytes(), &bytes[..]);
+        mapped.shed();
+        assert_eq!(mapped.bytes(), &bytes[..]);
+        let _ = std::fs::remove_file(&path);
+        assert!(Mapped::map(&file, 0).is_err());
+    }
+}
