@@ -10,7 +10,7 @@
 //!     cargo bench --bench perf -- --startup    # only start-up and RSS on a small binary and Caddy (no file)
 //!
 //! `GTRACE_BENCH_BIN=PATH` runs the one-section modes (`--governor`, `--server`,
-//! `--wildcard`, `--gomap`, `--ebpf`) with another gtrace binary (a build before a change,
+//! `--wildcard`, `--gomap`, `--ebpf`, `--startup`) with another gtrace binary (a build before a change,
 //! to compare two builds back to back on a loaded host).
 //!
 //! On one Go target (benches/go, a hot `//go:noinline` function that the program times
@@ -88,7 +88,7 @@ fn main() {
         return;
     }
     if std::env::args().any(|a| a == "--startup") {
-        print!("{}", startup::measure(GTRACE, Path::new(ROOT), &work, quick));
+        print!("{}", startup::measure(bin, Path::new(ROOT), &work, quick));
         return;
     }
     if std::env::args().any(|a| a == "--wildcard") {

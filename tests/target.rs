@@ -40,6 +40,27 @@ fn names(fs: Vec<&Function>) -> Vec<&str> {
 // ---- symbols ----
 
 #[test]
+fn a_mapped_file_and_the_same_bytes_in_memory_read_alike() {
+    let mapped = open();
+    let bytes = std::fs::read(abi_binary()).unwrap();
+    let owned = Target::from_bytes(abi_binary(), bytes.into(), &Default::default()).unwrap();
+    assert_eq!(mapped.functions(), owned.functions());
+    assert_eq!((mapped.go_version(), mapped.build_ids()), (owned.go_version(), owned.build_ids()));
+    let f = &func(&mapped, "main.ints").clone();
+    assert!(mapped.code(f).is_some_and(|c| !c.is_empty()));
+    assert_eq!(mapped.code(f), owned.code(f));
+    assert_eq!(mapped.source_frames(f.addr), owned.source_frames(f.addr));
+    let params = mapped.params("main.ints").unwrap().expect("DWARF describes main.ints");
+    assert!(!params.is_empty());
+    assert_eq!(Some(params), owned.params("main.ints").unwrap());
+    // Given back after attaching, the mapped pages read the same when touched again.
+    let mut mapped = mapped;
+    mapped.release_compiler_tables();
+    assert_eq!(mapped.code(f), owned.code(f));
+    assert_eq!(mapped.source_frames(f.addr), owned.source_frames(f.addr));
+}
+
+#[test]
 fn functions_by_exact_name() {
     let t = open();
     for name in ["main.main", "main.ints", "main.Counter.Value", "main.(*Counter).Inc", "runtime.morestack.abi0"] {

@@ -222,7 +222,58 @@ pub fn measure(gtrace: &str, root: &Path, work: &Path, quick: bool) -> String {
         Err(e) => rows.push(Row { binary: "Caddy".into(), case: "-".into(), tool: "-".into(), sample: Err(e) }),
     }
     let _ = std::fs::remove_dir_all(&cache);
-    render(&rows)
+    format!("{}\n{}\n", render(&rows), goals(&rows).join("\n"))
+}
+
+/// The issue's goals on the big binary, each with what was measured (wall time to
+/// `Attached`, CPU beside it: a loaded machine stretches only the former).
+fn goals(rows: &[Row]) -> Vec<String> {
+    let get = |case: &str, tool: &str| {
+        rows.iter()
+            .find(|r| r.binary == "Caddy" && r.case == case && r.tool == tool)
+            .and_then(|r| r.sample.as_ref().ok())
+    };
+    let line = |what: &str, goal: &str, met: Option<bool>, got: String| {
+        let verdict = match met {
+            Some(true) => "met",
+            Some(false) => "NOT met",
+            None => "not measured",
+        };
+        format!("goal: {what} {goal}: {verdict} ({got})")
+    };
+    let secs = |s: &Sample| format!("{:.0} ms wall, {:.0} ms CPU", s.wall * 1e3, s.cpu * 1e3);
+    let mut out = Vec::new();
+    let plain = get("1 probe, no values", "gtrace, first run");
+    out.push(line(
+        "one probe without values on Caddy",
+        "under 0.1 s and 60 MB",
+        plain.map(|s| s.wall < 0.1 && s.peak_mb < 60.0),
+        plain.map_or("-".into(), |s| format!("{}, {:.0} MB peak", secs(s), s.peak_mb)),
+    ));
+    for (tool, limit) in [("gtrace, first run", 0.2), ("gtrace, cached", 0.1)] {
+        let http = get("gtrace http", tool);
+        out.push(line(
+            &format!("gtrace http attached on Caddy, {tool}"),
+            &format!("under {limit} s"),
+            http.map(|s| s.wall < limit),
+            http.map_or("-".into(), secs),
+        ));
+    }
+    let steady = get("gtrace http", "gtrace, cached").and_then(|s| s.steady_mb);
+    out.push(line(
+        "RSS while tracing (gtrace http on Caddy)",
+        "under 50 MB",
+        steady.map(|m| m < 50.0),
+        steady.map_or("-".into(), |m| format!("{m:.0} MB")),
+    ));
+    let list = get("-l '*'", "gtrace, first run");
+    out.push(line(
+        "-l '*' on an 80 MB binary (Caddy; the issue names a 70 MB one)",
+        "under 1 s",
+        list.map(|s| s.wall < 1.0),
+        list.map_or("-".into(), secs),
+    ));
+    out
 }
 
 fn render(rows: &[Row]) -> String {

@@ -19,7 +19,12 @@ impl Target {
     /// `open`, with DWARF from a debug file when `debug` names one or finds one by the
     /// binary's build id.
     pub fn open_with(path: &Path, debug: &DebugSearch) -> Result<Target, TargetError> {
-        let data = elf::read_file(path)?;
+        Target::from_bytes(path, elf::read_file(path)?, debug)
+    }
+
+    /// `open_with` on the bytes of `path` already read or mapped: the reader is the
+    /// same either way.
+    pub fn from_bytes(path: &Path, data: crate::input::Bytes, debug: &DebugSearch) -> Result<Target, TargetError> {
         let facts = elf::read(path, &data)?;
         // Only whether there is DWARF: it is decompressed and read on the first question
         // that needs it, never for a script that reads no Go value.
@@ -99,7 +104,7 @@ impl Target {
             }
         }
         let mut by_addr: Vec<usize> = (0..target.functions.len()).collect();
-        by_addr.sort_by_key(|i| target.functions[*i].addr);
+        by_addr.sort_unstable_by_key(|i| (target.functions[*i].addr, *i));
         target.by_addr = by_addr;
         Ok(target)
     }

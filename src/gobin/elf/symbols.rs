@@ -60,14 +60,29 @@ fn flush(lit: &mut String, pieces: &mut Vec<Piece>) {
 /// balanced `]`), and at each `*` the match of the next run of pieces that ends soonest
 /// is the best one (the `*` after it takes whatever follows), so the time is bounded by
 /// the name's length times the pattern's, whatever the pattern.
-fn matches(pieces: &[Piece], name: &str) -> bool {
-    let name = name.as_bytes();
+fn matches(pieces: &[Piece], text: &str) -> bool {
+    let name = text.as_bytes();
     let mut runs = pieces.split(|p| *p == Piece::Any);
     let first = runs.next().unwrap_or(&[]);
     let rest: Vec<&[Piece]> = runs.collect();
     let Some(mut at) = match_run(first, name, 0) else { return false };
     let Some((last, middle)) = rest.split_last() else { return at == name.len() };
+    // A last run of literals is checked first (most names end otherwise): what `-l` and
+    // wildcard probes pay on every function of a big binary.
+    if let Some(len) = fixed_len(last) {
+        if name.len().checked_sub(len).is_none_or(|start| match_run(last, name, start).is_none()) {
+            return false;
+        }
+    }
     for run in middle {
+        // One literal: found by a substring search, not tried at every start.
+        if let ([Piece::Lit(l)], Some(rest)) = (run, text.get(at..)) {
+            match rest.find(l.as_str()) {
+                Some(i) => at += i + l.len(),
+                None => return false,
+            }
+            continue;
+        }
         let mut ends = (at..=name.len()).filter_map(|start| match_run(run, name, start));
         // Without `[...]` a run has one length: the first match ends soonest.
         let end = if fixed_len(run).is_some() { ends.next() } else { ends.min() };

@@ -46,7 +46,11 @@ impl Target {
     fn inlined_calls(&self) -> &InlinedTable {
         self.inlined.get_or_init(|| {
             let mut table = self.read_inlined().unwrap_or_default();
-            table.calls.sort_by(|a, b| a.callee.cmp(&b.callee).then(a.body.cmp(&b.body)));
+            // Every field in the order: unstable, but equal calls end up side by side.
+            table.calls.sort_unstable_by(|a, b| {
+                (a.callee.cmp(&b.callee).then_with(|| a.body.cmp(&b.body)))
+                    .then_with(|| (a.caller, a.caller_code, a.parent_pc).cmp(&(b.caller, b.caller_code, b.parent_pc)))
+            });
             table.calls.dedup();
             table
         })
