@@ -162,13 +162,14 @@ impl Governor {
         // its traps at the most the correction may make them until the target's CPU has
         // corrected their cost (half a second after the attach; a first cut comes
         // before): on echo the one function a cut kept at the calibrated cost cost 1.5x
-        // that a second later, and was cut alone.
+        // that a second later, and was cut alone. Only until the first interval has been
+        // measured: one set aside (the target's load changed) does not keep it high.
         // Only for a process gtrace attached to (-p: its share of a CPU before attaching
         // is known): a -c command may be a fixed amount of work that ends the sooner, and
         // what stays of it is weighed at its rate now.
         let running = stats.target.filter(|t| t.before_percent.is_some());
         let high = match running {
-            Some(t) if t.trap_scales.is_none() => scales.map(|s| SCALE_RANGE.1.max(s)),
+            Some(t) if t.trap_scales.is_none() && t.set_aside == 0 => scales.map(|s| SCALE_RANGE.1.max(s)),
             _ => scales,
         };
         let spent_high: Vec<f64> = first.cost.iter().zip(&last.cost).map(|(a, b)| b.since(a, &high)).collect();
