@@ -24,7 +24,8 @@ pub struct TargetMeasure {
     /// apart: `trace::correction`).
     pub trap_scales: Option<ByKind>,
     /// Intervals of the trace the correction was made from, and those set aside (their
-    /// measure said the target's load changed, not the traps' cost).
+    /// measure said the target's load changed, or that the host held it back: not the
+    /// traps' cost).
     pub intervals: u32,
     pub set_aside: u32,
 }
@@ -51,7 +52,7 @@ impl TargetMeasure {
             (Some(_), _) => format!("{}% corrected", percent(stats.share(corrected))),
             (None, None) => "not corrected".into(),
             (None, Some(_)) => format!(
-                "not corrected (under {}% of a CPU, traced under 0.5s, or the target's load changed)",
+                "not corrected (under {}% of a CPU, traced under 0.5s, or set aside)",
                 percent(crate::trace::correction::MEASURABLE)
             ),
         };
@@ -65,7 +66,7 @@ impl TargetMeasure {
     }
 
     /// `; trap cost x1.09 (step x1.12, push x1.01) from 4 intervals, 1 set aside (the
-    /// target's load changed)`, or nothing.
+    /// target's load changed, or a CPU held it back)`, or nothing.
     fn how_corrected(&self) -> String {
         let mut out = String::new();
         if let (Some(common), Some(scales)) = (self.trap_scale, self.trap_scales) {
@@ -83,7 +84,7 @@ impl TargetMeasure {
         }
         if self.set_aside > 0 {
             out += &format!(
-                "{}{} interval{} set aside (the target's load changed)",
+                "{}{} interval{} set aside (the target's load changed, or a CPU held it back)",
                 if out.is_empty() { "; " } else { ", " },
                 self.set_aside,
                 if self.set_aside == 1 { "" } else { "s" }

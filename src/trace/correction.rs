@@ -19,7 +19,11 @@
 //! the target's own load changed (an idle server whose requests began after the attach
 //! spends many times the estimate more; a server at the end of its CPUs spends no more
 //! traced than before, its probes taking what its work gave up), and such a measure
-//! says nothing of the traps. What the fit gives is bounded to `SCALE_RANGE`.
+//! says nothing of the traps. Nor does a factor under 1 from an interval in which the
+//! target waited for a CPU (its run-queue time, `WAITED`): a target the host holds back
+//! does less of its own work while traced, so what it spends above its share before is
+//! only a floor of the probes' cost (on echo under load the floor read 0.88 where its CPU
+//! per request said 1.5). What the fit gives is bounded to `SCALE_RANGE`.
 
 use crate::arch::trap::{ByKind, TrapKind};
 
@@ -31,18 +35,23 @@ pub const SCALE_RANGE: (f64, f64) = (0.67, 1.5);
 /// An interval whose common factor falls outside these measured the target's load, not
 /// the probes.
 pub const PLAUSIBLE: (f64, f64) = (0.5, 2.0);
+/// A target whose threads waited for a CPU this much of the time they ran was held back
+/// by the host: its own work may have given way to the probes.
+pub const WAITED: f64 = 0.25;
 /// The weight of the newest interval once several are in (the sums decay by the rest).
 pub const SMOOTHING: f64 = 0.3;
 /// How strongly the kinds are held to the common factor (1: as strongly as their own
 /// data pull them apart).
 const RIDGE: f64 = 1.0;
 
-/// One interval of a trace, in ns: its wall time, what the target spent above its share
-/// before attaching, the probes' eBPF time, and their traps by kind at the calibrated
-/// cost.
+/// One interval of a trace, in ns: its wall time, what the target spent on a CPU and
+/// waited for one, what it spent above its share before attaching, the probes' eBPF
+/// time, and their traps by kind at the calibrated cost.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Interval {
     pub wall_ns: f64,
+    pub spent_ns: f64,
+    pub waited_ns: f64,
     pub extra_ns: f64,
     pub run_ns: f64,
     pub traps_ns: ByKind,
@@ -57,6 +66,11 @@ pub enum Seen {
     TooSmall,
     /// Its common factor says the target's load changed: set aside.
     SetAside(f64),
+    /// Its common factor was under 1 while the target waited for a CPU (`WAITED`):
+    /// what it spent above its share before is then only a floor of what the probes
+    /// cost (its own work may have given way to them), and says nothing of a trap
+    /// costing less than calibrated. Set aside.
+    HeldBack(f64),
 }
 
 /// The fit so far: decayed sums over the intervals taken, in shares of a CPU.
@@ -91,6 +105,10 @@ impl Correction {
         if !(PLAUSIBLE.0..=PLAUSIBLE.1).contains(&common) {
             self.set_aside += 1;
             return Seen::SetAside(common);
+        }
+        if common < 1.0 && i.waited_ns >= WAITED * i.spent_ns {
+            self.set_aside += 1;
+            return Seen::HeldBack(common);
         }
         let keep = if self.taken == 0 { 0.0 } else { 1.0 - SMOOTHING };
         for a in 0..3 {
@@ -176,7 +194,14 @@ mod tests {
     /// An interval of one second: `step` and `push` ns of traps at the calibrated cost,
     /// 5% of a CPU in eBPF, and the target spent `extra` above its share before.
     fn second(step: f64, push: f64, extra: f64) -> Interval {
-        Interval { wall_ns: 1e9, extra_ns: extra, run_ns: 0.05e9, traps_ns: ByKind { step, push, branch: 0.0 } }
+        Interval {
+            wall_ns: 1e9,
+            spent_ns: 0.5e9,
+            waited_ns: 0.0,
+            extra_ns: extra,
+            run_ns: 0.05e9,
+            traps_ns: ByKind { step, push, branch: 0.0 },
+        }
     }
 
     #[test]
@@ -245,10 +270,27 @@ mod tests {
     }
 
     #[test]
+    fn a_target_held_back_by_the_host_only_raises_the_factor() {
+        let mut c = Correction::default();
+        // It waited for a CPU half as long as it ran: 0.9x is a floor, not a measure.
+        let held = |extra: f64| Interval { waited_ns: 0.25e9, ..second(0.2e9, 0.1e9, extra) };
+        assert!(matches!(c.observe(&held(0.32e9)), Seen::HeldBack(_)));
+        assert_eq!((c.scales(), c.set_aside), (None, 1));
+        // 1.2x is taken: the probes cost at least that.
+        assert!(matches!(c.observe(&held(0.41e9)), Seen::Taken(_)));
+        assert!((c.common_scale().unwrap() - 1.2).abs() < 1e-9);
+        // Waiting a little (a tenth of its run) is not being held back.
+        let mut c = Correction::default();
+        let waited = Interval { waited_ns: 0.05e9, ..second(0.2e9, 0.1e9, 0.32e9) };
+        assert!(matches!(c.observe(&waited), Seen::Taken(_)));
+    }
+
+    #[test]
     fn too_little_to_tell_is_not_taken() {
         let mut c = Correction::default();
         // 0.5% of a CPU in all: under MEASURABLE.
-        let small = Interval { wall_ns: 1e9, extra_ns: 9e6, run_ns: 1e6, traps_ns: ByKind::all(1.3e6) };
+        let small =
+            Interval { wall_ns: 1e9, extra_ns: 9e6, run_ns: 1e6, traps_ns: ByKind::all(1.3e6), ..Interval::default() };
         assert_eq!(c.observe(&small), Seen::TooSmall);
         assert_eq!(c.observe(&Interval::default()), Seen::TooSmall);
         assert_eq!((c.taken, c.set_aside, c.scales()), (0, 0, None));

@@ -2,7 +2,7 @@
 //! before the probes were attached: the check on the cost estimate (`--stats` prints
 //! both) and the intervals the calibrated trap cost is corrected from (`correction`).
 //!
-//! The process's CPU time (its threads' schedstat, `runtime::cpu_ns`) is read when gtrace
+//! The process's CPU time (its threads' schedstat, `runtime::cpu_and_wait_ns`) is read when gtrace
 //! starts (-p), when the probes attach, and every 20 ms while tracing. What it spends
 //! above its share before attaching is what the probes really cost it, as long as its
 //! load stays what it was. At each look of the budget (`observe`), once an interval has
@@ -30,12 +30,14 @@ const INTERVAL: Duration = Duration::from_secs(1);
 pub struct Reading {
     pub at: Instant,
     pub cpu_ns: u64,
+    /// Its threads' time waiting on a run queue for a CPU.
+    pub wait_ns: u64,
 }
 
 impl Reading {
     /// `pid`'s CPU time now, when it can be read.
     pub fn now(pid: u32) -> Option<Reading> {
-        crate::runtime::cpu_ns(pid).map(|cpu_ns| Reading { at: Instant::now(), cpu_ns })
+        crate::runtime::cpu_and_wait_ns(pid).map(|(cpu_ns, wait_ns)| Reading { at: Instant::now(), cpu_ns, wait_ns })
     }
 
     /// Its share of a CPU since `earlier`, as a fraction.
@@ -105,6 +107,8 @@ impl TargetCpu {
         let spent = self.newest.cpu_ns.saturating_sub(self.mark.at.cpu_ns) as f64;
         let interval = Interval {
             wall_ns,
+            spent_ns: spent,
+            waited_ns: self.newest.wait_ns.saturating_sub(self.mark.at.wait_ns) as f64,
             extra_ns: spent - before * wall_ns,
             run_ns: run_ns - self.mark.run_ns,
             traps_ns: traps_ns.minus(&self.mark.traps_ns),
@@ -138,7 +142,11 @@ mod tests {
     #[test]
     fn intervals_begin_half_a_second_after_the_attach_then_each_second() {
         let t0 = Instant::now();
-        let reading = |ms: u64, cpu_ms: u64| Reading { at: t0 + Duration::from_millis(ms), cpu_ns: cpu_ms * 1_000_000 };
+        let reading = |ms: u64, cpu_ms: u64| Reading {
+            at: t0 + Duration::from_millis(ms),
+            cpu_ns: cpu_ms * 1_000_000,
+            wait_ns: 0,
+        };
         let mut cpu = TargetCpu::new(0, Some(0.10), reading(0, 0));
         // Every 100 ms: 40 ms of CPU (10 before attaching, so 30 ms more); the estimate
         // says 35 ms of single-stepped traps and 5 ms of eBPF time each 100 ms.
