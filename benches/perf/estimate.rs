@@ -33,6 +33,8 @@ struct Run {
     corrected: f64,
     gtrace_measured: Option<f64>,
     scale: Option<f64>,
+    /// Intervals the correction took and set aside.
+    intervals: (u64, u64),
 }
 
 pub struct Estimate {
@@ -177,6 +179,7 @@ fn one_run(bin: &Path, gtrace: &str, args: &[&str]) -> Result<Run, String> {
         corrected: sum(&|p| num(&p["cost_ns"])),
         gtrace_measured,
         scale: target["trap_scale"].as_f64(),
+        intervals: (target["intervals"].as_u64().unwrap_or(0), target["set_aside"].as_u64().unwrap_or(0)),
     })
 }
 
