@@ -176,7 +176,9 @@ impl Governor {
         let speedup = Speedup {
             cpu: (first.target_ns.zip(last.target_ns).filter(|_| running.is_some()))
                 .map_or(0.0, |(a, b)| b.saturating_sub(a) as f64 / (span * 1e9)),
-            probes: spent.iter().sum::<f64>() / (span * 1e9),
+            // The same weighing on both sides: traps weighed high in what stays are
+            // weighed high in what the target spent on them, not left in its own work.
+            probes: spent_high.iter().sum::<f64>() / (span * 1e9),
         };
         let mut order: Vec<usize> = attached.into_iter().filter(|i| spent[*i] > 0.0).collect();
         order.sort_by(|a, b| spent[*b].total_cmp(&spent[*a]));
