@@ -93,3 +93,44 @@ impl TargetMeasure {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::output::stats::ProbeStats;
+
+    #[test]
+    fn the_estimate_the_correction_and_the_measure_side_by_side() {
+        // 1 s traced; traps 200 ms at the calibrated cost, 50 ms of eBPF, corrected x1.2.
+        let probe =
+            ProbeStats { in_target: true, traps_ns: 200e6, run_ns: 50_000_000, cost_ns: 290e6, ..Default::default() };
+        let stats = Stats { elapsed_ns: 1_000_000_000, probes: vec![probe], ..Stats::default() };
+        let scales = ByKind { step: 1.3, push: 1.2, branch: 1.2 };
+        let target = TargetMeasure {
+            cpu_ns: 350_000_000,
+            before_percent: Some(5.0),
+            trap_scale: Some(1.2),
+            trap_scales: Some(scales),
+            intervals: 3,
+            set_aside: 1,
+        };
+        let line = target.line(&stats);
+        assert!(line.starts_with("target: 350ms of CPU while traced (35% of a CPU), 5% before attaching"), "{line}");
+        assert!(
+            line.contains("25% of a CPU estimated at the calibrated trap cost, 29% corrected, 30% measured"),
+            "{line}"
+        );
+        assert!(line.contains("trap cost x1.20 (step x1.30) from 3 intervals, 1 interval set aside"), "{line}");
+        // A command started traced: neither measured nor corrected.
+        let started = TargetMeasure {
+            before_percent: None,
+            trap_scale: None,
+            trap_scales: None,
+            intervals: 0,
+            set_aside: 0,
+            ..target
+        };
+        let line = started.line(&stats);
+        assert!(line.contains("not corrected, not measured (no share of a CPU before attaching"), "{line}");
+    }
+}
