@@ -208,9 +208,17 @@ impl Estimate {
             );
         }
         for (name, runs) in &self.rows {
-            let each: Vec<String> =
-                runs.iter().map(|r| format!("{:.0}/{:.0}/{:.0}", r.calibrated, r.corrected, r.measured)).collect();
-            s += &format!("\n{name}, each run (calibrated/corrected/measured): {}", each.join(", "));
+            let each: Vec<String> = runs
+                .iter()
+                .map(|r| {
+                    let (taken, aside) = r.intervals;
+                    format!(
+                        "{:.0}/{:.0}/{:.0} ({taken} taken, {aside} set aside)",
+                        r.calibrated, r.corrected, r.measured
+                    )
+                })
+                .collect();
+            s += &format!("\n{name}, each run (calibrated/corrected/measured ns a request): {}\n", each.join(", "));
         }
         s.push('\n');
         for n in &self.notes {
