@@ -7,10 +7,11 @@
 //!     cargo bench --bench perf -- --server     # only the real server (echo) under `gtrace http`
 //!     cargo bench --bench perf -- --gomap      # only m[k]'s eBPF cost by map size (no file)
 //!     cargo bench --bench perf -- --wildcard   # only the budget on a real server's wildcard (no file)
+//!     cargo bench --bench perf -- --estimate   # only the estimate against a real server's CPU a request (no file)
 //!     cargo bench --bench perf -- --startup    # only start-up and RSS on a small binary and Caddy (no file)
 //!
 //! `GTRACE_BENCH_BIN=PATH` runs the one-section modes (`--governor`, `--server`,
-//! `--wildcard`, `--gomap`, `--ebpf`, `--startup`) with another gtrace binary (a build before a change,
+//! `--wildcard`, `--estimate`, `--gomap`, `--ebpf`, `--startup`) with another gtrace binary (a build before a change,
 //! to compare two builds back to back on a loaded host).
 //!
 //! On one Go target (benches/go, a hot `//go:noinline` function that the program times
@@ -29,6 +30,8 @@
 
 #[path = "perf/ebpf.rs"]
 mod ebpf;
+#[path = "perf/estimate.rs"]
+mod estimate;
 #[path = "perf/gomap.rs"]
 mod gomap;
 #[path = "perf/governor.rs"]
@@ -94,6 +97,10 @@ fn main() {
     if std::env::args().any(|a| a == "--wildcard") {
         let w = wildcard::measure(bin, Path::new(ROOT), &work);
         print!("{}\n{}\n", w.render(), w.goals().join("\n"));
+        return;
+    }
+    if std::env::args().any(|a| a == "--estimate") {
+        print!("{}", estimate::measure(bin, Path::new(ROOT), &work, quick).render());
         return;
     }
     if std::env::args().any(|a| a == "--gomap") {

@@ -2,7 +2,11 @@
 //! program under a steady load (K calls of main.hot every millisecond) that prints its
 //! own CPU time (its threads' schedstat) every 100 ms. Traced with -p, what it spent
 //! above its untraced share, by its own report, is what `--stats` estimates the probes
-//! cost it, within 15%. Needs root (SKIP without it, unless CI=true: then it fails).
+//! cost it, within 15%; and the corrected estimate is nearer that than the estimate at
+//! the calibrated trap cost (up to what gtrace's own measure may differ from the
+//! program's: below). Once with the correction made at exit only (`--budget off`), once
+//! as it goes (a budget too high to cut: it looks every 100 ms). Needs root (SKIP without
+//! it, unless CI=true: then it fails).
 
 mod support;
 
@@ -33,11 +37,20 @@ fn now_ns() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64
 }
 
-#[test]
-fn the_estimate_is_within_15_percent_of_what_the_target_spent_above_its_untraced_share() {
-    if !support::privileged("the_estimate_is_within_15_percent_of_what_the_target_spent_above_its_untraced_share") {
-        return;
-    }
+/// What one trace of `prod cpu 20` saw, each as a share of a CPU: what the program spent
+/// above its untraced share by its own report (`extra`, over `before`), gtrace's
+/// corrected estimate and the one at the calibrated trap cost, the share before
+/// attaching gtrace measured itself, and the stats object.
+struct Seen {
+    extra: f64,
+    before: f64,
+    corrected: f64,
+    calibrated: f64,
+    gtrace_before: f64,
+    stats: serde_json::Value,
+}
+
+fn trace_prod(budget: &str) -> Seen {
     let prod = support::go_build("prod", &[]);
     let mut program =
         Owned(Command::new(&prod).args(["cpu", "20"]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap());
@@ -46,7 +59,7 @@ fn the_estimate_is_within_15_percent_of_what_the_target_spent_above_its_untraced
     let started = now_ns();
     let pid = program.0.id().to_string();
     let script = "on entry main.hot { @calls = count() }";
-    let args = ["-e", script, "-p", &pid, "--stats", "-f", "json", "--budget", "off", "--duration", "4s"];
+    let args = ["-e", script, "-p", &pid, "--stats", "-f", "json", "--budget", budget, "--duration", "4s"];
     let mut gtrace = Owned(
         Command::new(env!("CARGO_BIN_EXE_gtrace"))
             .args(args)
@@ -64,6 +77,7 @@ fn the_estimate_is_within_15_percent_of_what_the_target_spent_above_its_untraced
     std::thread::sleep(Duration::from_millis(300));
     let _ = program.0.stdin.take().unwrap().write_all(b"\n");
     assert_eq!(code, 0, "{}", stderr.text());
+    assert!(!stderr.text().contains("detached"), "the budget must not cut here: {}", stderr.text());
 
     let readings = readings(&out);
     let (calls_before, before) = rates(&readings, readings[0].0 + 500_000_000, started);
@@ -74,25 +88,83 @@ fn the_estimate_is_within_15_percent_of_what_the_target_spent_above_its_untraced
     // on a loaded host it may lose some, which moves its own work, 3-4% of a CPU here,
     // by a fraction of that: small beside the 15% the probes cost).
     assert!(calls_traced > 0.75 * calls_before, "{calls_traced} calls/s traced, {calls_before} before");
-    let extra = traced - before;
     let stats: serde_json::Value = stdout
         .text()
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .find(|v| v["type"] == "stats")
         .unwrap_or_else(|| panic!("no stats object in:\n{}", stdout.text()));
-    let probes = stats["probes"].as_array().unwrap();
-    let cost: f64 = probes.iter().filter(|p| p["in_target"] == true).map(|p| p["cost_ns"].as_f64().unwrap()).sum();
-    let estimate = cost / stats["elapsed_ns"].as_f64().unwrap();
-    let calibrated: f64 = probes
-        .iter()
-        .filter(|p| p["in_target"] == true)
-        .map(|p| p["traps_ns"].as_f64().unwrap() + p["run_ns"].as_f64().unwrap())
-        .sum::<f64>()
-        / stats["elapsed_ns"].as_f64().unwrap();
-    eprintln!("spent {extra:.4} of a CPU above {before:.4}; estimated {estimate:.4}, {calibrated:.4} at the calibrated trap cost");
-    let context = format!("the program spent {before:.4} of a CPU untraced, {traced:.4} traced; {stats}");
-    assert!(extra > 0.02, "the probes must cost something measurable: {context}");
-    assert!(stats["target"]["before_percent"].as_f64().is_some(), "{context}");
-    assert!((estimate - extra).abs() <= 0.15 * extra, "estimated {estimate:.4} of a CPU, spent {extra:.4}: {context}");
+    let elapsed = stats["elapsed_ns"].as_f64().unwrap();
+    let in_target: Vec<&serde_json::Value> =
+        stats["probes"].as_array().unwrap().iter().filter(|p| p["in_target"] == true).collect();
+    let corrected = in_target.iter().map(|p| p["cost_ns"].as_f64().unwrap()).sum::<f64>() / elapsed;
+    let calibrated =
+        in_target.iter().map(|p| p["traps_ns"].as_f64().unwrap() + p["run_ns"].as_f64().unwrap()).sum::<f64>()
+            / elapsed;
+    let gtrace_before = stats["target"]["before_percent"].as_f64().unwrap_or_else(|| panic!("{stats}")) / 100.0;
+    let seen = Seen { extra: traced - before, before, corrected, calibrated, gtrace_before, stats };
+    eprintln!(
+        "--budget {budget}: spent {:.4} of a CPU above {before:.4} (gtrace saw {gtrace_before:.4} before); estimated {corrected:.4} corrected, {calibrated:.4} at the calibrated trap cost; {}",
+        seen.extra, seen.stats["target"]
+    );
+    seen
+}
+
+/// The checks both traces make.
+fn check(seen: &Seen) {
+    let Seen { extra, before, corrected, calibrated, gtrace_before, stats } = seen;
+    let context = format!("the program spent {before:.4} of a CPU untraced, {extra:.4} more traced; {stats}");
+    assert!(*extra > 0.02, "the probes must cost something measurable: {context}");
+    let target = &stats["target"];
+    if target["intervals"] == 0 {
+        // Every interval set aside: the program's threads waited for a CPU on this busy
+        // host and the measure said less than the calibrated estimate, which is then
+        // only a floor (trace::correction). The estimate stays the calibrated one.
+        assert!(target["set_aside"].as_u64() > Some(0), "{context}");
+        assert!(target["trap_scale"].is_null() && (corrected - calibrated).abs() < 1e-9, "{context}");
+        eprintln!("no interval taken (all set aside): the estimate is the calibrated one");
+        return;
+    }
+    assert!(
+        (corrected - extra).abs() <= 0.15 * extra,
+        "estimated {corrected:.4} of a CPU, spent {extra:.4}: {context}"
+    );
+    // Nearer than the calibrated estimate, up to what gtrace's measure may differ from
+    // the program's: gtrace takes the share before attaching over its own start-up (50
+    // ms and more), the program over two seconds, and that difference moves gtrace's
+    // target as much; 2% of the extra more for the rest (gtrace's intervals end at its
+    // looks, the program's window 0.3 s inside the trace).
+    let margin = (gtrace_before - before).abs() + 0.02 * extra;
+    assert!(
+        (corrected - extra).abs() <= (calibrated - extra).abs() + margin,
+        "corrected {corrected:.4}, calibrated {calibrated:.4}, spent {extra:.4} (margin {margin:.4}): {context}"
+    );
+}
+
+#[test]
+fn the_estimate_is_within_15_percent_of_what_the_target_spent_above_its_untraced_share() {
+    if !support::privileged("the_estimate_is_within_15_percent_of_what_the_target_spent_above_its_untraced_share") {
+        return;
+    }
+    let seen = trace_prod("off");
+    check(&seen);
+    // Without a budget the correction is made at exit, from the whole trace.
+    let target = &seen.stats["target"];
+    assert_eq!(target["intervals"].as_u64().unwrap() + target["set_aside"].as_u64().unwrap(), 1, "{target}");
+}
+
+#[test]
+fn the_estimate_is_corrected_as_the_trace_goes() {
+    if !support::privileged("the_estimate_is_corrected_as_the_trace_goes") {
+        return;
+    }
+    // A budget no probe here comes near (the probe costs 15-25% of a CPU): its looks
+    // correct the trap cost every second.
+    let seen = trace_prod("95%");
+    check(&seen);
+    // 4 s traced: intervals end at 0.5, 1.5, 2.5 and 3.5 s, and the look at exit may
+    // find the last under a second (not taken): 3 or 4, unless some were set aside.
+    let target = &seen.stats["target"];
+    let (taken, aside) = (target["intervals"].as_u64().unwrap(), target["set_aside"].as_u64().unwrap());
+    assert!(taken + aside >= 3, "{target}");
 }

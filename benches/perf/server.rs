@@ -92,7 +92,7 @@ pub fn wait_for(rx: &mpsc::Receiver<String>, prefix: &str, what: &str) -> Result
 }
 
 /// The process's CPU time so far (user + system), in ns.
-fn cpu_ns(pid: u32) -> Result<f64, String> {
+pub fn cpu_ns(pid: u32) -> Result<f64, String> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).map_err(|e| e.to_string())?;
     // The fields after the command (in parentheses, which may hold spaces).
     let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();

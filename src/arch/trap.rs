@@ -30,3 +30,61 @@ impl TrapKind {
         }
     }
 }
+
+/// One number per kind of trap: trap time by kind, or the factor each kind's calibrated
+/// cost is corrected by.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct ByKind {
+    pub step: f64,
+    pub push: f64,
+    pub branch: f64,
+}
+
+impl ByKind {
+    /// Every kind at 1: the calibrated cost, uncorrected.
+    pub const ONE: ByKind = ByKind::all(1.0);
+
+    pub const fn all(v: f64) -> ByKind {
+        ByKind { step: v, push: v, branch: v }
+    }
+
+    pub fn of(&self, kind: TrapKind) -> f64 {
+        match kind {
+            TrapKind::Step => self.step,
+            TrapKind::Push => self.push,
+            TrapKind::Branch => self.branch,
+        }
+    }
+
+    pub fn add(&mut self, kind: TrapKind, v: f64) {
+        match kind {
+            TrapKind::Step => self.step += v,
+            TrapKind::Push => self.push += v,
+            TrapKind::Branch => self.branch += v,
+        }
+    }
+
+    /// Each kind through `f`.
+    pub fn map(&self, f: impl Fn(f64) -> f64) -> ByKind {
+        ByKind { step: f(self.step), push: f(self.push), branch: f(self.branch) }
+    }
+
+    /// Each kind of `self` plus that of `other`.
+    pub fn plus(&self, other: &ByKind) -> ByKind {
+        ByKind { step: self.step + other.step, push: self.push + other.push, branch: self.branch + other.branch }
+    }
+
+    /// Each kind of `self` minus that of `earlier`.
+    pub fn minus(&self, earlier: &ByKind) -> ByKind {
+        ByKind { step: self.step - earlier.step, push: self.push - earlier.push, branch: self.branch - earlier.branch }
+    }
+
+    /// The sum over the kinds of `self` (times) by `scale` of that kind.
+    pub fn scaled(&self, scale: &ByKind) -> f64 {
+        self.step * scale.step + self.push * scale.push + self.branch * scale.branch
+    }
+
+    pub fn sum(&self) -> f64 {
+        self.step + self.push + self.branch
+    }
+}

@@ -4,6 +4,7 @@
 
 use super::stats::{percent, Stats};
 use super::text::duration;
+use crate::arch::trap::ByKind;
 use serde::Serialize;
 
 /// The target's own CPU accounting over a trace (-p and -c; not with -b).
@@ -14,39 +15,122 @@ pub struct TargetMeasure {
     /// Its share of a CPU before the probes were attached (from gtrace's start to the
     /// attach), in percent; `None` for a command started traced, or a window too short.
     pub before_percent: Option<f64>,
-    /// The factor the calibrated trap cost was corrected by, from what the target spent
-    /// above its share before attaching; `None` while it has not been measured (an
-    /// estimate under 1% of a CPU cannot be told from the target's own noise).
+    /// The factor the calibrated trap cost was corrected by, common to every kind of
+    /// trap, from what the target spent above its share before attaching; `None` while
+    /// it has not been measured (an estimate under 1% of a CPU cannot be told from the
+    /// target's own noise).
     pub trap_scale: Option<f64>,
+    /// The factor of each kind of trap (the common one where the kinds cannot be told
+    /// apart: `trace::correction`).
+    pub trap_scales: Option<ByKind>,
+    /// Intervals of the trace the correction was made from, and those set aside (their
+    /// measure said the target's load changed, or that the host held it back: not the
+    /// traps' cost).
+    pub intervals: u32,
+    pub set_aside: u32,
 }
 
 impl TargetMeasure {
-    /// `target: 1.63s of CPU while traced (41% of a CPU), 5% before attaching: 36% more,
-    /// by its threads' own accounting; the probes' estimate at the calibrated trap cost:
-    /// 33% of a CPU (the trap cost scaled by 1.09 to match)`.
+    /// Two lines: what the target spent, then the probes' cost three ways, side by side:
+    ///
+    /// `target: 1.63s of CPU while traced (41% of a CPU), 5% before attaching, by its threads' own accounting`
+    /// `  the probes' cost: 33% of a CPU estimated at the calibrated trap cost, 35% corrected, 36% measured (above its share before); trap cost x1.09 (step x1.12, push x1.01) from 4 intervals`
     pub fn line(&self, stats: &Stats) -> String {
         let in_target = || stats.probes.iter().filter(|p| p.in_target);
         let calibrated: f64 = in_target().map(|p| p.traps_ns + p.run_ns as f64).sum();
+        let corrected: f64 = in_target().map(|p| p.cost_ns).sum();
         let traced = stats.share(self.cpu_ns as f64);
-        let measured = match self.before_percent {
-            Some(before) => {
-                format!(", {}% before attaching: {}% more", percent(before), percent((traced - before).max(0.0)))
-            }
+        let before = match self.before_percent {
+            Some(b) => format!(", {}% before attaching", percent(b)),
             None => String::new(),
         };
-        let scaled = match (self.trap_scale, self.before_percent) {
-            (Some(scale), _) => format!(" (the trap cost scaled by {scale:.2} to match)"),
-            (None, None) => " (not checked: no share of a CPU before attaching to compare with)".into(),
+        let measured = match self.before_percent {
+            Some(b) => format!("{}% measured (above its share before)", percent((traced - b).max(0.0))),
+            None => "not measured (no share of a CPU before attaching to compare with)".into(),
+        };
+        let corrected = match (self.trap_scale, self.before_percent) {
+            (Some(_), _) => format!("{}% corrected", percent(stats.share(corrected))),
+            (None, None) => "not corrected".into(),
             (None, Some(_)) => format!(
-                " (not corrected: under {}% of a CPU, or traced under 0.5s)",
-                percent(crate::trace::measured::MEASURABLE)
+                "not corrected (under {}% of a CPU, traced under 0.5s, or set aside)",
+                percent(crate::trace::correction::MEASURABLE)
             ),
         };
         format!(
-            "target: {} of CPU while traced ({}% of a CPU){measured}, by its threads' own accounting; the probes' estimate at the calibrated trap cost: {}% of a CPU{scaled}\n",
+            "target: {} of CPU while traced ({}% of a CPU){before}, by its threads' own accounting\n  the probes' cost: {}% of a CPU estimated at the calibrated trap cost, {corrected}, {measured}{}\n",
             duration(self.cpu_ns as i64),
             percent(traced),
             percent(stats.share(calibrated)),
+            self.how_corrected(),
         )
+    }
+
+    /// `; trap cost x1.09 (step x1.12, push x1.01) from 4 intervals, 1 set aside (the
+    /// target's load changed, or a CPU held it back)`, or nothing.
+    fn how_corrected(&self) -> String {
+        let mut out = String::new();
+        if let (Some(common), Some(scales)) = (self.trap_scale, self.trap_scales) {
+            out = format!("; trap cost x{common:.2}");
+            let kinds = [("step", scales.step), ("push", scales.push), ("branch", scales.branch)];
+            let apart: Vec<String> = kinds
+                .iter()
+                .filter(|(_, s)| (s - common).abs() >= 0.005)
+                .map(|(n, s)| format!("{n} x{s:.2}"))
+                .collect();
+            if !apart.is_empty() {
+                out += &format!(" ({})", apart.join(", "));
+            }
+            out += &format!(" from {} interval{}", self.intervals, if self.intervals == 1 { "" } else { "s" });
+        }
+        if self.set_aside > 0 {
+            out += &format!(
+                "{}{} interval{} set aside (the target's load changed, or a CPU held it back)",
+                if out.is_empty() { "; " } else { ", " },
+                self.set_aside,
+                if self.set_aside == 1 { "" } else { "s" }
+            );
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::output::stats::ProbeStats;
+
+    #[test]
+    fn the_estimate_the_correction_and_the_measure_side_by_side() {
+        // 1 s traced; traps 200 ms at the calibrated cost, 50 ms of eBPF, corrected x1.2.
+        let probe =
+            ProbeStats { in_target: true, traps_ns: 200e6, run_ns: 50_000_000, cost_ns: 290e6, ..Default::default() };
+        let stats = Stats { elapsed_ns: 1_000_000_000, probes: vec![probe], ..Stats::default() };
+        let scales = ByKind { step: 1.3, push: 1.2, branch: 1.2 };
+        let target = TargetMeasure {
+            cpu_ns: 350_000_000,
+            before_percent: Some(5.0),
+            trap_scale: Some(1.2),
+            trap_scales: Some(scales),
+            intervals: 3,
+            set_aside: 1,
+        };
+        let line = target.line(&stats);
+        assert!(line.starts_with("target: 350ms of CPU while traced (35% of a CPU), 5% before attaching"), "{line}");
+        assert!(
+            line.contains("25% of a CPU estimated at the calibrated trap cost, 29% corrected, 30% measured"),
+            "{line}"
+        );
+        assert!(line.contains("trap cost x1.20 (step x1.30) from 3 intervals, 1 interval set aside"), "{line}");
+        // A command started traced: neither measured nor corrected.
+        let started = TargetMeasure {
+            before_percent: None,
+            trap_scale: None,
+            trap_scales: None,
+            intervals: 0,
+            set_aside: 0,
+            ..target
+        };
+        let line = started.line(&stats);
+        assert!(line.contains("not corrected, not measured (no share of a CPU before attaching"), "{line}");
     }
 }

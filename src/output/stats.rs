@@ -5,6 +5,7 @@
 
 pub use super::losses::{MapStats, UnsentLogs, UnsentSpans, CARRIED_TABLE, DEEP_FRAMES_TABLE, INFLIGHT_TABLE};
 use super::text::duration;
+use crate::arch::trap::{ByKind, TrapKind};
 use serde::Serialize;
 
 /// gtrace's own numbers at one moment of a trace.
@@ -55,6 +56,9 @@ pub struct ProbeStats {
     pub cost_ns: f64,
     /// Its traps at the calibrated cost, before any correction, ns (in `cost_ns` scaled).
     pub traps_ns: f64,
+    /// The same by kind of trap.
+    #[serde(skip)]
+    pub traps_by_kind: ByKind,
     /// Per probed function (hits counted when sites count them).
     pub sites: Vec<SiteStats>,
     /// The kernel's run time and run count of the program.
@@ -169,23 +173,28 @@ impl ProbeStats {
         (self.run_count > 0).then(|| self.run_ns as f64 / self.run_count as f64)
     }
 
-    /// Fills in `traps_ns` and `cost_ns` of the probe and its sites from their hits and
-    /// trap costs, each trap at the calibrated cost times `scale` (the correction from
-    /// what the target measured, 1 before any).
-    pub fn price(&mut self, scale: f64) {
+    /// Fills in `traps_ns`, `traps_by_kind` and `cost_ns` of the probe and its sites from
+    /// their hits and trap costs, each trap at the calibrated cost of its kind times that
+    /// kind's factor in `scales` (the correction from what the target measured, 1
+    /// before any).
+    pub fn price(&mut self, scales: &ByKind) {
         let per_run = self.ns_per_hit().unwrap_or(0.0);
+        let mut by_kind = ByKind::default();
         for s in &mut self.sites {
-            s.cost_ns = s.hits as f64 * (s.trap_ns * scale + per_run);
+            let kind = s.kind.unwrap_or_default();
+            s.cost_ns = s.hits as f64 * (s.trap_ns * scales.of(kind) + per_run);
+            by_kind.add(kind, s.hits as f64 * s.trap_ns);
         }
         let counted: u64 = self.sites.iter().map(|s| s.hits).sum();
-        let traps: f64 = self.sites.iter().map(|s| s.hits as f64 * s.trap_ns).sum();
-        // Hits the sites did not count apart (no per-site counters): at the first
-        // site's trap cost.
-        let first_trap = self.sites.first().map_or(0.0, |s| s.trap_ns);
-        let rest = self.hits.saturating_sub(counted) as f64 * first_trap;
-        let others = self.other_cgroup as f64 * first_trap;
-        self.traps_ns = traps + rest + others;
-        self.cost_ns = self.traps_ns * scale + self.run_ns as f64;
+        // Hits the sites did not count apart (no per-site counters), and those by tasks
+        // of other cgroups: at the first site's trap cost.
+        let first = self.sites.first();
+        let (first_trap, first_kind) = first.map_or((0.0, TrapKind::Step), |s| (s.trap_ns, s.kind.unwrap_or_default()));
+        let rest = self.hits.saturating_sub(counted) + self.other_cgroup;
+        by_kind.add(first_kind, rest as f64 * first_trap);
+        self.traps_by_kind = by_kind;
+        self.traps_ns = by_kind.sum();
+        self.cost_ns = by_kind.scaled(scales) + self.run_ns as f64;
     }
 }
 
@@ -565,7 +574,7 @@ mod tests {
             sites: vec![site("main.F", 990, 2_000.0), site("main.G", 10, 500.0)],
             ..ProbeStats::default()
         };
-        p.price(1.0);
+        p.price(&ByKind::ONE);
         assert_eq!(p.ns_per_hit(), Some(50.0));
         assert_eq!(p.sites[0].cost_ns, 990.0 * 2_050.0);
         assert_eq!(p.sites[1].cost_ns, 10.0 * 550.0);
@@ -576,7 +585,7 @@ mod tests {
         assert!(!table.contains("--cgroup"), "{table}");
         // Hits in other cgroups: not hits, but their traps cost (at the first site's).
         let mut scoped = ProbeStats { other_cgroup: 100, ..p };
-        scoped.price(1.0);
+        scoped.price(&ByKind::ONE);
         assert_eq!(scoped.hits, 1_000);
         assert_eq!(scoped.cost_ns, 990.0 * 2_000.0 + 10.0 * 500.0 + 100.0 * 2_000.0 + 50_000.0);
         let s = Stats { probes: vec![scoped], cgroup: true, ..Stats::default() };

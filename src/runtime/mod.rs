@@ -40,7 +40,7 @@ pub use loader::{failing_insn, load, prewarm, verify, Loaded};
 pub use mapped::trim_heap;
 pub use maps::{possible_cpus, Entries};
 pub use process::{
-    cpu_ns, ended_zombie, is_alive, mapping_start, process_exe, processes_mapping, read_u64, resolve_command,
+    cpu_and_wait_ns, ended_zombie, is_alive, mapping_start, process_exe, processes_mapping, read_u64, resolve_command,
     signal_name, spawn_held, spawn_held_with, Captured, Ended, HeldChild,
 };
 pub use reader::MapReader;

@@ -5,6 +5,7 @@
 //! (`runtime::Loaded` owns the links) and a started command never outlives the trace.
 
 pub mod budget;
+pub mod correction;
 mod live;
 pub mod measured;
 mod pictures;

@@ -7,7 +7,7 @@
 //! by `output::stats`) feeds the `--stats` table, the line of losses at exit, the budget,
 //! and any exporter of gtrace's own metrics (probes, hits, losses, cost).
 
-use crate::arch::trap::TrapKind;
+use crate::arch::trap::{ByKind, TrapKind};
 pub use crate::output::stats::{Detached, MapStats, ProbeStats, SiteStats, Stats};
 use crate::plan::{Accounting, Counter, MapRole, MapSpec, Plan, ProbeAttach, ProbeSpec, Refusal};
 use crate::runtime::{Loaded, RuntimeError, TrapCost};
@@ -59,8 +59,8 @@ impl Meter {
         let acct = &plan.accounting;
         let counters = if acct.counters.is_empty() { Vec::new() } else { loaded.array_sums(&acct.counters)? };
         let value = |slot: usize| counters.get(slot).copied().unwrap_or(0);
-        let scale = self.target.as_ref().map_or(1.0, TargetCpu::scale);
-        let probes = plan.probes.iter().map(|probe| self.probe_stats(probe, loaded, acct, &value, scale)).collect();
+        let scales = self.target.as_ref().map_or(ByKind::ONE, TargetCpu::scales);
+        let probes = plan.probes.iter().map(|probe| self.probe_stats(probe, loaded, acct, &value, &scales)).collect();
         let maps = plan.maps.iter().filter_map(|m| map_stats(m, plan, &value)).collect();
         Ok(Stats {
             elapsed_ns: self.elapsed().as_nanos() as u64,
@@ -86,7 +86,7 @@ impl Meter {
         loaded: &Loaded,
         acct: &Accounting,
         value: &dyn Fn(usize) -> u64,
-        scale: f64,
+        scales: &ByKind,
     ) -> ProbeStats {
         let program = probe.program.as_str();
         let run = loaded.run_stats(program);
@@ -131,7 +131,7 @@ impl Meter {
         }
         stats.in_target = true;
         stats.attached = !attached.is_empty();
-        stats.price(scale);
+        stats.price(scales);
         stats
     }
 
@@ -149,15 +149,20 @@ impl Meter {
     }
 
     /// One look of the budget at `stats` (read now): checks the estimate against what
-    /// the target spent, corrects the trap cost from then on, and prices `stats` again
-    /// with the correction.
+    /// the target spent, corrects the trap cost of each kind from then on, and prices
+    /// `stats` again with the correction.
     pub fn observe(&mut self, stats: &mut Stats) {
         let Some(t) = self.target.as_mut() else { return };
         let in_target = stats.probes.iter().filter(|p| p.in_target);
-        let (traps, run) = in_target.fold((0.0, 0.0), |(traps, run), p| (traps + p.traps_ns, run + p.run_ns as f64));
+        let (mut traps, mut run) = (ByKind::default(), 0.0);
+        for p in in_target {
+            traps = traps.plus(&p.traps_by_kind);
+            run += p.run_ns as f64;
+        }
         t.observe(traps, run);
+        let scales = t.scales();
         for p in stats.probes.iter_mut().filter(|p| p.in_target) {
-            p.price(t.scale());
+            p.price(&scales);
         }
         stats.target = Some(t.measure());
     }

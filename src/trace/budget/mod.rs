@@ -18,6 +18,7 @@ mod units;
 
 use super::measured::SCALE_RANGE;
 use super::stats::{Detached, Meter, Stats};
+use crate::arch::trap::ByKind;
 use crate::output::stats::{percent, thousands};
 use crate::plan::{Plan, SiteRef};
 use crate::runtime::{Loaded, RuntimeError};
@@ -142,8 +143,8 @@ impl Governor {
             return None;
         }
         // Both ends at the trap cost's newest correction.
-        let scale = costed.scale;
-        let spent: Vec<f64> = first.cost.iter().zip(&last.cost).map(|(a, b)| b.since(a, scale)).collect();
+        let scales = costed.scales;
+        let spent: Vec<f64> = first.cost.iter().zip(&last.cost).map(|(a, b)| b.since(a, &scales)).collect();
         let hits: Vec<u64> = first.hits.iter().zip(&last.hits).map(|(a, b)| b.saturating_sub(*a)).collect();
         let rate = |ns: f64| 100.0 * ns / (span * 1e9);
         let attached: Vec<usize> = (0..self.units.len()).filter(|i| self.units[*i].attached).collect();
@@ -161,20 +162,23 @@ impl Governor {
         // its traps at the most the correction may make them until the target's CPU has
         // corrected their cost (half a second after the attach; a first cut comes
         // before): on echo the one function a cut kept at the calibrated cost cost 1.5x
-        // that a second later, and was cut alone.
+        // that a second later, and was cut alone. Only until the first interval has been
+        // measured: one set aside (the target's load changed) does not keep it high.
         // Only for a process gtrace attached to (-p: its share of a CPU before attaching
         // is known): a -c command may be a fixed amount of work that ends the sooner, and
         // what stays of it is weighed at its rate now.
         let running = stats.target.filter(|t| t.before_percent.is_some());
         let high = match running {
-            Some(t) if t.trap_scale.is_none() => SCALE_RANGE.1.max(scale),
-            _ => scale,
+            Some(t) if t.trap_scales.is_none() && t.set_aside == 0 => scales.map(|s| SCALE_RANGE.1.max(s)),
+            _ => scales,
         };
-        let spent_high: Vec<f64> = first.cost.iter().zip(&last.cost).map(|(a, b)| b.since(a, high)).collect();
+        let spent_high: Vec<f64> = first.cost.iter().zip(&last.cost).map(|(a, b)| b.since(a, &high)).collect();
         let speedup = Speedup {
             cpu: (first.target_ns.zip(last.target_ns).filter(|_| running.is_some()))
                 .map_or(0.0, |(a, b)| b.saturating_sub(a) as f64 / (span * 1e9)),
-            probes: spent.iter().sum::<f64>() / (span * 1e9),
+            // The same weighing on both sides: traps weighed high in what stays are
+            // weighed high in what the target spent on them, not left in its own work.
+            probes: spent_high.iter().sum::<f64>() / (span * 1e9),
         };
         let mut order: Vec<usize> = attached.into_iter().filter(|i| spent[*i] > 0.0).collect();
         order.sort_by(|a, b| spent[*b].total_cmp(&spent[*a]));
@@ -385,43 +389,47 @@ fn by_program(sites: &[SiteRef]) -> Vec<(String, Option<Vec<String>>)> {
     out
 }
 
-/// What a unit has cost so far, ns: its traps at the calibrated cost (the correction
-/// applies at each look to the whole window) and its eBPF time.
+/// What a unit has cost so far, ns: its traps by kind at the calibrated cost (the
+/// correction applies at each look to the whole window) and its eBPF time.
 #[derive(Clone, Copy, Debug, Default)]
 struct Cost {
-    traps: f64,
+    traps: ByKind,
     run: f64,
 }
 
 impl Cost {
-    /// What was spent since `earlier`, with traps at `scale` times the calibrated cost.
-    fn since(&self, earlier: &Cost, scale: f64) -> f64 {
-        ((self.traps - earlier.traps) * scale + self.run - earlier.run).max(0.0)
+    /// What was spent since `earlier`, with each kind of trap at `scales` of that kind
+    /// times the calibrated cost.
+    fn since(&self, earlier: &Cost, scales: &ByKind) -> f64 {
+        (self.traps.minus(&earlier.traps).scaled(scales) + self.run - earlier.run).max(0.0)
     }
 }
 
 /// The cost and hits of every probe and of every site so far, looked up by name (a wide
 /// wildcard has thousands of units: each is found in constant time).
 struct Costed<'a> {
-    scale: f64,
+    scales: ByKind,
     probes: HashMap<&'a str, (Cost, u64)>,
     sites: HashMap<(&'a str, &'a str), (Cost, u64)>,
 }
 
 impl<'a> Costed<'a> {
     fn new(stats: &'a Stats) -> Costed<'a> {
-        let scale = stats.target.and_then(|t| t.trap_scale).unwrap_or(1.0);
-        let cost = |traps: f64, total: f64| Cost { traps, run: total - traps * scale };
-        let probes = stats.probes.iter().map(|p| (p.program.as_str(), (cost(p.traps_ns, p.cost_ns), p.hits))).collect();
+        let scales = stats.target.and_then(|t| t.trap_scales).unwrap_or(ByKind::ONE);
+        // The eBPF time is what the priced cost holds beyond its traps at `scales`.
+        let cost = |traps: ByKind, total: f64| Cost { traps, run: total - traps.scaled(&scales) };
+        let probes =
+            (stats.probes.iter()).map(|p| (p.program.as_str(), (cost(p.traps_by_kind, p.cost_ns), p.hits))).collect();
         let sites = (stats.probes.iter())
             .flat_map(|p| {
                 p.sites.iter().map(move |s| {
-                    let traps = s.hits as f64 * s.trap_ns;
+                    let mut traps = ByKind::default();
+                    traps.add(s.kind.unwrap_or_default(), s.hits as f64 * s.trap_ns);
                     ((p.program.as_str(), s.function.as_str()), (cost(traps, s.cost_ns), s.hits))
                 })
             })
             .collect();
-        Costed { scale, probes, sites }
+        Costed { scales, probes, sites }
     }
 
     /// What a unit has cost so far and its hits.
@@ -433,7 +441,7 @@ impl<'a> Costed<'a> {
                 None => self.probes.get(site.program.as_str()),
             };
             if let Some((cost, hits)) = found {
-                total.0.traps += cost.traps;
+                total.0.traps = total.0.traps.plus(&cost.traps);
                 total.0.run += cost.run;
                 total.1 += hits;
             }

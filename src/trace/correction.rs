@@ -1,0 +1,306 @@
+//! The correction of the calibrated trap cost, kind by kind, from what the target really
+//! spent: pure arithmetic over intervals of a trace (`trace::measured` cuts them and
+//! reads the target's CPU; this decides what they say).
+//!
+//! In one interval the target spent `extra` CPU above its share before attaching; the
+//! kernel measured `run` of it in the probes' eBPF programs; the rest is taken to be
+//! their traps, which the estimate puts at `t_k` (the hits on each kind of instruction
+//! at its calibrated cost). One interval gives one number, so it corrects one factor
+//! common to every kind (`extra - run = c * sum(t_k)`). The kinds are told apart only
+//! where the data can tell them: over intervals whose mix of kinds differs (a cut that
+//! detached the single-stepped sites and kept the emulated ones), a least-squares fit
+//! of one factor per kind, held to the common factor as much as the data are (a ridge
+//! toward it): with one mix throughout, every kind gets the common factor exactly.
+//!
+//! The sums the fit reads decay by `1 - SMOOTHING` at each interval, so that the
+//! correction follows the host's load (a trap costs up to twice as much on a busy host)
+//! as it goes, over a few seconds, and one noisy interval moves it by a part.
+//! An interval whose common factor is outside `PLAUSIBLE` is set aside, not clamped:
+//! the target's own load changed (an idle server whose requests began after the attach
+//! spends many times the estimate more; a server at the end of its CPUs spends no more
+//! traced than before, its probes taking what its work gave up), and such a measure
+//! says nothing of the traps. Nor does a factor under 1 from an interval in which the
+//! target waited for a CPU (its run-queue time, `WAITED`): a target the host holds back
+//! does less of its own work while traced, so what it spends above its share before is
+//! only a floor of the probes' cost (on echo under load the floor read 0.88 where its CPU
+//! per request said 1.5). What the fit gives is bounded to `SCALE_RANGE`.
+
+use crate::arch::trap::{ByKind, TrapKind};
+
+/// An estimate under this share of a CPU (percent) is not checked.
+pub const MEASURABLE: f64 = 1.0;
+/// The bounds of the correction: the calibrated estimate was within these of what
+/// targets spent (5-25% high on a test program, a third low on a database server).
+pub const SCALE_RANGE: (f64, f64) = (0.67, 1.5);
+/// An interval whose common factor falls outside these measured the target's load, not
+/// the probes.
+pub const PLAUSIBLE: (f64, f64) = (0.5, 2.0);
+/// A target whose threads waited for a CPU this much of the time they ran was held back
+/// by the host: its own work may have given way to the probes.
+pub const WAITED: f64 = 0.25;
+/// The weight of the newest interval once several are in (the sums decay by the rest).
+pub const SMOOTHING: f64 = 0.3;
+/// How strongly the kinds are held to the common factor (1: as strongly as their own
+/// data pull them apart).
+const RIDGE: f64 = 1.0;
+
+/// One interval of a trace, in ns: its wall time, what the target spent on a CPU and
+/// waited for one, what it spent above its share before attaching, the probes' eBPF
+/// time, and their traps by kind at the calibrated cost.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Interval {
+    pub wall_ns: f64,
+    pub spent_ns: f64,
+    pub waited_ns: f64,
+    pub extra_ns: f64,
+    pub run_ns: f64,
+    pub traps_ns: ByKind,
+}
+
+/// What one interval did to the correction.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Seen {
+    /// Its common factor went into the fit.
+    Taken(f64),
+    /// The probes cost too little then to be told from the target's noise.
+    TooSmall,
+    /// Its common factor says the target's load changed: set aside.
+    SetAside(f64),
+    /// Its common factor was under 1 while the target waited for a CPU (`WAITED`):
+    /// what it spent above its share before is then only a floor of what the probes
+    /// cost (its own work may have given way to them), and says nothing of a trap
+    /// costing less than calibrated. Set aside.
+    HeldBack(f64),
+}
+
+/// The fit so far: decayed sums over the intervals taken, in shares of a CPU.
+#[derive(Clone, Debug, Default)]
+pub struct Correction {
+    /// Sum of t t' (traps by kind, each interval's vector with itself).
+    tt: [[f64; 3]; 3],
+    /// Sum of t y (y: what is left of the extra once eBPF time is taken off).
+    ty: [f64; 3],
+    /// Intervals taken and set aside.
+    pub taken: u32,
+    pub set_aside: u32,
+}
+
+fn vector(t: &ByKind) -> [f64; 3] {
+    TrapKind::ALL.map(|k| t.of(k))
+}
+
+impl Correction {
+    /// Takes one interval in (or not: `Seen` says why).
+    pub fn observe(&mut self, i: &Interval) -> Seen {
+        if i.wall_ns <= 0.0 {
+            return Seen::TooSmall;
+        }
+        let t = vector(&i.traps_ns.map(|ns| ns / i.wall_ns));
+        let total: f64 = t.iter().sum();
+        let y = (i.extra_ns - i.run_ns) / i.wall_ns;
+        if 100.0 * (total + i.run_ns / i.wall_ns) < MEASURABLE || total <= 0.0 {
+            return Seen::TooSmall;
+        }
+        let common = y / total;
+        if !(PLAUSIBLE.0..=PLAUSIBLE.1).contains(&common) {
+            self.set_aside += 1;
+            return Seen::SetAside(common);
+        }
+        if common < 1.0 && i.waited_ns >= WAITED * i.spent_ns {
+            self.set_aside += 1;
+            return Seen::HeldBack(common);
+        }
+        let keep = if self.taken == 0 { 0.0 } else { 1.0 - SMOOTHING };
+        for a in 0..3 {
+            for b in 0..3 {
+                self.tt[a][b] = keep * self.tt[a][b] + t[a] * t[b];
+            }
+            self.ty[a] = keep * self.ty[a] + t[a] * y;
+        }
+        self.taken += 1;
+        Seen::Taken(common)
+    }
+
+    /// The factor common to every kind: the least-squares fit of `y = c * sum(t)`.
+    fn common(&self) -> Option<f64> {
+        let tt: f64 = self.tt.iter().flatten().sum();
+        let ty: f64 = self.ty.iter().sum();
+        (self.taken > 0 && tt > 0.0).then(|| ty / tt)
+    }
+
+    /// The factor of each kind's calibrated trap cost, bounded; `None` before an
+    /// interval is taken. A kind no interval saw gets the common factor.
+    pub fn scales(&self) -> Option<ByKind> {
+        let c = self.common()?;
+        // The kinds the data saw; the fit is over them alone.
+        let seen: Vec<usize> = (0..3).filter(|k| self.tt[*k][*k] > 0.0).collect();
+        // Minimise sum (y - s.t)^2 + RIDGE * sum_k tt_kk (s_k - c)^2:
+        // (TT + RIDGE D) s = ty + RIDGE D c.
+        let mut a: Vec<Vec<f64>> = seen
+            .iter()
+            .map(|r| {
+                let mut row: Vec<f64> = seen.iter().map(|col| self.tt[*r][*col]).collect();
+                let at = seen.iter().position(|k| k == r).unwrap_or(0);
+                row[at] += RIDGE * self.tt[*r][*r];
+                row.push(self.ty[*r] + RIDGE * self.tt[*r][*r] * c);
+                row
+            })
+            .collect();
+        let fitted = solve(&mut a).unwrap_or_else(|| vec![c; seen.len()]);
+        let bounded = |s: f64| s.clamp(SCALE_RANGE.0, SCALE_RANGE.1);
+        let mut out = ByKind::all(bounded(c));
+        for (k, s) in seen.iter().zip(fitted) {
+            let kind = TrapKind::ALL[*k];
+            out.add(kind, bounded(s) - out.of(kind));
+        }
+        Some(out)
+    }
+
+    /// The common factor, bounded (what `--stats` says in one number).
+    pub fn common_scale(&self) -> Option<f64> {
+        self.common().map(|c| c.clamp(SCALE_RANGE.0, SCALE_RANGE.1))
+    }
+}
+
+/// Solves the augmented system `a` (n rows of n + 1) by Gaussian elimination with
+/// partial pivoting; `None` when it is singular.
+fn solve(a: &mut [Vec<f64>]) -> Option<Vec<f64>> {
+    let n = a.len();
+    for col in 0..n {
+        let pivot = (col..n).max_by(|x, y| a[*x][col].abs().total_cmp(&a[*y][col].abs()))?;
+        if a[pivot][col].abs() < 1e-300 {
+            return None;
+        }
+        a.swap(col, pivot);
+        for row in col + 1..n {
+            let f = a[row][col] / a[col][col];
+            for k in col..=n {
+                a[row][k] -= f * a[col][k];
+            }
+        }
+    }
+    let mut x = vec![0.0; n];
+    for row in (0..n).rev() {
+        let rest: f64 = (row + 1..n).map(|k| a[row][k] * x[k]).sum();
+        x[row] = (a[row][n] - rest) / a[row][row];
+    }
+    Some(x)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An interval of one second: `step` and `push` ns of traps at the calibrated cost,
+    /// 5% of a CPU in eBPF, and the target spent `extra` above its share before.
+    fn second(step: f64, push: f64, extra: f64) -> Interval {
+        Interval {
+            wall_ns: 1e9,
+            spent_ns: 0.5e9,
+            waited_ns: 0.0,
+            extra_ns: extra,
+            run_ns: 0.05e9,
+            traps_ns: ByKind { step, push, branch: 0.0 },
+        }
+    }
+
+    #[test]
+    fn one_mix_corrects_every_kind_by_the_common_factor() {
+        let mut c = Correction::default();
+        assert_eq!(c.scales(), None);
+        // Traps 30% of a CPU (20 step, 10 push), eBPF 5%; the target spent 41% more:
+        // the traps cost 36%, 1.2x the estimate.
+        assert!(matches!(c.observe(&second(0.2e9, 0.1e9, 0.41e9)), Seen::Taken(f) if (f - 1.2).abs() < 1e-9));
+        let s = c.scales().unwrap();
+        for k in [s.step, s.push, s.branch] {
+            assert!((k - 1.2).abs() < 1e-9, "{s:?}");
+        }
+        // Traps and eBPF time at the correction equal the extra.
+        assert!((0.2e9 * s.step + 0.1e9 * s.push + 0.05e9 - 0.41e9).abs() < 1.0);
+    }
+
+    #[test]
+    fn smoothing_moves_a_part_of_the_way_to_a_new_reading() {
+        let mut c = Correction::default();
+        c.observe(&second(0.2e9, 0.1e9, 0.35e9)); // 1.0
+        c.observe(&second(0.2e9, 0.1e9, 0.41e9)); // 1.2
+        let s = c.common_scale().unwrap();
+        // The sums decay by 0.7: (0.7 * 1.0 + 1.2) / 1.7.
+        assert!((s - (0.7 + 1.2) / 1.7).abs() < 1e-9, "{s}");
+        // Readings that stay at 1.2 draw it there.
+        for _ in 0..20 {
+            c.observe(&second(0.2e9, 0.1e9, 0.41e9));
+        }
+        assert!((c.common_scale().unwrap() - 1.2).abs() < 1e-3);
+    }
+
+    #[test]
+    fn mixes_that_differ_tell_the_kinds_apart() {
+        // Single-steps really cost 1.4x the calibration, pushes 0.9x: two mixes (before
+        // and after a cut of most single-stepped sites).
+        let truth = |step: f64, push: f64| second(step, push, 1.4 * step + 0.9 * push + 0.05e9);
+        let mut c = Correction::default();
+        for _ in 0..3 {
+            c.observe(&truth(0.3e9, 0.05e9));
+            c.observe(&truth(0.02e9, 0.2e9));
+        }
+        let s = c.scales().unwrap();
+        // The ridge holds them toward the common factor: apart, in the right order, each
+        // nearer its truth than the common factor is.
+        let common = c.common_scale().unwrap();
+        assert!(s.step > common && s.push < common, "{s:?}, common {common}");
+        assert!((s.step - 1.4).abs() < (common - 1.4).abs(), "{s:?}");
+        assert!((s.push - 0.9).abs() < (common - 0.9).abs(), "{s:?}");
+        // A kind never seen gets the common factor.
+        assert_eq!(s.branch, common);
+    }
+
+    #[test]
+    fn a_changed_load_is_set_aside_and_the_result_bounded() {
+        let mut c = Correction::default();
+        // An idle server whose requests began after the attach: 10x the estimate more.
+        assert!(matches!(c.observe(&second(0.2e9, 0.1e9, 3.0e9)), Seen::SetAside(_)));
+        // A server at the end of its CPUs: no more spent traced than before.
+        assert!(matches!(c.observe(&second(0.2e9, 0.1e9, 0.0)), Seen::SetAside(_)));
+        assert_eq!(c.scales(), None, "nothing taken: no correction");
+        assert_eq!(c.set_aside, 2);
+        // 1.8x is plausible but past the bound: 1.5.
+        c.observe(&second(0.2e9, 0.1e9, 0.59e9));
+        assert_eq!(c.scales(), Some(ByKind::all(SCALE_RANGE.1)));
+    }
+
+    #[test]
+    fn a_target_held_back_by_the_host_only_raises_the_factor() {
+        let mut c = Correction::default();
+        // It waited for a CPU half as long as it ran: 0.9x is a floor, not a measure.
+        let held = |extra: f64| Interval { waited_ns: 0.25e9, ..second(0.2e9, 0.1e9, extra) };
+        assert!(matches!(c.observe(&held(0.32e9)), Seen::HeldBack(_)));
+        assert_eq!((c.scales(), c.set_aside), (None, 1));
+        // 1.2x is taken: the probes cost at least that.
+        assert!(matches!(c.observe(&held(0.41e9)), Seen::Taken(_)));
+        assert!((c.common_scale().unwrap() - 1.2).abs() < 1e-9);
+        // Waiting a little (a tenth of its run) is not being held back.
+        let mut c = Correction::default();
+        let waited = Interval { waited_ns: 0.05e9, ..second(0.2e9, 0.1e9, 0.32e9) };
+        assert!(matches!(c.observe(&waited), Seen::Taken(_)));
+    }
+
+    #[test]
+    fn too_little_to_tell_is_not_taken() {
+        let mut c = Correction::default();
+        // 0.5% of a CPU in all: under MEASURABLE.
+        let small =
+            Interval { wall_ns: 1e9, extra_ns: 9e6, run_ns: 1e6, traps_ns: ByKind::all(1.3e6), ..Interval::default() };
+        assert_eq!(c.observe(&small), Seen::TooSmall);
+        assert_eq!(c.observe(&Interval::default()), Seen::TooSmall);
+        assert_eq!((c.taken, c.set_aside, c.scales()), (0, 0, None));
+    }
+
+    #[test]
+    fn solves_a_small_system() {
+        let mut a = vec![vec![2.0, 1.0, 5.0], vec![1.0, 3.0, 10.0]];
+        let x = solve(&mut a).unwrap();
+        assert!((x[0] - 1.0).abs() < 1e-12 && (x[1] - 3.0).abs() < 1e-12, "{x:?}");
+        assert_eq!(solve(&mut [vec![0.0, 1.0]]), None);
+    }
+}
