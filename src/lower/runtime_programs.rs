@@ -132,7 +132,7 @@ impl<'a> Ctx<'a> {
     /// entry reads the program's trace context, but no `on return` probe with `elapsed`
     /// pops.
     fn frame_pops(&mut self, span: Span) -> Result<(), LowerError> {
-        let popped = |i: &Instance| i.kind == InstanceKind::Return && i.uses_elapsed;
+        let popped = |i: &Instance| i.kind == InstanceKind::Return && i.needs_entry();
         let mut sites: Vec<(String, u64)> = Vec::new();
         for inst in self.checked.instances.iter().filter(|i| i.kind == InstanceKind::Panic || i.reads_context()) {
             for f in &inst.functions {
@@ -224,10 +224,11 @@ impl<'a> Ctx<'a> {
 }
 
 impl Ctx<'_> {
-    /// For the budget: the entry of a function that reads a trace context goes with the
-    /// program that pops its frames at its RETs (`frame_pops`), entry first. A RET left
-    /// unprobed while the entry pushes would leave the context's frame behind its call:
-    /// the parent of spans made after the call, or on a goroutine given the same g.
+    /// For the budget: the entry of a function that reads a trace context goes with what
+    /// pops its frames at its RETs (`frame_pops`, or the `on return` probe with `elapsed`
+    /// or carried parameters that pops there instead), entry first. A RET left unprobed
+    /// while the entry pushes would leave the context's frame behind its call: the parent
+    /// of spans made after the call, or on a goroutine given the same g.
     pub(super) fn tie_context_pops(&mut self) {
         let contexts: Vec<String> = self
             .checked
@@ -237,14 +238,30 @@ impl Ctx<'_> {
             .flat_map(|i| i.functions.iter().map(|f| f.name.clone()))
             .collect();
         for f in contexts {
-            let pops = self.plan.probes.iter().filter(|p| p.program == FRAME_POPS).any(|p| match &p.attach {
-                ProbeAttach::Uprobe(points) => points.iter().any(|a| a.function == f),
-                _ => false,
-            });
-            let Some(entry) = self.entry_program(&f).filter(|_| pops) else { continue };
+            let Some(entry) = self.entry_program(&f) else { continue };
             let site = |program: String| SiteRef { program, function: Some(f.clone()) };
-            self.layout.tie(vec![site(entry), site(FRAME_POPS.to_string())]);
+            let mut tie = vec![site(entry)];
+            tie.extend(self.poppers(&f).into_iter().map(site));
+            if tie.len() > 1 {
+                self.layout.tie(tie);
+            }
         }
+    }
+
+    /// The programs that pop `function`'s frames at its RETs: `frame_pops`, or the
+    /// return probes that need its entry.
+    fn poppers(&self, function: &str) -> Vec<String> {
+        let at = |p: &crate::plan::ProbeSpec| match &p.attach {
+            ProbeAttach::Uprobe(points) => points.iter().any(|a| a.function == function),
+            _ => false,
+        };
+        if self.plan.probes.iter().any(|p| p.program == FRAME_POPS && at(p)) {
+            return vec![FRAME_POPS.to_string()];
+        }
+        let returns = self.checked.instances.iter().enumerate().filter(|(_, i)| {
+            i.kind == InstanceKind::Return && i.needs_entry() && i.functions.iter().any(|g| g.name == function)
+        });
+        returns.map(|(i, _)| format!("p{i}")).collect()
     }
 }
 

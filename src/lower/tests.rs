@@ -327,3 +327,65 @@ fn a_trace_contexts_frame_is_popped_at_its_returns_and_goes_with_its_entry() {
     });
     assert!(tied, "{:?}", l.plan.accounting.ties);
 }
+
+/// The budget's units of `l`'s plan, each as its sites' (program, function) in the order
+/// a cut detaches them.
+fn units(l: &Lowered) -> Vec<Vec<(String, Option<String>)>> {
+    let (units, _) = crate::trace::budget::units::units(&l.plan);
+    let site = |s: &crate::plan::SiteRef| (s.program.clone(), s.function.clone());
+    units.into_iter().map(|u| u.sites.iter().map(site).collect()).collect()
+}
+
+/// The program that pushes `function`'s frames at its entry.
+fn entry_of(l: &Lowered, function: &str) -> String {
+    let at = |p: &&crate::plan::ProbeSpec| matches!(&p.attach, ProbeAttach::Uprobe(q) if q.iter().any(|q| q.function == function));
+    let entry = l.plan.probes.iter().filter(at).find(|p| p.program.starts_with("entry"));
+    entry.expect("an entry program").program.clone()
+}
+
+/// Every site of `first` for `function` (or the whole program) comes before every site
+/// of `then` for it, in one unit of the budget.
+fn goes_before(l: &Lowered, function: &str, first: &str, then: &str) {
+    let units = units(l);
+    let of = |u: &[(String, Option<String>)], p: &str| -> Vec<usize> {
+        (u.iter().enumerate())
+            .filter(|(_, (q, f))| q == p && f.as_deref().is_none_or(|f| f == function))
+            .map(|(k, _)| k)
+            .collect()
+    };
+    let unit = units.iter().find(|u| !of(u, first).is_empty()).unwrap_or_else(|| panic!("no {first}: {units:?}"));
+    let (a, b) = (of(unit, first), of(unit, then));
+    assert!(!b.is_empty(), "{then} ({function}) not in the unit of {first}: {units:?}");
+    assert!(a.iter().max() < b.iter().min(), "{then} before {first} ({function}): {unit:?}");
+}
+
+#[test]
+fn every_trace_contexts_entry_is_detached_before_its_pops() {
+    // Two functions that read a trace context, and with `on panic` too: each entry goes
+    // before the frame_pops at its RETs, and the panic's report before frame_pops.
+    let bin = fake();
+    let two = "on entry main.add { trace_context(\"00-x\") }\n\
+               on entry main.greet { trace_context(\"00-y\") }\n\
+               on return main.lookup { span() }";
+    let panics = format!("{two}\non panic main.lookup {{ @p[func] = count() }}");
+    for script in [two.to_string(), panics] {
+        let (_, l) = lowered(&bin, &script);
+        for f in ["main.add", "main.greet"] {
+            goes_before(&l, f, &entry_of(&l, f), "frame_pops");
+        }
+        if script.contains("on panic") {
+            goes_before(&l, "main.lookup", "p3", "frame_pops");
+        }
+    }
+}
+
+#[test]
+fn a_trace_contexts_entry_is_detached_before_the_return_probe_that_pops_it() {
+    // main.add's frames are popped by its `on return` with `elapsed`, not frame_pops.
+    let bin = fake();
+    let script = "on entry main.add { trace_context(\"00-x\") }\n\
+                  on return main.add { @t = sum(elapsed) }\n\
+                  on return main.lookup { span() }";
+    let (_, l) = lowered(&bin, script);
+    goes_before(&l, "main.add", &entry_of(&l, "main.add"), "p1");
+}

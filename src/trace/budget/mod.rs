@@ -14,7 +14,7 @@
 //! wide wildcard is cut once, not again each time it speeds up.
 
 mod speedup;
-mod units;
+pub(crate) mod units;
 
 use super::measured::SCALE_RANGE;
 use super::stats::{Detached, Meter, Stats};

@@ -11,14 +11,14 @@ use std::collections::{BTreeSet, HashMap};
 
 /// What can be detached alone.
 #[derive(Clone, Debug)]
-pub(super) struct Unit {
+pub(crate) struct Unit {
     pub sites: Vec<SiteRef>,
     pub attached: bool,
 }
 
 /// The units of `plan`'s probes, tied ones joined, and the programs attached at several
 /// functions whose sites count apart.
-pub(super) fn units(plan: &Plan) -> (Vec<Unit>, Vec<String>) {
+pub(crate) fn units(plan: &Plan) -> (Vec<Unit>, Vec<String>) {
     let acct = &plan.accounting;
     let mut units: Vec<Unit> = Vec::new();
     let mut shared = Vec::new();
@@ -77,7 +77,8 @@ impl Index {
 }
 
 /// Joins, tie by tie, every unit that holds a site of the tie into one, placed after the
-/// others, its sites in the tie's order: a cut detaches the unit's programs in it (the
+/// others, the sites the tie names in its order (the others where they were,
+/// `order_named`): a cut detaches the unit's programs in it (the
 /// lowering lists what reads state before what keeps it).
 pub(super) fn merge_ties(units: Vec<Unit>, ties: &[Vec<SiteRef>]) -> Vec<Unit> {
     let mut index = Index::default();
@@ -103,14 +104,26 @@ pub(super) fn merge_ties(units: Vec<Unit>, ties: &[Vec<SiteRef>]) -> Vec<Unit> {
                 sites.push(s);
             }
         }
-        let place = places(tie);
-        sites.sort_by_key(|s| place(s).unwrap_or(usize::MAX));
+        order_named(&mut sites, &places(tie));
         for s in &sites {
             index.put(s, merged);
         }
         units.push(Some(Unit { sites, attached: true }));
     }
     units.into_iter().flatten().collect()
+}
+
+/// Puts the sites that a tie names (those `place` finds) in the tie's order, in the
+/// places those sites held; the others keep theirs. So an earlier tie's order among
+/// sites this tie does not name is kept (a stable merge): a tie of an entry and its
+/// pops added to a unit that already has its pops after other entries leaves them so.
+fn order_named(sites: &mut [SiteRef], place: &dyn Fn(&SiteRef) -> Option<usize>) {
+    let slots: Vec<usize> = (0..sites.len()).filter(|&k| place(&sites[k]).is_some()).collect();
+    let mut named: Vec<SiteRef> = slots.iter().map(|&k| sites[k].clone()).collect();
+    named.sort_by_key(|s| place(s));
+    for (k, s) in slots.into_iter().zip(named) {
+        sites[k] = s;
+    }
 }
 
 /// A site's first place in `tie`: the first entry of its program that names its
@@ -151,8 +164,14 @@ mod tests {
             let (tied, mut rest): (Vec<Unit>, Vec<Unit>) = units.drain(..).partition(covers);
             if !tied.is_empty() {
                 let place = |s: &SiteRef| tie.iter().position(|t| names(t, s));
-                let mut sites: Vec<SiteRef> = tied.into_iter().flat_map(|u| u.sites).collect();
-                sites.sort_by_key(|s| place(s).unwrap_or(usize::MAX));
+                let sites: Vec<SiteRef> = tied.into_iter().flat_map(|u| u.sites).collect();
+                // Named sites sorted by place, each into the next slot a named site held.
+                let mut named: Vec<&SiteRef> = sites.iter().filter(|s| place(s).is_some()).collect();
+                named.sort_by_key(|s| place(s));
+                let mut named = named.into_iter().cloned();
+                let sites = (sites.iter())
+                    .map(|s| if place(s).is_some() { named.next().unwrap() } else { s.clone() })
+                    .collect();
                 rest.push(Unit { sites, attached: true });
             }
             units = rest;
@@ -198,6 +217,25 @@ mod tests {
             let slow: Vec<Vec<SiteRef>> = merge_by_scanning(units, &ties).into_iter().map(|u| u.sites).collect();
             assert_eq!(fast, slow, "ties {ties:?}");
         }
+    }
+
+    #[test]
+    fn a_later_tie_keeps_the_order_of_sites_it_does_not_name() {
+        // Two trace-context functions, their pops one whole program: the second tie
+        // names only the pops, which must stay after the first function's entry.
+        let units = vec![
+            Unit { sites: vec![site("entry", Some("f1"))], attached: true },
+            Unit { sites: vec![site("entry", Some("f2"))], attached: true },
+            Unit { sites: vec![site("pops", None)], attached: true },
+        ];
+        let ties = vec![
+            vec![site("entry", Some("f1")), site("pops", Some("f1"))],
+            vec![site("entry", Some("f2")), site("pops", Some("f2"))],
+        ];
+        let merged = merge_ties(units, &ties);
+        assert_eq!(merged.len(), 1);
+        let programs: Vec<&str> = merged[0].sites.iter().map(|s| s.program.as_str()).collect();
+        assert_eq!(programs, ["entry", "entry", "pops"], "{:?}", merged[0].sites);
     }
 
     #[test]
