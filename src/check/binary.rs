@@ -76,7 +76,8 @@ pub const TIMING_FUNCTIONS: [&str; 6] = [
     "runtime.gopanic",
     "runtime.Goexit",
 ];
-/// Where a goroutine's `self` variables are freed.
+/// Where a goroutine's `self` variables are freed (and, with trace contexts, its frames
+/// forgotten): every goroutine's end.
 pub const GOEXIT0: &str = "runtime.goexit0";
 /// The most pointer-sized arguments a program reads of a runtime function.
 pub const RUNTIME_ARGS: usize = 2;
@@ -88,9 +89,11 @@ pub fn facts(target: &dyn GoBinary, checked: &Checked) -> BinaryFacts {
     let link_base = if target.is_pie() { target.link_base() } else { None };
     let build_ids = target.build_ids().clone();
     let binary = crate::plan::Binary { path, build_ids, arch: target.arch(), module, link_base };
-    let timed = checked.instances.iter().any(|i| i.needs_entry() || i.kind == InstanceKind::Panic);
+    let contexts = checked.instances.iter().any(|i| i.reads_context());
+    let timed = contexts || checked.instances.iter().any(|i| i.needs_entry() || i.kind == InstanceKind::Panic);
     let mut names: Vec<&str> = if timed { TIMING_FUNCTIONS.to_vec() } else { Vec::new() };
-    if !checked.self_vars.is_empty() {
+    // Where self variables are freed, and a trace context's frames forgotten.
+    if !checked.self_vars.is_empty() || contexts {
         names.push(GOEXIT0);
     }
     let runtime: BTreeMap<String, RuntimeFunction> =

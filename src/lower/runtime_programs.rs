@@ -1,6 +1,7 @@
 //! gtrace's own programs in the Go runtime, for the frames of timed calls (frames.rs,
 //! unwind.rs): at runtime.copystack (the stack moved), runtime.recovery (a recovered
-//! panic ended frames), runtime.Goexit (the goroutine's frames end) and, with `on panic`
+//! panic ended frames), runtime.Goexit and, with trace contexts, runtime.goexit0 (the
+//! goroutine's frames end) and, with `on panic`
 //! probes, runtime.fatalpanic and runtime.gopanic (Go 1.17 to 1.21); a program that pops
 //! the frames of functions that `on panic` watches or whose entry reads a trace context
 //! at their RETs when no `on return` probe does; and the programs of the `on panic`
@@ -10,7 +11,7 @@ use super::programs::{Ctx, Owner, ENTRY_TIMING};
 use super::unwind::Unwind;
 use super::LowerError;
 use crate::arch::abi::Location;
-use crate::check::binary::RuntimeFunction;
+use crate::check::binary::{RuntimeFunction, GOEXIT0};
 use crate::check::{Checked, Facts, Instance, InstanceKind};
 use crate::plan::{MapKind, MapRole, MapSpec, ProbeAttach, SiteRef};
 use crate::syntax::ast::{Probe, Span};
@@ -21,6 +22,7 @@ const UNWIND_FATAL: &str = "unwind_fatal";
 const PANIC_START: &str = "panic_start";
 const FATAL_VALUE: &str = "fatal_value";
 const GOEXIT: &str = "goexit";
+const GOROUTINE_END: &str = "goexit0";
 const FRAME_POPS: &str = "frame_pops";
 
 impl<'a> Ctx<'a> {
@@ -53,8 +55,9 @@ impl<'a> Ctx<'a> {
     }
 
     /// The programs in the runtime that keep the frames of timed calls true: stack
-    /// copies, recovered panics, and with `on panic` probes (`panics`) the panics' values,
-    /// the deaths of goroutines and Goexit.
+    /// copies, recovered panics, runtime.Goexit (called explicitly), runtime.goexit0 (every
+    /// goroutine's end) when a trace context keeps frames, and with `on panic` probes
+    /// (`panics`) the panics' values and the deaths of goroutines.
     pub(super) fn runtime_programs(&mut self, panics: bool, span: Span) -> Result<(), LowerError> {
         let moved = self.runtime_program(
             STACK_MOVES,
@@ -90,9 +93,23 @@ impl<'a> Ctx<'a> {
             "runtime.Goexit",
             "runtime.Goexit: the frames it ends",
             span,
-            |gen, _| gen.forget_frames(panics, span),
+            |gen, _| gen.forget_frames(None, panics, span),
             0,
         )?;
+        // Goroutines that return from their function end at runtime.goexit0(gp) (on g0),
+        // never at runtime.Goexit: when trace contexts keep frames, a dead goroutine's
+        // frames go there, so a goroutine given its g finds no stale context (nor one
+        // whose RET was left unprobed while --budget cut between its entry and its RET).
+        if self.checked.instances.iter().any(|i| i.reads_context()) {
+            self.runtime_program(
+                GOROUTINE_END,
+                GOEXIT0,
+                "runtime.goexit0: the frames of the goroutine that ends",
+                span,
+                |gen, args| gen.forget_frames(Some(&args[0]), panics, span),
+                1,
+            )?;
+        }
         // Frames of calls no `on return` probe pops: popped at their RETs, whether or not
         // there are `on panic` probes (a trace context's frame left in flight would be
         // the parent of spans made after its call returned, or on a goroutine reusing
@@ -214,7 +231,8 @@ impl<'a> Ctx<'a> {
         // probe's reports first, then the entries that push frames, then what keeps the
         // frames true (unwinding, stack moves, goroutine exits), the returns that pop them
         // last; so no frame outlives its call while an `on panic` can still report it.
-        for program in [UNWIND, UNWIND_FATAL, FATAL_VALUE, PANIC_START, STACK_MOVES, GOEXIT, FRAME_POPS] {
+        for program in [UNWIND, UNWIND_FATAL, FATAL_VALUE, PANIC_START, STACK_MOVES, GOEXIT, GOROUTINE_END, FRAME_POPS]
+        {
             if self.plan.probes.iter().any(|p| p.program == program) {
                 tie.push(SiteRef { program: program.into(), function: None });
             }

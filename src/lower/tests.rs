@@ -389,3 +389,28 @@ fn a_trace_contexts_entry_is_detached_before_the_return_probe_that_pops_it() {
     let (_, l) = lowered(&bin, script);
     goes_before(&l, "main.add", &entry_of(&l, "main.add"), "p1");
 }
+
+#[test]
+fn a_trace_contexts_frames_are_forgotten_where_every_goroutine_ends() {
+    // A goroutine that returns from its function ends at runtime.goexit0(gp), on g0,
+    // never at runtime.Goexit: the frames of gp (its argument, not the g register) go.
+    let bin = fake();
+    let script = "on entry main.add { trace_context(\"00-x\") }\non return main.greet { span() }";
+    let (_, l) = lowered(&bin, script);
+    let ends: Vec<(String, u64)> = points(&l, "goexit0").into_iter().map(|p| (p.0, p.1)).collect();
+    assert_eq!(ends, [("runtime.goexit0".to_string(), sites(&bin, "runtime.goexit0").entry)]);
+    // Without a trace context, nothing there.
+    let (_, l) = lowered(&bin, "on return main.greet { span() }");
+    assert!(!l.plan.probes.iter().any(|p| p.program == "goexit0"));
+}
+
+#[test]
+fn a_trace_context_with_only_ended_spans_has_the_runtime_it_needs() {
+    // No probe times a call (the span has its own start), yet the context's frames need
+    // runtime.copystack: the checker must ask the binary for it.
+    let bin = fake();
+    let script = "on entry main.add { trace_context(\"00-x\") }\n\
+                  on entry main.greet { span(start: 1) }";
+    let (_, l) = lowered(&bin, script);
+    assert!(l.plan.probes.iter().any(|p| p.program == "stack_moves"));
+}

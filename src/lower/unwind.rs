@@ -12,7 +12,8 @@
 //!   turns an error or Stringer value into its text for the message Go prints).
 //! - runtime.fatalpanic(msgs): the goroutine dies, every frame is gone; the value is
 //!   the one preprintpanics noted (else `msgs.arg`).
-//! - runtime.Goexit: the goroutine's frames end without a panic: forgotten.
+//! - runtime.Goexit, and runtime.goexit0 (every goroutine's end, a return from its
+//!   function too): the goroutine's frames end without a panic: forgotten.
 //!
 //! The frames a panic ended stay above the record's `top` (`gone` of them) until the
 //! next push, for the `on panic` probes at the same place, which run after the unwinding.
@@ -318,9 +319,11 @@ impl Gen<'_> {
         Ok(())
     }
 
-    /// At runtime.Goexit, on the goroutine that ends: its frames end without a panic.
-    pub fn forget_frames(&mut self, panics: bool, span: Span) -> Result<(), LowerError> {
-        self.load_g(None, span)?;
+    /// At runtime.Goexit, on the goroutine that ends (`gp` None: the g register), or at
+    /// runtime.goexit0(gp) on g0 (`gp` where its argument is): the goroutine's frames end
+    /// without a panic.
+    pub fn forget_frames(&mut self, gp: Option<&Location>, panics: bool, span: Span) -> Result<(), LowerError> {
+        self.load_g(gp, span)?;
         let rec = self.record(false, span)?;
         self.b.emit(load(Size::DW, R1, R10, rec));
         self.b.emit(store_imm(Size::DW, R1, R_TOP, 0));
