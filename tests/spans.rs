@@ -223,7 +223,7 @@ fn a_span_is_made_where_a_call_ends_with_a_name_and_keys_once() {
     let e = refused("on entry main.audit { span(start: nsecs, error: user) }");
     assert!(e.contains("a span's error is a bool or a message, not an int"), "{e}");
     let e = refused("on entry main.audit { span(start: nsecs, parent: user) }");
-    assert!(e.contains("a span's parent is a W3C traceparent, not an int"), "{e}");
+    assert!(e.contains("a span's parent is a W3C traceparent or a context.Context, not an int"), "{e}");
     // Keys with dots name span attributes, not map keys.
     let e = refused("on return main.audit { @m[user.id: user] = count() }");
     assert!(e.contains("ASCII letters, digits and `_`"), "{e}");

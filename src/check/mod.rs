@@ -26,7 +26,7 @@ pub mod typeck;
 pub mod unreadable;
 
 use crate::arch::abi::Location;
-use crate::diag::Diagnostics;
+use crate::diag::{Diagnostic, Diagnostics};
 use crate::gobin::GoBinary;
 use crate::syntax::ast::{ExprId, Script, Span};
 use std::collections::HashMap;
@@ -244,6 +244,8 @@ pub struct SpanArgs {
     pub parent: Option<usize>,
     /// `parent:` is a `context.Context`, not a traceparent.
     pub parent_ctx: bool,
+    /// Where that `context.Context` parent is written (said when no SDK can be read).
+    pub parent_ctx_at: Option<Span>,
     /// `kind:` (OTLP's span kind), INTERNAL when not given.
     pub kind: crate::plan::SpanKind,
 }
@@ -298,6 +300,9 @@ pub fn check(script: &Script, target: &dyn GoBinary, diags: &mut Diagnostics, st
     untimeable_entries(script, target, &mut checked, diags);
     checked.maps.check_references(diags);
     checked.binary = binary::facts(target, &checked);
+    if checked.binary.otel.is_none() {
+        unread_sdk_parents(&checked, diags);
+    }
     checked.types = target.types().clone();
     if diags.has_errors() {
         None
@@ -334,6 +339,23 @@ fn untimeable_entries(script: &Script, target: &dyn GoBinary, checked: &mut Chec
             diags.push(
                 crate::diag::Diagnostic::error(p.span, format!("`{name}` cannot be probed: {}", reason.describe()))
                     .label("cannot time its calls"),
+            );
+        }
+    }
+}
+
+/// Without the OpenTelemetry SDK's layout (no SDK in the binary, or no DWARF for it),
+/// `span(start:, parent: ctx)` finds no parent in `ctx`: its spans start traces of their
+/// own, said once for each place.
+fn unread_sdk_parents(checked: &Checked, diags: &mut Diagnostics) {
+    let mut said = std::collections::BTreeSet::new();
+    let places = checked.instances.iter().flat_map(|i| i.facts.spans.values().filter_map(|s| s.parent_ctx_at));
+    for at in places {
+        if said.insert((at.file, at.start)) {
+            diags.push(
+                Diagnostic::warning(at, "no OpenTelemetry SDK span can be read from a context.Context in this binary (no SDK, or no DWARF for it)")
+                    .label("no parent found here: these spans start traces of their own")
+                    .hint("docs/language.md, \"Spans\": build the program with the SDK and without -ldflags=-w, or pass a traceparent as parent:"),
             );
         }
     }

@@ -134,7 +134,7 @@ impl Fake {
             "bool" => (1, TypeKind::Bool),
             "float64" => (8, TypeKind::Float),
             "string" => (16, TypeKind::String),
-            "error" => (16, TypeKind::Interface { empty: false }),
+            "error" | "context.Context" => (16, TypeKind::Interface { empty: false }),
             "interface {}" => (16, TypeKind::Interface { empty: true }),
             _ => {
                 if let Some(elem) = name.strip_prefix("[]") {

@@ -414,3 +414,37 @@ fn a_trace_context_with_only_ended_spans_has_the_runtime_it_needs() {
     let (_, l) = lowered(&bin, script);
     assert!(l.plan.probes.iter().any(|p| p.program == "stack_moves"));
 }
+
+#[test]
+fn a_return_probe_carrying_parameters_pops_the_context_frame_alone() {
+    // `on return main.add` reads a parameter (carried from the entry, no `elapsed`): it
+    // pops main.add's frames, so frame_pops must not pop them a second time.
+    let bin = fake();
+    let script = "on entry main.add { trace_context(\"00-x\") }\n\
+                  on return main.add { @s = sum(a) }\n\
+                  on return main.greet { span() }";
+    let (_, l) = lowered(&bin, script);
+    let pops = l.plan.probes.iter().filter(|p| p.program == "frame_pops");
+    assert!(pops
+        .flat_map(|p| match &p.attach {
+            ProbeAttach::Uprobe(q) => q.clone(),
+            _ => Vec::new(),
+        })
+        .all(|q| q.function != "main.add"));
+}
+
+#[test]
+fn a_context_parent_the_sdk_cannot_be_read_in_is_said() {
+    // The fake has no OpenTelemetry SDK: span(parent: ctx) finds no parent, and says so.
+    let bin = fake().function("main.call", &[("ctx", "context.Context")], &[]);
+    let text = "on entry main.call { span(start: 1, parent: ctx) }";
+    let root = Root { name: "<test>".into(), text: text.into(), dir: None };
+    let compiled = compile::compile(root, &bin, &Options::default()).unwrap_or_else(|r| panic!("{}", r.render(false)));
+    let said = compiled.warnings.render(false);
+    assert!(said.contains("no OpenTelemetry SDK span can be read") && said.contains("<test>:1:"), "{said}");
+    // A traceparent parent is read by gtrace itself: nothing said.
+    let text = "on entry main.call { span(start: 1, parent: \"00-x\") }";
+    let root = Root { name: "<test>".into(), text: text.into(), dir: None };
+    let compiled = compile::compile(root, &bin, &Options::default()).unwrap_or_else(|r| panic!("{}", r.render(false)));
+    assert!(!compiled.warnings.render(false).contains("OpenTelemetry SDK"));
+}

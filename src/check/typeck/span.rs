@@ -133,9 +133,10 @@ impl Cx<'_> {
                 let context = self.facts.go_types.get(&a.id).is_some_and(|id| self.types.get(*id).name == CONTEXT);
                 if context {
                     out.parent_ctx = true;
+                    out.parent_ctx_at = Some(a.span);
                 } else if !matches!(t, Ty::Str { .. } | Ty::Void) {
                     self.err(
-                        Diagnostic::error(a.span, format!("a span's parent is a W3C traceparent, not {}", t.a()))
+                        Diagnostic::error(a.span, format!("a span's parent is a W3C traceparent or a context.Context, not {}", t.a()))
                             .label("neither a string nor a context.Context")
                             .hint("span(start: t0, parent: @_tp[id]), with the header kept where it arrived; or a context.Context that holds the OpenTelemetry SDK's span: span(start: t0, parent: ctx)"),
                     );
