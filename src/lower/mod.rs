@@ -39,6 +39,7 @@ mod runtime_programs;
 pub mod scope;
 mod sdkcontext;
 pub mod spans;
+mod stmts;
 pub mod stored;
 pub mod unwind;
 pub mod values;
