@@ -11,30 +11,96 @@ use crate::check::ty::Ty;
 use crate::plan::{EventKind, EventSpec, Field, ValueType};
 use crate::syntax::ast::*;
 
+/// What goes in an event record: an argument, a parameter (for `args`, or a span's
+/// error), or the panic's value (a span that a panic ended).
+enum Item<'e> {
+    Expr(&'e Expr),
+    Arg(crate::check::ArgInfo),
+    Panic,
+}
+
+/// An event record's items, and the span header it begins with.
+#[derive(Default)]
+struct Record<'e> {
+    items: Vec<Item<'e>>,
+    /// Bytes of span header after the event's id.
+    header: u32,
+    /// A call's span: where its frame and its record are (`span_sources`).
+    sources: Option<(i16, i16)>,
+    /// An ended span: the slot of its start.
+    start: Option<i16>,
+    /// An ended span's parent: its parsed slot, and whether it came from a traceparent.
+    parent: Option<(i16, bool)>,
+}
+
 impl Gen<'_> {
     /// Sends an event record [id, values...] through the ring buffer, built in the
     /// per-CPU scratch buffer.
     pub(super) fn event(&mut self, mut kind: EventKind, args: &[Expr], span: Span) -> Result<(), LowerError> {
-        // What goes in the record: each argument, or for `args` each parameter.
-        enum Item<'e> {
-            Expr(&'e Expr),
-            Arg(crate::check::ArgInfo),
-            Panic,
-        }
-        let mut items = Vec::new();
+        let ended = self.spans.ended.take();
+        let mut rec = self.span_items(&mut kind, ended.as_ref(), span)?;
         let mut labels = Vec::new();
-        // A span: its header, then its status, then its arguments.
-        let mut header = 0;
-        let mut sources = None;
-        let ended_span = self.spans.ended.take();
-        let mut start_slot = None;
-        let mut parent_slot = None;
-        if let (EventKind::Span { status, ended, .. }, Some(e)) = (&mut kind, &ended_span) {
+        for a in args {
+            if *self.facts.ty(a.id) == Ty::Args {
+                for info in &self.facts.args {
+                    labels.push(Some(info.name.clone()));
+                    rec.items.push(Item::Arg(info.clone()));
+                }
+            } else {
+                labels.push(None);
+                rec.items.push(Item::Expr(a));
+            }
+        }
+        if let EventKind::Print { labels: l } = &mut kind {
+            *l = labels;
+        }
+        let (fields, size) = self.event_fields(&kind, &rec, span)?;
+        let limited = matches!(kind, EventKind::Printf { .. } | EventKind::Print { .. });
+        let id = self.events.len();
+        self.events.push(EventSpec { kind, fields: fields.clone(), size });
+        let skip = self.b.new_label();
+        if limited {
+            self.rate_limit(skip, span)?;
+        }
+        let zkey = self.slot(8, span)?;
+        self.b.emit(store_imm(Size::DW, R10, zkey, 0));
+        self.b.ld_map(R1, maps::SCRATCH);
+        self.stack_ptr(R2, zkey);
+        self.b.emit(call(BPF_FUNC_map_lookup_elem));
+        self.b.jmp_imm_to(JmpOp::Eq, R0, 0, skip);
+        self.b.emit(mov64_reg(R8, R0));
+        self.b.emit(store_imm(Size::DW, R8, 0, id as i32));
+        self.write_items(&rec, &fields, span)?;
+        self.wake_flags_to_r4();
+        self.b.ld_map(R1, maps::EVENTS);
+        self.b.emit(mov64_reg(R2, R8));
+        self.b.emit(mov64_imm(R3, size as i32));
+        self.b.emit(call(BPF_FUNC_ringbuf_output));
+        // A full ring buffer refuses the record: counted, said at exit.
+        self.b.jmp_imm_to(JmpOp::Eq, R0, 0, skip);
+        if let Some(program) = self.acct.as_ref().map(|a| a.program.clone()) {
+            self.count(crate::plan::Counter::EventsLost { program }, span)?;
+        }
+        self.b.bind(skip);
+        self.b.emit(mov64_imm(R0, 0));
+        Ok(())
+    }
+
+    /// A span's record: its header, then its status (an ended span's `error:`, a call's
+    /// panic or error result); an ended span's start and parent are evaluated here.
+    fn span_items<'e>(
+        &mut self,
+        kind: &mut EventKind,
+        ended_span: Option<&'e super::spans::Ended>,
+        span: Span,
+    ) -> Result<Record<'e>, LowerError> {
+        let mut rec = Record::default();
+        if let (EventKind::Span { status, ended, .. }, Some(e)) = (&mut *kind, ended_span) {
             // An ended span: its start, now; its status, `error:`; its parent, `parent:`.
             let slot = self.slot(8, span)?;
             self.expr(&e.start)?;
             self.b.emit(store_reg(Size::DW, R10, slot, R0));
-            start_slot = Some(slot);
+            rec.start = Some(slot);
             if let Some(tp) = &e.parent {
                 let parsed = self.slot(32, span)?;
                 for i in 0..4 {
@@ -45,43 +111,35 @@ impl Gen<'_> {
                 } else {
                     self.parse_traceparent(tp, parsed, span)?;
                 }
-                parent_slot = Some((parsed, !e.parent_ctx));
+                rec.parent = Some((parsed, !e.parent_ctx));
             }
-            let error = &e.error;
-            header = super::spans::HEADER_END - 8;
+            rec.header = super::spans::HEADER_END - 8;
             *ended = true;
-            if let Some(e) = error {
-                items.push(Item::Expr(e));
+            if let Some(e) = &e.error {
+                rec.items.push(Item::Expr(e));
             }
-            *status = !items.is_empty();
-        } else if let EventKind::Span { status, panic, .. } = &mut kind {
-            sources = Some(self.span_sources(span)?);
-            header = super::spans::HEADER_END - 8;
+            *status = !rec.items.is_empty();
+        } else if let EventKind::Span { status, panic, .. } = kind {
+            rec.sources = Some(self.span_sources(span)?);
+            rec.header = super::spans::HEADER_END - 8;
             *panic = self.panic_frame.is_some();
             if *panic {
-                items.push(Item::Panic);
+                rec.items.push(Item::Panic);
             } else if let Some(e) = &self.facts.span_error {
-                items.push(Item::Arg(e.clone()));
+                rec.items.push(Item::Arg(e.clone()));
             }
-            *status = !items.is_empty();
+            *status = !rec.items.is_empty();
         }
-        for a in args {
-            if *self.facts.ty(a.id) == Ty::Args {
-                for info in &self.facts.args {
-                    labels.push(Some(info.name.clone()));
-                    items.push(Item::Arg(info.clone()));
-                }
-            } else {
-                labels.push(None);
-                items.push(Item::Expr(a));
-            }
-        }
-        if let EventKind::Print { labels: l } = &mut kind {
-            *l = labels;
-        }
-        let verbs = printf_verbs(&kind);
+        Ok(rec)
+    }
+
+    /// The fields of `rec`'s items, after its id and header, and the record's size: a
+    /// whole Go value captured in the room the record has left.
+    fn event_fields(&mut self, kind: &EventKind, rec: &Record, span: Span) -> Result<(Vec<Field>, u32), LowerError> {
+        let items = &rec.items;
+        let verbs = printf_verbs(kind);
         let mut fields = Vec::new();
-        let mut offset: u32 = 8 + header;
+        let mut offset: u32 = 8 + rec.header;
         for (i, item) in items.iter().enumerate() {
             let (ty, at) = match item {
                 Item::Expr(a) => {
@@ -111,28 +169,19 @@ impl Gen<'_> {
             // Every field is written at an instruction's 16-bit offset from the record.
             super::offset(at, 0, offset as usize)?;
         }
-        let limited = matches!(kind, EventKind::Printf { .. } | EventKind::Print { .. });
-        let id = self.events.len();
-        self.events.push(EventSpec { kind, fields: fields.clone(), size: offset });
-        let skip = self.b.new_label();
-        if limited {
-            self.rate_limit(skip, span)?;
-        }
-        let zkey = self.slot(8, span)?;
-        self.b.emit(store_imm(Size::DW, R10, zkey, 0));
-        self.b.ld_map(R1, maps::SCRATCH);
-        self.stack_ptr(R2, zkey);
-        self.b.emit(call(BPF_FUNC_map_lookup_elem));
-        self.b.jmp_imm_to(JmpOp::Eq, R0, 0, skip);
-        self.b.emit(mov64_reg(R8, R0));
-        self.b.emit(store_imm(Size::DW, R8, 0, id as i32));
-        if let Some((frame, record)) = sources {
+        Ok((fields, offset))
+    }
+
+    /// Writes the span header and the items of `rec` at their `fields` in the record R8
+    /// points at.
+    fn write_items(&mut self, rec: &Record, fields: &[Field], span: Span) -> Result<(), LowerError> {
+        if let Some((frame, record)) = rec.sources {
             self.span_header(frame, record, span)?;
         }
-        if let Some(start) = start_slot {
-            self.ended_span_header(start, parent_slot, span)?;
+        if let Some(start) = rec.start {
+            self.ended_span_header(start, rec.parent, span)?;
         }
-        for (item, f) in items.iter().zip(&fields) {
+        for (item, f) in rec.items.iter().zip(fields) {
             match (item, &f.ty) {
                 (Item::Panic, _) => {
                     let (_, value, _) = self.panic_frame.unwrap_or_default();
@@ -145,18 +194,6 @@ impl Gen<'_> {
                 (Item::Arg(info), _) => self.arg_to(info, R8, f.offset as i16, span)?,
             }
         }
-        self.wake_flags_to_r4();
-        self.b.ld_map(R1, maps::EVENTS);
-        self.b.emit(mov64_reg(R2, R8));
-        self.b.emit(mov64_imm(R3, offset as i32));
-        self.b.emit(call(BPF_FUNC_ringbuf_output));
-        // A full ring buffer refuses the record: counted, said at exit.
-        self.b.jmp_imm_to(JmpOp::Eq, R0, 0, skip);
-        if let Some(program) = self.acct.as_ref().map(|a| a.program.clone()) {
-            self.count(crate::plan::Counter::EventsLost { program }, span)?;
-        }
-        self.b.bind(skip);
-        self.b.emit(mov64_imm(R0, 0));
         Ok(())
     }
 
