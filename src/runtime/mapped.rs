@@ -15,10 +15,18 @@
 //!   mapped one whole;
 //! - what remains (a file written over in place, `cp new old`, while no process runs
 //!   it) ends gtrace with one clear line instead of a crash: a SIGBUS handler checks
-//!   that the faulting address is in a mapped file, says which, and exits with status
+//!   that the faulting address is in a mapped file, says so, and exits with status
 //!   1 (probes are detached by the kernel when gtrace's descriptors close; a `-c`
-//!   command dies with it). A SIGBUS anywhere else keeps its default action. The target
+//!   command dies with it). A SIGBUS anywhere else, or one sent by another process
+//!   (`kill -BUS`), gets the action that was there before gtrace's handler. The target
 //!   is never touched either way.
+//!
+//! What a mapping does not guard: a file written over in place at the same size or
+//! larger while nothing runs it (possible only with `-b`, where no traced process pins
+//! the file) raises no SIGBUS, and the pages read after that (stacks symbolized after
+//! the attach) hold the new bytes, where a copy read at the start kept the old ones.
+//! Replace binaries by renaming (as Go's toolchain does), or restart a `-b` trace after
+//! overwriting one in place.
 
 use std::fs::File;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -106,26 +114,51 @@ fn install() {
         action.sa_sigaction = on_sigbus as *const () as usize;
         action.sa_flags = libc::SA_SIGINFO;
         libc::sigemptyset(&mut action.sa_mask);
-        libc::sigaction(libc::SIGBUS, &action, std::ptr::null_mut());
+        let mut previous: libc::sigaction = std::mem::zeroed();
+        if libc::sigaction(libc::SIGBUS, &action, &mut previous) == 0 {
+            let _ = PREVIOUS.set(Previous(previous));
+        }
     }
 }
 
+/// The SIGBUS action before gtrace's handler (std's, or the default), put back for a
+/// SIGBUS that is not a read past a mapped file's end.
+struct Previous(libc::sigaction);
+// SAFETY: set once by `install`, read only after (a plain C struct of a handler
+// address, flags and a mask).
+unsafe impl Sync for Previous {}
+unsafe impl Send for Previous {}
+static PREVIOUS: std::sync::OnceLock<Previous> = std::sync::OnceLock::new();
+
 extern "C" fn on_sigbus(_: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
     // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler.
-    let addr = unsafe { (*info).si_addr() } as usize;
-    let ours = STARTS.iter().zip(&LENS).any(|(s, l)| {
-        let (s, l) = (s.load(Ordering::SeqCst), l.load(Ordering::SeqCst));
-        l > 0 && addr >= s && addr - s < l
-    });
-    const MSG: &[u8] = b"error: the traced binary's file was cut short by another process while gtrace read it\n  = hint: replace a binary by renaming a new file over it (go build, install do), not by writing over it in place\n";
+    let (code, addr) = unsafe { ((*info).si_code, (*info).si_addr() as usize) };
+    // A fault has a positive code (BUS_ADRERR for a read past a file's end); a signal
+    // sent by a process (SI_USER, SI_QUEUE...) has none, and its si_addr is not one.
+    let ours = code > 0
+        && STARTS.iter().zip(&LENS).any(|(s, l)| {
+            let (s, l) = (s.load(Ordering::SeqCst), l.load(Ordering::SeqCst));
+            l > 0 && addr >= s && addr - s < l
+        });
+    const MSG: &[u8] = b"error: a file gtrace maps (the traced binary, or its debug file) was cut short by another process while gtrace read it\n  = hint: replace a binary by renaming a new file over it (go build, install do), not by writing over it in place\n";
     // SAFETY: write, _exit and signal are async-signal-safe.
     unsafe {
         if ours {
             libc::write(2, MSG.as_ptr().cast(), MSG.len());
             libc::_exit(1);
         }
-        // Not a mapped file: the default action, as without this handler.
-        libc::signal(libc::SIGBUS, libc::SIG_DFL);
+        // Not a mapped file: the action there was before, run again. A fault re-faults
+        // when the handler returns; a sent signal is raised again.
+        match PREVIOUS.get() {
+            Some(p) => libc::sigaction(libc::SIGBUS, &p.0, std::ptr::null_mut()),
+            None => {
+                libc::signal(libc::SIGBUS, libc::SIG_DFL);
+                0
+            }
+        };
+        if code <= 0 {
+            libc::raise(libc::SIGBUS);
+        }
     }
 }
 
