@@ -122,6 +122,13 @@ fn check(seen: &Seen) {
         // only a floor (trace::correction). The estimate stays the calibrated one.
         assert!(target["set_aside"].as_u64() > Some(0), "{context}");
         assert!(target["trap_scale"].is_null() && (corrected - calibrated).abs() < 1e-9, "{context}");
+        // The calibration is still checked: the extra a held-back program spends is a
+        // floor of what the probes cost, so only a loose bound is honest here (half of
+        // it either way; the calibration's errors seen on this VM were 13-26%).
+        assert!(
+            (calibrated - extra).abs() <= 0.5 * extra,
+            "calibrated {calibrated:.4} of a CPU, spent {extra:.4} (a floor): {context}"
+        );
         eprintln!("no interval taken (all set aside): the estimate is the calibrated one");
         return;
     }
