@@ -138,6 +138,9 @@ fn check(expect: &Expect, r: &Run) -> Result<(), String> {
             }
         }
         Expect::LinesAfter { prefix, lines, line } => {
+            if !r.stdout.lines().any(|l| l.starts_with(prefix.as_str())) {
+                return Err(format!("line {line}: no line starts with `{prefix}`"));
+            }
             let got: Vec<&str> = r.stdout.lines().skip_while(|l| !l.starts_with(prefix.as_str())).skip(1).collect();
             match got == *lines {
                 true => Ok(()),

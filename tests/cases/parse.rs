@@ -233,6 +233,9 @@ fn lines_after(rest: &str, below: &[&str], n: usize) -> Result<(Expect, usize), 
     let indented: Vec<String> =
         below.iter().take_while(|l| l.starts_with("    ")).map(|l| l.trim_start().to_string()).collect();
     let used = indented.len();
+    if used == 0 {
+        return Err(format!("line {n}: `lines after` needs the lines expected, indented under it"));
+    }
     Ok((Expect::LinesAfter { prefix, lines: indented, line: n }, used))
 }
 
@@ -246,6 +249,9 @@ fn repeated(rest: &str, n: usize) -> Result<Vec<Expect>, String> {
     }
     let body = body.trim().strip_prefix("expect ").ok_or(format!("line {n}: `for ...: expect ...`"))?;
     let hole = format!("{{{var}}}");
+    if !body.contains(&hole) {
+        return Err(format!("line {n}: the expectation does not use {hole}: it would repeat the same check"));
+    }
     words.map(|value| expectation(&body.replace(&hole, value), n)).collect()
 }
 
