@@ -4,7 +4,7 @@
 //!     cargo bench --bench perf -- --quick   # a quick look (also writes the file, marked quick)
 //!     cargo bench --bench perf -- --governor   # only the budget's breaker, printed (no file)
 //!     cargo bench --bench perf -- --ebpf       # only the eBPF programs' own cost (no file)
-//!     cargo bench --bench perf -- --server     # only the real server (echo) under `gtrace http`
+//!     cargo bench --bench perf -- --server     # only the real server (echo): untraced, two empty uprobes, `gtrace http`, bpftrace
 //!     cargo bench --bench perf -- --gomap      # only m[k]'s eBPF cost by map size (no file)
 //!     cargo bench --bench perf -- --wildcard   # only the budget on a real server's wildcard (no file)
 //!     cargo bench --bench perf -- --estimate   # only the estimate against a real server's CPU a request (no file)

@@ -1,12 +1,27 @@
 //! The real-server benchmark: a third-party HTTP server (echo, from the Go module proxy:
-//! benches/server) under a bounded local load, and the server's own CPU time per request
-//! (user + system, from /proc/PID/stat: the load runs in another process) untraced,
-//! under two empty entry uprobes (echo's ServeHTTP and the handler `main.hello`: two hits
-//! a request at entries after the stack check, the least any tracer of a request's
-//! latency pays without a return probe), and under `gtrace http`. Goal (issue 19):
-//! `gtrace http` at most 1.0x the two empty entry uprobes, in cost over untraced. Rows
-//! run interleaved over rounds; medians.
+//! benches/server) under a bounded local load, and what a request costs the server, in
+//! one run, rows interleaved over rounds (medians):
+//!
+//! - untraced;
+//! - two empty entry uprobes (gtrace, at echo's ServeHTTP and the handler `main.hello`:
+//!   two hits a request at entries after the stack check, the least any tracer of a
+//!   request's latency pays without a return probe);
+//! - `gtrace http` (two hits a request too, at net/http's entries);
+//! - the same work written for bpftrace (`BPFTRACE_HTTP`: the start by the request's
+//!   address, method, path and status read at finishRequest, a count and a latency
+//!   histogram by them), at the same two functions' first instructions (bpftrace takes
+//!   a symbol's start).
+//!
+//! The server's CPU time is the run time the scheduler counts for each of its threads,
+//! in ns (/proc/PID/task/TID/schedstat: the traps and the eBPF programs run on the
+//! traced thread, so they are in it; the load runs in another process, so it is not):
+//! resolution to the ns where /proc's utime and stime count 10 ms ticks. Beside it, the
+//! eBPF programs' own time per request (run_time_ns of the tracer's programs while the
+//! benchmark holds `BPF_ENABLE_STATS`). Goal (issue 19): `gtrace http` at most 1.0x the
+//! two empty entry uprobes in CPU per request over untraced; the traps' cost (two hits a
+//! request in both) counts in both.
 
+use gtrace::runtime::progstats;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -16,19 +31,77 @@ use std::time::{Duration, Instant};
 pub struct Server {
     pub rounds: usize,
     pub requests: u64,
-    /// (row, median CPU ns per request), None where the row could not run.
-    pub rows: Vec<(&'static str, Option<f64>)>,
+    /// Per row, when it ran: the medians of the server's CPU ns per request and of the
+    /// tracer's eBPF ns per request.
+    pub rows: Vec<(&'static str, Option<Sample>)>,
+    /// Per row, its cost over untraced (CPU ns per request) in each round that measured both.
+    pub costs: Vec<Vec<f64>>,
     pub note: Option<String>,
 }
 
+/// What one row measured (or the median over rounds of it).
+#[derive(Clone, Copy)]
+pub struct Sample {
+    pub cpu: f64,
+    pub ebpf: Option<f64>,
+}
+
 const UNTRACED: &str = "untraced";
-const EMPTY: &str = "two empty entry uprobes (gtrace `on entry main.hello { }` and at echo's ServeHTTP)";
+const EMPTY: &str = "two empty entry uprobes (gtrace, at echo's ServeHTTP and main.hello)";
 const HTTP: &str = "`gtrace http`";
+const BPFTRACE: &str = "bpftrace, the same work as `gtrace http` (BPFTRACE_HTTP)";
+
+/// `gtrace http`'s HTTP/1 work for bpftrace, at the start of the same two functions, for
+/// Go's register ABI on amd64 (req in DI at serverHandler.ServeHTTP, w in AX at
+/// finishRequest) and the field offsets of net/http on Go 1.26 (response.req 8,
+/// response.status 120; Request.Method 0, Request.URL 16; URL.Path 56): a bpftrace user
+/// types them in. The run is checked: it must count every request under GET /hello 200.
+const BPFTRACE_HTTP: &str = r#"
+uprobe:BIN:"net/http.serverHandler.ServeHTTP" { @t0[reg("di")] = nsecs; }
+uprobe:BIN:"net/http.(*response).finishRequest" {
+  $w = reg("ax");
+  $req = *(uint64 *)($w + 8);
+  $t0 = @t0[$req];
+  if ($t0 != 0) {
+    $u = *(uint64 *)($req + 16);
+    $s = *(int64 *)($w + 120);
+    if ($s == 0) { $s = 200; }
+    @http_requests[str(*(uint64 *)$req, *(uint64 *)($req + 8)), str(*(uint64 *)($u + 56), *(uint64 *)($u + 64)), $s] = count();
+    @http_latency[str(*(uint64 *)$req, *(uint64 *)($req + 8)), str(*(uint64 *)($u + 56), *(uint64 *)($u + 64))] = hist(nsecs - $t0);
+    delete(@t0[$req]);
+  }
+}
+"#;
+
+/// A tracer of a row: gtrace with arguments, or bpftrace with a script.
+#[derive(Clone, Copy)]
+enum Tracer {
+    None,
+    Gtrace(&'static [&'static str]),
+    Bpftrace,
+}
+
+/// gtrace's rows run without a budget: what they cost is measured, not what the budget
+/// leaves attached (the default 5% detaches even the two empty uprobes at this load on a
+/// slow-trap VM).
+const EMPTY_ARGS: &[&str] = &[
+    "--budget",
+    "off",
+    "-e",
+    r#"on entry main.hello { } on entry "github.com/labstack/echo/v4.(*Echo).ServeHTTP" { }"#,
+];
+const HTTP_ARGS: &[&str] = &["--budget", "off", "http"];
+
+impl Tracer {
+    fn is(self, args: &[&str]) -> bool {
+        matches!(self, Tracer::Gtrace(a) if a == args)
+    }
+}
 
 /// Measures; `quick` runs fewer rounds and requests.
 pub fn measure(gtrace: &str, root: &Path, work: &Path, quick: bool) -> Server {
-    let (rounds, requests) = if quick { (3, 10_000) } else { (5, 30_000) };
-    let mut server = Server { rounds, requests, rows: Vec::new(), note: None };
+    let (rounds, requests) = if quick { (3, 10_000) } else { (7, 30_000) };
+    let mut server = Server { rounds, requests, rows: Vec::new(), costs: Vec::new(), note: None };
     let bin = match build(root, work) {
         Ok(b) => b,
         Err(e) => {
@@ -36,21 +109,59 @@ pub fn measure(gtrace: &str, root: &Path, work: &Path, quick: bool) -> Server {
             return server;
         }
     };
-    let empty = ["-e", r#"on entry main.hello { } on entry "github.com/labstack/echo/v4.(*Echo).ServeHTTP" { }"#];
-    let rows: [(&'static str, Vec<&str>); 3] = [(UNTRACED, vec![]), (EMPTY, empty.to_vec()), (HTTP, vec!["http"])];
-    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); rows.len()];
+    let _stats = match progstats::hold_run_stats() {
+        Ok(s) => Some(s),
+        Err(e) => {
+            server.note = Some(format!("no eBPF time: cannot turn the kernel's BPF statistics on: {e}"));
+            None
+        }
+    };
+    let bpftrace = Command::new("bpftrace").arg("--version").output().is_ok_and(|o| o.status.success());
+    let mut rows = vec![
+        (UNTRACED, Tracer::None),
+        (EMPTY, Tracer::Gtrace(EMPTY_ARGS)),
+        (HTTP, Tracer::Gtrace(HTTP_ARGS)),
+        (BPFTRACE, Tracer::Bpftrace),
+    ];
+    if !bpftrace {
+        rows.pop();
+        server.note = Some("bpftrace is not installed: its row is not measured".into());
+    }
+    // A round's samples, by row (None: the row failed that round).
+    let mut samples: Vec<Vec<Option<Sample>>> = vec![Vec::new(); rows.len()];
     for round in 0..rounds {
-        for (i, (_, args)) in rows.iter().enumerate() {
-            let tracer = (!args.is_empty()).then(|| (gtrace, args.as_slice()));
-            match one_run(&bin, tracer, requests) {
-                Ok(ns) => samples[i].push(ns),
-                Err(e) => server.note = Some(e),
+        for (i, (_, tracer)) in rows.iter().enumerate() {
+            match one_run(&bin, gtrace, *tracer, requests) {
+                Ok(s) => samples[i].push(Some(s)),
+                Err(e) => {
+                    samples[i].push(None);
+                    server.note = Some(e);
+                }
             }
         }
         eprintln!("server round {} of {rounds} done", round + 1);
     }
-    server.rows = rows.iter().zip(&samples).map(|((name, _), s)| (*name, super::median(s))).collect();
+    server.costs = samples.iter().map(|row| paired_costs(&samples[0], row)).collect();
+    let flat = |row: &Vec<Option<Sample>>| row.iter().flatten().copied().collect::<Vec<_>>();
+    server.rows = rows.iter().zip(&samples).map(|((name, _), s)| (*name, median_sample(&flat(s)))).collect();
     server
+}
+
+/// Each round's cost over the empty uprobes' (rounds where those cost nothing left out).
+fn ratios(empty: &[f64], costs: &[f64]) -> Vec<f64> {
+    empty.iter().zip(costs).filter(|(e, _)| **e > 0.0).map(|(e, c)| c / e).collect()
+}
+
+/// A row's cost over untraced in each round (both measured in it, one after the other:
+/// the host's load moves less within a round than across them).
+fn paired_costs(untraced: &[Option<Sample>], row: &[Option<Sample>]) -> Vec<f64> {
+    untraced.iter().zip(row).filter_map(|(u, r)| Some(r.as_ref()?.cpu - u.as_ref()?.cpu)).collect()
+}
+
+fn median_sample(s: &[Sample]) -> Option<Sample> {
+    let cpu = super::median(&s.iter().map(|s| s.cpu).collect::<Vec<_>>())?;
+    let ebpf = super::median(&s.iter().filter_map(|s| s.ebpf).collect::<Vec<_>>());
+    Some(Sample { cpu, ebpf })
 }
 
 pub fn build(root: &Path, work: &Path) -> Result<PathBuf, String> {
@@ -91,20 +202,24 @@ pub fn wait_for(rx: &mpsc::Receiver<String>, prefix: &str, what: &str) -> Result
     }
 }
 
-/// The process's CPU time so far (user + system), in ns.
+/// The process's CPU time so far: the scheduler's run time of each of its threads, in ns
+/// (the first field of /proc/PID/task/TID/schedstat). Go keeps its threads to the end.
 pub fn cpu_ns(pid: u32) -> Result<f64, String> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).map_err(|e| e.to_string())?;
-    // The fields after the command (in parentheses, which may hold spaces).
-    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
-    let f: Vec<f64> = rest.split_whitespace().filter_map(|x| x.parse().ok()).collect();
-    // utime and stime are fields 14 and 15 of stat; 12 and 13 after the command.
-    let ticks = f.get(11).zip(f.get(12)).map(|(u, s)| u + s).ok_or("no utime/stime in /proc stat")?;
-    Ok(ticks * 1e9 / clock_ticks())
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).map_err(|e| format!("/proc/{pid}/task: {e}"))?;
+    let mut total = 0u64;
+    for task in tasks.flatten() {
+        let Ok(stat) = std::fs::read_to_string(task.path().join("schedstat")) else { continue };
+        let ns = stat.split_whitespace().next().and_then(|f| f.parse::<u64>().ok());
+        total += ns.ok_or_else(|| format!("no run time in {}/schedstat", task.path().display()))?;
+    }
+    Ok(total as f64)
 }
 
-fn clock_ticks() -> f64 {
-    let out = Command::new("getconf").arg("CLK_TCK").output().ok();
-    out.and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok()).unwrap_or(100.0)
+/// The eBPF programs' run time so far, in ns, of the programs process `pid` holds
+/// (gtrace's calibration of the trap cost left out).
+fn ebpf_ns(pid: u32) -> u64 {
+    let stats = progstats::programs_of(pid).into_iter().filter_map(|id| progstats::program_stats(id).ok());
+    stats.filter(|(name, _)| !name.starts_with("gtrace_calib")).map(|(_, s)| s.run_ns).sum()
 }
 
 fn load(bin: &Path, addr: &str, n: u64, conns: u32) -> Result<(), String> {
@@ -135,73 +250,130 @@ pub fn start(bin: &Path) -> Result<(Child, String), String> {
     }
 }
 
-/// One server, optionally traced by `gtrace ARGS -p PID`: its CPU ns per request.
-fn one_run(bin: &Path, tracer: Option<(&str, &[&str])>, requests: u64) -> Result<f64, String> {
+/// One server, traced by `tracer`: its CPU ns and the tracer's eBPF ns per request.
+fn one_run(bin: &Path, gtrace: &str, tracer: Tracer, requests: u64) -> Result<Sample, String> {
     let (mut server, addr) = start(bin)?;
-    let result = traced_run(bin, &server, &addr, tracer, requests);
+    let result = traced_run(bin, gtrace, &server, &addr, tracer, requests);
     let _ = server.kill();
     let _ = server.wait();
     result
 }
 
-fn traced_run(bin: &Path, server: &Child, addr: &str, tracer: Option<(&str, &[&str])>, n: u64) -> Result<f64, String> {
-    let pid = server.id();
-    let mut gtrace = match tracer {
-        Some((gtrace, args)) => {
-            let mut child = Command::new(gtrace)
-                .args(args)
-                .args(["-p", &pid.to_string()])
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()
-                .map_err(|e| format!("cannot run gtrace: {e}"))?;
-            let err = lines(child.stderr.take().ok_or("no gtrace stderr")?);
-            if let Err(e) = wait_for(&err, "Attached", "gtrace") {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(e);
-            }
-            Some(child)
+/// A tracer running: the process, and the lines of the pipe it said "attached" on.
+type Running = (Child, mpsc::Receiver<String>);
+
+/// The tracer started on `pid` and attached (None: untraced).
+fn start_tracer(bin: &Path, gtrace: &str, pid: u32, tracer: Tracer) -> Result<Option<Running>, String> {
+    let mut cmd = match tracer {
+        Tracer::None => return Ok(None),
+        Tracer::Gtrace(args) => {
+            let mut c = Command::new(gtrace);
+            c.args(args).args(["-p", &pid.to_string()]);
+            c
         }
-        None => None,
+        Tracer::Bpftrace => {
+            let mut c = Command::new("bpftrace");
+            c.args(["-p", &pid.to_string(), "-e", &BPFTRACE_HTTP.replace("BIN", &bin.display().to_string())]);
+            c
+        }
     };
-    // Warm up (connections, the server's goroutines), then measure.
+    let mut child =
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().map_err(|e| format!("cannot run the tracer: {e}"))?;
+    // gtrace says it on stderr, bpftrace on stdout (where it prints its maps at the end).
+    let (pipe, prefix): (Box<dyn std::io::Read + Send>, _) = match tracer {
+        Tracer::Bpftrace => (Box::new(child.stdout.take().ok_or("no stdout")?), "Attaching"),
+        _ => (Box::new(child.stderr.take().ok_or("no stderr")?), "Attached"),
+    };
+    let rx = lines(pipe);
+    if let Err(e) = wait_for(&rx, prefix, "the tracer") {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(e);
+    }
+    Ok(Some((child, rx)))
+}
+
+fn traced_run(bin: &Path, gtrace: &str, server: &Child, addr: &str, tracer: Tracer, n: u64) -> Result<Sample, String> {
+    let pid = server.id();
+    let running = start_tracer(bin, gtrace, pid, tracer)?;
+    let tracer_pid = running.as_ref().map(|(c, _)| c.id());
+    // Warm up (connections, the server's goroutines; bpftrace attaches after it says so),
+    // then measure.
     let measured = load(bin, addr, 300, 4).and_then(|_| {
-        let before = cpu_ns(pid)?;
+        std::thread::sleep(Duration::from_millis(200));
+        let (cpu0, ebpf0) = (cpu_ns(pid)?, tracer_pid.map(ebpf_ns));
         load(bin, addr, n, 4)?;
-        Ok((cpu_ns(pid)? - before) / n as f64)
+        let (cpu1, ebpf1) = (cpu_ns(pid)?, tracer_pid.map(ebpf_ns));
+        let ebpf = ebpf0.zip(ebpf1).map(|(a, b)| b.saturating_sub(a) as f64 / n as f64);
+        Ok(Sample { cpu: (cpu1 - cpu0) / n as f64, ebpf })
     });
-    if let Some(mut g) = gtrace.take() {
-        let _ = Command::new("kill").args(["-INT", &g.id().to_string()]).status();
-        let _ = g.wait();
+    if let Some((child, rx)) = running {
+        let _ = Command::new("kill").args(["-INT", &child.id().to_string()]).status();
+        let out = child.wait_with_output().map_err(|e| e.to_string())?;
+        // What the tracer printed at its end: on stdout (bpftrace's was read as it came).
+        let printed: Vec<String> = match tracer {
+            Tracer::Bpftrace => rx.iter().collect(),
+            _ => String::from_utf8_lossy(&out.stdout).lines().map(String::from).collect(),
+        };
+        if measured.is_ok() && (matches!(tracer, Tracer::Bpftrace) || tracer.is(HTTP_ARGS)) {
+            check_counted(&printed, n)?;
+        }
     }
     measured
 }
 
+/// The tracer counted every request (the warm-up's and the measured) under GET /hello
+/// 200: `gtrace http` was not detached, and bpftrace's offsets fit this net/http.
+fn check_counted(out: &[String], n: u64) -> Result<(), String> {
+    let line = out.iter().find(|l| l.starts_with("@http_requests[")).map(String::as_str).unwrap_or_default();
+    let counted: u64 = line.rsplit(':').next().and_then(|c| c.trim().parse().ok()).unwrap_or(0);
+    if line.starts_with("@http_requests[GET, /hello, 200]") && counted >= n {
+        Ok(())
+    } else {
+        Err(format!("the tracer counted {counted} of over {n} requests ({line:?}): detached, or (bpftrace) offsets that do not fit this net/http"))
+    }
+}
+
 impl Server {
-    fn get(&self, row: &str) -> Option<f64> {
-        self.rows.iter().find(|(n, _)| *n == row).and_then(|(_, v)| *v)
+    /// A row's CPU per request over untraced: the median of its rounds' paired costs.
+    fn cost(&self, row: &str) -> Option<f64> {
+        let i = self.rows.iter().position(|(n, _)| *n == row)?;
+        super::median(self.costs.get(i)?)
     }
 
-    /// `gtrace http`'s cost over untraced, against two empty uprobes' cost.
-    pub fn ratio(&self) -> Option<f64> {
-        let base = self.get(UNTRACED)?;
-        let (empty, http) = (self.get(EMPTY)? - base, self.get(HTTP)? - base);
-        (empty > 0.0).then(|| http / empty)
+    /// `row`'s cost over untraced against two empty uprobes' cost: the median of the
+    /// rounds' ratios.
+    fn ratio(&self, row: &str) -> Option<f64> {
+        let at = |name: &str| self.rows.iter().position(|(n, _)| *n == name).and_then(|i| self.costs.get(i));
+        let (empty, costs) = (at(EMPTY)?, at(row)?);
+        super::median(&ratios(empty, costs))
+    }
+
+    /// The lowest and highest of the rounds' ratios of `row`: how far the host's load
+    /// moves the CPU measure.
+    fn spread(&self, row: &str) -> Option<(f64, f64)> {
+        let at = |name: &str| self.rows.iter().position(|(n, _)| *n == name).and_then(|i| self.costs.get(i));
+        let r = ratios(at(EMPTY)?, at(row)?);
+        let lo = r.iter().copied().reduce(f64::min)?;
+        Some((lo, r.iter().copied().fold(lo, f64::max)))
     }
 
     pub fn render(&self) -> String {
         let mut s = format!(
             "### A real server: echo under load (benches/server)\n\n{} GET requests over 4 keep-alive \
-             connections a run, {} rounds, medians of the server's own CPU time (user + system) per \
-             request; cost = traced − untraced.\n\n| run | CPU ns/request | cost ns/request |\n|---|---:|---:|\n",
+             connections a run, {} rounds, medians of the server's own CPU time per request (the \
+             scheduler's run time of its threads, ns) and of the tracer's eBPF programs' run time \
+             per request (BPF stats); cost = traced − untraced in the same round, ratio = cost / \
+             the two empty uprobes' cost in the same round (medians over rounds).\n\n| run | CPU ns/request | cost ns/request | ratio | eBPF ns/request |\n\
+             |---|---:|---:|---:|---:|\n",
             self.requests, self.rounds
         );
-        let base = self.get(UNTRACED);
+        let num = |v: Option<f64>, d: usize| v.map(|v| format!("{v:.d$}")).unwrap_or_else(|| "–".into());
         for (name, v) in &self.rows {
-            let cost = v.zip(base).map(|(v, b)| format!("{:.0}", v - b)).unwrap_or_else(|| "–".into());
-            let v = v.map(|v| format!("{v:.0}")).unwrap_or_else(|| "–".into());
-            s += &format!("| {name} | {v} | {cost} |\n");
+            let (cost, ratio) = (self.cost(name), self.ratio(name));
+            let ebpf = v.and_then(|v| v.ebpf);
+            let cpu = num(v.map(|v| v.cpu), 0);
+            s += &format!("| {name} | {cpu} | {} | {} | {} |\n", num(cost, 0), num(ratio, 2), num(ebpf, 0));
         }
         if let Some(n) = &self.note {
             s += &format!("\nnote: {n}\n");
@@ -210,12 +382,26 @@ impl Server {
     }
 
     pub fn goals(&self) -> Vec<String> {
-        match self.ratio() {
-            Some(r) => vec![format!(
-                "- `gtrace http` costs {r:.2}x two empty uprobes per request on echo (goal: at most 1.0x): {}",
-                if r <= 1.2 { "met" } else { "NOT met" }
-            )],
+        let mut out = match self.ratio(HTTP) {
+            Some(r) => {
+                let (lo, hi) = self.spread(HTTP).unwrap_or((r, r));
+                vec![format!(
+                    "- `gtrace http` costs {r:.2}x two empty entry uprobes per request on echo, traps included \
+                     in both (rounds from {lo:.2}x to {hi:.2}x; goal: at most 1.0x): {}",
+                    if hi <= 1.0 {
+                        "met"
+                    } else if r <= 1.0 {
+                        "met by the median, not in every round"
+                    } else {
+                        "NOT met"
+                    }
+                )]
+            }
             None => vec!["- `gtrace http` vs two empty uprobes: not measured (see the note)".into()],
+        };
+        if let Some((h, b)) = self.cost(HTTP).zip(self.cost(BPFTRACE)) {
+            out.push(format!("- `gtrace http` costs {:.2}x bpftrace's same work per request", h / b));
         }
+        out
     }
 }

@@ -3,7 +3,9 @@
 //! knows what such code uses: 64- and 32-bit ALU operations, loads and stores of every
 //! width, jumps, `ld_imm64` (a map reference gives that map's value address), and the
 //! helpers `map_lookup_elem` (an array map's one value) and `probe_read_user` (from the
-//! regions given as the target's memory); kfunc calls do nothing. Memory is a few
+//! regions given as the target's memory); kfunc calls do nothing. `run_probe` runs a
+//! probe's program on given registers and says what it read of the target and what its
+//! maps hold after (src/lower/paths.rs's tests: a pointer path read once). Memory is a few
 //! regions at made-up addresses; an access outside them, an unknown instruction, a
 //! failed read or too many steps is an error, never a guess.
 
@@ -41,12 +43,44 @@ pub struct World {
     pub user: Vec<(u64, Vec<u8>)>,
 }
 
+/// Where `run_probe` puts the probe's context (the registers).
+const CTX: u64 = 0x3000_0000;
+
+/// What a run did: R0 at its exit, each read of the target (address, length) in order,
+/// and the maps' values after it, by name.
+#[derive(Debug)]
+pub struct Run {
+    pub r0: u64,
+    pub reads: Vec<(u64, u64)>,
+    pub maps: Vec<(String, Vec<u8>)>,
+}
+
+/// Runs `prog` with R1 pointing at `regs` (a probe's `struct pt_regs`, as bytes).
+pub fn run_probe(prog: &Program, world: &World, regs: &[u8]) -> Result<Run, InterpError> {
+    let mut mem = Memory::new(world);
+    mem.regions.push((CTX, regs.to_vec()));
+    let mut reads = Vec::new();
+    let r0 = execute(prog, world, CTX, &mut mem, &mut reads)?;
+    let names = world.maps.iter().map(|(n, _)| n.clone());
+    let maps = names.zip(mem.regions.into_iter().skip(1).map(|(_, b)| b)).collect();
+    Ok(Run { r0, reads, maps })
+}
+
 /// The machine's writable memory: the stack, then each map's value.
 struct Memory {
     regions: Vec<(u64, Vec<u8>)>,
 }
 
 impl Memory {
+    /// The stack, then each map's value.
+    fn new(world: &World) -> Memory {
+        let mut mem = Memory { regions: vec![(STACK_TOP - STACK_SIZE, vec![0; STACK_SIZE as usize])] };
+        for (i, (_, value)) in world.maps.iter().enumerate() {
+            mem.regions.push((MAPS + (i as u64) * 0x100_0000, value.clone()));
+        }
+        mem
+    }
+
     fn slice(&mut self, pc: usize, addr: u64, len: u64) -> Result<&mut [u8], InterpError> {
         for (base, bytes) in &mut self.regions {
             if addr >= *base && addr + len <= *base + bytes.len() as u64 {
@@ -71,10 +105,16 @@ impl Memory {
 
 /// Runs `prog` with R1 = `ctx` and returns R0 at its exit.
 pub fn run(prog: &Program, world: &World, ctx: u64) -> Result<u64, InterpError> {
-    let mut mem = Memory { regions: vec![(STACK_TOP - STACK_SIZE, vec![0; STACK_SIZE as usize])] };
-    for (i, (_, value)) in world.maps.iter().enumerate() {
-        mem.regions.push((MAPS + (i as u64) * 0x100_0000, value.clone()));
-    }
+    execute(prog, world, ctx, &mut Memory::new(world), &mut Vec::new())
+}
+
+fn execute(
+    prog: &Program,
+    world: &World,
+    ctx: u64,
+    mem: &mut Memory,
+    reads: &mut Vec<(u64, u64)>,
+) -> Result<u64, InterpError> {
     let mut r = [0u64; 11];
     r[1] = ctx;
     r[10] = STACK_TOP;
@@ -111,7 +151,7 @@ pub fn run(prog: &Program, world: &World, ctx: u64) -> Result<u64, InterpError> 
                 BPF_EXIT => return Ok(r[0]),
                 BPF_CALL => {
                     if i.src == 0 {
-                        r[0] = helper(i.imm, &mut r, &mut mem, world, pc)?;
+                        r[0] = helper(i.imm, &mut r, mem, world, pc, reads)?;
                     }
                 }
                 BPF_JA => pc = pc.wrapping_add_signed(isize::from(i.off)),
@@ -138,12 +178,20 @@ fn map_value_addr(prog: &Program, world: &World, pc: usize) -> Result<u64, Inter
 }
 
 /// A helper call: R1-R5 its arguments (clobbered after it), its result for R0.
-fn helper(id: i32, r: &mut [u64; 11], mem: &mut Memory, world: &World, pc: usize) -> Result<u64, InterpError> {
+fn helper(
+    id: i32,
+    r: &mut [u64; 11],
+    mem: &mut Memory,
+    world: &World,
+    pc: usize,
+    reads: &mut Vec<(u64, u64)>,
+) -> Result<u64, InterpError> {
     let result = match id {
         // The map's address as R1 holds it is its value's: an array map's one entry.
         id if id == BPF_FUNC_map_lookup_elem => r[1],
         id if id == BPF_FUNC_probe_read_user => {
             let (dst, len, from) = (r[1], r[2], r[3]);
+            reads.push((from, len));
             let bytes = world
                 .user
                 .iter()

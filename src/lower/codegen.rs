@@ -84,6 +84,8 @@ pub struct Gen<'a> {
     pub self_vars: &'a std::collections::BTreeMap<String, crate::check::SelfVar>,
     /// gtrace's own counters and limits (`accounting`); `None` generates none.
     pub acct: Option<super::accounting::ProgramAcct<'a>>,
+    /// The slots of pointer paths read once and reused (paths.rs), by expression.
+    pub(super) paths: HashMap<ExprId, i16>,
 }
 
 impl<'a> Gen<'a> {
@@ -129,6 +131,7 @@ impl<'a> Gen<'a> {
             done,
             self_vars,
             acct: None,
+            paths: HashMap::new(),
         }
     }
 

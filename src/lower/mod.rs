@@ -34,6 +34,7 @@ pub mod mapops;
 pub mod maps;
 mod mapwalk;
 mod memhash;
+mod paths;
 mod programs;
 mod runtime_programs;
 pub mod scope;

@@ -448,3 +448,41 @@ fn a_context_parent_the_sdk_cannot_be_read_in_is_said() {
     let compiled = compile::compile(root, &bin, &Options::default()).unwrap_or_else(|r| panic!("{}", r.render(false)));
     assert!(!compiled.warnings.render(false).contains("OpenTelemetry SDK"));
 }
+
+/// A pointer path read in several places of a probe (`w.req`, under a condition and
+/// after it) is read from the target once a run, whichever branch runs, and every use
+/// gets its value (paths.rs): the program run by the interpreter on a made-up target.
+#[test]
+fn a_pointer_path_is_read_once_a_run_under_any_condition() {
+    let bin = Fake::new()
+        .structure("main.Req", &[("A", "int", 0), ("B", "int", 8)], 0x4a1000)
+        .structure("main.W", &[("n", "int", 0), ("req", "*main.Req", 8)], 0x4a2000)
+        .function("main.finish", &[("w", "*main.W")], &[]);
+    let script = "on entry main.finish { if w.n > 0 { @s = sum(w.req.A) }; @t = sum(w.req.B + w.req.A) }";
+    let (_, l) = lowered(&bin, script);
+    let (_, prog) = l.programs.iter().find(|(n, _)| n == "p0").expect("p0");
+    let (w, req) = (0x7000u64, 0x8000u64);
+    let words = |ws: &[u64]| ws.iter().flat_map(|w| w.to_le_bytes()).collect::<Vec<u8>>();
+    // Every register holds w: wherever the ABI put it, the program finds it.
+    let regs = words(&[w; 32]);
+    let maps: Vec<(String, Vec<u8>)> = (prog.relocations.iter().map(|r| r.map.clone()))
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .map(|m| (m, vec![0u8; 4096]))
+        .collect();
+    let sum_of = |run: &crate::bpf::interp::Run, name: &str| {
+        let object = &user_map(&l, name).0.object_name;
+        let bytes = &run.maps.iter().find(|(n, _)| n == object).expect("the map").1;
+        u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes"))
+    };
+    for n in [0u64, 1] {
+        let world =
+            crate::bpf::interp::World { maps: maps.clone(), user: vec![(w, words(&[n, req])), (req, words(&[5, 7]))] };
+        let run =
+            crate::bpf::interp::run_probe(prog, &world, &regs).unwrap_or_else(|e| panic!("{e}\n{}", asm(&l, "p0")));
+        let of_req = run.reads.iter().filter(|(addr, _)| *addr == w + 8).count();
+        assert_eq!(of_req, 1, "w.req read {of_req} times with w.n = {n}: {:?}\n{}", run.reads, asm(&l, "p0"));
+        assert_eq!(sum_of(&run, "t"), 12, "w.req.B + w.req.A with w.n = {n}");
+        assert_eq!(sum_of(&run, "s"), if n > 0 { 5 } else { 0 }, "w.req.A under w.n > 0, w.n = {n}");
+    }
+}

@@ -256,6 +256,9 @@ impl Gen<'_> {
 
     /// R0 = the scalar Go value `e` (an integer, bool, pointer or duration).
     pub fn go_scalar(&mut self, e: &Expr) -> Result<(), LowerError> {
+        if self.paths.contains_key(&e.id) {
+            return self.reused_path(e, Self::go_scalar);
+        }
         let id = self.go_type_of(e).ok_or_else(|| LowerError::unsupported(e.span, "this value"))?;
         let size = scalar_size(self, id);
         let signed = self.facts.ty(e.id).is_signed();

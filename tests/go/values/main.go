@@ -140,7 +140,7 @@ func abs(x int) int {
 }
 
 func main() {
-	hosts := map[string]int{}
+	hosts, urlPaths, big := map[string]int{}, map[string]int{}, map[string]int{}
 	size := 0
 	// Held in an interface, *Request has a runtime type descriptor: what a stripped
 	// build's assertions find (tests/cases/values.cases).
@@ -152,12 +152,22 @@ func main() {
 		}
 		r := &Request{Method: "GET", URL: &URL{Host: host, Path: fmt.Sprintf("/p/%d", i%4)}, Size: i * 11}
 		hosts[host]++
+		urlPaths[r.URL.Path]++
+		if r.Size > 150 {
+			big[host]++
+		}
 		size += r.Size
 		last = r
 		handle(r)
 	}
 	for h, n := range hosts {
 		fmt.Printf("host:%s=%d ", h, n)
+	}
+	for h, n := range big {
+		fmt.Printf("big:%s=%d ", h, n)
+	}
+	for p, n := range urlPaths {
+		fmt.Printf("path:%s=%d ", p, n)
 	}
 	fmt.Printf("size=%d last=%T\n", size, last)
 

@@ -1,0 +1,142 @@
+//! A pointer path read once per program run: where a probe's body reads the same pointer
+//! through target memory more than once (`w.req` in `w.req.Method`, `w.req.URL.Path`
+//! and `@m[w.req]`), the first read keeps the pointer in a stack slot and every later
+//! one takes it from there (a `bpf_probe_read_user` is most of what a field costs).
+//!
+//! The slot starts as a sentinel no user pointer can be (all ones), set before the body;
+//! a read that finds the sentinel reads the target and fills the slot. So it is right
+//! whichever branch reads the path first, or whether any does: a path read under two
+//! different conditions is read once on a run that takes both, once on a run that takes
+//! either, never on one that takes neither.
+//!
+//! Only paths whose value is fixed for the program's run are kept: fields and
+//! reinterpreting assertions (`x.(*T)` of a word) from a parameter, result or package
+//! variable (no index, no dereference of an expression, no interface's checked
+//! assertion). The target's memory is read once instead of several times, so the parts
+//! of one path agree with each other even while another thread writes them.
+
+use super::codegen::Gen;
+use super::LowerError;
+use crate::bpf::insn::*;
+use crate::check::Name;
+use crate::gotypes::TypeKind;
+use crate::syntax::ast::*;
+use std::collections::HashMap;
+
+/// The sentinel of a slot not yet filled: all ones (an `i32` immediate, sign-extended).
+const UNREAD: i32 = -1;
+
+impl Gen<'_> {
+    /// Finds the pointer paths that `body` reads more than once (on the branches that
+    /// exist after `defined(...)`), gives each a slot and sets it to the sentinel. Call
+    /// before lowering `body`, outside any temporary's scope.
+    pub(super) fn reuse_paths(&mut self, body: &Block, span: Span) -> Result<(), LowerError> {
+        let mut uses: Vec<(String, ExprId)> = Vec::new();
+        self.paths_in_block(body, &mut uses);
+        let mut count: HashMap<&str, usize> = HashMap::new();
+        for (key, _) in &uses {
+            *count.entry(key).or_default() += 1;
+        }
+        let mut slots: HashMap<String, i16> = HashMap::new();
+        for (key, id) in &uses {
+            if count[key.as_str()] < 2 {
+                continue;
+            }
+            let slot = match slots.get(key) {
+                Some(s) => *s,
+                None => {
+                    let s = self.slot(8, span)?;
+                    self.b.emit(store_imm(Size::DW, R10, s, UNREAD));
+                    slots.insert(key.clone(), s);
+                    s
+                }
+            };
+            self.paths.insert(*id, slot);
+        }
+        Ok(())
+    }
+
+    /// R0 = the pointer path `e`, from its slot when read before in this run, else read
+    /// and kept. `read` reads it from the target.
+    pub(super) fn reused_path(
+        &mut self,
+        e: &Expr,
+        read: impl FnOnce(&mut Self, &Expr) -> Result<(), LowerError>,
+    ) -> Result<(), LowerError> {
+        let Some(slot) = self.paths.remove(&e.id) else { return read(self, e) };
+        let have = self.b.new_label();
+        self.b.emit(load(Size::DW, R0, R10, slot));
+        self.b.jmp_imm_to(JmpOp::Ne, R0, UNREAD, have);
+        let result = read(self, e);
+        self.paths.insert(e.id, slot);
+        result?;
+        self.b.emit(store_reg(Size::DW, R10, slot, R0));
+        self.b.bind(have);
+        Ok(())
+    }
+
+    fn paths_in_block(&self, block: &Block, out: &mut Vec<(String, ExprId)>) {
+        for s in &block.stmts {
+            self.paths_in_stmt(s, out);
+        }
+    }
+
+    /// The statement's paths, on the branches lowering generates (see `stmt`).
+    fn paths_in_stmt(&self, s: &Stmt, out: &mut Vec<(String, ExprId)>) {
+        if let StmtKind::If { cond, then, otherwise } = &s.kind {
+            match (self.facts.static_conds.get(&cond.id), otherwise) {
+                (Some(true), _) => self.paths_in_block(then, out),
+                (Some(false), Some(Else::Block(b))) => self.paths_in_block(b, out),
+                (Some(false), Some(Else::If(s))) => self.paths_in_stmt(s, out),
+                (Some(false), None) => {}
+                (None, _) => {
+                    self.paths_in_expr(cond, out);
+                    self.paths_in_block(then, out);
+                    match otherwise {
+                        Some(Else::Block(b)) => self.paths_in_block(b, out),
+                        Some(Else::If(s)) => self.paths_in_stmt(s, out),
+                        None => {}
+                    }
+                }
+            }
+            return;
+        }
+        for e in s.exprs() {
+            self.paths_in_expr(e, out);
+        }
+    }
+
+    fn paths_in_expr(&self, e: &Expr, out: &mut Vec<(String, ExprId)>) {
+        // `defined(x)` is answered when checking: nothing under it is read.
+        if matches!(&e.kind, ExprKind::Call { func, .. } if func.name == "defined") {
+            return;
+        }
+        if matches!(e.kind, ExprKind::Field { .. }) && self.is_pointer(e) {
+            if let Some(key) = self.path_key(e) {
+                out.push((key, e.id));
+            }
+        }
+        for c in e.children() {
+            self.paths_in_expr(c, out);
+        }
+    }
+
+    fn is_pointer(&self, e: &Expr) -> bool {
+        self.go_type_of(e).is_some_and(|id| matches!(self.types.get(id).kind, TypeKind::Pointer { .. }))
+    }
+
+    /// A name for the path `e` that two expressions share exactly when they read the
+    /// same memory in the same run; None for what this does not keep.
+    fn path_key(&self, e: &Expr) -> Option<String> {
+        match (&e.kind, self.facts.names.get(&e.id)) {
+            (_, Some(Name::GoValue { name, .. })) => Some(name.clone()),
+            (_, Some(Name::Global { addr, .. })) => Some(format!("@{addr:#x}")),
+            (_, Some(_)) => None,
+            (ExprKind::Field { base, field }, None) => Some(format!("{}.{}", self.path_key(base)?, field.name)),
+            (ExprKind::Assert { base, .. }, None) if !self.facts.dynamic_asserts.contains_key(&e.id) => {
+                Some(format!("{}.({})", self.path_key(base)?, self.go_type_of(e)?.0))
+            }
+            _ => None,
+        }
+    }
+}
