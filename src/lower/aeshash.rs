@@ -230,7 +230,7 @@ impl Gen<'_> {
     /// address `keysched` plus the load bias (a PIE's).
     pub(super) fn read_aeskeysched(&mut self, keysched: u64, offset: u32, dst: i16, len: u32) {
         self.b.emit2(ld_imm64(R3, keysched + u64::from(offset)));
-        if let Some(bias) = self.bias {
+        if let Some(bias) = self.loaded.bias {
             self.b.emit(load(Size::DW, R1, R10, bias));
             self.b.emit(alu64_reg(AluOp::Add, R3, R1));
         }
@@ -243,7 +243,7 @@ impl Gen<'_> {
     /// `runtime.aeskeysched` + 16 * lane, moved by the load bias (a PIE's).
     pub(super) fn read_round_key(&mut self, keysched: u64, lane: i16, dst: i16) {
         self.b.emit2(ld_imm64(R3, keysched));
-        if let Some(bias) = self.bias {
+        if let Some(bias) = self.loaded.bias {
             self.b.emit(load(Size::DW, R2, R10, bias));
             self.b.emit(alu64_reg(AluOp::Add, R3, R2));
         }

@@ -8,6 +8,7 @@
 //! machine register from the IR's allocator.
 
 use super::ir::{Func, Item};
+use super::loaded::Loaded;
 use super::maps::Maps;
 use super::LowerError;
 use crate::arch::{Arch, Reg as MReg};
@@ -35,8 +36,8 @@ pub struct Gen<'a> {
     /// Every event format of the script; a record's first u64 indexes it.
     pub events: &'a mut Vec<EventSpec>,
     pub(super) locals: HashMap<String, i16>,
-    /// The goroutine's g pointer, when loaded (`load_g`).
-    pub g: Option<i16>,
+    /// What the program's prologue loaded for its body (loaded.rs).
+    pub loaded: Loaded,
     /// Where `goid` and `stack.hi` are in runtime.g.
     pub g_layout: Option<crate::gobin::GLayout>,
     /// Where the runtime keeps a map's buckets or tables (`m[k]`).
@@ -47,29 +48,13 @@ pub struct Gen<'a> {
     pub memhash_constants: bool,
     /// `stack.hi` in runtime.g (8 in every release).
     pub stack_hi: u32,
-    /// A pointer to the goroutine's record of calls in flight (frames.rs), when read.
-    pub record: Option<i16>,
-    /// A pointer to this call's frame, in a return probe that found it.
-    pub call_frame: Option<i16>,
-    /// The index of this call's frame in its goroutine's record, once pushed or found.
-    pub frame_index: Option<i16>,
-    /// `elapsed`, when this is a return probe that uses it.
-    pub elapsed: Option<i16>,
-    /// The slot holding a pointer to this call's entry record, in a return probe that
-    /// needs it (see carry.rs).
-    pub entry_record: Option<i16>,
     /// The parameters this function's entry carries, with their offsets in the record.
     pub carried: Vec<(crate::check::Carried, u32)>,
-    /// The load bias of the process (a PIE's), when this program reads package variables.
-    pub bias: Option<i16>,
     /// How much of a whole Go value `print` copies.
     pub bounds: crate::capture::Bounds,
     /// Whole values cut for want of room in their record: where, and how many parts
     /// (said as warnings when the script compiles).
     pub notes: Vec<(Span, u32)>,
-    /// In `on panic`: the function of the frame the body runs for (`func`), the panic's
-    /// value (16 bytes: type, data) and whether it was recovered.
-    pub panic_frame: Option<(i16, i16, i16)>,
     /// The index in `Plan::functions` of the one function the program is attached at
     /// (`func` is then a constant, not read from the attach cookie).
     pub function_index: Option<u32>,
@@ -107,22 +92,15 @@ impl<'a> Gen<'a> {
             sources,
             events,
             locals: HashMap::new(),
-            g: None,
+            loaded: Loaded::default(),
             g_layout: None,
             map_layout: None,
             aes: None,
             memhash_constants: false,
             stack_hi: 8,
-            record: None,
-            call_frame: None,
-            frame_index: None,
-            elapsed: None,
-            entry_record: None,
             carried: Vec::new(),
-            bias: None,
             bounds: crate::capture::Bounds::default(),
             notes: Vec::new(),
-            panic_frame: None,
             function_index: None,
             spans: super::spans::SpanState::default(),
             dictionary: None,
@@ -317,8 +295,7 @@ impl<'a> Gen<'a> {
     pub(super) fn builtin(&mut self, b: Builtin, span: Span) -> Result<(), LowerError> {
         match b {
             Builtin::Elapsed => {
-                let slot =
-                    self.elapsed.ok_or_else(|| LowerError::unsupported(span, "elapsed outside a return probe"))?;
+                let slot = self.loaded.call.elapsed(span)?;
                 self.b.emit(load(Size::DW, R0, R10, slot));
             }
             Builtin::Nsecs => self.b.emit(call(BPF_FUNC_ktime_get_ns)),
@@ -333,15 +310,15 @@ impl<'a> Gen<'a> {
                 self.b.emit(alu64_imm(AluOp::Rsh, R0, 32));
             }
             Builtin::Cpu => self.b.emit(call(BPF_FUNC_get_smp_processor_id)),
-            Builtin::Func if self.panic_frame.is_some() => {
+            Builtin::Func if self.loaded.call.panicked().is_some() => {
                 // In `on panic`: the function of the frame the body runs for.
-                let (func, _, _) = self.panic_frame.unwrap_or_default();
+                let func = self.loaded.call.panicked().map_or(0, |p| p.func);
                 self.b.emit(load(Size::DW, R0, R10, func));
             }
             Builtin::Recovered => {
-                let (_, _, recovered) =
-                    self.panic_frame.ok_or_else(|| LowerError::unsupported(span, "recovered outside `on panic`"))?;
-                self.b.emit(load(Size::DW, R0, R10, recovered));
+                let p = self.loaded.call.panicked();
+                let p = p.ok_or_else(|| LowerError::unsupported(span, "recovered outside `on panic`"))?;
+                self.b.emit(load(Size::DW, R0, R10, p.recovered));
             }
             Builtin::Panic => return Err(LowerError::unsupported(span, "a panic's value as a number")),
             Builtin::Func if self.dictionary.is_some() && self.function_index.is_some() => {

@@ -122,7 +122,7 @@ impl Gen<'_> {
         } else if let EventKind::Span { status, panic, .. } = kind {
             rec.sources = Some(self.span_sources(span)?);
             rec.header = super::spans::HEADER_END - 8;
-            *panic = self.panic_frame.is_some();
+            *panic = self.loaded.call.panicked().is_some();
             if *panic {
                 rec.items.push(Item::Panic);
             } else if let Some(e) = &self.facts.span_error {
@@ -184,7 +184,7 @@ impl Gen<'_> {
         for (item, f) in rec.items.iter().zip(fields) {
             match (item, &f.ty) {
                 (Item::Panic, _) => {
-                    let (_, value, _) = self.panic_frame.unwrap_or_default();
+                    let value = self.loaded.call.panicked().map_or(0, |p| p.value);
                     let place = super::values::Place::Stack { slot: value, offset: 0 };
                     self.interface_from_place(&place, true, R8, f.offset as i16, span)?;
                 }

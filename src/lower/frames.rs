@@ -26,6 +26,7 @@
 //! below its own position, a return every frame below its own.
 
 use super::codegen::Gen;
+use super::loaded::{CallFrame, Record, Returned, Slot};
 use super::{maps, LowerError};
 use crate::arch::abi::Location;
 use crate::bpf::builder::Label;
@@ -69,10 +70,7 @@ enum Stale {
 impl Gen<'_> {
     /// Keeps the goroutine's g pointer in a slot, from the g register or from where `from`
     /// says (a runtime function's argument: the g it works on).
-    pub fn load_g(&mut self, from: Option<&Location>, span: Span) -> Result<i16, LowerError> {
-        if let Some(g) = self.g {
-            return Ok(g);
-        }
+    pub fn load_g(&mut self, from: Option<&Location>, span: Span) -> Result<Slot, LowerError> {
         let slot = self.slot(8, span)?;
         match from {
             Some(location) => {
@@ -87,14 +85,13 @@ impl Gen<'_> {
                 self.b.emit(store_reg(Size::DW, R10, slot, R1));
             }
         }
-        self.g = Some(slot);
         Ok(slot)
     }
 
-    /// R0 = the array slot of the goroutine in the g slot (never 0 past the check); its
+    /// R0 = the array slot of the goroutine in slot `g` (never 0 past the check); its
     /// index is left in slot `index`.
-    fn array_slot(&mut self, index: i16, none: Label) {
-        self.b.emit(load(Size::DW, R1, R10, self.g.unwrap_or_default()));
+    fn array_slot(&mut self, g: Slot, index: i16, none: Label) {
+        self.b.emit(load(Size::DW, R1, R10, g));
         // Fibonacci hashing: the top bits of g times 2^64/phi.
         self.b.emit2(ld_imm64(R2, 0x9E37_79B9_7F4A_7C15));
         self.b.emit(alu64_reg(AluOp::Mul, R1, R2));
@@ -106,19 +103,19 @@ impl Gen<'_> {
         self.b.jmp_imm_to(JmpOp::Eq, R0, 0, none);
     }
 
-    /// R0 = the record of the goroutine in the g slot (or 0): its array slot if it holds
+    /// R0 = the record of the goroutine in slot `g` (or 0): its array slot if it holds
     /// it, else the spilled one.
-    pub(super) fn lookup_record(&mut self) -> Result<(), LowerError> {
+    pub(super) fn lookup_record(&mut self, g: Slot) -> Result<(), LowerError> {
         let index = self.frame_slot(8)?;
         let spill = self.b.new_label();
         let done = self.b.new_label();
-        self.array_slot(index, spill);
+        self.array_slot(g, index, spill);
         self.b.emit(load(Size::DW, R1, R0, R_G));
-        self.b.emit(load(Size::DW, R2, R10, self.g.unwrap_or_default()));
+        self.b.emit(load(Size::DW, R2, R10, g));
         self.b.jmp_reg_to(JmpOp::Eq, R1, R2, done);
         self.b.bind(spill);
         self.b.ld_map(R1, maps::GOROUTINES_SPILL);
-        self.stack_ptr(R2, self.g.unwrap_or_default());
+        self.stack_ptr(R2, g);
         self.b.emit(call(BPF_FUNC_map_lookup_elem));
         self.b.bind(done);
         self.b.emit(mov64_imm(R5, 0));
@@ -128,26 +125,26 @@ impl Gen<'_> {
     /// Keeps a pointer to the goroutine's record in a slot (and applies a stack copy not
     /// yet applied); jumps to the end of the program when it has none, or (with
     /// `insert`) when none can be made.
-    pub fn record(&mut self, insert: bool, span: Span) -> Result<i16, LowerError> {
-        let slot = self.record_unmoved(insert, span)?;
-        self.resolve_move(span)?;
-        Ok(slot)
+    pub fn record(&mut self, g: Slot, insert: bool, span: Span) -> Result<Record, LowerError> {
+        let record = self.record_unmoved(g, insert, span)?;
+        self.resolve_move(record, span)?;
+        Ok(record)
     }
 
     /// `record`, leaving a stack copy not yet applied to the caller (R0 = the record).
-    fn record_unmoved(&mut self, insert: bool, span: Span) -> Result<i16, LowerError> {
+    fn record_unmoved(&mut self, g: Slot, insert: bool, span: Span) -> Result<Record, LowerError> {
         let slot = self.slot(8, span)?;
         let have = self.b.new_label();
-        self.lookup_record()?;
+        self.lookup_record(g)?;
         if insert {
             self.b.jmp_imm_to(JmpOp::Ne, R0, 0, have);
             // The goroutine's array slot, when no call is in flight there: taken over.
             let index = self.slot(8, span)?;
             let spill = self.b.new_label();
-            self.array_slot(index, spill);
+            self.array_slot(g, index, spill);
             self.b.emit(load(Size::W, R1, R0, R_TOP));
             self.b.jmp_imm_to(JmpOp::Ne, R1, 0, spill);
-            self.b.emit(load(Size::DW, R1, R10, self.g.unwrap_or_default()));
+            self.b.emit(load(Size::DW, R1, R10, g));
             self.b.emit(store_reg(Size::DW, R0, R_G, R1));
             for off in [R_TOP, R_BASE, R_MOVED] {
                 self.b.emit(store_imm(Size::DW, R0, off, 0));
@@ -166,12 +163,12 @@ impl Gen<'_> {
             self.b.jmp_imm_to(JmpOp::Eq, R0, 0, self.done);
             self.b.emit(mov64_reg(R3, R0));
             self.b.ld_map(R1, maps::GOROUTINES_SPILL);
-            self.stack_ptr(R2, self.g.unwrap_or_default());
+            self.stack_ptr(R2, g);
             self.b.emit(mov64_imm(R4, BPF_NOEXIST));
             self.b.emit(call(BPF_FUNC_map_update_elem));
             self.b.emit(store_reg(Size::DW, R10, zkey, R0));
             self.b.ld_map(R1, maps::GOROUTINES_SPILL);
-            self.stack_ptr(R2, self.g.unwrap_or_default());
+            self.stack_ptr(R2, g);
             self.b.emit(call(BPF_FUNC_map_lookup_elem));
             self.b.jmp_imm_to(JmpOp::Ne, R0, 0, have);
             // No record could be made: this call is not followed (its return is not
@@ -184,29 +181,28 @@ impl Gen<'_> {
         }
         self.b.bind(have);
         self.b.emit(store_reg(Size::DW, R10, slot, R0));
-        self.record = Some(slot);
-        Ok(slot)
+        Ok(Record { g, rec: slot })
     }
 
-    /// A stack slot holding the goroutine's `g.stack.hi`, read from the target (0 when
-    /// the read fails).
-    fn stack_hi_slot(&mut self, span: Span) -> Result<i16, LowerError> {
+    /// A stack slot holding the goroutine's `g.stack.hi` (its g in slot `g`), read from
+    /// the target (0 when the read fails).
+    fn stack_hi_slot(&mut self, g: Slot, span: Span) -> Result<i16, LowerError> {
         let hi = self.slot(8, span)?;
         self.b.emit(store_imm(Size::DW, R10, hi, 0));
-        self.b.emit(load(Size::DW, R3, R10, self.g.unwrap_or_default()));
+        self.b.emit(load(Size::DW, R3, R10, g));
         self.read_user(hi, R3, self.stack_hi as i32);
         Ok(hi)
     }
 
     /// When the stack was copied since the record was last read: base += how far its top
     /// moved (g.stack.hi now, minus the old top `stack_moves` noted).
-    fn resolve_move(&mut self, span: Span) -> Result<(), LowerError> {
-        let rec = self.record.unwrap_or_default();
+    fn resolve_move(&mut self, record: Record, span: Span) -> Result<(), LowerError> {
+        let rec = record.rec;
         let skip = self.b.new_label();
         self.b.emit(load(Size::DW, R1, R10, rec));
         self.b.emit(load(Size::DW, R2, R1, R_MOVED));
         self.b.jmp_imm_to(JmpOp::Eq, R2, 0, skip);
-        let hi = self.stack_hi_slot(span)?;
+        let hi = self.stack_hi_slot(record.g, span)?;
         self.b.emit(load(Size::DW, R1, R10, rec));
         self.b.emit(load(Size::DW, R2, R10, hi));
         self.b.emit(load(Size::DW, R3, R1, R_MOVED));
@@ -221,10 +217,10 @@ impl Gen<'_> {
     }
 
     /// A slot holding this probe's position: SP - base.
-    fn position(&mut self, span: Span) -> Result<i16, LowerError> {
+    fn position(&mut self, record: Record, span: Span) -> Result<i16, LowerError> {
         let rel = self.slot(8, span)?;
         self.load_reg(R2, self.arch.stack_pointer());
-        self.b.emit(load(Size::DW, R1, R10, self.record.unwrap_or_default()));
+        self.b.emit(load(Size::DW, R1, R10, record.rec));
         self.b.emit(load(Size::DW, R1, R1, R_BASE));
         self.b.emit(alu64_reg(AluOp::Sub, R2, R1));
         self.b.emit(store_reg(Size::DW, R10, rel, R2));
@@ -233,15 +229,15 @@ impl Gen<'_> {
 
     /// R0 = the address of frame number *(u64 *)(r10 + idx) of the record: in it for the
     /// first INLINE frames, else in the `frames` map; 0 when there is none. Clobbers R0-R5.
-    pub(super) fn frame_addr(&mut self, idx: i16, span: Span) -> Result<(), LowerError> {
+    pub(super) fn frame_addr(&mut self, record: Record, idx: i16, span: Span) -> Result<(), LowerError> {
         let key = self.slot(16, span)?;
-        self.frame_addr_keyed(idx, key);
+        self.frame_addr_keyed(record, idx, key);
         Ok(())
     }
 
     /// `frame_addr`, building the key of a deep frame in the 16-byte slot `key`.
-    pub(super) fn frame_addr_keyed(&mut self, idx: i16, key: i16) {
-        let rec = self.record.unwrap_or_default();
+    pub(super) fn frame_addr_keyed(&mut self, record: Record, idx: i16, key: i16) {
+        let rec = record.rec;
         let deep = self.b.new_label();
         let end = self.b.new_label();
         self.b.emit(load(Size::DW, R1, R10, idx));
@@ -253,7 +249,7 @@ impl Gen<'_> {
         self.b.emit(alu64_imm(AluOp::Add, R0, i32::from(R_FRAMES)));
         self.b.ja_to(end);
         self.b.bind(deep);
-        self.key_at(idx, key);
+        self.key_at(record.g, idx, key);
         self.b.ld_map(R1, maps::FRAMES);
         self.stack_ptr(R2, key);
         self.b.emit(call(BPF_FUNC_map_lookup_elem));
@@ -261,23 +257,24 @@ impl Gen<'_> {
     }
 
     /// The key (g, index) of a deep frame, in a new slot.
-    fn deep_key(&mut self, idx: i16, span: Span) -> Result<i16, LowerError> {
+    fn deep_key(&mut self, g: Slot, idx: i16, span: Span) -> Result<i16, LowerError> {
         let key = self.slot(16, span)?;
-        self.key_at(idx, key);
+        self.key_at(g, idx, key);
         Ok(key)
     }
 
-    /// Writes the key (g, the index in slot `idx`) of a frame into the 16-byte slot `key`.
-    pub(super) fn key_at(&mut self, idx: i16, key: i16) {
-        self.b.emit(load(Size::DW, R1, R10, self.g.unwrap_or_default()));
+    /// Writes the key (the g in slot `g`, the index in slot `idx`) of a frame into the
+    /// 16-byte slot `key`.
+    pub(super) fn key_at(&mut self, g: Slot, idx: i16, key: i16) {
+        self.b.emit(load(Size::DW, R1, R10, g));
         self.b.emit(store_reg(Size::DW, R10, key, R1));
         self.b.emit(load(Size::DW, R1, R10, idx));
         self.b.emit(store_reg(Size::DW, R10, key + 8, R1));
     }
 
     /// *(u64 *)(r10 + idx) = top - 1; jumps to `out` when the record holds no frame.
-    fn top_index(&mut self, idx: i16, minus: i32, out: Label) {
-        self.b.emit(load(Size::DW, R1, R10, self.record.unwrap_or_default()));
+    fn top_index(&mut self, record: Record, idx: i16, minus: i32, out: Label) {
+        self.b.emit(load(Size::DW, R1, R10, record.rec));
         self.b.emit(load(Size::W, R2, R1, R_TOP));
         if minus > 0 {
             self.b.jmp_imm_to(JmpOp::Eq, R2, 0, out);
@@ -287,26 +284,26 @@ impl Gen<'_> {
     }
 
     /// top = *(u64 *)(r10 + idx).
-    pub(super) fn set_top(&mut self, idx: i16) {
-        self.b.emit(load(Size::DW, R1, R10, self.record.unwrap_or_default()));
+    pub(super) fn set_top(&mut self, record: Record, idx: i16) {
+        self.b.emit(load(Size::DW, R1, R10, record.rec));
         self.b.emit(load(Size::DW, R2, R10, idx));
         self.b.emit(store_reg(Size::W, R1, R_TOP, R2));
     }
 
     /// Pops up to HEAL stale frames: those at or below (`Stale::AtOrBelow`) or below the
     /// position in slot `rel`.
-    fn heal(&mut self, rel: i16, stale: Stale, span: Span) -> Result<(), LowerError> {
+    fn heal(&mut self, record: Record, rel: i16, stale: Stale, span: Span) -> Result<(), LowerError> {
         let out = self.b.new_label();
         let idx = self.slot(8, span)?;
         for _ in 0..HEAL {
-            self.top_index(idx, 1, out);
-            self.frame_addr(idx, span)?;
+            self.top_index(record, idx, 1, out);
+            self.frame_addr(record, idx, span)?;
             self.b.jmp_imm_to(JmpOp::Eq, R0, 0, out);
             self.b.emit(load(Size::DW, R3, R0, F_REL));
             self.b.emit(load(Size::DW, R4, R10, rel));
             let live = if stale == Stale::AtOrBelow { JmpOp::Sgt } else { JmpOp::Sge };
             self.b.jmp_reg_to(live, R3, R4, out);
-            self.set_top(idx);
+            self.set_top(record, idx);
         }
         self.b.bind(out);
         self.b.emit(mov64_imm(R0, 0));
@@ -315,17 +312,17 @@ impl Gen<'_> {
 
     /// At the entry of a function whose calls are timed: pushes its frame on the
     /// goroutine's record (made if it has none).
-    pub fn push_frame(&mut self, span: Span) -> Result<(), LowerError> {
-        self.load_g(None, span)?;
-        let rec = self.record_unmoved(true, span)?;
+    pub fn push_frame(&mut self, span: Span) -> Result<CallFrame, LowerError> {
+        let g = self.load_g(None, span)?;
+        let record = self.record_unmoved(g, true, span)?;
+        let rec = record.rec;
         let frame = self.slot(FRAME as u32, span)?;
         let idx = self.slot(8, span)?;
-        self.frame_index = Some(idx);
         let slow = self.b.new_label();
         let pushed = self.b.new_label();
-        self.fast_push(frame, idx, slow, pushed, span)?;
+        self.fast_push(record, frame, idx, slow, pushed, span)?;
         self.b.bind(slow);
-        self.resolve_move(span)?;
+        self.resolve_move(record, span)?;
         // No frame in flight: positions start afresh (the stack may be another one).
         let have = self.b.new_label();
         self.b.emit(load(Size::DW, R1, R10, rec));
@@ -334,8 +331,8 @@ impl Gen<'_> {
         self.b.emit(store_imm(Size::DW, R1, R_BASE, 0));
         self.b.bind(have);
         self.b.emit(mov64_imm(R0, 0));
-        let rel = self.position(span)?;
-        self.heal(rel, Stale::AtOrBelow, span)?;
+        let rel = self.position(record, span)?;
+        self.heal(record, rel, Stale::AtOrBelow, span)?;
         self.function_id(span)?;
         self.b.emit(store_reg(Size::DW, R10, frame + F_FUNC, R0));
         self.b.emit(load(Size::DW, R1, R10, rel));
@@ -344,10 +341,10 @@ impl Gen<'_> {
         self.b.emit(store_reg(Size::DW, R10, frame + F_TIME, R0));
         let deep = self.b.new_label();
         let bump = self.b.new_label();
-        self.top_index(idx, 0, bump);
+        self.top_index(record, idx, 0, bump);
         self.b.emit(load(Size::DW, R1, R10, idx));
         self.b.jmp_imm_to(JmpOp::Ge, R1, INLINE, deep);
-        self.frame_addr(idx, span)?;
+        self.frame_addr(record, idx, span)?;
         self.b.jmp_imm_to(JmpOp::Eq, R0, 0, bump);
         for off in [F_TIME, F_REL, F_FUNC] {
             self.b.emit(load(Size::DW, R1, R10, frame + off));
@@ -355,7 +352,7 @@ impl Gen<'_> {
         }
         self.b.ja_to(bump);
         self.b.bind(deep);
-        let key = self.deep_key(idx, span)?;
+        let key = self.deep_key(g, idx, span)?;
         self.b.ld_map(R1, maps::FRAMES);
         self.stack_ptr(R2, key);
         self.stack_ptr(R3, frame);
@@ -373,64 +370,68 @@ impl Gen<'_> {
         self.b.emit(store_reg(Size::W, R1, R_TOP, R2));
         self.b.bind(pushed);
         self.b.emit(mov64_imm(R0, 0));
-        Ok(())
+        Ok(CallFrame { record, index: idx })
     }
 
-    /// The key (g, index of this call's frame) of what the call keeps beside its frame
+    /// The key (g, index of the frame `at`) of what the call keeps beside its frame
     /// (carry.rs), in a new slot.
-    pub(super) fn frame_key(&mut self, span: Span) -> Result<i16, LowerError> {
-        let idx = self.frame_index.ok_or_else(|| LowerError::unsupported(span, "parameters without a frame"))?;
-        self.deep_key(idx, span)
+    pub(super) fn frame_key(&mut self, at: CallFrame, span: Span) -> Result<i16, LowerError> {
+        self.deep_key(at.record.g, at.index, span)
     }
 
     /// At a return of a timed function: finds this call's frame (at the top, or just
     /// above it when another program at this RET popped it), pops it, and keeps
     /// `elapsed`; a return whose entry was not seen ends the program.
-    pub fn pop_frame(&mut self, span: Span) -> Result<(), LowerError> {
-        self.load_g(None, span)?;
-        self.record_unmoved(false, span)?;
+    pub fn pop_frame(&mut self, span: Span) -> Result<Returned, LowerError> {
+        let g = self.load_g(None, span)?;
+        let record = self.record_unmoved(g, false, span)?;
         let func = self.slot(8, span)?;
         self.function_id(span)?;
         self.b.emit(store_reg(Size::DW, R10, func, R0));
         let idx = self.slot(8, span)?;
-        self.frame_index = Some(idx);
         let found = self.b.new_label();
         let slow = self.b.new_label();
-        self.fast_pop(func, idx, found, slow);
+        self.fast_pop(record, func, idx, found, slow);
         self.b.bind(slow);
-        self.resolve_move(span)?;
-        let rel = self.position(span)?;
-        self.heal(rel, Stale::Below, span)?;
+        self.resolve_move(record, span)?;
+        let rel = self.position(record, span)?;
+        self.heal(record, rel, Stale::Below, span)?;
         let popped = self.b.new_label();
-        self.top_index(idx, 1, popped);
-        self.frame_addr(idx, span)?;
+        self.top_index(record, idx, 1, popped);
+        self.frame_addr(record, idx, span)?;
         self.frame_is(rel, func, popped);
-        self.set_top(idx);
+        self.set_top(record, idx);
         self.b.ja_to(found);
         self.b.bind(popped);
-        self.top_index(idx, 0, popped);
-        self.frame_addr(idx, span)?;
+        self.top_index(record, idx, 0, popped);
+        self.frame_addr(record, idx, span)?;
         self.frame_is(rel, func, self.done);
         self.b.bind(found);
         let frame = self.slot(8, span)?;
         self.b.emit(store_reg(Size::DW, R10, frame, R0));
-        self.call_frame = Some(frame);
         let elapsed = self.slot(8, span)?;
         self.b.emit(call(BPF_FUNC_ktime_get_ns));
         self.b.emit(load(Size::DW, R1, R10, frame));
         self.b.emit(load(Size::DW, R1, R1, F_TIME));
         self.b.emit(alu64_reg(AluOp::Sub, R0, R1));
         self.b.emit(store_reg(Size::DW, R10, elapsed, R0));
-        self.elapsed = Some(elapsed);
-        Ok(())
+        Ok(Returned { at: CallFrame { record, index: idx }, frame, elapsed, entry: None })
     }
 
     /// The common entry, in registers: no stack copy to apply, fewer than INLINE frames
     /// in flight and the top one (if any) live, above this call. Pushes the frame (its
     /// index into slot `idx`) and jumps to `pushed`; otherwise jumps to `slow`. R9 holds
     /// the record, R8 the position.
-    fn fast_push(&mut self, frame: i16, idx: i16, slow: Label, pushed: Label, span: Span) -> Result<(), LowerError> {
-        let rec = self.record.unwrap_or_default();
+    fn fast_push(
+        &mut self,
+        record: Record,
+        frame: i16,
+        idx: i16,
+        slow: Label,
+        pushed: Label,
+        span: Span,
+    ) -> Result<(), LowerError> {
+        let rec = record.rec;
         let empty = self.b.new_label();
         let push = self.b.new_label();
         self.b.comment("the common entry: push the frame in the record");
@@ -481,9 +482,9 @@ impl Gen<'_> {
     /// (position and function `func`) at the top of the record's inline frames. Pops it
     /// and jumps to `found` with R0 = the frame (its index in slot `idx`); otherwise
     /// jumps to `slow`.
-    fn fast_pop(&mut self, func: i16, idx: i16, found: Label, slow: Label) {
+    fn fast_pop(&mut self, record: Record, func: i16, idx: i16, found: Label, slow: Label) {
         self.b.comment("the common return: this call's frame on top");
-        self.b.emit(load(Size::DW, R9, R10, self.record.unwrap_or_default()));
+        self.b.emit(load(Size::DW, R9, R10, record.rec));
         self.b.emit(load(Size::DW, R1, R9, R_MOVED));
         self.b.jmp_imm_to(JmpOp::Ne, R1, 0, slow);
         self.b.emit(load(Size::W, R2, R9, R_TOP));
@@ -524,16 +525,16 @@ impl Gen<'_> {
     /// the copy in its record (if it has frames in flight and no copy is noted yet); the
     /// next program that reads the record applies the move.
     pub fn note_stack_move(&mut self, gp: &Location, span: Span) -> Result<(), LowerError> {
-        self.load_g(Some(gp), span)?;
+        let g = self.load_g(Some(gp), span)?;
         let rec = self.slot(8, span)?;
-        self.lookup_record()?;
+        self.lookup_record(g)?;
         self.b.jmp_imm_to(JmpOp::Eq, R0, 0, self.done);
         self.b.emit(store_reg(Size::DW, R10, rec, R0));
         self.b.emit(load(Size::W, R1, R0, R_TOP));
         self.b.jmp_imm_to(JmpOp::Eq, R1, 0, self.done);
         self.b.emit(load(Size::DW, R1, R0, R_MOVED));
         self.b.jmp_imm_to(JmpOp::Ne, R1, 0, self.done);
-        let hi = self.stack_hi_slot(span)?;
+        let hi = self.stack_hi_slot(g, span)?;
         self.b.emit(load(Size::DW, R1, R10, rec));
         self.b.emit(load(Size::DW, R2, R10, hi));
         self.b.emit(store_reg(Size::DW, R1, R_MOVED, R2));

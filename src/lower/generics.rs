@@ -73,7 +73,7 @@ impl Gen<'_> {
             }
             _ => return Err(LowerError::unsupported(span, "a generic dictionary in this place")),
         }
-        if let Some(bias) = self.bias {
+        if let Some(bias) = self.loaded.bias {
             self.b.emit(load(Size::DW, R1, R10, bias));
             self.b.emit(alu64_reg(AluOp::Sub, R0, R1));
         }

@@ -52,10 +52,10 @@ impl Gen<'_> {
         Ok(())
     }
 
-    /// In the prologue of a program that reads package variables of a PIE: the process's
-    /// load bias into a stack slot (`self.bias`); when it is unknown, the hit is counted
-    /// and the program ends.
-    pub fn load_bias(&mut self, program: &str, span: Span) -> Result<(), LowerError> {
+    /// In the prologue of a program that reads package variables of a PIE: a stack slot
+    /// holding the process's load bias (`Loaded::bias`); when it is unknown, the hit is
+    /// counted and the program ends.
+    pub fn load_bias(&mut self, program: &str, span: Span) -> Result<i16, LowerError> {
         let slot = self.slot(8, span)?;
         let known = self.b.new_label();
         self.b.emit(call(BPF_FUNC_get_current_pid_tgid));
@@ -71,15 +71,14 @@ impl Gen<'_> {
         self.b.bind(known);
         self.b.emit(load(Size::DW, R0, R0, 0));
         self.b.emit(store_reg(Size::DW, R10, slot, R0));
-        self.bias = Some(slot);
-        Ok(())
+        Ok(slot)
     }
 
     /// The place of the package variable at link-time address `addr`.
     pub fn global_place(&mut self, addr: u64, span: Span) -> Result<Place, LowerError> {
         let slot = self.slot(8, span)?;
         self.b.emit2(ld_imm64(R0, addr));
-        if let Some(bias) = self.bias {
+        if let Some(bias) = self.loaded.bias {
             self.b.emit(load(Size::DW, R1, R10, bias));
             self.b.emit(alu64_reg(AluOp::Add, R0, R1));
         }

@@ -17,7 +17,11 @@ impl Gen<'_> {
     pub(super) fn goid(&mut self, span: Span) -> Result<(), LowerError> {
         let layout =
             self.g_layout.ok_or_else(|| LowerError::unsupported(span, "goid without the layout of runtime.g"))?;
-        let g = self.load_g(None, span)?;
+        // The g the prologue loaded (every program whose body reads `goid` loads it).
+        let g = match self.loaded.call.g() {
+            Some(g) => g,
+            None => self.load_g(None, span)?,
+        };
         let mark = self.b.frame.mark();
         let slot = self.slot(8, span)?;
         self.b.emit(store_imm(Size::DW, R10, slot, 0));
@@ -32,7 +36,8 @@ impl Gen<'_> {
     pub(super) fn self_key(&mut self, name: &str, span: Span) -> Result<i16, LowerError> {
         let var = self.self_vars.get(name).ok_or_else(|| LowerError::unsupported(span, "an unknown self variable"))?;
         let index = var.index;
-        let g = self.g.ok_or_else(|| LowerError::unsupported(span, "self variables without the goroutine"))?;
+        let g = self.loaded.call.g();
+        let g = g.ok_or_else(|| LowerError::unsupported(span, "self variables without the goroutine"))?;
         let key = self.slot(16, span)?;
         self.b.emit(load(Size::DW, R1, R10, g));
         self.b.emit(store_reg(Size::DW, R10, key, R1));

@@ -223,7 +223,7 @@ impl Gen<'_> {
     fn uses_aeshash(&mut self, aes: AesGlobals, w: &Walk, aes_on: Label) -> Result<(), LowerError> {
         self.b.emit(store_imm(Size::DW, R10, w.ctrl, 0));
         self.b.emit2(ld_imm64(R3, aes.use_aeshash));
-        if let Some(bias) = self.bias {
+        if let Some(bias) = self.loaded.bias {
             self.b.emit(load(Size::DW, R1, R10, bias));
             self.b.emit(alu64_reg(AluOp::Add, R3, R1));
         }

@@ -27,6 +27,7 @@ pub mod gomap;
 pub mod goroutine;
 pub mod hashcheck;
 pub mod ir;
+pub mod loaded;
 mod loglinear;
 mod mapcapture;
 mod maplookup;

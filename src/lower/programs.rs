@@ -8,6 +8,7 @@ use super::accounting::{Layout, ProgramAcct, Settings};
 use super::carry::EntryRecords;
 use super::codegen::Gen;
 use super::ir::IrError;
+use super::loaded::{Call, Loaded};
 use super::maps::Maps;
 use super::{LowerError, Lowered, MAX_MAPS_PER_PROGRAM};
 use crate::bpf::builder::{BuildError, Program};
@@ -371,19 +372,22 @@ impl Ctx<'_> {
             gen.dictionary = dictionary;
             gen.spans.spanned_call = spanned_call;
             gen.spans.otel = otel;
-            if biased {
-                gen.load_bias(&name, probe.span)?;
-            }
+            let bias = if biased { Some(gen.load_bias(&name, probe.span)?) } else { None };
             gen.aes = aes;
-            if inst.needs_entry() {
-                gen.pop_frame(probe.span)?;
+            let call = if inst.needs_entry() {
+                let mut returned = gen.pop_frame(probe.span)?;
                 if !carried.is_empty() || inst.facts.spans_calls() {
                     gen.carried = carried.clone();
-                    gen.load_carried(probe.span)?;
+                    returned.entry = Some(gen.load_carried(returned.at, probe.span)?);
                 }
+                Call::Returned(returned)
             } else if uses_g {
-                gen.load_g(None, probe.span)?;
-            }
+                Call::Goroutine { g: gen.load_g(None, probe.span)? }
+            } else {
+                Call::None
+            };
+            // The body reads what the prologue loaded, and nothing else.
+            gen.loaded = Loaded { call, bias };
             if let Some(addr) = only {
                 gen.only_dictionary(addr, probe.span)?;
             }
@@ -427,7 +431,7 @@ impl Ctx<'_> {
             };
             let program = self.program(&name, owner, comment, &Facts::default(), span, |gen| {
                 gen.function_index = function_index;
-                gen.push_frame(span)
+                gen.push_frame(span).map(drop)
             })?;
             let points =
                 plain.iter().map(|((f, addr), span)| self.point(&name, f, *addr, *span)).collect::<Result<_, _>>()?;
@@ -467,7 +471,7 @@ impl Ctx<'_> {
                 if let Some(body) = body {
                     gen.read_context(body, *span)?;
                 }
-                gen.push_frame(*span)?;
+                gen.loaded = Loaded { call: Call::Entered(gen.push_frame(*span)?), bias: None };
                 gen.store_carried(fields, size, spanned, *span)
             })?;
             let points = vec![self.point(&name, function, *addr, *span)?];

@@ -173,7 +173,8 @@ impl<'a> Ctx<'a> {
         let owner = Owner { item: usize::MAX, functions: functions.len() };
         let comment =
             "pop the frames of calls that on panic watches or that hold a trace context, at their RETs".to_string();
-        let program = self.program(&name, owner, comment, &Facts::default(), span, |gen| gen.pop_frame(span))?;
+        let program =
+            self.program(&name, owner, comment, &Facts::default(), span, |gen| gen.pop_frame(span).map(drop))?;
         let points = sites.iter().map(|(f, r)| self.point(&name, f, *r, span)).collect::<Result<_, _>>()?;
         self.return_programs.push(name.clone());
         self.add(

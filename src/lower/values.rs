@@ -96,9 +96,9 @@ impl Gen<'_> {
             Some(Name::GoValue { name, location, .. }) => return self.location_place(&name, &location, e.span),
             Some(Name::Global { addr, .. }) => return self.global_place(addr, e.span),
             Some(Name::Builtin(crate::check::Builtin::Panic)) => {
-                let (_, value, _) =
-                    self.panic_frame.ok_or_else(|| LowerError::unsupported(e.span, "panic outside `on panic`"))?;
-                return Ok(Place::Stack { slot: value, offset: 0 });
+                let p = self.loaded.call.panicked();
+                let p = p.ok_or_else(|| LowerError::unsupported(e.span, "panic outside `on panic`"))?;
+                return Ok(Place::Stack { slot: p.value, offset: 0 });
             }
             _ => {}
         }
