@@ -10,7 +10,7 @@
 
 use super::flow::{self, Effects, Liveness, PHYS};
 use super::frame::MAX_STACK;
-use super::{IrError, Item, SlotId, R};
+use super::{conv, IrError, Item, SlotId, R};
 use crate::bpf::insn::{Reg, REGS};
 
 /// Where a slot's bytes are.
@@ -46,10 +46,6 @@ pub struct Allocation {
     pub spilled: u32,
 }
 
-/// The order registers are handed out in: caller-saved first, so R6-R9 stay free for
-/// what must survive calls.
-const ORDER: [usize; 10] = [1, 2, 3, 4, 5, 0, 7, 8, 9, 6];
-
 pub fn allocate(items: &[Item], slot_sizes: &[u32], nvregs: u32) -> Result<Allocation, IrError> {
     let nvregs = nvregs as usize;
     let nlocs = PHYS + nvregs;
@@ -65,7 +61,8 @@ pub fn allocate(items: &[Item], slot_sizes: &[u32], nvregs: u32) -> Result<Alloc
     let vranges = flow::vreg_ranges(&live, &effects, nvregs);
     let mut sizes = slot_sizes.to_vec();
     let mut ranges = flow::slot_ranges(items, &effects, sizes.len(), nlocs);
-    let homes = assign_registers(&vranges, &mut busy, &mut sizes, &mut ranges);
+    let handover: Vec<(u16, u16)> = (0..items.len()).map(|i| handover(&live, &effects[i], i)).collect();
+    let homes = assign_registers(&vranges, &handover, &live, &mut busy, &mut sizes, &mut ranges);
     let words = (0..items.len()).map(|i| shortfall(&items[i], &homes, busy[i])).max().unwrap_or(0);
     let placed = place_slots(&sizes, &ranges, words);
     Ok(Allocation {
@@ -116,25 +113,50 @@ fn touched(live: &Liveness, fx: &Effects, i: usize) -> u16 {
     m
 }
 
+/// The machine registers item `i` hands over: those it reads for the last time (and
+/// does not set), and those it sets without reading. A virtual register set at `i` may
+/// take one of the first (`v = r3` where r3 dies: r3 itself), one whose last use is at
+/// `i` one of the second (`r1 = v`: v in r1), and the move between them disappears.
+fn handover(live: &Liveness, fx: &Effects, i: usize) -> (u16, u16) {
+    let bits = |ls: &[usize]| ls.iter().filter(|&&l| l < 10).fold(0u16, |m, &l| m | 1 << l);
+    let (uses, defs) = (bits(&fx.uses), bits(&fx.defs));
+    let dying = uses & !defs & !live.live_out[i].phys();
+    (dying, defs & !uses)
+}
+
 /// Linear scan: each virtual register, in the order its range starts, takes a register
-/// no item of its range touches and no other virtual register holds there; or a slot.
-/// Marks what it hands out in `busy`.
+/// no item of its range touches and no other virtual register holds there (save one
+/// its first item hands over, or its last: `handover`); or a slot. Marks what it hands
+/// out in `busy`.
 fn assign_registers(
     vranges: &[Option<(usize, usize)>],
+    handover: &[(u16, u16)],
+    live: &Liveness,
     busy: &mut [u16],
     sizes: &mut Vec<u32>,
     ranges: &mut Vec<Option<(usize, usize)>>,
 ) -> Vec<Home> {
     let mut homes = vec![Home::Unused; vranges.len()];
+    let mut held = vec![0u16; busy.len()];
     let mut order: Vec<usize> = (0..vranges.len()).filter(|&v| vranges[v].is_some()).collect();
     order.sort_by_key(|&v| vranges[v].map(|r| r.0));
     for v in order {
         let Some((a, b)) = vranges[v] else { continue };
-        let taken = busy[a..=b].iter().fold(0u16, |m, x| m | x);
-        match ORDER.iter().find(|&&r| taken & (1 << r) == 0) {
-            Some(&r) => {
+        let at = |i: usize, free: u16| busy[i] & !(free & !held[i]);
+        let dies = !live.live_out[b].has(PHYS + v);
+        let (first, last) = (handover[a].0, if dies { handover[b].1 } else { 0 });
+        let mut taken = busy[a..=b].iter().fold(0u16, |m, x| m | x);
+        if a < b {
+            taken = busy[a + 1..b].iter().fold(at(a, first) | at(b, last), |m, x| m | x);
+        }
+        // A register handed over comes first: the move it would take is saved.
+        let handed = (first | last) & !taken;
+        let pick = (0..10).find(|&r| handed & (1 << r) != 0);
+        match pick.or_else(|| conv::locs(conv::ORDER).into_iter().find(|&r| taken & (1 << r) == 0)) {
+            Some(r) => {
                 homes[v] = Home::Reg(REGS[r]);
                 busy[a..=b].iter_mut().for_each(|x| *x |= 1 << r);
+                held[a..=b].iter_mut().for_each(|x| *x |= 1 << r);
             }
             None => {
                 homes[v] = Home::Slot(SlotId(sizes.len() as u32));

@@ -122,7 +122,11 @@ impl Out<'_> {
             None if reads(src) => (self.read(src)?, None),
             None => (R0, None),
         };
-        self.b.emit(Insn { dst: d.0.num(), src: s.0.num(), off, ..insn });
+        // A move onto itself (the allocator gave both sides one register) is none.
+        let idle = insn.code == BPF_ALU64 | BPF_MOV | BPF_X && d.0 == s.0;
+        if !idle {
+            self.b.emit(Insn { dst: d.0.num(), src: s.0.num(), off, ..insn });
+        }
         if fx.defs.contains(&super::flow::loc(dst)) {
             self.written(d)?;
         }

@@ -13,6 +13,7 @@
 //! liveness too.
 
 mod alloc;
+pub mod conv;
 mod emit;
 mod flow;
 pub mod frame;
@@ -27,6 +28,29 @@ pub use frame::{Frame, FrameFull, SlotId};
 /// The per-CPU array spilled stack slots live in (one element, as large as the largest
 /// spill of any program).
 pub const SPILL: &str = "spill";
+
+/// A helper's argument (`Func::call`).
+#[derive(Clone, Copy, Debug)]
+pub enum Arg<'a> {
+    R(R),
+    Imm(i32),
+    /// The address of the frame's bytes at this virtual offset (a slot's, `Frame::alloc`).
+    Stack(i16),
+    /// A map, relocated by the loader.
+    Map(&'a str),
+}
+
+impl From<Reg> for Arg<'_> {
+    fn from(r: Reg) -> Self {
+        Arg::R(R::P(r))
+    }
+}
+
+impl From<VReg> for Arg<'_> {
+    fn from(v: VReg) -> Self {
+        Arg::R(R::V(v))
+    }
+}
 
 /// A virtual register: any of R0-R9 or a stack slot, as the allocator decides.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -231,6 +255,26 @@ impl Func {
     /// `dst = map[map_name]`, relocated by the loader.
     pub fn ld_map(&mut self, dst: impl Into<R>, map_name: &str) {
         self.items.push(Item::LdMap { dst: dst.into(), map: map_name.to_string() });
+    }
+
+    /// A helper call by the convention (conv.rs): each of `args` into R1, R2, ... in
+    /// order, the call, its result in R0 (`conv::RESULT`). An argument already in its
+    /// register is not moved; a virtual one may be anywhere (the allocator keeps it out
+    /// of the argument registers set before it).
+    pub fn call(&mut self, helper: i32, args: &[Arg]) {
+        for (arg, &to) in args.iter().zip(conv::ARGS.iter()) {
+            match *arg {
+                Arg::R(R::P(p)) if p == to => {}
+                Arg::R(r) => self.op(mov64_reg(R0, R0), to, r),
+                Arg::Imm(imm) => self.emit(mov64_imm(to, imm)),
+                Arg::Stack(off) => {
+                    self.emit(mov64_reg(to, conv::FRAME));
+                    self.emit(alu64_imm(AluOp::Add, to, i32::from(off)));
+                }
+                Arg::Map(name) => self.ld_map(to, name),
+            }
+        }
+        self.items.push(Item::Call(helper));
     }
 
     pub fn call_kfunc(&mut self, kfunc: Kfunc) {

@@ -1,6 +1,6 @@
-//! The allocator's own tests: liveness, registers around calls, slots sharing bytes
-//! once dead, spills (of registers to slots, of slots to the spill map), label
-//! resolution.
+//! The allocator's own tests: liveness, registers around calls, moves that disappear,
+//! slots sharing bytes once dead, spills (of registers to slots, of slots to the spill
+//! map), registers borrowed where none is free, label resolution.
 
 use super::*;
 use crate::bpf::disasm::disasm;
@@ -31,24 +31,43 @@ fn a_value_live_across_a_call_gets_a_callee_saved_register() {
 fn a_value_not_live_across_a_call_gets_a_caller_saved_register() {
     let mut f = Func::new();
     let v = f.vreg();
+    f.emit(mov64_imm(R0, 1));
     f.op(mov64_imm(R0, 7), v, v);
-    f.op(mov64_reg(R0, R0), R0, v);
+    f.op(alu64_reg(AluOp::Add, R0, R0), R0, v);
     f.push(Item::Exit);
     let out = f.finish().unwrap();
-    assert!(text(&out).contains("0: r1 = 7"), "{}", text(&out));
+    assert!(text(&out).contains("1: r1 = 7"), "{}", text(&out));
 }
 
 #[test]
 fn registers_are_reused_once_their_values_die() {
     let mut f = Func::new();
     let (a, b) = (f.vreg(), f.vreg());
+    f.emit(mov64_imm(R0, 0));
     f.op(mov64_imm(R0, 1), a, a);
-    f.op(mov64_reg(R0, R0), R0, a);
+    f.op(alu64_reg(AluOp::Add, R0, R0), R0, a);
     f.op(mov64_imm(R0, 2), b, b);
     f.op(alu64_reg(AluOp::Add, R0, R0), R0, b);
     f.push(Item::Exit);
     let out = text(&f.finish().unwrap());
     assert!(out.contains("r1 = 1") && out.contains("r1 = 2"), "{out}");
+}
+
+#[test]
+fn a_value_set_from_a_register_that_dies_there_takes_it_and_the_move_disappears() {
+    let mut f = Func::new();
+    let v = f.vreg();
+    f.emit(mov64_imm(R3, 5));
+    f.op(mov64_reg(R0, R0), v, R3);
+    f.op(alu64_imm(AluOp::Add, R0, 1), v, R0);
+    f.op(mov64_reg(R0, R0), R0, v);
+    f.push(Item::Exit);
+    let out = f.finish().unwrap();
+    let t = text(&out);
+    // v takes r3 (which dies where v is set) or r0 (set from v where v dies): one
+    // move of the two is left.
+    assert_eq!(out.program.insns.len(), 4, "{t}");
+    assert_eq!(run(&out.program, &World::default(), 0), Ok(6), "{t}");
 }
 
 #[test]
