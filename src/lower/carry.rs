@@ -6,6 +6,7 @@
 //! fixed per function; one map update at entry writes it all.
 
 use super::codegen::Gen;
+use super::ir::Arg;
 use super::loaded::{CallFrame, Slot};
 use super::values::Place;
 use super::{maps, LowerError};
@@ -134,11 +135,10 @@ impl Gen<'_> {
         }
         let at = self.loaded.call.frame(span)?;
         let key = self.frame_key(at, span)?;
-        self.b.ld_map(R1, maps::CARRIED);
-        self.stack_ptr(R2, key);
-        self.stack_ptr(R3, record);
-        self.b.emit(mov64_imm(R4, BPF_ANY));
-        self.b.emit(call(BPF_FUNC_map_update_elem));
+        self.b.call(
+            BPF_FUNC_map_update_elem,
+            &[Arg::Map(maps::CARRIED), Arg::Stack(key), Arg::Stack(record), Arg::Imm(BPF_ANY)],
+        );
         self.count_refused_update(maps::CARRIED, span)?;
         Ok(())
     }
@@ -210,9 +210,7 @@ impl Gen<'_> {
         let record = self.slot(8, span)?;
         self.b.comment("the parameters this call's entry carried");
         let key = self.frame_key(at, span)?;
-        self.b.ld_map(R1, maps::CARRIED);
-        self.stack_ptr(R2, key);
-        self.b.emit(call(BPF_FUNC_map_lookup_elem));
+        self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(maps::CARRIED), Arg::Stack(key)]);
         self.b.jmp_imm_to(JmpOp::Eq, R0, 0, self.done);
         self.b.emit(store_reg(Size::DW, R10, record, R0));
         Ok(record)

@@ -1,13 +1,15 @@
 //! Statements and expressions of one probe body to eBPF instructions.
 //!
 //! Conventions: R6 holds the program's context (`struct pt_regs *`) for the whole
-//! program; an expression leaves its value in R0; values that must survive a helper call
+//! program (`ir::conv::CTX`); helpers are called through `Func::call`, which puts their
+//! arguments where the eBPF calling convention says (ir/conv.rs); an expression leaves
+//! its value in R0; values that must survive a helper call
 //! live in stack slots (`ir::Frame`); R8 points at the event record being built. What
 //! lives in a virtual register (an aggregation's map value while it is updated, the
 //! attach cookie while accounting checks it, a binary operator's left side) gets its
 //! machine register from the IR's allocator.
 
-use super::ir::{Func, Item};
+use super::ir::{conv, Arg, Func, Item};
 use super::loaded::Loaded;
 use super::maps::Maps;
 use super::LowerError;
@@ -139,7 +141,7 @@ impl<'a> Gen<'a> {
     /// kernel has no `bpf_preempt_disable` (before 6.10) the runtime makes the call a
     /// no-op (runtime/kfuncs.rs).
     pub fn prologue(&mut self) {
-        self.b.emit(mov64_reg(R6, R1));
+        self.b.emit(mov64_reg(conv::CTX, conv::ARGS[0]));
         self.b.call_kfunc(Kfunc::PreemptDisable);
         // Slots the stack cannot hold are reached through a pointer looked up here.
         self.b.push(Item::SpillSetup { fail: self.done });
@@ -160,7 +162,7 @@ impl<'a> Gen<'a> {
     }
 
     pub(super) fn load_reg(&mut self, dst: Reg, reg: MReg) {
-        self.b.emit(load(Size::DW, dst, R6, reg.pt_regs_offset()));
+        self.b.emit(load(Size::DW, dst, conv::CTX, reg.pt_regs_offset()));
     }
 
     /// Copies 8 bytes of target memory at `addr_reg + off` into stack slot `slot`.
@@ -171,10 +173,7 @@ impl<'a> Gen<'a> {
         if off != 0 {
             self.b.emit(alu64_imm(AluOp::Add, R3, off));
         }
-        self.b.emit(mov64_reg(R1, R10));
-        self.b.emit(alu64_imm(AluOp::Add, R1, slot as i32));
-        self.b.emit(mov64_imm(R2, 8));
-        self.b.emit(call(BPF_FUNC_probe_read_user));
+        self.b.call(BPF_FUNC_probe_read_user, &[Arg::Stack(slot), Arg::Imm(8), R3.into()]);
     }
 
     pub(super) fn stack_ptr(&mut self, dst: Reg, slot: i16) {
@@ -222,9 +221,7 @@ impl<'a> Gen<'a> {
                 let mark = self.b.frame.mark();
                 let key = self.key(&um, &m.keys, e.span)?;
                 let end = self.b.new_label();
-                self.b.ld_map(R1, &um.object_name);
-                self.stack_ptr(R2, key);
-                self.b.emit(call(BPF_FUNC_map_lookup_elem));
+                self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(&um.object_name), Arg::Stack(key)]);
                 self.b.jmp_imm_to(JmpOp::Eq, R0, 0, end);
                 self.b.emit(load(Size::DW, R0, R0, 0));
                 self.b.bind(end);
@@ -301,11 +298,11 @@ impl<'a> Gen<'a> {
             Builtin::Nsecs => self.b.emit(call(BPF_FUNC_ktime_get_ns)),
             Builtin::Goid => self.goid(span)?,
             Builtin::Pid => {
-                self.b.emit(call(BPF_FUNC_get_current_pid_tgid));
+                self.b.call(BPF_FUNC_get_current_pid_tgid, &[]);
                 self.b.emit(alu64_imm(AluOp::Rsh, R0, 32));
             }
             Builtin::Tid => {
-                self.b.emit(call(BPF_FUNC_get_current_pid_tgid));
+                self.b.call(BPF_FUNC_get_current_pid_tgid, &[]);
                 self.b.emit(alu64_imm(AluOp::Lsh, R0, 32));
                 self.b.emit(alu64_imm(AluOp::Rsh, R0, 32));
             }
@@ -330,8 +327,7 @@ impl<'a> Gen<'a> {
             }
             Builtin::Func => {
                 // The low 32 bits of the cookie index the functions (plan::COOKIE_SLOT_SHIFT).
-                self.b.emit(mov64_reg(R1, R6));
-                self.b.emit(call(BPF_FUNC_get_attach_cookie));
+                self.b.call(BPF_FUNC_get_attach_cookie, &[conv::CTX.into()]);
                 self.b.emit(alu32_reg(AluOp::Mov, R0, R0));
             }
             Builtin::Comm => return Err(LowerError::unsupported(span, "comm")),

@@ -3,6 +3,7 @@
 //! `--rate` first; a record the full ring buffer refuses is counted.
 
 use super::codegen::Gen;
+use super::ir::Arg;
 use super::maps;
 use super::LowerError;
 use crate::bpf::helpers::*;
@@ -64,9 +65,7 @@ impl Gen<'_> {
         }
         let zkey = self.slot(8, span)?;
         self.b.emit(store_imm(Size::DW, R10, zkey, 0));
-        self.b.ld_map(R1, maps::SCRATCH);
-        self.stack_ptr(R2, zkey);
-        self.b.emit(call(BPF_FUNC_map_lookup_elem));
+        self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(maps::SCRATCH), Arg::Stack(zkey)]);
         self.b.jmp_imm_to(JmpOp::Eq, R0, 0, skip);
         self.b.emit(mov64_reg(R8, R0));
         self.b.emit(store_imm(Size::DW, R8, 0, id as i32));

@@ -26,6 +26,7 @@
 //! below its own position, a return every frame below its own.
 
 use super::codegen::Gen;
+use super::ir::Arg;
 use super::loaded::{CallFrame, Record, Returned, Slot};
 use super::{maps, LowerError};
 use crate::arch::abi::Location;
@@ -97,9 +98,7 @@ impl Gen<'_> {
         self.b.emit(alu64_reg(AluOp::Mul, R1, R2));
         self.b.emit(alu64_imm(AluOp::Rsh, R1, (64 - SLOT_BITS) as i32));
         self.b.emit(store_reg(Size::W, R10, index, R1));
-        self.b.ld_map(R1, maps::GOROUTINES);
-        self.stack_ptr(R2, index);
-        self.b.emit(call(BPF_FUNC_map_lookup_elem));
+        self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(maps::GOROUTINES), Arg::Stack(index)]);
         self.b.jmp_imm_to(JmpOp::Eq, R0, 0, none);
     }
 
@@ -114,9 +113,7 @@ impl Gen<'_> {
         self.b.emit(load(Size::DW, R2, R10, g));
         self.b.jmp_reg_to(JmpOp::Eq, R1, R2, done);
         self.b.bind(spill);
-        self.b.ld_map(R1, maps::GOROUTINES_SPILL);
-        self.stack_ptr(R2, g);
-        self.b.emit(call(BPF_FUNC_map_lookup_elem));
+        self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(maps::GOROUTINES_SPILL), Arg::Stack(g)]);
         self.b.bind(done);
         self.b.emit(mov64_imm(R5, 0));
         Ok(())
@@ -157,9 +154,7 @@ impl Gen<'_> {
             self.b.bind(spill);
             let zkey = self.slot(8, span)?;
             self.b.emit(store_imm(Size::DW, R10, zkey, 0));
-            self.b.ld_map(R1, maps::ZEROS);
-            self.stack_ptr(R2, zkey);
-            self.b.emit(call(BPF_FUNC_map_lookup_elem));
+            self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(maps::ZEROS), Arg::Stack(zkey)]);
             self.b.jmp_imm_to(JmpOp::Eq, R0, 0, self.done);
             self.b.emit(mov64_reg(R3, R0));
             self.b.ld_map(R1, maps::GOROUTINES_SPILL);
@@ -167,9 +162,7 @@ impl Gen<'_> {
             self.b.emit(mov64_imm(R4, BPF_NOEXIST));
             self.b.emit(call(BPF_FUNC_map_update_elem));
             self.b.emit(store_reg(Size::DW, R10, zkey, R0));
-            self.b.ld_map(R1, maps::GOROUTINES_SPILL);
-            self.stack_ptr(R2, g);
-            self.b.emit(call(BPF_FUNC_map_lookup_elem));
+            self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(maps::GOROUTINES_SPILL), Arg::Stack(g)]);
             self.b.jmp_imm_to(JmpOp::Ne, R0, 0, have);
             // No record could be made: this call is not followed (its return is not
             // seen), counted by the errno of the insertion.
@@ -250,9 +243,7 @@ impl Gen<'_> {
         self.b.ja_to(end);
         self.b.bind(deep);
         self.key_at(record.g, idx, key);
-        self.b.ld_map(R1, maps::FRAMES);
-        self.stack_ptr(R2, key);
-        self.b.emit(call(BPF_FUNC_map_lookup_elem));
+        self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(maps::FRAMES), Arg::Stack(key)]);
         self.b.bind(end);
     }
 
@@ -337,7 +328,7 @@ impl Gen<'_> {
         self.b.emit(store_reg(Size::DW, R10, frame + F_FUNC, R0));
         self.b.emit(load(Size::DW, R1, R10, rel));
         self.b.emit(store_reg(Size::DW, R10, frame + F_REL, R1));
-        self.b.emit(call(BPF_FUNC_ktime_get_ns));
+        self.b.call(BPF_FUNC_ktime_get_ns, &[]);
         self.b.emit(store_reg(Size::DW, R10, frame + F_TIME, R0));
         let deep = self.b.new_label();
         let bump = self.b.new_label();
@@ -353,11 +344,10 @@ impl Gen<'_> {
         self.b.ja_to(bump);
         self.b.bind(deep);
         let key = self.deep_key(g, idx, span)?;
-        self.b.ld_map(R1, maps::FRAMES);
-        self.stack_ptr(R2, key);
-        self.stack_ptr(R3, frame);
-        self.b.emit(mov64_imm(R4, BPF_ANY));
-        self.b.emit(call(BPF_FUNC_map_update_elem));
+        self.b.call(
+            BPF_FUNC_map_update_elem,
+            &[Arg::Map(maps::FRAMES), Arg::Stack(key), Arg::Stack(frame), Arg::Imm(BPF_ANY)],
+        );
         // No room for the frame: the call is not followed (counted by the errno), and
         // the record stays as it was, so that no missing frame sits on it.
         self.b.jmp_imm_to(JmpOp::Eq, R0, 0, bump);
@@ -410,7 +400,7 @@ impl Gen<'_> {
         let frame = self.slot(8, span)?;
         self.b.emit(store_reg(Size::DW, R10, frame, R0));
         let elapsed = self.slot(8, span)?;
-        self.b.emit(call(BPF_FUNC_ktime_get_ns));
+        self.b.call(BPF_FUNC_ktime_get_ns, &[]);
         self.b.emit(load(Size::DW, R1, R10, frame));
         self.b.emit(load(Size::DW, R1, R1, F_TIME));
         self.b.emit(alu64_reg(AluOp::Sub, R0, R1));
@@ -460,7 +450,7 @@ impl Gen<'_> {
         self.b.bind(push);
         self.function_id(span)?;
         self.b.emit(store_reg(Size::DW, R10, frame + F_FUNC, R0));
-        self.b.emit(call(BPF_FUNC_ktime_get_ns));
+        self.b.call(BPF_FUNC_ktime_get_ns, &[]);
         self.b.emit(load(Size::W, R2, R9, R_TOP));
         self.b.jmp_imm_to(JmpOp::Ge, R2, INLINE, slow);
         self.b.emit(store_reg(Size::DW, R10, idx, R2));

@@ -4,6 +4,7 @@
 //! goroutine, for `elapsed` and `on panic`, are in frames.rs.
 
 use super::codegen::Gen;
+use super::ir::Arg;
 use super::maps;
 use super::LowerError;
 use crate::arch::abi::Location;
@@ -48,9 +49,7 @@ impl Gen<'_> {
     /// R0 = pointer to the value of self variable `name` on this goroutine, or 0.
     pub(super) fn lookup_self(&mut self, name: &str, span: Span) -> Result<(), LowerError> {
         let key = self.self_key(name, span)?;
-        self.b.ld_map(R1, maps::SELF_VARS);
-        self.stack_ptr(R2, key);
-        self.b.emit(call(BPF_FUNC_map_lookup_elem));
+        self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(maps::SELF_VARS), Arg::Stack(key)]);
         Ok(())
     }
 
@@ -64,11 +63,10 @@ impl Gen<'_> {
             self.b.emit(store_imm(Size::DW, R10, val + 8 * i, 0));
         }
         self.value_to(value, R10, val)?;
-        self.b.ld_map(R1, maps::SELF_VARS);
-        self.stack_ptr(R2, key);
-        self.stack_ptr(R3, val);
-        self.b.emit(mov64_imm(R4, BPF_ANY));
-        self.b.emit(call(BPF_FUNC_map_update_elem));
+        self.b.call(
+            BPF_FUNC_map_update_elem,
+            &[Arg::Map(maps::SELF_VARS), Arg::Stack(key), Arg::Stack(val), Arg::Imm(BPF_ANY)],
+        );
         self.count_refused_update(maps::SELF_VARS, span)
     }
 
@@ -81,9 +79,7 @@ impl Gen<'_> {
         self.b.emit(store_reg(Size::DW, R10, key, R1));
         for var in self.self_vars.values() {
             self.b.emit(store_imm(Size::DW, R10, key + 8, var.index as i32));
-            self.b.ld_map(R1, maps::SELF_VARS);
-            self.stack_ptr(R2, key);
-            self.b.emit(call(BPF_FUNC_map_delete_elem));
+            self.b.call(BPF_FUNC_map_delete_elem, &[Arg::Map(maps::SELF_VARS), Arg::Stack(key)]);
         }
         Ok(())
     }

@@ -16,6 +16,7 @@
 
 use super::codegen::Gen;
 use super::frames::{F_FUNC, F_TIME};
+use super::ir::Arg;
 use super::loaded::{Record, Returned};
 use super::{maps, LowerError};
 use crate::bpf::helpers::*;
@@ -170,9 +171,7 @@ impl Gen<'_> {
             self.b.emit(mov64_imm(R0, 0));
             self.b.jmp_imm_to(JmpOp::Eq, R1, 0, next);
             self.key_at(goroutine.g, j, key);
-            self.b.ld_map(R1, maps::CARRIED);
-            self.stack_ptr(R2, key);
-            self.b.emit(call(BPF_FUNC_map_lookup_elem));
+            self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(maps::CARRIED), Arg::Stack(key)]);
             self.b.jmp_imm_to(JmpOp::Eq, R0, 0, root);
             self.b.emit(load(Size::DW, R1, R0, C_TIME));
             self.b.emit(load(Size::DW, R2, R10, time));
@@ -210,9 +209,9 @@ impl Gen<'_> {
 
     /// *(u64 *)(r10 + to) = 64 random bits.
     fn random_u64(&mut self, to: i16) {
-        self.b.emit(call(BPF_FUNC_get_prandom_u32));
+        self.b.call(BPF_FUNC_get_prandom_u32, &[]);
         self.b.emit(store_reg(Size::W, R10, to, R0));
-        self.b.emit(call(BPF_FUNC_get_prandom_u32));
+        self.b.call(BPF_FUNC_get_prandom_u32, &[]);
         self.b.emit(store_reg(Size::W, R10, to + 4, R0));
     }
 
@@ -238,9 +237,7 @@ impl Gen<'_> {
                 let r = self.slot(8, span)?;
                 let key = self.slot(16, span)?;
                 self.key_at(at.record.g, at.index, key);
-                self.b.ld_map(R1, maps::CARRIED);
-                self.stack_ptr(R2, key);
-                self.b.emit(call(BPF_FUNC_map_lookup_elem));
+                self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(maps::CARRIED), Arg::Stack(key)]);
                 self.b.jmp_imm_to(JmpOp::Eq, R0, 0, self.done);
                 self.b.emit(store_reg(Size::DW, R10, r, R0));
                 r
@@ -303,10 +300,10 @@ impl Gen<'_> {
         self.b.comment("an ended span: from its start to now");
         self.b.emit(load(Size::DW, R1, R10, start));
         self.b.emit(store_reg(Size::DW, R8, H_START, R1));
-        self.b.emit(call(BPF_FUNC_ktime_get_ns));
+        self.b.call(BPF_FUNC_ktime_get_ns, &[]);
         self.b.emit(store_reg(Size::DW, R8, H_END, R0));
         for at in [H_TRACE, H_TRACE + 4, H_TRACE + 8, H_TRACE + 12, H_SPAN, H_SPAN + 4] {
-            self.b.emit(call(BPF_FUNC_get_prandom_u32));
+            self.b.call(BPF_FUNC_get_prandom_u32, &[]);
             self.b.emit(store_reg(Size::W, R8, at, R0));
         }
         // An all-zero span id is invalid: 1 instead.
@@ -359,18 +356,14 @@ impl Gen<'_> {
         let ex = self.slot(EXEMPLAR, span)?;
         self.b.emit(load(Size::DW, R1, R10, val));
         self.b.emit(store_reg(Size::DW, R10, ex, R1));
-        self.b.emit(call(BPF_FUNC_ktime_get_ns));
+        self.b.call(BPF_FUNC_ktime_get_ns, &[]);
         self.b.emit(store_reg(Size::DW, R10, ex + 8, R0));
         self.b.emit(load(Size::DW, R1, R10, record));
         for (from, to) in [(C_TRACE, 16), (C_TRACE + 8, 24), (C_SPAN, 32)] {
             self.b.emit(load(Size::DW, R2, R1, from));
             self.b.emit(store_reg(Size::DW, R10, ex + to, R2));
         }
-        self.b.ld_map(R1, map);
-        self.stack_ptr(R2, key);
-        self.stack_ptr(R3, ex);
-        self.b.emit(mov64_imm(R4, BPF_ANY));
-        self.b.emit(call(BPF_FUNC_map_update_elem));
+        self.b.call(BPF_FUNC_map_update_elem, &[Arg::Map(map), Arg::Stack(key), Arg::Stack(ex), Arg::Imm(BPF_ANY)]);
         self.count_refused_update(map, span)?;
         self.b.frame.release(mark);
         self.b.bind(skip);

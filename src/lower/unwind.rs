@@ -20,6 +20,7 @@
 
 use super::codegen::Gen;
 use super::frames::{F_FUNC, F_REL, F_TIME, RECORD, R_GONE, R_TOP};
+use super::ir::Arg;
 use super::loaded::{Call, CallFrame, Loaded, Panicked, Record, Slot};
 use super::LowerError;
 use crate::arch::abi::Location;
@@ -409,14 +410,12 @@ impl Gen<'_> {
         // Is the ended call's function one this probe reports (a key of `members`)? The
         // other functions fall through: the verifier walks that path first, and its
         // states prune the members' paths (the other way round took it 4 times longer).
-        self.b.ld_map(R1, members);
-        self.stack_ptr(R2, func);
-        self.b.emit(call(BPF_FUNC_map_lookup_elem));
+        self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(members), Arg::Stack(func)]);
         let member = self.b.new_label();
         self.b.jmp_imm_to(JmpOp::Ne, R0, 0, member);
         self.b.ja_to(next);
         self.b.bind(member);
-        self.b.emit(call(BPF_FUNC_ktime_get_ns));
+        self.b.call(BPF_FUNC_ktime_get_ns, &[]);
         self.b.op(alu64_reg(AluOp::Sub, R0, R0), R0, began);
         let elapsed = self.slot(8, span)?;
         self.b.emit(store_reg(Size::DW, R10, elapsed, R0));
