@@ -2,10 +2,12 @@
 //! (`VReg`) and whose stack accesses name a slot (`SlotId`) instead of an offset from
 //! R10, with labels and source comments. `Func::finish` runs the one allocator
 //! (alloc.rs): liveness (flow.rs) decides which registers and slots are live where;
-//! virtual registers get R0-R9 by the calling convention (R1-R5 are clobbered by a call,
-//! R0 is its result, R6-R9 survive it; R10 is the frame) or an 8-byte slot; slots share
-//! stack bytes when their values are dead, and what does not fit the 512-byte stack is
-//! spilled to a per-CPU scratch map (`SPILL`); emit.rs resolves labels into offsets.
+//! virtual registers get R0-R9 by the calling convention (conv.rs: R1-R5 are clobbered
+//! by a call, R0 is its result, R6-R9 survive it; R10 is the frame) or an 8-byte slot;
+//! slots share stack bytes when their values are dead, and what does not fit the
+//! 512-byte stack is spilled to a per-CPU scratch map (`SPILL`); emit.rs resolves labels
+//! into offsets and borrows a register where an access to a slot finds none free.
+//! `Func::call` is how code calls a helper: its arguments go where conv.rs says.
 //!
 //! Code that still names machine registers goes through `emit` and `emit2` with
 //! physical registers (precolored: the allocator works around them); its R10-relative
@@ -124,7 +126,7 @@ pub enum IrError {
     NoSlot { at: usize, off: i32 },
     #[error("instruction {at} reads virtual register {reg} before anything sets it")]
     Undefined { at: usize, reg: u32 },
-    #[error("no register is free at instruction {at} to reload a spilled value")]
+    #[error("no register is free or can be borrowed at instruction {at} to reach a spilled value")]
     NoFreeRegister { at: usize },
     #[error("registers {regs:?} are live where the spill pointer is looked up")]
     SpillSetupClobbers { regs: Vec<u8> },
