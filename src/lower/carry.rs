@@ -160,7 +160,7 @@ impl Gen<'_> {
                 }
             }
             Location::Stack { offset } => {
-                self.load_ctx_reg(R3, self.arch.stack_pointer());
+                self.load_ctx_reg(R3, self.arch().stack_pointer());
                 self.b.emit(alu64_imm(AluOp::Add, R3, *offset as i32));
                 self.stack_ptr(R1, to);
                 self.b.emit(mov64_imm(R2, size as i32));
@@ -174,7 +174,7 @@ impl Gen<'_> {
                             self.store_piece(to + p.offset as i16, p.size, span)?;
                         }
                         PieceAt::Stack { offset } => {
-                            self.load_ctx_reg(R3, self.arch.stack_pointer());
+                            self.load_ctx_reg(R3, self.arch().stack_pointer());
                             self.b.emit(alu64_imm(AluOp::Add, R3, *offset as i32));
                             self.stack_ptr(R1, to + p.offset as i16);
                             self.b.emit(mov64_imm(R2, p.size as i32));
@@ -219,6 +219,7 @@ impl Gen<'_> {
     /// Where the carried parameter `name` is: in the entry record.
     pub fn carried_place(&self, name: &str, span: Span) -> Result<Place, LowerError> {
         let offset = self
+            .attached
             .carried
             .iter()
             .find(|(c, _)| c.name == name)

@@ -10,7 +10,7 @@
 //! machine register from the IR's allocator.
 
 use super::ir::{conv, Arg, Func, Item};
-use super::loaded::Loaded;
+use super::loaded::{Attached, Loaded};
 use super::maps::Maps;
 use super::LowerError;
 use crate::arch::{Arch, Reg as MReg};
@@ -18,6 +18,7 @@ use crate::bpf::builder::Label;
 use crate::bpf::helpers::*;
 use crate::bpf::insn::*;
 use crate::bpf::kfuncs::Kfunc;
+use crate::check::binary::BinaryFacts;
 use crate::check::builtins::Builtin;
 use crate::check::ty::Ty;
 use crate::check::{Facts, Name};
@@ -29,8 +30,6 @@ use std::collections::HashMap;
 
 pub struct Gen<'a> {
     pub b: Func,
-    /// The target's instruction set: where registers are in the context.
-    pub arch: Arch,
     pub(super) facts: &'a Facts,
     pub(super) types: &'a Types,
     pub(super) maps: &'a Maps,
@@ -40,29 +39,18 @@ pub struct Gen<'a> {
     pub(super) locals: HashMap<String, i16>,
     /// What the program's prologue loaded for its body (loaded.rs).
     pub loaded: Loaded,
-    /// Where `goid` and `stack.hi` are in runtime.g.
-    pub g_layout: Option<crate::gobin::GLayout>,
-    /// Where the runtime keeps a map's buckets or tables (`m[k]`).
-    pub map_layout: Option<crate::gobin::MapLayout>,
+    /// What the checker learned of the binary: the runtime's layouts (g, maps), its
+    /// fallback hash's constants.
+    pub binary: &'a BinaryFacts,
     /// The runtime's aeshash keys, when `m[k]` hashes (maplookup.rs); None: it scans.
     pub aes: Option<crate::gobin::AesGlobals>,
-    /// The runtime's fallback hash mixes in wyhash's constants (Go 1.17 to 1.22).
-    pub memhash_constants: bool,
-    /// `stack.hi` in runtime.g (8 in every release).
-    pub stack_hi: u32,
-    /// The parameters this function's entry carries, with their offsets in the record.
-    pub carried: Vec<(crate::check::Carried, u32)>,
     /// How much of a whole Go value `print` copies.
     pub bounds: crate::capture::Bounds,
     /// Whole values cut for want of room in their record: where, and how many parts
     /// (said as warnings when the script compiles).
     pub notes: Vec<(Span, u32)>,
-    /// The index in `Plan::functions` of the one function the program is attached at
-    /// (`func` is then a constant, not read from the attach cookie).
-    pub function_index: Option<u32>,
-    /// Where the dictionary of the shape function is, when `func` names the
-    /// instantiation (see generics.rs).
-    pub dictionary: Option<super::generics::DictAt>,
+    /// What the program knows of the function it is attached at.
+    pub attached: Attached,
     /// What `span()` and the trace contexts need here (spans.rs).
     pub spans: super::spans::SpanState,
     /// Where the program ends (r0 = 0; exit).
@@ -75,7 +63,7 @@ pub struct Gen<'a> {
 
 impl<'a> Gen<'a> {
     pub fn new(
-        arch: Arch,
+        binary: &'a BinaryFacts,
         facts: &'a Facts,
         types: &'a Types,
         maps: &'a Maps,
@@ -87,7 +75,7 @@ impl<'a> Gen<'a> {
         let done = b.new_label();
         Gen {
             b,
-            arch,
+            binary,
             facts,
             types,
             maps,
@@ -95,21 +83,20 @@ impl<'a> Gen<'a> {
             events,
             locals: HashMap::new(),
             loaded: Loaded::default(),
-            g_layout: None,
-            map_layout: None,
             aes: None,
-            memhash_constants: false,
-            stack_hi: 8,
-            carried: Vec::new(),
             bounds: crate::capture::Bounds::default(),
             notes: Vec::new(),
-            function_index: None,
+            attached: Attached::default(),
             spans: super::spans::SpanState::default(),
-            dictionary: None,
             done,
             self_vars,
             acct: None,
         }
+    }
+
+    /// The target's instruction set: where registers are in the context.
+    pub fn arch(&self) -> Arch {
+        self.binary.binary.arch
     }
 
     /// A stack slot of `size` bytes (a temporary is released with `frame.release`).
@@ -318,12 +305,12 @@ impl<'a> Gen<'a> {
                 self.b.emit(load(Size::DW, R0, R10, p.recovered));
             }
             Builtin::Panic => return Err(LowerError::unsupported(span, "a panic's value as a number")),
-            Builtin::Func if self.dictionary.is_some() && self.function_index.is_some() => {
-                self.func_with_dictionary(self.function_index.unwrap_or_default(), span)?;
+            Builtin::Func if self.attached.dictionary.is_some() && self.attached.index.is_some() => {
+                self.func_with_dictionary(self.attached.index.unwrap_or_default(), span)?;
             }
-            Builtin::Func if self.function_index.is_some() => {
+            Builtin::Func if self.attached.index.is_some() => {
                 // A program attached at one function knows its index.
-                self.b.emit(mov64_imm(R0, self.function_index.unwrap_or_default() as i32));
+                self.b.emit(mov64_imm(R0, self.attached.index.unwrap_or_default() as i32));
             }
             Builtin::Func => {
                 // The low 32 bits of the cookie index the functions (plan::COOKIE_SLOT_SHIFT).

@@ -82,7 +82,7 @@ impl Gen<'_> {
                 self.b.emit(store_reg(Size::DW, R10, slot, R0));
             }
             None => {
-                self.load_reg(R1, self.arch.g_reg());
+                self.load_reg(R1, self.arch().g_reg());
                 self.b.emit(store_reg(Size::DW, R10, slot, R1));
             }
         }
@@ -183,7 +183,7 @@ impl Gen<'_> {
         let hi = self.slot(8, span)?;
         self.b.emit(store_imm(Size::DW, R10, hi, 0));
         self.b.emit(load(Size::DW, R3, R10, g));
-        self.read_user(hi, R3, self.stack_hi as i32);
+        self.read_user(hi, R3, self.binary.g_layout.map_or(8, |g| g.stack_hi) as i32);
         Ok(hi)
     }
 
@@ -212,7 +212,7 @@ impl Gen<'_> {
     /// A slot holding this probe's position: SP - base.
     fn position(&mut self, record: Record, span: Span) -> Result<i16, LowerError> {
         let rel = self.slot(8, span)?;
-        self.load_reg(R2, self.arch.stack_pointer());
+        self.load_reg(R2, self.arch().stack_pointer());
         self.b.emit(load(Size::DW, R1, R10, record.rec));
         self.b.emit(load(Size::DW, R1, R1, R_BASE));
         self.b.emit(alu64_reg(AluOp::Sub, R2, R1));
@@ -431,7 +431,7 @@ impl Gen<'_> {
         self.b.emit(load(Size::W, R2, R9, R_TOP));
         self.b.jmp_imm_to(JmpOp::Ge, R2, INLINE, slow);
         self.b.jmp_imm_to(JmpOp::Eq, R2, 0, empty);
-        self.load_reg(R8, self.arch.stack_pointer());
+        self.load_reg(R8, self.arch().stack_pointer());
         self.b.emit(load(Size::DW, R1, R9, R_BASE));
         self.b.emit(alu64_reg(AluOp::Sub, R8, R1));
         // The top frame must be above this call (else it is stale: the general path).
@@ -446,7 +446,7 @@ impl Gen<'_> {
         self.b.bind(empty);
         // Nothing in flight: positions start afresh.
         self.b.emit(store_imm(Size::DW, R9, R_BASE, 0));
-        self.load_reg(R8, self.arch.stack_pointer());
+        self.load_reg(R8, self.arch().stack_pointer());
         self.b.bind(push);
         self.function_id(span)?;
         self.b.emit(store_reg(Size::DW, R10, frame + F_FUNC, R0));
@@ -487,7 +487,7 @@ impl Gen<'_> {
         self.b.emit(mov64_reg(R0, R9));
         self.b.emit(alu64_reg(AluOp::Add, R0, R2));
         self.b.emit(alu64_imm(AluOp::Add, R0, i32::from(R_FRAMES)));
-        self.load_reg(R3, self.arch.stack_pointer());
+        self.load_reg(R3, self.arch().stack_pointer());
         self.b.emit(load(Size::DW, R1, R9, R_BASE));
         self.b.emit(alu64_reg(AluOp::Sub, R3, R1));
         self.b.emit(load(Size::DW, R1, R0, F_REL));

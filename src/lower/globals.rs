@@ -41,7 +41,7 @@ impl Gen<'_> {
         self.b.call(BPF_FUNC_get_current_pid_tgid, &[]);
         self.b.emit(alu64_imm(AluOp::Rsh, R0, 32));
         self.b.emit(store_reg(Size::W, R10, key, R0));
-        self.load_ctx_reg(R0, self.arch.program_counter());
+        self.load_ctx_reg(R0, self.arch().program_counter());
         self.b.emit2(ld_imm64(R1, entry));
         self.b.emit(alu64_reg(AluOp::Sub, R0, R1));
         self.b.emit(store_reg(Size::DW, R10, value, R0));

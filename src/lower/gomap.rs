@@ -40,7 +40,7 @@ impl Gen<'_> {
         let TypeKind::Map { key: Some(key), elem: Some(elem) } = self.types.get(bid).kind else {
             return Err(LowerError::unsupported(e.span, "indexing a map of unknown key or element type"));
         };
-        let layout = self.map_layout.ok_or(LowerError::NoMapLayout { span: e.span })?;
+        let layout = self.binary.map_layout.ok_or(LowerError::NoMapLayout { span: e.span })?;
         let kt = self.types.get(key);
         let (string_key, key_size) = (matches!(kt.kind, TypeKind::String), kt.size.clamp(1, 8));
         let slots = slots(self.types, &layout, key, elem);

@@ -16,8 +16,10 @@ impl Gen<'_> {
     /// R0 = the goroutine's id, read from its g (`goid` at the offset DWARF or the table
     /// of Go versions gives).
     pub(super) fn goid(&mut self, span: Span) -> Result<(), LowerError> {
-        let layout =
-            self.g_layout.ok_or_else(|| LowerError::unsupported(span, "goid without the layout of runtime.g"))?;
+        let layout = self
+            .binary
+            .g_layout
+            .ok_or_else(|| LowerError::unsupported(span, "goid without the layout of runtime.g"))?;
         // The g the prologue loaded (every program whose body reads `goid` loads it).
         let g = match self.loaded.call.g() {
             Some(g) => g,

@@ -5,8 +5,11 @@
 //! or one a panic ended), its entry record (carry.rs), the process's load bias
 //! (globals.rs). The body reads only what its kind loaded; asking for what it did not
 //! (`elapsed` at an entry) is an error at that construct, never a default slot.
+//! Beside it, `Attached`: what a program knows of its function when it is lowered.
 
 use super::LowerError;
+use crate::arch::abi::Location;
+use crate::check::Carried;
 use crate::syntax::ast::Span;
 
 /// A stack slot (its virtual offset from R10) holding one 8-byte value.
@@ -120,4 +123,26 @@ impl Call {
             _ => None,
         }
     }
+}
+
+/// What a program knows of the function it is attached at, fixed when it is lowered.
+#[derive(Clone, Debug, Default)]
+pub struct Attached {
+    /// The function's index in `Plan::functions`, when the program is attached at that
+    /// one function only (`func` is then a constant, not read from the attach cookie).
+    pub index: Option<u32>,
+    /// Where the dictionary of the shape function is, when `func` names the
+    /// instantiation (generics.rs).
+    pub dictionary: Option<DictAt>,
+    /// The parameters its entry carries, with their offsets in the entry record.
+    pub carried: Vec<(Carried, u32)>,
+}
+
+/// Where a program finds the dictionary.
+#[derive(Clone, Debug)]
+pub enum DictAt {
+    /// At the function's entry: in its register or stack slot.
+    Entry(Location),
+    /// At a return: carried from the entry.
+    Carried,
 }

@@ -185,7 +185,7 @@ impl Gen<'_> {
         match aes.hashkey {
             Some(hashkey) => {
                 let too_long = self.b.new_label();
-                self.memhash_key(k, (hashkey, self.memhash_constants), (w.tmp, w.hash), too_long, span)?;
+                self.memhash_key(k, (hashkey, self.binary.memhash_constants), (w.tmp, w.hash), too_long, span)?;
                 self.b.ja_to(hashed);
                 if k.string {
                     self.b.bind(too_long);

@@ -137,7 +137,7 @@ impl Gen<'_> {
     /// pushes (amd64: 8 below it; arm64: at the SP itself, where BL leaves it), so the
     /// bound is one above that.
     fn calls_from(&mut self, reg: Reg) {
-        self.b.emit(alu64_imm(AluOp::Add, reg, 1 - self.arch.call_pushes() as i32));
+        self.b.emit(alu64_imm(AluOp::Add, reg, 1 - self.arch().call_pushes() as i32));
     }
 
     /// *(u64 *)(r10 + slot) = the word at `off` in the g in slot `g` (read from the
@@ -245,7 +245,7 @@ impl Gen<'_> {
         let record = self.record(g, true, span)?;
         let rec = record.rec;
         let rel = self.slot(8, span)?;
-        self.load_reg(R0, self.arch.stack_pointer());
+        self.load_reg(R0, self.arch().stack_pointer());
         self.b.emit(store_reg(Size::DW, R10, rel, R0));
         self.relative(record, rel);
         self.b.emit(store_reg(Size::DW, R10, rel, R0));
@@ -354,7 +354,7 @@ impl Gen<'_> {
         self.b.emit(store_reg(Size::DW, R10, g, R0));
         self.b.ja_to(have);
         self.b.bind(dying);
-        self.load_reg(R1, self.arch.g_reg());
+        self.load_reg(R1, self.arch().g_reg());
         self.b.emit(store_reg(Size::DW, R10, g, R1));
         self.b.bind(have);
         self.b.emit(mov64_imm(R0, 0));
