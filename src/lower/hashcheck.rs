@@ -5,7 +5,7 @@
 
 use super::aeshash::{aes_tables_map, t_tables, AES_TABLES, MAX_HASHED_STRING};
 use super::codegen::Gen;
-use super::maplookup::Key;
+use super::mapwalk::Key;
 use super::mapwalk::Slots;
 use super::LowerError;
 use crate::bpf::builder::Program;

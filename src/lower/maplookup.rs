@@ -21,7 +21,7 @@
 
 use super::aeshash::MAX_HASHED_STRING;
 use super::codegen::Gen;
-use super::mapwalk::{Slots, SLOTS};
+use super::mapwalk::{Key, SLOTS};
 use super::memhash::MAX_FALLBACK_STRING;
 use super::LowerError;
 use crate::arch::AesRounds;
@@ -47,15 +47,6 @@ const HEADER: u32 = 48;
 /// Bytes each control byte matches against, repeated (`bitsetLSB`), and their top bits.
 const LSB: u64 = 0x0101_0101_0101_0101;
 const MSB: u64 = 0x8080_8080_8080_8080;
-
-/// What one lookup needs: the key (slot `key`: an integer, or a string's length and
-/// bytes), its kind, and where keys and elements are.
-pub(super) struct Key {
-    pub key: i16,
-    pub string: bool,
-    pub size: u64,
-    pub slots: Slots,
-}
 
 /// The stack slots of the walk.
 struct Walk {

@@ -8,7 +8,7 @@
 //! take the runtime's three-lane loop, not done here: the caller skips the hit, counted).
 
 use super::codegen::Gen;
-use super::maplookup::Key;
+use super::mapwalk::Key;
 use super::LowerError;
 use crate::bpf::insn::*;
 use crate::syntax::ast::Span;

@@ -28,7 +28,6 @@ pub mod goroutine;
 pub mod hashcheck;
 pub mod ir;
 pub mod loaded;
-mod loglinear;
 mod mapcapture;
 mod maplookup;
 pub mod mapops;

@@ -95,7 +95,7 @@ pub(super) fn lower_all(
     if !checked.self_vars.is_empty() {
         maps.add_self_vars(checked.self_vars.values().map(|v| v.ty.record_size()).max().unwrap_or(8));
     }
-    maps.specs.extend(super::runtime_programs::panic_functions_maps(checked, &plan.functions));
+    maps.specs.extend(super::maps::panic_functions_maps(checked, &plan.functions));
     let binary = &checked.binary;
     let aes = binary.aes;
     if aes.is_some() {
