@@ -9,7 +9,7 @@
 //! attach cookie while accounting checks it, a binary operator's left side) gets its
 //! machine register from the IR's allocator.
 
-use super::ir::{conv, Arg, Func, Item};
+use super::ir::{conv, Arg, Func, Item, R};
 use super::loaded::{Attached, Loaded};
 use super::maps::Maps;
 use super::LowerError;
@@ -148,8 +148,8 @@ impl<'a> Gen<'a> {
         self.load_reg(dst, reg)
     }
 
-    pub(super) fn load_reg(&mut self, dst: Reg, reg: MReg) {
-        self.b.emit(load(Size::DW, dst, conv::CTX, reg.pt_regs_offset()));
+    pub(super) fn load_reg(&mut self, dst: impl Into<R>, reg: MReg) {
+        self.b.op(load(Size::DW, R0, R0, reg.pt_regs_offset()), dst, conv::CTX);
     }
 
     /// Copies 8 bytes of target memory at `addr_reg + off` into stack slot `slot`.

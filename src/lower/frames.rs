@@ -410,8 +410,7 @@ impl Gen<'_> {
 
     /// The common entry, in registers: no stack copy to apply, fewer than INLINE frames
     /// in flight and the top one (if any) live, above this call. Pushes the frame (its
-    /// index into slot `idx`) and jumps to `pushed`; otherwise jumps to `slow`. R9 holds
-    /// the record, R8 the position.
+    /// index into slot `idx`) and jumps to `pushed`; otherwise jumps to `slow`.
     fn fast_push(
         &mut self,
         record: Record,
@@ -424,44 +423,47 @@ impl Gen<'_> {
         let rec = record.rec;
         let empty = self.b.new_label();
         let push = self.b.new_label();
+        // The record and this call's position, kept in registers the allocator picks
+        // (they survive the calls that find the function and the time).
+        let (rp, pos) = (self.b.vreg(), self.b.vreg());
         self.b.comment("the common entry: push the frame in the record");
-        self.b.emit(load(Size::DW, R9, R10, rec));
-        self.b.emit(load(Size::DW, R1, R9, R_MOVED));
+        self.b.load_stack(Size::DW, rp, rec);
+        self.b.op(load(Size::DW, R0, R0, R_MOVED), R1, rp);
         self.b.jmp_imm_to(JmpOp::Ne, R1, 0, slow);
-        self.b.emit(load(Size::W, R2, R9, R_TOP));
+        self.b.op(load(Size::W, R0, R0, R_TOP), R2, rp);
         self.b.jmp_imm_to(JmpOp::Ge, R2, INLINE, slow);
         self.b.jmp_imm_to(JmpOp::Eq, R2, 0, empty);
-        self.load_reg(R8, self.arch().stack_pointer());
-        self.b.emit(load(Size::DW, R1, R9, R_BASE));
-        self.b.emit(alu64_reg(AluOp::Sub, R8, R1));
+        self.load_reg(pos, self.arch().stack_pointer());
+        self.b.op(load(Size::DW, R0, R0, R_BASE), R1, rp);
+        self.b.op(alu64_reg(AluOp::Sub, R0, R0), pos, R1);
         // The top frame must be above this call (else it is stale: the general path).
         self.b.emit(alu64_imm(AluOp::Sub, R2, 1));
         self.b.emit(alu64_imm(AluOp::And, R2, INLINE - 1));
         self.b.emit(alu64_imm(AluOp::Mul, R2, FRAME));
-        self.b.emit(mov64_reg(R1, R9));
+        self.b.op(mov64_reg(R0, R0), R1, rp);
         self.b.emit(alu64_reg(AluOp::Add, R1, R2));
         self.b.emit(load(Size::DW, R1, R1, R_FRAMES + F_REL));
-        self.b.jmp_reg_to(JmpOp::Sle, R1, R8, slow);
+        self.b.jmp_reg_to(JmpOp::Sle, R1, pos, slow);
         self.b.ja_to(push);
         self.b.bind(empty);
         // Nothing in flight: positions start afresh.
-        self.b.emit(store_imm(Size::DW, R9, R_BASE, 0));
-        self.load_reg(R8, self.arch().stack_pointer());
+        self.b.op(store_imm(Size::DW, R0, R_BASE, 0), rp, R0);
+        self.load_reg(pos, self.arch().stack_pointer());
         self.b.bind(push);
         self.function_id(span)?;
         self.b.emit(store_reg(Size::DW, R10, frame + F_FUNC, R0));
         self.b.call(BPF_FUNC_ktime_get_ns, &[]);
-        self.b.emit(load(Size::W, R2, R9, R_TOP));
+        self.b.op(load(Size::W, R0, R0, R_TOP), R2, rp);
         self.b.jmp_imm_to(JmpOp::Ge, R2, INLINE, slow);
         self.b.emit(store_reg(Size::DW, R10, idx, R2));
         self.b.emit(mov64_reg(R3, R2));
         self.b.emit(alu64_imm(AluOp::Add, R3, 1));
-        self.b.emit(store_reg(Size::W, R9, R_TOP, R3));
+        self.b.op(store_reg(Size::W, R0, R_TOP, R0), rp, R3);
         self.b.emit(alu64_imm(AluOp::And, R2, INLINE - 1));
         self.b.emit(alu64_imm(AluOp::Mul, R2, FRAME));
-        self.b.emit(alu64_reg(AluOp::Add, R2, R9));
+        self.b.op(alu64_reg(AluOp::Add, R0, R0), R2, rp);
         self.b.emit(store_reg(Size::DW, R2, R_FRAMES + F_TIME, R0));
-        self.b.emit(store_reg(Size::DW, R2, R_FRAMES + F_REL, R8));
+        self.b.op(store_reg(Size::DW, R0, R_FRAMES + F_REL, R0), R2, pos);
         self.b.emit(load(Size::DW, R1, R10, frame + F_FUNC));
         self.b.emit(store_reg(Size::DW, R2, R_FRAMES + F_FUNC, R1));
         self.b.ja_to(pushed);
@@ -473,29 +475,30 @@ impl Gen<'_> {
     /// and jumps to `found` with R0 = the frame (its index in slot `idx`); otherwise
     /// jumps to `slow`.
     fn fast_pop(&mut self, record: Record, func: i16, idx: i16, found: Label, slow: Label) {
+        let rp = self.b.vreg();
         self.b.comment("the common return: this call's frame on top");
-        self.b.emit(load(Size::DW, R9, R10, record.rec));
-        self.b.emit(load(Size::DW, R1, R9, R_MOVED));
+        self.b.load_stack(Size::DW, rp, record.rec);
+        self.b.op(load(Size::DW, R0, R0, R_MOVED), R1, rp);
         self.b.jmp_imm_to(JmpOp::Ne, R1, 0, slow);
-        self.b.emit(load(Size::W, R2, R9, R_TOP));
+        self.b.op(load(Size::W, R0, R0, R_TOP), R2, rp);
         self.b.jmp_imm_to(JmpOp::Eq, R2, 0, slow);
         self.b.jmp_imm_to(JmpOp::Gt, R2, INLINE, slow);
         self.b.emit(alu64_imm(AluOp::Sub, R2, 1));
         self.b.emit(mov64_reg(R4, R2));
         self.b.emit(alu64_imm(AluOp::And, R2, INLINE - 1));
         self.b.emit(alu64_imm(AluOp::Mul, R2, FRAME));
-        self.b.emit(mov64_reg(R0, R9));
+        self.b.op(mov64_reg(R0, R0), R0, rp);
         self.b.emit(alu64_reg(AluOp::Add, R0, R2));
         self.b.emit(alu64_imm(AluOp::Add, R0, i32::from(R_FRAMES)));
         self.load_reg(R3, self.arch().stack_pointer());
-        self.b.emit(load(Size::DW, R1, R9, R_BASE));
+        self.b.op(load(Size::DW, R0, R0, R_BASE), R1, rp);
         self.b.emit(alu64_reg(AluOp::Sub, R3, R1));
         self.b.emit(load(Size::DW, R1, R0, F_REL));
         self.b.jmp_reg_to(JmpOp::Ne, R1, R3, slow);
         self.b.emit(load(Size::W, R1, R0, F_FUNC));
         self.b.emit(load(Size::DW, R2, R10, func));
         self.b.jmp_reg_to(JmpOp::Ne, R1, R2, slow);
-        self.b.emit(store_reg(Size::W, R9, R_TOP, R4));
+        self.b.op(store_reg(Size::W, R0, R_TOP, R0), rp, R4);
         self.b.emit(store_reg(Size::DW, R10, idx, R4));
         self.b.ja_to(found);
     }

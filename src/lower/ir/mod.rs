@@ -299,6 +299,15 @@ impl Func {
         self.items.push(Item::Op { insn, dst: R::P(R10), src: src.into(), slot: Some(slot) });
     }
 
+    /// `dst = *(size *)(r10 + off)`, `off` a virtual offset in an open slot of `frame`
+    /// (what `Frame::alloc` handed out, plus a constant).
+    pub fn load_stack(&mut self, size: Size, dst: impl Into<R>, off: i16) {
+        match self.frame.slot_at(i32::from(off), size.bytes()) {
+            Some((slot, within)) => self.load_slot(size, dst, slot, within),
+            None => self.fail(IrError::NoSlot { at: self.items.len(), off: i32::from(off) }),
+        }
+    }
+
     /// `dst = &slot + off`.
     pub fn slot_address(&mut self, dst: impl Into<R>, slot: SlotId, off: i32) {
         self.items.push(Item::SlotAddr { dst: dst.into(), slot, off });
