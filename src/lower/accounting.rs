@@ -18,6 +18,7 @@
 //! `plan::Accounting` is what the runtime learns of all this.
 
 use super::codegen::Gen;
+use super::ir::Arg;
 use super::maps::Maps;
 use super::LowerError;
 use crate::bpf::builder::Label;
@@ -175,9 +176,7 @@ impl Gen<'_> {
     /// counters[*(u32 *)(r10 + key)] += 1, atomically.
     fn add_one_at(&mut self, key: i16) {
         let out = self.b.new_label();
-        self.b.ld_map(R1, COUNTERS);
-        self.stack_ptr(R2, key);
-        self.b.emit(call(BPF_FUNC_map_lookup_elem));
+        self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(COUNTERS), Arg::Stack(key)]);
         self.b.jmp_imm_to(JmpOp::Eq, R0, 0, out);
         self.b.emit(mov64_imm(R1, 1));
         self.b.emit(atomic_add(Size::DW, R0, 0, R1));
@@ -211,9 +210,7 @@ impl Gen<'_> {
         self.b.emit(alu64_imm(AluOp::And, R1, COOKIE_SLOT_MASK as i32));
         self.b.emit(store_reg(Size::W, R10, key, R1));
         if generations {
-            self.b.ld_map(R1, GENERATIONS);
-            self.stack_ptr(R2, key);
-            self.b.emit(call(BPF_FUNC_map_lookup_elem));
+            self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(GENERATIONS), Arg::Stack(key)]);
             self.b.jmp_imm_to(JmpOp::Eq, R0, 0, self.done);
             self.b.emit(load(Size::DW, R1, R0, 0));
             self.b.op(mov64_reg(R2, R0), R2, cookie);
@@ -243,12 +240,10 @@ impl Gen<'_> {
         let mark = self.b.frame.mark();
         let key = self.slot(8, span)?;
         self.b.emit(store_imm(Size::W, R10, key, bucket as i32));
-        self.b.ld_map(R1, RATE);
-        self.stack_ptr(R2, key);
-        self.b.emit(call(BPF_FUNC_map_lookup_elem));
+        self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(RATE), Arg::Stack(key)]);
         self.b.jmp_imm_to(JmpOp::Eq, R0, 0, dropped);
         self.b.emit(mov64_reg(R9, R0));
-        self.b.emit(call(BPF_FUNC_ktime_get_ns));
+        self.b.call(BPF_FUNC_ktime_get_ns, &[]);
         self.b.emit(mov64_reg(R5, R0));
         self.b.emit(load(Size::DW, R1, R9, 0));
         // Two tries: another CPU may take a token between the read and the swap.

@@ -16,6 +16,7 @@
 //! XORed together. Longer keys are not hashed (the caller skips the hit, counted).
 
 use super::codegen::Gen;
+use super::ir::Arg;
 use super::LowerError;
 use crate::bpf::builder::Label;
 use crate::bpf::helpers::*;
@@ -120,9 +121,7 @@ impl Gen<'_> {
     pub(super) fn aes_slots(&mut self, keys: u32, span: Span) -> Result<AesSlots, LowerError> {
         let a = AesSlots { tables: self.slot(8, span)?, state: self.slot(16, span)?, keys: self.slot(keys, span)? };
         self.b.emit(store_imm(Size::DW, R10, a.state, 0));
-        self.b.ld_map(R1, AES_TABLES);
-        self.stack_ptr(R2, a.state);
-        self.b.emit(call(BPF_FUNC_map_lookup_elem));
+        self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(AES_TABLES), Arg::Stack(a.state)]);
         self.b.jmp_imm_to(JmpOp::Eq, R0, 0, self.done);
         self.b.emit(store_reg(Size::DW, R10, a.tables, R0));
         Ok(a)
@@ -230,7 +229,7 @@ impl Gen<'_> {
     /// address `keysched` plus the load bias (a PIE's).
     pub(super) fn read_aeskeysched(&mut self, keysched: u64, offset: u32, dst: i16, len: u32) {
         self.b.emit2(ld_imm64(R3, keysched + u64::from(offset)));
-        if let Some(bias) = self.bias {
+        if let Some(bias) = self.loaded.bias {
             self.b.emit(load(Size::DW, R1, R10, bias));
             self.b.emit(alu64_reg(AluOp::Add, R3, R1));
         }
@@ -243,7 +242,7 @@ impl Gen<'_> {
     /// `runtime.aeskeysched` + 16 * lane, moved by the load bias (a PIE's).
     pub(super) fn read_round_key(&mut self, keysched: u64, lane: i16, dst: i16) {
         self.b.emit2(ld_imm64(R3, keysched));
-        if let Some(bias) = self.bias {
+        if let Some(bias) = self.loaded.bias {
             self.b.emit(load(Size::DW, R2, R10, bias));
             self.b.emit(alu64_reg(AluOp::Add, R3, R2));
         }

@@ -32,7 +32,7 @@ impl Gen<'_> {
             self.read_user_scalar(ITAB_TYPE, 8)?;
         }
         self.b.emit2(ld_imm64(R1, descriptor));
-        if let Some(bias) = self.bias {
+        if let Some(bias) = self.loaded.bias {
             self.b.emit(load(Size::DW, R2, R10, bias));
             self.b.emit(alu64_reg(AluOp::Add, R1, R2));
         }

@@ -6,6 +6,8 @@
 //! fixed per function; one map update at entry writes it all.
 
 use super::codegen::Gen;
+use super::ir::Arg;
+use super::loaded::{CallFrame, Slot};
 use super::values::Place;
 use super::{maps, LowerError};
 use crate::arch::abi::{Location, PieceAt};
@@ -131,12 +133,12 @@ impl Gen<'_> {
             self.b.comment(format!("carry `{}` to the return", c.name));
             self.copy_at_entry(&c.location, record + *off as i16, c.size, span)?;
         }
-        let key = self.frame_key(span)?;
-        self.b.ld_map(R1, maps::CARRIED);
-        self.stack_ptr(R2, key);
-        self.stack_ptr(R3, record);
-        self.b.emit(mov64_imm(R4, BPF_ANY));
-        self.b.emit(call(BPF_FUNC_map_update_elem));
+        let at = self.loaded.call.frame(span)?;
+        let key = self.frame_key(at, span)?;
+        self.b.call(
+            BPF_FUNC_map_update_elem,
+            &[Arg::Map(maps::CARRIED), Arg::Stack(key), Arg::Stack(record), Arg::Imm(BPF_ANY)],
+        );
         self.count_refused_update(maps::CARRIED, span)?;
         Ok(())
     }
@@ -158,7 +160,7 @@ impl Gen<'_> {
                 }
             }
             Location::Stack { offset } => {
-                self.load_ctx_reg(R3, self.arch.stack_pointer());
+                self.load_ctx_reg(R3, self.arch().stack_pointer());
                 self.b.emit(alu64_imm(AluOp::Add, R3, *offset as i32));
                 self.stack_ptr(R1, to);
                 self.b.emit(mov64_imm(R2, size as i32));
@@ -172,7 +174,7 @@ impl Gen<'_> {
                             self.store_piece(to + p.offset as i16, p.size, span)?;
                         }
                         PieceAt::Stack { offset } => {
-                            self.load_ctx_reg(R3, self.arch.stack_pointer());
+                            self.load_ctx_reg(R3, self.arch().stack_pointer());
                             self.b.emit(alu64_imm(AluOp::Add, R3, *offset as i32));
                             self.stack_ptr(R1, to + p.offset as i16);
                             self.b.emit(mov64_imm(R2, p.size as i32));
@@ -201,24 +203,23 @@ impl Gen<'_> {
         Ok(())
     }
 
-    /// At a return, after its frame was found: keeps a pointer to the parameters its
-    /// entry carried (skipping the probe when there are none: the entry was not seen).
-    pub fn load_carried(&mut self, span: Span) -> Result<(), LowerError> {
+    /// At a return, after its frame `at` was found: a slot holding a pointer to the
+    /// parameters its entry carried (skipping the probe when there are none: the entry
+    /// was not seen).
+    pub fn load_carried(&mut self, at: CallFrame, span: Span) -> Result<Slot, LowerError> {
         let record = self.slot(8, span)?;
         self.b.comment("the parameters this call's entry carried");
-        let key = self.frame_key(span)?;
-        self.b.ld_map(R1, maps::CARRIED);
-        self.stack_ptr(R2, key);
-        self.b.emit(call(BPF_FUNC_map_lookup_elem));
+        let key = self.frame_key(at, span)?;
+        self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(maps::CARRIED), Arg::Stack(key)]);
         self.b.jmp_imm_to(JmpOp::Eq, R0, 0, self.done);
         self.b.emit(store_reg(Size::DW, R10, record, R0));
-        self.entry_record = Some(record);
-        Ok(())
+        Ok(record)
     }
 
     /// Where the carried parameter `name` is: in the entry record.
     pub fn carried_place(&self, name: &str, span: Span) -> Result<Place, LowerError> {
         let offset = self
+            .attached
             .carried
             .iter()
             .find(|(c, _)| c.name == name)
@@ -229,7 +230,8 @@ impl Gen<'_> {
 
     /// R0 = the `size`-byte scalar at `offset` in the entry record.
     pub(super) fn read_carried(&mut self, offset: u64, size: u64, span: Span) -> Result<(), LowerError> {
-        let record = self.entry_record.ok_or_else(|| LowerError::unsupported(span, "parameters outside a return"))?;
+        let record = self.loaded.call.returned().and_then(|r| r.entry);
+        let record = record.ok_or_else(|| LowerError::unsupported(span, "parameters outside a return"))?;
         let (width, off) = match size {
             1 => (Size::B, offset),
             2 => (Size::H, offset),

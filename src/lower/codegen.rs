@@ -1,13 +1,16 @@
 //! Statements and expressions of one probe body to eBPF instructions.
 //!
 //! Conventions: R6 holds the program's context (`struct pt_regs *`) for the whole
-//! program; an expression leaves its value in R0; values that must survive a helper call
+//! program (`ir::conv::CTX`); helpers are called through `Func::call`, which puts their
+//! arguments where the eBPF calling convention says (ir/conv.rs); an expression leaves
+//! its value in R0; values that must survive a helper call
 //! live in stack slots (`ir::Frame`); R8 points at the event record being built. What
 //! lives in a virtual register (an aggregation's map value while it is updated, the
 //! attach cookie while accounting checks it, a binary operator's left side) gets its
 //! machine register from the IR's allocator.
 
-use super::ir::{Func, Item};
+use super::ir::{conv, Arg, Func, Item, R};
+use super::loaded::{Attached, Loaded};
 use super::maps::Maps;
 use super::LowerError;
 use crate::arch::{Arch, Reg as MReg};
@@ -15,6 +18,7 @@ use crate::bpf::builder::Label;
 use crate::bpf::helpers::*;
 use crate::bpf::insn::*;
 use crate::bpf::kfuncs::Kfunc;
+use crate::check::binary::BinaryFacts;
 use crate::check::builtins::Builtin;
 use crate::check::ty::Ty;
 use crate::check::{Facts, Name};
@@ -26,8 +30,6 @@ use std::collections::HashMap;
 
 pub struct Gen<'a> {
     pub b: Func,
-    /// The target's instruction set: where registers are in the context.
-    pub arch: Arch,
     pub(super) facts: &'a Facts,
     pub(super) types: &'a Types,
     pub(super) maps: &'a Maps,
@@ -35,47 +37,20 @@ pub struct Gen<'a> {
     /// Every event format of the script; a record's first u64 indexes it.
     pub events: &'a mut Vec<EventSpec>,
     pub(super) locals: HashMap<String, i16>,
-    /// The goroutine's g pointer, when loaded (`load_g`).
-    pub g: Option<i16>,
-    /// Where `goid` and `stack.hi` are in runtime.g.
-    pub g_layout: Option<crate::gobin::GLayout>,
-    /// Where the runtime keeps a map's buckets or tables (`m[k]`).
-    pub map_layout: Option<crate::gobin::MapLayout>,
+    /// What the program's prologue loaded for its body (loaded.rs).
+    pub loaded: Loaded,
+    /// What the checker learned of the binary: the runtime's layouts (g, maps), its
+    /// fallback hash's constants.
+    pub binary: &'a BinaryFacts,
     /// The runtime's aeshash keys, when `m[k]` hashes (maplookup.rs); None: it scans.
     pub aes: Option<crate::gobin::AesGlobals>,
-    /// The runtime's fallback hash mixes in wyhash's constants (Go 1.17 to 1.22).
-    pub memhash_constants: bool,
-    /// `stack.hi` in runtime.g (8 in every release).
-    pub stack_hi: u32,
-    /// A pointer to the goroutine's record of calls in flight (frames.rs), when read.
-    pub record: Option<i16>,
-    /// A pointer to this call's frame, in a return probe that found it.
-    pub call_frame: Option<i16>,
-    /// The index of this call's frame in its goroutine's record, once pushed or found.
-    pub frame_index: Option<i16>,
-    /// `elapsed`, when this is a return probe that uses it.
-    pub elapsed: Option<i16>,
-    /// The slot holding a pointer to this call's entry record, in a return probe that
-    /// needs it (see carry.rs).
-    pub entry_record: Option<i16>,
-    /// The parameters this function's entry carries, with their offsets in the record.
-    pub carried: Vec<(crate::check::Carried, u32)>,
-    /// The load bias of the process (a PIE's), when this program reads package variables.
-    pub bias: Option<i16>,
     /// How much of a whole Go value `print` copies.
     pub bounds: crate::capture::Bounds,
     /// Whole values cut for want of room in their record: where, and how many parts
     /// (said as warnings when the script compiles).
     pub notes: Vec<(Span, u32)>,
-    /// In `on panic`: the function of the frame the body runs for (`func`), the panic's
-    /// value (16 bytes: type, data) and whether it was recovered.
-    pub panic_frame: Option<(i16, i16, i16)>,
-    /// The index in `Plan::functions` of the one function the program is attached at
-    /// (`func` is then a constant, not read from the attach cookie).
-    pub function_index: Option<u32>,
-    /// Where the dictionary of the shape function is, when `func` names the
-    /// instantiation (see generics.rs).
-    pub dictionary: Option<super::generics::DictAt>,
+    /// What the program knows of the function it is attached at.
+    pub attached: Attached,
     /// What `span()` and the trace contexts need here (spans.rs).
     pub spans: super::spans::SpanState,
     /// Where the program ends (r0 = 0; exit).
@@ -90,7 +65,7 @@ pub struct Gen<'a> {
 
 impl<'a> Gen<'a> {
     pub fn new(
-        arch: Arch,
+        binary: &'a BinaryFacts,
         facts: &'a Facts,
         types: &'a Types,
         maps: &'a Maps,
@@ -102,37 +77,29 @@ impl<'a> Gen<'a> {
         let done = b.new_label();
         Gen {
             b,
-            arch,
+            binary,
             facts,
             types,
             maps,
             sources,
             events,
             locals: HashMap::new(),
-            g: None,
-            g_layout: None,
-            map_layout: None,
+            loaded: Loaded::default(),
             aes: None,
-            memhash_constants: false,
-            stack_hi: 8,
-            record: None,
-            call_frame: None,
-            frame_index: None,
-            elapsed: None,
-            entry_record: None,
-            carried: Vec::new(),
-            bias: None,
             bounds: crate::capture::Bounds::default(),
             notes: Vec::new(),
-            panic_frame: None,
-            function_index: None,
+            attached: Attached::default(),
             spans: super::spans::SpanState::default(),
-            dictionary: None,
             done,
             self_vars,
             acct: None,
             paths: HashMap::new(),
         }
+    }
+
+    /// The target's instruction set: where registers are in the context.
+    pub fn arch(&self) -> Arch {
+        self.binary.binary.arch
     }
 
     /// A stack slot of `size` bytes (a temporary is released with `frame.release`).
@@ -164,7 +131,7 @@ impl<'a> Gen<'a> {
     /// kernel has no `bpf_preempt_disable` (before 6.10) the runtime makes the call a
     /// no-op (runtime/kfuncs.rs).
     pub fn prologue(&mut self) {
-        self.b.emit(mov64_reg(R6, R1));
+        self.b.emit(mov64_reg(conv::CTX, conv::ARGS[0]));
         self.b.call_kfunc(Kfunc::PreemptDisable);
         // Slots the stack cannot hold are reached through a pointer looked up here.
         self.b.push(Item::SpillSetup { fail: self.done });
@@ -184,8 +151,8 @@ impl<'a> Gen<'a> {
         self.load_reg(dst, reg)
     }
 
-    pub(super) fn load_reg(&mut self, dst: Reg, reg: MReg) {
-        self.b.emit(load(Size::DW, dst, R6, reg.pt_regs_offset()));
+    pub(super) fn load_reg(&mut self, dst: impl Into<R>, reg: MReg) {
+        self.b.op(load(Size::DW, R0, R0, reg.pt_regs_offset()), dst, conv::CTX);
     }
 
     /// Copies 8 bytes of target memory at `addr_reg + off` into stack slot `slot`.
@@ -196,10 +163,7 @@ impl<'a> Gen<'a> {
         if off != 0 {
             self.b.emit(alu64_imm(AluOp::Add, R3, off));
         }
-        self.b.emit(mov64_reg(R1, R10));
-        self.b.emit(alu64_imm(AluOp::Add, R1, slot as i32));
-        self.b.emit(mov64_imm(R2, 8));
-        self.b.emit(call(BPF_FUNC_probe_read_user));
+        self.b.call(BPF_FUNC_probe_read_user, &[Arg::Stack(slot), Arg::Imm(8), R3.into()]);
     }
 
     pub(super) fn stack_ptr(&mut self, dst: Reg, slot: i16) {
@@ -247,9 +211,7 @@ impl<'a> Gen<'a> {
                 let mark = self.b.frame.mark();
                 let key = self.key(&um, &m.keys, e.span)?;
                 let end = self.b.new_label();
-                self.b.ld_map(R1, &um.object_name);
-                self.stack_ptr(R2, key);
-                self.b.emit(call(BPF_FUNC_map_lookup_elem));
+                self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(&um.object_name), Arg::Stack(key)]);
                 self.b.jmp_imm_to(JmpOp::Eq, R0, 0, end);
                 self.b.emit(load(Size::DW, R0, R0, 0));
                 self.b.bind(end);
@@ -320,44 +282,42 @@ impl<'a> Gen<'a> {
     pub(super) fn builtin(&mut self, b: Builtin, span: Span) -> Result<(), LowerError> {
         match b {
             Builtin::Elapsed => {
-                let slot =
-                    self.elapsed.ok_or_else(|| LowerError::unsupported(span, "elapsed outside a return probe"))?;
+                let slot = self.loaded.call.elapsed(span)?;
                 self.b.emit(load(Size::DW, R0, R10, slot));
             }
             Builtin::Nsecs => self.b.emit(call(BPF_FUNC_ktime_get_ns)),
             Builtin::Goid => self.goid(span)?,
             Builtin::Pid => {
-                self.b.emit(call(BPF_FUNC_get_current_pid_tgid));
+                self.b.call(BPF_FUNC_get_current_pid_tgid, &[]);
                 self.b.emit(alu64_imm(AluOp::Rsh, R0, 32));
             }
             Builtin::Tid => {
-                self.b.emit(call(BPF_FUNC_get_current_pid_tgid));
+                self.b.call(BPF_FUNC_get_current_pid_tgid, &[]);
                 self.b.emit(alu64_imm(AluOp::Lsh, R0, 32));
                 self.b.emit(alu64_imm(AluOp::Rsh, R0, 32));
             }
             Builtin::Cpu => self.b.emit(call(BPF_FUNC_get_smp_processor_id)),
-            Builtin::Func if self.panic_frame.is_some() => {
+            Builtin::Func if self.loaded.call.panicked().is_some() => {
                 // In `on panic`: the function of the frame the body runs for.
-                let (func, _, _) = self.panic_frame.unwrap_or_default();
+                let func = self.loaded.call.panicked().map_or(0, |p| p.func);
                 self.b.emit(load(Size::DW, R0, R10, func));
             }
             Builtin::Recovered => {
-                let (_, _, recovered) =
-                    self.panic_frame.ok_or_else(|| LowerError::unsupported(span, "recovered outside `on panic`"))?;
-                self.b.emit(load(Size::DW, R0, R10, recovered));
+                let p = self.loaded.call.panicked();
+                let p = p.ok_or_else(|| LowerError::unsupported(span, "recovered outside `on panic`"))?;
+                self.b.emit(load(Size::DW, R0, R10, p.recovered));
             }
             Builtin::Panic => return Err(LowerError::unsupported(span, "a panic's value as a number")),
-            Builtin::Func if self.dictionary.is_some() && self.function_index.is_some() => {
-                self.func_with_dictionary(self.function_index.unwrap_or_default(), span)?;
+            Builtin::Func if self.attached.dictionary.is_some() && self.attached.index.is_some() => {
+                self.func_with_dictionary(self.attached.index.unwrap_or_default(), span)?;
             }
-            Builtin::Func if self.function_index.is_some() => {
+            Builtin::Func if self.attached.index.is_some() => {
                 // A program attached at one function knows its index.
-                self.b.emit(mov64_imm(R0, self.function_index.unwrap_or_default() as i32));
+                self.b.emit(mov64_imm(R0, self.attached.index.unwrap_or_default() as i32));
             }
             Builtin::Func => {
                 // The low 32 bits of the cookie index the functions (plan::COOKIE_SLOT_SHIFT).
-                self.b.emit(mov64_reg(R1, R6));
-                self.b.emit(call(BPF_FUNC_get_attach_cookie));
+                self.b.call(BPF_FUNC_get_attach_cookie, &[conv::CTX.into()]);
                 self.b.emit(alu32_reg(AluOp::Mov, R0, R0));
             }
             Builtin::Comm => return Err(LowerError::unsupported(span, "comm")),

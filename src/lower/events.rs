@@ -3,6 +3,7 @@
 //! `--rate` first; a record the full ring buffer refuses is counted.
 
 use super::codegen::Gen;
+use super::ir::Arg;
 use super::maps;
 use super::LowerError;
 use crate::bpf::helpers::*;
@@ -64,9 +65,7 @@ impl Gen<'_> {
         }
         let zkey = self.slot(8, span)?;
         self.b.emit(store_imm(Size::DW, R10, zkey, 0));
-        self.b.ld_map(R1, maps::SCRATCH);
-        self.stack_ptr(R2, zkey);
-        self.b.emit(call(BPF_FUNC_map_lookup_elem));
+        self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(maps::SCRATCH), Arg::Stack(zkey)]);
         self.b.jmp_imm_to(JmpOp::Eq, R0, 0, skip);
         self.b.emit(mov64_reg(R8, R0));
         self.b.emit(store_imm(Size::DW, R8, 0, id as i32));
@@ -122,7 +121,7 @@ impl Gen<'_> {
         } else if let EventKind::Span { status, panic, .. } = kind {
             rec.sources = Some(self.span_sources(span)?);
             rec.header = super::spans::HEADER_END - 8;
-            *panic = self.panic_frame.is_some();
+            *panic = self.loaded.call.panicked().is_some();
             if *panic {
                 rec.items.push(Item::Panic);
             } else if let Some(e) = &self.facts.span_error {
@@ -184,7 +183,7 @@ impl Gen<'_> {
         for (item, f) in rec.items.iter().zip(fields) {
             match (item, &f.ty) {
                 (Item::Panic, _) => {
-                    let (_, value, _) = self.panic_frame.unwrap_or_default();
+                    let value = self.loaded.call.panicked().map_or(0, |p| p.value);
                     let place = super::values::Place::Stack { slot: value, offset: 0 };
                     self.interface_from_place(&place, true, R8, f.offset as i16, span)?;
                 }

@@ -26,6 +26,8 @@
 //! below its own position, a return every frame below its own.
 
 use super::codegen::Gen;
+use super::ir::Arg;
+use super::loaded::{CallFrame, Record, Returned, Slot};
 use super::{maps, LowerError};
 use crate::arch::abi::Location;
 use crate::bpf::builder::Label;
@@ -69,10 +71,7 @@ enum Stale {
 impl Gen<'_> {
     /// Keeps the goroutine's g pointer in a slot, from the g register or from where `from`
     /// says (a runtime function's argument: the g it works on).
-    pub fn load_g(&mut self, from: Option<&Location>, span: Span) -> Result<i16, LowerError> {
-        if let Some(g) = self.g {
-            return Ok(g);
-        }
+    pub fn load_g(&mut self, from: Option<&Location>, span: Span) -> Result<Slot, LowerError> {
         let slot = self.slot(8, span)?;
         match from {
             Some(location) => {
@@ -83,43 +82,38 @@ impl Gen<'_> {
                 self.b.emit(store_reg(Size::DW, R10, slot, R0));
             }
             None => {
-                self.load_reg(R1, self.arch.g_reg());
+                self.load_reg(R1, self.arch().g_reg());
                 self.b.emit(store_reg(Size::DW, R10, slot, R1));
             }
         }
-        self.g = Some(slot);
         Ok(slot)
     }
 
-    /// R0 = the array slot of the goroutine in the g slot (never 0 past the check); its
+    /// R0 = the array slot of the goroutine in slot `g` (never 0 past the check); its
     /// index is left in slot `index`.
-    fn array_slot(&mut self, index: i16, none: Label) {
-        self.b.emit(load(Size::DW, R1, R10, self.g.unwrap_or_default()));
+    fn array_slot(&mut self, g: Slot, index: i16, none: Label) {
+        self.b.emit(load(Size::DW, R1, R10, g));
         // Fibonacci hashing: the top bits of g times 2^64/phi.
         self.b.emit2(ld_imm64(R2, 0x9E37_79B9_7F4A_7C15));
         self.b.emit(alu64_reg(AluOp::Mul, R1, R2));
         self.b.emit(alu64_imm(AluOp::Rsh, R1, (64 - SLOT_BITS) as i32));
         self.b.emit(store_reg(Size::W, R10, index, R1));
-        self.b.ld_map(R1, maps::GOROUTINES);
-        self.stack_ptr(R2, index);
-        self.b.emit(call(BPF_FUNC_map_lookup_elem));
+        self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(maps::GOROUTINES), Arg::Stack(index)]);
         self.b.jmp_imm_to(JmpOp::Eq, R0, 0, none);
     }
 
-    /// R0 = the record of the goroutine in the g slot (or 0): its array slot if it holds
+    /// R0 = the record of the goroutine in slot `g` (or 0): its array slot if it holds
     /// it, else the spilled one.
-    pub(super) fn lookup_record(&mut self) -> Result<(), LowerError> {
+    pub(super) fn lookup_record(&mut self, g: Slot) -> Result<(), LowerError> {
         let index = self.frame_slot(8)?;
         let spill = self.b.new_label();
         let done = self.b.new_label();
-        self.array_slot(index, spill);
+        self.array_slot(g, index, spill);
         self.b.emit(load(Size::DW, R1, R0, R_G));
-        self.b.emit(load(Size::DW, R2, R10, self.g.unwrap_or_default()));
+        self.b.emit(load(Size::DW, R2, R10, g));
         self.b.jmp_reg_to(JmpOp::Eq, R1, R2, done);
         self.b.bind(spill);
-        self.b.ld_map(R1, maps::GOROUTINES_SPILL);
-        self.stack_ptr(R2, self.g.unwrap_or_default());
-        self.b.emit(call(BPF_FUNC_map_lookup_elem));
+        self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(maps::GOROUTINES_SPILL), Arg::Stack(g)]);
         self.b.bind(done);
         self.b.emit(mov64_imm(R5, 0));
         Ok(())
@@ -128,26 +122,26 @@ impl Gen<'_> {
     /// Keeps a pointer to the goroutine's record in a slot (and applies a stack copy not
     /// yet applied); jumps to the end of the program when it has none, or (with
     /// `insert`) when none can be made.
-    pub fn record(&mut self, insert: bool, span: Span) -> Result<i16, LowerError> {
-        let slot = self.record_unmoved(insert, span)?;
-        self.resolve_move(span)?;
-        Ok(slot)
+    pub fn record(&mut self, g: Slot, insert: bool, span: Span) -> Result<Record, LowerError> {
+        let record = self.record_unmoved(g, insert, span)?;
+        self.resolve_move(record, span)?;
+        Ok(record)
     }
 
     /// `record`, leaving a stack copy not yet applied to the caller (R0 = the record).
-    fn record_unmoved(&mut self, insert: bool, span: Span) -> Result<i16, LowerError> {
+    fn record_unmoved(&mut self, g: Slot, insert: bool, span: Span) -> Result<Record, LowerError> {
         let slot = self.slot(8, span)?;
         let have = self.b.new_label();
-        self.lookup_record()?;
+        self.lookup_record(g)?;
         if insert {
             self.b.jmp_imm_to(JmpOp::Ne, R0, 0, have);
             // The goroutine's array slot, when no call is in flight there: taken over.
             let index = self.slot(8, span)?;
             let spill = self.b.new_label();
-            self.array_slot(index, spill);
+            self.array_slot(g, index, spill);
             self.b.emit(load(Size::W, R1, R0, R_TOP));
             self.b.jmp_imm_to(JmpOp::Ne, R1, 0, spill);
-            self.b.emit(load(Size::DW, R1, R10, self.g.unwrap_or_default()));
+            self.b.emit(load(Size::DW, R1, R10, g));
             self.b.emit(store_reg(Size::DW, R0, R_G, R1));
             for off in [R_TOP, R_BASE, R_MOVED] {
                 self.b.emit(store_imm(Size::DW, R0, off, 0));
@@ -160,19 +154,15 @@ impl Gen<'_> {
             self.b.bind(spill);
             let zkey = self.slot(8, span)?;
             self.b.emit(store_imm(Size::DW, R10, zkey, 0));
-            self.b.ld_map(R1, maps::ZEROS);
-            self.stack_ptr(R2, zkey);
-            self.b.emit(call(BPF_FUNC_map_lookup_elem));
+            self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(maps::ZEROS), Arg::Stack(zkey)]);
             self.b.jmp_imm_to(JmpOp::Eq, R0, 0, self.done);
             self.b.emit(mov64_reg(R3, R0));
             self.b.ld_map(R1, maps::GOROUTINES_SPILL);
-            self.stack_ptr(R2, self.g.unwrap_or_default());
+            self.stack_ptr(R2, g);
             self.b.emit(mov64_imm(R4, BPF_NOEXIST));
             self.b.emit(call(BPF_FUNC_map_update_elem));
             self.b.emit(store_reg(Size::DW, R10, zkey, R0));
-            self.b.ld_map(R1, maps::GOROUTINES_SPILL);
-            self.stack_ptr(R2, self.g.unwrap_or_default());
-            self.b.emit(call(BPF_FUNC_map_lookup_elem));
+            self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(maps::GOROUTINES_SPILL), Arg::Stack(g)]);
             self.b.jmp_imm_to(JmpOp::Ne, R0, 0, have);
             // No record could be made: this call is not followed (its return is not
             // seen), counted by the errno of the insertion.
@@ -184,29 +174,28 @@ impl Gen<'_> {
         }
         self.b.bind(have);
         self.b.emit(store_reg(Size::DW, R10, slot, R0));
-        self.record = Some(slot);
-        Ok(slot)
+        Ok(Record { g, rec: slot })
     }
 
-    /// A stack slot holding the goroutine's `g.stack.hi`, read from the target (0 when
-    /// the read fails).
-    fn stack_hi_slot(&mut self, span: Span) -> Result<i16, LowerError> {
+    /// A stack slot holding the goroutine's `g.stack.hi` (its g in slot `g`), read from
+    /// the target (0 when the read fails).
+    fn stack_hi_slot(&mut self, g: Slot, span: Span) -> Result<i16, LowerError> {
         let hi = self.slot(8, span)?;
         self.b.emit(store_imm(Size::DW, R10, hi, 0));
-        self.b.emit(load(Size::DW, R3, R10, self.g.unwrap_or_default()));
-        self.read_user(hi, R3, self.stack_hi as i32);
+        self.b.emit(load(Size::DW, R3, R10, g));
+        self.read_user(hi, R3, self.binary.g_layout.map_or(8, |g| g.stack_hi) as i32);
         Ok(hi)
     }
 
     /// When the stack was copied since the record was last read: base += how far its top
     /// moved (g.stack.hi now, minus the old top `stack_moves` noted).
-    fn resolve_move(&mut self, span: Span) -> Result<(), LowerError> {
-        let rec = self.record.unwrap_or_default();
+    fn resolve_move(&mut self, record: Record, span: Span) -> Result<(), LowerError> {
+        let rec = record.rec;
         let skip = self.b.new_label();
         self.b.emit(load(Size::DW, R1, R10, rec));
         self.b.emit(load(Size::DW, R2, R1, R_MOVED));
         self.b.jmp_imm_to(JmpOp::Eq, R2, 0, skip);
-        let hi = self.stack_hi_slot(span)?;
+        let hi = self.stack_hi_slot(record.g, span)?;
         self.b.emit(load(Size::DW, R1, R10, rec));
         self.b.emit(load(Size::DW, R2, R10, hi));
         self.b.emit(load(Size::DW, R3, R1, R_MOVED));
@@ -221,10 +210,10 @@ impl Gen<'_> {
     }
 
     /// A slot holding this probe's position: SP - base.
-    fn position(&mut self, span: Span) -> Result<i16, LowerError> {
+    fn position(&mut self, record: Record, span: Span) -> Result<i16, LowerError> {
         let rel = self.slot(8, span)?;
-        self.load_reg(R2, self.arch.stack_pointer());
-        self.b.emit(load(Size::DW, R1, R10, self.record.unwrap_or_default()));
+        self.load_reg(R2, self.arch().stack_pointer());
+        self.b.emit(load(Size::DW, R1, R10, record.rec));
         self.b.emit(load(Size::DW, R1, R1, R_BASE));
         self.b.emit(alu64_reg(AluOp::Sub, R2, R1));
         self.b.emit(store_reg(Size::DW, R10, rel, R2));
@@ -233,15 +222,15 @@ impl Gen<'_> {
 
     /// R0 = the address of frame number *(u64 *)(r10 + idx) of the record: in it for the
     /// first INLINE frames, else in the `frames` map; 0 when there is none. Clobbers R0-R5.
-    pub(super) fn frame_addr(&mut self, idx: i16, span: Span) -> Result<(), LowerError> {
+    pub(super) fn frame_addr(&mut self, record: Record, idx: i16, span: Span) -> Result<(), LowerError> {
         let key = self.slot(16, span)?;
-        self.frame_addr_keyed(idx, key);
+        self.frame_addr_keyed(record, idx, key);
         Ok(())
     }
 
     /// `frame_addr`, building the key of a deep frame in the 16-byte slot `key`.
-    pub(super) fn frame_addr_keyed(&mut self, idx: i16, key: i16) {
-        let rec = self.record.unwrap_or_default();
+    pub(super) fn frame_addr_keyed(&mut self, record: Record, idx: i16, key: i16) {
+        let rec = record.rec;
         let deep = self.b.new_label();
         let end = self.b.new_label();
         self.b.emit(load(Size::DW, R1, R10, idx));
@@ -253,31 +242,30 @@ impl Gen<'_> {
         self.b.emit(alu64_imm(AluOp::Add, R0, i32::from(R_FRAMES)));
         self.b.ja_to(end);
         self.b.bind(deep);
-        self.key_at(idx, key);
-        self.b.ld_map(R1, maps::FRAMES);
-        self.stack_ptr(R2, key);
-        self.b.emit(call(BPF_FUNC_map_lookup_elem));
+        self.key_at(record.g, idx, key);
+        self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(maps::FRAMES), Arg::Stack(key)]);
         self.b.bind(end);
     }
 
     /// The key (g, index) of a deep frame, in a new slot.
-    fn deep_key(&mut self, idx: i16, span: Span) -> Result<i16, LowerError> {
+    fn deep_key(&mut self, g: Slot, idx: i16, span: Span) -> Result<i16, LowerError> {
         let key = self.slot(16, span)?;
-        self.key_at(idx, key);
+        self.key_at(g, idx, key);
         Ok(key)
     }
 
-    /// Writes the key (g, the index in slot `idx`) of a frame into the 16-byte slot `key`.
-    pub(super) fn key_at(&mut self, idx: i16, key: i16) {
-        self.b.emit(load(Size::DW, R1, R10, self.g.unwrap_or_default()));
+    /// Writes the key (the g in slot `g`, the index in slot `idx`) of a frame into the
+    /// 16-byte slot `key`.
+    pub(super) fn key_at(&mut self, g: Slot, idx: i16, key: i16) {
+        self.b.emit(load(Size::DW, R1, R10, g));
         self.b.emit(store_reg(Size::DW, R10, key, R1));
         self.b.emit(load(Size::DW, R1, R10, idx));
         self.b.emit(store_reg(Size::DW, R10, key + 8, R1));
     }
 
     /// *(u64 *)(r10 + idx) = top - 1; jumps to `out` when the record holds no frame.
-    fn top_index(&mut self, idx: i16, minus: i32, out: Label) {
-        self.b.emit(load(Size::DW, R1, R10, self.record.unwrap_or_default()));
+    fn top_index(&mut self, record: Record, idx: i16, minus: i32, out: Label) {
+        self.b.emit(load(Size::DW, R1, R10, record.rec));
         self.b.emit(load(Size::W, R2, R1, R_TOP));
         if minus > 0 {
             self.b.jmp_imm_to(JmpOp::Eq, R2, 0, out);
@@ -287,26 +275,26 @@ impl Gen<'_> {
     }
 
     /// top = *(u64 *)(r10 + idx).
-    pub(super) fn set_top(&mut self, idx: i16) {
-        self.b.emit(load(Size::DW, R1, R10, self.record.unwrap_or_default()));
+    pub(super) fn set_top(&mut self, record: Record, idx: i16) {
+        self.b.emit(load(Size::DW, R1, R10, record.rec));
         self.b.emit(load(Size::DW, R2, R10, idx));
         self.b.emit(store_reg(Size::W, R1, R_TOP, R2));
     }
 
     /// Pops up to HEAL stale frames: those at or below (`Stale::AtOrBelow`) or below the
     /// position in slot `rel`.
-    fn heal(&mut self, rel: i16, stale: Stale, span: Span) -> Result<(), LowerError> {
+    fn heal(&mut self, record: Record, rel: i16, stale: Stale, span: Span) -> Result<(), LowerError> {
         let out = self.b.new_label();
         let idx = self.slot(8, span)?;
         for _ in 0..HEAL {
-            self.top_index(idx, 1, out);
-            self.frame_addr(idx, span)?;
+            self.top_index(record, idx, 1, out);
+            self.frame_addr(record, idx, span)?;
             self.b.jmp_imm_to(JmpOp::Eq, R0, 0, out);
             self.b.emit(load(Size::DW, R3, R0, F_REL));
             self.b.emit(load(Size::DW, R4, R10, rel));
             let live = if stale == Stale::AtOrBelow { JmpOp::Sgt } else { JmpOp::Sge };
             self.b.jmp_reg_to(live, R3, R4, out);
-            self.set_top(idx);
+            self.set_top(record, idx);
         }
         self.b.bind(out);
         self.b.emit(mov64_imm(R0, 0));
@@ -315,17 +303,17 @@ impl Gen<'_> {
 
     /// At the entry of a function whose calls are timed: pushes its frame on the
     /// goroutine's record (made if it has none).
-    pub fn push_frame(&mut self, span: Span) -> Result<(), LowerError> {
-        self.load_g(None, span)?;
-        let rec = self.record_unmoved(true, span)?;
+    pub fn push_frame(&mut self, span: Span) -> Result<CallFrame, LowerError> {
+        let g = self.load_g(None, span)?;
+        let record = self.record_unmoved(g, true, span)?;
+        let rec = record.rec;
         let frame = self.slot(FRAME as u32, span)?;
         let idx = self.slot(8, span)?;
-        self.frame_index = Some(idx);
         let slow = self.b.new_label();
         let pushed = self.b.new_label();
-        self.fast_push(frame, idx, slow, pushed, span)?;
+        self.fast_push(record, frame, idx, slow, pushed, span)?;
         self.b.bind(slow);
-        self.resolve_move(span)?;
+        self.resolve_move(record, span)?;
         // No frame in flight: positions start afresh (the stack may be another one).
         let have = self.b.new_label();
         self.b.emit(load(Size::DW, R1, R10, rec));
@@ -334,20 +322,20 @@ impl Gen<'_> {
         self.b.emit(store_imm(Size::DW, R1, R_BASE, 0));
         self.b.bind(have);
         self.b.emit(mov64_imm(R0, 0));
-        let rel = self.position(span)?;
-        self.heal(rel, Stale::AtOrBelow, span)?;
+        let rel = self.position(record, span)?;
+        self.heal(record, rel, Stale::AtOrBelow, span)?;
         self.function_id(span)?;
         self.b.emit(store_reg(Size::DW, R10, frame + F_FUNC, R0));
         self.b.emit(load(Size::DW, R1, R10, rel));
         self.b.emit(store_reg(Size::DW, R10, frame + F_REL, R1));
-        self.b.emit(call(BPF_FUNC_ktime_get_ns));
+        self.b.call(BPF_FUNC_ktime_get_ns, &[]);
         self.b.emit(store_reg(Size::DW, R10, frame + F_TIME, R0));
         let deep = self.b.new_label();
         let bump = self.b.new_label();
-        self.top_index(idx, 0, bump);
+        self.top_index(record, idx, 0, bump);
         self.b.emit(load(Size::DW, R1, R10, idx));
         self.b.jmp_imm_to(JmpOp::Ge, R1, INLINE, deep);
-        self.frame_addr(idx, span)?;
+        self.frame_addr(record, idx, span)?;
         self.b.jmp_imm_to(JmpOp::Eq, R0, 0, bump);
         for off in [F_TIME, F_REL, F_FUNC] {
             self.b.emit(load(Size::DW, R1, R10, frame + off));
@@ -355,12 +343,11 @@ impl Gen<'_> {
         }
         self.b.ja_to(bump);
         self.b.bind(deep);
-        let key = self.deep_key(idx, span)?;
-        self.b.ld_map(R1, maps::FRAMES);
-        self.stack_ptr(R2, key);
-        self.stack_ptr(R3, frame);
-        self.b.emit(mov64_imm(R4, BPF_ANY));
-        self.b.emit(call(BPF_FUNC_map_update_elem));
+        let key = self.deep_key(g, idx, span)?;
+        self.b.call(
+            BPF_FUNC_map_update_elem,
+            &[Arg::Map(maps::FRAMES), Arg::Stack(key), Arg::Stack(frame), Arg::Imm(BPF_ANY)],
+        );
         // No room for the frame: the call is not followed (counted by the errno), and
         // the record stays as it was, so that no missing frame sits on it.
         self.b.jmp_imm_to(JmpOp::Eq, R0, 0, bump);
@@ -373,104 +360,110 @@ impl Gen<'_> {
         self.b.emit(store_reg(Size::W, R1, R_TOP, R2));
         self.b.bind(pushed);
         self.b.emit(mov64_imm(R0, 0));
-        Ok(())
+        Ok(CallFrame { record, index: idx })
     }
 
-    /// The key (g, index of this call's frame) of what the call keeps beside its frame
+    /// The key (g, index of the frame `at`) of what the call keeps beside its frame
     /// (carry.rs), in a new slot.
-    pub(super) fn frame_key(&mut self, span: Span) -> Result<i16, LowerError> {
-        let idx = self.frame_index.ok_or_else(|| LowerError::unsupported(span, "parameters without a frame"))?;
-        self.deep_key(idx, span)
+    pub(super) fn frame_key(&mut self, at: CallFrame, span: Span) -> Result<i16, LowerError> {
+        self.deep_key(at.record.g, at.index, span)
     }
 
     /// At a return of a timed function: finds this call's frame (at the top, or just
     /// above it when another program at this RET popped it), pops it, and keeps
     /// `elapsed`; a return whose entry was not seen ends the program.
-    pub fn pop_frame(&mut self, span: Span) -> Result<(), LowerError> {
-        self.load_g(None, span)?;
-        self.record_unmoved(false, span)?;
+    pub fn pop_frame(&mut self, span: Span) -> Result<Returned, LowerError> {
+        let g = self.load_g(None, span)?;
+        let record = self.record_unmoved(g, false, span)?;
         let func = self.slot(8, span)?;
         self.function_id(span)?;
         self.b.emit(store_reg(Size::DW, R10, func, R0));
         let idx = self.slot(8, span)?;
-        self.frame_index = Some(idx);
         let found = self.b.new_label();
         let slow = self.b.new_label();
-        self.fast_pop(func, idx, found, slow);
+        self.fast_pop(record, func, idx, found, slow);
         self.b.bind(slow);
-        self.resolve_move(span)?;
-        let rel = self.position(span)?;
-        self.heal(rel, Stale::Below, span)?;
+        self.resolve_move(record, span)?;
+        let rel = self.position(record, span)?;
+        self.heal(record, rel, Stale::Below, span)?;
         let popped = self.b.new_label();
-        self.top_index(idx, 1, popped);
-        self.frame_addr(idx, span)?;
+        self.top_index(record, idx, 1, popped);
+        self.frame_addr(record, idx, span)?;
         self.frame_is(rel, func, popped);
-        self.set_top(idx);
+        self.set_top(record, idx);
         self.b.ja_to(found);
         self.b.bind(popped);
-        self.top_index(idx, 0, popped);
-        self.frame_addr(idx, span)?;
+        self.top_index(record, idx, 0, popped);
+        self.frame_addr(record, idx, span)?;
         self.frame_is(rel, func, self.done);
         self.b.bind(found);
         let frame = self.slot(8, span)?;
         self.b.emit(store_reg(Size::DW, R10, frame, R0));
-        self.call_frame = Some(frame);
         let elapsed = self.slot(8, span)?;
-        self.b.emit(call(BPF_FUNC_ktime_get_ns));
+        self.b.call(BPF_FUNC_ktime_get_ns, &[]);
         self.b.emit(load(Size::DW, R1, R10, frame));
         self.b.emit(load(Size::DW, R1, R1, F_TIME));
         self.b.emit(alu64_reg(AluOp::Sub, R0, R1));
         self.b.emit(store_reg(Size::DW, R10, elapsed, R0));
-        self.elapsed = Some(elapsed);
-        Ok(())
+        Ok(Returned { at: CallFrame { record, index: idx }, frame, elapsed, entry: None })
     }
 
     /// The common entry, in registers: no stack copy to apply, fewer than INLINE frames
     /// in flight and the top one (if any) live, above this call. Pushes the frame (its
-    /// index into slot `idx`) and jumps to `pushed`; otherwise jumps to `slow`. R9 holds
-    /// the record, R8 the position.
-    fn fast_push(&mut self, frame: i16, idx: i16, slow: Label, pushed: Label, span: Span) -> Result<(), LowerError> {
-        let rec = self.record.unwrap_or_default();
+    /// index into slot `idx`) and jumps to `pushed`; otherwise jumps to `slow`.
+    fn fast_push(
+        &mut self,
+        record: Record,
+        frame: i16,
+        idx: i16,
+        slow: Label,
+        pushed: Label,
+        span: Span,
+    ) -> Result<(), LowerError> {
+        let rec = record.rec;
         let empty = self.b.new_label();
         let push = self.b.new_label();
+        // The record and this call's position, kept in registers the allocator picks
+        // (they survive the calls that find the function and the time).
+        let (rp, pos) = (self.b.vreg(), self.b.vreg());
         self.b.comment("the common entry: push the frame in the record");
-        self.b.emit(load(Size::DW, R9, R10, rec));
-        self.b.emit(load(Size::DW, R1, R9, R_MOVED));
+        self.b.load_stack(Size::DW, rp, rec);
+        self.b.op(load(Size::DW, R0, R0, R_MOVED), R1, rp);
         self.b.jmp_imm_to(JmpOp::Ne, R1, 0, slow);
-        self.b.emit(load(Size::W, R2, R9, R_TOP));
+        self.b.op(load(Size::W, R0, R0, R_TOP), R2, rp);
         self.b.jmp_imm_to(JmpOp::Ge, R2, INLINE, slow);
         self.b.jmp_imm_to(JmpOp::Eq, R2, 0, empty);
-        self.load_reg(R8, self.arch.stack_pointer());
-        self.b.emit(load(Size::DW, R1, R9, R_BASE));
-        self.b.emit(alu64_reg(AluOp::Sub, R8, R1));
+        self.load_reg(pos, self.arch().stack_pointer());
+        self.b.op(load(Size::DW, R0, R0, R_BASE), R1, rp);
+        self.b.op(alu64_reg(AluOp::Sub, R0, R0), pos, R1);
         // The top frame must be above this call (else it is stale: the general path).
         self.b.emit(alu64_imm(AluOp::Sub, R2, 1));
         self.b.emit(alu64_imm(AluOp::And, R2, INLINE - 1));
         self.b.emit(alu64_imm(AluOp::Mul, R2, FRAME));
-        self.b.emit(mov64_reg(R1, R9));
+        self.b.op(mov64_reg(R0, R0), R1, rp);
         self.b.emit(alu64_reg(AluOp::Add, R1, R2));
         self.b.emit(load(Size::DW, R1, R1, R_FRAMES + F_REL));
-        self.b.jmp_reg_to(JmpOp::Sle, R1, R8, slow);
+        self.b.jmp_reg_to(JmpOp::Sle, R1, pos, slow);
         self.b.ja_to(push);
         self.b.bind(empty);
         // Nothing in flight: positions start afresh.
-        self.b.emit(store_imm(Size::DW, R9, R_BASE, 0));
-        self.load_reg(R8, self.arch.stack_pointer());
+        self.b.op(store_imm(Size::DW, R0, R_BASE, 0), rp, R0);
+        self.load_reg(pos, self.arch().stack_pointer());
         self.b.bind(push);
         self.function_id(span)?;
         self.b.emit(store_reg(Size::DW, R10, frame + F_FUNC, R0));
-        self.b.emit(call(BPF_FUNC_ktime_get_ns));
-        self.b.emit(load(Size::W, R2, R9, R_TOP));
+        self.b.call(BPF_FUNC_ktime_get_ns, &[]);
+        self.b.op(load(Size::W, R0, R0, R_TOP), R2, rp);
         self.b.jmp_imm_to(JmpOp::Ge, R2, INLINE, slow);
         self.b.emit(store_reg(Size::DW, R10, idx, R2));
         self.b.emit(mov64_reg(R3, R2));
         self.b.emit(alu64_imm(AluOp::Add, R3, 1));
-        self.b.emit(store_reg(Size::W, R9, R_TOP, R3));
+        self.b.op(store_reg(Size::W, R0, R_TOP, R0), rp, R3);
         self.b.emit(alu64_imm(AluOp::And, R2, INLINE - 1));
         self.b.emit(alu64_imm(AluOp::Mul, R2, FRAME));
-        self.b.emit(alu64_reg(AluOp::Add, R2, R9));
+        self.b.op(alu64_reg(AluOp::Add, R0, R0), R2, rp);
         self.b.emit(store_reg(Size::DW, R2, R_FRAMES + F_TIME, R0));
-        self.b.emit(store_reg(Size::DW, R2, R_FRAMES + F_REL, R8));
+        self.b.op(store_reg(Size::DW, R0, R_FRAMES + F_REL, R0), R2, pos);
         self.b.emit(load(Size::DW, R1, R10, frame + F_FUNC));
         self.b.emit(store_reg(Size::DW, R2, R_FRAMES + F_FUNC, R1));
         self.b.ja_to(pushed);
@@ -481,30 +474,31 @@ impl Gen<'_> {
     /// (position and function `func`) at the top of the record's inline frames. Pops it
     /// and jumps to `found` with R0 = the frame (its index in slot `idx`); otherwise
     /// jumps to `slow`.
-    fn fast_pop(&mut self, func: i16, idx: i16, found: Label, slow: Label) {
+    fn fast_pop(&mut self, record: Record, func: i16, idx: i16, found: Label, slow: Label) {
+        let rp = self.b.vreg();
         self.b.comment("the common return: this call's frame on top");
-        self.b.emit(load(Size::DW, R9, R10, self.record.unwrap_or_default()));
-        self.b.emit(load(Size::DW, R1, R9, R_MOVED));
+        self.b.load_stack(Size::DW, rp, record.rec);
+        self.b.op(load(Size::DW, R0, R0, R_MOVED), R1, rp);
         self.b.jmp_imm_to(JmpOp::Ne, R1, 0, slow);
-        self.b.emit(load(Size::W, R2, R9, R_TOP));
+        self.b.op(load(Size::W, R0, R0, R_TOP), R2, rp);
         self.b.jmp_imm_to(JmpOp::Eq, R2, 0, slow);
         self.b.jmp_imm_to(JmpOp::Gt, R2, INLINE, slow);
         self.b.emit(alu64_imm(AluOp::Sub, R2, 1));
         self.b.emit(mov64_reg(R4, R2));
         self.b.emit(alu64_imm(AluOp::And, R2, INLINE - 1));
         self.b.emit(alu64_imm(AluOp::Mul, R2, FRAME));
-        self.b.emit(mov64_reg(R0, R9));
+        self.b.op(mov64_reg(R0, R0), R0, rp);
         self.b.emit(alu64_reg(AluOp::Add, R0, R2));
         self.b.emit(alu64_imm(AluOp::Add, R0, i32::from(R_FRAMES)));
-        self.load_reg(R3, self.arch.stack_pointer());
-        self.b.emit(load(Size::DW, R1, R9, R_BASE));
+        self.load_reg(R3, self.arch().stack_pointer());
+        self.b.op(load(Size::DW, R0, R0, R_BASE), R1, rp);
         self.b.emit(alu64_reg(AluOp::Sub, R3, R1));
         self.b.emit(load(Size::DW, R1, R0, F_REL));
         self.b.jmp_reg_to(JmpOp::Ne, R1, R3, slow);
         self.b.emit(load(Size::W, R1, R0, F_FUNC));
         self.b.emit(load(Size::DW, R2, R10, func));
         self.b.jmp_reg_to(JmpOp::Ne, R1, R2, slow);
-        self.b.emit(store_reg(Size::W, R9, R_TOP, R4));
+        self.b.op(store_reg(Size::W, R0, R_TOP, R0), rp, R4);
         self.b.emit(store_reg(Size::DW, R10, idx, R4));
         self.b.ja_to(found);
     }
@@ -524,16 +518,16 @@ impl Gen<'_> {
     /// the copy in its record (if it has frames in flight and no copy is noted yet); the
     /// next program that reads the record applies the move.
     pub fn note_stack_move(&mut self, gp: &Location, span: Span) -> Result<(), LowerError> {
-        self.load_g(Some(gp), span)?;
+        let g = self.load_g(Some(gp), span)?;
         let rec = self.slot(8, span)?;
-        self.lookup_record()?;
+        self.lookup_record(g)?;
         self.b.jmp_imm_to(JmpOp::Eq, R0, 0, self.done);
         self.b.emit(store_reg(Size::DW, R10, rec, R0));
         self.b.emit(load(Size::W, R1, R0, R_TOP));
         self.b.jmp_imm_to(JmpOp::Eq, R1, 0, self.done);
         self.b.emit(load(Size::DW, R1, R0, R_MOVED));
         self.b.jmp_imm_to(JmpOp::Ne, R1, 0, self.done);
-        let hi = self.stack_hi_slot(span)?;
+        let hi = self.stack_hi_slot(g, span)?;
         self.b.emit(load(Size::DW, R1, R10, rec));
         self.b.emit(load(Size::DW, R2, R10, hi));
         self.b.emit(store_reg(Size::DW, R1, R_MOVED, R2));

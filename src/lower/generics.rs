@@ -5,6 +5,7 @@
 //! return, where the entry of the same call carried it.
 
 use super::codegen::Gen;
+use super::loaded::DictAt;
 use super::values::Place;
 use super::LowerError;
 use crate::arch::abi::Location;
@@ -13,22 +14,13 @@ use crate::bpf::insn::*;
 use crate::check::generics::CARRIED_DICTIONARY;
 use crate::syntax::ast::Span;
 
-/// Where a program finds the dictionary.
-#[derive(Clone, Debug)]
-pub enum DictAt {
-    /// At the function's entry: in its register or stack slot.
-    Entry(Location),
-    /// At a return: carried from the entry.
-    Carried,
-}
-
 impl Gen<'_> {
     /// R0 = the probed function's identity for gtrace's own records (the frames of
     /// timed calls): `func` without the dictionary.
     pub fn function_id(&mut self, span: Span) -> Result<(), LowerError> {
-        let dictionary = self.dictionary.take();
+        let dictionary = self.attached.dictionary.take();
         let done = self.builtin(crate::check::Builtin::Func, span);
-        self.dictionary = dictionary;
+        self.attached.dictionary = dictionary;
         done
     }
 
@@ -52,13 +44,13 @@ impl Gen<'_> {
 
     /// R0 = the link-time address of the dictionary this call passed.
     fn dictionary_address(&mut self, span: Span) -> Result<(), LowerError> {
-        match self.dictionary.clone() {
+        match self.attached.dictionary.clone() {
             Some(DictAt::Entry(Location::Regs(pieces))) if pieces.len() == 1 && pieces[0].size == 8 => {
                 self.load_ctx_reg(R0, pieces[0].reg);
             }
             Some(DictAt::Entry(Location::Stack { offset })) => {
                 let slot = self.slot(8, span)?;
-                self.load_ctx_reg(R3, self.arch.stack_pointer());
+                self.load_ctx_reg(R3, self.arch().stack_pointer());
                 self.b.emit(alu64_imm(AluOp::Add, R3, offset as i32));
                 self.stack_ptr(R1, slot);
                 self.b.emit(mov64_imm(R2, 8));
@@ -73,7 +65,7 @@ impl Gen<'_> {
             }
             _ => return Err(LowerError::unsupported(span, "a generic dictionary in this place")),
         }
-        if let Some(bias) = self.bias {
+        if let Some(bias) = self.loaded.bias {
             self.b.emit(load(Size::DW, R1, R10, bias));
             self.b.emit(alu64_reg(AluOp::Sub, R0, R1));
         }

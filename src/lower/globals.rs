@@ -8,6 +8,7 @@
 //! and counts it (`Counter::Skipped`), said at exit.
 
 use super::codegen::Gen;
+use super::ir::Arg;
 use super::values::Place;
 use super::LowerError;
 use crate::bpf::helpers::*;
@@ -37,33 +38,30 @@ impl Gen<'_> {
     pub fn store_load_bias(&mut self, entry: u64, span: Span) -> Result<(), LowerError> {
         let key = self.slot(8, span)?;
         let value = self.slot(8, span)?;
-        self.b.emit(call(BPF_FUNC_get_current_pid_tgid));
+        self.b.call(BPF_FUNC_get_current_pid_tgid, &[]);
         self.b.emit(alu64_imm(AluOp::Rsh, R0, 32));
         self.b.emit(store_reg(Size::W, R10, key, R0));
-        self.load_ctx_reg(R0, self.arch.program_counter());
+        self.load_ctx_reg(R0, self.arch().program_counter());
         self.b.emit2(ld_imm64(R1, entry));
         self.b.emit(alu64_reg(AluOp::Sub, R0, R1));
         self.b.emit(store_reg(Size::DW, R10, value, R0));
-        self.b.ld_map(R1, LOAD_BIAS);
-        self.stack_ptr(R2, key);
-        self.stack_ptr(R3, value);
-        self.b.emit(mov64_imm(R4, BPF_ANY));
-        self.b.emit(call(BPF_FUNC_map_update_elem));
+        self.b.call(
+            BPF_FUNC_map_update_elem,
+            &[Arg::Map(LOAD_BIAS), Arg::Stack(key), Arg::Stack(value), Arg::Imm(BPF_ANY)],
+        );
         Ok(())
     }
 
-    /// In the prologue of a program that reads package variables of a PIE: the process's
-    /// load bias into a stack slot (`self.bias`); when it is unknown, the hit is counted
-    /// and the program ends.
-    pub fn load_bias(&mut self, program: &str, span: Span) -> Result<(), LowerError> {
+    /// In the prologue of a program that reads package variables of a PIE: a stack slot
+    /// holding the process's load bias (`Loaded::bias`); when it is unknown, the hit is
+    /// counted and the program ends.
+    pub fn load_bias(&mut self, program: &str, span: Span) -> Result<i16, LowerError> {
         let slot = self.slot(8, span)?;
         let known = self.b.new_label();
-        self.b.emit(call(BPF_FUNC_get_current_pid_tgid));
+        self.b.call(BPF_FUNC_get_current_pid_tgid, &[]);
         self.b.emit(alu64_imm(AluOp::Rsh, R0, 32));
         self.b.emit(store_reg(Size::DW, R10, slot, R0));
-        self.b.ld_map(R1, LOAD_BIAS);
-        self.stack_ptr(R2, slot);
-        self.b.emit(call(BPF_FUNC_map_lookup_elem));
+        self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(LOAD_BIAS), Arg::Stack(slot)]);
         self.b.jmp_imm_to(JmpOp::Ne, R0, 0, known);
         let why = "the load bias of the process (a PIE) was not known".to_string();
         self.count(Counter::Skipped { program: program.to_string(), why }, span)?;
@@ -71,15 +69,14 @@ impl Gen<'_> {
         self.b.bind(known);
         self.b.emit(load(Size::DW, R0, R0, 0));
         self.b.emit(store_reg(Size::DW, R10, slot, R0));
-        self.bias = Some(slot);
-        Ok(())
+        Ok(slot)
     }
 
     /// The place of the package variable at link-time address `addr`.
     pub fn global_place(&mut self, addr: u64, span: Span) -> Result<Place, LowerError> {
         let slot = self.slot(8, span)?;
         self.b.emit2(ld_imm64(R0, addr));
-        if let Some(bias) = self.bias {
+        if let Some(bias) = self.loaded.bias {
             self.b.emit(load(Size::DW, R1, R10, bias));
             self.b.emit(alu64_reg(AluOp::Add, R0, R1));
         }

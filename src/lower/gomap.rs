@@ -15,8 +15,8 @@
 
 use super::aeshash::MAX_HASHED_STRING;
 use super::codegen::Gen;
-use super::maplookup::{header_fits, Key};
-use super::mapwalk::{slots, Labels, Scan, Slots, MIN_TOP_HASH, SLOTS};
+use super::maplookup::header_fits;
+use super::mapwalk::{slots, Key, Labels, Scan, Slots, MAX_STRING_KEY, MIN_TOP_HASH, SLOTS, STRING_KEY_BUF};
 use super::values::Place;
 use super::LowerError;
 use crate::bpf::builder::Label;
@@ -29,10 +29,6 @@ use crate::syntax::ast::*;
 
 /// Buckets (with overflow buckets) or groups one `m[k]` looks at, at most.
 pub const MAX_GROUPS: i32 = 512;
-/// The longest string key `m[k]` compares (a mask: 2^n - 1).
-pub const MAX_STRING_KEY: u32 = 63;
-/// The bytes of a string key kept for comparing.
-pub const STRING_KEY_BUF: u32 = MAX_STRING_KEY + 1;
 impl Gen<'_> {
     /// The place of `m[k]` (`e`): target memory at the element's address, 0 when absent.
     pub fn map_elem_place(&mut self, e: &Expr, base: &Expr, index: &Expr) -> Result<Place, LowerError> {
@@ -40,7 +36,7 @@ impl Gen<'_> {
         let TypeKind::Map { key: Some(key), elem: Some(elem) } = self.types.get(bid).kind else {
             return Err(LowerError::unsupported(e.span, "indexing a map of unknown key or element type"));
         };
-        let layout = self.map_layout.ok_or(LowerError::NoMapLayout { span: e.span })?;
+        let layout = self.binary.map_layout.ok_or(LowerError::NoMapLayout { span: e.span })?;
         let kt = self.types.get(key);
         let (string_key, key_size) = (matches!(kt.kind, TypeKind::String), kt.size.clamp(1, 8));
         let slots = slots(self.types, &layout, key, elem);

@@ -4,6 +4,7 @@
 //! goroutine, for `elapsed` and `on panic`, are in frames.rs.
 
 use super::codegen::Gen;
+use super::ir::Arg;
 use super::maps;
 use super::LowerError;
 use crate::arch::abi::Location;
@@ -15,9 +16,15 @@ impl Gen<'_> {
     /// R0 = the goroutine's id, read from its g (`goid` at the offset DWARF or the table
     /// of Go versions gives).
     pub(super) fn goid(&mut self, span: Span) -> Result<(), LowerError> {
-        let layout =
-            self.g_layout.ok_or_else(|| LowerError::unsupported(span, "goid without the layout of runtime.g"))?;
-        let g = self.load_g(None, span)?;
+        let layout = self
+            .binary
+            .g_layout
+            .ok_or_else(|| LowerError::unsupported(span, "goid without the layout of runtime.g"))?;
+        // The g the prologue loaded (every program whose body reads `goid` loads it).
+        let g = match self.loaded.call.g() {
+            Some(g) => g,
+            None => self.load_g(None, span)?,
+        };
         let mark = self.b.frame.mark();
         let slot = self.slot(8, span)?;
         self.b.emit(store_imm(Size::DW, R10, slot, 0));
@@ -32,7 +39,8 @@ impl Gen<'_> {
     pub(super) fn self_key(&mut self, name: &str, span: Span) -> Result<i16, LowerError> {
         let var = self.self_vars.get(name).ok_or_else(|| LowerError::unsupported(span, "an unknown self variable"))?;
         let index = var.index;
-        let g = self.g.ok_or_else(|| LowerError::unsupported(span, "self variables without the goroutine"))?;
+        let g = self.loaded.call.g();
+        let g = g.ok_or_else(|| LowerError::unsupported(span, "self variables without the goroutine"))?;
         let key = self.slot(16, span)?;
         self.b.emit(load(Size::DW, R1, R10, g));
         self.b.emit(store_reg(Size::DW, R10, key, R1));
@@ -43,9 +51,7 @@ impl Gen<'_> {
     /// R0 = pointer to the value of self variable `name` on this goroutine, or 0.
     pub(super) fn lookup_self(&mut self, name: &str, span: Span) -> Result<(), LowerError> {
         let key = self.self_key(name, span)?;
-        self.b.ld_map(R1, maps::SELF_VARS);
-        self.stack_ptr(R2, key);
-        self.b.emit(call(BPF_FUNC_map_lookup_elem));
+        self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(maps::SELF_VARS), Arg::Stack(key)]);
         Ok(())
     }
 
@@ -59,11 +65,10 @@ impl Gen<'_> {
             self.b.emit(store_imm(Size::DW, R10, val + 8 * i, 0));
         }
         self.value_to(value, R10, val)?;
-        self.b.ld_map(R1, maps::SELF_VARS);
-        self.stack_ptr(R2, key);
-        self.stack_ptr(R3, val);
-        self.b.emit(mov64_imm(R4, BPF_ANY));
-        self.b.emit(call(BPF_FUNC_map_update_elem));
+        self.b.call(
+            BPF_FUNC_map_update_elem,
+            &[Arg::Map(maps::SELF_VARS), Arg::Stack(key), Arg::Stack(val), Arg::Imm(BPF_ANY)],
+        );
         self.count_refused_update(maps::SELF_VARS, span)
     }
 
@@ -76,9 +81,7 @@ impl Gen<'_> {
         self.b.emit(store_reg(Size::DW, R10, key, R1));
         for var in self.self_vars.values() {
             self.b.emit(store_imm(Size::DW, R10, key + 8, var.index as i32));
-            self.b.ld_map(R1, maps::SELF_VARS);
-            self.stack_ptr(R2, key);
-            self.b.emit(call(BPF_FUNC_map_delete_elem));
+            self.b.call(BPF_FUNC_map_delete_elem, &[Arg::Map(maps::SELF_VARS), Arg::Stack(key)]);
         }
         Ok(())
     }

@@ -5,7 +5,7 @@
 
 use super::aeshash::{aes_tables_map, t_tables, AES_TABLES, MAX_HASHED_STRING};
 use super::codegen::Gen;
-use super::maplookup::Key;
+use super::mapwalk::Key;
 use super::mapwalk::Slots;
 use super::LowerError;
 use crate::bpf::builder::Program;
@@ -28,7 +28,8 @@ pub enum HashKey {
 pub fn hash_program(aes: AesGlobals, key: &HashKey, seed: u64) -> Result<Program, LowerError> {
     let (facts, types, maps) = Default::default();
     let (self_vars, sources, mut events) = Default::default();
-    let mut g = Gen::new(crate::arch::Arch::default(), &facts, &types, &maps, &self_vars, &sources, &mut events);
+    let binary = Default::default();
+    let mut g = Gen::new(&binary, &facts, &types, &maps, &self_vars, &sources, &mut events);
     let span = Span::default();
     let (seed_slot, out) = (g.slot(8, span)?, g.slot(8, span)?);
     let key_slot = g.slot(8 + MAX_HASHED_STRING, span)?;

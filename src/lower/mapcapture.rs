@@ -28,7 +28,7 @@ impl Gen<'_> {
         let TypeKind::Map { key: Some(key), elem: Some(elem) } = self.types.get(node.ty).kind else {
             return Ok(());
         };
-        let layout = self.map_layout.ok_or(LowerError::NoMapLayout { span })?;
+        let layout = self.binary.map_layout.ok_or(LowerError::NoMapLayout { span })?;
         let at = |x: u32| super::offset(span, off, x as usize);
         let (len_at, n_at, entries_at) = (at(*len_at)?, at(*n_at)?, at(*entries_at)?);
         let (ks, es) = (self.types.get(key).size as i32, self.types.get(elem).size as i32);

@@ -21,7 +21,7 @@
 
 use super::aeshash::MAX_HASHED_STRING;
 use super::codegen::Gen;
-use super::mapwalk::{Slots, SLOTS};
+use super::mapwalk::{Key, SLOTS};
 use super::memhash::MAX_FALLBACK_STRING;
 use super::LowerError;
 use crate::arch::AesRounds;
@@ -47,15 +47,6 @@ const HEADER: u32 = 48;
 /// Bytes each control byte matches against, repeated (`bitsetLSB`), and their top bits.
 const LSB: u64 = 0x0101_0101_0101_0101;
 const MSB: u64 = 0x8080_8080_8080_8080;
-
-/// What one lookup needs: the key (slot `key`: an integer, or a string's length and
-/// bytes), its kind, and where keys and elements are.
-pub(super) struct Key {
-    pub key: i16,
-    pub string: bool,
-    pub size: u64,
-    pub slots: Slots,
-}
 
 /// The stack slots of the walk.
 struct Walk {
@@ -185,7 +176,7 @@ impl Gen<'_> {
         match aes.hashkey {
             Some(hashkey) => {
                 let too_long = self.b.new_label();
-                self.memhash_key(k, (hashkey, self.memhash_constants), (w.tmp, w.hash), too_long, span)?;
+                self.memhash_key(k, (hashkey, self.binary.memhash_constants), (w.tmp, w.hash), too_long, span)?;
                 self.b.ja_to(hashed);
                 if k.string {
                     self.b.bind(too_long);
@@ -223,7 +214,7 @@ impl Gen<'_> {
     fn uses_aeshash(&mut self, aes: AesGlobals, w: &Walk, aes_on: Label) -> Result<(), LowerError> {
         self.b.emit(store_imm(Size::DW, R10, w.ctrl, 0));
         self.b.emit2(ld_imm64(R3, aes.use_aeshash));
-        if let Some(bias) = self.bias {
+        if let Some(bias) = self.loaded.bias {
             self.b.emit(load(Size::DW, R1, R10, bias));
             self.b.emit(alu64_reg(AluOp::Add, R3, R1));
         }

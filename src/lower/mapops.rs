@@ -3,6 +3,7 @@
 //! update the kernel refuses is counted, by the errno it gave.
 
 use super::codegen::Gen;
+use super::ir::Arg;
 use super::maps;
 use super::maps::UserMap;
 use super::LowerError;
@@ -43,11 +44,10 @@ impl Gen<'_> {
             self.b.emit(store_imm(Size::DW, R10, val + 8 * i, 0));
         }
         self.value_to(value, R10, val)?;
-        self.b.ld_map(R1, &um.object_name);
-        self.stack_ptr(R2, key);
-        self.stack_ptr(R3, val);
-        self.b.emit(mov64_imm(R4, BPF_ANY));
-        self.b.emit(call(BPF_FUNC_map_update_elem));
+        self.b.call(
+            BPF_FUNC_map_update_elem,
+            &[Arg::Map(&um.object_name), Arg::Stack(key), Arg::Stack(val), Arg::Imm(BPF_ANY)],
+        );
         self.count_refused_update(&um.object_name, span)
     }
 
@@ -72,17 +72,13 @@ impl Gen<'_> {
         }
         let have = self.b.new_label();
         let skip = self.b.new_label();
-        self.b.ld_map(R1, &um.object_name);
-        self.stack_ptr(R2, key);
-        self.b.emit(call(BPF_FUNC_map_lookup_elem));
+        self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(&um.object_name), Arg::Stack(key)]);
         self.b.jmp_imm_to(JmpOp::Ne, R0, 0, have);
         // First update of this key on this CPU: insert zeros (from the `zeros` map, which
         // is never written), then look it up again.
         let zkey = self.slot(8, span)?;
         self.b.emit(store_imm(Size::DW, R10, zkey, 0));
-        self.b.ld_map(R1, maps::ZEROS);
-        self.stack_ptr(R2, zkey);
-        self.b.emit(call(BPF_FUNC_map_lookup_elem));
+        self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(maps::ZEROS), Arg::Stack(zkey)]);
         self.b.jmp_imm_to(JmpOp::Eq, R0, 0, skip);
         self.b.emit(mov64_reg(R3, R0));
         self.b.ld_map(R1, &um.object_name);
@@ -90,9 +86,7 @@ impl Gen<'_> {
         self.b.emit(mov64_imm(R4, BPF_NOEXIST));
         self.b.emit(call(BPF_FUNC_map_update_elem));
         self.b.emit(store_reg(Size::DW, R10, zkey, R0));
-        self.b.ld_map(R1, &um.object_name);
-        self.stack_ptr(R2, key);
-        self.b.emit(call(BPF_FUNC_map_lookup_elem));
+        self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(&um.object_name), Arg::Stack(key)]);
         self.b.jmp_imm_to(JmpOp::Ne, R0, 0, have);
         // Not there after the insertion: refused, counted by the errno the insertion
         // gave (another CPU inserting the same key first, EEXIST, is not a refusal: the
@@ -127,9 +121,7 @@ impl Gen<'_> {
         self.expr(key)?;
         self.b.emit(store_reg(Size::W, R10, slot, R0));
         let skip = self.b.new_label();
-        self.b.ld_map(R1, &um.object_name);
-        self.stack_ptr(R2, slot);
-        self.b.emit(call(BPF_FUNC_map_lookup_elem));
+        self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(&um.object_name), Arg::Stack(slot)]);
         self.b.jmp_imm_to(JmpOp::Eq, R0, 0, skip);
         self.update_found(agg, arg, val, skip);
         if let (Agg::Hist, Some(ex)) = (agg, &um.exemplars) {

@@ -3,6 +3,7 @@
 //! scratch and zero buffers.
 
 use crate::check::maps::{MapTable, MapValueTy};
+use crate::check::{Checked, InstanceKind};
 use crate::plan::{Field, MapKind, MapRole, MapSpec, MapValue};
 
 /// How many keys a user map holds before updates fail, unless `--map-size` says
@@ -420,4 +421,31 @@ impl Maps {
             role: MapRole::Scratch,
         });
     }
+}
+
+/// The object name of the `PanicFunctions` map of `on panic` instance `i`.
+pub(super) fn panic_functions_name(i: usize) -> String {
+    format!("panic_fns{i}")
+}
+
+/// The `PanicFunctions` map of each `on panic` instance: which functions of
+/// `plan.functions` it reports.
+pub(super) fn panic_functions_maps(checked: &Checked, functions: &[String]) -> Vec<MapSpec> {
+    let panics = checked.instances.iter().enumerate().filter(|(_, inst)| inst.kind == InstanceKind::Panic);
+    let index: std::collections::HashMap<&str, u32> =
+        functions.iter().enumerate().map(|(i, f)| (f.as_str(), i as u32)).collect();
+    panics
+        .map(|(i, inst)| {
+            // `new_plan` put every function of every instance in `functions`.
+            let index = |name: &str| *index.get(name).expect("an instance's function is in the plan");
+            MapSpec {
+                object_name: panic_functions_name(i),
+                kind: MapKind::Hash,
+                key_size: 4,
+                value_size: 4,
+                max_entries: inst.functions.len().max(1) as u32,
+                role: MapRole::PanicFunctions { functions: inst.functions.iter().map(|f| index(&f.name)).collect() },
+            }
+        })
+        .collect()
 }

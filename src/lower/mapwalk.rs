@@ -17,7 +17,19 @@ use crate::gobin::MapLayout;
 use crate::gotypes::{TypeId, TypeKind, Types};
 use crate::syntax::ast::Span;
 
-use super::gomap::STRING_KEY_BUF;
+/// The longest string key `m[k]` compares (a mask: 2^n - 1).
+pub const MAX_STRING_KEY: u32 = 63;
+/// The bytes of a string key kept for comparing.
+pub const STRING_KEY_BUF: u32 = MAX_STRING_KEY + 1;
+
+/// What one lookup needs: the key (slot `key`: an integer, or a string's length and
+/// bytes), its kind, and where keys and elements are.
+pub(super) struct Key {
+    pub key: i16,
+    pub string: bool,
+    pub size: u64,
+    pub slots: Slots,
+}
 
 /// Keys and elements larger than this are kept behind a pointer (both layouts).
 pub const MAX_INLINE: u64 = 128;

@@ -8,7 +8,7 @@
 //! take the runtime's three-lane loop, not done here: the caller skips the hit, counted).
 
 use super::codegen::Gen;
-use super::maplookup::Key;
+use super::mapwalk::Key;
 use super::LowerError;
 use crate::bpf::insn::*;
 use crate::syntax::ast::Span;
@@ -69,7 +69,7 @@ impl Gen<'_> {
         let keys = self.slot(16, span)?;
         let (a, b, s) = (self.slot(8, span)?, self.slot(8, span)?, self.slot(8, span)?);
         self.b.emit2(ld_imm64(R3, hashkey));
-        if let Some(bias) = self.bias {
+        if let Some(bias) = self.loaded.bias {
             self.b.emit(load(Size::DW, R1, R10, bias));
             self.b.emit(alu64_reg(AluOp::Add, R3, R1));
         }

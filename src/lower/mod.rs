@@ -27,7 +27,7 @@ pub mod gomap;
 pub mod goroutine;
 pub mod hashcheck;
 pub mod ir;
-mod loglinear;
+pub mod loaded;
 mod mapcapture;
 mod maplookup;
 pub mod mapops;

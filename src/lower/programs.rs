@@ -8,6 +8,7 @@ use super::accounting::{Layout, ProgramAcct, Settings};
 use super::carry::EntryRecords;
 use super::codegen::Gen;
 use super::ir::IrError;
+use super::loaded::{Call, DictAt, Loaded};
 use super::maps::Maps;
 use super::{LowerError, Lowered, MAX_MAPS_PER_PROGRAM};
 use crate::bpf::builder::{BuildError, Program};
@@ -94,7 +95,7 @@ pub(super) fn lower_all(
     if !checked.self_vars.is_empty() {
         maps.add_self_vars(checked.self_vars.values().map(|v| v.ty.record_size()).max().unwrap_or(8));
     }
-    maps.specs.extend(super::runtime_programs::panic_functions_maps(checked, &plan.functions));
+    maps.specs.extend(super::maps::panic_functions_maps(checked, &plan.functions));
     let binary = &checked.binary;
     let aes = binary.aes;
     if aes.is_some() {
@@ -230,21 +231,10 @@ impl Ctx<'_> {
         body: impl FnOnce(&mut Gen) -> Result<(), LowerError>,
     ) -> Result<Program, LowerError> {
         let checked = self.checked;
-        let mut gen = Gen::new(
-            self.binary.binary.arch,
-            facts,
-            &checked.types,
-            self.maps,
-            &checked.self_vars,
-            self.sources,
-            &mut self.events,
-        );
+        let mut gen =
+            Gen::new(self.binary, facts, &checked.types, self.maps, &checked.self_vars, self.sources, &mut self.events);
         gen.bounds = self.bounds;
         gen.acct = Some(ProgramAcct { layout: &mut self.layout, program: name.to_string(), item: owner.item });
-        gen.g_layout = self.binary.g_layout;
-        gen.map_layout = self.binary.map_layout;
-        gen.memhash_constants = self.binary.memhash_constants;
-        gen.stack_hi = gen.g_layout.map_or(8, |g| g.stack_hi);
         gen.b.comment(comment);
         gen.prologue();
         if owner.functions > 0 {
@@ -357,8 +347,8 @@ impl Ctx<'_> {
         let spanned_call =
             inst.needs_entry() && matches!(inst.functions.as_slice(), [f] if self.records.spanned.contains(&f.name));
         let dictionary = inst.dictionary.clone().map(|at| match inst.kind {
-            InstanceKind::Return => super::generics::DictAt::Carried,
-            _ => super::generics::DictAt::Entry(at),
+            InstanceKind::Return => DictAt::Carried,
+            _ => DictAt::Entry(at),
         });
         let only = match inst.functions.as_slice() {
             [f] if inst.dictionary.is_some() => f.dictionary,
@@ -367,23 +357,26 @@ impl Ctx<'_> {
         // `span(start: t0, parent: ctx)`: the SDK's layout, to find its span in ctx.
         let otel = inst.facts.spans.values().any(|s| s.parent_ctx).then(|| self.binary.otel.clone()).flatten();
         let program = self.program(&name, owner, comment, &inst.facts, probe.span, |gen| {
-            gen.function_index = function_index;
-            gen.dictionary = dictionary;
+            gen.attached.index = function_index;
+            gen.attached.dictionary = dictionary;
             gen.spans.spanned_call = spanned_call;
             gen.spans.otel = otel;
-            if biased {
-                gen.load_bias(&name, probe.span)?;
-            }
+            let bias = if biased { Some(gen.load_bias(&name, probe.span)?) } else { None };
             gen.aes = aes;
-            if inst.needs_entry() {
-                gen.pop_frame(probe.span)?;
+            let call = if inst.needs_entry() {
+                let mut returned = gen.pop_frame(probe.span)?;
                 if !carried.is_empty() || inst.facts.spans_calls() {
-                    gen.carried = carried.clone();
-                    gen.load_carried(probe.span)?;
+                    gen.attached.carried = carried.clone();
+                    returned.entry = Some(gen.load_carried(returned.at, probe.span)?);
                 }
+                Call::Returned(returned)
             } else if uses_g {
-                gen.load_g(None, probe.span)?;
-            }
+                Call::Goroutine { g: gen.load_g(None, probe.span)? }
+            } else {
+                Call::None
+            };
+            // The body reads what the prologue loaded, and nothing else.
+            gen.loaded = Loaded { call, bias };
             if let Some(addr) = only {
                 gen.only_dictionary(addr, probe.span)?;
             }
@@ -427,8 +420,8 @@ impl Ctx<'_> {
                 _ => None,
             };
             let program = self.program(&name, owner, comment, &Facts::default(), span, |gen| {
-                gen.function_index = function_index;
-                gen.push_frame(span)
+                gen.attached.index = function_index;
+                gen.push_frame(span).map(drop)
             })?;
             let points =
                 plain.iter().map(|((f, addr), span)| self.point(&name, f, *addr, *span)).collect::<Result<_, _>>()?;
@@ -463,12 +456,12 @@ impl Ctx<'_> {
             let span_ctx = records.span_ctx.get(function).cloned();
             let otel = if span_ctx.is_some() { self.binary.otel.clone() } else { None };
             let program = self.program(&name, owner, comment, facts, *span, |gen| {
-                gen.function_index = function_index;
+                gen.attached.index = function_index;
                 (gen.spans.otel, gen.spans.ctx) = (otel, span_ctx);
                 if let Some(body) = body {
                     gen.read_context(body, *span)?;
                 }
-                gen.push_frame(*span)?;
+                gen.loaded = Loaded { call: Call::Entered(gen.push_frame(*span)?), bias: None };
                 gen.store_carried(fields, size, spanned, *span)
             })?;
             let points = vec![self.point(&name, function, *addr, *span)?];

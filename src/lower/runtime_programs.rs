@@ -12,8 +12,8 @@ use super::unwind::Unwind;
 use super::LowerError;
 use crate::arch::abi::Location;
 use crate::check::binary::{RuntimeFunction, GOEXIT0};
-use crate::check::{Checked, Facts, Instance, InstanceKind};
-use crate::plan::{MapKind, MapRole, MapSpec, ProbeAttach, SiteRef};
+use crate::check::{Facts, Instance, InstanceKind};
+use crate::plan::{ProbeAttach, SiteRef};
 use crate::syntax::ast::{Probe, Span};
 
 const STACK_MOVES: &str = "stack_moves";
@@ -173,7 +173,8 @@ impl<'a> Ctx<'a> {
         let owner = Owner { item: usize::MAX, functions: functions.len() };
         let comment =
             "pop the frames of calls that on panic watches or that hold a trace context, at their RETs".to_string();
-        let program = self.program(&name, owner, comment, &Facts::default(), span, |gen| gen.pop_frame(span))?;
+        let program =
+            self.program(&name, owner, comment, &Facts::default(), span, |gen| gen.pop_frame(span).map(drop))?;
         let points = sites.iter().map(|(f, r)| self.point(&name, f, *r, span)).collect::<Result<_, _>>()?;
         self.return_programs.push(name.clone());
         self.add(
@@ -201,7 +202,7 @@ impl<'a> Ctx<'a> {
         let comment = self.sources.located_line(span);
         let owner = Owner { item: inst.item, functions: 2 };
         let gp = rargs[0].clone();
-        let members = panic_functions_name(i);
+        let members = super::maps::panic_functions_name(i);
         let program = self.program(&name, owner, comment, &inst.facts, span, |gen| {
             gen.panic_frames(recovery_index, &gp, &members, span, |gen| gen.block(&probe.body))
         })?;
@@ -281,31 +282,4 @@ impl Ctx<'_> {
         });
         returns.map(|(i, _)| format!("p{i}")).collect()
     }
-}
-
-/// The object name of the `PanicFunctions` map of `on panic` instance `i`.
-fn panic_functions_name(i: usize) -> String {
-    format!("panic_fns{i}")
-}
-
-/// The `PanicFunctions` map of each `on panic` instance: which functions of
-/// `plan.functions` it reports.
-pub(super) fn panic_functions_maps(checked: &Checked, functions: &[String]) -> Vec<MapSpec> {
-    let panics = checked.instances.iter().enumerate().filter(|(_, inst)| inst.kind == InstanceKind::Panic);
-    let index: std::collections::HashMap<&str, u32> =
-        functions.iter().enumerate().map(|(i, f)| (f.as_str(), i as u32)).collect();
-    panics
-        .map(|(i, inst)| {
-            // `new_plan` put every function of every instance in `functions`.
-            let index = |name: &str| *index.get(name).expect("an instance's function is in the plan");
-            MapSpec {
-                object_name: panic_functions_name(i),
-                kind: MapKind::Hash,
-                key_size: 4,
-                value_size: 4,
-                max_entries: inst.functions.len().max(1) as u32,
-                role: MapRole::PanicFunctions { functions: inst.functions.iter().map(|f| index(&f.name)).collect() },
-            }
-        })
-        .collect()
 }

@@ -16,6 +16,8 @@
 
 use super::codegen::Gen;
 use super::frames::{F_FUNC, F_TIME};
+use super::ir::Arg;
+use super::loaded::{Record, Returned};
 use super::{maps, LowerError};
 use crate::bpf::helpers::*;
 use crate::bpf::insn::*;
@@ -90,7 +92,7 @@ impl Gen<'_> {
     /// At the entry, after the frame is pushed: the span's context into the entry record
     /// being built at `record`, and the mark on the call's frame.
     pub fn open_span(&mut self, record: i16, span: Span) -> Result<(), LowerError> {
-        let idx = self.frame_index.ok_or_else(|| LowerError::unsupported(span, "a span without a frame"))?;
+        let at = self.loaded.call.frame(span)?;
         self.b.comment("open a span: this call's frame is marked, its time kept");
         self.mark_frame(record, span)?;
         let found = self.b.new_label();
@@ -99,7 +101,7 @@ impl Gen<'_> {
         let grand = self.slot(8, span)?;
         self.b.emit(store_imm(Size::DW, R10, grand, 0));
         let mark = self.b.frame.mark();
-        self.find_parent(record, (idx, grand), found, root, span)?;
+        self.find_parent(at.record, record, (at.index, grand), found, root, span)?;
         self.b.frame.release(mark);
         self.b.bind(root);
         self.b.comment("no parent span on this goroutine: a new trace");
@@ -128,8 +130,8 @@ impl Gen<'_> {
     /// Marks this call's frame as one with a span (or a context), and keeps its time in
     /// the entry record being built at `record`.
     pub(super) fn mark_frame(&mut self, record: i16, span: Span) -> Result<(), LowerError> {
-        let idx = self.frame_index.ok_or_else(|| LowerError::unsupported(span, "a span without a frame"))?;
-        self.frame_addr(idx, span)?;
+        let at = self.loaded.call.frame(span)?;
+        self.frame_addr(at.record, at.index, span)?;
         // The frame could not be pushed (counted there): no span, no return seen.
         self.b.jmp_imm_to(JmpOp::Eq, R0, 0, self.done);
         self.b.emit(store_imm(Size::W, R0, F_SPANNED, 1));
@@ -144,6 +146,7 @@ impl Gen<'_> {
     /// `root` (counted when frames were left unsearched).
     fn find_parent(
         &mut self,
+        goroutine: Record,
         record: i16,
         (idx, grand): (i16, i16),
         found: crate::bpf::builder::Label,
@@ -160,17 +163,15 @@ impl Gen<'_> {
             self.b.jmp_imm_to(JmpOp::Eq, R1, 0, root);
             self.b.emit(alu64_imm(AluOp::Sub, R1, 1));
             self.b.emit(store_reg(Size::DW, R10, j, R1));
-            self.frame_addr_keyed(j, key);
+            self.frame_addr_keyed(goroutine, j, key);
             self.b.jmp_imm_to(JmpOp::Eq, R0, 0, root);
             self.b.emit(load(Size::W, R1, R0, F_SPANNED));
             self.b.emit(load(Size::DW, R2, R0, F_TIME));
             self.b.emit(store_reg(Size::DW, R10, time, R2));
             self.b.emit(mov64_imm(R0, 0));
             self.b.jmp_imm_to(JmpOp::Eq, R1, 0, next);
-            self.key_at(j, key);
-            self.b.ld_map(R1, maps::CARRIED);
-            self.stack_ptr(R2, key);
-            self.b.emit(call(BPF_FUNC_map_lookup_elem));
+            self.key_at(goroutine.g, j, key);
+            self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(maps::CARRIED), Arg::Stack(key)]);
             self.b.jmp_imm_to(JmpOp::Eq, R0, 0, root);
             self.b.emit(load(Size::DW, R1, R0, C_TIME));
             self.b.emit(load(Size::DW, R2, R10, time));
@@ -208,9 +209,9 @@ impl Gen<'_> {
 
     /// *(u64 *)(r10 + to) = 64 random bits.
     fn random_u64(&mut self, to: i16) {
-        self.b.emit(call(BPF_FUNC_get_prandom_u32));
+        self.b.call(BPF_FUNC_get_prandom_u32, &[]);
         self.b.emit(store_reg(Size::W, R10, to, R0));
-        self.b.emit(call(BPF_FUNC_get_prandom_u32));
+        self.b.call(BPF_FUNC_get_prandom_u32, &[]);
         self.b.emit(store_reg(Size::W, R10, to + 4, R0));
     }
 
@@ -218,26 +219,25 @@ impl Gen<'_> {
     /// record in slots, checked to be the same call's; ends the program when the record
     /// is another call's (the entry's update was refused: counted there).
     pub(super) fn span_sources(&mut self, span: Span) -> Result<(i16, i16), LowerError> {
-        let idx = self.frame_index.ok_or_else(|| LowerError::unsupported(span, "a span without a frame"))?;
-        let frame = match self.call_frame {
-            Some(f) if self.panic_frame.is_none() => f,
-            _ => {
+        let at = self.loaded.call.frame(span)?;
+        let returned = self.loaded.call.returned().copied();
+        let frame = match returned {
+            Some(r) => r.frame,
+            None => {
                 let f = self.slot(8, span)?;
-                self.frame_addr(idx, span)?;
+                self.frame_addr(at.record, at.index, span)?;
                 self.b.jmp_imm_to(JmpOp::Eq, R0, 0, self.done);
                 self.b.emit(store_reg(Size::DW, R10, f, R0));
                 f
             }
         };
-        let record = match self.entry_record {
-            Some(r) if self.panic_frame.is_none() => r,
-            _ => {
+        let record = match returned.and_then(|r| r.entry) {
+            Some(r) => r,
+            None => {
                 let r = self.slot(8, span)?;
                 let key = self.slot(16, span)?;
-                self.key_at(idx, key);
-                self.b.ld_map(R1, maps::CARRIED);
-                self.stack_ptr(R2, key);
-                self.b.emit(call(BPF_FUNC_map_lookup_elem));
+                self.key_at(at.record.g, at.index, key);
+                self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(maps::CARRIED), Arg::Stack(key)]);
                 self.b.jmp_imm_to(JmpOp::Eq, R0, 0, self.done);
                 self.b.emit(store_reg(Size::DW, R10, r, R0));
                 r
@@ -261,7 +261,7 @@ impl Gen<'_> {
 
     /// Writes the span record's header at R8: times, ids, flags, the function.
     pub(super) fn span_header(&mut self, frame: i16, record: i16, span: Span) -> Result<(), LowerError> {
-        let elapsed = self.elapsed.ok_or_else(|| LowerError::unsupported(span, "a span without its entry time"))?;
+        let elapsed = self.loaded.call.elapsed(span)?;
         self.b.emit(load(Size::DW, R1, R10, frame));
         self.b.emit(load(Size::DW, R2, R1, F_TIME));
         self.b.emit(store_reg(Size::DW, R8, H_START, R2));
@@ -275,8 +275,8 @@ impl Gen<'_> {
         }
         self.b.emit(load(Size::DW, R2, R1, C_FLAGS));
         self.b.emit(store_reg(Size::DW, R8, H_FLAGS, R2));
-        match self.panic_frame {
-            Some((func, _, _)) => self.b.emit(load(Size::DW, R0, R10, func)),
+        match self.loaded.call.panicked() {
+            Some(p) => self.b.emit(load(Size::DW, R0, R10, p.func)),
             // The instantiation's name where `func` would give it.
             None => self.builtin(crate::check::Builtin::Func, span)?,
         }
@@ -300,10 +300,10 @@ impl Gen<'_> {
         self.b.comment("an ended span: from its start to now");
         self.b.emit(load(Size::DW, R1, R10, start));
         self.b.emit(store_reg(Size::DW, R8, H_START, R1));
-        self.b.emit(call(BPF_FUNC_ktime_get_ns));
+        self.b.call(BPF_FUNC_ktime_get_ns, &[]);
         self.b.emit(store_reg(Size::DW, R8, H_END, R0));
         for at in [H_TRACE, H_TRACE + 4, H_TRACE + 8, H_TRACE + 12, H_SPAN, H_SPAN + 4] {
-            self.b.emit(call(BPF_FUNC_get_prandom_u32));
+            self.b.call(BPF_FUNC_get_prandom_u32, &[]);
             self.b.emit(store_reg(Size::W, R8, at, R0));
         }
         // An all-zero span id is invalid: 1 instead.
@@ -339,9 +339,12 @@ impl Gen<'_> {
     /// After a `hist()` update at the return of a call with a span: the value (slot
     /// `val`) and the span's ids, the exemplar of the key in slot `key` of `map`.
     pub(super) fn exemplar(&mut self, map: &str, key: i16, val: i16, span: Span) -> Result<(), LowerError> {
-        let (Some(record), Some(frame), true) = (self.entry_record, self.call_frame, self.spans.spanned_call) else {
+        let Some(Returned { frame, entry: Some(record), .. }) = self.loaded.call.returned().copied() else {
             return Ok(());
         };
+        if !self.spans.spanned_call {
+            return Ok(());
+        }
         self.b.comment("the exemplar: this value, with the call's span");
         let skip = self.b.new_label();
         self.b.emit(load(Size::DW, R1, R10, frame));
@@ -353,18 +356,14 @@ impl Gen<'_> {
         let ex = self.slot(EXEMPLAR, span)?;
         self.b.emit(load(Size::DW, R1, R10, val));
         self.b.emit(store_reg(Size::DW, R10, ex, R1));
-        self.b.emit(call(BPF_FUNC_ktime_get_ns));
+        self.b.call(BPF_FUNC_ktime_get_ns, &[]);
         self.b.emit(store_reg(Size::DW, R10, ex + 8, R0));
         self.b.emit(load(Size::DW, R1, R10, record));
         for (from, to) in [(C_TRACE, 16), (C_TRACE + 8, 24), (C_SPAN, 32)] {
             self.b.emit(load(Size::DW, R2, R1, from));
             self.b.emit(store_reg(Size::DW, R10, ex + to, R2));
         }
-        self.b.ld_map(R1, map);
-        self.stack_ptr(R2, key);
-        self.stack_ptr(R3, ex);
-        self.b.emit(mov64_imm(R4, BPF_ANY));
-        self.b.emit(call(BPF_FUNC_map_update_elem));
+        self.b.call(BPF_FUNC_map_update_elem, &[Arg::Map(map), Arg::Stack(key), Arg::Stack(ex), Arg::Imm(BPF_ANY)]);
         self.count_refused_update(map, span)?;
         self.b.frame.release(mark);
         self.b.bind(skip);

@@ -3,6 +3,7 @@
 //! `trace_context`, `clear`, `delete`, bare aggregations). Expressions: codegen.rs.
 
 use super::codegen::Gen;
+use super::ir::Arg;
 use super::LowerError;
 use crate::bpf::helpers::*;
 use crate::bpf::insn::*;
@@ -141,9 +142,7 @@ impl Gen<'_> {
                 };
                 let um = self.user_map(&m.name.name, m.span)?;
                 let key = self.key(&um, &m.keys, e.span)?;
-                self.b.ld_map(R1, &um.object_name);
-                self.stack_ptr(R2, key);
-                self.b.emit(call(BPF_FUNC_map_delete_elem));
+                self.b.call(BPF_FUNC_map_delete_elem, &[Arg::Map(&um.object_name), Arg::Stack(key)]);
                 Ok(())
             }
             _ => Err(LowerError::unsupported(func.span, "this call")),

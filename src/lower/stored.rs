@@ -4,6 +4,7 @@
 //! same expression would have now.
 
 use super::codegen::Gen;
+use super::ir::Arg;
 use super::LowerError;
 use crate::bpf::helpers::*;
 use crate::bpf::insn::*;
@@ -20,9 +21,7 @@ impl Gen<'_> {
             ExprKind::Map(m) => {
                 let um = self.user_map(&m.name.name, m.span)?;
                 let key = self.key(&um, &m.keys, e.span)?;
-                self.b.ld_map(R1, &um.object_name);
-                self.stack_ptr(R2, key);
-                self.b.emit(call(BPF_FUNC_map_lookup_elem));
+                self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(&um.object_name), Arg::Stack(key)]);
             }
             _ => return Ok(false),
         }

@@ -20,6 +20,8 @@
 
 use super::codegen::Gen;
 use super::frames::{F_FUNC, F_REL, F_TIME, RECORD, R_GONE, R_TOP};
+use super::ir::Arg;
+use super::loaded::{Call, CallFrame, Loaded, Panicked, Record, Slot};
 use super::LowerError;
 use crate::arch::abi::Location;
 use crate::bpf::helpers::*;
@@ -60,26 +62,27 @@ impl Gen<'_> {
     /// script has `on panic` probes), notes how many, the panic's value and whether it
     /// was recovered, for them.
     pub fn unwind(&mut self, at: &Unwind, layout: PanicLayout, panics: bool, span: Span) -> Result<(), LowerError> {
-        match at {
+        let g = match at {
             Unwind::Recovery { gp } => self.load_g(Some(gp), span)?,
             Unwind::Fatal { .. } => self.load_g(None, span)?,
         };
-        let rec = self.record(false, span)?;
+        let record = self.record(g, false, span)?;
+        let rec = record.rec;
         let cut = self.slot(8, span)?;
         let panic_ptr = self.slot(8, span)?;
         self.b.emit(store_imm(Size::DW, R10, panic_ptr, 0));
         match (at, layout.recovery) {
             (Unwind::Fatal { .. }, _) => self.b.emit2(ld_imm64(R0, i64::MAX as u64)),
             (Unwind::Recovery { .. }, Recovery::Sigcode { sigcode0 }) => {
-                self.g_word(cut, sigcode0);
-                self.relative(cut);
+                self.g_word(g, cut, sigcode0);
+                self.relative(record, cut);
             }
             (Unwind::Recovery { .. }, Recovery::PanicSp { g_panic, sp }) => {
-                self.g_word(panic_ptr, g_panic);
+                self.g_word(g, panic_ptr, g_panic);
                 self.b.emit(store_imm(Size::DW, R10, cut, 0));
                 self.b.emit(load(Size::DW, R3, R10, panic_ptr));
                 self.read_user(cut, R3, sp as i32);
-                self.relative(cut);
+                self.relative(record, cut);
             }
         }
         if let Unwind::Recovery { .. } = at {
@@ -90,7 +93,7 @@ impl Gen<'_> {
         self.b.emit(load(Size::DW, R1, R10, rec));
         self.b.emit(load(Size::W, R1, R1, R_TOP));
         self.b.emit(store_reg(Size::DW, R10, old_top, R1));
-        self.pop_below(cut, span)?;
+        self.pop_below(record, cut, span)?;
         if !panics {
             return Ok(());
         }
@@ -113,7 +116,7 @@ impl Gen<'_> {
             self.read_scalar(&place, 8, false)?;
             self.b.frame.release(mark);
             self.b.emit(store_reg(Size::DW, R10, panic_ptr, R0));
-            self.value_of_panic(panic_ptr, layout.arg);
+            self.value_of_panic(record, panic_ptr, layout.arg);
             self.b.bind(noted);
             self.b.emit(mov64_imm(R0, 0));
             return Ok(());
@@ -123,8 +126,8 @@ impl Gen<'_> {
         self.b.emit(store_imm(Size::DW, R1, P_VALUE + 8, 0));
         match (at, layout.recovery) {
             (Unwind::Fatal { .. }, _) => {}
-            (Unwind::Recovery { .. }, Recovery::PanicSp { .. }) => self.value_of_panic(panic_ptr, layout.arg),
-            (Unwind::Recovery { .. }, Recovery::Sigcode { .. }) => self.newest_panic(cut, span)?,
+            (Unwind::Recovery { .. }, Recovery::PanicSp { .. }) => self.value_of_panic(record, panic_ptr, layout.arg),
+            (Unwind::Recovery { .. }, Recovery::Sigcode { .. }) => self.newest_panic(rec, cut, span)?,
         }
         Ok(())
     }
@@ -134,27 +137,28 @@ impl Gen<'_> {
     /// pushes (amd64: 8 below it; arm64: at the SP itself, where BL leaves it), so the
     /// bound is one above that.
     fn calls_from(&mut self, reg: Reg) {
-        self.b.emit(alu64_imm(AluOp::Add, reg, 1 - self.arch.call_pushes() as i32));
+        self.b.emit(alu64_imm(AluOp::Add, reg, 1 - self.arch().call_pushes() as i32));
     }
 
-    /// *(u64 *)(r10 + slot) = the word at `off` in the g (read from the target).
-    fn g_word(&mut self, slot: i16, off: u32) {
+    /// *(u64 *)(r10 + slot) = the word at `off` in the g in slot `g` (read from the
+    /// target).
+    fn g_word(&mut self, g: Slot, slot: i16, off: u32) {
         self.b.emit(store_imm(Size::DW, R10, slot, 0));
-        self.b.emit(load(Size::DW, R3, R10, self.g.unwrap_or_default()));
+        self.b.emit(load(Size::DW, R3, R10, g));
         self.read_user(slot, R3, off as i32);
     }
 
     /// R0 = the address in `slot` as a position in the record (minus its base).
-    fn relative(&mut self, slot: i16) {
+    fn relative(&mut self, record: Record, slot: i16) {
         self.b.emit(load(Size::DW, R0, R10, slot));
-        self.b.emit(load(Size::DW, R1, R10, self.record.unwrap_or_default()));
+        self.b.emit(load(Size::DW, R1, R10, record.rec));
         self.b.emit(load(Size::DW, R1, R1, super::frames::R_BASE));
         self.b.emit(alu64_reg(AluOp::Sub, R0, R1));
     }
 
     /// Pops the frames below the position in slot `cut` (at most MAX_UNWIND). A deep
     /// frame missing from its map is popped too.
-    fn pop_below(&mut self, cut: i16, span: Span) -> Result<(), LowerError> {
+    fn pop_below(&mut self, record: Record, cut: i16, span: Span) -> Result<(), LowerError> {
         let idx = self.slot(8, span)?;
         let head = self.b.new_label();
         let pop = self.b.new_label();
@@ -163,18 +167,18 @@ impl Gen<'_> {
         self.b.bind(head);
         self.b.jmp_imm_to(JmpOp::Sge, R9, MAX_UNWIND, out);
         self.b.emit(alu64_imm(AluOp::Add, R9, 1));
-        self.b.emit(load(Size::DW, R1, R10, self.record.unwrap_or_default()));
+        self.b.emit(load(Size::DW, R1, R10, record.rec));
         self.b.emit(load(Size::W, R2, R1, R_TOP));
         self.b.jmp_imm_to(JmpOp::Eq, R2, 0, out);
         self.b.emit(alu64_imm(AluOp::Sub, R2, 1));
         self.b.emit(store_reg(Size::DW, R10, idx, R2));
-        self.frame_addr(idx, span)?;
+        self.frame_addr(record, idx, span)?;
         self.b.jmp_imm_to(JmpOp::Eq, R0, 0, pop);
         self.b.emit(load(Size::DW, R1, R0, F_REL));
         self.b.emit(load(Size::DW, R2, R10, cut));
         self.b.jmp_reg_to(JmpOp::Sge, R1, R2, out);
         self.b.bind(pop);
-        self.set_top(idx);
+        self.set_top(record, idx);
         self.b.ja_to(head);
         self.b.bind(out);
         self.b.emit(mov64_imm(R0, 0));
@@ -183,12 +187,12 @@ impl Gen<'_> {
 
     /// The record's value = the `arg` (an `any`: type, data) of the `_panic` whose address
     /// is in `slot` (none when 0).
-    fn value_of_panic(&mut self, slot: i16, arg: u32) {
+    fn value_of_panic(&mut self, record: Record, slot: i16, arg: u32) {
         let none = self.b.new_label();
         self.b.emit(load(Size::DW, R3, R10, slot));
         self.b.jmp_imm_to(JmpOp::Eq, R3, 0, none);
         self.b.emit(alu64_imm(AluOp::Add, R3, arg as i32));
-        self.b.emit(load(Size::DW, R1, R10, self.record.unwrap_or_default()));
+        self.b.emit(load(Size::DW, R1, R10, record.rec));
         self.b.emit(alu64_imm(AluOp::Add, R1, i32::from(P_VALUE)));
         self.b.emit(mov64_imm(R2, 16));
         self.b.emit(call(BPF_FUNC_probe_read_user));
@@ -198,9 +202,8 @@ impl Gen<'_> {
 
     /// Go 1.17 to 1.21: the record's value = the newest panic under way that started
     /// below the position in `cut`; those panics are over.
-    fn newest_panic(&mut self, cut: i16, span: Span) -> Result<(), LowerError> {
+    fn newest_panic(&mut self, rec: Slot, cut: i16, span: Span) -> Result<(), LowerError> {
         let out = self.b.new_label();
-        let rec = self.record.unwrap_or_default();
         let n = self.slot(8, span)?;
         self.b.emit(load(Size::DW, R1, R10, rec));
         self.b.emit(load(Size::W, R2, R1, P_NPANICS));
@@ -238,12 +241,13 @@ impl Gen<'_> {
     /// At runtime.gopanic(e) (Go 1.17 to 1.21), on the panicking goroutine: notes e and
     /// where the panic started; panics noted at or below that place are over.
     pub fn note_panic(&mut self, e: [&Location; 2], span: Span) -> Result<(), LowerError> {
-        self.load_g(None, span)?;
-        let rec = self.record(true, span)?;
+        let g = self.load_g(None, span)?;
+        let record = self.record(g, true, span)?;
+        let rec = record.rec;
         let rel = self.slot(8, span)?;
-        self.load_reg(R0, self.arch.stack_pointer());
+        self.load_reg(R0, self.arch().stack_pointer());
         self.b.emit(store_reg(Size::DW, R10, rel, R0));
-        self.relative(rel);
+        self.relative(record, rel);
         self.b.emit(store_reg(Size::DW, R10, rel, R0));
         let words = self.slot(16, span)?;
         for (i, loc) in e.into_iter().enumerate() {
@@ -259,7 +263,7 @@ impl Gen<'_> {
         self.b.emit(load(Size::W, R2, R1, P_NPANICS));
         self.b.emit(store_reg(Size::DW, R10, n, R2));
         for _ in 0..PANICS {
-            self.entry_of_panic(n, 1, push);
+            self.entry_of_panic(rec, n, 1, push);
             self.b.emit(load(Size::DW, R3, R1, P_LIST + 16));
             self.b.emit(load(Size::DW, R4, R10, rel));
             self.b.jmp_reg_to(JmpOp::Sgt, R3, R4, push);
@@ -275,7 +279,7 @@ impl Gen<'_> {
         self.b.emit(mov64_imm(R2, PANICS - 1));
         self.b.emit(store_reg(Size::DW, R10, n, R2));
         self.b.bind(room);
-        self.entry_of_panic(n, 0, push);
+        self.entry_of_panic(rec, n, 0, push);
         for (off, from) in [(0, words), (8, words + 8), (16, rel)] {
             self.b.emit(load(Size::DW, R3, R10, from));
             self.b.emit(store_reg(Size::DW, R1, P_LIST + off, R3));
@@ -289,7 +293,7 @@ impl Gen<'_> {
 
     /// R1 = the record plus the offset of panic number n - `minus` (n in slot `n`), so that
     /// P_LIST + field is that panic's field; jumps to `out` when n - `minus` < 0.
-    fn entry_of_panic(&mut self, n: i16, minus: i32, out: crate::bpf::builder::Label) {
+    fn entry_of_panic(&mut self, rec: Slot, n: i16, minus: i32, out: crate::bpf::builder::Label) {
         self.b.emit(load(Size::DW, R2, R10, n));
         if minus > 0 {
             self.b.jmp_imm_to(JmpOp::Eq, R2, 0, out);
@@ -297,15 +301,16 @@ impl Gen<'_> {
         }
         self.b.emit(alu64_imm(AluOp::And, R2, PANICS - 1));
         self.b.emit(alu64_imm(AluOp::Mul, R2, PANIC));
-        self.b.emit(load(Size::DW, R1, R10, self.record.unwrap_or_default()));
+        self.b.emit(load(Size::DW, R1, R10, rec));
         self.b.emit(alu64_reg(AluOp::Add, R1, R2));
     }
 
     /// At runtime.preprintpanics(p), on a goroutine about to die of panic p: notes p's
     /// value before the runtime turns an error into its text.
     pub fn note_fatal_value(&mut self, p: &Location, arg: u32, span: Span) -> Result<(), LowerError> {
-        self.load_g(None, span)?;
-        let rec = self.record(false, span)?;
+        let g = self.load_g(None, span)?;
+        let record = self.record(g, false, span)?;
+        let rec = record.rec;
         let ptr = self.slot(8, span)?;
         let place = self.location_place("p", p, span)?;
         self.read_scalar(&place, 8, false)?;
@@ -313,7 +318,7 @@ impl Gen<'_> {
         self.b.emit(load(Size::DW, R1, R10, rec));
         self.b.emit(store_imm(Size::DW, R1, P_VALUE, 0));
         self.b.emit(store_imm(Size::DW, R1, P_VALUE + 8, 0));
-        self.value_of_panic(ptr, arg);
+        self.value_of_panic(record, ptr, arg);
         self.b.emit(load(Size::DW, R1, R10, rec));
         self.b.emit(store_imm(Size::W, R1, P_RECOVERED, FATAL_VALUE_NOTED));
         Ok(())
@@ -323,8 +328,8 @@ impl Gen<'_> {
     /// runtime.goexit0(gp) on g0 (`gp` where its argument is): the goroutine's frames end
     /// without a panic.
     pub fn forget_frames(&mut self, gp: Option<&Location>, panics: bool, span: Span) -> Result<(), LowerError> {
-        self.load_g(gp, span)?;
-        let rec = self.record(false, span)?;
+        let g = self.load_g(gp, span)?;
+        let rec = self.record(g, false, span)?.rec;
         self.b.emit(load(Size::DW, R1, R10, rec));
         self.b.emit(store_imm(Size::DW, R1, R_TOP, 0));
         if panics {
@@ -333,10 +338,10 @@ impl Gen<'_> {
         Ok(())
     }
 
-    /// `self.g` = a slot holding the panicking goroutine: `gp` at the recovery site (the
-    /// attach cookie says which site fired), else the g register, where the dying
-    /// goroutine runs.
-    fn panicking_g(&mut self, recovery: u32, gp: &Location, span: Span) -> Result<(), LowerError> {
+    /// A slot holding the panicking goroutine: `gp` at the recovery site (the attach
+    /// cookie says which site fired), else the g register, where the dying goroutine
+    /// runs.
+    fn panicking_g(&mut self, recovery: u32, gp: &Location, span: Span) -> Result<Slot, LowerError> {
         let g = self.slot(8, span)?;
         let dying = self.b.new_label();
         let have = self.b.new_label();
@@ -349,12 +354,11 @@ impl Gen<'_> {
         self.b.emit(store_reg(Size::DW, R10, g, R0));
         self.b.ja_to(have);
         self.b.bind(dying);
-        self.load_reg(R1, self.arch.g_reg());
+        self.load_reg(R1, self.arch().g_reg());
         self.b.emit(store_reg(Size::DW, R10, g, R1));
         self.b.bind(have);
         self.b.emit(mov64_imm(R0, 0));
-        self.g = Some(g);
-        Ok(())
+        Ok(g)
     }
 
     /// An `on panic` probe's program: for each frame the panic ended whose function (its
@@ -369,8 +373,9 @@ impl Gen<'_> {
         span: Span,
         body: impl FnOnce(&mut Gen) -> Result<(), LowerError>,
     ) -> Result<(), LowerError> {
-        self.panicking_g(recovery, gp, span)?;
-        let rec = self.record(false, span)?;
+        let g = self.panicking_g(recovery, gp, span)?;
+        let record = self.record(g, false, span)?;
+        let rec = record.rec;
         let (value, recovered, func) = (self.slot(16, span)?, self.slot(8, span)?, self.slot(8, span)?);
         let (i, end, count) = (self.slot(8, span)?, self.slot(8, span)?, self.slot(8, span)?);
         self.b.emit(load(Size::DW, R1, R10, rec));
@@ -396,7 +401,7 @@ impl Gen<'_> {
         self.b.emit(load(Size::DW, R1, R10, i));
         self.b.emit(load(Size::DW, R2, R10, end));
         self.b.jmp_reg_to(JmpOp::Ge, R1, R2, out);
-        self.frame_addr(i, span)?;
+        self.frame_addr(record, i, span)?;
         self.b.jmp_imm_to(JmpOp::Eq, R0, 0, next);
         let began = self.b.vreg();
         self.b.op(load(Size::DW, R0, R0, F_TIME), began, R0);
@@ -405,20 +410,17 @@ impl Gen<'_> {
         // Is the ended call's function one this probe reports (a key of `members`)? The
         // other functions fall through: the verifier walks that path first, and its
         // states prune the members' paths (the other way round took it 4 times longer).
-        self.b.ld_map(R1, members);
-        self.stack_ptr(R2, func);
-        self.b.emit(call(BPF_FUNC_map_lookup_elem));
+        self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(members), Arg::Stack(func)]);
         let member = self.b.new_label();
         self.b.jmp_imm_to(JmpOp::Ne, R0, 0, member);
         self.b.ja_to(next);
         self.b.bind(member);
-        self.b.emit(call(BPF_FUNC_ktime_get_ns));
+        self.b.call(BPF_FUNC_ktime_get_ns, &[]);
         self.b.op(alu64_reg(AluOp::Sub, R0, R0), R0, began);
         let elapsed = self.slot(8, span)?;
         self.b.emit(store_reg(Size::DW, R10, elapsed, R0));
-        self.elapsed = Some(elapsed);
-        self.panic_frame = Some((func, value, recovered));
-        self.frame_index = Some(i);
+        let at = CallFrame { record, index: i };
+        self.loaded = Loaded { call: Call::Panicked(Panicked { at, elapsed, func, value, recovered }), bias: None };
         body(self)?;
         self.b.bind(next);
         self.b.emit(load(Size::DW, R1, R10, i));

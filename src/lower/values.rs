@@ -66,7 +66,7 @@ impl Gen<'_> {
             Location::Regs(pieces) => Ok(Place::Regs { pieces: pieces.clone(), offset: 0 }),
             Location::Stack { offset } => {
                 let slot = self.slot(8, span)?;
-                self.load_ctx_reg(R0, self.arch.stack_pointer());
+                self.load_ctx_reg(R0, self.arch().stack_pointer());
                 self.b.emit(alu64_imm(AluOp::Add, R0, *offset as i32));
                 self.b.emit(store_reg(Size::DW, R10, slot, R0));
                 Ok(Place::Mem { addr: slot, offset: 0 })
@@ -96,9 +96,9 @@ impl Gen<'_> {
             Some(Name::GoValue { name, location, .. }) => return self.location_place(&name, &location, e.span),
             Some(Name::Global { addr, .. }) => return self.global_place(addr, e.span),
             Some(Name::Builtin(crate::check::Builtin::Panic)) => {
-                let (_, value, _) =
-                    self.panic_frame.ok_or_else(|| LowerError::unsupported(e.span, "panic outside `on panic`"))?;
-                return Ok(Place::Stack { slot: value, offset: 0 });
+                let p = self.loaded.call.panicked();
+                let p = p.ok_or_else(|| LowerError::unsupported(e.span, "panic outside `on panic`"))?;
+                return Ok(Place::Stack { slot: p.value, offset: 0 });
             }
             _ => {}
         }
@@ -212,7 +212,7 @@ impl Gen<'_> {
                         }
                     }
                     Some(PieceAt::Stack { offset: at }) => {
-                        self.load_ctx_reg(R3, self.arch.stack_pointer());
+                        self.load_ctx_reg(R3, self.arch().stack_pointer());
                         self.read_user_scalar(at + within as i64, size)?;
                     }
                     Some(PieceAt::Missing) | None => {
@@ -500,11 +500,11 @@ impl Gen<'_> {
         for i in 0..depth {
             self.b.emit(store_imm(Size::DW, base, off + 8 * i, 0));
         }
-        self.load_ctx_reg(R0, self.arch.program_counter());
+        self.load_ctx_reg(R0, self.arch().program_counter());
         self.b.emit(store_reg(Size::DW, base, off, R0));
-        match self.arch.return_address() {
+        match self.arch().return_address() {
             ReturnAddress::AtStackPointer => {
-                self.load_ctx_reg(R3, self.arch.stack_pointer());
+                self.load_ctx_reg(R3, self.arch().stack_pointer());
                 self.b.emit(store_imm(Size::DW, R10, pair, 0));
                 self.b.emit(mov64_reg(R1, R10));
                 self.b.emit(alu64_imm(AluOp::Add, R1, pair as i32));
@@ -515,7 +515,7 @@ impl Gen<'_> {
             ReturnAddress::InRegister(reg) => self.load_ctx_reg(R0, reg),
         }
         self.b.emit(store_reg(Size::DW, base, off + 8, R0));
-        self.load_ctx_reg(R0, self.arch.frame_pointer());
+        self.load_ctx_reg(R0, self.arch().frame_pointer());
         self.b.emit(store_reg(Size::DW, R10, fp, R0));
         let done = self.b.new_label();
         for i in 2..depth {

@@ -1,9 +1,12 @@
 //! The allocated IR written out as plain eBPF: virtual registers replaced by their
 //! registers (or reloaded from their slots into a register free there), slot accesses
 //! given their stack offsets (or made through the spill map's pointer), labels resolved
-//! into jump offsets by `bpf::builder`.
+//! into jump offsets by `bpf::builder`. Where no register is free for such an access,
+//! one the item does not name is borrowed: saved to a stack word the allocator kept
+//! for it, and put back after the item (on both ways out of a jump).
 
-use super::alloc::{Allocation, Home, Place};
+use super::alloc::{operands, Allocation, Home, Place};
+use super::flow::PHYS;
 use super::{Finished, IrError, Item, SlotId, R, SPILL};
 use crate::bpf::builder::{Builder, Label};
 use crate::bpf::helpers::BPF_FUNC_map_lookup_elem;
@@ -14,18 +17,27 @@ struct Out<'a> {
     a: &'a Allocation,
     /// Registers taken at the current item (busy, and the temporaries chosen).
     taken: u16,
+    /// Registers the current item names (or was given as temporaries): never borrowed.
+    pinned: u16,
+    /// Registers borrowed for the current item, to put back after it.
+    borrowed: Vec<Reg>,
     at: usize,
 }
 
 pub fn emit(items: &[Item], a: &Allocation, labels: usize) -> Result<Finished, IrError> {
-    let mut out = Out { b: Builder::new(), a, taken: 0, at: 0 };
+    let mut out = Out { b: Builder::new(), a, taken: 0, pinned: 0, borrowed: Vec::new(), at: 0 };
     for _ in 0..labels {
         out.b.new_label();
     }
     for (i, item) in items.iter().enumerate() {
         out.at = i;
         out.taken = a.busy[i];
+        out.pinned = out.named(item);
+        out.borrowed.clear();
         out.item(item)?;
+        if !matches!(item, Item::Jump { .. }) {
+            out.give_back();
+        }
     }
     let program = out.b.finish()?;
     Ok(Finished { program, stack: a.stack, spilled: a.spilled })
@@ -58,11 +70,21 @@ impl Out<'_> {
                     return Ok(());
                 }
                 let d = self.read(*dst)?;
-                if source(insn.code) == BPF_X {
-                    let s = self.read(*src)?;
-                    self.b.jmp_reg_to(jmp_op(insn.code), d, s, *target);
-                } else {
-                    self.b.jmp_imm_to(jmp_op(insn.code), d, insn.imm, *target);
+                let s = if source(insn.code) == BPF_X { Some(self.read(*src)?) } else { None };
+                // With borrowed registers, both ways out put them back first.
+                let to = if self.borrowed.is_empty() { *target } else { self.b.new_label() };
+                match s {
+                    Some(s) => self.b.jmp_reg_to(jmp_op(insn.code), d, s, to),
+                    None => self.b.jmp_imm_to(jmp_op(insn.code), d, insn.imm, to),
+                }
+                if to != *target {
+                    let fall = self.b.new_label();
+                    self.give_back();
+                    self.b.ja_to(fall);
+                    self.b.bind(to);
+                    self.give_back();
+                    self.b.ja_to(*target);
+                    self.b.bind(fall);
                 }
             }
             Item::Bind(l) => self.b.bind(*l),
@@ -100,7 +122,11 @@ impl Out<'_> {
             None if reads(src) => (self.read(src)?, None),
             None => (R0, None),
         };
-        self.b.emit(Insn { dst: d.0.num(), src: s.0.num(), off, ..insn });
+        // A move onto itself (the allocator gave both sides one register) is none.
+        let idle = insn.code == BPF_ALU64 | BPF_MOV | BPF_X && d.0 == s.0;
+        if !idle {
+            self.b.emit(Insn { dst: d.0.num(), src: s.0.num(), off, ..insn });
+        }
         if fx.defs.contains(&super::flow::loc(dst)) {
             self.written(d)?;
         }
@@ -110,11 +136,47 @@ impl Out<'_> {
         Ok(())
     }
 
-    /// A register free at this item, taken for it.
+    /// A register free at this item, taken for it; when none is, one the item does not
+    /// name, borrowed (saved to its stack word, put back by `give_back`).
     fn temp(&mut self) -> Result<Reg, IrError> {
-        let r = (0..10).find(|&r| self.taken & (1 << r) == 0).ok_or(IrError::NoFreeRegister { at: self.at })?;
-        self.taken |= 1 << r;
+        if let Some(r) = (0..10).find(|&r| self.taken & (1 << r) == 0) {
+            self.taken |= 1 << r;
+            self.pinned |= 1 << r;
+            return Ok(REGS[r]);
+        }
+        let word = self.a.borrow.get(self.borrowed.len()).copied();
+        let r = (0..10).find(|&r| self.pinned & (1 << r) == 0);
+        let (Some(word), Some(r)) = (word, r) else {
+            return Err(IrError::NoFreeRegister { at: self.at });
+        };
+        self.pinned |= 1 << r;
+        self.b.emit(store_reg(Size::DW, R10, word, REGS[r]));
+        self.borrowed.push(REGS[r]);
         Ok(REGS[r])
+    }
+
+    /// Puts the registers borrowed for this item back.
+    fn give_back(&mut self) {
+        for (k, &r) in self.borrowed.iter().enumerate().rev() {
+            self.b.emit(load(Size::DW, r, R10, self.a.borrow[k]));
+        }
+    }
+
+    /// The machine registers `item` names, directly or as its virtual registers' homes.
+    fn named(&self, item: &Item) -> u16 {
+        let fx = super::flow::effects(item);
+        let mut m: u16 = 0;
+        for l in fx.uses.iter().chain(&fx.defs).filter(|&&l| l < PHYS) {
+            m |= 1 << l;
+        }
+        for r in operands(item) {
+            match (r, self.home(r)) {
+                (R::P(p), _) => m |= 1 << p.num(),
+                (_, Some(Home::Reg(p))) => m |= 1 << p.num(),
+                _ => {}
+            }
+        }
+        m
     }
 
     fn home(&self, r: R) -> Option<Home> {

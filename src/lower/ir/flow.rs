@@ -4,7 +4,7 @@
 //! its last use, directly or through an address formed from it, stretched over every
 //! loop it is used in).
 
-use super::{IrError, Item, SlotId, R};
+use super::{conv, IrError, Item, SlotId, R};
 use crate::bpf::builder::Label;
 use crate::bpf::insn::*;
 use std::collections::{BTreeSet, HashMap};
@@ -26,19 +26,16 @@ pub struct Effects {
     pub defs: Vec<usize>,
 }
 
-const ARGS: [usize; 5] = [1, 2, 3, 4, 5];
-const CLOBBERED: [usize; 6] = [0, 1, 2, 3, 4, 5];
-
 pub fn effects(item: &Item) -> Effects {
     let mut e = Effects::default();
     match item {
         Item::Op { insn, dst, src, .. } => op_effects(insn, *dst, *src, &mut e),
         Item::Wide { dst, .. } | Item::LdMap { dst, .. } | Item::SlotAddr { dst, .. } => e.defs.push(loc(*dst)),
         Item::Call(id) => {
-            e.uses.extend(&ARGS[..usize::from(crate::bpf::helpers::helper_args(*id))]);
-            e.defs.extend(CLOBBERED);
+            e.uses.extend(&conv::locs(conv::ARGS)[..usize::from(crate::bpf::helpers::helper_args(*id))]);
+            e.defs.extend(conv::locs(conv::CLOBBERED));
         }
-        Item::Kfunc(_) | Item::SpillSetup { .. } => e.defs.extend(CLOBBERED),
+        Item::Kfunc(_) | Item::SpillSetup { .. } => e.defs.extend(conv::locs(conv::CLOBBERED)),
         Item::Jump { insn, dst, src, .. } => {
             if op(insn.code) != BPF_JA {
                 e.uses.push(loc(*dst));
@@ -47,7 +44,7 @@ pub fn effects(item: &Item) -> Effects {
                 }
             }
         }
-        Item::Exit => e.uses.push(0),
+        Item::Exit => e.uses.push(usize::from(conv::RESULT.num())),
         Item::Bind(_) | Item::Comment(_) => {}
     }
     e.uses.retain(|&l| l != 10);

@@ -2,10 +2,12 @@
 //! (`VReg`) and whose stack accesses name a slot (`SlotId`) instead of an offset from
 //! R10, with labels and source comments. `Func::finish` runs the one allocator
 //! (alloc.rs): liveness (flow.rs) decides which registers and slots are live where;
-//! virtual registers get R0-R9 by the calling convention (R1-R5 are clobbered by a call,
-//! R0 is its result, R6-R9 survive it; R10 is the frame) or an 8-byte slot; slots share
-//! stack bytes when their values are dead, and what does not fit the 512-byte stack is
-//! spilled to a per-CPU scratch map (`SPILL`); emit.rs resolves labels into offsets.
+//! virtual registers get R0-R9 by the calling convention (conv.rs: R1-R5 are clobbered
+//! by a call, R0 is its result, R6-R9 survive it; R10 is the frame) or an 8-byte slot;
+//! slots share stack bytes when their values are dead, and what does not fit the
+//! 512-byte stack is spilled to a per-CPU scratch map (`SPILL`); emit.rs resolves labels
+//! into offsets and borrows a register where an access to a slot finds none free.
+//! `Func::call` is how code calls a helper: its arguments go where conv.rs says.
 //!
 //! Code that still names machine registers goes through `emit` and `emit2` with
 //! physical registers (precolored: the allocator works around them); its R10-relative
@@ -13,6 +15,7 @@
 //! liveness too.
 
 mod alloc;
+pub mod conv;
 mod emit;
 mod flow;
 pub mod frame;
@@ -27,6 +30,29 @@ pub use frame::{Frame, FrameFull, SlotId};
 /// The per-CPU array spilled stack slots live in (one element, as large as the largest
 /// spill of any program).
 pub const SPILL: &str = "spill";
+
+/// A helper's argument (`Func::call`).
+#[derive(Clone, Copy, Debug)]
+pub enum Arg<'a> {
+    R(R),
+    Imm(i32),
+    /// The address of the frame's bytes at this virtual offset (a slot's, `Frame::alloc`).
+    Stack(i16),
+    /// A map, relocated by the loader.
+    Map(&'a str),
+}
+
+impl From<Reg> for Arg<'_> {
+    fn from(r: Reg) -> Self {
+        Arg::R(R::P(r))
+    }
+}
+
+impl From<VReg> for Arg<'_> {
+    fn from(v: VReg) -> Self {
+        Arg::R(R::V(v))
+    }
+}
 
 /// A virtual register: any of R0-R9 or a stack slot, as the allocator decides.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -100,7 +126,7 @@ pub enum IrError {
     NoSlot { at: usize, off: i32 },
     #[error("instruction {at} reads virtual register {reg} before anything sets it")]
     Undefined { at: usize, reg: u32 },
-    #[error("no register is free at instruction {at} to reload a spilled value")]
+    #[error("no register is free or can be borrowed at instruction {at} to reach a spilled value")]
     NoFreeRegister { at: usize },
     #[error("registers {regs:?} are live where the spill pointer is looked up")]
     SpillSetupClobbers { regs: Vec<u8> },
@@ -233,6 +259,26 @@ impl Func {
         self.items.push(Item::LdMap { dst: dst.into(), map: map_name.to_string() });
     }
 
+    /// A helper call by the convention (conv.rs): each of `args` into R1, R2, ... in
+    /// order, the call, its result in R0 (`conv::RESULT`). An argument already in its
+    /// register is not moved; a virtual one may be anywhere (the allocator keeps it out
+    /// of the argument registers set before it).
+    pub fn call(&mut self, helper: i32, args: &[Arg]) {
+        for (arg, &to) in args.iter().zip(conv::ARGS.iter()) {
+            match *arg {
+                Arg::R(R::P(p)) if p == to => {}
+                Arg::R(r) => self.op(mov64_reg(R0, R0), to, r),
+                Arg::Imm(imm) => self.emit(mov64_imm(to, imm)),
+                Arg::Stack(off) => {
+                    self.emit(mov64_reg(to, conv::FRAME));
+                    self.emit(alu64_imm(AluOp::Add, to, i32::from(off)));
+                }
+                Arg::Map(name) => self.ld_map(to, name),
+            }
+        }
+        self.items.push(Item::Call(helper));
+    }
+
     pub fn call_kfunc(&mut self, kfunc: Kfunc) {
         self.items.push(Item::Kfunc(kfunc));
     }
@@ -251,6 +297,15 @@ impl Func {
     pub fn store_slot(&mut self, size: Size, slot: SlotId, off: i16, src: impl Into<R>) {
         let insn = store_reg(size, R10, off, R0);
         self.items.push(Item::Op { insn, dst: R::P(R10), src: src.into(), slot: Some(slot) });
+    }
+
+    /// `dst = *(size *)(r10 + off)`, `off` a virtual offset in an open slot of `frame`
+    /// (what `Frame::alloc` handed out, plus a constant).
+    pub fn load_stack(&mut self, size: Size, dst: impl Into<R>, off: i16) {
+        match self.frame.slot_at(i32::from(off), size.bytes()) {
+            Some((slot, within)) => self.load_slot(size, dst, slot, within),
+            None => self.fail(IrError::NoSlot { at: self.items.len(), off: i32::from(off) }),
+        }
     }
 
     /// `dst = &slot + off`.

@@ -1,10 +1,11 @@
-//! The allocator's own tests: liveness, registers around calls, slots sharing bytes
-//! once dead, spills (of registers to slots, of slots to the spill map), label
-//! resolution.
+//! The allocator's own tests: liveness, registers around calls, moves that disappear,
+//! slots sharing bytes once dead, spills (of registers to slots, of slots to the spill
+//! map), registers borrowed where none is free, label resolution.
 
 use super::*;
 use crate::bpf::disasm::disasm;
 use crate::bpf::helpers::*;
+use crate::bpf::interp::{run, World};
 
 /// Every instruction of a finished program as `--emit asm` shows it.
 fn text(f: &Finished) -> String {
@@ -30,24 +31,43 @@ fn a_value_live_across_a_call_gets_a_callee_saved_register() {
 fn a_value_not_live_across_a_call_gets_a_caller_saved_register() {
     let mut f = Func::new();
     let v = f.vreg();
+    f.emit(mov64_imm(R0, 1));
     f.op(mov64_imm(R0, 7), v, v);
-    f.op(mov64_reg(R0, R0), R0, v);
+    f.op(alu64_reg(AluOp::Add, R0, R0), R0, v);
     f.push(Item::Exit);
     let out = f.finish().unwrap();
-    assert!(text(&out).contains("0: r1 = 7"), "{}", text(&out));
+    assert!(text(&out).contains("1: r1 = 7"), "{}", text(&out));
 }
 
 #[test]
 fn registers_are_reused_once_their_values_die() {
     let mut f = Func::new();
     let (a, b) = (f.vreg(), f.vreg());
+    f.emit(mov64_imm(R0, 0));
     f.op(mov64_imm(R0, 1), a, a);
-    f.op(mov64_reg(R0, R0), R0, a);
+    f.op(alu64_reg(AluOp::Add, R0, R0), R0, a);
     f.op(mov64_imm(R0, 2), b, b);
     f.op(alu64_reg(AluOp::Add, R0, R0), R0, b);
     f.push(Item::Exit);
     let out = text(&f.finish().unwrap());
     assert!(out.contains("r1 = 1") && out.contains("r1 = 2"), "{out}");
+}
+
+#[test]
+fn a_value_set_from_a_register_that_dies_there_takes_it_and_the_move_disappears() {
+    let mut f = Func::new();
+    let v = f.vreg();
+    f.emit(mov64_imm(R3, 5));
+    f.op(mov64_reg(R0, R0), v, R3);
+    f.op(alu64_imm(AluOp::Add, R0, 1), v, R0);
+    f.op(mov64_reg(R0, R0), R0, v);
+    f.push(Item::Exit);
+    let out = f.finish().unwrap();
+    let t = text(&out);
+    // v takes r3 (which dies where v is set) or r0 (set from v where v dies): one
+    // move of the two is left.
+    assert_eq!(out.program.insns.len(), 4, "{t}");
+    assert_eq!(run(&out.program, &World::default(), 0), Ok(6), "{t}");
 }
 
 #[test]
@@ -215,6 +235,70 @@ fn a_direct_access_to_a_spilled_slot_goes_through_a_free_register() {
     assert_eq!((out.stack, out.spilled), (512, 16), "{t}");
     assert!(t.contains("r0 = *(u64 *)(r10 -8)\n  11: *(u64 *)(r0 +0) = 2"), "{t}");
     assert!(t.contains("r2 = *(u64 *)(r10 -8)\n  14: r1 = *(u64 *)(r2 +0)"), "{t}");
+}
+
+/// Sets R0-R9 to 0-9: every register live from here to `sum_registers`.
+fn fill_registers(f: &mut Func) {
+    for (i, r) in REGS[..10].iter().enumerate() {
+        f.emit(mov64_imm(*r, i as i32));
+    }
+}
+
+/// R0 += R1 + ... + R9.
+fn sum_registers(f: &mut Func) {
+    for r in &REGS[1..10] {
+        f.emit(alu64_reg(AluOp::Add, R0, *r));
+    }
+}
+
+#[test]
+fn a_value_in_a_slot_read_where_every_register_is_live_borrows_one() {
+    let mut f = Func::new();
+    let out = f.new_label();
+    fill_registers(&mut f);
+    // No register is free over v's range: it lives in a slot, and each item that sets
+    // or reads it borrows a register it does not name, put back after it (on both
+    // ways out of the jump).
+    let v = f.vreg();
+    f.op(mov64_imm(R0, 100), v, v);
+    f.op(alu64_reg(AluOp::Add, R0, R0), R0, v);
+    f.jmp_imm_to(JmpOp::Ne, v, 100, out);
+    sum_registers(&mut f);
+    f.bind(out);
+    f.push(Item::Exit);
+    let done = f.finish().unwrap();
+    let t = text(&done);
+    assert_eq!(run(&done.program, &World::default(), 0), Ok(100 + (0..10).sum::<u64>()), "{t}");
+    assert!(t.contains("*(u64 *)(r10 -8) = r0") && t.contains("r0 = *(u64 *)(r10 -8)"), "{t}");
+}
+
+#[test]
+fn a_spilled_slot_reached_where_every_register_is_live_borrows_one_for_its_pointer() {
+    let mut f = Func::new();
+    let fail = f.new_label();
+    f.emit(mov64_reg(R6, R1));
+    f.push(Item::SpillSetup { fail });
+    let a = f.frame.alloc(480).unwrap();
+    let b = f.frame.alloc(40).unwrap();
+    f.emit(store_imm(Size::DW, R10, a, 1));
+    fill_registers(&mut f);
+    f.emit(store_imm(Size::DW, R10, b, 1000));
+    // R0-R8 live over it, R9 set by it: its pointer takes a borrowed register.
+    f.emit(load(Size::DW, R9, R10, b));
+    sum_registers(&mut f);
+    f.emit(load(Size::DW, R1, R10, a));
+    f.emit(alu64_reg(AluOp::Add, R0, R1));
+    f.bind(fail);
+    f.push(Item::Exit);
+    let done = f.finish().unwrap();
+    let t = text(&done);
+    // `b` overflows the stack into the spill map; with every register live its
+    // pointer goes through a borrowed one.
+    assert_eq!(done.spilled, 40, "{t}");
+    let world = World { maps: vec![(SPILL.to_string(), vec![0; 40])], user: Vec::new() };
+    assert_eq!(run(&done.program, &world, 0), Ok((0..9).sum::<u64>() + 1000 + 1), "{t}");
+    // Below the spill pointer (r10 -8), the word a borrowed register waits in.
+    assert!(t.contains("*(u64 *)(r10 -16) = r") && t.contains("= *(u64 *)(r10 -16)"), "{t}");
 }
 
 #[test]
