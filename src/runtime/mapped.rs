@@ -180,4 +180,46 @@ mod tests {
         let _ = std::fs::remove_file(&path);
         assert!(Mapped::map(&file, 0).is_err());
     }
+
+    /// A file cut short under the mapping: a read past its new end ends the process with
+    /// the one line and status 1 (in a forked child, which only reads and faults).
+    #[test]
+    fn a_read_past_a_truncated_files_end_says_so_and_exits_1() {
+        let path = std::env::temp_dir().join(format!("gtrace-sigbus-{}", std::process::id()));
+        File::create(&path).and_then(|mut f| f.write_all(&vec![7u8; 3 * 4096])).expect("writing the file");
+        let file = std::fs::OpenOptions::new().read(true).write(true).open(&path).expect("opening it");
+        let mapped = Mapped::map(&file, 3 * 4096).expect("mapping it");
+        file.set_len(0).expect("truncating it");
+        let at = mapped.bytes().as_ptr() as usize + 2 * 4096;
+        let mut fds = [0; 2];
+        // SAFETY: the child only calls async-signal-safe functions (dup2, a volatile read
+        // that faults, _exit); the parent reads the pipe and waits for it.
+        let (status, said) = unsafe {
+            assert_eq!(libc::pipe(fds.as_mut_ptr()), 0);
+            let pid = libc::fork();
+            assert!(pid >= 0, "fork");
+            if pid == 0 {
+                libc::dup2(fds[1], 2);
+                let _ = std::ptr::read_volatile(at as *const u8);
+                libc::_exit(0);
+            }
+            libc::close(fds[1]);
+            let mut said = Vec::new();
+            let mut buf = [0u8; 512];
+            loop {
+                let n = libc::read(fds[0], buf.as_mut_ptr().cast(), buf.len());
+                if n <= 0 {
+                    break;
+                }
+                said.extend_from_slice(&buf[..n as usize]);
+            }
+            libc::close(fds[0]);
+            let mut status = 0;
+            libc::waitpid(pid, &mut status, 0);
+            (status, String::from_utf8_lossy(&said).into_owned())
+        };
+        let _ = std::fs::remove_file(&path);
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 1, "status {status:#x}, said {said:?}");
+        assert!(said.starts_with("error: a file gtrace maps") && said.contains("hint:"), "{said:?}");
+    }
 }
