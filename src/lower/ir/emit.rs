@@ -3,7 +3,9 @@
 //! given their stack offsets (or made through the spill map's pointer), labels resolved
 //! into jump offsets by `bpf::builder`. Where no register is free for such an access,
 //! one the item does not name is borrowed: saved to a stack word the allocator kept
-//! for it, and put back after the item (on both ways out of a jump).
+//! for it, and put back after the item (on both ways out of a jump). Only R6-R9 are
+//! borrowed, and a program that may borrow writes them at entry: the verifier refuses
+//! to save a register no path wrote.
 
 use super::alloc::{operands, Allocation, Home, Place};
 use super::flow::PHYS;
@@ -11,6 +13,11 @@ use super::{Finished, IrError, Item, SlotId, R, SPILL};
 use crate::bpf::builder::{Builder, Label};
 use crate::bpf::helpers::BPF_FUNC_map_lookup_elem;
 use crate::bpf::insn::*;
+
+/// The registers a borrow may take: R6-R9, which calls keep and `emit` writes at entry,
+/// so each holds a value on every path (R0-R5 are unreadable after a call until written
+/// again, which the verifier checks and a save would break).
+const BORROWABLE: std::ops::Range<usize> = 6..10;
 
 struct Out<'a> {
     b: Builder,
@@ -28,6 +35,14 @@ pub fn emit(items: &[Item], a: &Allocation, labels: usize) -> Result<Finished, I
     let mut out = Out { b: Builder::new(), a, taken: 0, pinned: 0, borrowed: Vec::new(), at: 0 };
     for _ in 0..labels {
         out.b.new_label();
+    }
+    // Where a register may be borrowed, R6-R9 (the only ones borrowed) hold a value on
+    // every path from the first instruction: at entry only R1 and R10 do, and the
+    // verifier refuses to save a register never written.
+    if !a.borrow.is_empty() {
+        for r in BORROWABLE {
+            out.b.emit(mov64_imm(REGS[r], 0));
+        }
     }
     for (i, item) in items.iter().enumerate() {
         out.at = i;
@@ -145,7 +160,7 @@ impl Out<'_> {
             return Ok(REGS[r]);
         }
         let word = self.a.borrow.get(self.borrowed.len()).copied();
-        let r = (0..10).find(|&r| self.pinned & (1 << r) == 0);
+        let r = BORROWABLE.find(|&r| self.pinned & (1 << r) == 0);
         let (Some(word), Some(r)) = (word, r) else {
             return Err(IrError::NoFreeRegister { at: self.at });
         };
