@@ -17,7 +17,7 @@ use crate::bpf::insn::*;
 /// The registers a borrow may take: R6-R9, which calls keep and `emit` writes at entry,
 /// so each holds a value on every path (R0-R5 are unreadable after a call until written
 /// again, which the verifier checks and a save would break).
-const BORROWABLE: std::ops::Range<usize> = 6..10;
+const BORROWABLE: [usize; 4] = [6, 7, 8, 9];
 
 struct Out<'a> {
     b: Builder,
@@ -160,7 +160,7 @@ impl Out<'_> {
             return Ok(REGS[r]);
         }
         let word = self.a.borrow.get(self.borrowed.len()).copied();
-        let r = BORROWABLE.find(|&r| self.pinned & (1 << r) == 0);
+        let r = BORROWABLE.into_iter().find(|&r| self.pinned & (1 << r) == 0);
         let (Some(word), Some(r)) = (word, r) else {
             return Err(IrError::NoFreeRegister { at: self.at });
         };
