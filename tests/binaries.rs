@@ -279,7 +279,7 @@ fn gofmt(stripped: bool) -> PathBuf {
     let status =
         cmd.arg("cmd/gofmt").env("GOTOOLCHAIN", "local").env("CGO_ENABLED", "0").status().expect("go build gofmt");
     assert!(status.success(), "go build cmd/gofmt failed");
-    std::fs::rename(&tmp, &out).unwrap();
+    support::publish(&tmp, &out);
     out
 }
 

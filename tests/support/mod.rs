@@ -145,8 +145,21 @@ fn go_build_dir(src: &Path, dir: &str, extra_flags: &[&str], env: &[(&str, &str)
     if !output.status.success() {
         panic!("go build of tests/go/{dir} {extra_flags:?} failed:\n{}", String::from_utf8_lossy(&output.stderr));
     }
-    std::fs::rename(&tmp, &out).expect("rename the built program");
+    publish(&tmp, &out);
     out
+}
+
+/// Puts a program built at `tmp` in place at `out`, unless a build that raced this one
+/// already did: the first in wins and is never replaced. A test may already trace `out`,
+/// and a uprobe is on the file it opened: a rename over it would give the test's
+/// command a file without the probes (no hits, and nothing said).
+pub fn publish(tmp: &Path, out: &Path) {
+    match std::fs::hard_link(tmp, out) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => panic!("linking the built program to {}: {e}", out.display()),
+    }
+    let _ = std::fs::remove_file(tmp);
 }
 
 /// A name in `out_dir` no other build of this test process uses: programs are built under

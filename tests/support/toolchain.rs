@@ -109,7 +109,7 @@ pub fn build_for(dir: &str, toolchain: &str, kind: Kind, goarch: Option<&str>) -
         }
         panic!("go build of tests/go/{dir} with {toolchain} as {kind:?} failed:\n{err}");
     }
-    std::fs::rename(&tmp, &out).expect("rename the built program");
+    super::publish(&tmp, &out);
     Ok(out)
 }
 
