@@ -19,11 +19,17 @@
 //! the target's own load changed (an idle server whose requests began after the attach
 //! spends many times the estimate more; a server at the end of its CPUs spends no more
 //! traced than before, its probes taking what its work gave up), and such a measure
-//! says nothing of the traps. Nor does a factor under 1 from an interval in which the
-//! target waited for a CPU (its run-queue time, `WAITED`): a target the host holds back
-//! does less of its own work while traced, so what it spends above its share before is
-//! only a floor of the probes' cost (on echo under load the floor read 0.88 where its CPU
-//! per request said 1.5). What the fit gives is bounded to `SCALE_RANGE`.
+//! says nothing of the traps. Nor does an interval in which the target waited for a CPU
+//! (its run-queue time, `WAITED`), whatever its factor: a target the host holds back may
+//! do less of its own work while traced (what it spends above its share before is then
+//! only a floor: on echo under load it read 0.88 where its CPU per request said 1.5), or
+//! catch up on it later, and the host's other work moves the trap's cost as it comes and
+//! goes. Setting aside only the low ones (as this once did) kept the high ones alone: on
+//! a test program the host held back, with its pace kept, one interval of four was taken
+//! and the correction went 7-24% above what the program spent, where the calibrated
+//! estimate had been within 5%. Under contention the calibrated estimate (made at the
+//! start, under the host's load then) stands. What the fit gives is bounded to
+//! `SCALE_RANGE`.
 
 use crate::arch::trap::{ByKind, TrapKind};
 
@@ -66,10 +72,8 @@ pub enum Seen {
     TooSmall,
     /// Its common factor says the target's load changed: set aside.
     SetAside(f64),
-    /// Its common factor was under 1 while the target waited for a CPU (`WAITED`):
-    /// what it spent above its share before is then only a floor of what the probes
-    /// cost (its own work may have given way to them), and says nothing of a trap
-    /// costing less than calibrated. Set aside.
+    /// The target waited for a CPU (`WAITED`) in it: what it spent says as much of the
+    /// host's contention as of the probes. Set aside, whatever its factor.
     HeldBack(f64),
 }
 
@@ -106,7 +110,7 @@ impl Correction {
             self.set_aside += 1;
             return Seen::SetAside(common);
         }
-        if common < 1.0 && i.waited_ns >= WAITED * i.spent_ns {
+        if i.waited_ns >= WAITED * i.spent_ns {
             self.set_aside += 1;
             return Seen::HeldBack(common);
         }
@@ -270,15 +274,14 @@ mod tests {
     }
 
     #[test]
-    fn a_target_held_back_by_the_host_only_raises_the_factor() {
+    fn a_target_held_back_by_the_host_is_set_aside_either_way() {
         let mut c = Correction::default();
-        // It waited for a CPU half as long as it ran: 0.9x is a floor, not a measure.
+        // It waited for a CPU half as long as it ran: 0.9x may be a floor, 1.2x the
+        // host's contention; neither is taken (taking only one side biases the fit).
         let held = |extra: f64| Interval { waited_ns: 0.25e9, ..second(0.2e9, 0.1e9, extra) };
         assert!(matches!(c.observe(&held(0.32e9)), Seen::HeldBack(_)));
-        assert_eq!((c.scales(), c.set_aside), (None, 1));
-        // 1.2x is taken: the probes cost at least that.
-        assert!(matches!(c.observe(&held(0.41e9)), Seen::Taken(_)));
-        assert!((c.common_scale().unwrap() - 1.2).abs() < 1e-9);
+        assert!(matches!(c.observe(&held(0.41e9)), Seen::HeldBack(_)));
+        assert_eq!((c.scales(), c.set_aside), (None, 2));
         // Waiting a little (a tenth of its run) is not being held back.
         let mut c = Correction::default();
         let waited = Interval { waited_ns: 0.05e9, ..second(0.2e9, 0.1e9, 0.32e9) };
