@@ -262,6 +262,31 @@ mod tests {
     }
 }
 
+/// The line said when -b's file was changed in place (`runtime::file_guard`): the trace
+/// ends with every probe detached, before a process ran the new code under them.
+pub fn file_changed(file: &std::path::Path, exec_pid: Option<u32>) -> String {
+    let held = match exec_pid {
+        Some(pid) => format!("; pid {pid} was held at its exec until they were"),
+        None => String::new(),
+    };
+    format!(
+        "gtrace: {} was changed in place since the probes were placed in it (its new code is not what they were \
+         placed for): every probe detached{held}; ending the trace. Trace the new build with a new gtrace",
+        file.display()
+    )
+}
+
+/// The line said at attach under -b when gtrace lacks CAP_SYS_ADMIN (or the kernel
+/// fanotify's permission events): a change in place is noticed as it is written.
+pub fn file_guard_weak(file: &std::path::Path) -> String {
+    format!(
+        "note: without CAP_SYS_ADMIN gtrace cannot hold a new process of {} at its exec: if the file is written \
+         over in place (same inode) while traced, the probes are detached as the write is noticed, and a process \
+         started in that moment may run the new code under them. Deploy by rename (a new inode), or run as root",
+        file.display()
+    )
+}
+
 /// The line said at start where the kernel can preempt gtrace's programs and has no
 /// `bpf_preempt_disable` to stop it (multi-uprobe links before Linux 6.10, with full,
 /// lazy or RT preemption): what can go wrong, and what avoids it.

@@ -118,6 +118,10 @@ impl Loaded {
     fn attach_all(&mut self, given: &Path, scope: Scope) -> Result<usize, RuntimeError> {
         let (file, binary) = pin(given)?;
         self.target = Some(AttachTarget { binary: binary.clone(), scope, _file: file });
+        if scope == Scope::AllProcesses {
+            // Before the first probe: the file as it is now is the one they are placed in.
+            self.file_guard = super::file_guard::FileGuard::start(&binary);
+        }
         // Errors name the binary by the path the user gave.
         let named = |e: RuntimeError| match e {
             RuntimeError::Attach { function, offset, source, .. } => {
@@ -287,6 +291,22 @@ impl Loaded {
     pub fn detach_all(&mut self) {
         release(std::mem::take(&mut self.links));
         self.intervals.clear();
+        if let Some(guard) = &self.file_guard {
+            guard.detached();
+        }
+    }
+
+    /// Under -b, once the file was changed in place since the probes were placed in it:
+    /// every probe detached (a process held at its exec then goes on), and the change.
+    pub fn file_changed(&mut self) -> Option<super::file_guard::Change> {
+        let change = self.file_guard.as_ref()?.changed()?;
+        self.detach_all();
+        Some(change)
+    }
+
+    /// Under -b, how well the file is guarded (`None`: not at all).
+    pub fn file_guard(&self) -> Option<super::file_guard::Strength> {
+        self.file_guard.as_ref().map(|g| g.strength)
     }
 
     /// How many probe points are attached.

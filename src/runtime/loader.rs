@@ -41,6 +41,8 @@ pub struct Loaded {
     pub(crate) target: Option<super::attach::AttachTarget>,
     /// The preemption guards the kernel lacks (their calls are no-ops).
     pub(crate) unguarded: Vec<crate::bpf::kfuncs::Kfunc>,
+    /// Under -b, what keeps a process from running the file changed under the probes.
+    pub(crate) file_guard: Option<super::file_guard::FileGuard>,
 }
 
 /// A loader being prepared on another thread (see `prewarm`).
@@ -139,6 +141,7 @@ pub fn load(object: &[u8], plan: &Plan) -> Result<Loaded, RuntimeError> {
         generations: HashMap::new(),
         target: None,
         unguarded: linked.missing,
+        file_guard: None,
     })
 }
 

@@ -9,7 +9,8 @@
 //! links the programs' kfunc calls (the preemption guards) to the running kernel, and
 //! `preemption` says whether it can preempt a uprobe's program where they are missing;
 //! `capabilities` names those gtrace lacks when the kernel refuses it; `mapped` maps
-//! the target's file read-only for the reader (src/gobin sees a byte slice).
+//! the target's file read-only for the reader (src/gobin sees a byte slice);
+//! `file_guard` keeps a process from running a file changed in place under -b's probes.
 
 mod accounting;
 mod attach;
@@ -19,6 +20,7 @@ pub mod clock;
 mod container;
 mod error;
 mod events;
+pub mod file_guard;
 pub mod kfuncs;
 mod loader;
 pub mod mapped;

@@ -132,6 +132,9 @@ fn session(
     target.release_compiler_tables();
     // What was freed goes back to the system, not only to the allocator.
     runtime::trim_heap();
+    if loaded.file_guard() == Some(runtime::file_guard::Strength::AfterWrite) {
+        eprintln!("{}", output::losses::file_guard_weak(&process.shown));
+    }
     if let Some(model) = loaded.unguarded_preemption() {
         eprintln!("{}", output::losses::unguarded_preemption(model.name()));
     }
@@ -283,6 +286,10 @@ fn run_until_stopped(
             return Ok(());
         }
         if stop.load(std::sync::atomic::Ordering::SeqCst) {
+            return Ok(());
+        }
+        if let Some(change) = loaded.file_changed() {
+            eprintln!("{}", output::losses::file_changed(&process.shown, change.exec_pid));
             return Ok(());
         }
         if args.duration.is_some_and(|d| started.elapsed() >= d) {
