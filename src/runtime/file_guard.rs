@@ -15,7 +15,9 @@
 //! change time cannot be set back by a program); when it differs, the trace's loop
 //! detaches every probe first (`Loaded::file_changed`), and then the exec goes on. Should
 //! the loop not detach within `DETACH_WAIT` (its output blocked), the exec is refused
-//! (EPERM) rather than let the process run under misplaced probes. Without the
+//! (EPERM) rather than let the process run under misplaced probes. Ctrl-Z does not
+//! suspend gtrace then (a suspended gtrace would hold every exec of the file; SIGSTOP,
+//! which cannot be refused, does so until it continues). Without the
 //! capability (or a kernel without fanotify's permission events), an inotify watch
 //! notices a write as it happens, and the loop detaches within its next turn: a process
 //! started in that moment is not covered, and gtrace says so when it starts.
@@ -98,7 +100,10 @@ impl FileGuard {
             stop: AtomicBool::new(false),
         });
         let (fd, strength) = match watch_execs(file) {
-            Some(fd) => (fd, Strength::BeforeExec),
+            Some(fd) => {
+                super::signals::refuse_suspend();
+                (fd, Strength::BeforeExec)
+            }
             None => (watch_writes(file)?, Strength::AfterWrite),
         };
         let inner = shared.clone();

@@ -31,6 +31,14 @@ pub fn install() -> &'static AtomicBool {
     &STOP
 }
 
+/// Ctrl-Z (SIGTSTP) no longer suspends gtrace: while `file_guard` holds execs of a file,
+/// a suspended gtrace would hold them until it went on. (SIGSTOP cannot be refused: a
+/// gtrace stopped so holds them until it continues or ends.)
+pub fn refuse_suspend() {
+    // SAFETY: setting a signal's disposition to SIG_IGN.
+    unsafe { libc::signal(libc::SIGTSTP, libc::SIG_IGN) };
+}
+
 /// Whether SIGINT, SIGTERM or SIGHUP arrived since `install`.
 pub fn stop_requested() -> bool {
     STOP.load(Ordering::SeqCst)
