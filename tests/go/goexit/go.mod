@@ -1,0 +1,3 @@
+module example.com/goexit
+
+go 1.21
