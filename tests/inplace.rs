@@ -5,19 +5,25 @@
 //! SIGSEGV here). gtrace detaches every probe before that process runs: with
 //! CAP_SYS_ADMIN it holds the exec until it has; without, it detaches as the write is
 //! noticed, and says what it cannot promise. Either way the new build prints what it
-//! prints untraced, and the counts are the old build's run. Needs root (SKIP without it,
-//! unless CI=true: then it fails).
+//! prints untraced, the counts are the old build's run, and no name is read from the
+//! changed file (its stacks print as addresses, said). The guard itself, alone: an exec
+//! of the changed file waits until it is told nothing is attached, and is refused when
+//! that does not come in time. Needs root (SKIP without it, unless CI=true: then it
+//! fails).
 
 mod support;
 
+use gtrace::runtime::file_guard::{FileGuard, Strength, DETACH_WAIT};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::process::Command;
-use support::processes::{scratch_dir, Gtrace};
+use std::time::{Duration, Instant};
+use support::processes::{poll, scratch_dir, Gtrace};
 
-/// A wide net over the runtime's and the libraries' code, so that the new build's code
-/// runs over many of the old probes' offsets.
-const SCRIPT: &str = r#"on entry main.work { @work = count() } on entry "fmt.*" { @fmt = count() } on entry "strconv.*" { @strconv = count() }"#;
+/// A wide net over the libraries' code, so that the new build's code runs over many of
+/// the old probes' offsets; and call stacks, named from the file when they print.
+const SCRIPT: &str = r#"on entry main.work { @work = count(); @stacks[ustack] = count() }
+on entry "fmt.*" { @fmt = count() } on entry "strconv.*" { @strconv = count() }"#;
 
 /// Runs `program`: its exit code and its truth line.
 fn run(program: &Path) -> (Option<i32>, String) {
@@ -76,6 +82,7 @@ fn an_exec_of_a_file_written_over_in_place_waits_until_no_probe_is_on_it() {
     assert!(err.contains("was changed in place since the probes were placed in it"), "{err}");
     assert!(err.contains("was held at its exec until they were"), "{err}");
     assert_eq!(count(&g.out.text(), "@work"), field(&first.1, "calls"), "{}", g.out.text());
+    no_names_read(&g);
 }
 
 #[test]
@@ -104,4 +111,55 @@ fn without_cap_sys_admin_a_write_in_place_detaches_as_it_is_noticed() {
     assert!(g.err.text().contains("was changed in place since the probes were placed in it"), "{}", g.err.text());
     assert_eq!(run(&traced), untraced);
     assert_eq!(count(&g.out.text(), "@work"), field(&first.1, "calls"), "{}", g.out.text());
+    no_names_read(&g);
+}
+
+/// The older run's stacks printed as addresses, said, not named from the new bytes.
+fn no_names_read(g: &Gtrace) {
+    let out = g.out.text();
+    assert!(out.contains("@stacks["), "{out}");
+    assert!(!out.contains("main.work") && !out.contains("main.main"), "names read from the changed file:\n{out}");
+    let err = g.err.text();
+    assert!(err.contains("function names not read from the file changed in place"), "{err}");
+}
+
+#[test]
+fn the_guard_holds_an_exec_of_the_changed_file_until_nothing_is_attached() {
+    let test = "the_guard_holds_an_exec_of_the_changed_file_until_nothing_is_attached";
+    if !support::privileged(test) {
+        return;
+    }
+    let (file, newer, untraced) = setup("inplace-guard");
+    let guard = FileGuard::start(&file).expect("a guard");
+    assert_eq!(guard.strength, Strength::BeforeExec);
+    // As it was: an exec goes at once, and nothing changed.
+    assert_eq!(run(&file).0, Some(0));
+    assert_eq!(guard.changed(), None);
+    write_over(&file, &newer);
+    let exec = {
+        let file = file.clone();
+        std::thread::spawn(move || run(&file))
+    };
+    let held = poll(Duration::from_secs(10), || guard.changed().and_then(|c| c.exec_pid));
+    assert!(held.is_some(), "no exec was held");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!exec.is_finished(), "the exec went on while probes were said attached");
+    guard.detached();
+    assert_eq!(exec.join().unwrap(), untraced);
+}
+
+#[test]
+fn an_exec_the_guard_cannot_free_in_time_is_refused() {
+    let test = "an_exec_the_guard_cannot_free_in_time_is_refused";
+    if !support::privileged(test) {
+        return;
+    }
+    let (file, newer, _) = setup("inplace-refused");
+    let guard = FileGuard::start(&file).expect("a guard");
+    write_over(&file, &newer);
+    let started = Instant::now();
+    let refused = Command::new(&file).output().expect_err("the exec must be refused");
+    assert_eq!(refused.kind(), std::io::ErrorKind::PermissionDenied, "{refused}");
+    assert!(started.elapsed() >= DETACH_WAIT, "refused after {:?}", started.elapsed());
+    drop(guard);
 }

@@ -9,6 +9,11 @@
 //! 2). A process that runs the file keeps it from being written (ETXTBSY), so the
 //! change can only come while none does, and harm only the next one to start.
 //!
+//! The trace's loop looks at the file at each turn (about every 20 ms: one fstat), and
+//! ends the trace, every probe detached, once it has changed; names (functions, lines,
+//! types) are no longer read from it then (`TargetSymbols::distrust`). What guards the
+//! moment between the write and that look:
+//!
 //! With CAP_SYS_ADMIN, gtrace asks the kernel (fanotify, `FAN_OPEN_EXEC_PERM`) to hold
 //! every exec of the file until it answers. It compares the file with what it was when
 //! the probes were attached (device, inode, size, modification and change times; the
@@ -78,6 +83,9 @@ struct State {
 }
 
 struct Shared {
+    /// The file, opened again for the loop's looks.
+    file: Option<std::fs::File>,
+    stamp: Stamp,
     state: Mutex<State>,
     answered: Condvar,
     stop: AtomicBool,
@@ -95,6 +103,8 @@ impl FileGuard {
     pub fn start(file: &Path) -> Option<FileGuard> {
         let stamp = Stamp::of(&std::fs::metadata(file).ok()?);
         let shared = Arc::new(Shared {
+            file: std::fs::File::open(file).ok(),
+            stamp,
             state: Mutex::new(State::default()),
             answered: Condvar::new(),
             stop: AtomicBool::new(false),
@@ -115,9 +125,15 @@ impl FileGuard {
         Some(FileGuard { shared, strength })
     }
 
-    /// The change seen, if the file changed since the probes were attached.
+    /// The change seen, if the file changed since the probes were attached: by the
+    /// guard's thread, or by looking at the file now.
     pub fn changed(&self) -> Option<Change> {
-        self.shared.state.lock().unwrap_or_else(|p| p.into_inner()).change.clone()
+        let mut state = self.shared.state.lock().unwrap_or_else(|p| p.into_inner());
+        let now = self.shared.file.as_ref().and_then(|f| f.metadata().ok()).map(|m| Stamp::of(&m));
+        if state.change.is_none() && now.is_some_and(|n| n != self.shared.stamp) {
+            state.change = Some(Change { exec_pid: None });
+        }
+        state.change.clone()
     }
 
     /// Says that no probe is attached any more: held execs go on.
@@ -226,7 +242,8 @@ fn decide(file: &OwnedFd, stamp: Stamp, pid: i32, shared: &Shared) -> bool {
     if now == Some(stamp) || state.detached {
         return true;
     }
-    state.change.get_or_insert(Change { exec_pid: u32::try_from(pid).ok() });
+    let change = state.change.get_or_insert(Change { exec_pid: None });
+    change.exec_pid = change.exec_pid.or(u32::try_from(pid).ok());
     let (state, _) =
         shared.answered.wait_timeout_while(state, DETACH_WAIT, |s| !s.detached).unwrap_or_else(|p| p.into_inner());
     state.detached

@@ -185,6 +185,10 @@ fn session(
         run_until_stopped(&mut loaded, plan, &symbols, sink.as_mut(), until, &mut costs)?;
         // The terminal back, then what the script printed meanwhile, before the rest.
         drop(view);
+        // A trace that ended otherwise as the file changed in place reads no name from it.
+        if loaded.file_changed().is_some() {
+            symbols.distrust();
+        }
         written(sink.flush())?;
     }
     // Before gtrace kills a command still running: only its own end is the target's. A
@@ -289,6 +293,7 @@ fn run_until_stopped(
             return Ok(());
         }
         if let Some(change) = loaded.file_changed() {
+            symbols.distrust();
             eprintln!("{}", output::losses::file_changed(&process.shown, change.exec_pid));
             return Ok(());
         }

@@ -6,7 +6,9 @@
 //! functions and lines from its `.gopclntab`. Run-time addresses in a PIE are moved
 //! back by its load bias (the plan's link base against where the traced process mapped
 //! the file; unknown with -b, where every process has its own). What cannot be printed
-//! whole for want of a name or a layout is counted and said at exit.
+//! whole for want of a name or a layout is counted and said at exit. Once the file is
+//! known to have changed in place (-b, `runtime::file_guard`), nothing more is read from
+//! it (`distrust`): its bytes are no longer the build the process ran.
 
 use crate::gobin::Target;
 use crate::gotypes::{TypeId, Types};
@@ -36,6 +38,8 @@ pub struct TargetSymbols {
     types: Arc<Types>,
     /// Dynamic types printed without what printing them needs, with how many values.
     missing: Mutex<BTreeMap<String, u64>>,
+    /// The file changed in place: nothing more is read from it.
+    distrusted: std::sync::atomic::AtomicBool,
 }
 
 /// A lock that a panicking holder left is still the data: names are read-only facts.
@@ -55,7 +59,23 @@ impl TargetSymbols {
             planned: Arc::new(plan.dynamic_types.clone()),
             types: plan.go_types.clone(),
             missing: Mutex::default(),
+            distrusted: Default::default(),
         }
+    }
+
+    /// The file changed in place since the trace opened it: names are no longer read
+    /// from it (addresses print instead, counted in `missing_line`).
+    pub fn distrust(&self) {
+        self.distrusted.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// The binary when it may still be read; else counts `what` as printed without it.
+    fn readable(&self, what: &str) -> Option<MutexGuard<'_, Target>> {
+        if self.distrusted.load(std::sync::atomic::Ordering::SeqCst) {
+            self.count_missing(format!("{what} not read from the file changed in place"));
+            return None;
+        }
+        Some(self.target())
     }
 
     /// The binary (held while the guard lives: not across a wait).
@@ -104,7 +124,7 @@ impl TargetSymbols {
         }
         let types: Vec<String> = missing.iter().map(|(t, n)| format!("{t} ({n})")).collect();
         Some(format!(
-            "gtrace: {total} value{} held in interfaces printed as addresses or {{...}}: neither the plan nor the binary has what printing needs: {}",
+            "gtrace: {total} value{} (held in interfaces, or stack frames) printed as addresses or {{...}}: neither the plan nor the binary has what printing needs: {}",
             if total == 1 { "" } else { "s" },
             types.join(", ")
         ))
@@ -116,7 +136,7 @@ impl TargetSymbols {
             return known.clone();
         }
         let found = {
-            let target = self.target();
+            let Some(target) = self.readable("type layouts") else { return None };
             find(&target).map(|id| (Arc::new(target.types().clone()), id))
         };
         lock(&self.layouts).insert(key, found.clone());
@@ -129,7 +149,8 @@ impl output::Symbols for TargetSymbols {
         if let Some(t) = self.planned(addr) {
             return Some(t.name.clone());
         }
-        let name = self.link(addr).and_then(|at| self.target().runtime_type_name(at));
+        let target = self.readable("type names")?;
+        let name = self.link(addr).and_then(|at| target.runtime_type_name(at));
         if name.is_none() {
             self.count_missing(format!("type {addr:#x} without a name"));
         }
@@ -137,10 +158,11 @@ impl output::Symbols for TargetSymbols {
     }
     fn function(&self, pc: u64) -> Option<(String, u64)> {
         let bias = pc - self.link(pc)?;
-        self.target().function_containing(pc - bias).map(|f| (f.name.clone(), f.addr + bias))
+        self.readable("function names")?.function_containing(pc - bias).map(|f| (f.name.clone(), f.addr + bias))
     }
     fn source_frames(&self, pc: u64) -> Vec<crate::gobin::SourceFrame> {
-        self.link(pc).map(|at| self.target().source_frames(at)).unwrap_or_default()
+        let at = self.link(pc);
+        at.and_then(|at| Some(self.readable("source lines")?.source_frames(at))).unwrap_or_default()
     }
     fn go_type_at(&self, addr: u64) -> Option<Layout> {
         if let Some(id) = self.planned(addr).and_then(|t| t.layout) {
