@@ -51,20 +51,20 @@ impl EntryRecords {
                     records.span_ctx.insert(f.name.clone(), at.clone());
                 }
                 records.functions.entry(f.name.clone()).or_default();
-                records.size = records.size.max(super::spans::CONTEXT_END);
+                records.size = records.size.max(super::layout::CONTEXT_END);
             }
         }
         for (i, inst) in checked.instances.iter().enumerate().filter(|(_, i)| i.reads_context()) {
             for f in &inst.functions {
                 records.contexts.insert(f.name.clone(), i);
                 records.functions.entry(f.name.clone()).or_default();
-                records.size = records.size.max(super::spans::CONTEXT_END);
+                records.size = records.size.max(super::layout::CONTEXT_END);
             }
         }
         for inst in checked.instances.iter().filter(|i| !i.carried.is_empty()) {
             for f in &inst.functions {
                 let head = records.spanned.contains(&f.name) || records.contexts.contains_key(&f.name);
-                let first = if head { u64::from(super::spans::CONTEXT_END) } else { 8 };
+                let first = if head { u64::from(super::layout::CONTEXT_END) } else { 8 };
                 let fields = records.functions.entry(f.name.clone()).or_default();
                 for c in &inst.carried {
                     if fields.iter().any(|(have, _)| have.name == c.name) {

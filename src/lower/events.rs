@@ -90,7 +90,7 @@ impl Gen<'_> {
     fn span_items<'e>(
         &mut self,
         kind: &mut EventKind,
-        ended_span: Option<&'e super::spans::Ended>,
+        ended_span: Option<&'e super::codegen::Ended>,
         span: Span,
     ) -> Result<Record<'e>, LowerError> {
         let mut rec = Record::default();
@@ -112,7 +112,7 @@ impl Gen<'_> {
                 }
                 rec.parent = Some((parsed, !e.parent_ctx));
             }
-            rec.header = super::spans::HEADER_END - 8;
+            rec.header = super::layout::HEADER_END - 8;
             *ended = true;
             if let Some(e) = &e.error {
                 rec.items.push(Item::Expr(e));
@@ -120,7 +120,7 @@ impl Gen<'_> {
             *status = !rec.items.is_empty();
         } else if let EventKind::Span { status, panic, .. } = kind {
             rec.sources = Some(self.span_sources(span)?);
-            rec.header = super::spans::HEADER_END - 8;
+            rec.header = super::layout::HEADER_END - 8;
             *panic = self.loaded.call.panicked().is_some();
             if *panic {
                 rec.items.push(Item::Panic);

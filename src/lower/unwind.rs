@@ -19,8 +19,10 @@
 //! next push, for the `on panic` probes at the same place, which run after the unwinding.
 
 use super::codegen::Gen;
-use super::frames::{F_FUNC, F_REL, F_TIME, RECORD, R_GONE, R_TOP};
 use super::ir::Arg;
+use super::layout::{
+    F_FUNC, F_REL, F_TIME, PANIC, PANICS, P_LIST, P_NPANICS, P_RECOVERED, P_VALUE, R_BASE, R_GONE, R_TOP,
+};
 use super::loaded::{Call, CallFrame, Loaded, Panicked, Record, Slot};
 use super::LowerError;
 use crate::arch::abi::Location;
@@ -29,17 +31,6 @@ use crate::bpf::insn::*;
 use crate::gobin::{PanicLayout, Recovery};
 use crate::syntax::ast::Span;
 
-/// The panic state after the frames: recovered (u32), panics under way (u32), the value
-/// of the panic that ended the last frames (type, data), the panics under way (type,
-/// data, position of gopanic).
-pub const P_RECOVERED: i16 = RECORD as i16;
-pub const P_NPANICS: i16 = P_RECOVERED + 4;
-pub const P_VALUE: i16 = P_RECOVERED + 8;
-pub const P_LIST: i16 = P_VALUE + 16;
-const PANICS: i32 = 4;
-const PANIC: i32 = 24;
-/// The record with panic state.
-pub const RECORD_WITH_PANICS: u32 = P_LIST as u32 + (PANICS * PANIC) as u32;
 /// `P_RECOVERED` when preprintpanics noted the value of a panic about to kill the program.
 const FATAL_VALUE_NOTED: i32 = 2;
 
@@ -152,7 +143,7 @@ impl Gen<'_> {
     fn relative(&mut self, record: Record, slot: i16) {
         self.b.emit(load(Size::DW, R0, R10, slot));
         self.b.emit(load(Size::DW, R1, R10, record.rec));
-        self.b.emit(load(Size::DW, R1, R1, super::frames::R_BASE));
+        self.b.emit(load(Size::DW, R1, R1, R_BASE));
         self.b.emit(alu64_reg(AluOp::Sub, R0, R1));
     }
 
