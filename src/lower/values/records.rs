@@ -10,6 +10,7 @@ use crate::check::ty::Ty;
 use crate::check::Name;
 use crate::gotypes::TypeKind;
 use crate::lower::codegen::Gen;
+use crate::lower::ir::Arg;
 use crate::lower::LowerError;
 use crate::syntax::ast::*;
 
@@ -29,12 +30,10 @@ impl Gen<'_> {
         self.b.emit(store_reg(Size::DW, base, off, R0));
         match self.arch().return_address() {
             ReturnAddress::AtStackPointer => {
-                self.load_ctx_reg(R3, self.arch().stack_pointer());
+                let sp = self.b.vreg();
+                self.load_reg(sp, self.arch().stack_pointer());
                 self.b.emit(store_imm(Size::DW, R10, pair, 0));
-                self.b.emit(mov64_reg(R1, R10));
-                self.b.emit(alu64_imm(AluOp::Add, R1, pair as i32));
-                self.b.emit(mov64_imm(R2, 8));
-                self.b.emit(call(BPF_FUNC_probe_read_user));
+                self.b.call(BPF_FUNC_probe_read_user, &[Arg::Stack(pair), Arg::Imm(8), sp.into()]);
                 self.b.emit(load(Size::DW, R0, R10, pair));
             }
             ReturnAddress::InRegister(reg) => self.load_ctx_reg(R0, reg),
@@ -45,14 +44,12 @@ impl Gen<'_> {
         let done = self.b.new_label();
         for i in 2..depth {
             // [fp] is the caller's frame pointer, [fp + 8] its return address.
-            self.b.emit(load(Size::DW, R3, R10, fp));
-            self.b.jmp_imm_to(JmpOp::Eq, R3, 0, done);
+            let caller = self.b.vreg();
+            self.b.load_stack(Size::DW, caller, fp);
+            self.b.jmp_imm_to(JmpOp::Eq, caller, 0, done);
             self.b.emit(store_imm(Size::DW, R10, pair, 0));
             self.b.emit(store_imm(Size::DW, R10, pair + 8, 0));
-            self.b.emit(mov64_reg(R1, R10));
-            self.b.emit(alu64_imm(AluOp::Add, R1, pair as i32));
-            self.b.emit(mov64_imm(R2, 16));
-            self.b.emit(call(BPF_FUNC_probe_read_user));
+            self.b.call(BPF_FUNC_probe_read_user, &[Arg::Stack(pair), Arg::Imm(16), caller.into()]);
             self.b.emit(load(Size::DW, R0, R10, pair + 8));
             self.b.jmp_imm_to(JmpOp::Eq, R0, 0, done);
             self.b.emit(store_reg(Size::DW, base, off + 8 * i, R0));

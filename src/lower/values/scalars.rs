@@ -8,6 +8,7 @@ use crate::bpf::insn::*;
 use crate::check::ty::Ty;
 use crate::gotypes::{TypeId, TypeKind};
 use crate::lower::codegen::Gen;
+use crate::lower::ir::Arg;
 use crate::lower::LowerError;
 use crate::syntax::ast::*;
 
@@ -80,10 +81,7 @@ impl Gen<'_> {
         if offset != 0 {
             self.b.emit(alu64_imm(AluOp::Add, R3, offset as i32));
         }
-        self.b.emit(mov64_reg(R1, R10));
-        self.b.emit(alu64_imm(AluOp::Add, R1, tmp as i32));
-        self.b.emit(mov64_imm(R2, size as i32));
-        self.b.emit(call(BPF_FUNC_probe_read_user));
+        self.b.call(BPF_FUNC_probe_read_user, &[Arg::Stack(tmp), Arg::Imm(size as i32), R3.into()]);
         self.b.emit(load(Size::DW, R0, R10, tmp));
         Ok(())
     }

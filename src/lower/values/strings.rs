@@ -8,6 +8,7 @@ use crate::bpf::insn::*;
 use crate::check::ty::Ty;
 use crate::check::Name;
 use crate::lower::codegen::Gen;
+use crate::lower::ir::Arg;
 use crate::lower::LowerError;
 use crate::syntax::ast::*;
 
@@ -78,14 +79,12 @@ impl Gen<'_> {
                 let header = self.slot(16, span)?;
                 self.b.emit(store_imm(Size::DW, R10, header, 0));
                 self.b.emit(store_imm(Size::DW, R10, header + 8, 0));
-                self.b.emit(load(Size::DW, R3, R10, addr));
+                let src = self.b.vreg();
+                self.b.load_stack(Size::DW, src, addr);
                 if offset != 0 {
-                    self.b.emit(alu64_imm(AluOp::Add, R3, offset as i32));
+                    self.b.op(alu64_imm(AluOp::Add, R0, offset as i32), src, R0);
                 }
-                self.b.emit(mov64_reg(R1, R10));
-                self.b.emit(alu64_imm(AluOp::Add, R1, header as i32));
-                self.b.emit(mov64_imm(R2, 16));
-                self.b.emit(call(BPF_FUNC_probe_read_user));
+                self.b.call(BPF_FUNC_probe_read_user, &[Arg::Stack(header), Arg::Imm(16), src.into()]);
                 self.b.emit(load(Size::DW, R0, R10, header + 8));
                 header
             }
@@ -102,11 +101,9 @@ impl Gen<'_> {
         self.b.emit(mov64_imm(R0, max as i32));
         self.b.bind(ok);
         self.b.emit(store_reg(Size::DW, base, off, R0));
-        self.b.emit(mov64_reg(R2, R0));
-        self.b.emit(load(Size::DW, R3, R10, ptr));
-        self.b.emit(mov64_reg(R1, base));
-        self.b.emit(alu64_imm(AluOp::Add, R1, off as i32 + 8));
-        self.b.emit(call(BPF_FUNC_probe_read_user));
+        let src = self.b.vreg();
+        self.b.load_stack(Size::DW, src, ptr);
+        self.b.call(BPF_FUNC_probe_read_user, &[Arg::at(base, off + 8), R0.into(), src.into()]);
         self.b.frame.release(mark);
         Ok(())
     }
@@ -123,10 +120,7 @@ impl Gen<'_> {
             Some(t) => (R10, t),
             None => (base, off + 8),
         };
-        self.b.emit(mov64_reg(R1, buf_base));
-        self.b.emit(alu64_imm(AluOp::Add, R1, b_off as i32));
-        self.b.emit(mov64_imm(R2, COMM as i32));
-        self.b.emit(call(BPF_FUNC_get_current_comm));
+        self.b.call(BPF_FUNC_get_current_comm, &[Arg::at(buf_base, b_off), Arg::Imm(COMM as i32)]);
         let done = self.b.new_label();
         self.b.emit(mov64_imm(R0, COMM as i32));
         for i in 0..COMM {
