@@ -160,11 +160,10 @@ impl Gen<'_> {
                 }
             }
             Location::Stack { offset } => {
-                self.load_ctx_reg(R3, self.arch().stack_pointer());
-                self.b.emit(alu64_imm(AluOp::Add, R3, *offset as i32));
-                self.stack_ptr(R1, to);
-                self.b.emit(mov64_imm(R2, size as i32));
-                self.b.emit(call(BPF_FUNC_probe_read_user));
+                let src = self.b.vreg();
+                self.load_reg(src, self.arch().stack_pointer());
+                self.b.op(alu64_imm(AluOp::Add, R0, *offset as i32), src, R0);
+                self.b.call(BPF_FUNC_probe_read_user, &[Arg::Stack(to), Arg::Imm(size as i32), src.into()]);
             }
             Location::Pieces(pieces) => {
                 for p in pieces {
@@ -174,11 +173,11 @@ impl Gen<'_> {
                             self.store_piece(to + p.offset as i16, p.size, span)?;
                         }
                         PieceAt::Stack { offset } => {
-                            self.load_ctx_reg(R3, self.arch().stack_pointer());
-                            self.b.emit(alu64_imm(AluOp::Add, R3, *offset as i32));
-                            self.stack_ptr(R1, to + p.offset as i16);
-                            self.b.emit(mov64_imm(R2, p.size as i32));
-                            self.b.emit(call(BPF_FUNC_probe_read_user));
+                            let src = self.b.vreg();
+                            self.load_reg(src, self.arch().stack_pointer());
+                            self.b.op(alu64_imm(AluOp::Add, R0, *offset as i32), src, R0);
+                            let at = Arg::Stack(to + p.offset as i16);
+                            self.b.call(BPF_FUNC_probe_read_user, &[at, Arg::Imm(p.size as i32), src.into()]);
                         }
                         PieceAt::Missing => {}
                     }
