@@ -5,7 +5,7 @@
 
 use super::accounting::{COUNTERS, GENERATIONS, RATE};
 use super::codegen::Gen;
-use super::ir::Arg;
+use super::ir::{conv, Arg};
 use super::LowerError;
 use crate::bpf::builder::Label;
 use crate::bpf::helpers::*;
@@ -55,8 +55,7 @@ impl Gen<'_> {
         self.b.comment("accounting: the live generation, the site's hit");
         let mark = self.b.frame.mark();
         let key = self.slot(8, span)?;
-        self.b.emit(mov64_reg(R1, R6));
-        self.b.emit(call(BPF_FUNC_get_attach_cookie));
+        self.b.call(BPF_FUNC_get_attach_cookie, &[conv::CTX.into()]);
         let cookie = self.b.vreg();
         self.b.op(mov64_reg(R0, R0), cookie, R0);
         self.b.emit(mov64_reg(R1, R0));

@@ -128,7 +128,7 @@ impl Gen<'_> {
                 let slot = self.loaded.call.elapsed(span)?;
                 self.b.emit(load(Size::DW, R0, R10, slot));
             }
-            Builtin::Nsecs => self.b.emit(call(BPF_FUNC_ktime_get_ns)),
+            Builtin::Nsecs => self.b.call(BPF_FUNC_ktime_get_ns, &[]),
             Builtin::Goid => self.goid(span)?,
             Builtin::Pid => {
                 self.b.call(BPF_FUNC_get_current_pid_tgid, &[]);
@@ -139,7 +139,7 @@ impl Gen<'_> {
                 self.b.emit(alu64_imm(AluOp::Lsh, R0, 32));
                 self.b.emit(alu64_imm(AluOp::Rsh, R0, 32));
             }
-            Builtin::Cpu => self.b.emit(call(BPF_FUNC_get_smp_processor_id)),
+            Builtin::Cpu => self.b.call(BPF_FUNC_get_smp_processor_id, &[]),
             Builtin::Func if self.loaded.call.panicked().is_some() => {
                 // In `on panic`: the function of the frame the body runs for.
                 let func = self.loaded.call.panicked().map_or(0, |p| p.func);
