@@ -19,7 +19,7 @@
 //! next push, for the `on panic` probes at the same place, which run after the unwinding.
 
 use super::codegen::Gen;
-use super::ir::Arg;
+use super::ir::{conv, Arg};
 use super::layout::{
     F_FUNC, F_REL, F_TIME, PANIC, PANICS, P_LIST, P_NPANICS, P_RECOVERED, P_VALUE, R_BASE, R_GONE, R_TOP,
 };
@@ -180,13 +180,14 @@ impl Gen<'_> {
     /// is in `slot` (none when 0).
     fn value_of_panic(&mut self, record: Record, slot: i16, arg: u32) {
         let none = self.b.new_label();
-        self.b.emit(load(Size::DW, R3, R10, slot));
-        self.b.jmp_imm_to(JmpOp::Eq, R3, 0, none);
-        self.b.emit(alu64_imm(AluOp::Add, R3, arg as i32));
-        self.b.emit(load(Size::DW, R1, R10, record.rec));
-        self.b.emit(alu64_imm(AluOp::Add, R1, i32::from(P_VALUE)));
-        self.b.emit(mov64_imm(R2, 16));
-        self.b.emit(call(BPF_FUNC_probe_read_user));
+        let value = self.b.vreg();
+        self.b.load_stack(Size::DW, value, slot);
+        self.b.jmp_imm_to(JmpOp::Eq, value, 0, none);
+        self.b.op(alu64_imm(AluOp::Add, R0, arg as i32), value, R0);
+        let rec = self.b.vreg();
+        self.b.load_stack(Size::DW, rec, record.rec);
+        let to = Arg::Addr(rec.into(), i32::from(P_VALUE));
+        self.b.call(BPF_FUNC_probe_read_user, &[to, Arg::Imm(16), value.into()]);
         self.b.bind(none);
         self.b.emit(mov64_imm(R0, 0));
     }
@@ -336,8 +337,7 @@ impl Gen<'_> {
         let g = self.slot(8, span)?;
         let dying = self.b.new_label();
         let have = self.b.new_label();
-        self.b.emit(mov64_reg(R1, R6));
-        self.b.emit(call(BPF_FUNC_get_attach_cookie));
+        self.b.call(BPF_FUNC_get_attach_cookie, &[conv::CTX.into()]);
         self.b.emit(alu32_reg(AluOp::Mov, R0, R0));
         self.b.jmp_imm_to(JmpOp::Ne, R0, recovery as i32, dying);
         let place = self.location_place("gp", gp, span)?;
