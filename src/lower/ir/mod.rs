@@ -251,6 +251,11 @@ impl Func {
         self.items.push(Item::Wide { dst: R::P(REGS[usize::from(insns[0].dst.min(10))]), imm });
     }
 
+    /// `dst = imm` (`ld_imm64`), on any register.
+    pub fn wide(&mut self, dst: impl Into<R>, imm: u64) {
+        self.items.push(Item::Wide { dst: dst.into(), imm });
+    }
+
     /// `if dst op imm goto label`.
     pub fn jmp_imm_to(&mut self, op: JmpOp, dst: impl Into<R>, imm: i32, label: Label) {
         let insn = jmp_imm(op, R0, imm, 0);
