@@ -196,9 +196,4 @@ impl<'a> Gen<'a> {
         }
         self.b.call(BPF_FUNC_probe_read_user, &[Arg::Stack(slot), Arg::Imm(8), R3.into()]);
     }
-
-    pub(super) fn stack_ptr(&mut self, dst: Reg, slot: i16) {
-        self.b.emit(mov64_reg(dst, R10));
-        self.b.emit(alu64_imm(AluOp::Add, dst, slot as i32));
-    }
 }
