@@ -16,7 +16,7 @@
 //! XORed together. Longer keys are not hashed (the caller skips the hit, counted).
 
 use super::codegen::Gen;
-use super::ir::Arg;
+use super::ir::{Arg, VReg};
 use super::LowerError;
 use crate::bpf::builder::Label;
 use crate::bpf::helpers::*;
@@ -228,30 +228,32 @@ impl Gen<'_> {
     /// `len` bytes of `runtime.aeskeysched` from `offset` into `dst`: its link-time
     /// address `keysched` plus the load bias (a PIE's).
     pub(super) fn read_aeskeysched(&mut self, keysched: u64, offset: u32, dst: i16, len: u32) {
-        self.b.emit2(ld_imm64(R3, keysched + u64::from(offset)));
-        if let Some(bias) = self.loaded.bias {
-            self.b.emit(load(Size::DW, R1, R10, bias));
-            self.b.emit(alu64_reg(AluOp::Add, R3, R1));
-        }
-        self.stack_ptr(R1, dst);
-        self.b.emit(mov64_imm(R2, len as i32));
-        self.b.emit(call(BPF_FUNC_probe_read_user));
+        let src = self.b.vreg();
+        self.b.wide(src, keysched + u64::from(offset));
+        self.add_bias(src);
+        self.b.call(BPF_FUNC_probe_read_user, &[Arg::Stack(dst), Arg::Imm(len as i32), src.into()]);
     }
 
     /// Round key `lane` (the number in slot `lane`) into `dst`: the 16 bytes at
     /// `runtime.aeskeysched` + 16 * lane, moved by the load bias (a PIE's).
     pub(super) fn read_round_key(&mut self, keysched: u64, lane: i16, dst: i16) {
-        self.b.emit2(ld_imm64(R3, keysched));
+        let src = self.b.vreg();
+        self.b.wide(src, keysched);
+        self.add_bias(src);
+        let at = self.b.vreg();
+        self.b.load_stack(Size::DW, at, lane);
+        self.b.op(alu64_imm(AluOp::Lsh, R0, 4), at, R0);
+        self.b.op(alu64_reg(AluOp::Add, R0, R0), src, at);
+        self.b.call(BPF_FUNC_probe_read_user, &[Arg::Stack(dst), Arg::Imm(16), src.into()]);
+    }
+
+    /// `addr += the load bias`, where the program loaded one (a PIE's).
+    fn add_bias(&mut self, addr: VReg) {
         if let Some(bias) = self.loaded.bias {
-            self.b.emit(load(Size::DW, R2, R10, bias));
-            self.b.emit(alu64_reg(AluOp::Add, R3, R2));
+            let b = self.b.vreg();
+            self.b.load_stack(Size::DW, b, bias);
+            self.b.op(alu64_reg(AluOp::Add, R0, R0), addr, b);
         }
-        self.b.emit(load(Size::DW, R1, R10, lane));
-        self.b.emit(alu64_imm(AluOp::Lsh, R1, 4));
-        self.b.emit(alu64_reg(AluOp::Add, R3, R1));
-        self.stack_ptr(R1, dst);
-        self.b.emit(mov64_imm(R2, 16));
-        self.b.emit(call(BPF_FUNC_probe_read_user));
     }
 
     /// `memhash64` / `memhash32` of the integer in slot `key` (`size` 8 or 4) with the

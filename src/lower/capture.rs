@@ -5,6 +5,7 @@
 //! bounded by the layout, so the verifier sees each size's maximum.
 
 use super::codegen::Gen;
+use super::ir::Arg;
 use super::values::Place;
 use super::LowerError;
 use crate::bpf::builder::Label;
@@ -48,10 +49,7 @@ impl Gen<'_> {
     /// `bpf_probe_read_user(R8 + dst, size, R3)`; R0 its result.
     pub(super) fn read_into(&mut self, dst: i16, size: i32, span: Span) -> Result<(), LowerError> {
         super::offset(span, dst, size.max(0) as usize)?;
-        self.b.emit(mov64_reg(R1, R8));
-        self.b.emit(alu64_imm(AluOp::Add, R1, dst as i32));
-        self.b.emit(mov64_imm(R2, size));
-        self.b.emit(call(BPF_FUNC_probe_read_user));
+        self.b.call(BPF_FUNC_probe_read_user, &[Arg::at(R8, dst), Arg::Imm(size), R3.into()]);
         Ok(())
     }
 
@@ -282,9 +280,7 @@ impl Gen<'_> {
         if size > 1 {
             self.b.emit(alu64_imm(AluOp::Mul, R2, size as i32));
         }
-        self.b.emit(mov64_reg(R1, R8));
-        self.b.emit(alu64_imm(AluOp::Add, R1, dst as i32));
-        self.b.emit(call(BPF_FUNC_probe_read_user));
+        self.b.call(BPF_FUNC_probe_read_user, &[Arg::at(R8, dst), R2.into(), R3.into()]);
         self.b.bind(done);
         self.b.emit(mov64_imm(R0, 0));
         Ok(())

@@ -51,20 +51,20 @@ impl EntryRecords {
                     records.span_ctx.insert(f.name.clone(), at.clone());
                 }
                 records.functions.entry(f.name.clone()).or_default();
-                records.size = records.size.max(super::spans::CONTEXT_END);
+                records.size = records.size.max(super::layout::CONTEXT_END);
             }
         }
         for (i, inst) in checked.instances.iter().enumerate().filter(|(_, i)| i.reads_context()) {
             for f in &inst.functions {
                 records.contexts.insert(f.name.clone(), i);
                 records.functions.entry(f.name.clone()).or_default();
-                records.size = records.size.max(super::spans::CONTEXT_END);
+                records.size = records.size.max(super::layout::CONTEXT_END);
             }
         }
         for inst in checked.instances.iter().filter(|i| !i.carried.is_empty()) {
             for f in &inst.functions {
                 let head = records.spanned.contains(&f.name) || records.contexts.contains_key(&f.name);
-                let first = if head { u64::from(super::spans::CONTEXT_END) } else { 8 };
+                let first = if head { u64::from(super::layout::CONTEXT_END) } else { 8 };
                 let fields = records.functions.entry(f.name.clone()).or_default();
                 for c in &inst.carried {
                     if fields.iter().any(|(have, _)| have.name == c.name) {
@@ -160,11 +160,10 @@ impl Gen<'_> {
                 }
             }
             Location::Stack { offset } => {
-                self.load_ctx_reg(R3, self.arch().stack_pointer());
-                self.b.emit(alu64_imm(AluOp::Add, R3, *offset as i32));
-                self.stack_ptr(R1, to);
-                self.b.emit(mov64_imm(R2, size as i32));
-                self.b.emit(call(BPF_FUNC_probe_read_user));
+                let src = self.b.vreg();
+                self.load_reg(src, self.arch().stack_pointer());
+                self.b.op(alu64_imm(AluOp::Add, R0, *offset as i32), src, R0);
+                self.b.call(BPF_FUNC_probe_read_user, &[Arg::Stack(to), Arg::Imm(size as i32), src.into()]);
             }
             Location::Pieces(pieces) => {
                 for p in pieces {
@@ -174,11 +173,11 @@ impl Gen<'_> {
                             self.store_piece(to + p.offset as i16, p.size, span)?;
                         }
                         PieceAt::Stack { offset } => {
-                            self.load_ctx_reg(R3, self.arch().stack_pointer());
-                            self.b.emit(alu64_imm(AluOp::Add, R3, *offset as i32));
-                            self.stack_ptr(R1, to + p.offset as i16);
-                            self.b.emit(mov64_imm(R2, p.size as i32));
-                            self.b.emit(call(BPF_FUNC_probe_read_user));
+                            let src = self.b.vreg();
+                            self.load_reg(src, self.arch().stack_pointer());
+                            self.b.op(alu64_imm(AluOp::Add, R0, *offset as i32), src, R0);
+                            let at = Arg::Stack(to + p.offset as i16);
+                            self.b.call(BPF_FUNC_probe_read_user, &[at, Arg::Imm(p.size as i32), src.into()]);
                         }
                         PieceAt::Missing => {}
                     }

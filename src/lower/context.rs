@@ -9,7 +9,7 @@
 //! zero; a longer one is read by its first 55 bytes) leaves the call as it was.
 
 use super::codegen::Gen;
-use super::spans::{C_FLAGS, C_PARENT, C_SPAN, C_TRACE, FLAG_CHILD_REMOTE, FLAG_REMOTE_PARENT, FLAG_SAMPLED};
+use super::layout::{C_FLAGS, C_PARENT, C_SPAN, C_TRACE, FLAG_CHILD_REMOTE, FLAG_REMOTE_PARENT, FLAG_SAMPLED};
 use super::LowerError;
 use crate::bpf::builder::Label;
 use crate::bpf::insn::*;

@@ -3,7 +3,7 @@
 //! `--rate` first; a record the full ring buffer refuses is counted.
 
 use super::codegen::Gen;
-use super::ir::Arg;
+use super::ir::{Arg, VReg};
 use super::maps;
 use super::LowerError;
 use crate::bpf::helpers::*;
@@ -70,11 +70,9 @@ impl Gen<'_> {
         self.b.emit(mov64_reg(R8, R0));
         self.b.emit(store_imm(Size::DW, R8, 0, id as i32));
         self.write_items(&rec, &fields, span)?;
-        self.wake_flags_to_r4();
-        self.b.ld_map(R1, maps::EVENTS);
-        self.b.emit(mov64_reg(R2, R8));
-        self.b.emit(mov64_imm(R3, size as i32));
-        self.b.emit(call(BPF_FUNC_ringbuf_output));
+        let flags = self.wake_flags();
+        let args = [Arg::Map(maps::EVENTS), R8.into(), Arg::Imm(size as i32), flags.into()];
+        self.b.call(BPF_FUNC_ringbuf_output, &args);
         // A full ring buffer refuses the record: counted, said at exit.
         self.b.jmp_imm_to(JmpOp::Eq, R0, 0, skip);
         if let Some(program) = self.acct.as_ref().map(|a| a.program.clone()) {
@@ -90,7 +88,7 @@ impl Gen<'_> {
     fn span_items<'e>(
         &mut self,
         kind: &mut EventKind,
-        ended_span: Option<&'e super::spans::Ended>,
+        ended_span: Option<&'e super::codegen::Ended>,
         span: Span,
     ) -> Result<Record<'e>, LowerError> {
         let mut rec = Record::default();
@@ -112,7 +110,7 @@ impl Gen<'_> {
                 }
                 rec.parent = Some((parsed, !e.parent_ctx));
             }
-            rec.header = super::spans::HEADER_END - 8;
+            rec.header = super::layout::HEADER_END - 8;
             *ended = true;
             if let Some(e) = &e.error {
                 rec.items.push(Item::Expr(e));
@@ -120,7 +118,7 @@ impl Gen<'_> {
             *status = !rec.items.is_empty();
         } else if let EventKind::Span { status, panic, .. } = kind {
             rec.sources = Some(self.span_sources(span)?);
-            rec.header = super::spans::HEADER_END - 8;
+            rec.header = super::layout::HEADER_END - 8;
             *panic = self.loaded.call.panicked().is_some();
             if *panic {
                 rec.items.push(Item::Panic);
@@ -196,19 +194,19 @@ impl Gen<'_> {
         Ok(())
     }
 
-    /// R4 = the ring buffer's wake-up flag for a record: none (the trace loop drains the
+    /// The ring buffer's wake-up flag for a record: none (the trace loop drains the
     /// buffer every few milliseconds; a wake-up costs the probe over a microsecond) until
     /// a quarter of the buffer waits, then a forced one, so that a burst is read before
     /// the buffer fills. Clobbers R0-R5.
-    fn wake_flags_to_r4(&mut self) {
-        self.b.ld_map(R1, maps::EVENTS);
-        self.b.emit(mov64_imm(R2, BPF_RB_AVAIL_DATA));
-        self.b.emit(call(BPF_FUNC_ringbuf_query));
-        self.b.emit(mov64_imm(R4, BPF_RB_NO_WAKEUP));
+    fn wake_flags(&mut self) -> VReg {
+        self.b.call(BPF_FUNC_ringbuf_query, &[Arg::Map(maps::EVENTS), Arg::Imm(BPF_RB_AVAIL_DATA)]);
+        let flags = self.b.vreg();
+        self.b.op(mov64_imm(R0, BPF_RB_NO_WAKEUP), flags, R0);
         let quiet = self.b.new_label();
         self.b.jmp_imm_to(JmpOp::Lt, R0, (maps::EVENTS_BYTES / 4) as i32, quiet);
-        self.b.emit(mov64_imm(R4, BPF_RB_FORCE_WAKEUP));
+        self.b.op(mov64_imm(R0, BPF_RB_FORCE_WAKEUP), flags, R0);
         self.b.bind(quiet);
+        flags
     }
 
     /// The Go type of `e` when it is printed whole with `verb`: structs, arrays, slices,

@@ -27,6 +27,9 @@
 
 use super::codegen::Gen;
 use super::ir::Arg;
+use super::layout::{
+    FRAME, F_FUNC, F_REL, F_TIME, INLINE, P_RECOVERED, R_BASE, R_FRAMES, R_G, R_MOVED, R_TOP, SLOT_BITS,
+};
 use super::loaded::{CallFrame, Record, Returned, Slot};
 use super::{maps, LowerError};
 use crate::arch::abi::Location;
@@ -34,28 +37,6 @@ use crate::bpf::builder::Label;
 use crate::bpf::helpers::*;
 use crate::bpf::insn::*;
 use crate::syntax::ast::Span;
-
-/// Frames kept in the goroutine's record; deeper ones go to the `frames` map.
-pub const INLINE: i32 = 8;
-/// A frame: its entry time, its position (`rel`), the function's index in the plan.
-pub const FRAME: i32 = 24;
-pub const F_TIME: i16 = 0;
-pub const F_REL: i16 = 8;
-pub const F_FUNC: i16 = 16;
-
-/// The record: its goroutine's g, frames in flight (u32), frames the last panic ended
-/// (u32, above `top`), the base of positions, the old stack top of a copy not yet
-/// applied, the frames.
-pub const R_G: i16 = 0;
-pub const R_TOP: i16 = 8;
-pub const R_GONE: i16 = 12;
-pub const R_BASE: i16 = 16;
-pub const R_MOVED: i16 = 24;
-pub const R_FRAMES: i16 = 32;
-/// log2 of the slots of the `goroutines` array.
-pub const SLOT_BITS: u32 = 14;
-/// The record without panic state.
-pub const RECORD: u32 = R_FRAMES as u32 + (INLINE * FRAME) as u32;
 
 /// How many stale frames one entry or return pops (the rest go at later ones).
 const HEAL: usize = 4;
@@ -147,7 +128,7 @@ impl Gen<'_> {
                 self.b.emit(store_imm(Size::DW, R0, off, 0));
             }
             if self.maps.records_with_panics {
-                self.b.emit(store_imm(Size::DW, R0, crate::lower::unwind::P_RECOVERED, 0));
+                self.b.emit(store_imm(Size::DW, R0, P_RECOVERED, 0));
             }
             self.b.ja_to(have);
             // Else a new record in the spill map: zeros from `zeros`, never written.
@@ -156,11 +137,8 @@ impl Gen<'_> {
             self.b.emit(store_imm(Size::DW, R10, zkey, 0));
             self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(maps::ZEROS), Arg::Stack(zkey)]);
             self.b.jmp_imm_to(JmpOp::Eq, R0, 0, self.done);
-            self.b.emit(mov64_reg(R3, R0));
-            self.b.ld_map(R1, maps::GOROUTINES_SPILL);
-            self.stack_ptr(R2, g);
-            self.b.emit(mov64_imm(R4, BPF_NOEXIST));
-            self.b.emit(call(BPF_FUNC_map_update_elem));
+            let args = [Arg::Map(maps::GOROUTINES_SPILL), Arg::Stack(g), R0.into(), Arg::Imm(BPF_NOEXIST)];
+            self.b.call(BPF_FUNC_map_update_elem, &args);
             self.b.emit(store_reg(Size::DW, R10, zkey, R0));
             self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(maps::GOROUTINES_SPILL), Arg::Stack(g)]);
             self.b.jmp_imm_to(JmpOp::Ne, R0, 0, have);

@@ -5,6 +5,7 @@
 //! return, where the entry of the same call carried it.
 
 use super::codegen::Gen;
+use super::ir::Arg;
 use super::loaded::DictAt;
 use super::values::Place;
 use super::LowerError;
@@ -50,11 +51,10 @@ impl Gen<'_> {
             }
             Some(DictAt::Entry(Location::Stack { offset })) => {
                 let slot = self.slot(8, span)?;
-                self.load_ctx_reg(R3, self.arch().stack_pointer());
-                self.b.emit(alu64_imm(AluOp::Add, R3, offset as i32));
-                self.stack_ptr(R1, slot);
-                self.b.emit(mov64_imm(R2, 8));
-                self.b.emit(call(BPF_FUNC_probe_read_user));
+                let src = self.b.vreg();
+                self.load_reg(src, self.arch().stack_pointer());
+                self.b.op(alu64_imm(AluOp::Add, R0, offset as i32), src, R0);
+                self.b.call(BPF_FUNC_probe_read_user, &[Arg::Stack(slot), Arg::Imm(8), src.into()]);
                 self.b.emit(load(Size::DW, R0, R10, slot));
             }
             Some(DictAt::Carried) => {

@@ -15,6 +15,7 @@
 
 use super::aeshash::MAX_HASHED_STRING;
 use super::codegen::Gen;
+use super::ir::Arg;
 use super::maplookup::header_fits;
 use super::mapwalk::{slots, Key, Labels, Scan, Slots, MAX_STRING_KEY, MIN_TOP_HASH, SLOTS, STRING_KEY_BUF};
 use super::values::Place;
@@ -225,9 +226,9 @@ impl Gen<'_> {
             }
             self.b.emit(load(Size::DW, R2, R10, s.key));
             self.b.emit(alu64_imm(AluOp::And, R2, MAX_STRING_KEY as i32));
-            self.b.emit(load(Size::DW, R3, R10, s.tmp));
-            self.stack_ptr(R1, s.bytes);
-            self.b.emit(call(BPF_FUNC_probe_read_user));
+            let src = self.b.vreg();
+            self.b.load_stack(Size::DW, src, s.tmp);
+            self.b.call(BPF_FUNC_probe_read_user, &[Arg::Stack(s.bytes), R2.into(), src.into()]);
             self.b.emit(load(Size::DW, R1, R10, s.tmp + 8));
             self.b.emit(load(Size::DW, R2, R10, s.key));
             self.b.emit(alu64_reg(AluOp::Xor, R1, R2));

@@ -6,6 +6,7 @@
 //! the map has more entries than were copied.
 
 use super::codegen::Gen;
+use super::ir::Arg;
 use super::mapwalk::{slots, Labels, MIN_TOP_HASH, SLOTS};
 use super::LowerError;
 use crate::bpf::helpers::*;
@@ -67,14 +68,16 @@ impl Gen<'_> {
                 if size == 0 {
                     continue;
                 }
-                self.b.emit(mov64_reg(R1, R8));
-                self.b.emit(load(Size::DW, R2, R10, s.tmp));
-                self.b.emit(alu64_reg(AluOp::Add, R1, R2));
-                self.b.emit(alu64_imm(AluOp::Add, R1, i32::from(entries_at) + to));
-                self.b.emit(mov64_imm(R2, size));
-                self.b.emit(load(Size::DW, R3, R10, s.cur));
-                self.b.emit(alu64_imm(AluOp::Add, R3, from as i32));
-                self.b.emit(call(BPF_FUNC_probe_read_user));
+                // The entry's place in the record: R8 + the entry's offset + this part's.
+                let (dst, at) = (self.b.vreg(), self.b.vreg());
+                self.b.op(mov64_reg(R0, R0), dst, R8);
+                self.b.load_stack(Size::DW, at, s.tmp);
+                self.b.op(alu64_reg(AluOp::Add, R0, R0), dst, at);
+                self.b.op(alu64_imm(AluOp::Add, R0, i32::from(entries_at) + to), dst, R0);
+                let src = self.b.vreg();
+                self.b.load_stack(Size::DW, src, s.cur);
+                self.b.op(alu64_imm(AluOp::Add, R0, from as i32), src, R0);
+                self.b.call(BPF_FUNC_probe_read_user, &[dst.into(), Arg::Imm(size), src.into()]);
             }
             self.b.emit(load(Size::DW, R1, R8, n_at));
             self.b.emit(alu64_imm(AluOp::Add, R1, 1));

@@ -21,6 +21,7 @@
 
 use super::aeshash::MAX_HASHED_STRING;
 use super::codegen::Gen;
+use super::ir::Arg;
 use super::mapwalk::{Key, SLOTS};
 use super::memhash::MAX_FALLBACK_STRING;
 use super::LowerError;
@@ -470,9 +471,9 @@ impl Gen<'_> {
         // then stops at this read, not where the key was built).
         self.b.emit(load(Size::DW, R2, R10, w.tmp + 8));
         self.b.jmp_imm_to(JmpOp::Gt, R2, MAX_HASHED_STRING as i32, differ);
-        self.b.emit(load(Size::DW, R3, R10, w.tmp));
-        self.stack_ptr(R1, w.cmp);
-        self.b.emit(call(BPF_FUNC_probe_read_user));
+        let src = self.b.vreg();
+        self.b.load_stack(Size::DW, src, w.tmp);
+        self.b.call(BPF_FUNC_probe_read_user, &[Arg::Stack(w.cmp), R2.into(), src.into()]);
         self.b.emit(mov64_imm(R0, 0));
         for i in 0..(MAX_HASHED_STRING / 8) as i16 {
             self.b.emit(load(Size::DW, R1, R10, w.cmp + 8 * i));

@@ -80,11 +80,8 @@ impl Gen<'_> {
         self.b.emit(store_imm(Size::DW, R10, zkey, 0));
         self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(maps::ZEROS), Arg::Stack(zkey)]);
         self.b.jmp_imm_to(JmpOp::Eq, R0, 0, skip);
-        self.b.emit(mov64_reg(R3, R0));
-        self.b.ld_map(R1, &um.object_name);
-        self.stack_ptr(R2, key);
-        self.b.emit(mov64_imm(R4, BPF_NOEXIST));
-        self.b.emit(call(BPF_FUNC_map_update_elem));
+        let args = [Arg::Map(&um.object_name), Arg::Stack(key), R0.into(), Arg::Imm(BPF_NOEXIST)];
+        self.b.call(BPF_FUNC_map_update_elem, &args);
         self.b.emit(store_reg(Size::DW, R10, zkey, R0));
         self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(&um.object_name), Arg::Stack(key)]);
         self.b.jmp_imm_to(JmpOp::Ne, R0, 0, have);

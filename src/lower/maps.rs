@@ -291,13 +291,13 @@ impl Maps {
     /// The goroutines' records of timed calls (`size` bytes each: an array slot by a
     /// hash of g, a hash by g for the rest) and their deep frames (frames.rs).
     fn add_goroutine_records(&mut self, size: u32) {
-        self.records_with_panics = size > super::frames::RECORD;
+        self.records_with_panics = size > super::layout::RECORD;
         self.specs.push(MapSpec {
             object_name: GOROUTINES.into(),
             kind: MapKind::Array,
             key_size: 4,
             value_size: size,
-            max_entries: 1 << super::frames::SLOT_BITS,
+            max_entries: 1 << super::layout::SLOT_BITS,
             role: MapRole::Goroutines,
         });
         self.specs.push(MapSpec {
@@ -312,7 +312,7 @@ impl Maps {
             object_name: FRAMES.into(),
             kind: MapKind::Hash,
             key_size: 16,
-            value_size: super::frames::FRAME as u32,
+            value_size: super::layout::FRAME as u32,
             max_entries: INFLIGHT_ENTRIES,
             role: MapRole::Frames,
         });
@@ -333,7 +333,7 @@ impl Maps {
     }
 
     /// The exemplars of the `hist()` map `@name`: a hash keyed as it is (a u32 for a map
-    /// indexed by function), one `spans::EXEMPLAR` a key.
+    /// indexed by function), one `layout::EXEMPLAR` a key.
     pub fn add_exemplars(&mut self, name: &str) {
         let Some(um) = self.user.get_mut(name) else { return };
         let object_name = format!("{}_ex", um.object_name);
@@ -344,7 +344,7 @@ impl Maps {
             object_name,
             kind: MapKind::Hash,
             key_size,
-            value_size: super::spans::EXEMPLAR,
+            value_size: super::layout::EXEMPLAR,
             max_entries: USER_MAP_ENTRIES,
             role: MapRole::Exemplars { of },
         });

@@ -8,7 +8,7 @@
 //! paths end in one state and walks the loop in linear time.
 
 use super::codegen::Gen;
-use super::ir::Func as Builder;
+use super::ir::{Arg, Func as Builder};
 use super::LowerError;
 use crate::bpf::builder::Label;
 use crate::bpf::helpers::*;
@@ -230,9 +230,7 @@ impl Gen<'_> {
 
     /// `size` bytes of target memory at R3 into stack slot `dst` (zeros when unreadable).
     pub(super) fn read_user_n(&mut self, dst: i16, size: i32) -> Result<(), LowerError> {
-        self.stack_ptr(R1, dst);
-        self.b.emit(mov64_imm(R2, size));
-        self.b.emit(call(BPF_FUNC_probe_read_user));
+        self.b.call(BPF_FUNC_probe_read_user, &[Arg::Stack(dst), Arg::Imm(size), R3.into()]);
         Ok(())
     }
 

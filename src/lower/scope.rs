@@ -7,6 +7,7 @@
 //! paid all the same. An empty array (no cgroup put there) lets nothing through.
 
 use super::codegen::Gen;
+use super::ir::Arg;
 use super::LowerError;
 use crate::bpf::helpers::BPF_FUNC_current_task_under_cgroup;
 use crate::bpf::insn::*;
@@ -34,9 +35,7 @@ impl Gen<'_> {
     pub fn cgroup_prologue(&mut self, span: Span) -> Result<(), LowerError> {
         self.b.comment("--cgroup: return at once for a task outside the cgroup");
         let inside = self.b.new_label();
-        self.b.ld_map(R1, CGROUP);
-        self.b.emit(mov64_imm(R2, 0));
-        self.b.emit(call(BPF_FUNC_current_task_under_cgroup));
+        self.b.call(BPF_FUNC_current_task_under_cgroup, &[Arg::Map(CGROUP), Arg::Imm(0)]);
         // 1: under it; 0: not; negative: no cgroup in the array.
         self.b.jmp_imm_to(JmpOp::Eq, R0, 1, inside);
         let counted = self.acct.as_ref().filter(|a| a.layout.hits()).map(|a| a.program.clone());

@@ -13,7 +13,7 @@
 //! span is nearer (made inside it) and wins.
 
 use super::codegen::Gen;
-use super::spans::{C_FLAGS, C_PARENT, C_TRACE, FLAG_SAMPLED};
+use super::layout::{C_FLAGS, C_PARENT, C_TRACE, FLAG_SAMPLED};
 use super::LowerError;
 use crate::arch::abi::Location;
 use crate::bpf::builder::Label;

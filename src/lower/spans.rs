@@ -15,8 +15,11 @@
 //! `print` lays out its values (events.rs).
 
 use super::codegen::Gen;
-use super::frames::{F_FUNC, F_TIME};
 use super::ir::Arg;
+use super::layout::{
+    C_FLAGS, C_PARENT, C_SPAN, C_TIME, C_TRACE, EXEMPLAR, FLAG_CHILD_REMOTE, FLAG_REMOTE_PARENT, FLAG_SAMPLED, F_FUNC,
+    F_TIME, H_END, H_FLAGS, H_FUNC, H_PARENT, H_SPAN, H_START, H_TRACE,
+};
 use super::loaded::{Record, Returned};
 use super::{maps, LowerError};
 use crate::bpf::helpers::*;
@@ -24,69 +27,10 @@ use crate::bpf::insn::*;
 use crate::plan::Counter;
 use crate::syntax::ast::Span;
 
-/// Offsets in the entry record: the frame's time (which validates the record), the
-/// trace id (16 bytes), the span id, the parent's span id, the flags.
-pub const C_TIME: i16 = 0;
-pub const C_TRACE: i16 = 8;
-pub const C_SPAN: i16 = 24;
-pub const C_PARENT: i16 = 32;
-pub const C_FLAGS: i16 = 40;
-/// Where the parameters a spanned function carries start in its record.
-pub const CONTEXT_END: u32 = 48;
-/// The flags: the trace is sampled (W3C trace-flags bit 0); the parent is the program's
-/// own span, from another process or from its own SDK (OTLP's "is remote").
-pub const FLAG_SAMPLED: i32 = 1;
-pub const FLAG_REMOTE_PARENT: i32 = 2;
-/// On a context record (context.rs): the spans below it have a remote parent.
-pub const FLAG_CHILD_REMOTE: i32 = 4;
 /// The half of a frame's function word that marks a call with an open span.
 const F_SPANNED: i16 = F_FUNC + 4;
 /// Traced calls below a new span searched for its parent.
 pub const PARENT_REACH: usize = 8;
-
-/// An exemplar (`MapRole::Exemplars`): the value, the kernel time, the trace id (16),
-/// the span id.
-pub const EXEMPLAR: u32 = 40;
-
-/// The span record's header, after the event id: entry time, return time, trace id (16),
-/// span id, parent span id, flags, function index.
-pub const H_START: i16 = 8;
-pub const H_END: i16 = 16;
-pub const H_TRACE: i16 = 24;
-pub const H_SPAN: i16 = 40;
-pub const H_PARENT: i16 = 48;
-pub const H_FLAGS: i16 = 56;
-pub const H_FUNC: i16 = 64;
-pub const HEADER_END: u32 = 72;
-
-/// An ended span's start, error and parent (`span(start: t0, error: e, parent: tp)`);
-/// `parent_ctx`: the parent is a `context.Context` (the SDK's span in it), not a
-/// traceparent.
-#[derive(Clone)]
-pub struct Ended {
-    pub start: crate::syntax::ast::Expr,
-    pub error: Option<crate::syntax::ast::Expr>,
-    pub parent: Option<crate::syntax::ast::Expr>,
-    pub parent_ctx: bool,
-}
-
-/// What a program's generator keeps for spans and trace contexts.
-#[derive(Default)]
-pub struct SpanState {
-    /// A return probe of a function whose calls make spans: its `hist()` updates leave
-    /// exemplars.
-    pub spanned_call: bool,
-    /// The OpenTelemetry SDK's layout in the target, and (at the entry of a function
-    /// with a span) where its `context.Context` parameter is (sdkcontext.rs).
-    pub otel: Option<crate::gobin::OtelContext>,
-    pub ctx: Option<crate::arch::abi::Location>,
-    /// At a function's entry, its `trace_context` body is being lowered; then the slot
-    /// of the header it parsed (context.rs).
-    pub reading_context: bool,
-    pub context_parsed: Option<i16>,
-    /// The `span(start: ..., error: ..., parent: ...)` being lowered.
-    pub ended: Option<Ended>,
-}
 
 impl Gen<'_> {
     /// At the entry, after the frame is pushed: the span's context into the entry record

@@ -120,7 +120,7 @@ impl Gen<'_> {
                 let s = self.facts.spans.get(&e.id).cloned().unwrap_or_default();
                 let fields: Vec<Expr> = s.fields.iter().filter_map(|&i| args.get(i).cloned()).collect();
                 let arg = |i: Option<usize>| i.and_then(|i| args.get(i).cloned());
-                self.spans.ended = arg(s.start).map(|start| super::spans::Ended {
+                self.spans.ended = arg(s.start).map(|start| super::codegen::Ended {
                     start,
                     error: arg(s.error),
                     parent: arg(s.parent),

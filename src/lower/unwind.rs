@@ -19,8 +19,10 @@
 //! next push, for the `on panic` probes at the same place, which run after the unwinding.
 
 use super::codegen::Gen;
-use super::frames::{F_FUNC, F_REL, F_TIME, RECORD, R_GONE, R_TOP};
-use super::ir::Arg;
+use super::ir::{conv, Arg};
+use super::layout::{
+    F_FUNC, F_REL, F_TIME, PANIC, PANICS, P_LIST, P_NPANICS, P_RECOVERED, P_VALUE, R_BASE, R_GONE, R_TOP,
+};
 use super::loaded::{Call, CallFrame, Loaded, Panicked, Record, Slot};
 use super::LowerError;
 use crate::arch::abi::Location;
@@ -29,17 +31,6 @@ use crate::bpf::insn::*;
 use crate::gobin::{PanicLayout, Recovery};
 use crate::syntax::ast::Span;
 
-/// The panic state after the frames: recovered (u32), panics under way (u32), the value
-/// of the panic that ended the last frames (type, data), the panics under way (type,
-/// data, position of gopanic).
-pub const P_RECOVERED: i16 = RECORD as i16;
-pub const P_NPANICS: i16 = P_RECOVERED + 4;
-pub const P_VALUE: i16 = P_RECOVERED + 8;
-pub const P_LIST: i16 = P_VALUE + 16;
-const PANICS: i32 = 4;
-const PANIC: i32 = 24;
-/// The record with panic state.
-pub const RECORD_WITH_PANICS: u32 = P_LIST as u32 + (PANICS * PANIC) as u32;
 /// `P_RECOVERED` when preprintpanics noted the value of a panic about to kill the program.
 const FATAL_VALUE_NOTED: i32 = 2;
 
@@ -152,7 +143,7 @@ impl Gen<'_> {
     fn relative(&mut self, record: Record, slot: i16) {
         self.b.emit(load(Size::DW, R0, R10, slot));
         self.b.emit(load(Size::DW, R1, R10, record.rec));
-        self.b.emit(load(Size::DW, R1, R1, super::frames::R_BASE));
+        self.b.emit(load(Size::DW, R1, R1, R_BASE));
         self.b.emit(alu64_reg(AluOp::Sub, R0, R1));
     }
 
@@ -189,13 +180,14 @@ impl Gen<'_> {
     /// is in `slot` (none when 0).
     fn value_of_panic(&mut self, record: Record, slot: i16, arg: u32) {
         let none = self.b.new_label();
-        self.b.emit(load(Size::DW, R3, R10, slot));
-        self.b.jmp_imm_to(JmpOp::Eq, R3, 0, none);
-        self.b.emit(alu64_imm(AluOp::Add, R3, arg as i32));
-        self.b.emit(load(Size::DW, R1, R10, record.rec));
-        self.b.emit(alu64_imm(AluOp::Add, R1, i32::from(P_VALUE)));
-        self.b.emit(mov64_imm(R2, 16));
-        self.b.emit(call(BPF_FUNC_probe_read_user));
+        let value = self.b.vreg();
+        self.b.load_stack(Size::DW, value, slot);
+        self.b.jmp_imm_to(JmpOp::Eq, value, 0, none);
+        self.b.op(alu64_imm(AluOp::Add, R0, arg as i32), value, R0);
+        let rec = self.b.vreg();
+        self.b.load_stack(Size::DW, rec, record.rec);
+        let to = Arg::Addr(rec.into(), i32::from(P_VALUE));
+        self.b.call(BPF_FUNC_probe_read_user, &[to, Arg::Imm(16), value.into()]);
         self.b.bind(none);
         self.b.emit(mov64_imm(R0, 0));
     }
@@ -345,8 +337,7 @@ impl Gen<'_> {
         let g = self.slot(8, span)?;
         let dying = self.b.new_label();
         let have = self.b.new_label();
-        self.b.emit(mov64_reg(R1, R6));
-        self.b.emit(call(BPF_FUNC_get_attach_cookie));
+        self.b.call(BPF_FUNC_get_attach_cookie, &[conv::CTX.into()]);
         self.b.emit(alu32_reg(AluOp::Mov, R0, R0));
         self.b.jmp_imm_to(JmpOp::Ne, R0, recovery as i32, dying);
         let place = self.location_place("gp", gp, span)?;

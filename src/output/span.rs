@@ -2,7 +2,7 @@
 //! attributes; printed as one line (text), one object (JSON), or sent to `--otlp`.
 
 use super::value::{self, Value};
-use crate::lower::spans::{H_END, H_FLAGS, H_FUNC, H_PARENT, H_SPAN, H_START, H_TRACE};
+use crate::lower::layout::{H_END, H_FLAGS, H_FUNC, H_PARENT, H_SPAN, H_START, H_TRACE};
 use crate::plan::{EventSpec, Plan};
 
 /// One span, as the probes made it. Times are the kernel's monotonic clock until
@@ -149,8 +149,8 @@ pub fn decode(
         trace_id: array(bytes, H_TRACE),
         span_id: array(bytes, H_SPAN),
         parent_span_id: array(bytes, H_PARENT),
-        sampled: flags & crate::lower::spans::FLAG_SAMPLED as u64 != 0,
-        remote_parent: flags & crate::lower::spans::FLAG_REMOTE_PARENT as u64 != 0,
+        sampled: flags & crate::lower::layout::FLAG_SAMPLED as u64 != 0,
+        remote_parent: flags & crate::lower::layout::FLAG_REMOTE_PARENT as u64 != 0,
         panicked: panic,
         error,
         attributes,

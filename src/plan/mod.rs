@@ -327,7 +327,7 @@ pub enum MapRole {
     PanicFunctions { functions: Vec<u32> },
     /// The exemplars of the `hist()` user map `of` (its object name), keyed as it is: for
     /// each key, the last value a call with a span added, with that span's ids
-    /// (`lower::spans::EXEMPLAR`: value, kernel time, trace id, span id).
+    /// (`lower::layout::EXEMPLAR`: value, kernel time, trace id, span id).
     Exemplars { of: String },
     /// The AES T-tables `m[k]` hashes keys with (one entry: four tables of 256 u32,
     /// `lower::aeshash::t_tables`). The runtime fills it before anything is attached.

@@ -40,6 +40,20 @@ pub enum Arg<'a> {
     Stack(i16),
     /// A map, relocated by the loader.
     Map(&'a str),
+    /// The address `reg + off` (a field of the event record being built, say).
+    Addr(R, i32),
+}
+
+impl Arg<'_> {
+    /// The address `base + off`: a frame address where `base` is R10 (so the IR knows
+    /// the slot it points into), else the register's value plus `off`.
+    pub fn at(base: Reg, off: i16) -> Arg<'static> {
+        if base == conv::FRAME {
+            Arg::Stack(off)
+        } else {
+            Arg::Addr(R::P(base), i32::from(off))
+        }
+    }
 }
 
 impl From<Reg> for Arg<'_> {
@@ -237,6 +251,11 @@ impl Func {
         self.items.push(Item::Wide { dst: R::P(REGS[usize::from(insns[0].dst.min(10))]), imm });
     }
 
+    /// `dst = imm` (`ld_imm64`), on any register.
+    pub fn wide(&mut self, dst: impl Into<R>, imm: u64) {
+        self.items.push(Item::Wide { dst: dst.into(), imm });
+    }
+
     /// `if dst op imm goto label`.
     pub fn jmp_imm_to(&mut self, op: JmpOp, dst: impl Into<R>, imm: i32, label: Label) {
         let insn = jmp_imm(op, R0, imm, 0);
@@ -274,6 +293,12 @@ impl Func {
                     self.emit(alu64_imm(AluOp::Add, to, i32::from(off)));
                 }
                 Arg::Map(name) => self.ld_map(to, name),
+                Arg::Addr(r, off) => {
+                    if r != R::P(to) {
+                        self.op(mov64_reg(R0, R0), to, r);
+                    }
+                    self.emit(alu64_imm(AluOp::Add, to, off));
+                }
             }
         }
         self.items.push(Item::Call(helper));

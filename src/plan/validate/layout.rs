@@ -6,7 +6,7 @@
 
 use super::Refused;
 use crate::lower::maps::{EVENTS_BYTES, MAX_MAP_SIZE, USER_MAP_ENTRIES};
-use crate::lower::{frames, globals};
+use crate::lower::{globals, layout};
 use crate::plan::{
     Agg, Counter, MapKind, MapRole, MapSpec, MapValue, Plan, ProbeAttach, COOKIE_GEN_SHIFT, COOKIE_SLOT_MASK,
     COOKIE_SLOT_SHIFT, LHIST_MAX_BUCKETS, MAX_INTERVAL_PROBES,
@@ -126,12 +126,12 @@ fn map(plan: &Plan, m: &MapSpec) -> Result<(), Refused> {
         // The tables of calls in flight: hashes by g (and depth), of any size --map-size
         // allows (how many entries gtrace gives them follows what they must hold).
         MapRole::Goroutines => match shape {
-            (MapKind::Array, 4, v, n) => value(v, frames::RECORD) && n == 1 << frames::SLOT_BITS,
-            (MapKind::LruHash | MapKind::Hash, 8, v, n) => value(v, frames::RECORD) && entries(n),
+            (MapKind::Array, 4, v, n) => value(v, layout::RECORD) && n == 1 << layout::SLOT_BITS,
+            (MapKind::LruHash | MapKind::Hash, 8, v, n) => value(v, layout::RECORD) && entries(n),
             _ => false,
         },
         MapRole::Frames => {
-            matches!(shape, (MapKind::LruHash | MapKind::Hash, 16, v, n) if v == frames::FRAME as u32 && entries(n))
+            matches!(shape, (MapKind::LruHash | MapKind::Hash, 16, v, n) if v == layout::FRAME as u32 && entries(n))
         }
         MapRole::Carried => matches!(shape, (MapKind::LruHash | MapKind::Hash, 16, v, n) if value(v, 8) && entries(n)),
         MapRole::SelfVars => matches!(shape, (MapKind::Hash, 16, v, n) if value(v, 8) && entries(n)),
@@ -160,7 +160,7 @@ fn map(plan: &Plan, m: &MapSpec) -> Result<(), Refused> {
                     u.key_size.max(1)
                 }
             });
-            matches!(shape, (MapKind::Hash, k, v, n) if Some(k) == key && v == crate::lower::spans::EXEMPLAR && entries(n))
+            matches!(shape, (MapKind::Hash, k, v, n) if Some(k) == key && v == layout::EXEMPLAR && entries(n))
         }
         MapRole::User { value: v, .. } => return user(plan, m, v),
     };
