@@ -47,10 +47,7 @@ impl Gen<'_> {
         self.b.emit(load(Size::DW, R1, R10, grand));
         self.b.emit(load(Size::DW, R2, R10, sid));
         self.b.jmp_reg_to(JmpOp::Eq, R1, R2, none);
-        for (from, to) in [(tid, C_TRACE), (tid + 8, C_TRACE + 8), (sid, C_PARENT)] {
-            self.b.emit(load(Size::DW, R1, R10, from));
-            self.b.emit(store_reg(Size::DW, R10, record + to, R1));
-        }
+        self.copy_ids((tid, sid), record, (C_TRACE, C_PARENT));
         self.b.emit(load(Size::B, R1, R10, flags));
         self.b.emit(alu64_imm(AluOp::And, R1, FLAG_SAMPLED));
         self.b.emit(store_reg(Size::DW, R10, record + C_FLAGS, R1));
@@ -76,10 +73,7 @@ impl Gen<'_> {
         }
         let (sc, none) = self.sdk_span_context(&otel, cur, span)?;
         let (tid, sid, flags) = (sc + otel.trace_id as i16, sc + otel.span_id as i16, sc + otel.flags as i16);
-        for (from, to) in [(tid, 0), (tid + 8, 8), (sid, 16)] {
-            self.b.emit(load(Size::DW, R1, R10, from));
-            self.b.emit(store_reg(Size::DW, R10, parsed + to, R1));
-        }
+        self.copy_ids((tid, sid), parsed, (0, 16));
         self.b.emit(load(Size::B, R1, R10, flags));
         self.b.emit(store_reg(Size::B, R10, parsed + 24, R1));
         self.b.emit(store_imm(Size::B, R10, parsed + 25, 1));
