@@ -16,7 +16,7 @@
 //! XORed together. Longer keys are not hashed (the caller skips the hit, counted).
 
 use super::codegen::Gen;
-use super::ir::{Arg, VReg};
+use super::ir::Arg;
 use super::LowerError;
 use crate::bpf::builder::Label;
 use crate::bpf::helpers::*;
@@ -245,15 +245,6 @@ impl Gen<'_> {
         self.b.op(alu64_imm(AluOp::Lsh, R0, 4), at, R0);
         self.b.op(alu64_reg(AluOp::Add, R0, R0), src, at);
         self.b.call(BPF_FUNC_probe_read_user, &[Arg::Stack(dst), Arg::Imm(16), src.into()]);
-    }
-
-    /// `addr += the load bias`, where the program loaded one (a PIE's).
-    fn add_bias(&mut self, addr: VReg) {
-        if let Some(bias) = self.loaded.bias {
-            let b = self.b.vreg();
-            self.b.load_stack(Size::DW, b, bias);
-            self.b.op(alu64_reg(AluOp::Add, R0, R0), addr, b);
-        }
     }
 
     /// `memhash64` / `memhash32` of the integer in slot `key` (`size` 8 or 4) with the

@@ -28,8 +28,9 @@ impl Gen<'_> {
         self.read_scalar(&interface, 8, false)?;
         self.b.jmp_imm_to(JmpOp::Eq, R0, 0, nil);
         if !empty {
-            self.b.emit(mov64_reg(R3, R0));
-            self.read_user_scalar(ITAB_TYPE, 8)?;
+            let itab = self.b.vreg();
+            self.b.op(mov64_reg(R0, R0), itab, R0);
+            self.read_user_scalar(itab, ITAB_TYPE, 8)?;
         }
         self.b.emit2(ld_imm64(R1, descriptor));
         if let Some(bias) = self.loaded.bias {

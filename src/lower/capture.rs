@@ -5,7 +5,7 @@
 //! bounded by the layout, so the verifier sees each size's maximum.
 
 use super::codegen::Gen;
-use super::ir::Arg;
+use super::ir::{Arg, VReg, R};
 use super::values::Place;
 use super::LowerError;
 use crate::bpf::builder::Label;
@@ -32,11 +32,12 @@ impl Gen<'_> {
     fn copy_value(&mut self, place: &Place, ty: TypeId, dst: i16, span: Span) -> Result<(), LowerError> {
         let size = self.types.get(ty).size;
         if let Place::Mem { addr, offset } = place {
-            self.b.emit(load(Size::DW, R3, R10, *addr));
+            let src = self.b.vreg();
+            self.b.load_stack(Size::DW, src, *addr);
             if *offset != 0 {
-                self.b.emit(alu64_imm(AluOp::Add, R3, *offset as i32));
+                self.b.op(alu64_imm(AluOp::Add, R0, *offset as i32), src, R0);
             }
-            return self.read_into(dst, size as i32, span);
+            return self.read_into(dst, size as i32, src, span);
         }
         for (offset, size) in scalars(self.types, ty, 0) {
             self.read_scalar(&place.clone().plus(offset), size, false)?;
@@ -46,16 +47,16 @@ impl Gen<'_> {
         Ok(())
     }
 
-    /// `bpf_probe_read_user(R8 + dst, size, R3)`; R0 its result.
-    pub(super) fn read_into(&mut self, dst: i16, size: i32, span: Span) -> Result<(), LowerError> {
+    /// `bpf_probe_read_user(R8 + dst, size, src)`; R0 its result.
+    pub(super) fn read_into(&mut self, dst: i16, size: i32, src: impl Into<R>, span: Span) -> Result<(), LowerError> {
         super::offset(span, dst, size.max(0) as usize)?;
-        self.b.call(BPF_FUNC_probe_read_user, &[Arg::at(R8, dst), Arg::Imm(size), R3.into()]);
+        self.b.call(BPF_FUNC_probe_read_user, &[Arg::at(R8, dst), Arg::Imm(size), Arg::R(src.into())]);
         Ok(())
     }
 
-    /// R0 = the u64 at R8 + `at`.
-    fn record_word(&mut self, reg: Reg, at: i16) {
-        self.b.emit(load(Size::DW, reg, R8, at));
+    /// `reg` = the u64 at R8 + `at`.
+    fn record_word(&mut self, reg: impl Into<R>, at: i16) {
+        self.b.op(load(Size::DW, R0, R0, at), reg, R8);
     }
 
     /// Copies what the node's bytes (already in the record) point at, as planned.
@@ -78,17 +79,19 @@ impl Gen<'_> {
             }
             NodeKind::Str { bytes, max } => {
                 let bytes = super::offset(span, off, *bytes as usize)?;
-                self.record_word(R3, at);
+                let src = self.b.vreg();
+                self.record_word(src, at);
                 self.record_word(R2, at + 8);
-                self.bounded_read(bytes, *max, 1)?;
+                self.bounded_read(bytes, *max, 1, src)?;
             }
             NodeKind::Slice { elems_at, elems } => {
                 let elem = elems.first().map(|e| e.ty);
                 let size = elem.map_or(0, |t| self.types.get(t).size as u32);
                 let dst = super::offset(span, off, *elems_at as usize)?;
-                self.record_word(R3, at);
+                let src = self.b.vreg();
+                self.record_word(src, at);
                 self.record_word(R2, at + 8);
-                self.bounded_read(dst, elems.len() as u32, size)?;
+                self.bounded_read(dst, elems.len() as u32, size, src)?;
                 for (i, e) in elems.iter().enumerate().filter(|(_, e)| needs_following(e)) {
                     let skip = self.b.new_label();
                     self.record_word(R1, at + 8);
@@ -100,10 +103,11 @@ impl Gen<'_> {
             }
             NodeKind::Pointer { pointee: Some(p) } => {
                 let skip = self.b.new_label();
-                self.record_word(R3, at);
-                self.b.jmp_imm_to(JmpOp::Eq, R3, 0, skip);
+                let ptr = self.b.vreg();
+                self.record_word(ptr, at);
+                self.b.jmp_imm_to(JmpOp::Eq, ptr, 0, skip);
                 let size = self.types.get(p.ty).size as i32;
-                self.read_into(super::offset(span, off, p.at as usize)?, size, span)?;
+                self.read_into(super::offset(span, off, p.at as usize)?, size, ptr, span)?;
                 self.follow(p, off, span)?;
                 self.b.bind(skip);
                 self.b.emit(mov64_imm(R0, 0));
@@ -111,9 +115,10 @@ impl Gen<'_> {
             NodeKind::Pointer { pointee: None } => {}
             NodeKind::Func { code } => {
                 let skip = self.b.new_label();
-                self.record_word(R3, at);
-                self.b.jmp_imm_to(JmpOp::Eq, R3, 0, skip);
-                self.read_into(super::offset(span, off, *code as usize)?, 8, span)?;
+                let func = self.b.vreg();
+                self.record_word(func, at);
+                self.b.jmp_imm_to(JmpOp::Eq, func, 0, skip);
+                self.read_into(super::offset(span, off, *code as usize)?, 8, func, span)?;
                 self.b.bind(skip);
                 self.b.emit(mov64_imm(R0, 0));
             }
@@ -144,38 +149,43 @@ impl Gen<'_> {
         let (type_at, data_at, str_at) = to;
         let done = self.b.new_label();
         self.b.emit(store_imm(Size::DW, R8, type_at, 0));
-        self.record_word(R3, at);
-        self.b.jmp_imm_to(JmpOp::Eq, R3, 0, done);
+        // The type word: the type itself, or an itab whose type is at 8.
+        let word = self.b.vreg();
+        self.record_word(word, at);
+        self.b.jmp_imm_to(JmpOp::Eq, word, 0, done);
         match empty {
-            Empty::Known(true) => self.b.emit(store_reg(Size::DW, R8, type_at, R3)),
+            Empty::Known(true) => self.b.op(store_reg(Size::DW, R0, type_at, R0), R8, word),
             Empty::Known(false) => {
-                self.b.emit(alu64_imm(AluOp::Add, R3, 8));
-                self.read_into(type_at, 8, span)?;
+                self.b.op(alu64_imm(AluOp::Add, R0, 8), word, R0);
+                self.read_into(type_at, 8, word, span)?;
             }
             Empty::At(flag) => {
                 let (itab, data) = (self.b.new_label(), self.b.new_label());
                 self.record_word(R1, flag);
                 self.b.jmp_imm_to(JmpOp::Eq, R1, 0, itab);
-                self.b.emit(store_reg(Size::DW, R8, type_at, R3));
+                self.b.op(store_reg(Size::DW, R0, type_at, R0), R8, word);
                 self.b.ja_to(data);
                 self.b.bind(itab);
-                self.b.emit(alu64_imm(AluOp::Add, R3, 8));
-                self.read_into(type_at, 8, span)?;
+                self.b.op(alu64_imm(AluOp::Add, R0, 8), word, R0);
+                self.read_into(type_at, 8, word, span)?;
                 self.b.bind(data);
             }
         }
-        self.record_word(R3, at + 8);
-        self.b.jmp_imm_to(JmpOp::Eq, R3, 0, done);
+        let data = self.b.vreg();
+        self.record_word(data, at + 8);
+        self.b.jmp_imm_to(JmpOp::Eq, data, 0, done);
         // A small value near the end of mapped memory: read less.
         let read = self.b.new_label();
-        self.read_into(data_at, IFACE_DATA as i32, span)?;
+        self.read_into(data_at, IFACE_DATA as i32, data, span)?;
         self.b.jmp_imm_to(JmpOp::Eq, R0, 0, read);
-        self.record_word(R3, at + 8);
-        self.read_into(data_at, 8, span)?;
+        let data = self.b.vreg();
+        self.record_word(data, at + 8);
+        self.read_into(data_at, 8, data, span)?;
         self.b.bind(read);
-        self.record_word(R3, data_at);
+        let s = self.b.vreg();
+        self.record_word(s, data_at);
         self.record_word(R2, data_at + 8);
-        self.bounded_read(str_at, max, 1)?;
+        self.bounded_read(str_at, max, 1, s)?;
         self.b.bind(done);
         self.b.emit(mov64_imm(R0, 0));
         Ok(())
@@ -194,20 +204,24 @@ impl Gen<'_> {
         self.b.emit(store_imm(Size::DW, R8, head, 0));
         self.b.emit(store_imm(Size::DW, R8, flag, 0));
         // The dynamic type's kind: a slice?
-        self.record_word(R3, type_at);
-        self.b.jmp_imm_to(JmpOp::Eq, R3, 0, end);
-        self.kind_is(flag, rt::KIND_SLICE, clear, span)?;
+        let desc = self.b.vreg();
+        self.record_word(desc, type_at);
+        self.b.jmp_imm_to(JmpOp::Eq, desc, 0, end);
+        self.kind_is(desc, flag, rt::KIND_SLICE, clear, span)?;
         // Its element's: an interface? And an empty one?
-        self.record_word(R3, type_at);
-        self.b.emit(alu64_imm(AluOp::Add, R3, rt::SLICE_ELEM));
-        self.read_into(head, 8, span)?;
+        let desc = self.b.vreg();
+        self.record_word(desc, type_at);
+        self.b.op(alu64_imm(AluOp::Add, R0, rt::SLICE_ELEM), desc, R0);
+        self.read_into(head, 8, desc, span)?;
         self.b.jmp_imm_to(JmpOp::Ne, R0, 0, clear);
-        self.record_word(R3, head);
-        self.b.jmp_imm_to(JmpOp::Eq, R3, 0, clear);
-        self.kind_is(flag, rt::KIND_INTERFACE, clear, span)?;
-        self.record_word(R3, head);
-        self.b.emit(alu64_imm(AluOp::Add, R3, rt::INTERFACE_METHODS_LEN));
-        self.read_into(flag, 8, span)?;
+        let desc = self.b.vreg();
+        self.record_word(desc, head);
+        self.b.jmp_imm_to(JmpOp::Eq, desc, 0, clear);
+        self.kind_is(desc, flag, rt::KIND_INTERFACE, clear, span)?;
+        let desc = self.b.vreg();
+        self.record_word(desc, head);
+        self.b.op(alu64_imm(AluOp::Add, R0, rt::INTERFACE_METHODS_LEN), desc, R0);
+        self.read_into(flag, 8, desc, span)?;
         self.b.jmp_imm_to(JmpOp::Ne, R0, 0, clear);
         // flag = 1 for the empty interface (no methods), else 0.
         let (methods, flagged) = (self.b.new_label(), self.b.new_label());
@@ -230,8 +244,9 @@ impl Gen<'_> {
         self.b.jmp_imm_to(JmpOp::Ne, R2, 0, some);
         self.b.ja_to(end);
         self.b.bind(some);
-        self.record_word(R3, data_at);
-        self.bounded_read(elems_at, n, 16)?;
+        let array = self.b.vreg();
+        self.record_word(array, data_at);
+        self.bounded_read(elems_at, n, 16, array)?;
         for (i, el) in e.elems.iter().enumerate() {
             let NodeKind::Iface { type_at, data_at, str_at, max, .. } = el.kind else { continue };
             let skip = self.b.new_label();
@@ -250,13 +265,13 @@ impl Gen<'_> {
         Ok(())
     }
 
-    /// Whether the runtime type descriptor whose address is in R3 has kind `kind`: on to the next
-    /// instruction if it does, to `otherwise` if not or unreadable (`scratch`: a record
-    /// word it reads into).
-    fn kind_is(&mut self, scratch: i16, kind: i32, otherwise: Label, span: Span) -> Result<(), LowerError> {
+    /// Whether the runtime type descriptor at `desc` (which it moves) has kind `kind`: on
+    /// to the next instruction if it does, to `otherwise` if not or unreadable
+    /// (`scratch`: a record word it reads into).
+    fn kind_is(&mut self, desc: VReg, scratch: i16, kind: i32, otherwise: Label, span: Span) -> Result<(), LowerError> {
         use crate::gobin::runtime_type as rt;
-        self.b.emit(alu64_imm(AluOp::Add, R3, rt::KIND_WORD));
-        self.read_into(scratch, 8, span)?;
+        self.b.op(alu64_imm(AluOp::Add, R0, rt::KIND_WORD), desc, R0);
+        self.read_into(scratch, 8, desc, span)?;
         self.b.jmp_imm_to(JmpOp::Ne, R0, 0, otherwise);
         self.record_word(R1, scratch);
         self.b.emit(alu64_imm(AluOp::Rsh, R1, rt::KIND_SHIFT));
@@ -265,9 +280,10 @@ impl Gen<'_> {
         Ok(())
     }
 
-    /// Reads min(R2, `max`) items of `size` bytes from the address in R3 to R8 + `dst`
-    /// (nothing when there are none).
-    fn bounded_read(&mut self, dst: i16, max: u32, size: u32) -> Result<(), LowerError> {
+    /// Reads min(R2, `max`) items of `size` bytes from the address `src` to R8 + `dst`
+    /// (nothing when there are none). The count stays in R2, the register the verifier
+    /// bounds and the call reads.
+    fn bounded_read(&mut self, dst: i16, max: u32, size: u32, src: VReg) -> Result<(), LowerError> {
         let done = self.b.new_label();
         let clamped = self.b.new_label();
         if max == 0 || size == 0 {
@@ -280,7 +296,7 @@ impl Gen<'_> {
         if size > 1 {
             self.b.emit(alu64_imm(AluOp::Mul, R2, size as i32));
         }
-        self.b.call(BPF_FUNC_probe_read_user, &[Arg::at(R8, dst), R2.into(), R3.into()]);
+        self.b.call(BPF_FUNC_probe_read_user, &[Arg::at(R8, dst), R2.into(), src.into()]);
         self.b.bind(done);
         self.b.emit(mov64_imm(R0, 0));
         Ok(())

@@ -186,14 +186,14 @@ impl<'a> Gen<'a> {
         self.b.op(load(Size::DW, R0, R0, reg.pt_regs_offset()), dst, conv::CTX);
     }
 
-    /// Copies 8 bytes of target memory at `addr_reg + off` into stack slot `slot`.
-    pub(super) fn read_user(&mut self, slot: i16, addr_reg: Reg, off: i32) {
-        if addr_reg != R3 {
-            self.b.emit(mov64_reg(R3, addr_reg));
-        }
+    /// Copies 8 bytes of target memory at `addr + off` into stack slot `slot` (`addr`
+    /// as it was: the sum is a value of its own).
+    pub(super) fn read_user(&mut self, slot: i16, addr: impl Into<R>, off: i32) {
+        let src = self.b.vreg();
+        self.b.op(mov64_reg(R0, R0), src, addr);
         if off != 0 {
-            self.b.emit(alu64_imm(AluOp::Add, R3, off));
+            self.b.op(alu64_imm(AluOp::Add, R0, off), src, R0);
         }
-        self.b.call(BPF_FUNC_probe_read_user, &[Arg::Stack(slot), Arg::Imm(8), R3.into()]);
+        self.b.call(BPF_FUNC_probe_read_user, &[Arg::Stack(slot), Arg::Imm(8), src.into()]);
     }
 }

@@ -87,10 +87,7 @@ impl Gen<'_> {
             self.mark_frame(record, span)?;
             (C_SPAN, FLAG_CHILD_REMOTE)
         };
-        for (from, to) in [(0, C_TRACE), (8, C_TRACE + 8), (16, to_span)] {
-            self.b.emit(load(Size::DW, R1, R10, parsed + from));
-            self.b.emit(store_reg(Size::DW, R10, record + to, R1));
-        }
+        self.copy_ids((parsed, parsed + 16), record, (C_TRACE, to_span));
         self.b.emit(load(Size::B, R1, R10, parsed + 24));
         self.b.emit(alu64_imm(AluOp::And, R1, FLAG_SAMPLED));
         self.b.emit(alu64_imm(AluOp::Or, R1, flag));

@@ -8,7 +8,7 @@
 //! and counts it (`Counter::Skipped`), said at exit.
 
 use super::codegen::Gen;
-use super::ir::Arg;
+use super::ir::{Arg, R};
 use super::values::Place;
 use super::LowerError;
 use crate::bpf::helpers::*;
@@ -76,11 +76,18 @@ impl Gen<'_> {
     pub fn global_place(&mut self, addr: u64, span: Span) -> Result<Place, LowerError> {
         let slot = self.slot(8, span)?;
         self.b.emit2(ld_imm64(R0, addr));
-        if let Some(bias) = self.loaded.bias {
-            self.b.emit(load(Size::DW, R1, R10, bias));
-            self.b.emit(alu64_reg(AluOp::Add, R0, R1));
-        }
+        self.add_bias(R0);
         self.b.emit(store_reg(Size::DW, R10, slot, R0));
         Ok(Place::Mem { addr: slot, offset: 0 })
+    }
+
+    /// `addr += the load bias`, where the program loaded one (a PIE's): a link-time
+    /// address made the process's.
+    pub(super) fn add_bias(&mut self, addr: impl Into<R>) {
+        if let Some(bias) = self.loaded.bias {
+            let b = self.b.vreg();
+            self.b.load_stack(Size::DW, b, bias);
+            self.b.op(alu64_reg(AluOp::Add, R0, R0), addr, b);
+        }
     }
 }

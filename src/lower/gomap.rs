@@ -69,7 +69,7 @@ impl Gen<'_> {
         self.b.bind(picked);
         if slots.elem_indirect {
             self.b.emit(load(Size::DW, R3, R10, s.found));
-            self.read_user_n(s.found, 8)?;
+            self.read_user_n(s.found, 8, R3)?;
         }
         self.b.bind(l.done);
         self.b.emit(mov64_imm(R0, 0));
@@ -118,7 +118,7 @@ impl Gen<'_> {
             let absent = self.b.new_label();
             self.b.emit(load(Size::DW, R3, R10, found));
             self.b.jmp_imm_to(JmpOp::Eq, R3, 0, absent);
-            self.read_user_n(found, 8)?;
+            self.read_user_n(found, 8, R3)?;
             self.b.bind(absent);
             self.b.emit(mov64_imm(R0, 0));
         }
@@ -212,14 +212,14 @@ impl Gen<'_> {
     fn key_differs(&mut self, s: &Scan) -> Result<(), LowerError> {
         if !s.string_key {
             self.b.emit(store_imm(Size::DW, R10, s.tmp, 0));
-            self.read_user_n(s.tmp, s.key_size as i32)?;
+            self.read_user_n(s.tmp, s.key_size as i32, R3)?;
             self.b.emit(load(Size::DW, R1, R10, s.tmp));
             self.b.emit(load(Size::DW, R2, R10, s.key));
             self.b.emit(alu64_reg(AluOp::Xor, R1, R2));
         } else {
             // A string key: its (pointer, length); then as many bytes as the key has
             // from its pointer (a shorter string differs by its length anyway).
-            self.read_user_n(s.tmp, 16)?;
+            self.read_user_n(s.tmp, 16, R3)?;
             let words = (STRING_KEY_BUF / 8) as i16;
             for i in 0..words {
                 self.b.emit(store_imm(Size::DW, R10, s.bytes + 8 * i, 0));

@@ -42,7 +42,7 @@ impl Gen<'_> {
         self.b.emit(store_reg(Size::DW, R10, s.cur, R3));
         self.b.jmp_imm_to(JmpOp::Eq, R3, 0, l.done);
         // The count (hmap.count, maps.Map.used: the first word of both headers).
-        self.read_into(len_at, 8, span)?;
+        self.read_into(len_at, 8, R3, span)?;
         self.walk_start(&s, &layout, &l, MAX_PRINT_GROUPS, l.done)?;
         self.word_at(&s, s.cur, 0, 8)?;
         self.b.emit(store_reg(Size::DW, R10, s.ctrl, R0));

@@ -107,7 +107,7 @@ impl Gen<'_> {
         for i in 0..(HEADER / 8) as i16 {
             self.b.emit(store_imm(Size::DW, R10, w.hdr + 8 * i, 0));
         }
-        self.read_user_n(w.hdr, HEADER as i32)?;
+        self.read_user_n(w.hdr, HEADER as i32, R3)?;
         self.b.emit(load(Size::DW, R1, R10, w.hdr));
         self.b.jmp_imm_to(JmpOp::Eq, R1, 0, absent);
         let (seed, seed_size) = match *layout {
@@ -145,7 +145,7 @@ impl Gen<'_> {
                 self.b.emit(store_imm(Size::DW, R10, w.tmp, 0));
                 self.b.emit(load(Size::DW, R3, R10, w.cur));
                 self.b.emit(alu64_imm(AluOp::Add, R3, k.slots.overflow as i32));
-                self.read_user_n(w.tmp, 8)?;
+                self.read_user_n(w.tmp, 8, R3)?;
                 self.b.emit(load(Size::DW, R1, R10, w.tmp));
                 self.b.jmp_imm_to(JmpOp::Eq, R1, 0, absent);
                 self.b.emit(store_reg(Size::DW, R10, w.cur, R1));
@@ -215,11 +215,8 @@ impl Gen<'_> {
     fn uses_aeshash(&mut self, aes: AesGlobals, w: &Walk, aes_on: Label) -> Result<(), LowerError> {
         self.b.emit(store_imm(Size::DW, R10, w.ctrl, 0));
         self.b.emit2(ld_imm64(R3, aes.use_aeshash));
-        if let Some(bias) = self.loaded.bias {
-            self.b.emit(load(Size::DW, R1, R10, bias));
-            self.b.emit(alu64_reg(AluOp::Add, R3, R1));
-        }
-        self.read_user_n(w.ctrl, 1)?;
+        self.add_bias(R3);
+        self.read_user_n(w.ctrl, 1, R3)?;
         self.b.emit(load(Size::DW, R1, R10, w.ctrl));
         self.b.jmp_imm_to(JmpOp::Ne, R1, 0, aes_on);
         Ok(())
@@ -294,7 +291,7 @@ impl Gen<'_> {
         self.b.emit(store_reg(Size::DW, R10, w.data, R3));
         // The old bucket holds the key unless it was evacuated (tophash[0] in 2..=4).
         self.b.emit(store_imm(Size::DW, R10, w.tmp, 0));
-        self.read_user_n(w.tmp, 1)?;
+        self.read_user_n(w.tmp, 1, R3)?;
         self.b.emit(load(Size::DW, R1, R10, w.tmp));
         self.b.emit(alu64_imm(AluOp::Sub, R1, EVACUATED.0));
         self.b.jmp_imm_to(JmpOp::Le, R1, EVACUATED.1 - EVACUATED.0, chosen);
@@ -351,7 +348,7 @@ impl Gen<'_> {
         self.b.emit(load(Size::DW, R3, R10, w.data));
         self.b.emit(alu64_reg(AluOp::Add, R3, R4));
         self.b.emit(store_imm(Size::DW, R10, w.tmp, 0));
-        self.read_user_n(w.tmp, 8)?;
+        self.read_user_n(w.tmp, 8, R3)?;
         self.b.emit(load(Size::DW, R3, R10, w.tmp));
         self.b.jmp_imm_to(JmpOp::Eq, R3, 0, absent);
         // The table's groups and mask (read into the header's place).
@@ -361,7 +358,7 @@ impl Gen<'_> {
             self.b.emit(store_imm(Size::DW, R10, slot, 0));
             self.b.emit(load(Size::DW, R3, R10, w.tmp));
             self.b.emit(alu64_imm(AluOp::Add, R3, field as i32));
-            self.read_user_n(slot, 8)?;
+            self.read_user_n(slot, 8, R3)?;
         }
         self.b.emit(load(Size::DW, R1, R10, w.hash));
         self.b.emit(alu64_imm(AluOp::Rsh, R1, 7));
@@ -410,7 +407,7 @@ impl Gen<'_> {
     fn match_slots(&mut self, k: &Key, w: &Walk, found: i16, step_end: Label, hit: Label) -> Result<(), LowerError> {
         self.b.emit(store_imm(Size::DW, R10, w.ctrl, 0));
         self.b.emit(load(Size::DW, R3, R10, w.cur));
-        self.read_user_n(w.ctrl, 8)?;
+        self.read_user_n(w.ctrl, 8, R3)?;
         // matches: bit 8i+7 set when byte i of ctrl equals tag (exact, no borrow).
         self.b.emit(load(Size::DW, R1, R10, w.tag));
         self.b.emit2(ld_imm64(R2, LSB));
@@ -439,7 +436,7 @@ impl Gen<'_> {
                 self.string_key_differs(k, w, skip)?;
             } else {
                 self.b.emit(store_imm(Size::DW, R10, w.tmp, 0));
-                self.read_user_n(w.tmp, k.size as i32)?;
+                self.read_user_n(w.tmp, k.size as i32, R3)?;
                 self.b.emit(load(Size::DW, R1, R10, w.tmp));
                 self.b.emit(load(Size::DW, R2, R10, k.key));
                 self.b.jmp_reg_to(JmpOp::Ne, R1, R2, skip);
@@ -460,7 +457,7 @@ impl Gen<'_> {
     /// key's length and bytes (read at once into `cmp`, compared word by word without
     /// branches: the fewer paths, the fewer states the verifier must tell apart).
     fn string_key_differs(&mut self, k: &Key, w: &Walk, differ: Label) -> Result<(), LowerError> {
-        self.read_user_n(w.tmp, 16)?;
+        self.read_user_n(w.tmp, 16, R3)?;
         self.b.emit(load(Size::DW, R1, R10, w.tmp + 8));
         self.b.emit(load(Size::DW, R2, R10, k.key));
         self.b.jmp_reg_to(JmpOp::Ne, R1, R2, differ);

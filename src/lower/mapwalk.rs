@@ -8,7 +8,7 @@
 //! paths end in one state and walks the loop in linear time.
 
 use super::codegen::Gen;
-use super::ir::{Arg, Func as Builder};
+use super::ir::{Arg, Func as Builder, R};
 use super::LowerError;
 use crate::bpf::builder::Label;
 use crate::bpf::helpers::*;
@@ -228,9 +228,10 @@ impl Gen<'_> {
         Ok(())
     }
 
-    /// `size` bytes of target memory at R3 into stack slot `dst` (zeros when unreadable).
-    pub(super) fn read_user_n(&mut self, dst: i16, size: i32) -> Result<(), LowerError> {
-        self.b.call(BPF_FUNC_probe_read_user, &[Arg::Stack(dst), Arg::Imm(size), R3.into()]);
+    /// `size` bytes of target memory at `src` into stack slot `dst` (zeros when
+    /// unreadable).
+    pub(super) fn read_user_n(&mut self, dst: i16, size: i32, src: impl Into<R>) -> Result<(), LowerError> {
+        self.b.call(BPF_FUNC_probe_read_user, &[Arg::Stack(dst), Arg::Imm(size), Arg::R(src.into())]);
         Ok(())
     }
 
@@ -238,9 +239,10 @@ impl Gen<'_> {
     /// where stack slot `at` holds an address.
     pub(super) fn word_at(&mut self, s: &Scan, at: i16, offset: u32, size: u64) -> Result<(), LowerError> {
         self.b.emit(store_imm(Size::DW, R10, s.tmp, 0));
-        self.b.emit(load(Size::DW, R3, R10, at));
-        self.b.emit(alu64_imm(AluOp::Add, R3, offset as i32));
-        self.read_user_n(s.tmp, size as i32)?;
+        let src = self.b.vreg();
+        self.b.load_stack(Size::DW, src, at);
+        self.b.op(alu64_imm(AluOp::Add, R0, offset as i32), src, R0);
+        self.read_user_n(s.tmp, size as i32, src)?;
         self.b.emit(load(Size::DW, R0, R10, s.tmp));
         Ok(())
     }
@@ -370,7 +372,7 @@ impl Gen<'_> {
         self.b.emit(alu64_imm(AluOp::Add, R1, 8));
         self.b.emit(store_reg(Size::DW, R10, s.far, R1));
         self.b.emit(store_imm(Size::DW, R10, s.tmp, 0));
-        self.read_user_n(s.tmp, 8)?;
+        self.read_user_n(s.tmp, 8, R3)?;
         self.b.emit(load(Size::DW, R1, R10, s.tmp));
         self.b.emit(load(Size::DW, R2, R10, s.link));
         self.b.jmp_reg_to(JmpOp::Eq, R1, R2, l.head);

@@ -68,12 +68,10 @@ impl Gen<'_> {
         let mark = self.b.frame.mark();
         let keys = self.slot(16, span)?;
         let (a, b, s) = (self.slot(8, span)?, self.slot(8, span)?, self.slot(8, span)?);
-        self.b.emit2(ld_imm64(R3, hashkey));
-        if let Some(bias) = self.loaded.bias {
-            self.b.emit(load(Size::DW, R1, R10, bias));
-            self.b.emit(alu64_reg(AluOp::Add, R3, R1));
-        }
-        self.read_user_n(keys, 16)?;
+        let src = self.b.vreg();
+        self.b.wide(src, hashkey);
+        self.add_bias(src);
+        self.read_user_n(keys, 16, src)?;
         if constants {
             // Go 1.17 to 1.22: K0 = hashkey[0] ^ m1, K1 = m2.
             self.b.emit(load(Size::DW, R1, R10, keys));

@@ -47,10 +47,7 @@ impl Gen<'_> {
         self.b.emit(load(Size::DW, R1, R10, grand));
         self.b.emit(load(Size::DW, R2, R10, sid));
         self.b.jmp_reg_to(JmpOp::Eq, R1, R2, none);
-        for (from, to) in [(tid, C_TRACE), (tid + 8, C_TRACE + 8), (sid, C_PARENT)] {
-            self.b.emit(load(Size::DW, R1, R10, from));
-            self.b.emit(store_reg(Size::DW, R10, record + to, R1));
-        }
+        self.copy_ids((tid, sid), record, (C_TRACE, C_PARENT));
         self.b.emit(load(Size::B, R1, R10, flags));
         self.b.emit(alu64_imm(AluOp::And, R1, FLAG_SAMPLED));
         self.b.emit(store_reg(Size::DW, R10, record + C_FLAGS, R1));
@@ -76,10 +73,7 @@ impl Gen<'_> {
         }
         let (sc, none) = self.sdk_span_context(&otel, cur, span)?;
         let (tid, sid, flags) = (sc + otel.trace_id as i16, sc + otel.span_id as i16, sc + otel.flags as i16);
-        for (from, to) in [(tid, 0), (tid + 8, 8), (sid, 16)] {
-            self.b.emit(load(Size::DW, R1, R10, from));
-            self.b.emit(store_reg(Size::DW, R10, parsed + to, R1));
-        }
+        self.copy_ids((tid, sid), parsed, (0, 16));
         self.b.emit(load(Size::B, R1, R10, flags));
         self.b.emit(store_reg(Size::B, R10, parsed + 24, R1));
         self.b.emit(store_imm(Size::B, R10, parsed + 25, 1));
@@ -115,8 +109,9 @@ impl Gen<'_> {
             self.b.emit2(ld_imm64(R2, otel.value_ctx));
             self.b.jmp_reg_to(JmpOp::Ne, R1, R2, none);
             // A value context: the trace API's key holds the span.
-            self.b.emit(load(Size::DW, R3, R10, cur + 8));
-            self.read_user_n(buf, read)?;
+            let value = self.b.vreg();
+            self.b.load_stack(Size::DW, value, cur + 8);
+            self.read_user_n(buf, read, value)?;
             self.b.emit(load(Size::DW, R1, R10, buf + otel.value_key as i16));
             self.b.emit2(ld_imm64(R2, otel.key));
             self.b.jmp_reg_to(JmpOp::Ne, R1, R2, up);
@@ -125,9 +120,10 @@ impl Gen<'_> {
                 let other = self.b.new_label();
                 self.b.emit2(ld_imm64(R2, *t));
                 self.b.jmp_reg_to(JmpOp::Ne, R1, R2, other);
-                self.b.emit(load(Size::DW, R3, R10, buf + otel.value_val as i16 + 8));
-                self.b.emit(alu64_imm(AluOp::Add, R3, *off as i32));
-                self.read_user_n(sc, (otel.flags + 1) as i32)?;
+                let context = self.b.vreg();
+                self.b.load_stack(Size::DW, context, buf + otel.value_val as i16 + 8);
+                self.b.op(alu64_imm(AluOp::Add, R0, *off as i32), context, R0);
+                self.read_user_n(sc, (otel.flags + 1) as i32, context)?;
                 self.b.ja_to(got);
                 self.b.bind(other);
                 self.b.emit(load(Size::DW, R1, R10, buf + otel.value_val as i16));
@@ -141,8 +137,9 @@ impl Gen<'_> {
             self.b.ja_to(next);
             // A wrapper: its parent is its first field.
             self.b.bind(wrap);
-            self.b.emit(load(Size::DW, R3, R10, cur + 8));
-            self.read_user_n(cur, 16)?;
+            let wrapper = self.b.vreg();
+            self.b.load_stack(Size::DW, wrapper, cur + 8);
+            self.read_user_n(cur, 16, wrapper)?;
             self.b.bind(next);
             self.b.emit(mov64_imm(R0, 0));
         }

@@ -280,6 +280,16 @@ impl Gen<'_> {
         Ok(())
     }
 
+    /// Copies a span context's ids, a trace id (16 bytes at frame offset `trace_from`) and
+    /// a span id (at `span_from`), to `base + trace` and `base + span`: into an entry
+    /// record (the span's trace and its parent), or into a parsed header's layout.
+    pub(super) fn copy_ids(&mut self, (trace_from, span_from): (i16, i16), base: i16, (trace, span): (i16, i16)) {
+        for (from, to) in [(trace_from, trace), (trace_from + 8, trace + 8), (span_from, span)] {
+            self.b.emit(load(Size::DW, R1, R10, from));
+            self.b.emit(store_reg(Size::DW, R10, base + to, R1));
+        }
+    }
+
     /// After a `hist()` update at the return of a call with a span: the value (slot
     /// `val`) and the span's ids, the exemplar of the key in slot `key` of `map`.
     pub(super) fn exemplar(&mut self, map: &str, key: i16, val: i16, span: Span) -> Result<(), LowerError> {

@@ -133,6 +133,9 @@ impl Out<'_> {
         };
         let s = match base.filter(|_| c == BPF_LDX) {
             Some(b) => (b, None),
+            // An immediate operation on a value given as its own source (`op(add_imm,
+            // v, v)`): the value is read as the destination; the source field stays 0.
+            None if !super::flow::reads_src_field(&insn) => (R0, None),
             None if reads(src) && fx.defs.contains(&super::flow::loc(src)) => self.read_write(src)?,
             None if reads(src) => (self.read(src)?, None),
             None => (R0, None),

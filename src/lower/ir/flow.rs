@@ -52,6 +52,16 @@ pub fn effects(item: &Item) -> Effects {
     e
 }
 
+/// Does `insn` read a register through its source field? (An immediate operation's
+/// source field must be 0: the verifier refuses one with "reserved fields".)
+pub fn reads_src_field(insn: &Insn) -> bool {
+    match class(insn.code) {
+        BPF_ALU | BPF_ALU64 => source(insn.code) == BPF_X && !matches!(op(insn.code), BPF_NEG | BPF_END),
+        BPF_LDX | BPF_STX => true,
+        _ => false,
+    }
+}
+
 fn op_effects(insn: &Insn, dst: R, src: R, e: &mut Effects) {
     let (d, s) = (loc(dst), loc(src));
     match class(insn.code) {
@@ -60,7 +70,7 @@ fn op_effects(insn: &Insn, dst: R, src: R, e: &mut Effects) {
                 BPF_MOV => {}
                 _ => e.uses.push(d),
             }
-            if source(insn.code) == BPF_X && !matches!(op(insn.code), BPF_NEG | BPF_END) {
+            if reads_src_field(insn) {
                 e.uses.push(s);
             }
             e.defs.push(d);

@@ -71,6 +71,25 @@ fn a_value_set_from_a_register_that_dies_there_takes_it_and_the_move_disappears(
 }
 
 #[test]
+fn an_immediate_operation_on_a_value_named_as_its_own_source_leaves_the_source_field_0() {
+    let mut f = Func::new();
+    let v = f.vreg();
+    f.emit(mov64_imm(R0, 1));
+    f.op(mov64_imm(R0, 5), v, R0);
+    f.op(alu64_imm(AluOp::Add, R0, 16), v, v);
+    f.op(alu64_reg(AluOp::Add, R0, R0), R0, v);
+    f.push(Item::Exit);
+    let out = f.finish().unwrap();
+    let t = text(&out);
+    // The kernel refuses an immediate ALU instruction with a source register
+    // ("BPF_ALU uses reserved fields"); the disassembler shows one as `.insn`.
+    let immediate_alu = |i: &Insn| matches!(i.code & 0x07, BPF_ALU | BPF_ALU64) && i.code & BPF_X == 0;
+    assert!(out.program.insns.iter().filter(|i| immediate_alu(i)).all(|i| i.src == 0), "{t}");
+    assert!(!t.contains(".insn"), "{t}");
+    assert_eq!(run(&out.program, &World::default(), 0), Ok(22), "{t}");
+}
+
+#[test]
 fn machine_registers_the_code_names_are_worked_around() {
     let mut f = Func::new();
     let v = f.vreg();

@@ -8,7 +8,7 @@ use crate::bpf::insn::*;
 use crate::check::ty::Ty;
 use crate::gotypes::{TypeId, TypeKind};
 use crate::lower::codegen::Gen;
-use crate::lower::ir::Arg;
+use crate::lower::ir::{Arg, R};
 use crate::lower::LowerError;
 use crate::syntax::ast::*;
 
@@ -41,8 +41,9 @@ impl Gen<'_> {
                 self.b.emit(load(Size::DW, R0, R10, off));
             }
             Place::Mem { addr, offset } => {
-                self.b.emit(load(Size::DW, R3, R10, *addr));
-                self.read_user_scalar(*offset, size)?;
+                let at = self.b.vreg();
+                self.b.load_stack(Size::DW, at, *addr);
+                self.read_user_scalar(at, *offset, size)?;
             }
             Place::Carried { offset } => self.read_carried(*offset, size, Span::default())?,
             Place::Pieces { pieces, offset, name, span } => {
@@ -56,8 +57,9 @@ impl Gen<'_> {
                         }
                     }
                     Some(PieceAt::Stack { offset: at }) => {
-                        self.load_ctx_reg(R3, self.arch().stack_pointer());
-                        self.read_user_scalar(at + within as i64, size)?;
+                        let sp = self.b.vreg();
+                        self.load_reg(sp, self.arch().stack_pointer());
+                        self.read_user_scalar(sp, at + within as i64, size)?;
                     }
                     Some(PieceAt::Missing) | None => {
                         return Err(LowerError::OptimizedAway {
@@ -74,14 +76,21 @@ impl Gen<'_> {
         Ok(())
     }
 
-    /// R0 = the `size` bytes of target memory at R3 + `offset` (zero when unreadable).
-    pub(in crate::lower) fn read_user_scalar(&mut self, offset: i64, size: u64) -> Result<(), LowerError> {
+    /// R0 = the `size` bytes of target memory at `addr` + `offset` (zero when
+    /// unreadable); `addr` a register the read may change.
+    pub(in crate::lower) fn read_user_scalar(
+        &mut self,
+        addr: impl Into<R>,
+        offset: i64,
+        size: u64,
+    ) -> Result<(), LowerError> {
+        let addr = addr.into();
         let tmp = self.frame_slot(8)?;
         self.b.emit(store_imm(Size::DW, R10, tmp, 0));
         if offset != 0 {
-            self.b.emit(alu64_imm(AluOp::Add, R3, offset as i32));
+            self.b.op(alu64_imm(AluOp::Add, R0, offset as i32), addr, R0);
         }
-        self.b.call(BPF_FUNC_probe_read_user, &[Arg::Stack(tmp), Arg::Imm(size as i32), R3.into()]);
+        self.b.call(BPF_FUNC_probe_read_user, &[Arg::Stack(tmp), Arg::Imm(size as i32), Arg::R(addr)]);
         self.b.emit(load(Size::DW, R0, R10, tmp));
         Ok(())
     }
