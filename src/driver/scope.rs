@@ -21,7 +21,8 @@ pub(super) fn process(t: &TargetArgs, cgroup: Option<&Path>) -> Result<Process, 
         }
         let shown = names.map_or_else(|| binary.clone(), |n| n.own);
         let cpu_before = crate::trace::measured::Reading::now(pid);
-        return Ok(Process { binary, shown, pid: Some(pid), command: None, cgroup, cpu_before });
+        let read_as = runtime::file_guard::FileStamp::of_path(&binary);
+        return Ok(Process { binary, shown, pid: Some(pid), command: None, cgroup, cpu_before, read_as });
     }
     if let Some(cmd) = &t.command {
         let argv = shlex::split(cmd)
@@ -29,11 +30,13 @@ pub(super) fn process(t: &TargetArgs, cgroup: Option<&Path>) -> Result<Process, 
             .ok_or_else(|| Failure::message(format!("cannot split the command `{cmd}`"), Some("check its quotes")))?;
         let binary = runtime::resolve_command(&argv[0])?;
         let shown = std::fs::canonicalize(&binary).unwrap_or_else(|_| binary.clone());
-        return Ok(Process { binary, shown, pid: None, command: Some(argv), cgroup, cpu_before: None });
+        let read_as = runtime::file_guard::FileStamp::of_path(&binary);
+        return Ok(Process { binary, shown, pid: None, command: Some(argv), cgroup, cpu_before: None, read_as });
     }
     let binary = t.binary.clone().unwrap_or_default();
     let shown = binary_name(&binary);
-    Ok(Process { binary, shown, pid: None, command: None, cgroup, cpu_before: None })
+    let read_as = runtime::file_guard::FileStamp::of_path(&binary);
+    Ok(Process { binary, shown, pid: None, command: None, cgroup, cpu_before: None, read_as })
 }
 
 /// With -p, the size the tables of calls in flight need for a target that has had many

@@ -276,14 +276,24 @@ pub fn file_changed(file: &std::path::Path, exec_pid: Option<u32>) -> String {
     )
 }
 
-/// The line said at attach under -b when gtrace lacks CAP_SYS_ADMIN (or the kernel
-/// fanotify's permission events): a change in place is noticed as it is written.
+/// The line said at attach under -b when gtrace cannot hold execs (no CAP_SYS_ADMIN,
+/// no fanotify permission events): a change in place is seen at the loop's next look.
 pub fn file_guard_weak(file: &std::path::Path) -> String {
     format!(
-        "note: without CAP_SYS_ADMIN gtrace cannot hold a new process of {} at its exec: if the file is written \
-         over in place (same inode) while traced, the probes are detached as the write is noticed, and a process \
-         started in that moment may run the new code under them. Deploy by rename (a new inode), or run as root",
+        "note: gtrace cannot hold a new process of {} at its exec (that needs CAP_SYS_ADMIN and fanotify's \
+         permission events): if the file is written over in place (same inode) while traced, the probes are \
+         detached at gtrace's next look (about 20 ms), and a process started in that moment may run the new code \
+         under them. Deploy by rename (a new file), or run as root",
         file.display()
+    )
+}
+
+/// The line said at exit when the kernel did not take gtrace's answer to a held exec
+/// of -b's file (the exec waited until gtrace ended).
+pub fn file_guard_unanswered(n: u32) -> String {
+    format!(
+        "gtrace: {n} exec{} of the traced file held until gtrace ended: the kernel did not take its answer",
+        if n == 1 { "" } else { "s" }
     )
 }
 

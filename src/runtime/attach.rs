@@ -15,6 +15,7 @@
 
 use super::error::{has_errno, permission_error, RuntimeError};
 use super::events::IntervalTimer;
+use super::file_guard::{Change, FileGuard, FileStamp, Strength};
 use super::loader::Loaded;
 use super::trigger::Trigger;
 use super::uprobe_multi::{self, MultiLink};
@@ -107,20 +108,26 @@ impl Loaded {
     /// Attaches every probe of the plan: the target's uprobes in `binary` within `scope`,
     /// begin/end triggers in gtrace itself, interval probes. Returns how many probe points
     /// were attached. On failure everything attached so far is detached.
-    pub fn attach(&mut self, binary: &Path, scope: Scope) -> Result<usize, RuntimeError> {
-        let result = self.attach_all(binary, scope);
+    /// `read_as`: the file's identity before gtrace read it, which the file attached
+    /// through must still have.
+    pub fn attach(&mut self, binary: &Path, scope: Scope, read_as: Option<FileStamp>) -> Result<usize, RuntimeError> {
+        let result = self.attach_all(binary, scope, read_as);
         if result.is_err() {
             self.detach_all();
         }
         result
     }
 
-    fn attach_all(&mut self, given: &Path, scope: Scope) -> Result<usize, RuntimeError> {
+    fn attach_all(&mut self, given: &Path, scope: Scope, read_as: Option<FileStamp>) -> Result<usize, RuntimeError> {
         let (file, binary) = pin(given)?;
         self.target = Some(AttachTarget { binary: binary.clone(), scope, _file: file });
+        // The probes are placed for the file as gtrace read it.
+        if read_as.is_some() && read_as != FileStamp::of_path(&binary) {
+            return Err(RuntimeError::ChangedSinceRead { path: given.to_path_buf() });
+        }
         if scope == Scope::AllProcesses {
-            // Before the first probe: the file as it is now is the one they are placed in.
-            self.file_guard = super::file_guard::FileGuard::start(&binary);
+            // Before the first probe; from then on it must stay as it is.
+            self.file_guard = FileGuard::start(&binary);
         }
         // Errors name the binary by the path the user gave.
         let named = |e: RuntimeError| match e {
@@ -296,17 +303,35 @@ impl Loaded {
         }
     }
 
+    /// Detaches every probe on the target's file, keeping gtrace's own (`on end` still
+    /// runs); under -b, a process held at its exec then goes on.
+    pub fn detach_target(&mut self) {
+        let (target, own): (Vec<Link>, Vec<Link>) =
+            std::mem::take(&mut self.links).into_iter().partition(|l| !l.points.is_empty());
+        self.links = own;
+        release(target);
+        if let Some(guard) = &self.file_guard {
+            guard.detached();
+        }
+    }
+
     /// Under -b, once the file was changed in place since the probes were placed in it:
-    /// every probe detached (a process held at its exec then goes on), and the change.
-    pub fn file_changed(&mut self) -> Option<super::file_guard::Change> {
-        let change = self.file_guard.as_ref()?.changed()?;
-        self.detach_all();
-        Some(change)
+    /// every probe on it detached, and the change (with the exec held meanwhile, if any).
+    pub fn file_changed(&mut self) -> Option<Change> {
+        let guard = self.file_guard.as_ref()?;
+        guard.changed()?;
+        self.detach_target();
+        self.file_guard.as_ref()?.changed()
     }
 
     /// Under -b, how well the file is guarded (`None`: not at all).
-    pub fn file_guard(&self) -> Option<super::file_guard::Strength> {
+    pub fn file_guard(&self) -> Option<Strength> {
         self.file_guard.as_ref().map(|g| g.strength)
+    }
+
+    /// Under -b, held execs whose answer the kernel did not take.
+    pub fn file_guard_unanswered(&self) -> u32 {
+        self.file_guard.as_ref().map_or(0, |g| g.unanswered())
     }
 
     /// How many probe points are attached.

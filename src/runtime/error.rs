@@ -106,6 +106,11 @@ pub enum RuntimeError {
     #[error("cannot find gtrace's own trigger function `{function}` in /proc/self/maps")]
     TriggerNotFound { function: &'static str },
 
+    /// The file to attach to is not the one gtrace read and compiled for (written over
+    /// in place, or replaced, meanwhile).
+    #[error("{} changed while gtrace read it: the probes were placed for what it was", path.display())]
+    ChangedSinceRead { path: PathBuf },
+
     /// A `-p PID` that names no process.
     #[error("no process with pid {pid}")]
     NoSuchProcess { pid: u32 },
@@ -164,6 +169,7 @@ impl RuntimeError {
                 Some("this is a bug in gtrace's code generation; please report it with the script")
             }
             RuntimeError::NoSuchProcess { .. } => Some("check the pid; the process may have exited"),
+            RuntimeError::ChangedSinceRead { .. } => Some("run gtrace again once the new file is in place"),
             RuntimeError::NotTraceable { .. } => {
                 Some("give the pid of a running Go program (`pgrep -f NAME`), or its executable with -b PATH")
             }

@@ -9,37 +9,40 @@
 //! 2). A process that runs the file keeps it from being written (ETXTBSY), so the
 //! change can only come while none does, and harm only the next one to start.
 //!
-//! The trace's loop looks at the file at each turn (about every 20 ms: one fstat), and
-//! ends the trace, every probe detached, once it has changed; names (functions, lines,
-//! types) are no longer read from it then (`TargetSymbols::distrust`). What guards the
-//! moment between the write and that look:
+//! The file's identity (device, inode, size, modification time: `FileStamp`) is taken
+//! before gtrace reads it, and the file it attaches through must still have it: a write
+//! while gtrace compiled is an error at the attach. While tracing, the loop looks at the
+//! file at each turn (about every 20 ms: one fstat) and, once it has changed, detaches
+//! every probe on it and ends the trace (gtrace's own `on end` still runs); names
+//! (functions, lines, types) are no longer read from it then (`TargetSymbols::distrust`).
+//! The change time is not compared: a rename or a link moves it, and a deploy by rename
+//! (a new file at the path) changes nothing of the file traced.
 //!
-//! With CAP_SYS_ADMIN, gtrace asks the kernel (fanotify, `FAN_OPEN_EXEC_PERM`) to hold
-//! every exec of the file until it answers. It compares the file with what it was when
-//! the probes were attached (device, inode, size, modification and change times; the
-//! change time cannot be set back by a program); when it differs, the trace's loop
-//! detaches every probe first (`Loaded::file_changed`), and then the exec goes on. Should
-//! the loop not detach within `DETACH_WAIT` (its output blocked), the exec is refused
-//! (EPERM) rather than let the process run under misplaced probes. Ctrl-Z does not
-//! suspend gtrace then (a suspended gtrace would hold every exec of the file; SIGSTOP,
-//! which cannot be refused, does so until it continues). Without the
-//! capability (or a kernel without fanotify's permission events), an inotify watch
-//! notices a write as it happens, and the loop detaches within its next turn: a process
-//! started in that moment is not covered, and gtrace says so when it starts.
+//! For the moment between the write and that look, with CAP_SYS_ADMIN gtrace asks the
+//! kernel (fanotify, `FAN_OPEN_EXEC_PERM`) to hold every exec of the file until it
+//! answers: when the file differs, the exec waits until the loop has detached the probes;
+//! should that not come within `DETACH_WAIT` of the first held exec (the loop blocked on
+//! its output), every held exec is refused (EPERM) rather than run under misplaced
+//! probes. Ctrl-Z does not suspend gtrace then (a suspended gtrace would hold every exec
+//! of the file; SIGSTOP, which cannot be refused, does so until it continues). Without
+//! the capability (or a kernel without fanotify's permission events), only the loop's
+//! look guards it: a process started in that moment is not covered, and gtrace says so
+//! when it starts.
 
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
-/// How long an exec of the changed file waits for the probes to be detached.
+/// How long held execs of the changed file wait for the probes to be detached, from
+/// the first one held.
 pub const DETACH_WAIT: Duration = Duration::from_secs(2);
 
-/// What the guard saw: the file changed since the probes were attached, and who noticed.
-#[derive(Clone, Debug, PartialEq)]
+/// What the guard saw: the file changed since the probes were attached.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Change {
     /// The process whose exec was held (fanotify), if any.
     pub exec_pid: Option<u32>,
@@ -50,29 +53,28 @@ pub struct Change {
 pub enum Strength {
     /// Every exec of the file waits until the probes are off it (fanotify).
     BeforeExec,
-    /// A write is noticed as it happens (inotify): an exec at that moment is not covered.
-    AfterWrite,
+    /// Only the loop's look: an exec between a write and that look is not covered.
+    LoopOnly,
 }
 
-/// The file's identity and times: any write or metadata change moves one of them.
-#[derive(Clone, Copy, Debug, PartialEq)]
-struct Stamp {
+/// A file's identity and contents' marks: a write in place moves its size or its
+/// modification time (the change time is left out: a rename or a link moves it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileStamp {
     dev: u64,
     ino: u64,
     size: u64,
     mtime: (i64, i64),
-    ctime: (i64, i64),
 }
 
-impl Stamp {
-    fn of(m: &std::fs::Metadata) -> Stamp {
-        Stamp {
-            dev: m.dev(),
-            ino: m.ino(),
-            size: m.size(),
-            mtime: (m.mtime(), m.mtime_nsec()),
-            ctime: (m.ctime(), m.ctime_nsec()),
-        }
+impl FileStamp {
+    fn of(m: &std::fs::Metadata) -> FileStamp {
+        FileStamp { dev: m.dev(), ino: m.ino(), size: m.size(), mtime: (m.mtime(), m.mtime_nsec()) }
+    }
+
+    /// The stamp of the file at `path` now (taken before reading it).
+    pub fn of_path(path: &Path) -> Option<FileStamp> {
+        std::fs::metadata(path).ok().map(|m| FileStamp::of(&m))
     }
 }
 
@@ -80,66 +82,86 @@ impl Stamp {
 struct State {
     change: Option<Change>,
     detached: bool,
+    /// When held execs stop waiting: `DETACH_WAIT` after the first one held.
+    deadline: Option<Instant>,
 }
 
 struct Shared {
-    /// The file, opened again for the loop's looks.
-    file: Option<std::fs::File>,
-    stamp: Stamp,
     state: Mutex<State>,
     answered: Condvar,
     stop: AtomicBool,
+    /// Held execs whose answer the kernel did not take.
+    unanswered: AtomicU32,
 }
 
-/// A running guard; dropping it lets every held exec go (nothing is attached by then).
+impl Shared {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A guard on the file the probes are attached through; dropping it lets every held
+/// exec go (nothing is attached by then).
 pub struct FileGuard {
+    /// The file, for the loop's looks.
+    file: std::fs::File,
+    stamp: FileStamp,
     shared: Arc<Shared>,
     pub strength: Strength,
 }
 
 impl FileGuard {
-    /// Starts guarding `file` (the `/proc/self/fd/N` probes were attached through) as it
-    /// is now; `None` when neither fanotify nor inotify will watch it.
+    /// Starts guarding `file` (the `/proc/self/fd/N` probes are attached through) as it
+    /// is now; `None` when it cannot be opened.
     pub fn start(file: &Path) -> Option<FileGuard> {
-        let stamp = Stamp::of(&std::fs::metadata(file).ok()?);
+        let opened = std::fs::File::open(file).ok()?;
+        let stamp = FileStamp::of(&opened.metadata().ok()?);
         let shared = Arc::new(Shared {
-            file: std::fs::File::open(file).ok(),
-            stamp,
             state: Mutex::new(State::default()),
             answered: Condvar::new(),
             stop: AtomicBool::new(false),
+            unanswered: AtomicU32::new(0),
         });
-        let (fd, strength) = match watch_execs(file) {
-            Some(fd) => {
-                super::signals::refuse_suspend();
-                (fd, Strength::BeforeExec)
-            }
-            None => (watch_writes(file)?, Strength::AfterWrite),
-        };
         let inner = shared.clone();
-        let spawned = std::thread::Builder::new().name("gtrace-file-guard".into()).spawn(move || match strength {
-            Strength::BeforeExec => answer_execs(&fd, stamp, &inner),
-            Strength::AfterWrite => notice_writes(&fd, &inner),
+        let held = watch_execs(file).and_then(|group| {
+            let thread = std::thread::Builder::new().name("gtrace-file-guard".into());
+            thread.spawn(move || answer_execs(&group, stamp, &inner)).ok()
         });
-        spawned.ok()?;
-        Some(FileGuard { shared, strength })
+        let strength = match held {
+            Some(_) => {
+                super::signals::refuse_suspend();
+                Strength::BeforeExec
+            }
+            None => Strength::LoopOnly,
+        };
+        Some(FileGuard { file: opened, stamp, shared, strength })
     }
 
-    /// The change seen, if the file changed since the probes were attached: by the
-    /// guard's thread, or by looking at the file now.
+    /// The file's stamp when the guard started.
+    pub fn stamp(&self) -> FileStamp {
+        self.stamp
+    }
+
+    /// The change seen, if the file changed since the probes were attached: by looking
+    /// at it now, or at an exec the guard held.
     pub fn changed(&self) -> Option<Change> {
-        let mut state = self.shared.state.lock().unwrap_or_else(|p| p.into_inner());
-        let now = self.shared.file.as_ref().and_then(|f| f.metadata().ok()).map(|m| Stamp::of(&m));
-        if state.change.is_none() && now.is_some_and(|n| n != self.shared.stamp) {
-            state.change = Some(Change { exec_pid: None });
+        let mut state = self.shared.state();
+        let now = self.file.metadata().ok().map(|m| FileStamp::of(&m));
+        if state.change.is_none() && now != Some(self.stamp) {
+            state.change = Some(Change::default());
         }
         state.change.clone()
     }
 
-    /// Says that no probe is attached any more: held execs go on.
+    /// Says that no probe is on the file any more: held execs go on.
     pub fn detached(&self) {
-        self.shared.state.lock().unwrap_or_else(|p| p.into_inner()).detached = true;
+        self.shared.state().detached = true;
         self.shared.answered.notify_all();
+    }
+
+    /// Held execs whose answer the kernel did not take (they waited until gtrace ended).
+    pub fn unanswered(&self) -> u32 {
+        self.shared.unanswered.load(Ordering::SeqCst)
     }
 }
 
@@ -170,22 +192,6 @@ fn watch_execs(file: &Path) -> Option<OwnedFd> {
     (marked == 0).then_some(fd)
 }
 
-/// An inotify watch on writes and metadata changes of `file`.
-fn watch_writes(file: &Path) -> Option<OwnedFd> {
-    // SAFETY: plain syscall; the fd it returns is owned from here on.
-    let raw = unsafe { libc::inotify_init1(libc::IN_CLOEXEC | libc::IN_NONBLOCK) };
-    if raw < 0 {
-        return None;
-    }
-    // SAFETY: `raw` is a new fd nothing else owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-    let path = CString::new(file.as_os_str().as_encoded_bytes()).ok()?;
-    let mask = libc::IN_MODIFY | libc::IN_ATTRIB | libc::IN_CLOSE_WRITE;
-    // SAFETY: `path` is a valid C string for the call's duration.
-    let added = unsafe { libc::inotify_add_watch(fd.as_raw_fd(), path.as_ptr(), mask) };
-    (added >= 0).then_some(fd)
-}
-
 /// Waits up to 100 ms for `fd` to be readable; false when the guard is stopping.
 fn ready(fd: &OwnedFd, shared: &Shared) -> bool {
     let mut poll = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
@@ -207,7 +213,7 @@ fn read_some(fd: &OwnedFd, buf: &mut [u8]) -> usize {
 
 /// The fanotify thread: answers every held exec, after the probes are off a changed
 /// file. Ends when the guard is dropped (closing the group lets anything held go).
-fn answer_execs(group: &OwnedFd, stamp: Stamp, shared: &Shared) {
+fn answer_execs(group: &OwnedFd, stamp: FileStamp, shared: &Shared) {
     let size = std::mem::size_of::<libc::fanotify_event_metadata>();
     let mut buf = vec![0u8; 64 * size];
     while ready(group, shared) {
@@ -227,45 +233,40 @@ fn answer_execs(group: &OwnedFd, stamp: Stamp, shared: &Shared) {
             // SAFETY: the event's fd is ours to close.
             let file = unsafe { OwnedFd::from_raw_fd(event.fd) };
             let allow = decide(&file, stamp, event.pid, shared);
-            respond(group, &file, allow);
+            if !respond(group, &file, allow) {
+                shared.unanswered.fetch_add(1, Ordering::SeqCst);
+            }
         }
     }
 }
 
 /// Whether a held exec of `file` by `pid` may go on: at once when the file is as it
-/// was; else once the loop has detached every probe, or not at all when it has not
-/// within `DETACH_WAIT`.
-fn decide(file: &OwnedFd, stamp: Stamp, pid: i32, shared: &Shared) -> bool {
+/// was; else once the loop has detached every probe, or not at all when it has not by
+/// the change's deadline (`DETACH_WAIT` after the first exec held for it).
+fn decide(file: &OwnedFd, stamp: FileStamp, pid: i32, shared: &Shared) -> bool {
     // A file that cannot be looked at is taken as changed.
-    let now = file.try_clone().ok().and_then(|f| std::fs::File::from(f).metadata().ok()).map(|m| Stamp::of(&m));
-    let mut state = shared.state.lock().unwrap_or_else(|p| p.into_inner());
+    let now = file.try_clone().ok().and_then(|f| std::fs::File::from(f).metadata().ok()).map(|m| FileStamp::of(&m));
+    let mut state = shared.state();
     if now == Some(stamp) || state.detached {
         return true;
     }
-    let change = state.change.get_or_insert(Change { exec_pid: None });
+    let change = state.change.get_or_insert_with(Change::default);
     change.exec_pid = change.exec_pid.or(u32::try_from(pid).ok());
+    let deadline = *state.deadline.get_or_insert_with(|| Instant::now() + DETACH_WAIT);
+    let left = deadline.saturating_duration_since(Instant::now());
     let (state, _) =
-        shared.answered.wait_timeout_while(state, DETACH_WAIT, |s| !s.detached).unwrap_or_else(|p| p.into_inner());
+        shared.answered.wait_timeout_while(state, left, |s| !s.detached).unwrap_or_else(|p| p.into_inner());
     state.detached
 }
 
-fn respond(group: &OwnedFd, file: &OwnedFd, allow: bool) {
+/// Writes the answer; false when the kernel did not take it.
+fn respond(group: &OwnedFd, file: &OwnedFd, allow: bool) -> bool {
     let response = libc::fanotify_response {
         fd: file.as_raw_fd(),
         response: if allow { libc::FAN_ALLOW } else { libc::FAN_DENY },
     };
     let size = std::mem::size_of::<libc::fanotify_response>();
     // SAFETY: `response` is a valid struct of `size` bytes.
-    unsafe { libc::write(group.as_raw_fd(), (&response as *const libc::fanotify_response).cast(), size) };
-}
-
-/// The inotify thread: any write or metadata change is a change.
-fn notice_writes(watch: &OwnedFd, shared: &Shared) {
-    let mut buf = [0u8; 4096];
-    while ready(watch, shared) {
-        if read_some(watch, &mut buf) > 0 {
-            let mut state = shared.state.lock().unwrap_or_else(|p| p.into_inner());
-            state.change.get_or_insert(Change { exec_pid: None });
-        }
-    }
+    let written = unsafe { libc::write(group.as_raw_fd(), (&response as *const libc::fanotify_response).cast(), size) };
+    written == size as isize
 }

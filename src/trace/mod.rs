@@ -40,6 +40,8 @@ pub struct Process {
     /// With -p, the process's CPU time when gtrace started: its share of a CPU untraced
     /// is the baseline the probes' cost is measured against (`measured`).
     pub cpu_before: Option<measured::Reading>,
+    /// The file's identity before gtrace read it: the file attached to must have it.
+    pub read_as: Option<runtime::file_guard::FileStamp>,
 }
 
 /// Why a trace ended before its natural end.
@@ -125,14 +127,14 @@ fn session(
     if args.wants_costs(process.command.is_some()) {
         wait_for_baseline(process.cpu_before);
     }
-    let attached = loaded.attach(&process.binary, scope)?;
+    let attached = loaded.attach(&process.binary, scope, process.read_as)?;
     seed_load_biases(&loaded, plan, &process.binary, scope)?;
     eprintln!("Attached {attached} probe{}", if attached == 1 { "" } else { "s" });
     // A trace may run for days: the compiler's tables go now.
     target.release_compiler_tables();
     // What was freed goes back to the system, not only to the allocator.
     runtime::trim_heap();
-    if loaded.file_guard() == Some(runtime::file_guard::Strength::AfterWrite) {
+    if loaded.file_guard() == Some(runtime::file_guard::Strength::LoopOnly) {
         eprintln!("{}", output::losses::file_guard_weak(&process.shown));
     }
     if let Some(model) = loaded.unguarded_preemption() {
@@ -185,9 +187,13 @@ fn session(
         run_until_stopped(&mut loaded, plan, &symbols, sink.as_mut(), until, &mut costs)?;
         // The terminal back, then what the script printed meanwhile, before the rest.
         drop(view);
-        // A trace that ended otherwise as the file changed in place reads no name from it.
-        if loaded.file_changed().is_some() {
-            symbols.distrust();
+        // Under -b no probe stays on the file once the loop is over (nothing would look
+        // at it), and a trace that ended otherwise as it changed reads no name from it.
+        if loaded.file_guard().is_some() {
+            if loaded.file_changed().is_some() {
+                symbols.distrust();
+            }
+            loaded.detach_target();
         }
         written(sink.flush())?;
     }
@@ -215,6 +221,9 @@ fn session(
     let unsent = export.finish();
     written(stats::report(&mut costs.meter, &loaded, plan, (args.stats, unsent), sink.as_mut())?)?;
     loaded.detach_all();
+    if loaded.file_guard_unanswered() > 0 {
+        eprintln!("{}", output::losses::file_guard_unanswered(loaded.file_guard_unanswered()));
+    }
     if let Some(c) = child.as_mut() {
         if c.try_wait().is_none() {
             c.kill();
