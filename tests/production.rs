@@ -360,7 +360,7 @@ fn a_multi_uprobe_link_cut_down_while_hot_neither_misses_nor_double_counts_a_hit
     let out = std::env::temp_dir().join(format!("gtrace-cold-{}", std::process::id()));
     let sh = format!("exec {} cold 150000 > {}", binary.display(), out.display());
     let mut child = runtime::spawn_held(&["sh".into(), "-c".into(), sh]).unwrap();
-    loaded.attach(&binary, Scope::Process(child.pid())).unwrap();
+    loaded.attach(&binary, Scope::Process(child.pid()), None).unwrap();
     child.release().unwrap();
     let gone = ["main.record", "main.setter", "main.getter", "main.emit", "main.hot"];
     for (i, f) in gone.iter().enumerate() {

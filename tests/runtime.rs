@@ -86,7 +86,7 @@ fn run_target(loaded: Option<&mut Loaded>, calls: u32) -> u64 {
     ];
     let mut child = runtime::spawn_held(&sh).unwrap();
     if let Some(loaded) = loaded {
-        let n = loaded.attach(go_target(), Scope::Process(child.pid())).unwrap();
+        let n = loaded.attach(go_target(), Scope::Process(child.pid()), None).unwrap();
         assert_eq!(n, 1);
     }
     child.release().unwrap();
@@ -325,7 +325,7 @@ fn attaches_to_a_running_process_through_proc_pid_exe() {
     std::thread::sleep(Duration::from_millis(100));
     assert!(runtime::is_alive(pid));
     let exe = runtime::process_exe(pid).unwrap();
-    assert_eq!(loaded.attach(&exe, Scope::Process(pid)).unwrap(), 1);
+    assert_eq!(loaded.attach(&exe, Scope::Process(pid), None).unwrap(), 1);
     assert!(child.wait().unwrap().success());
     assert!(!runtime::is_alive(pid));
     assert_eq!(count_of(&loaded, 4), 21);
@@ -339,7 +339,7 @@ fn detach_all_really_detaches() {
         return;
     };
     // Every process running the binary: a later run would be counted if still attached.
-    assert_eq!(loaded.attach(go_target(), Scope::AllProcesses).unwrap(), 1);
+    assert_eq!(loaded.attach(go_target(), Scope::AllProcesses, None).unwrap(), 1);
     let printed = run_target(None, 11);
     assert_eq!(count_of(&loaded, 1), printed);
     loaded.detach_all();
@@ -355,7 +355,7 @@ fn ring_buffer_round_trip_from_begin() {
     let Some(mut loaded) = load_or_skip(&bytes, &plan) else {
         return;
     };
-    assert_eq!(loaded.attach(go_target(), Scope::AllProcesses).unwrap(), 1);
+    assert_eq!(loaded.attach(go_target(), Scope::AllProcesses, None).unwrap(), 1);
     let mut records = Vec::new();
     loaded.poll_events(Duration::ZERO, &mut |r| records.push(r.to_vec())).unwrap();
     assert!(records.is_empty(), "begin ran before run_begin");
@@ -378,7 +378,7 @@ fn begin_runs_once_and_end_only_at_end() {
     let Some(mut loaded) = load_or_skip(&bytes, &plan) else {
         return;
     };
-    assert_eq!(loaded.attach(go_target(), Scope::AllProcesses).unwrap(), 2);
+    assert_eq!(loaded.attach(go_target(), Scope::AllProcesses, None).unwrap(), 2);
     assert_eq!(count_of(&loaded, 0), 0);
     loaded.run_begin();
     assert_eq!(count_of(&loaded, 0), 1);
@@ -397,7 +397,7 @@ fn interval_probes_fire_from_poll_events() {
     let Some(mut loaded) = load_or_skip(&bytes, &plan) else {
         return;
     };
-    assert_eq!(loaded.attach(go_target(), Scope::AllProcesses).unwrap(), 1);
+    assert_eq!(loaded.attach(go_target(), Scope::AllProcesses, None).unwrap(), 1);
     let start = Instant::now();
     while start.elapsed() < Duration::from_millis(250) {
         loaded.poll_events(Duration::from_millis(50), &mut |_| {}).unwrap();
@@ -417,7 +417,7 @@ fn plain_maps_have_one_value_and_arrays_clear_to_zero() {
         let Some(mut loaded) = load_or_skip(&bytes, &plan) else {
             return;
         };
-        loaded.attach(go_target(), Scope::AllProcesses).unwrap();
+        loaded.attach(go_target(), Scope::AllProcesses, None).unwrap();
         loaded.run_begin();
         loaded.run_begin();
         let entries = loaded.map_entries(COUNTS).unwrap();
@@ -465,7 +465,7 @@ fn nonexistent_pid_is_no_such_process() {
     let Some(mut loaded) = load_or_skip(&bytes, &plan) else {
         return;
     };
-    match loaded.attach(go_target(), Scope::Process(pid)) {
+    match loaded.attach(go_target(), Scope::Process(pid), None) {
         Err(RuntimeError::NoSuchProcess { pid: p }) => assert_eq!(p, pid),
         other => panic!("expected NoSuchProcess, got {other:?}"),
     }
@@ -486,7 +486,7 @@ fn a_point_the_kernel_refuses_is_left_out_and_the_others_attach() {
     let Some(mut loaded) = load_or_skip(&bytes, &plan) else {
         return;
     };
-    assert_eq!(loaded.attach(go_target(), Scope::AllProcesses).unwrap(), 1);
+    assert_eq!(loaded.attach(go_target(), Scope::AllProcesses, None).unwrap(), 1);
     let refused = loaded.refused().to_vec();
     assert_eq!(refused.len(), 1, "{refused:?}");
     assert_eq!((refused[0].function.as_str(), refused[0].address), ("main.beyond", 0x99));
@@ -509,7 +509,7 @@ fn an_attach_error_names_the_function_and_detaches() {
         return;
     };
     let missing = Path::new(env!("CARGO_TARGET_TMPDIR")).join("no-such-binary");
-    match loaded.attach(&missing, Scope::AllProcesses) {
+    match loaded.attach(&missing, Scope::AllProcesses, None) {
         Err(e @ RuntimeError::Open { .. }) => {
             let text = e.to_string();
             assert!(text.contains("no-such-binary") && text.contains("to attach probes to it"), "{text}");
@@ -576,7 +576,7 @@ fn a_thousand_points_attach_and_detach_through_one_multi_uprobe_link() {
     let argv = [go_target().display().to_string(), "123".to_string()];
     let mut child = runtime::spawn_held(&argv).unwrap();
     let started = Instant::now();
-    assert_eq!(loaded.attach(go_target(), Scope::Process(child.pid())).unwrap(), 1000);
+    assert_eq!(loaded.attach(go_target(), Scope::Process(child.pid()), None).unwrap(), 1000);
     let attach_time = started.elapsed();
     assert_eq!(loaded.attached(), 1000);
     // One multi-uprobe link, not a thousand perf events (the kernel here has them).

@@ -105,7 +105,7 @@ fn the_kernel_refuses_exactly_the_sites_gtrace_predicts() {
 
     let (bytes, plan) = object_at(&bin, points);
     let mut loaded = runtime::load(&bytes, &plan).unwrap();
-    let attached = loaded.attach(&bin, Scope::Process(child.id())).unwrap();
+    let attached = loaded.attach(&bin, Scope::Process(child.id()), None).unwrap();
     let kernel_refused: BTreeSet<u64> = loaded.refused().iter().map(|r| r.address).collect();
     let predicted: BTreeSet<u64> = refused.iter().map(|s| s.1).collect();
     loaded.detach_all();

@@ -315,6 +315,14 @@ impl Loaded {
         }
     }
 
+    /// At the end of a trace: the probes leave the target's file before the maps print
+    /// (under -b nothing looks at it any more), still counted as attached until then.
+    pub fn leave_target(&mut self) {
+        self.left_at_end =
+            self.links.iter().filter(|l| !l.points.is_empty()).map(|l| (l.program.clone(), l.points.clone())).collect();
+        self.detach_target();
+    }
+
     /// Under -b, once the file was changed in place since the probes were placed in it:
     /// every probe on it detached, and the change (with the exec held meanwhile, if any).
     pub fn file_changed(&mut self) -> Option<Change> {
@@ -341,8 +349,9 @@ impl Loaded {
 
     /// The functions at which `program` is attached to the target.
     pub fn attached_functions(&self, program: &str) -> std::collections::HashSet<&str> {
-        let links = self.links.iter().filter(|l| l.program == program);
-        links.flat_map(|l| l.points.iter().map(|p| p.function.as_str())).collect()
+        let links = self.links.iter().filter(|l| l.program == program).map(|l| &l.points);
+        let left = self.left_at_end.iter().filter(|(p, _)| p == program).map(|(_, points)| points);
+        links.chain(left).flat_map(|points| points.iter().map(|p| p.function.as_str())).collect()
     }
 
     /// Whether `program` is attached at the target, at `function` (or anywhere).

@@ -43,6 +43,9 @@ pub struct Loaded {
     pub(crate) unguarded: Vec<crate::bpf::kfuncs::Kfunc>,
     /// Under -b, what keeps a process from running the file changed under the probes.
     pub(crate) file_guard: Option<super::file_guard::FileGuard>,
+    /// The target's probe points when the trace ended and they left the file (-b):
+    /// still counted as attached for what is said at exit.
+    pub(crate) left_at_end: Vec<(String, Vec<crate::plan::AttachPoint>)>,
 }
 
 /// A loader being prepared on another thread (see `prewarm`).
@@ -142,6 +145,7 @@ pub fn load(object: &[u8], plan: &Plan) -> Result<Loaded, RuntimeError> {
         target: None,
         unguarded: linked.missing,
         file_guard: None,
+        left_at_end: Vec::new(),
     })
 }
 

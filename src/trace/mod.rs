@@ -193,7 +193,7 @@ fn session(
             if loaded.file_changed().is_some() {
                 symbols.distrust();
             }
-            loaded.detach_target();
+            loaded.leave_target();
         }
         written(sink.flush())?;
     }
