@@ -23,6 +23,8 @@ fn a_goroutine_given_the_g_of_one_goexit_ended_finds_no_frame_of_it() {
     assert_eq!(g.wait(), 0, "{}", g.err.text());
     let out = g.out.text();
     let rounds = truth_of(&out, "rounds");
+    // The premise: every fresh goroutine had the dead one's g, as the program saw.
+    assert_eq!(truth_of(&out, "reused"), rounds, "the runtime did not reuse the g: {out}");
     let spans: Vec<Value> =
         out.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()).filter(|v| v["type"] == "span").collect();
     // leaver never returns: no span of its own.

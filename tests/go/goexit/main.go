@@ -3,7 +3,8 @@
 // next one taken). leaver(n) calls inner(2n), then runtime.Goexit: leaver never returns.
 // The next goroutine calls inner(2n+1) from deeper in its stack than leaver was (so
 // that leaver's frame, were it left on the g, would look like a call still in flight
-// above it, not a stale one below it). It prints its truth: the rounds.
+// above it, not a stale one below it). It prints its truth: the rounds, and in how many
+// the next goroutine had the dead one's g (getg, in assembly), the test's premise.
 package main
 
 import (
@@ -14,8 +15,15 @@ import (
 //go:noinline
 func inner(n int) int { return n * 2 }
 
+// getg is the running goroutine's g (getg_*.s).
+func getg() uintptr
+
+// leftG is the g of the last leaver.
+var leftG uintptr
+
 //go:noinline
 func leaver(n int) {
+	leftG = getg()
 	inner(2 * n)
 	runtime.Goexit()
 }
@@ -34,7 +42,7 @@ func deeper(depth, n int) int {
 
 func main() {
 	runtime.GOMAXPROCS(1)
-	rounds := 40
+	rounds, reused := 40, 0
 	for r := 0; r < rounds; r++ {
 		left := make(chan struct{})
 		go func() {
@@ -44,10 +52,13 @@ func main() {
 		<-left
 		fresh := make(chan struct{})
 		go func() {
+			if getg() == leftG {
+				reused++
+			}
 			deeper(8, 2*r+1)
 			close(fresh)
 		}()
 		<-fresh
 	}
-	fmt.Printf("truth: rounds=%d\n", rounds)
+	fmt.Printf("truth: rounds=%d reused=%d\n", rounds, reused)
 }
