@@ -71,6 +71,7 @@ impl Target {
         self.cfgs.borrow_mut().clear();
         self.sp_deltas.borrow_mut().clear();
         self.inlined.take();
+        self.inlined_found.take();
         self.records.take();
         // A mapped file's pages go too: the trace touches again only what it reads.
         self.data.shed();
