@@ -1,8 +1,9 @@
 //! What a run learned of a Go binary, kept for the next run on the same build: a file a
 //! binary, named by its build id, under the user's cache directory
 //! (`$XDG_CACHE_HOME/gtrace`, else `~/.cache/gtrace`). It holds the DWARF units and
-//! lookups the run reached (`gobin::DwarfSeed`), so the next run decompresses and walks
-//! none of it. A binary without a build id is not cached.
+//! lookups the run reached (`gobin::DwarfSeed`) and where its patterns' functions were
+//! inlined (`Target::find_inlined`), so the next run decompresses and walks none of it
+//! and reads no inline tree. A binary without a build id is not cached.
 //!
 //! Several gtrace may share the directory at once: a file is written whole to a
 //! temporary name and renamed over the old one, so a reader sees an old file or a new

@@ -38,7 +38,9 @@ pub(super) fn open(cli: &Cli, target: &Target) -> Option<Cached> {
 impl Cached {
     /// Writes what the run learned, when it is more than the cache held.
     pub(super) fn save(&self, target: &Target) {
-        let (dwarf, inlined) = (target.dwarf_learned(), target.inlined_learned());
+        // The units are copied out only when the run reached more than the cache held.
+        let dwarf = if target.dwarf_grew() { target.dwarf_learned() } else { None };
+        let inlined = target.inlined_learned();
         // Compared before the units the cache held are copied into what is written.
         let same_dwarf = dwarf.is_none() || dwarf == self.loaded.dwarf;
         if same_dwarf && inlined == self.loaded.inlined {
