@@ -35,7 +35,9 @@ pub struct For {
     /// The file's size in bytes.
     pub size: u64,
     /// A CRC-32 of `.debug_info` as the file holds it (what the cached units replace):
-    /// a file changed in place under the same build id is another binary.
+    /// a file changed in place under the same build id is another binary. None in a
+    /// cache file that holds no DWARF (nothing in it comes from those bytes: computing
+    /// it touched megabytes of the binary that a script without Go values never reads).
     pub dwarf: Option<u32>,
 }
 
@@ -128,8 +130,9 @@ fn u32_at(bytes: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap_or_default())
 }
 
-/// The entry in `bytes` if it is a whole cache file this gtrace wrote for `binary`.
-pub fn decode(bytes: &[u8], binary: &For) -> Result<Entry, Rejected> {
+/// The entry in `bytes` if it is a whole cache file this gtrace wrote for the binary
+/// `binary(true)` names when the file holds DWARF, `binary(false)` when it does not.
+pub fn decode(bytes: &[u8], binary: &dyn Fn(bool) -> For) -> Result<Entry, Rejected> {
     if bytes.len() < HEADER || &bytes[..16] != MAGIC {
         return Err(Rejected::NotACache { len: bytes.len() });
     }
@@ -151,7 +154,8 @@ pub fn decode(bytes: &[u8], binary: &For) -> Result<Entry, Rejected> {
     if d.writer != WRITER {
         return Err(Rejected::Writer { writer: d.writer });
     }
-    if d.binary != *binary || (binary.gnu.is_none() && binary.go.is_none()) {
+    let binary = binary(d.dwarf.is_some());
+    if d.binary != binary || (binary.gnu.is_none() && binary.go.is_none()) {
         return Err(Rejected::OtherBinary);
     }
     let dwarf = d.dwarf.map(|part| dwarf_seed(part, blobs)).transpose()?;
