@@ -78,7 +78,7 @@ pub struct Cli {
     pub debug_dir: Vec<PathBuf>,
 
     /// Neither read nor write the cache of what earlier runs learned of the binary
-    /// (its DWARF units and lookups, by build id, in $XDG_CACHE_HOME/gtrace or
+    /// (its DWARF units and lookups and inlined sites, by build id, in $XDG_CACHE_HOME/gtrace or
     /// ~/.cache/gtrace).
     #[arg(long = "no-cache")]
     pub no_cache: bool,

@@ -41,23 +41,34 @@ fn cache_dir(name: &str) -> PathBuf {
 /// gtrace with `XDG_CACHE_HOME=home`: the plan it compiles for its script and the listing
 /// of main's functions, as one text.
 fn outputs(binary: &Path, home: &Path, extra: &[&str]) -> String {
-    let b = binary.to_str().unwrap();
-    let env = [("XDG_CACHE_HOME", home.to_str().unwrap())];
-    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let plan = home.join(format!("plan-{}-{n}.json", std::process::id()));
-    let mut args = vec!["--emit", "plan", "-o", plan.to_str().unwrap(), "-e", script_for(binary), "-b", b];
-    args.extend(extra);
-    let r = support::gtrace_env(&args, &env);
-    assert_eq!(r.code, 0, "gtrace {args:?}:\n{}", r.stderr);
-    let mut all = std::fs::read_to_string(&plan).unwrap();
-    std::fs::remove_file(&plan).unwrap();
+    let mut all = plan_of(binary, home, script_for(binary), extra);
+    let (b, env) = (binary.to_str().unwrap(), [("XDG_CACHE_HOME", home.to_str().unwrap())]);
     let mut args = vec!["-l", "main.*", "-b", b];
     args.extend(extra);
     let r = support::gtrace_env(&args, &env);
     assert_eq!(r.code, 0, "gtrace {args:?}:\n{}", r.stderr);
     all.push_str(&r.stdout);
     all
+}
+
+/// The plan gtrace with `XDG_CACHE_HOME=home` compiles for `script`, and what it said
+/// on stderr.
+fn plan_and_stderr(binary: &Path, home: &Path, script: &str, extra: &[&str]) -> (String, String) {
+    let env = [("XDG_CACHE_HOME", home.to_str().unwrap())];
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let plan = home.join(format!("plan-{}-{n}.json", std::process::id()));
+    let mut args = vec!["--emit", "plan", "-o", plan.to_str().unwrap(), "-e", script, "-b", binary.to_str().unwrap()];
+    args.extend(extra);
+    let r = support::gtrace_env(&args, &env);
+    assert_eq!(r.code, 0, "gtrace {args:?}:\n{}", r.stderr);
+    let text = std::fs::read_to_string(&plan).unwrap();
+    std::fs::remove_file(&plan).unwrap();
+    (text, r.stderr)
+}
+
+fn plan_of(binary: &Path, home: &Path, script: &str, extra: &[&str]) -> String {
+    plan_and_stderr(binary, home, script, extra).0
 }
 
 fn store(home: &Path) -> Store {
@@ -236,5 +247,60 @@ fn a_script_without_go_values_traces_a_binary_with_broken_dwarf() {
     assert_eq!(calls, 500);
     assert_eq!(support::map_value(&r.stdout, "@c"), calls, "{}", r.stdout);
     assert_eq!(support::map_value(&r.stdout, "@r"), calls, "{}", r.stdout);
-    assert!(!home.join("gtrace").exists(), "no DWARF read, nothing to cache");
+    // Where main.add was inlined is kept; no DWARF was read.
+    let entry = store(&home).load(&Target::open(&broken).unwrap()).unwrap().expect("a cache file");
+    assert!(entry.dwarf.is_none(), "no DWARF read, none cached");
+}
+
+/// Where a pattern's functions were inlined (finding it reads every inline tree of the
+/// binary) is cached: the plan is the one without a cache, cold and warm; the warm run
+/// takes the sites from the file (a file that says otherwise changes the warning); a
+/// truncated file, and one whose sites are not in the binary's code, are ignored and
+/// written again.
+#[test]
+fn where_functions_were_inlined_is_cached_and_a_bad_file_ignored() {
+    let bin = support::go_build("inline", &[]);
+    let home = cache_dir("inlined");
+    let script = "on entry main.weigh { @w = count() } on entry main.inner { @i = count() } \
+                  on entry main.main { @m = count() }";
+    let without = plan_of(&bin, &home, script, &["--no-cache"]);
+    assert!(!home.join("gtrace").exists(), "--no-cache wrote a cache");
+    assert_eq!(plan_of(&bin, &home, script, &[]), without, "first run, empty cache");
+    let target = Target::open(&bin).unwrap();
+    let entry = store(&home).load(&target).unwrap().expect("a cache file");
+    let sites = |e: &format::Entry, p: &str| e.inlined.iter().find(|(q, _)| q == p).map(|(_, s)| s.clone());
+    let weigh = target.find_inlined("main.weigh");
+    assert!(!weigh.is_empty(), "main.weigh is inlined in tests/go/inline");
+    assert_eq!(sites(&entry, "main.weigh"), Some(weigh.clone()));
+    assert_eq!(sites(&entry, "main.inner"), Some(target.find_inlined("main.inner")));
+    assert_eq!(sites(&entry, "main.main"), Some(Vec::new()), "a function inlined nowhere is cached too");
+    let (warm, said) = plan_and_stderr(&bin, &home, script, &[]);
+    assert_eq!(warm, without, "second run, warm cache");
+    assert!(!said.contains("warning"), "{said}");
+
+    let file = cache_file(&home, &bin);
+    // No DWARF read: the file names the binary without a CRC of its DWARF.
+    assert!(entry.dwarf.is_none());
+    let binary = format::For::new(target.build_ids(), target.file_size(), None);
+    let with_sites = |f: &dyn Fn(&mut gtrace::gobin::InlinedSite)| {
+        let mut e = entry.clone();
+        e.inlined.iter_mut().flat_map(|(_, s)| s.iter_mut()).for_each(f);
+        format::encode(&binary, &e)
+    };
+    // The warm run reads the sites from the file: placed at their lowest address, it
+    // warns about them.
+    std::fs::write(&file, with_sites(&|s| s.how = gtrace::gobin::Placement::Lowest)).unwrap();
+    let (_, said) = plan_and_stderr(&bin, &home, script, &[]);
+    assert!(said.contains(&format!("places where `main.weigh` was inlined")), "{said}");
+
+    let whole = format::encode(&binary, &entry);
+    for (what, bytes) in [
+        ("truncated", whole[..whole.len() / 2].to_vec()),
+        ("sites outside the binary's code", with_sites(&|s| s.addr = 0x10)),
+        ("sites in another function", with_sites(&|s| s.caller = "main.nosuch".into())),
+    ] {
+        std::fs::write(&file, &bytes).unwrap();
+        assert_eq!(plan_of(&bin, &home, script, &[]), without, "{what}");
+        assert_eq!(store(&home).load(&target).unwrap(), Some(entry.clone()), "{what}: not written again");
+    }
 }

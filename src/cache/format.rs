@@ -1,16 +1,17 @@
 //! A cache file's bytes: a fixed header (magic, format, lengths, a CRC-32 of the rest),
-//! a JSON description (the gtrace that wrote it, the binary it is for, what it holds)
-//! and the raw blobs the description points into (the DWARF units). A file is taken
+//! a JSON description (the gtrace that wrote it, the binary it is for, what it holds:
+//! the DWARF lookups, where functions were inlined) and the raw blobs the description
+//! points into (the DWARF units). A file is taken
 //! only if every check passes; anything else is a `Rejected` with its reason, and the
 //! file is ignored (never partly trusted), as a plan of another format is refused.
 
-use crate::gobin::{BuildIds, DwarfSeed};
+use crate::gobin::{BuildIds, DwarfSeed, InlinedSite};
 use serde::{Deserialize, Serialize};
 
 /// The first bytes of every cache file.
 pub const MAGIC: &[u8; 16] = b"gtrace cache\n\0\0\0";
 /// The version of this layout. A file of another is ignored.
-pub const FORMAT: u32 = 1;
+pub const FORMAT: u32 = 2;
 /// The gtrace that writes and reads caches: a file written by another is ignored.
 pub const WRITER: &str = concat!("gtrace ", env!("CARGO_PKG_VERSION"));
 
@@ -21,6 +22,9 @@ const HEADER: usize = 16 + 4 + 4 + 8 + 4;
 pub struct Entry {
     /// The DWARF units and lookups a run reached.
     pub dwarf: Option<DwarfSeed>,
+    /// Where the functions a run's patterns named were inlined (`Target::find_inlined`),
+    /// by pattern: finding it reads every inline tree of the binary.
+    pub inlined: Vec<(String, Vec<InlinedSite>)>,
 }
 
 /// The binary a cache file is for.
@@ -31,7 +35,9 @@ pub struct For {
     /// The file's size in bytes.
     pub size: u64,
     /// A CRC-32 of `.debug_info` as the file holds it (what the cached units replace):
-    /// a file changed in place under the same build id is another binary.
+    /// a file changed in place under the same build id is another binary. None in a
+    /// cache file that holds no DWARF (nothing in it comes from those bytes: computing
+    /// it touched megabytes of the binary that a script without Go values never reads).
     pub dwarf: Option<u32>,
 }
 
@@ -46,6 +52,7 @@ struct Description {
     writer: String,
     binary: For,
     dwarf: Option<DwarfPart>,
+    inlined: Vec<(String, Vec<InlinedSite>)>,
 }
 
 /// The seed without its blobs: where each unit's bytes are in the blob area.
@@ -100,7 +107,8 @@ pub fn encode_as(writer: &str, binary: &For, entry: &Entry) -> Vec<u8> {
         bodies: seed.bodies.iter().map(|(u, b)| (*u, blob(b).0, b.len() as u64)).collect(),
         memo: seed.memo.clone(),
     });
-    let description = Description { writer: writer.to_string(), binary: binary.clone(), dwarf };
+    let description =
+        Description { writer: writer.to_string(), binary: binary.clone(), dwarf, inlined: entry.inlined.clone() };
     let json = serde_json::to_vec(&description).unwrap_or_default();
     let mut out = Vec::with_capacity(HEADER + json.len() + blobs.len());
     out.extend_from_slice(MAGIC);
@@ -122,8 +130,9 @@ fn u32_at(bytes: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap_or_default())
 }
 
-/// The entry in `bytes` if it is a whole cache file this gtrace wrote for `binary`.
-pub fn decode(bytes: &[u8], binary: &For) -> Result<Entry, Rejected> {
+/// The entry in `bytes` if it is a whole cache file this gtrace wrote for the binary
+/// `binary(true)` names when the file holds DWARF, `binary(false)` when it does not.
+pub fn decode(bytes: &[u8], binary: &dyn Fn(bool) -> For) -> Result<Entry, Rejected> {
     if bytes.len() < HEADER || &bytes[..16] != MAGIC {
         return Err(Rejected::NotACache { len: bytes.len() });
     }
@@ -145,11 +154,12 @@ pub fn decode(bytes: &[u8], binary: &For) -> Result<Entry, Rejected> {
     if d.writer != WRITER {
         return Err(Rejected::Writer { writer: d.writer });
     }
-    if d.binary != *binary || (binary.gnu.is_none() && binary.go.is_none()) {
+    let binary = binary(d.dwarf.is_some());
+    if d.binary != binary || (binary.gnu.is_none() && binary.go.is_none()) {
         return Err(Rejected::OtherBinary);
     }
     let dwarf = d.dwarf.map(|part| dwarf_seed(part, blobs)).transpose()?;
-    Ok(Entry { dwarf })
+    Ok(Entry { dwarf, inlined: d.inlined })
 }
 
 fn inconsistent(problem: &str) -> Rejected {

@@ -1,8 +1,9 @@
 //! What a run learned of a Go binary, kept for the next run on the same build: a file a
 //! binary, named by its build id, under the user's cache directory
 //! (`$XDG_CACHE_HOME/gtrace`, else `~/.cache/gtrace`). It holds the DWARF units and
-//! lookups the run reached (`gobin::DwarfSeed`), so the next run decompresses and walks
-//! none of it. A binary without a build id is not cached.
+//! lookups the run reached (`gobin::DwarfSeed`) and where its patterns' functions were
+//! inlined (`Target::find_inlined`), so the next run decompresses and walks none of it
+//! and reads no inline tree. A binary without a build id is not cached.
 //!
 //! Several gtrace may share the directory at once: a file is written whole to a
 //! temporary name and renamed over the old one, so a reader sees an old file or a new
@@ -74,7 +75,7 @@ impl Store {
     pub fn load(&self, target: &Target) -> Result<Option<Entry>, Rejected> {
         let Some(path) = self.file_for(target) else { return Ok(None) };
         let Ok(bytes) = std::fs::read(&path) else { return Ok(None) };
-        let entry = format::decode(&bytes, &binary(target))?;
+        let entry = format::decode(&bytes, &|with_dwarf| binary(target, with_dwarf))?;
         // Used now: the last to be evicted.
         if let Ok(f) = std::fs::File::options().append(true).open(&path) {
             let _ = f.set_modified(std::time::SystemTime::now());
@@ -90,7 +91,7 @@ impl Store {
         std::fs::create_dir_all(&self.dir).map_err(bad)?;
         let unique = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         let tmp = path.with_extension(format!("{}.{}.tmp", std::process::id(), unique.subsec_nanos()));
-        let bytes = format::encode(&binary(target), entry);
+        let bytes = format::encode(&binary(target, entry.dwarf.is_some()), entry);
         let written = std::fs::write(&tmp, &bytes).and_then(|_| std::fs::rename(&tmp, &path));
         if let Err(e) = written {
             let _ = std::fs::remove_file(&tmp);
@@ -130,8 +131,9 @@ impl Store {
     }
 }
 
-/// The binary as a cache file names it.
-fn binary(target: &Target) -> For {
-    let dwarf = target.dwarf_bytes().map(|raw| format::crc(&[raw]));
+/// The binary as a cache file names it: with a CRC of its DWARF when the file holds
+/// DWARF.
+fn binary(target: &Target, with_dwarf: bool) -> For {
+    let dwarf = target.dwarf_bytes().filter(|_| with_dwarf).map(|raw| format::crc(&[raw]));
     For::new(target.build_ids(), target.file_size(), dwarf)
 }

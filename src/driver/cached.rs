@@ -1,6 +1,7 @@
 //! The cache of what runs learned of a binary (src/cache), as the command line uses it:
 //! read right after the binary is opened (unless `--no-cache`), written back once the
-//! compiler has asked all it will, when the run learned something new. A cache file
+//! compiler has asked all it will, when the run learned something new (DWARF, or where
+//! a pattern's functions were inlined). A cache file
 //! that is not used is as no file (it is written again); a write that fails is said in
 //! one line (the run goes on).
 
@@ -23,7 +24,11 @@ pub(super) fn open(cli: &Cli, target: &Target) -> Option<Cached> {
     let store = Store::user()?;
     // A file that is not what this gtrace writes for this binary is not used, and is
     // written again below: the run is as without a cache.
-    let loaded = store.load(target).ok().flatten().unwrap_or_default();
+    let mut loaded = store.load(target).ok().flatten().unwrap_or_default();
+    // Sites that are not in this binary's code: the file is not used at all.
+    if !target.seed_inlined(&loaded.inlined) {
+        loaded = Entry::default();
+    }
     if let Some(seed) = loaded.dwarf.clone() {
         target.seed_dwarf(seed);
     }
@@ -33,10 +38,15 @@ pub(super) fn open(cli: &Cli, target: &Target) -> Option<Cached> {
 impl Cached {
     /// Writes what the run learned, when it is more than the cache held.
     pub(super) fn save(&self, target: &Target) {
-        let learned = Entry { dwarf: target.dwarf_learned().or_else(|| self.loaded.dwarf.clone()) };
-        if learned == self.loaded {
+        // The units are copied out only when the run reached more than the cache held.
+        let dwarf = if target.dwarf_grew() { target.dwarf_learned() } else { None };
+        let inlined = target.inlined_learned();
+        // Compared before the units the cache held are copied into what is written.
+        let same_dwarf = dwarf.is_none() || dwarf == self.loaded.dwarf;
+        if same_dwarf && inlined == self.loaded.inlined {
             return;
         }
+        let learned = Entry { dwarf: dwarf.or_else(|| self.loaded.dwarf.clone()), inlined };
         if let Err(e) = self.store.save(target, &learned) {
             eprintln!("gtrace: {e} ({})", e.hint());
         }

@@ -70,7 +70,9 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
     }
     let process = scope::process(&cli.target, cli.trace.cgroup.as_deref())?;
     let search = scope::debug_search(cli.debug_file.as_ref(), &cli.debug_dir, &process);
-    let target = Target::open_with(&process.binary, &search)?;
+    // Not freed when a listing or a check ends: the process is ending, and freeing a big
+    // binary's tables cost a sixth of a check (a trace takes it, and frees them itself).
+    let target = std::mem::ManuallyDrop::new(Target::open_with(&process.binary, &search)?);
     let cache = cached::open(cli, &target);
     let save = |target: &Target| cache.iter().for_each(|c| c.save(target));
     if let Some(pattern) = &cli.list {
@@ -112,7 +114,7 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
         library::applies::check(name, &target).map_err(|e| Failure::message(e.to_string(), Some(&e.hint())))?;
     }
     let grown = size_to_target(&mut opts.lowering, &process, &target);
-    let compiled = compile::compile(root(cli)?, &target, &opts)?;
+    let compiled = compile::compile(root(cli)?, &*target, &opts)?;
     save(&target);
     check_map_sizes(cli, &compiled)?;
     say_grown(grown, &compiled);
@@ -150,7 +152,7 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
             args.script = script_title(cli);
             args.pictures(&process.shown).check(&bundle.plan)?;
             scope::pid_namespace_warning();
-            return trace::run(&bundle, target, process, &args);
+            return trace::run(&bundle, std::mem::ManuallyDrop::into_inner(target), process, &args);
         }
     }
     Ok(0)

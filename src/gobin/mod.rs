@@ -121,6 +121,8 @@ pub struct Target {
     all_data: Vec<moduledata::Range>,
     /// Every inlined call with code, sorted by callee then address; read on first use.
     inlined: OnceCell<sites::InlinedTable>,
+    /// `find_inlined`'s answers so far (and from the cache), by pattern.
+    inlined_found: RefCell<std::collections::BTreeMap<String, Vec<InlinedSite>>>,
     dwarf: RefCell<DwarfState>,
     /// The Go types parsed so far (only those a script reached), indexed by `TypeId`.
     types: RefCell<Types>,

@@ -84,8 +84,8 @@ pub(crate) struct AttachTarget {
     /// with its process).
     pub binary: PathBuf,
     pub scope: Scope,
-    /// Held only to keep `binary` open.
-    pub _file: std::sync::Arc<std::fs::File>,
+    /// Keeps `binary` open; what a started command must run (`runs_target`).
+    pub file: std::sync::Arc<std::fs::File>,
 }
 
 /// Opens the target's executable once: probes attach (and reattach) to that file through
@@ -120,7 +120,7 @@ impl Loaded {
 
     fn attach_all(&mut self, given: &Path, scope: Scope, read_as: Option<FileStamp>) -> Result<usize, RuntimeError> {
         let (file, binary) = pin(given)?;
-        self.target = Some(AttachTarget { binary: binary.clone(), scope, _file: file });
+        self.target = Some(AttachTarget { binary: binary.clone(), scope, file });
         // The probes are placed for the file as gtrace read it.
         if read_as.is_some() && read_as != FileStamp::of_path(&binary) {
             return Err(RuntimeError::ChangedSinceRead { path: given.to_path_buf() });
@@ -282,6 +282,12 @@ impl Loaded {
     /// long as the trace runs, whatever happens to the path it was given by.
     pub fn target_file(&self) -> Option<&Path> {
         self.target.as_ref().map(|t| t.binary.as_path())
+    }
+
+    /// Whether process `pid` runs the file the probes are attached to (not one renamed
+    /// over its path since); None when it cannot be told (see `replaced::runs_file`).
+    pub fn runs_target(&self, pid: u32) -> Option<bool> {
+        super::replaced::runs_file(pid, &self.target.as_ref()?.file)
     }
 
     /// Runs the `on begin` programs once.

@@ -135,6 +135,15 @@ pub enum RuntimeError {
         source: io::Error,
     },
 
+    /// The `-c` command's file was replaced (renamed over) after the probes were
+    /// attached to it and before the command started: it runs a file without probes.
+    #[error(
+        "{} was replaced after gtrace attached its probes to it: the command (pid {pid}) started another file, which \
+         nothing traces; the command was ended",
+        path.display()
+    )]
+    Replaced { path: PathBuf, pid: u32 },
+
     /// An empty command line, or one with a NUL byte.
     #[error("invalid command line: {problem}")]
     BadCommand { problem: &'static str },
@@ -178,6 +187,9 @@ impl RuntimeError {
                 Some("-c takes the Go program to start and its arguments: -c './server --port 8080'")
             }
             RuntimeError::Attach { .. } => Some("check that the binary was not replaced since gtrace read it"),
+            RuntimeError::Replaced { .. } => {
+                Some("run gtrace again once the file is no longer being written (a build or a deploy replaced it)")
+            }
             _ => None,
         }
     }

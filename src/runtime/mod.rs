@@ -29,6 +29,7 @@ pub mod preemption;
 pub mod process;
 pub mod progstats;
 mod reader;
+mod replaced;
 pub mod signals;
 mod trigger;
 mod uprobe_multi;

@@ -167,6 +167,12 @@ fn session(
     if !exited {
         if let Some(c) = child.as_mut() {
             c.release()?;
+            // Probes attach to the file gtrace opened: a file renamed over the command's
+            // path since then runs untraced. Said, and the command ended.
+            if loaded.runs_target(c.pid()) == Some(false) {
+                c.kill();
+                return Err(runtime::RuntimeError::Replaced { path: process.binary.clone(), pid: c.pid() }.into());
+            }
             // A PIE's load bias is read from the child's memory map as soon as it has
             // exec'd, before its events (and its exit) could outrun us.
             let deadline = Instant::now() + Duration::from_millis(200);

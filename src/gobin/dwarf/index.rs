@@ -71,6 +71,10 @@ impl DwarfInfo {
         // only when it is not there.
         let first = self.first_units(package, kind == "t");
         'search: for phase in 0..2 {
+            if phase == 1 && self.everywhere.contains_key(kind) {
+                found = self.found_everywhere(kind, name, &first, pick);
+                break;
+            }
             let units = if phase == 0 { first.clone() } else { self.other_units(&first) };
             for u in units {
                 let index = self.index(u)?;
@@ -81,7 +85,33 @@ impl DwarfInfo {
             }
         }
         self.memo.insert(key, found.map(|at| [at.0 as u64, 0]));
+        if found.is_none() && !self.everywhere.contains_key(kind) && self.units.iter().all(|s| s.index.is_some()) {
+            let mut all: HashMap<u64, Vec<u32>> = HashMap::new();
+            for (u, slot) in self.units.iter().enumerate() {
+                for name in slot.index.iter().flat_map(|i| pick(i).keys()) {
+                    all.entry(name_hash(name)).or_default().push(u as u32);
+                }
+            }
+            self.everywhere.insert(kind.to_string(), all);
+        }
         Ok(found)
+    }
+
+    /// What the walk of every unit but `first` finds, from `everywhere`: the first unit
+    /// in order that has `name`.
+    fn found_everywhere(
+        &self,
+        kind: &str,
+        name: &str,
+        first: &[usize],
+        pick: fn(&UnitIndex) -> &HashMap<String, UnitOffset>,
+    ) -> Option<DebugInfoOffset> {
+        let units = self.everywhere.get(kind)?.get(&name_hash(name))?;
+        // Another name of the same hash may have put a unit in the list.
+        let has = |u: usize| self.units[u].index.as_ref().and_then(|i| pick(i).get(name).copied());
+        let (u, off) =
+            units.iter().map(|u| *u as usize).filter(|u| !first.contains(u)).find_map(|u| Some((u, has(u)?)))?;
+        Some(self.at(u, off))
     }
 
     /// The out-of-line copy of the function whose (abstract) DIE is at `at`, when it is
@@ -106,4 +136,11 @@ impl DwarfInfo {
             _ => None,
         }
     }
+}
+
+fn name_hash(name: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    name.hash(&mut h);
+    h.finish()
 }

@@ -132,6 +132,13 @@ pub(crate) struct DwarfInfo {
     memo: HashMap<String, Option<[u64; 2]>>,
     type_ids: HashMap<DebugInfoOffset, TypeId>,
     unsafe_pointer: Option<TypeId>,
+    /// How many units and lookups the seed brought (`grew`).
+    seeded: (usize, usize),
+    /// Once a lookup of a kind has walked every unit (every unit is indexed), each name
+    /// of that kind (by its hash: the names stay in the units' indexes) with the units
+    /// that have it, in order: a later lookup outside its package's units asks one map,
+    /// not each unit's (`-l '*'` asks it thousands of times).
+    everywhere: HashMap<String, HashMap<u64, Vec<u32>>>,
 }
 
 /// A string attribute: inline (`DW_FORM_string`, what Go writes) or in `.debug_str`;

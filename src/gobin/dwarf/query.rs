@@ -47,6 +47,12 @@ impl Target {
         }
     }
 
+    /// Whether the DWARF read so far holds more than the cache seeded it with (false
+    /// when none was read): what `dwarf_learned` would add to the cache.
+    pub fn dwarf_grew(&self) -> bool {
+        matches!(&*self.dwarf.borrow(), DwarfState::Loaded(d) if d.grew())
+    }
+
     /// Whether `.debug_info` was decompressed whole: a question reached a unit no
     /// cache held (or there was no cache).
     pub fn dwarf_decompressed(&self) -> bool {
@@ -71,6 +77,7 @@ impl Target {
         self.cfgs.borrow_mut().clear();
         self.sp_deltas.borrow_mut().clear();
         self.inlined.take();
+        self.inlined_found.take();
         self.records.take();
         // A mapped file's pages go too: the trace touches again only what it reads.
         self.data.shed();

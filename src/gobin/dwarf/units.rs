@@ -83,6 +83,8 @@ impl DwarfInfo {
             memo: HashMap::new(),
             type_ids: HashMap::new(),
             unsafe_pointer: None,
+            seeded: seed.as_ref().map_or((0, 0), |s| (s.bodies.len(), s.memo.len())),
+            everywhere: HashMap::new(),
         };
         match seed {
             Some(seed) => info.from_seed(seed, compressed),
@@ -240,6 +242,13 @@ impl DwarfInfo {
         let u = self.units.partition_point(|s| s.start.0 <= at.0).checked_sub(1)?;
         let slot = &self.units[u];
         (at.0 < slot.start.0 + slot.len as usize).then(|| (u, UnitOffset(at.0 - slot.start.0)))
+    }
+
+    /// Whether this run reached a unit or answered a lookup that the seed did not
+    /// hold (both only grow): whether `seed` has anything new to write.
+    pub(crate) fn grew(&self) -> bool {
+        let held = |u: &usize| self.units[*u].parsed.get().is_some() || self.sections.seeded.contains_key(u);
+        (0..self.units.len()).filter(held).count() != self.seeded.0 || self.memo.len() != self.seeded.1
     }
 
     /// What this run learned, for the next (src/cache): the directory, every unit

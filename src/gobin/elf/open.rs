@@ -48,6 +48,7 @@ impl Target {
             layout: Layout { text: facts.text, pclntab: facts.pclntab, rodata: facts.rodata, data: facts.data },
             all_data: facts.all_data,
             inlined: OnceCell::new(),
+            inlined_found: RefCell::new(std::collections::BTreeMap::new()),
             dwarf: RefCell::new(DwarfState::NotLoaded(None)),
             types: RefCell::new(Types::default()),
             g_layout: OnceCell::new(),

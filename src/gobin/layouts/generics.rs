@@ -62,12 +62,33 @@ fn dictionary_parts(symbol: &str) -> Option<(String, &str)> {
 /// one of that generic code's.
 pub fn instantiation(shape: &str, symbol: &str) -> Option<String> {
     let (generic, args) = generic_of(shape)?;
-    let (named, dict_args) = dictionary_parts(symbol)?;
-    if split_args(&shape[args.clone()]).len() != split_args(dict_args).len() {
+    made_by(shape, (&generic, args), symbol)
+}
+
+/// `instantiation` with the shape's generic code and arguments found once (`-l '*'` asks
+/// it of every dictionary of a shape's package): nothing is allocated for a dictionary
+/// that is not one of that generic code's.
+fn made_by(shape: &str, (generic, args): (&str, std::ops::Range<usize>), symbol: &str) -> Option<String> {
+    let at = symbol.find(DICT)?;
+    let (package, rest) = (&symbol[..at], &symbol[at + DICT.len()..]);
+    let open = rest.find('[')?;
+    let dict_args = &rest[open..symbols::type_args_end(rest.as_bytes(), open)?];
+    // What the dictionary names is `package.rest`.
+    let named = [package, ".", rest];
+    let (head, tail) = (&shape[..args.start], &shape[args.end..]);
+    if !same_text(&named, &[generic, dict_args]) && !same_text(&named, &[head, dict_args, tail]) {
         return None;
     }
-    let made = format!("{}{dict_args}{}", &shape[..args.start], &shape[args.end..]);
-    (named == format!("{generic}{dict_args}") || named == made).then_some(made)
+    if split_args(&shape[args]).len() != split_args(dict_args).len() {
+        return None;
+    }
+    Some(format!("{head}{dict_args}{tail}"))
+}
+
+/// Whether the pieces of `a` put end to end are the text of `b`'s.
+fn same_text(a: &[&str], b: &[&str]) -> bool {
+    let len = |p: &[&str]| p.iter().map(|s| s.len()).sum::<usize>();
+    len(a) == len(b) && a.iter().flat_map(|s| s.bytes()).eq(b.iter().flat_map(|s| s.bytes()))
 }
 
 /// A shape's name without `go.shape.` and without the `_0`, `_1` … that Go 1.18 and 1.19
@@ -160,8 +181,8 @@ impl Target {
     /// instantiation each makes: those of its generic code whose type arguments may have
     /// its shapes (told from the kinds of the runtime types the dictionary points at).
     pub fn instantiations_of(&self, shape: &str, all: &[Dictionary]) -> Vec<(Dictionary, String)> {
-        let Some((_, range)) = generic_of(shape) else { return Vec::new() };
-        let shapes: Vec<&str> = split_args(&shape[range]).into_iter().map(bare_shape).collect();
+        let Some((generic, range)) = generic_of(shape) else { return Vec::new() };
+        let shapes: Vec<&str> = split_args(&shape[range.clone()]).into_iter().map(bare_shape).collect();
         // Only the dictionaries of the shape's package can make it (a prefix compared
         // before any name is taken apart: `-l '*'` asks this of every shape function).
         let mine = format!("{}{DICT}", symbols::package_of(shape));
@@ -170,7 +191,7 @@ impl Target {
             if !d.symbol.starts_with(&mine) {
                 continue;
             }
-            let Some(name) = instantiation(shape, &d.symbol) else { continue };
+            let Some(name) = made_by(shape, (&generic, range.clone()), &d.symbol) else { continue };
             let Some((_, args)) = dictionary_parts(&d.symbol) else { continue };
             let end = all.get(i + 1).map_or(d.addr + 8 * DICT_WORDS, |n| n.addr.min(d.addr + 8 * DICT_WORDS));
             let kinds = self.argument_kinds(d.addr, end);

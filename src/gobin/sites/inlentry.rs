@@ -22,7 +22,7 @@
 use super::cfg::Cfg;
 
 /// How the entry was chosen.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Placement {
     /// The compiler's inline mark, a NOP right before the body (the block where the body
     /// begins has no instruction of the body).

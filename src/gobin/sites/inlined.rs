@@ -8,7 +8,7 @@ use crate::gobin::elf::{moduledata, pclntab, symbols};
 use crate::gobin::{Param, Target, TargetError, ValueLocation};
 
 /// A place where a function was inlined into another.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct InlinedSite {
     /// The inlined function: `main.triple`.
     pub callee: String,
@@ -92,8 +92,40 @@ impl Target {
     }
 
     /// The places where functions matching `pattern` (as in `find`) were inlined, each
-    /// with its entry probe's address, in callee then address order.
+    /// with its entry probe's address, in callee then address order. Each pattern's
+    /// answer is kept (and cached for the next run: `inlined_learned`): finding it reads
+    /// every inline tree of the binary.
     pub fn find_inlined(&self, pattern: &str) -> Vec<InlinedSite> {
+        if let Some(found) = self.inlined_found.borrow().get(pattern) {
+            return found.clone();
+        }
+        let found = self.place_inlined(pattern);
+        self.inlined_found.borrow_mut().insert(pattern.to_string(), found.clone());
+        found
+    }
+
+    /// What `find_inlined` answered in this run (and was seeded with), by pattern.
+    pub fn inlined_learned(&self) -> Vec<(String, Vec<InlinedSite>)> {
+        self.inlined_found.borrow().iter().map(|(p, s)| (p.clone(), s.clone())).collect()
+    }
+
+    /// Takes `find_inlined`'s answers from an earlier run on this build, if every site
+    /// is where it says, in this binary's code: the caller's function holds its probe
+    /// address and its body. Returns false (nothing taken) otherwise.
+    pub fn seed_inlined(&self, found: &[(String, Vec<InlinedSite>)]) -> bool {
+        let holds = |s: &InlinedSite| {
+            let in_caller = |a: u64| self.function_containing(a).is_some_and(|f| f.name == s.caller);
+            !s.callee.is_empty() && in_caller(s.addr) && in_caller(s.body)
+        };
+        if !found.iter().all(|(_, sites)| sites.iter().all(holds)) {
+            return false;
+        }
+        self.inlined_found.borrow_mut().extend(found.iter().cloned());
+        true
+    }
+
+    /// `find_inlined` without the kept answers.
+    fn place_inlined(&self, pattern: &str) -> Vec<InlinedSite> {
         let matched = self.inlined_matching(pattern);
         let records = self.records.get_or_init(|| self.func_records().unwrap_or_default());
         // Each caller's code is decoded once.
