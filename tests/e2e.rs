@@ -233,9 +233,15 @@ fn as_nobody(args: &[&str]) -> Run {
     for p in [&dir, &gt, &target] {
         std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
+    // A home of its own, as a user has (gtrace keeps its cache there).
+    let home = dir.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::os::unix::fs::chown(&home, Some(65534), Some(65534)).unwrap();
     let args: Vec<String> = args.iter().map(|a| a.replace("{e2e}", &target.display().to_string())).collect();
     let out = Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"])
+        .env("HOME", &home)
+        .env_remove("XDG_CACHE_HOME")
         .arg(&gt)
         .args(&args)
         .output()
