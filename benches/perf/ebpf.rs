@@ -138,6 +138,12 @@ pub fn cases(
         // quarter of the ring buffer waits), drained by the trace loop.
         ("gtrace printf (an event a call)".to_string(), g(r#"on entry main.hot { printf("%d\n", n) }"#)),
         ("gtrace hist(elapsed) (entry + return)".to_string(), g("on return main.hot < hist(elapsed) >")),
+        // A named map without keys (the bare ones above are keyed by `func`).
+        ("gtrace @c = count(), a map without keys".to_string(), g("on entry main.hot < @c = count() >")),
+        (
+            "gtrace @h = hist(elapsed), a map without keys (entry + return)".to_string(),
+            g("on return main.hot < @h = hist(elapsed) >"),
+        ),
         (
             "gtrace count() with hits counted (--stats, --budget: the default with -p)".to_string(),
             Some(vec![

@@ -45,7 +45,18 @@ impl MapInfo {
     /// zero) from one that was (not `sum`, which can add up to 0), and never deleted
     /// from in a probe (a program can zero only its own CPU's value of an array).
     pub fn by_function(&self, deleted: bool) -> bool {
-        self.keys == [Ty::Func] && matches!(&self.value, MapValueTy::Agg { agg, .. } if *agg != Agg::Sum) && !deleted
+        self.keys == [Ty::Func] && self.array_value(deleted)
+    }
+
+    /// Whether the map can be a per-CPU array of one element: no keys (`@h =
+    /// hist(elapsed)`), and a value as `by_function` asks. Its lookup is the verifier's
+    /// (no helper call, no hash), and nothing is ever inserted.
+    pub fn single(&self, deleted: bool) -> bool {
+        self.keys.is_empty() && self.array_value(deleted)
+    }
+
+    fn array_value(&self, deleted: bool) -> bool {
+        matches!(&self.value, MapValueTy::Agg { agg, .. } if *agg != Agg::Sum) && !deleted
     }
 }
 

@@ -38,7 +38,8 @@ pub struct SelfCounter {
 
 /// The kernel's counters of a trace as gtrace's own counters: per probe its hits and
 /// estimated cost (when the kernel's statistics are on: --stats, or a budget), events
-/// the ring buffer refused and events --rate dropped; per map the updates it refused;
+/// the ring buffer refused, events --rate dropped and reads of target memory that
+/// failed; per map the updates it refused;
 /// and a gauge of 1 per probe unit the budget detached (`gtrace_probe_detached`), with
 /// the maps it wrote, whose data is partial from then on.
 pub fn from_stats(stats: &Stats, plan: &Plan) -> Vec<SelfCounter> {
@@ -62,6 +63,8 @@ pub fn from_stats(stats: &Stats, plan: &Plan) -> Vec<SelfCounter> {
         out.push(counter("events_lost", help, probe, p.events_lost as f64, false));
         let help = "Printed events dropped by --rate";
         out.push(counter("events_rate_dropped", help, probe, p.rate_dropped as f64, false));
+        let help = "Reads of the target's memory that failed: their values read as zero";
+        out.push(counter("reads_failed", help, probe, p.reads_failed as f64, false));
     }
     for m in &stats.maps {
         let help = "Map updates the kernel refused: the map was full, or had no memory ready for a new key";
@@ -97,6 +100,7 @@ pub fn own_families() -> Vec<(String, Kind, bool)> {
         ("probe_cost", true),
         ("events_lost", false),
         ("events_rate_dropped", false),
+        ("reads_failed", false),
         ("map_updates_refused", false),
     ];
     let counted = counted.iter().map(|(name, seconds)| (format!("gtrace_{name}"), Kind::Counter, *seconds));

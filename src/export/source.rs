@@ -115,7 +115,7 @@ fn exemplars(
         .filter_map(|(k, vals)| {
             let v = vals.first()?;
             let (value, time) = (word(v, 0)?, word(v, 8)?);
-            let keys = if spec.kind == crate::plan::MapKind::PercpuArray {
+            let keys = if spec.kind == crate::plan::MapKind::PercpuArray && !keys.is_empty() {
                 // A map indexed by function: its u32 key is the function's index.
                 let i = u32::from_le_bytes(k.get(..4)?.try_into().ok()?);
                 vec![Value::Func(plan.function_name(u64::from(i)))]

@@ -156,4 +156,7 @@ pub struct ProgramAcct<'a> {
     pub program: String,
     /// The script probe the program belongs to (its rate bucket).
     pub item: usize,
+    /// The stack slot that adds up the program's failed reads until its end (unread.rs),
+    /// made at its first read.
+    pub failed_reads: Option<super::ir::SlotId>,
 }

@@ -227,16 +227,22 @@ impl Gen<'_> {
 
     /// `len` bytes of `runtime.aeskeysched` from `offset` into `dst`: its link-time
     /// address `keysched` plus the load bias (a PIE's).
-    pub(super) fn read_aeskeysched(&mut self, keysched: u64, offset: u32, dst: i16, len: u32) {
+    pub(super) fn read_aeskeysched(
+        &mut self,
+        keysched: u64,
+        offset: u32,
+        dst: i16,
+        len: u32,
+    ) -> Result<(), LowerError> {
         let src = self.b.vreg();
         self.b.wide(src, keysched + u64::from(offset));
         self.add_bias(src);
-        self.b.call(BPF_FUNC_probe_read_user, &[Arg::Stack(dst), Arg::Imm(len as i32), src.into()]);
+        self.read_target(&[Arg::Stack(dst), Arg::Imm(len as i32), src.into()])
     }
 
     /// Round key `lane` (the number in slot `lane`) into `dst`: the 16 bytes at
     /// `runtime.aeskeysched` + 16 * lane, moved by the load bias (a PIE's).
-    pub(super) fn read_round_key(&mut self, keysched: u64, lane: i16, dst: i16) {
+    pub(super) fn read_round_key(&mut self, keysched: u64, lane: i16, dst: i16) -> Result<(), LowerError> {
         let src = self.b.vreg();
         self.b.wide(src, keysched);
         self.add_bias(src);
@@ -244,7 +250,7 @@ impl Gen<'_> {
         self.b.load_stack(Size::DW, at, lane);
         self.b.op(alu64_imm(AluOp::Lsh, R0, 4), at, R0);
         self.b.op(alu64_reg(AluOp::Add, R0, R0), src, at);
-        self.b.call(BPF_FUNC_probe_read_user, &[Arg::Stack(dst), Arg::Imm(16), src.into()]);
+        self.read_target(&[Arg::Stack(dst), Arg::Imm(16), src.into()])
     }
 
     /// `memhash64` / `memhash32` of the integer in slot `key` (`size` 8 or 4) with the
@@ -261,7 +267,7 @@ impl Gen<'_> {
     ) -> Result<(), LowerError> {
         let mark = self.b.frame.mark();
         let a = self.aes_slots(INT_KEYS, span)?;
-        self.read_aeskeysched(keysched, 0, a.keys, INT_KEYS);
+        self.read_aeskeysched(keysched, 0, a.keys, INT_KEYS)?;
         self.b.emit(load(Size::DW, R1, R10, seed));
         self.b.emit(store_reg(Size::DW, R10, a.state, R1));
         self.b.emit(load(Size::DW, R1, R10, key));
@@ -292,7 +298,7 @@ impl Gen<'_> {
         let a = self.aes_slots(16, span)?;
         let x0 = self.slot(16, span)?;
         self.b.emit(mov64_imm(R1, len as i32));
-        self.aeshash_seed(&a, keysched, seed, x0);
+        self.aeshash_seed(&a, keysched, seed, x0)?;
         // The data lane: the key's bytes (zero above them) XOR the scrambled seed.
         self.b.emit(load(Size::DW, R1, R10, key));
         self.b.emit(load(Size::DW, R2, R10, x0));
@@ -327,7 +333,7 @@ impl Gen<'_> {
         let (x0, x1) = (self.slot(16, span)?, self.slot(16, span)?);
         let (acc, lane, lanes) = (self.slot(8, span)?, self.slot(8, span)?, self.slot(8, span)?);
         self.b.emit(load(Size::DW, R1, R10, key));
-        self.aeshash_seed(&a, keysched, seed, x0);
+        self.aeshash_seed(&a, keysched, seed, x0)?;
         let (empty, finish) = (self.b.new_label(), self.b.new_label());
         self.load_unlinked(R1, key);
         self.b.jmp_imm_to(JmpOp::Eq, R1, 0, empty);
@@ -342,10 +348,11 @@ impl Gen<'_> {
         self.load_unlinked(R1, key);
         let classes = [(16, 1), (32, 2), (64, 4), (MAX_HASHED_STRING as i32, 8)];
         self.each_lane(&a, (acc, lane, lanes), &classes, finish, |g| {
-            g.lane_seed(&a, keysched, x0, x1, lane);
+            g.lane_seed(&a, keysched, x0, x1, lane)?;
             g.lane_block(&a, key, lane, lanes);
             g.three_rounds(&a, [RoundKey::Own; 3], KeyAt::Last, true);
-        });
+            Ok(())
+        })?;
         self.b.bind(empty);
         self.aes_round(&a, x0, RoundKey::Own, (KeyAt::Last, true), true);
         self.b.emit(load(Size::DW, R1, R10, x0));
@@ -366,8 +373,8 @@ impl Gen<'_> {
         (acc, lane, lanes): (i16, i16, i16),
         classes: &[(i32, i32)],
         finish: Label,
-        one_lane: impl FnOnce(&mut Self),
-    ) {
+        one_lane: impl FnOnce(&mut Self) -> Result<(), LowerError>,
+    ) -> Result<(), LowerError> {
         let (classed, head) = (self.b.new_label(), self.b.new_label());
         for &(most, n) in classes {
             self.b.emit(store_imm(Size::DW, R10, lanes, n));
@@ -380,7 +387,7 @@ impl Gen<'_> {
         self.b.emit(load(Size::DW, R1, R10, lane));
         self.b.emit(load(Size::DW, R2, R10, lanes));
         self.b.jmp_reg_to(JmpOp::Ge, R1, R2, finish);
-        one_lane(self);
+        one_lane(self)?;
         self.b.emit(load(Size::DW, R1, R10, a.state));
         self.b.emit(load(Size::DW, R2, R10, acc));
         self.b.emit(alu64_reg(AluOp::Xor, R1, R2));
@@ -389,6 +396,7 @@ impl Gen<'_> {
         self.b.emit(alu64_imm(AluOp::Add, R1, 1));
         self.b.emit(store_reg(Size::DW, R10, lane, R1));
         self.b.ja_to(head);
+        Ok(())
     }
 
     /// The hash: the low 8 bytes at `from` into slot `out`.
@@ -399,7 +407,7 @@ impl Gen<'_> {
 
     /// The state of lane `lane`: the scrambled seed `x0` for lane 0, else `x1` XOR round
     /// key `lane`, scrambled once with itself.
-    fn lane_seed(&mut self, a: &AesSlots, keysched: u64, x0: i16, x1: i16, lane: i16) {
+    fn lane_seed(&mut self, a: &AesSlots, keysched: u64, x0: i16, x1: i16, lane: i16) -> Result<(), LowerError> {
         self.lane_start(a, keysched, lane, (x0, a.state), |g| {
             for half in [0, 8] {
                 g.b.emit(load(Size::DW, R1, R10, x1 + half));
@@ -408,7 +416,7 @@ impl Gen<'_> {
                 g.b.emit(store_reg(Size::DW, R10, a.state + half, R1));
             }
             g.aes_round(a, a.state, RoundKey::Own, (KeyAt::Last, true), false);
-        });
+        })
     }
 
     /// What a lane starts from, into `dst`: `x0` for lane 0; else round key `lane` read
@@ -420,7 +428,7 @@ impl Gen<'_> {
         lane: i16,
         (x0, dst): (i16, i16),
         scramble: impl FnOnce(&mut Self),
-    ) {
+    ) -> Result<(), LowerError> {
         let (other, done) = (self.b.new_label(), self.b.new_label());
         self.b.emit(load(Size::DW, R1, R10, lane));
         self.b.jmp_imm_to(JmpOp::Ne, R1, 0, other);
@@ -430,10 +438,11 @@ impl Gen<'_> {
         }
         self.b.ja_to(done);
         self.b.bind(other);
-        self.read_round_key(keysched, lane, a.keys);
+        self.read_round_key(keysched, lane, a.keys)?;
         scramble(self);
         self.b.bind(done);
         self.b.emit(mov64_imm(R0, 0));
+        Ok(())
     }
 
     /// XORs lane `lane`'s 16-byte block of the string into the state: at 16 * lane in
@@ -492,14 +501,14 @@ impl Gen<'_> {
     /// The start of `aeshashbody` for a key of R1 bytes: `x0` = (seed, the length's low
     /// 16 bits four times) XOR the first round key, scrambled once with itself. Uses
     /// `a.keys` (16 bytes) and `a.state`.
-    pub(super) fn aeshash_seed(&mut self, a: &AesSlots, keysched: u64, seed: i16, x0: i16) {
+    pub(super) fn aeshash_seed(&mut self, a: &AesSlots, keysched: u64, seed: i16, x0: i16) -> Result<(), LowerError> {
         self.b.emit(alu64_imm(AluOp::And, R1, 0xffff));
         self.b.emit2(ld_imm64(R2, 0x0001_0001_0001_0001));
         self.b.emit(alu64_reg(AluOp::Mul, R1, R2));
         self.b.emit(store_reg(Size::DW, R10, x0 + 8, R1));
         self.b.emit(load(Size::DW, R1, R10, seed));
         self.b.emit(store_reg(Size::DW, R10, x0, R1));
-        self.read_aeskeysched(keysched, 0, a.keys, 16);
+        self.read_aeskeysched(keysched, 0, a.keys, 16)?;
         for half in [0, 8] {
             self.b.emit(load(Size::DW, R1, R10, x0 + half));
             self.b.emit(load(Size::DW, R2, R10, a.keys + half));
@@ -507,6 +516,7 @@ impl Gen<'_> {
             self.b.emit(store_reg(Size::DW, R10, x0 + half, R1));
         }
         self.aes_round(a, x0, RoundKey::Own, (KeyAt::Last, true), false);
+        Ok(())
     }
 }
 

@@ -36,7 +36,7 @@ impl Gen<'_> {
     ) -> Result<(), LowerError> {
         let mark = self.b.frame.mark();
         let a = self.aes_slots(16, span)?;
-        self.read_aeskeysched(keysched, 0, a.keys, 16);
+        self.read_aeskeysched(keysched, 0, a.keys, 16)?;
         self.b.emit(load(Size::DW, R1, R10, seed));
         self.b.emit(load(Size::DW, R2, R10, key));
         if size == 4 {
@@ -71,7 +71,7 @@ impl Gen<'_> {
         let a = self.aes_slots(16, span)?;
         let (x0, v30) = (self.slot(16, span)?, self.slot(16, span)?);
         self.b.emit(mov64_imm(R1, len as i32));
-        self.first_key(&a, keysched, seed, (x0, v30));
+        self.first_key(&a, keysched, seed, (x0, v30))?;
         // The pieces of 8, 4, 2 and 1 bytes the length's bits take, at bytes 0, 8, 12, 14.
         self.b.emit(load(Size::DW, R1, R10, key));
         self.b.emit(mov64_imm(R3, 0));
@@ -105,12 +105,13 @@ impl Gen<'_> {
 
     /// `v30` = (seed, R1: the length); `x0` = round key 0 scrambled once with it (the
     /// start of `aeshashbody`).
-    fn first_key(&mut self, a: &AesSlots, keysched: u64, seed: i16, (x0, v30): (i16, i16)) {
+    fn first_key(&mut self, a: &AesSlots, keysched: u64, seed: i16, (x0, v30): (i16, i16)) -> Result<(), LowerError> {
         self.b.emit(store_reg(Size::DW, R10, v30 + 8, R1));
         self.b.emit(load(Size::DW, R1, R10, seed));
         self.b.emit(store_reg(Size::DW, R10, v30, R1));
-        self.read_aeskeysched(keysched, 0, x0, 16);
+        self.read_aeskeysched(keysched, 0, x0, 16)?;
         self.aes_round(a, x0, RoundKey::Slot(v30), (KeyAt::First, true), false);
+        Ok(())
     }
 
     /// `strhash` (`aeshashbody`) of the string record in slot `key` (its length, at most
@@ -129,7 +130,7 @@ impl Gen<'_> {
         let (x0, v30) = (self.slot(16, span)?, self.slot(16, span)?);
         let (acc, lane, lanes) = (self.slot(8, span)?, self.slot(8, span)?, self.slot(8, span)?);
         self.load_unlinked(R1, key);
-        self.first_key(&a, keysched, seed, (x0, v30));
+        self.first_key(&a, keysched, seed, (x0, v30))?;
         self.b.emit(load(Size::DW, R1, R10, x0));
         self.b.emit(store_reg(Size::DW, R10, acc, R1));
         let (finish, short) = (self.b.new_label(), self.b.new_label());
@@ -139,13 +140,14 @@ impl Gen<'_> {
         // Lanes by length class: 17-32, 33-64, 65-128.
         let classes = [(32, 2), (64, 4), (MAX_HASHED_STRING as i32, 8)];
         self.each_lane(&a, (acc, lane, lanes), &classes, finish, |g| {
-            g.lane_key(&a, keysched, (x0, v30), lane);
+            g.lane_key(&a, keysched, (x0, v30), lane)?;
             for half in [0, 8] {
                 g.b.emit(store_imm(Size::DW, R10, a.state + half, 0));
             }
             g.lane_block(&a, key, lane, lanes);
             g.three_rounds(&a, [RoundKey::Slot(a.keys); 3], KeyAt::First, false);
-        });
+            Ok(())
+        })?;
         // 1 to 16 bytes: one block, three rounds with MixColumns.
         self.b.bind(short);
         self.short_block(&a, key, (lane, lanes));
@@ -160,10 +162,10 @@ impl Gen<'_> {
 
     /// Lane `lane`'s key into `a.keys`: `x0` for lane 0, else round key `lane` XOR
     /// `v30`, scrambled once.
-    fn lane_key(&mut self, a: &AesSlots, keysched: u64, (x0, v30): (i16, i16), lane: i16) {
+    fn lane_key(&mut self, a: &AesSlots, keysched: u64, (x0, v30): (i16, i16), lane: i16) -> Result<(), LowerError> {
         self.lane_start(a, keysched, lane, (x0, a.keys), |g| {
             g.aes_round(a, a.keys, RoundKey::Slot(v30), (KeyAt::First, true), false)
-        });
+        })
     }
 
     /// The block of a key of 1 to 16 bytes into `a.state`: 16 bytes as they are, else

@@ -9,7 +9,6 @@ use super::ir::{Arg, VReg, R};
 use super::values::Place;
 use super::LowerError;
 use crate::bpf::builder::Label;
-use crate::bpf::helpers::*;
 use crate::bpf::insn::*;
 use crate::capture::{Capture, IfaceElems, Node, NodeKind, IFACE_DATA};
 use crate::gotypes::{TypeId, TypeKind};
@@ -50,7 +49,7 @@ impl Gen<'_> {
     /// `bpf_probe_read_user(R8 + dst, size, src)`; R0 its result.
     pub(super) fn read_into(&mut self, dst: i16, size: i32, src: impl Into<R>, span: Span) -> Result<(), LowerError> {
         super::offset(span, dst, size.max(0) as usize)?;
-        self.b.call(BPF_FUNC_probe_read_user, &[Arg::at(R8, dst), Arg::Imm(size), Arg::R(src.into())]);
+        self.read_target(&[Arg::at(R8, dst), Arg::Imm(size), Arg::R(src.into())])?;
         Ok(())
     }
 
@@ -296,7 +295,7 @@ impl Gen<'_> {
         if size > 1 {
             self.b.emit(alu64_imm(AluOp::Mul, R2, size as i32));
         }
-        self.b.call(BPF_FUNC_probe_read_user, &[Arg::at(R8, dst), R2.into(), src.into()]);
+        self.read_target(&[Arg::at(R8, dst), R2.into(), src.into()])?;
         self.b.bind(done);
         self.b.emit(mov64_imm(R0, 0));
         Ok(())

@@ -163,7 +163,7 @@ impl Gen<'_> {
                 let src = self.b.vreg();
                 self.load_reg(src, self.arch().stack_pointer());
                 self.b.op(alu64_imm(AluOp::Add, R0, *offset as i32), src, R0);
-                self.b.call(BPF_FUNC_probe_read_user, &[Arg::Stack(to), Arg::Imm(size as i32), src.into()]);
+                self.read_target(&[Arg::Stack(to), Arg::Imm(size as i32), src.into()])?;
             }
             Location::Pieces(pieces) => {
                 for p in pieces {
@@ -177,7 +177,7 @@ impl Gen<'_> {
                             self.load_reg(src, self.arch().stack_pointer());
                             self.b.op(alu64_imm(AluOp::Add, R0, *offset as i32), src, R0);
                             let at = Arg::Stack(to + p.offset as i16);
-                            self.b.call(BPF_FUNC_probe_read_user, &[at, Arg::Imm(p.size as i32), src.into()]);
+                            self.read_target(&[at, Arg::Imm(p.size as i32), src.into()])?;
                         }
                         PieceAt::Missing => {}
                     }

@@ -19,7 +19,6 @@ use super::maps::Maps;
 use super::LowerError;
 use crate::arch::{Arch, Reg as MReg};
 use crate::bpf::builder::Label;
-use crate::bpf::helpers::*;
 use crate::bpf::insn::*;
 use crate::bpf::kfuncs::Kfunc;
 use crate::check::binary::BinaryFacts;
@@ -57,6 +56,11 @@ pub struct Gen<'a> {
     pub spans: SpanState,
     /// Where the program ends (r0 = 0; exit).
     pub done: Label,
+    /// Where it ends before anything was counted (a failed lookup of the spill map):
+    /// past the count of failed reads (unread.rs), which starts after it.
+    pub(super) unstarted: Label,
+    /// Where the count of failed reads starts (right after the prologue).
+    pub(super) reads_start: usize,
     /// The script's `self` variables.
     pub self_vars: &'a std::collections::BTreeMap<String, crate::check::SelfVar>,
     /// gtrace's own counters and limits (`accounting`); `None` generates none.
@@ -106,6 +110,7 @@ impl<'a> Gen<'a> {
     ) -> Gen<'a> {
         let mut b = Func::new();
         let done = b.new_label();
+        let unstarted = b.new_label();
         Gen {
             b,
             binary,
@@ -122,6 +127,8 @@ impl<'a> Gen<'a> {
             attached: Attached::default(),
             spans: SpanState::default(),
             done,
+            unstarted,
+            reads_start: 0,
             self_vars,
             acct: None,
             paths: HashMap::new(),
@@ -165,16 +172,21 @@ impl<'a> Gen<'a> {
         self.b.emit(mov64_reg(conv::CTX, conv::ARGS[0]));
         self.b.call_kfunc(Kfunc::PreemptDisable);
         // Slots the stack cannot hold are reached through a pointer looked up here.
-        self.b.push(Item::SpillSetup { fail: self.done });
+        self.b.push(Item::SpillSetup { fail: self.unstarted });
+        self.reads_start = self.b.len();
     }
 
-    /// Preemption back on; r0 = 0; exit. Every program ends here: its one exit, so the
-    /// guard is balanced on every path (the verifier checks it).
-    pub fn epilogue(&mut self) {
+    /// The failed reads counted; preemption back on; r0 = 0; exit. Every program ends
+    /// here: its one exit, so the guard is balanced on every path (the verifier checks
+    /// it).
+    pub fn epilogue(&mut self) -> Result<(), LowerError> {
         self.b.bind(self.done);
+        self.count_failed_reads()?;
+        self.b.bind(self.unstarted);
         self.b.call_kfunc(Kfunc::PreemptEnable);
         self.b.emit(mov64_imm(R0, 0));
         self.b.push(Item::Exit);
+        Ok(())
     }
 
     /// `dst = *(u64 *)(ctx + offset of reg)`.
@@ -187,13 +199,13 @@ impl<'a> Gen<'a> {
     }
 
     /// Copies 8 bytes of target memory at `addr + off` into stack slot `slot` (`addr`
-    /// as it was: the sum is a value of its own).
-    pub(super) fn read_user(&mut self, slot: i16, addr: impl Into<R>, off: i32) {
+    /// as it was: the sum is a value of its own); a failure counted (unread.rs).
+    pub(super) fn read_user(&mut self, slot: i16, addr: impl Into<R>, off: i32) -> Result<(), LowerError> {
         let src = self.b.vreg();
         self.b.op(mov64_reg(R0, R0), src, addr);
         if off != 0 {
             self.b.op(alu64_imm(AluOp::Add, R0, off), src, R0);
         }
-        self.b.call(BPF_FUNC_probe_read_user, &[Arg::Stack(slot), Arg::Imm(8), src.into()]);
+        self.read_target(&[Arg::Stack(slot), Arg::Imm(8), src.into()])
     }
 }

@@ -161,7 +161,7 @@ impl Gen<'_> {
         let hi = self.slot(8, span)?;
         self.b.emit(store_imm(Size::DW, R10, hi, 0));
         self.b.emit(load(Size::DW, R3, R10, g));
-        self.read_user(hi, R3, self.binary.g_layout.map_or(8, |g| g.stack_hi) as i32);
+        self.read_user(hi, R3, self.binary.g_layout.map_or(8, |g| g.stack_hi) as i32)?;
         Ok(hi)
     }
 

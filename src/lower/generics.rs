@@ -10,7 +10,6 @@ use super::loaded::DictAt;
 use super::values::Place;
 use super::LowerError;
 use crate::arch::abi::Location;
-use crate::bpf::helpers::*;
 use crate::bpf::insn::*;
 use crate::check::generics::CARRIED_DICTIONARY;
 use crate::syntax::ast::Span;
@@ -54,7 +53,7 @@ impl Gen<'_> {
                 let src = self.b.vreg();
                 self.load_reg(src, self.arch().stack_pointer());
                 self.b.op(alu64_imm(AluOp::Add, R0, offset as i32), src, R0);
-                self.b.call(BPF_FUNC_probe_read_user, &[Arg::Stack(slot), Arg::Imm(8), src.into()]);
+                self.read_target(&[Arg::Stack(slot), Arg::Imm(8), src.into()])?;
                 self.b.emit(load(Size::DW, R0, R10, slot));
             }
             Some(DictAt::Carried) => {

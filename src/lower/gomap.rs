@@ -21,7 +21,6 @@ use super::mapwalk::{slots, Key, Labels, Scan, Slots, MAX_STRING_KEY, MIN_TOP_HA
 use super::values::Place;
 use super::LowerError;
 use crate::bpf::builder::Label;
-use crate::bpf::helpers::*;
 use crate::bpf::insn::*;
 use crate::gobin::{AesGlobals, MapLayout};
 use crate::gotypes::TypeKind;
@@ -228,7 +227,7 @@ impl Gen<'_> {
             self.b.emit(alu64_imm(AluOp::And, R2, MAX_STRING_KEY as i32));
             let src = self.b.vreg();
             self.b.load_stack(Size::DW, src, s.tmp);
-            self.b.call(BPF_FUNC_probe_read_user, &[Arg::Stack(s.bytes), R2.into(), src.into()]);
+            self.read_target(&[Arg::Stack(s.bytes), R2.into(), src.into()])?;
             self.b.emit(load(Size::DW, R1, R10, s.tmp + 8));
             self.b.emit(load(Size::DW, R2, R10, s.key));
             self.b.emit(alu64_reg(AluOp::Xor, R1, R2));

@@ -29,7 +29,7 @@ impl Gen<'_> {
         let slot = self.slot(8, span)?;
         self.b.emit(store_imm(Size::DW, R10, slot, 0));
         self.b.emit(load(Size::DW, R3, R10, g));
-        self.read_user(slot, R3, layout.goid as i32);
+        self.read_user(slot, R3, layout.goid as i32)?;
         self.b.emit(load(Size::DW, R0, R10, slot));
         self.b.frame.release(mark);
         Ok(())

@@ -9,7 +9,6 @@ use super::codegen::Gen;
 use super::ir::Arg;
 use super::mapwalk::{slots, Labels, MIN_TOP_HASH, SLOTS};
 use super::LowerError;
-use crate::bpf::helpers::*;
 use crate::bpf::insn::*;
 use crate::capture::{Node, NodeKind};
 use crate::gobin::MapLayout;
@@ -77,7 +76,7 @@ impl Gen<'_> {
                 let src = self.b.vreg();
                 self.b.load_stack(Size::DW, src, s.cur);
                 self.b.op(alu64_imm(AluOp::Add, R0, from as i32), src, R0);
-                self.b.call(BPF_FUNC_probe_read_user, &[dst.into(), Arg::Imm(size), src.into()]);
+                self.read_target(&[dst.into(), Arg::Imm(size), src.into()])?;
             }
             self.b.emit(load(Size::DW, R1, R8, n_at));
             self.b.emit(alu64_imm(AluOp::Add, R1, 1));

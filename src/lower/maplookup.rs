@@ -27,7 +27,6 @@ use super::memhash::MAX_FALLBACK_STRING;
 use super::LowerError;
 use crate::arch::AesRounds;
 use crate::bpf::builder::Label;
-use crate::bpf::helpers::*;
 use crate::bpf::insn::*;
 use crate::gobin::{AesGlobals, MapLayout};
 use crate::plan::Counter;
@@ -470,7 +469,7 @@ impl Gen<'_> {
         self.b.jmp_imm_to(JmpOp::Gt, R2, MAX_HASHED_STRING as i32, differ);
         let src = self.b.vreg();
         self.b.load_stack(Size::DW, src, w.tmp);
-        self.b.call(BPF_FUNC_probe_read_user, &[Arg::Stack(w.cmp), R2.into(), src.into()]);
+        self.read_target(&[Arg::Stack(w.cmp), R2.into(), src.into()])?;
         self.b.emit(mov64_imm(R0, 0));
         for i in 0..(MAX_HASHED_STRING / 8) as i16 {
             self.b.emit(load(Size::DW, R1, R10, w.cmp + 8 * i));

@@ -61,8 +61,8 @@ impl Gen<'_> {
         arg: Option<&Expr>,
         span: Span,
     ) -> Result<(), LowerError> {
-        if um.by_function {
-            return self.aggregate_by_function(um, &keys[0], agg, arg, span);
+        if um.by_function || um.single {
+            return self.aggregate_in_array(um, keys.first(), agg, arg, span);
         }
         let key = self.key(um, keys, span)?;
         let val = self.slot(8, span)?;
@@ -99,12 +99,13 @@ impl Gen<'_> {
         Ok(())
     }
 
-    /// An aggregation into a per-CPU array indexed by the function `key` evaluates to
-    /// (`UserMap::by_function`): every element exists, so there is nothing to insert.
-    fn aggregate_by_function(
+    /// An aggregation into a per-CPU array: indexed by the function `key` evaluates to
+    /// (`UserMap::by_function`), or its one element when there is no key
+    /// (`UserMap::single`). Every element exists, so there is nothing to insert.
+    fn aggregate_in_array(
         &mut self,
         um: &UserMap,
-        key: &Expr,
+        key: Option<&Expr>,
         agg: Agg,
         arg: Option<&Expr>,
         span: Span,
@@ -115,8 +116,13 @@ impl Gen<'_> {
             self.expr(a)?;
             self.b.emit(store_reg(Size::DW, R10, val, R0));
         }
-        self.expr(key)?;
-        self.b.emit(store_reg(Size::W, R10, slot, R0));
+        match key {
+            Some(key) => {
+                self.expr(key)?;
+                self.b.emit(store_reg(Size::W, R10, slot, R0));
+            }
+            None => self.b.emit(store_imm(Size::W, R10, slot, 0)),
+        }
         let skip = self.b.new_label();
         self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(&um.object_name), Arg::Stack(slot)]);
         self.b.jmp_imm_to(JmpOp::Eq, R0, 0, skip);

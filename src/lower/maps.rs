@@ -198,6 +198,8 @@ pub struct UserMap {
     pub value: MapValueTy,
     /// A per-CPU array indexed by the function (`MapInfo::by_function`).
     pub by_function: bool,
+    /// A per-CPU array of one element: a map without keys (`MapInfo::single`).
+    pub single: bool,
     /// The map of its exemplars (a `hist()` updated where spans are made).
     pub exemplars: Option<String>,
 }
@@ -226,7 +228,8 @@ impl Maps {
             }
             // A map without keys has one 8-byte zero key; one keyed by the function alone
             // is a per-CPU array indexed by it (no hashing, no insertion: the verifier
-            // inlines the lookup), sized once every function is known (`size_arrays`).
+            // inlines the lookup), sized once every function is known (`size_arrays`);
+            // an aggregation without keys, a per-CPU array of one element.
             let array_bytes = match &info.value {
                 MapValueTy::Agg { agg, .. } => u64::from(agg.value_size()) * functions.max(1) as u64,
                 MapValueTy::Plain(_) => 0,
@@ -234,9 +237,10 @@ impl Maps {
             let by_function = info.by_function(table.deleted.contains(name))
                 && !table.func_dictionaries
                 && array_bytes <= BY_FUNCTION_ARRAY_BYTES;
-            let key_size = if by_function { 4 } else { offset.max(8) };
+            let single = info.single(table.deleted.contains(name));
+            let key_size = if by_function || single { 4 } else { offset.max(8) };
             let (kind, value_size, value) = match &info.value {
-                MapValueTy::Agg { agg, of } if by_function => {
+                MapValueTy::Agg { agg, of } if by_function || single => {
                     (MapKind::PercpuArray, agg.value_size(), MapValue::Agg { agg: *agg, of: of.value_type() })
                 }
                 MapValueTy::Agg { agg, of } => {
@@ -261,7 +265,15 @@ impl Maps {
             });
             maps.user.insert(
                 name.clone(),
-                UserMap { object_name, key_fields, key_size, value: info.value.clone(), by_function, exemplars: None },
+                UserMap {
+                    object_name,
+                    key_fields,
+                    key_size,
+                    value: info.value.clone(),
+                    by_function,
+                    single,
+                    exemplars: None,
+                },
             );
         }
         if let Some(size) = records {
@@ -333,12 +345,12 @@ impl Maps {
     }
 
     /// The exemplars of the `hist()` map `@name`: a hash keyed as it is (a u32 for a map
-    /// indexed by function), one `layout::EXEMPLAR` a key.
+    /// that is an array), one `layout::EXEMPLAR` a key.
     pub fn add_exemplars(&mut self, name: &str) {
         let Some(um) = self.user.get_mut(name) else { return };
         let object_name = format!("{}_ex", um.object_name);
         um.exemplars = Some(object_name.clone());
-        let key_size = if um.by_function { 4 } else { um.key_size.max(1) };
+        let key_size = if um.by_function || um.single { 4 } else { um.key_size.max(1) };
         let of = um.object_name.clone();
         self.specs.push(MapSpec {
             object_name,
@@ -365,7 +377,7 @@ impl Maps {
 
     /// Gives the user maps, the `self` table and the tables of calls in flight the sizes
     /// `sizes` asks for; a map indexed by function holds one element per function of the
-    /// plan (`functions`). A per-CPU hash whose every value over `cpus` CPUs fits
+    /// plan (`functions`), one without keys one element. A per-CPU hash whose every value over `cpus` CPUs fits
     /// `PREALLOC_BYTES` is preallocated, and so is a plain hash that fits it whole.
     pub fn apply_sizes(&mut self, sizes: &MapSizes, functions: usize, cpus: u32) {
         for spec in &mut self.specs {
@@ -385,7 +397,9 @@ impl Maps {
                 }
             }
             match &spec.role {
-                MapRole::User { .. } if spec.kind == MapKind::PercpuArray => spec.max_entries = functions.max(1) as u32,
+                MapRole::User { keys, .. } if spec.kind == MapKind::PercpuArray => {
+                    spec.max_entries = if keys.is_empty() { 1 } else { functions.max(1) as u32 }
+                }
                 MapRole::User { name, .. } => spec.max_entries = sizes.of_map(name),
                 MapRole::SelfVars => spec.max_entries = sizes.of_self(),
                 MapRole::Goroutines | MapRole::Frames | MapRole::Carried if spec.kind == MapKind::Hash => {

@@ -11,7 +11,6 @@ use super::codegen::Gen;
 use super::ir::{Arg, Func as Builder, R};
 use super::LowerError;
 use crate::bpf::builder::Label;
-use crate::bpf::helpers::*;
 use crate::bpf::insn::*;
 use crate::gobin::MapLayout;
 use crate::gotypes::{TypeId, TypeKind, Types};
@@ -231,7 +230,7 @@ impl Gen<'_> {
     /// `size` bytes of target memory at `src` into stack slot `dst` (zeros when
     /// unreadable).
     pub(super) fn read_user_n(&mut self, dst: i16, size: i32, src: impl Into<R>) -> Result<(), LowerError> {
-        self.b.call(BPF_FUNC_probe_read_user, &[Arg::Stack(dst), Arg::Imm(size), Arg::R(src.into())]);
+        self.read_target(&[Arg::Stack(dst), Arg::Imm(size), Arg::R(src.into())])?;
         Ok(())
     }
 

@@ -45,6 +45,7 @@ mod sdkcontext;
 pub mod spans;
 mod stmts;
 pub mod stored;
+mod unread;
 pub mod unwind;
 pub mod values;
 

@@ -234,7 +234,12 @@ impl Ctx<'_> {
         let mut gen =
             Gen::new(self.binary, facts, &checked.types, self.maps, &checked.self_vars, self.sources, &mut self.events);
         gen.bounds = self.bounds;
-        gen.acct = Some(ProgramAcct { layout: &mut self.layout, program: name.to_string(), item: owner.item });
+        gen.acct = Some(ProgramAcct {
+            layout: &mut self.layout,
+            program: name.to_string(),
+            item: owner.item,
+            failed_reads: None,
+        });
         gen.b.comment(comment);
         gen.prologue();
         if owner.functions > 0 {
@@ -244,7 +249,7 @@ impl Ctx<'_> {
             gen.accounting_prologue(owner.functions, span)?;
         }
         body(&mut gen)?;
-        gen.epilogue();
+        gen.epilogue()?;
         self.notes.append(&mut gen.notes);
         let finished = gen.b.finish().map_err(|source| match source {
             IrError::Build(BuildError::JumpOutOfRange { offset, .. }) => LowerError::ProgramTooLarge {

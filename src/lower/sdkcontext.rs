@@ -100,7 +100,7 @@ impl Gen<'_> {
             self.b.emit(load(Size::DW, R1, R10, cur));
             self.b.jmp_imm_to(JmpOp::Eq, R1, 0, none);
             self.b.emit(store_imm(Size::DW, R10, ty, 0));
-            self.read_user(ty, R1, 8);
+            self.read_user(ty, R1, 8)?;
             self.b.emit(load(Size::DW, R1, R10, ty));
             for w in &otel.wrappers {
                 self.b.emit2(ld_imm64(R2, *w));

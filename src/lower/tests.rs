@@ -486,3 +486,20 @@ fn a_pointer_path_is_read_once_a_run_under_any_condition() {
         assert_eq!(sum_of(&run, "s"), if n > 0 { 5 } else { 0 }, "w.req.A under w.n > 0, w.n = {n}");
     }
 }
+
+#[test]
+fn an_aggregation_without_keys_is_a_per_cpu_array_of_one_element() {
+    let bin = fake();
+    let kind = |l: &Lowered, name: &str| {
+        let (m, _) = user_map(l, name);
+        (m.kind, m.key_size, m.max_entries)
+    };
+    let (_, l) = lowered(&bin, "on return main.add { @h = hist(elapsed); @c = count() }");
+    assert_eq!(kind(&l, "h"), (crate::plan::MapKind::PercpuArray, 4, 1));
+    assert_eq!(kind(&l, "c"), (crate::plan::MapKind::PercpuArray, 4, 1));
+    let text = asm(&l, &l.plan.probes[0].program);
+    assert!(!text.contains("map_update_elem"), "nothing inserted into an array:\n{text}");
+    // A sum can add up to 0, which an array cannot tell from never written: a hash.
+    let (_, l) = lowered(&bin, "on entry main.add { @s = sum(a) }");
+    assert_eq!(kind(&l, "s").0, crate::plan::MapKind::PercpuHash);
+}

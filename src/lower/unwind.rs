@@ -65,14 +65,14 @@ impl Gen<'_> {
         match (at, layout.recovery) {
             (Unwind::Fatal { .. }, _) => self.b.emit2(ld_imm64(R0, i64::MAX as u64)),
             (Unwind::Recovery { .. }, Recovery::Sigcode { sigcode0 }) => {
-                self.g_word(g, cut, sigcode0);
+                self.g_word(g, cut, sigcode0)?;
                 self.relative(record, cut);
             }
             (Unwind::Recovery { .. }, Recovery::PanicSp { g_panic, sp }) => {
-                self.g_word(g, panic_ptr, g_panic);
+                self.g_word(g, panic_ptr, g_panic)?;
                 self.b.emit(store_imm(Size::DW, R10, cut, 0));
                 self.b.emit(load(Size::DW, R3, R10, panic_ptr));
-                self.read_user(cut, R3, sp as i32);
+                self.read_user(cut, R3, sp as i32)?;
                 self.relative(record, cut);
             }
         }
@@ -107,7 +107,7 @@ impl Gen<'_> {
             self.read_scalar(&place, 8, false)?;
             self.b.frame.release(mark);
             self.b.emit(store_reg(Size::DW, R10, panic_ptr, R0));
-            self.value_of_panic(record, panic_ptr, layout.arg);
+            self.value_of_panic(record, panic_ptr, layout.arg)?;
             self.b.bind(noted);
             self.b.emit(mov64_imm(R0, 0));
             return Ok(());
@@ -117,7 +117,9 @@ impl Gen<'_> {
         self.b.emit(store_imm(Size::DW, R1, P_VALUE + 8, 0));
         match (at, layout.recovery) {
             (Unwind::Fatal { .. }, _) => {}
-            (Unwind::Recovery { .. }, Recovery::PanicSp { .. }) => self.value_of_panic(record, panic_ptr, layout.arg),
+            (Unwind::Recovery { .. }, Recovery::PanicSp { .. }) => {
+                self.value_of_panic(record, panic_ptr, layout.arg)?
+            }
             (Unwind::Recovery { .. }, Recovery::Sigcode { .. }) => self.newest_panic(rec, cut, span)?,
         }
         Ok(())
@@ -133,10 +135,10 @@ impl Gen<'_> {
 
     /// *(u64 *)(r10 + slot) = the word at `off` in the g in slot `g` (read from the
     /// target).
-    fn g_word(&mut self, g: Slot, slot: i16, off: u32) {
+    fn g_word(&mut self, g: Slot, slot: i16, off: u32) -> Result<(), LowerError> {
         self.b.emit(store_imm(Size::DW, R10, slot, 0));
         self.b.emit(load(Size::DW, R3, R10, g));
-        self.read_user(slot, R3, off as i32);
+        self.read_user(slot, R3, off as i32)
     }
 
     /// R0 = the address in `slot` as a position in the record (minus its base).
@@ -178,7 +180,7 @@ impl Gen<'_> {
 
     /// The record's value = the `arg` (an `any`: type, data) of the `_panic` whose address
     /// is in `slot` (none when 0).
-    fn value_of_panic(&mut self, record: Record, slot: i16, arg: u32) {
+    fn value_of_panic(&mut self, record: Record, slot: i16, arg: u32) -> Result<(), LowerError> {
         let none = self.b.new_label();
         let value = self.b.vreg();
         self.b.load_stack(Size::DW, value, slot);
@@ -187,9 +189,10 @@ impl Gen<'_> {
         let rec = self.b.vreg();
         self.b.load_stack(Size::DW, rec, record.rec);
         let to = Arg::Addr(rec.into(), i32::from(P_VALUE));
-        self.b.call(BPF_FUNC_probe_read_user, &[to, Arg::Imm(16), value.into()]);
+        self.read_target(&[to, Arg::Imm(16), value.into()])?;
         self.b.bind(none);
         self.b.emit(mov64_imm(R0, 0));
+        Ok(())
     }
 
     /// Go 1.17 to 1.21: the record's value = the newest panic under way that started
@@ -310,7 +313,7 @@ impl Gen<'_> {
         self.b.emit(load(Size::DW, R1, R10, rec));
         self.b.emit(store_imm(Size::DW, R1, P_VALUE, 0));
         self.b.emit(store_imm(Size::DW, R1, P_VALUE + 8, 0));
-        self.value_of_panic(record, ptr, arg);
+        self.value_of_panic(record, ptr, arg)?;
         self.b.emit(load(Size::DW, R1, R10, rec));
         self.b.emit(store_imm(Size::W, R1, P_RECOVERED, FATAL_VALUE_NOTED));
         Ok(())

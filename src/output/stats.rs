@@ -75,6 +75,9 @@ pub struct ProbeStats {
     /// Hits that stopped short because a value could not be read, by why.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<(String, u64)>,
+    /// Reads of the target's memory that failed (not through nil): their values read
+    /// as zero, and print as 0 or empty.
+    pub reads_failed: u64,
     /// Still attached (not detached by the budget).
     pub attached: bool,
     /// Hits by tasks outside the `--cgroup` cgroup: returned at once and not in `hits`,
@@ -150,6 +153,18 @@ fn trap_name(kind: crate::arch::trap::TrapKind) -> &'static str {
 }
 
 impl ProbeStats {
+    /// `12 reads of target memory failed in on entry main.f (values printed as zero or
+    /// empty)`.
+    pub fn failed_reads(&self) -> String {
+        let n = self.reads_failed;
+        format!(
+            "{} read{} of target memory failed in {} (values printed as zero or empty)",
+            thousands(n),
+            plural(n),
+            self.probe
+        )
+    }
+
     /// The kinds of trap of its sites: one name when they share it, else each with how
     /// many sites have it (`2 push, 1 step`); `-` in gtrace itself.
     pub fn trap_kinds(&self) -> String {
@@ -250,6 +265,9 @@ impl Stats {
             for (why, n) in p.skipped.iter().filter(|(_, n)| *n > 0) {
                 parts.push(format!("skipped {} hit{} of {}: {why}", thousands(*n), plural(*n), p.probe));
             }
+        }
+        for p in self.probes.iter().filter(|p| p.reads_failed > 0) {
+            parts.push(p.failed_reads());
         }
         let missed = self.missed();
         if missed > 0 {
@@ -361,6 +379,9 @@ impl Stats {
         }
         if let Some(target) = &self.target {
             out.push_str(&target.line(self));
+        }
+        for p in self.probes.iter().filter(|p| p.reads_failed > 0) {
+            out.push_str(&format!("{}\n", p.failed_reads()));
         }
         if self.cgroup {
             let others: u64 = self.probes.iter().map(|p| p.other_cgroup).sum();

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 pub mod validate;
 
 /// The version of the plan's format. A plan of another version is refused.
-pub const PLAN_VERSION: u32 = 12;
+pub const PLAN_VERSION: u32 = 13;
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Plan {
@@ -162,6 +162,9 @@ pub enum Counter {
     /// Hits of `program` by a task outside the `--cgroup` cgroup: returned at once, not
     /// hits of the script, but their traps cost all the same.
     OtherCgroup { program: String },
+    /// Reads of the target's memory by `program` that failed (not through a nil
+    /// pointer): their values read as zero (lower/unread.rs).
+    ReadFailed { program: String },
 }
 
 /// Why the kernel refused a map update: the errno `bpf_map_update_elem` returned.

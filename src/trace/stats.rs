@@ -106,6 +106,7 @@ impl Meter {
             refused: counted(&|c| matches!(c, Counter::Refused { program: p, .. } if p == program)),
             skipped: skipped(&acct.slots, program, value),
             other_cgroup: counted(&|c| matches!(c, Counter::OtherCgroup { program: p } if p == program)),
+            reads_failed: counted(&|c| matches!(c, Counter::ReadFailed { program: p } if p == program)),
             attached: true,
             ..ProbeStats::default()
         };

@@ -194,6 +194,11 @@ impl Func {
         self.items.push(item);
     }
 
+    /// Puts `item` before the one at `at` (a position `len` gave).
+    pub fn insert(&mut self, at: usize, item: Item) {
+        self.items.insert(at, item);
+    }
+
     /// A machine instruction on machine registers; a use of R10 names the slot of the
     /// frame it falls in.
     pub fn emit(&mut self, insn: Insn) {

@@ -3,7 +3,6 @@
 
 use super::Place;
 use crate::arch::abi::PieceAt;
-use crate::bpf::helpers::*;
 use crate::bpf::insn::*;
 use crate::check::ty::Ty;
 use crate::gotypes::{TypeId, TypeKind};
@@ -90,7 +89,7 @@ impl Gen<'_> {
         if offset != 0 {
             self.b.op(alu64_imm(AluOp::Add, R0, offset as i32), addr, R0);
         }
-        self.b.call(BPF_FUNC_probe_read_user, &[Arg::Stack(tmp), Arg::Imm(size as i32), Arg::R(addr)]);
+        self.read_target(&[Arg::Stack(tmp), Arg::Imm(size as i32), Arg::R(addr)])?;
         self.b.emit(load(Size::DW, R0, R10, tmp));
         Ok(())
     }

@@ -84,7 +84,7 @@ impl Gen<'_> {
                 if offset != 0 {
                     self.b.op(alu64_imm(AluOp::Add, R0, offset as i32), src, R0);
                 }
-                self.b.call(BPF_FUNC_probe_read_user, &[Arg::Stack(header), Arg::Imm(16), src.into()]);
+                self.read_target(&[Arg::Stack(header), Arg::Imm(16), src.into()])?;
                 self.b.emit(load(Size::DW, R0, R10, header + 8));
                 header
             }
@@ -103,7 +103,7 @@ impl Gen<'_> {
         self.b.emit(store_reg(Size::DW, base, off, R0));
         let src = self.b.vreg();
         self.b.load_stack(Size::DW, src, ptr);
-        self.b.call(BPF_FUNC_probe_read_user, &[Arg::at(base, off + 8), R0.into(), src.into()]);
+        self.read_target(&[Arg::at(base, off + 8), R0.into(), src.into()])?;
         self.b.frame.release(mark);
         Ok(())
     }

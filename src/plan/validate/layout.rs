@@ -206,7 +206,10 @@ fn user(plan: &Plan, m: &MapSpec, value: &MapValue) -> Result<(), Refused> {
         MapKind::Hash | MapKind::PercpuHash => {
             (8..=MAX_KEY).contains(&m.key_size) && (1..=MAX_MAP_SIZE).contains(&m.max_entries)
         }
-        MapKind::PercpuArray => m.key_size == 4 && m.max_entries == plan.functions.len().max(1) as u32,
+        MapKind::PercpuArray => {
+            let single = matches!(&m.role, MapRole::User { keys, .. } if keys.is_empty());
+            m.key_size == 4 && m.max_entries == if single { 1 } else { plan.functions.len().max(1) as u32 }
+        }
         _ => false,
     };
     if !shape_ok {

@@ -1,0 +1,3 @@
+module example.com/unread
+
+go 1.21
