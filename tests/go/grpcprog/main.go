@@ -7,7 +7,8 @@
 // Each round makes unary, server-streaming, client-streaming and bidirectional calls,
 // some ending in an error code the server's handler returns, one call to a method the
 // server does not have (Unimplemented, from grpc's own server) and one that the
-// client's deadline ends (DeadlineExceeded). The program prints its own truth, one
+// client's deadline ends (DeadlineExceeded), and a stream to a method the server does
+// not have, which the client never writes to. The program prints its own truth, one
 // `key=value` a line:
 //
 //	calls|SIDE|METHOD|CODE=N        calls by side (client, server), full method, code
@@ -18,9 +19,9 @@
 //	tp|TRACE|SPAN|METHOD=1          a call sent with that traceparent in its metadata
 //
 // The server side counts what its handlers returned (an interceptor sees each call's
-// error); the call to the unknown method never reaches a handler: grpc's server
-// answers it Unimplemented, and the program counts that answer, as its client got it,
-// on the server side too. The server reads no message of that call.
+// error); the calls to the unknown methods never reach a handler: grpc's server
+// answers them Unimplemented, and the program counts each answer, as its client got it,
+// on the server side too. The server reads no message of those calls.
 package main
 
 import (
@@ -347,6 +348,20 @@ func round(c testpb.TestServiceClient, cc *grpc.ClientConn, i int) {
 		counts.call(cl, m, final)
 	}
 
+	// A stream to a method the server does not have, that only waits for its answer:
+	// grpc's server answers Unimplemented from the stream's headers alone, and the
+	// client writes nothing (its status arrives before any write of the stream).
+	m = svc + "NoSuchStream"
+	if s, err := cc.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}, m); err != nil {
+		counts.call(cl, m, err)
+	} else {
+		err := s.RecvMsg(&testpb.Empty{})
+		counts.call(cl, m, err)
+		if status.Code(err) == codes.Unimplemented {
+			counts.call("server", m, err)
+		}
+	}
+
 	// A method the server does not have: grpc's server answers Unimplemented.
 	m = svc + "NoSuchMethod"
 	e = &testpb.Empty{}
@@ -367,7 +382,13 @@ func main() {
 	if err != nil {
 		panic(err)
 	}
-	srv := grpc.NewServer(grpc.UnaryInterceptor(unaryTruth), grpc.StreamInterceptor(streamTruth))
+	// The server side counts a call when its handler returns, before grpc writes its
+	// status (where gtrace sees it end). The client's status says the server's was
+	// written, except for the call its deadline ended: that handler may still be on
+	// its way to the status write when the last round is done. Stop waits for every
+	// handler (WaitForHandlers), so each call counted has had its status written
+	// before the program prints and exits.
+	srv := grpc.NewServer(grpc.UnaryInterceptor(unaryTruth), grpc.StreamInterceptor(streamTruth), grpc.WaitForHandlers(true))
 	testpb.RegisterTestServiceServer(srv, server{})
 	go srv.Serve(lis)
 
