@@ -2,7 +2,8 @@
 //! (tests/go/grpcotel, built with the oldest and the newest grpc-go the library names,
 //! and the SDK, from the Go module proxy): each client call's span is in the trace of
 //! the SDK span the call was made under, that span its parent (read through the
-//! stream's context chain when the call ends), as the program prints; calls under no
+//! stream's context chain when the call ends), as the program prints, a remote parent
+//! where the SDK's span context is another process's; calls under no
 //! SDK span start traces of their own; a call under a span the SDK does not sample is
 //! not sent. The server's spans have no parent (the client sends no traceparent). A
 //! real OpenTelemetry Collector receives them (tests/otlp.rs builds it). Needs root
@@ -16,11 +17,13 @@ use serde_json::Value;
 use support::collector::{self, span_attribute};
 
 /// One call as the program made it: its number, method, and the SDK span it was made
-/// under (trace id, span id, sampled), if any.
+/// under (trace id, span id, sampled), if any, and whether that span context is another
+/// process's (the SDK's IsRemote).
 struct Call {
     n: u64,
     method: String,
     sdk: Option<(String, String, bool)>,
+    remote: bool,
 }
 
 fn calls(out: &str) -> Vec<Call> {
@@ -29,7 +32,7 @@ fn calls(out: &str) -> Vec<Call> {
         .map(|l| {
             let f: Vec<&str> = l.split(' ').collect();
             let sdk = (f[2] != "-").then(|| (f[2].to_string(), f[3].to_string(), f[4] == "true"));
-            Call { n: f[0].parse().expect("a number"), method: f[1].to_string(), sdk }
+            Call { n: f[0].parse().expect("a number"), method: f[1].to_string(), sdk, remote: f[5] == "true" }
         })
         .collect()
 }
@@ -88,10 +91,13 @@ fn grpc_client_spans_are_children_of_the_sdk_span_the_call_was_made_under() {
             let s = left.remove(found.unwrap_or_else(|| panic!("{what}: no span for it in {client:?}")));
             assert_eq!(s["name"].as_str(), Some(call.method.as_str()), "{what}: {s}");
             assert_eq!(span_attribute(s, "rpc.grpc.status_code").as_deref(), Some("0"), "{what}: {s}");
-            // Sampled; OTLP's "parent is remote" bit known and clear (the SDK's span is
-            // this process's own).
-            assert_eq!(s["flags"].as_u64(), Some(0x100 | 1), "{what}: {s}");
+            // Sampled; OTLP's "parent is remote" bit known, and set only where the
+            // SDK's span context is another process's (IsRemote), clear where the
+            // span is this process's own.
+            let flags = if call.remote { 0x300 | 1 } else { 0x100 | 1 };
+            assert_eq!(s["flags"].as_u64(), Some(flags), "{what}: {s}");
         }
+        assert!(calls.iter().any(|c| c.remote), "a call under a remote span context");
         assert!(left.is_empty(), "{version}: spans of no call: {left:?}");
         // The whole number ("; 3 not sent:", never the tail of "13 not sent").
         let not_sent = format!("; {unsampled} not sent:");

@@ -363,16 +363,19 @@ fn spans_take_the_opentelemetry_sdks_span_in_a_context_parameter_as_their_parent
     let truth = program.go();
     program.finish();
     assert_eq!(g.wait(), 0, "{}", g.err.text());
-    // (function, id) → the trace id and span id of the SDK span in the call's context.
-    let sdk: BTreeMap<(String, i64), (String, String)> = truth
+    // (function, id) → the trace id and span id of the SDK span in the call's context,
+    // and whether the SDK marks it remote (another process's).
+    let sdk: BTreeMap<(String, i64), (String, String, bool)> = truth
         .lines()
         .filter_map(|l| l.strip_prefix("truth-call: "))
         .map(|l| {
             let f: Vec<&str> = l.split(' ').collect();
-            ((f[0].to_string(), f[1].parse().expect("an id")), (f[2].to_string(), f[3].to_string()))
+            ((f[0].to_string(), f[1].parse().expect("an id")), (f[2].to_string(), f[3].to_string(), f[4] == "true"))
         })
         .collect();
-    assert_eq!(sdk.len() as u64, 2 * (truth_of(&truth, "requests") + 1));
+    let remotes = truth_of(&truth, "remote");
+    assert_eq!(sdk.values().filter(|c| c.2).count() as u64, 2 * remotes, "{truth}");
+    assert_eq!(sdk.len() as u64, 2 * (truth_of(&truth, "requests") + remotes + 1));
     let got = c.wait_spans(sdk.len());
     assert_eq!(got.len(), sdk.len(), "{}", g.err.text());
     let by_call: BTreeMap<(String, i64), &Value> = got
@@ -383,25 +386,30 @@ fn spans_take_the_opentelemetry_sdks_span_in_a_context_parameter_as_their_parent
         })
         .collect();
     let none = "0".repeat(16);
-    for ((function, id), (trace, span)) in &sdk {
+    for ((function, id), (trace, span, remote)) in &sdk {
         let s = by_call[&(function.clone(), *id)];
         let what = format!("{function} of request {id}: {s}");
         let parent = s["parentSpanId"].as_str().unwrap_or_default();
         if *span == none {
             // No SDK span in the context, none of gtrace's below: a trace of its own.
             assert_eq!(parent, "", "{what}");
-            assert!(sdk.values().all(|(t, _)| s["traceId"] != t.as_str()), "{what}");
+            assert!(sdk.values().all(|(t, _, _)| s["traceId"] != t.as_str()), "{what}");
             continue;
         }
         assert_eq!(s["traceId"].as_str(), Some(trace.as_str()), "{what}");
         let work = by_call[&("main.work".to_string(), *id)];
         if function == "main.step" && sdk[&("main.work".to_string(), *id)].1 == *span {
-            // step's context holds the span work's did: gtrace's span of work is nearer.
+            // step's context holds the span work's did: gtrace's span of work is nearer,
+            // a local parent (sampled; OTLP's "is remote" known and clear).
             assert_eq!(s["parentSpanId"], work["spanId"], "{what}");
+            assert_eq!(s["flags"].as_u64(), Some(0x100 | 1), "{what}");
         } else {
             // The SDK's span is the nearest: the request's for work, the one work
-            // started for step.
+            // started for step; a remote parent where the SDK's span context is
+            // another process's (IsRemote), else a local one.
             assert_eq!(parent, span, "{what}");
+            let flags = if *remote { 0x300 | 1 } else { 0x100 | 1 };
+            assert_eq!(s["flags"].as_u64(), Some(flags), "{what}");
         }
     }
 }

@@ -10,10 +10,12 @@
 //! is known by its runtime descriptor and every offset from DWARF
 //! (`target::OtelContext`). A span of the script below on the goroutine stays the parent
 //! when it already descends from this same SDK span (its own parent); else the SDK's
-//! span is nearer (made inside it) and wins.
+//! span is nearer (made inside it) and wins. A span context the SDK marks remote
+//! (`IsRemote`: extracted from another process's headers, `ContextWithRemoteSpanContext`)
+//! makes a remote parent (OTLP's flags say so); the SDK's own spans, a local one.
 
 use super::codegen::Gen;
-use super::layout::{C_FLAGS, C_PARENT, C_TRACE, FLAG_SAMPLED};
+use super::layout::{C_FLAGS, C_PARENT, C_TRACE, FLAG_REMOTE_PARENT, FLAG_SAMPLED};
 use super::LowerError;
 use crate::arch::abi::Location;
 use crate::bpf::builder::Label;
@@ -24,6 +26,17 @@ use crate::syntax::ast::{Expr, Span};
 
 /// Contexts of a chain looked at, at most.
 pub const CTX_REACH: usize = 8;
+/// The bytes of a `trace.SpanContext` read: its ids, flags, and `remote` (at 56 on a
+/// 64-bit target).
+const SC_READ: u64 = 64;
+/// Where `parse_traceparent`'s form (context.rs) keeps, at its byte 26, whether the
+/// span context found in a context is remote (a traceparent's parent is, always).
+pub const PARSED_REMOTE: i16 = 26;
+
+/// Where the span context's `remote` bool is, when it is read with the rest.
+fn remote_at(otel: &OtelContext) -> Option<i16> {
+    otel.remote.filter(|r| *r < SC_READ).map(|r| r as i16)
+}
 
 impl Gen<'_> {
     /// At the entry, after the span's parent on the goroutine was looked for: the SDK's
@@ -50,6 +63,12 @@ impl Gen<'_> {
         self.copy_ids((tid, sid), record, (C_TRACE, C_PARENT));
         self.b.emit(load(Size::B, R1, R10, flags));
         self.b.emit(alu64_imm(AluOp::And, R1, FLAG_SAMPLED));
+        if let Some(r) = remote_at(otel) {
+            self.b.emit(load(Size::B, R2, R10, sc + r));
+            self.b.emit(alu64_imm(AluOp::And, R2, 1));
+            self.b.emit(alu64_imm(AluOp::Lsh, R2, FLAG_REMOTE_PARENT.trailing_zeros() as i32));
+            self.b.emit(alu64_reg(AluOp::Or, R1, R2));
+        }
         self.b.emit(store_reg(Size::DW, R10, record + C_FLAGS, R1));
         self.b.bind(none);
         self.b.emit(mov64_imm(R0, 0));
@@ -77,6 +96,10 @@ impl Gen<'_> {
         self.b.emit(load(Size::B, R1, R10, flags));
         self.b.emit(store_reg(Size::B, R10, parsed + 24, R1));
         self.b.emit(store_imm(Size::B, R10, parsed + 25, 1));
+        if let Some(r) = remote_at(&otel) {
+            self.b.emit(load(Size::B, R1, R10, sc + r));
+            self.b.emit(store_reg(Size::B, R10, parsed + PARSED_REMOTE, R1));
+        }
         self.b.bind(none);
         self.b.emit(mov64_imm(R0, 0));
         self.b.frame.release(mark);
@@ -88,8 +111,8 @@ impl Gen<'_> {
     /// `trace.SpanContext` in the returned slot (its span id not zero), or jumps to the
     /// returned label when there is none.
     fn sdk_span_context(&mut self, otel: &OtelContext, cur: i16, span: Span) -> Result<(i16, Label), LowerError> {
-        let (ty, buf, sc) = (self.slot(8, span)?, self.slot(64, span)?, self.slot(32, span)?);
-        for i in 0..4 {
+        let (ty, buf, sc) = (self.slot(8, span)?, self.slot(64, span)?, self.slot(SC_READ as u32, span)?);
+        for i in 0..(SC_READ / 8) as i16 {
             self.b.emit(store_imm(Size::DW, R10, sc + 8 * i, 0));
         }
         let (none, got) = (self.b.new_label(), self.b.new_label());
@@ -123,7 +146,8 @@ impl Gen<'_> {
                 let context = self.b.vreg();
                 self.b.load_stack(Size::DW, context, buf + otel.value_val as i16 + 8);
                 self.b.op(alu64_imm(AluOp::Add, R0, *off as i32), context, R0);
-                self.read_user_n(sc, (otel.flags + 1) as i32, context)?;
+                let end = otel.flags.max(remote_at(otel).map_or(0, |r| r as u64)) + 1;
+                self.read_user_n(sc, end.min(SC_READ) as i32, context)?;
                 self.b.ja_to(got);
                 self.b.bind(other);
                 self.b.emit(load(Size::DW, R1, R10, buf + otel.value_val as i16));

@@ -270,6 +270,12 @@ impl Gen<'_> {
             self.b.emit(alu64_imm(AluOp::And, R1, FLAG_SAMPLED));
             if remote {
                 self.b.emit(alu64_imm(AluOp::Or, R1, FLAG_REMOTE_PARENT));
+            } else {
+                // The SDK's span context says whether it came from another process.
+                self.b.emit(load(Size::B, R2, R10, parsed + super::sdkcontext::PARSED_REMOTE));
+                self.b.emit(alu64_imm(AluOp::And, R2, 1));
+                self.b.emit(alu64_imm(AluOp::Lsh, R2, FLAG_REMOTE_PARENT.trailing_zeros() as i32));
+                self.b.emit(alu64_reg(AluOp::Or, R1, R2));
             }
             self.b.emit(store_reg(Size::DW, R8, H_FLAGS, R1));
             self.b.bind(invalid);

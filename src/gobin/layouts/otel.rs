@@ -28,10 +28,12 @@ pub struct OtelContext {
     /// The span types a value may hold: descriptor, and the offset of its
     /// `trace.SpanContext` from the value's data pointer.
     pub spans: Vec<(u64, u64)>,
-    /// In `trace.SpanContext`: the trace id (16 bytes), span id (8), flags (1).
+    /// In `trace.SpanContext`: the trace id (16 bytes), span id (8), flags (1), and
+    /// whether it came from another process (`remote`, a bool: `IsRemote()`).
     pub trace_id: u64,
     pub span_id: u64,
     pub flags: u64,
+    pub remote: Option<u64>,
 }
 
 impl Target {
@@ -50,6 +52,7 @@ impl Target {
         let sc = self.type_by_name(&format!("{TRACE}.SpanContext"))?;
         let (trace_id, span_id, flags) =
             (self.field_offset(sc, "traceID")?, self.field_offset(sc, "spanID")?, self.field_offset(sc, "traceFlags")?);
+        let remote = self.field_offset(sc, "remote");
         let mut spans = Vec::new();
         // The SDK's span, a pointer; the SDK's span of a trace its sampler dropped (a
         // value); the API's span of a context without a recording span.
@@ -80,6 +83,7 @@ impl Target {
             trace_id,
             span_id,
             flags,
+            remote,
         })
     }
 

@@ -9,16 +9,19 @@
 //
 // It makes unary and streaming calls: most under an SDK span of their own (a root
 // span, or a child of one; sampled, or once not), under contexts of their own too (a
-// value, a deadline), and some under none. It prints its truth, one line a call:
+// value, a deadline), one under a span context from another process (what a propagator
+// extracts from headers: ContextWithRemoteSpanContext), and some under none. It prints
+// its truth, one line a call:
 //
-//	truth-call: N METHOD TRACE SPAN SAMPLED   the SDK span the call was made under
-//	truth-call: N METHOD - - -                a call under no SDK span
+//	truth-call: N METHOD TRACE SPAN SAMPLED REMOTE   the SDK span the call was made under
+//	truth-call: N METHOD - - - -                     a call under no SDK span
 //
 // then `truth: calls=N`.
 package main
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"io"
 	"net"
@@ -60,10 +63,10 @@ func record(ctx context.Context, method string) {
 	calls++
 	sc := trace.SpanContextFromContext(ctx)
 	if !sc.IsValid() {
-		fmt.Printf("truth-call: %d %s - - -\n", calls, method)
+		fmt.Printf("truth-call: %d %s - - - -\n", calls, method)
 		return
 	}
-	fmt.Printf("truth-call: %d %s %s %s %t\n", calls, method, sc.TraceID(), sc.SpanID(), sc.IsSampled())
+	fmt.Printf("truth-call: %d %s %s %s %t %t\n", calls, method, sc.TraceID(), sc.SpanID(), sc.IsSampled(), sc.IsRemote())
 }
 
 func unary(c testpb.TestServiceClient, ctx context.Context) {
@@ -124,6 +127,13 @@ func main() {
 		child.End()
 		span.End()
 	}
+	// Under another process's span context (IsRemote): a remote parent.
+	var tid trace.TraceID
+	var sid trace.SpanID
+	rand.Read(tid[:])
+	rand.Read(sid[:])
+	remote := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, Remote: true})
+	unary(c, trace.ContextWithRemoteSpanContext(bg, remote))
 	// Under a span the SDK does not sample: its trace is not sent.
 	ctx, span := never.Start(bg, "unsampled")
 	unary(c, ctx)

@@ -3,14 +3,18 @@
 // line on stdin (so the test can attach first), then for each of its requests starts an
 // SDK span and calls work(ctx, id) with a context that holds it under other contexts
 // (a value, a cancel, a deadline: the chain gtrace walks); work calls step(ctx, id), in
-// half of the requests with a context holding an SDK span of its own. It prints one
+// half of the requests with a context holding an SDK span of its own. One more request
+// is made under a span context from another process (what a propagator extracts from
+// headers: ContextWithRemoteSpanContext, IsRemote), and one under no span. It prints one
 // truth line per call of work and step (the function, the id, the trace id and span id
-// of the SDK span in its context), then "---", and waits until stdin is closed.
+// of the SDK span in its context, and whether that span context is remote), then "---",
+// and waits until stdin is closed.
 package main
 
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
 	"fmt"
 	"os"
 	"time"
@@ -26,7 +30,7 @@ var tracer trace.Tracer
 
 func record(fn string, ctx context.Context, id int) {
 	sc := trace.SpanContextFromContext(ctx)
-	fmt.Printf("truth-call: %s %d %s %s\n", fn, id, sc.TraceID(), sc.SpanID())
+	fmt.Printf("truth-call: %s %d %s %s %t\n", fn, id, sc.TraceID(), sc.SpanID(), sc.IsRemote())
 }
 
 //go:noinline
@@ -67,9 +71,17 @@ func main() {
 		cancel()
 		span.End()
 	}
+	// Under another process's span context: the SDK's remote parent.
+	var tid trace.TraceID
+	var sid trace.SpanID
+	rand.Read(tid[:])
+	rand.Read(sid[:])
+	remote := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, Remote: true})
+	rctx := trace.ContextWithRemoteSpanContext(context.Background(), remote)
+	work(context.WithValue(rctx, key("user"), "remote"), requests+1)
 	// Without any SDK span: gtrace starts a trace.
 	work(context.WithValue(context.Background(), key("user"), "nobody"), 0)
-	fmt.Printf("truth: requests=%d sdk_spans=%d\n", requests, len(exporter.GetSpans()))
+	fmt.Printf("truth: requests=%d remote=1 sdk_spans=%d\n", requests, len(exporter.GetSpans()))
 	fmt.Println("---")
 	in.ReadString('\n')
 }
