@@ -23,6 +23,7 @@ pub(super) const BUILTIN_CALLS: &[&str] = &[
     "printf",
     "exit",
     "delete",
+    "take",
     "clear",
     "len",
     "cap",

@@ -80,6 +80,7 @@ impl Gen<'_> {
             }
             ExprKind::Index { .. } => return Err(LowerError::unsupported(e.span, "indexing")),
             ExprKind::Call { func, args, .. } => match (func.name.as_str(), args.as_slice()) {
+                ("take", [Expr { kind: ExprKind::Map(m), .. }]) => self.take(m, e.span)?,
                 ("len", [x]) => self.length(x)?,
                 ("cap", [x]) => self.capacity(x)?,
                 ("hasPrefix", [s, l @ Expr { kind: ExprKind::Str(lit), .. }]) => {
@@ -91,6 +92,28 @@ impl Gen<'_> {
                 _ => return Err(LowerError::unsupported(func.span, "this call as a value")),
             },
         }
+        Ok(())
+    }
+
+    /// `take(@m[k])` into R0: the element's value, when this probe's delete removed it;
+    /// else 0 (absent, or another probe took it first: a hash map's delete succeeds once).
+    fn take(&mut self, m: &MapRef, span: Span) -> Result<(), LowerError> {
+        let um = self.user_map(&m.name.name, m.span)?;
+        let mark = self.b.frame.mark();
+        let key = self.key(&um, &m.keys, span)?;
+        let val = self.slot(8, span)?;
+        self.b.emit(store_imm(Size::DW, R10, val, 0));
+        let end = self.b.new_label();
+        self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(&um.object_name), Arg::Stack(key)]);
+        self.b.jmp_imm_to(JmpOp::Eq, R0, 0, end);
+        self.b.emit(load(Size::DW, R1, R0, 0));
+        self.b.emit(store_reg(Size::DW, R10, val, R1));
+        self.b.call(BPF_FUNC_map_delete_elem, &[Arg::Map(&um.object_name), Arg::Stack(key)]);
+        self.b.jmp_imm_to(JmpOp::Eq, R0, 0, end);
+        self.b.emit(store_imm(Size::DW, R10, val, 0));
+        self.b.bind(end);
+        self.b.emit(load(Size::DW, R0, R10, val));
+        self.b.frame.release(mark);
         Ok(())
     }
 

@@ -278,6 +278,28 @@ impl Cx<'_> {
     }
 
     /// A type for messages: the Go type's name when it is one (`a map[string]int`).
+    /// `take(@m[k])`: the element's value, deleted; of two probes taking it at once, one
+    /// gets it and the other 0 (the kernel's delete succeeds once). A number only (an
+    /// integer, a duration, a pointer): what a map element read gives in a register.
+    fn take(&mut self, e: &Expr, args: &[Expr], tys: &[Ty]) -> Ty {
+        match (args, tys) {
+            ([Expr { kind: ExprKind::Map(m), .. }], [t @ (Ty::Int { .. } | Ty::Duration | Ty::Pointer { .. })])
+                if !m.keys.is_empty() =>
+            {
+                self.maps.deleted.insert(m.name.name.clone());
+                t.clone()
+            }
+            ([Expr { kind: ExprKind::Map(m), .. }], [Ty::Void]) if !m.keys.is_empty() => Ty::Void,
+            _ => {
+                self.err(
+                    Diagnostic::error(e.span, "take takes one map element that holds a number: `take(@m[key])`")
+                        .label("not a map element holding a number"),
+                );
+                Ty::Void
+            }
+        }
+    }
+
     fn what(&self, t: &Ty) -> String {
         match t {
             Ty::Go(id) => format!("a {}", self.types.get(*id).name),
@@ -297,6 +319,7 @@ impl Cx<'_> {
         }
         let tys: Vec<Ty> = args.iter().map(|a| self.expr(a)).collect();
         match func.name.as_str() {
+            "take" => return self.take(e, args, &tys),
             "len" | "cap" => {
                 let name = func.name.as_str();
                 if args.len() != 1 {
