@@ -140,7 +140,9 @@ fn grpc_on_a_stripped_build_counts_calls_by_side_and_says_what_it_cannot_read() 
     }
     let version = VERSIONS[VERSIONS.len() - 1];
     let program = grpcprog(version, &["-ldflags=-s -w"]);
-    let r = trace(&[], &program, 3);
+    // No call is slow enough to be printed, even on a loaded machine (a 106ms call was,
+    // at the default 100ms, under four CPU hogs on 2 cores): the one line is the DWARF's.
+    let r = trace(&["--set", "grpc_slow=60s"], &program, 3);
     let t = truths(&r.stdout);
     let objects = json(&r.stdout);
     let said: Vec<&Value> = objects.iter().filter(|o| o["type"] == "printf").collect();
