@@ -10,7 +10,7 @@ use gtrace::gobin::Target;
 use gtrace::gotypes::TypeId;
 use gtrace::object::{write, BpfObject, MapDef, LICENSE};
 use gtrace::plan::validate::{self, EMITTED_HELPERS};
-use gtrace::plan::{Bundle, EventKind, MapKind, ProbeAttach, ValueType};
+use gtrace::plan::{Bundle, EventKind, MapKind, MapRole, ProbeAttach, ValueType};
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -301,9 +301,16 @@ fn accepted_mutants_leave_the_target_intact() {
             picked.push(k.clone());
         }
     }
-    // And one that surely loads: a user map one key larger, its object rewritten to match.
+    // And one that surely loads: a user map with keys (a hash: a map without keys is an
+    // array of one element, which gtrace never makes larger) one key larger, its object
+    // rewritten to match.
     let mut larger = base.clone();
-    larger.plan.maps[0].max_entries += 1;
+    let keyed = larger.plan.maps.iter().position(|m| {
+        matches!(m.role, MapRole::User { .. })
+            && m.key_size > 0
+            && matches!(m.kind, MapKind::Hash | MapKind::PercpuHash)
+    });
+    larger.plan.maps[keyed.expect("a user map with keys in the base plan")].max_entries += 1;
     rewrite(&mut larger);
     validate::validate(&larger, &target).expect("a user map of 16,385 keys is a plan gtrace writes");
     picked.push(("larger map", larger));
