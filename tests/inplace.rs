@@ -25,9 +25,9 @@ use support::processes::{poll, scratch_dir, Gtrace};
 const SCRIPT: &str = r#"on entry main.work { @work = count(); @stacks[ustack] = count() }
 on entry "fmt.*" { @fmt = count() } on entry "strconv.*" { @strconv = count() }"#;
 
-/// `SCRIPT` with an `on end` that must still run when the trace ends on a change (not
-/// without CAP_SYS_ADMIN: gtrace's own trigger is a perf-event uprobe, which needs it
-/// since the fix for CVE-2025-38466).
+/// `SCRIPT` with an `on end` that must still run when the trace ends on a change (also
+/// without CAP_SYS_ADMIN: gtrace's own triggers attach with multi-uprobe links, which do
+/// not need it, where a perf-event uprobe would since the fix for CVE-2025-38466).
 fn script_with_end() -> String {
     format!("{SCRIPT}\non end {{ printf(\"the end ran\\n\") }}")
 }
@@ -102,8 +102,9 @@ fn without_cap_sys_admin_a_write_in_place_detaches_as_it_is_noticed() {
         return;
     }
     let (traced, newer, untraced) = setup("inplace-noticed");
+    let script = script_with_end();
     let args =
-        ["--bounding-set=-sys_admin", env!("CARGO_BIN_EXE_gtrace"), "-b", traced.to_str().unwrap(), "-e", SCRIPT];
+        ["--bounding-set=-sys_admin", env!("CARGO_BIN_EXE_gtrace"), "-b", traced.to_str().unwrap(), "-e", &script];
     let mut g = Gtrace::start_command("setpriv", &args);
     // (Not `attached()`: without CAP_SYS_ADMIN the kernel's BPF statistics are refused,
     // said in a line with "error" in it, and the trace goes on.)
@@ -121,6 +122,8 @@ fn without_cap_sys_admin_a_write_in_place_detaches_as_it_is_noticed() {
     assert!(g.err.text().contains("was changed in place since the probes were placed in it"), "{}", g.err.text());
     assert_eq!(run(&traced), untraced);
     assert_eq!(count(&g.out.text(), "@work"), field(&first.1, "calls"), "{}", g.out.text());
+    // gtrace's own `on end` attached without CAP_SYS_ADMIN too (a multi-uprobe link).
+    assert!(g.out.text().contains("the end ran"), "{}", g.out.text());
     no_names_read(&g);
 }
 

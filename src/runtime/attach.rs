@@ -258,6 +258,14 @@ impl Loaded {
         let (exe, offset) = trigger.location()?;
         let point = AttachPoint { function: trigger.name().to_string(), address: 0, file_offset: offset, cookie: 0 };
         let own = NonZeroU32::new(std::process::id()).ok_or(RuntimeError::NoSuchProcess { pid: 0 })?;
+        // A multi-uprobe link where the kernel has them (no CAP_SYS_ADMIN needed), else
+        // a perf-event uprobe.
+        if let Some(fd) = self.multi.get(program) {
+            if let Ok(link) = super::uprobe_multi::attach(fd.as_fd(), &exe, &[offset], &[0], own.get()) {
+                self.links.push(Link { program: program.to_string(), points: Vec::new(), kind: LinkKind::Multi(link) });
+                return Ok(());
+            }
+        }
         self.attach_uprobe(program, &point, &exe, UProbeScope::OneProcess(own), true)
     }
 

@@ -99,7 +99,15 @@ pub(crate) fn load_for_plan(ebpf: &Ebpf, object: &[u8], plan: &Plan) -> HashMap<
     let programs: Vec<(&str, &str)> = plan
         .probes
         .iter()
-        .filter(|p| matches!(p.attach, ProbeAttach::Uprobe(_)))
+        // gtrace's own triggers (on begin, on end, on interval) are uprobes too: a
+        // multi-uprobe link needs no CAP_SYS_ADMIN, a perf-event one does (since the fix
+        // for CVE-2025-38466).
+        .filter(|p| {
+            matches!(
+                p.attach,
+                ProbeAttach::Uprobe(_) | ProbeAttach::Begin | ProbeAttach::End | ProbeAttach::Interval { .. }
+            )
+        })
         .map(|p| (p.program.as_str(), p.section.as_str()))
         .collect();
     if programs.is_empty() {
