@@ -20,7 +20,9 @@
 //! spends many times the estimate more; a server at the end of its CPUs spends no more
 //! traced than before, its probes taking what its work gave up), and such a measure
 //! says nothing of the traps. Nor does an interval in which the target waited for a CPU
-//! (its run-queue time, `WAITED`), whatever its factor: a target the host holds back may
+//! (its run-queue time) `WAITED` of the time it ran beyond what it waited untraced
+//! (`trace::measured` takes that off: a program woken by a ticker every millisecond
+//! waited a quarter of its run on an idle VM, its wake-ups' latency), whatever its factor: a target the host holds back may
 //! do less of its own work while traced (what it spends above its share before is then
 //! only a floor: on echo under load it read 0.88 where its CPU per request said 1.5), or
 //! catch up on it later, and the host's other work moves the trap's cost as it comes and

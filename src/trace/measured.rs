@@ -60,6 +60,10 @@ pub struct TargetCpu {
     pid: u32,
     /// Its share of a CPU before attaching (a fraction).
     before: Option<f64>,
+    /// How long it waited for a CPU for each ns it ran, before attaching: a program that
+    /// sleeps and wakes often waits that long untraced (its wake-ups' latency), which is
+    /// not the host holding it back.
+    waited_before: f64,
     attached: Reading,
     newest: Reading,
     mark: Mark,
@@ -71,15 +75,17 @@ impl TargetCpu {
     /// gtrace started, for the share of a CPU it had untraced.
     pub fn start(pid: u32, before: Option<Reading>) -> Option<TargetCpu> {
         let attached = Reading::now(pid)?;
-        let before = before
-            .filter(|b| attached.at.duration_since(b.at) >= SHORTEST_BEFORE)
-            .and_then(|b| attached.rate_since(&b));
-        Some(TargetCpu::new(pid, before, attached))
+        let window = before.filter(|b| attached.at.duration_since(b.at) >= SHORTEST_BEFORE);
+        let share = window.and_then(|b| attached.rate_since(&b));
+        let ran = window.map_or(0, |b| attached.cpu_ns.saturating_sub(b.cpu_ns));
+        let waited = window.map_or(0, |b| attached.wait_ns.saturating_sub(b.wait_ns));
+        let waited_before = if ran > 0 { waited as f64 / ran as f64 } else { 0.0 };
+        Some(TargetCpu::new(pid, share, waited_before, attached))
     }
 
-    fn new(pid: u32, before: Option<f64>, attached: Reading) -> TargetCpu {
+    fn new(pid: u32, before: Option<f64>, waited_before: f64, attached: Reading) -> TargetCpu {
         let mark = Mark { at: attached, traps_ns: ByKind::default(), run_ns: 0.0 };
-        TargetCpu { pid, before, attached, newest: attached, mark, correction: Correction::default() }
+        TargetCpu { pid, before, waited_before, attached, newest: attached, mark, correction: Correction::default() }
     }
 
     /// Reads the CPU time again, at most every 20 ms (its threads' files are read each
@@ -108,7 +114,9 @@ impl TargetCpu {
         let interval = Interval {
             wall_ns,
             spent_ns: spent,
-            waited_ns: self.newest.wait_ns.saturating_sub(self.mark.at.wait_ns) as f64,
+            // What it waited beyond what it waited untraced for as much running.
+            waited_ns: (self.newest.wait_ns.saturating_sub(self.mark.at.wait_ns) as f64 - self.waited_before * spent)
+                .max(0.0),
             extra_ns: spent - before * wall_ns,
             run_ns: run_ns - self.mark.run_ns,
             traps_ns: traps_ns.minus(&self.mark.traps_ns),
@@ -147,7 +155,7 @@ mod tests {
             cpu_ns: cpu_ms * 1_000_000,
             wait_ns: 0,
         };
-        let mut cpu = TargetCpu::new(0, Some(0.10), reading(0, 0));
+        let mut cpu = TargetCpu::new(0, Some(0.10), 0.0, reading(0, 0));
         // Every 100 ms: 40 ms of CPU (10 before attaching, so 30 ms more); the estimate
         // says 35 ms of single-stepped traps and 5 ms of eBPF time each 100 ms.
         let mut taken = Vec::new();
@@ -168,7 +176,7 @@ mod tests {
         assert_eq!(cpu.measure().before_percent, Some(10.0));
         assert_eq!(cpu.measure().intervals, 3);
         // Without a share before attaching (a command started traced): never corrected.
-        let mut started = TargetCpu { before: None, ..TargetCpu::new(0, None, reading(0, 0)) };
+        let mut started = TargetCpu { before: None, ..TargetCpu::new(0, None, 0.0, reading(0, 0)) };
         started.newest = reading(2000, 800);
         assert_eq!(started.observe(ByKind::all(7e8), 1e8), None);
         assert_eq!(started.scales(), ByKind::ONE);
