@@ -10,7 +10,9 @@
 //! - Generations: a program attached at several functions checks that its attach
 //!   cookie's generation is the live one of the site's function (`generations`, indexed
 //!   like the hit counters), so the budget can replace any of its multi-uprobe links by
-//!   one with fewer sites, exactly, without touching its other links.
+//!   one with fewer sites, exactly, without touching its other links. While a link is
+//!   handed over, the newer link claims each hit under the task in `handovers`
+//!   (counting.rs says how one decision is made per hit).
 //! - `--rate N`: a token bucket per probe in the array `rate` (GCRA: one u64, the time
 //!   the bucket is full again, advanced by compare-and-swap), checked before an event is
 //!   built.
@@ -25,6 +27,12 @@ use crate::plan::{SiteRef, COOKIE_SLOT_SHIFT};
 pub const COUNTERS: &str = "counters";
 pub const GENERATIONS: &str = "generations";
 pub const RATE: &str = "rate";
+pub const HANDOVERS: &str = "handovers";
+
+/// How many tasks `handovers` holds claims for: the target's threads that hit a site
+/// while its link is handed over (the runtime empties it after each handover). A claim
+/// the map has no room for is not made, and the older link counts that hit.
+pub const HANDOVER_TASKS: u32 = 4096;
 
 /// At most this many counters (the cookie holds 24 bits of slot).
 pub const MAX_SLOTS: usize = COOKIE_SLOT_MASK as usize;
@@ -145,6 +153,17 @@ impl Layout {
         }
         if !self.rate_items.is_empty() {
             self.acct.rate_map = array(RATE, MapKind::Array, self.rate_items.len());
+        }
+        if !self.acct.generations.is_empty() {
+            maps.specs.push(MapSpec {
+                object_name: HANDOVERS.into(),
+                kind: MapKind::Hash,
+                key_size: 8,
+                value_size: 8,
+                max_entries: HANDOVER_TASKS,
+                role: MapRole::Scratch,
+            });
+            self.acct.handovers = HANDOVERS.into();
         }
         self.acct
     }

@@ -3,14 +3,14 @@
 //! generation check at a program's start, `--rate N`'s token bucket, and counting a map
 //! update the kernel refused under its cause.
 
-use super::accounting::{COUNTERS, GENERATIONS, RATE};
+use super::accounting::{COUNTERS, GENERATIONS, HANDOVERS, RATE};
 use super::codegen::Gen;
 use super::ir::{conv, Arg};
 use super::LowerError;
 use crate::bpf::builder::Label;
 use crate::bpf::helpers::*;
 use crate::bpf::insn::*;
-use crate::plan::{Counter, Refusal, COOKIE_GEN_SHIFT, COOKIE_SLOT_MASK, COOKIE_SLOT_SHIFT};
+use crate::plan::{Counter, Refusal, COOKIE_GEN_SHIFT, COOKIE_SLOT_MASK, COOKIE_SLOT_SHIFT, GEN_HANDOVER};
 use crate::syntax::ast::Span;
 
 impl Gen<'_> {
@@ -63,15 +63,65 @@ impl Gen<'_> {
         self.b.emit(alu64_imm(AluOp::And, R1, COOKIE_SLOT_MASK as i32));
         self.b.emit(store_reg(Size::W, R10, key, R1));
         if generations {
-            self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(GENERATIONS), Arg::Stack(key)]);
-            self.b.jmp_imm_to(JmpOp::Eq, R0, 0, self.done);
-            self.b.emit(load(Size::DW, R1, R0, 0));
-            self.b.op(mov64_reg(R2, R0), R2, cookie);
-            self.b.emit(alu64_imm(AluOp::Rsh, R2, COOKIE_GEN_SHIFT as i32));
-            self.b.jmp_reg_to(JmpOp::Ne, R1, R2, self.done);
+            self.generation_check(key, cookie, span)?;
         }
         self.add_one_at(key);
         self.b.frame.release(mark);
+        Ok(())
+    }
+
+    /// Returns at once unless this site's link is the one that counts this hit.
+    /// `generations[slot]` holds the live generation `L` of the function's link, with
+    /// `GEN_HANDOVER` set while the link is being replaced by one of generation `L+1`.
+    /// Steady, a link counts when it is `L`. In a handover both links fire at each hit,
+    /// the newer first (the kernel runs a uprobe's newest consumer first): it claims the
+    /// hit, writing its cookie's slot and generation under the task (`handovers`), and
+    /// counts unless that write failed; the older one counts unless the task's claim is
+    /// its successor's. So one decision per hit, however the two interleave with the
+    /// runtime's updates. Clobbers R0-R5.
+    fn generation_check(&mut self, key: i16, cookie: crate::lower::ir::VReg, span: Span) -> Result<(), LowerError> {
+        let (counts, older) = (self.b.new_label(), self.b.new_label());
+        let task = self.slot(8, span)?;
+        let claim = self.slot(8, span)?;
+        self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(GENERATIONS), Arg::Stack(key)]);
+        self.b.jmp_imm_to(JmpOp::Eq, R0, 0, self.done);
+        self.b.emit(load(Size::DW, R1, R0, 0));
+        self.b.op(mov64_reg(R2, R0), R2, cookie);
+        self.b.emit(alu64_imm(AluOp::Rsh, R2, COOKIE_GEN_SHIFT as i32));
+        self.b.jmp_reg_to(JmpOp::Eq, R1, R2, counts);
+        self.b.emit(mov64_reg(R3, R1));
+        self.b.emit(alu64_imm(AluOp::And, R3, GEN_HANDOVER as i32));
+        self.b.jmp_imm_to(JmpOp::Eq, R3, 0, self.done);
+        self.b.emit(alu64_imm(AluOp::And, R1, 0xff));
+        self.b.jmp_reg_to(JmpOp::Eq, R1, R2, older);
+        self.b.emit(alu64_imm(AluOp::Add, R1, 1));
+        self.b.emit(alu64_imm(AluOp::And, R1, 0xff));
+        self.b.jmp_reg_to(JmpOp::Ne, R1, R2, self.done);
+        // The newer link: claim the hit.
+        self.b.call(BPF_FUNC_get_current_pid_tgid, &[]);
+        self.b.emit(store_reg(Size::DW, R10, task, R0));
+        self.b.op(mov64_reg(R1, R0), R1, cookie);
+        self.b.emit(alu64_imm(AluOp::Rsh, R1, COOKIE_SLOT_SHIFT as i32));
+        self.b.emit(store_reg(Size::DW, R10, claim, R1));
+        let args = [Arg::Map(HANDOVERS), Arg::Stack(task), Arg::Stack(claim), Arg::Imm(BPF_ANY)];
+        self.b.call(BPF_FUNC_map_update_elem, &args);
+        self.b.jmp_imm_to(JmpOp::Ne, R0, 0, self.done);
+        self.b.ja_to(counts);
+        // The older link: counts unless its successor claimed this hit.
+        self.b.bind(older);
+        self.b.call(BPF_FUNC_get_current_pid_tgid, &[]);
+        self.b.emit(store_reg(Size::DW, R10, task, R0));
+        self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(HANDOVERS), Arg::Stack(task)]);
+        self.b.jmp_imm_to(JmpOp::Eq, R0, 0, counts);
+        self.b.emit(load(Size::DW, R1, R0, 0));
+        self.b.op(mov64_reg(R2, R0), R2, cookie);
+        self.b.emit(alu64_imm(AluOp::Rsh, R2, COOKIE_SLOT_SHIFT as i32));
+        self.b.emit(alu64_imm(AluOp::Add, R2, 1 << (COOKIE_GEN_SHIFT - COOKIE_SLOT_SHIFT)));
+        // Within 32 bits: the generation wraps as a u8.
+        self.b.emit(alu64_imm(AluOp::Lsh, R2, 32));
+        self.b.emit(alu64_imm(AluOp::Rsh, R2, 32));
+        self.b.jmp_reg_to(JmpOp::Eq, R1, R2, self.done);
+        self.b.bind(counts);
         Ok(())
     }
 

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 pub mod validate;
 
 /// The version of the plan's format. A plan of another version is refused.
-pub const PLAN_VERSION: u32 = 13;
+pub const PLAN_VERSION: u32 = 14;
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Plan {
@@ -107,6 +107,9 @@ impl Plan {
 pub const COOKIE_SLOT_SHIFT: u32 = 32;
 pub const COOKIE_SLOT_MASK: u64 = 0xff_ffff;
 pub const COOKIE_GEN_SHIFT: u32 = 56;
+/// Set beside the live generation in `Accounting::generations` while the function's
+/// link is handed over to one of the next generation.
+pub const GEN_HANDOVER: u64 = 0x100;
 
 /// gtrace's own counters in the kernel, and the maps that govern its programs. Every
 /// counter is a u64 slot of one per-CPU array (`counters`), added to atomically; the
@@ -128,6 +131,10 @@ pub struct Accounting {
     pub generations: String,
     /// The programs that check their sites' generations.
     pub generation_programs: Vec<String>,
+    /// A hash of u64 to u64: while a link is handed over (`GEN_HANDOVER`), a task's
+    /// claim on the hit it is in (bits 32.. of the newer link's cookie), so that one of
+    /// the two links counts it. Empty with `generations`.
+    pub handovers: String,
     /// `--rate N`: printed events a second per probe, a token bucket per probe in the
     /// array `rate` (the time the bucket is full again, GCRA); `None`: no limit.
     pub rate: Option<u32>,

@@ -17,6 +17,7 @@ use super::error::{has_errno, permission_error, RuntimeError};
 use super::events::IntervalTimer;
 use super::file_guard::{Change, FileGuard, FileStamp, Strength};
 use super::loader::Loaded;
+use super::maps::MapHandle;
 use super::trigger::Trigger;
 use super::uprobe_multi::{self, MultiLink};
 use crate::plan::MAX_INTERVAL_PROBES;
@@ -391,6 +392,7 @@ impl Loaded {
         let mut kept = Vec::new();
         let mut going_links = Vec::new();
         let mut failure = None;
+        let mut handed = Vec::new();
         for link in std::mem::take(&mut self.links) {
             if link.program != program || link.points.is_empty() || !link.points.iter().any(leaves) {
                 kept.push(link);
@@ -399,7 +401,7 @@ impl Loaded {
             let remaining: Vec<AttachPoint> = link.points.iter().filter(|p| !leaves(p)).cloned().collect();
             detached += link.points.len() - remaining.len();
             if !remaining.is_empty() {
-                match self.replace_multi(program, remaining.clone()) {
+                match self.replace_multi(program, remaining.clone(), &mut handed) {
                     Ok(new) => kept.push(new),
                     // The cost must go: the whole link goes, and the caller hears which
                     // sites went with it.
@@ -411,6 +413,9 @@ impl Loaded {
         }
         self.links = kept;
         release(going_links);
+        // The older links are gone, with every hit in flight in them: the newer ones
+        // count alone.
+        self.end_handover(&handed)?;
         match failure {
             None => Ok(detached),
             Some((source, also)) => {
@@ -420,31 +425,61 @@ impl Loaded {
     }
 
     /// A multi-uprobe link of `program` at `points`, each with its slot's next
-    /// generation, made the live ones.
-    fn replace_multi(&mut self, program: &str, points: Vec<AttachPoint>) -> Result<Link, RuntimeError> {
+    /// generation. Its slots are handed over to it (`GEN_HANDOVER`, added to `handed`)
+    /// before it is attached; `end_handover` makes its generations the only live ones
+    /// once the link it replaces is gone.
+    fn replace_multi(
+        &mut self,
+        program: &str,
+        points: Vec<AttachPoint>,
+        handed: &mut Vec<(u32, u8)>,
+    ) -> Result<Link, RuntimeError> {
         let unsupported = |what: &str| RuntimeError::Unsupported { what: format!("`{program}`: {what}") };
         let target = self.target.clone().ok_or_else(|| unsupported("not attached"))?;
         let fd = self.multi.get(program).ok_or_else(|| unsupported("no multi-uprobe copy to reattach"))?;
         let checks = self.accounting.checks_generations(program);
         let live = self.generations.clone();
-        let next = |slot: u32| live.get(&slot).copied().unwrap_or(0).wrapping_add(1);
-        let generation = |p: &AttachPoint| if checks { next(cookie_slot(p.cookie)) } else { 0 };
+        let live_of = |slot: u32| live.get(&slot).copied().unwrap_or(0);
+        let mut slots: Vec<u32> = points.iter().map(|p| cookie_slot(p.cookie)).collect();
+        slots.sort_unstable();
+        slots.dedup();
+        if checks {
+            let map = self.generations_map()?;
+            for &slot in &slots {
+                map.set_array_u64(slot, u64::from(live_of(slot)) | crate::plan::GEN_HANDOVER)?;
+                handed.push((slot, live_of(slot)));
+            }
+        }
+        let generation = |p: &AttachPoint| if checks { live_of(cookie_slot(p.cookie)).wrapping_add(1) } else { 0 };
         let link = multi_link(fd.as_fd(), &points, &target.binary, target.scope, &generation)
             .map_err(|source| RuntimeError::Os { action: "attaching a multi-uprobe link with fewer sites", source })?;
         if checks {
-            let map = self
-                .maps
-                .get(&self.accounting.generations)
-                .ok_or_else(|| RuntimeError::NoSuchMap { map: self.accounting.generations.clone() })?;
-            let mut slots: Vec<u32> = points.iter().map(|p| cookie_slot(p.cookie)).collect();
-            slots.sort_unstable();
-            slots.dedup();
             for slot in slots {
-                map.set_array_u64(slot, u64::from(next(slot)))?;
-                self.generations.insert(slot, next(slot));
+                self.generations.insert(slot, live_of(slot).wrapping_add(1));
             }
         }
         Ok(Link { program: program.to_string(), points, kind: LinkKind::Multi(link) })
+    }
+
+    /// Ends the handover of each `(slot, generation it had)`: its live generation is the
+    /// one `self.generations` holds now (the next one, or the old one where no newer link
+    /// was made), and the tasks' claims are dropped.
+    fn end_handover(&mut self, handed: &[(u32, u8)]) -> Result<(), RuntimeError> {
+        if handed.is_empty() {
+            return Ok(());
+        }
+        let map = self.generations_map()?;
+        for &(slot, old) in handed {
+            let live = self.generations.get(&slot).copied().unwrap_or(old);
+            map.set_array_u64(slot, u64::from(live))?;
+        }
+        let name = &self.accounting.handovers;
+        self.maps.get(name).ok_or_else(|| RuntimeError::NoSuchMap { map: name.clone() })?.clear()
+    }
+
+    fn generations_map(&self) -> Result<&MapHandle, RuntimeError> {
+        let name = &self.accounting.generations;
+        self.maps.get(name).ok_or_else(|| RuntimeError::NoSuchMap { map: name.clone() })
     }
 }
 

@@ -189,6 +189,8 @@ fn scratch(plan: &Plan, m: &MapSpec) -> bool {
     } else if name == acct.generations {
         // Indexed like the counters: a generation at each function's hit slot.
         shape == (MapKind::Array, 4, 8, acct.slots.len().max(1) as u32)
+    } else if name == acct.handovers {
+        shape == (MapKind::Hash, 8, 8, crate::lower::accounting::HANDOVER_TASKS)
     } else if name == acct.rate_map {
         matches!(shape, (MapKind::Array, 4, 8, n) if n as usize <= plan.probes.len().max(1))
     } else if name == plan.cgroup {
@@ -290,10 +292,13 @@ fn fields(m: &MapSpec) -> Result<(), Refused> {
 fn accounting(plan: &Plan) -> Result<(), Refused> {
     let acct = &plan.accounting;
     let is_map = |name: &str| name.is_empty() || plan.maps.iter().any(|m| m.object_name == name);
-    for name in [&acct.counters, &acct.generations, &acct.rate_map, &plan.cgroup] {
+    for name in [&acct.counters, &acct.generations, &acct.handovers, &acct.rate_map, &plan.cgroup] {
         if !is_map(name) {
             return Err(plan_refused(format!("names {name:?} for gtrace's own use, which is no map of the plan")));
         }
+    }
+    if acct.generations.is_empty() != acct.handovers.is_empty() {
+        return Err(plan_refused("has generations without handovers, or handovers without generations"));
     }
     if acct.counters.is_empty() && !acct.slots.is_empty() || acct.slots.len() > crate::lower::accounting::MAX_SLOTS {
         return Err(plan_refused(format!("has {} counters, not what gtrace makes", acct.slots.len())));

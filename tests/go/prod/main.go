@@ -166,15 +166,30 @@ func main() {
 			}
 		}
 	case "cold":
-		// cold N times in a loop.
-		n := arg(2)
-		s := 0
-		for i := 0; i < n; i++ {
-			s += cold(i)
+		// cold N times in a loop, on each of G goroutines (1 if not given).
+		n, g := arg(2), 1
+		if len(os.Args) > 3 {
+			g = arg(3)
 		}
-		fmt.Printf("cold_calls=%d sum=%d\n", n, s)
+		sums := make([]int, g)
+		var wg sync.WaitGroup
+		for j := 0; j < g; j++ {
+			wg.Add(1)
+			go func(j int) {
+				defer wg.Done()
+				for i := 0; i < n; i++ {
+					sums[j] += cold(i)
+				}
+			}(j)
+		}
+		wg.Wait()
+		s := 0
+		for _, v := range sums {
+			s += v
+		}
+		fmt.Printf("cold_calls=%d sum=%d\n", n*g, s)
 	default:
-		fmt.Fprintln(os.Stderr, "usage: prod keys N | alive N | print N SIZE | paced N MS | hotcold N K | cpu K | cold N")
+		fmt.Fprintln(os.Stderr, "usage: prod keys N | alive N | print N SIZE | paced N MS | hotcold N K | cpu K | cold N [G]")
 		os.Exit(2)
 	}
 }
