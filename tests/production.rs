@@ -94,13 +94,13 @@ fn histogram_keys_arriving_in_bursts_are_kept_or_refused_with_their_cause() {
         assert_eq!(count_lines(&run.stdout, "@h["), kept, "{}", run.stderr);
         assert!(!run.stderr.contains("ENOMEM"), "{}", run.stderr);
         if kept < 3000 {
-            let cause = format!("map full at {} keys", gtrace::output::stats::thousands(default));
+            let cause = format!("map full at {} keys", gtrace::output::numbers::thousands(default));
             assert!(run.stderr.contains(&cause), "{cause}:\n{}", run.stderr);
         }
     } else if refused > 0 {
         let cause = "updates of @h refused: the kernel had no memory ready for a new key (ENOMEM)";
         assert!(run.stderr.contains(cause), "{}", run.stderr);
-        let fix = format!("--map-size @h=N with N up to {} preallocates it", gtrace::output::stats::thousands(fits));
+        let fix = format!("--map-size @h=N with N up to {} preallocates it", gtrace::output::numbers::thousands(fits));
         assert!(run.stderr.contains(&fix), "{fix}:\n{}", run.stderr);
     }
     // The fix said: a size gtrace preallocates. Every key's values exist from the start,

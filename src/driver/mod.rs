@@ -189,7 +189,7 @@ fn size_to_target(settings: &mut lower::Settings, process: &trace::Process, targ
 fn say_grown(grown: Option<(u64, u32)>, compiled: &Compiled) {
     let Some((goroutines, size)) = grown else { return };
     if compiled.plan.maps.iter().any(|m| m.object_name == GOROUTINES_SPILL) {
-        let n = crate::output::stats::thousands;
+        let n = crate::output::numbers::thousands;
         eprintln!(
             "gtrace: the process has had {} goroutines: the tables of calls in flight hold {} (--map-size inflight=N)",
             n(goroutines),

@@ -2,7 +2,7 @@
 //! map whose updates the kernel refused (by cause, with the fix that works) and for the
 //! printed lines the OTLP exporter never sent.
 
-use super::stats::{plural, thousands};
+use super::numbers::{plural, thousands};
 use crate::plan::Refusal;
 use serde::Serialize;
 

@@ -2,7 +2,8 @@
 //! estimated to have cost it: the line of `--stats` that checks the estimate. The
 //! numbers are read by `trace::measured`; this is what they mean and how they print.
 
-use super::stats::{percent, Stats};
+use super::numbers::percent;
+use super::stats::Stats;
 use super::text::duration;
 use crate::arch::trap::ByKind;
 use serde::Serialize;

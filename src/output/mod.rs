@@ -10,6 +10,7 @@ pub mod json;
 pub mod live;
 pub mod losses;
 pub mod measured;
+pub mod numbers;
 pub mod quote;
 pub mod span;
 pub mod stats;

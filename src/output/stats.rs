@@ -4,6 +4,7 @@
 //! `trace::stats`; this is only what they mean and how they print.
 
 pub use super::losses::{MapStats, UnsentLogs, UnsentSpans, CARRIED_TABLE, DEEP_FRAMES_TABLE, INFLIGHT_TABLE};
+use super::numbers::{duration_rounded, elide, percent, plural, thousands};
 use super::text::duration;
 use crate::arch::trap::{ByKind, TrapKind};
 use serde::Serialize;
@@ -129,16 +130,6 @@ pub fn partial(plan: &crate::plan::Plan, object_name: &str, detached: &[Detached
     match cuts.count() {
         0 => Some(first),
         n => Some(format!("{first}, and {} more probe unit{}", thousands(n as u64), plural(n as u64))),
-    }
-}
-
-/// A time since the start as `0.2s` or `1m3s`: what a reader of a map needs.
-fn duration_rounded(ns: u64) -> String {
-    let s = ns as f64 / 1e9;
-    if s < 60.0 {
-        format!("{s:.1}s")
-    } else {
-        format!("{}m{}s", (s / 60.0) as u64, (s % 60.0) as u64)
     }
 }
 
@@ -395,51 +386,11 @@ impl Stats {
     }
 }
 
-/// `1,234,567`.
-pub fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
-/// A percentage with the digits that matter: `73`, `4.2`, `0.31`, `0.004`.
-pub fn percent(p: f64) -> String {
-    let s = if p >= 10.0 {
-        format!("{p:.0}")
-    } else if p >= 1.0 {
-        format!("{p:.1}")
-    } else if p >= 0.01 || p == 0.0 {
-        format!("{p:.2}")
-    } else {
-        format!("{p:.3}")
-    };
-    if s.contains('.') {
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
-    } else {
-        s
-    }
-}
-
-pub(super) fn plural(n: u64) -> &'static str {
-    if n == 1 {
-        ""
-    } else {
-        "s"
-    }
-}
-
 /// Functions shown under a probe in the `--stats` table (the costliest).
 const MAX_SITE_ROWS: usize = 10;
 /// The widest name in the `--stats` table: longer ones keep their start and end.
 const MAX_NAME: usize = 72;
 
-/// `text` cut to `max` characters by replacing its middle with `...`.
 /// Cuts each row's name to `MAX_NAME`, but where two different names would be cut to
 /// the same text, keeps both whole: rows must be told apart.
 fn elide_names(rows: &mut [[String; 8]]) {
@@ -458,17 +409,6 @@ fn elide_names(rows: &mut [[String; 8]]) {
             r[0] = cut[i].clone();
         }
     }
-}
-
-fn elide(text: &str, max: usize) -> String {
-    let n = text.chars().count();
-    if n <= max {
-        return text.to_string();
-    }
-    let keep = max - 3;
-    let head: String = text.chars().take(keep / 2).collect();
-    let tail: String = text.chars().skip(n - (keep - keep / 2)).collect();
-    format!("{head}...{tail}")
 }
 
 #[cfg(test)]

@@ -4,8 +4,8 @@
 //! to gtrace's own stdout and stderr when the view closes (each stream in its order).
 //! From then on it passes straight through.
 
+use crate::output::numbers::thousands;
 use crate::output::quote;
-use crate::output::stats::thousands;
 use crate::runtime::Captured;
 use std::collections::VecDeque;
 use std::io::{Read, Write};

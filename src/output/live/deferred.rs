@@ -3,7 +3,8 @@
 //! drawn over or lost. The last lines are also shown in the view. At most `KEEP` outputs
 //! are kept (the oldest go first); how many went is said when the rest are written.
 
-use crate::output::stats::{thousands, Stats};
+use crate::output::numbers::thousands;
+use crate::output::stats::Stats;
 use crate::output::{text, Event, MapDump, OutputError, Sink};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};

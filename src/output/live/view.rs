@@ -4,7 +4,8 @@
 //! percentiles, and the last lines the script printed.
 
 use super::rates::Rates;
-use crate::output::stats::{percent, thousands, Stats};
+use crate::output::numbers::{percent, thousands};
+use crate::output::stats::Stats;
 use crate::output::text::{agg_scalar, duration, shown};
 use crate::output::value::{AggValue, Value};
 use crate::output::MapDump;

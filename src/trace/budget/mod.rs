@@ -19,7 +19,7 @@ pub(crate) mod units;
 use super::measured::SCALE_RANGE;
 use super::stats::{Detached, Meter, Stats};
 use crate::arch::trap::ByKind;
-use crate::output::stats::{percent, thousands};
+use crate::output::numbers::{percent, thousands};
 use crate::plan::{Plan, SiteRef};
 use crate::runtime::{Loaded, RuntimeError};
 use speedup::Speedup;
