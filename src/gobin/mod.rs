@@ -119,7 +119,7 @@ pub struct Target {
     layout: Layout,
     /// Data sections, searched for the function table when no section is named for it.
     all_data: Vec<moduledata::Range>,
-    /// Every inlined call with code, sorted by callee then address; read on first use.
+    /// Which inline trees name which callees; read on first use.
     inlined: OnceCell<sites::InlinedTable>,
     /// `find_inlined`'s answers so far (and from the cache), by pattern.
     inlined_found: RefCell<std::collections::BTreeMap<String, Vec<InlinedSite>>>,

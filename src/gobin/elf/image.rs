@@ -32,6 +32,13 @@ impl<'d> Image<'d> {
         self.data.get(start..start.checked_add(usize::try_from(len).ok()?)?)
     }
 
+    /// The bytes from `addr` to the end of its segment's file bytes.
+    pub fn rest(&self, addr: u64) -> Option<&'d [u8]> {
+        let s = self.segments.iter().find(|s| addr >= s.vaddr && addr - s.vaddr < s.filesz)?;
+        let start = usize::try_from(addr - s.vaddr + s.offset).ok()?;
+        self.data.get(start..usize::try_from(s.offset + s.filesz).ok()?)
+    }
+
     /// The little-endian u64 at `addr`, relocated.
     pub fn u64(&self, addr: u64) -> Option<u64> {
         if let Some(v) = self.relative.get(&addr) {

@@ -288,15 +288,17 @@ impl<'d> Pclntab<'d> {
 
     /// The pc-value table `table` of a function as `(from, to, value)` runs.
     fn pcdata(&self, record: u64, entry: u64, table: u32) -> Option<Vec<(u64, u64, i32)>> {
+        self.pc_values(self.pcdata_at(record, table)?, entry)
+    }
+
+    /// Where the pc-value table `table` of the function whose record is `record` is.
+    fn pcdata_at(&self, record: u64, table: u32) -> Option<u64> {
         let (npcdata, _, pcdata) = self.tables(record)?;
         if table >= npcdata {
             return None;
         }
         let off = self.image.u32(pcdata + 4 * u64::from(table))?;
-        if off == 0 {
-            return None;
-        }
-        self.pc_values(self.pctab + u64::from(off), entry)
+        (off != 0).then(|| self.pctab + u64::from(off))
     }
 
     /// Decodes the pc-value table at `at` (runtime.step): zig-zag value deltas and pc
@@ -365,6 +367,62 @@ impl<'d> Pclntab<'d> {
             }
         }
         checked > 0 && 2 * named >= checked
+    }
+
+    /// `(callee name offset, caller index)` for every inline-tree entry of every function
+    /// up to the highest index its `PCDATA_InlTreeIndex` table holds: a superset of the
+    /// calls `inlined_calls` reports (every entry with code has an index its runs or its
+    /// descendants' runs name), read without decoding a body. Sorted, deduplicated.
+    pub fn inline_callees(&self, gofunc: Option<u64>) -> Vec<(i32, u32)> {
+        let record_size: u64 = if self.format == Format::Go120 { 16 } else { 20 };
+        let name_field: u64 = if self.format == Format::Go120 { 4 } else { 12 };
+        let mut out = Vec::new();
+        for i in 0..self.nfunc {
+            let Some((_, record)) = self.slot(i) else { break };
+            let Some(tree) = self.funcdata(record, FUNCDATA_INL_TREE, gofunc) else { continue };
+            let Some(highest) = self.pcdata_at(record, PCDATA_INL_TREE_INDEX).and_then(|at| self.highest_value(at))
+            else {
+                continue;
+            };
+            for node in 0..=u64::from(highest.unsigned_abs()).min(1 << 16) {
+                let Some(name) = self.image.u32(tree + record_size * node + name_field) else { break };
+                out.push((name as i32, i as u32));
+            }
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// The highest value of the pc-value table at `at` (as `pc_values` decodes it), if
+    /// any is 0 or more.
+    fn highest_value(&self, at: u64) -> Option<i32> {
+        let bytes = self.image.rest(at)?;
+        let mut pos = 0;
+        let mut varint = || {
+            let mut v: u32 = 0;
+            for shift in 0..5 {
+                let b = *bytes.get(pos)?;
+                pos += 1;
+                v |= u32::from(b & 0x7f) << (7 * shift);
+                if b & 0x80 == 0 {
+                    return Some(v);
+                }
+            }
+            None
+        };
+        let (mut value, mut highest, mut first): (i32, i32, bool) = (-1, -1, true);
+        for _ in 0..=1 << 20 {
+            let uv = varint()?;
+            if uv == 0 && !first {
+                break;
+            }
+            first = false;
+            value = value.wrapping_add(((uv >> 1) as i32) ^ -((uv & 1) as i32));
+            highest = highest.max(value);
+            varint()?;
+        }
+        (highest >= 0).then_some(highest)
     }
 
     /// Every inlined call in function `f` that has code: which function, its body's

@@ -30,7 +30,7 @@ impl Target {
 
     /// `moduledata.gofunc`, which Go 1.18+ inline trees are found from (None before 1.18,
     /// where funcdata are pointers, and when no candidate fits); found once.
-    fn gofunc(&self) -> Option<u64> {
+    pub(crate) fn gofunc(&self) -> Option<u64> {
         *self.gofunc.get_or_init(|| {
             let image = self.image();
             let (table, md) = self.pclntab(&image, self.layout.pclntab?).ok()?;

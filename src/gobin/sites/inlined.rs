@@ -4,7 +4,7 @@
 
 use super::cfg::Cfg;
 use super::inlentry::{self, InlinedEntry, Placement};
-use crate::gobin::elf::{moduledata, pclntab, symbols};
+use crate::gobin::elf::{pclntab, symbols};
 use crate::gobin::{Param, Target, TargetError, ValueLocation};
 
 /// A place where a function was inlined into another.
@@ -33,60 +33,88 @@ pub(super) fn never_returns(function: &str) -> bool {
         || name.starts_with("panic") && !name.starts_with("panicCheck")
 }
 
-/// Every inlined call with code, and where the callees' names are.
+/// Which functions' inline trees name which callees: what finding a pattern's inlined
+/// calls starts from, so that only the trees of the callers it names are decoded.
 #[derive(Default)]
 pub(crate) struct InlinedTable {
-    /// Sorted by callee (its name's offset), then address.
-    calls: Vec<pclntab::InlinedCall>,
+    /// `(callee name offset, caller index in the function records)`, sorted: every
+    /// entry of every tree that may have code (`Pclntab::inline_callees`).
+    callees: Vec<(i32, u32)>,
     funcnametab: u64,
+    gofunc: Option<u64>,
+}
+
+/// The order calls are kept in: by callee (its name's offset), then body, then the rest,
+/// so that equal calls end up side by side.
+fn call_order(a: &pclntab::InlinedCall, b: &pclntab::InlinedCall) -> std::cmp::Ordering {
+    (a.callee.cmp(&b.callee).then_with(|| a.body.cmp(&b.body)))
+        .then_with(|| (a.caller, a.caller_code, a.parent_pc).cmp(&(b.caller, b.caller_code, b.parent_pc)))
 }
 
 impl Target {
-    /// Every inlined call with code; read once, no name read.
+    /// The callee index of every inline tree; read once, no name read.
     fn inlined_calls(&self) -> &InlinedTable {
-        self.inlined.get_or_init(|| {
-            let mut table = self.read_inlined().unwrap_or_default();
-            // Every field in the order: unstable, but equal calls end up side by side.
-            table.calls.sort_unstable_by(|a, b| {
-                (a.callee.cmp(&b.callee).then_with(|| a.body.cmp(&b.body)))
-                    .then_with(|| (a.caller, a.caller_code, a.parent_pc).cmp(&(b.caller, b.caller_code, b.parent_pc)))
-            });
-            table.calls.dedup();
-            table
-        })
+        self.inlined.get_or_init(|| self.read_inlined().unwrap_or_default())
     }
 
     fn read_inlined(&self) -> Option<InlinedTable> {
         let image = self.image();
-        let (table, md) = self.pclntab(&image, self.layout.pclntab?).ok()?;
-        let functions = self.records.get_or_init(|| self.func_records().unwrap_or_default());
-        let gofunc = if table.format == pclntab::Format::Go116 {
-            None
-        } else {
-            let candidates = moduledata::gofunc_candidates(&image, md?, self.layout.rodata?);
-            Some(candidates.into_iter().find(|g| table.gofunc_fits(functions, *g))?)
-        };
-        let calls = functions.iter().enumerate().flat_map(|(i, f)| table.inlined_calls(f, i, gofunc)).collect();
-        Some(InlinedTable { calls, funcnametab: table.funcnametab() })
+        let (table, _) = self.pclntab(&image, self.layout.pclntab?).ok()?;
+        let gofunc = self.gofunc();
+        if table.format != pclntab::Format::Go116 && gofunc.is_none() {
+            return None;
+        }
+        Some(InlinedTable { callees: table.inline_callees(gofunc), funcnametab: table.funcnametab(), gofunc })
+    }
+
+    /// The inlined calls with code in the functions `callers` (indexes into the function
+    /// records) whose callee is one of `callees` (sorted name offsets), in `call_order`
+    /// without repeats.
+    fn inlined_calls_in(&self, callers: &[u32], callees: &[i32]) -> Vec<pclntab::InlinedCall> {
+        let table = self.inlined_calls();
+        let image = self.image();
+        let Some(Ok((pcln, _))) = self.layout.pclntab.map(|at| self.pclntab(&image, at)) else { return Vec::new() };
+        let records = self.records.get_or_init(|| self.func_records().unwrap_or_default());
+        let mut calls: Vec<pclntab::InlinedCall> = callers
+            .iter()
+            .filter_map(|i| Some((*i as usize, records.get(*i as usize)?)))
+            .flat_map(|(i, f)| pcln.inlined_calls(f, i, table.gofunc))
+            .filter(|c| callees.binary_search(&c.callee).is_ok())
+            .collect();
+        calls.sort_unstable_by(call_order);
+        calls.dedup();
+        calls
     }
 
     /// The inlined calls whose callee matches `pattern`, with the callee's name, in
-    /// callee then address order: each distinct name read once.
-    fn inlined_matching(&self, pattern: &str) -> Vec<(&str, &pclntab::InlinedCall)> {
+    /// callee then address order: each distinct name read once, and only the trees of
+    /// functions that name a matching callee decoded.
+    fn inlined_matching(&self, pattern: &str) -> Vec<(&str, pclntab::InlinedCall)> {
         let table = self.inlined_calls();
         let image = self.image();
         let matcher = symbols::is_pattern(pattern).then(|| symbols::Matcher::new(pattern));
-        let mut out: Vec<(&str, &pclntab::InlinedCall)> = Vec::new();
-        for group in table.calls.chunk_by(|a, b| a.callee == b.callee) {
-            let Some(name) = pclntab::name_at(&image, table.funcnametab, group[0].callee) else { continue };
+        let mut names: Vec<(i32, &str)> = Vec::new();
+        let mut callers: Vec<u32> = Vec::new();
+        for group in table.callees.chunk_by(|a, b| a.0 == b.0) {
+            let Some(name) = pclntab::name_at(&image, table.funcnametab, group[0].0) else { continue };
             let matches = match &matcher {
                 Some(m) => m.matches(name),
                 None => name == pattern,
             };
             if matches {
-                out.extend(group.iter().map(|c| (name, c)));
+                names.push((group[0].0, name));
+                callers.extend(group.iter().map(|c| c.1));
             }
         }
+        if names.is_empty() {
+            return Vec::new();
+        }
+        callers.sort_unstable();
+        callers.dedup();
+        let offsets: Vec<i32> = names.iter().map(|n| n.0).collect();
+        let name_of = |off: i32| names.binary_search_by_key(&off, |n| n.0).map_or("", |i| names[i].1);
+        let mut out: Vec<(&str, pclntab::InlinedCall)> =
+            self.inlined_calls_in(&callers, &offsets).into_iter().map(|c| (name_of(c.callee), c)).collect();
         out.sort_by(|a, b| a.0.cmp(b.0).then(a.1.body.cmp(&b.1.body)));
         out
     }
@@ -169,8 +197,14 @@ impl Target {
         let Some(runs) = table.filter(|_| addr < f.end).and_then(|t| t.lines(f)) else { return Vec::new() };
         let line_at =
             |pc: u64| runs.iter().find(|(lo, hi, _)| *lo <= pc && pc < *hi).and_then(|r| u32::try_from(r.2).ok());
-        let calls = self.inlined_calls().calls.iter().filter(|c| c.caller_code.0 == f.entry);
-        let holding = calls.filter(|c| c.body.iter().any(|(lo, hi)| *lo <= addr && addr < *hi));
+        // Every record whose code starts there (a function of no size shares its entry).
+        let first = records.partition_point(|r| r.entry < f.entry);
+        let callers: Vec<u32> = (first..records.partition_point(|r| r.entry <= f.entry)).map(|i| i as u32).collect();
+        let mut callees: Vec<i32> =
+            self.inlined_calls().callees.iter().filter(|c| callers.contains(&c.1)).map(|c| c.0).collect();
+        callees.sort_unstable();
+        let calls = self.inlined_calls_in(&callers, &callees);
+        let holding = calls.iter().filter(|c| c.body.iter().any(|(lo, hi)| *lo <= addr && addr < *hi));
         line_at(addr).into_iter().chain(holding.filter_map(|c| c.parent_pc.and_then(line_at))).collect()
     }
 
