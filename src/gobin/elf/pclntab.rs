@@ -191,19 +191,23 @@ impl<'d> Pclntab<'d> {
     /// Every function, in address order.
     pub fn functions(&self) -> Result<Vec<FuncRecord>, PclntabError> {
         let mut out = Vec::with_capacity(self.nfunc as usize);
-        let mut next = self.slot(0).ok_or(PclntabError::FunctabOutside)?;
         for i in 0..self.nfunc {
-            let (entry, record) = next;
-            next = self.slot(i + 1).ok_or(PclntabError::FunctabOutside)?;
-            let name = self.func_name(record).ok_or(PclntabError::NoName { entry })?;
-            let asm = match self.format {
-                Format::Go116 => None,
-                Format::Go118 => Some(self.image.u8(record + 37).unwrap_or(0) & FLAG_ASM != 0),
-                Format::Go120 => Some(self.image.u8(record + 41).unwrap_or(0) & FLAG_ASM != 0),
-            };
-            out.push(FuncRecord { name: name.to_string(), entry, end: next.0.max(entry), asm, record });
+            out.push(self.function(i)?);
         }
         Ok(out)
+    }
+
+    /// Function `i` of the table (in address order): its name is read, nothing else's.
+    pub fn function(&self, i: u64) -> Result<FuncRecord, PclntabError> {
+        let (entry, record) = self.slot(i).ok_or(PclntabError::FunctabOutside)?;
+        let next = self.slot(i + 1).ok_or(PclntabError::FunctabOutside)?;
+        let name = self.func_name(record).ok_or(PclntabError::NoName { entry })?;
+        let asm = match self.format {
+            Format::Go116 => None,
+            Format::Go118 => Some(self.image.u8(record + 37).unwrap_or(0) & FLAG_ASM != 0),
+            Format::Go120 => Some(self.image.u8(record + 41).unwrap_or(0) & FLAG_ASM != 0),
+        };
+        Ok(FuncRecord { name: name.to_string(), entry, end: next.0.max(entry), asm, record })
     }
 
     /// Each function's entry and whether it is assembly (Go 1.18 and later record it),
@@ -343,12 +347,13 @@ impl<'d> Pclntab<'d> {
     /// Whether `gofunc` is right: the first inline-tree record of (up to) 32 functions that
     /// have one names the start of a name (the byte before is the NUL ending the previous
     /// name) and a parent pc inside the function.
-    pub fn gofunc_fits(&self, functions: &[FuncRecord], gofunc: u64) -> bool {
+    pub fn gofunc_fits(&self, gofunc: u64) -> bool {
         let mut checked = 0;
         // Zeros also pass for name 0: most records must name something else.
         let mut named = 0;
-        for f in functions {
-            let Some(tree) = self.funcdata(f.record, FUNCDATA_INL_TREE, Some(gofunc)) else { continue };
+        for i in 0..self.nfunc {
+            let (Some((entry, record)), Some((next, _))) = (self.slot(i), self.slot(i + 1)) else { return false };
+            let Some(tree) = self.funcdata(record, FUNCDATA_INL_TREE, Some(gofunc)) else { continue };
             let (name_at, parent_pc_at) =
                 if self.format == Format::Go120 { (tree + 4, tree + 8) } else { (tree + 12, tree + 16) };
             let (Some(name), Some(parent_pc)) = (self.image.u32(name_at), self.image.u32(parent_pc_at)) else {
@@ -357,7 +362,7 @@ impl<'d> Pclntab<'d> {
             // (Offset 0 is the first name of the table.)
             let starts_name = (name == 0 || self.image.u8(self.funcnametab + u64::from(name) - 1) == Some(0))
                 && self.name(name as i32).is_some_and(|n| !n.is_empty());
-            if !starts_name || u64::from(parent_pc) >= f.end - f.entry {
+            if !starts_name || u64::from(parent_pc) >= next.max(entry) - entry {
                 return false;
             }
             checked += 1;

@@ -37,9 +37,8 @@ impl Target {
             if table.format == pclntab::Format::Go116 {
                 return None;
             }
-            let records = self.records.get_or_init(|| self.func_records().unwrap_or_default());
             let candidates = moduledata::gofunc_candidates(&image, md?, self.layout.rodata?);
-            candidates.into_iter().find(|g| table.gofunc_fits(records, *g))
+            candidates.into_iter().find(|g| table.gofunc_fits(*g))
         })
     }
 }

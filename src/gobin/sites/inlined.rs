@@ -74,11 +74,10 @@ impl Target {
         let table = self.inlined_calls();
         let image = self.image();
         let Some(Ok((pcln, _))) = self.layout.pclntab.map(|at| self.pclntab(&image, at)) else { return Vec::new() };
-        let records = self.records.get_or_init(|| self.func_records().unwrap_or_default());
         let mut calls: Vec<pclntab::InlinedCall> = callers
             .iter()
-            .filter_map(|i| Some((*i as usize, records.get(*i as usize)?)))
-            .flat_map(|(i, f)| pcln.inlined_calls(f, i, table.gofunc))
+            .filter_map(|i| Some((*i as usize, pcln.function(u64::from(*i)).ok()?)))
+            .flat_map(|(i, f)| pcln.inlined_calls(&f, i, table.gofunc))
             .filter(|c| callees.binary_search(&c.callee).is_ok())
             .collect();
         calls.sort_unstable_by(call_order);
@@ -155,7 +154,9 @@ impl Target {
     /// `find_inlined` without the kept answers.
     fn place_inlined(&self, pattern: &str) -> Vec<InlinedSite> {
         let matched = self.inlined_matching(pattern);
-        let records = self.records.get_or_init(|| self.func_records().unwrap_or_default());
+        let image = self.image();
+        let pcln = self.layout.pclntab.and_then(|at| self.pclntab(&image, at).ok()).map(|(t, _)| t);
+        let caller_name = |i: usize| pcln.as_ref().and_then(|t| t.function(i as u64).ok()).map(|f| f.name);
         // Each caller's code is decoded once.
         let mut graphs: std::collections::HashMap<(u64, u64), Option<Cfg>> = std::collections::HashMap::new();
         matched
@@ -174,7 +175,7 @@ impl Target {
                     .unwrap_or(InlinedEntry { addr: lowest, how: Placement::Lowest });
                 InlinedSite {
                     callee: callee.to_string(),
-                    caller: records.get(call.caller).map(|r| r.name.clone()).unwrap_or_default(),
+                    caller: caller_name(call.caller).unwrap_or_default(),
                     addr: at.addr,
                     how: at.how,
                     body: lowest,
