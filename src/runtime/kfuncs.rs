@@ -2,7 +2,7 @@
 //! relocated (`R_BPF_64_32`) against an undefined symbol naming the function, and the
 //! kernel wants its BTF id in the instruction's `imm`. aya 0.14 does not relocate kfunc
 //! calls (aya-obj 0.3 links only BPF-to-BPF calls and maps), so the ids are read here
-//! from the kernel's BTF (/sys/kernel/btf/vmlinux, with aya-obj's parser) and written
+//! from the kernel's BTF (/sys/kernel/btf/vmlinux, walked by btfscan.rs) and written
 //! into a copy of the object before aya or the multi-uprobe loader sees it. A kernel
 //! without one of the preemption guards (before 6.10, or without BTF) gets a no-op in
 //! its place (`goto +0`, which the verifier removes); `Linked::missing` says which.
@@ -44,16 +44,40 @@ impl KernelKfuncs {
 /// (their calls no-ops): for showing what the guards prevent (tests/vm's stress).
 pub const DISABLE_ENV: &str = "GTRACE_NO_PREEMPT_GUARD";
 
-/// The running kernel's kfuncs, read once (the first caller parses the BTF, tens of
-/// milliseconds; `loader::prewarm` starts that early on its own thread).
+/// Where the running kernel's BTF is.
+const VMLINUX: &str = "/sys/kernel/btf/vmlinux";
+
+/// The running kernel's kfuncs, read once (the first caller walks the BTF's types,
+/// btfscan.rs, or parses it with aya-obj when the walk cannot read it; `loader::prewarm`
+/// starts that early on its own thread).
 pub fn kernel() -> &'static KernelKfuncs {
     static KERNEL: OnceLock<KernelKfuncs> = OnceLock::new();
     KERNEL.get_or_init(|| {
         if std::env::var_os(DISABLE_ENV).is_some() {
             return KernelKfuncs::default();
         }
-        Btf::from_sys_fs().map(|btf| KernelKfuncs::from_btf(&btf)).unwrap_or_default()
+        let names = Kfunc::ALL.map(Kfunc::name);
+        let walked = vmlinux_func_ids(&names);
+        match walked {
+            Some(ids) => {
+                KernelKfuncs { ids: Kfunc::ALL.into_iter().zip(ids).filter_map(|(k, id)| Some((k, id?))).collect() }
+            }
+            None => Btf::from_sys_fs().map(|btf| KernelKfuncs::from_btf(&btf)).unwrap_or_default(),
+        }
     })
+}
+
+/// The ids of the FUNCs `names` in the running kernel's BTF, walked (btfscan.rs) in a
+/// mapping of the file where the kernel allows one (6.16 and later), else in a copy:
+/// a 5 MB buffer freed raises malloc's threshold for mapping big blocks, and what the
+/// compiler allocates after stays in the heap (4 MB more peak RSS, measured).
+fn vmlinux_func_ids(names: &[&str]) -> Option<Vec<Option<u32>>> {
+    let file = std::fs::File::open(VMLINUX).ok()?;
+    let len = file.metadata().ok()?.len();
+    match super::mapped::Mapped::map(&file, len) {
+        Ok(map) => super::btfscan::func_ids(map.bytes(), names),
+        Err(_) => super::btfscan::func_ids(&std::fs::read(VMLINUX).ok()?, names),
+    }
 }
 
 /// The object with its kfunc calls linked, and the kfuncs the kernel lacks (their calls

@@ -14,6 +14,7 @@
 
 mod accounting;
 mod attach;
+mod btfscan;
 pub mod capabilities;
 pub mod cgroup;
 pub mod clock;
