@@ -349,10 +349,11 @@ impl Stats {
         let mut out = format!("--stats: {} traced", duration(self.elapsed_ns as i64));
         match &self.trap {
             Some(t) => out.push_str(&format!(
-                "; a uprobe trap costs {} here on an instruction the kernel single-steps, {} on a PUSH, {} on a branch (measured at start-up)",
+                "; a uprobe trap costs {} here on an instruction the kernel single-steps, {} on a PUSH, {} on a branch (measured at start-up{})",
                 duration(t.step_ns as i64),
                 duration(t.push_ns as i64),
-                duration(t.branch_ns as i64)
+                duration(t.branch_ns as i64),
+                across_cpus(t),
             )),
             None => out.push_str("; the trap cost was not measured: costs are eBPF time only"),
         }
@@ -384,6 +385,16 @@ impl Stats {
         }
         out
     }
+}
+
+/// How the calibration's CPUs differed: `, the mean of 2 CPUs: 9.2us to 13.1us
+/// single-stepped` (nothing on one CPU).
+fn across_cpus(t: &crate::runtime::TrapCost) -> String {
+    if t.cpus < 2 {
+        return String::new();
+    }
+    let (lo, hi) = t.step_range_ns;
+    format!(", the mean of {} CPUs: {} to {} single-stepped", t.cpus, duration(lo as i64), duration(hi as i64))
 }
 
 /// Functions shown under a probe in the `--stats` table (the costliest).

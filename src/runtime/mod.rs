@@ -5,7 +5,7 @@
 //! the target runs, `map_entries`) → `run_end` → drop (detaches). `process` starts or
 //! finds the target; `container` names a containerized process's executable; `cgroup`
 //! opens and checks `--cgroup`; `signals` turns Ctrl-C into a clean stop; `accounting`
-//! reads what probes cost (the kernel's statistics, the calibrated trap cost); `kfuncs`
+//! reads what probes cost (the kernel's statistics), `calibrate` what a trap costs; `kfuncs`
 //! links the programs' kfunc calls (the preemption guards) to the running kernel, and
 //! `preemption` says whether it can preempt a uprobe's program where they are missing;
 //! `capabilities` names those gtrace lacks when the kernel refuses it; `mapped` maps
@@ -15,6 +15,7 @@
 mod accounting;
 mod attach;
 mod btfscan;
+mod calibrate;
 pub mod capabilities;
 pub mod cgroup;
 pub mod clock;
@@ -35,8 +36,9 @@ pub mod signals;
 mod trigger;
 mod uprobe_multi;
 
-pub use accounting::{calibrate_trap, RunStats, TrapCost};
+pub use accounting::RunStats;
 pub use attach::{RefusedPoint, Scope};
+pub use calibrate::{calibrate_trap, TrapCost};
 pub use cgroup::{Cgroup, CgroupError};
 pub use container::{exe_names, in_host_pid_namespace, same_namespace, ExeNames};
 pub use error::RuntimeError;
