@@ -262,13 +262,15 @@ fn check_recovered(seen: &Seen) -> Result<(), String> {
     )
 }
 
-/// How far off the test makes the calibration: twice the measured trap cost (with the
-/// calibration's own error, 1.0-1.8x here under load, 2-3.6x in all).
-const MISCALIBRATED: f64 = 2.0;
+/// How far off the test makes the calibration: 2.5 times the measured trap cost (with the
+/// calibration's own error, 0.7-1.5x what the program spent here under load, 1.8-3.8x in
+/// all: at twice, one trace in three read a factor the usual bounds allow, 0.70, and
+/// showed nothing of the recovery).
+const MISCALIBRATED: f64 = 2.5;
 
 #[test]
-fn the_correction_recovers_from_a_calibration_twice_too_high() {
-    if !support::privileged("the_correction_recovers_from_a_calibration_twice_too_high") {
+fn the_correction_recovers_from_a_calibration_far_too_high() {
+    if !support::privileged("the_correction_recovers_from_a_calibration_far_too_high") {
         return;
     }
     // Looks every 100 ms (a budget too high to cut): intervals end at 0.5, 1.5, 2.5 and
