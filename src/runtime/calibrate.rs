@@ -39,6 +39,8 @@ use std::path::Path;
 const MAX_CPUS: usize = 8;
 /// Rounds of each kind on each CPU.
 const ROUNDS: usize = 5;
+/// Calls of each kind, not counted, on a CPU the calibration just moved to.
+const WARM_UP: usize = 4;
 /// The CPU time a round aims at, ns (a batch of calls sized from one call).
 const ROUND_NS: f64 = 100_000.0;
 
@@ -120,6 +122,11 @@ pub fn calibrate_trap() -> Result<TrapCost, RuntimeError> {
         for (i, cpu) in cpus.iter().enumerate() {
             if !pin_to(&[*cpu]) {
                 continue;
+            }
+            // A thread just moved finds the trap's kernel data in another CPU's cache:
+            // a few calls of each kind first, not counted.
+            for t in &triggers {
+                (0..WARM_UP).for_each(|_| t.fire());
             }
             if rounds.len() <= i {
                 rounds.resize_with(i + 1, Default::default);
