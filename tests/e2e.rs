@@ -131,6 +131,34 @@ fn attaches_to_a_running_process_by_pid() {
     assert_eq!(map_value(&stdout, "@sum"), truth(&rest, "sum_a"));
 }
 
+/// Two gtraces on one file, one with -b: the kernel puts a -b probe's breakpoints (int3)
+/// into every private mapping of the file that may execute, whoever made it, so a gtrace
+/// that mapped the file privately to read it read them as the file's code (`main.add`
+/// refused for opcode 0xcc while the other traced it). The second reads the file as it
+/// is, attaches, and both count the calls the program made.
+#[test]
+fn a_file_traced_with_b_reads_as_itself_to_a_second_gtrace() {
+    if !privileged("a_file_traced_with_b_reads_as_itself_to_a_second_gtrace") {
+        return;
+    }
+    // A copy of its own: the -b trace sees no other test's process of the file.
+    let dir = std::env::temp_dir().join(format!("gtrace-e2e-twice-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let copy = dir.join("e2e");
+    std::fs::copy(e2e(), &copy).unwrap();
+    let mut first =
+        support::processes::Gtrace::start(&["-e", "on entry main.add { @n = count() }", "-b", copy.to_str().unwrap()]);
+    first.attached();
+    let script = "on entry main.add { @calls = count() } on return main.add { @returns = count() }";
+    let second = support::trace_attached(&["-e", script], &copy, "add 40");
+    let calls = truth(&second.stdout, "calls");
+    assert_eq!(map_value(&second.stdout, "@calls"), calls, "{}", second.stdout);
+    assert_eq!(map_value(&second.stdout, "@returns"), calls, "{}", second.stdout);
+    assert_eq!(first.stop("INT"), 0, "{}", first.err.text());
+    assert_eq!(map_value(&first.out.text(), "@n"), calls, "{}", first.out.text());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn duration_ends_the_trace() {
     if !privileged("duration_ends_the_trace") {

@@ -21,6 +21,14 @@
 //!   (`kill -BUS`), gets the action that was there before gtrace's handler. The target
 //!   is never touched either way.
 //!
+//! The mapping is shared, not private, though gtrace only reads it: the kernel puts a
+//! uprobe's breakpoint (int3, 0xcc) into every private mapping of the file that may
+//! execute (`VM_MAYEXEC`, which a read-only mapping of a file on an exec mount has),
+//! whoever made it. A private mapping read the breakpoints of another gtrace's `-b`
+//! probes as the file's code (`main.tick` refused for opcode 0xcc while a `-b` trace of
+//! the same file ran: tests/globals.rs, tests/e2e.rs); a shared one (`VM_MAYSHARE`) never
+//! gets them, and reads the page cache, which is the file.
+//!
 //! What a mapping does not guard: a file written over in place at the same size or
 //! larger while nothing runs it (possible only with `-b`, where no traced process pins
 //! the file) raises no SIGBUS, and the pages read after that (stacks symbolized after
@@ -31,7 +39,8 @@
 use std::fs::File;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// A file mapped read-only (private: nothing gtrace could do writes to the file).
+/// A file mapped read-only and shared (nothing gtrace could do writes to the file, and
+/// no uprobe's breakpoint is put in it: the module doc).
 pub struct Mapped {
     map: memmap2::Mmap,
 }
@@ -43,10 +52,11 @@ impl Mapped {
         if len == 0 {
             return Err(std::io::Error::other("an empty file is not mapped"));
         }
-        // SAFETY: the mapping is read-only and private; the bytes are only read through
-        // the slice it derefs to. Another process truncating the file is the one
-        // hazard (SIGBUS), which the module doc discusses and `guard` reports.
-        let map = unsafe { memmap2::MmapOptions::new().len(len).map_copy_read_only(file)? };
+        // SAFETY: the mapping is read-only; the bytes are only read through the slice
+        // it derefs to. Another process truncating the file is the one hazard (SIGBUS),
+        // which the module doc discusses and `guard` reports. Shared (MAP_SHARED,
+        // PROT_READ), so that no uprobe writes its breakpoints into it.
+        let map = unsafe { memmap2::MmapOptions::new().len(len).map(file)? };
         guard(map.as_ptr() as usize, len);
         Ok(Mapped { map })
     }
@@ -58,9 +68,9 @@ impl Mapped {
     /// Gives the mapped pages back to the kernel (they leave the process's RSS); a
     /// later read faults them in again from the page cache, with the same bytes.
     pub fn shed(&self) {
-        // SAFETY: a read-only private mapping of a file holds no private copy of any
-        // page (nothing writes to it), so dropping its pages loses nothing: they are
-        // read again from the file when touched.
+        // SAFETY: a read-only shared mapping of a file holds no page of its own (the
+        // pages are the page cache's), so dropping them loses nothing: they are read
+        // again from the file when touched.
         let _ = unsafe { self.map.unchecked_advise(memmap2::UncheckedAdvice::DontNeed) };
     }
 }
