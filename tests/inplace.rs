@@ -177,6 +177,40 @@ fn an_exec_the_guard_cannot_free_in_time_is_refused() {
     drop(guard);
 }
 
+/// A child forked while a guard runs holds the guard's fanotify group among the
+/// descriptors it inherited, until its exec: the child closes them before it execs, so
+/// a guard dropped meanwhile holds nothing (the group, kept open by the child alone,
+/// held that child's exec of the file forever: tests/runtime hung so with
+/// --test-threads=16, a test's held child forked while another test's guard ended).
+#[test]
+fn a_child_forked_under_a_guard_runs_the_file_once_the_guard_is_gone() {
+    let test = "a_child_forked_under_a_guard_runs_the_file_once_the_guard_is_gone";
+    if !support::privileged(test) {
+        return;
+    }
+    let (file, _, _) = setup("inplace-forked");
+    let guard = FileGuard::start(&file).expect("a guard");
+    assert_eq!(guard.strength, Strength::BeforeExec);
+    let mut child = gtrace::runtime::spawn_held(&[file.display().to_string()]).expect("a held child");
+    let pid = child.pid();
+    drop(guard);
+    // The guard's thread looks at its stop flag every 100 ms: gone by now.
+    std::thread::sleep(Duration::from_millis(300));
+    // Released on a thread of its own: release returns once the exec is done.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let released = child.release().map_err(|e| e.to_string());
+        let _ = tx.send(released.map(|()| child.wait()));
+    });
+    let Ok(ran) = rx.recv_timeout(Duration::from_secs(10)) else {
+        // SAFETY: killing the child this test started, held in its exec.
+        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        panic!("the child's exec of the file was held after the guard was gone");
+    };
+    let status = ran.expect("the exec").expect("an exit status");
+    assert!(status.success(), "{status:?}");
+}
+
 #[test]
 fn a_write_while_gtrace_starts_is_never_run_under_the_old_probes() {
     let test = "a_write_while_gtrace_starts_is_never_run_under_the_old_probes";
