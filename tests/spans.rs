@@ -10,6 +10,7 @@ mod support;
 
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 use support::collector::{self, span_attribute as attribute};
 use support::privileged;
 use support::processes::{truth_of, Gtrace, Program};
@@ -142,11 +143,19 @@ fn a_real_collector_receives_a_span_per_call_nested_as_the_program_nested_them()
 
     // The histogram of charge's latency carries an exemplar: one charge's span, with
     // that span's duration (in seconds) as its value.
-    let last = c.received().into_iter().filter(|r| collector::metric(r, "gtrace_charge").is_some()).last();
-    let last = last.expect("gtrace_charge pushed");
+    // The last push holds every charge; it may reach the collector's file a little after
+    // the spans of the last calls, sent apart: waited for, at most 10 s.
+    let charges = calls.iter().filter(|c| c.function == "main.charge").count();
+    let count = |r: &Value| {
+        collector::metric(r, "gtrace_charge")
+            .map(|m| collector::number(&m["exponentialHistogram"]["dataPoints"][0]["count"]))
+    };
+    let pushed = || c.received().into_iter().filter(|r| count(r).is_some()).last();
+    let last =
+        support::processes::poll(Duration::from_secs(10), || pushed().filter(|r| count(r) == Some(charges as f64)));
+    let last = last.or_else(pushed).expect("gtrace_charge pushed");
     let m = collector::metric(&last, "gtrace_charge").expect("gtrace_charge");
     let p = &m["exponentialHistogram"]["dataPoints"][0];
-    let charges = calls.iter().filter(|c| c.function == "main.charge").count();
     assert_eq!(collector::number(&p["count"]), charges as f64, "{p}");
     let ex = &p["exemplars"][0];
     let s = got.iter().find(|s| s["spanId"] == ex["spanId"]).unwrap_or_else(|| panic!("no span of {ex}"));
