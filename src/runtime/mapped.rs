@@ -55,8 +55,12 @@ impl Mapped {
         // SAFETY: the mapping is read-only; the bytes are only read through the slice
         // it derefs to. Another process truncating the file is the one hazard (SIGBUS),
         // which the module doc discusses and `guard` reports. Shared (MAP_SHARED,
-        // PROT_READ), so that no uprobe writes its breakpoints into it.
-        let map = unsafe { memmap2::MmapOptions::new().len(len).map(file)? };
+        // PROT_READ), so that no uprobe writes its breakpoints into it; private where a
+        // filesystem maps no file shared (FUSE's direct I/O before Linux 6.6).
+        let map = unsafe {
+            let shared = memmap2::MmapOptions::new().len(len).map(file);
+            shared.or_else(|_| memmap2::MmapOptions::new().len(len).map_copy_read_only(file))?
+        };
         guard(map.as_ptr() as usize, len);
         Ok(Mapped { map })
     }
