@@ -145,7 +145,7 @@ fn a_file_traced_with_b_reads_as_itself_to_a_second_gtrace() {
     let dir = std::env::temp_dir().join(format!("gtrace-e2e-twice-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let copy = dir.join("e2e");
-    std::fs::copy(e2e(), &copy).unwrap();
+    support::copy_executable(&e2e(), &copy);
     let mut first =
         support::processes::Gtrace::start(&["-e", "on entry main.add { @n = count() }", "-b", copy.to_str().unwrap()]);
     first.attached();
@@ -255,8 +255,8 @@ fn as_nobody(args: &[&str]) -> Run {
     std::fs::create_dir_all(&dir).unwrap();
     let gt = dir.join("gtrace");
     let target = dir.join("e2e");
-    std::fs::copy(gtrace_bin(), &gt).unwrap();
-    std::fs::copy(e2e(), &target).unwrap();
+    support::copy_executable(std::path::Path::new(gtrace_bin()), &gt);
+    support::copy_executable(&e2e(), &target);
     use std::os::unix::fs::PermissionsExt;
     for p in [&dir, &gt, &target] {
         std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();

@@ -109,7 +109,7 @@ fn traced_through(test: &str, via: Via) {
         Via::HostPath => Place::Bind,
         Via::Layer => {
             std::fs::create_dir_all(layer.join("app")).expect("layer dir");
-            std::fs::copy(&bin, layer.join("app/server")).expect("copy into the layer");
+            support::copy_executable(&bin, &layer.join("app/server"));
             Place::Overlay { layer: &layer }
         }
     };
@@ -337,7 +337,7 @@ fn pid_whose_proc_root_is_not_readable() {
     let bin = scratch.program();
     // gtrace where nobody may run it.
     let gtrace = scratch.0.join("gtrace");
-    std::fs::copy(env!("CARGO_BIN_EXE_gtrace"), &gtrace).expect("copy gtrace");
+    support::copy_executable(std::path::Path::new(env!("CARGO_BIN_EXE_gtrace")), &gtrace);
     open_up(&scratch.0);
     let mut p = Proc::host(&bin);
     let pid = p.host_pid.to_string();

@@ -59,14 +59,14 @@ fn setup(name: &str) -> (std::path::PathBuf, std::path::PathBuf, (Option<i32>, S
     let untraced = run(&newer);
     assert_eq!(untraced.0, Some(0), "{untraced:?}");
     let traced = scratch_dir(name).join("server");
-    std::fs::copy(&older, &traced).expect("copy the older build");
+    support::copy_executable(&older, &traced);
     (traced, newer, untraced)
 }
 
 /// Writes `newer` over `traced` in place, and checks it kept its inode.
 fn write_over(traced: &Path, newer: &Path) {
     let inode = std::fs::metadata(traced).unwrap().ino();
-    std::fs::copy(newer, traced).expect("copy the newer build over it");
+    support::copy_executable(newer, traced);
     assert_eq!(std::fs::metadata(traced).unwrap().ino(), inode, "written in place");
 }
 
@@ -250,7 +250,7 @@ fn a_new_file_renamed_to_the_path_leaves_the_trace_of_the_old_one_alone() {
     // A deploy by rename: the path names a new file; the traced one is unchanged (its
     // change time moves, which is not a change of its contents).
     let staged = traced.with_extension("new");
-    std::fs::copy(&newer, &staged).unwrap();
+    support::copy_executable(&newer, &staged);
     std::fs::rename(&staged, &traced).unwrap();
     std::thread::sleep(Duration::from_millis(500));
     assert!(g.running(), "the trace ended:\n{}", g.err.text());

@@ -287,7 +287,7 @@ fn sighup_prints_the_maps_like_sigterm() {
     // run the e2e program too (a_full_output_device_is_an_error calls main.add 50 times,
     // which a trace of the shared build counted here: 127 where the program said 77).
     let bin = scratch("sighup-e2e");
-    std::fs::copy(support::go_build("e2e", &[]), &bin).expect("copy the e2e program");
+    support::copy_executable(&support::go_build("e2e", &[]), &bin);
     let mut g = gtrace_cmd(&["-e", "on entry main.add { @n = count() }", "-b", bin.to_str().unwrap()])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -32,7 +32,7 @@ impl Scratch {
     /// processes.
     pub fn program(&self) -> PathBuf {
         let copy = self.0.join("fleet");
-        std::fs::copy(fleet_program(), &copy).expect("copy the fleet program");
+        super::copy_executable(&fleet_program(), &copy);
         copy
     }
 }

@@ -162,6 +162,16 @@ pub fn publish(tmp: &Path, out: &Path) {
     let _ = std::fs::remove_file(tmp);
 }
 
+/// Copies the executable `from` to `to` (a file of its own; written over in place, the
+/// same inode, when `to` exists) with cp(1), in a process of its own. A copy written by
+/// this test process holds `to` open for writing while it writes; a test beside it that
+/// forks then gives its child that descriptor until the child's exec, and running `to`
+/// meanwhile fails with ETXTBSY (tests/fleet with --test-threads=16: "Text file busy").
+pub fn copy_executable(from: &Path, to: &Path) {
+    let out = Command::new("cp").arg(from).arg(to).output().expect("run cp");
+    assert!(out.status.success(), "cp {} {}: {}", from.display(), to.display(), String::from_utf8_lossy(&out.stderr));
+}
+
 /// A name in `out_dir` no other build of this test process uses: programs are built under
 /// it and renamed, since tests running in parallel may build the same program at once.
 /// One counter for every builder (`go_build`, `toolchain::build`): two counters gave two

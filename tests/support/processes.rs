@@ -214,7 +214,7 @@ impl Gtrace {
 /// the processes a test starts, not those of tests running beside it.
 pub fn private_export_program(name: &str) -> PathBuf {
     let copy = scratch_dir(name).join("export");
-    std::fs::copy(export_program(), &copy).expect("copy the export program");
+    super::copy_executable(&export_program(), &copy);
     copy
 }
 
