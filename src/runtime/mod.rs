@@ -18,6 +18,7 @@ mod btfscan;
 mod calibrate;
 pub mod capabilities;
 pub mod cgroup;
+mod child_fds;
 pub mod clock;
 mod container;
 mod error;

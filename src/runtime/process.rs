@@ -349,8 +349,8 @@ pub fn spawn_held_with(argv: &[String], capture: bool) -> Result<(HeldChild, Opt
     let parent = unsafe { libc::getpid() };
 
     // SAFETY: fork has no memory-safety preconditions; the child branch below only calls
-    // async-signal-safe functions (read, write, close, close_range, prctl, getppid, dup2,
-    // execv, _exit) on data prepared above.
+    // async-signal-safe functions (read, write, close, open, getdents64, fcntl, prctl,
+    // getppid, dup2, execv, _exit) on data prepared above.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
         return Err(RuntimeError::Os { action: "fork", source: io::Error::last_os_error() });
@@ -382,7 +382,7 @@ pub fn spawn_held_with(argv: &[String], capture: bool) -> Result<(HeldChild, Opt
             if redirect.as_ref().is_some_and(|r| !r.apply()) {
                 libc::_exit(127);
             }
-            close_inherited(err_write);
+            super::child_fds::close_own(err_write);
             libc::execv(c_path.as_ptr(), c_argv.as_ptr());
             let errno: i32 = *libc::__errno_location();
             libc::write(err_write, &errno as *const i32 as *const libc::c_void, 4);
@@ -398,22 +398,6 @@ pub fn spawn_held_with(argv: &[String], capture: bool) -> Result<(HeldChild, Opt
     };
     let child = HeldChild { pid: pid as u32, go: Some(go), exec_err: Some(exec_err), path, status: None };
     Ok((child, redirect.map(Redirect::parent)))
-}
-
-/// In the child of fork, just before exec: closes every descriptor from 3 up but
-/// `keep` (the pipe that reports a failed exec). Close-on-exec would close them only
-/// once the exec is done, and the exec of a file a fanotify group holds waits for that
-/// group's answer: a group of this process's file guard (`file_guard`) that the child
-/// alone still held open, its guard gone, never answered, and the exec waited forever.
-/// With close_range (Linux 5.9); on an older kernel they close at exec, as before.
-///
-/// SAFETY: to be called in the child of fork only; close_range is a plain syscall.
-unsafe fn close_inherited(keep: i32) {
-    let keep = keep as libc::c_uint;
-    if keep > 3 {
-        libc::syscall(libc::SYS_close_range, 3 as libc::c_uint, keep - 1, 0 as libc::c_uint);
-    }
-    libc::syscall(libc::SYS_close_range, keep + 1, libc::c_uint::MAX, 0 as libc::c_uint);
 }
 
 fn pipe() -> Result<(i32, i32), RuntimeError> {
@@ -575,6 +559,23 @@ mod tests {
         assert!(status.success());
         assert!(dir.exists());
         std::fs::remove_file(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_child_inherits_what_was_passed_down_and_not_what_gtrace_opened() {
+        use std::os::fd::AsRawFd;
+        let own = std::fs::File::open("/proc/self/status").unwrap();
+        // SAFETY: dup of an open descriptor; the copy has no close-on-exec, as a
+        // descriptor gtrace's parent passed down would not.
+        let passed = unsafe { libc::dup(own.as_raw_fd()) };
+        assert!(passed > 2);
+        let script = format!("test -e /proc/self/fd/{passed} && ! test -e /proc/self/fd/{}", own.as_raw_fd());
+        let mut child = spawn_held(&["sh".into(), "-c".into(), script]).unwrap();
+        child.release().unwrap();
+        let ended = child.wait().unwrap();
+        // SAFETY: the copy made above, closed once.
+        unsafe { libc::close(passed) };
+        assert!(ended.success(), "{ended:?}");
     }
 
     #[test]
