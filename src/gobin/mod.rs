@@ -135,6 +135,9 @@ pub struct Target {
     sp_deltas: RefCell<std::collections::HashMap<u64, Vec<(u64, u64, i32)>>>,
     /// Control flow graphs built so far, by function entry (frame.rs).
     cfgs: RefCell<std::collections::HashMap<u64, Option<std::sync::Arc<cfg::Cfg>>>>,
+    /// The module data found for each function table address asked about (a scan of the
+    /// data sections, slow on a PIE whose every word is looked up in its relocations).
+    moduledata_of: RefCell<Vec<(u64, Option<u64>)>>,
     /// `moduledata.gofunc`, found on first use (srcline.rs).
     gofunc: OnceCell<Option<u64>>,
     /// The runtime's type data, found on first use (rtypes).

@@ -54,6 +54,7 @@ impl Target {
             g_layout: OnceCell::new(),
             types_base: OnceCell::new(),
             records: OnceCell::new(),
+            moduledata_of: RefCell::default(),
             sp_deltas: RefCell::new(std::collections::HashMap::new()),
             cfgs: RefCell::new(std::collections::HashMap::new()),
             gofunc: OnceCell::new(),
@@ -185,7 +186,12 @@ impl Target {
         addr: u64,
     ) -> Result<(pclntab::Pclntab<'i>, Option<u64>), pclntab::PclntabError> {
         let mut table = pclntab::Pclntab::parse(image, addr, self.layout.text)?;
-        let md = moduledata::find(image, addr, table.funcnametab(), &self.layout.data);
+        let known = self.moduledata_of.borrow().iter().find(|(a, _)| *a == addr).map(|(_, md)| *md);
+        let md = known.unwrap_or_else(|| {
+            let md = moduledata::find(image, addr, table.funcnametab(), &self.layout.data);
+            self.moduledata_of.borrow_mut().push((addr, md));
+            md
+        });
         if let Some(text) = md.and_then(|md| moduledata::text(image, md)) {
             table.set_text_start(text);
         }
