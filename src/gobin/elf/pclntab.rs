@@ -389,6 +389,8 @@ impl<'d> Pclntab<'d> {
             else {
                 continue;
             };
+            // A bound on a crafted index only: Go's inlining budget keeps real trees to
+            // hundreds of entries, and a read past the image ends the walk.
             for node in 0..=u64::from(highest.unsigned_abs()).min(1 << 16) {
                 let Some(name) = self.image.u32(tree + record_size * node + name_field) else { break };
                 out.push((name as i32, i as u32));
