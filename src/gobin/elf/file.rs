@@ -262,7 +262,10 @@ pub(crate) fn read(path: &Path, data: &[u8]) -> Result<ElfFacts, TargetError> {
 
 /// The file offset of virtual address `addr`, if a PT_LOAD segment maps it from the file.
 pub(crate) fn file_offset(segments: &[Segment], addr: u64) -> Option<u64> {
-    segments.iter().find(|s| addr >= s.vaddr && addr - s.vaddr < s.filesz).map(|s| addr - s.vaddr + s.offset)
+    segments
+        .iter()
+        .find(|s| addr >= s.vaddr && addr - s.vaddr < s.filesz)
+        .and_then(|s| (addr - s.vaddr).checked_add(s.offset))
 }
 
 /// Whether the file has section `name` (its header only: nothing is decompressed).

@@ -35,8 +35,10 @@ impl<'d> Image<'d> {
     /// The bytes from `addr` to the end of its segment's file bytes.
     pub fn rest(&self, addr: u64) -> Option<&'d [u8]> {
         let s = self.segments.iter().find(|s| addr >= s.vaddr && addr - s.vaddr < s.filesz)?;
-        let start = usize::try_from(addr - s.vaddr + s.offset).ok()?;
-        self.data.get(start..usize::try_from(s.offset + s.filesz).ok()?)
+        let start = usize::try_from((addr - s.vaddr).checked_add(s.offset)?).ok()?;
+        // A file cut short keeps what it has of the segment.
+        let end = usize::try_from(s.offset.checked_add(s.filesz)?).ok()?.min(self.data.len());
+        self.data.get(start..end)
     }
 
     /// The little-endian u64 at `addr`, relocated.
@@ -66,5 +68,28 @@ impl<'d> Image<'d> {
         let tail = &tail[..tail.len().min(max)];
         let end = tail.iter().position(|b| *b == 0)?;
         std::str::from_utf8(&tail[..end]).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Image, Segment};
+    use std::collections::HashMap;
+
+    #[test]
+    fn a_segment_cut_short_by_the_file_keeps_its_bytes_and_a_crafted_one_reads_nothing() {
+        let data: Vec<u8> = (0..32).collect();
+        let relative = HashMap::new();
+        // The headers say 64 bytes from offset 16; the file holds 16 of them.
+        let cut = [Segment { vaddr: 0x1000, filesz: 64, offset: 16 }];
+        let image = Image { data: &data, segments: &cut, relative: &relative };
+        assert_eq!(image.rest(0x1004), Some(&data[20..32]));
+        assert_eq!(image.bytes(0x1000, 4), Some(&data[16..20]));
+        // Offsets whose sums overflow: nothing, no panic.
+        let crafted = [Segment { vaddr: 0, filesz: u64::MAX, offset: u64::MAX - 1 }];
+        let image = Image { data: &data, segments: &crafted, relative: &relative };
+        assert_eq!(image.rest(8), None);
+        assert_eq!(image.bytes(8, 4), None);
+        assert_eq!(image.file_offset(8), None);
     }
 }
