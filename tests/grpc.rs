@@ -200,16 +200,17 @@ fn grpc_costs_what_its_header_says() {
     assert_eq!(hits("newClientStream"), side("client"));
     assert_eq!(hits("(*http2Client).newStream"), side("client"));
     // A stream is closed by the transport when its status arrives, and again by the
-    // client when it finishes (counted once); a few are closed a third time (a
-    // cancelled call's stream, by the client's cancel and by the server's reset; a
-    // stream to a method the server lacks, which the server resets after its status
-    // since the client had not finished sending).
+    // client when it finishes (counted once). Some are closed a third time, more often
+    // the faster the host: a stream the server ends before the client's end of it
+    // (the bidirectional call the server aborts, a stream to a method the server
+    // lacks) is reset by the server after its status, and a cancelled call's stream is
+    // closed by the cancel too. How many varies with timing; the header says at most 3.
     let closes = hits("closeStream");
     let n = side("client");
     let reset: u64 =
         calls.iter().filter(|(k, _)| k.starts_with("client|") && k.contains("/NoSuchStream|")).map(|(_, v)| v).sum();
     assert!(reset > 0, "{calls:?}");
-    assert!(closes >= 2 * n - 2 && closes <= 2 * n + 6 + reset, "{closes} closes for {n} calls");
+    assert!(closes >= 2 * n - 2 && closes <= 3 * n, "{closes} closes for {n} calls");
     // A read per message received; a write per message sent, and on the client one
     // more for each end of a stream sent alone (CloseSend after the last message).
     let msgs = |k: &str, s: &str| truth_of(&t, k).iter().filter(|(k, _)| k.starts_with(s)).map(|(_, v)| v).sum::<u64>();
