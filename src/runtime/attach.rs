@@ -415,12 +415,19 @@ impl Loaded {
         release(going_links);
         // The older links are gone, with every hit in flight in them: the newer ones
         // count alone.
-        self.end_handover(&handed)?;
-        match failure {
-            None => Ok(detached),
-            Some((source, also)) => {
-                Err(RuntimeError::Reattach { program: program.to_string(), sites: also, source: Box::new(source) })
-            }
+        // A handover left unended would stop the newer links counting once the claims
+        // fill their map: its failure is said even when a reattach failed too.
+        let ended = self.end_handover(&handed);
+        let program = program.to_string();
+        match (failure, ended) {
+            (None, ended) => ended.map(|()| detached),
+            (Some((source, sites)), Ok(())) => Err(RuntimeError::Reattach { program, sites, source: Box::new(source) }),
+            (Some((reattach, sites)), Err(source)) => Err(RuntimeError::HandoverAfterReattach {
+                program,
+                sites,
+                reattach: reattach.to_string(),
+                source: Box::new(source),
+            }),
         }
     }
 
@@ -469,12 +476,18 @@ impl Loaded {
             return Ok(());
         }
         let map = self.generations_map()?;
+        // Every slot is tried, and the claims cleared, even after a failure: the first
+        // failure is the one returned.
+        let mut first = Ok(());
         for &(slot, old) in handed {
             let live = self.generations.get(&slot).copied().unwrap_or(old);
-            map.set_array_u64(slot, u64::from(live))?;
+            let set = map.set_array_u64(slot, u64::from(live));
+            first = first.and(set);
         }
         let name = &self.accounting.handovers;
-        self.maps.get(name).ok_or_else(|| RuntimeError::NoSuchMap { map: name.clone() })?.clear()
+        let cleared =
+            self.maps.get(name).ok_or_else(|| RuntimeError::NoSuchMap { map: name.clone() }).and_then(|m| m.clear());
+        first.and(cleared)
     }
 
     fn generations_map(&self) -> Result<&MapHandle, RuntimeError> {

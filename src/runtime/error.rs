@@ -61,6 +61,17 @@ pub enum RuntimeError {
         source: Box<RuntimeError>,
     },
 
+    /// A cut whose smaller link could not be attached (`reattach`, its `sites` detached
+    /// with it) could not end the handover of the links it replaced either.
+    #[error("cannot end the handover of `{program}`'s links, after its {sites} other probe points could not be reattached ({reattach})")]
+    HandoverAfterReattach {
+        program: String,
+        sites: usize,
+        reattach: String,
+        #[source]
+        source: Box<RuntimeError>,
+    },
+
     /// The traced executable could not be opened to attach probes to it.
     #[error("cannot open {} to attach probes to it", path.display())]
     Open {

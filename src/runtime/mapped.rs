@@ -74,7 +74,12 @@ impl Mapped {
     pub fn shed(&self) {
         // SAFETY: a read-only shared mapping of a file holds no page of its own (the
         // pages are the page cache's), so dropping them loses nothing: they are read
-        // again from the file when touched.
+        // again from the file when touched. The private fallback (`map`) holds at most
+        // pages the kernel copied to put a uprobe's breakpoint in (gtrace writes none):
+        // dropping them gives the file's own bytes back, which is what gtrace reads it
+        // for, and the kernel, removing such a breakpoint later, finds none there and
+        // leaves the page alone. No slice into the mapping is invalidated either way:
+        // the addresses stay mapped.
         let _ = unsafe { self.map.unchecked_advise(memmap2::UncheckedAdvice::DontNeed) };
     }
 }
