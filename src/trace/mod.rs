@@ -9,6 +9,7 @@ pub mod correction;
 mod live;
 pub mod measured;
 mod pictures;
+mod session;
 pub mod stats;
 pub(crate) mod symbols;
 pub mod verifier;
@@ -16,7 +17,7 @@ pub mod verifier;
 use crate::arch::Arch;
 use crate::cli::TraceArgs;
 use crate::diag::Failure;
-use crate::export::{Export, Traced};
+use crate::export::Export;
 use crate::gobin::Target;
 use crate::output::{self, Event, Sink};
 use crate::plan::{Bundle, MapRole, Plan};
@@ -90,153 +91,16 @@ pub fn run(bundle: &Bundle, target: Target, process: Process, args: &TraceArgs) 
 /// (`HeldChild` is dropped).
 fn session(
     bundle: &Bundle,
-    mut target: Target,
+    target: Target,
     process: Process,
     args: &TraceArgs,
 ) -> Result<Option<runtime::Ended>, Halt> {
-    if args.live {
-        live::check()?;
-    }
-    let stop = runtime::signals::install();
-    let plan = &bundle.plan;
-    // An address in use or a name that cannot be exported fails before anything loads.
-    let mut export = Export::prepare(&args.export(), plan)?;
-    let mut loaded = runtime::load(&bundle.object, plan).map_err(|e| verifier::failure(e, plan))?;
-    let budget = crate::cli::Budget::percent(args.budget, process.command.is_some());
-    let calibration = stats::start_costs(&mut loaded, args.wants_costs(process.command.is_some()));
-    // With --live the command's output comes through pipes: the view holds the terminal.
-    let (mut child, mut captured): (Option<HeldChild>, _) = match &process.command {
-        Some(argv) => {
-            let (child, captured) = runtime::spawn_held_with(argv, args.live)?;
-            (Some(child), captured)
-        }
-        None => (None, None),
-    };
-    let scope = match (process.pid, &child) {
-        (Some(pid), _) => Scope::Process(pid),
-        (None, Some(c)) => Scope::Process(c.pid()),
-        (None, None) => Scope::AllProcesses,
-    };
-    // Before attaching, so that processes already running read their package variables
-    // from the first hit; after, for those that started meanwhile (from now on the
-    // entry-point probe learns them).
-    seed_load_biases(&loaded, plan, &process.binary, scope)?;
-    if let Some(cgroup) = &process.cgroup {
-        loaded.scope_to_cgroup(&plan.cgroup, cgroup)?;
-    }
-    if args.wants_costs(process.command.is_some()) {
-        wait_for_baseline(process.cpu_before);
-    }
-    let attached = loaded.attach(&process.binary, scope, process.read_as)?;
-    seed_load_biases(&loaded, plan, &process.binary, scope)?;
-    eprintln!("Attached {attached} probe{}", if attached == 1 { "" } else { "s" });
-    // A trace may run for days: the compiler's tables go now.
-    target.release_compiler_tables();
-    // What was freed goes back to the system, not only to the allocator.
-    runtime::trim_heap();
-    if loaded.file_guard() == Some(runtime::file_guard::Strength::LoopOnly) {
-        eprintln!("{}", output::losses::file_guard_weak(&process.shown));
-    }
-    if let Some(model) = loaded.unguarded_preemption() {
-        eprintln!("{}", output::losses::unguarded_preemption(model.name()));
-    }
-    report_skipped(&loaded, plan)?;
-    let mut costs = budget::Costs::new(stats::Meter::new(plan, calibration.finish(), budget), plan);
-    let traced_pid = process.pid.or(child.as_ref().map(|c| c.pid()));
-    // One symbolizer for the output, the pictures and the exporters' threads.
-    let symbols = std::sync::Arc::new(TargetSymbols::new(target, plan, traced_pid));
-    if let Some(pid) = traced_pid {
-        costs.meter.watch_cpu(pid, process.cpu_before);
-    }
-    // The exporters read symbols from the file the probes are attached to.
-    let file = loaded.target_file().unwrap_or(&process.binary).to_path_buf();
-    let module = plan.binary.module.as_deref();
-    let traced = Traced { binary: &file, name: &process.shown, pid: traced_pid, module, symbols: symbols.clone() };
-    export.start(&loaded, attached, &traced)?;
-    // With --live, what the script prints is kept while the view holds the terminal
-    // (printed lines still reach --otlp as they come).
-    let recent = std::sync::Arc::new(std::sync::Mutex::new(output::live::deferred::Recent::default()));
-    let mut out = output::sink(args.format);
-    if args.live {
-        out = Box::new(output::live::deferred::Deferred::new(out, recent.clone()));
-    }
-    let mut sink = export.sink(out);
-    loaded.run_begin();
+    let mut running = session::start(bundle, target, &process, args)?;
     // `exit()` in `on begin` ends the trace before a -c command starts.
-    let exited = drain(&mut loaded, plan, &costs.meter.detached, &symbols, sink.as_mut(), Duration::ZERO)?;
-    if !exited {
-        if let Some(c) = child.as_mut() {
-            c.release()?;
-            // Probes attach to the file gtrace opened: a file renamed over the command's
-            // path since then runs untraced. Said, and the command ended.
-            if loaded.runs_target(c.pid()) == Some(false) {
-                c.kill();
-                return Err(runtime::RuntimeError::Replaced { path: process.binary.clone(), pid: c.pid() }.into());
-            }
-            // A PIE's load bias is read from the child's memory map as soon as it has
-            // exec'd, before its events (and its exit) could outrun us.
-            let deadline = Instant::now() + Duration::from_millis(200);
-            while symbols.is_pie() && symbols.bias().is_none() && Instant::now() < deadline {
-                symbols.learn_bias();
-                std::thread::sleep(Duration::from_millis(1));
-            }
-        }
-        // Opened after the sink: dropped first, so the terminal is back before the
-        // sink writes what it kept, on every way out.
-        let mut view = match args.live {
-            true => Some(
-                output::live::Live::open(live_title(args, &process), recent, captured.take()).map_err(live::failure)?,
-            ),
-            false => None,
-        };
-        let until = (&process, child.as_mut(), args, stop, &export, view.as_mut());
-        run_until_stopped(&mut loaded, plan, &symbols, sink.as_mut(), until, &mut costs)?;
-        // The terminal back, then what the script printed meanwhile, before the rest.
-        drop(view);
-        // Under -b no probe stays on the file once the loop is over (nothing would look
-        // at it), and a trace that ended otherwise as it changed reads no name from it.
-        if loaded.file_guard().is_some() {
-            if loaded.file_changed().is_some() {
-                symbols.distrust();
-            }
-            loaded.leave_target();
-        }
-        written(sink.flush())?;
+    if !running.begin()? {
+        running.run()?;
     }
-    // Before gtrace kills a command still running: only its own end is the target's. A
-    // Ctrl-C reaches the command too (one process group): then its end is the stop
-    // gtrace was asked for, not news.
-    let ended = match child.as_mut() {
-        Some(_) if stop.load(std::sync::atomic::Ordering::SeqCst) => None,
-        Some(c) => c.ended(),
-        None => process.pid.filter(|pid| !runtime::is_alive(*pid)).and_then(runtime::ended_zombie),
-    };
-    // Events already in the ring buffer belong to the run.
-    drain(&mut loaded, plan, &costs.meter.detached, &symbols, sink.as_mut(), Duration::ZERO)?;
-    loaded.run_end();
-    drain(&mut loaded, plan, &costs.meter.detached, &symbols, sink.as_mut(), Duration::ZERO)?;
-    print_maps(&loaded, plan, &costs.meter.detached, &symbols, sink.as_mut(), None)?;
-    pictures::write(&loaded, plan, &costs.meter.detached, &symbols, (&process, args))?;
-    if let Some(line) = symbols.missing_line() {
-        eprintln!("{line}");
-    }
-    // The last push carries the final counts; what it could not send is a loss.
-    if let Ok(stats) = costs.meter.collect(&loaded, plan) {
-        export.publish(&stats);
-    }
-    let unsent = export.finish();
-    written(stats::report(&mut costs.meter, &loaded, plan, (args.stats, unsent), sink.as_mut())?)?;
-    loaded.detach_all();
-    if loaded.file_guard_unanswered() > 0 {
-        eprintln!("{}", output::losses::file_guard_unanswered(loaded.file_guard_unanswered()));
-    }
-    if let Some(c) = child.as_mut() {
-        if c.try_wait().is_none() {
-            c.kill();
-        }
-    }
-    written(sink.flush())?;
-    Ok(ended)
+    running.finish()
 }
 
 /// A PIE's package variables need each process's load bias: the entry-point probe
