@@ -68,29 +68,14 @@ pub fn check_probe(
             typeck::check_body(&ast.body, env, &mut checked.maps, &mut checked.self_vars, &mut local);
         let mut functions = group.functions;
         if facts.context {
-            // A trace context lives in the call's frame: only calls of the function
-            // itself have one (an inlined copy has no RET to end it).
-            functions.retain(|f| f.inlined.is_none() && f.line.is_none());
-            if functions.is_empty() {
-                local.push(
-                    Diagnostic::error(
-                        ast.span,
-                        "trace_context() needs calls of the function itself; here it is only inlined",
-                    )
-                    .hint("probe the function that calls it"),
-                );
-            }
+            keep_own_calls(&mut functions, ast.span, &mut local);
         }
         let mut carried = carried(&facts, &target.types());
         if let (Some(location), InstanceKind::Return) = (&dictionary, probe.kind) {
             let name = super::generics::CARRIED_DICTIONARY.to_string();
             carried.push(Carried { name, location: location.clone(), size: 8 });
         }
-        let needs_g = uses_elapsed
-            || !carried.is_empty()
-            || probe.kind == InstanceKind::Panic
-            || facts.uses_self
-            || facts.names.values().any(|n| *n == Name::Builtin(Builtin::Goid));
+        let needs_g = uses_elapsed || !carried.is_empty() || needs_goroutine(probe.kind, &facts);
         if needs_g || facts.context {
             require_abi_internal(&functions, target, ast.span, &mut local);
         }
@@ -119,6 +104,24 @@ pub fn check_probe(
     }
     let compiled_none = checked.instances.len() == instances_before;
     report_skipped(skipped, compiled_none, failed, probe.kind, ast.span, &mut reported, diags);
+}
+
+/// A trace context lives in the call's frame: only calls of the function itself have
+/// one (an inlined copy has no RET to end it). Keeps those, and says so when none is left.
+fn keep_own_calls(functions: &mut Vec<FuncSite>, span: Span, local: &mut Diagnostics) {
+    functions.retain(|f| f.inlined.is_none() && f.line.is_none());
+    if functions.is_empty() {
+        local.push(
+            Diagnostic::error(span, "trace_context() needs calls of the function itself; here it is only inlined")
+                .hint("probe the function that calls it"),
+        );
+    }
+}
+
+/// Whether the body, for a probe of `kind`, needs the goroutine (its g) at every hit
+/// beside timing and carried values: a panic probe, `self` variables, `goid`.
+fn needs_goroutine(kind: InstanceKind, facts: &Facts) -> bool {
+    kind == InstanceKind::Panic || facts.uses_self || facts.names.values().any(|n| *n == Name::Builtin(Builtin::Goid))
 }
 
 /// Says what became of the `skipped` inlined calls or line starts whose body could not
