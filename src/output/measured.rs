@@ -36,6 +36,9 @@ impl TargetMeasure {
     ///
     /// `target: 1.63s of CPU while traced (41% of a CPU), 5% before attaching, by its threads' own accounting`
     /// `  the probes' cost: 33% of a CPU estimated at the calibrated trap cost, 35% corrected, 36% measured (above its share before); trap cost x1.09 (step x1.12, push x1.01) from 4 intervals`
+    ///
+    /// Where intervals were set aside, the last figure is not called a measure of the
+    /// probes (`30% above its share before (not the probes' cost alone: ...)`).
     pub fn line(&self, stats: &Stats) -> String {
         let in_target = || stats.probes.iter().filter(|p| p.in_target);
         let calibrated: f64 = in_target().map(|p| p.traps_ns + p.run_ns as f64).sum();
@@ -45,7 +48,14 @@ impl TargetMeasure {
             Some(b) => format!(", {}% before attaching", percent(b)),
             None => String::new(),
         };
+        // Where intervals were set aside, what the target spent above its share before
+        // holds a change of its own load (or time a CPU held it back): not a measure of
+        // the probes, and not called one.
         let measured = match self.before_percent {
+            Some(b) if self.set_aside > 0 => format!(
+                "{}% above its share before (not the probes' cost alone: its load changed or a CPU held it back while traced)",
+                percent((traced - b).max(0.0))
+            ),
             Some(b) => format!("{}% measured (above its share before)", percent((traced - b).max(0.0))),
             None => "not measured (no share of a CPU before attaching to compare with)".into(),
         };
@@ -118,10 +128,13 @@ mod tests {
         let line = target.line(&stats);
         assert!(line.starts_with("target: 350ms of CPU while traced (35% of a CPU), 5% before attaching"), "{line}");
         assert!(
-            line.contains("25% of a CPU estimated at the calibrated trap cost, 29% corrected, 30% measured"),
+            line.contains("25% of a CPU estimated at the calibrated trap cost, 29% corrected, 30% above its share before (not the probes' cost alone"),
             "{line}"
         );
         assert!(line.contains("trap cost x1.20 (step x1.30) from 3 intervals, 1 interval set aside"), "{line}");
+        // No interval set aside: the rest is the probes' cost, measured.
+        let line = TargetMeasure { set_aside: 0, ..target }.line(&stats);
+        assert!(line.contains("29% corrected, 30% measured (above its share before)"), "{line}");
         // A command started traced: neither measured nor corrected.
         let started = TargetMeasure {
             before_percent: None,
