@@ -68,7 +68,7 @@ fn a_running_pie_is_read_at_its_load_bias() {
     let r = gtrace(&["-e", SCRIPT, "-p", &pid, "--duration", "600ms"]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     let _ = program.0.wait();
-    std::thread::sleep(Duration::from_millis(100));
+    assert!(out.wait_end(Duration::from_secs(10)), "the program's output does not end");
     same_ticks(&r.stdout, &out.text(), false);
     assert!(!r.stderr.contains("skipped"), "{}", r.stderr);
 }
@@ -87,7 +87,7 @@ fn every_process_of_a_pie_is_read_at_its_own_bias() {
     let after_out = String::from_utf8_lossy(&after.stdout).into_owned();
     assert_eq!(g.wait(), 0, "{}", g.err.text());
     let _ = before.0.wait();
-    std::thread::sleep(Duration::from_millis(100));
+    assert!(before_out.wait_end(Duration::from_secs(10)), "the program's output does not end");
     let gt = g.out.text();
     // Every tick of the new process, and ticks of the old one: each the program's own.
     let truth = format!("{}\n{after_out}", before_out.text());
