@@ -12,17 +12,20 @@ use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use support::jsonout::{counts, entries, json};
 use support::processes::{free_port, poll, scratch_dir, Gtrace};
 
-/// What a scrape target served: how many requests, and when it answered the last.
+/// What a scrape target served: how many requests, and when it answered the last
+/// (together: one is never seen without the other).
 #[derive(Default)]
-struct Served {
-    count: AtomicU64,
-    last: Mutex<Option<Instant>>,
+struct Served(Mutex<(u64, Option<Instant>)>);
+
+impl Served {
+    fn count(&self) -> u64 {
+        self.0.lock().unwrap().0
+    }
 }
 
 /// A scrape target: answers every request with one metric, counting the requests.
@@ -61,8 +64,8 @@ fn serve(stream: std::net::TcpStream, served: &Served) {
         if writer.write_all(answer.as_bytes()).is_err() {
             return;
         }
-        *served.last.lock().unwrap() = Some(Instant::now());
-        served.count.fetch_add(1, Ordering::SeqCst);
+        let mut state = served.0.lock().unwrap();
+        *state = (state.0 + 1, Some(Instant::now()));
     }
 }
 
@@ -82,10 +85,9 @@ fn stored_scrapes(base: &str) -> Option<u64> {
 fn between_scrapes(base: &str, served: &Served) -> bool {
     let end = Instant::now() + Duration::from_secs(30);
     while Instant::now() < end {
-        let n = served.count.load(Ordering::SeqCst);
-        let last = *served.last.lock().unwrap();
+        let (n, last) = *served.0.lock().unwrap();
         let fresh = last.is_some_and(|t| t.elapsed() < Duration::from_millis(400));
-        if fresh && stored_scrapes(base) == Some(n) && served.count.load(Ordering::SeqCst) == n {
+        if fresh && stored_scrapes(base) == Some(n) && served.count() == n {
             // Not a moment later than the check: the last scrape is still that recent.
             if last.is_some_and(|t| t.elapsed() < Duration::from_millis(400)) {
                 return true;
@@ -148,12 +150,12 @@ fn httpclient_counts_a_stripped_distribution_binarys_scrapes() {
     let g = Gtrace::start(&["-f", "json", "httpclient", "-c", &cmd]);
     g.attached();
     // Five scrapes, then stop between two (stopped right after the target answered,
-    // prometheus had not always read the answer: a scrape cut short).
-    let five = poll(Duration::from_secs(30), || (served.count.load(Ordering::SeqCst) >= 5).then_some(()));
+    // prometheus may not have read the answer yet: a scrape cut short).
+    let five = poll(Duration::from_secs(30), || (served.count() >= 5).then_some(()));
     assert!(five.is_some(), "prometheus did not scrape: {}", g.err.text());
     assert!(between_scrapes(&format!("http://127.0.0.1:{port}"), &served), "no moment between two scrapes");
     let objects = end(g, test);
-    let scrapes = served.count.load(Ordering::SeqCst);
+    let scrapes = served.count();
     let requests: Vec<(String, u64)> = counts(&objects, "@httpc_requests").into_iter().collect();
     assert_eq!(requests, vec![(format!("GET|{target}|200"), scrapes)], "{objects:?}");
     assert!(entries(&objects, "@httpc_errors").is_empty(), "{objects:?}");
