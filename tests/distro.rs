@@ -12,17 +12,27 @@ use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 use support::jsonout::{counts, entries, json};
 use support::processes::{free_port, poll, scratch_dir, Gtrace};
 
+/// What a scrape target served: how many requests, and when it answered the last
+/// (together: one is never seen without the other).
+#[derive(Default)]
+struct Served(Mutex<(u64, Option<Instant>)>);
+
+impl Served {
+    fn count(&self) -> u64 {
+        self.0.lock().unwrap().0
+    }
+}
+
 /// A scrape target: answers every request with one metric, counting the requests.
-fn scrape_target() -> (u16, Arc<AtomicU64>) {
+fn scrape_target() -> (u16, Arc<Served>) {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let port = listener.local_addr().expect("addr").port();
-    let served = Arc::new(AtomicU64::new(0));
+    let served = Arc::new(Served::default());
     let counter = served.clone();
     std::thread::spawn(move || {
         for stream in listener.incoming().flatten() {
@@ -34,7 +44,7 @@ fn scrape_target() -> (u16, Arc<AtomicU64>) {
 }
 
 /// One keep-alive connection: each request (a GET, no body) gets one answer.
-fn serve(stream: std::net::TcpStream, served: &AtomicU64) {
+fn serve(stream: std::net::TcpStream, served: &Served) {
     let mut reader = BufReader::new(stream.try_clone().expect("clone"));
     let mut writer = stream;
     let body = "distro_test_up 1\n";
@@ -54,8 +64,38 @@ fn serve(stream: std::net::TcpStream, served: &AtomicU64) {
         if writer.write_all(answer.as_bytes()).is_err() {
             return;
         }
-        served.fetch_add(1, Ordering::SeqCst);
+        let mut state = served.0.lock().unwrap();
+        *state = (state.0 + 1, Some(Instant::now()));
     }
+}
+
+/// How many scrapes prometheus has finished and stored (its `up` samples, stored once a
+/// scrape's response was read: its client call has returned).
+fn stored_scrapes(base: &str) -> Option<u64> {
+    let query = ureq::get(&format!("{base}/api/v1/query")).query("query", "count_over_time(up[1h])");
+    let text = query.call().ok()?.body_mut().read_to_string().ok()?;
+    let answer: Value = serde_json::from_str(&text).ok()?;
+    answer["data"]["result"][0]["value"][1].as_str()?.parse().ok()
+}
+
+/// Waits for a moment with no scrape in flight, one that ends gtrace's trace cleanly:
+/// every scrape the target served is finished and stored by prometheus, and the last
+/// was served less than 400ms ago (the next is a second after it started). A SIGTERM
+/// during a scrape ends it half done: served, but its client call cut short.
+fn between_scrapes(base: &str, served: &Served) -> bool {
+    let end = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < end {
+        let (n, last) = *served.0.lock().unwrap();
+        let fresh = last.is_some_and(|t| t.elapsed() < Duration::from_millis(400));
+        if fresh && stored_scrapes(base) == Some(n) && served.count() == n {
+            // Not a moment later than the check: the last scrape is still that recent.
+            if last.is_some_and(|t| t.elapsed() < Duration::from_millis(400)) {
+                return true;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    false
 }
 
 /// Debian's prometheus, or None (SKIP; a failure on CI).
@@ -105,16 +145,17 @@ fn httpclient_counts_a_stripped_distribution_binarys_scrapes() {
     let Some(binary) = prometheus(test) else { return };
     let (target_port, served) = scrape_target();
     let target = format!("127.0.0.1:{target_port}");
-    let cmd = command(&binary, test, &target, free_port());
+    let port = free_port();
+    let cmd = command(&binary, test, &target, port);
     let g = Gtrace::start(&["-f", "json", "httpclient", "-c", &cmd]);
     g.attached();
-    // Five scrapes, then stop right after one (the next is a second away).
-    let five = poll(Duration::from_secs(30), || (served.load(Ordering::SeqCst) >= 5).then_some(()));
+    // Five scrapes, then stop between two (stopped right after the target answered,
+    // prometheus may not have read the answer yet: a scrape cut short).
+    let five = poll(Duration::from_secs(30), || (served.count() >= 5).then_some(()));
     assert!(five.is_some(), "prometheus did not scrape: {}", g.err.text());
-    let before = served.load(Ordering::SeqCst);
-    poll(Duration::from_secs(5), || (served.load(Ordering::SeqCst) > before).then_some(()));
+    assert!(between_scrapes(&format!("http://127.0.0.1:{port}"), &served), "no moment between two scrapes");
     let objects = end(g, test);
-    let scrapes = served.load(Ordering::SeqCst);
+    let scrapes = served.count();
     let requests: Vec<(String, u64)> = counts(&objects, "@httpc_requests").into_iter().collect();
     assert_eq!(requests, vec![(format!("GET|{target}|200"), scrapes)], "{objects:?}");
     assert!(entries(&objects, "@httpc_errors").is_empty(), "{objects:?}");

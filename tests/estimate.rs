@@ -23,13 +23,17 @@ use support::processes::{Lines, Owned};
 /// taken and the corrected estimate 18% high). One at a time.
 static MEASURING: Mutex<()> = Mutex::new(());
 
-/// One line of the program: when (unix ns), its calls so far, its CPU time so far (ns).
+/// The program's lines: when (unix ns), its calls so far, its CPU time so far (ns).
 fn readings(lines: &Lines) -> Vec<(u64, u64, u64)> {
-    let field = |l: &str, k: &str| -> Option<u64> {
+    lines.all.lock().unwrap().iter().filter_map(|l| readings_of(l)).collect()
+}
+
+/// One line of the program, if it is a reading.
+fn readings_of(l: &str) -> Option<(u64, u64, u64)> {
+    let field = |k: &str| -> Option<u64> {
         l.split_whitespace().find_map(|w| w.strip_prefix(k)?.strip_prefix('=')?.parse().ok())
     };
-    let all = lines.all.lock().unwrap();
-    all.iter().filter_map(|l| Some((field(l, "at_ns")?, field(l, "calls")?, field(l, "cpu_ns")?))).collect()
+    Some((field("at_ns")?, field("calls")?, field("cpu_ns")?))
 }
 
 /// Its calls a second and share of a CPU (a fraction) between `from` and `to` (unix ns).
@@ -85,7 +89,12 @@ fn trace_prod(budget: &str, scale: Option<f64>) -> Seen {
     let attached = attached.unwrap_or_else(|| panic!("gtrace did not attach:\n{}", stderr.text()));
     let code = support::wait_bounded(&mut gtrace.0, Duration::from_secs(60), "gtrace");
     let ended = now_ns();
-    std::thread::sleep(Duration::from_millis(300));
+    // Its output read to the end: the stats object is its last line.
+    assert!(stdout.wait_end(Duration::from_secs(10)) && stderr.wait_end(Duration::from_secs(10)));
+    // Every reading up to the end of the trace read (lines come in order; it prints one
+    // every 100 ms): a sleep of 300 ms stood for this.
+    let after = |l: &str| readings_of(l).is_some_and(|r| r.0 >= ended);
+    assert!(out.wait_for(Duration::from_secs(30), after).is_some(), "the program stopped reporting");
     let _ = program.0.stdin.take().unwrap().write_all(b"\n");
     assert_eq!(code, 0, "{}", stderr.text());
     assert!(!stderr.text().contains("detached"), "the budget must not cut here: {}", stderr.text());

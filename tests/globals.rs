@@ -45,16 +45,24 @@ fn same_ticks(gt: &str, go: &str, every: bool) {
     }
 }
 
-/// The program started on its own, slowly; its stdout read as it comes.
-fn start_slow(bin: &Path, ticks: u32) -> (Owned, Lines) {
-    let mut child = Command::new(bin)
-        .args([&ticks.to_string(), "slow"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start the globals program");
+/// The program started on its own, slowly (a tick every 10ms, for a minute at most: it
+/// is ended by `stop_slow` once gtrace is done with it); its stdout read as it comes.
+/// (It ticked 1.5 or 2 s before: a gtrace slower than that to attach on a loaded host
+/// found it gone, or saw none of its ticks.)
+fn start_slow(bin: &Path) -> (Owned, Lines) {
+    let mut child =
+        Command::new(bin).args(["6000", "slow"]).stdout(Stdio::piped()).spawn().expect("start the globals program");
     let out = Lines::of(child.stdout.take().expect("stdout"));
     out.wait_for(Duration::from_secs(10), |l| l.starts_with("go tick 0 ")).expect("it ticks");
     (Owned(child), out)
+}
+
+/// Ends the program `start_slow` started; its output once read to the end.
+fn stop_slow(mut program: Owned, out: &Lines) -> String {
+    let _ = program.0.kill();
+    let _ = program.0.wait();
+    assert!(out.wait_end(Duration::from_secs(10)), "the program's output does not end");
+    out.text()
 }
 
 #[test]
@@ -63,13 +71,11 @@ fn a_running_pie_is_read_at_its_load_bias() {
         return;
     }
     let bin = globals(&["-buildmode=pie"]);
-    let (mut program, out) = start_slow(&bin, 150);
+    let (program, out) = start_slow(&bin);
     let pid = program.0.id().to_string();
     let r = gtrace(&["-e", SCRIPT, "-p", &pid, "--duration", "600ms"]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
-    let _ = program.0.wait();
-    std::thread::sleep(Duration::from_millis(100));
-    same_ticks(&r.stdout, &out.text(), false);
+    same_ticks(&r.stdout, &stop_slow(program, &out), false);
     assert!(!r.stderr.contains("skipped"), "{}", r.stderr);
 }
 
@@ -78,24 +84,26 @@ fn every_process_of_a_pie_is_read_at_its_own_bias() {
     if !privileged("every_process_of_a_pie_is_read_at_its_own_bias") {
         return;
     }
-    let bin = globals(&["-buildmode=pie"]);
+    // A copy of its own: -b traces every process of the file, and the test beside it
+    // runs the same build, whose ticks may be ahead of this test's.
+    let bin = support::processes::scratch_dir("globals-every-process").join("globals");
+    support::copy_executable(&globals(&["-buildmode=pie"]), &bin);
     // One process already running when gtrace attaches, one started after.
-    let (mut before, before_out) = start_slow(&bin, 200);
+    let (before, before_out) = start_slow(&bin);
     let mut g = Gtrace::start(&["-e", SCRIPT, "-b", bin.to_str().unwrap(), "--duration", "2500ms"]);
     g.attached();
     let after = Command::new(&bin).output().expect("run the globals program");
     let after_out = String::from_utf8_lossy(&after.stdout).into_owned();
     assert_eq!(g.wait(), 0, "{}", g.err.text());
-    let _ = before.0.wait();
-    std::thread::sleep(Duration::from_millis(100));
+    let before_text = stop_slow(before, &before_out);
     let gt = g.out.text();
     // Every tick of the new process, and ticks of the old one: each the program's own.
-    let truth = format!("{}\n{after_out}", before_out.text());
+    let truth = format!("{before_text}\n{after_out}");
     same_ticks(&gt, &truth, false);
     for l in sorted_lines(&after_out, "go tick ") {
         assert!(gt.contains(&format!("gt tick {l}")), "missed `{l}` of the new process:\n{gt}");
     }
-    let old: Vec<String> = sorted_lines(&before_out.text(), "go tick ");
+    let old: Vec<String> = sorted_lines(&before_text, "go tick ");
     assert!(old.iter().any(|l| gt.contains(&format!("gt tick {l}"))), "nothing of the running process:\n{gt}");
     assert!(!g.err.text().contains("skipped"), "{}", g.err.text());
 }

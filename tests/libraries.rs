@@ -136,9 +136,12 @@ fn sched_counts_spawned_goroutines() {
     // Those that ended: at least the spawned ones, at most all (some end after the count).
     let exited = map_value(&r.stdout, "@sched_exited");
     assert!(exited >= spawned && exited <= map_value(&r.stdout, "@sched_created"), "{}", r.stdout);
-    // Created minus exited: the spawned ones all ended; a few runtime goroutines may live.
+    // Created minus exited: the spawned ones all ended; a few runtime goroutines may live,
+    // and the GC's workers, one per P, if a GC ran (on a host of 32 CPUs, more than the
+    // 20 this allowed before).
     let alive = map_value(&r.stdout, "@sched_alive");
-    assert!((0..20).contains(&alive), "alive {alive}:\n{}", r.stdout);
+    let procs = std::thread::available_parallelism().map_or(8, |n| n.get() as i64);
+    assert!((0..20 + procs).contains(&alive), "alive {alive}:\n{}", r.stdout);
     // By creator: the stack whose `go` statement is in main.spawn made every one of them.
     let by_spawn = r
         .stdout

@@ -142,15 +142,22 @@ fn a_ring_buffer_overrun_is_counted_and_said() {
         return;
     }
     // 30,000 events of ~420 bytes (12 MB) into the 4 MB ring buffer, while gtrace is
-    // blocked writing to a pipe nobody reads yet: most of them cannot fit.
-    let cmd = format!("{} print 30000 400", prod());
+    // blocked writing to a pipe nobody reads yet: most of them cannot fit. The program
+    // says it made them all by a file of its own; the pipe is read only then (after a
+    // 2 s sleep instead, a program slow to start on a loaded host made too few before
+    // gtrace could write again, and nothing was lost).
+    let done = std::env::temp_dir().join(format!("gtrace-overrun-{}", std::process::id()));
+    let _ = std::fs::remove_file(&done);
+    let cmd = format!("{} print 30000 400 {}", prod(), done.display());
     let mut child = Command::new(env!("CARGO_BIN_EXE_gtrace"))
         .args(["-e", "on entry main.emit { printf(\"e %d %s\\n\", i, s) }", "--string-limit", "400", "-c", &cmd])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("run gtrace");
-    std::thread::sleep(Duration::from_secs(2));
+    let made = support::processes::poll(Duration::from_secs(60), || done.exists().then_some(()));
+    assert!(made.is_some(), "the program did not make its events");
+    let _ = std::fs::remove_file(&done);
     let mut stdout = String::new();
     child.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
     let mut stderr = String::new();

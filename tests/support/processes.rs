@@ -5,6 +5,7 @@
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -23,6 +24,8 @@ impl Drop for Owned {
 pub struct Lines {
     rx: Receiver<String>,
     pub all: Arc<Mutex<Vec<String>>>,
+    /// Set by the thread once the reader is at its end (every line in `all`).
+    ended: Arc<AtomicBool>,
 }
 
 impl Lines {
@@ -30,13 +33,31 @@ impl Lines {
         let (tx, rx) = mpsc::channel();
         let all = Arc::new(Mutex::new(Vec::new()));
         let keep = all.clone();
+        let ended = Arc::new(AtomicBool::new(false));
+        let end = ended.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(reader).lines().map_while(Result::ok) {
                 keep.lock().unwrap().push(line.clone());
                 let _ = tx.send(line);
             }
+            end.store(true, Ordering::SeqCst);
         });
-        Lines { rx, all }
+        Lines { rx, all, ended }
+    }
+
+    /// Waits until the reader is at its end (the writer closed it: every line it wrote
+    /// is in `all`), at most `limit`; whether it is. After a process has exited its
+    /// last lines may still be in the pipe: a fixed sleep before reading them lost
+    /// them on a loaded host.
+    pub fn wait_end(&self, limit: Duration) -> bool {
+        let end = Instant::now() + limit;
+        while !self.ended.load(Ordering::SeqCst) {
+            if Instant::now() > end {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        true
     }
 
     /// The next line that `pred` accepts, waiting at most `limit`.
@@ -191,13 +212,14 @@ impl Gtrace {
         self.wait()
     }
 
-    /// Waits for gtrace to end (at most 30s): its exit code.
+    /// Waits for gtrace to end (at most 30s): its exit code, once its output is read to
+    /// the end (10s more at most: a process gtrace started may hold its pipes open).
     pub fn wait(&mut self) -> i32 {
         let end = Instant::now() + Duration::from_secs(30);
         loop {
             if let Some(status) = self.child.0.try_wait().expect("wait") {
-                // Let the readers reach the end of the pipes.
-                std::thread::sleep(Duration::from_millis(100));
+                self.out.wait_end(Duration::from_secs(10));
+                self.err.wait_end(Duration::from_secs(10));
                 return status.code().unwrap_or(-1);
             }
             assert!(Instant::now() < end, "gtrace did not end:\n{}", self.err.text());

@@ -80,6 +80,25 @@ func traced(ctx context.Context, yes bool, method string) context.Context {
 	return metadata.AppendToOutgoingContext(ctx, "traceparent", tp)
 }
 
+// most keeps the greatest v under key (nothing while every v is 0 or less).
+func (t *truth) most(key string, v int) {
+	t.mu.Lock()
+	if v > t.n[key] {
+		t.n[key] = v
+	}
+	t.mu.Unlock()
+}
+
+// slowDeadline is the client's deadline of the call its deadline ends. That call's
+// handler records how long before it the call reached it, the most of every round in
+// ns, as `slow|left_ns`: both sides' latency of the call is at least that (the client's
+// stream began before the handler, and ends at the deadline or after; the handler
+// waits for it, its server's deadline being no earlier).
+var slowDeadline struct {
+	mu sync.Mutex
+	at time.Time
+}
+
 func (t *truth) sent(side, method string, m proto.Message) {
 	t.add(fmt.Sprintf("sent|%s|%s", side, method), proto.Size(m))
 	t.add(fmt.Sprintf("sent_msgs|%s|%s", side, method), 1)
@@ -118,6 +137,10 @@ func (server) UnaryCall(ctx context.Context, in *testpb.SimpleRequest) (*testpb.
 	counts.recv("server", svc+"UnaryCall", in)
 	if in.ResponseType == testpb.PayloadType_COMPRESSABLE && in.ResponseSize < 0 {
 		// Waits for the client's deadline.
+		slowDeadline.mu.Lock()
+		left := time.Until(slowDeadline.at)
+		slowDeadline.mu.Unlock()
+		counts.most("slow|left_ns", int(left))
 		<-ctx.Done()
 		return nil, status.FromContextError(ctx.Err()).Err()
 	}
@@ -252,6 +275,9 @@ func round(c testpb.TestServiceClient, cc *grpc.ClientConn, i int) {
 	// A call the client's deadline ends: the handler waits for it.
 	slow := &testpb.SimpleRequest{ResponseType: testpb.PayloadType_COMPRESSABLE, ResponseSize: -1}
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
+	slowDeadline.mu.Lock()
+	slowDeadline.at, _ = dctx.Deadline()
+	slowDeadline.mu.Unlock()
 	counts.sent(cl, m, slow)
 	_, err = c.UnaryCall(dctx, slow)
 	cancel()

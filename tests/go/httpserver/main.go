@@ -3,7 +3,8 @@
 // Every request is made, and its status checked, before the program prints its own
 // truth as `key=value` lines and exits.
 //
-//	httpserver N [h2]  N rounds (h2: over TLS, HTTP/2 served by net/http's bundled copy,
+//	httpserver N [h2] [slow=MS]
+//	                 N rounds (h2: over TLS, HTTP/2 served by net/http's bundled copy,
 //	                 the client checks each response is HTTP/2); each round makes
 //	                 GET /hello 3 times       -> 200
 //	                 GET /missing 1 time      -> 404 (explicit WriteHeader)
@@ -11,7 +12,7 @@
 //	                 GET /fail 1 time         -> 500 (http.Error)
 //	                 GET /implicit 1 time     -> 200 (no WriteHeader: Write implies it)
 //	                 GET /empty 1 time        -> 200 (the handler writes nothing)
-//	                 and finally GET /slow once (sleeps 150ms, 200)
+//	                 and finally GET /slow once (sleeps 150ms, or MS, 200)
 package main
 
 import (
@@ -41,6 +42,20 @@ func main() {
 			os.Exit(2)
 		}
 		rounds = n
+	}
+	h2, slowFor := false, 150*time.Millisecond
+	for _, arg := range os.Args[2:] {
+		isSlow := strings.HasPrefix(arg, "slow=")
+		n, err := strconv.Atoi(strings.TrimPrefix(arg, "slow="))
+		switch {
+		case arg == "h2":
+			h2 = true
+		case isSlow && err == nil && n >= 0:
+			slowFor = time.Duration(n) * time.Millisecond
+		default:
+			fmt.Fprintln(os.Stderr, "usage: httpserver N [h2] [slow=MS]")
+			os.Exit(2)
+		}
 	}
 
 	// Plain paths and a method check in the handler, not Go 1.22's "GET /path" patterns,
@@ -74,7 +89,7 @@ func main() {
 	})
 	handle("GET", "/empty", func(w http.ResponseWriter, r *http.Request) {})
 	handle("GET", "/slow", func(w http.ResponseWriter, r *http.Request) {
-		time.Sleep(150 * time.Millisecond)
+		time.Sleep(slowFor)
 		w.WriteHeader(http.StatusOK)
 	})
 
@@ -86,7 +101,6 @@ func main() {
 	srv := &http.Server{Handler: mux}
 	base := "http://" + ln.Addr().String()
 	client := &http.Client{Timeout: 10 * time.Second}
-	h2 := len(os.Args) > 2 && os.Args[2] == "h2"
 	if h2 {
 		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{selfSigned()}}
 		go srv.ServeTLS(ln, "", "")

@@ -111,11 +111,19 @@ func main() {
 		done.Wait()
 		fmt.Printf("calls=%d\n", n)
 	case "print":
-		// emit(i, s) N times in a loop, s as long as the third argument says.
+		// emit(i, s) N times in a loop, s as long as the third argument says; then the
+		// file the fourth names, if any, is created (before the truth is printed: a
+		// stdout nobody reads may block that).
 		n, size := arg(2), arg(3)
 		s := strings.Repeat("x", size)
 		for i := 0; i < n; i++ {
 			emit(i, s)
+		}
+		if len(os.Args) > 4 {
+			if err := os.WriteFile(os.Args[4], nil, 0o644); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(1)
+			}
 		}
 		fmt.Printf("calls=%d\n", n)
 	case "paced":
