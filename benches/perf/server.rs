@@ -395,7 +395,11 @@ impl Server {
                 vec![format!(
                     "- `gtrace http` costs {r:.2}x two empty entry uprobes per request on echo, traps included \
                      in both (rounds from {lo:.2}x to {hi:.2}x; goal: at most 1.0x): {}",
-                    if hi <= 1.0 {
+                    if lo <= 0.0 {
+                        // A round whose traced run cost less than untraced, or the empty
+                        // uprobes nothing: the load's noise is larger than the costs.
+                        "cannot be told (a round's ratio at or under 0: noise larger than the costs)"
+                    } else if hi <= 1.0 {
                         "met"
                     } else if r <= 1.0 {
                         "met by the median, not in every round"

@@ -22,6 +22,9 @@
 //!
 //! What is left (the target's threads may favour one CPU, the host's load moves during
 //! the trace) is for the correction from the target's measured CPU (`trace::correction`).
+//! Against what a test program paid, twelve traces read a median 1.02x (0.77-1.40: the
+//! spread of virtual CPUs caught in a slow moment, or not; docs/performance.md, "The
+//! trap's calibration"); on a tight loop of calls, within 4%.
 
 use super::error::RuntimeError;
 use super::trigger::Trigger;
