@@ -76,39 +76,7 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
     let cache = cached::open(cli, &target);
     let save = |target: &Target| cache.iter().for_each(|c| c.save(target));
     if let Some(pattern) = &cli.list {
-        // A name quoted as a script quotes it (`-l '"net/http.(*Client).Do"'`) is meant
-        // as the name inside the quotes.
-        let pattern = match pattern.strip_prefix('"').and_then(|p| p.strip_suffix('"')) {
-            Some(inner) if !inner.is_empty() => inner,
-            _ => pattern.as_str(),
-        };
-        if let Some((file, line)) = linelocals::parse(pattern) {
-            let listing = linelocals::listing(&target, file, line).map_err(|e| Failure::message(e, None))?;
-            save(&target);
-            print_stdout(&listing)?;
-            return Ok(0);
-        }
-        let mut failed = None;
-        // Printed as it goes; a closed output (`| head`) stops the listing.
-        let listed = listing::functions_to(&target, pattern, &mut |lines| match crate::output::write_out(
-            &mut std::io::stdout(),
-            lines.as_bytes(),
-        ) {
-            Ok(()) => true,
-            Err(crate::output::OutputError::Closed) => false,
-            Err(e) => {
-                failed = Some(Failure::system(&e, Some("check where standard output goes (a full disk?)")));
-                false
-            }
-        });
-        save(&target);
-        if let Some(e) = failed {
-            return Err(e);
-        }
-        if listed == 0 {
-            return Err(nothing_listed(&target, pattern));
-        }
-        return Ok(0);
+        return list_functions(&target, pattern, &save);
     }
     if let Some(name) = stdlib_by_name(cli) {
         library::applies::check(name, &target).map_err(|e| Failure::message(e.to_string(), Some(&e.hint())))?;
@@ -122,21 +90,7 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
         eprint!("{}", compiled.warnings.render(color_stderr()));
     }
     if cli.check {
-        let verified = verify(&compiled)?;
-        let plural = |n: usize| if n == 1 { "" } else { "s" };
-        let (probes, programs, sites) = (compiled.script_probes, compiled.programs.len(), compiled.uprobe_sites());
-        eprintln!(
-            "{}: ok, {probes} probe{} ({programs} program{} at {sites} uprobe site{}); {verified}",
-            script_name(cli),
-            plural(probes),
-            plural(programs),
-            plural(sites)
-        );
-        if let Some(line) = crate::check::skips::summary(&compiled.plan.skipped) {
-            eprintln!("{line}");
-            eprint!("{}", crate::check::skips::listing(&compiled.plan.skipped));
-        }
-        return Ok(0);
+        return checked(cli, &compiled);
     }
     match cli.emit {
         Some(Emit::Asm) => print_stdout(&listing::assembly(&compiled))?,
@@ -154,6 +108,64 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
             scope::pid_namespace_warning();
             return trace::run(&bundle, std::mem::ManuallyDrop::into_inner(target), process, &args);
         }
+    }
+    Ok(0)
+}
+
+/// `-l PATTERN`: the functions whose names match, printed as they are found (a closed
+/// output stops the listing), or `-l FILE:LINE`: the locals live at that line.
+fn list_functions(target: &Target, pattern: &str, save: &dyn Fn(&Target)) -> Result<i32, Failure> {
+    // A name quoted as a script quotes it (`-l '"net/http.(*Client).Do"'`) is meant
+    // as the name inside the quotes.
+    let pattern = match pattern.strip_prefix('"').and_then(|p| p.strip_suffix('"')) {
+        Some(inner) if !inner.is_empty() => inner,
+        _ => pattern,
+    };
+    if let Some((file, line)) = linelocals::parse(pattern) {
+        let listing = linelocals::listing(target, file, line).map_err(|e| Failure::message(e, None))?;
+        save(target);
+        print_stdout(&listing)?;
+        return Ok(0);
+    }
+    let mut failed = None;
+    // Printed as it goes; a closed output (`| head`) stops the listing.
+    let listed = listing::functions_to(target, pattern, &mut |lines| match crate::output::write_out(
+        &mut std::io::stdout(),
+        lines.as_bytes(),
+    ) {
+        Ok(()) => true,
+        Err(crate::output::OutputError::Closed) => false,
+        Err(e) => {
+            failed = Some(Failure::system(&e, Some("check where standard output goes (a full disk?)")));
+            false
+        }
+    });
+    save(target);
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    if listed == 0 {
+        return Err(nothing_listed(target, pattern));
+    }
+    Ok(0)
+}
+
+/// `--check`: says the script is ok, with how many probes, programs and sites, what the
+/// verifier said, and which sites were skipped.
+fn checked(cli: &Cli, compiled: &Compiled) -> Result<i32, Failure> {
+    let verified = verify(compiled)?;
+    let plural = |n: usize| if n == 1 { "" } else { "s" };
+    let (probes, programs, sites) = (compiled.script_probes, compiled.programs.len(), compiled.uprobe_sites());
+    eprintln!(
+        "{}: ok, {probes} probe{} ({programs} program{} at {sites} uprobe site{}); {verified}",
+        script_name(cli),
+        plural(probes),
+        plural(programs),
+        plural(sites)
+    );
+    if let Some(line) = crate::check::skips::summary(&compiled.plan.skipped) {
+        eprintln!("{line}");
+        eprint!("{}", crate::check::skips::listing(&compiled.plan.skipped));
     }
     Ok(0)
 }
