@@ -3,7 +3,9 @@
 //! (`$XDG_CACHE_HOME/gtrace`, else `~/.cache/gtrace`). It holds the DWARF units and
 //! lookups the run reached (`gobin::DwarfSeed`) and where its patterns' functions were
 //! inlined (`Target::find_inlined`), so the next run decompresses and walks none of it
-//! and reads no inline tree. A binary without a build id is not cached.
+//! and reads no inline tree. Opening the file reads its description only; a unit's bytes
+//! are read from it when a question reaches the unit (`format::decode`). A binary
+//! without a build id is not cached.
 //!
 //! Several gtrace may share the directory at once: a file is written whole to a
 //! temporary name and renamed over the old one, so a reader sees an old file or a new
@@ -74,8 +76,8 @@ impl Store {
     /// an error: Ok(None)).
     pub fn load(&self, target: &Target) -> Result<Option<Entry>, Rejected> {
         let Some(path) = self.file_for(target) else { return Ok(None) };
-        let Ok(bytes) = std::fs::read(&path) else { return Ok(None) };
-        let entry = format::decode(&bytes, &|with_dwarf| binary(target, with_dwarf))?;
+        let Ok(file) = std::fs::File::open(&path) else { return Ok(None) };
+        let entry = format::decode(file, &binary(target))?;
         // Used now: the last to be evicted.
         if let Ok(f) = std::fs::File::options().append(true).open(&path) {
             let _ = f.set_modified(std::time::SystemTime::now());
@@ -91,7 +93,7 @@ impl Store {
         std::fs::create_dir_all(&self.dir).map_err(bad)?;
         let unique = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         let tmp = path.with_extension(format!("{}.{}.tmp", std::process::id(), unique.subsec_nanos()));
-        let bytes = format::encode(&binary(target, entry.dwarf.is_some()), entry);
+        let bytes = format::encode(&binary(target), entry);
         let written = std::fs::write(&tmp, &bytes).and_then(|_| std::fs::rename(&tmp, &path));
         if let Err(e) = written {
             let _ = std::fs::remove_file(&tmp);
@@ -131,9 +133,8 @@ impl Store {
     }
 }
 
-/// The binary as a cache file names it: with a CRC of its DWARF when the file holds
-/// DWARF.
-fn binary(target: &Target, with_dwarf: bool) -> For {
-    let dwarf = target.dwarf_bytes().filter(|_| with_dwarf).map(|raw| format::crc(&[raw]));
-    For::new(target.build_ids(), target.file_size(), dwarf)
+/// The binary as a cache file names it (its DWARF is named in the DWARF part, checked
+/// when DWARF is read).
+fn binary(target: &Target) -> For {
+    For::new(target.build_ids(), target.file_size())
 }
