@@ -108,6 +108,9 @@ impl StoredUnits for Counted {
         self.1.fetch_add(1, Ordering::Relaxed);
         self.0.read(u)
     }
+    fn memo(&self) -> Option<Vec<(String, Option<[u64; 2]>)>> {
+        self.0.memo()
+    }
 }
 
 #[test]
@@ -164,7 +167,7 @@ fn a_cache_file_s_units_are_read_only_when_reached() {
     let seeded = |script: &str| {
         let target = Target::open(&bin).unwrap();
         let mut seed = store(&home).load(&target).unwrap().unwrap().dwarf.unwrap();
-        assert!(seed.bodies.is_empty(), "units read at open: {seed:?}");
+        assert!(seed.bodies.is_empty() && seed.memo.is_empty(), "units or lookups read at open: {seed:?}");
         let counted = Arc::new(Counted(seed.stored.take().unwrap(), AtomicUsize::new(0)));
         seed.stored = Some(counted.clone());
         target.seed_dwarf(seed);
@@ -249,7 +252,8 @@ fn a_truncated_or_corrupted_cache_file_is_ignored_and_written_again() {
     // reached read from the binary instead, and the file written again (a byte flipped
     // in each unit: some are only walked past by a lookup the file answers).
     let seed = entry.dwarf.as_ref().unwrap();
-    let mut at = whole.len() - seed.bodies.iter().map(|(_, b)| b.len()).sum::<usize>() - seed.abbrev.len();
+    // The blobs follow the header (36 bytes) and the description; the units first.
+    let mut at = 36 + u32::from_le_bytes(whole[20..24].try_into().unwrap()) as usize;
     let mut flipped = whole.clone();
     for (_, b) in &seed.bodies {
         flipped[at + 8] ^= 0x40;
@@ -265,6 +269,16 @@ fn a_truncated_or_corrupted_cache_file_is_ignored_and_written_again() {
     let bodies = |e: &format::Entry| e.dwarf.as_ref().unwrap().bodies.len();
     assert!(bodies(&again) <= bodies(&entry), "{} units, {} before", bodies(&again), bodies(&entry));
     assert_eq!(outputs(&bin, &home, &[]), without, "the file written again");
+    // The lookups (the last blob) are checked when DWARF is loaded: opened, asked again,
+    // and the file written again.
+    let mut again = std::fs::read(&file).unwrap();
+    let last = again.len() - 3;
+    again[last] ^= 0x40;
+    std::fs::write(&file, again).unwrap();
+    let flipped = store(&home).load(&target).unwrap().unwrap().dwarf.unwrap();
+    assert!(flipped.read_stored().is_none(), "flipped lookups pass their check");
+    assert_eq!(outputs(&bin, &home, &[]), without, "a byte flipped in the lookups");
+    assert_valid(&home, &bin);
 }
 
 #[test]

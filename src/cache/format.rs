@@ -62,13 +62,14 @@ struct Description {
 }
 
 /// The seed without its blobs: where each unit's bytes are in the blob area (offset,
-/// length, CRC-32).
+/// length, CRC-32), and its lookups (a JSON list, read only when DWARF is loaded: after
+/// `-l '*'` it is megabytes a script without Go values need not parse).
 #[derive(Serialize, Deserialize)]
 struct DwarfPart {
     units: Vec<(u64, u64, String)>,
     abbrev: (u64, u64, u32),
     bodies: Vec<(u32, u64, u64, u32)>,
-    memo: Vec<(String, Option<[u64; 2]>)>,
+    memo: (u64, u64, u32),
     info_crc: u32,
 }
 
@@ -124,11 +125,14 @@ pub fn encode_as(writer: &str, binary: &For, entry: &Entry) -> Vec<u8> {
             bodies.push((u, at, len, c));
         }
         bodies.sort_by_key(|b| b.0);
+        let mut memo = seed.memo.clone();
+        memo.extend(seed.stored.as_ref().and_then(|s| s.memo()).unwrap_or_default());
+        memo.sort();
         Some(DwarfPart {
             units: seed.units.clone(),
             abbrev: blob(&seed.abbrev),
             bodies,
-            memo: seed.memo.clone(),
+            memo: blob(&serde_json::to_vec(&memo).unwrap_or_default()),
             info_crc: seed.info_crc?,
         })
     });
@@ -212,11 +216,14 @@ impl Blobs {
     }
 }
 
-/// The DWARF units of a cache file, read when a question reaches one.
+/// The DWARF units of a cache file, read when a question reaches one, and its lookups.
 #[derive(Debug)]
 struct FileUnits {
     blobs: Blobs,
     bodies: HashMap<u32, (u64, u64, u32)>,
+    memo: (u64, u64, u32),
+    /// The end of the units (every lookup's answer is before it).
+    end: u64,
 }
 
 impl StoredUnits for FileUnits {
@@ -229,15 +236,24 @@ impl StoredUnits for FileUnits {
     fn read(&self, u: u32) -> Option<Vec<u8>> {
         self.blobs.read(*self.bodies.get(&u)?)
     }
+
+    /// The lookups, each answer inside `.debug_info` (but a runtime type's key, `n
+    /// NAME`, which is not an offset).
+    fn memo(&self) -> Option<Vec<(String, Option<[u64; 2]>)>> {
+        let memo: Vec<(String, Option<[u64; 2]>)> = serde_json::from_slice(&self.blobs.read(self.memo)?).ok()?;
+        let outside =
+            |(key, v): &(String, Option<[u64; 2]>)| !key.starts_with("n ") && v.is_some_and(|[at, _]| at >= self.end);
+        (!memo.iter().any(outside)).then_some(memo)
+    }
 }
 
 fn inconsistent(problem: &str) -> Rejected {
     Rejected::Inconsistent { problem: problem.to_string() }
 }
 
-/// The seed of `part`, its units left in `blobs`, checked: units in order without
-/// overlap, each body the length of its unit and inside the blob area, every memoized
-/// offset inside the section; `.debug_abbrev` (small) read and checked now.
+/// The seed of `part`, its units and lookups left in `blobs`, checked: units in order
+/// without overlap, each body the length of its unit and inside the blob area;
+/// `.debug_abbrev` (small) read and checked now.
 fn dwarf_seed(part: DwarfPart, blobs: Blobs) -> Result<DwarfSeed, Rejected> {
     let mut end = 0u64;
     for (start, len, _) in &part.units {
@@ -257,19 +273,14 @@ fn dwarf_seed(part: DwarfPart, blobs: Blobs) -> Result<DwarfSeed, Rejected> {
         }
         bodies.insert(u, (at, len, sum));
     }
-    // Every answer is a `.debug_info` offset, but a runtime type's key (`n NAME`).
-    let outside = |(key, v): &(String, Option<[u64; 2]>)| !key.starts_with("n ") && v.is_some_and(|[at, _]| at >= end);
-    if part.memo.iter().any(outside) {
-        return Err(inconsistent("a lookup answered outside .debug_info"));
-    }
     let abbrev = blobs.read(part.abbrev).ok_or(Rejected::Checksum)?;
-    let stored: Arc<dyn StoredUnits> = Arc::new(FileUnits { blobs, bodies });
+    let stored: Arc<dyn StoredUnits> = Arc::new(FileUnits { blobs, bodies, memo: part.memo, end });
     Ok(DwarfSeed {
         units: part.units,
         abbrev,
         bodies: Vec::new(),
         stored: Some(stored),
-        memo: part.memo,
+        memo: Vec::new(),
         info_crc: Some(part.info_crc),
     })
 }

@@ -42,12 +42,18 @@ pub(super) struct Sections {
     stored_failed: Cell<bool>,
 }
 
-/// A seed's units kept outside memory (a cache file): read when a question reaches one.
+/// A seed's units kept outside memory (a cache file): read when a question reaches one;
+/// its lookups too, read when the DWARF is loaded.
 pub trait StoredUnits: std::fmt::Debug + Send + Sync {
     /// The units held, by index in the seed's `units`.
     fn held(&self) -> Vec<u32>;
     /// Unit `u`'s bytes, checked; None when they cannot be read or fail their check.
     fn read(&self, u: u32) -> Option<Vec<u8>>;
+    /// The lookups' answers it holds (beside the seed's `memo`), checked; None when they
+    /// cannot be read or fail their check.
+    fn memo(&self) -> Option<Vec<(String, Option<[u64; 2]>)>> {
+        Some(Vec::new())
+    }
 }
 
 /// What a run learned of a binary's DWARF, to start the next run from (src/cache): the
@@ -80,8 +86,8 @@ impl PartialEq for DwarfSeed {
 }
 
 impl DwarfSeed {
-    /// The seed with every stored unit read into `bodies`; None when one cannot be read
-    /// or fails its check.
+    /// The seed with every stored unit read into `bodies` and the stored lookups into
+    /// `memo`; None when one cannot be read or fails its check.
     pub fn read_stored(&self) -> Option<DwarfSeed> {
         let mut seed = DwarfSeed { stored: None, ..self.clone() };
         if let Some(stored) = &self.stored {
@@ -89,6 +95,8 @@ impl DwarfSeed {
                 seed.bodies.push((u, stored.read(u)?));
             }
             seed.bodies.sort_by_key(|(u, _)| *u);
+            seed.memo.extend(stored.memo()?);
+            seed.memo.sort();
         }
         Some(seed)
     }
@@ -140,7 +148,7 @@ impl DwarfInfo {
             memo: HashMap::new(),
             type_ids: HashMap::new(),
             unsafe_pointer: None,
-            seeded: seed.as_ref().map_or((0, 0), |s| (s.bodies.len() + stored_count(s), s.memo.len())),
+            seeded: seed.as_ref().map_or((0, 0), |s| (s.bodies.len() + stored_count(s), 0)),
             info_crc,
             everywhere: HashMap::new(),
         };
@@ -228,11 +236,17 @@ impl DwarfInfo {
         for (u, bytes) in seed.bodies {
             self.sections.seeded.insert(u as usize, reader(&bytes));
         }
+        self.memo = seed.memo.into_iter().collect();
         if let Some(stored) = seed.stored {
             let held = stored.held().into_iter().map(|u| u as usize).filter(|u| *u < self.units.len()).collect();
+            // Lookups that cannot be read are asked again (and the file written again).
+            match stored.memo() {
+                Some(memo) => self.memo.extend(memo),
+                None => self.sections.stored_failed.set(true),
+            }
             self.sections.stored = Some((stored, held));
         }
-        self.memo = seed.memo.into_iter().collect();
+        self.seeded.1 = self.memo.len();
     }
 
     /// Unit `u`'s header and abbreviations, parsed on first use from the seed's bytes
