@@ -109,33 +109,7 @@ pub fn crc(parts: &[&[u8]]) -> u32 {
 /// out, and a seed without `info_crc` is not written).
 pub fn encode_as(writer: &str, binary: &For, entry: &Entry) -> Vec<u8> {
     let mut blobs = Vec::new();
-    let mut blob = |bytes: &[u8]| {
-        let at = blobs.len() as u64;
-        blobs.extend_from_slice(bytes);
-        (at, bytes.len() as u64, crc(&[bytes]))
-    };
-    let dwarf = entry.dwarf.as_ref().and_then(|seed| {
-        let mut bodies: Vec<(u32, u64, u64, u32)> = Vec::new();
-        for (u, b) in &seed.bodies {
-            let (at, len, c) = blob(b);
-            bodies.push((*u, at, len, c));
-        }
-        for (u, b) in seed.stored.iter().flat_map(|s| s.held().into_iter().filter_map(|u| Some((u, s.read(u)?)))) {
-            let (at, len, c) = blob(&b);
-            bodies.push((u, at, len, c));
-        }
-        bodies.sort_by_key(|b| b.0);
-        let mut memo = seed.memo.clone();
-        memo.extend(seed.stored.as_ref().and_then(|s| s.memo()).unwrap_or_default());
-        memo.sort();
-        Some(DwarfPart {
-            units: seed.units.clone(),
-            abbrev: blob(&seed.abbrev),
-            bodies,
-            memo: blob(&serde_json::to_vec(&memo).unwrap_or_default()),
-            info_crc: seed.info_crc?,
-        })
-    });
+    let dwarf = entry.dwarf.as_ref().and_then(|seed| dwarf_part(seed, &mut blobs));
     let description =
         Description { writer: writer.to_string(), binary: binary.clone(), dwarf, inlined: entry.inlined.clone() };
     let json = serde_json::to_vec(&description).unwrap_or_default();
@@ -148,6 +122,38 @@ pub fn encode_as(writer: &str, binary: &For, entry: &Entry) -> Vec<u8> {
     out.extend_from_slice(&json);
     out.extend_from_slice(&blobs);
     out
+}
+
+/// `seed` without its blobs, which go to the end of `blobs`; None without `info_crc`.
+fn dwarf_part(seed: &DwarfSeed, blobs: &mut Vec<u8>) -> Option<DwarfPart> {
+    // The bytes `fill` adds to `blobs`, as a blob.
+    let mut blob = |fill: &mut dyn FnMut(&mut Vec<u8>)| {
+        let at = blobs.len();
+        fill(blobs);
+        (at as u64, (blobs.len() - at) as u64, crc(&[&blobs[at..]]))
+    };
+    let mut bodies: Vec<(u32, u64, u64, u32)> = Vec::new();
+    for (u, b) in &seed.bodies {
+        let (at, len, c) = blob(&mut |v| v.extend_from_slice(b));
+        bodies.push((*u, at, len, c));
+    }
+    for (u, b) in seed.stored.iter().flat_map(|s| s.held().into_iter().filter_map(|u| Some((u, s.read(u)?)))) {
+        let (at, len, c) = blob(&mut |v| v.extend_from_slice(&b));
+        bodies.push((u, at, len, c));
+    }
+    bodies.sort_by_key(|b| b.0);
+    let abbrev = blob(&mut |v| v.extend_from_slice(&seed.abbrev));
+    // The lookups as JSON, written straight into the blobs (megabytes after `-l '*'`).
+    let stored = seed.stored.as_ref().and_then(|s| s.memo()).filter(|m| !m.is_empty());
+    let memo = match stored {
+        None => blob(&mut |v| serde_json::to_writer(v, &seed.memo).unwrap_or_default()),
+        Some(more) => {
+            let mut all: Vec<_> = seed.memo.iter().cloned().chain(more).collect();
+            all.sort();
+            blob(&mut |v| serde_json::to_writer(v, &all).unwrap_or_default())
+        }
+    };
+    Some(DwarfPart { units: seed.units.clone(), abbrev, bodies, memo, info_crc: seed.info_crc? })
 }
 
 /// `encode_as` by this gtrace.
