@@ -184,6 +184,24 @@ fn a_cache_file_s_units_are_read_only_when_reached() {
     assert_eq!(got, plan(&Target::open(&bin).unwrap(), SCRIPT));
 }
 
+/// A run that learns only where a new pattern's functions were inlined writes the file
+/// again with the DWARF it held, byte for byte (copied, not read), and the new sites.
+#[test]
+fn new_inlined_sites_keep_the_file_s_dwarf() {
+    let bin = support::go_build("e2e", &[]);
+    let home = cache_dir("resited");
+    outputs(&bin, &home, &[]);
+    let before = assert_valid(&home, &bin);
+    let script = "on entry main.small8 { @c = count() }";
+    let without = plan_of(&bin, &home, script, &["--no-cache"]);
+    assert_eq!(plan_of(&bin, &home, script, &[]), without);
+    let after = assert_valid(&home, &bin);
+    assert_eq!(after.dwarf, before.dwarf, "the DWARF the file held");
+    assert!(after.inlined.iter().any(|(p, _)| p == "main.small8"), "{:?}", after.inlined);
+    assert_eq!(after.inlined.len(), before.inlined.len() + 1);
+    assert_eq!(outputs(&bin, &home, &[]), outputs(&bin, &home, &["--no-cache"]));
+}
+
 #[test]
 fn a_cache_of_another_gtrace_or_another_binary_is_not_used() {
     let bin = support::go_build("e2e", &[]);

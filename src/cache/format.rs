@@ -113,12 +113,8 @@ pub fn encode_as(writer: &str, binary: &For, entry: &Entry) -> Vec<u8> {
     let description =
         Description { writer: writer.to_string(), binary: binary.clone(), dwarf, inlined: entry.inlined.clone() };
     let json = serde_json::to_vec(&description).unwrap_or_default();
-    let mut out = Vec::with_capacity(HEADER + json.len() + blobs.len());
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&FORMAT.to_le_bytes());
-    out.extend_from_slice(&(json.len() as u32).to_le_bytes());
-    out.extend_from_slice(&(blobs.len() as u64).to_le_bytes());
-    out.extend_from_slice(&crc(&[&json]).to_le_bytes());
+    let mut out = header(json.len(), blobs.len() as u64, &json);
+    out.reserve(json.len() + blobs.len());
     out.extend_from_slice(&json);
     out.extend_from_slice(&blobs);
     out
@@ -169,6 +165,46 @@ fn u32_at(bytes: &[u8], at: usize) -> u32 {
 /// header and description read and checked now, its units' bytes when a question
 /// reaches them (`FileUnits`).
 pub fn decode(file: File, binary: &For) -> Result<Entry, Rejected> {
+    let (d, blobs) = description(file, binary)?;
+    let dwarf = d.dwarf.map(|part| dwarf_seed(part, blobs)).transpose()?;
+    Ok(Entry { dwarf, inlined: d.inlined })
+}
+
+/// A cache file to write again with other inlined sites and the same DWARF: the header
+/// and description to write (`head`), and the blob area to copy after them as it is.
+pub struct Resited {
+    pub head: Vec<u8>,
+    pub file: File,
+    pub blobs_at: u64,
+    pub blobs_len: u64,
+}
+
+/// `file`, a whole cache file this gtrace wrote for `binary`, with `inlined` as its
+/// inlined sites: its blobs (the DWARF units and lookups, megabytes after `-l '*'`) are
+/// not read, only copied (`Resited`).
+pub fn with_sites(file: File, binary: &For, inlined: &[(String, Vec<InlinedSite>)]) -> Result<Resited, Rejected> {
+    let (mut d, blobs) = description(file, binary)?;
+    d.inlined = inlined.to_vec();
+    let json = serde_json::to_vec(&d).unwrap_or_default();
+    let mut head = header(json.len(), blobs.len, &json);
+    head.extend_from_slice(&json);
+    Ok(Resited { head, file: blobs.file, blobs_at: blobs.at, blobs_len: blobs.len })
+}
+
+/// The header of a file with a description `json` and `blobs` bytes of blobs.
+fn header(json_len: usize, blobs: u64, json: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(HEADER + json_len);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&FORMAT.to_le_bytes());
+    out.extend_from_slice(&(json_len as u32).to_le_bytes());
+    out.extend_from_slice(&blobs.to_le_bytes());
+    out.extend_from_slice(&crc(&[json]).to_le_bytes());
+    out
+}
+
+/// The description of `file` and its blob area, if it is a whole cache file (by its
+/// length) this gtrace wrote for `binary`, its description unchanged.
+fn description(file: File, binary: &For) -> Result<(Description, Blobs), Rejected> {
     let unreadable = |e: std::io::Error| Rejected::Unreadable { problem: e.to_string() };
     let len = file.metadata().map_err(unreadable)?.len();
     let mut header = [0u8; HEADER];
@@ -197,9 +233,7 @@ pub fn decode(file: File, binary: &For) -> Result<Entry, Rejected> {
     if d.binary != *binary || (binary.gnu.is_none() && binary.go.is_none()) {
         return Err(Rejected::OtherBinary);
     }
-    let blobs = Blobs { file, at: HEADER as u64 + json_len, len: blobs_len };
-    let dwarf = d.dwarf.map(|part| dwarf_seed(part, blobs)).transpose()?;
-    Ok(Entry { dwarf, inlined: d.inlined })
+    Ok((d, Blobs { file, at: HEADER as u64 + json_len, len: blobs_len }))
 }
 
 /// The blob area of an open cache file.

@@ -91,8 +91,7 @@ impl Store {
         let Some(path) = self.file_for(target) else { return Ok(()) };
         let bad = |source| WriteError { path: path.clone(), source };
         std::fs::create_dir_all(&self.dir).map_err(bad)?;
-        let unique = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-        let tmp = path.with_extension(format!("{}.{}.tmp", std::process::id(), unique.subsec_nanos()));
+        let tmp = self.temporary(&path);
         let bytes = format::encode(&binary(target), entry);
         let written = std::fs::write(&tmp, &bytes).and_then(|_| std::fs::rename(&tmp, &path));
         if let Err(e) = written {
@@ -101,6 +100,45 @@ impl Store {
         }
         self.evict(&path);
         Ok(())
+    }
+
+    /// Writes the file for `target` again with `inlined` as its inlined sites, its DWARF
+    /// blobs copied from the file as it is now, unread (by the kernel: no copy in this
+    /// process). Ok(false) when that file is not one this gtrace would use (nothing
+    /// written: `save` writes it whole).
+    pub fn save_sites(
+        &self,
+        target: &Target,
+        inlined: &[(String, Vec<crate::gobin::InlinedSite>)],
+    ) -> Result<bool, WriteError> {
+        let Some(path) = self.file_for(target) else { return Ok(true) };
+        let Ok(file) = std::fs::File::open(&path) else { return Ok(false) };
+        let Ok(old) = format::with_sites(file, &binary(target), inlined) else { return Ok(false) };
+        let bad = |source| WriteError { path: path.clone(), source };
+        let tmp = self.temporary(&path);
+        let written = (|| {
+            use std::io::{Seek, Write};
+            let mut out = std::fs::File::create(&tmp)?;
+            out.write_all(&old.head)?;
+            let mut from = old.file;
+            from.seek(std::io::SeekFrom::Start(old.blobs_at))?;
+            if std::io::copy(&mut std::io::Read::take(from, old.blobs_len), &mut out)? != old.blobs_len {
+                return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof));
+            }
+            std::fs::rename(&tmp, &path)
+        })();
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(bad(e));
+        }
+        self.evict(&path);
+        Ok(true)
+    }
+
+    /// A temporary name beside `path`, this process's own.
+    fn temporary(&self, path: &Path) -> PathBuf {
+        let unique = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        path.with_extension(format!("{}.{}.tmp", std::process::id(), unique.subsec_nanos()))
     }
 
     /// Removes the least recently used cache files (never `keep`) until the directory

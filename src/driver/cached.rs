@@ -46,6 +46,14 @@ impl Cached {
         if dwarf.is_none() && inlined == self.loaded.inlined {
             return;
         }
+        // Only the inlined sites are new: the file's DWARF is copied as it is, unread.
+        if dwarf.is_none() && self.loaded.dwarf.is_some() {
+            match self.store.save_sites(target, &inlined) {
+                Ok(true) => return,
+                Ok(false) => {}
+                Err(e) => return eprintln!("gtrace: {e} ({})", e.hint()),
+            }
+        }
         let learned = Entry { dwarf: dwarf.or_else(|| self.loaded.dwarf.clone()), inlined };
         if let Err(e) = self.store.save(target, &learned) {
             eprintln!("gtrace: {e} ({})", e.hint());
