@@ -108,16 +108,22 @@ pub fn crc(parts: &[&[u8]]) -> u32 {
 /// (units still stored in another file are read from it; one that cannot be is left
 /// out, and a seed without `info_crc` is not written).
 pub fn encode_as(writer: &str, binary: &For, entry: &Entry) -> Vec<u8> {
+    let (mut out, blobs) = encode_parts(writer, binary, entry);
+    out.extend_from_slice(&blobs);
+    out
+}
+
+/// `encode_as` in two parts, to be written one after the other: the header with the
+/// description, and the blobs (not copied into one buffer: megabytes after `-l '*'`).
+pub fn encode_parts(writer: &str, binary: &For, entry: &Entry) -> (Vec<u8>, Vec<u8>) {
     let mut blobs = Vec::new();
     let dwarf = entry.dwarf.as_ref().and_then(|seed| dwarf_part(seed, &mut blobs));
     let description =
         Description { writer: writer.to_string(), binary: binary.clone(), dwarf, inlined: entry.inlined.clone() };
     let json = serde_json::to_vec(&description).unwrap_or_default();
-    let mut out = header(json.len(), blobs.len() as u64, &json);
-    out.reserve(json.len() + blobs.len());
-    out.extend_from_slice(&json);
-    out.extend_from_slice(&blobs);
-    out
+    let mut head = header(json.len(), blobs.len() as u64, &json);
+    head.extend_from_slice(&json);
+    (head, blobs)
 }
 
 /// `seed` without its blobs, which go to the end of `blobs`; None without `info_crc`.

@@ -92,8 +92,15 @@ impl Store {
         let bad = |source| WriteError { path: path.clone(), source };
         std::fs::create_dir_all(&self.dir).map_err(bad)?;
         let tmp = self.temporary(&path);
-        let bytes = format::encode(&binary(target), entry);
-        let written = std::fs::write(&tmp, &bytes).and_then(|_| std::fs::rename(&tmp, &path));
+        let (head, blobs) = format::encode_parts(format::WRITER, &binary(target), entry);
+        let write = || -> std::io::Result<()> {
+            use std::io::Write;
+            let mut out = std::fs::File::create(&tmp)?;
+            out.write_all(&head)?;
+            out.write_all(&blobs)?;
+            std::fs::rename(&tmp, &path)
+        };
+        let written = write();
         if let Err(e) = written {
             let _ = std::fs::remove_file(&tmp);
             return Err(bad(e));
