@@ -10,10 +10,13 @@ mod support;
 
 use gtrace::cache::{format, Store};
 use gtrace::compile::{compile, Options};
+use gtrace::gobin::StoredUnits;
 use gtrace::gobin::Target;
 use gtrace::library::Root;
 use object::{Object, ObjectSection};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 /// Parameters, a field through a pointer, results and a type by name: the DWARF of
 /// several units and types.
@@ -79,14 +82,35 @@ fn cache_file(home: &Path, binary: &Path) -> PathBuf {
     store(home).file_for(&Target::open(binary).unwrap()).expect("a Go build has a build id")
 }
 
-/// The cache file for `binary` is whole, this gtrace's, for it, with DWARF units.
+/// The cache file for `binary` is whole, this gtrace's, for it, with DWARF units, every
+/// one of which reads back and passes its check (read into the entry).
 fn assert_valid(home: &Path, binary: &Path) -> format::Entry {
     let target = Target::open(binary).unwrap();
     let entry = store(home).load(&target).unwrap_or_else(|e| panic!("{}: {e}", binary.display()));
-    let entry = entry.unwrap_or_else(|| panic!("no cache file for {}", binary.display()));
-    let seed = entry.dwarf.clone().expect("the DWARF the run read");
+    let mut entry = entry.unwrap_or_else(|| panic!("no cache file for {}", binary.display()));
+    let seed = entry.dwarf.as_ref().expect("the DWARF the run read").read_stored();
+    let seed = seed.unwrap_or_else(|| panic!("a unit of the cache of {} fails its check", binary.display()));
     assert!(!seed.bodies.is_empty() && !seed.memo.is_empty(), "{seed:?}");
+    assert!(seed.stored.is_none() && seed.info_crc.is_some());
+    entry.dwarf = Some(seed);
     entry
+}
+
+/// A seed's stored units, counting the reads.
+#[derive(Debug)]
+struct Counted(Arc<dyn StoredUnits>, AtomicUsize);
+
+impl StoredUnits for Counted {
+    fn held(&self) -> Vec<u32> {
+        self.0.held()
+    }
+    fn read(&self, u: u32) -> Option<Vec<u8>> {
+        self.1.fetch_add(1, Ordering::Relaxed);
+        self.0.read(u)
+    }
+    fn memo(&self) -> Option<Vec<(String, Option<[u64; 2]>)>> {
+        self.0.memo()
+    }
 }
 
 #[test]
@@ -125,6 +149,59 @@ fn a_warm_cache_answers_without_decompressing_the_dwarf() {
     assert_eq!(plan(true), plan(false));
 }
 
+/// A cache file's units are read when a question reaches them, not when it is opened:
+/// a script without Go values reads none of them (and does not load DWARF); one that
+/// reads values reads the units it reaches, from the file, and compiles the plan it
+/// compiles without a cache.
+#[test]
+fn a_cache_file_s_units_are_read_only_when_reached() {
+    let bin = support::go_build("e2e", &[]);
+    let home = cache_dir("lazy");
+    outputs(&bin, &home, &[]);
+    let plan = |target: &Target, script: &str| {
+        let root = Root { name: "<test>".into(), text: script.into(), dir: None };
+        let c = compile(root, target, &Options::default()).unwrap_or_else(|r| panic!("{}", r.render(false)));
+        serde_json::to_string(&c.plan).unwrap()
+    };
+    // The plan from a target seeded from the file, the units read, whether DWARF was.
+    let seeded = |script: &str| {
+        let target = Target::open(&bin).unwrap();
+        let mut seed = store(&home).load(&target).unwrap().unwrap().dwarf.unwrap();
+        assert!(seed.bodies.is_empty() && seed.memo.is_empty(), "units or lookups read at open: {seed:?}");
+        let counted = Arc::new(Counted(seed.stored.take().unwrap(), AtomicUsize::new(0)));
+        seed.stored = Some(counted.clone());
+        target.seed_dwarf(seed);
+        let plan = plan(&target, script);
+        assert!(!target.dwarf_decompressed(), "{script}");
+        (plan, counted.1.load(Ordering::Relaxed), target.dwarf_read())
+    };
+    let plain = "on entry main.add { @c = count() }";
+    let (got, reads, dwarf) = seeded(plain);
+    assert_eq!((reads, dwarf), (0, false), "a script without Go values");
+    assert_eq!(got, plan(&Target::open(&bin).unwrap(), plain));
+    let (got, reads, _) = seeded(SCRIPT);
+    assert!(reads > 0, "the units the script reaches are read from the file");
+    assert_eq!(got, plan(&Target::open(&bin).unwrap(), SCRIPT));
+}
+
+/// A run that learns only where a new pattern's functions were inlined writes the file
+/// again with the DWARF it held, byte for byte (copied, not read), and the new sites.
+#[test]
+fn new_inlined_sites_keep_the_file_s_dwarf() {
+    let bin = support::go_build("e2e", &[]);
+    let home = cache_dir("resited");
+    outputs(&bin, &home, &[]);
+    let before = assert_valid(&home, &bin);
+    let script = "on entry main.small8 { @c = count() }";
+    let without = plan_of(&bin, &home, script, &["--no-cache"]);
+    assert_eq!(plan_of(&bin, &home, script, &[]), without);
+    let after = assert_valid(&home, &bin);
+    assert_eq!(after.dwarf, before.dwarf, "the DWARF the file held");
+    assert!(after.inlined.iter().any(|(p, _)| p == "main.small8"), "{:?}", after.inlined);
+    assert_eq!(after.inlined.len(), before.inlined.len() + 1);
+    assert_eq!(outputs(&bin, &home, &[]), outputs(&bin, &home, &["--no-cache"]));
+}
+
 #[test]
 fn a_cache_of_another_gtrace_or_another_binary_is_not_used() {
     let bin = support::go_build("e2e", &[]);
@@ -135,8 +212,7 @@ fn a_cache_of_another_gtrace_or_another_binary_is_not_used() {
     let entry = assert_valid(&home, &bin);
     let file = cache_file(&home, &bin);
     let target = Target::open(&bin).unwrap();
-    let dwarf = target.dwarf_bytes().map(|raw| format::crc(&[raw]));
-    let binary = format::For::new(target.build_ids(), target.file_size(), dwarf);
+    let binary = format::For::new(target.build_ids(), target.file_size());
 
     // Written by another gtrace, for this binary, with its units emptied.
     let mut foreign = entry.clone();
@@ -153,11 +229,12 @@ fn a_cache_of_another_gtrace_or_another_binary_is_not_used() {
     assert_eq!(outputs(&bin, &home, &[]), without, "a cache of another binary");
     assert_eq!(assert_valid(&home, &bin), entry, "written again for this binary");
 
-    // This binary's ids, but its DWARF changed in place: another binary too.
-    let mut moved = binary.clone();
-    moved.dwarf = moved.dwarf.map(|c| c ^ 1);
-    std::fs::write(&file, format::encode(&moved, &foreign)).unwrap();
-    assert!(matches!(store(&home).load(&target), Err(format::Rejected::OtherBinary)));
+    // This binary's ids, but its DWARF changed in place: opened (its DWARF is checked
+    // only when DWARF is read), its units not used, and written again.
+    let mut moved = foreign.clone();
+    moved.dwarf.as_mut().unwrap().info_crc = entry.dwarf.as_ref().unwrap().info_crc.map(|c| c ^ 1);
+    std::fs::write(&file, format::encode(&binary, &moved)).unwrap();
+    assert!(store(&home).load(&target).is_ok_and(|e| e.is_some()));
     assert_eq!(outputs(&bin, &home, &[]), without, "a cache of the same ids, other DWARF");
     assert_eq!(assert_valid(&home, &bin), entry);
 }
@@ -172,21 +249,54 @@ fn a_truncated_or_corrupted_cache_file_is_ignored_and_written_again() {
     let file = cache_file(&home, &bin);
     let whole = std::fs::read(&file).unwrap();
     let target = Target::open(&bin).unwrap();
-    let mut flipped = whole.clone();
-    let at = whole.len() - 100;
-    flipped[at] ^= 0x40;
+    let flip = |at: usize| {
+        let mut flipped = whole.clone();
+        flipped[at] ^= 0x40;
+        flipped
+    };
     for (what, bytes) in [
         ("empty", Vec::new()),
         ("the header only", whole[..36].to_vec()),
         ("half", whole[..whole.len() / 2].to_vec()),
         ("all but a byte", whole[..whole.len() - 1].to_vec()),
-        ("a byte flipped in a unit", flipped),
+        ("a byte flipped in the description", flip(40)),
     ] {
         std::fs::write(&file, &bytes).unwrap();
         assert!(store(&home).load(&target).is_err(), "{what}: used");
         assert_eq!(outputs(&bin, &home, &[]), without, "{what}");
         assert_eq!(assert_valid(&home, &bin), entry, "{what}: not written again");
     }
+    // A unit's bytes are checked when a question reaches the unit: opened, the units
+    // reached read from the binary instead, and the file written again (a byte flipped
+    // in each unit: some are only walked past by a lookup the file answers).
+    let seed = entry.dwarf.as_ref().unwrap();
+    // The blobs follow the header (36 bytes) and the description; the units first.
+    let mut at = 36 + u32::from_le_bytes(whole[20..24].try_into().unwrap()) as usize;
+    let mut flipped = whole.clone();
+    for (_, b) in &seed.bodies {
+        flipped[at + 8] ^= 0x40;
+        at += b.len();
+    }
+    std::fs::write(&file, flipped).unwrap();
+    let flipped = store(&home).load(&target).unwrap().unwrap().dwarf.unwrap();
+    assert!(flipped.read_stored().is_none(), "a unit flipped passes its check");
+    assert_eq!(outputs(&bin, &home, &[]), without, "a byte flipped in each unit");
+    // Written again with the units the run read from the binary (those it only walked
+    // past before are not in it), every one of which passes its check.
+    let again = assert_valid(&home, &bin);
+    let bodies = |e: &format::Entry| e.dwarf.as_ref().unwrap().bodies.len();
+    assert!(bodies(&again) <= bodies(&entry), "{} units, {} before", bodies(&again), bodies(&entry));
+    assert_eq!(outputs(&bin, &home, &[]), without, "the file written again");
+    // The lookups (the last blob) are checked when DWARF is loaded: opened, asked again,
+    // and the file written again.
+    let mut again = std::fs::read(&file).unwrap();
+    let last = again.len() - 3;
+    again[last] ^= 0x40;
+    std::fs::write(&file, again).unwrap();
+    let flipped = store(&home).load(&target).unwrap().unwrap().dwarf.unwrap();
+    assert!(flipped.read_stored().is_none(), "flipped lookups pass their check");
+    assert_eq!(outputs(&bin, &home, &[]), without, "a byte flipped in the lookups");
+    assert_valid(&home, &bin);
 }
 
 #[test]
@@ -281,7 +391,7 @@ fn where_functions_were_inlined_is_cached_and_a_bad_file_ignored() {
     let file = cache_file(&home, &bin);
     // No DWARF read: the file names the binary without a CRC of its DWARF.
     assert!(entry.dwarf.is_none());
-    let binary = format::For::new(target.build_ids(), target.file_size(), None);
+    let binary = format::For::new(target.build_ids(), target.file_size());
     let with_sites = |f: &dyn Fn(&mut gtrace::gobin::InlinedSite)| {
         let mut e = entry.clone();
         e.inlined.iter_mut().flat_map(|(_, s)| s.iter_mut()).for_each(f);

@@ -1,17 +1,26 @@
-//! A cache file's bytes: a fixed header (magic, format, lengths, a CRC-32 of the rest),
-//! a JSON description (the gtrace that wrote it, the binary it is for, what it holds:
-//! the DWARF lookups, where functions were inlined) and the raw blobs the description
-//! points into (the DWARF units). A file is taken
-//! only if every check passes; anything else is a `Rejected` with its reason, and the
-//! file is ignored (never partly trusted), as a plan of another format is refused.
+//! A cache file's bytes: a fixed header (magic, format, lengths, a CRC-32 of the
+//! description), a JSON description (the gtrace that wrote it, the binary it is for,
+//! what it holds: the DWARF lookups, where functions were inlined, and where each DWARF
+//! unit's bytes are with their CRC-32) and the raw blobs the description points into
+//! (the DWARF units). Opening a file reads and checks the header and the description
+//! only: a unit's bytes are read (and checked) when a question reaches the unit
+//! (`FileUnits`), so a run pays only for the units it uses. A file is taken only if
+//! every check of what it reads passes; anything else is a `Rejected` with its reason,
+//! and the file is ignored (never partly trusted), as a plan of another format is
+//! refused. A unit whose bytes fail their check is read from the binary instead, and
+//! the file is written again (`gobin::StoredUnits`).
 
-use crate::gobin::{BuildIds, DwarfSeed, InlinedSite};
+use crate::gobin::{BuildIds, DwarfSeed, InlinedSite, StoredUnits};
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
 
 /// The first bytes of every cache file.
 pub const MAGIC: &[u8; 16] = b"gtrace cache\n\0\0\0";
 /// The version of this layout. A file of another is ignored.
-pub const FORMAT: u32 = 2;
+pub const FORMAT: u32 = 3;
 /// The gtrace that writes and reads caches: a file written by another is ignored.
 pub const WRITER: &str = concat!("gtrace ", env!("CARGO_PKG_VERSION"));
 
@@ -32,18 +41,15 @@ pub struct Entry {
 pub struct For {
     pub gnu: Option<String>,
     pub go: Option<String>,
-    /// The file's size in bytes.
+    /// The file's size in bytes. (Its DWARF is named by a CRC-32 of `.debug_info` in
+    /// the DWARF part, `DwarfSeed::info_crc`, checked only when a run reads DWARF: a
+    /// script without Go values never touches those megabytes.)
     pub size: u64,
-    /// A CRC-32 of `.debug_info` as the file holds it (what the cached units replace):
-    /// a file changed in place under the same build id is another binary. None in a
-    /// cache file that holds no DWARF (nothing in it comes from those bytes: computing
-    /// it touched megabytes of the binary that a script without Go values never reads).
-    pub dwarf: Option<u32>,
 }
 
 impl For {
-    pub fn new(ids: &BuildIds, size: u64, dwarf: Option<u32>) -> For {
-        For { gnu: ids.gnu.clone(), go: ids.go.clone(), size, dwarf }
+    pub fn new(ids: &BuildIds, size: u64) -> For {
+        For { gnu: ids.gnu.clone(), go: ids.go.clone(), size }
     }
 }
 
@@ -55,13 +61,16 @@ struct Description {
     inlined: Vec<(String, Vec<InlinedSite>)>,
 }
 
-/// The seed without its blobs: where each unit's bytes are in the blob area.
+/// The seed without its blobs: where each unit's bytes are in the blob area (offset,
+/// length, CRC-32), and its lookups (a JSON list, read only when DWARF is loaded: after
+/// `-l '*'` it is megabytes a script without Go values need not parse).
 #[derive(Serialize, Deserialize)]
 struct DwarfPart {
     units: Vec<(u64, u64, String)>,
-    abbrev: (u64, u64),
-    bodies: Vec<(u32, u64, u64)>,
-    memo: Vec<(String, Option<[u64; 2]>)>,
+    abbrev: (u64, u64, u32),
+    bodies: Vec<(u32, u64, u64, u32)>,
+    memo: (u64, u64, u32),
+    info_crc: u32,
 }
 
 /// Why a cache file was not used.
@@ -83,6 +92,8 @@ pub enum Rejected {
     OtherBinary,
     #[error("{problem}")]
     Inconsistent { problem: String },
+    #[error("unreadable: {problem}")]
+    Unreadable { problem: String },
 }
 
 pub fn crc(parts: &[&[u8]]) -> u32 {
@@ -93,32 +104,58 @@ pub fn crc(parts: &[&[u8]]) -> u32 {
     c.sum()
 }
 
-/// The bytes of a cache file for `binary` holding `entry`, as `writer` would write them.
+/// The bytes of a cache file for `binary` holding `entry`, as `writer` would write them
+/// (units still stored in another file are read from it; one that cannot be is left
+/// out, and a seed without `info_crc` is not written).
 pub fn encode_as(writer: &str, binary: &For, entry: &Entry) -> Vec<u8> {
+    let (mut out, blobs) = encode_parts(writer, binary, entry);
+    out.extend_from_slice(&blobs);
+    out
+}
+
+/// `encode_as` in two parts, to be written one after the other: the header with the
+/// description, and the blobs (not copied into one buffer: megabytes after `-l '*'`).
+pub fn encode_parts(writer: &str, binary: &For, entry: &Entry) -> (Vec<u8>, Vec<u8>) {
     let mut blobs = Vec::new();
-    let mut blob = |bytes: &[u8]| {
-        let at = blobs.len() as u64;
-        blobs.extend_from_slice(bytes);
-        (at, bytes.len() as u64)
-    };
-    let dwarf = entry.dwarf.as_ref().map(|seed| DwarfPart {
-        units: seed.units.clone(),
-        abbrev: blob(&seed.abbrev),
-        bodies: seed.bodies.iter().map(|(u, b)| (*u, blob(b).0, b.len() as u64)).collect(),
-        memo: seed.memo.clone(),
-    });
+    let dwarf = entry.dwarf.as_ref().and_then(|seed| dwarf_part(seed, &mut blobs));
     let description =
         Description { writer: writer.to_string(), binary: binary.clone(), dwarf, inlined: entry.inlined.clone() };
     let json = serde_json::to_vec(&description).unwrap_or_default();
-    let mut out = Vec::with_capacity(HEADER + json.len() + blobs.len());
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&FORMAT.to_le_bytes());
-    out.extend_from_slice(&(json.len() as u32).to_le_bytes());
-    out.extend_from_slice(&(blobs.len() as u64).to_le_bytes());
-    out.extend_from_slice(&crc(&[&json, &blobs]).to_le_bytes());
-    out.extend_from_slice(&json);
-    out.extend_from_slice(&blobs);
-    out
+    let mut head = header(json.len(), blobs.len() as u64, &json);
+    head.extend_from_slice(&json);
+    (head, blobs)
+}
+
+/// `seed` without its blobs, which go to the end of `blobs`; None without `info_crc`.
+fn dwarf_part(seed: &DwarfSeed, blobs: &mut Vec<u8>) -> Option<DwarfPart> {
+    // The bytes `fill` adds to `blobs`, as a blob.
+    let mut blob = |fill: &mut dyn FnMut(&mut Vec<u8>)| {
+        let at = blobs.len();
+        fill(blobs);
+        (at as u64, (blobs.len() - at) as u64, crc(&[&blobs[at..]]))
+    };
+    let mut bodies: Vec<(u32, u64, u64, u32)> = Vec::new();
+    for (u, b) in &seed.bodies {
+        let (at, len, c) = blob(&mut |v| v.extend_from_slice(b));
+        bodies.push((*u, at, len, c));
+    }
+    for (u, b) in seed.stored.iter().flat_map(|s| s.held().into_iter().filter_map(|u| Some((u, s.read(u)?)))) {
+        let (at, len, c) = blob(&mut |v| v.extend_from_slice(&b));
+        bodies.push((u, at, len, c));
+    }
+    bodies.sort_by_key(|b| b.0);
+    let abbrev = blob(&mut |v| v.extend_from_slice(&seed.abbrev));
+    // The lookups as JSON, written straight into the blobs (megabytes after `-l '*'`).
+    let stored = seed.stored.as_ref().and_then(|s| s.memo()).filter(|m| !m.is_empty());
+    let memo = match stored {
+        None => blob(&mut |v| serde_json::to_writer(v, &seed.memo).unwrap_or_default()),
+        Some(more) => {
+            let mut all: Vec<_> = seed.memo.iter().cloned().chain(more).collect();
+            all.sort();
+            blob(&mut |v| serde_json::to_writer(v, &all).unwrap_or_default())
+        }
+    };
+    Some(DwarfPart { units: seed.units.clone(), abbrev, bodies, memo, info_crc: seed.info_crc? })
 }
 
 /// `encode_as` by this gtrace.
@@ -130,52 +167,140 @@ fn u32_at(bytes: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap_or_default())
 }
 
-/// The entry in `bytes` if it is a whole cache file this gtrace wrote for the binary
-/// `binary(true)` names when the file holds DWARF, `binary(false)` when it does not.
-pub fn decode(bytes: &[u8], binary: &dyn Fn(bool) -> For) -> Result<Entry, Rejected> {
-    if bytes.len() < HEADER || &bytes[..16] != MAGIC {
-        return Err(Rejected::NotACache { len: bytes.len() });
+/// The entry in `file` if it is a whole cache file this gtrace wrote for `binary`: its
+/// header and description read and checked now, its units' bytes when a question
+/// reaches them (`FileUnits`).
+pub fn decode(file: File, binary: &For) -> Result<Entry, Rejected> {
+    let (d, blobs) = description(file, binary)?;
+    let dwarf = d.dwarf.map(|part| dwarf_seed(part, blobs)).transpose()?;
+    Ok(Entry { dwarf, inlined: d.inlined })
+}
+
+/// A cache file to write again with other inlined sites and the same DWARF: the header
+/// and description to write (`head`), and the blob area to copy after them as it is.
+pub struct Resited {
+    pub head: Vec<u8>,
+    pub file: File,
+    pub blobs_at: u64,
+    pub blobs_len: u64,
+}
+
+/// `file`, a whole cache file this gtrace wrote for `binary`, with `inlined` as its
+/// inlined sites: its blobs (the DWARF units and lookups, megabytes after `-l '*'`) are
+/// not read, only copied (`Resited`).
+pub fn with_sites(file: File, binary: &For, inlined: &[(String, Vec<InlinedSite>)]) -> Result<Resited, Rejected> {
+    let (mut d, blobs) = description(file, binary)?;
+    d.inlined = inlined.to_vec();
+    let json = serde_json::to_vec(&d).unwrap_or_default();
+    let mut head = header(json.len(), blobs.len, &json);
+    head.extend_from_slice(&json);
+    Ok(Resited { head, file: blobs.file, blobs_at: blobs.at, blobs_len: blobs.len })
+}
+
+/// The header of a file with a description `json` and `blobs` bytes of blobs.
+fn header(json_len: usize, blobs: u64, json: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(HEADER + json_len);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&FORMAT.to_le_bytes());
+    out.extend_from_slice(&(json_len as u32).to_le_bytes());
+    out.extend_from_slice(&blobs.to_le_bytes());
+    out.extend_from_slice(&crc(&[json]).to_le_bytes());
+    out
+}
+
+/// The description of `file` and its blob area, if it is a whole cache file (by its
+/// length) this gtrace wrote for `binary`, its description unchanged.
+fn description(file: File, binary: &For) -> Result<(Description, Blobs), Rejected> {
+    let unreadable = |e: std::io::Error| Rejected::Unreadable { problem: e.to_string() };
+    let len = file.metadata().map_err(unreadable)?.len();
+    let mut header = [0u8; HEADER];
+    if len < HEADER as u64 || file.read_exact_at(&mut header, 0).is_err() || &header[..16] != MAGIC {
+        return Err(Rejected::NotACache { len: len as usize });
     }
-    let format = u32_at(bytes, 16);
+    let format = u32_at(&header, 16);
     if format != FORMAT {
         return Err(Rejected::Format { found: format });
     }
-    let json_len = u32_at(bytes, 20) as u64;
-    let blobs_len = u64::from_le_bytes(bytes[24..32].try_into().unwrap_or_default());
+    let json_len = u32_at(&header, 20) as u64;
+    let blobs_len = u64::from_le_bytes(header[24..32].try_into().unwrap_or_default());
     let expected = (HEADER as u64).saturating_add(json_len).saturating_add(blobs_len);
-    if bytes.len() as u64 != expected {
-        return Err(Rejected::Truncated { len: bytes.len(), expected });
+    if len != expected {
+        return Err(Rejected::Truncated { len: len as usize, expected });
     }
-    let (json, blobs) = bytes[HEADER..].split_at(json_len as usize);
-    if crc(&[json, blobs]) != u32_at(bytes, 32) {
+    let mut json = vec![0u8; json_len as usize];
+    file.read_exact_at(&mut json, HEADER as u64).map_err(unreadable)?;
+    if crc(&[&json]) != u32_at(&header, 32) {
         return Err(Rejected::Checksum);
     }
-    let d: Description = serde_json::from_slice(json).map_err(|e| Rejected::Description { problem: e.to_string() })?;
+    let d: Description = serde_json::from_slice(&json).map_err(|e| Rejected::Description { problem: e.to_string() })?;
     if d.writer != WRITER {
         return Err(Rejected::Writer { writer: d.writer });
     }
-    let binary = binary(d.dwarf.is_some());
-    if d.binary != binary || (binary.gnu.is_none() && binary.go.is_none()) {
+    if d.binary != *binary || (binary.gnu.is_none() && binary.go.is_none()) {
         return Err(Rejected::OtherBinary);
     }
-    let dwarf = d.dwarf.map(|part| dwarf_seed(part, blobs)).transpose()?;
-    Ok(Entry { dwarf, inlined: d.inlined })
+    Ok((d, Blobs { file, at: HEADER as u64 + json_len, len: blobs_len }))
+}
+
+/// The blob area of an open cache file.
+#[derive(Debug)]
+struct Blobs {
+    file: File,
+    /// Where it starts in the file, and its length.
+    at: u64,
+    len: u64,
+}
+
+impl Blobs {
+    /// The blob at `at` of `len` bytes whose CRC-32 is `sum`; None when it is outside
+    /// the area, cannot be read or is not what was written.
+    fn read(&self, (at, len, sum): (u64, u64, u32)) -> Option<Vec<u8>> {
+        at.checked_add(len).filter(|end| *end <= self.len)?;
+        let mut bytes = vec![0u8; usize::try_from(len).ok()?];
+        self.file.read_exact_at(&mut bytes, self.at + at).ok()?;
+        (crc(&[&bytes]) == sum).then_some(bytes)
+    }
+}
+
+/// The DWARF units of a cache file, read when a question reaches one, and its lookups.
+#[derive(Debug)]
+struct FileUnits {
+    blobs: Blobs,
+    bodies: HashMap<u32, (u64, u64, u32)>,
+    memo: (u64, u64, u32),
+    /// The end of the units (every lookup's answer is before it).
+    end: u64,
+}
+
+impl StoredUnits for FileUnits {
+    fn held(&self) -> Vec<u32> {
+        let mut held: Vec<u32> = self.bodies.keys().copied().collect();
+        held.sort_unstable();
+        held
+    }
+
+    fn read(&self, u: u32) -> Option<Vec<u8>> {
+        self.blobs.read(*self.bodies.get(&u)?)
+    }
+
+    /// The lookups, each answer inside `.debug_info` (but a runtime type's key, `n
+    /// NAME`, which is not an offset).
+    fn memo(&self) -> Option<Vec<(String, Option<[u64; 2]>)>> {
+        let memo: Vec<(String, Option<[u64; 2]>)> = serde_json::from_slice(&self.blobs.read(self.memo)?).ok()?;
+        let outside =
+            |(key, v): &(String, Option<[u64; 2]>)| !key.starts_with("n ") && v.is_some_and(|[at, _]| at >= self.end);
+        (!memo.iter().any(outside)).then_some(memo)
+    }
 }
 
 fn inconsistent(problem: &str) -> Rejected {
     Rejected::Inconsistent { problem: problem.to_string() }
 }
 
-/// The seed of `part`, its blobs cut from `blobs`, checked: units in order without
-/// overlap, each body the length of its unit, every memoized offset inside the section.
-fn dwarf_seed(part: DwarfPart, blobs: &[u8]) -> Result<DwarfSeed, Rejected> {
-    let cut = |(at, len): (u64, u64)| -> Result<Vec<u8>, Rejected> {
-        let end = at
-            .checked_add(len)
-            .filter(|e| *e <= blobs.len() as u64)
-            .ok_or_else(|| inconsistent("a blob outside the file"))?;
-        Ok(blobs[at as usize..end as usize].to_vec())
-    };
+/// The seed of `part`, its units and lookups left in `blobs`, checked: units in order
+/// without overlap, each body the length of its unit and inside the blob area;
+/// `.debug_abbrev` (small) read and checked now.
+fn dwarf_seed(part: DwarfPart, blobs: Blobs) -> Result<DwarfSeed, Rejected> {
     let mut end = 0u64;
     for (start, len, _) in &part.units {
         if *start < end || *len == 0 {
@@ -183,18 +308,25 @@ fn dwarf_seed(part: DwarfPart, blobs: &[u8]) -> Result<DwarfSeed, Rejected> {
         }
         end = start.checked_add(*len).ok_or_else(|| inconsistent("a DWARF unit past any section"))?;
     }
-    let mut bodies = Vec::with_capacity(part.bodies.len());
-    for (u, at, len) in part.bodies {
+    let mut bodies = HashMap::with_capacity(part.bodies.len());
+    for (u, at, len, sum) in part.bodies {
         let unit = part.units.get(u as usize).ok_or_else(|| inconsistent("a body of no unit"))?;
         if unit.1 != len {
             return Err(inconsistent("a DWARF unit's bytes of another length than the unit"));
         }
-        bodies.push((u, cut((at, len))?));
+        if at.checked_add(len).is_none_or(|e| e > blobs.len) {
+            return Err(inconsistent("a blob outside the file"));
+        }
+        bodies.insert(u, (at, len, sum));
     }
-    // Every answer is a `.debug_info` offset, but a runtime type's key (`n NAME`).
-    let outside = |(key, v): &(String, Option<[u64; 2]>)| !key.starts_with("n ") && v.is_some_and(|[at, _]| at >= end);
-    if part.memo.iter().any(outside) {
-        return Err(inconsistent("a lookup answered outside .debug_info"));
-    }
-    Ok(DwarfSeed { units: part.units, abbrev: cut(part.abbrev)?, bodies, memo: part.memo })
+    let abbrev = blobs.read(part.abbrev).ok_or(Rejected::Checksum)?;
+    let stored: Arc<dyn StoredUnits> = Arc::new(FileUnits { blobs, bodies, memo: part.memo, end });
+    Ok(DwarfSeed {
+        units: part.units,
+        abbrev,
+        bodies: Vec::new(),
+        stored: Some(stored),
+        memo: Vec::new(),
+        info_crc: Some(part.info_crc),
+    })
 }

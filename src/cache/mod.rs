@@ -3,7 +3,9 @@
 //! (`$XDG_CACHE_HOME/gtrace`, else `~/.cache/gtrace`). It holds the DWARF units and
 //! lookups the run reached (`gobin::DwarfSeed`) and where its patterns' functions were
 //! inlined (`Target::find_inlined`), so the next run decompresses and walks none of it
-//! and reads no inline tree. A binary without a build id is not cached.
+//! and reads no inline tree. Opening the file reads its description only; a unit's bytes
+//! are read from it when a question reaches the unit (`format::decode`). A binary
+//! without a build id is not cached.
 //!
 //! Several gtrace may share the directory at once: a file is written whole to a
 //! temporary name and renamed over the old one, so a reader sees an old file or a new
@@ -74,8 +76,8 @@ impl Store {
     /// an error: Ok(None)).
     pub fn load(&self, target: &Target) -> Result<Option<Entry>, Rejected> {
         let Some(path) = self.file_for(target) else { return Ok(None) };
-        let Ok(bytes) = std::fs::read(&path) else { return Ok(None) };
-        let entry = format::decode(&bytes, &|with_dwarf| binary(target, with_dwarf))?;
+        let Ok(file) = std::fs::File::open(&path) else { return Ok(None) };
+        let entry = format::decode(file, &binary(target))?;
         // Used now: the last to be evicted.
         if let Ok(f) = std::fs::File::options().append(true).open(&path) {
             let _ = f.set_modified(std::time::SystemTime::now());
@@ -89,16 +91,61 @@ impl Store {
         let Some(path) = self.file_for(target) else { return Ok(()) };
         let bad = |source| WriteError { path: path.clone(), source };
         std::fs::create_dir_all(&self.dir).map_err(bad)?;
-        let unique = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-        let tmp = path.with_extension(format!("{}.{}.tmp", std::process::id(), unique.subsec_nanos()));
-        let bytes = format::encode(&binary(target, entry.dwarf.is_some()), entry);
-        let written = std::fs::write(&tmp, &bytes).and_then(|_| std::fs::rename(&tmp, &path));
+        let tmp = self.temporary(&path);
+        let (head, blobs) = format::encode_parts(format::WRITER, &binary(target), entry);
+        let write = || -> std::io::Result<()> {
+            use std::io::Write;
+            let mut out = std::fs::File::create(&tmp)?;
+            out.write_all(&head)?;
+            out.write_all(&blobs)?;
+            std::fs::rename(&tmp, &path)
+        };
+        let written = write();
         if let Err(e) = written {
             let _ = std::fs::remove_file(&tmp);
             return Err(bad(e));
         }
         self.evict(&path);
         Ok(())
+    }
+
+    /// Writes the file for `target` again with `inlined` as its inlined sites, its DWARF
+    /// blobs copied from the file as it is now, unread (by the kernel: no copy in this
+    /// process). Ok(false) when that file is not one this gtrace would use (nothing
+    /// written: `save` writes it whole).
+    pub fn save_sites(
+        &self,
+        target: &Target,
+        inlined: &[(String, Vec<crate::gobin::InlinedSite>)],
+    ) -> Result<bool, WriteError> {
+        let Some(path) = self.file_for(target) else { return Ok(true) };
+        let Ok(file) = std::fs::File::open(&path) else { return Ok(false) };
+        let Ok(old) = format::with_sites(file, &binary(target), inlined) else { return Ok(false) };
+        let bad = |source| WriteError { path: path.clone(), source };
+        let tmp = self.temporary(&path);
+        let written = (|| {
+            use std::io::{Seek, Write};
+            let mut out = std::fs::File::create(&tmp)?;
+            out.write_all(&old.head)?;
+            let mut from = old.file;
+            from.seek(std::io::SeekFrom::Start(old.blobs_at))?;
+            if std::io::copy(&mut std::io::Read::take(from, old.blobs_len), &mut out)? != old.blobs_len {
+                return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof));
+            }
+            std::fs::rename(&tmp, &path)
+        })();
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(bad(e));
+        }
+        self.evict(&path);
+        Ok(true)
+    }
+
+    /// A temporary name beside `path`, this process's own.
+    fn temporary(&self, path: &Path) -> PathBuf {
+        let unique = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        path.with_extension(format!("{}.{}.tmp", std::process::id(), unique.subsec_nanos()))
     }
 
     /// Removes the least recently used cache files (never `keep`) until the directory
@@ -131,9 +178,8 @@ impl Store {
     }
 }
 
-/// The binary as a cache file names it: with a CRC of its DWARF when the file holds
-/// DWARF.
-fn binary(target: &Target, with_dwarf: bool) -> For {
-    let dwarf = target.dwarf_bytes().filter(|_| with_dwarf).map(|raw| format::crc(&[raw]));
-    For::new(target.build_ids(), target.file_size(), dwarf)
+/// The binary as a cache file names it (its DWARF is named in the DWARF part, checked
+/// when DWARF is read).
+fn binary(target: &Target) -> For {
+    For::new(target.build_ids(), target.file_size())
 }

@@ -41,10 +41,18 @@ impl Cached {
         // The units are copied out only when the run reached more than the cache held.
         let dwarf = if target.dwarf_grew() { target.dwarf_learned() } else { None };
         let inlined = target.inlined_learned();
-        // Compared before the units the cache held are copied into what is written.
-        let same_dwarf = dwarf.is_none() || dwarf == self.loaded.dwarf;
-        if same_dwarf && inlined == self.loaded.inlined {
+        // The units the cache held (read from its file when written again) count as
+        // learned only when the run reached more.
+        if dwarf.is_none() && inlined == self.loaded.inlined {
             return;
+        }
+        // Only the inlined sites are new: the file's DWARF is copied as it is, unread.
+        if dwarf.is_none() && self.loaded.dwarf.is_some() {
+            match self.store.save_sites(target, &inlined) {
+                Ok(true) => return,
+                Ok(false) => {}
+                Err(e) => return eprintln!("gtrace: {e} ({})", e.hint()),
+            }
         }
         let learned = Entry { dwarf: dwarf.or_else(|| self.loaded.dwarf.clone()), inlined };
         if let Err(e) = self.store.save(target, &learned) {

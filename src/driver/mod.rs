@@ -73,8 +73,9 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
     // Not freed when a listing or a check ends: the process is ending, and freeing a big
     // binary's tables cost a sixth of a check (a trace takes it, and frees them itself).
     let target = std::mem::ManuallyDrop::new(Target::open_with(&process.binary, &search)?);
-    let cache = cached::open(cli, &target);
-    let save = |target: &Target| cache.iter().for_each(|c| c.save(target));
+    // Written once, then dropped: a trace holds no cache file open.
+    let cache = std::cell::Cell::new(cached::open(cli, &target));
+    let save = |target: &Target| cache.take().iter().for_each(|c| c.save(target));
     if let Some(pattern) = &cli.list {
         return list_functions(&target, pattern, &save);
     }

@@ -30,7 +30,7 @@ pub mod fake;
 
 pub use crate::arch::ProbeSites;
 pub(crate) use dwarf::types::dictionary_position;
-pub use dwarf::{DwarfSeed, NoVariable, Variable};
+pub use dwarf::{crc32, DwarfSeed, NoVariable, StoredUnits, Variable};
 pub use elf::debugfile::DebugSearch;
 pub(crate) use elf::symbols::{is_pattern as symbols_is_pattern, package_of};
 pub use elf::BuildIds;

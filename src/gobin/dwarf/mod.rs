@@ -35,7 +35,7 @@ pub(crate) use locations::DwarfLocation;
 use locations::Lists;
 pub(crate) use query::DwarfState;
 pub(crate) use scopes::{ScopeKind, Scopes};
-pub use units::DwarfSeed;
+pub use units::{crc32, DwarfSeed, StoredUnits};
 
 type R = gimli::EndianArcSlice<gimli::LittleEndian>;
 type Entry = gimli::DebuggingInformationEntry<R>;
@@ -139,6 +139,8 @@ pub(crate) struct DwarfInfo {
     /// that have it, in order: a later lookup outside its package's units asks one map,
     /// not each unit's (`-l '*'` asks it thousands of times).
     everywhere: HashMap<String, HashMap<u64, Vec<u32>>>,
+    /// A CRC-32 of `.debug_info` as the file holds it (what a seed is checked against).
+    info_crc: u32,
 }
 
 /// A string attribute: inline (`DW_FORM_string`, what Go writes) or in `.debug_str`;

@@ -1,15 +1,18 @@
 //! The compile units of `.debug_info`, each read only when a question reaches it: a
 //! directory (where each unit is, its package) from one pass over the unit headers, then
 //! a unit's header and abbreviations parsed on first use. A cache (src/cache) can give
-//! the directory and the bytes of the units an earlier run reached (`DwarfSeed`): then
-//! nothing is decompressed unless a question reaches a unit it does not hold, and the
-//! section is decompressed once for all of them.
+//! the directory and the units an earlier run reached (`DwarfSeed`): then nothing is
+//! decompressed unless a question reaches a unit it does not hold, and the section is
+//! decompressed once for all of them. A seed's units may stay in the cache file
+//! (`StoredUnits`), each read and checked only when a question reaches it; one that
+//! fails its check is read from the binary, and the seed counts as outgrown (written
+//! again).
 
 use super::{string, DwarfInfo, UnitSlot, R};
 use crate::gobin::{elf, TargetError};
 use gimli::{constants as dw, DebugInfoOffset, Reader, UnitOffset};
-use std::cell::{OnceCell, RefCell};
-use std::collections::HashMap;
+use std::cell::{Cell, OnceCell, RefCell};
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -33,19 +36,77 @@ pub(super) struct Sections {
     abbrev_cache: RefCell<HashMap<gimli::DebugAbbrevOffset, Arc<gimli::Abbreviations>>>,
     /// Units' bytes a seed brought, by unit index.
     seeded: HashMap<usize, R>,
+    /// Units a seed holds elsewhere, read on first use, and which they are.
+    stored: Option<(Arc<dyn StoredUnits>, HashSet<usize>)>,
+    /// Whether a stored unit could not be read or failed its check.
+    stored_failed: Cell<bool>,
+}
+
+/// A seed's units kept outside memory (a cache file): read when a question reaches one;
+/// its lookups too, read when the DWARF is loaded.
+pub trait StoredUnits: std::fmt::Debug + Send + Sync {
+    /// The units held, by index in the seed's `units`.
+    fn held(&self) -> Vec<u32>;
+    /// Unit `u`'s bytes, checked; None when they cannot be read or fail their check.
+    fn read(&self, u: u32) -> Option<Vec<u8>>;
+    /// The lookups' answers it holds (beside the seed's `memo`), checked; None when they
+    /// cannot be read or fail their check.
+    fn memo(&self) -> Option<Vec<(String, Option<[u64; 2]>)>> {
+        Some(Vec::new())
+    }
 }
 
 /// What a run learned of a binary's DWARF, to start the next run from (src/cache): the
 /// unit directory, `.debug_abbrev`, the bytes of the units it reached and the answers of
 /// lookups that walk many units.
-#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, Default)]
 pub struct DwarfSeed {
     /// Every unit: its offset, its length (header included), its package.
     pub units: Vec<(u64, u64, String)>,
     pub abbrev: Vec<u8>,
     /// The units reached: index in `units`, bytes.
     pub bodies: Vec<(u32, Vec<u8>)>,
+    /// More units reached, not read yet (their bytes are in a cache file).
+    pub stored: Option<Arc<dyn StoredUnits>>,
     pub memo: Vec<(String, Option<[u64; 2]>)>,
+    /// A CRC-32 of `.debug_info` as the file holds it (compressed) where the units come
+    /// from: a seed for other bytes (a file changed in place under the same build id)
+    /// is not used. None: not checked.
+    pub info_crc: Option<u32>,
+}
+
+/// Seeds are equal when they hold the same units, lookups and bytes; units still
+/// `stored` compare by which they are (`read_stored` reads them).
+impl PartialEq for DwarfSeed {
+    fn eq(&self, o: &DwarfSeed) -> bool {
+        let held = |s: &DwarfSeed| s.stored.as_ref().map(|s| s.held());
+        (self.units == o.units && self.abbrev == o.abbrev && self.bodies == o.bodies)
+            && (self.memo == o.memo && self.info_crc == o.info_crc && held(self) == held(o))
+    }
+}
+
+impl DwarfSeed {
+    /// The seed with every stored unit read into `bodies` and the stored lookups into
+    /// `memo`; None when one cannot be read or fails its check.
+    pub fn read_stored(&self) -> Option<DwarfSeed> {
+        let mut seed = DwarfSeed { stored: None, ..self.clone() };
+        if let Some(stored) = &self.stored {
+            for u in stored.held() {
+                seed.bodies.push((u, stored.read(u)?));
+            }
+            seed.bodies.sort_by_key(|(u, _)| *u);
+            seed.memo.extend(stored.memo()?);
+            seed.memo.sort();
+        }
+        Some(seed)
+    }
+}
+
+/// A CRC-32 of `bytes` (what a seed's `info_crc` holds).
+pub fn crc32(bytes: &[u8]) -> u32 {
+    let mut c = flate2::Crc::new();
+    c.update(bytes);
+    c.sum()
 }
 
 fn reader(bytes: &[u8]) -> R {
@@ -63,7 +124,9 @@ impl DwarfInfo {
             Some(bytes) => reader(&bytes),
             None => reader(&[]),
         };
+        let info_crc = crc32(compressed.data);
         let seed = seed.filter(|s| s.units.last().is_some_and(|(start, len, _)| start + len == size));
+        let seed = seed.filter(|s| s.info_crc.is_none_or(|c| c == info_crc));
         let mut info = DwarfInfo {
             path: path.to_path_buf(),
             debug_str: gimli::DebugStr::from(debug_str),
@@ -74,6 +137,8 @@ impl DwarfInfo {
                 abbrev_bytes: reader(&[]),
                 abbrev_cache: RefCell::new(HashMap::new()),
                 seeded: HashMap::new(),
+                stored: None,
+                stored_failed: Cell::new(false),
             },
             lists: None,
             lines: None,
@@ -83,7 +148,8 @@ impl DwarfInfo {
             memo: HashMap::new(),
             type_ids: HashMap::new(),
             unsafe_pointer: None,
-            seeded: seed.as_ref().map_or((0, 0), |s| (s.bodies.len(), s.memo.len())),
+            seeded: seed.as_ref().map_or((0, 0), |s| (s.bodies.len() + stored_count(s), 0)),
+            info_crc,
             everywhere: HashMap::new(),
         };
         match seed {
@@ -171,6 +237,16 @@ impl DwarfInfo {
             self.sections.seeded.insert(u as usize, reader(&bytes));
         }
         self.memo = seed.memo.into_iter().collect();
+        if let Some(stored) = seed.stored {
+            let held = stored.held().into_iter().map(|u| u as usize).filter(|u| *u < self.units.len()).collect();
+            // Lookups that cannot be read are asked again (and the file written again).
+            match stored.memo() {
+                Some(memo) => self.memo.extend(memo),
+                None => self.sections.stored_failed.set(true),
+            }
+            self.sections.stored = Some((stored, held));
+        }
+        self.seeded.1 = self.memo.len();
     }
 
     /// Unit `u`'s header and abbreviations, parsed on first use from the seed's bytes
@@ -186,8 +262,8 @@ impl DwarfInfo {
     /// Unit `u`'s header and abbreviations, read now.
     fn parse(&self, u: usize) -> Result<Parsed, TargetError> {
         let slot = &self.units[u];
-        let bytes = match self.sections.seeded.get(&u) {
-            Some(b) => b.clone(),
+        let bytes = match self.sections.seeded.get(&u).cloned().or_else(|| self.read_stored(u)) {
+            Some(b) => b,
             None => {
                 let info = self.whole()?;
                 let (start, end) = (slot.start.0, slot.start.0 + slot.len as usize);
@@ -202,6 +278,18 @@ impl DwarfInfo {
         let header = header.ok_or_else(|| self.bad_ref("unit of another length than listed", slot.start))?;
         let abbrevs = self.abbreviations(header.debug_abbrev_offset())?;
         Ok(Parsed { header, abbrevs, bytes })
+    }
+
+    /// Unit `u` from where the seed stored it, if it holds it; one that cannot be read
+    /// or fails its check is noted (the cache is written again) and read from the binary.
+    fn read_stored(&self, u: usize) -> Option<R> {
+        let (stored, held) = self.sections.stored.as_ref()?;
+        if !held.contains(&u) {
+            return None;
+        }
+        let bytes = stored.read(u as u32).filter(|b| b.len() as u64 == self.units[u].len);
+        self.sections.stored_failed.set(self.sections.stored_failed.get() || bytes.is_none());
+        Some(reader(&bytes?))
     }
 
     fn abbreviations(&self, at: gimli::DebugAbbrevOffset) -> Result<Arc<gimli::Abbreviations>, TargetError> {
@@ -247,8 +335,11 @@ impl DwarfInfo {
     /// Whether this run reached a unit or answered a lookup that the seed did not
     /// hold (both only grow): whether `seed` has anything new to write.
     pub(crate) fn grew(&self) -> bool {
-        let held = |u: &usize| self.units[*u].parsed.get().is_some() || self.sections.seeded.contains_key(u);
-        (0..self.units.len()).filter(held).count() != self.seeded.0 || self.memo.len() != self.seeded.1
+        let stored = |u: &usize| self.sections.stored.as_ref().is_some_and(|(_, held)| held.contains(u));
+        let held =
+            |u: &usize| self.units[*u].parsed.get().is_some() || self.sections.seeded.contains_key(u) || stored(u);
+        let count = (0..self.units.len()).filter(held).count();
+        count != self.seeded.0 || self.memo.len() != self.seeded.1 || self.sections.stored_failed.get()
     }
 
     /// What this run learned, for the next (src/cache): the directory, every unit
@@ -257,8 +348,8 @@ impl DwarfInfo {
         let units = self.units.iter().map(|s| (s.start.0 as u64, s.len, s.name.clone())).collect();
         let bytes = |u: usize| -> Option<Vec<u8>> {
             let r = match self.units[u].parsed.get() {
-                Some(p) => &p.bytes,
-                None => self.sections.seeded.get(&u)?,
+                Some(p) => p.bytes.clone(),
+                None => self.sections.seeded.get(&u).cloned().or_else(|| self.read_stored(u))?,
             };
             Some(r.to_slice().ok()?.into_owned())
         };
@@ -266,6 +357,11 @@ impl DwarfInfo {
         let abbrev = self.sections.abbrev_bytes.to_slice().map(|b| b.into_owned()).unwrap_or_default();
         let mut memo: Vec<(String, Option<[u64; 2]>)> = self.memo.iter().map(|(k, v)| (k.clone(), *v)).collect();
         memo.sort();
-        DwarfSeed { units, abbrev, bodies, memo }
+        DwarfSeed { units, abbrev, bodies, stored: None, memo, info_crc: Some(self.info_crc) }
     }
+}
+
+/// How many units `seed` holds in its store.
+fn stored_count(seed: &DwarfSeed) -> usize {
+    seed.stored.as_ref().map_or(0, |s| s.held().len())
 }
