@@ -193,7 +193,9 @@ fn run_until_stopped(
             // A started command runs on untouched and ends in its own time; a process
             // traced with -p or -b is left alone now.
             if child.is_none() {
-                eprintln!("--budget: no probe is left attached; ending the trace");
+                eprintln!(
+                    "--budget: no probe is left attached; ending the trace (a larger --budget, or --budget off, keeps the probes on)"
+                );
                 return Ok(());
             }
             eprintln!(
