@@ -365,8 +365,8 @@ fn a_script_without_go_values_traces_a_binary_with_broken_dwarf() {
 /// Where a pattern's functions were inlined (finding it reads every inline tree of the
 /// binary) is cached: the plan is the one without a cache, cold and warm; the warm run
 /// takes the sites from the file (a file that says otherwise changes the warning); a
-/// truncated file, and one whose sites are not in the binary's code, are ignored and
-/// written again.
+/// truncated file, and one whose sites are not in the binary's code or not at the
+/// start of an instruction of it, are ignored and written again.
 #[test]
 fn where_functions_were_inlined_is_cached_and_a_bad_file_ignored() {
     let bin = support::go_build("inline", &[]);
@@ -403,11 +403,21 @@ fn where_functions_were_inlined_is_cached_and_a_bad_file_ignored() {
     let (_, said) = plan_and_stderr(&bin, &home, script, &[]);
     assert!(said.contains(&format!("places where `main.weigh` was inlined")), "{said}");
 
+    // An address inside an instruction of the caller's code (its second byte, of the
+    // first instruction longer than one byte from the site on): a uprobe there would
+    // corrupt the target's code.
+    let inside = |s: &gtrace::gobin::InlinedSite| {
+        let f = target.function_containing(s.addr).expect("the site's caller");
+        let insns = target.arch().control_flow(target.code(f).unwrap(), f.addr).unwrap();
+        insns.iter().find(|i| i.addr >= s.addr && i.next > i.addr + 1).map(|i| i.addr + 1).unwrap()
+    };
     let whole = format::encode(&binary, &entry);
     for (what, bytes) in [
         ("truncated", whole[..whole.len() / 2].to_vec()),
         ("sites outside the binary's code", with_sites(&|s| s.addr = 0x10)),
         ("sites in another function", with_sites(&|s| s.caller = "main.nosuch".into())),
+        ("sites inside an instruction", with_sites(&|s| s.addr = inside(s))),
+        ("bodies inside an instruction", with_sites(&|s| s.body = inside(s))),
     ] {
         std::fs::write(&file, &bytes).unwrap();
         assert_eq!(plan_of(&bin, &home, script, &[]), without, "{what}");

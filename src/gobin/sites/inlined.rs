@@ -138,13 +138,26 @@ impl Target {
 
     /// Takes `find_inlined`'s answers from an earlier run on this build, if every site
     /// is where it says, in this binary's code: the caller's function holds its probe
-    /// address and its body. Returns false (nothing taken) otherwise.
+    /// address and its body, and both are starts of instructions of the caller's code
+    /// as decoded here (a uprobe in the middle of an instruction would corrupt the
+    /// target's code: a cache file is read, not trusted). Returns false (nothing
+    /// taken) otherwise.
     pub fn seed_inlined(&self, found: &[(String, Vec<InlinedSite>)]) -> bool {
-        let holds = |s: &InlinedSite| {
-            let in_caller = |a: u64| self.function_containing(a).is_some_and(|f| f.name == s.caller);
-            !s.callee.is_empty() && in_caller(s.addr) && in_caller(s.body)
+        // Each caller's instruction starts, decoded once (None: its code cannot be).
+        let mut starts: std::collections::HashMap<u64, Option<Vec<u64>>> = std::collections::HashMap::new();
+        let mut holds = |s: &InlinedSite| {
+            let Some(f) = self.function_containing(s.addr).filter(|f| f.name == s.caller) else { return false };
+            if s.callee.is_empty() || self.function_containing(s.body).is_none_or(|g| g.addr != f.addr) {
+                return false;
+            }
+            let at = starts.entry(f.addr).or_insert_with(|| {
+                let code = self.code(f)?;
+                let insns = self.arch.control_flow(code, f.addr)?;
+                Some(insns.iter().map(|i| i.addr).collect())
+            });
+            at.as_ref().is_some_and(|at| at.binary_search(&s.addr).is_ok() && at.binary_search(&s.body).is_ok())
         };
-        if !found.iter().all(|(_, sites)| sites.iter().all(holds)) {
+        if !found.iter().all(|(_, sites)| sites.iter().all(&mut holds)) {
             return false;
         }
         self.inlined_found.borrow_mut().extend(found.iter().cloned());
