@@ -424,3 +424,43 @@ fn where_functions_were_inlined_is_cached_and_a_bad_file_ignored() {
         assert_eq!(store(&home).load(&target).unwrap(), Some(entry.clone()), "{what}: not written again");
     }
 }
+
+/// The cache file `file` rewritten with its description changed by `change` (header,
+/// lengths and CRC made to match) and `blobs_len` bytes of blobs claimed, the file's
+/// length set to match: past its real blobs, a hole (a sparse file, nothing on disk).
+fn forged(file: &Path, change: &dyn Fn(&mut serde_json::Value), blobs_len: u64) {
+    let whole = std::fs::read(file).unwrap();
+    let json_len = u32::from_le_bytes(whole[20..24].try_into().unwrap()) as usize;
+    let mut d: serde_json::Value = serde_json::from_slice(&whole[36..36 + json_len]).unwrap();
+    change(&mut d);
+    let json = serde_json::to_vec(&d).unwrap();
+    let mut out = whole[..16 + 4].to_vec();
+    out.extend_from_slice(&(json.len() as u32).to_le_bytes());
+    out.extend_from_slice(&blobs_len.to_le_bytes());
+    out.extend_from_slice(&format::crc(&[&json]).to_le_bytes());
+    out.extend_from_slice(&json);
+    out.extend_from_slice(&whole[36 + json_len..]);
+    std::fs::write(file, &out).unwrap();
+    let f = std::fs::OpenOptions::new().write(true).open(file).unwrap();
+    f.set_len(36 + json.len() as u64 + blobs_len).unwrap();
+}
+
+/// A sparse file claiming a blob of a TiB (4 KB on disk) is ignored, never read (it
+/// aborted every run on its allocation): the output is the output without a cache, and
+/// the file is written again.
+#[test]
+fn a_cache_file_claiming_a_huge_blob_is_ignored() {
+    let bin = support::go_build("e2e", &[]);
+    let home = cache_dir("huge");
+    let without = outputs(&bin, &home, &["--no-cache"]);
+    outputs(&bin, &home, &[]);
+    let entry = assert_valid(&home, &bin);
+    let file = cache_file(&home, &bin);
+    let tib = 1u64 << 40;
+    forged(&file, &|d| d["dwarf"]["abbrev"] = serde_json::json!([0, tib, 0]), tib);
+    assert!(std::fs::metadata(&file).unwrap().len() > tib, "the forged file claims a TiB");
+    let target = Target::open(&bin).unwrap();
+    assert!(matches!(store(&home).load(&target), Err(format::Rejected::TooLarge { .. })));
+    assert_eq!(outputs(&bin, &home, &[]), without, "a file claiming a TiB");
+    assert_eq!(assert_valid(&home, &bin), entry, "written again");
+}

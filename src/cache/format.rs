@@ -26,6 +26,10 @@ pub const WRITER: &str = concat!("gtrace ", env!("CARGO_PKG_VERSION"));
 
 const HEADER: usize = 16 + 4 + 4 + 8 + 4;
 
+/// The longest cache file read or written: the cache directory's bound. A longer one
+/// (a sparse file can claim any length) is ignored, never read.
+pub const LARGEST: u64 = super::BOUND;
+
 /// What a cache file holds for one binary.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Entry {
@@ -94,6 +98,8 @@ pub enum Rejected {
     Inconsistent { problem: String },
     #[error("unreadable: {problem}")]
     Unreadable { problem: String },
+    #[error("{len} bytes, more than a cache file holds ({LARGEST})")]
+    TooLarge { len: u64 },
 }
 
 pub fn crc(parts: &[&[u8]]) -> u32 {
@@ -213,6 +219,9 @@ fn header(json_len: usize, blobs: u64, json: &[u8]) -> Vec<u8> {
 fn description(file: File, binary: &For) -> Result<(Description, Blobs), Rejected> {
     let unreadable = |e: std::io::Error| Rejected::Unreadable { problem: e.to_string() };
     let len = file.metadata().map_err(unreadable)?.len();
+    if len > LARGEST {
+        return Err(Rejected::TooLarge { len });
+    }
     let mut header = [0u8; HEADER];
     if len < HEADER as u64 || file.read_exact_at(&mut header, 0).is_err() || &header[..16] != MAGIC {
         return Err(Rejected::NotACache { len: len as usize });
@@ -227,7 +236,7 @@ fn description(file: File, binary: &For) -> Result<(Description, Blobs), Rejecte
     if len != expected {
         return Err(Rejected::Truncated { len: len as usize, expected });
     }
-    let mut json = vec![0u8; json_len as usize];
+    let mut json = zeroed(json_len).ok_or(Rejected::TooLarge { len })?;
     file.read_exact_at(&mut json, HEADER as u64).map_err(unreadable)?;
     if crc(&[&json]) != u32_at(&header, 32) {
         return Err(Rejected::Checksum);
@@ -240,6 +249,15 @@ fn description(file: File, binary: &For) -> Result<(Description, Blobs), Rejecte
         return Err(Rejected::OtherBinary);
     }
     Ok((d, Blobs { file, at: HEADER as u64 + json_len, len: blobs_len }))
+}
+
+/// `len` zero bytes, None when they cannot be allocated (an error, not an abort).
+fn zeroed(len: u64) -> Option<Vec<u8>> {
+    let len = usize::try_from(len).ok()?;
+    let mut bytes = Vec::new();
+    bytes.try_reserve_exact(len).ok()?;
+    bytes.resize(len, 0);
+    Some(bytes)
 }
 
 /// The blob area of an open cache file.
@@ -256,7 +274,7 @@ impl Blobs {
     /// the area, cannot be read or is not what was written.
     fn read(&self, (at, len, sum): (u64, u64, u32)) -> Option<Vec<u8>> {
         at.checked_add(len).filter(|end| *end <= self.len)?;
-        let mut bytes = vec![0u8; usize::try_from(len).ok()?];
+        let mut bytes = zeroed(len)?;
         self.file.read_exact_at(&mut bytes, self.at + at).ok()?;
         (crc(&[&bytes]) == sum).then_some(bytes)
     }

@@ -93,6 +93,11 @@ impl Store {
         std::fs::create_dir_all(&self.dir).map_err(bad)?;
         let tmp = self.temporary(&path);
         let (head, blobs) = format::encode_parts(format::WRITER, &binary(target), entry);
+        let len = (head.len() + blobs.len()) as u64;
+        if len > format::LARGEST {
+            let problem = format!("{len} bytes, more than a cache file holds ({})", format::LARGEST);
+            return Err(bad(std::io::Error::other(problem)));
+        }
         let write = || -> std::io::Result<()> {
             use std::io::Write;
             let mut out = std::fs::File::create(&tmp)?;
@@ -121,6 +126,9 @@ impl Store {
         let Some(path) = self.file_for(target) else { return Ok(true) };
         let Ok(file) = std::fs::File::open(&path) else { return Ok(false) };
         let Ok(old) = format::with_sites(file, &binary(target), inlined) else { return Ok(false) };
+        if old.head.len() as u64 + old.blobs_len > format::LARGEST {
+            return Ok(false);
+        }
         let bad = |source| WriteError { path: path.clone(), source };
         let tmp = self.temporary(&path);
         let written = (|| {
