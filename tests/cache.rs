@@ -464,3 +464,54 @@ fn a_cache_file_claiming_a_huge_blob_is_ignored() {
     assert_eq!(outputs(&bin, &home, &[]), without, "a file claiming a TiB");
     assert_eq!(assert_valid(&home, &bin), entry, "written again");
 }
+
+/// The plan gtrace with `XDG_CACHE_HOME=home` compiles for `script`, failing the test if
+/// it has not ended within a minute (it is killed).
+fn plan_within_a_minute(binary: &Path, home: &Path, script: &str) -> String {
+    let plan = home.join(format!("plan-{}-timed.json", std::process::id()));
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gtrace"))
+        .args(["--emit", "plan", "-o", plan.to_str().unwrap(), "-e", script, "-b", binary.to_str().unwrap()])
+        .env("XDG_CACHE_HOME", home)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > std::time::Duration::from_secs(60) {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("gtrace still running after a minute");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let text = std::fs::read_to_string(&plan).unwrap();
+    std::fs::remove_file(&plan).unwrap();
+    text
+}
+
+/// A FIFO (or a link to one) under the cache file's name is not opened to wait for a
+/// writer (it hung every run): the run ends with the plan of a run without a cache, and
+/// a cache file is written in its place.
+#[test]
+fn a_fifo_in_place_of_a_cache_file_is_ignored() {
+    let bin = support::go_build("e2e", &[]);
+    let home = cache_dir("fifo");
+    let without = plan_of(&bin, &home, SCRIPT, &["--no-cache"]);
+    outputs(&bin, &home, &[]);
+    let file = cache_file(&home, &bin);
+    let fifo = home.join("a-fifo");
+    for link in [false, true] {
+        std::fs::remove_file(&file).unwrap();
+        let _ = std::fs::remove_file(&fifo);
+        let made = if link { &fifo } else { &file };
+        let status = std::process::Command::new("mkfifo").arg(made).status().unwrap();
+        assert!(status.success(), "mkfifo {}", made.display());
+        if link {
+            std::os::unix::fs::symlink(&fifo, &file).unwrap();
+        }
+        assert_eq!(plan_within_a_minute(&bin, &home, SCRIPT), without, "a FIFO, through a link: {link}");
+        assert!(std::fs::symlink_metadata(&file).unwrap().is_file(), "no cache file written over it");
+        assert_valid(&home, &bin);
+    }
+}

@@ -15,6 +15,7 @@
 //! another binary) is ignored, and replaced at the next write.
 
 pub mod format;
+mod trust;
 
 pub use format::{Entry, For, Rejected};
 
@@ -76,13 +77,10 @@ impl Store {
     /// an error: Ok(None)).
     pub fn load(&self, target: &Target) -> Result<Option<Entry>, Rejected> {
         let Some(path) = self.file_for(target) else { return Ok(None) };
-        let Ok(file) = std::fs::File::open(&path) else { return Ok(None) };
-        let entry = format::decode(file, &binary(target))?;
-        // Used now: the last to be evicted.
-        if let Ok(f) = std::fs::File::options().append(true).open(&path) {
-            let _ = f.set_modified(std::time::SystemTime::now());
-        }
-        Ok(Some(entry))
+        let Some(file) = trust::open_file(&path) else { return Ok(None) };
+        // Used now: the last to be evicted (through the file opened, not its name).
+        let _ = file.set_modified(std::time::SystemTime::now());
+        Ok(Some(format::decode(file, &binary(target))?))
     }
 
     /// Writes `entry` for `target` (whole, then renamed into place), then evicts the
@@ -124,7 +122,7 @@ impl Store {
         inlined: &[(String, Vec<crate::gobin::InlinedSite>)],
     ) -> Result<bool, WriteError> {
         let Some(path) = self.file_for(target) else { return Ok(true) };
-        let Ok(file) = std::fs::File::open(&path) else { return Ok(false) };
+        let Some(file) = trust::open_file(&path) else { return Ok(false) };
         let Ok(old) = format::with_sites(file, &binary(target), inlined) else { return Ok(false) };
         if old.head.len() as u64 + old.blobs_len > format::LARGEST {
             return Ok(false);
