@@ -515,3 +515,73 @@ fn a_fifo_in_place_of_a_cache_file_is_ignored() {
         assert_valid(&home, &bin);
     }
 }
+
+/// A cache file another user could write is not trusted (a forged file can pass every
+/// checksum): ignored, the output is the output without a cache, and it is written
+/// again, for this user only.
+#[test]
+fn a_cache_file_writable_by_others_is_ignored() {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = support::go_build("e2e", &[]);
+    let home = cache_dir("writable-file");
+    let without = outputs(&bin, &home, &["--no-cache"]);
+    outputs(&bin, &home, &[]);
+    let file = cache_file(&home, &bin);
+    let mode = |f: &Path| std::fs::metadata(f).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&home.join("gtrace")), 0o700, "the cache directory");
+    assert_eq!(mode(&file), 0o600, "a cache file");
+    let target = Target::open(&bin).unwrap();
+    for writable in [0o620, 0o602] {
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(writable)).unwrap();
+        assert!(store(&home).load(&target).unwrap().is_none(), "mode {writable:o}: read");
+        assert_eq!(outputs(&bin, &home, &[]), without, "mode {writable:o}");
+        assert_eq!(mode(&file), 0o600, "mode {writable:o}: not written again");
+        assert_valid(&home, &bin);
+    }
+}
+
+/// A cache directory that is a symbolic link, or that another user could write, is
+/// neither read nor written (nothing evicted from it either), and the run says so in
+/// one line with a hint; the output is the output without a cache.
+#[test]
+fn a_cache_directory_not_this_user_s_own_is_neither_read_nor_written() {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = support::go_build("e2e", &[]);
+    let home = cache_dir("untrusted-dir");
+    let without = outputs(&bin, &home, &["--no-cache"]);
+    // A cache written where the link will point, and a temporary file two hours old
+    // (evicted from a directory in use).
+    let elsewhere = cache_dir("untrusted-dir-target");
+    outputs(&bin, &elsewhere, &[]);
+    let victim = elsewhere.join("gtrace");
+    let old = victim.join("left.tmp");
+    std::fs::write(&old, "").unwrap();
+    let two_hours = std::time::SystemTime::now() - std::time::Duration::from_secs(7200);
+    std::fs::File::options().write(true).open(&old).unwrap().set_modified(two_hours).unwrap();
+    let listing = |d: &Path| {
+        let mut names: Vec<_> = std::fs::read_dir(d).unwrap().map(|e| e.unwrap().file_name()).collect();
+        names.sort();
+        names
+    };
+    let before = listing(&victim);
+    let file = cache_file(&elsewhere, &bin);
+    std::fs::remove_file(&file).unwrap();
+    std::os::unix::fs::symlink(&victim, home.join("gtrace")).unwrap();
+    let (plan, said) = plan_and_stderr(&bin, &home, SCRIPT, &[]);
+    assert_eq!(plan, plan_of(&bin, &home, SCRIPT, &["--no-cache"]));
+    assert_eq!(outputs(&bin, &home, &[]), without, "a linked cache directory");
+    assert!(said.contains("is not used: it is a symbolic link"), "{said}");
+    assert_eq!(said.lines().filter(|l| l.contains("cache directory")).count(), 1, "{said}");
+    let mut expected = before.clone();
+    expected.retain(|n| n != file.file_name().unwrap());
+    assert_eq!(listing(&victim), expected, "written or evicted through the link");
+
+    // A directory writable by its group: not used, and the hint says how to fix it.
+    std::fs::remove_file(home.join("gtrace")).unwrap();
+    std::fs::create_dir(home.join("gtrace")).unwrap();
+    std::fs::set_permissions(home.join("gtrace"), std::fs::Permissions::from_mode(0o770)).unwrap();
+    let (plan, said) = plan_and_stderr(&bin, &home, SCRIPT, &[]);
+    assert_eq!(plan, plan_of(&bin, &home, SCRIPT, &["--no-cache"]));
+    assert!(said.contains("writable by group or others") && said.contains("chmod go-w"), "{said}");
+    assert!(listing(&home.join("gtrace")).is_empty(), "written into a group-writable directory");
+}

@@ -12,12 +12,14 @@
 //! one, never half of one. The directory is bounded (`BOUND`): after a write, the files
 //! used least recently go first. A file that is not exactly what this gtrace writes for
 //! this binary (`format::decode`: truncated, corrupted, another format, another gtrace,
-//! another binary) is ignored, and replaced at the next write.
+//! another binary) is ignored, and replaced at the next write. Only a directory and
+//! files this user alone may write are used (`trust`).
 
 pub mod format;
 mod trust;
 
 pub use format::{Entry, For, Rejected};
+pub use trust::Untrusted;
 
 use crate::gobin::Target;
 use std::path::{Path, PathBuf};
@@ -64,6 +66,13 @@ impl Store {
         &self.dir
     }
 
+    /// Ok if the directory may be used (`trust`): absent, or a real directory of this
+    /// user's own that no one else may write. Nothing is read from or written into one
+    /// that may not.
+    pub fn trusted(&self) -> Result<(), Untrusted> {
+        trust::check_dir(&self.dir)
+    }
+
     /// The file for `target`: named by its GNU build id, else its Go build id; None
     /// when it has neither.
     pub fn file_for(&self, target: &Target) -> Option<PathBuf> {
@@ -76,7 +85,7 @@ impl Store {
     /// What an earlier run kept for `target`, or why nothing is used (no file is not
     /// an error: Ok(None)).
     pub fn load(&self, target: &Target) -> Result<Option<Entry>, Rejected> {
-        let Some(path) = self.file_for(target) else { return Ok(None) };
+        let Some(path) = self.file_for(target).filter(|_| self.trusted().is_ok()) else { return Ok(None) };
         let Some(file) = trust::open_file(&path) else { return Ok(None) };
         // Used now: the last to be evicted (through the file opened, not its name).
         let _ = file.set_modified(std::time::SystemTime::now());
@@ -88,7 +97,8 @@ impl Store {
     pub fn save(&self, target: &Target, entry: &Entry) -> Result<(), WriteError> {
         let Some(path) = self.file_for(target) else { return Ok(()) };
         let bad = |source| WriteError { path: path.clone(), source };
-        std::fs::create_dir_all(&self.dir).map_err(bad)?;
+        trust::create_dir(&self.dir).map_err(bad)?;
+        self.trusted().map_err(|e| bad(std::io::Error::other(e.to_string())))?;
         let tmp = self.temporary(&path);
         let (head, blobs) = format::encode_parts(format::WRITER, &binary(target), entry);
         let len = (head.len() + blobs.len()) as u64;
@@ -98,7 +108,7 @@ impl Store {
         }
         let write = || -> std::io::Result<()> {
             use std::io::Write;
-            let mut out = std::fs::File::create(&tmp)?;
+            let mut out = trust::create_file(&tmp)?;
             out.write_all(&head)?;
             out.write_all(&blobs)?;
             std::fs::rename(&tmp, &path)
@@ -122,6 +132,9 @@ impl Store {
         inlined: &[(String, Vec<crate::gobin::InlinedSite>)],
     ) -> Result<bool, WriteError> {
         let Some(path) = self.file_for(target) else { return Ok(true) };
+        if self.trusted().is_err() {
+            return Ok(false);
+        }
         let Some(file) = trust::open_file(&path) else { return Ok(false) };
         let Ok(old) = format::with_sites(file, &binary(target), inlined) else { return Ok(false) };
         if old.head.len() as u64 + old.blobs_len > format::LARGEST {
@@ -131,7 +144,7 @@ impl Store {
         let tmp = self.temporary(&path);
         let written = (|| {
             use std::io::{Seek, Write};
-            let mut out = std::fs::File::create(&tmp)?;
+            let mut out = trust::create_file(&tmp)?;
             out.write_all(&old.head)?;
             let mut from = old.file;
             from.seek(std::io::SeekFrom::Start(old.blobs_at))?;

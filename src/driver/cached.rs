@@ -22,6 +22,11 @@ pub(super) fn open(cli: &Cli, target: &Target) -> Option<Cached> {
         return None;
     }
     let store = Store::user()?;
+    // A directory another user could write is neither read nor written; said every run.
+    if let Err(e) = store.trusted() {
+        eprintln!("gtrace: {e} ({})", e.hint());
+        return None;
+    }
     // A file that is not what this gtrace writes for this binary is not used, and is
     // written again below: the run is as without a cache.
     let mut loaded = store.load(target).ok().flatten().unwrap_or_default();

@@ -2,7 +2,8 @@
 //! /proc/self/status), so that a refusal for lack of privileges names the ones missing:
 //! CAP_BPF (maps, programs) and CAP_PERFMON (kprobe-type programs, which uprobes are,
 //! and their links) always; CAP_SYS_ADMIN for perf-event uprobes, what kernels without
-//! multi-uprobe links (before 6.6) attach with, since the fix for CVE-2025-38466.
+//! multi-uprobe links (before 6.6) attach with, since the fix for CVE-2025-38466. And
+//! the effective user id, whose files alone the cache trusts.
 
 /// A capability tracing may need, with its number (linux/capability.h).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,4 +85,10 @@ mod tests {
         );
         assert_eq!(effective("Name:\tx\n"), None);
     }
+}
+
+/// The effective user id of this process (whose files the cache trusts).
+pub fn effective_uid() -> u32 {
+    // SAFETY: geteuid takes nothing and cannot fail.
+    unsafe { libc::geteuid() }
 }
