@@ -585,3 +585,32 @@ fn a_cache_directory_not_this_user_s_own_is_neither_read_nor_written() {
     assert!(said.contains("writable by group or others") && said.contains("chmod go-w"), "{said}");
     assert!(listing(&home.join("gtrace")).is_empty(), "written into a group-writable directory");
 }
+
+/// A file whose blob area holds more than the blobs its description lists (here a hole
+/// of 200 MiB after them, nothing on disk) is not copied as it is when only new inlined
+/// sites are written (the hole became 200 MiB of disk blocks): it is written from the
+/// blobs it lists, as long as they need.
+#[test]
+fn a_hole_after_the_blobs_is_not_copied() {
+    use std::os::unix::fs::MetadataExt;
+    let bin = support::go_build("e2e", &[]);
+    let home = cache_dir("hole");
+    outputs(&bin, &home, &[]);
+    let file = cache_file(&home, &bin);
+    let whole = std::fs::read(&file).unwrap();
+    let blobs_len = u64::from_le_bytes(whole[24..32].try_into().unwrap());
+    let hole = 200u64 << 20;
+    forged(&file, &|_| {}, blobs_len + hole);
+    let before = std::fs::metadata(&file).unwrap();
+    assert!(before.len() > hole && before.blocks() * 512 < hole, "a sparse file");
+    assert!(store(&home).load(&Target::open(&bin).unwrap()).unwrap().is_some(), "the forged file is used");
+    let script = "on entry main.small8 { @c = count() }";
+    assert_eq!(plan_of(&bin, &home, script, &[]), plan_of(&bin, &home, script, &["--no-cache"]));
+    let after = assert_valid(&home, &bin);
+    assert!(after.inlined.iter().any(|(p, _)| p == "main.small8"), "{:?}", after.inlined);
+    let meta = std::fs::metadata(&file).unwrap();
+    assert!(meta.len() < hole && meta.blocks() * 512 < hole, "{} bytes, {} blocks", meta.len(), meta.blocks());
+    let json_len = u32::from_le_bytes(std::fs::read(&file).unwrap()[20..24].try_into().unwrap()) as u64;
+    let need = after.dwarf.as_ref().unwrap().bodies.iter().map(|(_, b)| b.len() as u64).sum::<u64>();
+    assert!(meta.len() >= 36 + json_len + need && meta.len() < 36 + json_len + need + (1 << 20), "{meta:?}");
+}

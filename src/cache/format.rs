@@ -193,14 +193,38 @@ pub struct Resited {
 
 /// `file`, a whole cache file this gtrace wrote for `binary`, with `inlined` as its
 /// inlined sites: its blobs (the DWARF units and lookups, megabytes after `-l '*'`) are
-/// not read, only copied (`Resited`).
+/// not read, only copied (`Resited`), and only if they fill its blob area exactly
+/// (`covers`): a file holding anything else is written from the blobs it lists.
 pub fn with_sites(file: File, binary: &For, inlined: &[(String, Vec<InlinedSite>)]) -> Result<Resited, Rejected> {
     let (mut d, blobs) = description(file, binary)?;
+    if !covers(d.dwarf.as_ref(), blobs.len) {
+        return Err(inconsistent("a blob area holding more than its blobs"));
+    }
     d.inlined = inlined.to_vec();
     let json = serde_json::to_vec(&d).unwrap_or_default();
     let mut head = header(json.len(), blobs.len, &json);
     head.extend_from_slice(&json);
     Ok(Resited { head, file: blobs.file, blobs_at: blobs.at, blobs_len: blobs.len })
+}
+
+/// Whether the blobs `part` lists cover the blob area of `len` bytes exactly, one after
+/// the other from its start to its end: nothing else (a hole) is copied with them.
+fn covers(part: Option<&DwarfPart>, len: u64) -> bool {
+    let mut spans: Vec<(u64, u64)> = match part {
+        None => Vec::new(),
+        Some(p) => {
+            p.bodies.iter().map(|b| (b.1, b.2)).chain([(p.abbrev.0, p.abbrev.1), (p.memo.0, p.memo.1)]).collect()
+        }
+    };
+    spans.sort_unstable();
+    let mut end = 0u64;
+    for (at, len) in spans {
+        match at.checked_add(len) {
+            Some(next) if at == end => end = next,
+            _ => return false,
+        }
+    }
+    end == len
 }
 
 /// The header of a file with a description `json` and `blobs` bytes of blobs.
