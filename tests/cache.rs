@@ -614,3 +614,45 @@ fn a_hole_after_the_blobs_is_not_copied() {
     let need = after.dwarf.as_ref().unwrap().bodies.iter().map(|(_, b)| b.len() as u64).sum::<u64>();
     assert!(meta.len() >= 36 + json_len + need && meta.len() < 36 + json_len + need + (1 << 20), "{meta:?}");
 }
+
+/// A lookup's answer in the cache that is not a DIE of the name asked (two functions'
+/// answers swapped, or one pointing inside a DIE, checksums made to match) is not
+/// used: the function is looked up again, the output is the output without a cache,
+/// and the file is written again with the right answer.
+#[test]
+fn a_lookup_answer_that_is_not_the_name_asked_is_not_used() {
+    let bin = support::go_build("e2e", &[]);
+    let home = cache_dir("memo");
+    let without = outputs(&bin, &home, &["--no-cache"]);
+    outputs(&bin, &home, &[]);
+    let entry = assert_valid(&home, &bin);
+    let file = cache_file(&home, &bin);
+    let target = Target::open(&bin).unwrap();
+    let binary = format::For::new(target.build_ids(), target.file_size());
+    let memo = &entry.dwarf.as_ref().unwrap().memo;
+    let answer = |key: &str| memo.iter().find(|(k, _)| k == key).and_then(|(_, v)| *v);
+    let add = answer("f main.add").expect("main.add looked up");
+    let (other, other_at) = memo
+        .iter()
+        .find_map(|(k, v)| Some((k.clone(), (*v)?)).filter(|_| k.starts_with("f main.") && k != "f main.add"))
+        .expect("another function of main looked up");
+    let swapped = |key: &str, v: Option<[u64; 2]>| match key {
+        "f main.add" => Some(other_at),
+        k if k == other => Some(add),
+        _ => v,
+    };
+    let inside = |key: &str, v: Option<[u64; 2]>| if key == "f main.add" { Some([add[0] + 1, 0]) } else { v };
+    for (what, change) in [
+        ("swapped", &swapped as &dyn Fn(&str, Option<[u64; 2]>) -> _),
+        ("inside a DIE", &inside as &dyn Fn(&str, _) -> _),
+    ] {
+        let mut forged = entry.clone();
+        forged.dwarf.as_mut().unwrap().memo.iter_mut().for_each(|(k, v)| *v = change(k, *v));
+        std::fs::write(&file, format::encode(&binary, &forged)).unwrap();
+        assert_eq!(outputs(&bin, &home, &[]), without, "{what}");
+        let again = assert_valid(&home, &bin);
+        let memo = &again.dwarf.as_ref().unwrap().memo;
+        let now = |key: &str| memo.iter().find(|(k, _)| k == key).and_then(|(_, v)| *v);
+        assert_eq!(now("f main.add"), Some(add), "{what}: not written again");
+    }
+}

@@ -63,8 +63,18 @@ impl DwarfInfo {
         pick: fn(&UnitIndex) -> &HashMap<String, UnitOffset>,
     ) -> Result<Option<DebugInfoOffset>, TargetError> {
         let key = format!("{kind} {name}");
-        if let Some(found) = self.memo.get(&key) {
-            return Ok(found.map(|[at, _]| DebugInfoOffset(at as usize)));
+        match self.memo.get(&key).copied() {
+            None => {}
+            Some(None) => return Ok(None),
+            Some(Some([at, _])) if self.names(DebugInfoOffset(at as usize), kind, name) => {
+                return Ok(Some(DebugInfoOffset(at as usize)));
+            }
+            // An answer (from a cache) that is not a DIE of that name: asked again, and
+            // the cache written again.
+            Some(Some(_)) => {
+                self.memo.remove(&key);
+                self.seed_was_wrong();
+            }
         }
         let mut found = None;
         // The package's own units first (and runtime's for a type): the others are walked
@@ -95,6 +105,19 @@ impl DwarfInfo {
             self.everywhere.insert(kind.to_string(), all);
         }
         Ok(found)
+    }
+
+    /// Whether the DIE at `at` is one `lookup` of `kind` finds by `name`: that name, and
+    /// a tag its index keeps under that kind.
+    fn names(&self, at: DebugInfoOffset, kind: &str, name: &str) -> bool {
+        let Ok(die) = self.die(at) else { return false };
+        let tag = match kind {
+            "f" => matches!(die.tag, Some(dw::DW_TAG_subprogram)),
+            "t" => matches!(die.tag, Some(dw::DW_TAG_structure_type | dw::DW_TAG_typedef)),
+            "v" => matches!(die.tag, Some(dw::DW_TAG_variable)),
+            _ => true,
+        };
+        tag && die.name.as_deref() == Some(name)
     }
 
     /// What the walk of every unit but `first` finds, from `everywhere`: the first unit

@@ -342,6 +342,11 @@ impl DwarfInfo {
         count != self.seeded.0 || self.memo.len() != self.seeded.1 || self.sections.stored_failed.get()
     }
 
+    /// Notes that what the seed brought was wrong (`grew`: the cache is written again).
+    pub(super) fn seed_was_wrong(&self) {
+        self.sections.stored_failed.set(true);
+    }
+
     /// What this run learned, for the next (src/cache): the directory, every unit
     /// parsed so far (or brought by the seed) and every memoized lookup.
     pub(crate) fn seed(&self) -> DwarfSeed {
