@@ -656,3 +656,29 @@ fn a_lookup_answer_that_is_not_the_name_asked_is_not_used() {
         assert_eq!(now("f main.add"), Some(add), "{what}: not written again");
     }
 }
+
+/// A cache file whose DWARF units are bad though their checksums match (forged): the
+/// DWARF error is not blamed on the binary; the run compiles again without the cache
+/// (and says so in one line), its output is the output without a cache, and the file
+/// is written again.
+#[test]
+fn bad_dwarf_from_the_cache_is_compiled_again_without_it() {
+    let bin = support::go_build("e2e", &[]);
+    let home = cache_dir("bad-units");
+    let without = outputs(&bin, &home, &["--no-cache"]);
+    outputs(&bin, &home, &[]);
+    let entry = assert_valid(&home, &bin);
+    let file = cache_file(&home, &bin);
+    let target = Target::open(&bin).unwrap();
+    let binary = format::For::new(target.build_ids(), target.file_size());
+    let mut forged = entry.clone();
+    for (_, body) in &mut forged.dwarf.as_mut().unwrap().bodies {
+        body.iter_mut().skip(11).step_by(7).for_each(|b| *b = 0xff);
+    }
+    std::fs::write(&file, format::encode(&binary, &forged)).unwrap();
+    let (plan, said) = plan_and_stderr(&bin, &home, SCRIPT, &[]);
+    assert_eq!(plan, plan_of(&bin, &home, SCRIPT, &["--no-cache"]));
+    assert!(said.contains("compiled again without the cache"), "{said}");
+    assert_eq!(outputs(&bin, &home, &[]), without, "the file written again");
+    assert_valid(&home, &bin);
+}

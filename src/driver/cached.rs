@@ -3,7 +3,9 @@
 //! compiler has asked all it will, when the run learned something new (DWARF, or where
 //! a pattern's functions were inlined). A cache file
 //! that is not used is as no file (it is written again); a write that fails is said in
-//! one line (the run goes on).
+//! one line (the run goes on). A directory another user could write is not used (said
+//! in one line); a DWARF error while the cache's DWARF is in use compiles again without
+//! it (`compile_seeded` in mod.rs).
 
 use crate::cache::{Entry, Store};
 use crate::cli::Cli;
@@ -41,6 +43,11 @@ pub(super) fn open(cli: &Cli, target: &Target) -> Option<Cached> {
 }
 
 impl Cached {
+    /// Whether the cache brought DWARF (a DWARF error may then be the cache's).
+    pub(super) fn has_dwarf(&self) -> bool {
+        self.loaded.dwarf.is_some()
+    }
+
     /// Writes what the run learned, when it is more than the cache held.
     pub(super) fn save(&self, target: &Target) {
         // The units are copied out only when the run reached more than the cache held.

@@ -72,9 +72,11 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
     let search = scope::debug_search(cli.debug_file.as_ref(), &cli.debug_dir, &process);
     // Not freed when a listing or a check ends: the process is ending, and freeing a big
     // binary's tables cost a sixth of a check (a trace takes it, and frees them itself).
-    let target = std::mem::ManuallyDrop::new(Target::open_with(&process.binary, &search)?);
+    let mut target = std::mem::ManuallyDrop::new(Target::open_with(&process.binary, &search)?);
     // Written once, then dropped: a trace holds no cache file open.
-    let cache = std::cell::Cell::new(cached::open(cli, &target));
+    let cached = cached::open(cli, &target);
+    let seeded = cached.as_ref().is_some_and(|c| c.has_dwarf());
+    let cache = std::cell::Cell::new(cached);
     let save = |target: &Target| cache.take().iter().for_each(|c| c.save(target));
     if let Some(pattern) = &cli.list {
         return list_functions(&target, pattern, &save);
@@ -83,7 +85,8 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
         library::applies::check(name, &target).map_err(|e| Failure::message(e.to_string(), Some(&e.hint())))?;
     }
     let grown = size_to_target(&mut opts.lowering, &process, &target);
-    let compiled = compile::compile(root(cli)?, &*target, &opts)?;
+    let reopen = || Target::open_with(&process.binary, &search);
+    let compiled = compile_seeded(cli, &opts, &mut target, seeded, &reopen)?;
     save(&target);
     check_map_sizes(cli, &compiled)?;
     say_grown(grown, &compiled);
@@ -111,6 +114,36 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
         }
     }
     Ok(0)
+}
+
+/// The script compiled for `target`. When `seeded` (DWARF from a cache is in use) and
+/// the binary's DWARF is said to be bad, that DWARF may be what is bad (a forged file
+/// can pass its checksums): compiled again for the binary as `reopen` opens it,
+/// without the cache, which is then written again.
+fn compile_seeded(
+    cli: &Cli,
+    opts: &compile::Options,
+    target: &mut std::mem::ManuallyDrop<Target>,
+    seeded: bool,
+    reopen: &dyn Fn() -> Result<Target, crate::gobin::TargetError>,
+) -> Result<compile::Compiled, Failure> {
+    match compile::compile(root(cli)?, &**target, opts) {
+        Err(report) if seeded && bad_dwarf(&report).is_some() => {
+            let why = bad_dwarf(&report).unwrap_or_default();
+            eprintln!("gtrace: {why}, with the DWARF the cache held; compiled again without the cache");
+            *target = std::mem::ManuallyDrop::new(reopen()?);
+            Ok(compile::compile(root(cli)?, &**target, opts)?)
+        }
+        compiled => Ok(compiled?),
+    }
+}
+
+/// The first error of `report` that says the binary's DWARF is bad.
+fn bad_dwarf(report: &crate::diag::Report) -> Option<String> {
+    let bad = |d: &&crate::diag::Diagnostic| {
+        d.severity == crate::diag::Severity::Error && d.message.starts_with("bad DWARF in ")
+    };
+    report.diagnostics.iter().find(bad).map(|d| d.message.clone())
 }
 
 /// `-l PATTERN`: the functions whose names match, printed as they are found (a closed
