@@ -54,6 +54,15 @@ fn outputs(binary: &Path, home: &Path, extra: &[&str]) -> String {
     all
 }
 
+/// tests/go/e2e built, a cache home of its own named `name`, and the outputs of a run
+/// without the cache (what every run with one must print).
+fn e2e_without_cache(name: &str) -> (PathBuf, PathBuf, String) {
+    let bin = support::go_build("e2e", &[]);
+    let home = cache_dir(name);
+    let without = outputs(&bin, &home, &["--no-cache"]);
+    (bin, home, without)
+}
+
 /// The plan gtrace with `XDG_CACHE_HOME=home` compiles for `script`, and what it said
 /// on stderr.
 fn plan_and_stderr(binary: &Path, home: &Path, script: &str, extra: &[&str]) -> (String, String) {
@@ -115,9 +124,7 @@ impl StoredUnits for Counted {
 
 #[test]
 fn outputs_are_the_same_without_the_cache_cold_and_warm() {
-    let bin = support::go_build("e2e", &[]);
-    let home = cache_dir("same");
-    let without = outputs(&bin, &home, &["--no-cache"]);
+    let (bin, home, without) = e2e_without_cache("same");
     assert!(!home.join("gtrace").exists(), "--no-cache wrote a cache");
     assert!(without.contains("main.add(a int"), "{without}");
     assert!(without.contains("\"probes\""), "{without}");
@@ -241,9 +248,7 @@ fn a_cache_of_another_gtrace_or_another_binary_is_not_used() {
 
 #[test]
 fn a_truncated_or_corrupted_cache_file_is_ignored_and_written_again() {
-    let bin = support::go_build("e2e", &[]);
-    let home = cache_dir("truncated");
-    let without = outputs(&bin, &home, &["--no-cache"]);
+    let (bin, home, without) = e2e_without_cache("truncated");
     outputs(&bin, &home, &[]);
     let entry = assert_valid(&home, &bin);
     let file = cache_file(&home, &bin);
@@ -450,9 +455,7 @@ fn forged(file: &Path, change: &dyn Fn(&mut serde_json::Value), blobs_len: u64) 
 /// the file is written again.
 #[test]
 fn a_cache_file_claiming_a_huge_blob_is_ignored() {
-    let bin = support::go_build("e2e", &[]);
-    let home = cache_dir("huge");
-    let without = outputs(&bin, &home, &["--no-cache"]);
+    let (bin, home, without) = e2e_without_cache("huge");
     outputs(&bin, &home, &[]);
     let entry = assert_valid(&home, &bin);
     let file = cache_file(&home, &bin);
@@ -522,9 +525,7 @@ fn a_fifo_in_place_of_a_cache_file_is_ignored() {
 #[test]
 fn a_cache_file_writable_by_others_is_ignored() {
     use std::os::unix::fs::PermissionsExt;
-    let bin = support::go_build("e2e", &[]);
-    let home = cache_dir("writable-file");
-    let without = outputs(&bin, &home, &["--no-cache"]);
+    let (bin, home, without) = e2e_without_cache("writable-file");
     outputs(&bin, &home, &[]);
     let file = cache_file(&home, &bin);
     let mode = |f: &Path| std::fs::metadata(f).unwrap().permissions().mode() & 0o777;
@@ -546,9 +547,7 @@ fn a_cache_file_writable_by_others_is_ignored() {
 #[test]
 fn a_cache_directory_not_this_user_s_own_is_neither_read_nor_written() {
     use std::os::unix::fs::PermissionsExt;
-    let bin = support::go_build("e2e", &[]);
-    let home = cache_dir("untrusted-dir");
-    let without = outputs(&bin, &home, &["--no-cache"]);
+    let (bin, home, without) = e2e_without_cache("untrusted-dir");
     // A cache written where the link will point, and a temporary file two hours old
     // (evicted from a directory in use).
     let elsewhere = cache_dir("untrusted-dir-target");
@@ -621,9 +620,7 @@ fn a_hole_after_the_blobs_is_not_copied() {
 /// and the file is written again with the right answer.
 #[test]
 fn a_lookup_answer_that_is_not_the_name_asked_is_not_used() {
-    let bin = support::go_build("e2e", &[]);
-    let home = cache_dir("memo");
-    let without = outputs(&bin, &home, &["--no-cache"]);
+    let (bin, home, without) = e2e_without_cache("memo");
     outputs(&bin, &home, &[]);
     let entry = assert_valid(&home, &bin);
     let file = cache_file(&home, &bin);
@@ -663,9 +660,7 @@ fn a_lookup_answer_that_is_not_the_name_asked_is_not_used() {
 /// is written again.
 #[test]
 fn bad_dwarf_from_the_cache_is_compiled_again_without_it() {
-    let bin = support::go_build("e2e", &[]);
-    let home = cache_dir("bad-units");
-    let without = outputs(&bin, &home, &["--no-cache"]);
+    let (bin, home, without) = e2e_without_cache("bad-units");
     outputs(&bin, &home, &[]);
     let entry = assert_valid(&home, &bin);
     let file = cache_file(&home, &bin);
