@@ -99,27 +99,17 @@ impl Store {
         let bad = |source| WriteError { path: path.clone(), source };
         trust::create_dir(&self.dir).map_err(bad)?;
         self.trusted().map_err(|e| bad(std::io::Error::other(e.to_string())))?;
-        let tmp = self.temporary(&path);
         let (head, blobs) = format::encode_parts(format::WRITER, &binary(target), entry);
         let len = (head.len() + blobs.len()) as u64;
         if len > format::LARGEST {
             let problem = format!("{len} bytes, more than a cache file holds ({})", format::LARGEST);
             return Err(bad(std::io::Error::other(problem)));
         }
-        let write = || -> std::io::Result<()> {
+        self.replace(&path, &mut |out| {
             use std::io::Write;
-            let mut out = trust::create_file(&tmp)?;
             out.write_all(&head)?;
-            out.write_all(&blobs)?;
-            std::fs::rename(&tmp, &path)
-        };
-        let written = write();
-        if let Err(e) = written {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(bad(e));
-        }
-        self.evict(&path);
-        Ok(())
+            out.write_all(&blobs)
+        })
     }
 
     /// Writes the file for `target` again with `inlined` as its inlined sites, its DWARF
@@ -140,31 +130,37 @@ impl Store {
         if old.head.len() as u64 + old.blobs_len > format::LARGEST {
             return Ok(false);
         }
-        let bad = |source| WriteError { path: path.clone(), source };
-        let tmp = self.temporary(&path);
-        let written = (|| {
-            use std::io::{Seek, Write};
-            let mut out = trust::create_file(&tmp)?;
+        let mut from = old.file;
+        self.replace(&path, &mut |out| {
+            use std::io::{Read, Seek, Write};
             out.write_all(&old.head)?;
-            let mut from = old.file;
             from.seek(std::io::SeekFrom::Start(old.blobs_at))?;
-            if std::io::copy(&mut std::io::Read::take(from, old.blobs_len), &mut out)? != old.blobs_len {
+            if std::io::copy(&mut (&mut from).take(old.blobs_len), out)? != old.blobs_len {
                 return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof));
             }
-            std::fs::rename(&tmp, &path)
-        })();
-        if let Err(e) = written {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(bad(e));
-        }
-        self.evict(&path);
+            Ok(())
+        })?;
         Ok(true)
     }
 
-    /// A temporary name beside `path`, this process's own.
-    fn temporary(&self, path: &Path) -> PathBuf {
+    /// Replaces the file at `path` by what `fill` writes: into a temporary name beside
+    /// it, this process's own (removed if anything fails), then renamed over it; then
+    /// evicts what the bound allows no more.
+    fn replace(
+        &self,
+        path: &Path,
+        fill: &mut dyn FnMut(&mut std::fs::File) -> std::io::Result<()>,
+    ) -> Result<(), WriteError> {
         let unique = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-        path.with_extension(format!("{}.{}.tmp", std::process::id(), unique.subsec_nanos()))
+        let tmp = path.with_extension(format!("{}.{}.tmp", std::process::id(), unique.subsec_nanos()));
+        let written =
+            trust::create_file(&tmp).and_then(|mut out| fill(&mut out)).and_then(|()| std::fs::rename(&tmp, path));
+        if let Err(source) = written {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(WriteError { path: path.to_path_buf(), source });
+        }
+        self.evict(path);
+        Ok(())
     }
 
     /// Removes the least recently used cache files (never `keep`) until the directory
