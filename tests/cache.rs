@@ -442,7 +442,7 @@ fn forged(file: &Path, change: &dyn Fn(&mut serde_json::Value), blobs_len: u64) 
     let mut out = whole[..16 + 4].to_vec();
     out.extend_from_slice(&(json.len() as u32).to_le_bytes());
     out.extend_from_slice(&blobs_len.to_le_bytes());
-    out.extend_from_slice(&format::crc(&[&json]).to_le_bytes());
+    out.extend_from_slice(&gtrace::gobin::crc32(&json).to_le_bytes());
     out.extend_from_slice(&json);
     out.extend_from_slice(&whole[36 + json_len..]);
     std::fs::write(file, &out).unwrap();

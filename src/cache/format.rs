@@ -10,7 +10,7 @@
 //! refused. A unit whose bytes fail their check is read from the binary instead, and
 //! the file is written again (`gobin::StoredUnits`).
 
-use crate::gobin::{BuildIds, DwarfSeed, InlinedSite, StoredUnits};
+use crate::gobin::{crc32, BuildIds, DwarfSeed, InlinedSite, StoredUnits};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::fs::File;
@@ -102,14 +102,6 @@ pub enum Rejected {
     TooLarge { len: u64 },
 }
 
-pub fn crc(parts: &[&[u8]]) -> u32 {
-    let mut c = flate2::Crc::new();
-    for p in parts {
-        c.update(p);
-    }
-    c.sum()
-}
-
 /// The bytes of a cache file for `binary` holding `entry`, as `writer` would write them
 /// (units still stored in another file are read from it; one that cannot be is left
 /// out, and a seed without `info_crc` is not written).
@@ -138,7 +130,7 @@ fn dwarf_part(seed: &DwarfSeed, blobs: &mut Vec<u8>) -> Option<DwarfPart> {
     let mut blob = |fill: &mut dyn FnMut(&mut Vec<u8>)| {
         let at = blobs.len();
         fill(blobs);
-        (at as u64, (blobs.len() - at) as u64, crc(&[&blobs[at..]]))
+        (at as u64, (blobs.len() - at) as u64, crc32(&blobs[at..]))
     };
     let mut bodies: Vec<(u32, u64, u64, u32)> = Vec::new();
     for (u, b) in &seed.bodies {
@@ -234,7 +226,7 @@ fn header(json_len: usize, blobs: u64, json: &[u8]) -> Vec<u8> {
     out.extend_from_slice(&FORMAT.to_le_bytes());
     out.extend_from_slice(&(json_len as u32).to_le_bytes());
     out.extend_from_slice(&blobs.to_le_bytes());
-    out.extend_from_slice(&crc(&[json]).to_le_bytes());
+    out.extend_from_slice(&crc32(json).to_le_bytes());
     out
 }
 
@@ -262,7 +254,7 @@ fn description(file: File, binary: &For) -> Result<(Description, Blobs), Rejecte
     }
     let mut json = zeroed(json_len).ok_or(Rejected::TooLarge { len })?;
     file.read_exact_at(&mut json, HEADER as u64).map_err(unreadable)?;
-    if crc(&[&json]) != u32_at(&header, 32) {
+    if crc32(&json) != u32_at(&header, 32) {
         return Err(Rejected::Checksum);
     }
     let d: Description = serde_json::from_slice(&json).map_err(|e| Rejected::Description { problem: e.to_string() })?;
@@ -300,7 +292,7 @@ impl Blobs {
         at.checked_add(len).filter(|end| *end <= self.len)?;
         let mut bytes = zeroed(len)?;
         self.file.read_exact_at(&mut bytes, self.at + at).ok()?;
-        (crc(&[&bytes]) == sum).then_some(bytes)
+        (crc32(&bytes) == sum).then_some(bytes)
     }
 }
 
