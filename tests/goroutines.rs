@@ -1,7 +1,8 @@
 //! Goroutines end to end, where a case cannot say it (tests/cases/goroutines.cases has
 //! `self` variables and parameters at returns): `elapsed` stays exact when goroutines
 //! migrate between threads, panics skip returns, and many goroutines are in flight at
-//! once; the tables of calls in flight, full or sized to a running target.
+//! once, or share a slot of the array of records at once; the tables of calls in
+//! flight, full or sized to a running target.
 //! tests/go/goroutines prints its own truth. Needs root (SKIP
 //! without it, unless CI=true: then it fails).
 
@@ -104,6 +105,24 @@ fn calls_past_the_inflight_table_are_counted_exactly() {
         "{}",
         run.stderr
     );
+}
+
+#[test]
+fn goroutines_sharing_a_slot_of_the_array_at_once_lose_no_call() {
+    use gtrace::lower::layout::{SLOT_BITS, SLOT_HASH};
+    if !privileged("goroutines_sharing_a_slot_of_the_array_at_once_lose_no_call") {
+        return;
+    }
+    // Pairs of goroutines whose g's hash to one slot of the array of records (the
+    // program computes the slot as gtrace does), each pair making short calls at once
+    // on two threads: every call is timed, or counted missed.
+    let (hash, bits) = (format!("{SLOT_HASH:#x}"), SLOT_BITS.to_string());
+    let mode = format!("collide 6000 {hash} {bits}");
+    let run = trace(&["-e", "on return main.tick { @n = count(); @m = max(elapsed) }"], &mode);
+    assert_eq!(truth(&run.stdout, "pairs"), 6000, "{}", run.stdout);
+    let calls = truth(&run.stdout, "calls");
+    let timed = map_value(&run.stdout, "@n");
+    assert_eq!(timed + missed_calls(&run.stderr), calls, "{}\n{}", run.stdout, run.stderr);
 }
 
 #[test]

@@ -5,13 +5,19 @@
 //! the top, or just above it when another program at the same RET popped it, and pops.
 //!
 //! Records live in an array indexed by a hash of g (`goroutines`: a lookup the verifier
-//! inlines, no helper call), each tagged with its g. A goroutine takes its slot when the
-//! slot's owner has no call in flight; when another goroutine's calls are in flight
-//! there, its record goes to a hash map keyed by g (`goroutines_spill`). Nothing is
-//! evicted from it: the Go runtime never frees a g (a dead goroutine's is reused), so it
-//! holds at most the target's most goroutines at once (`maps::INFLIGHT_ENTRIES`, or
-//! `--map-size inflight=N`); an entry that finds no room is counted by the kernel's
-//! errno (`Counter::Refused`), its call not followed.
+//! inlines, no helper call), each tagged with its g. The first goroutine to enter a
+//! timed call with a slot's hash claims the slot for good (a compare-and-exchange of the
+//! tag: of two claiming at once on two CPUs, one wins); a goroutine whose slot another
+//! holds keeps its record in a hash map keyed by g (`goroutines_spill`). A record is
+//! only ever written by its goroutine's own programs (and runtime programs working on
+//! that goroutine while it is stopped), so no two CPUs write one record at once, and a
+//! frame is never pushed in one goroutine's record and looked for in another's. (A slot
+//! taken over whenever its owner had no call in flight was not safe: the owner's push
+//! and a newcomer's takeover could interleave.) Nothing is evicted: the Go runtime
+//! never frees a g (a dead goroutine's is reused, with its record), so the two hold at
+//! most the target's most goroutines at once (`maps::INFLIGHT_ENTRIES`, or `--map-size
+//! inflight=N`); an entry that finds no room is counted by the kernel's errno
+//! (`Counter::Refused`), its call not followed.
 //!
 //! A frame's position is `rel = SP - base`, where `base` is the record's: when the
 //! runtime copies the goroutine's stack (runtime.copystack, probed by `stack_moves`), it
@@ -28,7 +34,7 @@
 use super::codegen::Gen;
 use super::ir::Arg;
 use super::layout::{
-    FRAME, F_FUNC, F_REL, F_TIME, INLINE, P_RECOVERED, R_BASE, R_FRAMES, R_G, R_MOVED, R_TOP, SLOT_BITS,
+    FRAME, F_FUNC, F_REL, F_TIME, INLINE, R_BASE, R_FRAMES, R_G, R_MOVED, R_TOP, SLOT_BITS, SLOT_HASH,
 };
 use super::loaded::{CallFrame, Record, Returned, Slot};
 use super::{maps, LowerError};
@@ -74,8 +80,7 @@ impl Gen<'_> {
     /// index is left in slot `index`.
     fn array_slot(&mut self, g: Slot, index: i16, none: Label) {
         self.b.emit(load(Size::DW, R1, R10, g));
-        // Fibonacci hashing: the top bits of g times 2^64/phi.
-        self.b.emit2(ld_imm64(R2, 0x9E37_79B9_7F4A_7C15));
+        self.b.emit2(ld_imm64(R2, SLOT_HASH));
         self.b.emit(alu64_reg(AluOp::Mul, R1, R2));
         self.b.emit(alu64_imm(AluOp::Rsh, R1, (64 - SLOT_BITS) as i32));
         self.b.emit(store_reg(Size::W, R10, index, R1));
@@ -116,20 +121,18 @@ impl Gen<'_> {
         self.lookup_record(g)?;
         if insert {
             self.b.jmp_imm_to(JmpOp::Ne, R0, 0, have);
-            // The goroutine's array slot, when no call is in flight there: taken over.
+            // The goroutine's array slot, when no goroutine has it yet: claimed for good,
+            // by one compare-and-exchange of its tag (0 to g), so that of two goroutines
+            // claiming it at once on two CPUs one wins and the other spills.
             let index = self.slot(8, span)?;
             let spill = self.b.new_label();
             self.array_slot(g, index, spill);
-            self.b.emit(load(Size::W, R1, R0, R_TOP));
-            self.b.jmp_imm_to(JmpOp::Ne, R1, 0, spill);
-            self.b.emit(load(Size::DW, R1, R10, g));
-            self.b.emit(store_reg(Size::DW, R0, R_G, R1));
-            for off in [R_TOP, R_BASE, R_MOVED] {
-                self.b.emit(store_imm(Size::DW, R0, off, 0));
-            }
-            if self.maps.records_with_panics {
-                self.b.emit(store_imm(Size::DW, R0, P_RECOVERED, 0));
-            }
+            self.b.emit(mov64_reg(R1, R0));
+            self.b.emit(load(Size::DW, R2, R10, g));
+            self.b.emit(mov64_imm(R0, 0));
+            self.b.emit(atomic_cmpxchg(Size::DW, R1, R_G, R2));
+            self.b.jmp_imm_to(JmpOp::Ne, R0, 0, spill);
+            self.b.emit(mov64_reg(R0, R1));
             self.b.ja_to(have);
             // Else a new record in the spill map: zeros from `zeros`, never written.
             self.b.bind(spill);

@@ -30,6 +30,9 @@ pub const R_MOVED: i16 = 24;
 pub const R_FRAMES: i16 = 32;
 /// log2 of the slots of the `goroutines` array.
 pub const SLOT_BITS: u32 = 14;
+/// A goroutine's slot in it: the top SLOT_BITS bits of g times this (2^64/phi,
+/// Fibonacci hashing).
+pub const SLOT_HASH: u64 = 0x9E37_79B9_7F4A_7C15;
 /// The record without panic state.
 pub const RECORD: u32 = R_FRAMES as u32 + (INLINE * FRAME) as u32;
 

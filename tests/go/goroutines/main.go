@@ -46,6 +46,11 @@ func safe(i int) (r int) {
 //go:noinline
 func setter(v int) int { return v }
 
+// tick is a short call that many goroutines make at once.
+//
+//go:noinline
+func tick(i int) int { return i + 1 }
+
 // hold blocks until release is closed: its call stays in flight until then.
 //
 //go:noinline
@@ -114,6 +119,9 @@ func main() {
 		io.Copy(io.Discard, os.Stdin)
 	case "hold":
 		fmt.Printf("calls=%d returned=%d\n", n, holdAll(n))
+	case "collide":
+		bits, _ := strconv.Atoi(os.Args[4])
+		collide(n, os.Args[3], bits)
 	}
 }
 

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"fmt"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+)
+
+// getg is in getg_*.s.
+func getg() uintptr
+
+// collide finds pairs of goroutines whose g's hash to the same slot of gtrace's array
+// of records (slot = g * mult >> (64 - bits), as gtrace computes it), then lets each
+// pair make its first call of tick at the same moment on two threads (the two meet
+// at a spinning barrier first), one pair after another. It prints the calls made and
+// the pairs found.
+func collide(pairs int, mult string, bits int) {
+	m, err := strconv.ParseUint(mult, 0, 64)
+	if err != nil {
+		panic(err)
+	}
+	const n = 40000
+	gs := make([]uintptr, n)
+	gates := make([]chan *atomic.Int32, n)
+	paired := make(chan bool, 2)
+	var ready, done sync.WaitGroup
+	ready.Add(n)
+	for i := 0; i < n; i++ {
+		gates[i] = make(chan *atomic.Int32)
+		done.Add(1)
+		go func(i int) {
+			defer done.Done()
+			gs[i] = getg()
+			ready.Done()
+			if met := <-gates[i]; met != nil {
+				if met.Add(1) < 2 {
+					for spins := 0; met.Load() < 2; spins++ {
+						if spins%1024 == 1023 {
+							runtime.Gosched()
+						}
+					}
+				}
+				tick(i)
+				paired <- true
+			}
+		}(i)
+	}
+	ready.Wait()
+	seen := map[uint64]int{}
+	var chosen [][2]int
+	for i, g := range gs {
+		slot := (uint64(g) * m) >> (64 - bits)
+		if j, ok := seen[slot]; ok && len(chosen) < pairs {
+			chosen = append(chosen, [2]int{j, i})
+			delete(seen, slot)
+			continue
+		}
+		seen[slot] = i
+	}
+	made := 0
+	for _, p := range chosen {
+		met := new(atomic.Int32)
+		for _, i := range p {
+			gates[i] <- met
+		}
+		<-paired
+		<-paired
+		made += 2
+	}
+	for i := range gates {
+		close(gates[i])
+	}
+	done.Wait()
+	fmt.Printf("calls=%d pairs=%d\n", made, len(chosen))
+}
