@@ -253,6 +253,16 @@ pub enum Size {
 impl Size {
     pub const ALL: [Size; 4] = [Size::B, Size::H, Size::W, Size::DW];
 
+    /// The access of a scalar of `bytes` (1, 2, 4; anything else a double word).
+    pub fn of_scalar(bytes: u64) -> Size {
+        match bytes {
+            1 => Size::B,
+            2 => Size::H,
+            4 => Size::W,
+            _ => Size::DW,
+        }
+    }
+
     /// Bytes accessed.
     pub fn bytes(self) -> u32 {
         match self {

@@ -2,15 +2,17 @@
 //! computes (tests/aeshash.rs: the runtime's map hash against a Go program's own). It
 //! knows what such code uses: 64- and 32-bit ALU operations, loads and stores of every
 //! width, jumps, `ld_imm64` (a map reference gives that map's value address), and the
-//! helpers `map_lookup_elem` (an array map's one value) and `probe_read_user` (from the
-//! regions given as the target's memory); kfunc calls do nothing. `run_probe` runs a
+//! helpers `map_lookup_elem` (an array map's one value), `probe_read_user` (from the
+//! regions given as the target's memory) and `get_attach_cookie` (0), an atomic add;
+//! kfunc calls do nothing. `run_probe` runs a
 //! probe's program on given registers and says what it read of the target and what its
 //! maps hold after (src/lower/paths.rs's tests: a pointer path read once). Memory is a few
 //! regions at made-up addresses; an access outside them, an unknown instruction, a
-//! failed read or too many steps is an error, never a guess.
+//! failed read (unless the world says reads of what it was not given fail, as the
+//! kernel's do) or too many steps is an error, never a guess.
 
 use super::builder::Program;
-use super::helpers::{BPF_FUNC_map_lookup_elem, BPF_FUNC_probe_read_user};
+use super::helpers::{BPF_FUNC_get_attach_cookie, BPF_FUNC_map_lookup_elem, BPF_FUNC_probe_read_user};
 use super::insn::*;
 use thiserror::Error;
 
@@ -36,12 +38,17 @@ pub enum InterpError {
 }
 
 /// What a program runs against: its maps' one value each (by name), and the target's
-/// memory (address, bytes).
+/// memory (address, bytes); with `unmapped_fails`, a read of memory not given fails as
+/// the kernel's does (-EFAULT, the destination zeroed) instead of stopping the run.
 #[derive(Default)]
 pub struct World {
     pub maps: Vec<(String, Vec<u8>)>,
     pub user: Vec<(u64, Vec<u8>)>,
+    pub unmapped_fails: bool,
 }
+
+/// What `probe_read_user` returns for memory it cannot read.
+const EFAULT: u64 = -14i64 as u64;
 
 /// Where `run_probe` puts the probe's context (the registers).
 const CTX: u64 = 0x3000_0000;
@@ -133,6 +140,12 @@ fn execute(
                 let len = u64::from(Size::from_code(i.code).bytes());
                 r[dst] = mem.load(pc, r[src].wrapping_add_signed(i64::from(i.off)), len)?;
             }
+            BPF_STX if mode(i.code) == BPF_ATOMIC && i.imm == i32::from(BPF_ADD) => {
+                let len = u64::from(Size::from_code(i.code).bytes());
+                let at = r[dst].wrapping_add_signed(i64::from(i.off));
+                let sum = mem.load(pc, at, len)?.wrapping_add(r[src]);
+                mem.store(pc, at, len, sum)?;
+            }
             BPF_STX | BPF_ST if mode(i.code) == BPF_MEM => {
                 let len = u64::from(Size::from_code(i.code).bytes());
                 let value = if class(i.code) == BPF_STX { r[src] } else { i.imm as i64 as u64 };
@@ -189,17 +202,26 @@ fn helper(
     let result = match id {
         // The map's address as R1 holds it is its value's: an array map's one entry.
         id if id == BPF_FUNC_map_lookup_elem => r[1],
+        id if id == BPF_FUNC_get_attach_cookie => 0,
         id if id == BPF_FUNC_probe_read_user => {
             let (dst, len, from) = (r[1], r[2], r[3]);
             reads.push((from, len));
             let bytes = world
                 .user
                 .iter()
-                .find(|(base, b)| from >= *base && from + len <= *base + b.len() as u64)
-                .map(|(base, b)| &b[(from - base) as usize..(from - base + len) as usize])
-                .ok_or(InterpError::UserFault { pc, addr: from, len })?;
-            mem.slice(pc, dst, len)?.copy_from_slice(bytes);
-            0
+                .find(|(base, b)| from >= *base && from.saturating_add(len) <= *base + b.len() as u64)
+                .map(|(base, b)| &b[(from - base) as usize..(from - base + len) as usize]);
+            match bytes {
+                Some(bytes) => {
+                    mem.slice(pc, dst, len)?.copy_from_slice(bytes);
+                    0
+                }
+                None if world.unmapped_fails => {
+                    mem.slice(pc, dst, len)?.fill(0);
+                    EFAULT
+                }
+                None => return Err(InterpError::UserFault { pc, addr: from, len }),
+            }
         }
         _ => return Err(InterpError::Unknown { pc, code: BPF_JMP | BPF_CALL }),
     };
@@ -281,10 +303,14 @@ mod tests {
         let world = World {
             maps: vec![("m".into(), 5u64.to_le_bytes().to_vec())],
             user: vec![(0x4000, 7u64.to_le_bytes().to_vec())],
+            unmapped_fails: false,
         };
         assert_eq!(run(&prog, &world, 0), Ok(24));
-        let nothing = World { maps: world.maps, user: vec![] };
+        let nothing = World { maps: world.maps, user: vec![], unmapped_fails: false };
         assert!(matches!(run(&prog, &nothing, 0), Err(InterpError::UserFault { addr: 0x4000, .. })));
+        // Failing as the kernel's read does: zeros, so 5 + 0.
+        let failing = World { unmapped_fails: true, ..nothing };
+        assert_eq!(run(&prog, &failing, 0), Ok(5));
     }
 
     #[test]

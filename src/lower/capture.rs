@@ -41,7 +41,7 @@ impl Gen<'_> {
         for (offset, size) in scalars(self.types, ty, 0) {
             self.read_scalar(&place.clone().plus(offset), size, false)?;
             let at = super::offset(span, dst, offset as usize)?;
-            self.b.emit(store_reg(width(size), R8, at, R0));
+            self.b.emit(store_reg(Size::of_scalar(size), R8, at, R0));
         }
         Ok(())
     }
@@ -333,15 +333,5 @@ fn scalars(types: &crate::gotypes::Types, ty: TypeId, base: u64) -> Vec<(u64, u6
         _ if t.size <= 8 => vec![(base, t.size.next_power_of_two().min(8))],
         // Strings, slices, interfaces, complex128: words.
         _ => (0..t.size.div_ceil(8)).map(|i| (base + 8 * i, 8)).collect(),
-    }
-}
-
-/// The store width of a scalar of `size` bytes.
-fn width(size: u64) -> Size {
-    match size {
-        1 => Size::B,
-        2 => Size::H,
-        4 => Size::W,
-        _ => Size::DW,
     }
 }

@@ -67,6 +67,9 @@ pub struct Gen<'a> {
     pub acct: Option<super::accounting::ProgramAcct<'a>>,
     /// The slots of pointer paths read once and reused (paths.rs), by expression.
     pub(super) paths: HashMap<ExprId, i16>,
+    /// The fields read from a span of their object read once (coalesce.rs), by
+    /// expression.
+    pub(super) coalesced: HashMap<ExprId, super::coalesce::Coalesced>,
 }
 
 /// An ended span's start, error and parent (`span(start: t0, error: e, parent: tp)`);
@@ -132,6 +135,7 @@ impl<'a> Gen<'a> {
             self_vars,
             acct: None,
             paths: HashMap::new(),
+            coalesced: HashMap::new(),
         }
     }
 

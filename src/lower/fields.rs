@@ -11,6 +11,9 @@ use crate::syntax::ast::{Expr, Ident};
 impl Gen<'_> {
     /// The place of `base.field` (the expression `e`).
     pub(super) fn field_place(&mut self, e: &Expr, base: &Expr, field: &Ident) -> Result<Place, LowerError> {
+        if let Some(c) = self.coalesced.get(&e.id).copied() {
+            return self.coalesced_place(base, c);
+        }
         let bid = self.go_type_of(base).ok_or_else(|| LowerError::unsupported(e.span, "a field of this"))?;
         let mut steps: Vec<String> = self.facts.promoted.get(&e.id).cloned().unwrap_or_default();
         steps.push(field.name.clone());
@@ -45,7 +48,7 @@ impl Gen<'_> {
     }
 
     /// The offset and type of field `name` of the struct `sid`.
-    fn struct_field(&self, sid: TypeId, name: &str) -> Option<(u64, TypeId)> {
+    pub(super) fn struct_field(&self, sid: TypeId, name: &str) -> Option<(u64, TypeId)> {
         match &self.types.get(sid).kind {
             TypeKind::Struct { fields } => fields.iter().find(|f| f.name == name).map(|f| (f.offset, f.ty)),
             _ => None,

@@ -15,6 +15,7 @@ pub mod arith;
 mod asserts;
 mod capture;
 pub mod carry;
+mod coalesce;
 pub mod codegen;
 mod context;
 mod counting;
@@ -51,6 +52,8 @@ pub mod values;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_reads;
 
 use crate::bpf::builder::Program;
 use crate::check::Checked;

@@ -31,8 +31,12 @@ impl Gen<'_> {
     /// exist after `defined(...)`), gives each a slot and sets it to the sentinel. Call
     /// before lowering `body`, outside any temporary's scope.
     pub(super) fn reuse_paths(&mut self, body: &Block, span: Span) -> Result<(), LowerError> {
-        let mut uses: Vec<(String, ExprId)> = Vec::new();
-        self.paths_in_block(body, &mut uses);
+        let mut fields = Vec::new();
+        self.fields_in_block(body, &mut fields);
+        let uses: Vec<(String, ExprId)> = (fields.into_iter())
+            .filter(|e| self.is_pointer(e))
+            .filter_map(|e| Some((self.path_key(e)?, e.id)))
+            .collect();
         let mut count: HashMap<&str, usize> = HashMap::new();
         for (key, _) in &uses {
             *count.entry(key).or_default() += 1;
@@ -75,26 +79,27 @@ impl Gen<'_> {
         Ok(())
     }
 
-    fn paths_in_block(&self, block: &Block, out: &mut Vec<(String, ExprId)>) {
+    /// Every field `body` reads (`base.f`), on the branches lowering generates (see
+    /// `stmt`), outside `defined(...)`: what reuse_paths and coalesce.rs choose from.
+    pub(super) fn fields_in_block<'b>(&self, block: &'b Block, out: &mut Vec<&'b Expr>) {
         for s in &block.stmts {
-            self.paths_in_stmt(s, out);
+            self.fields_in_stmt(s, out);
         }
     }
 
-    /// The statement's paths, on the branches lowering generates (see `stmt`).
-    fn paths_in_stmt(&self, s: &Stmt, out: &mut Vec<(String, ExprId)>) {
+    fn fields_in_stmt<'b>(&self, s: &'b Stmt, out: &mut Vec<&'b Expr>) {
         if let StmtKind::If { cond, then, otherwise } = &s.kind {
             match (self.facts.static_conds.get(&cond.id), otherwise) {
-                (Some(true), _) => self.paths_in_block(then, out),
-                (Some(false), Some(Else::Block(b))) => self.paths_in_block(b, out),
-                (Some(false), Some(Else::If(s))) => self.paths_in_stmt(s, out),
+                (Some(true), _) => self.fields_in_block(then, out),
+                (Some(false), Some(Else::Block(b))) => self.fields_in_block(b, out),
+                (Some(false), Some(Else::If(s))) => self.fields_in_stmt(s, out),
                 (Some(false), None) => {}
                 (None, _) => {
-                    self.paths_in_expr(cond, out);
-                    self.paths_in_block(then, out);
+                    self.fields_in_expr(cond, out);
+                    self.fields_in_block(then, out);
                     match otherwise {
-                        Some(Else::Block(b)) => self.paths_in_block(b, out),
-                        Some(Else::If(s)) => self.paths_in_stmt(s, out),
+                        Some(Else::Block(b)) => self.fields_in_block(b, out),
+                        Some(Else::If(s)) => self.fields_in_stmt(s, out),
                         None => {}
                     }
                 }
@@ -102,22 +107,20 @@ impl Gen<'_> {
             return;
         }
         for e in s.exprs() {
-            self.paths_in_expr(e, out);
+            self.fields_in_expr(e, out);
         }
     }
 
-    fn paths_in_expr(&self, e: &Expr, out: &mut Vec<(String, ExprId)>) {
+    fn fields_in_expr<'b>(&self, e: &'b Expr, out: &mut Vec<&'b Expr>) {
         // `defined(x)` is answered when checking: nothing under it is read.
         if matches!(&e.kind, ExprKind::Call { func, .. } if func.name == "defined") {
             return;
         }
-        if matches!(e.kind, ExprKind::Field { .. }) && self.is_pointer(e) {
-            if let Some(key) = self.path_key(e) {
-                out.push((key, e.id));
-            }
+        if matches!(e.kind, ExprKind::Field { .. }) {
+            out.push(e);
         }
         for c in e.children() {
-            self.paths_in_expr(c, out);
+            self.fields_in_expr(c, out);
         }
     }
 
@@ -127,7 +130,7 @@ impl Gen<'_> {
 
     /// A name for the path `e` that two expressions share exactly when they read the
     /// same memory in the same run; None for what this does not keep.
-    fn path_key(&self, e: &Expr) -> Option<String> {
+    pub(super) fn path_key(&self, e: &Expr) -> Option<String> {
         match (&e.kind, self.facts.names.get(&e.id)) {
             (_, Some(Name::GoValue { name, .. })) => Some(name.clone()),
             (_, Some(Name::Global { addr, .. })) => Some(format!("@{addr:#x}")),

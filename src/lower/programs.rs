@@ -386,6 +386,7 @@ impl Ctx<'_> {
                 gen.only_dictionary(addr, probe.span)?;
             }
             gen.reuse_paths(&probe.body, probe.span)?;
+            gen.coalesce_reads(&probe.body, probe.span)?;
             gen.block(&probe.body)
         })?;
         let attach = match inst.kind {

@@ -56,7 +56,7 @@ impl Gen<'_> {
 
     /// The program's slot of failed reads, made (and set to 0 right after the prologue)
     /// at its first read; `None` without accounting.
-    fn failed_reads(&mut self) -> Result<Option<SlotId>, LowerError> {
+    pub(super) fn failed_reads(&mut self) -> Result<Option<SlotId>, LowerError> {
         let Some(acct) = self.acct.as_mut() else { return Ok(None) };
         if let Some(slot) = acct.failed_reads {
             return Ok(Some(slot));

@@ -37,7 +37,7 @@ impl Gen<'_> {
             }
             Place::Stack { slot, offset } => {
                 let off = crate::lower::offset(Span::default(), *slot, *offset as usize)?;
-                self.b.emit(load(Size::DW, R0, R10, off));
+                self.b.emit(load(Size::of_scalar(size), R0, R10, off));
             }
             Place::Mem { addr, offset } => {
                 let at = self.b.vreg();
