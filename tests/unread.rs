@@ -53,6 +53,26 @@ fn a_string_read_through_an_unmapped_pointer_is_empty_and_counted() {
     assert_eq!(support::map_value(&r.stdout, "@names[ok]"), good, "{}", r.stdout);
 }
 
+/// p.X and p.Name's header are read in one read (src/lower/coalesce.rs): when it fails,
+/// each counts as its own read did, and each reads zero.
+#[test]
+fn near_fields_read_together_count_each_failed_read() {
+    if !privileged("near_fields_read_together_count_each_failed_read") {
+        return;
+    }
+    let script = "on entry main.inspect { @x = sum(p.X); @names[p.Name] = count() }";
+    let r = trace_attached(&["-e", script, "--stats", "-f", "json"], &unread(), "");
+    let (bad, nil, good) = (truth(&r.stdout, "bad"), truth(&r.stdout, "nil"), truth(&r.stdout, "good"));
+    let objects = json(&r.stdout);
+    assert_eq!(counts(&objects, "@x")[""], truth(&r.stdout, "sumx") as u64, "{}", r.stdout);
+    let names = counts(&objects, "@names");
+    assert_eq!(names["ok"], good as u64, "{}", r.stdout);
+    assert_eq!(names[""], (bad + nil) as u64, "{}", r.stdout);
+    let stats = objects.iter().find(|o| o["type"] == "stats").unwrap_or_else(|| panic!("no stats in {}", r.stdout));
+    // Two fields a call through the unreadable page: two failed reads, as before.
+    assert_eq!(stats["probes"][0]["reads_failed"], 2 * bad, "{stats}");
+}
+
 #[test]
 fn reads_through_good_pointers_and_nil_say_nothing() {
     if !privileged("reads_through_good_pointers_and_nil_say_nothing") {
