@@ -32,6 +32,11 @@ use std::collections::BTreeMap;
 /// whole run.
 pub const MAX_SPAN: u64 = 128;
 
+/// The most stack a program's spans take, their states included (bytes): past eBPF's
+/// 512, a program's slots spill to a map, slower than the reads saved. Spans that save
+/// more reads a byte are kept first.
+pub const MAX_SPANS_STACK: u64 = 192;
+
 /// The state of a span not yet read this run: 1, an address in the nil page (a failed
 /// read there is not counted, so a span that failed at address 1 may be read again).
 const UNREAD: i32 = 1;
@@ -68,9 +73,19 @@ impl Gen<'_> {
                 objects.entry(key).or_default().push(c);
             }
         }
-        for (_, mut fields) in objects {
+        let mut groups = Vec::new();
+        for fields in objects.values_mut() {
             fields.sort_by_key(|c| c.offset);
-            for group in clusters(&fields) {
+        }
+        for fields in objects.values() {
+            groups.extend(clusters(fields));
+        }
+        // The reads saved a byte of stack, most first (a stable sort: ties in order).
+        groups.sort_by(|a, b| (distinct(b) * stack(a)).cmp(&(distinct(a) * stack(b))));
+        let mut used = 0;
+        for group in groups {
+            if used + stack(group) <= MAX_SPANS_STACK {
+                used += stack(group);
                 self.coalesce(group, span)?;
             }
         }
@@ -103,8 +118,7 @@ impl Gen<'_> {
 
     /// One span's slots, set for the run, and its fields' entries.
     fn coalesce(&mut self, group: &[Candidate], span: Span) -> Result<(), LowerError> {
-        let start = group[0].offset & !7;
-        let end = group.iter().map(|c| c.offset + c.size).max().unwrap_or(start);
+        let (start, end) = bounds(group);
         let len = end - start;
         let state = self.slot(8, span)?;
         let buf = self.slot(len as u32, span)?;
@@ -164,6 +178,25 @@ impl Gen<'_> {
     }
 }
 
+/// The first byte of the object a span of `group` reads, and its end.
+fn bounds(group: &[Candidate]) -> (u64, u64) {
+    let start = group[0].offset & !7;
+    (start, group.iter().map(|c| c.offset + c.size).max().unwrap_or(start))
+}
+
+/// The stack a span of `group` takes: its buffer (whole words) and its state.
+fn stack(group: &[Candidate]) -> u64 {
+    let (start, end) = bounds(group);
+    (end - start).div_ceil(8) * 8 + 8
+}
+
+/// How many distinct fields a span of `group` reads (the reads it saves, and one).
+fn distinct(group: &[Candidate]) -> u64 {
+    let mut offsets: Vec<u64> = group.iter().map(|c| c.offset).collect();
+    offsets.dedup();
+    offsets.len() as u64
+}
+
 /// The runs of `fields` (sorted by offset) that fit `MAX_SPAN` bytes from a start
 /// aligned to 8, and hold two distinct fields or more: what is worth one read.
 fn clusters(fields: &[Candidate]) -> Vec<&[Candidate]> {
@@ -176,7 +209,7 @@ fn clusters(fields: &[Candidate]) -> Vec<&[Candidate]> {
             continue;
         }
         let group = &fields[first..i];
-        if group.iter().any(|c| c.offset != group[0].offset) {
+        if distinct(group) > 1 {
             out.push(group);
         }
         first = i;

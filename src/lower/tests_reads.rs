@@ -95,3 +95,19 @@ fn fields_taken_from_a_failed_read_count_as_their_own_failed_reads() {
     assert_eq!(counters(&nil), hit);
     assert_eq!((sum(&l, &nil, "a"), sum(&l, &nil, "b")), (0, 0));
 }
+
+/// Spans take at most `MAX_SPANS_STACK` bytes of a program's stack: two spans of 120
+/// bytes are more than that, so the second object's fields are read one by one.
+#[test]
+fn spans_past_their_stack_share_are_read_field_by_field() {
+    let fields = [("a", "int", 0), ("b", "int", 112), ("c", "int", 200), ("d", "int", 312)];
+    let bin = Fake::new().structure("main.Big", &fields, 0x4a3000).function("main.big", &[("w", "*main.Big")], &[]);
+    let (_, l) = lowered(&bin, "on entry main.big { @s = sum(w.a + w.b + w.c + w.d) }");
+    // a = 1, b = 2, c = 3, d = 4 at their offsets.
+    let mut big = vec![0u64; 40];
+    (big[0], big[14], big[25], big[39]) = (1, 2, 3, 4);
+    let big = words(&big);
+    let r = run(&l, vec![(W, big)]);
+    assert_eq!(r.reads, vec![(W, 120), (W + 200, 8), (W + 312, 8)], "\n{}", asm(&l, "p0"));
+    assert_eq!(sum(&l, &r, "s"), 1 + 2 + 3 + 4, "\n{}", asm(&l, "p0"));
+}
