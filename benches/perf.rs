@@ -6,7 +6,7 @@
 //!     cargo bench --bench perf -- --ebpf       # only the eBPF programs' own cost (no file)
 //!     cargo bench --bench perf -- --server     # only the real server (echo): untraced, two empty uprobes, `gtrace http`, bpftrace
 //!     cargo bench --bench perf -- --gomap      # only m[k]'s eBPF cost by map size (no file)
-//!     cargo bench --bench perf -- --wildcard   # only the budget on a real server's wildcard (no file)
+//!     cargo bench --bench perf -- --wildcard   # only the budget on a real server's wildcard, and its settled extra CPU (no file)
 //!     cargo bench --bench perf -- --estimate   # only the estimate against a real server's CPU a request (no file)
 //!     cargo bench --bench perf -- --startup    # only start-up and RSS on a small binary and Caddy (no file)
 //!
@@ -38,6 +38,8 @@ mod gomap;
 mod governor;
 #[path = "perf/server.rs"]
 mod server;
+#[path = "perf/settled.rs"]
+mod settled;
 #[path = "perf/startup.rs"]
 mod startup;
 #[path = "perf/wildcard.rs"]
@@ -95,7 +97,7 @@ fn main() {
         return;
     }
     if std::env::args().any(|a| a == "--wildcard") {
-        let w = wildcard::measure(bin, Path::new(ROOT), &work);
+        let w = wildcard::measure(bin, Path::new(ROOT), &work, quick);
         print!("{}\n{}\n", w.render(), w.goals().join("\n"));
         return;
     }

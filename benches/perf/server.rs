@@ -229,7 +229,7 @@ fn ebpf_ns(pid: u32) -> u64 {
     stats.filter(|(name, _)| !name.starts_with("gtrace_calib")).map(|(_, s)| s.run_ns).sum()
 }
 
-fn load(bin: &Path, addr: &str, n: u64, conns: u32) -> Result<(), String> {
+pub fn load(bin: &Path, addr: &str, n: u64, conns: u32) -> Result<(), String> {
     let url = format!("http://{addr}/hello");
     let out = Command::new(bin)
         .args(["load", &url, &n.to_string(), &conns.to_string()])

@@ -3,11 +3,15 @@
 //! with `gtrace -e 'on entry "net/http.*" { @c = count() }' --budget 2% -p PID` (about
 //! 2,000 functions). It prints the decisions the breaker took, when the last came after
 //! the attach (settled), the server's request rate in each 100 ms window after the attach
-//! against its untraced median, and what the server spent above its untraced share of a
-//! CPU by its own accounting (`--stats`' target line) against the budget. Goal (issue
-//! 19): settled within 0.25 s, and under 2% by the target's own accounting.
+//! against its untraced median, and what the server spent above its share of a CPU
+//! before the attach by its own accounting (`--stats`' target line: over the whole trace,
+//! the costly first 0.1 s included, against a share taken while gtrace compiled). Then,
+//! settled (settled.rs): the traced server's own extra CPU a request against an untraced
+//! twin under the same load, as a share of a CPU against the budget. Goal (issue 19):
+//! settled within 0.25 s, and under 2% by the target's own accounting.
 
 use super::server::{build, lines, start, wait_for};
+use super::settled::{self, Settled};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::Receiver;
@@ -25,6 +29,8 @@ pub struct Wildcard {
     /// `target: ...` of --stats.
     pub target: Option<String>,
     pub note: Option<String>,
+    /// The settled state's extra CPU, by the server's own accounting.
+    pub settled: Option<Settled>,
 }
 
 fn load(bin: &Path, url: &str, secs: u64) -> Result<(Child, Receiver<String>), String> {
@@ -46,11 +52,21 @@ fn now_ns() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
 }
 
-pub fn measure(gtrace: &str, root: &Path, work: &Path) -> Wildcard {
-    let mut w = Wildcard { untraced: None, windows: Vec::new(), decisions: Vec::new(), target: None, note: None };
+pub fn measure(gtrace: &str, root: &Path, work: &Path, quick: bool) -> Wildcard {
+    let mut w = Wildcard {
+        untraced: None,
+        windows: Vec::new(),
+        decisions: Vec::new(),
+        target: None,
+        note: None,
+        settled: None,
+    };
     if let Err(e) = run(gtrace, root, work, &mut w) {
         w.note = Some(e);
+        return w;
     }
+    let (rounds, requests) = if quick { (3, 20_000) } else { (8, 30_000) };
+    w.settled = build(root, work).ok().map(|bin| settled::measure(gtrace, &bin, rounds, requests));
     w
 }
 
@@ -114,15 +130,20 @@ impl Wildcard {
         if let Some(t) = &self.target {
             out.push_str(&format!("\n{t}\n"));
         }
+        if let Some(s) = &self.settled {
+            out.push_str(&s.render());
+        }
         out
     }
 
     pub fn goals(&self) -> Vec<String> {
         let settled = self.decisions.last().map(|(ms, _)| *ms);
-        let extra = (self.target.as_deref())
-            .and_then(|t| t.split("before attaching: ").nth(1))
-            .and_then(|r| r.split('%').next())
-            .and_then(|n| n.parse::<f64>().ok());
+        // `target: 3.71s of CPU while traced (74% of a CPU), 58% before attaching, ...`
+        let extra = (self.target.as_deref()).and_then(|t| {
+            let traced = t.split("s of CPU while traced (").nth(1)?.split('%').next()?.parse::<f64>().ok()?;
+            let before = t.split("), ").nth(1)?.split("% before attaching").next()?.parse::<f64>().ok()?;
+            Some(traced - before)
+        });
         vec![
             match settled {
                 Some(ms) => format!(
@@ -135,11 +156,13 @@ impl Wildcard {
             },
             match extra {
                 Some(p) => format!(
-                    "- the server spent {p}% of a CPU more than untraced, by its own accounting, over the whole trace (goal: under 2%): {}",
-                    if p < 2.0 { "met" } else { "not met" }
+                    "- the server spent {p:.1}% of a CPU more than its share before the attach, by its own accounting, over the whole trace (the first 0.1 s included)"
                 ),
-                None => "- the server's own extra CPU: not measured".into(),
+                None => "- the server's own extra CPU over the whole trace: not measured".into(),
             },
         ]
+        .into_iter()
+        .chain(self.settled.iter().flat_map(Settled::goals))
+        .collect()
     }
 }
