@@ -139,8 +139,9 @@ pub(crate) struct DwarfInfo {
     /// that have it, in order: a later lookup outside its package's units asks one map,
     /// not each unit's (`-l '*'` asks it thousands of times).
     everywhere: HashMap<String, HashMap<u64, Vec<u32>>>,
-    /// A CRC-32 of `.debug_info` as the file holds it (what a seed is checked against).
-    info_crc: u32,
+    /// A CRC-32 of `.debug_info` as the file holds it (what a seed is checked against),
+    /// computed at load only when a seed was to be checked.
+    info_crc: Option<u32>,
 }
 
 /// A string attribute: inline (`DW_FORM_string`, what Go writes) or in `.debug_str`;

@@ -124,9 +124,11 @@ impl DwarfInfo {
             Some(bytes) => reader(&bytes),
             None => reader(&[]),
         };
-        let info_crc = crc32(compressed.data);
         let seed = seed.filter(|s| s.units.last().is_some_and(|(start, len, _)| start + len == size));
-        let seed = seed.filter(|s| s.info_crc.is_none_or(|c| c == info_crc));
+        // Computed only to check a seed (the megabytes of compressed DWARF are read for
+        // it): without a cache, never; a cache's first run computes it when it writes.
+        let info_crc = seed.as_ref().and_then(|s| s.info_crc).map(|_| crc32(compressed.data));
+        let seed = seed.filter(|s| s.info_crc.is_none_or(|c| Some(c) == info_crc));
         let mut info = DwarfInfo {
             path: path.to_path_buf(),
             debug_str: gimli::DebugStr::from(debug_str),
@@ -348,7 +350,8 @@ impl DwarfInfo {
     }
 
     /// What this run learned, for the next (src/cache): the directory, every unit
-    /// parsed so far (or brought by the seed) and every memoized lookup.
+    /// parsed so far (or brought by the seed) and every memoized lookup; its `info_crc`
+    /// only if a seed's was checked at load (`Target::dwarf_learned` computes it else).
     pub(crate) fn seed(&self) -> DwarfSeed {
         let units = self.units.iter().map(|s| (s.start.0 as u64, s.len, s.name.clone())).collect();
         let bytes = |u: usize| -> Option<Vec<u8>> {
@@ -362,7 +365,7 @@ impl DwarfInfo {
         let abbrev = self.sections.abbrev_bytes.to_slice().map(|b| b.into_owned()).unwrap_or_default();
         let mut memo: Vec<(String, Option<[u64; 2]>)> = self.memo.iter().map(|(k, v)| (k.clone(), *v)).collect();
         memo.sort();
-        DwarfSeed { units, abbrev, bodies, stored: None, memo, info_crc: Some(self.info_crc) }
+        DwarfSeed { units, abbrev, bodies, stored: None, memo, info_crc: self.info_crc }
     }
 }
 
