@@ -88,7 +88,18 @@ struct UnitSlot {
     /// The compile unit's name: the Go package path.
     name: String,
     parsed: std::cell::OnceCell<units::Parsed>,
+    /// Its index, once complete; until then, what walks made only as far as a lookup
+    /// needed have found (`index.rs`).
     index: Option<Arc<UnitIndex>>,
+    partial: Option<Partial>,
+}
+
+/// A unit's index made so far, and the last top-level DIE added (the walk goes on after
+/// it).
+#[derive(Default)]
+struct Partial {
+    index: UnitIndex,
+    resume: Option<UnitOffset>,
 }
 
 /// The attributes of one DIE that gtrace uses, read once into owned values.

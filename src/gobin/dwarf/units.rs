@@ -202,7 +202,14 @@ impl DwarfInfo {
         while let Some(header) = headers.next().map_err(|e| self.bad(e))? {
             let start = DebugInfoOffset(header.offset().0);
             let len = header.length_including_self() as u64;
-            self.units.push(UnitSlot { start, len, name: String::new(), parsed: OnceCell::new(), index: None });
+            self.units.push(UnitSlot {
+                start,
+                len,
+                name: String::new(),
+                parsed: OnceCell::new(),
+                index: None,
+                partial: None,
+            });
         }
         self.units.sort_by_key(|u| u.start.0);
         for u in 0..self.units.len() {
@@ -233,6 +240,7 @@ impl DwarfInfo {
                 name,
                 parsed: OnceCell::new(),
                 index: None,
+                partial: None,
             })
             .collect();
         for (u, bytes) in seed.bodies {
