@@ -585,6 +585,74 @@ fn a_cache_directory_not_this_user_s_own_is_neither_read_nor_written() {
     assert!(listing(&home.join("gtrace")).is_empty(), "written into a group-writable directory");
 }
 
+/// A cache directory under a directory another user could write (who could rename it
+/// away and put theirs in its place) is neither read nor written, said in one line with
+/// a hint; under a sticky one (`/tmp`) it is used. The check is made once a run: a
+/// directory that passed is not checked again (here: made writable after).
+#[test]
+fn a_cache_directory_under_a_directory_others_may_write_is_not_used() {
+    use std::os::unix::fs::PermissionsExt;
+    let (bin, base, without) = e2e_without_cache("untrusted-parent");
+    let home = base.join("shared");
+    std::fs::create_dir(&home).unwrap();
+    outputs(&bin, &home, &[]);
+    let file = cache_file(&home, &bin);
+    let set = |mode: u32| std::fs::set_permissions(&home, std::fs::Permissions::from_mode(mode)).unwrap();
+    set(0o777);
+    std::fs::remove_file(&file).unwrap();
+    let (plan, said) = plan_and_stderr(&bin, &home, SCRIPT, &[]);
+    set(0o755);
+    assert_eq!(plan, plan_of(&bin, &home, SCRIPT, &["--no-cache"]));
+    assert!(said.contains("above it is writable by group or others") && said.contains("chmod go-w"), "{said}");
+    assert_eq!(said.lines().filter(|l| l.contains("cache directory")).count(), 1, "{said}");
+    assert!(!file.exists(), "written under a parent others may write");
+    // Sticky, as /tmp is: others may not rename what is not theirs in it.
+    set(0o1777);
+    let (plan, said) = plan_and_stderr(&bin, &home, SCRIPT, &[]);
+    set(0o755);
+    assert_eq!(plan, plan_of(&bin, &home, SCRIPT, &["--no-cache"]));
+    assert!(!said.contains("cache directory"), "{said}");
+    assert!(file.exists(), "not written under a sticky parent");
+    assert_valid(&home, &bin);
+    assert_eq!(outputs(&bin, &home, &[]), without);
+
+    // Checked once: a store whose directory passed is not checked again.
+    let cache = store(&home);
+    assert!(cache.trusted().is_ok());
+    set(0o777);
+    let again = cache.trusted();
+    let fresh = store(&home).trusted();
+    set(0o755);
+    assert!(again.is_ok(), "checked again: {again:?}");
+    assert!(matches!(fresh, Err(gtrace::cache::Untrusted::Parent { .. })), "{fresh:?}");
+}
+
+/// A cache file written by another build of the same gtrace version (the writer names
+/// its build by a hash of its sources, build.rs) is not used, and is written again;
+/// and the CRC-32 of the compressed `.debug_info` a first run writes is the binary's
+/// (computed when the file is written, not when DWARF is loaded).
+#[test]
+fn a_cache_of_another_build_of_this_version_is_not_used() {
+    let (bin, home, without) = e2e_without_cache("other-build");
+    outputs(&bin, &home, &[]);
+    let entry = assert_valid(&home, &bin);
+    let target = Target::open(&bin).unwrap();
+    let crc = gtrace::gobin::crc32(target.dwarf_bytes().expect("DWARF"));
+    assert_eq!(entry.dwarf.as_ref().unwrap().info_crc, Some(crc));
+    let version = concat!("gtrace ", env!("CARGO_PKG_VERSION"));
+    assert!(format::WRITER.starts_with(&format!("{version} build ")), "{}", format::WRITER);
+    let file = cache_file(&home, &bin);
+    let binary = format::For::new(target.build_ids(), target.file_size());
+    let mut foreign = entry.clone();
+    foreign.dwarf.as_mut().unwrap().bodies.iter_mut().for_each(|(_, b)| b.fill(0));
+    for other in [version.to_string(), format!("{version} build 0123456789abcdef")] {
+        std::fs::write(&file, format::encode_as(&other, &binary, &foreign)).unwrap();
+        assert!(matches!(store(&home).load(&target), Err(format::Rejected::Writer { .. })), "{other}");
+        assert_eq!(outputs(&bin, &home, &[]), without, "a cache of {other}");
+        assert_eq!(assert_valid(&home, &bin), entry, "{other}: written again by this build");
+    }
+}
+
 /// A file whose blob area holds more than the blobs its description lists (here a hole
 /// of 200 MiB after them, nothing on disk) is not copied as it is when only new inlined
 /// sites are written (the hole became 200 MiB of disk blocks): it is written from the

@@ -21,8 +21,10 @@ use std::sync::Arc;
 pub const MAGIC: &[u8; 16] = b"gtrace cache\n\0\0\0";
 /// The version of this layout. A file of another is ignored.
 pub const FORMAT: u32 = 3;
-/// The gtrace that writes and reads caches: a file written by another is ignored.
-pub const WRITER: &str = concat!("gtrace ", env!("CARGO_PKG_VERSION"));
+/// The gtrace that writes and reads caches, its version and its build (a hash of the
+/// sources it was built from, build.rs): a file written by another is ignored, even by
+/// another build of the same version.
+pub const WRITER: &str = concat!("gtrace ", env!("CARGO_PKG_VERSION"), " build ", env!("GTRACE_BUILD_HASH"));
 
 const HEADER: usize = 16 + 4 + 4 + 8 + 4;
 

@@ -32,6 +32,8 @@ pub const BOUND: u64 = 256 << 20;
 pub struct Store {
     dir: PathBuf,
     bound: u64,
+    /// Set once the directory, as it exists, passed `trusted`: not checked again.
+    checked: std::cell::OnceCell<()>,
 }
 
 /// Why a cache file could not be written.
@@ -59,7 +61,7 @@ impl Store {
 
     /// The cache directory `dir`.
     pub fn at(dir: &Path) -> Store {
-        Store { dir: dir.to_path_buf(), bound: BOUND }
+        Store { dir: dir.to_path_buf(), bound: BOUND, checked: std::cell::OnceCell::new() }
     }
 
     pub fn dir(&self) -> &Path {
@@ -67,10 +69,19 @@ impl Store {
     }
 
     /// Ok if the directory may be used (`trust`): absent, or a real directory of this
-    /// user's own that no one else may write. Nothing is read from or written into one
-    /// that may not.
+    /// user's own that no one else may write, under directories no one else may
+    /// change. Nothing is read from or written into one that may not. Checked once a
+    /// run: a directory that passed is not checked again (one that was absent is, once
+    /// created).
     pub fn trusted(&self) -> Result<(), Untrusted> {
-        trust::check_dir(&self.dir)
+        if self.checked.get().is_some() {
+            return Ok(());
+        }
+        trust::check_dir(&self.dir)?;
+        if self.dir.is_dir() {
+            let _ = self.checked.set(());
+        }
+        Ok(())
     }
 
     /// The file for `target`: named by its GNU build id, else its Go build id; None

@@ -2,9 +2,11 @@
 //! only if it is a real directory (not a symbolic link) owned by the effective user and
 //! writable by no one else; a file is read only if it is a regular file (not a link, a
 //! FIFO that would hang the run, a device) owned by that user and writable by no one
-//! else. Files are opened without following a link and without waiting. Anyone else
-//! who could write a cache could forge one that passes every checksum (or, under
-//! `sudo -E`, steer root's writes and evictions).
+//! else. Every directory above it must be this user's or root's, and writable by no one
+//! else unless sticky (`/tmp`): who may write a parent may rename the cache directory
+//! away and put their own in its place. Files are opened without following a link and
+//! without waiting. Anyone else who could write a cache could forge one that passes
+//! every checksum (or, under `sudo -E`, steer root's writes and evictions).
 
 use std::fs::{File, Metadata};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
@@ -23,12 +25,17 @@ pub enum Untrusted {
     Writable { dir: PathBuf, mode: u32 },
     #[error("the cache directory {} is not used: {problem}", dir.display())]
     Unreadable { dir: PathBuf, problem: String },
+    #[error("the cache directory {} is not used: {} above it is {problem}", dir.display(), parent.display())]
+    Parent { dir: PathBuf, parent: PathBuf, problem: String },
 }
 
 impl Untrusted {
     pub fn hint(&self) -> String {
         match self {
             Untrusted::Writable { dir, .. } => format!("`chmod go-w {}`, or --no-cache", dir.display()),
+            Untrusted::Parent { parent, .. } => {
+                format!("`chmod go-w {}` (or `+t`), XDG_CACHE_HOME elsewhere, or --no-cache", parent.display())
+            }
             _ => "XDG_CACHE_HOME naming a directory of your own, or --no-cache".into(),
         }
     }
@@ -40,8 +47,10 @@ fn own(meta: &Metadata) -> bool {
 }
 
 /// Ok if the cache directory `dir` may be used: absent (to be created), or a directory
-/// of this user's own that no one else may write.
+/// of this user's own that no one else may write, under directories no one else may
+/// change (`check_parents`).
 pub fn check_dir(dir: &Path) -> Result<(), Untrusted> {
+    check_parents(dir)?;
     let meta = match std::fs::symlink_metadata(dir) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(Untrusted::Unreadable { dir: dir.into(), problem: e.to_string() }),
@@ -59,6 +68,26 @@ pub fn check_dir(dir: &Path) -> Result<(), Untrusted> {
     } else {
         Ok(())
     }
+}
+
+/// Ok if every directory above `dir` that exists (links resolved) is this user's or
+/// root's and writable by no one else, or sticky (others may not rename what is not
+/// theirs in it).
+fn check_parents(dir: &Path) -> Result<(), Untrusted> {
+    let Some(existing) = dir.ancestors().skip(1).find(|a| a.exists()) else { return Ok(()) };
+    let bad = |parent: &Path, problem: String| Untrusted::Parent { dir: dir.into(), parent: parent.into(), problem };
+    let real = existing.canonicalize().map_err(|e| bad(existing, e.to_string()))?;
+    let euid = crate::runtime::capabilities::effective_uid();
+    for parent in real.ancestors() {
+        let meta = std::fs::symlink_metadata(parent).map_err(|e| bad(parent, e.to_string()))?;
+        if meta.uid() != euid && meta.uid() != 0 {
+            return Err(bad(parent, format!("owned by uid {}, neither this user (uid {euid}) nor root", meta.uid())));
+        }
+        if meta.mode() & 0o022 != 0 && meta.mode() & 0o1000 == 0 {
+            return Err(bad(parent, format!("writable by group or others (mode {:o})", meta.mode() & 0o7777)));
+        }
+    }
+    Ok(())
 }
 
 /// Creates the cache directory `dir` (and its parents) if absent, for this user only.

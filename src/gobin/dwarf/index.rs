@@ -1,56 +1,104 @@
-//! Finding DIEs by name: each compile unit's top-level functions and types are indexed on
-//! first use, with one walk of its DIEs; lookups try the unit of the name's package first.
+//! Finding DIEs by name: each compile unit's top-level functions and types are indexed
+//! by one walk of its DIEs, made only as far as a lookup needs (`find_in`), to its end
+//! when a question needs the whole index; lookups try the unit of the name's package
+//! first.
 
 use super::*;
 
 impl DwarfInfo {
-    /// The index of unit `u`, built on first use with one walk of its DIEs.
+    /// The index of unit `u`, complete: its walk (begun by `find_in`, or now) ended.
     pub(super) fn index(&mut self, u: usize) -> Result<Arc<UnitIndex>, TargetError> {
         if let Some(index) = &self.units[u].index {
             return Ok(index.clone());
         }
-        let mut index = UnitIndex::default();
+        self.index_until(u, &|_| false)?;
+        Ok(self.units[u].index.clone().expect("a walk to the unit's end completes its index"))
+    }
+
+    /// Where `name` is in the map `pick` chooses of unit `u`'s index: the first DIE of
+    /// that name in the unit, as the complete index answers, found by walking the unit
+    /// only as far as that DIE (the walk resumes there for the next name: the unit of
+    /// runtime's types is megabytes, and a script asks for a few of its types).
+    pub(super) fn find_in<V: Copy>(
+        &mut self,
+        u: usize,
+        name: &str,
+        pick: fn(&UnitIndex) -> &HashMap<String, V>,
+    ) -> Result<Option<V>, TargetError> {
+        if self.units[u].index.is_none() {
+            self.index_until(u, &|i| pick(i).contains_key(name))?;
+        }
+        let slot = &self.units[u];
+        let index = slot.index.as_deref().or(slot.partial.as_ref().map(|p| &p.index));
+        Ok(index.and_then(|i| pick(i).get(name).copied()))
+    }
+
+    /// Walks unit `u`'s top-level DIEs from where an earlier walk stopped, adding each
+    /// to the unit's partial index, until `enough` holds of it after a DIE or the unit
+    /// ends (the index is then complete).
+    fn index_until(&mut self, u: usize, enough: &dyn Fn(&UnitIndex) -> bool) -> Result<(), TargetError> {
+        let Partial { mut index, resume } = self.units[u].partial.take().unwrap_or_default();
+        let mut stopped = None;
         {
             let unit = self.unit(u)?;
-            let mut entries = unit.header.entries(&unit.abbrevs);
+            // From the root, its children are at depth 1; from a top-level DIE (the last
+            // one the earlier walk added, skipped), at depth 0.
+            let (mut entries, top) = match resume {
+                None => (unit.header.entries(&unit.abbrevs), 1),
+                Some(at) => (unit.header.entries_at_offset(&unit.abbrevs, at).map_err(|e| self.bad(e))?, 0),
+            };
+            let mut skip = resume.is_some();
             while let Some(entry) = entries.next_dfs().map_err(|e| self.bad(e))? {
-                if entry.depth() != 1 {
+                if entry.depth() != top || std::mem::take(&mut skip) {
                     continue;
                 }
-                // An address (older releases) or an offset from `runtime.types`.
-                let runtime_type = match entry.attr_value(DW_AT_GO_RUNTIME_TYPE) {
-                    Some(AttributeValue::Addr(addr)) => Some((addr, true)),
-                    Some(value) => value.udata_value().map(|k| (k, false)),
-                    None => None,
-                };
-                if let Some((key, is_addr)) = runtime_type {
-                    index.runtime_types.insert(key, entry.offset());
-                    if let Some(value) = entry.attr_value(dw::DW_AT_name) {
-                        if let Some(name) = string(&self.debug_str, value).map_err(|e| self.bad(e))? {
-                            index.runtime_type_names.insert(name, (key, is_addr));
-                        }
-                    }
+                if self.add(u, entry, &mut index)? && enough(&index) {
+                    stopped = Some(entry.offset());
+                    break;
                 }
-                if entry.tag() == dw::DW_TAG_subprogram {
-                    let origin = entry.attr_value(dw::DW_AT_abstract_origin).and_then(|v| self.reference(u, v));
-                    if let Some(origin) = origin {
-                        index.concrete.insert(origin, entry.offset());
-                    }
-                }
-                let map = match entry.tag() {
-                    dw::DW_TAG_subprogram => &mut index.functions,
-                    dw::DW_TAG_structure_type | dw::DW_TAG_typedef => &mut index.types,
-                    dw::DW_TAG_variable => &mut index.variables,
-                    _ => continue,
-                };
-                let Some(value) = entry.attr_value(dw::DW_AT_name) else { continue };
-                let Some(name) = string(&self.debug_str, value).map_err(|e| self.bad(e))? else { continue };
-                map.entry(name).or_insert(entry.offset());
             }
         }
-        let index = Arc::new(index);
-        self.units[u].index = Some(index.clone());
-        Ok(index)
+        match stopped {
+            Some(at) => self.units[u].partial = Some(Partial { index, resume: Some(at) }),
+            None => self.units[u].index = Some(Arc::new(index)),
+        }
+        Ok(())
+    }
+
+    /// Adds the top-level DIE `entry` of unit `u` to `index`; whether it added a name.
+    fn add(&self, u: usize, entry: &Entry, index: &mut UnitIndex) -> Result<bool, TargetError> {
+        // An address (older releases) or an offset from `runtime.types`.
+        let runtime_type = match entry.attr_value(DW_AT_GO_RUNTIME_TYPE) {
+            Some(AttributeValue::Addr(addr)) => Some((addr, true)),
+            Some(value) => value.udata_value().map(|k| (k, false)),
+            None => None,
+        };
+        let mut added = false;
+        if let Some((key, is_addr)) = runtime_type {
+            index.runtime_types.insert(key, entry.offset());
+            if let Some(value) = entry.attr_value(dw::DW_AT_name) {
+                if let Some(name) = string(&self.debug_str, value).map_err(|e| self.bad(e))? {
+                    index.runtime_type_names.insert(name, (key, is_addr));
+                    added = true;
+                }
+            }
+        }
+        if entry.tag() == dw::DW_TAG_subprogram {
+            let origin = entry.attr_value(dw::DW_AT_abstract_origin).and_then(|v| self.reference(u, v));
+            if let Some(origin) = origin {
+                index.concrete.insert(origin, entry.offset());
+            }
+        }
+        let map = match entry.tag() {
+            dw::DW_TAG_subprogram => &mut index.functions,
+            dw::DW_TAG_structure_type | dw::DW_TAG_typedef => &mut index.types,
+            dw::DW_TAG_variable => &mut index.variables,
+            _ => return Ok(added),
+        };
+        let Some(value) = entry.attr_value(dw::DW_AT_name) else { return Ok(added) };
+        let Some(name) = string(&self.debug_str, value).map_err(|e| self.bad(e))? else { return Ok(added) };
+        map.entry(name).or_insert(entry.offset());
+        Ok(true)
     }
 
     /// Finds a top-level DIE by name, looking first in the units of `package` (where Go
@@ -87,9 +135,8 @@ impl DwarfInfo {
             }
             let units = if phase == 0 { first.clone() } else { self.other_units(&first) };
             for u in units {
-                let index = self.index(u)?;
-                if let Some(off) = pick(&index).get(name) {
-                    found = Some(self.at(u, *off));
+                if let Some(off) = self.find_in(u, name, pick)? {
+                    found = Some(self.at(u, off));
                     break 'search;
                 }
             }

@@ -88,7 +88,18 @@ struct UnitSlot {
     /// The compile unit's name: the Go package path.
     name: String,
     parsed: std::cell::OnceCell<units::Parsed>,
+    /// Its index, once complete; until then, what walks made only as far as a lookup
+    /// needed have found (`index.rs`).
     index: Option<Arc<UnitIndex>>,
+    partial: Option<Partial>,
+}
+
+/// A unit's index made so far, and the last top-level DIE added (the walk goes on after
+/// it).
+#[derive(Default)]
+struct Partial {
+    index: UnitIndex,
+    resume: Option<UnitOffset>,
 }
 
 /// The attributes of one DIE that gtrace uses, read once into owned values.
@@ -139,8 +150,9 @@ pub(crate) struct DwarfInfo {
     /// that have it, in order: a later lookup outside its package's units asks one map,
     /// not each unit's (`-l '*'` asks it thousands of times).
     everywhere: HashMap<String, HashMap<u64, Vec<u32>>>,
-    /// A CRC-32 of `.debug_info` as the file holds it (what a seed is checked against).
-    info_crc: u32,
+    /// A CRC-32 of `.debug_info` as the file holds it (what a seed is checked against),
+    /// computed at load only when a seed was to be checked.
+    info_crc: Option<u32>,
 }
 
 /// A string attribute: inline (`DW_FORM_string`, what Go writes) or in `.debug_str`;

@@ -39,12 +39,17 @@ impl Target {
     }
 
     /// What the DWARF read so far would start the next run with (None when none was
-    /// read): the units reached and the lookups answered.
+    /// read): the units reached and the lookups answered, and the CRC-32 of the
+    /// compressed `.debug_info` they are for (computed now if the load did not).
     pub fn dwarf_learned(&self) -> Option<super::DwarfSeed> {
-        match &*self.dwarf.borrow() {
-            DwarfState::Loaded(d) => Some(d.seed()),
-            _ => None,
+        let mut seed = match &*self.dwarf.borrow() {
+            DwarfState::Loaded(d) => d.seed(),
+            _ => return None,
+        };
+        if seed.info_crc.is_none() {
+            seed.info_crc = self.dwarf_bytes().map(super::crc32);
         }
+        Some(seed)
     }
 
     /// Whether the DWARF read so far holds more than the cache seeded it with (false

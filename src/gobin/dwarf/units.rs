@@ -124,9 +124,11 @@ impl DwarfInfo {
             Some(bytes) => reader(&bytes),
             None => reader(&[]),
         };
-        let info_crc = crc32(compressed.data);
         let seed = seed.filter(|s| s.units.last().is_some_and(|(start, len, _)| start + len == size));
-        let seed = seed.filter(|s| s.info_crc.is_none_or(|c| c == info_crc));
+        // Computed only to check a seed (the megabytes of compressed DWARF are read for
+        // it): without a cache, never; a cache's first run computes it when it writes.
+        let info_crc = seed.as_ref().and_then(|s| s.info_crc).map(|_| crc32(compressed.data));
+        let seed = seed.filter(|s| s.info_crc.is_none_or(|c| Some(c) == info_crc));
         let mut info = DwarfInfo {
             path: path.to_path_buf(),
             debug_str: gimli::DebugStr::from(debug_str),
@@ -157,8 +159,8 @@ impl DwarfInfo {
             None => {
                 let abbrev = elf::section(path, data, ".debug_abbrev")?.unwrap_or_default();
                 info.set_abbrev(reader(&abbrev));
-                let bytes = compressed.decompress().map_err(|source| info.bad_section(source))?;
-                let _ = info.sections.info.set(reader(&bytes));
+                let bytes = info.inflate(compressed)?;
+                let _ = info.sections.info.set(bytes);
                 info.list_units()?;
             }
         }
@@ -200,7 +202,14 @@ impl DwarfInfo {
         while let Some(header) = headers.next().map_err(|e| self.bad(e))? {
             let start = DebugInfoOffset(header.offset().0);
             let len = header.length_including_self() as u64;
-            self.units.push(UnitSlot { start, len, name: String::new(), parsed: OnceCell::new(), index: None });
+            self.units.push(UnitSlot {
+                start,
+                len,
+                name: String::new(),
+                parsed: OnceCell::new(),
+                index: None,
+                partial: None,
+            });
         }
         self.units.sort_by_key(|u| u.start.0);
         for u in 0..self.units.len() {
@@ -231,6 +240,7 @@ impl DwarfInfo {
                 name,
                 parsed: OnceCell::new(),
                 index: None,
+                partial: None,
             })
             .collect();
         for (u, bytes) in seed.bodies {
@@ -310,8 +320,21 @@ impl DwarfInfo {
             return Err(self.bad_ref("no .debug_info", DebugInfoOffset(0)));
         };
         let whole = object::CompressedData { format: *format, data, uncompressed_size: *size };
-        let bytes = whole.decompress().map_err(|source| self.bad_section(source))?;
-        Ok(self.sections.info.get_or_init(|| reader(&bytes)))
+        let bytes = self.inflate(whole)?;
+        Ok(self.sections.info.get_or_init(|| bytes))
+    }
+
+    /// `.debug_info` decompressed: zlib (what Go writes) by `inflate_zlib`; other
+    /// formats, and zlib data that does not inflate to its size (object says why),
+    /// through object.
+    fn inflate(&self, compressed: object::CompressedData<'_>) -> Result<R, TargetError> {
+        if compressed.format == object::CompressionFormat::Zlib {
+            if let Some(bytes) = inflate_zlib(compressed.data, compressed.uncompressed_size) {
+                return Ok(bytes);
+            }
+        }
+        let bytes = compressed.decompress().map_err(|source| self.bad_section(source))?;
+        Ok(reader(&bytes))
     }
 
     /// Whether the whole of `.debug_info` was decompressed (not when a seed held every
@@ -348,7 +371,8 @@ impl DwarfInfo {
     }
 
     /// What this run learned, for the next (src/cache): the directory, every unit
-    /// parsed so far (or brought by the seed) and every memoized lookup.
+    /// parsed so far (or brought by the seed) and every memoized lookup; its `info_crc`
+    /// only if a seed's was checked at load (`Target::dwarf_learned` computes it else).
     pub(crate) fn seed(&self) -> DwarfSeed {
         let units = self.units.iter().map(|s| (s.start.0 as u64, s.len, s.name.clone())).collect();
         let bytes = |u: usize| -> Option<Vec<u8>> {
@@ -362,11 +386,49 @@ impl DwarfInfo {
         let abbrev = self.sections.abbrev_bytes.to_slice().map(|b| b.into_owned()).unwrap_or_default();
         let mut memo: Vec<(String, Option<[u64; 2]>)> = self.memo.iter().map(|(k, v)| (k.clone(), *v)).collect();
         memo.sort();
-        DwarfSeed { units, abbrev, bodies, stored: None, memo, info_crc: Some(self.info_crc) }
+        DwarfSeed { units, abbrev, bodies, stored: None, memo, info_crc: self.info_crc }
     }
 }
 
 /// How many units `seed` holds in its store.
 fn stored_count(seed: &DwarfSeed) -> usize {
     seed.stored.as_ref().map_or(0, |s| s.held().len())
+}
+
+/// Zlib `data` inflated straight into the reader's buffer, if it inflates to exactly
+/// `size` bytes: no second copy of the section and no zeroing pass over a `Vec` first
+/// (object's `decompress` makes both: a fifth of a first `gtrace http` on Caddy).
+fn inflate_zlib(data: &[u8], size: u64) -> Option<R> {
+    let size = usize::try_from(size).ok()?;
+    let mut out: Arc<[u8]> = std::iter::repeat_n(0u8, size).collect();
+    let mut z = flate2::Decompress::new(true);
+    let status = z.decompress(data, Arc::get_mut(&mut out)?, flate2::FlushDecompress::Finish).ok()?;
+    (status == flate2::Status::StreamEnd && z.total_out() == size as u64).then(|| R::new(out, gimli::LittleEndian))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::inflate_zlib;
+    use gimli::Reader;
+    use std::io::Write;
+
+    fn zlib(bytes: &[u8]) -> Vec<u8> {
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        z.write_all(bytes).unwrap();
+        z.finish().unwrap()
+    }
+
+    #[test]
+    fn zlib_inflates_to_exactly_its_size_or_not_at_all() {
+        let section: Vec<u8> = (0..100_000u32).flat_map(|i| (i % 251).to_le_bytes()).collect();
+        let packed = zlib(&section);
+        let inflated = inflate_zlib(&packed, section.len() as u64).expect("inflates");
+        assert_eq!(inflated.to_slice().unwrap().as_ref(), section.as_slice());
+        // Another size than the data's, a stream cut short, bytes that are not zlib:
+        // None (object's decompress then says why).
+        assert!(inflate_zlib(&packed, section.len() as u64 + 1).is_none());
+        assert!(inflate_zlib(&packed, section.len() as u64 - 1).is_none());
+        assert!(inflate_zlib(&packed[..packed.len() / 2], section.len() as u64).is_none());
+        assert!(inflate_zlib(&section[..1000], 4000).is_none());
+    }
 }

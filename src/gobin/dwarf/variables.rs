@@ -86,8 +86,8 @@ impl DwarfInfo {
         'search: for phase in 0..2 {
             let units = if phase == 0 { first.clone() } else { self.other_units(&first) };
             for u in units {
-                if let Some(f) = self.index(u)?.runtime_type_names.get(name) {
-                    found = Some(*f);
+                if let Some(f) = self.find_in(u, name, |i| &i.runtime_type_names)? {
+                    found = Some(f);
                     break 'search;
                 }
             }
