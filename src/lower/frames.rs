@@ -11,7 +11,9 @@
 //! holds keeps its record in a hash map keyed by g (`goroutines_spill`). A record is
 //! only ever written by its goroutine's own programs (and runtime programs working on
 //! that goroutine while it is stopped), so no two CPUs write one record at once, and a
-//! frame is never pushed in one goroutine's record and looked for in another's. (A slot
+//! frame is never pushed in one goroutine's record and looked for in another's. (Within
+//! one process: with -b, processes of a binary whose heap is at a fixed address, Go
+//! before 1.26, can share a g; that is said when the trace starts, docs/fleet.md.) (A slot
 //! taken over whenever its owner had no call in flight was not safe: the owner's push
 //! and a newcomer's takeover could interleave.) Nothing is evicted: the Go runtime
 //! never frees a g (a dead goroutine's is reused, with its record), so the two hold at
@@ -89,11 +91,15 @@ impl Gen<'_> {
     }
 
     /// R0 = the record of the goroutine in slot `g` (or 0): its array slot if it holds
-    /// it, else the spilled one.
+    /// it, else the spilled one. A g of 0 (no goroutine: a signal on a thread the Go
+    /// runtime did not make) has none, and never matches a slot no goroutine claimed.
     pub(super) fn lookup_record(&mut self, g: Slot) -> Result<(), LowerError> {
         let index = self.frame_slot(8)?;
         let spill = self.b.new_label();
         let done = self.b.new_label();
+        self.b.emit(load(Size::DW, R1, R10, g));
+        self.b.emit(mov64_imm(R0, 0));
+        self.b.jmp_imm_to(JmpOp::Eq, R1, 0, done);
         self.array_slot(g, index, spill);
         self.b.emit(load(Size::DW, R1, R0, R_G));
         self.b.emit(load(Size::DW, R2, R10, g));
@@ -121,6 +127,9 @@ impl Gen<'_> {
         self.lookup_record(g)?;
         if insert {
             self.b.jmp_imm_to(JmpOp::Ne, R0, 0, have);
+            // No goroutine (g 0): its call is not followed.
+            self.b.emit(load(Size::DW, R1, R10, g));
+            self.b.jmp_imm_to(JmpOp::Eq, R1, 0, self.done);
             // The goroutine's array slot, when no goroutine has it yet: claimed for good,
             // by one compare-and-exchange of its tag (0 to g), so that of two goroutines
             // claiming it at once on two CPUs one wins and the other spills.

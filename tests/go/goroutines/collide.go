@@ -15,7 +15,7 @@ func getg() uintptr
 // of records (slot = g * mult >> (64 - bits), as gtrace computes it), then lets each
 // pair make its first call of tick at the same moment on two threads (the two meet
 // at a spinning barrier first), one pair after another. It prints the calls made and
-// the pairs found.
+// the pairs found, and how many threads run Go code at once.
 func collide(pairs int, mult string, bits int) {
 	m, err := strconv.ParseUint(mult, 0, 64)
 	if err != nil {
@@ -24,7 +24,7 @@ func collide(pairs int, mult string, bits int) {
 	const n = 40000
 	gs := make([]uintptr, n)
 	gates := make([]chan *atomic.Int32, n)
-	paired := make(chan bool, 2)
+	called := make(chan bool, 2)
 	var ready, done sync.WaitGroup
 	ready.Add(n)
 	for i := 0; i < n; i++ {
@@ -43,18 +43,19 @@ func collide(pairs int, mult string, bits int) {
 					}
 				}
 				tick(i)
-				paired <- true
+				called <- true
 			}
 		}(i)
 	}
 	ready.Wait()
-	seen := map[uint64]int{}
+	// One pair a slot: a slot a pair claimed is no longer free to race for.
+	seen, paired := map[uint64]int{}, map[uint64]bool{}
 	var chosen [][2]int
 	for i, g := range gs {
 		slot := (uint64(g) * m) >> (64 - bits)
-		if j, ok := seen[slot]; ok && len(chosen) < pairs {
+		if j, ok := seen[slot]; ok && !paired[slot] && len(chosen) < pairs {
 			chosen = append(chosen, [2]int{j, i})
-			delete(seen, slot)
+			paired[slot] = true
 			continue
 		}
 		seen[slot] = i
@@ -65,13 +66,13 @@ func collide(pairs int, mult string, bits int) {
 		for _, i := range p {
 			gates[i] <- met
 		}
-		<-paired
-		<-paired
+		<-called
+		<-called
 		made += 2
 	}
 	for i := range gates {
 		close(gates[i])
 	}
 	done.Wait()
-	fmt.Printf("calls=%d pairs=%d\n", made, len(chosen))
+	fmt.Printf("calls=%d pairs=%d threads=%d\n", made, len(chosen), runtime.GOMAXPROCS(0))
 }
