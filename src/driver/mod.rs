@@ -110,6 +110,7 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
             args.script = script_title(cli);
             args.pictures(&process.shown).check(&bundle.plan)?;
             scope::pid_namespace_warning();
+            scope::shared_goroutines_warning(&process, &target, &bundle.plan);
             return trace::run(&bundle, std::mem::ManuallyDrop::into_inner(target), process, &args);
         }
     }
@@ -300,6 +301,7 @@ fn run_plan(args: &RunArgs) -> Result<i32, Failure> {
     trace_args.script = format!("run {}", args.plan.display());
     trace_args.pictures(&process.shown).check(&bundle.plan)?;
     scope::pid_namespace_warning();
+    scope::shared_goroutines_warning(&process, &target, &bundle.plan);
     trace::run(&bundle, target, process, &trace_args)
 }
 

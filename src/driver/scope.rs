@@ -132,9 +132,41 @@ pub(super) fn pid_namespace_warning() {
     }
 }
 
+/// Said with -b when the script keeps goroutines' calls (`elapsed`, `self`, `on
+/// panic`) and the binary's heap starts at the same address in every process
+/// (`fixed_heap`): two processes' goroutines can then share a g, and gtrace's records
+/// are keyed by g alone (docs/fleet.md).
+pub(super) fn shared_goroutines_warning(process: &Process, target: &crate::gobin::Target, plan: &Plan) {
+    use crate::lower::maps::{GOROUTINES, SELF_VARS};
+    let every_process = process.pid.is_none() && process.command.is_none();
+    let keeps_goroutines = plan.maps.iter().any(|m| m.object_name == GOROUTINES || m.object_name == SELF_VARS);
+    let Some(version) = target.go_version() else { return };
+    if every_process && keeps_goroutines && fixed_heap(version) {
+        eprintln!(
+            "gtrace: warning: -b: this binary ({version}) puts every process's goroutines at the same addresses, and gtrace keeps a goroutine's calls by its address: `elapsed`, `self` and `on panic` can mix two processes' calls when both run traced functions at once (trace each process with -p, or build with Go 1.26 or later; docs/fleet.md)"
+        );
+    }
+}
+
+/// Whether a binary of this Go version puts its heap at the same address in every
+/// process: before Go 1.26, or with the experiment `norandomizedheapbase64`.
+fn fixed_heap(version: &str) -> bool {
+    crate::gobin::go_minor(version).is_some_and(|minor| minor < 26) || version.contains("norandomizedheapbase")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn heaps_at_a_fixed_address_are_told_by_the_go_version() {
+        assert!(fixed_heap("go1.25.3"));
+        assert!(fixed_heap("go1.17.13"));
+        assert!(fixed_heap("go1.26.8-X:norandomizedheapbase64"));
+        assert!(!fixed_heap("go1.26.8"));
+        assert!(!fixed_heap("go1.27rc1"));
+        assert!(!fixed_heap("devel go1.27-abcdef"));
+    }
 
     #[test]
     fn a_file_through_a_process_root_is_named_as_inside() {

@@ -156,7 +156,7 @@ struct Layout {
 
 /// The minor release of a Go version string: 17 for `go1.17.13`, 26 for `go1.26rc1`;
 /// None for `devel` builds and anything else.
-fn go_minor(version: &str) -> Option<u32> {
+pub fn go_minor(version: &str) -> Option<u32> {
     let rest = version.strip_prefix("go1.")?;
     let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
     digits.parse().ok()
