@@ -396,9 +396,15 @@ fn stored_count(seed: &DwarfSeed) -> usize {
 }
 
 /// Zlib `data` inflated straight into the reader's buffer, if it inflates to exactly
-/// `size` bytes: no second copy of the section and no zeroing pass over a `Vec` first
-/// (object's `decompress` makes both: a fifth of a first `gtrace http` on Caddy).
+/// `size` bytes: no second copy of the section (object's `decompress` inflates into a
+/// `Vec` that is then copied: a fifth of a first `gtrace http` on Caddy). A `size`
+/// that `data` cannot hold (zlib inflates at most about 1032 times) or past 4 GiB,
+/// from a damaged or forged file, is left to object, which reserves it without
+/// touching it and says why it fails.
 fn inflate_zlib(data: &[u8], size: u64) -> Option<R> {
+    if size > (data.len() as u64).saturating_mul(1032) || size > 1 << 32 {
+        return None;
+    }
     let size = usize::try_from(size).ok()?;
     let mut out: Arc<[u8]> = std::iter::repeat_n(0u8, size).collect();
     let mut z = flate2::Decompress::new(true);
@@ -430,5 +436,8 @@ mod tests {
         assert!(inflate_zlib(&packed, section.len() as u64 - 1).is_none());
         assert!(inflate_zlib(&packed[..packed.len() / 2], section.len() as u64).is_none());
         assert!(inflate_zlib(&section[..1000], 4000).is_none());
+        // A size the data cannot inflate to is not allocated.
+        assert!(inflate_zlib(&packed, u64::MAX).is_none());
+        assert!(inflate_zlib(&packed, packed.len() as u64 * 2000).is_none());
     }
 }
