@@ -126,13 +126,17 @@ func main() {
 		}
 		fmt.Printf("calls=%d result=%d\n", 4*(n+1), total)
 	case "hold":
-		// Calls add n times and says so, then holds on in sleepy for 30s (while a test
-		// acts on its tracer), and says when it woke.
+		// Calls add n times and says so, then holds on in sleepy for 30s or argv[3] ms
+		// (while a test acts on its tracer), and says when it woke.
 		for i := 0; i < n; i++ {
 			add(i, 1)
 		}
 		fmt.Printf("calls=%d\n", n)
-		sleepy(30000)
+		hold := 30000
+		if len(os.Args) > 3 {
+			hold = atoi(os.Args[3])
+		}
+		sleepy(hold)
 		fmt.Println("woke")
 	case "strings":
 		for i := 0; i < n; i++ {
