@@ -101,7 +101,11 @@ fn attach_and_end(binary: &Path, pid: u32, how: &str, env: &[(&str, &str)]) {
     let sites = attached_sites(&g.err.text());
     let written = bytes_changed(pid, binary);
     assert!(sites >= 20, "{how}: only {sites} sites attached:\n{}", g.err.text());
-    assert!(written >= sites, "{how}: {written} bytes of the target's code changed for {sites} sites:\n{}", g.err.text());
+    assert!(
+        written >= sites,
+        "{how}: {written} bytes of the target's code changed for {sites} sites:\n{}",
+        g.err.text()
+    );
     match how {
         "duration" => {
             g.wait();
