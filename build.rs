@@ -6,8 +6,11 @@
 
 use std::path::{Path, PathBuf};
 
-/// What gtrace is built from: its sources, libraries, protobuf and manifests.
-const INPUTS: &[&str] = &["src", "stdlib", "proto", "build.rs", "Cargo.toml", "Cargo.lock"];
+/// What gtrace is built from: its sources, grammar, libraries, protobuf and manifests.
+const INPUTS: &[&str] = &["src", "grammar", "stdlib", "proto", "build.rs", "Cargo.toml", "Cargo.lock"];
+
+/// The kinds of file among them that are built from (an editor's swap file is not).
+const BUILT_FROM: &[&str] = &["rs", "pest", "gt", "proto", "toml", "lock"];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo:rerun-if-changed=proto/profile.proto");
@@ -18,7 +21,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 }
 
 /// Sets `GTRACE_BUILD_HASH`: FNV-1a (64 bits) of every input file's path and bytes, in
-/// the order of their paths, with the build's profile.
+/// the order of their paths. The profile is not in it: a debug and a release build of
+/// the same sources write the same cache files, and take each other's.
 fn build_hash() -> std::io::Result<()> {
     let mut files = Vec::new();
     for input in INPUTS {
@@ -32,7 +36,6 @@ fn build_hash() -> std::io::Result<()> {
             hash = (hash ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
         }
     };
-    feed(std::env::var("PROFILE").unwrap_or_default().as_bytes());
     for file in &files {
         feed(file.to_string_lossy().as_bytes());
         feed(&[0]);
@@ -42,9 +45,13 @@ fn build_hash() -> std::io::Result<()> {
     Ok(())
 }
 
-/// Every file at or under `path` (none when it does not exist).
+/// Every file at or under `path` of a kind in `BUILT_FROM` (none when it does not exist).
 fn collect(path: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
     if path.is_file() {
+        let kind = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+        if !BUILT_FROM.contains(&kind) {
+            return Ok(());
+        }
         out.push(path.to_path_buf());
     } else if path.is_dir() {
         for entry in std::fs::read_dir(path)? {
