@@ -78,7 +78,7 @@ impl DwarfInfo {
             index.runtime_types.insert(key, entry.offset());
             if let Some(value) = entry.attr_value(dw::DW_AT_name) {
                 if let Some(name) = string(&self.debug_str, value).map_err(|e| self.bad(e))? {
-                    index.runtime_type_names.insert(name, (key, is_addr));
+                    index.runtime_type_names.entry(name).or_insert((key, is_addr));
                     added = true;
                 }
             }
