@@ -141,6 +141,31 @@ fn flipped_bytes_in_uncompressed_dwarf_are_clear_errors() {
 }
 
 #[test]
+fn a_forged_dwarf_compression_header_is_a_clear_error_at_once() {
+    // The size a compressed .debug_info's header claims (Elf64_Chdr.ch_size, 8 bytes in):
+    // one far past what its data can hold is refused before anything is allocated (it
+    // once had 4 GiB zero-filled, 16 s), and one short of the data (the stream runs on)
+    // or past it (the stream ends first) is an error saying so, never a reader given the
+    // first bytes only. (A stream cut short is the flipped and truncated cases'.)
+    let (_, data) = go_binary();
+    let (start, _) = section_range(&data, ".debug_info").expect(".debug_info");
+    let file = object::File::parse(&*data).unwrap();
+    let real = file.section_by_name(".debug_info").unwrap().compressed_data().unwrap().uncompressed_size;
+    assert!(real > 0x2000, "the build's .debug_info is not compressed: {real}");
+    for (claim, said) in [(1u64 << 32, "more than"), (real / 2, "past"), (real + 4096, "inflates to")] {
+        let mut bad = data.clone();
+        bad[start + 8..start + 16].copy_from_slice(&claim.to_le_bytes());
+        let path = dir().join(format!("chdr-{claim}"));
+        std::fs::write(&path, &bad).unwrap();
+        let b = path.to_str().unwrap();
+        let (code, stderr) = gtrace_on(&["-e", "on entry main.add { @s = sum(a) }", "--check", "-b", b], "a claim");
+        assert_eq!(code, 1, "a .debug_info claiming {claim} bytes of {real}:\n{stderr}");
+        assert!(stderr.contains("cannot decompress section .debug_info") && stderr.contains(said), "{said}: {stderr}");
+        std::fs::remove_file(&path).unwrap();
+    }
+}
+
+#[test]
 fn a_script_that_reads_no_go_value_compiles_when_the_dwarf_is_corrupted() {
     // Functions, entries and RETs come from the symbol table and the code: a script
     // that names no Go value never reads DWARF (issue 26), so a broken .debug_info does

@@ -30,6 +30,8 @@ pub enum TargetError {
     DwarfReference { path: PathBuf, what: &'static str, offset: usize },
     #[error("cannot read section {section} of {path}: {source}")]
     Section { path: PathBuf, section: String, source: object::read::Error },
+    #[error("cannot decompress section {section} of {path}: {problem}")]
+    Inflate { path: PathBuf, section: &'static str, problem: String },
     #[error("cannot disassemble {function}: {source}")]
     Disassembly { function: String, source: crate::arch::DecodeError },
     #[error("cannot disassemble {function}: its {size} bytes at {addr:#x} are not in the file")]
@@ -49,6 +51,10 @@ impl TargetError {
                 Some("give the debug file made from this very build: a build with -ldflags='-s -w' has other build ids than one without, so build once without -s -w, keep its DWARF aside with `objcopy --only-keep-debug BINARY FILE`, and ship that binary stripped (`objcopy --strip-debug BINARY`: the build ids stay)")
             }
             TargetError::NoDwarfIn { .. } => Some("a debug file is what `objcopy --only-keep-debug` writes"),
+            TargetError::Inflate { .. } => Some(
+                "the binary's DWARF is damaged: a script that reads no Go value still runs; \
+                 for the rest, build it again or give its DWARF with --debug-file",
+            ),
             TargetError::WrongArch { .. } => Some("gtrace reads Go executables built for amd64 or arm64 (GOARCH)"),
             TargetError::TooOld { .. } => {
                 Some("gtrace needs Go's register ABI: rebuild the program with Go 1.17 or later")

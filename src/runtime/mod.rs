@@ -36,6 +36,7 @@ mod replaced;
 pub mod signals;
 mod trigger;
 mod uprobe_multi;
+pub mod zeroed;
 
 pub use accounting::RunStats;
 pub use attach::{RefusedPoint, Scope};
