@@ -40,6 +40,9 @@ pub struct Entry {
     /// Where the functions a run's patterns named were inlined (`Target::find_inlined`),
     /// by pattern: finding it reads every inline tree of the binary.
     pub inlined: Vec<(String, Vec<InlinedSite>)>,
+    /// `Target::code_crc` of the binary the inlined sites were found in (None without
+    /// sites): build ids alone may name two builds.
+    pub code_crc: Option<u32>,
 }
 
 /// The binary a cache file is for.
@@ -65,6 +68,7 @@ struct Description {
     binary: For,
     dwarf: Option<DwarfPart>,
     inlined: Vec<(String, Vec<InlinedSite>)>,
+    code_crc: Option<u32>,
 }
 
 /// The seed without its blobs: where each unit's bytes are in the blob area (offset,
@@ -118,8 +122,13 @@ pub fn encode_as(writer: &str, binary: &For, entry: &Entry) -> Vec<u8> {
 pub fn encode_parts(writer: &str, binary: &For, entry: &Entry) -> (Vec<u8>, Vec<u8>) {
     let mut blobs = Vec::new();
     let dwarf = entry.dwarf.as_ref().and_then(|seed| dwarf_part(seed, &mut blobs));
-    let description =
-        Description { writer: writer.to_string(), binary: binary.clone(), dwarf, inlined: entry.inlined.clone() };
+    let description = Description {
+        writer: writer.to_string(),
+        binary: binary.clone(),
+        dwarf,
+        inlined: entry.inlined.clone(),
+        code_crc: entry.code_crc,
+    };
     let json = serde_json::to_vec(&description).unwrap_or_default();
     let mut head = header(json.len(), blobs.len() as u64, &json);
     head.extend_from_slice(&json);
@@ -173,7 +182,7 @@ fn u32_at(bytes: &[u8], at: usize) -> u32 {
 pub fn decode(file: File, binary: &For) -> Result<Entry, Rejected> {
     let (d, blobs) = description(file, binary)?;
     let dwarf = d.dwarf.map(|part| dwarf_seed(part, blobs)).transpose()?;
-    Ok(Entry { dwarf, inlined: d.inlined })
+    Ok(Entry { dwarf, inlined: d.inlined, code_crc: d.code_crc })
 }
 
 /// A cache file to write again with other inlined sites and the same DWARF: the header
@@ -189,12 +198,18 @@ pub struct Resited {
 /// inlined sites: its blobs (the DWARF units and lookups, megabytes after `-l '*'`) are
 /// not read, only copied (`Resited`), and only if they fill its blob area exactly
 /// (`covers`): a file holding anything else is written from the blobs it lists.
-pub fn with_sites(file: File, binary: &For, inlined: &[(String, Vec<InlinedSite>)]) -> Result<Resited, Rejected> {
+pub fn with_sites(
+    file: File,
+    binary: &For,
+    inlined: &[(String, Vec<InlinedSite>)],
+    code_crc: Option<u32>,
+) -> Result<Resited, Rejected> {
     let (mut d, blobs) = description(file, binary)?;
     if !covers(d.dwarf.as_ref(), blobs.len) {
         return Err(inconsistent("a blob area holding more than its blobs"));
     }
     d.inlined = inlined.to_vec();
+    d.code_crc = code_crc;
     let json = serde_json::to_vec(&d).unwrap_or_default();
     let mut head = header(json.len(), blobs.len, &json);
     head.extend_from_slice(&json);

@@ -137,7 +137,8 @@ impl Store {
             return Ok(false);
         }
         let Some(file) = trust::open_file(&path) else { return Ok(false) };
-        let Ok(old) = format::with_sites(file, &binary(target), inlined) else { return Ok(false) };
+        let code_crc = (!inlined.is_empty()).then(|| target.code_crc());
+        let Ok(old) = format::with_sites(file, &binary(target), inlined, code_crc) else { return Ok(false) };
         if old.head.len() as u64 + old.blobs_len > format::LARGEST {
             return Ok(false);
         }

@@ -70,16 +70,21 @@ pub fn check_dir(dir: &Path) -> Result<(), Untrusted> {
     }
 }
 
-/// Ok if every directory above `dir` that exists (links resolved) is this user's or
-/// root's and writable by no one else, or sticky (others may not rename what is not
-/// theirs in it).
+/// Ok if every directory above `dir` that exists is this user's or root's and writable
+/// by no one else, or sticky (others may not rename what is not theirs in it): those on
+/// the path as written, and those its links lead to. A link on the path is as safe as
+/// the directory that holds it (who may write that may point the link elsewhere, in the
+/// middle of a run), and that directory is checked as the next one up.
 fn check_parents(dir: &Path) -> Result<(), Untrusted> {
     let Some(existing) = dir.ancestors().skip(1).find(|a| a.exists()) else { return Ok(()) };
     let bad = |parent: &Path, problem: String| Untrusted::Parent { dir: dir.into(), parent: parent.into(), problem };
     let real = existing.canonicalize().map_err(|e| bad(existing, e.to_string()))?;
     let euid = crate::runtime::capabilities::effective_uid();
-    for parent in real.ancestors() {
+    for parent in existing.ancestors().chain(real.ancestors()) {
         let meta = std::fs::symlink_metadata(parent).map_err(|e| bad(parent, e.to_string()))?;
+        if meta.file_type().is_symlink() {
+            continue;
+        }
         if meta.uid() != euid && meta.uid() != 0 {
             return Err(bad(parent, format!("owned by uid {}, neither this user (uid {euid}) nor root", meta.uid())));
         }

@@ -32,8 +32,10 @@ pub(super) fn open(cli: &Cli, target: &Target) -> Option<Cached> {
     // A file that is not what this gtrace writes for this binary is not used, and is
     // written again below: the run is as without a cache.
     let mut loaded = store.load(target).ok().flatten().unwrap_or_default();
-    // Sites that are not in this binary's code: the file is not used at all.
-    if !target.seed_inlined(&loaded.inlined) {
+    // Sites found in another build's code (build ids may name two builds: `code_crc`),
+    // or not in this binary's: the file is not used at all.
+    let other_code = !loaded.inlined.is_empty() && loaded.code_crc != Some(target.code_crc());
+    if other_code || !target.seed_inlined(&loaded.inlined) {
         loaded = Entry::default();
     }
     if let Some(seed) = loaded.dwarf.clone() {
@@ -66,7 +68,8 @@ impl Cached {
                 Err(e) => return eprintln!("gtrace: {e} ({})", e.hint()),
             }
         }
-        let learned = Entry { dwarf: dwarf.or_else(|| self.loaded.dwarf.clone()), inlined };
+        let code_crc = (!inlined.is_empty()).then(|| target.code_crc());
+        let learned = Entry { dwarf: dwarf.or_else(|| self.loaded.dwarf.clone()), inlined, code_crc };
         if let Err(e) = self.store.save(target, &learned) {
             eprintln!("gtrace: {e} ({})", e.hint());
         }

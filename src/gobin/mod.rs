@@ -123,6 +123,8 @@ pub struct Target {
     inlined: OnceCell<sites::InlinedTable>,
     /// `find_inlined`'s answers so far (and from the cache), by pattern.
     inlined_found: RefCell<std::collections::BTreeMap<String, Vec<InlinedSite>>>,
+    /// A CRC-32 of `.gopclntab`, computed on first use (sites/inlined.rs `code_crc`).
+    code_crc: OnceCell<u32>,
     dwarf: RefCell<DwarfState>,
     /// The Go types parsed so far (only those a script reached), indexed by `TypeId`.
     types: RefCell<Types>,

@@ -49,6 +49,7 @@ impl Target {
             all_data: facts.all_data,
             inlined: OnceCell::new(),
             inlined_found: RefCell::new(std::collections::BTreeMap::new()),
+            code_crc: OnceCell::new(),
             dwarf: RefCell::new(DwarfState::NotLoaded(None)),
             types: RefCell::new(Types::default()),
             g_layout: OnceCell::new(),
