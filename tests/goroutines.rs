@@ -234,7 +234,9 @@ fn two_processes_with_goroutines_at_the_same_g_keep_their_calls_apart() {
         writeln!(&*stdin, "go").expect("write");
     }
     let truths: Vec<String> = (procs.iter())
-        .map(|(_, _, out, _)| out.wait_for(Duration::from_secs(120), |l| l.starts_with("calls=")).expect("the calls end"))
+        .map(|(_, _, out, _)| {
+            out.wait_for(Duration::from_secs(120), |l| l.starts_with("calls=")).expect("the calls end")
+        })
         .collect();
     assert_eq!(g.stop("INT"), 0, "{}", g.err.text());
     let (out, err) = (g.out.text(), g.err.text());

@@ -198,7 +198,11 @@ mod tests {
             max_entries: 16,
             role: MapRole::User {
                 name: name.into(),
-                keys: keys.iter().enumerate().map(|(i, (_, ty))| Field { offset: 8 * i as u32, ty: ty.clone() }).collect(),
+                keys: keys
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (_, ty))| Field { offset: 8 * i as u32, ty: ty.clone() })
+                    .collect(),
                 key_names: keys.iter().map(|(n, _)| n.to_string()).collect(),
                 value: MapValue::Plain(ValueType::Int { size: 8, signed: false }),
                 preallocated: false,
