@@ -2,7 +2,8 @@
 //! `self` variables and parameters at returns): `elapsed` stays exact when goroutines
 //! migrate between threads, panics skip returns, and many goroutines are in flight at
 //! once, or share a slot of the array of records at once; the tables of calls in
-//! flight, full or sized to a running target.
+//! flight, full or sized to a running target; two processes of one binary traced with
+//! -b whose goroutines are at the same g's (tests/go/sharedg).
 //! tests/go/goroutines prints its own truth. Needs root (SKIP
 //! without it, unless CI=true: then it fails).
 
@@ -170,4 +171,84 @@ fn the_tables_of_calls_in_flight_are_sized_to_a_running_target() {
     assert_eq!(truth(&line, "calls"), 300_000);
     assert_eq!(map_value(&g.out.text(), "@n"), truth(&line, "returned"), "{}\n{}", g.out.text(), g.err.text());
     assert_eq!(missed_calls(&g.err.text()), 0, "{}", g.err.text());
+}
+
+/// `@NAME[KEY]: VALUE` of a text output.
+fn keyed_line<'a>(out: &'a str, name: &str, key: &str) -> &'a str {
+    map_line(out, &format!("{name}[{key}]")).unwrap_or_else(|| panic!("no {name}[{key}] in:\n{out}"))
+}
+
+#[test]
+fn two_processes_with_goroutines_at_the_same_g_keep_their_calls_apart() {
+    use std::collections::BTreeSet;
+    use std::io::Write;
+    use std::time::Duration;
+    use support::processes::{scratch_dir, Gtrace, Lines, Owned};
+    if !privileged("two_processes_with_goroutines_at_the_same_g_keep_their_calls_apart") {
+        return;
+    }
+    // A binary whose heap is at a fixed address (as Go before 1.26 puts it): two of its
+    // processes make goroutines at the same g's. A file of its own: -b traces every
+    // process of it, and no other test runs it.
+    let env = [("GOEXPERIMENT", "norandomizedheapbase64")];
+    let bin = scratch_dir("sharedg").join("sharedg");
+    support::copy_executable(&support::go_build_env("sharedg", &[], &env), &bin);
+    // Each call's elapsed (entry to return), its parameter carried to the return, and a
+    // `self` variable set at the entry: each by the process that made the call.
+    let script = "on entry main.nap { self.t = nsecs } on return main.nap { @n = count(); @min[pid] = min(elapsed); \
+                  @ms[pid] = sum(ms); @own[pid] = min(duration(nsecs - self.t)) }";
+    // No budget: 2,000 calls in a second on a loaded host may cost more than its 5%.
+    let mut g = Gtrace::start(&["-b", bin.to_str().expect("a path"), "-e", script, "--budget", "off"]);
+    g.attached();
+    // Two processes, 100 goroutines each making 10 naps (20ms in one, 30ms in the
+    // other), all at once once both are ready.
+    let start = |ms: &str| {
+        let mut child = std::process::Command::new(&bin)
+            .args(["100", "10", ms])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("start the program");
+        let stdin = child.stdin.take().expect("stdin");
+        let out = Lines::of(child.stdout.take().expect("stdout"));
+        (child.id().to_string(), stdin, out, Owned(child))
+    };
+    let gs = |out: &Lines| -> BTreeSet<String> {
+        out.wait_for(Duration::from_secs(60), |l| l == "ready").expect("the program says ready");
+        out.text().lines().filter_map(|l| l.strip_prefix("g=")).map(String::from).collect()
+    };
+    // Where a process's runtime starts allocating g's varies (here about one pair in
+    // two shares most of them, the others a few): pairs are started until one shares
+    // at least 20, before any of them naps (one that shares fewer is killed first).
+    let mut tried = Vec::new();
+    let (procs, shared) = loop {
+        let procs = [start("20"), start("30")];
+        let shared = gs(&procs[0].2).intersection(&gs(&procs[1].2)).count();
+        tried.push(shared);
+        if shared >= 20 || tried.len() == 20 {
+            break (procs, shared);
+        }
+    };
+    assert!(shared >= 20, "pairs of processes shared {tried:?} g's of 100: the test needs goroutines at one g");
+    for (_, stdin, _, _) in &procs {
+        writeln!(&*stdin, "go").expect("write");
+    }
+    let truths: Vec<String> = (procs.iter())
+        .map(|(_, _, out, _)| {
+            out.wait_for(Duration::from_secs(120), |l| l.starts_with("calls=")).expect("the calls end")
+        })
+        .collect();
+    assert_eq!(g.stop("INT"), 0, "{}", g.err.text());
+    let (out, err) = (g.out.text(), g.err.text());
+    let calls = |i: usize| truth(&truths[i], "calls");
+    assert_eq!(map_value(&out, "@n"), calls(0) + calls(1), "{out}\n{err}");
+    assert_eq!(missed_calls(&err), 0, "{err}");
+    for (i, (pid, ..)) in procs.iter().enumerate() {
+        let ms = truth(&truths[i], "ms");
+        let slept = ms as f64 * 1e6;
+        let what = format!("pid {pid} ({ms}ms naps, {shared} g's shared):\n{out}\n{err}");
+        assert_eq!(keyed_line(&out, "@ms", pid).trim().parse::<i64>().ok(), Some(ms * calls(i)), "{what}");
+        assert!(nanos(keyed_line(&out, "@min", pid)) >= slept, "elapsed below the nap: {what}");
+        assert!(nanos(keyed_line(&out, "@own", pid)) >= slept, "self.t another process's: {what}");
+    }
 }

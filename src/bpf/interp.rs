@@ -2,9 +2,10 @@
 //! computes (tests/aeshash.rs: the runtime's map hash against a Go program's own). It
 //! knows what such code uses: 64- and 32-bit ALU operations, loads and stores of every
 //! width, jumps, `ld_imm64` (a map reference gives that map's value address), and the
-//! helpers `map_lookup_elem` (an array map's one value), `probe_read_user` (from the
-//! regions given as the target's memory) and `get_attach_cookie` (0), an atomic add;
-//! kfunc calls do nothing. `run_probe` runs a
+//! helpers `map_lookup_elem` (an array map's one value, or a hash's one key's: `Keyed`),
+//! `map_update_elem`, `probe_read_user` (from the regions given as the target's
+//! memory), `get_attach_cookie` (0), `get_current_pid_tgid` and `ktime_get_ns` (the
+//! world's), an atomic add and compare-and-exchange; kfunc calls do nothing. `run_probe` runs a
 //! probe's program on given registers and says what it read of the target and what its
 //! maps hold after (src/lower/paths.rs's tests: a pointer path read once). Memory is a few
 //! regions at made-up addresses; an access outside them, an unknown instruction, a
@@ -12,7 +13,10 @@
 //! kernel's do) or too many steps is an error, never a guess.
 
 use super::builder::Program;
-use super::helpers::{BPF_FUNC_get_attach_cookie, BPF_FUNC_map_lookup_elem, BPF_FUNC_probe_read_user};
+use super::helpers::{
+    BPF_FUNC_get_attach_cookie, BPF_FUNC_get_current_pid_tgid, BPF_FUNC_ktime_get_ns, BPF_FUNC_map_lookup_elem,
+    BPF_FUNC_map_update_elem, BPF_FUNC_probe_read_user, BPF_NOEXIST,
+};
 use super::insn::*;
 use thiserror::Error;
 
@@ -40,12 +44,32 @@ pub enum InterpError {
 /// What a program runs against: its maps' one value each (by name), and the target's
 /// memory (address, bytes); with `unmapped_fails`, a read of memory not given fails as
 /// the kernel's does (-EFAULT, the destination zeroed) instead of stopping the run.
-#[derive(Default)]
+/// A map named in `keyed` is a hash with room for one key; the others are arrays of
+/// one value whatever the key. `pid_tgid` and `now` are what the helpers return.
+#[derive(Clone, Default)]
 pub struct World {
     pub maps: Vec<(String, Vec<u8>)>,
     pub user: Vec<(u64, Vec<u8>)>,
     pub unmapped_fails: bool,
+    pub keyed: Vec<Keyed>,
+    pub pid_tgid: u64,
+    pub now: u64,
 }
+
+/// A hash map with room for one key of `size` bytes: `key`, once it has one. Its value
+/// is the map's in `World::maps`. A lookup of another key finds nothing; an update of
+/// another key finds the map full.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Keyed {
+    pub map: String,
+    pub size: usize,
+    pub key: Option<Vec<u8>>,
+}
+
+/// What `map_update_elem` returns for a key that exists under BPF_NOEXIST, and for a
+/// full map.
+const EEXIST: u64 = -17i64 as u64;
+const E2BIG: u64 = -7i64 as u64;
 
 /// What `probe_read_user` returns for memory it cannot read.
 const EFAULT: u64 = -14i64 as u64;
@@ -54,12 +78,15 @@ const EFAULT: u64 = -14i64 as u64;
 const CTX: u64 = 0x3000_0000;
 
 /// What a run did: R0 at its exit, each read of the target (address, length) in order,
-/// and the maps' values after it, by name.
+/// the maps' values after it, by name, each map lookup (the map, the key's bytes: 4 of
+/// an array's) in order, and the keyed maps after it.
 #[derive(Debug)]
 pub struct Run {
     pub r0: u64,
     pub reads: Vec<(u64, u64)>,
     pub maps: Vec<(String, Vec<u8>)>,
+    pub lookups: Vec<(String, Vec<u8>)>,
+    pub keyed: Vec<Keyed>,
 }
 
 /// Runs `prog` with R1 pointing at `regs` (a probe's `struct pt_regs`, as bytes).
@@ -69,19 +96,24 @@ pub fn run_probe(prog: &Program, world: &World, regs: &[u8]) -> Result<Run, Inte
     let mut reads = Vec::new();
     let r0 = execute(prog, world, CTX, &mut mem, &mut reads)?;
     let names = world.maps.iter().map(|(n, _)| n.clone());
+    let (lookups, keyed) = (std::mem::take(&mut mem.lookups), std::mem::take(&mut mem.keyed));
     let maps = names.zip(mem.regions.into_iter().skip(1).map(|(_, b)| b)).collect();
-    Ok(Run { r0, reads, maps })
+    Ok(Run { r0, reads, maps, lookups, keyed })
 }
 
-/// The machine's writable memory: the stack, then each map's value.
+/// The machine's writable memory: the stack, then each map's value; the keyed maps'
+/// keys and the lookups made.
 struct Memory {
     regions: Vec<(u64, Vec<u8>)>,
+    keyed: Vec<Keyed>,
+    lookups: Vec<(String, Vec<u8>)>,
 }
 
 impl Memory {
     /// The stack, then each map's value.
     fn new(world: &World) -> Memory {
-        let mut mem = Memory { regions: vec![(STACK_TOP - STACK_SIZE, vec![0; STACK_SIZE as usize])] };
+        let stack = (STACK_TOP - STACK_SIZE, vec![0; STACK_SIZE as usize]);
+        let mut mem = Memory { regions: vec![stack], keyed: world.keyed.clone(), lookups: Vec::new() };
         for (i, (_, value)) in world.maps.iter().enumerate() {
             mem.regions.push((MAPS + (i as u64) * 0x100_0000, value.clone()));
         }
@@ -146,6 +178,16 @@ fn execute(
                 let sum = mem.load(pc, at, len)?.wrapping_add(r[src]);
                 mem.store(pc, at, len, sum)?;
             }
+            BPF_STX if mode(i.code) == BPF_ATOMIC && i.imm == BPF_CMPXCHG => {
+                let len = u64::from(Size::from_code(i.code).bytes());
+                let at = r[dst].wrapping_add_signed(i64::from(i.off));
+                let old = mem.load(pc, at, len)?;
+                let expected = if len == 8 { r[0] } else { r[0] & 0xffff_ffff };
+                if old == expected {
+                    mem.store(pc, at, len, r[src])?;
+                }
+                r[0] = old;
+            }
             BPF_STX | BPF_ST if mode(i.code) == BPF_MEM => {
                 let len = u64::from(Size::from_code(i.code).bytes());
                 let value = if class(i.code) == BPF_STX { r[src] } else { i.imm as i64 as u64 };
@@ -200,9 +242,39 @@ fn helper(
     reads: &mut Vec<(u64, u64)>,
 ) -> Result<u64, InterpError> {
     let result = match id {
-        // The map's address as R1 holds it is its value's: an array map's one entry.
-        id if id == BPF_FUNC_map_lookup_elem => r[1],
+        // The map's address as R1 holds it is its value's: an array map's one entry, or
+        // a keyed map's when the key is its key.
+        id if id == BPF_FUNC_map_lookup_elem => {
+            let (name, keyed) = map_at(world, mem, r[1]);
+            let key = mem.slice(pc, r[2], keyed.as_ref().map_or(4, |k| k.size as u64))?.to_vec();
+            mem.lookups.push((name, key.clone()));
+            match keyed {
+                Some(k) if k.key.as_ref() != Some(&key) => 0,
+                _ => r[1],
+            }
+        }
+        id if id == BPF_FUNC_map_update_elem => {
+            let (_, keyed) = map_at(world, mem, r[1]);
+            let size = keyed.as_ref().map_or(4, |k| k.size as u64);
+            let key = mem.slice(pc, r[2], size)?.to_vec();
+            // The value is as long as the map's.
+            let len = mem.regions.iter().find(|(base, _)| *base == r[1]).map_or(0, |(_, b)| b.len() as u64);
+            match keyed.as_ref().and_then(|k| k.key.clone()) {
+                Some(k) if k == key && r[4] == BPF_NOEXIST as u64 => EEXIST,
+                Some(k) if k != key => E2BIG,
+                _ => {
+                    let value = mem.slice(pc, r[3], len)?.to_vec();
+                    mem.slice(pc, r[1], len)?.copy_from_slice(&value);
+                    if let Some(at) = keyed.and_then(|k| mem.keyed.iter().position(|m| m.map == k.map)) {
+                        mem.keyed[at].key = Some(key);
+                    }
+                    0
+                }
+            }
+        }
         id if id == BPF_FUNC_get_attach_cookie => 0,
+        id if id == BPF_FUNC_get_current_pid_tgid => world.pid_tgid,
+        id if id == BPF_FUNC_ktime_get_ns => world.now,
         id if id == BPF_FUNC_probe_read_user => {
             let (dst, len, from) = (r[1], r[2], r[3]);
             reads.push((from, len));
@@ -227,6 +299,15 @@ fn helper(
     };
     r[1..6].fill(0);
     Ok(result)
+}
+
+/// The name of the map whose value is at `addr`, and its key when it is keyed (as the
+/// run has it now).
+fn map_at(world: &World, mem: &Memory, addr: u64) -> (String, Option<Keyed>) {
+    let index = (addr.wrapping_sub(MAPS) / 0x100_0000) as usize;
+    let name = world.maps.get(index).map(|(n, _)| n.clone()).unwrap_or_default();
+    let keyed = mem.keyed.iter().find(|k| k.map == name).cloned();
+    (name, keyed)
 }
 
 /// `a op b` of an ALU instruction, 64 or 32 bits wide (then zero-extended).
@@ -303,10 +384,10 @@ mod tests {
         let world = World {
             maps: vec![("m".into(), 5u64.to_le_bytes().to_vec())],
             user: vec![(0x4000, 7u64.to_le_bytes().to_vec())],
-            unmapped_fails: false,
+            ..World::default()
         };
         assert_eq!(run(&prog, &world, 0), Ok(24));
-        let nothing = World { maps: world.maps, user: vec![], unmapped_fails: false };
+        let nothing = World { maps: world.maps, ..World::default() };
         assert!(matches!(run(&prog, &nothing, 0), Err(InterpError::UserFault { addr: 0x4000, .. })));
         // Failing as the kernel's read does: zeros, so 5 + 0.
         let failing = World { unmapped_fails: true, ..nothing };

@@ -110,7 +110,7 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
             args.script = script_title(cli);
             args.pictures(&process.shown).check(&bundle.plan)?;
             scope::pid_namespace_warning();
-            scope::shared_goroutines_warning(&process, &target, &bundle.plan);
+            scope::shared_addresses_warning(&process, &target, &bundle.plan);
             return trace::run(&bundle, std::mem::ManuallyDrop::into_inner(target), process, &args);
         }
     }
@@ -260,6 +260,9 @@ fn lowering(cli: &Cli) -> lower::Settings {
             string_limit: cli.string_limit,
         },
         cgroup: cli.trace.cgroup.is_some(),
+        // -p and -c trace one process; -b every process of the file, and a plan may be
+        // run with -b.
+        one_process: (cli.target.pid.is_some() || cli.target.command.is_some()) && cli.emit != Some(Emit::Plan),
         cpus: crate::runtime::possible_cpus().map_or(0, |n| n as u32),
     }
 }
@@ -301,7 +304,7 @@ fn run_plan(args: &RunArgs) -> Result<i32, Failure> {
     trace_args.script = format!("run {}", args.plan.display());
     trace_args.pictures(&process.shown).check(&bundle.plan)?;
     scope::pid_namespace_warning();
-    scope::shared_goroutines_warning(&process, &target, &bundle.plan);
+    scope::shared_addresses_warning(&process, &target, &bundle.plan);
     trace::run(&bundle, target, process, &trace_args)
 }
 

@@ -132,20 +132,39 @@ pub(super) fn pid_namespace_warning() {
     }
 }
 
-/// Said with -b when the script keeps goroutines' calls (`elapsed`, `self`, `on
-/// panic`) and the binary's heap starts at the same address in every process
-/// (`fixed_heap`): two processes' goroutines can then share a g, and gtrace's records
-/// are keyed by g alone (docs/fleet.md).
-pub(super) fn shared_goroutines_warning(process: &Process, target: &crate::gobin::Target, plan: &Plan) {
-    use crate::lower::maps::{GOROUTINES, SELF_VARS};
+/// Said with -b when the binary's heap starts at the same address in every process
+/// (`fixed_heap`) and a map of the script (or of a library it uses) is keyed by a
+/// pointer without `pid`: two processes' objects can then share an address, and their
+/// entries one key (docs/fleet.md). gtrace's own records of goroutines are keyed by the
+/// process as well, and need no warning.
+pub(super) fn shared_addresses_warning(process: &Process, target: &crate::gobin::Target, plan: &Plan) {
     let every_process = process.pid.is_none() && process.command.is_none();
-    let keeps_goroutines = plan.maps.iter().any(|m| m.object_name == GOROUTINES || m.object_name == SELF_VARS);
     let Some(version) = target.go_version() else { return };
-    if every_process && keeps_goroutines && fixed_heap(version) {
+    if !every_process || !fixed_heap(version) {
+        return;
+    }
+    let names = pointer_keyed(plan);
+    if !names.is_empty() {
         eprintln!(
-            "gtrace: warning: -b: this binary ({version}) puts every process's goroutines at the same addresses, and gtrace keeps a goroutine's calls by its address: `elapsed`, `self` and `on panic` can mix two processes' calls when both run traced functions at once (trace each process with -p, or build with Go 1.26 or later; docs/fleet.md)"
+            "gtrace: warning: -b: this binary ({version}) puts every process's heap at the same address, and {} keyed by a pointer without `pid`: two processes' entries can share a key (add `pid` to the key, or trace each process with -p; docs/fleet.md)",
+            names.join(", ")
         );
     }
+}
+
+/// The maps of `plan` (`@name`) with a pointer in their key and no key named `pid`.
+fn pointer_keyed(plan: &Plan) -> Vec<String> {
+    use crate::plan::{MapRole, ValueType};
+    (plan.maps.iter())
+        .filter_map(|m| match &m.role {
+            MapRole::User { name, keys, key_names, .. }
+                if keys.iter().any(|k| matches!(k.ty, ValueType::Pointer)) && !key_names.iter().any(|k| k == "pid") =>
+            {
+                Some(format!("@{name}"))
+            }
+            _ => None,
+        })
+        .collect()
 }
 
 /// Whether a binary of this Go version puts its heap at the same address in every
@@ -166,6 +185,39 @@ mod tests {
         assert!(!fixed_heap("go1.26.8"));
         assert!(!fixed_heap("go1.27rc1"));
         assert!(!fixed_heap("devel go1.27-abcdef"));
+    }
+
+    #[test]
+    fn maps_keyed_by_a_pointer_without_pid_are_named() {
+        use crate::plan::{Field, MapKind, MapRole, MapSpec, MapValue, ValueType};
+        let map = |name: &str, keys: &[(&str, ValueType)]| MapSpec {
+            object_name: format!("m_{name}"),
+            kind: MapKind::Hash,
+            key_size: 8 * keys.len() as u32,
+            value_size: 8,
+            max_entries: 16,
+            role: MapRole::User {
+                name: name.into(),
+                keys: keys
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (_, ty))| Field { offset: 8 * i as u32, ty: ty.clone() })
+                    .collect(),
+                key_names: keys.iter().map(|(n, _)| n.to_string()).collect(),
+                value: MapValue::Plain(ValueType::Int { size: 8, signed: false }),
+                preallocated: false,
+            },
+        };
+        let int = ValueType::Int { size: 4, signed: false };
+        let plan = Plan {
+            maps: vec![
+                map("t0", &[("req", ValueType::Pointer)]),
+                map("mine", &[("pid", int.clone()), ("req", ValueType::Pointer)]),
+                map("n", &[("code", int)]),
+            ],
+            ..Plan::default()
+        };
+        assert_eq!(pointer_keyed(&plan), vec!["@t0".to_string()]);
     }
 
     #[test]

@@ -53,6 +53,10 @@ pub struct Settings {
     /// `--cgroup`: every program attached to the target first asks whether the current
     /// task is in the cgroup (`scope`), and returns at once when it is not.
     pub cgroup: bool,
+    /// The programs run in one process only (-p, -c; not a plan written for elsewhere):
+    /// goroutines' keys need not hold the process (frames.rs), which saves a helper call
+    /// (about 45 ns here) in every program that finds a goroutine's record.
+    pub one_process: bool,
     /// The possible CPUs of the host the maps are made on (0: unknown): what
     /// preallocating a per-CPU map costs (`maps::PREALLOC_BYTES`).
     pub cpus: u32,

@@ -47,6 +47,8 @@ pub struct Gen<'a> {
     pub aes: Option<crate::gobin::AesGlobals>,
     /// How much of a whole Go value `print` copies.
     pub bounds: crate::capture::Bounds,
+    /// The program runs in one process only: a goroutine's key holds process 0.
+    pub one_process: bool,
     /// Whole values cut for want of room in their record: where, and how many parts
     /// (said as warnings when the script compiles).
     pub notes: Vec<(Span, u32)>,
@@ -126,6 +128,7 @@ impl<'a> Gen<'a> {
             loaded: Loaded::default(),
             aes: None,
             bounds: crate::capture::Bounds::default(),
+            one_process: false,
             notes: Vec::new(),
             attached: Attached::default(),
             spans: SpanState::default(),

@@ -153,10 +153,15 @@ impl Gen<'_> {
             }
             Builtin::Nsecs => self.b.call(BPF_FUNC_ktime_get_ns, &[]),
             Builtin::Goid => self.goid(span)?,
-            Builtin::Pid => {
-                self.b.call(BPF_FUNC_get_current_pid_tgid, &[]);
-                self.b.emit(alu64_imm(AluOp::Rsh, R0, 32));
-            }
+            // The process is in the goroutine's key when the prologue loaded it (and the
+            // programs may run in several processes: else it holds 0).
+            Builtin::Pid => match self.loaded.call.g().filter(|_| !self.one_process) {
+                Some(g) => self.b.emit(load(Size::W, R0, R10, g + super::layout::K_TGID)),
+                None => {
+                    self.b.call(BPF_FUNC_get_current_pid_tgid, &[]);
+                    self.b.emit(alu64_imm(AluOp::Rsh, R0, 32));
+                }
+            },
             Builtin::Tid => {
                 self.b.call(BPF_FUNC_get_current_pid_tgid, &[]);
                 self.b.emit(alu64_imm(AluOp::Lsh, R0, 32));

@@ -1,25 +1,30 @@
 //! The calls in flight on each goroutine, for `elapsed` and `on panic` (docs/panics.md):
-//! one record per goroutine, found by its g pointer (the g register at every Go function
-//! boundary: no read of the target's memory), holding a stack of frames. An entry pushes
+//! one record per goroutine, found by its key (layout.rs `K_*`): its g pointer (the g
+//! register at every Go function boundary: no read of the target's memory) and its
+//! process (the tgid, one helper call), holding a stack of frames. An entry pushes
 //! a frame (its time, its stack position, the function); a return finds its frame at
 //! the top, or just above it when another program at the same RET popped it, and pops.
 //!
-//! Records live in an array indexed by a hash of g (`goroutines`: a lookup the verifier
-//! inlines, no helper call), each tagged with its g. The first goroutine to enter a
-//! timed call with a slot's hash claims the slot for good (a compare-and-exchange of the
-//! tag: of two claiming at once on two CPUs, one wins); a goroutine whose slot another
-//! holds keeps its record in a hash map keyed by g (`goroutines_spill`). A record is
-//! only ever written by its goroutine's own programs (and runtime programs working on
-//! that goroutine while it is stopped), so no two CPUs write one record at once, and a
-//! frame is never pushed in one goroutine's record and looked for in another's. (Within
-//! one process: with -b, processes of a binary whose heap is at a fixed address, Go
-//! before 1.26, can share a g; that is said when the trace starts, docs/fleet.md.) (A slot
-//! taken over whenever its owner had no call in flight was not safe: the owner's push
-//! and a newcomer's takeover could interleave.) Nothing is evicted: the Go runtime
-//! never frees a g (a dead goroutine's is reused, with its record), so the two hold at
-//! most the target's most goroutines at once (`maps::INFLIGHT_ENTRIES`, or `--map-size
+//! Records live in an array indexed by a hash of g and the process (`goroutines`: a
+//! lookup the verifier inlines, no helper call), each tagged with its g and its process.
+//! The first goroutine to enter a timed call with a slot's hash claims the slot for good
+//! (a compare-and-exchange of the g tag: of two claiming at once on two CPUs, one wins;
+//! the winner then writes its process); a goroutine whose slot another holds (another g,
+//! or the same g in another process) keeps its record in a hash map keyed by (g,
+//! process) (`goroutines_spill`). The process is in every key because under -b two
+//! processes of a binary whose heap is at a fixed address (Go before 1.26) have
+//! goroutines at the same g (docs/fleet.md). A record is only ever written by its
+//! goroutine's own programs (and runtime programs working on that goroutine while it is
+//! stopped, in its process), so no two CPUs write one record at once, and a frame is
+//! never pushed in one goroutine's record and looked for in another's. (A slot taken
+//! over whenever its owner had no call in flight was not safe: the owner's push and a
+//! newcomer's takeover could interleave.) Nothing is evicted: the Go runtime never frees
+//! a g (a dead goroutine's is reused, with its record), so the two hold at most the
+//! target's most goroutines at once (`maps::INFLIGHT_ENTRIES`, or `--map-size
 //! inflight=N`); an entry that finds no room is counted by the kernel's errno
-//! (`Counter::Refused`), its call not followed.
+//! (`Counter::Refused`), its call not followed. (Under -b, a process that exits leaves
+//! its records, and its array slots stay claimed: processes that come and go fill the
+//! tables, and what finds no room is counted so.)
 //!
 //! A frame's position is `rel = SP - base`, where `base` is the record's: when the
 //! runtime copies the goroutine's stack (runtime.copystack, probed by `stack_moves`), it
@@ -29,14 +34,15 @@
 //! which frame is deeper (smaller rel).
 //!
 //! The first `INLINE` frames live in the record; deeper ones (recursion) in the `frames`
-//! map under (g, index). Frames that ended without a RET (a recovered panic that no
+//! map under (g, index, process). Frames that ended without a RET (a recovered panic that no
 //! probe saw, a probe detached mid-call) are stale: an entry pops every frame at or
 //! below its own position, a return every frame below its own.
 
 use super::codegen::Gen;
 use super::ir::Arg;
 use super::layout::{
-    FRAME, F_FUNC, F_REL, F_TIME, INLINE, R_BASE, R_FRAMES, R_G, R_MOVED, R_TOP, SLOT_BITS, SLOT_HASH,
+    FRAME, F_FUNC, F_REL, F_TIME, INLINE, KEY, K_G, K_INDEX, K_TGID, R_BASE, R_FRAMES, R_G, R_MOVED, R_TGID, R_TOP,
+    SLOT_BITS, SLOT_HASH,
 };
 use super::loaded::{CallFrame, Record, Returned, Slot};
 use super::{maps, LowerError};
@@ -58,10 +64,11 @@ enum Stale {
 }
 
 impl Gen<'_> {
-    /// Keeps the goroutine's g pointer in a slot, from the g register or from where `from`
-    /// says (a runtime function's argument: the g it works on).
+    /// Keeps the goroutine's key in a slot (layout.rs `K_*`, index 0): its g pointer from
+    /// the g register or from where `from` says (a runtime function's argument: the g it
+    /// works on), and its process.
     pub fn load_g(&mut self, from: Option<&Location>, span: Span) -> Result<Slot, LowerError> {
-        let slot = self.slot(8, span)?;
+        let slot = self.goroutine_key(span)?;
         match from {
             Some(location) => {
                 let mark = self.b.frame.mark();
@@ -78,10 +85,30 @@ impl Gen<'_> {
         Ok(slot)
     }
 
-    /// R0 = the array slot of the goroutine in slot `g` (never 0 past the check); its
-    /// index is left in slot `index`.
+    /// A new slot holding a goroutine's key with its process (the tgid of the task the
+    /// probe runs on: every program runs in the target's process, and a runtime
+    /// function's `gp` is a goroutine of that process; 0 when the programs run in one
+    /// process only, which saves the helper call) and index 0; the g is the caller's to
+    /// store at `K_G`.
+    pub(super) fn goroutine_key(&mut self, span: Span) -> Result<Slot, LowerError> {
+        let slot = self.slot(KEY, span)?;
+        if self.one_process {
+            self.b.emit(store_imm(Size::W, R10, slot + K_TGID, 0));
+        } else {
+            self.b.call(BPF_FUNC_get_current_pid_tgid, &[]);
+            self.b.emit(alu64_imm(AluOp::Rsh, R0, 32));
+            self.b.emit(store_reg(Size::W, R10, slot + K_TGID, R0));
+        }
+        self.b.emit(store_imm(Size::W, R10, slot + K_INDEX, 0));
+        Ok(slot)
+    }
+
+    /// R0 = the array slot of the goroutine whose key is in slot `g` (never 0 past the
+    /// check); its index is left in slot `index`.
     fn array_slot(&mut self, g: Slot, index: i16, none: Label) {
-        self.b.emit(load(Size::DW, R1, R10, g));
+        self.b.emit(load(Size::DW, R1, R10, g + K_G));
+        self.b.emit(load(Size::W, R2, R10, g + K_TGID));
+        self.b.emit(alu64_reg(AluOp::Xor, R1, R2));
         self.b.emit2(ld_imm64(R2, SLOT_HASH));
         self.b.emit(alu64_reg(AluOp::Mul, R1, R2));
         self.b.emit(alu64_imm(AluOp::Rsh, R1, (64 - SLOT_BITS) as i32));
@@ -90,9 +117,10 @@ impl Gen<'_> {
         self.b.jmp_imm_to(JmpOp::Eq, R0, 0, none);
     }
 
-    /// R0 = the record of the goroutine in slot `g` (or 0): its array slot if it holds
-    /// it, else the spilled one. A g of 0 (no goroutine: a signal on a thread the Go
-    /// runtime did not make) has none, and never matches a slot no goroutine claimed.
+    /// R0 = the record of the goroutine whose key is in slot `g` (or 0): its array slot
+    /// if it holds it (its g and its process), else the spilled one. A g of 0 (no
+    /// goroutine: a signal on a thread the Go runtime did not make) has none, and never
+    /// matches a slot no goroutine claimed.
     pub(super) fn lookup_record(&mut self, g: Slot) -> Result<(), LowerError> {
         let index = self.frame_slot(8)?;
         let spill = self.b.new_label();
@@ -102,7 +130,11 @@ impl Gen<'_> {
         self.b.jmp_imm_to(JmpOp::Eq, R1, 0, done);
         self.array_slot(g, index, spill);
         self.b.emit(load(Size::DW, R1, R0, R_G));
-        self.b.emit(load(Size::DW, R2, R10, g));
+        self.b.emit(load(Size::DW, R2, R10, g + K_G));
+        self.b.jmp_reg_to(JmpOp::Ne, R1, R2, spill);
+        // The same g in another process (-b, a heap at a fixed address): not this one's.
+        self.b.emit(load(Size::W, R1, R0, R_TGID));
+        self.b.emit(load(Size::W, R2, R10, g + K_TGID));
         self.b.jmp_reg_to(JmpOp::Eq, R1, R2, done);
         self.b.bind(spill);
         self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(maps::GOROUTINES_SPILL), Arg::Stack(g)]);
@@ -132,7 +164,9 @@ impl Gen<'_> {
             self.b.jmp_imm_to(JmpOp::Eq, R1, 0, self.done);
             // The goroutine's array slot, when no goroutine has it yet: claimed for good,
             // by one compare-and-exchange of its tag (0 to g), so that of two goroutines
-            // claiming it at once on two CPUs one wins and the other spills.
+            // claiming it at once on two CPUs one wins and the other spills; then the
+            // winner's process. (Until it is written, a goroutine of the same g in
+            // another process finds the process 0, no process's: it spills.)
             let index = self.slot(8, span)?;
             let spill = self.b.new_label();
             self.array_slot(g, index, spill);
@@ -141,6 +175,8 @@ impl Gen<'_> {
             self.b.emit(mov64_imm(R0, 0));
             self.b.emit(atomic_cmpxchg(Size::DW, R1, R_G, R2));
             self.b.jmp_imm_to(JmpOp::Ne, R0, 0, spill);
+            self.b.emit(load(Size::W, R2, R10, g + K_TGID));
+            self.b.emit(store_reg(Size::W, R1, R_TGID, R2));
             self.b.emit(mov64_reg(R0, R1));
             self.b.ja_to(have);
             // Else a new record in the spill map: zeros from `zeros`, never written.
@@ -213,7 +249,7 @@ impl Gen<'_> {
     /// R0 = the address of frame number *(u64 *)(r10 + idx) of the record: in it for the
     /// first INLINE frames, else in the `frames` map; 0 when there is none. Clobbers R0-R5.
     pub(super) fn frame_addr(&mut self, record: Record, idx: i16, span: Span) -> Result<(), LowerError> {
-        let key = self.slot(16, span)?;
+        let key = self.slot(KEY, span)?;
         self.frame_addr_keyed(record, idx, key);
         Ok(())
     }
@@ -237,20 +273,22 @@ impl Gen<'_> {
         self.b.bind(end);
     }
 
-    /// The key (g, index) of a deep frame, in a new slot.
+    /// The key (g, index, process) of a deep frame, in a new slot.
     fn deep_key(&mut self, g: Slot, idx: i16, span: Span) -> Result<i16, LowerError> {
-        let key = self.slot(16, span)?;
+        let key = self.slot(KEY, span)?;
         self.key_at(g, idx, key);
         Ok(key)
     }
 
-    /// Writes the key (the g in slot `g`, the index in slot `idx`) of a frame into the
-    /// 16-byte slot `key`.
+    /// Writes the key of a frame (the goroutine's key in slot `g` with the index in slot
+    /// `idx`, a u64 below 2^32) into the 16-byte slot `key`.
     pub(super) fn key_at(&mut self, g: Slot, idx: i16, key: i16) {
-        self.b.emit(load(Size::DW, R1, R10, g));
-        self.b.emit(store_reg(Size::DW, R10, key, R1));
+        self.b.emit(load(Size::DW, R1, R10, g + K_G));
+        self.b.emit(store_reg(Size::DW, R10, key + K_G, R1));
         self.b.emit(load(Size::DW, R1, R10, idx));
-        self.b.emit(store_reg(Size::DW, R10, key + 8, R1));
+        self.b.emit(store_reg(Size::W, R10, key + K_INDEX, R1));
+        self.b.emit(load(Size::W, R1, R10, g + K_TGID));
+        self.b.emit(store_reg(Size::W, R10, key + K_TGID, R1));
     }
 
     /// *(u64 *)(r10 + idx) = top - 1; jumps to `out` when the record holds no frame.
@@ -353,8 +391,8 @@ impl Gen<'_> {
         Ok(CallFrame { record, index: idx })
     }
 
-    /// The key (g, index of the frame `at`) of what the call keeps beside its frame
-    /// (carry.rs), in a new slot.
+    /// The key (g, index of the frame `at`, process) of what the call keeps beside its
+    /// frame (carry.rs), in a new slot.
     pub(super) fn frame_key(&mut self, at: CallFrame, span: Span) -> Result<i16, LowerError> {
         self.deep_key(at.record.g, at.index, span)
     }

@@ -1,10 +1,12 @@
 //! Per-goroutine state in the programs: `goid`, and `self` variables, kept by the
-//! goroutine's g pointer (the g register: no read of the target's memory) and freed
-//! when the goroutine exits, before its g can be reused. The calls in flight on a
+//! goroutine's key (frames.rs: its g pointer, from the g register with no read of the
+//! target's memory, and its process) and freed when the goroutine exits, before its g
+//! can be reused. The calls in flight on a
 //! goroutine, for `elapsed` and `on panic`, are in frames.rs.
 
 use super::codegen::Gen;
 use super::ir::Arg;
+use super::layout::{KEY, K_INDEX};
 use super::maps;
 use super::LowerError;
 use crate::arch::abi::Location;
@@ -35,17 +37,24 @@ impl Gen<'_> {
         Ok(())
     }
 
-    /// Builds the key (g, index) of self variable `name` in a new slot.
+    /// Builds the key (g, index, process) of self variable `name` in a new slot.
     pub(super) fn self_key(&mut self, name: &str, span: Span) -> Result<i16, LowerError> {
         let var = self.self_vars.get(name).ok_or_else(|| LowerError::unsupported(span, "an unknown self variable"))?;
         let index = var.index;
         let g = self.loaded.call.g();
         let g = g.ok_or_else(|| LowerError::unsupported(span, "self variables without the goroutine"))?;
-        let key = self.slot(16, span)?;
-        self.b.emit(load(Size::DW, R1, R10, g));
-        self.b.emit(store_reg(Size::DW, R10, key, R1));
-        self.b.emit(store_imm(Size::DW, R10, key + 8, index as i32));
+        let key = self.slot(KEY, span)?;
+        self.copy_key(g, key);
+        self.b.emit(store_imm(Size::W, R10, key + K_INDEX, index as i32));
         Ok(key)
+    }
+
+    /// Copies the goroutine's key in slot `g` to the 16-byte slot `key`.
+    fn copy_key(&mut self, g: i16, key: i16) {
+        for off in [0, 8] {
+            self.b.emit(load(Size::DW, R1, R10, g + off));
+            self.b.emit(store_reg(Size::DW, R10, key + off, R1));
+        }
     }
 
     /// R0 = pointer to the value of self variable `name` on this goroutine, or 0.
@@ -76,11 +85,10 @@ impl Gen<'_> {
     /// goroutine.
     pub fn free_self_vars(&mut self, gp: &Location, span: Span) -> Result<(), LowerError> {
         let g = self.load_g(Some(gp), span)?;
-        let key = self.slot(16, span)?;
-        self.b.emit(load(Size::DW, R1, R10, g));
-        self.b.emit(store_reg(Size::DW, R10, key, R1));
+        let key = self.slot(KEY, span)?;
+        self.copy_key(g, key);
         for var in self.self_vars.values() {
-            self.b.emit(store_imm(Size::DW, R10, key + 8, var.index as i32));
+            self.b.emit(store_imm(Size::W, R10, key + K_INDEX, var.index as i32));
             self.b.call(BPF_FUNC_map_delete_elem, &[Arg::Map(maps::SELF_VARS), Arg::Stack(key)]);
         }
         Ok(())

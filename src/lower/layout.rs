@@ -2,12 +2,24 @@
 //! carry, read by the programs that write them and by whoever reads them back (the map
 //! specs in maps.rs, the plan's checks in plan/validate, the span reader in output).
 //!
+//! - A goroutine's key (frames.rs): its g and its process, as the tables of calls in
+//!   flight, deep frames, carried parameters and `self` variables are keyed.
 //! - A goroutine's record of the calls in flight (frames.rs): its g, the frame stack's
-//!   top, the base positions are relative to, then `INLINE` frames; with `on panic`
-//!   probes, the panic state after them (unwind.rs).
+//!   top, the base positions are relative to, its process, then `INLINE` frames; with
+//!   `on panic` probes, the panic state after them (unwind.rs).
 //! - A call's entry record with a span (carry.rs, spans.rs): the span's context first,
 //!   then the parameters the return reads.
 //! - An exemplar of a `hist()` bucket, and the header of a span event (spans.rs).
+
+// A goroutine's key (frames.rs): 16 bytes, the g (u64), an index (u32: a frame's, a
+// `self` variable's, 0 for the record itself), the process (the tgid, u32). Under `-b`
+// two processes of a binary whose heap is at a fixed address (Go before 1.26) have
+// goroutines at the same g: the process tells them apart.
+
+pub const K_G: i16 = 0;
+pub const K_INDEX: i16 = 8;
+pub const K_TGID: i16 = 12;
+pub const KEY: u32 = 16;
 
 // A goroutine's record (frames.rs).
 
@@ -21,17 +33,20 @@ pub const F_FUNC: i16 = 16;
 
 /// The record: its goroutine's g, frames in flight (u32), frames the last panic ended
 /// (u32, above `top`), the base of positions, the old stack top of a copy not yet
-/// applied, the frames.
+/// applied, the goroutine's process (u32; an array slot is its goroutine's when both
+/// the g and the process match), the frames.
 pub const R_G: i16 = 0;
 pub const R_TOP: i16 = 8;
 pub const R_GONE: i16 = 12;
 pub const R_BASE: i16 = 16;
 pub const R_MOVED: i16 = 24;
-pub const R_FRAMES: i16 = 32;
+pub const R_TGID: i16 = 32;
+pub const R_FRAMES: i16 = 40;
 /// log2 of the slots of the `goroutines` array.
 pub const SLOT_BITS: u32 = 14;
-/// A goroutine's slot in it: the top SLOT_BITS bits of g times this (2^64/phi,
-/// Fibonacci hashing).
+/// A goroutine's slot in it: the top SLOT_BITS bits of (g xor its process's tgid) times
+/// this (2^64/phi, Fibonacci hashing), so that two processes' goroutines at one g
+/// rarely share a slot.
 pub const SLOT_HASH: u64 = 0x9E37_79B9_7F4A_7C15;
 /// The record without panic state.
 pub const RECORD: u32 = R_FRAMES as u32 + (INLINE * FRAME) as u32;

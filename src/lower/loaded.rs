@@ -15,8 +15,8 @@ use crate::syntax::ast::Span;
 /// A stack slot (its virtual offset from R10) holding one 8-byte value.
 pub type Slot = i16;
 
-/// A goroutine's record of calls in flight, found: the slots of its g pointer and of
-/// the record's address.
+/// A goroutine's record of calls in flight, found: the slots of its key (its g pointer
+/// and process, layout.rs `K_*`) and of the record's address.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Record {
     pub g: Slot,
@@ -59,7 +59,7 @@ pub enum Call {
     /// Nothing of it: begin, end, interval, or a probe that reads no goroutine state.
     #[default]
     None,
-    /// The goroutine only (`goid`, `self`): the slot of its g pointer.
+    /// The goroutine only (`goid`, `self`): the slot of its key (g pointer first).
     Goroutine {
         g: Slot,
     },
@@ -78,7 +78,8 @@ pub struct Loaded {
 }
 
 impl Call {
-    /// The slot of the goroutine's g pointer, where the prologue loaded it.
+    /// The slot of the goroutine's key (its g pointer first, then layout.rs `K_*`),
+    /// where the prologue loaded it.
     pub fn g(&self) -> Option<Slot> {
         match self {
             Call::None => None,

@@ -13,9 +13,9 @@ pub const USER_MAP_ENTRIES: u32 = 16_384;
 /// (frames.rs), unless `--map-size inflight=N` says otherwise: records of goroutines
 /// with timed calls in flight whose array slot another goroutine holds, timed calls
 /// deeper than a record holds (recursion), and parameters carried from entries to
-/// returns. Each is a hash keyed by g pointers (with a depth), which the Go runtime
-/// never frees (allgs only grows; a dead goroutine's g is reused by a new one): so
-/// what they hold is bounded by the target's most goroutines at once (times its
+/// returns. Each is a hash keyed by g pointers (with a depth, and the process), which
+/// the Go runtime never frees (allgs only grows; a dead goroutine's g is reused by a
+/// new one): so what they hold is bounded by the target's most goroutines at once (times its
 /// depth), and nothing is evicted or deleted. They are not preallocated: room costs
 /// 16 bytes of buckets a key until used. An entry that finds a table full is counted
 /// and said (its call's return is not seen).
@@ -301,7 +301,8 @@ impl Maps {
     }
 
     /// The goroutines' records of timed calls (`size` bytes each: an array slot by a
-    /// hash of g, a hash by g for the rest) and their deep frames (frames.rs).
+    /// hash of g and the process, a hash by (g, process) for the rest) and their deep
+    /// frames (frames.rs), keyed by (g, depth, process).
     fn add_goroutine_records(&mut self, size: u32) {
         self.records_with_panics = size > super::layout::RECORD;
         self.specs.push(MapSpec {
@@ -315,7 +316,7 @@ impl Maps {
         self.specs.push(MapSpec {
             object_name: GOROUTINES_SPILL.into(),
             kind: MapKind::Hash,
-            key_size: 8,
+            key_size: super::layout::KEY,
             value_size: size,
             max_entries: INFLIGHT_ENTRIES,
             role: MapRole::Goroutines,
@@ -332,7 +333,7 @@ impl Maps {
     }
 
     /// The parameters carried from entries to returns (carry.rs): records of `size`
-    /// bytes keyed by (g, frame index).
+    /// bytes keyed by (g, frame index, process).
     pub fn add_carried(&mut self, size: u32) {
         self.specs.push(MapSpec {
             object_name: CARRIED.into(),
@@ -362,8 +363,8 @@ impl Maps {
         });
     }
 
-    /// The `self` variables: keyed by (g, variable index), each value the size of the
-    /// largest variable's record.
+    /// The `self` variables: keyed by (g, variable index, process), each value the size
+    /// of the largest variable's record.
     pub fn add_self_vars(&mut self, value_size: u32) {
         self.specs.push(MapSpec {
             object_name: SELF_VARS.into(),

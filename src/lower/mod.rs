@@ -53,6 +53,8 @@ pub mod values;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_goroutines;
+#[cfg(test)]
 mod tests_reads;
 
 use crate::bpf::builder::Program;

@@ -60,6 +60,8 @@ pub(super) struct Ctx<'a> {
     bounds: crate::capture::Bounds,
     /// `--cgroup`: programs attached to the target check the current task's cgroup.
     cgroup: bool,
+    /// The programs run in one process only (`Settings::one_process`).
+    one_process: bool,
     /// Whole values cut for want of room (`Gen::notes`), from every program.
     notes: Vec<(Span, u32)>,
     /// The most bytes any program spilled to the spill map (ir::SPILL).
@@ -122,6 +124,7 @@ pub(super) fn lower_all(
         aes,
         bounds: settings.bounds,
         cgroup: settings.cgroup,
+        one_process: settings.one_process,
         notes: Vec::new(),
         spill: 0,
     };
@@ -234,6 +237,7 @@ impl Ctx<'_> {
         let mut gen =
             Gen::new(self.binary, facts, &checked.types, self.maps, &checked.self_vars, self.sources, &mut self.events);
         gen.bounds = self.bounds;
+        gen.one_process = self.one_process;
         gen.acct = Some(ProgramAcct {
             layout: &mut self.layout,
             program: name.to_string(),

@@ -333,11 +333,11 @@ impl Gen<'_> {
         Ok(())
     }
 
-    /// A slot holding the panicking goroutine: `gp` at the recovery site (the attach
-    /// cookie says which site fired), else the g register, where the dying goroutine
-    /// runs.
+    /// A slot holding the panicking goroutine's key: `gp` at the recovery site (the
+    /// attach cookie says which site fired), else the g register, where the dying
+    /// goroutine runs.
     fn panicking_g(&mut self, recovery: u32, gp: &Location, span: Span) -> Result<Slot, LowerError> {
-        let g = self.slot(8, span)?;
+        let g = self.goroutine_key(span)?;
         let dying = self.b.new_label();
         let have = self.b.new_label();
         self.b.call(BPF_FUNC_get_attach_cookie, &[conv::CTX.into()]);

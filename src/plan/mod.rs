@@ -14,7 +14,7 @@ pub mod validate;
 pub use accounting::*;
 
 /// The version of the plan's format. A plan of another version is refused.
-pub const PLAN_VERSION: u32 = 14;
+pub const PLAN_VERSION: u32 = 15;
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Plan {
@@ -185,13 +185,16 @@ pub enum MapRole {
         preallocated: bool,
     },
     /// Each goroutine's record of its timed calls in flight (for `elapsed` and `on
-    /// panic`): an array indexed by a hash of its g pointer, and a hash map keyed by it.
+    /// panic`): an array indexed by a hash of its g pointer and process, and a hash map
+    /// keyed by the two (lower/layout.rs `K_*`).
     Goroutines,
-    /// Timed calls in flight deeper than a goroutine's record holds, keyed by (g, depth).
+    /// Timed calls in flight deeper than a goroutine's record holds, keyed by (g, depth,
+    /// process).
     Frames,
-    /// Parameters carried from a call's entry to its return, keyed by (g, frame index).
+    /// Parameters carried from a call's entry to its return, keyed by (g, frame index,
+    /// process).
     Carried,
-    /// `self.NAME` variables, keyed by goroutine.
+    /// `self.NAME` variables, keyed by (g, variable, process).
     SelfVars,
     /// The ring buffer of print/printf/exit events.
     Events,

@@ -123,18 +123,21 @@ fn map(plan: &Plan, m: &MapSpec) -> Result<(), Refused> {
     let entries = |n: u32| (1..=MAX_MAP_SIZE).contains(&n);
     let ok = match &m.role {
         MapRole::Events => shape == (MapKind::Ringbuf, 0, 0, EVENTS_BYTES),
-        // The tables of calls in flight: hashes by g (and depth), of any size --map-size
-        // allows (how many entries gtrace gives them follows what they must hold).
+        // The tables of calls in flight: hashes by (g, depth, process), of any size
+        // --map-size allows (how many entries gtrace gives them follows what they must
+        // hold).
         MapRole::Goroutines => match shape {
             (MapKind::Array, 4, v, n) => value(v, layout::RECORD) && n == 1 << layout::SLOT_BITS,
-            (MapKind::LruHash | MapKind::Hash, 8, v, n) => value(v, layout::RECORD) && entries(n),
+            (MapKind::LruHash | MapKind::Hash, k, v, n) => k == layout::KEY && value(v, layout::RECORD) && entries(n),
             _ => false,
         },
         MapRole::Frames => {
-            matches!(shape, (MapKind::LruHash | MapKind::Hash, 16, v, n) if v == layout::FRAME as u32 && entries(n))
+            matches!(shape, (MapKind::LruHash | MapKind::Hash, k, v, n) if k == layout::KEY && v == layout::FRAME as u32 && entries(n))
         }
-        MapRole::Carried => matches!(shape, (MapKind::LruHash | MapKind::Hash, 16, v, n) if value(v, 8) && entries(n)),
-        MapRole::SelfVars => matches!(shape, (MapKind::Hash, 16, v, n) if value(v, 8) && entries(n)),
+        MapRole::Carried => {
+            matches!(shape, (MapKind::LruHash | MapKind::Hash, k, v, n) if k == layout::KEY && value(v, 8) && entries(n))
+        }
+        MapRole::SelfVars => matches!(shape, (MapKind::Hash, k, v, n) if k == layout::KEY && value(v, 8) && entries(n)),
         MapRole::LoadBias => shape == (MapKind::LruHash, 4, 8, globals::LOAD_BIAS_ENTRIES),
         MapRole::PanicFunctions { functions } => {
             let known = functions.iter().all(|f| (*f as usize) < plan.functions.len());

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"runtime"
 	"strconv"
 	"sync"
@@ -12,7 +13,7 @@ import (
 func getg() uintptr
 
 // collide finds pairs of goroutines whose g's hash to the same slot of gtrace's array
-// of records (slot = g * mult >> (64 - bits), as gtrace computes it), then lets each
+// of records (slot = (g ^ pid) * mult >> (64 - bits), as gtrace computes it), then lets each
 // pair make its first call of tick at the same moment on two threads (the two meet
 // at a spinning barrier first), one pair after another. It prints the calls made and
 // the pairs found, and how many threads run Go code at once.
@@ -51,8 +52,9 @@ func collide(pairs int, mult string, bits int) {
 	// One pair a slot: a slot a pair claimed is no longer free to race for.
 	seen, paired := map[uint64]int{}, map[uint64]bool{}
 	var chosen [][2]int
+	pid := uint64(os.Getpid())
 	for i, g := range gs {
-		slot := (uint64(g) * m) >> (64 - bits)
+		slot := ((uint64(g) ^ pid) * m) >> (64 - bits)
 		if j, ok := seen[slot]; ok && !paired[slot] && len(chosen) < pairs {
 			chosen = append(chosen, [2]int{j, i})
 			paired[slot] = true

@@ -1,0 +1,185 @@
+//! Goroutines' records keyed by (g, process), run by the interpreter (crate::bpf::interp):
+//! two processes of one binary can have a goroutine at the same g (-b, a heap at a fixed
+//! address), and neither finds, pops nor claims the other's record, deep frame, carried
+//! parameters or `self` variables.
+
+use super::layout::{F_FUNC, F_REL, F_TIME, KEY, R_FRAMES, R_G, R_TGID, R_TOP, SLOT_BITS, SLOT_HASH};
+use super::maps::{CARRIED, GOROUTINES, GOROUTINES_SPILL, SELF_VARS};
+use super::tests::{asm, lowered, user_map};
+use super::Lowered;
+use crate::bpf::interp::{run_probe, Keyed, Run, World};
+use crate::gobin::fake::Fake;
+
+/// Every register holds this: the g register and the stack pointer alike.
+const G: u64 = 0x7000;
+/// Two processes; each runs on a thread of its own id + 1.
+const P: u32 = 4242;
+const Q: u32 = 5151;
+/// When the entry was, and now.
+const T0: u64 = 1_000_000;
+const NOW: u64 = 1_000_700;
+
+fn target() -> Fake {
+    Fake::new().function("main.add", &[("a", "int"), ("b", "int")], &[("~r0", "int")])
+}
+
+/// The key of a goroutine's own things: g, an index, the process.
+fn key(index: u32, tgid: u32) -> Vec<u8> {
+    let mut k = G.to_le_bytes().to_vec();
+    k.extend(index.to_le_bytes());
+    k.extend(tgid.to_le_bytes());
+    assert_eq!(k.len() as u32, KEY);
+    k
+}
+
+/// A record of `size` bytes tagged (G, `tgid`) with one frame of main.add in flight,
+/// entered at `t0` where every register holds G (base 0: its position is G).
+fn record(size: u32, tagged: Option<u32>, t0: u64) -> Vec<u8> {
+    let mut r = vec![0u8; size as usize];
+    if let Some(tgid) = tagged {
+        r[R_G as usize..][..8].copy_from_slice(&G.to_le_bytes());
+        r[R_TGID as usize..][..4].copy_from_slice(&tgid.to_le_bytes());
+    }
+    r[R_TOP as usize..][..4].copy_from_slice(&1u32.to_le_bytes());
+    let f = R_FRAMES as usize;
+    r[f + F_TIME as usize..][..8].copy_from_slice(&t0.to_le_bytes());
+    r[f + F_REL as usize..][..8].copy_from_slice(&G.to_le_bytes());
+    r[f + F_FUNC as usize..][..8].copy_from_slice(&0u64.to_le_bytes());
+    r
+}
+
+fn u32_at(bytes: &[u8], at: i16) -> u32 {
+    u32::from_le_bytes(bytes[at as usize..][..4].try_into().expect("4 bytes"))
+}
+
+fn u64_at(bytes: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(bytes[at..][..8].try_into().expect("8 bytes"))
+}
+
+/// The object name and value size of the map of `role`'s object name.
+fn size_of(l: &Lowered, object: &str) -> u32 {
+    l.plan.maps.iter().find(|m| m.object_name == object).map_or(4096, |m| m.value_size.max(8))
+}
+
+/// Runs `program` of `l` in process `tgid`, every register G, with the maps its
+/// relocations name (zeros of their value size, or `given`), `keyed` the hashes.
+fn run(l: &Lowered, program: &str, tgid: u32, given: &[(&str, Vec<u8>)], keyed: Vec<Keyed>) -> Run {
+    let (_, prog) = l.programs.iter().find(|(n, _)| n == program).unwrap_or_else(|| panic!("no {program}"));
+    let names = prog.relocations.iter().map(|r| r.map.clone()).collect::<std::collections::BTreeSet<_>>();
+    let maps = (names.into_iter())
+        .map(|m| {
+            let value = given.iter().find(|(n, _)| *n == m).map(|(_, v)| v.clone());
+            let size = size_of(l, &m);
+            (m, value.unwrap_or_else(|| vec![0u8; size as usize]))
+        })
+        .collect();
+    let pid_tgid = u64::from(tgid) << 32 | u64::from(tgid + 1);
+    let world = World { maps, pid_tgid, now: NOW, keyed, ..World::default() };
+    let regs: Vec<u8> = [G; 32].iter().flat_map(|w| w.to_le_bytes()).collect();
+    run_probe(prog, &world, &regs).unwrap_or_else(|e| panic!("{e}\n{}", asm(l, program)))
+}
+
+fn map_after<'r>(run: &'r Run, object: &str) -> &'r [u8] {
+    &run.maps.iter().find(|(n, _)| n == object).unwrap_or_else(|| panic!("no map {object}")).1
+}
+
+fn keyed(map: &str, key: Option<Vec<u8>>) -> Keyed {
+    Keyed { map: map.into(), size: KEY as usize, key }
+}
+
+/// The program attached at main.add's returns (p0) and the one at its entry.
+fn programs(l: &Lowered) -> (String, String) {
+    let ret = l.plan.probes.iter().find(|p| p.describe.starts_with("on return")).expect("the return").program.clone();
+    let entry = (l.plan.probes.iter())
+        .find(|p| p.program != ret && l.programs.iter().any(|(n, pr)| *n == p.program && !pr.relocations.is_empty()))
+        .filter(|p| !p.describe.starts_with("on return"))
+        .map(|p| p.program.clone());
+    (ret, entry.unwrap_or_default())
+}
+
+#[test]
+fn a_return_pops_only_its_own_process_s_frame_of_a_shared_g() {
+    let (_, l) = lowered(&target(), "on return main.add { @n = count(); @e = sum(elapsed) }");
+    let (ret, _) = programs(&l);
+    let size = size_of(&l, GOROUTINES);
+    let slot = ((G ^ u64::from(P)).wrapping_mul(SLOT_HASH) >> (64 - SLOT_BITS)) as u32;
+    let (count, elapsed) = (&user_map(&l, "n").0.object_name, &user_map(&l, "e").0.object_name);
+    let array = [(GOROUTINES, record(size, Some(P), T0))];
+    // Its own process's: found in the array slot of (g xor tgid), popped, timed.
+    let own = run(&l, &ret, P, &array, vec![keyed(GOROUTINES_SPILL, None)]);
+    let looked = own.lookups.iter().find(|(m, _)| m == GOROUTINES).expect("the array looked up");
+    assert_eq!(looked.1, slot.to_le_bytes(), "{}", asm(&l, &ret));
+    assert_eq!((u64_at(map_after(&own, count), 0), u64_at(map_after(&own, elapsed), 0)), (1, NOW - T0));
+    assert_eq!(u32_at(map_after(&own, GOROUTINES), R_TOP), 0);
+    assert!(!own.lookups.iter().any(|(m, _)| m == GOROUTINES_SPILL), "{:?}", own.lookups);
+    // Another process's goroutine at the same g: the array's record is not its own, and
+    // it has no spilled one: nothing popped, nothing counted.
+    let other = run(&l, &ret, Q, &array, vec![keyed(GOROUTINES_SPILL, None)]);
+    assert!(other.lookups.contains(&(GOROUTINES_SPILL.to_string(), key(0, Q))), "{:?}", other.lookups);
+    assert_eq!(u32_at(map_after(&other, GOROUTINES), R_TOP), 1, "the other process's frame stays");
+    assert_eq!(u64_at(map_after(&other, count), 0), 0);
+    // With its own spilled record (entered at NOW - 300): that one is popped.
+    let spilled = [array[0].clone(), (GOROUTINES_SPILL, record(size, None, NOW - 300))];
+    let other = run(&l, &ret, Q, &spilled, vec![keyed(GOROUTINES_SPILL, Some(key(0, Q)))]);
+    assert_eq!((u64_at(map_after(&other, count), 0), u64_at(map_after(&other, elapsed), 0)), (1, 300));
+    assert_eq!(u32_at(map_after(&other, GOROUTINES_SPILL), R_TOP), 0);
+    assert_eq!(u32_at(map_after(&other, GOROUTINES), R_TOP), 1, "the other process's frame stays");
+}
+
+#[test]
+fn an_entry_claims_a_free_slot_with_its_process_and_spills_beside_another_s() {
+    let (_, l) = lowered(&target(), "on return main.add { @n = count(); @e = sum(elapsed) }");
+    let (_, entry) = programs(&l);
+    let size = size_of(&l, GOROUTINES);
+    // A free slot: claimed with g and the process, the frame pushed in it.
+    let free = run(&l, &entry, P, &[], vec![keyed(GOROUTINES_SPILL, None)]);
+    let rec = map_after(&free, GOROUTINES);
+    assert_eq!((u64_at(rec, R_G as usize), u32_at(rec, R_TGID), u32_at(rec, R_TOP)), (G, P, 1), "{}", asm(&l, &entry));
+    assert_eq!(u64_at(rec, (R_FRAMES + F_TIME) as usize), NOW);
+    // The slot held by the same g of another process: a record of its own, spilled
+    // under (g, 0, tgid); the other's record untouched.
+    let held = record(size, Some(P), T0);
+    let beside = run(&l, &entry, Q, &[(GOROUTINES, held.clone())], vec![keyed(GOROUTINES_SPILL, None)]);
+    assert_eq!(map_after(&beside, GOROUTINES), &held[..]);
+    let spill = beside.keyed.iter().find(|k| k.map == GOROUTINES_SPILL).expect("the spill map");
+    assert_eq!(spill.key, Some(key(0, Q)));
+    let rec = map_after(&beside, GOROUTINES_SPILL);
+    assert_eq!((u32_at(rec, R_TOP), u64_at(rec, (R_FRAMES + F_TIME) as usize)), (1, NOW));
+}
+
+#[test]
+fn carried_parameters_and_self_variables_are_kept_by_g_index_and_process() {
+    let text = "on entry main.add { self.t = 5 } on return main.add { @s = sum(a); @v = sum(self.t) }";
+    let (_, l) = lowered(&target(), text);
+    let (ret, _) = programs(&l);
+    let size = size_of(&l, GOROUTINES);
+    let maps = [(GOROUTINES, record(size, Some(Q), T0))];
+    // The carried record found (the program ends without it), then `self.t` looked up.
+    let held = vec![keyed(CARRIED, Some(key(0, Q))), keyed(SELF_VARS, None), keyed(GOROUTINES_SPILL, None)];
+    let r = run(&l, &ret, Q, &maps, held);
+    let keys = |map: &str| r.lookups.iter().filter(|(m, _)| m == map).map(|(_, k)| k.clone()).collect::<Vec<_>>();
+    // The call's frame is number 0 of its goroutine; `t` is self variable 0.
+    assert_eq!(keys(CARRIED), vec![key(0, Q)], "{}", asm(&l, &ret));
+    assert_eq!(keys(SELF_VARS), vec![key(0, Q)], "{}", asm(&l, &ret));
+}
+
+#[test]
+fn in_one_process_the_key_holds_process_0_without_a_helper_call() {
+    let mut opts = crate::compile::Options::default();
+    opts.lowering.one_process = true;
+    let text = "on return main.add { @n = count(); @e = sum(elapsed); @p = sum(pid) }";
+    let (_, l) = super::tests::lowered_with(&target(), text, &opts);
+    let (ret, _) = programs(&l);
+    let size = size_of(&l, GOROUTINES);
+    let slot = (G.wrapping_mul(SLOT_HASH) >> (64 - SLOT_BITS)) as u32;
+    // The record as a program of one process claims it: g, process 0.
+    let r = run(&l, &ret, P, &[(GOROUTINES, record(size, Some(0), T0))], vec![keyed(GOROUTINES_SPILL, None)]);
+    let looked = r.lookups.iter().find(|(m, _)| m == GOROUTINES).expect("the array looked up");
+    assert_eq!(looked.1, slot.to_le_bytes());
+    let (count, elapsed) = (&user_map(&l, "n").0.object_name, &user_map(&l, "e").0.object_name);
+    assert_eq!((u64_at(map_after(&r, count), 0), u64_at(map_after(&r, elapsed), 0)), (1, NOW - T0));
+    // Only `pid` asks the kernel for the process.
+    let text = asm(&l, &ret);
+    assert_eq!(text.matches("get_current_pid_tgid").count(), 1, "{text}");
+    assert_eq!(u64_at(map_after(&r, &user_map(&l, "p").0.object_name), 0), u64::from(P));
+}

@@ -1,0 +1,3 @@
+module example.com/sharedg
+
+go 1.21
