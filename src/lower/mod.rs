@@ -43,6 +43,7 @@ mod programs;
 mod runtime_programs;
 pub mod scope;
 mod sdkcontext;
+pub mod slotted;
 pub mod spans;
 mod stmts;
 pub mod stored;
@@ -54,6 +55,8 @@ pub mod values;
 mod tests;
 #[cfg(test)]
 mod tests_reads;
+#[cfg(test)]
+mod tests_slotted;
 
 use crate::bpf::builder::Program;
 use crate::check::Checked;

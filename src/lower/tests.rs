@@ -484,6 +484,7 @@ fn a_pointer_path_is_read_once_a_run_under_any_condition() {
             maps: maps.clone(),
             user: vec![(w, words(&[n, req])), (req, words(&[5, 7]))],
             unmapped_fails: false,
+            ..Default::default()
         };
         let run =
             crate::bpf::interp::run_probe(prog, &world, &regs).unwrap_or_else(|e| panic!("{e}\n{}", asm(&l, "p0")));

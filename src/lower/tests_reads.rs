@@ -35,7 +35,7 @@ fn run(l: &Lowered, user: Vec<(u64, Vec<u8>)>) -> Run {
         .into_iter()
         .map(|m| (m, vec![0u8; 4096]))
         .collect();
-    let world = World { maps, user, unmapped_fails: true };
+    let world = World { maps, user, unmapped_fails: true, ..World::default() };
     run_probe(prog, &world, &words(&[W; 32])).unwrap_or_else(|e| panic!("{e}\n{}", asm(l, "p0")))
 }
 

@@ -318,7 +318,12 @@ fn a_spilled_slot_reached_where_every_register_is_live_borrows_one_for_its_point
     // `b` overflows the stack into the spill map; with every register live its
     // pointer goes through a borrowed one.
     assert_eq!(done.spilled, 40, "{t}");
-    let world = World { maps: vec![(SPILL.to_string(), vec![0; 40])], user: Vec::new(), unmapped_fails: false };
+    let world = World {
+        maps: vec![(SPILL.to_string(), vec![0; 40])],
+        user: Vec::new(),
+        unmapped_fails: false,
+        ..World::default()
+    };
     assert_eq!(run(&done.program, &world, 0), Ok((0..9).sum::<u64>() + 1000 + 1), "{t}");
     // Below the spill pointer (r10 -8), the word a borrowed register waits in.
     assert!(t.contains("*(u64 *)(r10 -16) = r") && t.contains("= *(u64 *)(r10 -16)"), "{t}");
