@@ -110,6 +110,27 @@ fn http_counts_server_requests_by_method_path_and_status() {
 /// How long the httpserver program's /slow sleeps in the http test (`slow=MS`).
 const SLOW_MS: u64 = 600;
 
+/// Requests whose start times share a slot (lower/slotted.rs): with `--map-size
+/// @_http_t0=1` the table of start times is one slot and a spill of one key, and the
+/// program's requests are made while /slow holds the slot (`overlap`: /slow first, the
+/// rounds while its handler sleeps), so every one of them collides with /slow's and is
+/// kept in the spill, one at a time. Each is counted once with its status, none refused
+/// (a hash of one key alone would have refused every overlapped request).
+#[test]
+fn http_counts_requests_whose_start_times_collide_in_one_slot() {
+    if !privileged("http_counts_requests_whose_start_times_collide_in_one_slot") {
+        return;
+    }
+    let args = ["http", "--stats", "--map-size", "@_http_t0=1"];
+    let r = trace(&args, &httpserver(), &format!("3 slow={SLOW_MS} overlap"));
+    let t = truths(&r.stdout);
+    let want = http_want(&t, None);
+    assert_eq!(truth_n(&t, "requests"), 3 * 9 + 1);
+    assert_eq!(want.values().sum::<u64>(), truth_n(&t, "requests"));
+    assert_eq!(counts(&json(&r.stdout), "@http_requests"), want, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
+    assert!(!r.stderr.contains("refused"), "{}", r.stderr);
+}
+
 /// On a stripped build (-s -w) `gtrace http` reads HTTP/1 requests by position, typed
 /// from the runtime's type data: the same counts as with DWARF; HTTP/2 requests are
 /// counted with their latency under `?` (their writers' types cannot be told apart by

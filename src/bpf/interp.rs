@@ -2,10 +2,15 @@
 //! computes (tests/aeshash.rs: the runtime's map hash against a Go program's own). It
 //! knows what such code uses: 64- and 32-bit ALU operations, loads and stores of every
 //! width, jumps, `ld_imm64` (a map reference gives that map's value address), and the
-//! helpers `map_lookup_elem` (an array map's one value, or a hash's one key's: `Keyed`),
-//! `map_update_elem`, `probe_read_user` (from the regions given as the target's
-//! memory), `get_attach_cookie` (0), `get_current_pid_tgid` and `ktime_get_ns` (the
-//! world's), an atomic add and compare-and-exchange; kfunc calls do nothing. `run_probe` runs a
+//! helpers `map_lookup_elem` (an array map's one value, or its element by index when
+//! the world says its elements' size, a hash map's element by key, or a keyed map's one
+//! key's: `Keyed`), `map_update_elem` and `map_delete_elem` of hash maps (with the
+//! kernel's errnos: full, present under BPF_NOEXIST, absent under BPF_EXIST or at a
+//! delete), `map_update_elem` of a keyed map, `probe_read_user` (from the regions given
+//! as the target's memory), `get_attach_cookie` (the world's, 0 unless set),
+//! `get_current_pid_tgid` and `ktime_get_ns` (the world's), an atomic add and
+//! compare-and-exchange; kfunc calls do nothing. A `Machine` keeps the maps between runs
+//! (several probes in turn). `run_probe` runs a
 //! probe's program on given registers and says what it read of the target and what its
 //! maps hold after (src/lower/paths.rs's tests: a pointer path read once). Memory is a few
 //! regions at made-up addresses; an access outside them, an unknown instruction, a
@@ -14,16 +19,19 @@
 
 use super::builder::Program;
 use super::helpers::{
-    BPF_FUNC_get_attach_cookie, BPF_FUNC_get_current_pid_tgid, BPF_FUNC_ktime_get_ns, BPF_FUNC_map_lookup_elem,
-    BPF_FUNC_map_update_elem, BPF_FUNC_probe_read_user, BPF_NOEXIST,
+    BPF_FUNC_get_attach_cookie, BPF_FUNC_get_current_pid_tgid, BPF_FUNC_ktime_get_ns, BPF_FUNC_map_delete_elem,
+    BPF_FUNC_map_lookup_elem, BPF_FUNC_map_update_elem, BPF_FUNC_probe_read_user, BPF_EXIST, BPF_NOEXIST,
 };
 use super::insn::*;
+use std::collections::BTreeMap;
 use thiserror::Error;
 
 /// Where the stack's 512 bytes end (R10), and where map values start.
 const STACK_TOP: u64 = 0x1000_0000;
 const STACK_SIZE: u64 = 512;
 const MAPS: u64 = 0x2000_0000;
+/// Where hash maps' elements are put, one region each.
+const ELEMENTS: u64 = 0x4000_0000;
 /// At most this many instructions run (the programs tested loop a few times at most).
 const MAX_STEPS: usize = 1_000_000;
 
@@ -54,6 +62,58 @@ pub struct World {
     pub keyed: Vec<Keyed>,
     pub pid_tgid: u64,
     pub now: u64,
+    /// Maps of `maps` that are arrays of elements of this many bytes, looked up by index
+    /// (the others give their one value whatever the key).
+    pub arrays: Vec<(String, u32)>,
+    /// Maps of `maps` that are hashes (their bytes unused): found, updated and deleted
+    /// by key, as the kernel's are.
+    pub hashes: Vec<(String, HashSpec)>,
+    /// What `get_attach_cookie` returns.
+    pub cookie: u64,
+}
+
+/// A hash map's shape: its key's and value's sizes, how many elements it holds.
+#[derive(Clone, Copy, Debug)]
+pub struct HashSpec {
+    pub key_size: u32,
+    pub value_size: u32,
+    pub max_entries: u32,
+}
+
+/// A world whose maps live on from one run to the next (probes run in turn).
+pub struct Machine<'w> {
+    world: &'w World,
+    mem: Memory,
+}
+
+impl<'w> Machine<'w> {
+    pub fn new(world: &'w World) -> Machine<'w> {
+        Machine { world, mem: Memory::new(world) }
+    }
+
+    /// Runs `prog` with R1 pointing at `regs`; the maps keep what it did.
+    pub fn run_probe(&mut self, prog: &Program, regs: &[u8]) -> Result<u64, InterpError> {
+        self.mem.regions.push((CTX, regs.to_vec()));
+        let r0 = execute(prog, self.world, CTX, &mut self.mem, &mut Vec::new());
+        self.mem.regions.retain(|(base, _)| *base != CTX);
+        r0
+    }
+
+    /// The bytes of map `name` (an array's elements).
+    pub fn map(&self, name: &str) -> &[u8] {
+        let i = self.world.maps.iter().position(|(n, _)| n == name).expect("a map of the world");
+        &self.mem.regions[i + 1].1
+    }
+
+    /// A hash map's elements: key bytes, value bytes.
+    pub fn hash(&self, name: &str) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let i = self.world.maps.iter().position(|(n, _)| n == name).expect("a map of the world");
+        let table = self.mem.tables.get(&i).cloned().unwrap_or_default();
+        table
+            .into_iter()
+            .map(|(k, at)| (k, self.mem.regions.iter().find(|(b, _)| *b == at).expect("element").1.clone()))
+            .collect()
+    }
 }
 
 /// A hash map with room for one key of `size` bytes: `key`, once it has one. Its value
@@ -107,13 +167,23 @@ struct Memory {
     regions: Vec<(u64, Vec<u8>)>,
     keyed: Vec<Keyed>,
     lookups: Vec<(String, Vec<u8>)>,
+    /// Each hash map's elements (by its index in the world's maps): key, value address.
+    tables: BTreeMap<usize, BTreeMap<Vec<u8>, u64>>,
+    /// Hash elements made so far (each a new region).
+    made: u64,
 }
 
 impl Memory {
     /// The stack, then each map's value.
     fn new(world: &World) -> Memory {
         let stack = (STACK_TOP - STACK_SIZE, vec![0; STACK_SIZE as usize]);
-        let mut mem = Memory { regions: vec![stack], keyed: world.keyed.clone(), lookups: Vec::new() };
+        let mut mem = Memory {
+            regions: vec![stack],
+            keyed: world.keyed.clone(),
+            lookups: Vec::new(),
+            tables: BTreeMap::new(),
+            made: 0,
+        };
         for (i, (_, value)) in world.maps.iter().enumerate() {
             mem.regions.push((MAPS + (i as u64) * 0x100_0000, value.clone()));
         }
@@ -134,6 +204,11 @@ impl Memory {
         let mut word = [0u8; 8];
         word[..len as usize].copy_from_slice(self.slice(pc, addr, len)?);
         Ok(u64::from_le_bytes(word))
+    }
+
+    fn store_bytes(&mut self, pc: usize, addr: u64, bytes: &[u8]) -> Result<(), InterpError> {
+        self.slice(pc, addr, bytes.len() as u64)?.copy_from_slice(bytes);
+        Ok(())
     }
 
     fn store(&mut self, pc: usize, addr: u64, len: u64, value: u64) -> Result<(), InterpError> {
@@ -171,6 +246,16 @@ fn execute(
             BPF_LDX if mode(i.code) == BPF_MEM => {
                 let len = u64::from(Size::from_code(i.code).bytes());
                 r[dst] = mem.load(pc, r[src].wrapping_add_signed(i64::from(i.off)), len)?;
+            }
+            BPF_STX if mode(i.code) == BPF_ATOMIC && i.imm == BPF_CMPXCHG => {
+                let len = u64::from(Size::from_code(i.code).bytes());
+                let at = r[dst].wrapping_add_signed(i64::from(i.off));
+                let old = mem.load(pc, at, len)?;
+                let mask = if len == 8 { u64::MAX } else { (1 << (8 * len)) - 1 };
+                if old == r[0] & mask {
+                    mem.store(pc, at, len, r[src])?;
+                }
+                r[0] = old;
             }
             BPF_STX if mode(i.code) == BPF_ATOMIC && i.imm == i32::from(BPF_ADD) => {
                 let len = u64::from(Size::from_code(i.code).bytes());
@@ -241,7 +326,31 @@ fn helper(
     pc: usize,
     reads: &mut Vec<(u64, u64)>,
 ) -> Result<u64, InterpError> {
+    // The map R1 names, by the address its ld_imm64 gave (`map_value_addr`).
+    let map = r[1]
+        .checked_sub(MAPS)
+        .map(|d| d / 0x100_0000)
+        .and_then(|i| (r[1] == MAPS + i * 0x100_0000 && (i as usize) < world.maps.len()).then_some(i as usize));
+    let hash = map.and_then(|i| world.hashes.iter().find(|(n, _)| *n == world.maps[i].0).map(|(_, h)| (i, *h)));
+    let array = map.and_then(|i| world.arrays.iter().find(|(n, _)| *n == world.maps[i].0).map(|(_, s)| *s));
     let result = match id {
+        id if [BPF_FUNC_map_lookup_elem, BPF_FUNC_map_update_elem, BPF_FUNC_map_delete_elem].contains(&id)
+            && hash.is_some() =>
+        {
+            let (i, spec) = hash.expect("a hash");
+            hash_helper(id, i, spec, r, mem, pc)?
+        }
+        id if id == BPF_FUNC_map_lookup_elem && array.is_some() => {
+            let size = u64::from(array.expect("an array"));
+            let index = mem.load(pc, r[2], 4)?;
+            let len = map.map_or(0, |i| mem.regions[i + 1].1.len() as u64);
+            if (index + 1) * size <= len {
+                r[1] + index * size
+            } else {
+                0
+            }
+        }
+        // The map's address as R1 holds it is its value's: an array map's one entry.
         // The map's address as R1 holds it is its value's: an array map's one entry, or
         // a keyed map's when the key is its key.
         id if id == BPF_FUNC_map_lookup_elem => {
@@ -272,7 +381,7 @@ fn helper(
                 }
             }
         }
-        id if id == BPF_FUNC_get_attach_cookie => 0,
+        id if id == BPF_FUNC_get_attach_cookie => world.cookie,
         id if id == BPF_FUNC_get_current_pid_tgid => world.pid_tgid,
         id if id == BPF_FUNC_ktime_get_ns => world.now,
         id if id == BPF_FUNC_probe_read_user => {
@@ -308,6 +417,52 @@ fn map_at(world: &World, mem: &Memory, addr: u64) -> (String, Option<Keyed>) {
     let name = world.maps.get(index).map(|(n, _)| n.clone()).unwrap_or_default();
     let keyed = mem.keyed.iter().find(|k| k.map == name).cloned();
     (name, keyed)
+}
+
+/// A helper on hash map `i` of the world: R2 the key, R3 the value and R4 the flags of
+/// an update; what the kernel returns (an element's address, 0, minus an errno).
+fn hash_helper(
+    id: i32,
+    i: usize,
+    spec: HashSpec,
+    r: &[u64; 11],
+    mem: &mut Memory,
+    pc: usize,
+) -> Result<u64, InterpError> {
+    let key = mem.slice(pc, r[2], u64::from(spec.key_size))?.to_vec();
+    let found = mem.tables.get(&i).and_then(|t| t.get(&key)).copied();
+    let errno = |e: i64| (-e) as u64;
+    Ok(match id {
+        id if id == BPF_FUNC_map_lookup_elem => found.unwrap_or(0),
+        id if id == BPF_FUNC_map_delete_elem => match found {
+            Some(_) => {
+                mem.tables.get_mut(&i).expect("its table").remove(&key);
+                0
+            }
+            None => errno(2),
+        },
+        _ => {
+            let value = mem.slice(pc, r[3], u64::from(spec.value_size))?.to_vec();
+            let flags = r[4] as i32;
+            let held = mem.tables.get(&i).map_or(0, |t| t.len());
+            match found {
+                Some(_) if flags == BPF_NOEXIST => errno(17),
+                None if flags == BPF_EXIST => errno(2),
+                None if held >= spec.max_entries as usize => errno(7),
+                Some(at) => {
+                    mem.store_bytes(pc, at, &value)?;
+                    0
+                }
+                None => {
+                    let at = ELEMENTS + mem.made * 0x1000;
+                    mem.made += 1;
+                    mem.regions.push((at, value));
+                    mem.tables.entry(i).or_default().insert(key, at);
+                    0
+                }
+            }
+        }
+    })
 }
 
 /// `a op b` of an ALU instruction, 64 or 32 bits wide (then zero-extended).

@@ -34,6 +34,8 @@ pub struct MapTable {
     pub referenced: Vec<(String, Span, Vec<Option<KeyName>>)>,
     /// Maps some probe deletes an element of (`delete(@m[k])`).
     pub deleted: std::collections::BTreeSet<String>,
+    /// Maps some probe names whole (`print(@m)`, `clear(@m)`), not by one element.
+    pub whole: std::collections::BTreeSet<String>,
     /// Some probe's `func` carries a dictionary in its high bits (check/generics.rs): a
     /// map keyed by `func` alone is then a hash, not an array indexed by it.
     pub func_dictionaries: bool,

@@ -53,11 +53,15 @@ impl Gen<'_> {
                 let um = self.user_map(&m.name.name, m.span)?;
                 let mark = self.b.frame.mark();
                 let key = self.key(&um, &m.keys, e.span)?;
-                let end = self.b.new_label();
-                self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(&um.object_name), Arg::Stack(key)]);
-                self.b.jmp_imm_to(JmpOp::Eq, R0, 0, end);
-                self.b.emit(load(Size::DW, R0, R0, 0));
-                self.b.bind(end);
+                if let Some(s) = &um.slots {
+                    self.slotted_read(&um, s, key, e.span)?;
+                } else {
+                    let end = self.b.new_label();
+                    self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(&um.object_name), Arg::Stack(key)]);
+                    self.b.jmp_imm_to(JmpOp::Eq, R0, 0, end);
+                    self.b.emit(load(Size::DW, R0, R0, 0));
+                    self.b.bind(end);
+                }
                 self.b.frame.release(mark);
             }
             ExprKind::Unary { op, operand } => match op {
@@ -102,6 +106,12 @@ impl Gen<'_> {
         let mark = self.b.frame.mark();
         let key = self.key(&um, &m.keys, span)?;
         let val = self.slot(8, span)?;
+        if let Some(s) = &um.slots {
+            self.slotted_delete(&um, s, key, Some(val), span)?;
+            self.b.emit(load(Size::DW, R0, R10, val));
+            self.b.frame.release(mark);
+            return Ok(());
+        }
         self.b.emit(store_imm(Size::DW, R10, val, 0));
         let end = self.b.new_label();
         self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(&um.object_name), Arg::Stack(key)]);

@@ -44,6 +44,9 @@ impl Gen<'_> {
             self.b.emit(store_imm(Size::DW, R10, val + 8 * i, 0));
         }
         self.value_to(value, R10, val)?;
+        if let Some(s) = &um.slots {
+            return self.slotted_store(um, s, key, val, span);
+        }
         self.b.call(
             BPF_FUNC_map_update_elem,
             &[Arg::Map(&um.object_name), Arg::Stack(key), Arg::Stack(val), Arg::Imm(BPF_ANY)],

@@ -202,6 +202,15 @@ pub struct UserMap {
     pub single: bool,
     /// The map of its exemplars (a `hist()` updated where spans are made).
     pub exemplars: Option<String>,
+    /// Its array of slots, when its keys are kept there first (slotted.rs).
+    pub slots: Option<Slots>,
+}
+
+/// A private map's array of slots (slotted.rs): its object name, and 2^bits slots.
+#[derive(Clone, Debug)]
+pub struct Slots {
+    pub object_name: String,
+    pub bits: u32,
 }
 
 #[derive(Debug, Default)]
@@ -273,6 +282,7 @@ impl Maps {
                     by_function,
                     single,
                     exemplars: None,
+                    slots: None,
                 },
             );
         }
@@ -298,6 +308,33 @@ impl Maps {
             });
         }
         maps
+    }
+
+    /// Keeps the keys of each private map that only probes use by one element, keyed by
+    /// one 8-byte value (a pointer) and holding 8-byte numbers, in an array of slots
+    /// first, its hash the spill (slotted.rs), sized by `sizes`: 2^bits slots, the
+    /// largest power of two not over the map's size (at most 2^`slotted::MAX_BITS`), and
+    /// the spill its size, so that it never refuses a key it would have held as a hash.
+    pub fn add_slots(&mut self, table: &MapTable, sizes: &MapSizes) {
+        for (name, info) in &table.maps {
+            if !slotted(name, info, table.whole.contains(name)) {
+                continue;
+            }
+            let Some(um) = self.user.get_mut(name) else { continue };
+            let slots = Slots {
+                object_name: format!("{}_slots", um.object_name),
+                bits: super::slotted::slot_bits(sizes.of_map(name)),
+            };
+            self.specs.push(MapSpec {
+                object_name: slots.object_name.clone(),
+                kind: MapKind::Array,
+                key_size: 4,
+                value_size: super::slotted::SLOT_BYTES,
+                max_entries: 1 << slots.bits,
+                role: MapRole::Slots { of: um.object_name.clone() },
+            });
+            um.slots = Some(slots);
+        }
     }
 
     /// The goroutines' records of timed calls (`size` bytes each: an array slot by a
@@ -436,6 +473,16 @@ impl Maps {
             role: MapRole::Scratch,
         });
     }
+}
+
+/// Whether the map `name` is kept in slots: private (`@_name`), never named whole
+/// (`print(@_m)`, `clear(@_m)`: the spill alone is not the map), one key of 8 bytes (a
+/// pointer or an integer) and plain 8-byte numbers (an integer, a duration, a pointer).
+fn slotted(name: &str, info: &crate::check::maps::MapInfo, whole: bool) -> bool {
+    use crate::check::ty::Ty;
+    let number = |t: &Ty| matches!(t, Ty::Int { .. } | Ty::Duration | Ty::Pointer { .. }) && t.record_size() == 8;
+    let key = matches!(info.keys.as_slice(), [k @ (Ty::Int { .. } | Ty::Pointer { .. })] if k.record_size() == 8);
+    name.starts_with('_') && !whole && key && matches!(&info.value, MapValueTy::Plain(t) if number(t))
 }
 
 /// The object name of the `PanicFunctions` map of `on panic` instance `i`.

@@ -43,6 +43,7 @@ mod programs;
 mod runtime_programs;
 pub mod scope;
 mod sdkcontext;
+pub mod slotted;
 pub mod spans;
 mod stmts;
 pub mod stored;
@@ -56,6 +57,8 @@ mod tests;
 mod tests_goroutines;
 #[cfg(test)]
 mod tests_reads;
+#[cfg(test)]
+mod tests_slotted;
 
 use crate::bpf::builder::Program;
 use crate::check::Checked;

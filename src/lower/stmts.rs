@@ -142,6 +142,9 @@ impl Gen<'_> {
                 };
                 let um = self.user_map(&m.name.name, m.span)?;
                 let key = self.key(&um, &m.keys, e.span)?;
+                if let Some(s) = &um.slots {
+                    return self.slotted_delete(&um, s, key, None, e.span);
+                }
                 self.b.call(BPF_FUNC_map_delete_elem, &[Arg::Map(&um.object_name), Arg::Stack(key)]);
                 Ok(())
             }

@@ -21,6 +21,14 @@ impl Gen<'_> {
             ExprKind::Map(m) => {
                 let um = self.user_map(&m.name.name, m.span)?;
                 let key = self.key(&um, &m.keys, e.span)?;
+                if let Some(s) = &um.slots {
+                    // An 8-byte number, kept in its slot or the spill.
+                    super::offset(e.span, off, 8)?;
+                    self.slotted_read(&um, s, key, e.span)?;
+                    self.b.emit(store_reg(Size::DW, base, off, R0));
+                    self.b.frame.release(mark);
+                    return Ok(true);
+                }
                 self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(&um.object_name), Arg::Stack(key)]);
             }
             _ => return Ok(false),

@@ -210,6 +210,10 @@ pub enum MapRole {
     /// each key, the last value a call with a span added, with that span's ids
     /// (`lower::layout::EXEMPLAR`: value, kernel time, trace id, span id).
     Exemplars { of: String },
+    /// The slots of the private user map `of` (its object name, a hash then its spill):
+    /// an array indexed by a hash of the key, each (key, value, keys spilled),
+    /// `lower::slotted`.
+    Slots { of: String },
     /// The AES T-tables `m[k]` hashes keys with (one entry: four tables of 256 u32,
     /// `lower::aeshash::t_tables`). The runtime fills it before anything is attached.
     AesTables,

@@ -143,6 +143,7 @@ impl Cx<'_> {
                     if let ExprKind::Map(m) = &a.kind {
                         if m.keys.is_empty() && args.len() == 1 {
                             self.maps.reference(m);
+                            self.maps.whole.insert(m.name.name.clone());
                             continue;
                         }
                     }
@@ -163,7 +164,10 @@ impl Cx<'_> {
                 ),
             },
             "clear" => match args.as_slice() {
-                [Expr { kind: ExprKind::Map(m), .. }] if m.keys.is_empty() => self.maps.reference(m),
+                [Expr { kind: ExprKind::Map(m), .. }] if m.keys.is_empty() => {
+                    self.maps.reference(m);
+                    self.maps.whole.insert(m.name.name.clone());
+                }
                 _ => self.err(Diagnostic::error(e.span, "clear takes one map: `clear(@m)`").label("not a map")),
             },
             "exit" => {

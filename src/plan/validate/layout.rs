@@ -148,6 +148,7 @@ fn map(plan: &Plan, m: &MapSpec) -> Result<(), Refused> {
             shape == (tables.kind, tables.key_size, tables.value_size, tables.max_entries)
         }
         MapRole::Scratch => scratch(plan, m),
+        MapRole::Slots { of } => slots(plan, m, of),
         MapRole::Exemplars { of } => {
             let hist = |u: &MapSpec| {
                 u.object_name == *of
@@ -172,6 +173,23 @@ fn map(plan: &Plan, m: &MapSpec) -> Result<(), Refused> {
     } else {
         Err(map_refused(&m.object_name, format!("{}, which gtrace never makes for a map of its role", describe(m))))
     }
+}
+
+/// The slots of a private user map (`of`): an array of (key, value, spilled) of the
+/// size the lowering gives that map (`lower::slotted::slot_bits` of its size), for a
+/// hash of one 8-byte key and 8-byte plain values whose name says it is private.
+fn slots(plan: &Plan, m: &MapSpec, of: &str) -> bool {
+    use crate::lower::slotted::{slot_bits, SLOT_BYTES};
+    let owner = plan.maps.iter().find(|u| u.object_name == of);
+    let Some(u) = owner else { return false };
+    let private = matches!(&u.role, MapRole::User { name, keys, value: crate::plan::MapValue::Plain(_), .. }
+        if name.starts_with('_') && keys.len() == 1);
+    let slotted_by = plan.maps.iter().filter(|s| matches!(&s.role, MapRole::Slots { of: o } if o == of)).count();
+    private
+        && slotted_by == 1
+        && (u.kind, u.key_size, u.value_size) == (MapKind::Hash, 8, 8)
+        && (m.kind, m.key_size, m.value_size, m.max_entries)
+            == (MapKind::Array, 4, SLOT_BYTES, 1 << slot_bits(u.max_entries))
 }
 
 fn describe(m: &MapSpec) -> String {

@@ -3,7 +3,7 @@
 // Every request is made, and its status checked, before the program prints its own
 // truth as `key=value` lines and exits.
 //
-//	httpserver N [h2] [slow=MS]
+//	httpserver N [h2] [slow=MS] [overlap]
 //	                 N rounds (h2: over TLS, HTTP/2 served by net/http's bundled copy,
 //	                 the client checks each response is HTTP/2); each round makes
 //	                 GET /hello 3 times       -> 200
@@ -12,7 +12,8 @@
 //	                 GET /fail 1 time         -> 500 (http.Error)
 //	                 GET /implicit 1 time     -> 200 (no WriteHeader: Write implies it)
 //	                 GET /empty 1 time        -> 200 (the handler writes nothing)
-//	                 and finally GET /slow once (sleeps 150ms, or MS, 200)
+//	                 and finally GET /slow once (sleeps 150ms, or MS, 200);
+//	                 overlap: GET /slow first, and the rounds while its handler sleeps
 package main
 
 import (
@@ -30,6 +31,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -43,8 +45,12 @@ func main() {
 		}
 		rounds = n
 	}
-	h2, slowFor := false, 150*time.Millisecond
+	h2, slowFor, overlap := false, 150*time.Millisecond, false
 	for _, arg := range os.Args[2:] {
+		if arg == "overlap" {
+			overlap = true
+			continue
+		}
 		isSlow := strings.HasPrefix(arg, "slow=")
 		n, err := strconv.Atoi(strings.TrimPrefix(arg, "slow="))
 		switch {
@@ -88,7 +94,9 @@ func main() {
 		io.WriteString(w, "no WriteHeader\n")
 	})
 	handle("GET", "/empty", func(w http.ResponseWriter, r *http.Request) {})
+	slowStarted := make(chan struct{}, 1)
 	handle("GET", "/slow", func(w http.ResponseWriter, r *http.Request) {
+		slowStarted <- struct{}{}
 		time.Sleep(slowFor)
 		w.WriteHeader(http.StatusOK)
 	})
@@ -114,6 +122,7 @@ func main() {
 	}
 
 	counts := map[string]int{}
+	var mu sync.Mutex
 	do := func(method, path string, want int) {
 		var body io.Reader
 		if method == http.MethodPost {
@@ -139,7 +148,17 @@ func main() {
 			fmt.Fprintf(os.Stderr, "%s %s: %s, want HTTP/2\n", method, path, resp.Proto)
 			os.Exit(1)
 		}
+		mu.Lock()
 		counts[fmt.Sprintf("%s_%s_%d", method, strings.TrimPrefix(path, "/"), want)]++
+		mu.Unlock()
+	}
+	slowDone := make(chan struct{})
+	if overlap {
+		go func() {
+			do("GET", "/slow", 200)
+			close(slowDone)
+		}()
+		<-slowStarted
 	}
 	for i := 0; i < rounds; i++ {
 		for j := 0; j < 3; j++ {
@@ -152,7 +171,11 @@ func main() {
 		do("GET", "/implicit", 200)
 		do("GET", "/empty", 200)
 	}
-	do("GET", "/slow", 200)
+	if overlap {
+		<-slowDone
+	} else {
+		do("GET", "/slow", 200)
+	}
 	srv.Close()
 
 	total := 0
