@@ -185,12 +185,19 @@ fn load_in_parallel(programs: &[(&str, Vec<u8>)], license: &CString) -> HashMap<
     };
     let (first, rest) = shares.split_first().map_or((&[][..], &[][..]), |(f, r)| (&f.1[..], r));
     std::thread::scope(|scope| {
-        let others: Vec<_> = rest.iter().map(|(_, share)| scope.spawn(|| load_share(share))).collect();
+        // A share no thread could be started for is loaded here, after the first.
+        let (started, left): (Vec<_>, Vec<_>) = rest
+            .iter()
+            .map(|(_, share)| (share, std::thread::Builder::new().spawn_scoped(scope, || load_share(share))))
+            .partition(|(_, thread)| thread.is_ok());
         let mut loaded: HashMap<String, OwnedFd> = load_share(first).into_iter().collect();
-        for other in others {
+        for (share, _) in left {
+            loaded.extend(load_share(share));
+        }
+        for (_, thread) in started {
             // A thread that panicked loaded nothing the caller can use: its programs
             // fall back to aya's copies.
-            loaded.extend(other.join().unwrap_or_default());
+            loaded.extend(thread.ok().and_then(|t| t.join().ok()).unwrap_or_default());
         }
         loaded
     })
