@@ -468,6 +468,8 @@ fn plain_maps_have_one_value_and_arrays_clear_to_zero() {
 
 #[test]
 fn verifier_rejection_carries_the_log() {
+    // Serial: `a_program_is_verified_once` counts the programs this process holds.
+    let _serial = serial();
     let (bytes, plan) = object_and_plan(vec![(work_probe(0), out_of_bounds_stack())], vec![]);
     match runtime::load(&bytes, &plan) {
         Err(RuntimeError::Verifier { program, log }) => {
@@ -523,6 +525,59 @@ fn a_point_the_kernel_refuses_is_left_out_and_the_others_attach() {
     let printed = run_target(None, 3);
     assert_eq!(count_of(&loaded, 0), printed);
     assert_eq!(count_of(&loaded, 1), 0);
+}
+
+/// The ids of the kprobe-type programs (uprobes are kprobe programs) this process holds.
+fn kprobe_programs() -> std::collections::BTreeSet<u64> {
+    let fdinfo = std::fs::read_dir("/proc/self/fdinfo").unwrap().flatten();
+    let texts = fdinfo.filter_map(|e| std::fs::read_to_string(e.path()).ok());
+    let field = |text: &str, name: &str| {
+        text.lines().find_map(|l| l.strip_prefix(name).map(|v| v.trim().to_string())).unwrap_or_default()
+    };
+    texts.filter(|t| field(t, "prog_type:") == "2").filter_map(|t| field(&t, "prog_id:").parse().ok()).collect()
+}
+
+#[test]
+fn a_program_is_verified_once_and_its_second_copy_loaded_only_for_a_refused_link() {
+    let _serial = serial();
+    let before = kprobe_programs();
+    let loaded_now = |before: &std::collections::BTreeSet<u64>| kprobe_programs().difference(before).count();
+    // Every point attaches: the program is loaded (verified) once, as the multi-uprobe
+    // copy where the kernel has such links, else as aya's.
+    let (bytes, plan) = object_and_plan(vec![(work_probe(0), count_by_cookie())], vec![counts_map()]);
+    let Some(mut loaded) = load_or_skip(&bytes, &plan) else {
+        return;
+    };
+    assert_eq!(loaded_now(&before), 1, "programs loaded for one probe");
+    assert_eq!(loaded.attach(go_target(), Scope::AllProcesses, None).unwrap(), 1);
+    // Kernels before 6.6 have no multi-uprobe links (the VM matrix runs these tests).
+    let multi = holds_link_of_type("uprobe_multi");
+    assert_eq!(loaded_now(&before), 1, "programs loaded once attached");
+    let printed = run_target(None, 4);
+    assert_eq!(count_of(&loaded, 0), printed);
+    drop(loaded);
+
+    // A point the kernel refuses: the multi-uprobe link is refused, and each point is
+    // attached alone through aya's copy, loaded (verified) only now.
+    let size = std::fs::metadata(go_target()).unwrap().len();
+    let mut probe = work_probe(0);
+    if let ProbeAttach::Uprobe(points) = &mut probe.attach {
+        points.push(AttachPoint {
+            function: "main.beyond".into(),
+            address: 0x99,
+            file_offset: size + 0x1000,
+            cookie: 1,
+        });
+    }
+    let (bytes, plan) = object_and_plan(vec![(probe, count_by_cookie())], vec![counts_map()]);
+    let before = kprobe_programs();
+    let mut loaded = load_or_skip(&bytes, &plan).unwrap();
+    assert_eq!(loaded_now(&before), 1);
+    assert_eq!(loaded.attach(go_target(), Scope::AllProcesses, None).unwrap(), 1);
+    assert_eq!(loaded.refused().len(), 1);
+    assert_eq!(loaded_now(&before), if multi { 2 } else { 1 }, "aya's copy loaded for the points alone");
+    let printed = run_target(None, 3);
+    assert_eq!(count_of(&loaded, 0), printed);
 }
 
 #[test]

@@ -206,7 +206,10 @@ impl Loaded {
         true
     }
 
+    /// aya's copy of `program`, loaded now if it was not (a program with a multi-uprobe
+    /// copy is verified as that alone until a link of it is refused).
     fn uprobe(&mut self, program: &str) -> Result<&mut aya::programs::UProbe, RuntimeError> {
+        super::loader::load_named(&mut self.ebpf, program)?;
         match self.ebpf.program_mut(program) {
             Some(Program::UProbe(p)) => Ok(p),
             Some(_) => Err(RuntimeError::BadProgram { program: program.to_string(), problem: "is not a uprobe" }),

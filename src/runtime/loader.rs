@@ -62,6 +62,9 @@ pub fn prewarm() {
         *slot = Some(std::thread::spawn(|| {
             raise_memlock_limit();
             kfuncs::kernel();
+            // aya probes what the kernel supports (BTF kinds, program and map types:
+            // some thirty bpf() calls) the first time it loads an object: here instead.
+            aya::features();
             EbpfLoader::new()
         }));
     }
@@ -76,18 +79,25 @@ fn loader() -> EbpfLoader<'static> {
 /// Loads `object`'s maps and every program `plan.probes` names (the kernel's verifier
 /// judges each), attaching nothing; and the object as loaded (its kfunc calls linked).
 fn load_verified(object: &[u8], plan: &Plan) -> Result<(Ebpf, Linked), RuntimeError> {
+    let (mut ebpf, linked) = create_maps(object, plan)?;
+    for probe in &plan.probes {
+        load_program(&mut ebpf, probe)?;
+    }
+    Ok((ebpf, linked))
+}
+
+/// Creates `object`'s maps, loading none of its programs; and the object as loaded (its
+/// kfunc calls linked).
+fn create_maps(object: &[u8], plan: &Plan) -> Result<(Ebpf, Linked), RuntimeError> {
     raise_memlock_limit();
     let linked = kfuncs::link(object, kfuncs::kernel())?;
-    let mut ebpf = loader()
+    let ebpf = loader()
         .verifier_log_level(VerifierLogLevel::DEBUG | VerifierLogLevel::STATS)
         .load(&linked.object)
         .map_err(|source| match permission_error(&source) {
             Some(io) => RuntimeError::Permission { action: "creating BPF maps".into(), source: io },
             None => no_ring_buffer(&source, plan).unwrap_or(RuntimeError::Load { source: Box::new(source) }),
         })?;
-    for probe in &plan.probes {
-        load_program(&mut ebpf, probe)?;
-    }
     Ok((ebpf, linked))
 }
 
@@ -110,10 +120,17 @@ pub fn verify(object: &[u8], plan: &Plan) -> Result<(), RuntimeError> {
     load_verified(object, plan).map(drop)
 }
 
-/// Loads `object` and every program `plan.probes` names.
+/// Loads `object` and every program `plan.probes` names: each verified once, as the
+/// multi-uprobe copy where the kernel takes one (`uprobe_multi`), else as aya's copy
+/// (whose refusal is the error said). aya's copy of a program that has a multi-uprobe
+/// copy is loaded only if a multi-uprobe link is refused when attaching
+/// (`Loaded::uprobe`).
 pub fn load(object: &[u8], plan: &Plan) -> Result<Loaded, RuntimeError> {
-    let (mut ebpf, linked) = load_verified(object, plan)?;
+    let (mut ebpf, linked) = create_maps(object, plan)?;
     let multi = super::uprobe_multi::load_for_plan(&ebpf, &linked.object, plan);
+    for probe in plan.probes.iter().filter(|p| !multi.contains_key(&p.program)) {
+        load_program(&mut ebpf, probe)?;
+    }
 
     let mut maps = HashMap::new();
     let mut events = None;
@@ -171,11 +188,17 @@ fn fill_aes_tables(maps: &HashMap<String, MapHandle>) -> Result<(), RuntimeError
 }
 
 fn load_program(ebpf: &mut Ebpf, probe: &ProbeSpec) -> Result<(), RuntimeError> {
-    let name = &probe.program;
+    load_named(ebpf, &probe.program)
+}
+
+/// Loads aya's copy of the program `name` (nothing when it is loaded already).
+pub(crate) fn load_named(ebpf: &mut Ebpf, name: &str) -> Result<(), RuntimeError> {
+    let name = &name.to_string();
     let program = ebpf
         .program_mut(name)
         .ok_or_else(|| RuntimeError::BadProgram { program: name.clone(), problem: "is not in the object" })?;
     let result = match program {
+        Program::UProbe(p) if p.fd().is_ok() => Ok(()),
         Program::UProbe(p) => p.load(),
         _ => {
             return Err(RuntimeError::BadProgram {

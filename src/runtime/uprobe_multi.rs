@@ -151,16 +151,56 @@ pub(crate) fn load_programs(
         .and_then(|s| s.data().ok())
         .and_then(|d| CString::new(d.split(|b| *b == 0).next().unwrap_or_default()).ok())
         .unwrap_or_else(|| c"GPL".to_owned());
-    let mut loaded = HashMap::new();
-    for (name, section) in programs {
-        let Some(insns) = relocated_insns(&file, section, map_fds) else {
-            continue;
-        };
-        if let Ok(fd) = load_program(name, &insns, &license) {
-            loaded.insert(name.to_string(), fd);
+    let relocated: Vec<(&str, Vec<u8>)> = programs
+        .iter()
+        .filter_map(|(name, section)| Some((*name, relocated_insns(&file, section, map_fds)?)))
+        .collect();
+    load_in_parallel(&relocated, &license)
+}
+
+/// Loads every program of `programs` (name, relocated instructions) as a multi-uprobe
+/// program, on as many threads as there are CPUs (four at most): the kernel verifies
+/// programs side by side, and the verifier is most of a load. Which programs load does
+/// not depend on the threads: each is loaded once, alone, as it would be one by one.
+fn load_in_parallel(programs: &[(&str, Vec<u8>)], license: &CString) -> HashMap<String, OwnedFd> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 4).min(programs.len());
+    // The largest first, each to the thread with the fewest instructions so far.
+    let mut order: Vec<usize> = (0..programs.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(programs[i].1.len()));
+    let mut shares: Vec<(usize, Vec<usize>)> = vec![(0, Vec::new()); threads];
+    for i in order {
+        if let Some(share) = shares.iter_mut().min_by_key(|(size, _)| *size) {
+            share.0 += programs[i].1.len();
+            share.1.push(i);
         }
     }
-    loaded
+    let load_share = |share: &[usize]| -> Vec<(String, OwnedFd)> {
+        share
+            .iter()
+            .filter_map(|&i| {
+                let (name, insns) = &programs[i];
+                load_program(name, insns, license).ok().map(|fd| (name.to_string(), fd))
+            })
+            .collect()
+    };
+    let (first, rest) = shares.split_first().map_or((&[][..], &[][..]), |(f, r)| (&f.1[..], r));
+    std::thread::scope(|scope| {
+        // A share no thread could be started for is loaded here, after the first.
+        let (started, left): (Vec<_>, Vec<_>) = rest
+            .iter()
+            .map(|(_, share)| (share, std::thread::Builder::new().spawn_scoped(scope, || load_share(share))))
+            .partition(|(_, thread)| thread.is_ok());
+        let mut loaded: HashMap<String, OwnedFd> = load_share(first).into_iter().collect();
+        for (share, _) in left {
+            loaded.extend(load_share(share));
+        }
+        for (_, thread) in started {
+            // A thread that panicked loaded nothing the caller can use: its programs
+            // fall back to aya's copies.
+            loaded.extend(thread.ok().and_then(|t| t.join().ok()).unwrap_or_default());
+        }
+        loaded
+    })
 }
 
 /// The instructions in `section` with every map relocation resolved to a map fd (its
