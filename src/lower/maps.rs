@@ -315,9 +315,13 @@ impl Maps {
     /// first, its hash the spill (slotted.rs), sized by `sizes`: 2^bits slots, the
     /// largest power of two not over the map's size (at most 2^`slotted::MAX_BITS`), and
     /// the spill its size, so that it never refuses a key it would have held as a hash.
-    pub fn add_slots(&mut self, table: &MapTable, sizes: &MapSizes) {
+    /// Only a map of the standard library (its shape first given in a file `in_library`
+    /// says is one): slots are exact only where one key's set, read and take never run
+    /// at once on two CPUs (slotted.rs), which a library's own use of its map keeps (a
+    /// request's start, then its end), and a user's script need not.
+    pub fn add_slots(&mut self, table: &MapTable, sizes: &MapSizes, in_library: &dyn Fn(u32) -> bool) {
         for (name, info) in &table.maps {
-            if !slotted(name, info, table.whole.contains(name)) {
+            if !slotted(name, info, table.whole.contains(name)) || !in_library(info.span.file) {
                 continue;
             }
             let Some(um) = self.user.get_mut(name) else { continue };

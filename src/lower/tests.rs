@@ -32,7 +32,12 @@ pub(super) fn lowered(binary: &dyn GoBinary, text: &str) -> (Checked, Lowered) {
 
 /// `lowered` with `opts` (accounting, limits).
 pub(super) fn lowered_with(binary: &dyn GoBinary, text: &str, opts: &Options) -> (Checked, Lowered) {
-    let root = Root { name: "<test>".into(), text: text.into(), dir: None };
+    lowered_named(binary, "<test>", text, opts)
+}
+
+/// `lowered_with` of a file named `name` (`stdlib/NAME.gt`: as a library's).
+pub(super) fn lowered_named(binary: &dyn GoBinary, name: &str, text: &str, opts: &Options) -> (Checked, Lowered) {
+    let root = Root { name: name.into(), text: text.into(), dir: None };
     let (sources, script) = compile::parse(root, opts).unwrap_or_else(|r| panic!("{}", r.render(false)));
     let mut diags = Diagnostics::default();
     let fail = |diags: Diagnostics| -> ! {

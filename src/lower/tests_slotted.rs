@@ -4,7 +4,7 @@
 //! is spilled, a delete releases the slot, and a key the full spill refuses is counted.
 
 use super::slotted::{slot_index, SLOT_BYTES};
-use super::tests::{asm, lowered_with, user_map};
+use super::tests::{asm, lowered_named, user_map};
 use super::Lowered;
 use crate::bpf::interp::{HashSpec, Machine, World};
 use crate::compile::Options;
@@ -26,13 +26,17 @@ fn target() -> Fake {
         .function("main.take", &[("r", "*main.Req")], &[])
 }
 
-/// The script lowered with `@_t` of `size` keys, every hit and refusal counted.
+/// The script lowered as a library's (only a library's maps are slotted) with `@_t` of
+/// `size` keys, every hit and refusal counted.
 fn lower(size: u32) -> Lowered {
     let mut opts = Options::default();
     opts.lowering.accounting = true;
     opts.lowering.map_sizes.maps.push(("_t".into(), size));
-    lowered_with(&target(), SCRIPT, &opts).1
+    lowered_named(&target(), LIBRARY, SCRIPT, &opts).1
 }
+
+/// The name a library's file has.
+const LIBRARY: &str = "stdlib/slots.gt";
 
 /// The world of `l`'s programs: the slots and the counters as arrays, the hashes as
 /// hashes of their plan's shapes, every other map one zeroed value.
@@ -236,15 +240,22 @@ fn keys_that_can_hold_no_slot_and_maps_named_whole_use_the_hash() {
     assert_eq!(run.take(0), 5);
     assert!(run.spill().is_empty());
     assert_eq!(run.slot(0).2, 0, "its count back to 0");
-    // A private map printed whole, a shown map, and one keyed by a string: hashes.
+    // A private map printed whole, a shown map, and one keyed by a string: hashes; and
+    // the slotted script itself as a user's (not a library's): a hash.
     let mut opts = Options::default();
     opts.lowering.accounting = true;
+    let slotted = |name: &str, script: &str| {
+        let (_, l) = lowered_named(&target(), name, script, &opts);
+        l.plan.maps.iter().any(|m| matches!(m.role, MapRole::Slots { .. }))
+    };
     for script in [
         "on entry main.set { @_t[r] = v } on entry main.get { print(@_t) }",
         "on entry main.set { @t[r] = v }",
         "on entry main.set { @_t[\"x\"] = v }",
     ] {
-        let (_, l) = lowered_with(&target(), script, &opts);
-        assert!(!l.plan.maps.iter().any(|m| matches!(m.role, MapRole::Slots { .. })), "{script}");
+        assert!(!slotted(LIBRARY, script), "{script}");
     }
+    assert!(slotted(LIBRARY, SCRIPT));
+    assert!(!slotted("<-e>", SCRIPT), "a user's script's map");
+    assert!(!slotted("/home/u/t.gt", SCRIPT), "a user's file's map");
 }
