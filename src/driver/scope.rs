@@ -143,11 +143,19 @@ pub(super) fn shared_addresses_warning(process: &Process, target: &crate::gobin:
     if !every_process || !fixed_heap(version) {
         return;
     }
-    let names = pointer_keyed(plan);
-    if !names.is_empty() {
+    // A private map (`@_name`) is a library's own, which the user cannot rekey.
+    let (private, shown): (Vec<String>, Vec<String>) =
+        pointer_keyed(plan).into_iter().partition(|n| n.starts_with("@_"));
+    if !shown.is_empty() {
         eprintln!(
             "gtrace: warning: -b: this binary ({version}) puts every process's heap at the same address, and {} keyed by a pointer without `pid`: two processes' entries can share a key (add `pid` to the key, or trace each process with -p; docs/fleet.md)",
-            names.join(", ")
+            shown.join(", ")
+        );
+    }
+    if !private.is_empty() {
+        eprintln!(
+            "gtrace: warning: -b: this binary ({version}) puts every process's heap at the same address, and the library keeps {} by address alone: two processes' requests at one address can share an entry, and one of them is then not counted or timed wrongly (trace each process with -p for exact numbers; docs/fleet.md)",
+            private.join(", ")
         );
     }
 }
