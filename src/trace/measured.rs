@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 pub use super::correction::{MEASURABLE, SCALE_RANGE};
 
 /// The shortest window before attaching that gives a share of a CPU to compare with.
-pub const SHORTEST_BEFORE: Duration = Duration::from_millis(50);
+pub const SHORTEST_BEFORE: Duration = Duration::from_millis(100);
 /// The first interval, from the attach: a correction comes that soon (the budget's
 /// first cuts weigh what stays high until then).
 const FIRST_INTERVAL: Duration = Duration::from_millis(500);
@@ -72,11 +72,16 @@ pub struct TargetCpu {
 
 impl TargetCpu {
     /// Starts watching `pid` as the probes attach; `before` is a reading taken when
-    /// gtrace started, for the share of a CPU it had untraced.
-    pub fn start(pid: u32, before: Option<Reading>) -> Option<TargetCpu> {
+    /// gtrace was done with its own work before attaching (`trace::quiet_baseline`), for
+    /// the share of a CPU it had untraced; `waits_from`, one taken when gtrace started,
+    /// for how long it waited for a CPU untraced (over the longer window: the quiet one
+    /// alone read no wait on an idle host, and every traced interval then looked held
+    /// back: tests/estimate.rs).
+    pub fn start(pid: u32, before: Option<Reading>, waits_from: Option<Reading>) -> Option<TargetCpu> {
         let attached = Reading::now(pid)?;
         let window = before.filter(|b| attached.at.duration_since(b.at) >= SHORTEST_BEFORE);
         let share = window.and_then(|b| attached.rate_since(&b));
+        let window = waits_from.or(window).filter(|b| attached.at.duration_since(b.at) >= SHORTEST_BEFORE);
         let ran = window.map_or(0, |b| attached.cpu_ns.saturating_sub(b.cpu_ns));
         let waited = window.map_or(0, |b| attached.wait_ns.saturating_sub(b.wait_ns));
         let waited_before = if ran > 0 { waited as f64 / ran as f64 } else { 0.0 };

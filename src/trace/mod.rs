@@ -120,12 +120,16 @@ fn seed_load_biases(loaded: &Loaded, plan: &Plan, binary: &std::path::Path, scop
     Ok(())
 }
 
-/// Lets the window before attaching reach the length that gives the target's share of a
-/// CPU untraced (at most `measured::SHORTEST_BEFORE`; compiling usually took longer).
-fn wait_for_baseline(before: Option<measured::Reading>) {
-    if let Some(b) = before {
-        std::thread::sleep(measured::SHORTEST_BEFORE.saturating_sub(b.at.elapsed()));
-    }
+/// The target's CPU read again once gtrace's own work before attaching is done
+/// (compiling, loading, the trap calibration), and a quiet `measured::SHORTEST_BEFORE`
+/// let pass before the attach: the window that gives its share of a CPU untraced. A
+/// window from gtrace's start held that work, on every CPU of a small host, and the
+/// target spent more while it ran (a steady program at 5.6% of a CPU read 7.4-11.6%
+/// from gtrace's start: tests/estimate.rs). None when the target cannot be read.
+fn quiet_baseline(pid: u32) -> Option<measured::Reading> {
+    let reading = measured::Reading::now(pid)?;
+    std::thread::sleep(measured::SHORTEST_BEFORE);
+    Some(reading)
 }
 
 /// `SCRIPT on TARGET`, the live view's title.

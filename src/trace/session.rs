@@ -6,8 +6,8 @@
 
 use super::symbols::TargetSymbols;
 use super::{
-    budget, drain, live, live_title, pictures, print_maps, report_skipped, run_until_stopped, seed_load_biases, stats,
-    wait_for_baseline, written, Halt, Process,
+    budget, drain, live, live_title, pictures, print_maps, quiet_baseline, report_skipped, run_until_stopped,
+    seed_load_biases, stats, written, Halt, Process,
 };
 use crate::cli::TraceArgs;
 use crate::export::{Export, Traced};
@@ -70,19 +70,21 @@ pub(super) fn start<'a>(
         (None, Some(c)) => Scope::Process(c.pid()),
         (None, None) => Scope::AllProcesses,
     };
-    let attached = attach(&mut loaded, plan, process, args, scope)?;
+    // The calibration's loops end before the target's baseline is read (`attach`).
+    let calibrated = calibration.finish();
+    let (attached, baseline) = attach(&mut loaded, plan, process, args, scope)?;
     // A trace may run for days: the compiler's tables go now.
     target.release_compiler_tables();
     // What was freed goes back to the system, not only to the allocator.
     runtime::trim_heap();
     warn_unguarded(&loaded, process);
     report_skipped(&loaded, plan)?;
-    let mut costs = budget::Costs::new(stats::Meter::new(plan, calibration.finish(), budget), plan);
+    let mut costs = budget::Costs::new(stats::Meter::new(plan, calibrated, budget), plan);
     let traced_pid = process.pid.or(child.as_ref().map(|c| c.pid()));
     // One symbolizer for the output, the pictures and the exporters' threads.
     let symbols = Arc::new(TargetSymbols::new(target, plan, traced_pid));
     if let Some(pid) = traced_pid {
-        costs.meter.watch_cpu(pid, process.cpu_before);
+        costs.meter.watch_cpu(pid, baseline.or(process.cpu_before), process.cpu_before);
     }
     // The exporters read symbols from the file the probes are attached to.
     let file = loaded.target_file().unwrap_or(&process.binary).to_path_buf();
@@ -101,8 +103,15 @@ pub(super) fn start<'a>(
 }
 
 /// Attaches every probe (scoped to the cgroup, after the baseline of the target's CPU
-/// is taken) and says how many. Returns how many were attached.
-fn attach(loaded: &mut Loaded, plan: &Plan, process: &Process, args: &TraceArgs, scope: Scope) -> Result<usize, Halt> {
+/// is taken: `quiet_baseline`) and says how many. Returns how many were attached, and
+/// the baseline's first reading.
+fn attach(
+    loaded: &mut Loaded,
+    plan: &Plan,
+    process: &Process,
+    args: &TraceArgs,
+    scope: Scope,
+) -> Result<(usize, Option<crate::trace::measured::Reading>), Halt> {
     // Before attaching, so that processes already running read their package variables
     // from the first hit; after, for those that started meanwhile (from now on the
     // entry-point probe learns them).
@@ -110,13 +119,12 @@ fn attach(loaded: &mut Loaded, plan: &Plan, process: &Process, args: &TraceArgs,
     if let Some(cgroup) = &process.cgroup {
         loaded.scope_to_cgroup(&plan.cgroup, cgroup)?;
     }
-    if args.wants_costs(process.command.is_some()) {
-        wait_for_baseline(process.cpu_before);
-    }
+    let wanted = args.wants_costs(process.command.is_some()) && process.cpu_before.is_some();
+    let baseline = process.pid.filter(|_| wanted).and_then(quiet_baseline);
     let attached = loaded.attach(&process.binary, scope, process.read_as)?;
     seed_load_biases(loaded, plan, &process.binary, scope)?;
     eprintln!("Attached {attached} probe{}", if attached == 1 { "" } else { "s" });
-    Ok(attached)
+    Ok((attached, baseline))
 }
 
 /// Says what guards the trace could not have: a file guard that only the loop keeps,

@@ -138,8 +138,8 @@ impl Meter {
 
     /// From now on, what `pid` spends on CPU is read beside the estimate; `before` is
     /// its CPU time when gtrace started, for its share of a CPU untraced.
-    pub fn watch_cpu(&mut self, pid: u32, before: Option<Reading>) {
-        self.target = TargetCpu::start(pid, before);
+    pub fn watch_cpu(&mut self, pid: u32, before: Option<Reading>, waits_from: Option<Reading>) {
+        self.target = TargetCpu::start(pid, before, waits_from);
     }
 
     /// Reads the watched process's CPU time (at most every 20 ms).
