@@ -98,9 +98,9 @@ pub fn facts(target: &dyn GoBinary, checked: &Checked) -> BinaryFacts {
     }
     let runtime: BTreeMap<String, RuntimeFunction> =
         names.into_iter().filter_map(|n| runtime_function(target, n)).map(|f| (f.name.clone(), f)).collect();
-    let reads_globals =
-        checked.instances.iter().any(|i| i.dictionary.is_some() || i.facts.map_index || i.facts.uses_link_addresses());
-    let entry_point = (reads_globals && target.is_pie()).then(|| entry_point(target)).flatten();
+    // Every PIE's processes learn their load bias there (lower/programs.rs); where a
+    // probe reads package variables, they must.
+    let entry_point = target.is_pie().then(|| entry_point(target)).flatten();
     // The runtime's layouts come from DWARF where there is some: asked only when a
     // program will read them, so a script that reads no Go value reads no DWARF.
     let goid = checked.instances.iter().any(|i| i.facts.names.values().any(|n| *n == Name::Builtin(Builtin::Goid)));

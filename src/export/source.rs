@@ -78,7 +78,8 @@ impl Source {
             let raw = self.reader.entries(&export.object_name)?;
             let Some(mut dump) = output::decode_map(spec, &raw, &self.plan) else { continue };
             if needs_names(&dump) {
-                self.symbols.learn_bias();
+                // The trace loop learns it from the entry-point probe when the map has gone.
+                self.symbols.learn_bias(|_| None);
                 output::name_map(&mut dump, self.symbols.as_ref());
             }
             let mut families = convert::families(export, &dump, &self.labels, &mut state.ranges);

@@ -31,6 +31,11 @@ fn reads_globals(inst: &Instance, hashing: bool) -> bool {
     inst.dictionary.is_some() || inst.facts.uses_link_addresses() || (hashing && inst.facts.map_index)
 }
 
+/// Whether the binary's ELF entry point can hold a uprobe.
+fn entry_takes_uprobe(binary: &BinaryFacts) -> bool {
+    binary.entry_point.as_ref().is_some_and(|at| at.refusal.is_none())
+}
+
 /// What every program of the script shares while it is lowered.
 pub(super) struct Ctx<'a> {
     pub(super) script: &'a Script,
@@ -105,7 +110,11 @@ pub(super) fn lower_all(
         maps.specs.push(super::aeshash::aes_tables_map());
     }
     let biased = binary.is_pie && checked.instances.iter().any(|i| reads_globals(i, aes.is_some()));
-    if biased {
+    // Every PIE learns its processes' biases at the entry point, whether or not a probe
+    // reads a package variable: printing names a type or a frame by it, and a short -c
+    // command can end before its memory map is read.
+    let learns_bias = biased || (binary.is_pie && entry_takes_uprobe(binary));
+    if learns_bias {
         maps.specs.push(super::globals::load_bias_map());
     }
     let mut cx = Ctx {
@@ -146,6 +155,8 @@ pub(super) fn lower_all(
         cx.self_cleanup_program(var.span)?;
     }
     if let Some(inst) = checked.instances.iter().find(|i| biased && reads_globals(i, aes.is_some())) {
+        cx.load_bias_program(inst.span)?;
+    } else if let Some(inst) = checked.instances.first().filter(|_| learns_bias) {
         cx.load_bias_program(inst.span)?;
     }
     cx.tie_dependent_sites();

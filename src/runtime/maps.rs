@@ -117,7 +117,7 @@ impl MapHandle {
     }
 
     /// The values under `key`, or `None` if it has gone.
-    fn lookup(&self, key: &[u8]) -> Result<Option<Vec<Vec<u8>>>, RuntimeError> {
+    pub(super) fn lookup(&self, key: &[u8]) -> Result<Option<Vec<Vec<u8>>>, RuntimeError> {
         let (count, stride) = self.value_layout()?;
         let mut buf = vec![0u8; count * stride];
         match self.syscall(BPF_MAP_LOOKUP_ELEM, key.as_ptr(), buf.as_mut_ptr(), 0) {

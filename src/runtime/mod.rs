@@ -81,6 +81,14 @@ impl Loaded {
         Ok(true)
     }
 
+    /// The load bias the entry-point probe stored for process `tgid` (see
+    /// lower/globals.rs), if the plan has that probe and the process ran it.
+    pub fn load_bias(&self, tgid: u32) -> Option<u64> {
+        let map = self.maps.values().find(|m| matches!(m.spec.role, crate::plan::MapRole::LoadBias))?;
+        let values = map.lookup(&tgid.to_ne_bytes()).ok()??;
+        Some(u64::from_ne_bytes(values.first()?.get(..8)?.try_into().ok()?))
+    }
+
     /// Scopes every program attached to the target to `cgroup` and the cgroups below
     /// it: its directory's fd goes into slot 0 of the plan's cgroup array `object_name`
     /// (the kernel keeps its own reference to the cgroup).

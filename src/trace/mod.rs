@@ -166,7 +166,7 @@ fn run_until_stopped(
     let (process, mut child, args, stop, export, mut view) = until;
     let started = Instant::now();
     loop {
-        symbols.learn_bias();
+        symbols.learn_bias(|pid| loaded.load_bias(pid));
         costs.meter.sample_cpu();
         // Short waits, so gtrace notices promptly when the target ends.
         if drain(loaded, plan, &costs.meter.detached, symbols, sink, Duration::from_millis(20))? {
@@ -235,7 +235,7 @@ fn drain(
         }
     })?;
     if !events.is_empty() {
-        symbols.learn_bias();
+        symbols.learn_bias(|pid| loaded.load_bias(pid));
     }
     let mut exit = false;
     let unix = crate::runtime::clock::unix_minus_monotonic();

@@ -159,7 +159,7 @@ impl Running<'_> {
             // exec'd, before its events (and its exit) could outrun us.
             let deadline = Instant::now() + Duration::from_millis(200);
             while self.symbols.is_pie() && self.symbols.bias().is_none() && Instant::now() < deadline {
-                self.symbols.learn_bias();
+                self.symbols.learn_bias(|pid| self.loaded.load_bias(pid));
                 std::thread::sleep(Duration::from_millis(1));
             }
         }

@@ -92,11 +92,13 @@ impl TargetSymbols {
         *lock(&self.bias)
     }
 
-    /// Learns the bias of a PIE from the traced process's memory map.
-    pub fn learn_bias(&self) {
+    /// Learns the bias of a PIE from the traced process's memory map, or else from what
+    /// the entry-point probe stored for it (`stored`, by pid): a short -c command can
+    /// run and end between two looks at its map, and an ended one has none.
+    pub fn learn_bias(&self, stored: impl FnOnce(u32) -> Option<u64>) {
         let mut bias = lock(&self.bias);
         let (None, Some(link), Some(pid)) = (*bias, self.link_base, self.pid) else { return };
-        *bias = runtime::mapping_start(pid, &self.path).map(|start| start.wrapping_sub(link));
+        *bias = runtime::mapping_start(pid, &self.path).map(|start| start.wrapping_sub(link)).or_else(|| stored(pid));
     }
 
     fn link(&self, addr: u64) -> Option<u64> {
