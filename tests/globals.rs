@@ -186,3 +186,42 @@ fn the_gc_library_reports_the_heap_the_runtime_counts() {
     assert!(support::map_value(&r.stdout, "@gc_cycles") >= 3, "{}", r.stdout);
     assert!(!r.stdout.contains("@gc_heap"), "{}", r.stdout);
 }
+
+/// The ELF entry point of `bin` (e_entry of a 64-bit ELF header).
+fn elf_entry(bin: &Path) -> u64 {
+    let bytes = std::fs::read(bin).expect("read the binary");
+    u64::from_le_bytes(bytes[24..32].try_into().expect("an ELF header"))
+}
+
+/// The addresses of the `learn_load_bias` program's attach points in `bin`'s plan for a
+/// script that reads no package variable.
+fn bias_points(bin: &Path) -> Vec<u64> {
+    let plan = tempfile_path("bias-plan.json");
+    let script = "on entry main.tick { @c = count() }";
+    let r = gtrace(&["--emit", "plan", "-o", plan.to_str().unwrap(), "-e", script, "-b", bin.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let text = std::fs::read_to_string(&plan).expect("the plan");
+    let _ = std::fs::remove_file(&plan);
+    let plan: serde_json::Value = serde_json::from_str(&text).expect("plan JSON");
+    let probes = plan["plan"]["probes"].as_array().expect("probes");
+    (probes.iter().filter(|p| p["program"] == "learn_load_bias"))
+        .flat_map(|p| p["attach"]["Uprobe"].as_array().cloned().unwrap_or_default())
+        .map(|pt| pt["address"].as_u64().expect("an address"))
+        .collect()
+}
+
+fn tempfile_path(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("gtrace-{}-{name}", std::process::id()))
+}
+
+/// A PIE's types and frames are named through its load bias, which a short -c command
+/// can take away (its memory map gone before gtrace reads it: CI saw types print as
+/// addresses). So every plan for a PIE learns the bias at the ELF entry point, whatever
+/// its script reads; an executable's needs none. Pure: no privileges.
+#[test]
+fn every_pie_plan_learns_the_bias_at_the_entry_point() {
+    let pie = globals(&["-buildmode=pie"]);
+    assert_eq!(bias_points(&pie), vec![elf_entry(&pie)]);
+    let exe = globals(&[]);
+    assert_eq!(bias_points(&exe), Vec::<u64>::new());
+}

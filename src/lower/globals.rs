@@ -3,9 +3,12 @@
 //! a program at the ELF entry point (the first instruction every process of the binary
 //! runs) stores `ip - entry` under the process's tgid in `load_bias`, and the runtime
 //! stores it for processes that were already running when the probes were attached
-//! (from /proc/PID/maps). A probe that reads a package variable looks it up once, in its
-//! prologue; a process whose bias is unknown (evicted from the table, say) skips the hit
-//! and counts it (`Counter::Skipped`), said at exit.
+//! (from /proc/PID/maps). Every plan for a PIE has that program, whatever its script
+//! reads: the trace loop names types and frames by the bias too, and a short -c command
+//! can end before its memory map is read (`Loaded::load_bias` reads it back). A probe
+//! that reads a package variable looks it up once, in its prologue; a process whose bias
+//! is unknown (evicted from the table, say) skips the hit and counts it
+//! (`Counter::Skipped`), said at exit.
 
 use super::codegen::Gen;
 use super::ir::{Arg, R};
