@@ -252,3 +252,52 @@ fn two_processes_with_goroutines_at_the_same_g_keep_their_calls_apart() {
         assert!(nanos(keyed_line(&out, "@own", pid)) >= slept, "self.t another process's: {what}");
     }
 }
+
+#[test]
+fn under_b_processes_that_come_and_go_leave_room_for_the_next() {
+    use std::io::Write;
+    use std::time::Duration;
+    use support::processes::{scratch_dir, Gtrace, Lines, Owned};
+    if !privileged("under_b_processes_that_come_and_go_leave_room_for_the_next") {
+        return;
+    }
+    // A file of its own: -b traces every process of it, and no other test runs it.
+    let bin = scratch_dir("comeandgo").join("sharedg");
+    support::copy_executable(&support::go_build("sharedg", &[]), &bin);
+    // Twelve processes one after the other, 2,000 goroutines each making one timed call:
+    // 24,000 goroutines' records in all, more than the array's 16,384 slots and a table
+    // of 3,000 for the rest hold, while one process's 2,000 fit whatever the array holds.
+    // gtrace sweeps the table of the ended processes' keys every 200 ms here (5 s by
+    // default); without the sweep the later processes' calls find no room.
+    let (processes, goroutines): (i64, i64) = (12, 2000);
+    let gtrace = env!("CARGO_BIN_EXE_gtrace");
+    let sweep = "GTRACE_TEST_HOOK_SWEEP_MS=200";
+    let script = "on return main.nap { @n = count(); @longest = max(elapsed) }";
+    let args = [sweep, gtrace, "-b", bin.to_str().expect("a path"), "-e", script, "--budget", "off"];
+    let mut g = Gtrace::start_command("env", &[&args[..], &["--map-size", "inflight=3000"]].concat());
+    g.attached();
+    let mut calls = 0;
+    for _ in 0..processes {
+        let mut child = std::process::Command::new(&bin)
+            .args([goroutines.to_string().as_str(), "1", "1"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("start the program");
+        let stdin = child.stdin.take().expect("stdin");
+        let out = Lines::of(child.stdout.take().expect("stdout"));
+        let mut child = Owned(child);
+        out.wait_for(Duration::from_secs(60), |l| l == "ready").expect("the program says ready");
+        writeln!(&stdin, "go").expect("write");
+        let said = out.wait_for(Duration::from_secs(60), |l| l.starts_with("calls=")).expect("the calls end");
+        calls += truth(&said, "calls");
+        let _ = child.0.wait();
+        // A sweep or two after its end.
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert_eq!(g.stop("INT"), 0, "{}", g.err.text());
+    let (out, err) = (g.out.text(), g.err.text());
+    assert_eq!(calls, processes * goroutines, "{out}");
+    assert_eq!(missed_calls(&err), 0, "{out}\n{err}");
+    assert_eq!(map_value(&out, "@n"), calls, "{out}\n{err}");
+}

@@ -23,8 +23,8 @@
 //! target's most goroutines at once (`maps::INFLIGHT_ENTRIES`, or `--map-size
 //! inflight=N`); an entry that finds no room is counted by the kernel's errno
 //! (`Counter::Refused`), its call not followed. (Under -b, a process that exits leaves
-//! its records, and its array slots stay claimed: processes that come and go fill the
-//! tables, and what finds no room is counted so.)
+//! its records: the trace loop deletes its keys from the hash maps every few seconds,
+//! runtime/ended.rs; its array slots stay claimed.)
 //!
 //! A frame's position is `rel = SP - base`, where `base` is the record's: when the
 //! runtime copies the goroutine's stack (runtime.copystack, probed by `stack_moves`), it

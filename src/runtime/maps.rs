@@ -100,7 +100,7 @@ impl MapHandle {
         }
     }
 
-    fn keys(&self) -> Result<Vec<Vec<u8>>, RuntimeError> {
+    pub(super) fn keys(&self) -> Result<Vec<Vec<u8>>, RuntimeError> {
         let mut keys = Vec::new();
         // Entries deleted while we iterate make the kernel restart from the first key;
         // never loop for ever on a map that keeps changing.
@@ -221,6 +221,15 @@ impl MapHandle {
             .map_err(|e| self.err("BPF_MAP_UPDATE_ELEM", e))
     }
 
+    /// Deletes `key` from a hash map; false when it was not there.
+    pub fn delete(&self, key: &[u8]) -> Result<bool, RuntimeError> {
+        match self.syscall(BPF_MAP_DELETE_ELEM, key.as_ptr(), std::ptr::null_mut(), 0) {
+            Ok(()) => Ok(true),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(false),
+            Err(e) => Err(self.err("BPF_MAP_DELETE_ELEM", e)),
+        }
+    }
+
     /// Deletes every entry of a hash map; zeroes every element of an array.
     pub fn clear(&self) -> Result<(), RuntimeError> {
         let keys = self.keys()?;
@@ -233,11 +242,7 @@ impl MapHandle {
             }
         } else {
             for key in keys {
-                match self.syscall(BPF_MAP_DELETE_ELEM, key.as_ptr(), std::ptr::null_mut(), 0) {
-                    Ok(()) => {}
-                    Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
-                    Err(e) => return Err(self.err("BPF_MAP_DELETE_ELEM", e)),
-                }
+                self.delete(&key)?;
             }
         }
         Ok(())

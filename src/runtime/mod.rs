@@ -21,6 +21,7 @@ pub mod cgroup;
 mod child_fds;
 pub mod clock;
 mod container;
+mod ended;
 mod error;
 mod events;
 pub mod file_guard;

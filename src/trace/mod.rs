@@ -6,6 +6,7 @@
 
 pub mod budget;
 pub mod correction;
+mod ended;
 mod live;
 pub mod measured;
 mod pictures;
@@ -165,9 +166,14 @@ fn run_until_stopped(
 ) -> Result<(), Halt> {
     let (process, mut child, args, stop, export, mut view) = until;
     let started = Instant::now();
+    let all_processes = process.pid.is_none() && child.is_none();
+    let mut sweeper = all_processes.then(|| ended::Sweeper::for_all_processes(process.binary.clone()));
     loop {
         symbols.learn_bias(|pid| loaded.load_bias(pid));
         costs.meter.sample_cpu();
+        if let Some(s) = sweeper.as_mut() {
+            s.turn(loaded)?;
+        }
         // Short waits, so gtrace notices promptly when the target ends.
         if drain(loaded, plan, &costs.meter.detached, symbols, sink, Duration::from_millis(20))? {
             return Ok(());
