@@ -31,18 +31,11 @@ fn program(body: &str) -> String {
     )
 }
 
-fn scratch(name: &str) -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cache_builds").join(name);
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
 /// Each variant built as rules_go builds: every one with the build id `redacted`.
 fn redacted_builds() -> Vec<PathBuf> {
     let mut built = Vec::new();
     for (k, body) in VARIANTS.iter().enumerate() {
-        let src = scratch(&format!("src-{k}"));
+        let src = support::processes::scratch_dir(&format!("cache_builds/src-{k}"));
         std::fs::write(src.join("go.mod"), "module redacted\n\ngo 1.21\n").unwrap();
         std::fs::write(src.join("main.go"), program(body)).unwrap();
         built.push(support::go_build_at(&src, &format!("redacted-{k}"), &["-ldflags=-buildid=redacted -w"]));
@@ -64,7 +57,7 @@ fn plan(binary: &Path, home: &Path, script: &str, extra: &[&str]) -> String {
 fn builds_that_share_every_build_id_do_not_share_where_functions_were_inlined() {
     let script = "on entry main.inl { @n = count() }";
     let builds = redacted_builds();
-    let home = scratch("home");
+    let home = support::processes::scratch_dir("cache_builds/home");
     let alone: Vec<String> = builds.iter().map(|b| plan(b, &home, script, &["--no-cache"])).collect();
     // Two builds the cache cannot tell apart by their ids and size, inlined at other places.
     let same = |a: &Path, b: &Path| {
@@ -87,7 +80,7 @@ fn builds_that_share_every_build_id_do_not_share_where_functions_were_inlined() 
 fn a_cache_directory_through_a_link_others_may_repoint_is_not_used() {
     use std::os::unix::fs::PermissionsExt;
     let bin = support::go_build("e2e", &[]);
-    let base = scratch("link");
+    let base = support::processes::scratch_dir("cache_builds/link");
     let (shared, real) = (base.join("shared"), base.join("real"));
     std::fs::create_dir(&shared).unwrap();
     std::fs::create_dir(&real).unwrap();

@@ -3,11 +3,11 @@
 //! knows what such code uses: 64- and 32-bit ALU operations, loads and stores of every
 //! width, jumps, `ld_imm64` (a map reference gives that map's value address), and the
 //! helpers `map_lookup_elem` (an array map's one value, or its element by index when
-//! the world says its elements' size, a hash map's element by key, or a keyed map's one
-//! key's: `Keyed`), `map_update_elem` and `map_delete_elem` of hash maps (with the
-//! kernel's errnos: full, present under BPF_NOEXIST, absent under BPF_EXIST or at a
-//! delete), `map_update_elem` of a keyed map, `probe_read_user` (from the regions given
-//! as the target's memory), `get_attach_cookie` (the world's, 0 unless set),
+//! the world says its elements' size, or a hash map's element by key),
+//! `map_update_elem` and `map_delete_elem` of hash maps (with the kernel's errnos: full,
+//! present under BPF_NOEXIST, absent under BPF_EXIST or at a delete; a hash may hold
+//! elements before the run), `map_update_elem` of an array map's one value,
+//! `probe_read_user` (from the regions given as the target's memory), `get_attach_cookie` (the world's, 0 unless set),
 //! `get_current_pid_tgid` and `ktime_get_ns` (the world's), an atomic add and
 //! compare-and-exchange; kfunc calls do nothing. A `Machine` keeps the maps between runs
 //! (several probes in turn). `run_probe` runs a
@@ -52,14 +52,13 @@ pub enum InterpError {
 /// What a program runs against: its maps' one value each (by name), and the target's
 /// memory (address, bytes); with `unmapped_fails`, a read of memory not given fails as
 /// the kernel's does (-EFAULT, the destination zeroed) instead of stopping the run.
-/// A map named in `keyed` is a hash with room for one key; the others are arrays of
-/// one value whatever the key. `pid_tgid` and `now` are what the helpers return.
+/// A map not named in `arrays` or `hashes` is an array of one value whatever the key.
+/// `pid_tgid` and `now` are what the helpers return.
 #[derive(Clone, Default)]
 pub struct World {
     pub maps: Vec<(String, Vec<u8>)>,
     pub user: Vec<(u64, Vec<u8>)>,
     pub unmapped_fails: bool,
-    pub keyed: Vec<Keyed>,
     pub pid_tgid: u64,
     pub now: u64,
     /// Maps of `maps` that are arrays of elements of this many bytes, looked up by index
@@ -68,6 +67,8 @@ pub struct World {
     /// Maps of `maps` that are hashes (their bytes unused): found, updated and deleted
     /// by key, as the kernel's are.
     pub hashes: Vec<(String, HashSpec)>,
+    /// Elements of `hashes` there before the run: the map, a key, its value.
+    pub held: Vec<(String, Vec<u8>, Vec<u8>)>,
     /// What `get_attach_cookie` returns.
     pub cookie: u64,
 }
@@ -107,29 +108,14 @@ impl<'w> Machine<'w> {
 
     /// A hash map's elements: key bytes, value bytes.
     pub fn hash(&self, name: &str) -> Vec<(Vec<u8>, Vec<u8>)> {
-        let i = self.world.maps.iter().position(|(n, _)| n == name).expect("a map of the world");
-        let table = self.mem.tables.get(&i).cloned().unwrap_or_default();
-        table
-            .into_iter()
-            .map(|(k, at)| (k, self.mem.regions.iter().find(|(b, _)| *b == at).expect("element").1.clone()))
-            .collect()
+        self.mem.elements(map_index(self.world, name))
     }
 }
 
-/// A hash map with room for one key of `size` bytes: `key`, once it has one. Its value
-/// is the map's in `World::maps`. A lookup of another key finds nothing; an update of
-/// another key finds the map full.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Keyed {
-    pub map: String,
-    pub size: usize,
-    pub key: Option<Vec<u8>>,
+/// The index of map `name` among the world's maps.
+fn map_index(world: &World, name: &str) -> usize {
+    world.maps.iter().position(|(n, _)| n == name).unwrap_or_else(|| panic!("{name} is not a map of the world"))
 }
-
-/// What `map_update_elem` returns for a key that exists under BPF_NOEXIST, and for a
-/// full map.
-const EEXIST: u64 = -17i64 as u64;
-const E2BIG: u64 = -7i64 as u64;
 
 /// What `probe_read_user` returns for memory it cannot read.
 const EFAULT: u64 = -14i64 as u64;
@@ -139,14 +125,14 @@ const CTX: u64 = 0x3000_0000;
 
 /// What a run did: R0 at its exit, each read of the target (address, length) in order,
 /// the maps' values after it, by name, each map lookup (the map, the key's bytes: 4 of
-/// an array's) in order, and the keyed maps after it.
+/// an array's) in order, and the hash maps' elements after it (key, value), by name.
 #[derive(Debug)]
 pub struct Run {
     pub r0: u64,
     pub reads: Vec<(u64, u64)>,
     pub maps: Vec<(String, Vec<u8>)>,
     pub lookups: Vec<(String, Vec<u8>)>,
-    pub keyed: Vec<Keyed>,
+    pub hashes: Vec<(String, Vec<(Vec<u8>, Vec<u8>)>)>,
 }
 
 /// Runs `prog` with R1 pointing at `regs` (a probe's `struct pt_regs`, as bytes).
@@ -155,17 +141,17 @@ pub fn run_probe(prog: &Program, world: &World, regs: &[u8]) -> Result<Run, Inte
     mem.regions.push((CTX, regs.to_vec()));
     let mut reads = Vec::new();
     let r0 = execute(prog, world, CTX, &mut mem, &mut reads)?;
+    let hashes = (world.hashes.iter()).map(|(n, _)| (n.clone(), mem.elements(map_index(world, n)))).collect();
     let names = world.maps.iter().map(|(n, _)| n.clone());
-    let (lookups, keyed) = (std::mem::take(&mut mem.lookups), std::mem::take(&mut mem.keyed));
+    let lookups = std::mem::take(&mut mem.lookups);
     let maps = names.zip(mem.regions.into_iter().skip(1).map(|(_, b)| b)).collect();
-    Ok(Run { r0, reads, maps, lookups, keyed })
+    Ok(Run { r0, reads, maps, lookups, hashes })
 }
 
-/// The machine's writable memory: the stack, then each map's value; the keyed maps'
-/// keys and the lookups made.
+/// The machine's writable memory: the stack, then each map's value, then the hash
+/// maps' elements; the lookups made.
 struct Memory {
     regions: Vec<(u64, Vec<u8>)>,
-    keyed: Vec<Keyed>,
     lookups: Vec<(String, Vec<u8>)>,
     /// Each hash map's elements (by its index in the world's maps): key, value address.
     tables: BTreeMap<usize, BTreeMap<Vec<u8>, u64>>,
@@ -174,20 +160,34 @@ struct Memory {
 }
 
 impl Memory {
-    /// The stack, then each map's value.
+    /// The stack, then each map's value, then the hashes' elements held before the run.
     fn new(world: &World) -> Memory {
         let stack = (STACK_TOP - STACK_SIZE, vec![0; STACK_SIZE as usize]);
-        let mut mem = Memory {
-            regions: vec![stack],
-            keyed: world.keyed.clone(),
-            lookups: Vec::new(),
-            tables: BTreeMap::new(),
-            made: 0,
-        };
+        let mut mem = Memory { regions: vec![stack], lookups: Vec::new(), tables: BTreeMap::new(), made: 0 };
         for (i, (_, value)) in world.maps.iter().enumerate() {
             mem.regions.push((MAPS + (i as u64) * 0x100_0000, value.clone()));
         }
+        for (name, key, value) in &world.held {
+            mem.insert(map_index(world, name), key.clone(), value.clone());
+        }
         mem
+    }
+
+    /// Puts a new element (`key`, `value`) in hash map `i`, in a region of its own.
+    fn insert(&mut self, i: usize, key: Vec<u8>, value: Vec<u8>) {
+        let at = ELEMENTS + self.made * 0x1000;
+        self.made += 1;
+        self.regions.push((at, value));
+        self.tables.entry(i).or_default().insert(key, at);
+    }
+
+    /// Hash map `i`'s elements: key bytes, value bytes.
+    fn elements(&self, i: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let table = self.tables.get(&i).cloned().unwrap_or_default();
+        table
+            .into_iter()
+            .map(|(k, at)| (k, self.regions.iter().find(|(b, _)| *b == at).expect("element").1.clone()))
+            .collect()
     }
 
     fn slice(&mut self, pc: usize, addr: u64, len: u64) -> Result<&mut [u8], InterpError> {
@@ -263,16 +263,6 @@ fn execute(
                 let sum = mem.load(pc, at, len)?.wrapping_add(r[src]);
                 mem.store(pc, at, len, sum)?;
             }
-            BPF_STX if mode(i.code) == BPF_ATOMIC && i.imm == BPF_CMPXCHG => {
-                let len = u64::from(Size::from_code(i.code).bytes());
-                let at = r[dst].wrapping_add_signed(i64::from(i.off));
-                let old = mem.load(pc, at, len)?;
-                let expected = if len == 8 { r[0] } else { r[0] & 0xffff_ffff };
-                if old == expected {
-                    mem.store(pc, at, len, r[src])?;
-                }
-                r[0] = old;
-            }
             BPF_STX | BPF_ST if mode(i.code) == BPF_MEM => {
                 let len = u64::from(Size::from_code(i.code).bytes());
                 let value = if class(i.code) == BPF_STX { r[src] } else { i.imm as i64 as u64 };
@@ -333,6 +323,12 @@ fn helper(
         .and_then(|i| (r[1] == MAPS + i * 0x100_0000 && (i as usize) < world.maps.len()).then_some(i as usize));
     let hash = map.and_then(|i| world.hashes.iter().find(|(n, _)| *n == world.maps[i].0).map(|(_, h)| (i, *h)));
     let array = map.and_then(|i| world.arrays.iter().find(|(n, _)| *n == world.maps[i].0).map(|(_, s)| *s));
+    if id == BPF_FUNC_map_lookup_elem {
+        let name = map.map_or(String::new(), |i| world.maps[i].0.clone());
+        let size = hash.map_or(4, |(_, spec)| u64::from(spec.key_size));
+        let key = mem.slice(pc, r[2], size)?.to_vec();
+        mem.lookups.push((name, key));
+    }
     let result = match id {
         id if [BPF_FUNC_map_lookup_elem, BPF_FUNC_map_update_elem, BPF_FUNC_map_delete_elem].contains(&id)
             && hash.is_some() =>
@@ -351,35 +347,14 @@ fn helper(
             }
         }
         // The map's address as R1 holds it is its value's: an array map's one entry.
-        // The map's address as R1 holds it is its value's: an array map's one entry, or
-        // a keyed map's when the key is its key.
-        id if id == BPF_FUNC_map_lookup_elem => {
-            let (name, keyed) = map_at(world, mem, r[1]);
-            let key = mem.slice(pc, r[2], keyed.as_ref().map_or(4, |k| k.size as u64))?.to_vec();
-            mem.lookups.push((name, key.clone()));
-            match keyed {
-                Some(k) if k.key.as_ref() != Some(&key) => 0,
-                _ => r[1],
-            }
-        }
+        id if id == BPF_FUNC_map_lookup_elem => r[1],
         id if id == BPF_FUNC_map_update_elem => {
-            let (_, keyed) = map_at(world, mem, r[1]);
-            let size = keyed.as_ref().map_or(4, |k| k.size as u64);
-            let key = mem.slice(pc, r[2], size)?.to_vec();
+            mem.slice(pc, r[2], 4)?;
             // The value is as long as the map's.
             let len = mem.regions.iter().find(|(base, _)| *base == r[1]).map_or(0, |(_, b)| b.len() as u64);
-            match keyed.as_ref().and_then(|k| k.key.clone()) {
-                Some(k) if k == key && r[4] == BPF_NOEXIST as u64 => EEXIST,
-                Some(k) if k != key => E2BIG,
-                _ => {
-                    let value = mem.slice(pc, r[3], len)?.to_vec();
-                    mem.slice(pc, r[1], len)?.copy_from_slice(&value);
-                    if let Some(at) = keyed.and_then(|k| mem.keyed.iter().position(|m| m.map == k.map)) {
-                        mem.keyed[at].key = Some(key);
-                    }
-                    0
-                }
-            }
+            let value = mem.slice(pc, r[3], len)?.to_vec();
+            mem.slice(pc, r[1], len)?.copy_from_slice(&value);
+            0
         }
         id if id == BPF_FUNC_get_attach_cookie => world.cookie,
         id if id == BPF_FUNC_get_current_pid_tgid => world.pid_tgid,
@@ -408,15 +383,6 @@ fn helper(
     };
     r[1..6].fill(0);
     Ok(result)
-}
-
-/// The name of the map whose value is at `addr`, and its key when it is keyed (as the
-/// run has it now).
-fn map_at(world: &World, mem: &Memory, addr: u64) -> (String, Option<Keyed>) {
-    let index = (addr.wrapping_sub(MAPS) / 0x100_0000) as usize;
-    let name = world.maps.get(index).map(|(n, _)| n.clone()).unwrap_or_default();
-    let keyed = mem.keyed.iter().find(|k| k.map == name).cloned();
-    (name, keyed)
 }
 
 /// A helper on hash map `i` of the world: R2 the key, R3 the value and R4 the flags of
@@ -454,10 +420,7 @@ fn hash_helper(
                     0
                 }
                 None => {
-                    let at = ELEMENTS + mem.made * 0x1000;
-                    mem.made += 1;
-                    mem.regions.push((at, value));
-                    mem.tables.entry(i).or_default().insert(key, at);
+                    mem.insert(i, key, value);
                     0
                 }
             }

@@ -21,7 +21,7 @@ mod trust;
 pub use format::{Entry, For, Rejected};
 pub use trust::Untrusted;
 
-use crate::gobin::Target;
+use crate::gobin::{InlinedSite, Target};
 use std::path::{Path, PathBuf};
 
 /// The most the cache directory holds, in bytes.
@@ -127,18 +127,15 @@ impl Store {
     /// blobs copied from the file as it is now, unread (by the kernel: no copy in this
     /// process). Ok(false) when that file is not one this gtrace would use (nothing
     /// written: `save` writes it whole).
-    pub fn save_sites(
-        &self,
-        target: &Target,
-        inlined: &[(String, Vec<crate::gobin::InlinedSite>)],
-    ) -> Result<bool, WriteError> {
+    pub fn save_sites(&self, target: &Target, inlined: &[(String, Vec<InlinedSite>)]) -> Result<bool, WriteError> {
         let Some(path) = self.file_for(target) else { return Ok(true) };
         if self.trusted().is_err() {
             return Ok(false);
         }
         let Some(file) = trust::open_file(&path) else { return Ok(false) };
-        let code_crc = (!inlined.is_empty()).then(|| target.code_crc());
-        let Ok(old) = format::with_sites(file, &binary(target), inlined, code_crc) else { return Ok(false) };
+        let Ok(old) = format::with_sites(file, &binary(target), inlined, sites_crc(target, inlined)) else {
+            return Ok(false);
+        };
         if old.head.len() as u64 + old.blobs_len > format::LARGEST {
             return Ok(false);
         }
@@ -203,6 +200,19 @@ impl Store {
             }
         }
     }
+}
+
+/// What a file's inlined sites are kept with, `Entry::code_crc`: `Target::code_crc` of
+/// the binary they were found in (build ids alone may name two builds); None without
+/// sites (then it is not computed).
+pub fn sites_crc(target: &Target, inlined: &[(String, Vec<InlinedSite>)]) -> Option<u32> {
+    (!inlined.is_empty()).then(|| target.code_crc())
+}
+
+/// Whether `entry`'s inlined sites, if it has any, were found in `target`'s code
+/// (`sites_crc`): sites found in another build's code are not used.
+pub fn sites_fit(entry: &Entry, target: &Target) -> bool {
+    sites_crc(target, &entry.inlined).is_none_or(|crc| entry.code_crc == Some(crc))
 }
 
 /// The binary as a cache file names it (its DWARF is named in the DWARF part, checked

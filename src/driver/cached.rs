@@ -7,7 +7,7 @@
 //! in one line); a DWARF error while the cache's DWARF is in use compiles again without
 //! it (`compile_seeded` in mod.rs).
 
-use crate::cache::{Entry, Store};
+use crate::cache::{sites_crc, sites_fit, Entry, Store};
 use crate::cli::Cli;
 use crate::gobin::Target;
 
@@ -32,10 +32,9 @@ pub(super) fn open(cli: &Cli, target: &Target) -> Option<Cached> {
     // A file that is not what this gtrace writes for this binary is not used, and is
     // written again below: the run is as without a cache.
     let mut loaded = store.load(target).ok().flatten().unwrap_or_default();
-    // Sites found in another build's code (build ids may name two builds: `code_crc`),
+    // Sites found in another build's code (build ids may name two builds: `sites_fit`),
     // or not in this binary's: the file is not used at all.
-    let other_code = !loaded.inlined.is_empty() && loaded.code_crc != Some(target.code_crc());
-    if other_code || !target.seed_inlined(&loaded.inlined) {
+    if !sites_fit(&loaded, target) || !target.seed_inlined(&loaded.inlined) {
         loaded = Entry::default();
     }
     if let Some(seed) = loaded.dwarf.clone() {
@@ -68,7 +67,7 @@ impl Cached {
                 Err(e) => return eprintln!("gtrace: {e} ({})", e.hint()),
             }
         }
-        let code_crc = (!inlined.is_empty()).then(|| target.code_crc());
+        let code_crc = sites_crc(target, &inlined);
         let learned = Entry { dwarf: dwarf.or_else(|| self.loaded.dwarf.clone()), inlined, code_crc };
         if let Err(e) = self.store.save(target, &learned) {
             eprintln!("gtrace: {e} ({})", e.hint());

@@ -60,13 +60,11 @@ struct Candidate {
 }
 
 impl Gen<'_> {
-    /// Finds the fields of one object that `body` reads near each other (two or more
-    /// distinct fields in `MAX_SPAN` bytes), gives each span its slots and sets them
-    /// (state `UNREAD`, buffer zero). Call before lowering `body`, outside any
-    /// temporary's scope.
-    pub(super) fn coalesce_reads(&mut self, body: &Block, span: Span) -> Result<(), LowerError> {
-        let mut fields = Vec::new();
-        self.fields_in_block(body, &mut fields);
+    /// Finds the fields of one object that a body reads near each other (two or more
+    /// distinct fields in `MAX_SPAN` bytes, among `fields`: what `fields_in_block`
+    /// found in it), gives each span its slots and sets them (state `UNREAD`, buffer
+    /// zero). Call before lowering the body, outside any temporary's scope.
+    pub(super) fn coalesce_reads(&mut self, fields: &[&Expr], span: Span) -> Result<(), LowerError> {
         let mut objects: BTreeMap<String, Vec<Candidate>> = BTreeMap::new();
         for e in fields {
             if let Some((key, c)) = self.candidate(e) {

@@ -27,16 +27,22 @@ use std::collections::HashMap;
 const UNREAD: i32 = -1;
 
 impl Gen<'_> {
-    /// Finds the pointer paths that `body` reads more than once (on the branches that
-    /// exist after `defined(...)`), gives each a slot and sets it to the sentinel. Call
-    /// before lowering `body`, outside any temporary's scope.
-    pub(super) fn reuse_paths(&mut self, body: &Block, span: Span) -> Result<(), LowerError> {
+    /// Before lowering `body` (outside any temporary's scope): the pointer paths it
+    /// reads more than once kept (`reuse_paths`), then its near fields read together
+    /// (coalesce.rs), both chosen from one walk of the fields it reads.
+    pub(super) fn prepare_reads(&mut self, body: &Block, span: Span) -> Result<(), LowerError> {
         let mut fields = Vec::new();
         self.fields_in_block(body, &mut fields);
-        let uses: Vec<(String, ExprId)> = (fields.into_iter())
-            .filter(|e| self.is_pointer(e))
-            .filter_map(|e| Some((self.path_key(e)?, e.id)))
-            .collect();
+        self.reuse_paths(&fields, span)?;
+        self.coalesce_reads(&fields, span)
+    }
+
+    /// Finds the pointer paths that a body reads more than once (among `fields`, what
+    /// `fields_in_block` found in it), gives each a slot and sets it to the sentinel.
+    /// Call before lowering the body, outside any temporary's scope.
+    pub(super) fn reuse_paths(&mut self, fields: &[&Expr], span: Span) -> Result<(), LowerError> {
+        let uses: Vec<(String, ExprId)> =
+            (fields.iter()).filter(|e| self.is_pointer(e)).filter_map(|e| Some((self.path_key(e)?, e.id))).collect();
         let mut count: HashMap<&str, usize> = HashMap::new();
         for (key, _) in &uses {
             *count.entry(key).or_default() += 1;
@@ -80,7 +86,8 @@ impl Gen<'_> {
     }
 
     /// Every field `body` reads (`base.f`), on the branches lowering generates (see
-    /// `stmt`), outside `defined(...)`: what reuse_paths and coalesce.rs choose from.
+    /// `stmt`), outside `defined(...)`: what reuse_paths and coalesce.rs choose from
+    /// (`prepare_reads`).
     pub(super) fn fields_in_block<'b>(&self, block: &'b Block, out: &mut Vec<&'b Expr>) {
         for s in &block.stmts {
             self.fields_in_stmt(s, out);

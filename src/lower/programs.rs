@@ -401,8 +401,7 @@ impl Ctx<'_> {
             if let Some(addr) = only {
                 gen.only_dictionary(addr, probe.span)?;
             }
-            gen.reuse_paths(&probe.body, probe.span)?;
-            gen.coalesce_reads(&probe.body, probe.span)?;
+            gen.prepare_reads(&probe.body, probe.span)?;
             gen.block(&probe.body)
         })?;
         let attach = match inst.kind {

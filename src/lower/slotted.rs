@@ -38,6 +38,7 @@ use super::ir::Arg;
 use super::layout::SLOT_HASH;
 use super::maps::{Slots, UserMap};
 use super::LowerError;
+use crate::bpf::builder::Label;
 use crate::bpf::helpers::*;
 use crate::bpf::insn::*;
 use crate::syntax::ast::Span;
@@ -71,8 +72,11 @@ const EEXIST: i32 = 17;
 const ENOENT: i32 = 2;
 
 impl Gen<'_> {
-    /// R0 = the slot of the key in stack slot `key`, also kept in stack slot `at`.
-    fn slot_of(&mut self, s: &Slots, key: i16, at: i16) {
+    /// Finds the slot of the key in stack slot `key`: R0 = its address, also kept in the
+    /// stack slot returned, and R2 = the key; jumps to `other` when the key can hold no
+    /// slot (0 or BUSY).
+    fn find_slot(&mut self, s: &Slots, key: i16, other: Label, span: Span) -> Result<i16, LowerError> {
+        let at = self.slot(8, span)?;
         if s.bits == 0 {
             self.b.emit(mov64_imm(R1, 0));
         } else {
@@ -86,12 +90,10 @@ impl Gen<'_> {
         // Never taken: the index is below the array's size.
         self.b.jmp_imm_to(JmpOp::Eq, R0, 0, self.done);
         self.b.emit(store_reg(Size::DW, R10, at, R0));
-    }
-
-    /// Jumps to `other` when the key in R2 can hold no slot (0 or BUSY).
-    fn unslotted_key(&mut self, other: crate::bpf::builder::Label) {
+        self.b.emit(load(Size::DW, R2, R10, key));
         self.b.jmp_imm_to(JmpOp::Eq, R2, 0, other);
         self.b.jmp_imm_to(JmpOp::Eq, R2, BUSY, other);
+        Ok(at)
     }
 
     /// Adds `delta` to the spilled count of the slot whose address is in stack slot `at`.
@@ -103,11 +105,8 @@ impl Gen<'_> {
 
     /// R0 = the value of the key in stack slot `key` (0 when absent).
     pub(super) fn slotted_read(&mut self, um: &UserMap, s: &Slots, key: i16, span: Span) -> Result<(), LowerError> {
-        let at = self.slot(8, span)?;
         let (other, end) = (self.b.new_label(), self.b.new_label());
-        self.slot_of(s, key, at);
-        self.b.emit(load(Size::DW, R2, R10, key));
-        self.unslotted_key(other);
+        self.find_slot(s, key, other, span)?;
         self.b.emit(load(Size::DW, R1, R0, TAG));
         self.b.jmp_reg_to(JmpOp::Ne, R1, R2, other);
         self.b.emit(load(Size::DW, R0, R0, VALUE));
@@ -133,12 +132,9 @@ impl Gen<'_> {
         val: i16,
         span: Span,
     ) -> Result<(), LowerError> {
-        let at = self.slot(8, span)?;
         let (spill, claimed, write, end) =
             (self.b.new_label(), self.b.new_label(), self.b.new_label(), self.b.new_label());
-        self.slot_of(s, key, at);
-        self.b.emit(load(Size::DW, R2, R10, key));
-        self.unslotted_key(spill);
+        let at = self.find_slot(s, key, spill, span)?;
         self.b.emit(load(Size::DW, R1, R0, TAG));
         self.b.jmp_reg_to(JmpOp::Eq, R1, R2, write);
         self.b.jmp_imm_to(JmpOp::Ne, R1, 0, spill);
@@ -192,14 +188,11 @@ impl Gen<'_> {
         taken: Option<i16>,
         span: Span,
     ) -> Result<(), LowerError> {
-        let at = self.slot(8, span)?;
         let (other, end) = (self.b.new_label(), self.b.new_label());
         if let Some(t) = taken {
             self.b.emit(store_imm(Size::DW, R10, t, 0));
         }
-        self.slot_of(s, key, at);
-        self.b.emit(load(Size::DW, R2, R10, key));
-        self.unslotted_key(other);
+        let at = self.find_slot(s, key, other, span)?;
         // Its own slot: the tag from the key to BUSY (one of two at once wins), then the
         // value zeroed and the slot freed.
         self.b.emit(mov64_reg(R1, R0));

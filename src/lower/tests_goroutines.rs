@@ -7,7 +7,7 @@ use super::layout::{F_FUNC, F_REL, F_TIME, KEY, R_FRAMES, R_G, R_TGID, R_TOP, SL
 use super::maps::{CARRIED, GOROUTINES, GOROUTINES_SPILL, SELF_VARS};
 use super::tests::{asm, lowered, user_map};
 use super::Lowered;
-use crate::bpf::interp::{run_probe, Keyed, Run, World};
+use crate::bpf::interp::{run_probe, HashSpec, Run, World};
 use crate::gobin::fake::Fake;
 
 /// Every register holds this: the g register and the stack pointer alike.
@@ -56,14 +56,18 @@ fn u64_at(bytes: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(bytes[at..][..8].try_into().expect("8 bytes"))
 }
 
-/// The object name and value size of the map of `role`'s object name.
+/// The value size of the map of object name `object`.
 fn size_of(l: &Lowered, object: &str) -> u32 {
     l.plan.maps.iter().find(|m| m.object_name == object).map_or(4096, |m| m.value_size.max(8))
 }
 
+/// A hash map of `l`'s plan by object name, and the elements it holds before a run.
+type Held = (&'static str, Vec<(Vec<u8>, Vec<u8>)>);
+
 /// Runs `program` of `l` in process `tgid`, every register G, with the maps its
-/// relocations name (zeros of their value size, or `given`), `keyed` the hashes.
-fn run(l: &Lowered, program: &str, tgid: u32, given: &[(&str, Vec<u8>)], keyed: Vec<Keyed>) -> Run {
+/// relocations name (zeros of their value size, or `given`); the maps of `hashes` are
+/// hashes of their plan's shape holding the elements given.
+fn run(l: &Lowered, program: &str, tgid: u32, given: &[(&str, Vec<u8>)], hashes: &[Held]) -> Run {
     let (_, prog) = l.programs.iter().find(|(n, _)| n == program).unwrap_or_else(|| panic!("no {program}"));
     let names = prog.relocations.iter().map(|r| r.map.clone()).collect::<std::collections::BTreeSet<_>>();
     let maps = (names.into_iter())
@@ -74,7 +78,14 @@ fn run(l: &Lowered, program: &str, tgid: u32, given: &[(&str, Vec<u8>)], keyed: 
         })
         .collect();
     let pid_tgid = u64::from(tgid) << 32 | u64::from(tgid + 1);
-    let world = World { maps, pid_tgid, now: NOW, keyed, ..World::default() };
+    let mut world = World { maps, pid_tgid, now: NOW, ..World::default() };
+    for (name, elements) in hashes {
+        let m = l.plan.maps.iter().find(|m| m.object_name == *name).unwrap_or_else(|| panic!("no map {name}"));
+        assert_eq!(m.key_size, KEY, "{name} keyed by (g, index, process)");
+        let spec = HashSpec { key_size: m.key_size, value_size: m.value_size, max_entries: m.max_entries };
+        world.hashes.push((name.to_string(), spec));
+        world.held.extend(elements.iter().map(|(k, v)| (name.to_string(), k.clone(), v.clone())));
+    }
     let regs: Vec<u8> = [G; 32].iter().flat_map(|w| w.to_le_bytes()).collect();
     run_probe(prog, &world, &regs).unwrap_or_else(|e| panic!("{e}\n{}", asm(l, program)))
 }
@@ -83,8 +94,15 @@ fn map_after<'r>(run: &'r Run, object: &str) -> &'r [u8] {
     &run.maps.iter().find(|(n, _)| n == object).unwrap_or_else(|| panic!("no map {object}")).1
 }
 
-fn keyed(map: &str, key: Option<Vec<u8>>) -> Keyed {
-    Keyed { map: map.into(), size: KEY as usize, key }
+/// Hash map `object`'s elements after `run` (key, value).
+fn hash_after<'r>(run: &'r Run, object: &str) -> &'r [(Vec<u8>, Vec<u8>)] {
+    &run.hashes.iter().find(|(n, _)| n == object).unwrap_or_else(|| panic!("no hash {object}")).1
+}
+
+/// The value of `key` in hash map `object` after `run`.
+fn element_after<'r>(run: &'r Run, object: &str, key: &[u8]) -> &'r [u8] {
+    let found = hash_after(run, object).iter().find(|(k, _)| k == key);
+    &found.unwrap_or_else(|| panic!("{object} holds no {key:?}")).1
 }
 
 /// The program attached at main.add's returns (p0) and the one at its entry.
@@ -106,7 +124,7 @@ fn a_return_pops_only_its_own_process_s_frame_of_a_shared_g() {
     let (count, elapsed) = (&user_map(&l, "n").0.object_name, &user_map(&l, "e").0.object_name);
     let array = [(GOROUTINES, record(size, Some(P), T0))];
     // Its own process's: found in the array slot of (g xor tgid), popped, timed.
-    let own = run(&l, &ret, P, &array, vec![keyed(GOROUTINES_SPILL, None)]);
+    let own = run(&l, &ret, P, &array, &[(GOROUTINES_SPILL, vec![])]);
     let looked = own.lookups.iter().find(|(m, _)| m == GOROUTINES).expect("the array looked up");
     assert_eq!(looked.1, slot.to_le_bytes(), "{}", asm(&l, &ret));
     assert_eq!((u64_at(map_after(&own, count), 0), u64_at(map_after(&own, elapsed), 0)), (1, NOW - T0));
@@ -114,15 +132,15 @@ fn a_return_pops_only_its_own_process_s_frame_of_a_shared_g() {
     assert!(!own.lookups.iter().any(|(m, _)| m == GOROUTINES_SPILL), "{:?}", own.lookups);
     // Another process's goroutine at the same g: the array's record is not its own, and
     // it has no spilled one: nothing popped, nothing counted.
-    let other = run(&l, &ret, Q, &array, vec![keyed(GOROUTINES_SPILL, None)]);
+    let other = run(&l, &ret, Q, &array, &[(GOROUTINES_SPILL, vec![])]);
     assert!(other.lookups.contains(&(GOROUTINES_SPILL.to_string(), key(0, Q))), "{:?}", other.lookups);
     assert_eq!(u32_at(map_after(&other, GOROUTINES), R_TOP), 1, "the other process's frame stays");
     assert_eq!(u64_at(map_after(&other, count), 0), 0);
     // With its own spilled record (entered at NOW - 300): that one is popped.
-    let spilled = [array[0].clone(), (GOROUTINES_SPILL, record(size, None, NOW - 300))];
-    let other = run(&l, &ret, Q, &spilled, vec![keyed(GOROUTINES_SPILL, Some(key(0, Q)))]);
+    let spilled = [(GOROUTINES_SPILL, vec![(key(0, Q), record(size, None, NOW - 300))])];
+    let other = run(&l, &ret, Q, &array, &spilled);
     assert_eq!((u64_at(map_after(&other, count), 0), u64_at(map_after(&other, elapsed), 0)), (1, 300));
-    assert_eq!(u32_at(map_after(&other, GOROUTINES_SPILL), R_TOP), 0);
+    assert_eq!(u32_at(element_after(&other, GOROUTINES_SPILL, &key(0, Q)), R_TOP), 0);
     assert_eq!(u32_at(map_after(&other, GOROUTINES), R_TOP), 1, "the other process's frame stays");
 }
 
@@ -132,18 +150,18 @@ fn an_entry_claims_a_free_slot_with_its_process_and_spills_beside_another_s() {
     let (_, entry) = programs(&l);
     let size = size_of(&l, GOROUTINES);
     // A free slot: claimed with g and the process, the frame pushed in it.
-    let free = run(&l, &entry, P, &[], vec![keyed(GOROUTINES_SPILL, None)]);
+    let free = run(&l, &entry, P, &[], &[(GOROUTINES_SPILL, vec![])]);
     let rec = map_after(&free, GOROUTINES);
     assert_eq!((u64_at(rec, R_G as usize), u32_at(rec, R_TGID), u32_at(rec, R_TOP)), (G, P, 1), "{}", asm(&l, &entry));
     assert_eq!(u64_at(rec, (R_FRAMES + F_TIME) as usize), NOW);
     // The slot held by the same g of another process: a record of its own, spilled
     // under (g, 0, tgid); the other's record untouched.
     let held = record(size, Some(P), T0);
-    let beside = run(&l, &entry, Q, &[(GOROUTINES, held.clone())], vec![keyed(GOROUTINES_SPILL, None)]);
+    let beside = run(&l, &entry, Q, &[(GOROUTINES, held.clone())], &[(GOROUTINES_SPILL, vec![])]);
     assert_eq!(map_after(&beside, GOROUTINES), &held[..]);
-    let spill = beside.keyed.iter().find(|k| k.map == GOROUTINES_SPILL).expect("the spill map");
-    assert_eq!(spill.key, Some(key(0, Q)));
-    let rec = map_after(&beside, GOROUTINES_SPILL);
+    let keys = hash_after(&beside, GOROUTINES_SPILL).iter().map(|(k, _)| k.clone()).collect::<Vec<_>>();
+    assert_eq!(keys, vec![key(0, Q)]);
+    let rec = element_after(&beside, GOROUTINES_SPILL, &key(0, Q));
     assert_eq!((u32_at(rec, R_TOP), u64_at(rec, (R_FRAMES + F_TIME) as usize)), (1, NOW));
 }
 
@@ -155,8 +173,8 @@ fn carried_parameters_and_self_variables_are_kept_by_g_index_and_process() {
     let size = size_of(&l, GOROUTINES);
     let maps = [(GOROUTINES, record(size, Some(Q), T0))];
     // The carried record found (the program ends without it), then `self.t` looked up.
-    let held = vec![keyed(CARRIED, Some(key(0, Q))), keyed(SELF_VARS, None), keyed(GOROUTINES_SPILL, None)];
-    let r = run(&l, &ret, Q, &maps, held);
+    let carried = vec![(key(0, Q), vec![0u8; size_of(&l, CARRIED) as usize])];
+    let r = run(&l, &ret, Q, &maps, &[(CARRIED, carried), (SELF_VARS, vec![]), (GOROUTINES_SPILL, vec![])]);
     let keys = |map: &str| r.lookups.iter().filter(|(m, _)| m == map).map(|(_, k)| k.clone()).collect::<Vec<_>>();
     // The call's frame is number 0 of its goroutine; `t` is self variable 0.
     assert_eq!(keys(CARRIED), vec![key(0, Q)], "{}", asm(&l, &ret));
@@ -173,7 +191,7 @@ fn in_one_process_the_key_holds_process_0_without_a_helper_call() {
     let size = size_of(&l, GOROUTINES);
     let slot = (G.wrapping_mul(SLOT_HASH) >> (64 - SLOT_BITS)) as u32;
     // The record as a program of one process claims it: g, process 0.
-    let r = run(&l, &ret, P, &[(GOROUTINES, record(size, Some(0), T0))], vec![keyed(GOROUTINES_SPILL, None)]);
+    let r = run(&l, &ret, P, &[(GOROUTINES, record(size, Some(0), T0))], &[(GOROUTINES_SPILL, vec![])]);
     let looked = r.lookups.iter().find(|(m, _)| m == GOROUTINES).expect("the array looked up");
     assert_eq!(looked.1, slot.to_le_bytes());
     let (count, elapsed) = (&user_map(&l, "n").0.object_name, &user_map(&l, "e").0.object_name);
