@@ -5,7 +5,8 @@
 //! The process's CPU time (its threads' schedstat, `runtime::cpu_and_wait_ns`) is read when gtrace
 //! starts (-p), when the probes attach, and every 20 ms while tracing. What it spends
 //! above its share before attaching (over its life when that agrees with what it spent
-//! during gtrace's start-up, else over a quiet window: `Baseline`) is what the probes
+//! during gtrace's start-up, or that start-up share for a near-idle target, else over a
+//! quiet window: `Baseline`) is what the probes
 //! really cost it, as long as its load stays what it was. At each look of the budget (`observe`), once an interval has
 //! passed (the first half a second after the attach, then each second), the interval's
 //! extra CPU, the probes' eBPF time and their traps by kind go to the correction, which
@@ -35,13 +36,16 @@ const LIFETIME_ABOVE: (f64, f64) = (0.25, 0.01);
 /// lifetime share under that (with room) says its load has risen.
 const LIFETIME_BELOW: (f64, f64) = (2.5, 0.01);
 
+/// A target that spent under this share of a CPU over gtrace's start-up is near idle:
+/// that share (which gtrace's own work only adds to) stands for its share untraced.
+const NEAR_IDLE: f64 = 0.01;
+
 /// The target's share of a CPU untraced, as gtrace took it before attaching.
 #[derive(Clone, Copy, Debug)]
 pub enum Baseline {
-    /// Over its life up to gtrace's start (its CPU time over its age), a fraction:
-    /// taken when the window of gtrace's start-up agreed with it (`lifetime_agrees`);
-    /// with how long it waited for a CPU over its life for each ns it ran.
-    Lifetime { share: f64, waited: f64 },
+    /// Read without waiting (`share_at_once`), a fraction; with how long it waited for
+    /// a CPU over its life for each ns it ran.
+    AtOnce { share: f64, waited: f64 },
     /// Over a quiet window from this reading to the attach, gtrace idle.
     Quiet(Reading),
 }
@@ -55,6 +59,18 @@ pub enum Baseline {
 pub fn lifetime_agrees(lifetime: f64, startup: f64) -> bool {
     lifetime <= startup * (1.0 + LIFETIME_ABOVE.0) + LIFETIME_ABOVE.1
         && lifetime >= startup / LIFETIME_BELOW.0 - LIFETIME_BELOW.1
+}
+
+/// The target's share of a CPU untraced without a quiet window, when one can be had:
+/// its share over its life (`lifetime`, when it is old enough) if that agrees with what
+/// it spent over gtrace's start-up (`startup`), else that start-up share when the
+/// target was near idle then (`NEAR_IDLE`: at most that much above the truth, as a
+/// lifetime share may be). None: a quiet window must measure it.
+pub fn share_at_once(lifetime: Option<f64>, startup: f64) -> Option<f64> {
+    match lifetime {
+        Some(life) if lifetime_agrees(life, startup) => Some(life),
+        _ => (startup < NEAR_IDLE).then_some(startup),
+    }
 }
 /// The first interval, from the attach: a correction comes that soon (the budget's
 /// first cuts weigh what stays high until then).
@@ -109,8 +125,8 @@ pub struct TargetCpu {
 
 impl TargetCpu {
     /// Starts watching `pid` as the probes attach; `before` is its share of a CPU
-    /// untraced (`trace::untraced_baseline`). Over its life, it carries how long the
-    /// target waited for a CPU over its life too; over a quiet window, that is read from
+    /// untraced (`trace::untraced_baseline`). Read at once, it carries how long the
+    /// target waited for a CPU over its life; over a quiet window, that is read from
     /// `waits_from`, a reading taken when gtrace started (the longer window: the quiet
     /// one alone read no wait on an idle host, and every traced interval then looked
     /// held back: tests/estimate.rs; a start-up window under `SHORTEST_BEFORE`, which
@@ -118,7 +134,7 @@ impl TargetCpu {
     pub fn start(pid: u32, before: Option<Baseline>, waits_from: Option<Reading>) -> Option<TargetCpu> {
         let attached = Reading::now(pid)?;
         let quiet = match before {
-            Some(Baseline::Lifetime { share, waited }) => {
+            Some(Baseline::AtOnce { share, waited }) => {
                 return Some(TargetCpu::new(pid, Some(share), waited, attached))
             }
             Some(Baseline::Quiet(b)) => Some(b).filter(|b| attached.at.duration_since(b.at) >= SHORTEST_BEFORE),
@@ -207,6 +223,12 @@ mod tests {
         assert!(!lifetime_agrees(0.30, 0.10) && !lifetime_agrees(0.05, 0.0));
         // Its load rose well past what gtrace's own work explains.
         assert!(!lifetime_agrees(0.05, 0.40) && !lifetime_agrees(0.0, 0.05));
+        // Without a lifetime share that agrees, only a near-idle target is read at once.
+        assert_eq!(share_at_once(Some(0.056), 0.09), Some(0.056));
+        assert_eq!(share_at_once(Some(0.0103), 0.0), Some(0.0));
+        assert_eq!(share_at_once(None, 0.004), Some(0.004));
+        assert_eq!(share_at_once(None, 0.09), None);
+        assert_eq!(share_at_once(Some(0.01), 0.60), None);
     }
 
     #[test]
