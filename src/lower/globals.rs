@@ -19,6 +19,8 @@ use crate::bpf::insn::*;
 use crate::plan::{Counter, MapKind, MapRole, MapSpec};
 use crate::syntax::ast::Span;
 
+/// The program at the ELF entry point that learns each process's bias.
+pub const LOAD_BIAS_PROGRAM: &str = "learn_load_bias";
 /// The map of load biases by tgid.
 pub const LOAD_BIAS: &str = "load_bias";
 /// Processes whose bias is kept (LRU: the oldest are forgotten first).

@@ -23,7 +23,7 @@ pub(super) const ENTRY_TIMING: &str = "time_entries";
 /// The program that frees a goroutine's `self` variables when it exits.
 const SELF_CLEANUP: &str = "self_cleanup";
 /// The program that learns a PIE's load bias at the ELF entry point.
-const LOAD_BIAS: &str = "learn_load_bias";
+use super::globals::LOAD_BIAS_PROGRAM as LOAD_BIAS;
 
 /// Whether an instance needs a PIE's load bias: it reads package-level variables, or
 /// names the instantiation a shape function was called with (its dictionary's address).
@@ -529,7 +529,12 @@ impl Ctx<'_> {
         let program =
             self.program(&name, owner, comment, &Facts::default(), span, |gen| gen.store_load_bias(entry, span))?;
         let points = vec![self.point(&name, &function, entry, span)?];
-        self.add(name, program, ProbeAttach::Uprobe(points), "load bias for package variables".into());
+        self.add(
+            name,
+            program,
+            ProbeAttach::Uprobe(points),
+            "the load bias of each process of the PIE (for its types, frames and package variables)".into(),
+        );
         Ok(())
     }
 

@@ -5,45 +5,141 @@
 //! parameters carried to returns and `self` variables. Nothing ever frees a goroutine's
 //! record while its process runs (the runtime reuses a dead goroutine's g, with its
 //! record: lower/frames.rs), so without this, processes that come and go fill those
-//! tables and later calls find no room. A delete is one atomic syscall, and no program
-//! touches a key of an ended process (unless its pid is taken again by a new process of
-//! the same file before the key is read: then the key is kept, as if alive). The array
-//! slots such processes claimed stay claimed (a program claims a slot by a
-//! compare-and-exchange that no syscall can take part in): later goroutines whose slot
-//! is held keep their records in the hash, as any goroutine whose slot is taken does.
+//! tables and later calls find no room.
+//!
+//! A process has ended when /proc has no such pid or it is a zombie; anything else
+//! (unreadable, another program since an exec) keeps its keys. Deleting a live
+//! process's keys would break its records (a frame missing in the middle of a stack
+//! stays missing), so the sweep runs only where /proc's pids are the keys' (gtrace in
+//! the host's pid namespace). A delete is one atomic syscall, and no program touches a
+//! key of an ended process; a pid taken again by a new process of the file between the
+//! look and the delete loses that process's first records (a window of microseconds).
+//! The array slots such processes claimed stay claimed (a program claims a slot by a
+//! compare-and-exchange no syscall can join): later goroutines whose slot is held keep
+//! their records in the hash, as any goroutine whose slot is taken does.
+//!
+//! The sweep walks each map key by key (about 2 us a key on this project's VM: half a
+//! second for a full table of 262,144), so it runs on a thread of its own, on
+//! duplicated descriptors, and never holds up the trace loop.
 
 use super::error::RuntimeError;
 use super::loader::Loaded;
-use crate::plan::{MapKind, MapRole};
-use std::collections::HashMap;
-
+use super::maps::MapHandle;
 use crate::lower::layout::{KEY, K_TGID};
+use crate::plan::{MapKind, MapRole};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The thread that sweeps; stopped and joined when dropped.
+pub struct Sweeper {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Sweeper {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
 
 impl Loaded {
-    /// Deletes every key of a process for which `ended(tgid)` is true from the hash maps
-    /// keyed by goroutine (each tgid asked once); keys of process 0 (-p and -c, which
-    /// trace one process and key it 0) are never asked about. Returns how many keys went.
-    pub fn forget_ended_processes(&self, ended: impl Fn(u32) -> bool) -> Result<u64, RuntimeError> {
-        let mut asked: HashMap<u32, bool> = HashMap::new();
-        let mut forgotten = 0;
-        let keyed_by_goroutine = |role: &MapRole| {
-            matches!(role, MapRole::Goroutines | MapRole::Frames | MapRole::Carried | MapRole::SelfVars)
-        };
-        for map in self.maps.values() {
-            let spec = &map.spec;
-            if !keyed_by_goroutine(&spec.role) || spec.kind != MapKind::Hash || spec.key_size != KEY {
-                continue;
-            }
-            for key in map.keys()? {
-                let at = K_TGID as usize;
-                let Some(tgid) = key.get(at..at + 4).map(|b| u32::from_ne_bytes(b.try_into().unwrap_or([0; 4]))) else {
-                    continue;
-                };
-                if tgid != 0 && *asked.entry(tgid).or_insert_with(|| ended(tgid)) && map.delete(&key)? {
-                    forgotten += 1;
-                }
-            }
+    /// Starts sweeping every `every` the keys of ended processes out of the hash maps
+    /// keyed by goroutine; None when the plan has none, or gtrace is not in the host's
+    /// pid namespace.
+    pub fn sweep_ended_processes(&self, every: Duration) -> Result<Option<Sweeper>, RuntimeError> {
+        if !super::in_host_pid_namespace() {
+            return Ok(None);
         }
-        Ok(forgotten)
+        let swept = |m: &&MapHandle| {
+            matches!(m.spec.role, MapRole::Goroutines | MapRole::Frames | MapRole::Carried | MapRole::SelfVars)
+                && m.spec.kind == MapKind::Hash
+                && m.spec.key_size == KEY
+        };
+        let maps: Vec<MapHandle> = (self.maps.iter())
+            .filter(|(_, m)| swept(m))
+            .map(|(name, m)| super::reader::duplicate(name, m))
+            .collect::<Result<_, _>>()?;
+        if maps.is_empty() {
+            return Ok(None);
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("gtrace-sweep".into())
+            .spawn(move || {
+                while wait(&stopped, every) {
+                    for map in &maps {
+                        // A map that cannot be read is left as it is (as without a sweep).
+                        let _ = sweep(map, &stopped);
+                    }
+                }
+            })
+            .map_err(|source| RuntimeError::Os { action: "starting the sweep's thread", source })?;
+        Ok(Some(Sweeper { stop, thread: Some(thread) }))
+    }
+}
+
+/// Waits `every`, in short steps; false once told to stop.
+fn wait(stop: &AtomicBool, every: Duration) -> bool {
+    let until = Instant::now() + every;
+    while Instant::now() < until {
+        if stop.load(Ordering::SeqCst) {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20).min(every));
+    }
+    !stop.load(Ordering::SeqCst)
+}
+
+/// Deletes the keys of ended processes from `map` (each process looked at once): how
+/// many.
+fn sweep(map: &MapHandle, stop: &AtomicBool) -> Result<u64, RuntimeError> {
+    let mut judged = std::collections::HashMap::new();
+    let mut forgotten = 0;
+    let at = K_TGID as usize;
+    for key in map.keys()? {
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
+        let Some(tgid) = key.get(at..at + 4).map(|b| u32::from_ne_bytes(b.try_into().unwrap_or([0; 4]))) else {
+            continue;
+        };
+        // Process 0: -p and -c key their one process so.
+        if tgid != 0 && *judged.entry(tgid).or_insert_with(|| ended(tgid)) && map.delete(&key)? {
+            forgotten += 1;
+        }
+    }
+    Ok(forgotten)
+}
+
+/// Whether process `tgid` has ended: no such pid in /proc, or a zombie.
+fn ended(tgid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{tgid}/stat")) {
+        Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+        // PID (COMM) STATE ...; COMM may hold ')'.
+        Ok(stat) => {
+            stat.rfind(')').and_then(|i| stat.get(i + 1..)).and_then(|r| r.split_whitespace().next()) == Some("Z")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_live_process_has_not_ended_and_one_reaped_has() {
+        assert!(!ended(std::process::id()));
+        let mut child = std::process::Command::new("true").spawn().expect("run true");
+        let pid = child.id();
+        // Ended and not yet reaped: a zombie.
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(ended(pid));
+        child.wait().expect("wait");
+        assert!(ended(pid));
     }
 }

@@ -46,6 +46,7 @@ pub use attach::{RefusedPoint, Scope};
 pub use calibrate::{calibrate_trap, TrapCost};
 pub use cgroup::{Cgroup, CgroupError};
 pub use container::{exe_names, in_host_pid_namespace, same_namespace, ExeNames};
+pub use ended::Sweeper;
 pub use error::RuntimeError;
 pub use loader::{failing_insn, load, prewarm, verify, Loaded};
 pub use mapped::trim_heap;

@@ -24,17 +24,23 @@ impl Loaded {
             if !matches!(handle.spec.role, MapRole::User { .. } | MapRole::Exemplars { .. }) {
                 continue;
             }
-            let os = |source| RuntimeError::Os { action: "duplicating a map's file descriptor", source };
-            let fd = handle.data.fd().as_fd().try_clone_to_owned().map_err(os)?;
-            let data = MapData::from_fd(fd).map_err(|e| RuntimeError::MapSyscall {
-                map: name.clone(),
-                op: "BPF_OBJ_GET_INFO_BY_FD",
-                source: std::io::Error::other(e),
-            })?;
-            maps.insert(name.clone(), MapHandle { spec: handle.spec.clone(), data });
+            maps.insert(name.clone(), duplicate(name, handle)?);
         }
         Ok(MapReader { maps })
     }
+}
+
+/// A handle of its own on the kernel map `handle` holds (a duplicated descriptor), for
+/// another thread.
+pub(super) fn duplicate(name: &str, handle: &MapHandle) -> Result<MapHandle, RuntimeError> {
+    let os = |source| RuntimeError::Os { action: "duplicating a map's file descriptor", source };
+    let fd = handle.data.fd().as_fd().try_clone_to_owned().map_err(os)?;
+    let data = MapData::from_fd(fd).map_err(|e| RuntimeError::MapSyscall {
+        map: name.to_string(),
+        op: "BPF_OBJ_GET_INFO_BY_FD",
+        source: std::io::Error::other(e),
+    })?;
+    Ok(MapHandle { spec: handle.spec.clone(), data })
 }
 
 impl MapReader {

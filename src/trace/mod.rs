@@ -178,14 +178,14 @@ fn run_until_stopped(
 ) -> Result<(), Halt> {
     let (process, mut child, args, stop, export, mut view) = until;
     let started = Instant::now();
-    let all_processes = process.pid.is_none() && child.is_none();
-    let mut sweeper = all_processes.then(|| ended::Sweeper::for_all_processes(process.binary.clone()));
+    // Stopped when it goes out of scope, on every way out of the loop.
+    let _sweeper = match process.pid.is_none() && child.is_none() {
+        true => ended::sweep(loaded)?,
+        false => None,
+    };
     loop {
         symbols.learn_bias(|pid| loaded.load_bias(pid));
         costs.meter.sample_cpu();
-        if let Some(s) = sweeper.as_mut() {
-            s.turn(loaded)?;
-        }
         // Short waits, so gtrace notices promptly when the target ends.
         if drain(loaded, plan, &costs.meter.detached, symbols, sink, Duration::from_millis(20))? {
             return Ok(());
@@ -344,7 +344,10 @@ fn report_skipped(loaded: &Loaded, plan: &Plan) -> Result<(), Failure> {
     if let Some(line) = skips::summary(&all) {
         eprintln!("{line}");
     }
-    let points = plan.uprobe_points();
+    // The user's points: not the one gtrace adds at a PIE's entry point.
+    let points = plan.uprobe_points()
+        - plan.probes.iter().filter(|p| p.program == crate::lower::globals::LOAD_BIAS_PROGRAM).count();
+    let refused: Vec<_> = refused.iter().filter(|r| r.program != crate::lower::globals::LOAD_BIAS_PROGRAM).collect();
     match refused.first() {
         Some(first) if refused.len() == points => Err(Failure::message(
             format!(

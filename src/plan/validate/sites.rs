@@ -98,7 +98,10 @@ fn judge(chosen: &mut Chosen<'_>, pt: &AttachPoint, line: Option<&(String, u32)>
         Some(offset) => return Err(format!("that address is at file offset {offset:#x} in this binary")),
         None => return Err("that address is in no segment of this binary's file".into()),
     }
-    let site = chosen.of_function(&pt.function).contains(&pt.address)
+    // The ELF entry point, whatever the plan names it (`_start` where the binary that
+    // made the plan had a symbol table, `the entry point` where it had none).
+    let site = chosen.entry == Some(pt.address)
+        || chosen.of_function(&pt.function).contains(&pt.address)
         || match line {
             Some((file, n)) if target.has_dwarf() => {
                 chosen.of_line(file, *n).iter().any(|s| s.addr == pt.address && s.frame == pt.function)
