@@ -67,7 +67,10 @@ struct Seen {
 /// The test hook that multiplies gtrace's calibrated trap cost (`trace::stats::TEST_SCALE_ENV`).
 const TRAP_COST_SCALE: &str = "GTRACE_TEST_HOOK_TRAP_COST_SCALE";
 
-fn trace_prod(budget: &str, scale: Option<f64>) -> Seen {
+/// None when the budget cut the probe: the estimate before any correction passed it
+/// (made 2.5 times too high on top of the calibration's own error, a fresh-clone CI run
+/// read 98% of a CPU in the first second against a budget of 95%).
+fn trace_prod(budget: &str, scale: Option<f64>) -> Option<Seen> {
     let prod = support::go_build("prod", &[]);
     let _alone = MEASURING.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let mut program =
@@ -97,7 +100,10 @@ fn trace_prod(budget: &str, scale: Option<f64>) -> Seen {
     assert!(out.wait_for(Duration::from_secs(30), after).is_some(), "the program stopped reporting");
     let _ = program.0.stdin.take().unwrap().write_all(b"\n");
     assert_eq!(code, 0, "{}", stderr.text());
-    assert!(!stderr.text().contains("detached"), "the budget must not cut here: {}", stderr.text());
+    if stderr.text().contains("detached") {
+        eprintln!("the budget cut the probe: {}", stderr.text());
+        return None;
+    }
 
     let readings = readings(&out);
     let (calls_before, before) = rates(&readings, readings[0].0 + 500_000_000, started);
@@ -126,7 +132,7 @@ fn trace_prod(budget: &str, scale: Option<f64>) -> Seen {
         "--budget {budget}: spent {:.4} of a CPU above {before:.4} (gtrace saw {gtrace_before:.4} before, pace x{:.3}); estimated {corrected:.4} corrected, {calibrated:.4} at the calibrated trap cost; {}",
         seen.extra, seen.pace, seen.stats["target"]
     );
-    seen
+    Some(seen)
 }
 
 /// A trace of `prod cpu 20` whose premise held: the program's untraced share was
@@ -137,11 +143,15 @@ fn trace_prod(budget: &str, scale: Option<f64>) -> Seen {
 /// that share from its own start to the attach, the program over two seconds before;
 /// on a host whose other work comes and goes they differ (a run beside four compilers
 /// saw 0.104 of a CPU by the program, 0.043 by gtrace: the extra then says nothing of
-/// the probes). Such a trace is taken again, up to three times; then the test fails.
+/// the probes). Such a trace, and one the budget cut, is taken again, up to three times;
+/// then the test fails.
 fn trace_steady(budget: &str, scale: Option<f64>) -> Seen {
     let mut moved = Vec::new();
     for _ in 0..3 {
-        let seen = trace_prod(budget, scale);
+        let Some(seen) = trace_prod(budget, scale) else {
+            moved.push("cut by the budget".to_string());
+            continue;
+        };
         let apart = (seen.gtrace_before - seen.before).abs();
         if apart <= (0.25 * seen.before).max(0.01) && seen.pace >= 0.95 {
             return seen;
@@ -150,7 +160,7 @@ fn trace_steady(budget: &str, scale: Option<f64>) -> Seen {
             "not steady: the untraced share {:.4} by the program, {:.4} by gtrace, its pace traced x{:.3}; again",
             seen.before, seen.gtrace_before, seen.pace
         );
-        moved.push((seen.before, seen.gtrace_before, seen.pace));
+        moved.push(format!("{:.4} {:.4} x{:.3}", seen.before, seen.gtrace_before, seen.pace));
     }
     panic!("the program was never steady on this host (its share untraced, gtrace's measure of it, its pace traced): {moved:?}");
 }
