@@ -174,6 +174,23 @@ fn the_tables_of_calls_in_flight_are_sized_to_a_running_target() {
 }
 
 /// `@NAME[KEY]: VALUE` of a text output.
+/// tests/go/sharedg at `bin` started with `args`, its stdin and stdout piped: its pid,
+/// stdin, stdout read as it comes, and the process (ended when dropped).
+fn start_sharedg(
+    bin: &std::path::Path,
+    args: &[&str],
+) -> (String, std::process::ChildStdin, support::processes::Lines, support::processes::Owned) {
+    let mut child = std::process::Command::new(bin)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the program");
+    let stdin = child.stdin.take().expect("stdin");
+    let out = support::processes::Lines::of(child.stdout.take().expect("stdout"));
+    (child.id().to_string(), stdin, out, support::processes::Owned(child))
+}
+
 fn keyed_line<'a>(out: &'a str, name: &str, key: &str) -> &'a str {
     map_line(out, &format!("{name}[{key}]")).unwrap_or_else(|| panic!("no {name}[{key}] in:\n{out}"))
 }
@@ -183,7 +200,7 @@ fn two_processes_with_goroutines_at_the_same_g_keep_their_calls_apart() {
     use std::collections::BTreeSet;
     use std::io::Write;
     use std::time::Duration;
-    use support::processes::{scratch_dir, Gtrace, Lines, Owned};
+    use support::processes::{scratch_dir, Gtrace, Lines};
     if !privileged("two_processes_with_goroutines_at_the_same_g_keep_their_calls_apart") {
         return;
     }
@@ -202,17 +219,7 @@ fn two_processes_with_goroutines_at_the_same_g_keep_their_calls_apart() {
     g.attached();
     // Two processes, 100 goroutines each making 10 naps (20ms in one, 30ms in the
     // other), all at once once both are ready.
-    let start = |ms: &str| {
-        let mut child = std::process::Command::new(&bin)
-            .args(["100", "10", ms])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .expect("start the program");
-        let stdin = child.stdin.take().expect("stdin");
-        let out = Lines::of(child.stdout.take().expect("stdout"));
-        (child.id().to_string(), stdin, out, Owned(child))
-    };
+    let start = |ms: &str| start_sharedg(&bin, &["100", "10", ms]);
     let gs = |out: &Lines| -> BTreeSet<String> {
         out.wait_for(Duration::from_secs(60), |l| l == "ready").expect("the program says ready");
         out.text().lines().filter_map(|l| l.strip_prefix("g=")).map(String::from).collect()
@@ -257,7 +264,7 @@ fn two_processes_with_goroutines_at_the_same_g_keep_their_calls_apart() {
 fn under_b_processes_that_come_and_go_leave_room_for_the_next() {
     use std::io::Write;
     use std::time::Duration;
-    use support::processes::{scratch_dir, Gtrace, Lines, Owned};
+    use support::processes::{scratch_dir, Gtrace};
     if !privileged("under_b_processes_that_come_and_go_leave_room_for_the_next") {
         return;
     }
@@ -278,15 +285,7 @@ fn under_b_processes_that_come_and_go_leave_room_for_the_next() {
     g.attached();
     let mut calls = 0;
     for _ in 0..processes {
-        let mut child = std::process::Command::new(&bin)
-            .args([goroutines.to_string().as_str(), "1", "1"])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .expect("start the program");
-        let stdin = child.stdin.take().expect("stdin");
-        let out = Lines::of(child.stdout.take().expect("stdout"));
-        let mut child = Owned(child);
+        let (_, stdin, out, mut child) = start_sharedg(&bin, &[goroutines.to_string().as_str(), "1", "1"]);
         out.wait_for(Duration::from_secs(60), |l| l == "ready").expect("the program says ready");
         writeln!(&stdin, "go").expect("write");
         let said = out.wait_for(Duration::from_secs(60), |l| l.starts_with("calls=")).expect("the calls end");
