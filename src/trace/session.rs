@@ -123,6 +123,8 @@ fn attach(
     let baseline = process.pid.filter(|_| wanted).and_then(quiet_baseline);
     let attached = loaded.attach(&process.binary, scope, process.read_as)?;
     seed_load_biases(loaded, plan, &process.binary, scope)?;
+    // The user's probes: not the one gtrace adds at a PIE's entry point.
+    let attached = attached - loaded.attached_functions(crate::lower::globals::LOAD_BIAS_PROGRAM).len();
     eprintln!("Attached {attached} probe{}", if attached == 1 { "" } else { "s" });
     Ok((attached, baseline))
 }
