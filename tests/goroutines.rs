@@ -69,7 +69,7 @@ fn trace(args: &[&str], mode: &str) -> support::Run {
 
 /// The number of timed calls the line of losses says were missed (0 when it says none).
 fn missed_calls(stderr: &str) -> i64 {
-    let Some(part) = stderr.lines().flat_map(|l| l.split("; ")).find(|p| p.contains("timed call")) else { return 0 };
+    let Some(part) = stderr.lines().flat_map(|l| l.split("; ")).find(|p| p.contains("timed call") && p.contains(" missed ")) else { return 0 };
     part.split_whitespace().next().unwrap().replace(',', "").parse().unwrap_or_else(|_| panic!("{part}"))
 }
 
@@ -281,7 +281,7 @@ fn under_b_processes_that_come_and_go_leave_room_for_the_next() {
     let sweep = "GTRACE_TEST_HOOK_SWEEP_MS=200";
     let script = "on return main.nap { @n = count(); @longest = max(elapsed) }";
     let args = [sweep, gtrace, "-b", bin.to_str().expect("a path"), "-e", script, "--budget", "off"];
-    let mut g = Gtrace::start_command("env", &[&args[..], &["--map-size", "inflight=3000"]].concat());
+    let mut g = Gtrace::start_command("env", &[&args[..], &["--map-size", "inflight=3000", "--stats"]].concat());
     g.attached();
     let mut calls = 0;
     for _ in 0..processes {
@@ -299,4 +299,11 @@ fn under_b_processes_that_come_and_go_leave_room_for_the_next() {
     assert_eq!(calls, processes * goroutines, "{out}");
     assert_eq!(missed_calls(&err), 0, "{out}\n{err}");
     assert_eq!(map_value(&out, "@n"), calls, "{out}\n{err}");
+    // Every goroutine's record the array could not hold went to the table, and every
+    // process ended half a second (two sweeps) before the next began or gtrace stopped:
+    // --stats says at least those were forgotten.
+    const SLOTS: i64 = 16_384;
+    let line = err.lines().find(|l| l.starts_with("-b: ")).unwrap_or_else(|| panic!("no sweep line:\n{err}"));
+    let forgotten: i64 = line.split_whitespace().nth(1).and_then(|n| n.replace(',', "").parse().ok()).expect("a count");
+    assert!(forgotten >= calls - SLOTS, "{line}: fewer than the {} records the array could not hold", calls - SLOTS);
 }

@@ -276,6 +276,13 @@ pub fn file_changed(file: &std::path::Path, exec_pid: Option<u32>) -> String {
     )
 }
 
+/// The line `--stats` says at the end of a trace under -b: how many records of ended
+/// processes the sweep forgot (`runtime::ended`), room made for the live ones.
+pub fn swept(keys: u64) -> String {
+    let s = if keys == 1 { "" } else { "s" };
+    format!("-b: {} record{s} of ended processes forgotten", super::numbers::thousands(keys))
+}
+
 /// The line said at attach under -b when gtrace cannot hold execs (no CAP_SYS_ADMIN,
 /// no fanotify permission events): a change in place is seen at the loop's next look.
 pub fn file_guard_weak(file: &std::path::Path) -> String {

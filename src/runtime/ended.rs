@@ -7,8 +7,12 @@
 //! record: lower/frames.rs), so without this, processes that come and go fill those
 //! tables and later calls find no room.
 //!
-//! A process has ended when /proc has no such pid or it is a zombie; anything else
-//! (unreadable, another program since an exec) keeps its keys. Deleting a live
+//! A process has ended when /proc has no such pid or its leader is a zombie; anything
+//! else (unreadable, another program since an exec) keeps its keys. A Go process's
+//! leader is a zombie only once the process has ended: the runtime never lets the main
+//! thread exit while the program runs (a goroutine that ends locked to it wedges it
+//! instead, runtime/proc.go `mexit`); only C code of a cgo program calling
+//! `pthread_exit` on it could, and that process's keys would go while it runs. Deleting a live
 //! process's keys would break its records (a frame missing in the middle of a stack
 //! stays missing), so the sweep runs only where /proc's pids are the keys' (gtrace in
 //! the host's pid namespace). A delete is one atomic syscall, and no program touches a
@@ -27,14 +31,22 @@ use super::loader::Loaded;
 use super::maps::MapHandle;
 use crate::lower::layout::{KEY, K_TGID};
 use crate::plan::{MapKind, MapRole};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The thread that sweeps; stopped and joined when dropped.
 pub struct Sweeper {
     stop: Arc<AtomicBool>,
+    forgotten: Arc<AtomicU64>,
     thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Sweeper {
+    /// How many keys of ended processes the sweep has deleted so far.
+    pub fn forgotten(&self) -> u64 {
+        self.forgotten.load(Ordering::Relaxed)
+    }
 }
 
 impl Drop for Sweeper {
@@ -68,18 +80,22 @@ impl Loaded {
         }
         let stop = Arc::new(AtomicBool::new(false));
         let stopped = stop.clone();
+        let forgotten = Arc::new(AtomicU64::new(0));
+        let counted = forgotten.clone();
         let thread = std::thread::Builder::new()
             .name("gtrace-sweep".into())
             .spawn(move || {
                 while wait(&stopped, every) {
                     for map in &maps {
                         // A map that cannot be read is left as it is (as without a sweep).
-                        let _ = sweep(map, &stopped);
+                        if let Ok(n) = sweep(map, &stopped) {
+                            counted.fetch_add(n, Ordering::Relaxed);
+                        }
                     }
                 }
             })
             .map_err(|source| RuntimeError::Os { action: "starting the sweep's thread", source })?;
-        Ok(Some(Sweeper { stop, thread: Some(thread) }))
+        Ok(Some(Sweeper { stop, forgotten, thread: Some(thread) }))
     }
 }
 

@@ -164,13 +164,31 @@ fn run_until_stopped(
     until: Until<'_>,
     costs: &mut budget::Costs,
 ) -> Result<(), Halt> {
-    let (process, mut child, args, stop, export, mut view) = until;
-    let started = Instant::now();
-    // Stopped when it goes out of scope, on every way out of the loop.
-    let _sweeper = match process.pid.is_none() && child.is_none() {
+    // Every process of a file (-b): the records of those that end are swept. Stopped
+    // when it goes out of scope, on every way out of the loop.
+    let sweeper = match until.0.pid.is_none() && until.1.is_none() {
         true => ended::sweep(loaded)?,
         false => None,
     };
+    let stats = until.2.stats;
+    let result = watch(loaded, plan, symbols, sink, until, costs);
+    if let Some(sweeper) = sweeper.filter(|_| stats) {
+        eprintln!("{}", output::losses::swept(sweeper.forgotten()));
+    }
+    result
+}
+
+/// The loop of `run_until_stopped`.
+fn watch(
+    loaded: &mut Loaded,
+    plan: &Plan,
+    symbols: &TargetSymbols,
+    sink: &mut dyn Sink,
+    until: Until<'_>,
+    costs: &mut budget::Costs,
+) -> Result<(), Halt> {
+    let (process, mut child, args, stop, export, mut view) = until;
+    let started = Instant::now();
     loop {
         symbols.learn_bias(|pid| loaded.load_bias(pid));
         costs.meter.sample_cpu();
