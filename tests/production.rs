@@ -55,6 +55,15 @@ fn a_map_filled_past_its_size_reports_exactly_the_refused_updates() {
         "{}",
         run.stderr
     );
+    // A private map of one 8-byte key holding numbers is kept in slots (512, the largest
+    // power of two not over its size) before its hash of 600 (lower/slotted.rs): it
+    // holds up to both, and says so.
+    let slotted = "on entry main.record { @_q[k] = k; @all = count() }";
+    let run = trace(&["-e", slotted, "--map-size", "@_q=600"], "keys 5000");
+    let calls = truth(&run.stdout, "calls") as u64;
+    let refused_q = lost(&run.stderr, "", "updates of @_q refused").expect("no line about @_q");
+    assert!(refused_q >= calls - (512 + 600) && refused_q < calls - 600, "{refused_q} of {calls}: {}", run.stderr);
+    assert!(run.stderr.contains("map full at 1,112 keys"), "{}", run.stderr);
     // Without a limit nothing is lost, and nothing is said.
     let run = trace(&["-e", script], "keys 5000");
     assert_eq!(count_lines(&run.stdout, "@m["), calls);
