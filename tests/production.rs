@@ -70,6 +70,34 @@ fn a_map_filled_past_its_size_reports_exactly_the_refused_updates() {
     assert!(!run.stderr.contains("refused"), "{}", run.stderr);
 }
 
+/// A user's private map of 8-byte keys kept in slots (lower/slotted.rs), set and taken by
+/// goroutines at once on every CPU, their keys sharing slots and the spill: every take
+/// gets its set's 1 back, so the sum of what was taken is the calls, less at most one a
+/// hit said skipped (a slot held through every try; a skipped take leaves the key for
+/// the next set, and its take gets 1), and nothing is refused.
+#[test]
+fn a_slotted_private_map_set_and_taken_at_once_on_every_cpu_is_exact() {
+    if !privileged("a_slotted_private_map_set_and_taken_at_once_on_every_cpu_is_exact") {
+        return;
+    }
+    let script = "on entry main.setter { @_t[v] = 1 } on entry main.getter { @got = sum(take(@_t[v])) }";
+    for (size, goroutines) in [("@_t=1", 2), ("@_t=8", 8)] {
+        let run = trace(&["-e", script, "--map-size", size], &format!("pairs {goroutines} 100000"));
+        let calls = truth(&run.stdout, "calls");
+        let skipped: i64 = (run.stderr.lines().flat_map(|l| l.split("; ")))
+            .filter(|l| l.contains("held by another probe"))
+            .map(|l| {
+                let n = l.split("skipped ").nth(1).and_then(|r| r.split_whitespace().next());
+                n.and_then(|n| n.replace(',', "").parse::<i64>().ok()).unwrap_or_else(|| panic!("no count in {l}"))
+            })
+            .sum();
+        let got = map_value(&run.stdout, "@got");
+        assert!(got <= calls && got + skipped >= calls, "{size}:\n{}\n{}", run.stdout, run.stderr);
+        assert!(skipped * 10_000 <= calls, "{size}: {skipped} skipped:\n{}", run.stderr);
+        assert!(!run.stderr.contains("refused"), "{size}: {}", run.stderr);
+    }
+}
+
 /// The counts in every histogram bucket line of `out` (`[512, 1024)   3 |@@@|`).
 fn bucket_counts(out: &str) -> u64 {
     out.lines()

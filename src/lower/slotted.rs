@@ -12,9 +12,9 @@
 //! holds its slot's lock throughout: taken by a compare-and-exchange 0 -> 1, released
 //! by an exchange to 0 (both atomics that fetch, fully ordered on every JIT: the next
 //! holder sees every store of the last). Under it a set writes the key's value in place
-//! when the tag is the key, claims a free slot with nothing spilled (tag, then value),
-//! and otherwise sets the key in the spill (found there: its element written in place;
-//! absent: inserted and counted in `spilled`); a read or delete finds the key by its tag
+//! when the tag is the key or the key is in the spill (looked for only when `spilled`
+//! is not 0), claims a free slot (tag, then value) when it is in neither, and otherwise
+//! inserts the key in the spill, counted in `spilled`; a read or delete finds the key by its tag
 //! or, when `spilled` is not 0, in the spill (found there and deleted: `spilled` less
 //! one); a delete or `take` of the key in its slot frees the tag. Key 0 never holds a
 //! slot (a free slot's tag): it is spilled, under the lock of slot 0 like any key of
@@ -38,9 +38,9 @@
 //! - Two sets of one key, one spilling while the other claimed the freed slot, left the
 //!   key in both: the first to hold the lock puts the key somewhere, and the second sees
 //!   it there (the tag, or the key in the spill by a lookup). A key is put in its slot
-//!   only when its tag is free and `spilled` is 0 (no key of this slot is in the spill,
-//!   since `spilled` changes with the spill in one hold), and in the spill only when the
-//!   tag is not the key: so never in both, and the review's smaller fix (deleting a
+//!   only when its tag is free and the key is not in the spill (`spilled` is 0, or a
+//!   lookup in the same hold did not find it: `spilled` changes with the spill in one
+//!   hold), and in the spill only when the tag is not the key: so never in both, and the review's smaller fix (deleting a
 //!   key's spill copy when its slot is released with keys spilled) has nothing to do.
 //! - Two takes of one key: the first holds the lock and frees the tag (or deletes the
 //!   element), the second finds the key absent and takes 0: the value is taken once.
@@ -79,7 +79,7 @@ pub const SLOT_BYTES: u32 = 32;
 /// At most 2^MAX_BITS slots (128 KiB).
 pub const MAX_BITS: u32 = 12;
 /// How many compare-and-exchanges an operation tries for its slot's lock.
-pub const TRIES: i32 = 64;
+pub const TRIES: i32 = 1024;
 
 /// How many bits index the slots of a map of `entries` keys (`--map-size`): the largest
 /// power of two not over it, at most 2^MAX_BITS.
@@ -194,24 +194,33 @@ impl Gen<'_> {
         span: Span,
     ) -> Result<(), LowerError> {
         let at = self.slot(8, span)?;
-        let (spill, write, refused, end) =
-            (self.b.new_label(), self.b.new_label(), self.b.new_label(), self.b.new_label());
+        let (spill, claim, write, insert, refused, end) = (
+            self.b.new_label(),
+            self.b.new_label(),
+            self.b.new_label(),
+            self.b.new_label(),
+            self.b.new_label(),
+            self.b.new_label(),
+        );
         self.slot_of(s, key, at);
         self.lock_slot(s, at, span)?;
         self.b.emit(load(Size::DW, R2, R10, key));
         self.b.jmp_imm_to(JmpOp::Eq, R2, 0, spill);
         self.b.emit(load(Size::DW, R3, R1, TAG));
         self.b.jmp_reg_to(JmpOp::Eq, R3, R2, write);
-        self.b.jmp_imm_to(JmpOp::Ne, R3, 0, spill);
-        self.b.emit(load(Size::DW, R3, R1, SPILLED));
-        self.b.jmp_imm_to(JmpOp::Ne, R3, 0, spill);
-        // A free slot with nothing of it spilled: claimed.
+        // Keys of this slot spilled: the key may be one of them.
+        self.b.emit(load(Size::DW, R4, R1, SPILLED));
+        self.b.jmp_imm_to(JmpOp::Ne, R4, 0, spill);
+        self.b.jmp_imm_to(JmpOp::Ne, R3, 0, insert);
+        // A free slot, the key not in the spill: claimed.
+        self.b.bind(claim);
         self.b.emit(store_reg(Size::DW, R1, TAG, R2));
         self.b.bind(write);
         self.b.emit(load(Size::DW, R3, R10, val));
         self.b.emit(store_reg(Size::DW, R1, VALUE, R3));
         self.b.ja_to(end);
-        // The spill: the key's element written in place, or inserted and counted.
+        // The spill: the key's element written in place; else its free slot claimed, or
+        // the key inserted and counted.
         self.b.bind(spill);
         self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(&um.object_name), Arg::Stack(key)]);
         let absent = self.b.new_label();
@@ -220,6 +229,12 @@ impl Gen<'_> {
         self.b.emit(store_reg(Size::DW, R0, 0, R1));
         self.b.ja_to(end);
         self.b.bind(absent);
+        self.b.emit(load(Size::DW, R1, R10, at));
+        self.b.emit(load(Size::DW, R2, R10, key));
+        self.b.jmp_imm_to(JmpOp::Eq, R2, 0, insert);
+        self.b.emit(load(Size::DW, R3, R1, TAG));
+        self.b.jmp_imm_to(JmpOp::Eq, R3, 0, claim);
+        self.b.bind(insert);
         let args = [Arg::Map(&um.object_name), Arg::Stack(key), Arg::Stack(val), Arg::Imm(BPF_NOEXIST)];
         self.b.call(BPF_FUNC_map_update_elem, &args);
         self.b.jmp_imm_to(JmpOp::Ne, R0, 0, refused);

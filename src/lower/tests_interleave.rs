@@ -292,7 +292,8 @@ fn two_operations_of_one_key_at_once_in_every_schedule() {
     let l = lower(4);
     let (_, bits) = slots_of(&l);
     let [k, j] = colliding(bits, 2, 2)[..] else { unreachable!() };
-    let cases: Vec<(Vec<(u64, u64)>, Op, Op)> = vec![
+    type Case = (Vec<(u64, u64)>, Op, Op);
+    let cases: Vec<Case> = vec![
         (vec![], Op::Set(k, 1), Op::Set(k, 2)),
         (vec![(k, 1)], Op::Set(k, 2), Op::Take(k)),
         (vec![(k, 1)], Op::Take(k), Op::Take(k)),

@@ -186,19 +186,19 @@ fn a_key_whose_slot_another_holds_is_spilled_and_found_there() {
     assert_eq!(run.slot(3), (a, 1, 1), "b spilled, counted in a's slot");
     assert_eq!(run.spill(), vec![(b, 2)]);
     assert_eq!((run.get(a), run.get(b), run.get(c)), (1, 2, 0));
-    // a's slot freed while b is spilled: c goes to the spill too (a key is never in
-    // its slot and the spill both), and b is still found.
+    // a's slot freed while b is spilled: c (not in the spill) claims it, b (in the
+    // spill) is set there in place (a key is never in its slot and the spill both).
     run.del(a);
     assert_eq!(run.slot(3), (0, 1, 1));
     run.set(c, 3);
-    assert_eq!(run.slot(3), (0, 1, 2));
+    assert_eq!(run.slot(3), (c, 3, 1));
     assert_eq!((run.get(a), run.get(b), run.get(c)), (0, 2, 3));
-    // Set again: in place in the spill, not counted twice.
-    run.set(b, 4);
-    assert_eq!(run.slot(3), (0, 1, 2));
-    assert_eq!(run.take(b), 4);
     run.del(c);
-    assert_eq!(run.slot(3), (0, 1, 0), "nothing spilled");
+    run.set(b, 4);
+    assert_eq!(run.slot(3), (0, 3, 1), "in place in the spill, not counted twice");
+    assert_eq!(run.spill(), vec![(b, 4)]);
+    assert_eq!(run.take(b), 4);
+    assert_eq!(run.slot(3), (0, 3, 0), "nothing spilled");
     assert!(run.spill().is_empty());
     // The slot is claimed again.
     run.set(c, 5);
