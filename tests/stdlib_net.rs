@@ -129,6 +129,7 @@ fn http_counts_requests_whose_start_times_collide_in_one_slot() {
     assert_eq!(want.values().sum::<u64>(), truth_n(&t, "requests"));
     assert_eq!(counts(&json(&r.stdout), "@http_requests"), want, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
     assert!(!r.stderr.contains("refused"), "{}", r.stderr);
+    assert!(!r.stderr.contains("held by another probe"), "{}", r.stderr);
 }
 
 /// On a stripped build (-s -w) `gtrace http` reads HTTP/1 requests by position, typed

@@ -8,9 +8,11 @@
 //! present under BPF_NOEXIST, absent under BPF_EXIST or at a delete; a hash may hold
 //! elements before the run), `map_update_elem` of an array map's one value,
 //! `probe_read_user` (from the regions given as the target's memory), `get_attach_cookie` (the world's, 0 unless set),
-//! `get_current_pid_tgid` and `ktime_get_ns` (the world's), an atomic add and
-//! compare-and-exchange; kfunc calls do nothing. A `Machine` keeps the maps between runs
-//! (several probes in turn). `run_probe` runs a
+//! `get_current_pid_tgid` and `ktime_get_ns` (the world's), the atomic add, fetch-add,
+//! exchange and compare-and-exchange; kfunc calls do nothing. A `Machine` keeps the maps
+//! between runs (several probes in turn), or runs several programs at once, one
+//! instruction of one CPU at a time, saying which maps each touched (the interleavings
+//! of lower/tests_interleave.rs). `run_probe` runs a
 //! probe's program on given registers and says what it read of the target and what its
 //! maps hold after (src/lower/paths.rs's tests: a pointer path read once). Memory is a few
 //! regions at made-up addresses; an access outside them, an unknown instruction, a
@@ -81,7 +83,9 @@ pub struct HashSpec {
     pub max_entries: u32,
 }
 
-/// A world whose maps live on from one run to the next (probes run in turn).
+/// A world whose maps live on from one run to the next (probes run in turn, or at once
+/// on several CPUs an instruction at a time: `start`, `step`).
+#[derive(Clone)]
 pub struct Machine<'w> {
     world: &'w World,
     mem: Memory,
@@ -100,6 +104,30 @@ impl<'w> Machine<'w> {
         r0
     }
 
+    /// `prog` ready to run on a CPU of its own with R1 pointing at `regs`.
+    pub fn start<'p>(&self, prog: &'p Program, regs: &[u8]) -> Cpu<'p> {
+        let mut r = [0u64; 11];
+        (r[1], r[10]) = (CTX, STACK_TOP);
+        Cpu { prog, r, pc: 0, stack: vec![0; STACK_SIZE as usize], ctx: regs.to_vec(), exited: None }
+    }
+
+    /// Runs one instruction of `cpu` (on its own stack and context): the names of the
+    /// maps whose memory it touched, each with whether it stored (an update or delete of
+    /// a hash's, a failed compare-and-exchange not). Once it has exited, `cpu.exited`
+    /// holds its R0.
+    pub fn step(&mut self, cpu: &mut Cpu) -> Result<Vec<(String, bool)>, InterpError> {
+        std::mem::swap(&mut self.mem.regions[0].1, &mut cpu.stack);
+        self.mem.regions.push((CTX, std::mem::take(&mut cpu.ctx)));
+        self.mem.touched.clear();
+        let done = step(cpu.prog, self.world, &mut cpu.r, &mut cpu.pc, &mut self.mem, &mut Vec::new());
+        let at = self.mem.regions.iter().position(|(base, _)| *base == CTX).expect("the context");
+        cpu.ctx = self.mem.regions.remove(at).1;
+        std::mem::swap(&mut self.mem.regions[0].1, &mut cpu.stack);
+        cpu.exited = done?;
+        let names = self.mem.touched.iter().map(|(i, wrote)| (self.world.maps[*i].0.clone(), *wrote));
+        Ok(names.collect())
+    }
+
     /// The bytes of map `name` (an array's elements).
     pub fn map(&self, name: &str) -> &[u8] {
         let i = self.world.maps.iter().position(|(n, _)| n == name).expect("a map of the world");
@@ -110,6 +138,18 @@ impl<'w> Machine<'w> {
     pub fn hash(&self, name: &str) -> Vec<(Vec<u8>, Vec<u8>)> {
         self.mem.elements(map_index(self.world, name))
     }
+}
+
+/// A program on a CPU of a `Machine`: its registers, the next instruction, its stack
+/// and context, and R0 once it has exited.
+#[derive(Clone)]
+pub struct Cpu<'p> {
+    prog: &'p Program,
+    r: [u64; 11],
+    pc: usize,
+    stack: Vec<u8>,
+    ctx: Vec<u8>,
+    pub exited: Option<u64>,
 }
 
 /// The index of map `name` among the world's maps.
@@ -150,6 +190,7 @@ pub fn run_probe(prog: &Program, world: &World, regs: &[u8]) -> Result<Run, Inte
 
 /// The machine's writable memory: the stack, then each map's value, then the hash
 /// maps' elements; the lookups made.
+#[derive(Clone)]
 struct Memory {
     regions: Vec<(u64, Vec<u8>)>,
     lookups: Vec<(String, Vec<u8>)>,
@@ -157,13 +198,18 @@ struct Memory {
     tables: BTreeMap<usize, BTreeMap<Vec<u8>, u64>>,
     /// Hash elements made so far (each a new region).
     made: u64,
+    /// The maps (by index in the world's) whose memory was touched since it was last
+    /// emptied (a value or element loaded or stored, a hash's helper), and whether
+    /// that changed it.
+    touched: Vec<(usize, bool)>,
 }
 
 impl Memory {
     /// The stack, then each map's value, then the hashes' elements held before the run.
     fn new(world: &World) -> Memory {
         let stack = (STACK_TOP - STACK_SIZE, vec![0; STACK_SIZE as usize]);
-        let mut mem = Memory { regions: vec![stack], lookups: Vec::new(), tables: BTreeMap::new(), made: 0 };
+        let mut mem =
+            Memory { regions: vec![stack], lookups: Vec::new(), tables: BTreeMap::new(), made: 0, touched: Vec::new() };
         for (i, (_, value)) in world.maps.iter().enumerate() {
             mem.regions.push((MAPS + (i as u64) * 0x100_0000, value.clone()));
         }
@@ -191,6 +237,13 @@ impl Memory {
     }
 
     fn slice(&mut self, pc: usize, addr: u64, len: u64) -> Result<&mut [u8], InterpError> {
+        if (MAPS..CTX).contains(&addr) {
+            self.touched.push((((addr - MAPS) / 0x100_0000) as usize, false));
+        } else if addr >= ELEMENTS {
+            let element = addr & !0xfff;
+            let owner = self.tables.iter().find(|(_, t)| t.values().any(|at| *at == element));
+            self.touched.extend(owner.map(|(i, _)| (*i, false)));
+        }
         for (base, bytes) in &mut self.regions {
             if addr >= *base && addr + len <= *base + bytes.len() as u64 {
                 let at = (addr - *base) as usize;
@@ -207,13 +260,14 @@ impl Memory {
     }
 
     fn store_bytes(&mut self, pc: usize, addr: u64, bytes: &[u8]) -> Result<(), InterpError> {
+        let touched = self.touched.len();
         self.slice(pc, addr, bytes.len() as u64)?.copy_from_slice(bytes);
+        self.touched[touched..].iter_mut().for_each(|t| t.1 = true);
         Ok(())
     }
 
     fn store(&mut self, pc: usize, addr: u64, len: u64, value: u64) -> Result<(), InterpError> {
-        self.slice(pc, addr, len)?.copy_from_slice(&value.to_le_bytes()[..len as usize]);
-        Ok(())
+        self.store_bytes(pc, addr, &value.to_le_bytes()[..len as usize])
     }
 }
 
@@ -234,70 +288,95 @@ fn execute(
     r[10] = STACK_TOP;
     let mut pc = 0usize;
     for _ in 0..MAX_STEPS {
-        let i = *prog.insns.get(pc).ok_or(InterpError::Unknown { pc, code: 0 })?;
-        let (dst, src) = (usize::from(i.dst), usize::from(i.src));
-        let unknown = InterpError::Unknown { pc, code: i.code };
-        match class(i.code) {
-            BPF_ALU64 | BPF_ALU => {
-                let wide = class(i.code) == BPF_ALU64;
-                let operand = if source(i.code) == BPF_X { r[src] } else { i.imm as i64 as u64 };
-                r[dst] = alu(op(i.code), r[dst], operand, wide).ok_or(unknown)?;
-            }
-            BPF_LDX if mode(i.code) == BPF_MEM => {
-                let len = u64::from(Size::from_code(i.code).bytes());
-                r[dst] = mem.load(pc, r[src].wrapping_add_signed(i64::from(i.off)), len)?;
-            }
-            BPF_STX if mode(i.code) == BPF_ATOMIC && i.imm == BPF_CMPXCHG => {
-                let len = u64::from(Size::from_code(i.code).bytes());
-                let at = r[dst].wrapping_add_signed(i64::from(i.off));
-                let old = mem.load(pc, at, len)?;
-                let mask = if len == 8 { u64::MAX } else { (1 << (8 * len)) - 1 };
-                if old == r[0] & mask {
-                    mem.store(pc, at, len, r[src])?;
-                }
-                r[0] = old;
-            }
-            BPF_STX if mode(i.code) == BPF_ATOMIC && i.imm == i32::from(BPF_ADD) => {
-                let len = u64::from(Size::from_code(i.code).bytes());
-                let at = r[dst].wrapping_add_signed(i64::from(i.off));
-                let sum = mem.load(pc, at, len)?.wrapping_add(r[src]);
-                mem.store(pc, at, len, sum)?;
-            }
-            BPF_STX | BPF_ST if mode(i.code) == BPF_MEM => {
-                let len = u64::from(Size::from_code(i.code).bytes());
-                let value = if class(i.code) == BPF_STX { r[src] } else { i.imm as i64 as u64 };
-                mem.store(pc, r[dst].wrapping_add_signed(i64::from(i.off)), len, value)?;
-            }
-            BPF_LD if i.is_ld_imm64() => {
-                let next = prog.insns.get(pc + 1).ok_or(unknown)?;
-                r[dst] = if i.src == BPF_PSEUDO_MAP_FD {
-                    map_value_addr(prog, world, pc)?
-                } else {
-                    u64::from(i.imm as u32) | u64::from(next.imm as u32) << 32
-                };
-                pc += 1;
-            }
-            BPF_JMP | BPF_JMP32 => match op(i.code) {
-                BPF_EXIT => return Ok(r[0]),
-                BPF_CALL => {
-                    if i.src == 0 {
-                        r[0] = helper(i.imm, &mut r, mem, world, pc, reads)?;
-                    }
-                }
-                BPF_JA => pc = pc.wrapping_add_signed(isize::from(i.off)),
-                code => {
-                    let operand = if source(i.code) == BPF_X { r[src] } else { i.imm as i64 as u64 };
-                    let narrow = class(i.code) == BPF_JMP32;
-                    if jump(code, r[dst], operand, narrow).ok_or(unknown)? {
-                        pc = pc.wrapping_add_signed(isize::from(i.off));
-                    }
-                }
-            },
-            _ => return Err(unknown),
+        if let Some(r0) = step(prog, world, &mut r, &mut pc, mem, reads)? {
+            return Ok(r0);
         }
-        pc += 1;
     }
     Err(InterpError::TooLong)
+}
+
+/// Runs the instruction at `pc`: its R0 when it is the exit.
+fn step(
+    prog: &Program,
+    world: &World,
+    r: &mut [u64; 11],
+    cur: &mut usize,
+    mem: &mut Memory,
+    reads: &mut Vec<(u64, u64)>,
+) -> Result<Option<u64>, InterpError> {
+    let pc = *cur;
+    let i = *prog.insns.get(pc).ok_or(InterpError::Unknown { pc, code: 0 })?;
+    let (dst, src) = (usize::from(i.dst), usize::from(i.src));
+    let unknown = InterpError::Unknown { pc, code: i.code };
+    let mut next = pc;
+    match class(i.code) {
+        BPF_ALU64 | BPF_ALU => {
+            let wide = class(i.code) == BPF_ALU64;
+            let operand = if source(i.code) == BPF_X { r[src] } else { i.imm as i64 as u64 };
+            r[dst] = alu(op(i.code), r[dst], operand, wide).ok_or(unknown)?;
+        }
+        BPF_LDX if mode(i.code) == BPF_MEM => {
+            let len = u64::from(Size::from_code(i.code).bytes());
+            r[dst] = mem.load(pc, r[src].wrapping_add_signed(i64::from(i.off)), len)?;
+        }
+        BPF_STX if mode(i.code) == BPF_ATOMIC && i.imm == BPF_CMPXCHG => {
+            let len = u64::from(Size::from_code(i.code).bytes());
+            let at = r[dst].wrapping_add_signed(i64::from(i.off));
+            let old = mem.load(pc, at, len)?;
+            let mask = if len == 8 { u64::MAX } else { (1 << (8 * len)) - 1 };
+            if old == r[0] & mask {
+                mem.store(pc, at, len, r[src])?;
+            }
+            r[0] = old;
+        }
+        BPF_STX if mode(i.code) == BPF_ATOMIC && i.imm == i32::from(BPF_ADD) => {
+            let len = u64::from(Size::from_code(i.code).bytes());
+            let at = r[dst].wrapping_add_signed(i64::from(i.off));
+            let sum = mem.load(pc, at, len)?.wrapping_add(r[src]);
+            mem.store(pc, at, len, sum)?;
+        }
+        BPF_STX if mode(i.code) == BPF_ATOMIC && [BPF_XCHG, i32::from(BPF_ADD) | BPF_FETCH].contains(&i.imm) => {
+            let len = u64::from(Size::from_code(i.code).bytes());
+            let at = r[dst].wrapping_add_signed(i64::from(i.off));
+            let old = mem.load(pc, at, len)?;
+            let new = if i.imm == BPF_XCHG { r[src] } else { old.wrapping_add(r[src]) };
+            mem.store(pc, at, len, new)?;
+            r[src] = old;
+        }
+        BPF_STX | BPF_ST if mode(i.code) == BPF_MEM => {
+            let len = u64::from(Size::from_code(i.code).bytes());
+            let value = if class(i.code) == BPF_STX { r[src] } else { i.imm as i64 as u64 };
+            mem.store(pc, r[dst].wrapping_add_signed(i64::from(i.off)), len, value)?;
+        }
+        BPF_LD if i.is_ld_imm64() => {
+            let high = prog.insns.get(pc + 1).ok_or(unknown)?;
+            r[dst] = if i.src == BPF_PSEUDO_MAP_FD {
+                map_value_addr(prog, world, pc)?
+            } else {
+                u64::from(i.imm as u32) | u64::from(high.imm as u32) << 32
+            };
+            next += 1;
+        }
+        BPF_JMP | BPF_JMP32 => match op(i.code) {
+            BPF_EXIT => return Ok(Some(r[0])),
+            BPF_CALL => {
+                if i.src == 0 {
+                    r[0] = helper(i.imm, r, mem, world, pc, reads)?;
+                }
+            }
+            BPF_JA => next = next.wrapping_add_signed(isize::from(i.off)),
+            code => {
+                let operand = if source(i.code) == BPF_X { r[src] } else { i.imm as i64 as u64 };
+                let narrow = class(i.code) == BPF_JMP32;
+                if jump(code, r[dst], operand, narrow).ok_or(unknown)? {
+                    next = next.wrapping_add_signed(isize::from(i.off));
+                }
+            }
+        },
+        _ => return Err(unknown),
+    }
+    *cur = next + 1;
+    Ok(None)
 }
 
 /// The address the map loaded at instruction `pc` has its value at.
@@ -395,6 +474,7 @@ fn hash_helper(
     mem: &mut Memory,
     pc: usize,
 ) -> Result<u64, InterpError> {
+    mem.touched.push((i, id != BPF_FUNC_map_lookup_elem));
     let key = mem.slice(pc, r[2], u64::from(spec.key_size))?.to_vec();
     let found = mem.tables.get(&i).and_then(|t| t.get(&key)).copied();
     let errno = |e: i64| (-e) as u64;
