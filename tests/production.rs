@@ -72,9 +72,20 @@ fn a_map_filled_past_its_size_reports_exactly_the_refused_updates() {
 
 /// A user's private map of 8-byte keys kept in slots (lower/slotted.rs), set and taken by
 /// goroutines at once on every CPU, their keys sharing slots and the spill: every take
-/// gets its set's 1 back, so the sum of what was taken is the calls, less at most one a
-/// hit said skipped (a slot held through every try; a skipped take leaves the key for
-/// the next set, and its take gets 1), and nothing is refused.
+/// gets its set's 1 back, so the sum of what was taken is the calls but for hits said
+/// skipped, and nothing is refused. Without the slots' locks (or with a lock that lets
+/// two hold it) takes get nothing or twice with nothing said; with a lock never
+/// released nearly every hit is skipped.
+///
+/// What a skip costs: a skipped take leaves its 1 for the next round (whose set writes 1
+/// over it: one lost), a skipped set leaves its take nothing (one lost) or the 1 a
+/// skipped take left (none lost: two skips for one). So `lost <= skipped <= 2 * lost`,
+/// and all that is not skipped is exact. A skip needs the slot held through all of
+/// `TRIES` (1,024) compare-and-exchanges: a holder stopped in its hold, which with
+/// preemption disabled in the program is a vCPU the host paused; measured 8-12 in
+/// 400,000 operations on this project's 2-CPU VM under load. The bound, at most 1% of
+/// the operations, is that with room for a host more loaded still (a CI runner's), and
+/// still fails a lock never released (every operation after the first skipped).
 #[test]
 fn a_slotted_private_map_set_and_taken_at_once_on_every_cpu_is_exact() {
     if !privileged("a_slotted_private_map_set_and_taken_at_once_on_every_cpu_is_exact") {
@@ -84,18 +95,29 @@ fn a_slotted_private_map_set_and_taken_at_once_on_every_cpu_is_exact() {
     for (size, goroutines) in [("@_t=1", 2), ("@_t=8", 8)] {
         let run = trace(&["-e", script, "--map-size", size], &format!("pairs {goroutines} 100000"));
         let calls = truth(&run.stdout, "calls");
-        let skipped: i64 = (run.stderr.lines().flat_map(|l| l.split("; ")))
-            .filter(|l| l.contains("held by another probe"))
-            .map(|l| {
-                let n = l.split("skipped ").nth(1).and_then(|r| r.split_whitespace().next());
-                n.and_then(|n| n.replace(',', "").parse::<i64>().ok()).unwrap_or_else(|| panic!("no count in {l}"))
-            })
-            .sum();
+        let skipped = skipped_at_held_slots(&run.stderr);
         let got = map_value(&run.stdout, "@got");
-        assert!(got <= calls && got + skipped >= calls, "{size}:\n{}\n{}", run.stdout, run.stderr);
-        assert!(skipped * 10_000 <= calls, "{size}: {skipped} skipped:\n{}", run.stderr);
-        assert!(!run.stderr.contains("refused"), "{size}: {}", run.stderr);
+        let context = format!("{size}: {got} taken of {calls} calls, {skipped} hits skipped:\n{}\n{}", run.stdout, run.stderr);
+        assert!(got <= calls, "{context}");
+        let lost = calls - got;
+        assert!(lost <= skipped && skipped <= 2 * lost, "{context}");
+        // Two operations a call (its set and its take).
+        assert!(skipped * 100 <= 2 * calls, "{context}");
+        assert!(!run.stderr.contains("refused"), "{context}");
     }
+}
+
+/// The hits said skipped at exit because their slot was held through every try
+/// (`skipped 3 hits of on entry main.getter: the slot of its key of @_t was held by
+/// another probe through 1024 tries`), over every probe.
+fn skipped_at_held_slots(stderr: &str) -> i64 {
+    (stderr.lines().flat_map(|l| l.split("; ")))
+        .filter(|part| part.contains("held by another probe"))
+        .map(|part| {
+            let n = part.strip_prefix("skipped ").and_then(|r| r.split_whitespace().next());
+            n.and_then(|n| n.replace(',', "").parse::<i64>().ok()).unwrap_or_else(|| panic!("no count in `{part}`"))
+        })
+        .sum()
 }
 
 /// The counts in every histogram bucket line of `out` (`[512, 1024)   3 |@@@|`).
