@@ -142,7 +142,11 @@ fn http_counts_requests_whose_start_times_collide_in_one_slot() {
     let got = counts(&objects, "@http_requests");
     let context = format!("stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
     for (key, n) in &got {
-        assert!(want.get(key).is_some_and(|w| n <= w), "{key} counted {n} times, served {:?}: {context}", want.get(key));
+        assert!(
+            want.get(key).is_some_and(|w| n <= w),
+            "{key} counted {n} times, served {:?}: {context}",
+            want.get(key)
+        );
     }
     let counted: u64 = got.values().sum();
     let skipped = support::jsonout::skipped(&objects, "held by another probe");
