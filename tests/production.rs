@@ -72,30 +72,22 @@ fn a_map_filled_past_its_size_reports_exactly_the_refused_updates() {
 
 /// A user's private map of 8-byte keys kept in slots (lower/slotted.rs), set and taken by
 /// goroutines at once on every CPU, their keys sharing slots and the spill: every take
-/// gets its set's 1 back, so the sum of what was taken is the calls but for hits said
-/// skipped, and nothing is refused. Without the slots' locks (or with a lock that lets
-/// two hold it) takes get nothing or twice with nothing said; with a lock never
-/// released nearly every hit is skipped.
-///
-/// What a skip costs: a skipped take leaves its 1 for the next round (whose set writes 1
-/// over it: one lost), a skipped set leaves its take nothing (one lost) or the 1 a
-/// skipped take left (none lost: two skips for one). So `lost <= skipped <= 2 * lost`,
-/// and all that is not skipped is exact. A skip needs the slot held through all of
-/// `TRIES` (1,024) compare-and-exchanges: a holder stopped in its hold, which with
-/// preemption disabled in the program is a vCPU the host paused; measured 8-12 in
-/// 400,000 operations on this project's 2-CPU VM under load. The bound, at most 1% of
-/// the operations, is that with room for a host more loaded still (a CI runner's), and
-/// still fails a lock never released (every operation after the first skipped).
+/// gets its set's 1 back, so what was taken is the calls but for hits said skipped, and
+/// nothing is refused. A skipped take leaves its 1 for the next round's set to write
+/// over (one lost), a skipped set leaves its take nothing (one lost) or the 1 a skipped
+/// take left (none): `lost <= skipped <= 2 * lost`. A skip is a slot held through all
+/// 1,024 tries: with preemption off in the program, a holder's vCPU paused by the host
+/// (8-12 of 400,000 operations on this 2-CPU VM under load). At most 1% skipped leaves
+/// room for a busier CI host and still fails a lock never released (all skipped).
 #[test]
 fn a_slotted_private_map_set_and_taken_at_once_on_every_cpu_is_exact() {
     if !privileged("a_slotted_private_map_set_and_taken_at_once_on_every_cpu_is_exact") {
         return;
     }
     let script = "on entry main.setter { @_t[v] = 1 } on entry main.getter { @got = sum(take(@_t[v])) }";
-    // One slot that two keys share (the spill holds the other) on two CPUs: where the
-    // locks are tested, with rounds enough that without them takes are lost (3-7 of
-    // 200,000 calls with the lock's compare-and-exchange left out, 39 of 800,000 at load
-    // average 7). Then eight keys over eight slots, some shared, and the spill.
+    // Two keys of one slot on two CPUs, rounds enough that without the locks takes are
+    // lost (the lock's compare-and-exchange left out: 3-7 of 200,000 calls, 19-39 of
+    // 800,000); then eight keys over eight slots, some shared, and the spill.
     for (size, goroutines, rounds) in [("@_t=1", 2, 400_000), ("@_t=8", 8, 50_000)] {
         let run = trace(&["-e", script, "--map-size", size], &format!("pairs {goroutines} {rounds}"));
         let calls = truth(&run.stdout, "calls");
