@@ -448,6 +448,12 @@ pub fn atomic_cmpxchg(size: Size, dst_base: Reg, off: i16, src: Reg) -> Insn {
     Insn::new(BPF_STX | BPF_ATOMIC | size.code(), dst_base.0, src.0, off, BPF_CMPXCHG)
 }
 
+/// `src = xchg((size *)(dst_base + off), src)`: stores `src`, which gets what the
+/// memory held (fully ordered, as every atomic that fetches is).
+pub fn atomic_xchg(size: Size, dst_base: Reg, off: i16, src: Reg) -> Insn {
+    Insn::new(BPF_STX | BPF_ATOMIC | size.code(), dst_base.0, src.0, off, BPF_XCHG)
+}
+
 /// `if dst op src goto +off` (64-bit compare).
 pub fn jmp_reg(op: JmpOp, dst: Reg, src: Reg, off: i16) -> Insn {
     Insn::new(BPF_JMP | op.code() | BPF_X, dst.0, src.0, off, 0)

@@ -206,10 +206,12 @@ pub struct UserMap {
     pub slots: Option<Slots>,
 }
 
-/// A private map's array of slots (slotted.rs): its object name, and 2^bits slots.
+/// A private map's array of slots (slotted.rs): its object name, the map's name (as
+/// the script writes it, without `@`), and 2^bits slots.
 #[derive(Clone, Debug)]
 pub struct Slots {
     pub object_name: String,
+    pub name: String,
     pub bits: u32,
 }
 
@@ -315,18 +317,17 @@ impl Maps {
     /// first, its hash the spill (slotted.rs), sized by `sizes`: 2^bits slots, the
     /// largest power of two not over the map's size (at most 2^`slotted::MAX_BITS`), and
     /// the spill its size, so that it never refuses a key it would have held as a hash.
-    /// Only a map of the standard library (its shape first given in a file `in_library`
-    /// says is one): slots are exact only where one key's set, read and take never run
-    /// at once on two CPUs (slotted.rs), which a library's own use of its map keeps (a
-    /// request's start, then its end), and a user's script need not.
-    pub fn add_slots(&mut self, table: &MapTable, sizes: &MapSizes, in_library: &dyn Fn(u32) -> bool) {
+    /// A library's maps and a user's alike: each operation holds its key's slot's lock
+    /// (slotted.rs), so one key's operations at once on several CPUs are exact.
+    pub fn add_slots(&mut self, table: &MapTable, sizes: &MapSizes) {
         for (name, info) in &table.maps {
-            if !slotted(name, info, table.whole.contains(name)) || !in_library(info.span.file) {
+            if !slotted(name, info, table.whole.contains(name)) {
                 continue;
             }
             let Some(um) = self.user.get_mut(name) else { continue };
             let slots = Slots {
                 object_name: format!("{}_slots", um.object_name),
+                name: name.clone(),
                 bits: super::slotted::slot_bits(sizes.of_map(name)),
             };
             self.specs.push(MapSpec {

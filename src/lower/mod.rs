@@ -56,6 +56,8 @@ mod tests;
 #[cfg(test)]
 mod tests_goroutines;
 #[cfg(test)]
+mod tests_interleave;
+#[cfg(test)]
 mod tests_reads;
 #[cfg(test)]
 mod tests_slotted;

@@ -93,7 +93,7 @@ pub(super) fn lower_all(
     let panics = checked.instances.iter().any(|i| i.kind == InstanceKind::Panic);
     let record = if panics { super::layout::RECORD_WITH_PANICS } else { super::layout::RECORD };
     let mut maps = Maps::new(&checked.maps, (!timed.is_empty()).then_some(record), plan.functions.len());
-    maps.add_slots(&checked.maps, &settings.map_sizes, &|file| sources.name(file).starts_with("stdlib/"));
+    maps.add_slots(&checked.maps, &settings.map_sizes);
     for name in super::spans::exemplar_maps(script, checked, &records) {
         maps.add_exemplars(&name);
     }

@@ -2,36 +2,62 @@
 //! `take`n at the request's end: what the libraries keep their start times in) as an
 //! array of slots indexed by a hash of the key, with the map's own hash as the spill: a
 //! set, read and delete of a key in its slot is an array lookup the verifier inlines
-//! and a few loads, stores and compare-and-exchanges, where a hash map's takes a helper
-//! call that hashes the key, locks a bucket and walks it (about 0.2 us each on this
-//! project's VM, docs/performance.md).
+//! and a few loads, stores and two atomic instructions, where a hash map's takes a
+//! helper call that hashes the key, locks a bucket and walks it (about 0.2 us each on
+//! this project's VM, docs/performance.md).
 //!
-//! A slot is (tag, value, spilled): `tag` the key that holds it (0 when free), `spilled`
-//! how many keys whose slot this is live in the spill. A set claims its key's free slot
-//! by a compare-and-exchange of the tag, 0 to the key (of two claiming it at once on two
-//! CPUs one wins; a second set of the same key finds its tag and writes in place); a key
-//! whose slot another holds, or whose slot has keys in the spill, goes to the spill (the
-//! map's hash, `--map-size` keys), counting itself in `spilled` first. So a key is in its
-//! slot or in the spill, never both, and a read or delete whose slot is not its own and
-//! has nothing spilled is done without touching the hash. A delete or take releases the
-//! slot: a compare-and-exchange of the tag, the key to BUSY (of two at once one wins:
-//! `take` gets the value once), then the value zeroed and the tag freed (so a slot
-//! claimed again reads 0 until its new value is written). Keys 0 and BUSY never hold a
-//! slot (spilled, counted as others). The kind of map (a private `@_name`, one key and a
-//! value of 8 bytes, never named whole) and its sizes are chosen in maps.rs
-//! (`slots_for`); what it refuses when the spill is full is counted as the map's, by the
-//! kernel's errno.
+//! A slot is (lock, tag, value, spilled): `lock` 1 while an operation holds the slot,
+//! `tag` the key in the slot (0 when free), `spilled` how many keys whose slot this is
+//! live in the spill (the map's hash, `--map-size` keys). Every operation on a key
+//! holds its slot's lock throughout: taken by a compare-and-exchange 0 -> 1, released
+//! by an exchange to 0 (both atomics that fetch, fully ordered on every JIT: the next
+//! holder sees every store of the last). Under it a set writes the key's value in place
+//! when the tag is the key or the key is in the spill (looked for only when `spilled`
+//! is not 0), claims a free slot (tag, then value) when it is in neither, and otherwise
+//! inserts the key in the spill, counted in `spilled`; a read or delete finds the key by its tag
+//! or, when `spilled` is not 0, in the spill (found there and deleted: `spilled` less
+//! one); a delete or `take` of the key in its slot frees the tag. Key 0 never holds a
+//! slot (a free slot's tag): it is spilled, under the lock of slot 0 like any key of
+//! slot 0. The kind of map (a private `@_name`, one key and a value of 8 bytes, never
+//! named whole) and its sizes are chosen in maps.rs (`add_slots`); what it refuses when
+//! the spill is full is counted as the map's, by the kernel's errno.
 //!
-//! Not kept exactly as a hash would keep it when one key's operations run at once on
-//! two CPUs: the tag and the value are two words, and only the tag is exchanged. A set
-//! that found its tag, delayed while a take of the same key released the slot and
-//! another key claimed it, writes its value over that key's; a read that found its tag
-//! may load the next owner's value; two sets of one key, one spilling while the other
-//! claims the freed slot, leave the key in both (a review found these by reading; a
-//! 40-second test of 1.4 million operations on one slot did not hit them). So only the
-//! standard library's maps are slotted (maps.rs `add_slots`), whose use keeps one key's
-//! operations in order: a request's start is set before its end takes it, on one
-//! goroutine. A user's `@_name` map is a plain hash.
+//! Why it is exact for any interleaving on any number of CPUs. Every key has one slot,
+//! and the words of a slot and the spill's elements of that slot's keys change only
+//! while that slot's lock is held (the spill is touched only here; the map is never
+//! named whole). So the operations on one slot's keys run one at a time, each as if
+//! alone, and each takes effect at an instant while it holds the lock: they are the
+//! same as a hash's in the order they held it. Case by case, the races a review found
+//! in the lock-free version (where only the tag was exchanged):
+//! - A set that found its tag, delayed while a take of the key released the slot and
+//!   another key claimed it, wrote its value over that key's: the set's tag test and
+//!   value write are one hold; the take and the claim hold the lock before or after it,
+//!   never between.
+//! - A read that found its tag could load the next owner's value (or, if the key came
+//!   back, its value of between): the read holds the lock from its tag test to its load.
+//! - Two sets of one key, one spilling while the other claimed the freed slot, left the
+//!   key in both: the first to hold the lock puts the key somewhere, and the second sees
+//!   it there (the tag, or the key in the spill by a lookup). A key is put in its slot
+//!   only when its tag is free and the key is not in the spill (`spilled` is 0, or a
+//!   lookup in the same hold did not find it: `spilled` changes with the spill in one
+//!   hold), and in the spill only when the tag is not the key: so never in both, and the review's smaller fix (deleting a
+//!   key's spill copy when its slot is released with keys spilled) has nothing to do.
+//! - Two takes of one key: the first holds the lock and frees the tag (or deletes the
+//!   element), the second finds the key absent and takes 0: the value is taken once.
+//! - A spilled key's element is written in place through the pointer a lookup gave:
+//!   every delete of that key holds the lock, so the element outlives the write.
+//! - A reader waits for writers as writers do: two atomics, what a seqlock's reader
+//!   needs too on arm64 (a plain load is not ordered with the loads after it, and eBPF
+//!   has no load-acquire before Linux 6.15).
+//!
+//! Never waiting without bound: an operation tries the lock `TRIES` times (a bounded
+//! loop the verifier walks) and, held by another all that while, ends the hit counted
+//! as skipped (`Counter::Skipped`, said by `--stats` and at exit), the map unchanged.
+//! Since Linux 6.10 a program runs with preemption disabled (codegen.rs's prologue), so
+//! a holder is never off its CPU in between and a hold is a few dozen instructions (a
+//! spill's, a helper call or two); before it, on a kernel that preempts, a holder
+//! preempted in between makes the others on its slot give up, counted. A user's
+//! `@_name` map of that shape is slotted as a library's is.
 
 use super::codegen::Gen;
 use super::ir::Arg;
@@ -41,17 +67,20 @@ use super::LowerError;
 use crate::bpf::builder::Label;
 use crate::bpf::helpers::*;
 use crate::bpf::insn::*;
+use crate::plan::Counter;
 use crate::syntax::ast::Span;
 
-/// A slot: the key holding it, its value, how many keys of this slot are spilled.
-pub const TAG: i16 = 0;
-pub const VALUE: i16 = 8;
-pub const SPILLED: i16 = 16;
-pub const SLOT_BYTES: u32 = 24;
-/// The tag of a slot being released (never a key's: such a key is spilled).
-const BUSY: i32 = -1;
-/// At most 2^MAX_BITS slots (96 KiB).
+/// A slot: its lock, the key holding it, its value, how many keys of this slot are
+/// spilled.
+pub const LOCK: i16 = 0;
+pub const TAG: i16 = 8;
+pub const VALUE: i16 = 16;
+pub const SPILLED: i16 = 24;
+pub const SLOT_BYTES: u32 = 32;
+/// At most 2^MAX_BITS slots (128 KiB).
 pub const MAX_BITS: u32 = 12;
+/// How many compare-and-exchanges an operation tries for its slot's lock.
+pub const TRIES: i32 = 1024;
 
 /// How many bits index the slots of a map of `entries` keys (`--map-size`): the largest
 /// power of two not over it, at most 2^MAX_BITS.
@@ -67,14 +96,15 @@ pub fn slot_index(key: u64, bits: u32) -> u32 {
     (key.wrapping_mul(SLOT_HASH) >> (64 - bits)) as u32
 }
 
-/// errnos a spill update gives.
-const EEXIST: i32 = 17;
-const ENOENT: i32 = 2;
+/// Why a hit ends when its slot's lock stays held (`Counter::Skipped`).
+pub fn busy_why(map: &str) -> String {
+    format!("the slot of its key of @{map} was held by another probe through {TRIES} tries")
+}
 
 impl Gen<'_> {
-    /// Finds the slot of the key in stack slot `key`: R0 = its address, also kept in the
-    /// stack slot returned, and R2 = the key; jumps to `other` when the key can hold no
-    /// slot (0 or BUSY).
+    /// Finds and holds the slot of the key in stack slot `key` (`lock_slot`): R1 = its
+    /// address, also kept in the stack slot returned, and R2 = the key; jumps to `other`
+    /// (the lock held) when the key can hold no slot (0).
     fn find_slot(&mut self, s: &Slots, key: i16, other: Label, span: Span) -> Result<i16, LowerError> {
         let at = self.slot(8, span)?;
         if s.bits == 0 {
@@ -90,35 +120,71 @@ impl Gen<'_> {
         // Never taken: the index is below the array's size.
         self.b.jmp_imm_to(JmpOp::Eq, R0, 0, self.done);
         self.b.emit(store_reg(Size::DW, R10, at, R0));
+        self.lock_slot(s, at, span)?;
         self.b.emit(load(Size::DW, R2, R10, key));
         self.b.jmp_imm_to(JmpOp::Eq, R2, 0, other);
-        self.b.jmp_imm_to(JmpOp::Eq, R2, BUSY, other);
         Ok(at)
     }
 
-    /// Adds `delta` to the spilled count of the slot whose address is in stack slot `at`.
+    /// Holds the lock of the slot whose address is in stack slot `at`, R1 that address
+    /// after; held by another through `TRIES` tries, the hit is counted as skipped and
+    /// ends.
+    fn lock_slot(&mut self, s: &Slots, at: i16, span: Span) -> Result<(), LowerError> {
+        let (retry, locked) = (self.b.new_label(), self.b.new_label());
+        self.b.emit(load(Size::DW, R1, R10, at));
+        self.b.emit(mov64_imm(R4, TRIES));
+        self.b.bind(retry);
+        self.b.emit(mov64_imm(R0, 0));
+        self.b.emit(mov64_imm(R3, 1));
+        self.b.emit(atomic_cmpxchg(Size::DW, R1, LOCK, R3));
+        self.b.jmp_imm_to(JmpOp::Eq, R0, 0, locked);
+        self.b.emit(alu64_imm(AluOp::Sub, R4, 1));
+        self.b.jmp_imm_to(JmpOp::Ne, R4, 0, retry);
+        if let Some(program) = self.acct.as_ref().map(|a| a.program.clone()) {
+            self.count(Counter::Skipped { program, why: busy_why(&s.name) }, span)?;
+        }
+        self.b.ja_to(self.done);
+        self.b.bind(locked);
+        Ok(())
+    }
+
+    /// Releases the lock of the slot whose address is in stack slot `at`.
+    fn unlock_slot(&mut self, at: i16) {
+        self.b.emit(load(Size::DW, R1, R10, at));
+        self.b.emit(mov64_imm(R3, 0));
+        self.b.emit(atomic_xchg(Size::DW, R1, LOCK, R3));
+    }
+
+    /// Adds `delta` to the spilled count of the slot (locked) whose address is in stack
+    /// slot `at`.
     fn add_spilled(&mut self, at: i16, delta: i32) {
         self.b.emit(load(Size::DW, R1, R10, at));
-        self.b.emit(mov64_imm(R2, delta));
-        self.b.emit(atomic_add(Size::DW, R1, SPILLED, R2));
+        self.b.emit(load(Size::DW, R2, R1, SPILLED));
+        self.b.emit(alu64_imm(AluOp::Add, R2, delta));
+        self.b.emit(store_reg(Size::DW, R1, SPILLED, R2));
     }
 
     /// R0 = the value of the key in stack slot `key` (0 when absent).
     pub(super) fn slotted_read(&mut self, um: &UserMap, s: &Slots, key: i16, span: Span) -> Result<(), LowerError> {
+        let got = self.slot(8, span)?;
         let (other, end) = (self.b.new_label(), self.b.new_label());
-        self.find_slot(s, key, other, span)?;
-        self.b.emit(load(Size::DW, R1, R0, TAG));
-        self.b.jmp_reg_to(JmpOp::Ne, R1, R2, other);
-        self.b.emit(load(Size::DW, R0, R0, VALUE));
+        self.b.emit(store_imm(Size::DW, R10, got, 0));
+        let at = self.find_slot(s, key, other, span)?;
+        self.b.emit(load(Size::DW, R3, R1, TAG));
+        self.b.jmp_reg_to(JmpOp::Ne, R3, R2, other);
+        self.b.emit(load(Size::DW, R3, R1, VALUE));
+        self.b.emit(store_reg(Size::DW, R10, got, R3));
         self.b.ja_to(end);
         self.b.bind(other);
-        self.b.emit(load(Size::DW, R1, R0, SPILLED));
-        self.b.emit(mov64_imm(R0, 0));
-        self.b.jmp_imm_to(JmpOp::Eq, R1, 0, end);
+        self.b.emit(load(Size::DW, R3, R1, SPILLED));
+        self.b.jmp_imm_to(JmpOp::Eq, R3, 0, end);
         self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(&um.object_name), Arg::Stack(key)]);
         self.b.jmp_imm_to(JmpOp::Eq, R0, 0, end);
         self.b.emit(load(Size::DW, R0, R0, 0));
+        self.b.emit(store_reg(Size::DW, R10, got, R0));
         self.b.bind(end);
+        self.unlock_slot(at);
+        self.b.emit(load(Size::DW, R0, R10, got));
         Ok(())
     }
 
@@ -132,48 +198,53 @@ impl Gen<'_> {
         val: i16,
         span: Span,
     ) -> Result<(), LowerError> {
-        let (spill, claimed, write, end) =
-            (self.b.new_label(), self.b.new_label(), self.b.new_label(), self.b.new_label());
+        let (spill, claim, write, insert, refused, end) = (
+            self.b.new_label(),
+            self.b.new_label(),
+            self.b.new_label(),
+            self.b.new_label(),
+            self.b.new_label(),
+            self.b.new_label(),
+        );
         let at = self.find_slot(s, key, spill, span)?;
-        self.b.emit(load(Size::DW, R1, R0, TAG));
-        self.b.jmp_reg_to(JmpOp::Eq, R1, R2, write);
-        self.b.jmp_imm_to(JmpOp::Ne, R1, 0, spill);
-        self.b.emit(load(Size::DW, R1, R0, SPILLED));
-        self.b.jmp_imm_to(JmpOp::Ne, R1, 0, spill);
-        // A free slot with nothing spilled: claimed by one compare-and-exchange of its tag
-        // (or found claimed by the same key on another CPU).
-        self.b.emit(mov64_reg(R1, R0));
-        self.b.emit(mov64_imm(R0, 0));
-        self.b.emit(atomic_cmpxchg(Size::DW, R1, TAG, R2));
-        self.b.jmp_imm_to(JmpOp::Eq, R0, 0, claimed);
-        self.b.jmp_reg_to(JmpOp::Ne, R0, R2, spill);
-        self.b.bind(claimed);
-        self.b.emit(mov64_reg(R0, R1));
+        self.b.emit(load(Size::DW, R3, R1, TAG));
+        self.b.jmp_reg_to(JmpOp::Eq, R3, R2, write);
+        // Keys of this slot spilled: the key may be one of them.
+        self.b.emit(load(Size::DW, R4, R1, SPILLED));
+        self.b.jmp_imm_to(JmpOp::Ne, R4, 0, spill);
+        self.b.jmp_imm_to(JmpOp::Ne, R3, 0, insert);
+        // A free slot, the key not in the spill: claimed.
+        self.b.bind(claim);
+        self.b.emit(store_reg(Size::DW, R1, TAG, R2));
         self.b.bind(write);
-        self.b.emit(load(Size::DW, R1, R10, val));
-        self.b.emit(store_reg(Size::DW, R0, VALUE, R1));
+        self.b.emit(load(Size::DW, R3, R10, val));
+        self.b.emit(store_reg(Size::DW, R1, VALUE, R3));
         self.b.ja_to(end);
-        // The spill: counted in the slot before it is inserted (so that a count of 0 says
-        // no key of this slot is spilled), uncounted when it was there already or refused.
+        // The spill: the key's element written in place; else its free slot claimed, or
+        // the key inserted and counted.
         self.b.bind(spill);
-        self.add_spilled(at, 1);
-        let args = |flag| [Arg::Map(&um.object_name), Arg::Stack(key), Arg::Stack(val), Arg::Imm(flag)];
-        self.b.call(BPF_FUNC_map_update_elem, &args(BPF_NOEXIST));
-        self.b.jmp_imm_to(JmpOp::Eq, R0, 0, end);
-        let ret = self.slot(8, span)?;
-        self.b.emit(store_reg(Size::DW, R10, ret, R0));
-        self.add_spilled(at, -1);
-        self.b.emit(load(Size::DW, R0, R10, ret));
-        let present = self.b.new_label();
-        self.b.jmp_imm_to(JmpOp::Eq, R0, -EEXIST, present);
-        self.count_refused(&um.object_name, span)?;
+        self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(&um.object_name), Arg::Stack(key)]);
+        let absent = self.b.new_label();
+        self.b.jmp_imm_to(JmpOp::Eq, R0, 0, absent);
+        self.b.emit(load(Size::DW, R1, R10, val));
+        self.b.emit(store_reg(Size::DW, R0, 0, R1));
         self.b.ja_to(end);
-        self.b.bind(present);
-        self.b.call(BPF_FUNC_map_update_elem, &args(BPF_EXIST));
-        // Deleted on another CPU in between: as if that delete came after.
-        self.b.jmp_imm_to(JmpOp::Eq, R0, -ENOENT, end);
-        self.count_refused_update(&um.object_name, span)?;
+        self.b.bind(absent);
+        self.b.emit(load(Size::DW, R1, R10, at));
+        self.b.emit(load(Size::DW, R2, R10, key));
+        self.b.jmp_imm_to(JmpOp::Eq, R2, 0, insert);
+        self.b.emit(load(Size::DW, R3, R1, TAG));
+        self.b.jmp_imm_to(JmpOp::Eq, R3, 0, claim);
+        self.b.bind(insert);
+        let args = [Arg::Map(&um.object_name), Arg::Stack(key), Arg::Stack(val), Arg::Imm(BPF_NOEXIST)];
+        self.b.call(BPF_FUNC_map_update_elem, &args);
+        self.b.jmp_imm_to(JmpOp::Ne, R0, 0, refused);
+        self.add_spilled(at, 1);
+        self.b.ja_to(end);
+        self.b.bind(refused);
+        self.count_refused(&um.object_name, span)?;
         self.b.bind(end);
+        self.unlock_slot(at);
         self.b.emit(mov64_imm(R0, 0));
         Ok(())
     }
@@ -193,44 +264,30 @@ impl Gen<'_> {
             self.b.emit(store_imm(Size::DW, R10, t, 0));
         }
         let at = self.find_slot(s, key, other, span)?;
-        // Its own slot: the tag from the key to BUSY (one of two at once wins), then the
-        // value zeroed and the slot freed.
-        self.b.emit(mov64_reg(R1, R0));
-        self.b.emit(mov64_reg(R0, R2));
-        self.b.emit(mov64_imm(R3, BUSY));
-        self.b.emit(atomic_cmpxchg(Size::DW, R1, TAG, R3));
-        self.b.jmp_reg_to(JmpOp::Ne, R0, R2, other);
+        self.b.emit(load(Size::DW, R3, R1, TAG));
+        self.b.jmp_reg_to(JmpOp::Ne, R3, R2, other);
         if let Some(t) = taken {
             self.b.emit(load(Size::DW, R3, R1, VALUE));
             self.b.emit(store_reg(Size::DW, R10, t, R3));
         }
-        self.b.emit(store_imm(Size::DW, R1, VALUE, 0));
-        self.b.emit(mov64_imm(R0, BUSY));
-        self.b.emit(mov64_imm(R3, 0));
-        self.b.emit(atomic_cmpxchg(Size::DW, R1, TAG, R3));
+        self.b.emit(store_imm(Size::DW, R1, TAG, 0));
         self.b.ja_to(end);
         // Not in its slot: in the spill if anything of its slot is.
         self.b.bind(other);
-        self.b.emit(load(Size::DW, R1, R10, at));
-        self.b.emit(load(Size::DW, R1, R1, SPILLED));
-        self.b.jmp_imm_to(JmpOp::Eq, R1, 0, end);
+        self.b.emit(load(Size::DW, R3, R1, SPILLED));
+        self.b.jmp_imm_to(JmpOp::Eq, R3, 0, end);
+        self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(&um.object_name), Arg::Stack(key)]);
+        self.b.jmp_imm_to(JmpOp::Eq, R0, 0, end);
         if let Some(t) = taken {
-            self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(&um.object_name), Arg::Stack(key)]);
-            self.b.jmp_imm_to(JmpOp::Eq, R0, 0, end);
             self.b.emit(load(Size::DW, R1, R0, 0));
             self.b.emit(store_reg(Size::DW, R10, t, R1));
         }
+        // Present under the lock: the delete removes it.
         self.b.call(BPF_FUNC_map_delete_elem, &[Arg::Map(&um.object_name), Arg::Stack(key)]);
-        let removed = self.b.new_label();
-        self.b.jmp_imm_to(JmpOp::Eq, R0, 0, removed);
-        if let Some(t) = taken {
-            // Another probe's delete removed it first: it has the value.
-            self.b.emit(store_imm(Size::DW, R10, t, 0));
-        }
-        self.b.ja_to(end);
-        self.b.bind(removed);
+        self.b.jmp_imm_to(JmpOp::Ne, R0, 0, end);
         self.add_spilled(at, -1);
         self.b.bind(end);
+        self.unlock_slot(at);
         self.b.emit(mov64_imm(R0, 0));
         Ok(())
     }

@@ -3,7 +3,7 @@
 //! same map kept as a hash: a key claims its free slot, a key whose slot another holds
 //! is spilled, a delete releases the slot, and a key the full spill refuses is counted.
 
-use super::slotted::{slot_index, SLOT_BYTES};
+use super::slotted::{slot_index, LOCK, SLOT_BYTES, SPILLED, TAG, VALUE};
 use super::tests::{asm, lowered_named, user_map};
 use super::Lowered;
 use crate::bpf::interp::{HashSpec, Machine, World};
@@ -17,7 +17,7 @@ on entry main.get { @got[1] = @_t[r] }
 on entry main.del { delete(@_t[r]) }
 on entry main.take { @took[1] = take(@_t[r]) }";
 
-fn target() -> Fake {
+pub(super) fn target() -> Fake {
     Fake::new()
         .structure("main.Req", &[("A", "int", 0)], 0x4a1000)
         .function("main.set", &[("r", "*main.Req"), ("v", "int")], &[])
@@ -26,8 +26,8 @@ fn target() -> Fake {
         .function("main.take", &[("r", "*main.Req")], &[])
 }
 
-/// The script lowered as a library's (only a library's maps are slotted) with `@_t` of
-/// `size` keys, every hit and refusal counted.
+/// The script lowered as a library's with `@_t` of `size` keys, every hit and refusal
+/// counted.
 fn lower(size: u32) -> Lowered {
     let mut opts = Options::default();
     opts.lowering.accounting = true;
@@ -36,11 +36,11 @@ fn lower(size: u32) -> Lowered {
 }
 
 /// The name a library's file has.
-const LIBRARY: &str = "stdlib/slots.gt";
+pub(super) const LIBRARY: &str = "stdlib/slots.gt";
 
 /// The world of `l`'s programs: the slots and the counters as arrays, the hashes as
 /// hashes of their plan's shapes, every other map one zeroed value.
-fn world(l: &Lowered) -> World {
+pub(super) fn world(l: &Lowered) -> World {
     // Each hit counted at a slot past the counters (the cookie's): not among the refusals.
     let past = l.plan.accounting.slots.len() as u64;
     let mut world = World { cookie: past << crate::plan::COOKIE_SLOT_SHIFT, ..World::default() };
@@ -62,7 +62,7 @@ fn world(l: &Lowered) -> World {
 }
 
 /// pt_regs (amd64) with the first integer argument (RAX) `a` and the second (RBX) `b`.
-fn regs(a: u64, b: u64) -> Vec<u8> {
+pub(super) fn regs(a: u64, b: u64) -> Vec<u8> {
     let mut words = [0u64; 21];
     (words[10], words[5]) = (a, b);
     words.iter().flat_map(|w| w.to_le_bytes()).collect()
@@ -105,11 +105,13 @@ impl Run<'_, '_> {
         got.iter().find(|(k, _)| k[..8] == 1u64.to_le_bytes()).map_or(0, |(_, v)| word(v, 0))
     }
 
-    /// The slot `i` of `@_t`: (tag, value, spilled).
+    /// The slot `i` of `@_t`: (tag, value, spilled); its lock released.
     fn slot(&self, i: u32) -> (u64, u64, u64) {
         let bytes = self.m.map(&slots_of(self.l).0);
         let at = (i * SLOT_BYTES) as usize;
-        (word(bytes, at), word(bytes, at + 8), word(bytes, at + 16))
+        let field = |off: i16| word(bytes, at + off as usize);
+        assert_eq!(field(LOCK), 0, "slot {i} left locked");
+        (field(TAG), field(VALUE), field(SPILLED))
     }
 
     /// `@_t`'s spill: its keys and values.
@@ -130,12 +132,12 @@ impl Run<'_, '_> {
     }
 }
 
-fn word(bytes: &[u8], at: usize) -> u64 {
+pub(super) fn word(bytes: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"))
 }
 
 /// The object name and size in bits of `@_t`'s slots.
-fn slots_of(l: &Lowered) -> (String, u32) {
+pub(super) fn slots_of(l: &Lowered) -> (String, u32) {
     let object = &user_map(l, "_t").0.object_name;
     let m =
         (l.plan.maps.iter()).find(|m| matches!(&m.role, MapRole::Slots { of } if of == object)).expect("@_t has slots");
@@ -143,7 +145,7 @@ fn slots_of(l: &Lowered) -> (String, u32) {
 }
 
 /// `n` addresses (8-aligned, as Go's objects are) whose slot is `slot`.
-fn colliding(bits: u32, slot: u32, n: usize) -> Vec<u64> {
+pub(super) fn colliding(bits: u32, slot: u32, n: usize) -> Vec<u64> {
     (1..).map(|i: u64| 0xc000_0000_0000 + 8 * i).filter(|a| slot_index(*a, bits) == slot).take(n).collect()
 }
 
@@ -163,11 +165,11 @@ fn a_key_claims_its_free_slot_and_a_delete_releases_it() {
     run.set(k, 8);
     assert_eq!(run.slot(1), (k, 8, 0), "set again in place");
     run.del(k);
-    assert_eq!(run.slot(1), (0, 0, 0), "released");
+    assert_eq!(run.slot(1), (0, 8, 0), "released: its tag freed (a claim writes its value)");
     assert_eq!(run.get(k), 0, "absent once deleted");
     run.set(k, 9);
     assert_eq!(run.take(k), 9, "taken");
-    assert_eq!(run.slot(1), (0, 0, 0), "released by the take");
+    assert_eq!(run.slot(1), (0, 9, 0), "released by the take");
     assert_eq!(run.take(k), 0, "taken once");
     assert!(run.spill().is_empty(), "never in the hash");
 }
@@ -184,19 +186,19 @@ fn a_key_whose_slot_another_holds_is_spilled_and_found_there() {
     assert_eq!(run.slot(3), (a, 1, 1), "b spilled, counted in a's slot");
     assert_eq!(run.spill(), vec![(b, 2)]);
     assert_eq!((run.get(a), run.get(b), run.get(c)), (1, 2, 0));
-    // a's slot freed while b is spilled: c goes to the spill too (a key is never in
-    // its slot and the spill both), and b is still found.
+    // a's slot freed while b is spilled: c (not in the spill) claims it, b (in the
+    // spill) is set there in place (a key is never in its slot and the spill both).
     run.del(a);
-    assert_eq!(run.slot(3), (0, 0, 1));
+    assert_eq!(run.slot(3), (0, 1, 1));
     run.set(c, 3);
-    assert_eq!(run.slot(3), (0, 0, 2));
+    assert_eq!(run.slot(3), (c, 3, 1));
     assert_eq!((run.get(a), run.get(b), run.get(c)), (0, 2, 3));
-    // Set again: in place in the spill, not counted twice.
-    run.set(b, 4);
-    assert_eq!(run.slot(3), (0, 0, 2));
-    assert_eq!(run.take(b), 4);
     run.del(c);
-    assert_eq!(run.slot(3), (0, 0, 0), "nothing spilled");
+    run.set(b, 4);
+    assert_eq!(run.slot(3), (0, 3, 1), "in place in the spill, not counted twice");
+    assert_eq!(run.spill(), vec![(b, 4)]);
+    assert_eq!(run.take(b), 4);
+    assert_eq!(run.slot(3), (0, 3, 0), "nothing spilled");
     assert!(run.spill().is_empty());
     // The slot is claimed again.
     run.set(c, 5);
@@ -240,8 +242,8 @@ fn keys_that_can_hold_no_slot_and_maps_named_whole_use_the_hash() {
     assert_eq!(run.take(0), 5);
     assert!(run.spill().is_empty());
     assert_eq!(run.slot(0).2, 0, "its count back to 0");
-    // A private map printed whole, a shown map, and one keyed by a string: hashes; and
-    // the slotted script itself as a user's (not a library's): a hash.
+    // A private map printed whole, a shown map, and one keyed by a string: hashes; the
+    // slotted script as a user's (an -e script, a file) is slotted as a library's is.
     let mut opts = Options::default();
     opts.lowering.accounting = true;
     let slotted = |name: &str, script: &str| {
@@ -256,6 +258,6 @@ fn keys_that_can_hold_no_slot_and_maps_named_whole_use_the_hash() {
         assert!(!slotted(LIBRARY, script), "{script}");
     }
     assert!(slotted(LIBRARY, SCRIPT));
-    assert!(!slotted("<-e>", SCRIPT), "a user's script's map");
-    assert!(!slotted("/home/u/t.gt", SCRIPT), "a user's file's map");
+    assert!(slotted("<-e>", SCRIPT), "a user's script's map");
+    assert!(slotted("/home/u/t.gt", SCRIPT), "a user's file's map");
 }

@@ -73,7 +73,8 @@ pub struct ProbeStats {
     pub rate_dropped: u64,
     /// Map updates the kernel refused (a full map).
     pub refused: u64,
-    /// Hits that stopped short because a value could not be read, by why.
+    /// Hits that stopped short (a value that could not be read, a slotted map's slot held
+    /// by another probe through every try), by why.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<(String, u64)>,
     /// Reads of the target's memory that failed (not through nil): their values read

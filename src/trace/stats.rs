@@ -272,7 +272,10 @@ fn map_stats(m: &MapSpec, plan: &Plan, value: &dyn Fn(usize) -> u64) -> Option<M
         true => (m.value_size, crate::runtime::possible_cpus().map_or(0, |n| n as u32)),
         false => (0, 0),
     };
-    Some(MapStats { map: name, capacity: m.max_entries, refused, causes, calls_of, value_size, cpus })
+    // A slotted map holds its slots' keys besides its spill's (lower/slotted.rs).
+    let slots = plan.maps.iter().filter(|s| matches!(&s.role, MapRole::Slots { of } if *of == m.object_name));
+    let capacity = m.max_entries + slots.map(|s| s.max_entries).sum::<u32>();
+    Some(MapStats { map: name, capacity, refused, causes, calls_of, value_size, cpus })
 }
 
 /// The functions `program` is attached at (each once), or its probe's description when

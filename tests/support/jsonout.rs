@@ -43,3 +43,15 @@ pub fn printed(objects: &[Value]) -> Vec<String> {
 pub fn key_text(v: &Value) -> String {
     v.as_str().map(String::from).unwrap_or_else(|| v.to_string())
 }
+
+/// The hits the `--stats` object says stopped short for a reason containing `why`, over
+/// every probe (each probe's `skipped`: [why, count] pairs).
+pub fn skipped(objects: &[Value], why: &str) -> u64 {
+    let stats = objects.iter().filter(|o| o["type"] == "stats").last().expect("a --stats object");
+    let probes = stats["probes"].as_array().expect("probes");
+    let pairs = probes.iter().flat_map(|p| p["skipped"].as_array().cloned().unwrap_or_default());
+    pairs
+        .filter(|pair| pair[0].as_str().is_some_and(|w| w.contains(why)))
+        .map(|pair| pair[1].as_u64().unwrap_or_else(|| panic!("not a count: {pair}")))
+        .sum()
+}

@@ -89,6 +89,23 @@ func main() {
 		}
 		wg.Wait()
 		fmt.Printf("keys=%d calls=%d\n", n, n*rounds)
+	case "pairs":
+		// G goroutines at once, each N times: setter(id) then getter(id), id its own
+		// (1 to G): one key's set and take on one goroutine, others' at once beside.
+		g, n := arg(2), arg(3)
+		var wg sync.WaitGroup
+		for i := 0; i < g; i++ {
+			wg.Add(1)
+			go func(id int) {
+				defer wg.Done()
+				for r := 0; r < n; r++ {
+					setter(id)
+					getter(id)
+				}
+			}(i + 1)
+		}
+		wg.Wait()
+		fmt.Printf("calls=%d\n", g*n)
 	case "alive":
 		// N goroutines alive at once: each calls setter, waits until all have, then
 		// calls getter with the same value.
