@@ -84,6 +84,7 @@ impl Target {
         self.inlined.take();
         self.inlined_found.take();
         self.records.take();
+        self.functions.release_lookups();
         // A mapped file's pages go too: the trace touches again only what it reads.
         self.data.shed();
         if let Some(d) = &self.debug_file {
