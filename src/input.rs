@@ -108,8 +108,10 @@ pub fn read_file(path: &Path, max: u64) -> Result<Vec<u8>, InputError> {
 
 /// The bytes of a file the reader holds whole: mapped read-only (the executable and a
 /// debug file, `map_file`) or in memory (anything else, and tests): the reader sees a
-/// slice either way.
-pub struct Bytes(Held);
+/// slice either way. A clone shares them (DWARF keeps the compressed `.debug_info` it may
+/// inflate later this way, not as a copy).
+#[derive(Clone)]
+pub struct Bytes(std::sync::Arc<Held>);
 
 enum Held {
     Owned(Vec<u8>),
@@ -119,7 +121,7 @@ enum Held {
 impl std::ops::Deref for Bytes {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
-        match &self.0 {
+        match &*self.0 {
             Held::Owned(v) => v,
             Held::Mapped(m) => m.bytes(),
         }
@@ -128,7 +130,7 @@ impl std::ops::Deref for Bytes {
 
 impl From<Vec<u8>> for Bytes {
     fn from(v: Vec<u8>) -> Bytes {
-        Bytes(Held::Owned(v))
+        Bytes(std::sync::Arc::new(Held::Owned(v)))
     }
 }
 
@@ -136,7 +138,7 @@ impl Bytes {
     /// Gives back the memory the bytes hold where that costs nothing to undo: a mapped
     /// file's pages (read again when touched); bytes in memory stay.
     pub fn shed(&self) {
-        if let Held::Mapped(m) = &self.0 {
+        if let Held::Mapped(m) = &*self.0 {
             m.shed();
         }
     }
@@ -160,7 +162,7 @@ pub fn map_file(path: &Path, max: u64) -> Result<Bytes, InputError> {
     if meta.len() == 0 {
         return Ok(Bytes::from(Vec::new()));
     }
-    Ok(Bytes(Held::Mapped(crate::runtime::mapped::Mapped::map(&file, meta.len()).map_err(io)?)))
+    Ok(Bytes(std::sync::Arc::new(Held::Mapped(crate::runtime::mapped::Mapped::map(&file, meta.len()).map_err(io)?))))
 }
 
 /// `bytes` as script text named `name`; when they are not UTF-8, an error at the first

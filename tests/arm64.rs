@@ -264,7 +264,7 @@ fn probe_sites_and_file_offsets_match_objdump() {
             let abi0 = format!("{name}.abi0");
             let f = t
                 .functions()
-                .iter()
+                .into_iter()
                 .find(|f| f.name == name || f.name == abi0)
                 .unwrap_or_else(|| panic!("{tc}: {name}"));
             let f = f.clone();

@@ -189,7 +189,7 @@ impl GoBinary for Fake {
         super::symbols::find(&self.functions, pattern)
     }
     fn closest(&self, name: &str, n: usize) -> Vec<&str> {
-        super::symbols::closest(&self.functions, name, n)
+        super::symbols::closest(&self.functions.iter().collect::<Vec<_>>(), name, n)
     }
     fn function_at(&self, addr: u64) -> Option<&Function> {
         self.functions.iter().find(|f| f.addr == addr)

@@ -100,10 +100,8 @@ pub struct Target {
     arch: crate::arch::Arch,
     /// The file's bytes (mapped, or in memory: the reader does not care).
     data: crate::input::Bytes,
-    /// Sorted by name, then address.
-    functions: Vec<Function>,
-    /// Indexes into `functions`, sorted by address.
-    by_addr: Vec<usize>,
+    /// Sorted by address (then name), found by name through tables made on first use.
+    functions: elf::names::Functions,
     segments: Vec<elf::Segment>,
     /// The `*_RELATIVE` dynamic relocations of a PIE: address → value.
     relative: std::collections::HashMap<u64, u64>,
@@ -207,35 +205,32 @@ impl Target {
         &self.path
     }
 
-    /// Every function, sorted by name.
-    pub fn functions(&self) -> &[Function] {
-        &self.functions
+    /// Every function, sorted by name (the order is made on the first call).
+    pub fn functions(&self) -> Vec<&Function> {
+        self.functions.sorted_by_name()
     }
 
     /// Functions whose name equals `pattern`, or matches it when it holds `*` wildcards
     /// or `[...]` (any type arguments of a generic function); see `symbols` for the rules.
     /// Sorted by name.
     pub fn find(&self, pattern: &str) -> Vec<&Function> {
-        symbols::find(&self.functions, pattern)
+        self.functions.find(pattern)
     }
 
     /// Up to `n` existing function names closest to `name`, for "did you mean" hints;
     /// names of the same package come first.
     pub fn closest(&self, name: &str, n: usize) -> Vec<&str> {
-        symbols::closest(&self.functions, name, n)
+        symbols::closest(&self.functions.sorted_by_name(), name, n)
     }
 
     /// The function whose first instruction is at `addr`.
     pub fn function_at(&self, addr: u64) -> Option<&Function> {
-        let i = self.by_addr.partition_point(|i| self.functions[*i].addr < addr);
-        self.by_addr.get(i).map(|i| &self.functions[*i]).filter(|f| f.addr == addr)
+        self.functions.at(addr)
     }
 
     /// The function whose code holds `addr` (for symbolizing stacks).
     pub fn function_containing(&self, addr: u64) -> Option<&Function> {
-        let i = self.by_addr.partition_point(|i| self.functions[*i].addr <= addr);
-        let f = &self.functions[*self.by_addr.get(i.checked_sub(1)?)?];
-        (addr < f.addr + f.size.max(1)).then_some(f)
+        self.functions.containing(addr)
     }
 
     /// The machine code of `f`, as the file holds it.

@@ -138,8 +138,7 @@ impl Target {
     /// makes `pkg.X` a package-qualified name.
     pub fn is_package(&self, package: &str) -> bool {
         let prefix = format!("{package}.");
-        let start = self.functions.partition_point(|f| f.name.as_str() < prefix.as_str());
-        if self.functions.get(start).is_some_and(|f| f.name.starts_with(&prefix)) {
+        if self.functions.any_starting_with(&prefix) {
             return true;
         }
         let mut state = self.dwarf.borrow_mut();

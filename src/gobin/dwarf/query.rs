@@ -17,7 +17,7 @@ pub(crate) enum DwarfState {
 
 impl Target {
     /// Where the DWARF is: the debug file kept aside, or the binary itself.
-    pub(crate) fn dwarf_source(&self) -> (&Path, &[u8]) {
+    pub(crate) fn dwarf_source(&self) -> (&Path, &crate::input::Bytes) {
         match &self.debug_file {
             Some(d) => (&d.path, &d.data),
             None => (&self.path, &self.data),
@@ -84,6 +84,7 @@ impl Target {
         self.inlined.take();
         self.inlined_found.take();
         self.records.take();
+        self.functions.release_lookups();
         // A mapped file's pages go too: the trace touches again only what it reads.
         self.data.shed();
         if let Some(d) = &self.debug_file {
@@ -100,7 +101,7 @@ impl Target {
     pub(crate) fn dwarf_mut<'s>(
         state: &'s mut DwarfState,
         path: &Path,
-        data: &[u8],
+        data: &crate::input::Bytes,
     ) -> Result<Option<&'s mut DwarfInfo>, TargetError> {
         if let DwarfState::NotLoaded(seed) = state {
             let seed = seed.take().map(|s| *s);

@@ -30,7 +30,7 @@ pub(super) struct Sections {
     /// needed (at load without a seed).
     info: OnceCell<R>,
     /// `.debug_info` as the file holds it (compressed), kept only when a seed is used.
-    raw: Option<(object::CompressionFormat, Arc<[u8]>, u64)>,
+    raw: Option<(object::CompressionFormat, RawInfo, u64)>,
     abbrev: gimli::DebugAbbrev<R>,
     abbrev_bytes: R,
     abbrev_cache: RefCell<HashMap<gimli::DebugAbbrevOffset, Arc<gimli::Abbreviations>>>,
@@ -117,7 +117,11 @@ impl DwarfInfo {
     /// Loads the DWARF of the ELF in `data`: `.debug_info` is decompressed and its unit
     /// headers listed (no unit is parsed further); with a `seed` that matches the
     /// section, nothing is decompressed. None when it has no `.debug_info`.
-    pub(crate) fn load(path: &Path, data: &[u8], seed: Option<DwarfSeed>) -> Result<Option<DwarfInfo>, TargetError> {
+    pub(crate) fn load(
+        path: &Path,
+        data: &crate::input::Bytes,
+        seed: Option<DwarfSeed>,
+    ) -> Result<Option<DwarfInfo>, TargetError> {
         let Some(compressed) = elf::compressed_section(path, data, ".debug_info")? else { return Ok(None) };
         let size = compressed.uncompressed_size;
         let debug_str = match elf::section(path, data, ".debug_str")? {
@@ -155,7 +159,7 @@ impl DwarfInfo {
             everywhere: HashMap::new(),
         };
         match seed {
-            Some(seed) => info.from_seed(seed, compressed),
+            Some(seed) => info.from_seed(seed, compressed, data),
             None => {
                 let abbrev = elf::section(path, data, ".debug_abbrev")?.unwrap_or_default();
                 info.set_abbrev(reader(&abbrev));
@@ -230,9 +234,9 @@ impl DwarfInfo {
 
     /// Units from a seed whose directory ends where the section does: the section is
     /// kept compressed until a unit the seed lacks is needed.
-    fn from_seed(&mut self, seed: DwarfSeed, raw: object::CompressedData<'_>) {
+    fn from_seed(&mut self, seed: DwarfSeed, raw: object::CompressedData<'_>, file: &crate::input::Bytes) {
         self.set_abbrev(reader(&seed.abbrev));
-        self.sections.raw = Some((raw.format, Arc::from(raw.data), raw.uncompressed_size));
+        self.sections.raw = Some((raw.format, RawInfo::new(raw.data, file), raw.uncompressed_size));
         self.units = (seed.units.into_iter())
             .map(|(start, len, name)| UnitSlot {
                 start: DebugInfoOffset(start as usize),
@@ -316,10 +320,10 @@ impl DwarfInfo {
         if let Some(info) = self.sections.info.get() {
             return Ok(info);
         }
-        let Some((format, data, size)) = &self.sections.raw else {
+        let Some((format, raw, size)) = &self.sections.raw else {
             return Err(self.bad_ref("no .debug_info", DebugInfoOffset(0)));
         };
-        let whole = object::CompressedData { format: *format, data, uncompressed_size: *size };
+        let whole = object::CompressedData { format: *format, data: raw.bytes(), uncompressed_size: *size };
         let bytes = self.inflate(whole)?;
         Ok(self.sections.info.get_or_init(|| bytes))
     }
@@ -464,5 +468,31 @@ mod tests {
         // A size the data cannot plausibly inflate to is refused, not allocated.
         assert!(why(&packed, u64::MAX).contains("at most"));
         assert!(why(&packed, packed.len() as u64 * 33).contains("at most"));
+    }
+}
+
+/// The compressed `.debug_info` a seeded run may still inflate: where it lies in the
+/// file's bytes (shared, not copied: 6 MB on Caddy, read only if inflated), or a copy
+/// when it is not inside them.
+enum RawInfo {
+    InFile(crate::input::Bytes, std::ops::Range<usize>),
+    Copied(Arc<[u8]>),
+}
+
+impl RawInfo {
+    fn new(section: &[u8], file: &crate::input::Bytes) -> RawInfo {
+        let start = (section.as_ptr() as usize).wrapping_sub(file.as_ptr() as usize);
+        let range = start..start.saturating_add(section.len());
+        match file.get(range.clone()) {
+            Some(b) if b.as_ptr() == section.as_ptr() => RawInfo::InFile(file.clone(), range),
+            _ => RawInfo::Copied(Arc::from(section)),
+        }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        match self {
+            RawInfo::InFile(file, range) => &file[range.clone()],
+            RawInfo::Copied(bytes) => bytes,
+        }
     }
 }

@@ -24,8 +24,8 @@ pub(crate) struct Segment {
 /// What `open` learns from the ELF headers and the symbol table.
 pub(crate) struct ElfFacts {
     pub arch: Arch,
-    /// Every text function of the symbol table, sorted by name then address; empty when
-    /// the binary is stripped.
+    /// Every text function of the symbol table, in the table's order; empty when the
+    /// binary is stripped.
     pub functions: Vec<Function>,
     pub segments: Vec<Segment>,
     /// The `*_RELATIVE` dynamic relocations of a PIE: address → value.
@@ -233,8 +233,6 @@ pub(crate) fn read(path: &Path, data: &[u8]) -> Result<ElfFacts, TargetError> {
         let abi = if name.ends_with(".abi0") { Abi::Abi0 } else { Abi::Unknown };
         functions.push(Function { name: name.to_string(), addr: sym.address(), size: sym.size(), abi });
     }
-    functions.sort_unstable_by(|a, b| a.name.cmp(&b.name).then(a.addr.cmp(&b.addr)).then(a.size.cmp(&b.size)));
-    functions.dedup();
     let mut relative = HashMap::new();
     for (offset, reloc) in elf.dynamic_relocations().into_iter().flatten() {
         if reloc.flags() == (RelocationFlags::Elf { r_type: arch.relative_relocation() }) {

@@ -1,7 +1,7 @@
 //! The file itself, before any DWARF: the ELF container (`file`: architecture, symbol
 //! table, segments, sections, build ids), the memory image the loader would map
 //! (`image`), finding functions by the names a script gives (`symbols`), Go's function
-//! table (`pclntab`) and the runtime's moduledata it needs (`moduledata`), source
+//! table (`pclntab`), the functions in address order found by name (`names`) and the runtime's moduledata it needs (`moduledata`), source
 //! positions from that table (`srcline`), the build info (`buildinfo`), the debug file
 //! kept aside (`debugfile`), and `open`, which puts them together.
 
@@ -10,6 +10,7 @@ pub(crate) mod debugfile;
 mod file;
 pub(crate) mod image;
 pub(crate) mod moduledata;
+pub(crate) mod names;
 mod open;
 pub(crate) mod pclntab;
 mod srcline;

@@ -2,7 +2,7 @@
 //! its section, or in a stripped binary searched for in the data sections by its header),
 //! and the functions from the symbol table, or from that table when there is none.
 
-use super::{buildinfo, debugfile, file as elf, image, moduledata, pclntab};
+use super::{buildinfo, debugfile, file as elf, image, moduledata, names, pclntab};
 use crate::gobin::{go_minor, Abi, DebugSearch, DwarfState, Function, Layout, Target, TargetError};
 use crate::gotypes::Types;
 use std::cell::{OnceCell, RefCell};
@@ -35,8 +35,7 @@ impl Target {
             path: path.to_path_buf(),
             arch: facts.arch,
             data,
-            functions: facts.functions,
-            by_addr: Vec::new(),
+            functions: names::Functions::new(facts.functions),
             segments: facts.segments,
             relative: facts.relative,
             go_version: None,
@@ -74,29 +73,27 @@ impl Target {
         if target.functions.is_empty() {
             let records = target.func_records()?;
             target.from_pclntab = true;
-            target.functions = records
-                .iter()
-                .map(|r| Function {
-                    name: r.name.clone(),
-                    addr: r.entry,
-                    size: r.end - r.entry,
-                    abi: match r.asm {
-                        Some(true) => Abi::Abi0,
-                        Some(false) => Abi::Internal,
-                        None => Abi::Unknown,
-                    },
-                })
-                .collect();
-            target
-                .functions
-                .sort_unstable_by(|a, b| a.name.cmp(&b.name).then(a.addr.cmp(&b.addr)).then(a.size.cmp(&b.size)));
-            target.functions.dedup();
+            target.functions = names::Functions::new(
+                records
+                    .iter()
+                    .map(|r| Function {
+                        name: r.name.clone(),
+                        addr: r.entry,
+                        size: r.end - r.entry,
+                        abi: match r.asm {
+                            Some(true) => Abi::Abi0,
+                            Some(false) => Abi::Internal,
+                            None => Abi::Unknown,
+                        },
+                    })
+                    .collect(),
+            );
         } else {
             // Symbols name functions; the table knows which are assembly (its names
             // are not read).
             let mut asm = target.abi_marks()?;
             asm.sort_unstable();
-            for f in &mut target.functions {
+            for f in target.functions.all_mut() {
                 if f.abi == Abi::Unknown {
                     f.abi = match asm.binary_search_by_key(&f.addr, |m| m.0) {
                         Ok(i) if asm[i].1 => Abi::Abi0,
@@ -106,9 +103,6 @@ impl Target {
                 }
             }
         }
-        let mut by_addr: Vec<usize> = (0..target.functions.len()).collect();
-        by_addr.sort_unstable_by_key(|i| (target.functions[*i].addr, *i));
-        target.by_addr = by_addr;
         Ok(target)
     }
 

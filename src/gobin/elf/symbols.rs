@@ -62,11 +62,15 @@ fn flush(lit: &mut String, pieces: &mut Vec<Piece>) {
 /// the name's length times the pattern's, whatever the pattern.
 fn matches(pieces: &[Piece], text: &str) -> bool {
     let name = text.as_bytes();
+    // Split at each `*` without collecting: this runs for every function of a binary.
     let mut runs = pieces.split(|p| *p == Piece::Any);
     let first = runs.next().unwrap_or(&[]);
-    let rest: Vec<&[Piece]> = runs.collect();
     let Some(mut at) = match_run(first, name, 0) else { return false };
-    let Some((last, middle)) = rest.split_last() else { return at == name.len() };
+    let stars = pieces.iter().filter(|p| **p == Piece::Any).count();
+    let Some(last) = pieces.rsplit(|p| *p == Piece::Any).next().filter(|_| stars > 0) else {
+        return at == name.len();
+    };
+    let middle = runs.take(stars - 1);
     // A last run of literals is checked first (most names end otherwise): what `-l` and
     // wildcard probes pay on every function of a big binary.
     if let Some(len) = fixed_len(last) {
@@ -157,7 +161,9 @@ impl Matcher {
     }
 }
 
-/// Functions (sorted by name) matching `pattern`, per the rules above.
+/// Functions (sorted by name) matching `pattern`, per the rules above (what
+/// `names::Functions::find` answers, on functions kept in address order).
+#[cfg(test)]
 pub(crate) fn find<'f>(functions: &'f [Function], pattern: &str) -> Vec<&'f Function> {
     let exact = exact(functions, pattern);
     if !exact.is_empty() || !is_pattern(pattern) {
@@ -167,6 +173,7 @@ pub(crate) fn find<'f>(functions: &'f [Function], pattern: &str) -> Vec<&'f Func
     functions.iter().filter(|f| matches(&pieces, &f.name)).collect()
 }
 
+#[cfg(test)]
 fn exact<'f>(functions: &'f [Function], name: &str) -> Vec<&'f Function> {
     let start = functions.partition_point(|f| f.name.as_str() < name);
     functions[start..].iter().take_while(|f| f.name == name).collect()
@@ -186,13 +193,13 @@ pub(crate) fn package_of(name: &str) -> &str {
 /// Up to `n` function names closest to `name`: names of the same package first (a typo is
 /// more often in the function than in the package), then any, then functions of another
 /// package with a close name (`http.Get` for `nosuch.Get`).
-pub(crate) fn closest<'f>(functions: &'f [Function], name: &str, n: usize) -> Vec<&'f str> {
+pub(crate) fn closest<'f>(functions: &[&'f Function], name: &str, n: usize) -> Vec<&'f str> {
     let package = package_of(name);
     let prefix = format!("{package}.");
-    let same_package = functions.iter().map(|f| f.name.as_str()).filter(|f| f.starts_with(&prefix));
+    let same_package = functions.iter().copied().map(|f| f.name.as_str()).filter(|f| f.starts_with(&prefix));
     let mut found = crate::diag::closest(name, same_package, n);
     if found.len() < n {
-        let rest = functions.iter().map(|f| f.name.as_str()).filter(|f| !f.starts_with(&prefix));
+        let rest = functions.iter().copied().map(|f| f.name.as_str()).filter(|f| !f.starts_with(&prefix));
         let mut names: Vec<&str> = rest.collect();
         names.dedup();
         for c in crate::diag::closest(name, names, n - found.len()) {
@@ -202,10 +209,12 @@ pub(crate) fn closest<'f>(functions: &'f [Function], name: &str, n: usize) -> Ve
     let short = &name[package_of(name).len()..];
     // `.Name` of another package; a name without a package has no such part.
     if found.len() < n && short.len() > 1 {
-        let shorts = functions.iter().map(|f| &f.name[package_of(&f.name).len()..]);
+        let shorts = functions.iter().copied().map(|f| &f.name[package_of(&f.name).len()..]);
         for c in crate::diag::closest(short, shorts, n) {
-            for f in
-                functions.iter().filter(|f| f.name.ends_with(c) && f.name.len() - c.len() == package_of(&f.name).len())
+            for f in functions
+                .iter()
+                .copied()
+                .filter(|f| f.name.ends_with(c) && f.name.len() - c.len() == package_of(&f.name).len())
             {
                 if found.len() < n && !found.contains(&f.name.as_str()) {
                     found.push(&f.name);
@@ -360,13 +369,13 @@ mod tests {
     #[test]
     fn closest_prefers_same_package() {
         let f = funcs(&["main.doWork", "work.doWork", "main.doWorkers"]);
-        assert_eq!(closest(&f, "main.doWrk", 2), vec!["main.doWork", "main.doWorkers"]);
-        assert_eq!(closest(&f, "main.doWrk", 3), vec!["main.doWork", "main.doWorkers", "work.doWork"]);
-        let other = closest(&f, "averyunlikelypackagename.doWork", 2);
+        assert_eq!(closest(&f.iter().collect::<Vec<_>>(), "main.doWrk", 2), vec!["main.doWork", "main.doWorkers"]);
+        assert_eq!(closest(&f.iter().collect::<Vec<_>>(), "main.doWrk", 3), vec!["main.doWork", "main.doWorkers", "work.doWork"]);
+        let other = closest(&f.iter().collect::<Vec<_>>(), "averyunlikelypackagename.doWork", 2);
         assert_eq!(other.len(), 2, "{other:?}");
         assert!(other.iter().all(|n| n.ends_with(".doWork")), "{other:?}");
         // A name without a package is not `.` plus nothing: no match for every dotless name.
         let f = funcs(&["_rt0_amd64", "aeshashbody", "main.main"]);
-        assert!(closest(&f, "zzqqxx", 3).is_empty(), "{:?}", closest(&f, "zzqqxx", 3));
+        assert!(closest(&f.iter().collect::<Vec<_>>(), "zzqqxx", 3).is_empty(), "{:?}", closest(&f.iter().collect::<Vec<_>>(), "zzqqxx", 3));
     }
 }
