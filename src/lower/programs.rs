@@ -91,32 +91,8 @@ pub(super) fn lower_all(
     let timed = timed_functions(checked);
     let records = EntryRecords::new(checked)?;
     let panics = checked.instances.iter().any(|i| i.kind == InstanceKind::Panic);
-    let record = if panics { super::layout::RECORD_WITH_PANICS } else { super::layout::RECORD };
-    let mut maps = Maps::new(&checked.maps, (!timed.is_empty()).then_some(record), plan.functions.len());
-    maps.add_slots(&checked.maps, &settings.map_sizes);
-    for name in super::spans::exemplar_maps(script, checked, &records) {
-        maps.add_exemplars(&name);
-    }
-    if records.carrying().next().is_some() {
-        maps.add_carried(records.size);
-    }
-    if !checked.self_vars.is_empty() {
-        maps.add_self_vars(checked.self_vars.values().map(|v| v.ty.record_size()).max().unwrap_or(8));
-    }
-    maps.specs.extend(super::maps::panic_functions_maps(checked, &plan.functions));
-    let binary = &checked.binary;
-    let aes = binary.aes;
-    if aes.is_some() {
-        maps.specs.push(super::aeshash::aes_tables_map());
-    }
-    let biased = binary.is_pie && checked.instances.iter().any(|i| reads_globals(i, aes.is_some()));
-    // Every PIE learns its processes' biases at the entry point, whether or not a probe
-    // reads a package variable: printing names a type or a frame by it, and a short -c
-    // command can end before its memory map is read.
-    let learns_bias = biased || (binary.is_pie && entry_takes_uprobe(binary));
-    if learns_bias {
-        maps.specs.push(super::globals::load_bias_map());
-    }
+    let (mut maps, biased, learns_bias) = plan_maps(script, checked, settings, (&timed, &records, &plan));
+    let (binary, aes) = (&checked.binary, checked.binary.aes);
     let mut cx = Ctx {
         script,
         checked,
@@ -170,6 +146,47 @@ pub(super) fn lower_all(
     plan.probes.sort_by_key(|p| !return_programs.contains(&p.program));
     finish_plan(&mut plan, maps, layout, events, settings, checked);
     Ok(Lowered { programs, plan, notes })
+}
+
+/// The maps the programs will use, before any is lowered: the script's, the slots of
+/// its goroutine-keyed ones, the frames of timed calls, exemplars, carried parameters,
+/// `self` variables, panics' functions, aeshash's tables and the load bias. Also whether
+/// programs add a PIE's load bias to the package variables they read, and whether the
+/// plan learns the bias at the entry point.
+fn plan_maps(
+    script: &Script,
+    checked: &Checked,
+    settings: &Settings,
+    (timed, records, plan): (&[((String, u64), Span)], &EntryRecords, &Plan),
+) -> (Maps, bool, bool) {
+    let panics = checked.instances.iter().any(|i| i.kind == InstanceKind::Panic);
+    let record = if panics { super::layout::RECORD_WITH_PANICS } else { super::layout::RECORD };
+    let mut maps = Maps::new(&checked.maps, (!timed.is_empty()).then_some(record), plan.functions.len());
+    maps.add_slots(&checked.maps, &settings.map_sizes);
+    for name in super::spans::exemplar_maps(script, checked, records) {
+        maps.add_exemplars(&name);
+    }
+    if records.carrying().next().is_some() {
+        maps.add_carried(records.size);
+    }
+    if !checked.self_vars.is_empty() {
+        maps.add_self_vars(checked.self_vars.values().map(|v| v.ty.record_size()).max().unwrap_or(8));
+    }
+    maps.specs.extend(super::maps::panic_functions_maps(checked, &plan.functions));
+    let binary = &checked.binary;
+    let aes = binary.aes;
+    if aes.is_some() {
+        maps.specs.push(super::aeshash::aes_tables_map());
+    }
+    let biased = binary.is_pie && checked.instances.iter().any(|i| reads_globals(i, aes.is_some()));
+    // Every PIE learns its processes' biases at the entry point, whether or not a probe
+    // reads a package variable: printing names a type or a frame by it, and a short -c
+    // command can end before its memory map is read.
+    let learns_bias = biased || (binary.is_pie && entry_takes_uprobe(binary));
+    if learns_bias {
+        maps.specs.push(super::globals::load_bias_map());
+    }
+    (maps, biased, learns_bias)
 }
 
 /// The plan's head: the binary it was compiled for, what was passed over, the probed
