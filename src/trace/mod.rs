@@ -138,8 +138,7 @@ fn untraced_baseline(pid: u32, started: measured::Reading) -> Option<measured::B
     let age = runtime::process_age(pid).and_then(|a| a.checked_sub(started.at.elapsed()));
     let lifetime = age.filter(|a| *a >= measured::LIFETIME_FROM).map(|a| started.cpu_ns as f64 / a.as_nanos() as f64);
     if let Some(share) = now.rate_since(&started).and_then(|startup| measured::share_at_once(lifetime, startup)) {
-        let waited = if started.cpu_ns > 0 { started.wait_ns as f64 / started.cpu_ns as f64 } else { 0.0 };
-        return Some(measured::Baseline::AtOnce { share, waited });
+        return Some(measured::Baseline::AtOnce(share));
     }
     std::thread::sleep(measured::SHORTEST_BEFORE);
     Some(measured::Baseline::Quiet(now))
