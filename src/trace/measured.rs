@@ -142,8 +142,8 @@ impl TargetCpu {
     /// attach. Not over its life (startup7, reverted): that weighs the host as it was
     /// long ago (tests/go/prod on a loaded host read 0.39-0.88 over its 2.5 s life and
     /// 0.59-6.3 over gtrace's start-up), and on an idle host every traced interval of
-    /// tests/estimate.rs's recovery test was then set aside (as held back, it is
-    /// thought: not reproduced on this busy host); nor only over a window of
+    /// tests/estimate.rs was then set aside as held back (2 runs of 3 on a quiet host,
+    /// docs/performance.md); nor only over a window of
     /// `SHORTEST_BEFORE` or more (a shorter one, the usual start-up on a small binary
     /// without the quiet window, then counted as no wait at all). A window that read
     /// little or no wait is harmless on an idle host: `correction::HELD` also asks for
