@@ -140,7 +140,9 @@ fn trace_prod(budget: &str, scale: Option<f64>) -> Option<Seen> {
 /// pace (within 5%): a program the host held back did less of its own work while traced,
 /// and what it spent above its share is then only a floor of the probes' cost, which
 /// gtrace's correction does not take as a measure (`trace::correction`). gtrace measures
-/// that share from its own start to the attach, the program over two seconds before;
+/// that share over the program's life up to its start when that agrees with what the
+/// program spent over gtrace's start-up, else over a quiet 100 ms before the attach
+/// (`trace::untraced_baseline`), the program over the two seconds before;
 /// on a host whose other work comes and goes they differ (a run beside four compilers
 /// saw 0.104 of a CPU by the program, 0.043 by gtrace: the extra then says nothing of
 /// the probes). Such a trace, and one the budget cut, is taken again, up to three times;
@@ -196,10 +198,10 @@ fn check(seen: &Seen) -> Result<(), String> {
         format!("estimated {corrected:.4} of a CPU, spent {extra:.4}: {context}"),
     )?;
     // Nearer than the calibrated estimate, up to what gtrace's measure may differ from
-    // the program's: gtrace takes the share before attaching over its own start-up (50
-    // ms and more), the program over two seconds, and that difference moves gtrace's
-    // target as much; 2% of the extra more for the rest (gtrace's intervals end at its
-    // looks, the program's window 0.3 s inside the trace).
+    // the program's: gtrace takes the share before attaching over the program's life
+    // (its start included) or a quiet 100 ms, the program over two seconds, and that
+    // difference moves gtrace's target as much; 2% of the extra more for the rest
+    // (gtrace's intervals end at its looks, the program's window 0.3 s inside the trace).
     let margin = (gtrace_before - before).abs() + 0.02 * extra;
     ensure(
         (corrected - extra).abs() <= (calibrated - extra).abs() + margin,

@@ -8,7 +8,10 @@
 //!   after attaching (steady), with `-b` (every process of the binary: none needs to run);
 //! - `-l '*'`: to the end of the listing, peak RSS;
 //! - the first three again with a cache that `-l '*'` filled (every unit and lookup):
-//!   a cache file is read only as far as the script needs.
+//!   a cache file is read only as far as the script needs;
+//! - `gtrace http -p` of a running, idle Caddy: launch to `Attached`, first run and
+//!   cached, which (unlike `-b`) takes the target's share of a CPU untraced before
+//!   attaching (the default budget: `trace::untraced_baseline`).
 //!
 //! Each number is the median of `rounds` runs; CPU time (user + system) is printed next
 //! to the wall time because a loaded machine stretches the wall time, not the CPU time.
@@ -224,6 +227,56 @@ fn rows_for(gtrace: &str, binary: &Path, label: &str, cache: &Path, rounds: usiz
     rows
 }
 
+/// `gtrace http -p` of `caddy respond` on a free local port, idle, once it listens and
+/// is over 2 s old (a younger target's share over its life is not taken): first run
+/// and cached, `rounds` times each, interleaved.
+fn served_rows(gtrace: &str, caddy: &Path, cache: &Path, rounds: usize) -> Vec<Row> {
+    let row = |tool: &str, sample| Row {
+        binary: "Caddy".into(),
+        case: "gtrace http -p (idle Caddy)".into(),
+        tool: tool.into(),
+        sample,
+    };
+    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port());
+    let listen = format!("127.0.0.1:{}", port.unwrap_or(18088));
+    let spawned = Command::new(caddy)
+        .args(["respond", "--listen", &listen, "--body", "hello"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn();
+    let mut server = match spawned {
+        Ok(s) => s,
+        Err(e) => return vec![row("gtrace", Err(format!("cannot start caddy: {e}")))],
+    };
+    let up = (0..100).any(|_| {
+        std::thread::sleep(Duration::from_millis(100));
+        std::net::TcpStream::connect(&listen).is_ok()
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    let home = vec![("XDG_CACHE_HOME", cache.display().to_string())];
+    let argv: Vec<String> = vec![gtrace.into(), "http".into(), "-p".into(), server.id().to_string()];
+    let (mut first, mut cached, mut failure) = (Vec::new(), Vec::new(), None);
+    for _ in 0..rounds.max(1) * usize::from(up) {
+        let _ = std::fs::remove_dir_all(cache);
+        for into in [&mut first, &mut cached] {
+            match run(&argv, &home, Some("Attached")) {
+                Ok(s) => into.push(s),
+                Err(e) => failure = Some(e),
+            }
+        }
+    }
+    let _ = server.kill();
+    let _ = server.wait();
+    let why = failure.unwrap_or_else(|| format!("caddy did not listen on {listen}"));
+    [("gtrace, first run", first), ("gtrace, cached", cached)]
+        .into_iter()
+        .map(|(tool, samples)| {
+            let sample = if up && samples.len() == rounds.max(1) { Ok(median(samples)) } else { Err(why.clone()) };
+            row(tool, sample)
+        })
+        .collect()
+}
+
 /// Measures every row, and renders the table with the ratios to bpftrace and the
 /// issue's goals.
 pub fn measure(gtrace: &str, root: &Path, work: &Path, quick: bool) -> String {
@@ -235,7 +288,10 @@ pub fn measure(gtrace: &str, root: &Path, work: &Path, quick: bool) -> String {
         Err(e) => rows.push(Row { binary: "echo server".into(), case: "-".into(), tool: "-".into(), sample: Err(e) }),
     }
     match caddy(work) {
-        Ok(big) => rows.extend(rows_for(gtrace, &big, "Caddy", &cache, rounds)),
+        Ok(big) => {
+            rows.extend(rows_for(gtrace, &big, "Caddy", &cache, rounds));
+            rows.extend(served_rows(gtrace, &big, &cache, rounds));
+        }
         Err(e) => rows.push(Row { binary: "Caddy".into(), case: "-".into(), tool: "-".into(), sample: Err(e) }),
     }
     let _ = std::fs::remove_dir_all(&cache);

@@ -13,6 +13,7 @@
 //! `file_guard` keeps a process from running a file changed in place under -b's probes.
 
 mod accounting;
+mod age;
 mod attach;
 mod btfscan;
 mod calibrate;
@@ -40,6 +41,7 @@ mod uprobe_multi;
 pub mod zeroed;
 
 pub use accounting::RunStats;
+pub use age::process_age;
 pub use attach::{RefusedPoint, Scope};
 pub use calibrate::{calibrate_trap, TrapCost};
 pub use cgroup::{Cgroup, CgroupError};

@@ -121,16 +121,27 @@ fn seed_load_biases(loaded: &Loaded, plan: &Plan, binary: &std::path::Path, scop
     Ok(())
 }
 
-/// The target's CPU read again once gtrace's own work before attaching is done
-/// (compiling, loading, the trap calibration), and a quiet `measured::SHORTEST_BEFORE`
-/// let pass before the attach: the window that gives its share of a CPU untraced. A
-/// window from gtrace's start held that work, on every CPU of a small host, and the
-/// target spent more while it ran (a steady program at 5.6% of a CPU read 7.4-11.6%
-/// from gtrace's start: tests/estimate.rs). None when the target cannot be read.
-fn quiet_baseline(pid: u32) -> Option<measured::Reading> {
-    let reading = measured::Reading::now(pid)?;
+/// The target's share of a CPU untraced, read once gtrace's own work before attaching
+/// is done (compiling, loading, the trap calibration). A window over that work is no
+/// measure of it: on every CPU of a small host, the target spent more while gtrace ran
+/// (a steady program at 5.6% of a CPU read 7.4-11.6% from gtrace's start:
+/// tests/estimate.rs). Its share over its life up to gtrace's start (its CPU time over
+/// its age) is, when it is old enough (`measured::LIFETIME_FROM`) and that share agrees
+/// with what it spent over gtrace's start-up (checked over `CHECK_WINDOW` at least); so
+/// is that start-up share when the target was near idle (`measured::share_at_once`):
+/// then the probes attach at once. Otherwise a quiet `measured::SHORTEST_BEFORE` is let
+/// pass before the attach, gtrace idle, and the share is read over it. None when the
+/// target cannot be read.
+fn untraced_baseline(pid: u32, started: measured::Reading) -> Option<measured::Baseline> {
+    std::thread::sleep(measured::CHECK_WINDOW.saturating_sub(started.at.elapsed()));
+    let now = measured::Reading::now(pid)?;
+    let age = runtime::process_age(pid).and_then(|a| a.checked_sub(started.at.elapsed()));
+    let lifetime = age.filter(|a| *a >= measured::LIFETIME_FROM).map(|a| started.cpu_ns as f64 / a.as_nanos() as f64);
+    if let Some(share) = now.rate_since(&started).and_then(|startup| measured::share_at_once(lifetime, startup)) {
+        return Some(measured::Baseline::AtOnce(share));
+    }
     std::thread::sleep(measured::SHORTEST_BEFORE);
-    Some(reading)
+    Some(measured::Baseline::Quiet(now))
 }
 
 /// `SCRIPT on TARGET`, the live view's title.

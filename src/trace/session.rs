@@ -6,8 +6,8 @@
 
 use super::symbols::TargetSymbols;
 use super::{
-    budget, drain, live, live_title, pictures, print_maps, quiet_baseline, report_skipped, run_until_stopped,
-    seed_load_biases, stats, written, Halt, Process,
+    budget, drain, live, live_title, pictures, print_maps, report_skipped, run_until_stopped, seed_load_biases, stats,
+    untraced_baseline, written, Halt, Process,
 };
 use crate::cli::TraceArgs;
 use crate::export::{Export, Traced};
@@ -84,7 +84,8 @@ pub(super) fn start<'a>(
     // One symbolizer for the output, the pictures and the exporters' threads.
     let symbols = Arc::new(TargetSymbols::new(target, plan, traced_pid));
     if let Some(pid) = traced_pid {
-        costs.meter.watch_cpu(pid, baseline.or(process.cpu_before), process.cpu_before);
+        let before = baseline.or(process.cpu_before.map(crate::trace::measured::Baseline::Quiet));
+        costs.meter.watch_cpu(pid, before, process.cpu_before);
     }
     // The exporters read symbols from the file the probes are attached to.
     let file = loaded.target_file().unwrap_or(&process.binary).to_path_buf();
@@ -103,15 +104,15 @@ pub(super) fn start<'a>(
 }
 
 /// Attaches every probe (scoped to the cgroup, after the baseline of the target's CPU
-/// is taken: `quiet_baseline`) and says how many. Returns how many were attached, and
-/// the baseline's first reading.
+/// is taken: `untraced_baseline`) and says how many. Returns how many were attached, and
+/// the target's share of a CPU untraced.
 fn attach(
     loaded: &mut Loaded,
     plan: &Plan,
     process: &Process,
     args: &TraceArgs,
     scope: Scope,
-) -> Result<(usize, Option<crate::trace::measured::Reading>), Halt> {
+) -> Result<(usize, Option<crate::trace::measured::Baseline>), Halt> {
     // Before attaching, so that processes already running read their package variables
     // from the first hit; after, for those that started meanwhile (from now on the
     // entry-point probe learns them).
@@ -119,8 +120,11 @@ fn attach(
     if let Some(cgroup) = &process.cgroup {
         loaded.scope_to_cgroup(&plan.cgroup, cgroup)?;
     }
-    let wanted = args.wants_costs(process.command.is_some()) && process.cpu_before.is_some();
-    let baseline = process.pid.filter(|_| wanted).and_then(quiet_baseline);
+    let wanted = args.wants_costs(process.command.is_some());
+    let baseline = match (process.pid, process.cpu_before) {
+        (Some(pid), Some(started)) if wanted => untraced_baseline(pid, started),
+        _ => None,
+    };
     let attached = loaded.attach(&process.binary, scope, process.read_as)?;
     seed_load_biases(loaded, plan, &process.binary, scope)?;
     // The user's probes: not the one gtrace adds at a PIE's entry point.

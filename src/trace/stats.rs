@@ -11,7 +11,7 @@ use crate::arch::trap::{ByKind, TrapKind};
 pub use crate::output::stats::{Detached, MapStats, ProbeStats, SiteStats, Stats};
 use crate::plan::{Accounting, Counter, MapRole, MapSpec, Plan, ProbeAttach, ProbeSpec, Refusal};
 use crate::runtime::{Loaded, RuntimeError, TrapCost};
-use crate::trace::measured::{Reading, TargetCpu};
+use crate::trace::measured::{Baseline, Reading, TargetCpu};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -137,8 +137,8 @@ impl Meter {
     }
 
     /// From now on, what `pid` spends on CPU is read beside the estimate; `before` is
-    /// its CPU time when gtrace started, for its share of a CPU untraced.
-    pub fn watch_cpu(&mut self, pid: u32, before: Option<Reading>, waits_from: Option<Reading>) {
+    /// its share of a CPU untraced, `waits_from` its CPU time when gtrace started.
+    pub fn watch_cpu(&mut self, pid: u32, before: Option<Baseline>, waits_from: Option<Reading>) {
         self.target = TargetCpu::start(pid, before, waits_from);
     }
 
