@@ -6,6 +6,10 @@
 //! -s -w` would make another build), traces the unstripped build directly, writes a plan
 //! from it, runs the plan on the stripped copy, and compares both outputs with the
 //! program's own lines, value for value. Needs root (SKIP without it, unless CI=true).
+//!
+//! And the plan is the same, byte for byte, every time the same build and script are
+//! compiled, with the cache or without: printing an interface puts the layouts of its
+//! possible dynamic types in the plan, numbered as DWARF is read (unprivileged).
 
 mod support;
 
@@ -69,5 +73,63 @@ fn plan_on_a_stripped_copy_prints_what_a_direct_trace_prints() {
     );
     for r in [&direct, &run] {
         assert!(!r.stderr.contains("printed as addresses"), "{}", r.stderr);
+    }
+}
+
+/// The plan of SCRIPT for `bin` with `XDG_CACHE_HOME=home` and `extra` flags.
+fn plan_text(bin: &Path, home: &Path, extra: &[&str]) -> String {
+    let plan = support::unique_tmp(bin.parent().unwrap(), "planrun-same");
+    let mut args = vec!["--emit", "plan", "-o", plan.to_str().unwrap(), "-e", SCRIPT, "-b", bin.to_str().unwrap()];
+    args.extend(extra);
+    let r = support::gtrace_env(&args, &[("XDG_CACHE_HOME", home.to_str().unwrap())]);
+    assert_eq!(r.code, 0, "gtrace {args:?}:\n{}", r.stderr);
+    let text = std::fs::read_to_string(&plan).expect("the plan");
+    let _ = std::fs::remove_file(&plan);
+    text
+}
+
+/// The parts of two plans (the plan's own fields, and the object) that differ.
+fn differing(a: &str, b: &str) -> Vec<String> {
+    let (a, b): (serde_json::Value, serde_json::Value) =
+        (serde_json::from_str(a).unwrap(), serde_json::from_str(b).unwrap());
+    let mut out: Vec<String> = (a["plan"].as_object().unwrap().iter())
+        .filter(|(k, v)| b["plan"].get(k.as_str()) != Some(*v))
+        .map(|(k, _)| format!("plan.{k}"))
+        .collect();
+    if a["object"] != b["object"] {
+        out.push("object".into());
+    }
+    out
+}
+
+#[test]
+fn the_same_build_and_script_always_give_the_same_plan() {
+    let bin = support::go_build("planrun", &[]);
+    let home = support::unique_tmp(bin.parent().unwrap(), "planrun-cache");
+    std::fs::create_dir_all(&home).unwrap();
+    let first = plan_text(&bin, &home, &["--no-cache"]);
+    // The plan holds what makes its order matter: the layouts of the dynamic types the
+    // program hands over, by their descriptors.
+    let plan: serde_json::Value = serde_json::from_str(&first).unwrap();
+    let dynamic = plan["plan"]["dynamic_types"].as_object().expect("dynamic types");
+    for name in ["*main.Point", "main.Point", "*main.Pair", "main.Pair", "main.Celsius"] {
+        let t = dynamic.values().find(|t| t["name"] == name);
+        assert!(t.is_some_and(|t| t["layout"].is_u64()), "no layout of {name} in the plan");
+    }
+    // None at `runtime.types` itself (offset 0, what DWARF says of the thousand types
+    // the linker kept no descriptor of): which of them would claim it changed each run.
+    let symbols = Command::new("readelf").arg("-sW").arg(&bin).output().expect("readelf");
+    let symbols = String::from_utf8_lossy(&symbols.stdout);
+    let base = symbols.lines().find(|l| l.ends_with(" runtime.types")).expect("runtime.types in the symbol table");
+    let base = u64::from_str_radix(base.split_whitespace().nth(1).unwrap(), 16).unwrap();
+    let at = dynamic.get(&base.to_string());
+    assert!(at.is_none(), "a dynamic type at runtime.types: {at:?}");
+    let mut runs = vec![("--no-cache", plan_text(&bin, &home, &["--no-cache"]))];
+    runs.push(("--no-cache", plan_text(&bin, &home, &["--no-cache"])));
+    runs.push(("an empty cache", plan_text(&bin, &home, &[])));
+    runs.push(("a warm cache", plan_text(&bin, &home, &[])));
+    let _ = std::fs::remove_dir_all(&home);
+    for (i, (how, text)) in runs.iter().enumerate() {
+        assert!(*text == first, "run {} ({how}) wrote another plan: {:?} differ", i + 2, differing(&first, text));
     }
 }

@@ -67,12 +67,15 @@ impl DwarfInfo {
 
     /// Adds the top-level DIE `entry` of unit `u` to `index`; whether it added a name.
     fn add(&self, u: usize, entry: &Entry, index: &mut UnitIndex) -> Result<bool, TargetError> {
-        // An address (older releases) or an offset from `runtime.types`.
+        // An address (older releases) or an offset from `runtime.types`; 0 is neither
+        // (Go writes it for a type the linker kept no descriptor of: a thousand types
+        // of a small program, whose names and layouts would all claim `runtime.types`).
         let runtime_type = match entry.attr_value(DW_AT_GO_RUNTIME_TYPE) {
             Some(AttributeValue::Addr(addr)) => Some((addr, true)),
             Some(value) => value.udata_value().map(|k| (k, false)),
             None => None,
         };
+        let runtime_type = runtime_type.filter(|(key, _)| *key != 0);
         let mut added = false;
         if let Some((key, is_addr)) = runtime_type {
             index.runtime_types.insert(key, entry.offset());

@@ -130,6 +130,10 @@ impl DwarfInfo {
     /// Every type with a runtime descriptor (`DW_AT_go_runtime_type`): its key (an
     /// address, or an offset from `runtime.types`: the bool says which), its DWARF name,
     /// and its layout parsed into `types` when `wants` says the name needs one.
+    ///
+    /// Parsing a layout numbers its types (`TypeId`s, which the plan carries), so the
+    /// types are taken in the order DWARF has them, never in a hash map's (which
+    /// changes from run to run, and with it the plan).
     pub(crate) fn runtime_types(
         &mut self,
         wants: fn(&str) -> bool,
@@ -138,12 +142,16 @@ impl DwarfInfo {
         let mut out = Vec::new();
         for u in 0..self.units.len() {
             let index = self.index(u)?;
-            for (name, (key, is_addr)) in &index.runtime_type_names {
-                let layout = match index.runtime_types.get(key) {
-                    Some(off) if wants(name) => Some(self.type_id(self.at(u, *off), types)?),
+            let mut named: Vec<(Option<UnitOffset>, &String, u64, bool)> = (index.runtime_type_names.iter())
+                .map(|(name, (key, is_addr))| (index.runtime_types.get(key).copied(), name, *key, *is_addr))
+                .collect();
+            named.sort_unstable_by_key(|(off, name, _, _)| (off.map(|o| o.0), *name));
+            for (off, name, key, is_addr) in named {
+                let layout = match off {
+                    Some(off) if wants(name) => Some(self.type_id(self.at(u, off), types)?),
                     _ => None,
                 };
-                out.push((*key, *is_addr, name.clone(), layout));
+                out.push((key, is_addr, name.clone(), layout));
             }
         }
         Ok(out)
