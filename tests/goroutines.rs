@@ -69,7 +69,11 @@ fn trace(args: &[&str], mode: &str) -> support::Run {
 
 /// The number of timed calls the line of losses says were missed (0 when it says none).
 fn missed_calls(stderr: &str) -> i64 {
-    let Some(part) = stderr.lines().flat_map(|l| l.split("; ")).find(|p| p.contains("timed call") && p.contains(" missed ")) else { return 0 };
+    let Some(part) =
+        stderr.lines().flat_map(|l| l.split("; ")).find(|p| p.contains("timed call") && p.contains(" missed "))
+    else {
+        return 0;
+    };
     part.split_whitespace().next().unwrap().replace(',', "").parse().unwrap_or_else(|_| panic!("{part}"))
 }
 

@@ -2,7 +2,7 @@
 //! map, plus the entry-time table for `elapsed`, the event ring buffer, and per-CPU
 //! scratch and zero buffers.
 
-use crate::check::maps::{MapTable, MapValueTy};
+use crate::check::maps::{MapInfo, MapTable, MapValueTy};
 use crate::check::{Checked, InstanceKind};
 use crate::plan::{Field, MapKind, MapRole, MapSpec, MapValue};
 
@@ -230,63 +230,7 @@ impl Maps {
     pub fn new(table: &MapTable, records: Option<u32>, functions: usize) -> Maps {
         let mut maps = Maps::default();
         for (i, (name, info)) in table.maps.iter().enumerate() {
-            let object_name = format!("m{i}");
-            let mut key_fields = Vec::new();
-            let mut offset = 0;
-            for k in &info.keys {
-                key_fields.push(Field { offset, ty: k.value_type() });
-                offset += k.record_size();
-            }
-            // A map without keys has one 8-byte zero key; one keyed by the function alone
-            // is a per-CPU array indexed by it (no hashing, no insertion: the verifier
-            // inlines the lookup), sized once every function is known (`size_arrays`);
-            // an aggregation without keys, a per-CPU array of one element.
-            let array_bytes = match &info.value {
-                MapValueTy::Agg { agg, .. } => u64::from(agg.value_size()) * functions.max(1) as u64,
-                MapValueTy::Plain(_) => 0,
-            };
-            let by_function = info.by_function(table.deleted.contains(name))
-                && !table.func_dictionaries
-                && array_bytes <= BY_FUNCTION_ARRAY_BYTES;
-            let single = info.single(table.deleted.contains(name));
-            let key_size = if by_function || single { 4 } else { offset.max(8) };
-            let (kind, value_size, value) = match &info.value {
-                MapValueTy::Agg { agg, of } if by_function || single => {
-                    (MapKind::PercpuArray, agg.value_size(), MapValue::Agg { agg: *agg, of: of.value_type() })
-                }
-                MapValueTy::Agg { agg, of } => {
-                    maps.zeros_size = maps.zeros_size.max(agg.value_size());
-                    (MapKind::PercpuHash, agg.value_size(), MapValue::Agg { agg: *agg, of: of.value_type() })
-                }
-                MapValueTy::Plain(t) => (MapKind::Hash, t.record_size(), MapValue::Plain(t.value_type())),
-            };
-            maps.specs.push(MapSpec {
-                object_name: object_name.clone(),
-                kind,
-                key_size,
-                value_size,
-                max_entries: USER_MAP_ENTRIES,
-                role: MapRole::User {
-                    name: name.clone(),
-                    keys: key_fields.clone(),
-                    key_names: info.key_names.iter().map(|n| n.name.clone()).collect(),
-                    value,
-                    preallocated: false,
-                },
-            });
-            maps.user.insert(
-                name.clone(),
-                UserMap {
-                    object_name,
-                    key_fields,
-                    key_size,
-                    value: info.value.clone(),
-                    by_function,
-                    single,
-                    exemplars: None,
-                    slots: None,
-                },
-            );
+            maps.add_user(format!("m{i}"), name, info, table, functions);
         }
         if let Some(size) = records {
             maps.add_goroutine_records(size);
@@ -310,6 +254,67 @@ impl Maps {
             });
         }
         maps
+    }
+
+    /// The script's map `name`, as object `object_name`: its kind (a per-CPU array when
+    /// it has no keys or only the function, a hash otherwise), key layout and value.
+    fn add_user(&mut self, object_name: String, name: &str, info: &MapInfo, table: &MapTable, functions: usize) {
+        let mut key_fields = Vec::new();
+        let mut offset = 0;
+        for k in &info.keys {
+            key_fields.push(Field { offset, ty: k.value_type() });
+            offset += k.record_size();
+        }
+        // A map without keys has one 8-byte zero key; one keyed by the function alone
+        // is a per-CPU array indexed by it (no hashing, no insertion: the verifier
+        // inlines the lookup), sized once every function is known (`size_arrays`);
+        // an aggregation without keys, a per-CPU array of one element.
+        let array_bytes = match &info.value {
+            MapValueTy::Agg { agg, .. } => u64::from(agg.value_size()) * functions.max(1) as u64,
+            MapValueTy::Plain(_) => 0,
+        };
+        let by_function = info.by_function(table.deleted.contains(name))
+            && !table.func_dictionaries
+            && array_bytes <= BY_FUNCTION_ARRAY_BYTES;
+        let single = info.single(table.deleted.contains(name));
+        let key_size = if by_function || single { 4 } else { offset.max(8) };
+        let (kind, value_size, value) = match &info.value {
+            MapValueTy::Agg { agg, of } if by_function || single => {
+                (MapKind::PercpuArray, agg.value_size(), MapValue::Agg { agg: *agg, of: of.value_type() })
+            }
+            MapValueTy::Agg { agg, of } => {
+                self.zeros_size = self.zeros_size.max(agg.value_size());
+                (MapKind::PercpuHash, agg.value_size(), MapValue::Agg { agg: *agg, of: of.value_type() })
+            }
+            MapValueTy::Plain(t) => (MapKind::Hash, t.record_size(), MapValue::Plain(t.value_type())),
+        };
+        self.specs.push(MapSpec {
+            object_name: object_name.clone(),
+            kind,
+            key_size,
+            value_size,
+            max_entries: USER_MAP_ENTRIES,
+            role: MapRole::User {
+                name: name.to_string(),
+                keys: key_fields.clone(),
+                key_names: info.key_names.iter().map(|n| n.name.clone()).collect(),
+                value,
+                preallocated: false,
+            },
+        });
+        self.user.insert(
+            name.to_string(),
+            UserMap {
+                object_name,
+                key_fields,
+                key_size,
+                value: info.value.clone(),
+                by_function,
+                single,
+                exemplars: None,
+                slots: None,
+            },
+        );
     }
 
     /// Keeps the keys of each private map that only probes use by one element, keyed by
@@ -483,7 +488,7 @@ impl Maps {
 /// Whether the map `name` is kept in slots: private (`@_name`), never named whole
 /// (`print(@_m)`, `clear(@_m)`: the spill alone is not the map), one key of 8 bytes (a
 /// pointer or an integer) and plain 8-byte numbers (an integer, a duration, a pointer).
-fn slotted(name: &str, info: &crate::check::maps::MapInfo, whole: bool) -> bool {
+fn slotted(name: &str, info: &MapInfo, whole: bool) -> bool {
     use crate::check::ty::Ty;
     let number = |t: &Ty| matches!(t, Ty::Int { .. } | Ty::Duration | Ty::Pointer { .. }) && t.record_size() == 8;
     let key = matches!(info.keys.as_slice(), [k @ (Ty::Int { .. } | Ty::Pointer { .. })] if k.record_size() == 8);

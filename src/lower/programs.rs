@@ -421,25 +421,28 @@ impl Ctx<'_> {
             gen.prepare_reads(&probe.body, probe.span)?;
             gen.block(&probe.body)
         })?;
-        let attach = match inst.kind {
+        let attach = self.probe_attach(&name, inst, probe.span)?;
+        self.add(name, program, attach, inst.describe.clone());
+        Ok(())
+    }
+
+    /// Where an entry, line or return probe's program attaches (each function's entry,
+    /// or each of its RETs), or when a program that runs in gtrace runs.
+    fn probe_attach(&mut self, name: &str, inst: &Instance, span: Span) -> Result<ProbeAttach, LowerError> {
+        Ok(match inst.kind {
             InstanceKind::Entry | InstanceKind::Line => ProbeAttach::Uprobe(
-                inst.functions
-                    .iter()
-                    .map(|f| self.point(&name, &f.name, f.entry, probe.span))
-                    .collect::<Result<_, _>>()?,
+                inst.functions.iter().map(|f| self.point(name, &f.name, f.entry, span)).collect::<Result<_, _>>()?,
             ),
             InstanceKind::Return => {
-                self.return_programs.push(name.clone());
+                self.return_programs.push(name.to_string());
                 let sites = inst.functions.iter().flat_map(|f| f.returns.iter().map(move |r| (&f.name, *r)));
-                ProbeAttach::Uprobe(sites.map(|(f, r)| self.point(&name, f, r, probe.span)).collect::<Result<_, _>>()?)
+                ProbeAttach::Uprobe(sites.map(|(f, r)| self.point(name, f, r, span)).collect::<Result<_, _>>()?)
             }
             InstanceKind::Begin => ProbeAttach::Begin,
             InstanceKind::End => ProbeAttach::End,
             InstanceKind::Interval { nanos } => ProbeAttach::Interval { nanos },
             InstanceKind::Panic => unreachable!("on panic probes are lowered by panic_programs"),
-        };
-        self.add(name, program, attach, inst.describe.clone());
-        Ok(())
+        })
     }
 
     /// The programs at the entries of timed functions (see `timed_functions`): one that

@@ -209,7 +209,10 @@ mod tests {
         assert!(fs.by_hash.get().is_some());
         let hashed: Vec<Vec<Function>> = names.iter().map(|n| fs.named(n).into_iter().cloned().collect()).collect();
         assert_eq!(scanned, hashed);
-        assert_eq!(hashed[0].iter().map(|f| (f.addr, f.size)).collect::<Vec<_>>(), [(0x180, 4), (0x180, 8), (0x400, 8)]);
+        assert_eq!(
+            hashed[0].iter().map(|f| (f.addr, f.size)).collect::<Vec<_>>(),
+            [(0x180, 4), (0x180, 8), (0x400, 8)]
+        );
     }
 
     #[test]

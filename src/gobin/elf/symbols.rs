@@ -370,12 +370,19 @@ mod tests {
     fn closest_prefers_same_package() {
         let f = funcs(&["main.doWork", "work.doWork", "main.doWorkers"]);
         assert_eq!(closest(&f.iter().collect::<Vec<_>>(), "main.doWrk", 2), vec!["main.doWork", "main.doWorkers"]);
-        assert_eq!(closest(&f.iter().collect::<Vec<_>>(), "main.doWrk", 3), vec!["main.doWork", "main.doWorkers", "work.doWork"]);
+        assert_eq!(
+            closest(&f.iter().collect::<Vec<_>>(), "main.doWrk", 3),
+            vec!["main.doWork", "main.doWorkers", "work.doWork"]
+        );
         let other = closest(&f.iter().collect::<Vec<_>>(), "averyunlikelypackagename.doWork", 2);
         assert_eq!(other.len(), 2, "{other:?}");
         assert!(other.iter().all(|n| n.ends_with(".doWork")), "{other:?}");
         // A name without a package is not `.` plus nothing: no match for every dotless name.
         let f = funcs(&["_rt0_amd64", "aeshashbody", "main.main"]);
-        assert!(closest(&f.iter().collect::<Vec<_>>(), "zzqqxx", 3).is_empty(), "{:?}", closest(&f.iter().collect::<Vec<_>>(), "zzqqxx", 3));
+        assert!(
+            closest(&f.iter().collect::<Vec<_>>(), "zzqqxx", 3).is_empty(),
+            "{:?}",
+            closest(&f.iter().collect::<Vec<_>>(), "zzqqxx", 3)
+        );
     }
 }
