@@ -2,7 +2,7 @@
 //! map's value, each hash element), the hashes' tables, the lookups made and the maps
 //! each step touched.
 
-use super::{map_index, InterpError, World, CTX, ELEMENTS, MAPS, STACK_SIZE, STACK_TOP};
+use super::{map_index, InterpError, World, CTX, ELEMENTS, ELEMENT_SPAN, MAPS, MAP_SPAN, STACK_SIZE, STACK_TOP};
 use std::collections::BTreeMap;
 
 /// The machine's writable memory: the stack, then each map's value, then the hash
@@ -27,8 +27,16 @@ impl Memory {
         let stack = (STACK_TOP - STACK_SIZE, vec![0; STACK_SIZE as usize]);
         let mut mem =
             Memory { regions: vec![stack], lookups: Vec::new(), tables: BTreeMap::new(), made: 0, touched: Vec::new() };
-        for (i, (_, value)) in world.maps.iter().enumerate() {
-            mem.regions.push((MAPS + (i as u64) * 0x100_0000, value.clone()));
+        // Regions that overlapped would make one map's stores another's.
+        let room = ((CTX - MAPS) / MAP_SPAN) as usize;
+        assert!(world.maps.len() <= room, "the interpreter lays out at most {room} maps, not {}", world.maps.len());
+        for (i, (name, value)) in world.maps.iter().enumerate() {
+            assert!(
+                value.len() as u64 <= MAP_SPAN,
+                "map {name}'s value ({} bytes) is over the interpreter's room",
+                value.len()
+            );
+            mem.regions.push((MAPS + (i as u64) * MAP_SPAN, value.clone()));
         }
         for (name, key, value) in &world.held {
             mem.insert(map_index(world, name), key.clone(), value.clone());
@@ -38,7 +46,12 @@ impl Memory {
 
     /// Puts a new element (`key`, `value`) in hash map `i`, in a region of its own.
     pub(super) fn insert(&mut self, i: usize, key: Vec<u8>, value: Vec<u8>) {
-        let at = ELEMENTS + self.made * 0x1000;
+        assert!(
+            value.len() as u64 <= ELEMENT_SPAN,
+            "a hash element of {} bytes is over the interpreter's room",
+            value.len()
+        );
+        let at = ELEMENTS + self.made * ELEMENT_SPAN;
         self.made += 1;
         self.regions.push((at, value));
         self.tables.entry(i).or_default().insert(key, at);
@@ -55,9 +68,9 @@ impl Memory {
 
     pub(super) fn slice(&mut self, pc: usize, addr: u64, len: u64) -> Result<&mut [u8], InterpError> {
         if (MAPS..CTX).contains(&addr) {
-            self.touched.push((((addr - MAPS) / 0x100_0000) as usize, false));
+            self.touched.push((((addr - MAPS) / MAP_SPAN) as usize, false));
         } else if addr >= ELEMENTS {
-            let element = addr & !0xfff;
+            let element = addr & !(ELEMENT_SPAN - 1);
             let owner = self.tables.iter().find(|(_, t)| t.values().any(|at| *at == element));
             self.touched.extend(owner.map(|(i, _)| (*i, false)));
         }

@@ -36,8 +36,11 @@ use thiserror::Error;
 const STACK_TOP: u64 = 0x1000_0000;
 const STACK_SIZE: u64 = 512;
 const MAPS: u64 = 0x2000_0000;
-/// Where hash maps' elements are put, one region each.
+/// How far apart the maps' values are: room for `(CTX - MAPS) / MAP_SPAN` maps.
+const MAP_SPAN: u64 = 0x100_0000;
+/// Where hash maps' elements are put, one region each, this far apart.
 const ELEMENTS: u64 = 0x4000_0000;
+const ELEMENT_SPAN: u64 = 0x1000;
 /// At most this many instructions run (the programs tested loop a few times at most).
 const MAX_STEPS: usize = 1_000_000;
 
@@ -255,6 +258,17 @@ mod tests {
         // Failing as the kernel's read does: zeros, so 5 + 0.
         let failing = World { unmapped_fails: true, ..nothing };
         assert_eq!(run(&prog, &failing, 0), Ok(5));
+    }
+
+    #[test]
+    #[should_panic(expected = "the interpreter lays out at most 16 maps, not 17")]
+    fn more_maps_than_their_room_are_refused_not_overlapped() {
+        let mut b = Builder::new();
+        b.emit(mov64_imm(R0, 0));
+        b.emit(exit());
+        let prog = b.finish().unwrap();
+        let maps = (0..17).map(|i| (format!("m{i}"), vec![0u8; 8])).collect();
+        let _ = run(&prog, &World { maps, ..World::default() }, 0);
     }
 
     #[test]
