@@ -117,6 +117,26 @@ fn skipped_at_held_slots(stderr: &str) -> i64 {
         .sum()
 }
 
+/// A probe of many operations on private maps kept in slots loads, and each passes its
+/// value on: every operation's lock loop used to leave the verifier a state per try
+/// (1,024) to come back to, and eight in one probe went over its 8,192 ("the sequence
+/// of 8193 jumps is too complex"), where the same script on hashes loaded.
+#[test]
+fn a_probe_of_many_slotted_operations_loads_and_passes_every_value_on() {
+    if !privileged("a_probe_of_many_slotted_operations_loads_and_passes_every_value_on") {
+        return;
+    }
+    // @_m0[k] = k + 1, then each next map takes the one before's: 2 operations each.
+    let steps = 12;
+    let mut body = String::from("@_m0[k] = k + 1;");
+    for i in 1..=steps {
+        body.push_str(&format!(" @_m{i}[k] = take(@_m{}[k]);", i - 1));
+    }
+    let script = format!("on entry main.record {{ {body} @sum = sum(take(@_m{steps}[k])) }}");
+    let run = trace(&["-e", &script], "keys 2000");
+    assert_eq!(map_value(&run.stdout, "@sum"), truth(&run.stdout, "sum"), "{}\n{}", run.stdout, run.stderr);
+    assert!(!run.stderr.contains("skipped") && !run.stderr.contains("refused"), "{}", run.stderr);
+}
 /// The counts in every histogram bucket line of `out` (`[512, 1024)   3 |@@@|`).
 fn bucket_counts(out: &str) -> u64 {
     out.lines()

@@ -129,22 +129,32 @@ impl Gen<'_> {
     /// Holds the lock of the slot whose address is in stack slot `at`, R1 that address
     /// after; held by another through `TRIES` tries, the hit is counted as skipped and
     /// ends.
+    ///
+    /// The lock taken is the fall-through of each try and a try that finds it held the
+    /// jump: the verifier goes on with the fall-through and keeps the jump's state for
+    /// later, so it walks the rest of the program from the first try with one state
+    /// kept, and each later try's is pruned where it joins. The other way round it kept
+    /// a state for each of the `TRIES` tries before walking on, and a probe of eight
+    /// slotted operations went over its 8,192 ("the sequence of 8193 jumps is too
+    /// complex").
     fn lock_slot(&mut self, s: &Slots, at: i16, span: Span) -> Result<(), LowerError> {
-        let (retry, locked) = (self.b.new_label(), self.b.new_label());
+        let (give_up, busy, try_lock) = (self.b.new_label(), self.b.new_label(), self.b.new_label());
         self.b.emit(load(Size::DW, R1, R10, at));
         self.b.emit(mov64_imm(R4, TRIES));
-        self.b.bind(retry);
-        self.b.emit(mov64_imm(R0, 0));
-        self.b.emit(mov64_imm(R3, 1));
-        self.b.emit(atomic_cmpxchg(Size::DW, R1, LOCK, R3));
-        self.b.jmp_imm_to(JmpOp::Eq, R0, 0, locked);
-        self.b.emit(alu64_imm(AluOp::Sub, R4, 1));
-        self.b.jmp_imm_to(JmpOp::Ne, R4, 0, retry);
+        self.b.ja_to(try_lock);
+        self.b.bind(give_up);
         if let Some(program) = self.acct.as_ref().map(|a| a.program.clone()) {
             self.count(Counter::Skipped { program, why: busy_why(&s.name) }, span)?;
         }
         self.b.ja_to(self.done);
-        self.b.bind(locked);
+        self.b.bind(busy);
+        self.b.emit(alu64_imm(AluOp::Sub, R4, 1));
+        self.b.jmp_imm_to(JmpOp::Eq, R4, 0, give_up);
+        self.b.bind(try_lock);
+        self.b.emit(mov64_imm(R0, 0));
+        self.b.emit(mov64_imm(R3, 1));
+        self.b.emit(atomic_cmpxchg(Size::DW, R1, LOCK, R3));
+        self.b.jmp_imm_to(JmpOp::Ne, R0, 0, busy);
         Ok(())
     }
 
