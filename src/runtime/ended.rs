@@ -43,18 +43,25 @@ pub struct Sweeper {
 }
 
 impl Sweeper {
-    /// How many keys of ended processes the sweep has deleted so far.
-    pub fn forgotten(&self) -> u64 {
+    /// Stops the sweep (a pass under way ends at its next key) and says how many keys of
+    /// ended processes it deleted in all: read once the thread is joined, so none it
+    /// deletes after is left out.
+    pub fn finish(mut self) -> u64 {
+        self.stop_and_join();
         self.forgotten.load(Ordering::Relaxed)
+    }
+
+    fn stop_and_join(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
     }
 }
 
 impl Drop for Sweeper {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        self.stop_and_join();
     }
 }
 
@@ -87,10 +94,9 @@ impl Loaded {
             .spawn(move || {
                 while wait(&stopped, every) {
                     for map in &maps {
-                        // A map that cannot be read is left as it is (as without a sweep).
-                        if let Ok(n) = sweep(map, &stopped) {
-                            counted.fetch_add(n, Ordering::Relaxed);
-                        }
+                        // A map that cannot be read is left as it is (as without a sweep);
+                        // what a pass deleted before an error is counted all the same.
+                        let _ = sweep(map, &stopped, &counted);
                     }
                 }
             })
@@ -111,11 +117,10 @@ fn wait(stop: &AtomicBool, every: Duration) -> bool {
     !stop.load(Ordering::SeqCst)
 }
 
-/// Deletes the keys of ended processes from `map` (each process looked at once): how
-/// many.
-fn sweep(map: &MapHandle, stop: &AtomicBool) -> Result<u64, RuntimeError> {
+/// Deletes the keys of ended processes from `map` (each process looked at once), each
+/// counted in `forgotten` as it goes.
+fn sweep(map: &MapHandle, stop: &AtomicBool, forgotten: &AtomicU64) -> Result<(), RuntimeError> {
     let mut judged = std::collections::HashMap::new();
-    let mut forgotten = 0;
     let at = K_TGID as usize;
     for key in map.keys()? {
         if stop.load(Ordering::SeqCst) {
@@ -126,10 +131,10 @@ fn sweep(map: &MapHandle, stop: &AtomicBool) -> Result<u64, RuntimeError> {
         };
         // Process 0: -p and -c key their one process so.
         if tgid != 0 && *judged.entry(tgid).or_insert_with(|| ended(tgid)) && map.delete(&key)? {
-            forgotten += 1;
+            forgotten.fetch_add(1, Ordering::Relaxed);
         }
     }
-    Ok(forgotten)
+    Ok(())
 }
 
 /// Whether process `tgid` has ended: no such pid in /proc, or a zombie.

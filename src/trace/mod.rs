@@ -184,7 +184,7 @@ fn run_until_stopped(
     let stats = until.2.stats;
     let result = watch(loaded, plan, symbols, sink, until, costs);
     if let Some(sweeper) = sweeper.filter(|_| stats) {
-        eprintln!("{}", output::losses::swept(sweeper.forgotten()));
+        eprintln!("{}", output::losses::swept(sweeper.finish()));
     }
     result
 }
