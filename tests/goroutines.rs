@@ -177,7 +177,6 @@ fn the_tables_of_calls_in_flight_are_sized_to_a_running_target() {
     assert_eq!(missed_calls(&g.err.text()), 0, "{}", g.err.text());
 }
 
-/// `@NAME[KEY]: VALUE` of a text output.
 /// tests/go/sharedg at `bin` started with `args`, its stdin and stdout piped: its pid,
 /// stdin, stdout read as it comes, and the process (ended when dropped).
 fn start_sharedg(
@@ -195,6 +194,7 @@ fn start_sharedg(
     (child.id().to_string(), stdin, out, support::processes::Owned(child))
 }
 
+/// `@NAME[KEY]: VALUE` of a text output.
 fn keyed_line<'a>(out: &'a str, name: &str, key: &str) -> &'a str {
     map_line(out, &format!("{name}[{key}]")).unwrap_or_else(|| panic!("no {name}[{key}] in:\n{out}"))
 }

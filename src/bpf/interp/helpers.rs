@@ -3,7 +3,7 @@
 //! target's memory, the attach cookie, the pid and the clock.
 
 use super::memory::Memory;
-use super::{HashSpec, InterpError, World, MAPS};
+use super::{HashSpec, InterpError, World, MAPS, MAP_SPAN};
 use crate::bpf::helpers::{
     BPF_FUNC_get_attach_cookie, BPF_FUNC_get_current_pid_tgid, BPF_FUNC_ktime_get_ns, BPF_FUNC_map_delete_elem,
     BPF_FUNC_map_lookup_elem, BPF_FUNC_map_update_elem, BPF_FUNC_probe_read_user, BPF_EXIST, BPF_NOEXIST,
@@ -25,8 +25,8 @@ pub(super) fn helper(
     // The map R1 names, by the address its ld_imm64 gave (`map_value_addr`).
     let map = r[1]
         .checked_sub(MAPS)
-        .map(|d| d / 0x100_0000)
-        .and_then(|i| (r[1] == MAPS + i * 0x100_0000 && (i as usize) < world.maps.len()).then_some(i as usize));
+        .map(|d| d / MAP_SPAN)
+        .and_then(|i| (r[1] == MAPS + i * MAP_SPAN && (i as usize) < world.maps.len()).then_some(i as usize));
     let hash = map.and_then(|i| world.hashes.iter().find(|(n, _)| *n == world.maps[i].0).map(|(_, h)| (i, *h)));
     let array = map.and_then(|i| world.arrays.iter().find(|(n, _)| *n == world.maps[i].0).map(|(_, s)| *s));
     if id == BPF_FUNC_map_lookup_elem {

@@ -3,7 +3,7 @@
 
 use super::helpers::helper;
 use super::memory::Memory;
-use super::{InterpError, World, MAPS};
+use super::{InterpError, World, MAPS, MAP_SPAN};
 use crate::bpf::builder::Program;
 use crate::bpf::insn::*;
 
@@ -72,7 +72,7 @@ pub(super) fn step(
 fn map_value_addr(prog: &Program, world: &World, pc: usize) -> Result<u64, InterpError> {
     let name = prog.relocations.iter().find(|r| r.insn_index == pc).map(|r| r.map.clone()).unwrap_or_default();
     let index = world.maps.iter().position(|(n, _)| *n == name).ok_or(InterpError::NoMap { pc, name })?;
-    Ok(MAPS + (index as u64) * 0x100_0000)
+    Ok(MAPS + (index as u64) * MAP_SPAN)
 }
 
 /// An atomic instruction (`i` at `pc`) on the memory at `dst + off`: add, fetch-add
