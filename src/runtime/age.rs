@@ -33,6 +33,24 @@ fn boot_time_now() -> Option<Duration> {
 mod tests {
     use super::*;
 
+    /// procps reads the same start time its own way (`ps -o etimes`, whole seconds): a
+    /// wrong field of the stat line, or a wrong tick rate, gives another age. (The test
+    /// below measures only how fast an age grows, which neither changes.)
+    #[test]
+    fn a_process_is_as_old_as_ps_says() {
+        let pid = std::process::id();
+        let before = process_age(pid).expect("own stat");
+        let out = std::process::Command::new("ps").args(["-o", "etimes=", "-p", &pid.to_string()]).output();
+        let out = out.expect("ps (procps) runs");
+        let said: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().expect("ps says whole seconds");
+        let after = process_age(pid).expect("own stat");
+        // ps truncates to the second, between the two reads.
+        assert!(
+            before.as_secs() <= said + 1 && said <= after.as_secs() + 1,
+            "ps says {said} s, gtrace {before:?} to {after:?}"
+        );
+    }
+
     #[test]
     fn this_process_is_as_old_as_it_has_run() {
         let born = std::time::Instant::now();
