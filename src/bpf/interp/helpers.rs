@@ -122,11 +122,10 @@ fn hash_helper(
                 Some(_) if flags == BPF_NOEXIST => errno(17),
                 None if flags == BPF_EXIST => errno(2),
                 None if held >= spec.max_entries as usize => errno(7),
-                Some(at) => {
-                    mem.store_bytes(pc, at, &value)?;
-                    0
-                }
-                None => {
+                // The kernel links a new element in and unlinks the old one (its memory
+                // freed or reused later): a pointer an earlier lookup gave still reaches
+                // the old value, never the new.
+                Some(_) | None => {
                     mem.insert(i, key, value);
                     0
                 }

@@ -5,8 +5,9 @@
 //! helpers `map_lookup_elem` (an array map's one value, or its element by index when
 //! the world says its elements' size, or a hash map's element by key),
 //! `map_update_elem` and `map_delete_elem` of hash maps (with the kernel's errnos: full,
-//! present under BPF_NOEXIST, absent under BPF_EXIST or at a delete; a hash may hold
-//! elements before the run), `map_update_elem` of an array map's one value,
+//! present under BPF_NOEXIST, absent under BPF_EXIST or at a delete; an update of a
+//! key held puts a new element in, as the kernel's does; a hash may hold elements
+//! before the run), `map_update_elem` of an array map's one value,
 //! `probe_read_user` (from the regions given as the target's memory),
 //! `get_attach_cookie` (the world's, 0 unless set),
 //! `get_current_pid_tgid` and `ktime_get_ns` (the world's), the atomic add, fetch-add,
@@ -221,7 +222,7 @@ mod tests {
     use super::step::{alu, jump};
     use super::*;
     use crate::bpf::builder::Builder;
-    use crate::bpf::helpers::{BPF_FUNC_map_lookup_elem, BPF_FUNC_probe_read_user};
+    use crate::bpf::helpers::{BPF_FUNC_map_lookup_elem, BPF_FUNC_map_update_elem, BPF_FUNC_probe_read_user};
     use crate::bpf::insn::*;
 
     #[test]
@@ -258,6 +259,47 @@ mod tests {
         // Failing as the kernel's read does: zeros, so 5 + 0.
         let failing = World { unmapped_fails: true, ..nothing };
         assert_eq!(run(&prog, &failing, 0), Ok(5));
+    }
+
+    /// An update of a key a hash holds puts a new element in, as the kernel's does: a
+    /// pointer looked up before still reads the old value (in place, a program that
+    /// wrote through it after an update would pass here and lose its store there).
+    #[test]
+    fn a_hash_update_of_a_held_key_makes_a_new_element() {
+        let mut b = Builder::new();
+        let update = |b: &mut Builder, value: i32| {
+            b.emit(store_imm(Size::DW, R10, -16, value));
+            b.ld_map(R1, "h");
+            b.emit(mov64_reg(R2, R10));
+            b.emit(alu64_imm(AluOp::Add, R2, -8));
+            b.emit(mov64_reg(R3, R10));
+            b.emit(alu64_imm(AluOp::Add, R3, -16));
+            b.emit(mov64_imm(R4, 0));
+            b.emit(call(BPF_FUNC_map_update_elem));
+        };
+        let lookup = |b: &mut Builder| {
+            b.ld_map(R1, "h");
+            b.emit(mov64_reg(R2, R10));
+            b.emit(alu64_imm(AluOp::Add, R2, -8));
+            b.emit(call(BPF_FUNC_map_lookup_elem));
+        };
+        b.emit(store_imm(Size::DW, R10, -8, 1));
+        update(&mut b, 5);
+        lookup(&mut b);
+        b.emit(mov64_reg(R6, R0));
+        update(&mut b, 7);
+        lookup(&mut b);
+        // R0 = old pointer's value * 100 + new lookup's.
+        b.emit(load(Size::DW, R7, R0, 0));
+        b.emit(load(Size::DW, R0, R6, 0));
+        b.emit(alu64_imm(AluOp::Mul, R0, 100));
+        b.emit(alu64_reg(AluOp::Add, R0, R7));
+        b.emit(exit());
+        let prog = b.finish().unwrap();
+        let spec = HashSpec { key_size: 8, value_size: 8, max_entries: 4 };
+        let world =
+            World { maps: vec![("h".into(), vec![0; 8])], hashes: vec![("h".into(), spec)], ..World::default() };
+        assert_eq!(run(&prog, &world, 0), Ok(507));
     }
 
     #[test]
