@@ -55,9 +55,12 @@
 //! as skipped (`Counter::Skipped`, said by `--stats` and at exit), the map unchanged.
 //! Since Linux 6.10 a program runs with preemption disabled (codegen.rs's prologue), so
 //! a holder is never off its CPU in between and a hold is a few dozen instructions (a
-//! spill's, a helper call or two); before it, on a kernel that preempts, a holder
-//! preempted in between makes the others on its slot give up, counted. A user's
-//! `@_name` map of that shape is slotted as a library's is.
+//! spill's, a helper call or two), unless an interrupt's handling (a softirq's
+//! included) or the host pausing its vCPU stretches it: then the others on its slot may
+//! give up, counted (8-12 of 400,000 operations under contention on this project's
+//! 2-CPU VM, docs/performance.md); before 6.10, on a kernel that preempts, a holder
+//! preempted in between does the same. A user's `@_name` map of that shape is slotted
+//! as a library's is.
 
 use super::codegen::Gen;
 use super::ir::Arg;
