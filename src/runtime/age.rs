@@ -34,8 +34,8 @@ mod tests {
     use super::*;
 
     /// procps reads the same start time its own way (`ps -o etimes`, whole seconds): a
-    /// wrong field of the stat line, or a wrong tick rate, gives another age. (The test
-    /// below measures only how fast an age grows, which neither changes.)
+    /// wrong field of the stat line, or a wrong tick rate, gives another age (the start
+    /// time is counted in ticks since boot, hours of them on a host that has run a while).
     #[test]
     fn a_process_is_as_old_as_ps_says() {
         let pid = std::process::id();
@@ -48,21 +48,6 @@ mod tests {
         assert!(
             before.as_secs() <= said + 1 && said <= after.as_secs() + 1,
             "ps says {said} s, gtrace {before:?} to {after:?}"
-        );
-    }
-
-    #[test]
-    fn this_process_is_as_old_as_it_has_run() {
-        let born = std::time::Instant::now();
-        let first = process_age(std::process::id()).expect("own stat");
-        std::thread::sleep(Duration::from_millis(50));
-        let second = process_age(std::process::id()).expect("own stat");
-        let passed = born.elapsed();
-        // A clock tick's resolution either way (10 ms at HZ 100, less elsewhere).
-        let grew = second.saturating_sub(first);
-        assert!(
-            grew + Duration::from_millis(11) >= passed && grew <= passed + Duration::from_millis(11),
-            "{first:?} {second:?} {passed:?}"
         );
     }
 }
