@@ -71,7 +71,7 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
     let process = scope::process(&cli.target, cli.trace.cgroup.as_deref())?;
     let search = scope::debug_search(cli.debug_file.as_ref(), &cli.debug_dir, &process);
     // Not freed when a listing or a check ends: the process is ending, and freeing a big
-    // binary's tables cost a sixth of a check (a trace takes it, and frees them itself).
+    // binary's tables cost a sixth of a check (a trace takes it, and keeps it to its end).
     let mut target = std::mem::ManuallyDrop::new(Target::open_with(&process.binary, &search)?);
     // Written once, then dropped: a trace holds no cache file open.
     let cached = cached::open(cli, &target);

@@ -41,7 +41,7 @@ pub(crate) struct IntervalTimer {
 
 /// Waits for the ring buffer's fd (or nothing) up to `timeout`; `false` if a signal woke us.
 fn wait_readable(fd: Option<i32>, timeout: Duration) -> Result<bool, RuntimeError> {
-    let millis = timeout.as_millis().min(i32::MAX as u128) as i32;
+    let millis = poll_millis(timeout);
     let mut pfd = libc::pollfd { fd: fd.unwrap_or(-1), events: libc::POLLIN, revents: 0 };
     // SAFETY: one valid pollfd (a negative fd is ignored by poll, which then just sleeps).
     let ret = unsafe { libc::poll(&mut pfd, 1, millis) };
@@ -53,6 +53,13 @@ fn wait_readable(fd: Option<i32>, timeout: Duration) -> Result<bool, RuntimeErro
         return Err(RuntimeError::Poll { source: err });
     }
     Ok(true)
+}
+
+/// `timeout` in poll's whole milliseconds, rounded up: rounded down, the last
+/// millisecond before a deadline was a poll of 0 ms again and again (a busy loop: about
+/// 3% of a CPU for a trace doing nothing, which waits 20 ms at a time).
+fn poll_millis(timeout: Duration) -> i32 {
+    timeout.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32
 }
 
 impl Loaded {
@@ -83,5 +90,21 @@ impl Loaded {
                 return Ok(());
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::poll_millis;
+    use std::time::Duration;
+
+    #[test]
+    fn a_wait_shorter_than_a_millisecond_is_not_a_poll_of_zero() {
+        assert_eq!(poll_millis(Duration::ZERO), 0);
+        assert_eq!(poll_millis(Duration::from_nanos(1)), 1);
+        assert_eq!(poll_millis(Duration::from_micros(999)), 1);
+        assert_eq!(poll_millis(Duration::from_millis(1)), 1);
+        assert_eq!(poll_millis(Duration::from_micros(19_001)), 20);
+        assert_eq!(poll_millis(Duration::from_secs(u64::MAX)), i32::MAX);
     }
 }

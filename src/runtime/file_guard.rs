@@ -98,6 +98,11 @@ impl Shared {
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
+
+    fn detached(&self) {
+        self.state().detached = true;
+        self.answered.notify_all();
+    }
 }
 
 /// A guard on the file the probes are attached through; dropping it lets every held
@@ -155,8 +160,13 @@ impl FileGuard {
 
     /// Says that no probe is on the file any more: held execs go on.
     pub fn detached(&self) {
-        self.shared.state().detached = true;
-        self.shared.answered.notify_all();
+        self.shared.detached();
+    }
+
+    /// `detached`, to call from the thread that releases the probes (`Loaded::leave_target`).
+    pub fn on_detached(&self) -> impl FnOnce() + Send + 'static {
+        let shared = self.shared.clone();
+        move || shared.detached()
     }
 
     /// Held execs whose answer the kernel did not take (they waited until gtrace ended).

@@ -46,6 +46,9 @@ pub struct Loaded {
     /// The target's probe points when the trace ended and they left the file (-b):
     /// still counted as attached for what is said at exit.
     pub(crate) left_at_end: Vec<(String, Vec<crate::plan::AttachPoint>)>,
+    /// Those probes being released on a thread of their own meanwhile: joined before
+    /// `detach_all` returns (so on every way out, `Drop`).
+    pub(crate) leaving: Option<JoinHandle<()>>,
 }
 
 /// A loader being prepared on another thread (see `prewarm`).
@@ -163,6 +166,7 @@ pub fn load(object: &[u8], plan: &Plan) -> Result<Loaded, RuntimeError> {
         unguarded: linked.missing,
         file_guard: None,
         left_at_end: Vec::new(),
+        leaving: None,
     })
 }
 
