@@ -35,6 +35,7 @@ pub mod process;
 pub mod progstats;
 mod reader;
 mod replaced;
+pub mod schedstat;
 pub mod signals;
 mod trigger;
 mod uprobe_multi;
@@ -52,10 +53,11 @@ pub use loader::{failing_insn, load, prewarm, verify, Loaded};
 pub use mapped::trim_heap;
 pub use maps::{possible_cpus, Entries};
 pub use process::{
-    cpu_and_wait_ns, ended_zombie, is_alive, mapping_start, process_exe, processes_mapping, read_u64, resolve_command,
-    signal_name, spawn_held, spawn_held_with, Captured, Ended, HeldChild,
+    ended_zombie, is_alive, mapping_start, process_exe, processes_mapping, read_u64, resolve_command, signal_name,
+    spawn_held, spawn_held_with, Captured, Ended, HeldChild,
 };
 pub use reader::MapReader;
+pub use schedstat::{cpu_and_wait_ns, CpuReader};
 pub use uprobe_multi::DISABLE_ENV as NO_UPROBE_MULTI_ENV;
 
 impl Loaded {

@@ -145,22 +145,6 @@ pub fn processes_mapping(exe: &Path) -> Vec<(u32, u64)> {
         .collect()
 }
 
-/// The CPU time (ns) the live threads of `pid` have run so far, user and kernel, and
-/// the time they waited on a run queue for a CPU: the sums of the first two fields of
-/// each task's `/proc/PID/task/TID/schedstat` (ns). `None` when the process cannot be
-/// read.
-pub fn cpu_and_wait_ns(pid: u32) -> Option<(u64, u64)> {
-    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
-    let (mut cpu, mut wait) = (0u64, 0u64);
-    for task in tasks.flatten() {
-        let Ok(text) = std::fs::read_to_string(task.path().join("schedstat")) else { continue };
-        let mut fields = text.split_whitespace().map(|n| n.parse::<u64>().unwrap_or(0));
-        cpu += fields.next().unwrap_or(0);
-        wait += fields.next().unwrap_or(0);
-    }
-    Some((cpu, wait))
-}
-
 /// Whether `pid` is a live (not zombie) process.
 pub fn is_alive(pid: u32) -> bool {
     let Ok(pid_t) = libc::pid_t::try_from(pid) else {

@@ -3,7 +3,8 @@
 //! both) and the intervals the calibrated trap cost is corrected from (`correction`).
 //!
 //! The process's CPU time (its threads' schedstat, `runtime::cpu_and_wait_ns`) is read when gtrace
-//! starts (-p), when the probes attach, and every 20 ms while tracing. What it spends
+//! starts (-p), when the probes attach, and every 20 ms while tracing (`runtime::CpuReader`:
+//! each thread's file kept open). What it spends
 //! above its share before attaching (over its life when that agrees with what it spent
 //! during gtrace's start-up, or that start-up share for a near-idle target, else over a
 //! quiet window: `Baseline`) is what the probes
@@ -121,7 +122,8 @@ struct Mark {
 
 #[derive(Clone, Debug)]
 pub struct TargetCpu {
-    pid: u32,
+    /// Reads the target's threads' schedstat files, kept open.
+    reader: crate::runtime::CpuReader,
     /// Its share of a CPU before attaching (a fraction).
     before: Option<f64>,
     /// How long it waited for a CPU for each ns it ran, before attaching: a program that
@@ -164,7 +166,8 @@ impl TargetCpu {
 
     fn new(pid: u32, before: Option<f64>, waited_before: f64, attached: Reading) -> TargetCpu {
         let mark = Mark { at: attached, traps_ns: ByKind::default(), run_ns: 0.0 };
-        TargetCpu { pid, before, waited_before, attached, newest: attached, mark, correction: Correction::default() }
+        let reader = crate::runtime::CpuReader::new(pid);
+        TargetCpu { reader, before, waited_before, attached, newest: attached, mark, correction: Correction::default() }
     }
 
     /// Reads the CPU time again, at most every 20 ms (its threads' files are read each
@@ -173,7 +176,8 @@ impl TargetCpu {
         if self.newest.at.elapsed() < Duration::from_millis(20) {
             return;
         }
-        if let Some(r) = Reading::now(self.pid).filter(|r| r.cpu_ns > 0) {
+        let read = self.reader.read().map(|(cpu_ns, wait_ns)| Reading { at: Instant::now(), cpu_ns, wait_ns });
+        if let Some(r) = read.filter(|r| r.cpu_ns > 0) {
             self.newest = r;
         }
     }

@@ -1,0 +1,165 @@
+//! A process's CPU time and run-queue wait, from its threads' `schedstat` files: read
+//! once (`cpu_and_wait_ns`), or again and again while tracing (`CpuReader`, which keeps
+//! each thread's file open and reads it again in place, instead of listing the threads
+//! and opening a file per thread at every reading).
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::time::{Duration, Instant};
+
+/// How often a `CpuReader` lists the threads again to find new ones. A thread found
+/// late loses nothing: its file holds its whole time since it started.
+const RELIST: Duration = Duration::from_millis(100);
+/// At most this many threads' files are kept open; the others are opened at each reading.
+const KEPT_OPEN: usize = 256;
+
+/// The CPU time (ns) the live threads of `pid` have run so far, user and kernel, and
+/// the time they waited on a run queue for a CPU: the sums of the first two fields of
+/// each task's `/proc/PID/task/TID/schedstat` (ns). `None` when the process cannot be
+/// read.
+pub fn cpu_and_wait_ns(pid: u32) -> Option<(u64, u64)> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let (mut cpu, mut wait) = (0u64, 0u64);
+    for task in tasks.flatten() {
+        let Ok(text) = std::fs::read_to_string(task.path().join("schedstat")) else { continue };
+        let (c, w) = parse(text.as_bytes());
+        cpu += c;
+        wait += w;
+    }
+    Some((cpu, wait))
+}
+
+/// The first two numbers of a schedstat line.
+fn parse(text: &[u8]) -> (u64, u64) {
+    let text = std::str::from_utf8(text).unwrap_or("");
+    let mut fields = text.split_whitespace().map(|n| n.parse::<u64>().unwrap_or(0));
+    (fields.next().unwrap_or(0), fields.next().unwrap_or(0))
+}
+
+/// What `cpu_and_wait_ns` reads, for one process read many times a second.
+#[derive(Debug)]
+pub struct CpuReader {
+    pid: u32,
+    /// The threads seen, by id, with their file when kept open.
+    threads: Vec<(u32, Option<File>)>,
+    listed: Option<Instant>,
+}
+
+impl Clone for CpuReader {
+    /// A copy opens its own files when it first reads.
+    fn clone(&self) -> Self {
+        CpuReader::new(self.pid)
+    }
+}
+
+impl CpuReader {
+    pub fn new(pid: u32) -> CpuReader {
+        CpuReader { pid, threads: Vec::new(), listed: None }
+    }
+
+    /// As `cpu_and_wait_ns(pid)`: `None` when the process cannot be read.
+    pub fn read(&mut self) -> Option<(u64, u64)> {
+        if self.listed.is_none_or(|at| at.elapsed() >= RELIST) {
+            self.relist()?;
+        }
+        let (mut cpu, mut wait, mut read) = (0u64, 0u64, false);
+        let mut buf = [0u8; 128];
+        let pid = self.pid;
+        self.threads.retain_mut(|(tid, file)| {
+            let n = match file {
+                Some(f) => f.read_at(&mut buf, 0).ok(),
+                None => File::open(path(pid, *tid)).and_then(|f| f.read_at(&mut buf, 0)).ok(),
+            };
+            // A thread that ended is gone from the list (its time with it, as when the
+            // threads are listed afresh).
+            let Some(n) = n.filter(|&n| n > 0) else { return false };
+            let (c, w) = parse(&buf[..n]);
+            cpu += c;
+            wait += w;
+            read = true;
+            true
+        });
+        read.then_some((cpu, wait))
+    }
+
+    /// Lists the threads again: new ones are added (their file kept open while there is
+    /// room), ended ones dropped.
+    fn relist(&mut self) -> Option<()> {
+        let tasks = std::fs::read_dir(format!("/proc/{}/task", self.pid)).ok()?;
+        let now: Vec<u32> = tasks.flatten().filter_map(|t| t.file_name().to_str()?.parse().ok()).collect();
+        self.threads.retain(|(tid, _)| now.contains(tid));
+        for tid in now {
+            if !self.threads.iter().any(|(t, _)| *t == tid) {
+                let keep = self.threads.iter().filter(|(_, f)| f.is_some()).count() < KEPT_OPEN;
+                let file = if keep { File::open(path(self.pid, tid)).ok() } else { None };
+                self.threads.push((tid, file));
+            }
+        }
+        self.listed = Some(Instant::now());
+        Some(())
+    }
+}
+
+fn path(pid: u32, tid: u32) -> String {
+    format!("/proc/{pid}/task/{tid}/schedstat")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The CPU time this thread has run.
+    fn thread_cpu() -> Duration {
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: clock_gettime writes one timespec we own.
+        unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+        Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+    }
+
+    /// The kept-open files read what listing and opening afresh reads: this process's
+    /// threads, one started after the first reading included (found at a later listing),
+    /// with the 60 ms of CPU it spins for.
+    #[test]
+    fn a_reader_reads_what_a_fresh_listing_reads() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::Arc;
+        let pid = std::process::id();
+        let mut reader = CpuReader::new(pid);
+        let (first, _) = reader.read().expect("own schedstat");
+        let (spun, stop) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+        let (s, t) = (spun.clone(), stop.clone());
+        let worker = std::thread::spawn(move || {
+            let mut x = 0u64;
+            while thread_cpu() < Duration::from_millis(60) {
+                x = x.wrapping_mul(31).wrapping_add(1);
+            }
+            s.store(true, Ordering::SeqCst);
+            while !t.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            x
+        });
+        while !spun.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        std::thread::sleep(RELIST);
+        let (kept, _) = reader.read().expect("own schedstat");
+        let (fresh, _) = cpu_and_wait_ns(pid).expect("own schedstat");
+        let (kept_after, _) = reader.read().expect("own schedstat");
+        stop.store(true, Ordering::SeqCst);
+        worker.join().unwrap();
+        assert!(kept >= first + 60_000_000, "{first} then {kept}: the worker's 60 ms not counted");
+        // A fresh listing read between two readings of the kept files reads between them.
+        assert!(kept <= fresh && fresh <= kept_after, "{kept} <= {fresh} <= {kept_after}");
+        assert!(reader.threads.iter().filter(|(_, f)| f.is_some()).count() >= 2);
+    }
+
+    #[test]
+    fn a_process_that_is_gone_reads_none() {
+        let mut child = std::process::Command::new("true").spawn().expect("true runs");
+        let pid = child.id();
+        child.wait().unwrap();
+        assert!(CpuReader::new(pid).read().is_none());
+        assert!(cpu_and_wait_ns(pid).is_none());
+    }
+}
