@@ -89,15 +89,19 @@ pub fn process_exe(pid: u32) -> Result<PathBuf, RuntimeError> {
 const PF_KTHREAD: u64 = 0x0020_0000;
 
 /// What /proc/PID/stat says of a process: its name, state and flags.
-struct ProcStat {
+pub(super) struct ProcStat {
     comm: String,
-    state: char,
+    pub(super) state: char,
     flags: u64,
 }
 
 impl ProcStat {
     fn read(pid: u32) -> Option<ProcStat> {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        ProcStat::parse(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+    }
+
+    /// From a stat line.
+    pub(super) fn parse(stat: &str) -> Option<ProcStat> {
         // PID (COMM) STATE PPID PGRP SESSION TTY TPGID FLAGS ...; COMM may hold ')'.
         let open = stat.find('(')?;
         let close = stat.rfind(')')?;

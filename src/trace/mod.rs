@@ -200,6 +200,7 @@ fn watch(
 ) -> Result<(), Halt> {
     let (process, mut child, args, stop, export, mut view) = until;
     let started = Instant::now();
+    let liveness = process.pid.map(runtime::Liveness::new);
     loop {
         symbols.learn_bias(|pid| loaded.load_bias(pid));
         costs.meter.sample_cpu();
@@ -223,10 +224,8 @@ fn watch(
                 return Ok(());
             }
         }
-        if let Some(pid) = process.pid {
-            if !runtime::is_alive(pid) {
-                return Ok(());
-            }
+        if liveness.as_ref().is_some_and(|l| !l.is_alive()) {
+            return Ok(());
         }
         if costs.govern(loaded, plan)? == budget::Left::NothingNow {
             // A started command runs on untouched and ends in its own time; a process
