@@ -15,9 +15,9 @@
 //! guard (guard.rs).
 
 use super::ir::{Func as Builder, VReg};
-use crate::bpf::kfuncs::Kfunc;
 use crate::bpf::builder::Label;
 use crate::bpf::insn::*;
+use crate::bpf::kfuncs::Kfunc;
 use crate::hist::{thresholds, BUCKETS, SUB};
 use crate::plan::{lhist_buckets, Agg};
 

@@ -371,7 +371,8 @@ impl Gen<'_> {
         self.heal(record, idx, Stale::AtOrBelow);
         // The frame's place: in the record, or a new element of `frames` (keyed in the
         // goroutine's key slot; made from any 24 bytes, the record's, then written).
-        let (deep, place, refused, bump) = (self.b.new_label(), self.b.new_label(), self.b.new_label(), self.b.new_label());
+        let (deep, place, refused, bump) =
+            (self.b.new_label(), self.b.new_label(), self.b.new_label(), self.b.new_label());
         self.top_index(record, idx, 0, bump);
         self.b.emit(load(Size::DW, R1, R10, idx));
         self.b.jmp_imm_to(JmpOp::Ge, R1, INLINE, deep);

@@ -20,7 +20,11 @@ fn guarded(text: &str) -> bool {
 
 /// The deepest stack offset the program's instructions use.
 fn stack(text: &str) -> u32 {
-    text.split("r10 -").skip(1).filter_map(|s| s.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()).max().unwrap_or(0)
+    text.split("r10 -")
+        .skip(1)
+        .filter_map(|s| s.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok())
+        .max()
+        .unwrap_or(0)
 }
 
 #[test]
