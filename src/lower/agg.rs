@@ -6,18 +6,31 @@
 //! defines: the sum, the exact least and greatest value, and one of 16 logarithmic
 //! sub-buckets per power of two, found from the value's top bit and four comparisons
 //! (about 75 instructions run in all, no map lookup, no helper call).
+//!
+//! `count()`, `sum()` and `hist()` change the value with atomic instructions only
+//! (`atomic`): an add, and for a histogram's least and greatest value a comparison that
+//! stores only with preemption off, which a new extreme alone reaches. So another
+//! task's program on the same CPU can run in the middle of the update and nothing is
+//! lost, and a program that needs no other protection runs without the preemption
+//! guard (guard.rs).
 
 use super::ir::{Func as Builder, VReg};
 use crate::bpf::builder::Label;
 use crate::bpf::insn::*;
+use crate::bpf::kfuncs::Kfunc;
 use crate::hist::{thresholds, BUCKETS, SUB};
 use crate::plan::{lhist_buckets, Agg};
+
+/// Whether `update` changes a value of `agg` with atomic instructions only.
+pub fn atomic(agg: Agg) -> bool {
+    matches!(agg, Agg::Count | Agg::Sum | Agg::Hist)
+}
 
 /// `signed`: whether R1 holds a signed value (an lhist compares it with its bounds).
 pub fn update(b: &mut Builder, val: VReg, agg: Agg, signed: bool) {
     match agg {
-        Agg::Count => add_const(b, val, 0, 1),
-        Agg::Sum => add_r1(b, val, 0),
+        Agg::Count => atomic_add_const(b, val, 0, 1),
+        Agg::Sum => atomic_add_r1(b, val, 0),
         Agg::Avg => {
             add_const(b, val, 0, 1);
             add_r1(b, val, 8);
@@ -79,7 +92,7 @@ pub fn update(b: &mut Builder, val: VReg, agg: Agg, signed: bool) {
             b.bind(above);
             b.emit(mov64_imm(R2, n as i32 - 1));
             b.bind(done);
-            bump_bucket(b, val, n - 1);
+            bump_bucket(b, val, n - 1, false);
         }
     }
 }
@@ -89,6 +102,17 @@ fn add_const(b: &mut Builder, val: VReg, off: i16, k: i32) {
     b.op(load(Size::DW, R2, R0, off), R2, val);
     b.emit(alu64_imm(AluOp::Add, R2, k));
     b.op(store_reg(Size::DW, R0, off, R0), val, R2);
+}
+
+/// *(u64 *)(val + off) += k, atomically.
+fn atomic_add_const(b: &mut Builder, val: VReg, off: i16, k: i32) {
+    b.emit(mov64_imm(R2, k));
+    b.op(atomic_add(Size::DW, R0, off, R0), val, R2);
+}
+
+/// *(u64 *)(val + off) += r1, atomically.
+fn atomic_add_r1(b: &mut Builder, val: VReg, off: i16) {
+    b.op(atomic_add(Size::DW, R0, off, R0), val, R1);
 }
 
 /// *(u64 *)(val + off) += r1
@@ -112,37 +136,57 @@ fn extreme(b: &mut Builder, val: VReg, seen: i16, value: i16, keep_if: JmpOp) {
     b.bind(done);
 }
 
-/// Adds one to bucket R2 (clamped to `last`, which the verifier needs to see).
-pub(super) fn bump_bucket(b: &mut Builder, val: VReg, last: u32) {
+/// Adds one to bucket R2 (clamped to `last`, which the verifier needs to see); with
+/// `atomic`, by an atomic add. Clobbers R2 and R3.
+pub(super) fn bump_bucket(b: &mut Builder, val: VReg, last: u32, atomic: bool) {
     let ok = b.new_label();
     b.jmp_imm_to(JmpOp::Le, R2, last as i32, ok);
     b.emit(mov64_imm(R2, last as i32));
     b.bind(ok);
     b.emit(alu64_imm(AluOp::Lsh, R2, 3));
     b.op(alu64_reg(AluOp::Add, R0, R2), val, R2);
-    add_const(b, val, 0, 1);
+    if atomic {
+        b.emit(mov64_imm(R3, 1));
+        b.op(atomic_add(Size::DW, R0, 0, R0), val, R3);
+    } else {
+        add_const(b, val, 0, 1);
+    }
 }
 
 /// On entry `val` points at the map value and R1 holds the value; R1 to R5 are clobbered.
 pub fn hist_update(b: &mut Builder, val: VReg) {
     let n = BUCKETS as i16;
-    add_r1(b, val, 8 * n);
+    atomic_add_r1(b, val, 8 * n);
     // The least value as the greatest `x ^ i64::MAX`, the greatest as the greatest
     // `x ^ i64::MIN` (unsigned): a zeroed value stands for none seen.
     keep_greatest(b, val, 8 * (n + 1), i64::MAX as u64);
     keep_greatest(b, val, 8 * (n + 2), 1 << 63);
     index(b);
-    bump_bucket(b, val, BUCKETS as u32 - 1);
+    bump_bucket(b, val, BUCKETS as u32 - 1, true);
 }
 
-/// *(u64 *)(val + off) = max(itself, r1 ^ mask), compared unsigned.
+/// *(u64 *)(val + off) = max(itself, r1 ^ mask), compared unsigned. A value that would
+/// be stored is compared again and stored with preemption off (the kfuncs' calls, on
+/// this rare path only), so that no other task's program on this CPU stores between
+/// the comparison and the store. Keeps R1.
 fn keep_greatest(b: &mut Builder, val: VReg, off: i16, mask: u64) {
     let done = b.new_label();
+    let kept = b.new_label();
     b.emit2(ld_imm64(R3, mask));
     b.emit(alu64_reg(AluOp::Xor, R3, R1));
     b.op(load(Size::DW, R2, R0, off), R2, val);
     b.jmp_reg_to(JmpOp::Ge, R2, R3, done);
+    let x = b.vreg();
+    b.op(mov64_reg(R0, R0), x, R1);
+    b.call_kfunc(Kfunc::PreemptDisable);
+    b.emit2(ld_imm64(R3, mask));
+    b.op(alu64_reg(AluOp::Xor, R3, R0), R3, x);
+    b.op(load(Size::DW, R2, R0, off), R2, val);
+    b.jmp_reg_to(JmpOp::Ge, R2, R3, kept);
     b.op(store_reg(Size::DW, R0, off, R0), val, R3);
+    b.bind(kept);
+    b.call_kfunc(Kfunc::PreemptEnable);
+    b.op(mov64_reg(R0, R0), R1, x);
     b.bind(done);
 }
 

@@ -174,10 +174,11 @@ impl<'a> Gen<'a> {
     /// record, aggregations), so that no other task on this CPU runs a program of
     /// gtrace's in between (uprobe programs run with only migration disabled). Where the
     /// kernel has no `bpf_preempt_disable` (before 6.10) the runtime makes the call a
-    /// no-op (runtime/kfuncs.rs).
+    /// no-op (runtime/kfuncs.rs). A program that does not need the guard is finished
+    /// without it (guard.rs says which).
     pub fn prologue(&mut self) {
         self.b.emit(mov64_reg(conv::CTX, conv::ARGS[0]));
-        self.b.call_kfunc(Kfunc::PreemptDisable);
+        self.b.guard(Kfunc::PreemptDisable);
         // Slots the stack cannot hold are reached through a pointer looked up here.
         self.b.push(Item::SpillSetup { fail: self.unstarted });
         self.reads_start = self.b.len();
@@ -190,7 +191,7 @@ impl<'a> Gen<'a> {
         self.b.bind(self.done);
         self.count_failed_reads()?;
         self.b.bind(self.unstarted);
-        self.b.call_kfunc(Kfunc::PreemptEnable);
+        self.b.guard(Kfunc::PreemptEnable);
         self.b.emit(mov64_imm(R0, 0));
         self.b.push(Item::Exit);
         Ok(())

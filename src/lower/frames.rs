@@ -39,7 +39,7 @@
 //! below its own position, a return every frame below its own.
 
 use super::codegen::Gen;
-use super::ir::Arg;
+use super::ir::{Arg, VReg};
 use super::layout::{
     FRAME, F_FUNC, F_REL, F_TIME, INLINE, KEY, K_G, K_INDEX, K_TGID, R_BASE, R_FRAMES, R_G, R_MOVED, R_TGID, R_TOP,
     SLOT_BITS, SLOT_HASH,
@@ -235,15 +235,14 @@ impl Gen<'_> {
         Ok(())
     }
 
-    /// A slot holding this probe's position: SP - base.
-    fn position(&mut self, record: Record, span: Span) -> Result<i16, LowerError> {
-        let rel = self.slot(8, span)?;
-        self.load_reg(R2, self.arch().stack_pointer());
+    /// `dst` = this probe's position, SP - base (clobbers R1; recomputed where it is
+    /// needed rather than kept in a slot: the programs of timed calls keep their stack
+    /// under 64 bytes, codegen.rs).
+    fn rel_into(&mut self, dst: Reg, record: Record) {
+        self.load_reg(dst, self.arch().stack_pointer());
         self.b.emit(load(Size::DW, R1, R10, record.rec));
         self.b.emit(load(Size::DW, R1, R1, R_BASE));
-        self.b.emit(alu64_reg(AluOp::Sub, R2, R1));
-        self.b.emit(store_reg(Size::DW, R10, rel, R2));
-        Ok(rel)
+        self.b.emit(alu64_reg(AluOp::Sub, dst, R1));
     }
 
     /// R0 = the address of frame number *(u64 *)(r10 + idx) of the record: in it for the
@@ -256,21 +255,43 @@ impl Gen<'_> {
 
     /// `frame_addr`, building the key of a deep frame in the 16-byte slot `key`.
     pub(super) fn frame_addr_keyed(&mut self, record: Record, idx: i16, key: i16) {
-        let rec = record.rec;
         let deep = self.b.new_label();
         let end = self.b.new_label();
         self.b.emit(load(Size::DW, R1, R10, idx));
         self.b.jmp_imm_to(JmpOp::Ge, R1, INLINE, deep);
-        self.b.emit(alu64_imm(AluOp::And, R1, INLINE - 1));
-        self.b.emit(alu64_imm(AluOp::Mul, R1, FRAME));
-        self.b.emit(load(Size::DW, R0, R10, rec));
-        self.b.emit(alu64_reg(AluOp::Add, R0, R1));
-        self.b.emit(alu64_imm(AluOp::Add, R0, i32::from(R_FRAMES)));
+        self.inline_frame_addr(record);
         self.b.ja_to(end);
         self.b.bind(deep);
         self.key_at(record.g, idx, key);
         self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(maps::FRAMES), Arg::Stack(key)]);
         self.b.bind(end);
+    }
+
+    /// `frame_addr` for the frames of push and pop, the deep frame's key made in the
+    /// goroutine's key slot itself (its index set, then put back to 0: the record's key
+    /// is the one with index 0), so that no other slot is live.
+    fn frame_addr_g(&mut self, record: Record, idx: i16) {
+        let g = record.g;
+        let deep = self.b.new_label();
+        let end = self.b.new_label();
+        self.b.emit(load(Size::DW, R1, R10, idx));
+        self.b.jmp_imm_to(JmpOp::Ge, R1, INLINE, deep);
+        self.inline_frame_addr(record);
+        self.b.ja_to(end);
+        self.b.bind(deep);
+        self.b.emit(store_reg(Size::W, R10, g + K_INDEX, R1));
+        self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(maps::FRAMES), Arg::Stack(g)]);
+        self.b.emit(store_imm(Size::W, R10, g + K_INDEX, 0));
+        self.b.bind(end);
+    }
+
+    /// R0 = the address of inline frame number R1 (< INLINE) of the record.
+    fn inline_frame_addr(&mut self, record: Record) {
+        self.b.emit(alu64_imm(AluOp::And, R1, INLINE - 1));
+        self.b.emit(alu64_imm(AluOp::Mul, R1, FRAME));
+        self.b.emit(load(Size::DW, R0, R10, record.rec));
+        self.b.emit(alu64_reg(AluOp::Add, R0, R1));
+        self.b.emit(alu64_imm(AluOp::Add, R0, i32::from(R_FRAMES)));
     }
 
     /// The key (g, index, process) of a deep frame, in a new slot.
@@ -309,24 +330,22 @@ impl Gen<'_> {
         self.b.emit(store_reg(Size::W, R1, R_TOP, R2));
     }
 
-    /// Pops up to HEAL stale frames: those at or below (`Stale::AtOrBelow`) or below the
-    /// position in slot `rel`.
-    fn heal(&mut self, record: Record, rel: i16, stale: Stale, span: Span) -> Result<(), LowerError> {
+    /// Pops up to HEAL stale frames: those at or below (`Stale::AtOrBelow`) or below this
+    /// probe's position (slot `idx` is scratch).
+    fn heal(&mut self, record: Record, idx: i16, stale: Stale) {
         let out = self.b.new_label();
-        let idx = self.slot(8, span)?;
         for _ in 0..HEAL {
             self.top_index(record, idx, 1, out);
-            self.frame_addr(record, idx, span)?;
+            self.frame_addr_g(record, idx);
             self.b.jmp_imm_to(JmpOp::Eq, R0, 0, out);
             self.b.emit(load(Size::DW, R3, R0, F_REL));
-            self.b.emit(load(Size::DW, R4, R10, rel));
+            self.rel_into(R4, record);
             let live = if stale == Stale::AtOrBelow { JmpOp::Sgt } else { JmpOp::Sge };
             self.b.jmp_reg_to(live, R3, R4, out);
             self.set_top(record, idx);
         }
         self.b.bind(out);
         self.b.emit(mov64_imm(R0, 0));
-        Ok(())
     }
 
     /// At the entry of a function whose calls are timed: pushes its frame on the
@@ -335,11 +354,10 @@ impl Gen<'_> {
         let g = self.load_g(None, span)?;
         let record = self.record_unmoved(g, true, span)?;
         let rec = record.rec;
-        let frame = self.slot(FRAME as u32, span)?;
         let idx = self.slot(8, span)?;
         let slow = self.b.new_label();
         let pushed = self.b.new_label();
-        self.fast_push(record, frame, idx, slow, pushed, span)?;
+        self.fast_push(record, idx, slow, pushed, span)?;
         self.b.bind(slow);
         self.resolve_move(record, span)?;
         // No frame in flight: positions start afresh (the stack may be another one).
@@ -350,37 +368,42 @@ impl Gen<'_> {
         self.b.emit(store_imm(Size::DW, R1, R_BASE, 0));
         self.b.bind(have);
         self.b.emit(mov64_imm(R0, 0));
-        let rel = self.position(record, span)?;
-        self.heal(record, rel, Stale::AtOrBelow, span)?;
-        self.function_id(span)?;
-        self.b.emit(store_reg(Size::DW, R10, frame + F_FUNC, R0));
-        self.b.emit(load(Size::DW, R1, R10, rel));
-        self.b.emit(store_reg(Size::DW, R10, frame + F_REL, R1));
-        self.b.call(BPF_FUNC_ktime_get_ns, &[]);
-        self.b.emit(store_reg(Size::DW, R10, frame + F_TIME, R0));
-        let deep = self.b.new_label();
-        let bump = self.b.new_label();
+        self.heal(record, idx, Stale::AtOrBelow);
+        // The frame's place: in the record, or a new element of `frames` (keyed in the
+        // goroutine's key slot; made from any 24 bytes, the record's, then written).
+        let (deep, place, refused, bump) =
+            (self.b.new_label(), self.b.new_label(), self.b.new_label(), self.b.new_label());
         self.top_index(record, idx, 0, bump);
         self.b.emit(load(Size::DW, R1, R10, idx));
         self.b.jmp_imm_to(JmpOp::Ge, R1, INLINE, deep);
-        self.frame_addr(record, idx, span)?;
-        self.b.jmp_imm_to(JmpOp::Eq, R0, 0, bump);
-        for off in [F_TIME, F_REL, F_FUNC] {
-            self.b.emit(load(Size::DW, R1, R10, frame + off));
-            self.b.emit(store_reg(Size::DW, R0, off, R1));
-        }
-        self.b.ja_to(bump);
+        self.inline_frame_addr(record);
+        self.b.ja_to(place);
         self.b.bind(deep);
-        let key = self.deep_key(g, idx, span)?;
-        self.b.call(
-            BPF_FUNC_map_update_elem,
-            &[Arg::Map(maps::FRAMES), Arg::Stack(key), Arg::Stack(frame), Arg::Imm(BPF_ANY)],
-        );
+        self.b.emit(store_reg(Size::W, R10, g + K_INDEX, R1));
+        self.b.emit(load(Size::DW, R3, R10, rec));
+        self.b.emit(alu64_imm(AluOp::Add, R3, i32::from(R_FRAMES)));
+        let args = [Arg::Map(maps::FRAMES), Arg::Stack(g), R3.into(), Arg::Imm(BPF_ANY)];
+        self.b.call(BPF_FUNC_map_update_elem, &args);
+        self.b.jmp_imm_to(JmpOp::Ne, R0, 0, refused);
+        self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(maps::FRAMES), Arg::Stack(g)]);
+        self.b.emit(store_imm(Size::W, R10, g + K_INDEX, 0));
+        self.b.jmp_imm_to(JmpOp::Ne, R0, 0, place);
+        self.b.ja_to(pushed);
         // No room for the frame: the call is not followed (counted by the errno), and
         // the record stays as it was, so that no missing frame sits on it.
-        self.b.jmp_imm_to(JmpOp::Eq, R0, 0, bump);
+        self.b.bind(refused);
+        self.b.emit(store_imm(Size::W, R10, g + K_INDEX, 0));
         self.count_refused(maps::FRAMES, span)?;
         self.b.ja_to(pushed);
+        self.b.bind(place);
+        let at = self.b.vreg();
+        self.b.op(mov64_reg(R0, R0), at, R0);
+        self.function_id(span)?;
+        self.b.op(store_reg(Size::DW, R0, F_FUNC, R0), at, R0);
+        self.rel_into(R2, record);
+        self.b.op(store_reg(Size::DW, R0, F_REL, R0), at, R2);
+        self.b.call(BPF_FUNC_ktime_get_ns, &[]);
+        self.b.op(store_reg(Size::DW, R0, F_TIME, R0), at, R0);
         self.b.bind(bump);
         self.b.emit(load(Size::DW, R1, R10, rec));
         self.b.emit(load(Size::W, R2, R1, R_TOP));
@@ -403,27 +426,26 @@ impl Gen<'_> {
     pub fn pop_frame(&mut self, span: Span) -> Result<Returned, LowerError> {
         let g = self.load_g(None, span)?;
         let record = self.record_unmoved(g, false, span)?;
-        let func = self.slot(8, span)?;
+        let func = self.b.vreg();
         self.function_id(span)?;
-        self.b.emit(store_reg(Size::DW, R10, func, R0));
+        self.b.op(mov64_reg(R0, R0), func, R0);
         let idx = self.slot(8, span)?;
         let found = self.b.new_label();
         let slow = self.b.new_label();
         self.fast_pop(record, func, idx, found, slow);
         self.b.bind(slow);
         self.resolve_move(record, span)?;
-        let rel = self.position(record, span)?;
-        self.heal(record, rel, Stale::Below, span)?;
+        self.heal(record, idx, Stale::Below);
         let popped = self.b.new_label();
         self.top_index(record, idx, 1, popped);
-        self.frame_addr(record, idx, span)?;
-        self.frame_is(rel, func, popped);
+        self.frame_addr_g(record, idx);
+        self.frame_is(record, func, popped);
         self.set_top(record, idx);
         self.b.ja_to(found);
         self.b.bind(popped);
         self.top_index(record, idx, 0, popped);
-        self.frame_addr(record, idx, span)?;
-        self.frame_is(rel, func, self.done);
+        self.frame_addr_g(record, idx);
+        self.frame_is(record, func, self.done);
         self.b.bind(found);
         let frame = self.slot(8, span)?;
         self.b.emit(store_reg(Size::DW, R10, frame, R0));
@@ -442,7 +464,6 @@ impl Gen<'_> {
     fn fast_push(
         &mut self,
         record: Record,
-        frame: i16,
         idx: i16,
         slow: Label,
         pushed: Label,
@@ -478,8 +499,9 @@ impl Gen<'_> {
         self.b.op(store_imm(Size::DW, R0, R_BASE, 0), rp, R0);
         self.load_reg(pos, self.arch().stack_pointer());
         self.b.bind(push);
+        let func = self.b.vreg();
         self.function_id(span)?;
-        self.b.emit(store_reg(Size::DW, R10, frame + F_FUNC, R0));
+        self.b.op(mov64_reg(R0, R0), func, R0);
         self.b.call(BPF_FUNC_ktime_get_ns, &[]);
         self.b.op(load(Size::W, R0, R0, R_TOP), R2, rp);
         self.b.jmp_imm_to(JmpOp::Ge, R2, INLINE, slow);
@@ -492,8 +514,7 @@ impl Gen<'_> {
         self.b.op(alu64_reg(AluOp::Add, R0, R0), R2, rp);
         self.b.emit(store_reg(Size::DW, R2, R_FRAMES + F_TIME, R0));
         self.b.op(store_reg(Size::DW, R0, R_FRAMES + F_REL, R0), R2, pos);
-        self.b.emit(load(Size::DW, R1, R10, frame + F_FUNC));
-        self.b.emit(store_reg(Size::DW, R2, R_FRAMES + F_FUNC, R1));
+        self.b.op(store_reg(Size::DW, R0, R_FRAMES + F_FUNC, R0), R2, func);
         self.b.ja_to(pushed);
         Ok(())
     }
@@ -502,7 +523,7 @@ impl Gen<'_> {
     /// (position and function `func`) at the top of the record's inline frames. Pops it
     /// and jumps to `found` with R0 = the frame (its index in slot `idx`); otherwise
     /// jumps to `slow`.
-    fn fast_pop(&mut self, record: Record, func: i16, idx: i16, found: Label, slow: Label) {
+    fn fast_pop(&mut self, record: Record, func: VReg, idx: i16, found: Label, slow: Label) {
         let rp = self.b.vreg();
         self.b.comment("the common return: this call's frame on top");
         self.b.load_stack(Size::DW, rp, record.rec);
@@ -524,22 +545,20 @@ impl Gen<'_> {
         self.b.emit(load(Size::DW, R1, R0, F_REL));
         self.b.jmp_reg_to(JmpOp::Ne, R1, R3, slow);
         self.b.emit(load(Size::W, R1, R0, F_FUNC));
-        self.b.emit(load(Size::DW, R2, R10, func));
-        self.b.jmp_reg_to(JmpOp::Ne, R1, R2, slow);
+        self.b.jmp_reg_to(JmpOp::Ne, R1, func, slow);
         self.b.op(store_reg(Size::W, R0, R_TOP, R0), rp, R4);
         self.b.emit(store_reg(Size::DW, R10, idx, R4));
         self.b.ja_to(found);
     }
 
-    /// Jumps to `not` unless R0 is a frame at position `rel` of function `func`.
-    fn frame_is(&mut self, rel: i16, func: i16, not: Label) {
+    /// Jumps to `not` unless R0 is a frame at this probe's position of function `func`.
+    fn frame_is(&mut self, record: Record, func: VReg, not: Label) {
         self.b.jmp_imm_to(JmpOp::Eq, R0, 0, not);
-        self.b.emit(load(Size::DW, R1, R0, F_REL));
-        self.b.emit(load(Size::DW, R2, R10, rel));
-        self.b.jmp_reg_to(JmpOp::Ne, R1, R2, not);
+        self.b.emit(load(Size::DW, R3, R0, F_REL));
+        self.rel_into(R2, record);
+        self.b.jmp_reg_to(JmpOp::Ne, R3, R2, not);
         self.b.emit(load(Size::W, R1, R0, F_FUNC));
-        self.b.emit(load(Size::DW, R2, R10, func));
-        self.b.jmp_reg_to(JmpOp::Ne, R1, R2, not);
+        self.b.jmp_reg_to(JmpOp::Ne, R1, func, not);
     }
 
     /// At runtime.copystack(gp, newsize), `gp` at `location`: notes gp's stack top before

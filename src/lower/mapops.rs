@@ -75,6 +75,7 @@ impl Gen<'_> {
         }
         let have = self.b.new_label();
         let skip = self.b.new_label();
+        let refs = self.b.map_refs(&um.object_name);
         self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(&um.object_name), Arg::Stack(key)]);
         self.b.jmp_imm_to(JmpOp::Ne, R0, 0, have);
         // First update of this key on this CPU: insert zeros (from the `zeros` map, which
@@ -96,6 +97,7 @@ impl Gen<'_> {
         self.b.ja_to(skip);
         self.b.bind(have);
         self.update_found(agg, arg, val, skip);
+        self.atomic_only_since(um, agg, refs);
         if let (Agg::Hist, Some(ex)) = (agg, &um.exemplars) {
             self.exemplar(ex, key, val, span)?;
         }
@@ -127,13 +129,24 @@ impl Gen<'_> {
             None => self.b.emit(store_imm(Size::W, R10, slot, 0)),
         }
         let skip = self.b.new_label();
+        let refs = self.b.map_refs(&um.object_name);
         self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(&um.object_name), Arg::Stack(slot)]);
         self.b.jmp_imm_to(JmpOp::Eq, R0, 0, skip);
         self.update_found(agg, arg, val, skip);
+        self.atomic_only_since(um, agg, refs);
         if let (Agg::Hist, Some(ex)) = (agg, &um.exemplars) {
             self.exemplar(ex, slot, val, span)?;
         }
         Ok(())
+    }
+
+    /// The references of `um` made since it had `refs` (its lookup, insertion and
+    /// update) are safe under preemption when `agg` changes the value with atomic
+    /// instructions only (agg.rs `atomic`) and leaves no exemplar (guard.rs).
+    fn atomic_only_since(&mut self, um: &UserMap, agg: Agg, refs: usize) {
+        if super::agg::atomic(agg) && um.exemplars.is_none() {
+            self.b.preemption_safe_since(&um.object_name, refs);
+        }
     }
 
     /// With R0 at the map's value: the aggregation updated by the value in stack slot

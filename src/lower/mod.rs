@@ -28,6 +28,7 @@ pub mod generics;
 pub mod globals;
 pub mod gomap;
 pub mod goroutine;
+mod guard;
 pub mod hashcheck;
 pub mod ir;
 pub mod layout;
@@ -55,6 +56,8 @@ pub mod values;
 mod tests;
 #[cfg(test)]
 mod tests_goroutines;
+#[cfg(test)]
+mod tests_guard;
 #[cfg(test)]
 mod tests_interleave;
 #[cfg(test)]

@@ -284,7 +284,7 @@ impl Ctx<'_> {
         body(&mut gen)?;
         gen.epilogue()?;
         self.notes.append(&mut gen.notes);
-        let finished = gen.b.finish().map_err(|source| match source {
+        let finished = gen.b.finish_guarded(super::guard::unguarded).map_err(|source| match source {
             IrError::Build(BuildError::JumpOutOfRange { offset, .. }) => LowerError::ProgramTooLarge {
                 span,
                 detail: format!("a jump over {} instructions; eBPF jumps reach {}", offset.abs(), i16::MAX),

@@ -78,7 +78,7 @@ impl Out<'_> {
                 self.written(d)?;
             }
             Item::Call(id) => self.b.emit(call(*id)),
-            Item::Kfunc(k) => self.b.call_kfunc(*k),
+            Item::Kfunc(k) | Item::Guard(k) => self.b.call_kfunc(*k),
             Item::Jump { insn, dst, src, target } => {
                 if op(insn.code) == BPF_JA {
                     self.b.ja_to(*target);

@@ -35,7 +35,7 @@ pub fn effects(item: &Item) -> Effects {
             e.uses.extend(&conv::locs(conv::ARGS)[..usize::from(crate::bpf::helpers::helper_args(*id))]);
             e.defs.extend(conv::locs(conv::CLOBBERED));
         }
-        Item::Kfunc(_) | Item::SpillSetup { .. } => e.defs.extend(conv::locs(conv::CLOBBERED)),
+        Item::Kfunc(_) | Item::Guard(_) | Item::SpillSetup { .. } => e.defs.extend(conv::locs(conv::CLOBBERED)),
         Item::Jump { insn, dst, src, .. } => {
             if op(insn.code) != BPF_JA {
                 e.uses.push(loc(*dst));

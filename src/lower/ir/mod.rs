@@ -108,6 +108,9 @@ pub enum Item {
     Call(i32),
     /// A kfunc call (the preemption guards: no arguments; clobbers R0-R5).
     Kfunc(Kfunc),
+    /// The program-wide preemption guard's call (the prologue's and the epilogue's): a
+    /// `Kfunc` that `finish_guarded` leaves out of a program that does not need it.
+    Guard(Kfunc),
     /// A conditional jump of shape `insn` (`dst op src/imm`), or `goto` (BPF_JA).
     Jump { insn: Insn, dst: R, src: R, target: Label },
     /// The next instruction is `label`'s.
@@ -153,6 +156,9 @@ pub struct Func {
     labels: usize,
     vregs: u32,
     pub frame: Frame,
+    /// References (`LdMap`) of each map made by code that is safe under preemption
+    /// (guard.rs): per-CPU values changed by atomic instructions only.
+    pub preemption_safe: std::collections::HashMap<String, usize>,
     /// An R10-relative address being formed (`mov rX, r10` waiting for its `add`).
     pending_addr: Option<(Reg, usize)>,
     error: Option<IrError>,
@@ -166,7 +172,15 @@ impl Default for Func {
 
 impl Func {
     pub fn new() -> Func {
-        Func { items: Vec::new(), labels: 0, vregs: 0, frame: Frame::default(), pending_addr: None, error: None }
+        Func {
+            items: Vec::new(),
+            labels: 0,
+            vregs: 0,
+            frame: Frame::default(),
+            preemption_safe: Default::default(),
+            pending_addr: None,
+            error: None,
+        }
     }
 
     /// A fresh virtual register.
@@ -313,6 +327,23 @@ impl Func {
         self.items.push(Item::Kfunc(kfunc));
     }
 
+    /// The program-wide preemption guard's call (`Item::Guard`).
+    pub fn guard(&mut self, kfunc: Kfunc) {
+        self.items.push(Item::Guard(kfunc));
+    }
+
+    /// How many references of `map` the program holds so far.
+    pub fn map_refs(&self, map: &str) -> usize {
+        self.items.iter().filter(|i| matches!(i, Item::LdMap { map: m, .. } if m == map)).count()
+    }
+
+    /// Notes that the references of `map` made since it held `since` are safe under
+    /// preemption (guard.rs).
+    pub fn preemption_safe_since(&mut self, map: &str, since: usize) {
+        let n = self.map_refs(map) - since;
+        *self.preemption_safe.entry(map.to_string()).or_default() += n;
+    }
+
     /// A virtual-register instruction: `insn`'s shape on `dst` and `src`.
     pub fn op(&mut self, insn: Insn, dst: impl Into<R>, src: impl Into<R>) {
         self.items.push(Item::Op { insn, dst: dst.into(), src: src.into(), slot: None });
@@ -353,7 +384,17 @@ impl Func {
     }
 
     /// Allocates registers and slots, resolves labels: the program to load.
-    pub fn finish(mut self) -> Result<Finished, IrError> {
+    pub fn finish(self) -> Result<Finished, IrError> {
+        self.finish_guarded(|_, _, _| false)
+    }
+
+    /// `finish`; then, when `unguarded` says the program so finished may run without
+    /// the program-wide preemption guard (its items, the result, `preemption_safe`),
+    /// finished again without its calls (kept when that would take more stack).
+    pub fn finish_guarded(
+        mut self,
+        unguarded: impl Fn(&[Item], &Finished, &std::collections::HashMap<String, usize>) -> bool,
+    ) -> Result<Finished, IrError> {
         if let Some((_, at)) = self.pending_addr {
             self.fail(IrError::NoSlot { at, off: 0 });
         }
@@ -362,6 +403,15 @@ impl Func {
         }
         let slots = self.frame.slots();
         let alloc = alloc::allocate(&self.items, &slots, self.vregs)?;
-        emit::emit(&self.items, &alloc, self.labels)
+        let guarded = emit::emit(&self.items, &alloc, self.labels)?;
+        if !self.items.iter().any(|i| matches!(i, Item::Guard(_)))
+            || !unguarded(&self.items, &guarded, &self.preemption_safe)
+        {
+            return Ok(guarded);
+        }
+        self.items.retain(|i| !matches!(i, Item::Guard(_)));
+        let alloc = alloc::allocate(&self.items, &slots, self.vregs)?;
+        let bare = emit::emit(&self.items, &alloc, self.labels)?;
+        Ok(if bare.stack <= guarded.stack && bare.spilled == 0 { bare } else { guarded })
     }
 }
