@@ -91,6 +91,7 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
     let grown = size_to_target(&mut opts.lowering, &process, &target);
     let reopen = || Target::open_with(&process.binary, &search);
     let compiled = compile_seeded(cli, &opts, &mut target, seeded, &reopen)?;
+    library::forget_reads();
     // A trace writes the cache while it loads (`trace::session` waits for it).
     cache.take().iter().for_each(|c| c.save(&target, tracing));
     check_map_sizes(cli, &compiled)?;

@@ -88,6 +88,12 @@ fn read_once(root: Root, opts: &Options, sources: &mut Sources) -> Result<Script
     script
 }
 
+/// Drops what `load` kept of the last script it read (a trace that runs for days keeps
+/// no copy of its script's syntax).
+pub fn forget_reads() {
+    LAST_READ.with(|l| l.borrow_mut().take());
+}
+
 fn load_script(root: Root, opts: &Options, sources: &mut Sources) -> Result<Script, Vec<Diagnostic>> {
     let mut next_id = 0u32;
     let files = resolve::load_all(root, &opts.include, sources, &mut next_id)?;
