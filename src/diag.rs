@@ -155,6 +155,10 @@ impl Sources {
     pub fn add(&mut self, name: impl Into<String>, text: impl Into<String>) -> u32 {
         self.files.add(name.into(), text.into()) as u32
     }
+    /// Whether no file has been added.
+    pub fn is_empty(&self) -> bool {
+        self.files.get(0).is_err()
+    }
     pub fn text(&self, file: u32) -> &str {
         self.files.get(file as usize).map(|f| f.source().as_str()).unwrap_or("")
     }

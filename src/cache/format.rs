@@ -120,7 +120,16 @@ pub fn encode_as(writer: &str, binary: &For, entry: &Entry) -> Vec<u8> {
 /// `encode_as` in two parts, to be written one after the other: the header with the
 /// description, and the blobs (not copied into one buffer: megabytes after `-l '*'`).
 pub fn encode_parts(writer: &str, binary: &For, entry: &Entry) -> (Vec<u8>, Vec<u8>) {
-    let mut blobs = Vec::new();
+    encode_parts_in(writer, binary, entry, Vec::new())
+}
+
+/// `encode_parts`, the blobs written into `blobs` (emptied first). A buffer the main
+/// thread allocated stays in glibc's main arena however another thread grows and frees
+/// it, and `malloc_trim` returns it to the system; one a writer thread allocated would
+/// be freed at the top of that thread's arena, which `malloc_trim` does not shrink (6 MB
+/// more held while tracing after a first run on Caddy).
+pub fn encode_parts_in(writer: &str, binary: &For, entry: &Entry, mut blobs: Vec<u8>) -> (Vec<u8>, Vec<u8>) {
+    blobs.clear();
     let dwarf = entry.dwarf.as_ref().and_then(|seed| dwarf_part(seed, &mut blobs));
     let description = Description {
         writer: writer.to_string(),
@@ -165,6 +174,15 @@ fn dwarf_part(seed: &DwarfSeed, blobs: &mut Vec<u8>) -> Option<DwarfPart> {
         }
     };
     Some(DwarfPart { units: seed.units.clone(), abbrev, bodies, memo, info_crc: seed.info_crc? })
+}
+
+/// About how many bytes `encode_parts` writes as blobs for `entry`: its units' bytes,
+/// the abbreviations and the lookups (units still stored in a file are not counted).
+pub fn blobs_size(entry: &Entry) -> usize {
+    let Some(seed) = &entry.dwarf else { return 0 };
+    let bodies: usize = seed.bodies.iter().map(|(_, b)| b.len()).sum();
+    let memo: usize = seed.memo.iter().map(|(k, _)| k.len() + 48).sum();
+    bodies + seed.abbrev.len() + memo
 }
 
 /// `encode_as` by this gtrace.

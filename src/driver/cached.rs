@@ -49,8 +49,9 @@ impl Cached {
         self.loaded.dwarf.is_some()
     }
 
-    /// Writes what the run learned, when it is more than the cache held.
-    pub(super) fn save(&self, target: &Target) {
+    /// Writes what the run learned, when it is more than the cache held; a whole file
+    /// on another thread when `background` (`cache::written` waits for it).
+    pub(super) fn save(&self, target: &Target, background: bool) {
         // The units are copied out only when the run reached more than the cache held.
         let dwarf = if target.dwarf_grew() { target.dwarf_learned() } else { None };
         let inlined = target.inlined_learned();
@@ -69,8 +70,19 @@ impl Cached {
         }
         let code_crc = sites_crc(target, &inlined);
         let learned = Entry { dwarf: dwarf.or_else(|| self.loaded.dwarf.clone()), inlined, code_crc };
+        if background {
+            return self.store.save_in_background(target, learned);
+        }
         if let Err(e) = self.store.save(target, &learned) {
             eprintln!("gtrace: {e} ({})", e.hint());
         }
+    }
+}
+
+/// Waits for the cache file being written on another thread, if any, and says if it
+/// could not be written.
+pub(crate) fn written() {
+    if let Err(e) = crate::cache::written() {
+        eprintln!("gtrace: {e} ({})", e.hint());
     }
 }

@@ -24,7 +24,11 @@ pub use listing::functions as list;
 
 pub fn main() -> i32 {
     let cli = Cli::parse();
-    match run(&cli) {
+    let ran = run(&cli);
+    // A cache file a trace wrote meanwhile is whole before the process ends (written
+    // by now unless the trace failed before loading).
+    cached::written();
+    match ran {
         Ok(code) => code,
         Err(f) => {
             eprint!("{}", f.render(color_stderr()));
@@ -77,7 +81,7 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
     let cached = cached::open(cli, &target);
     let seeded = cached.as_ref().is_some_and(|c| c.has_dwarf());
     let cache = std::cell::Cell::new(cached);
-    let save = |target: &Target| cache.take().iter().for_each(|c| c.save(target));
+    let save = |target: &Target| cache.take().iter().for_each(|c| c.save(target, false));
     if let Some(pattern) = &cli.list {
         return list_functions(&target, pattern, &save);
     }
@@ -87,7 +91,9 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
     let grown = size_to_target(&mut opts.lowering, &process, &target);
     let reopen = || Target::open_with(&process.binary, &search);
     let compiled = compile_seeded(cli, &opts, &mut target, seeded, &reopen)?;
-    save(&target);
+    library::forget_reads();
+    // A trace writes the cache while it loads (`trace::session` waits for it).
+    cache.take().iter().for_each(|c| c.save(&target, tracing));
     check_map_sizes(cli, &compiled)?;
     say_grown(grown, &compiled);
     if !compiled.warnings.diagnostics.is_empty() {

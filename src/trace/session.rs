@@ -55,6 +55,10 @@ pub(super) fn start<'a>(
     // An address in use or a name that cannot be exported fails before anything loads.
     let mut export = Export::prepare(&args.export(), plan)?;
     let mut loaded = runtime::load(&bundle.object, plan).map_err(|e| super::verifier::failure(e, plan))?;
+    // The cache file the driver wrote while this loaded: written, or said not to be.
+    if let Err(e) = crate::cache::written() {
+        eprintln!("gtrace: {e} ({})", e.hint());
+    }
     let budget = crate::cli::Budget::percent(args.budget, command);
     let calibration = stats::start_costs(&mut loaded, args.wants_costs(command));
     // With --live the command's output comes through pipes: the view holds the terminal.

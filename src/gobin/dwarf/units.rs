@@ -405,7 +405,8 @@ const MOST_INFLATED: u64 = 32;
 
 /// Zlib `data` inflated straight into the reader's buffer, which must be exactly `size`
 /// bytes: no second copy of the section (object's `decompress` inflates into a `Vec`
-/// that is then copied: a fifth of a first `gtrace http` on Caddy). The buffer is
+/// that is then copied: a fifth of a first `gtrace http` on Caddy). By zlib-rs: Caddy's
+/// 20 MB in 47 ms where flate2's miniz_oxide took 70. The buffer is
 /// allocated zeroed, by pages the system has not touched (calloc), so a size the data
 /// falls short of costs no memory it does not fill. A size past `MOST_INFLATED` times
 /// the data's or 4 GiB, data that ends before `size`, runs past it or is not zlib:
@@ -420,14 +421,14 @@ fn inflate_zlib(data: &[u8], size: u64) -> Result<R, String> {
     }
     let size = usize::try_from(size).map_err(|_| format!("{size} bytes do not fit in memory"))?;
     let mut out = crate::runtime::zeroed::zeroed(size);
-    let mut z = flate2::Decompress::new(true);
+    let mut z = zlib_rs::Inflate::new(true, 15);
     let buffer = Arc::get_mut(&mut out).expect("a new Arc is unique");
-    let ended = z.decompress(data, buffer, flate2::FlushDecompress::Finish);
+    let ended = z.decompress(data, buffer, zlib_rs::InflateFlush::Finish);
     let total = z.total_out();
     match ended {
-        Err(e) => Err(format!("its zlib data is damaged: {e}")),
-        Ok(flate2::Status::StreamEnd) if total == size as u64 => Ok(R::new(out, gimli::LittleEndian)),
-        Ok(flate2::Status::StreamEnd) => Err(format!("it inflates to {total} bytes, not the {size} its header says")),
+        Err(e) => Err(format!("its zlib data is damaged: {}", z.error_message().unwrap_or(e.as_str()))),
+        Ok(zlib_rs::Status::StreamEnd) if total == size as u64 => Ok(R::new(out, gimli::LittleEndian)),
+        Ok(zlib_rs::Status::StreamEnd) => Err(format!("it inflates to {total} bytes, not the {size} its header says")),
         Ok(_) if total == size as u64 => Err(format!("it inflates past the {size} bytes its header says")),
         Ok(_) => Err(format!("its zlib data ends after {total} of the {size} bytes its header says")),
     }
