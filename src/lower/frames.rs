@@ -255,16 +255,10 @@ impl Gen<'_> {
 
     /// `frame_addr`, building the key of a deep frame in the 16-byte slot `key`.
     pub(super) fn frame_addr_keyed(&mut self, record: Record, idx: i16, key: i16) {
-        let deep = self.b.new_label();
-        let end = self.b.new_label();
-        self.b.emit(load(Size::DW, R1, R10, idx));
-        self.b.jmp_imm_to(JmpOp::Ge, R1, INLINE, deep);
-        self.inline_frame_addr(record);
-        self.b.ja_to(end);
-        self.b.bind(deep);
-        self.key_at(record.g, idx, key);
-        self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(maps::FRAMES), Arg::Stack(key)]);
-        self.b.bind(end);
+        self.frame_addr_or(record, idx, |gen| {
+            gen.key_at(record.g, idx, key);
+            gen.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(maps::FRAMES), Arg::Stack(key)]);
+        });
     }
 
     /// `frame_addr` for the frames of push and pop, the deep frame's key made in the
@@ -272,16 +266,24 @@ impl Gen<'_> {
     /// is the one with index 0), so that no other slot is live.
     fn frame_addr_g(&mut self, record: Record, idx: i16) {
         let g = record.g;
-        let deep = self.b.new_label();
+        self.frame_addr_or(record, idx, |gen| {
+            gen.b.emit(store_reg(Size::W, R10, g + K_INDEX, R1));
+            gen.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(maps::FRAMES), Arg::Stack(g)]);
+            gen.b.emit(store_imm(Size::W, R10, g + K_INDEX, 0));
+        });
+    }
+
+    /// R0 = the address of frame number *(u64 *)(r10 + idx): in the record for the
+    /// first INLINE frames, else what `deep` looks up (R1 holds the number).
+    fn frame_addr_or(&mut self, record: Record, idx: i16, deep: impl FnOnce(&mut Self)) {
+        let deep_label = self.b.new_label();
         let end = self.b.new_label();
         self.b.emit(load(Size::DW, R1, R10, idx));
-        self.b.jmp_imm_to(JmpOp::Ge, R1, INLINE, deep);
+        self.b.jmp_imm_to(JmpOp::Ge, R1, INLINE, deep_label);
         self.inline_frame_addr(record);
         self.b.ja_to(end);
-        self.b.bind(deep);
-        self.b.emit(store_reg(Size::W, R10, g + K_INDEX, R1));
-        self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(maps::FRAMES), Arg::Stack(g)]);
-        self.b.emit(store_imm(Size::W, R10, g + K_INDEX, 0));
+        self.b.bind(deep_label);
+        deep(self);
         self.b.bind(end);
     }
 
