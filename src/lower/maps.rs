@@ -26,6 +26,11 @@ pub const INFLIGHT_ENTRIES: u32 = 262_144;
 pub const BY_FUNCTION_ARRAY_BYTES: u64 = 4 << 20;
 /// The ring buffer of events, in bytes (a power of two multiple of the page size).
 pub const EVENTS_BYTES: u32 = 1 << 22;
+/// The ring buffer of a plan whose programs emit no event (the runtime drains it all the
+/// same): 64 KiB, a power-of-two multiple of every page size Linux uses (4, 16 and
+/// 64 KiB), where 4 MiB would be mapped whole into gtrace's memory, twice (8 MB of its
+/// RSS, as much as the rest of a trace of Caddy).
+pub const EVENTS_BYTES_UNUSED: u32 = 1 << 16;
 
 pub const EVENTS: &str = "events";
 pub const GOROUTINES: &str = "goroutines";
@@ -455,6 +460,13 @@ impl Maps {
                 }
                 _ => {}
             }
+        }
+    }
+
+    /// The ring buffer at its least, for a plan whose programs emit no event.
+    pub fn shrink_events(&mut self) {
+        for spec in self.specs.iter_mut().filter(|s| matches!(s.role, MapRole::Events)) {
+            spec.max_entries = EVENTS_BYTES_UNUSED;
         }
     }
 

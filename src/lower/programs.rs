@@ -217,6 +217,9 @@ fn finish_plan(
     checked: &Checked,
 ) {
     maps.add_scratch(events.iter().map(|e| e.size).max().unwrap_or(8));
+    if events.is_empty() {
+        maps.shrink_events();
+    }
     maps.apply_sizes(&settings.map_sizes, plan.functions.len(), settings.cpus);
     plan.accounting = layout.finish(&mut maps);
     if settings.cgroup {

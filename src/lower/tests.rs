@@ -516,3 +516,26 @@ fn an_aggregation_without_keys_is_a_per_cpu_array_of_one_element() {
     let (_, l) = lowered(&bin, "on entry main.add { @s = sum(a) }");
     assert_eq!(kind(&l, "s").0, crate::plan::MapKind::PercpuHash);
 }
+
+/// A plan whose programs emit no event gets the ring buffer at its least, one that
+/// prints the full one; the plan check takes the least only where no event is emitted.
+#[test]
+fn the_ring_buffer_is_at_its_least_where_no_program_emits_an_event() {
+    use crate::lower::maps::{EVENTS_BYTES, EVENTS_BYTES_UNUSED};
+    let ring = |l: &Lowered| {
+        let events = l.plan.maps.iter().filter(|m| matches!(m.role, MapRole::Events));
+        events.map(|m| m.max_entries).collect::<Vec<_>>()
+    };
+    let (_, counted) = lowered(&fake(), "on entry main.add { @c = count() }");
+    let (_, printed) = lowered(&fake(), r#"on entry main.add { printf("%d\n", a) }"#);
+    assert_eq!(ring(&counted), vec![EVENTS_BYTES_UNUSED]);
+    assert_eq!(ring(&printed), vec![EVENTS_BYTES]);
+    assert!(crate::plan::validate::layout::check(&counted.plan).is_ok());
+    assert!(crate::plan::validate::layout::check(&printed.plan).is_ok());
+    // A printing plan told its ring is the least one is refused.
+    let mut tampered = printed.plan.clone();
+    for m in tampered.maps.iter_mut().filter(|m| matches!(m.role, MapRole::Events)) {
+        m.max_entries = EVENTS_BYTES_UNUSED;
+    }
+    assert!(crate::plan::validate::layout::check(&tampered).is_err());
+}

@@ -5,7 +5,7 @@
 //! (lower/maps.rs, accounting.rs, globals.rs, scope.rs, runtime_programs.rs).
 
 use super::Refused;
-use crate::lower::maps::{EVENTS_BYTES, MAX_MAP_SIZE, USER_MAP_ENTRIES};
+use crate::lower::maps::{EVENTS_BYTES, EVENTS_BYTES_UNUSED, MAX_MAP_SIZE, USER_MAP_ENTRIES};
 use crate::lower::{globals, layout};
 use crate::plan::{
     Agg, Counter, MapKind, MapRole, MapSpec, MapValue, Plan, ProbeAttach, COOKIE_GEN_SHIFT, COOKIE_SLOT_MASK,
@@ -122,7 +122,11 @@ fn map(plan: &Plan, m: &MapSpec) -> Result<(), Refused> {
     let value = |v: u32, min: u32| (min..=MAX_VALUE).contains(&v);
     let entries = |n: u32| (1..=MAX_MAP_SIZE).contains(&n);
     let ok = match &m.role {
-        MapRole::Events => shape == (MapKind::Ringbuf, 0, 0, EVENTS_BYTES),
+        // At its least only where no program emits an event.
+        MapRole::Events => {
+            shape == (MapKind::Ringbuf, 0, 0, EVENTS_BYTES)
+                || (shape == (MapKind::Ringbuf, 0, 0, EVENTS_BYTES_UNUSED) && plan.events.is_empty())
+        }
         // The tables of calls in flight: hashes by (g, depth, process), of any size
         // --map-size allows (how many entries gtrace gives them follows what they must
         // hold).

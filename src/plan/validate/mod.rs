@@ -21,7 +21,7 @@
 
 mod code;
 mod elf;
-mod layout;
+pub(crate) mod layout;
 mod sites;
 mod values;
 
