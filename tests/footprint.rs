@@ -9,12 +9,10 @@
 
 mod support;
 
-use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::Duration;
-use support::processes::{Gtrace, Lines, Owned};
+use std::process::Command;
+use support::code::{bytes_changed, start_holding};
+use support::processes::Gtrace;
 
 /// A copy of tests/go/e2e of its own under `name`: -b traces every process of a file,
 /// and no other test's.
@@ -22,47 +20,6 @@ fn private_e2e(name: &str) -> PathBuf {
     let copy = support::processes::scratch_dir(name).join("e2e");
     support::copy_executable(&support::go_build("e2e", &[]), &copy);
     copy
-}
-
-/// How many bytes of `pid`'s executable mappings of `binary` differ from the file's.
-fn bytes_changed(pid: u32, binary: &Path) -> usize {
-    let file = std::fs::read(binary).expect("read the binary");
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("read the target's maps");
-    let mut mem = File::open(format!("/proc/{pid}/mem")).expect("open the target's memory");
-    let hex = |s: &str| u64::from_str_radix(s, 16).unwrap();
-    let mut seen = 0;
-    let mut changed = 0;
-    for f in
-        maps.lines().filter(|l| l.ends_with(binary.to_str().unwrap())).map(|l| l.split_whitespace().collect::<Vec<_>>())
-    {
-        if !f[1].contains('x') {
-            continue;
-        }
-        let (lo, hi) = f[0].split_once('-').unwrap();
-        let (lo, hi, off) = (hex(lo), hex(hi), hex(f[2]) as usize);
-        let mut live = vec![0u8; (hi - lo) as usize];
-        mem.seek(SeekFrom::Start(lo)).unwrap();
-        mem.read_exact(&mut live).expect("read the target's code");
-        let on_disk = &file[off..(off + live.len()).min(file.len())];
-        changed += live.iter().zip(on_disk).filter(|(a, b)| a != b).count();
-        seen += 1;
-    }
-    assert!(seen > 0, "no executable mapping of {} in {pid}", binary.display());
-    changed
-}
-
-/// The program holding on in main.sleepy after its calls (killed when the test ends).
-fn start_holder(binary: &Path) -> (Owned, u32) {
-    let mut child = Command::new(binary)
-        .args(["hold", "3", "300000"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start the program");
-    let out = Lines::of(child.stdout.take().unwrap());
-    let pid = child.id();
-    out.wait_for(Duration::from_secs(10), |l| l.starts_with("calls=")).expect("the program says its calls");
-    (Owned(child), pid)
 }
 
 /// `binary add N`: its own count of main.add.
@@ -86,7 +43,7 @@ fn after_ctrl_c_under_b_the_maps_are_printed_and_no_probe_is_left() {
         return;
     }
     let copy = private_e2e(test);
-    let (_holder, pid) = start_holder(&copy);
+    let (_holder, pid) = start_holding(&copy, 3);
     assert_eq!(bytes_changed(pid, &copy), 0, "the program's code differs from its file before any trace");
     let script = r#"on entry main.add { @calls = count() } on entry "fmt.(*pp).*" { @fmt = count() }
 on return main.sleepy { @woke = count() }"#;

@@ -11,13 +11,11 @@
 
 mod support;
 
-use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use support::processes::{poll, Gtrace, Lines, Owned};
+use support::code::{bytes_changed, start_holding};
+use support::processes::{poll, Gtrace};
 
 /// Probes of three kinds on code the target holds: function entries of a whole package,
 /// RETs (`on return`), and a line.
@@ -27,61 +25,10 @@ on return "strconv.*" { @returns = count() }
 on return main.sleepy { @woke = count() }
 "#;
 
-/// The executable mappings of `pid` backed by `binary`: (start, end, file offset).
-fn code_mappings(pid: u32, binary: &Path) -> Vec<(u64, u64, u64)> {
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("read the target's maps");
-    let name = binary.to_str().unwrap();
-    maps.lines()
-        .filter(|l| l.ends_with(name))
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            if !f[1].contains('x') {
-                return None;
-            }
-            let (lo, hi) = f[0].split_once('-').unwrap();
-            let hex = |s: &str| u64::from_str_radix(s, 16).unwrap();
-            Some((hex(lo), hex(hi), hex(f[2])))
-        })
-        .collect()
-}
-
-/// How many bytes of the target's code differ from the file's.
-fn bytes_changed(pid: u32, binary: &Path) -> usize {
-    let file = std::fs::read(binary).expect("read the binary");
-    let mut mem = File::open(format!("/proc/{pid}/mem")).expect("open the target's memory");
-    let mappings = code_mappings(pid, binary);
-    assert!(!mappings.is_empty(), "no executable mapping of {} in {pid}", binary.display());
-    let mut changed = 0;
-    for (lo, hi, off) in mappings {
-        let mut live = vec![0u8; (hi - lo) as usize];
-        mem.seek(SeekFrom::Start(lo)).unwrap();
-        mem.read_exact(&mut live).expect("read the target's code");
-        let end = (off as usize + live.len()).min(file.len());
-        let on_disk = &file[off as usize..end];
-        changed += live.iter().zip(on_disk).filter(|(a, b)| a != b).count();
-    }
-    changed
-}
-
 /// N of gtrace's `Attached N probes`.
 fn attached_sites(stderr: &str) -> usize {
     let line = stderr.lines().find(|l| l.starts_with("Attached ")).expect("an Attached line");
     line.split_whitespace().nth(1).and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("no count in {line}"))
-}
-
-/// The test program, holding on in main.sleepy for 300 s after ten calls of main.add
-/// (it is killed when the test ends).
-fn start_target(binary: &Path) -> (Owned, u32) {
-    let mut child = Command::new(binary)
-        .args(["hold", "10", "300000"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start the target");
-    let out = Lines::of(child.stdout.take().unwrap());
-    let pid = child.id();
-    out.wait_for(Duration::from_secs(10), |l| l.starts_with("calls=")).expect("the target says its calls");
-    (Owned(child), pid)
 }
 
 /// Attaches, checks that breakpoints are in, ends gtrace by `how`, and checks that the
@@ -131,7 +78,7 @@ fn every_way_of_ending(test: &str, env: &[(&str, &str)]) {
         return;
     }
     let binary = support::go_build("e2e", &[]);
-    let (_target, pid) = start_target(&binary);
+    let (_target, pid) = start_holding(&binary, 10);
     assert_eq!(bytes_changed(pid, &binary), 0, "the target's code differs from its file before any trace");
     for how in ["INT", "TERM", "KILL", "duration"] {
         attach_and_end(&binary, pid, how, env);

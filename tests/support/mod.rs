@@ -5,6 +5,7 @@
 
 pub mod toolchain;
 
+pub mod code;
 pub mod collector;
 pub mod container;
 pub mod jsonout;
