@@ -137,7 +137,7 @@ fn extreme(b: &mut Builder, val: VReg, seen: i16, value: i16, keep_if: JmpOp) {
 }
 
 /// Adds one to bucket R2 (clamped to `last`, which the verifier needs to see); with
-/// `atomic`, by an atomic add. Clobbers R2 and R3.
+/// `atomic`, by an atomic add. Clobbers R2.
 pub(super) fn bump_bucket(b: &mut Builder, val: VReg, last: u32, atomic: bool) {
     let ok = b.new_label();
     b.jmp_imm_to(JmpOp::Le, R2, last as i32, ok);
@@ -146,8 +146,7 @@ pub(super) fn bump_bucket(b: &mut Builder, val: VReg, last: u32, atomic: bool) {
     b.emit(alu64_imm(AluOp::Lsh, R2, 3));
     b.op(alu64_reg(AluOp::Add, R0, R2), val, R2);
     if atomic {
-        b.emit(mov64_imm(R3, 1));
-        b.op(atomic_add(Size::DW, R0, 0, R0), val, R3);
+        atomic_add_const(b, val, 0, 1);
     } else {
         add_const(b, val, 0, 1);
     }

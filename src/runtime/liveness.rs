@@ -28,10 +28,9 @@ impl Liveness {
         let mut buf = [0u8; 1024];
         match file.read_at(&mut buf, 0) {
             // Once the process is reaped its files read ESRCH.
-            Ok(n) if n > 0 => std::str::from_utf8(&buf[..n])
-                .ok()
-                .and_then(ProcStat::parse)
-                .is_some_and(|s| s.state != 'Z' && s.state != 'X'),
+            Ok(n) if n > 0 => {
+                std::str::from_utf8(&buf[..n]).ok().and_then(ProcStat::parse).is_some_and(|s| s.running())
+            }
             _ => false,
         }
     }

@@ -72,7 +72,7 @@ pub fn process_exe(pid: u32) -> Result<PathBuf, RuntimeError> {
     let comm = stat.as_ref().map(|s| s.comm.clone()).unwrap_or_else(|| "?".into());
     let not_traceable = |why: String| RuntimeError::NotTraceable { pid, comm: comm.clone(), why };
     if let Some(s) = &stat {
-        if matches!(s.state, 'Z' | 'X') {
+        if !s.running() {
             return Err(not_traceable(
                 "it is a zombie: it has exited and waits for its parent to collect it, so it runs no code".into(),
             ));
@@ -91,13 +91,18 @@ const PF_KTHREAD: u64 = 0x0020_0000;
 /// What /proc/PID/stat says of a process: its name, state and flags.
 pub(super) struct ProcStat {
     comm: String,
-    pub(super) state: char,
+    state: char,
     flags: u64,
 }
 
 impl ProcStat {
     fn read(pid: u32) -> Option<ProcStat> {
         ProcStat::parse(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+    }
+
+    /// Whether it runs: not a zombie, not dead.
+    pub(super) fn running(&self) -> bool {
+        self.state != 'Z' && self.state != 'X'
     }
 
     /// From a stat line.
@@ -162,7 +167,7 @@ pub fn is_alive(pid: u32) -> bool {
     if ret != 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EPERM) {
         return false;
     }
-    ProcStat::read(pid).is_some_and(|s| s.state != 'Z' && s.state != 'X')
+    ProcStat::read(pid).is_some_and(|s| s.running())
 }
 
 /// How a traced process ended, as far as gtrace can know it.

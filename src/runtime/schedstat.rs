@@ -16,17 +16,9 @@ const KEPT_OPEN: usize = 256;
 /// The CPU time (ns) the live threads of `pid` have run so far, user and kernel, and
 /// the time they waited on a run queue for a CPU: the sums of the first two fields of
 /// each task's `/proc/PID/task/TID/schedstat` (ns). `None` when the process cannot be
-/// read.
+/// read (nor any of its threads).
 pub fn cpu_and_wait_ns(pid: u32) -> Option<(u64, u64)> {
-    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
-    let (mut cpu, mut wait) = (0u64, 0u64);
-    for task in tasks.flatten() {
-        let Ok(text) = std::fs::read_to_string(task.path().join("schedstat")) else { continue };
-        let (c, w) = parse(text.as_bytes());
-        cpu += c;
-        wait += w;
-    }
-    Some((cpu, wait))
+    CpuReader::new(pid).read()
 }
 
 /// The first two numbers of a schedstat line.
@@ -36,7 +28,8 @@ fn parse(text: &[u8]) -> (u64, u64) {
     (fields.next().unwrap_or(0), fields.next().unwrap_or(0))
 }
 
-/// What `cpu_and_wait_ns` reads, for one process read many times a second.
+/// What `cpu_and_wait_ns` reads, for one process read many times a second (the files
+/// kept open between readings).
 #[derive(Debug)]
 pub struct CpuReader {
     pid: u32,
@@ -57,7 +50,7 @@ impl CpuReader {
         CpuReader { pid, threads: Vec::new(), listed: None }
     }
 
-    /// As `cpu_and_wait_ns(pid)`: `None` when the process cannot be read.
+    /// `cpu_and_wait_ns(pid)`, read again: `None` when the process cannot be read.
     pub fn read(&mut self) -> Option<(u64, u64)> {
         if self.listed.is_none_or(|at| at.elapsed() >= RELIST) {
             self.relist()?;
