@@ -40,20 +40,28 @@ impl Liveness {
 mod tests {
     use super::*;
 
-    /// Alive while it runs, not once it is a zombie, nor once it is reaped.
+    /// Blocks until the child `pid` has ended, leaving it a zombie (not reaped).
+    fn until_a_zombie(pid: u32) {
+        // SAFETY: waitid writes one siginfo_t we own; WNOWAIT leaves the child unreaped.
+        let ret = unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, libc::WEXITED | libc::WNOWAIT)
+        };
+        assert_eq!(ret, 0, "waitid: {}", std::io::Error::last_os_error());
+    }
+
+    /// Alive while it runs, not once it is a zombie, nor once it is reaped. The child is
+    /// `cat`, which runs until its input closes: no step waits for a time to pass.
     #[test]
     fn a_child_is_alive_then_a_zombie_then_gone() {
-        let mut child = std::process::Command::new("sleep").arg("0.2").spawn().expect("sleep runs");
+        use std::process::{Command, Stdio};
+        let mut child = Command::new("cat").stdin(Stdio::piped()).stdout(Stdio::null()).spawn().expect("cat runs");
         let watched = Liveness::new(child.id());
         assert!(watched.stat.is_some());
         assert!(watched.is_alive());
-        // A zombie until waited for: wait until its state says so.
-        let pid = child.id();
-        let zombie = (0..200).any(|_| {
-            std::thread::sleep(std::time::Duration::from_millis(10));
-            !is_alive(pid)
-        });
-        assert!(zombie, "sleep 0.2 still alive after 2 s");
+        drop(child.stdin.take());
+        until_a_zombie(child.id());
+        assert!(!is_alive(child.id()), "a zombie taken for alive by is_alive");
         assert!(!watched.is_alive());
         child.wait().unwrap();
         assert!(!watched.is_alive());
