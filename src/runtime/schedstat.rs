@@ -10,8 +10,21 @@ use std::time::{Duration, Instant};
 /// How often a `CpuReader` lists the threads again to find new ones. A thread found
 /// late loses nothing: its file holds its whole time since it started.
 const RELIST: Duration = Duration::from_millis(100);
-/// At most this many threads' files are kept open; the others are opened at each reading.
+/// At most this many threads' files are kept open, and never more than an eighth of the
+/// files gtrace may have open (`RLIMIT_NOFILE`'s soft limit, 1,024 on many hosts: then
+/// 128), so that what the trace opens later (a probe's links again after a budget cut,
+/// one a site where the kernel has no multi-uprobe links) finds room; the others are
+/// opened at each reading.
 const KEPT_OPEN: usize = 256;
+
+/// `KEPT_OPEN`, or less under a low limit on open files.
+fn kept_open() -> usize {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes one rlimit we own.
+    let read = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0;
+    let soft = if read { usize::try_from(limit.rlim_cur).unwrap_or(usize::MAX) } else { 1024 };
+    KEPT_OPEN.min(soft / 8)
+}
 
 /// The CPU time (ns) the live threads of `pid` have run so far, user and kernel, and
 /// the time they waited on a run queue for a CPU: the sums of the first two fields of
@@ -33,9 +46,11 @@ fn parse(text: &[u8]) -> (u64, u64) {
 #[derive(Debug)]
 pub struct CpuReader {
     pid: u32,
-    /// The threads seen, by id, with their file when kept open.
+    /// The threads seen, by id (in order), with their file when kept open.
     threads: Vec<(u32, Option<File>)>,
     listed: Option<Instant>,
+    /// How many files may be kept open (`kept_open`).
+    kept_open: usize,
 }
 
 impl Clone for CpuReader {
@@ -47,7 +62,7 @@ impl Clone for CpuReader {
 
 impl CpuReader {
     pub fn new(pid: u32) -> CpuReader {
-        CpuReader { pid, threads: Vec::new(), listed: None }
+        CpuReader { pid, threads: Vec::new(), listed: None, kept_open: kept_open() }
     }
 
     /// `cpu_and_wait_ns(pid)`, read again: `None` when the process cannot be read.
@@ -76,18 +91,24 @@ impl CpuReader {
     }
 
     /// Lists the threads again: new ones are added (their file kept open while there is
-    /// room), ended ones dropped.
+    /// room), ended ones dropped. In order, so that a process of thousands of threads
+    /// costs no more than its listing (each thread looked for among all: 25 million
+    /// comparisons at 5,000 threads, every 100 ms).
     fn relist(&mut self) -> Option<()> {
         let tasks = std::fs::read_dir(format!("/proc/{}/task", self.pid)).ok()?;
-        let now: Vec<u32> = tasks.flatten().filter_map(|t| t.file_name().to_str()?.parse().ok()).collect();
-        self.threads.retain(|(tid, _)| now.contains(tid));
+        let mut now: Vec<u32> = tasks.flatten().filter_map(|t| t.file_name().to_str()?.parse().ok()).collect();
+        now.sort_unstable();
+        self.threads.retain(|(tid, _)| now.binary_search(tid).is_ok());
+        let known: Vec<u32> = self.threads.iter().map(|(tid, _)| *tid).collect();
+        let mut open = self.threads.iter().filter(|(_, f)| f.is_some()).count();
         for tid in now {
-            if !self.threads.iter().any(|(t, _)| *t == tid) {
-                let keep = self.threads.iter().filter(|(_, f)| f.is_some()).count() < KEPT_OPEN;
-                let file = if keep { File::open(path(self.pid, tid)).ok() } else { None };
+            if known.binary_search(&tid).is_err() {
+                let file = if open < self.kept_open { File::open(path(self.pid, tid)).ok() } else { None };
+                open += usize::from(file.is_some());
                 self.threads.push((tid, file));
             }
         }
+        self.threads.sort_unstable_by_key(|(tid, _)| *tid);
         self.listed = Some(Instant::now());
         Some(())
     }
@@ -147,6 +168,36 @@ mod tests {
         worker.join().unwrap();
         assert!(spun >= 60_000_000, "the worker's file reads {spun} ns, it spun 60 ms");
         assert!(total >= spun, "a total of {total} ns holds less than the worker's {spun}");
+    }
+
+    /// A thread that ended is gone from the list at the next reading, its file closed,
+    /// and the others stay in order; no more files are kept open than `kept_open` allows.
+    #[test]
+    fn a_thread_that_ended_leaves_the_list() {
+        let mut reader = CpuReader::new(std::process::id());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let worker = std::thread::spawn(move || {
+            // SAFETY: gettid has no arguments and cannot fail.
+            tx.send(unsafe { libc::gettid() } as u32).unwrap();
+            done_rx.recv().ok();
+        });
+        let tid = rx.recv().unwrap();
+        reader.read().expect("own schedstat");
+        assert!(reader.threads.iter().any(|(t, _)| *t == tid), "the worker not listed");
+        done_tx.send(()).unwrap();
+        worker.join().unwrap();
+        // Joined is not yet reaped (the kernel wakes the joiner on the way out): the
+        // worker leaves once its file reads nothing, up to the next listing.
+        let gone = (0..1000).any(|_| {
+            std::thread::sleep(Duration::from_millis(1));
+            reader.read().expect("own schedstat");
+            !reader.threads.iter().any(|(t, _)| *t == tid)
+        });
+        assert!(gone, "an ended thread still listed after a second");
+        assert!(reader.threads.windows(2).all(|w| w[0].0 < w[1].0), "threads out of order");
+        assert!(reader.threads.iter().filter(|(_, f)| f.is_some()).count() <= reader.kept_open);
+        assert!(reader.kept_open <= KEPT_OPEN && reader.kept_open > 0);
     }
 
     #[test]
