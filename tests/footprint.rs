@@ -1,18 +1,21 @@
 //! What a trace leaves and keeps: after a Ctrl-C under -b the maps are printed whole and
 //! no probe is left on the file (under -b the probes leave it on a thread of their own
-//! while the maps print: `Loaded::leave_target`), and a trace that runs on does not grow
-//! with what it has traced. The truths are the test program's own counts of its calls
-//! (tests/go/e2e) and the code of a process that ran the file all along, compared byte
-//! for byte with the file (a uprobe's breakpoint is a byte the kernel writes there);
-//! the size is the kernel's VmRSS of gtrace. Needs root (SKIP without it, a failure when
-//! CI=true).
+//! while the maps print: `Loaded::leave_target`), every hit counted at a Ctrl-C has its
+//! event read, and a trace that runs on does not grow with what it has traced. The
+//! truths are the test program's own counts of its calls (tests/go/e2e), the code of a
+//! process that ran the file all along, compared byte for byte with the file (a
+//! uprobe's breakpoint is a byte the kernel writes there), and the hits the kernel
+//! counted; the size is the kernel's VmRSS of gtrace. Needs root (SKIP without it, a
+//! failure when CI=true).
 
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 use support::code::{bytes_changed, start_holding};
-use support::processes::Gtrace;
+use support::processes::{Gtrace, Owned};
 
 /// A copy of tests/go/e2e of its own under `name`: -b traces every process of a file,
 /// and no other test's.
@@ -62,6 +65,44 @@ on return main.sleepy { @woke = count() }"#;
     // Runs after the end are the program's own business, untraced and whole.
     assert_eq!(run_adds(&copy, 5), 5);
     assert_eq!(bytes_changed(pid, &copy), 0);
+}
+
+/// At a Ctrl-C the maps print while the probes are still on the target (under -p until
+/// they are taken off, under -b while they leave on a thread of their own) and the
+/// program calls on: every hit `--stats` counts printed its line or is said lost, none
+/// is left unread in the ring buffer. A map of thousands of keys makes the printing long
+/// enough for thousands of hits (about a third of them were left unread under -p).
+#[test]
+fn at_ctrl_c_every_hit_counted_printed_its_line() {
+    let test = "at_ctrl_c_every_hit_counted_printed_its_line";
+    if !support::privileged(test) {
+        return;
+    }
+    let copy = private_e2e(test);
+    let script = r#"on entry main.add { @m[a] = count(); printf("p %d\n", a) }"#;
+    for by_file in [false, true] {
+        // Calls main.add until killed, through the Ctrl-C and after.
+        let busy = Command::new(&copy).args(["add", "4000000000"]).stdout(Stdio::null()).spawn();
+        let busy = Owned(busy.expect("run the program"));
+        let pid = busy.0.id().to_string();
+        let scope = if by_file { ["-b", copy.to_str().unwrap()] } else { ["-p", pid.as_str()] };
+        let args = ["-e", script, scope[0], scope[1], "--stats", "-f", "json", "--budget", "off"];
+        let mut g = Gtrace::start(&args);
+        g.attached();
+        let seen = AtomicUsize::new(0);
+        let enough = |l: &str| l.contains(r#""type":"printf""#) && seen.fetch_add(1, Ordering::Relaxed) + 1 >= 10_000;
+        assert!(g.out.wait_for(Duration::from_secs(120), enough).is_some(), "{}", g.err.text());
+        assert_eq!(g.stop("INT"), 0, "{}", g.err.text());
+        drop(busy);
+        let objects: Vec<serde_json::Value> =
+            g.out.text().lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+        let printed = objects.iter().filter(|v| v["type"] == "printf").count() as u64;
+        let stats = objects.iter().find(|v| v["type"] == "stats").expect("a stats object");
+        let probe = &stats["probes"][0];
+        let (hits, lost) = (probe["hits"].as_u64().expect("hits"), probe["events_lost"].as_u64().expect("lost"));
+        assert!(hits >= 10_000, "{probe}");
+        assert_eq!(printed + lost, hits, "{} (by file: {by_file}): {printed} printed\n{}", probe, g.err.text());
+    }
 }
 
 /// A trace that runs on keeps its size: 600,000 calls printed one line each through the

@@ -1,6 +1,6 @@
 //! Attaching the loaded programs: uprobes at file offsets of the target (with the
 //! function's index as attach cookie), `on begin`/`on end`/`on interval` on gtrace's own
-//! trigger functions, and detaching all of it.
+//! trigger functions, and detaching some of it (detach.rs takes them all off).
 //!
 //! The target offsets of one program go into multi-uprobe links when the kernel has
 //! them (`uprobe_multi`): one syscall a link to attach, one to detach, at most
@@ -13,6 +13,7 @@
 //! EINVAL, ENOEXEC) is left out and recorded (`Loaded::refused`): one bad site never
 //! stops the others. Missing privileges and a vanished process still end the attach.
 
+use super::detach::release;
 use super::error::{has_errno, permission_error, RuntimeError};
 use super::events::IntervalTimer;
 use super::file_guard::{Change, FileGuard, FileStamp, Strength};
@@ -312,56 +313,6 @@ impl Loaded {
         Trigger::End.fire();
     }
 
-    /// Detaches every probe (the programs stay loaded, the maps keep their contents).
-    pub fn detach_all(&mut self) {
-        self.left();
-        release(std::mem::take(&mut self.links));
-        self.intervals.clear();
-        if let Some(guard) = &self.file_guard {
-            guard.detached();
-        }
-    }
-
-    /// Detaches every probe on the target's file, keeping gtrace's own (`on end` still
-    /// runs); under -b, a process held at its exec then goes on.
-    pub fn detach_target(&mut self) {
-        let (target, own): (Vec<Link>, Vec<Link>) =
-            std::mem::take(&mut self.links).into_iter().partition(|l| !l.points.is_empty());
-        self.links = own;
-        release(target);
-        if let Some(guard) = &self.file_guard {
-            guard.detached();
-        }
-    }
-
-    /// At the end of a trace: the probes leave the target's file (under -b nothing looks
-    /// at it any more), still counted as attached for what is said at exit. Each release
-    /// waits for the kernel's grace period (about 70 ms on Caddy's 7 links), so they go
-    /// on a thread of their own while the maps print: a Ctrl-C prints at once. The file
-    /// guard lets held execs go on once they are gone; `detach_all` waits for them.
-    pub fn leave_target(&mut self) {
-        self.left_at_end =
-            self.links.iter().filter(|l| !l.points.is_empty()).map(|l| (l.program.clone(), l.points.clone())).collect();
-        let (target, own): (Vec<Link>, Vec<Link>) =
-            std::mem::take(&mut self.links).into_iter().partition(|l| !l.points.is_empty());
-        self.links = own;
-        let detached = self.file_guard.as_ref().map(|g| g.on_detached());
-        let work = move || {
-            release(target);
-            detached.into_iter().for_each(|d| d());
-        };
-        // Without a thread, the links are released as `work` is dropped (one by one) and
-        // the guard hears it from `detach_all`.
-        self.leaving = std::thread::Builder::new().name("gtrace-leave".into()).spawn(work).ok();
-    }
-
-    /// Waits until the probes that `leave_target` released are gone.
-    fn left(&mut self) {
-        if let Some(thread) = self.leaving.take() {
-            let _ = thread.join();
-        }
-    }
-
     /// Under -b, once the file was changed in place since the probes were placed in it:
     /// every probe on it detached, and the change (with the exec held meanwhile, if any).
     pub fn file_changed(&mut self) -> Option<Change> {
@@ -524,27 +475,6 @@ impl Loaded {
 /// of a wildcard of thousands registers at most this many points again.
 pub const MULTI_CHUNK: usize = 256;
 
-/// At most this many threads release links at once.
-const RELEASERS: usize = 32;
-
-/// Detaches `links`. Each release waits for the kernel's grace period before it returns
-/// (30-200 ms each on this project's busy VM: a cut of one function from 25 links took
-/// 7.6 s one by one), so they are released on threads of their own and the grace periods
-/// overlap.
-fn release(links: Vec<Link>) {
-    if links.len() <= 1 {
-        return;
-    }
-    let per_thread = links.len().div_ceil(RELEASERS);
-    let mut links = links;
-    std::thread::scope(|s| {
-        while !links.is_empty() {
-            let share: Vec<Link> = links.drain(..per_thread.min(links.len())).collect();
-            s.spawn(move || drop(share));
-        }
-    });
-}
-
 /// The hit slot an attach cookie carries (see `plan::COOKIE_SLOT_SHIFT`).
 fn cookie_slot(cookie: u64) -> u32 {
     ((cookie >> crate::plan::COOKIE_SLOT_SHIFT) & crate::plan::COOKIE_SLOT_MASK) as u32
@@ -593,10 +523,4 @@ fn multi_link(
         Scope::AllProcesses => 0,
     };
     uprobe_multi::attach(program, binary, &offsets, &cookies, pid)
-}
-
-impl Drop for Loaded {
-    fn drop(&mut self) {
-        self.detach_all();
-    }
 }

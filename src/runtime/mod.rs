@@ -10,7 +10,9 @@
 //! `preemption` says whether it can preempt a uprobe's program where they are missing;
 //! `capabilities` names those gtrace lacks when the kernel refuses it; `mapped` maps
 //! the target's file read-only for the reader (src/gobin sees a byte slice);
-//! `file_guard` keeps a process from running a file changed in place under -b's probes.
+//! `file_guard` keeps a process from running a file changed in place under -b's probes;
+//! `detach` takes probes off (under -b at the end, on a thread of its own); `schedstat`
+//! and `liveness` read the target's CPU time and whether it runs, their files kept open.
 
 mod accounting;
 mod age;
@@ -22,6 +24,7 @@ pub mod cgroup;
 mod child_fds;
 pub mod clock;
 mod container;
+mod detach;
 mod ended;
 mod error;
 mod events;

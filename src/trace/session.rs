@@ -222,6 +222,13 @@ impl Running<'_> {
         if let Some(line) = symbols.missing_line() {
             eprintln!("{line}");
         }
+        // The probes leave the target now, the maps printed (under -b they began to at
+        // the stop), and fire until they are gone: then what they sent meanwhile is
+        // printed (after the maps, read before), and `--stats` counts their hits, so
+        // that no event of a hit it counts is left unread in the ring buffer.
+        self.loaded.leave_target();
+        self.loaded.wait_left();
+        self.drain()?;
         // The last push carries the final counts; what it could not send is a loss.
         if let Ok(stats) = self.costs.meter.collect(&self.loaded, plan) {
             self.export.publish(&stats);
