@@ -60,7 +60,7 @@ pub fn allocate(items: &[Item], slot_sizes: &[u32], nvregs: u32) -> Result<Alloc
     let mut busy: Vec<u16> = (0..items.len()).map(|i| touched(&live, &effects[i], i)).collect();
     let vranges = flow::vreg_ranges(&live, &effects, nvregs);
     let mut sizes = slot_sizes.to_vec();
-    let mut ranges = flow::slot_ranges(items, &effects, sizes.len(), nlocs);
+    let mut ranges = flow::slot_ranges(items, &effects, sizes.len());
     let handover: Vec<(u16, u16)> = (0..items.len()).map(|i| handover(&live, &effects[i], i)).collect();
     let homes = assign_registers(&vranges, &handover, &live, &mut busy, &mut sizes, &mut ranges);
     let words = (0..items.len()).map(|i| shortfall(&items[i], &homes, busy[i])).max().unwrap_or(0);

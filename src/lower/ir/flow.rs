@@ -4,10 +4,11 @@
 //! its last use, directly or through an address formed from it, stretched over every
 //! loop it is used in).
 
+pub use super::locset::Set;
 use super::{conv, IrError, Item, SlotId, R};
 use crate::bpf::builder::Label;
 use crate::bpf::insn::*;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Machine registers R0-R10 are locations 0-10; virtual register v is 11 + v.
 pub const PHYS: usize = 11;
@@ -117,37 +118,6 @@ pub fn successors(items: &[Item], labels: &HashMap<Label, usize>, i: usize) -> V
     }
 }
 
-/// A set of locations.
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
-pub struct Set(Vec<u64>);
-
-impl Set {
-    pub fn new(n: usize) -> Set {
-        Set(vec![0; n.div_ceil(64).max(1)])
-    }
-    pub fn has(&self, l: usize) -> bool {
-        self.0.get(l / 64).is_some_and(|w| w & (1 << (l % 64)) != 0)
-    }
-    pub fn add(&mut self, l: usize) {
-        self.0[l / 64] |= 1 << (l % 64);
-    }
-    pub fn remove(&mut self, l: usize) {
-        self.0[l / 64] &= !(1 << (l % 64));
-    }
-    fn union(&mut self, other: &Set) -> bool {
-        let mut changed = false;
-        for (a, b) in self.0.iter_mut().zip(&other.0) {
-            changed |= *b & !*a != 0;
-            *a |= b;
-        }
-        changed
-    }
-    /// The machine registers in the set, as bits 0-10.
-    pub fn phys(&self) -> u16 {
-        (self.0[0] & 0x7ff) as u16
-    }
-}
-
 /// The locations live on entry to and on exit from each item.
 pub struct Liveness {
     pub live_in: Vec<Set>,
@@ -157,13 +127,13 @@ pub struct Liveness {
 pub fn liveness(items: &[Item], effects: &[Effects], nlocs: usize) -> Result<Liveness, IrError> {
     let labels = label_positions(items);
     let succs: Vec<Vec<usize>> = (0..items.len()).map(|i| successors(items, &labels, i)).collect();
-    let mut live_in = vec![Set::new(nlocs); items.len()];
-    let mut live_out = vec![Set::new(nlocs); items.len()];
+    let mut live_in = vec![Set::new(); items.len()];
+    let mut live_out = vec![Set::new(); items.len()];
     let mut changed = true;
     while changed {
         changed = false;
         for i in (0..items.len()).rev() {
-            let mut out = Set::new(nlocs);
+            let mut out = Set::new();
             for &s in &succs[i] {
                 out.union(&live_in[s]);
             }
@@ -179,7 +149,7 @@ pub fn liveness(items: &[Item], effects: &[Effects], nlocs: usize) -> Result<Liv
         }
     }
     if let Some(first) = live_in.first() {
-        if let Some(v) = (PHYS..nlocs).find(|&l| first.has(l)) {
+        if let Some(v) = first.iter().find(|&l| (PHYS..nlocs).contains(&l)) {
             let at = (0..items.len()).find(|&i| effects[i].uses.contains(&v)).unwrap_or(0);
             return Err(IrError::Undefined { at, reg: (v - PHYS) as u32 });
         }
@@ -189,13 +159,13 @@ pub fn liveness(items: &[Item], effects: &[Effects], nlocs: usize) -> Result<Liv
 
 /// The items over which each slot's bytes must be kept: (first, last), None for a
 /// slot nothing uses.
-pub fn slot_ranges(items: &[Item], effects: &[Effects], nslots: usize, nlocs: usize) -> Vec<Option<(usize, usize)>> {
+pub fn slot_ranges(items: &[Item], effects: &[Effects], nslots: usize) -> Vec<Option<(usize, usize)>> {
     let mut ranges: Vec<Option<(usize, usize)>> = vec![None; nslots];
     let mut touch = |s: SlotId, i: usize| {
         let r = &mut ranges[s.0 as usize];
         *r = Some(r.map_or((i, i), |(a, b)| (a.min(i), b.max(i))));
     };
-    let escaped = pointers(items, effects, nlocs, &mut touch);
+    let escaped = pointers(items, effects, &mut touch);
     let last = items.len().saturating_sub(1);
     for s in escaped {
         ranges[s as usize] = Some((0, last));
@@ -204,42 +174,45 @@ pub fn slot_ranges(items: &[Item], effects: &[Effects], nslots: usize, nlocs: us
     ranges
 }
 
-type Pointers = Vec<BTreeSet<u32>>;
+/// The slots whose address each location may hold, for the locations that hold one
+/// (kept sparse: a probe has tens of thousands of locations and of labels).
+type Pointers = BTreeMap<usize, BTreeSet<u32>>;
 
 /// Follows the addresses formed from slots (forward, to a fixed point over the jumps):
 /// calls `touch` for each item using a slot directly or through a register holding its
 /// address; returns the slots whose address is stored to memory (kept live throughout).
-fn pointers(items: &[Item], effects: &[Effects], nlocs: usize, touch: &mut impl FnMut(SlotId, usize)) -> BTreeSet<u32> {
+fn pointers(items: &[Item], effects: &[Effects], touch: &mut impl FnMut(SlotId, usize)) -> BTreeSet<u32> {
     let mut at_label: HashMap<Label, Pointers> = HashMap::new();
     let mut escaped = BTreeSet::new();
     loop {
         let mut changed = false;
-        let mut state: Pointers = vec![BTreeSet::new(); nlocs];
+        let mut state = Pointers::new();
         for (i, item) in items.iter().enumerate() {
             if let Item::Bind(l) = item {
-                for (mine, theirs) in state.iter_mut().zip(at_label.get(l).into_iter().flatten()) {
-                    mine.extend(theirs.iter().copied());
+                for (&loc, theirs) in at_label.get(l).into_iter().flatten() {
+                    state.entry(loc).or_default().extend(theirs.iter().copied());
                 }
             }
-            for &u in &effects[i].uses {
-                for &s in &state[u] {
+            for u in &effects[i].uses {
+                for &s in state.get(u).into_iter().flatten() {
                     touch(SlotId(s), i);
                 }
             }
             pointer_step(item, &effects[i], &mut state, &mut escaped, |s| touch(s, i));
             if let Item::Jump { insn, target, .. } = item {
-                let merged = at_label.entry(*target).or_insert_with(|| vec![BTreeSet::new(); nlocs]);
-                for (m, s) in merged.iter_mut().zip(&state) {
+                let merged = at_label.entry(*target).or_default();
+                for (&loc, s) in &state {
+                    let m = merged.entry(loc).or_default();
                     let before = m.len();
                     m.extend(s.iter().copied());
                     changed |= m.len() != before;
                 }
                 if op(insn.code) == BPF_JA {
-                    state.iter_mut().for_each(BTreeSet::clear);
+                    state.clear();
                 }
             }
             if matches!(item, Item::Exit) {
-                state.iter_mut().for_each(BTreeSet::clear);
+                state.clear();
             }
         }
         if !changed {
@@ -266,16 +239,17 @@ fn pointer_step(
             }
             let (d, s) = (loc(*dst), loc(*src));
             let c = class(insn.code);
+            let held = |l: usize| state.get(&l).cloned().unwrap_or_default();
             if c == BPF_STX {
-                escaped.extend(state[s].iter().copied());
+                escaped.extend(held(s));
             }
             let x = source(insn.code) == BPF_X;
             match (c, op(insn.code)) {
-                (BPF_ALU64, BPF_MOV) if x => Some(state[s].clone()),
+                (BPF_ALU64, BPF_MOV) if x => Some(held(s)),
                 (BPF_ALU64, BPF_ADD | BPF_SUB) => {
-                    let mut p = state[d].clone();
+                    let mut p = held(d);
                     if x {
-                        p.extend(state[s].iter().copied());
+                        p.extend(held(s));
                     }
                     Some(p)
                 }
@@ -285,7 +259,10 @@ fn pointer_step(
         _ => None,
     };
     for &d in &fx.defs {
-        state[d] = keep.clone().unwrap_or_default();
+        match &keep {
+            Some(p) if !p.is_empty() => state.insert(d, p.clone()),
+            _ => state.remove(&d),
+        };
     }
 }
 
@@ -328,11 +305,7 @@ pub fn vreg_ranges(live: &Liveness, effects: &[Effects], nvregs: usize) -> Vec<O
             }
         };
         fx.uses.iter().chain(&fx.defs).for_each(|&l| mark(l));
-        for v in 0..nvregs {
-            if live.live_in[i].has(PHYS + v) {
-                mark(PHYS + v);
-            }
-        }
+        live.live_in[i].iter().filter(|&l| (PHYS..PHYS + nvregs).contains(&l)).for_each(&mut mark);
     }
     ranges
 }

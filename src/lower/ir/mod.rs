@@ -19,6 +19,7 @@ pub mod conv;
 mod emit;
 mod flow;
 pub mod frame;
+mod locset;
 #[cfg(test)]
 mod tests;
 

@@ -357,3 +357,26 @@ fn an_r10_access_outside_every_slot_is_an_error() {
     f.push(Item::Exit);
     assert!(matches!(f.finish(), Err(IrError::NoSlot { off: -16, .. })));
 }
+
+/// A probe of tens of thousands of operations: what its liveness keeps grows with what
+/// is live at each item, not with items times registers (dense sets took 13 GB and 100 s
+/// for 2,730 `hist()`s in one probe), and the program still comes out right.
+#[test]
+fn the_liveness_of_many_short_lived_values_keeps_a_few_words_an_item() {
+    const VALUES: u64 = 40_000;
+    let mut f = Func::new();
+    f.emit(mov64_imm(R0, 0));
+    for k in 0..VALUES {
+        let v = f.vreg();
+        f.op(mov64_imm(R0, (k % 3) as i32), v, v);
+        f.op(alu64_reg(AluOp::Add, R0, R0), R0, v);
+    }
+    f.push(Item::Exit);
+    let effects: Vec<_> = f.items.iter().map(flow::effects).collect();
+    let live = flow::liveness(&f.items, &effects, flow::PHYS + VALUES as usize).unwrap();
+    let words: usize = live.live_in.iter().chain(&live.live_out).map(|s| s.words()).sum();
+    // Two sets an item, each of R0's word and perhaps one value's: dense, 626 words each.
+    assert!(words <= 4 * f.items.len(), "{words} words for {} items", f.items.len());
+    let out = f.finish().unwrap();
+    assert_eq!(run(&out.program, &World::default(), 0), Ok((0..VALUES).map(|k| k % 3).sum::<u64>()));
+}
