@@ -1,8 +1,8 @@
 //! What a trace leaves and keeps: after a Ctrl-C under -b the maps are printed whole and
-//! no probe is left on the file (under -b the probes leave it on a thread of their own
-//! while the maps print: `Loaded::leave_target`), every hit counted at a Ctrl-C has its
-//! event read, and a trace that runs on does not grow with what it has traced. The
-//! truths are the test program's own counts of its calls (tests/go/e2e), the code of a
+//! no probe is left on the file (the probes leave it on a thread of their own and are
+//! waited for before the maps print: `Loaded::leave_target`), every hit counted at a
+//! Ctrl-C has its event read and its count in the maps, and a trace that runs on does
+//! not grow with what it has traced. The truths are the test program's own counts of its calls (tests/go/e2e), the code of a
 //! process that ran the file all along, compared byte for byte with the file (a
 //! uprobe's breakpoint is a byte the kernel writes there), and the hits the kernel
 //! counted; the size is the kernel's VmRSS of gtrace. Needs root (SKIP without it, a
@@ -86,7 +86,7 @@ fn at_ctrl_c_every_hit_counted_printed_its_line() {
         return;
     }
     let copy = private_e2e(test);
-    let script = r#"on entry main.add { @m[a] = count(); printf("p %d\n", a) }"#;
+    let script = r#"on entry main.add { @m[a] = count(); @n = count(); printf("p %d\n", a) }"#;
     for by_file in [false, true] {
         // Calls main.add until killed, through the Ctrl-C and after.
         let busy = Command::new(&copy).args(["add", "4000000000"]).stdout(Stdio::null()).spawn();
@@ -109,6 +109,12 @@ fn at_ctrl_c_every_hit_counted_printed_its_line() {
         let (hits, lost) = (probe["hits"].as_u64().expect("hits"), probe["events_lost"].as_u64().expect("lost"));
         assert!(hits >= 10_000, "{probe}");
         assert_eq!(printed + lost, hits, "{} (by file: {by_file}): {printed} printed\n{}", probe, g.err.text());
+        // The probes were gone before the maps were read: the map counts every hit, and
+        // no line comes after it.
+        let counted: u64 = support::jsonout::counts(&objects, "@n").values().sum();
+        assert_eq!(counted, hits, "{probe} (by file: {by_file}): the map counted {counted}");
+        let map_at = objects.iter().position(|v| v["type"] == "map").expect("the map printed");
+        assert!(objects[map_at..].iter().all(|v| v["type"] != "printf"), "a line after the map (by file: {by_file})");
     }
 }
 

@@ -1,6 +1,6 @@
 //! Taking the probes off: every one (`Loaded::detach_all`, which `Drop` calls, so on
-//! every way out), the target's (`detach_target`), or under -b at the end of a trace on
-//! a thread of their own while the maps print (`leave_target`, then `wait_left`). Each
+//! every way out), the target's (`detach_target`), or at the end of a trace on a thread
+//! of their own (`leave_target`, then `wait_left` before the last events and the maps). Each
 //! release waits for the kernel's grace period, so `release` overlaps them.
 
 use super::attach::Link;
@@ -33,9 +33,9 @@ impl Loaded {
     /// At the end of a trace: the probes leave the target's file (under -b nothing looks
     /// at it any more), still counted as attached for what is said at exit. Each release
     /// waits for the kernel's grace period (about 70 ms on Caddy's 7 links), so they go
-    /// on a thread of their own while the maps print: a Ctrl-C prints at once. Until
-    /// they are gone they still fire: `wait_left` waits for that, and what they sent
-    /// meanwhile is the caller's to read. The file guard lets held execs go on once they
+    /// on a thread of their own (under -b from the loop's end, while the terminal and
+    /// the sink are closed). Until they are gone they still fire: `wait_left` waits for
+    /// that, and the caller reads what they sent before it prints the maps. The file guard lets held execs go on once they
     /// are gone. Nothing when no probe is on the file (they left already).
     pub fn leave_target(&mut self) {
         let target = self.take_target_links();

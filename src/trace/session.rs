@@ -212,6 +212,13 @@ impl Running<'_> {
             Some(c) => c.ended(),
             None => self.process.pid.filter(|pid| !runtime::is_alive(*pid)).and_then(runtime::ended_zombie),
         };
+        // The probes leave the target first (under -b they began to at the stop) and
+        // are waited for: until they are gone they fire, and the maps, the lines printed
+        // and `--stats` then agree (every hit counted has its event read, every event its
+        // count in the maps). It costs the kernel's grace period (about 70 ms) before the
+        // maps print.
+        self.loaded.leave_target();
+        self.loaded.wait_left();
         // Events already in the ring buffer belong to the run.
         self.drain()?;
         self.loaded.run_end();
@@ -222,13 +229,6 @@ impl Running<'_> {
         if let Some(line) = symbols.missing_line() {
             eprintln!("{line}");
         }
-        // The probes leave the target now, the maps printed (under -b they began to at
-        // the stop), and fire until they are gone: then what they sent meanwhile is
-        // printed (after the maps, read before), and `--stats` counts their hits, so
-        // that no event of a hit it counts is left unread in the ring buffer.
-        self.loaded.leave_target();
-        self.loaded.wait_left();
-        self.drain()?;
         // The last push carries the final counts; what it could not send is a loss.
         if let Ok(stats) = self.costs.meter.collect(&self.loaded, plan) {
             self.export.publish(&stats);
