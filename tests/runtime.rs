@@ -686,3 +686,73 @@ fn a_thousand_points_attach_and_detach_through_one_multi_uprobe_link() {
     assert_eq!(count_of(&loaded, 999), 123);
     eprintln!("1000 points: attach {attach_time:?}, detach {detach_time:?} (multi link: {multi})");
 }
+
+/// The BPF maps this process holds whose keys are `key_size` bytes, by their
+/// `max_entries` (/proc/self/fdinfo).
+fn maps_with_key_size(key_size: u32) -> Vec<u32> {
+    let fdinfo = std::fs::read_dir("/proc/self/fdinfo").unwrap().flatten();
+    let texts = fdinfo.filter_map(|e| std::fs::read_to_string(e.path()).ok());
+    let field = |text: &str, name: &str| text.lines().find_map(|l| l.strip_prefix(name)?.trim().parse::<u32>().ok());
+    texts.filter(|t| field(t, "key_size:") == Some(key_size)).filter_map(|t| field(&t, "max_entries:")).collect()
+}
+
+#[test]
+fn large_per_cpu_maps_made_on_threads_are_the_ones_the_programs_use() {
+    let _serial = serial();
+    // 4,096 keys: made on a thread, in place of aya's one-key placeholder (bigmaps.rs).
+    let counts = map_spec(COUNTS, MapKind::PercpuHash, 8, 8, 4096, MapRole::Scratch);
+    let other = map_spec("other", MapKind::PercpuHash, 8, 64, 2048, MapRole::Scratch);
+    let (bytes, plan) =
+        object_and_plan(vec![(probe("on_begin", ProbeAttach::Begin), count_by_cookie())], vec![counts, other]);
+    let Some(mut loaded) = load_or_skip(&bytes, &plan) else {
+        return;
+    };
+    let mut sizes = maps_with_key_size(8);
+    sizes.sort();
+    assert!(sizes.contains(&4096) && sizes.contains(&2048), "{sizes:?}");
+    assert_eq!(loaded.attach(go_target(), Scope::AllProcesses, None).unwrap(), 1);
+    loaded.run_begin();
+    loaded.run_begin();
+    assert_eq!(count_of(&loaded, 0), 2);
+}
+
+#[test]
+fn a_map_refused_while_others_are_made_is_said_once_and_every_map_is_closed() {
+    let _serial = serial();
+    // No other test's maps have 13-byte keys.
+    const KEY: u32 = 13;
+    let big = |name: &str, entries| map_spec(name, MapKind::PercpuHash, KEY, 64, entries, MapRole::Scratch);
+    let small = |name: &str, key_size| map_spec(name, MapKind::Hash, key_size, 8, 16, MapRole::Scratch);
+    let cases = [
+        // 2^31 keys are refused (E2BIG) by the kernel before it allocates anything, on a
+        // thread while another thread makes the other large map, and aya the small ones
+        // (the refused map's one-key placeholder among them).
+        (
+            vec![big("big_a", 4096), big("big_refused", 1 << 31), big("big_b", 2048), small("small", KEY)],
+            "big_refused",
+            libc::E2BIG,
+        ),
+        // aya's own map refused (a hash without a key: EINVAL) while the large ones are made.
+        (vec![big("big_a", 4096), big("big_b", 2048), small("small_refused", 0)], "small_refused", libc::EINVAL),
+    ];
+    for (mut maps, refused, errno) in cases {
+        maps.push(counts_map());
+        assert_eq!(maps_with_key_size(KEY), Vec::<u32>::new());
+        let (bytes, plan) = object_and_plan(vec![(work_probe(0), count_by_cookie())], maps);
+        match runtime::load(&bytes, &plan) {
+            Err(RuntimeError::Load { source }) => match *source {
+                aya::EbpfError::MapError(aya::maps::MapError::CreateError { name, io_error }) => {
+                    assert_eq!((name.as_str(), io_error.raw_os_error()), (refused, Some(errno)));
+                }
+                other => panic!("expected {refused} refused, got {other:?}"),
+            },
+            Err(e @ RuntimeError::Permission { .. }) if std::env::var("CI").as_deref() != Ok("true") => {
+                return skip(&e);
+            }
+            Err(e) => panic!("expected {refused} refused, got {e:?}"),
+            Ok(_) => panic!("{refused} was not refused"),
+        }
+        // Every map made, on a thread or by aya, is closed.
+        assert_eq!(maps_with_key_size(KEY), Vec::<u32>::new(), "{refused}");
+    }
+}

@@ -93,14 +93,19 @@ fn load_verified(object: &[u8], plan: &Plan) -> Result<(Ebpf, Linked), RuntimeEr
 /// kfunc calls linked).
 fn create_maps(object: &[u8], plan: &Plan) -> Result<(Ebpf, Linked), RuntimeError> {
     raise_memlock_limit();
+    // The large preallocated maps are made on threads meanwhile (bigmaps.rs), joined on
+    // every way out.
+    let making = super::bigmaps::start(object);
     let linked = kfuncs::link(object, kfuncs::kernel())?;
-    let ebpf = loader()
-        .verifier_log_level(VerifierLogLevel::DEBUG | VerifierLogLevel::STATS)
-        .load(&linked.object)
-        .map_err(|source| match permission_error(&source) {
-            Some(io) => RuntimeError::Permission { action: "creating BPF maps".into(), source: io },
-            None => no_ring_buffer(&source, plan).unwrap_or(RuntimeError::Load { source: Box::new(source) }),
-        })?;
+    let loaded = {
+        let mut loader = loader();
+        making.as_placeholders(&mut loader);
+        loader.verifier_log_level(VerifierLogLevel::DEBUG | VerifierLogLevel::STATS).load(&linked.object)
+    };
+    let ebpf = making.finish(loaded).map_err(|source| match permission_error(&source) {
+        Some(io) => RuntimeError::Permission { action: "creating BPF maps".into(), source: io },
+        None => no_ring_buffer(&source, plan).unwrap_or(RuntimeError::Load { source: Box::new(source) }),
+    })?;
     Ok((ebpf, linked))
 }
 

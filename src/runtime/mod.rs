@@ -1,7 +1,8 @@
 //! The only module that touches aya, syscalls and unsafe code: load the object, attach
 //! uprobes, read maps and events, start and watch the target process.
 //!
-//! `load` → (`scope_to_cgroup`) → `Loaded::attach` → (`run_begin`, `poll_events` while
+//! `load` (its large per-CPU hashes made on threads meanwhile: `bigmaps`) →
+//! (`scope_to_cgroup`) → `Loaded::attach` → (`run_begin`, `poll_events` while
 //! the target runs, `map_entries`) → `run_end` → drop (detaches). `process` starts or
 //! finds the target; `container` names a containerized process's executable; `cgroup`
 //! opens and checks `--cgroup`; `signals` turns Ctrl-C into a clean stop; `accounting`
@@ -17,6 +18,7 @@
 mod accounting;
 mod age;
 mod attach;
+mod bigmaps;
 mod btfscan;
 mod calibrate;
 pub mod capabilities;

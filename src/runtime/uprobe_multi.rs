@@ -118,7 +118,7 @@ pub(crate) fn load_for_plan(ebpf: &Ebpf, object: &[u8], plan: &Plan) -> HashMap<
 }
 
 /// The fd of a map of a kind gtrace creates (`plan::MapKind`).
-fn map_fd(map: &Map) -> Option<BorrowedFd<'_>> {
+pub(super) fn map_fd(map: &Map) -> Option<BorrowedFd<'_>> {
     use std::os::fd::AsFd;
     match map {
         Map::HashMap(d)
