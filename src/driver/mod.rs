@@ -255,10 +255,15 @@ fn say_grown(grown: Option<(u64, u32)>, compiled: &Compiled) {
 /// `--stats`, a budget or an export will read it (a plan written for elsewhere always
 /// has it).
 fn lowering(cli: &Cli) -> lower::Settings {
+    let accounting = cli.trace.wants_costs(cli.target.command.is_some()) || cli.emit == Some(Emit::Plan);
     lower::Settings {
         map_sizes: lower::maps::MapSizes::from_args(&cli.map_size),
         rate: cli.rate,
-        accounting: cli.trace.wants_costs(cli.target.command.is_some()) || cli.emit == Some(Emit::Plan),
+        accounting,
+        // Where the kernel's statistics can be held (CAP_SYS_ADMIN), a program at one
+        // function takes its hits from them; a plan says so, and refuses to run where
+        // they cannot.
+        kernel_hits: accounting && crate::runtime::progstats::hold_run_stats().is_ok(),
         bounds: crate::capture::Bounds {
             depth: cli.depth,
             max_fields: cli.max_fields,
