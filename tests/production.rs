@@ -323,6 +323,35 @@ fn stats_hits_equal_the_calls_the_target_made() {
     assert!(["step", "push", "branch"].contains(&kind.unwrap_or("")), "{}", run.stderr);
 }
 
+/// A plan whose hits the kernel counts, run where its statistics cannot be turned on
+/// (no CAP_SYS_ADMIN): refused before the target starts, not run to report no hits.
+#[test]
+fn a_plan_counting_hits_by_the_kernel_is_refused_where_its_statistics_cannot_be_held() {
+    if !privileged("a_plan_counting_hits_by_the_kernel_is_refused_where_its_statistics_cannot_be_held") {
+        return;
+    }
+    let dir = support::unique_tmp(&support::root().join("target"), "production-kernel-hits");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("plan.json");
+    let script = "on entry main.record { @n = count() }";
+    let written = support::gtrace(&["-e", script, "--emit", "plan", "-o", file.to_str().unwrap(), "-b", &prod()]);
+    assert_eq!(written.code, 0, "{}", written.stderr);
+    let cmd = format!("{} keys 20", prod());
+    let out = Command::new("setpriv")
+        .args(["--inh-caps=-sys_admin", "--bounding-set=-sys_admin", env!("CARGO_BIN_EXE_gtrace"), "run"])
+        .args([file.to_str().unwrap(), "-c", &cmd])
+        .output()
+        .expect("setpriv (util-linux)");
+    std::fs::remove_dir_all(&dir).ok();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("BPF_ENABLE_STATS, CAP_SYS_ADMIN") && stderr.contains("Operation not permitted"),
+        "{stderr}"
+    );
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("calls"), "the target ran");
+}
+
 /// A function both called and inlined elsewhere has sites listed apart in the plan (its
 /// entry among the functions, its inlined copies after them), all on one hit counter:
 /// `--stats` counts each function once, so a probe's hits are its runs, not more.
