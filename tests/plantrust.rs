@@ -94,6 +94,13 @@ fn every_plan_gtrace_writes_validates() {
     opts.lowering.map_sizes = gtrace::lower::maps::MapSizes::from_args(&[gtrace::lower::maps::MapSize::All(1 << 20)]);
     let text = "on entry main.add { @n[a] = count(); printf(\"%d\\n\", a) }";
     accepted("--cgroup --rate --map-size", &bundle_with(text, None, &e2e, &opts), &e2e);
+    // Hits counted by the kernel where a program is at one function.
+    let mut opts = options();
+    opts.lowering.kernel_hits = true;
+    for (text, prog, flags) in scripts() {
+        let bin = support::go_build(prog, &flags);
+        accepted(&format!("{text} (kernel hits)"), &bundle_with(&text, None, &bin, &opts), &bin);
+    }
     assert_eq!(seen, scripts().len());
 }
 
@@ -273,6 +280,35 @@ fn an_attach_point_off_gtraces_sites_is_refused() {
 
 /// A counters array of 2^32-1 slots (it aborted gtrace at exit, reading them) is refused,
 /// even with an object rewritten to match.
+/// Hits counted by the kernel (`kernel_hits`, where the compiling process holds its
+/// statistics): such a plan validates, and one that lies about which programs' hits the
+/// kernel counts is refused, not run to report wrong hits.
+#[test]
+fn a_plan_that_lies_about_how_its_hits_are_counted_is_refused() {
+    let bin = support::go_build("e2e", &[]);
+    let target = Target::open(&bin).unwrap();
+    let mut opts = options();
+    opts.lowering.kernel_hits = true;
+    let text = "on entry main.add { @n = count() } on entry main.add, main.sleepy { @f[func] = count() }";
+    let original = bundle_with(text, None, &bin, &opts);
+    assert_eq!(original.plan.accounting.kernel_hits, ["p0"], "{:?}", original.plan.accounting);
+    accepted("kernel hits", &original, &bin);
+    let refused = |what: &str, change: &dyn Fn(&mut Bundle)| {
+        let mut b = original.clone();
+        change(&mut b);
+        let e = validate::validate(&b, &target).expect_err(what).to_string();
+        assert!(e.starts_with("program `p"), "{what}: {e}");
+    };
+    // A program at two functions: its runs are no one function's hits.
+    refused("p1 by the kernel", &|b| b.plan.accounting.kernel_hits.push("p1".into()));
+    // Counted in a counter it has no slot of.
+    refused("p0 not by the kernel", &|b| b.plan.accounting.kernel_hits.clear());
+    // A program that is not there, or runs turned away before they are hits.
+    refused("no such program", &|b| b.plan.accounting.kernel_hits.push("p9".into()));
+    refused("a generation check", &|b| b.plan.accounting.generation_programs.push("p0".into()));
+    refused("no accounting", &|b| b.plan.accounting.hits = false);
+}
+
 #[test]
 fn a_counters_map_larger_than_its_counters_is_refused() {
     let bin = support::go_build("e2e", &[]);

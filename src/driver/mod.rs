@@ -251,14 +251,27 @@ fn say_grown(grown: Option<(u64, u32)>, compiled: &Compiled) {
     }
 }
 
+/// Whether this process may turn the kernel's BPF statistics on: CAP_SYS_ADMIN, what
+/// BPF_ENABLE_STATS asks (asked, not tried: turning them on and off patches the kernel's
+/// text). Yes when the capabilities cannot be read (the runtime then says why not).
+fn may_hold_kernel_stats() -> bool {
+    use crate::runtime::capabilities::{missing_here, Capability};
+    missing_here(&[Capability::SysAdmin]).is_empty()
+}
+
 /// What the programs need beyond the script: map sizes, the rate, and hit counting when
 /// `--stats`, a budget or an export will read it (a plan written for elsewhere always
 /// has it).
 fn lowering(cli: &Cli) -> lower::Settings {
+    let accounting = cli.trace.wants_costs(cli.target.command.is_some()) || cli.emit == Some(Emit::Plan);
     lower::Settings {
         map_sizes: lower::maps::MapSizes::from_args(&cli.map_size),
         rate: cli.rate,
-        accounting: cli.trace.wants_costs(cli.target.command.is_some()) || cli.emit == Some(Emit::Plan),
+        accounting,
+        // Where the kernel's statistics can be held (CAP_SYS_ADMIN), a program at one
+        // function takes its hits from them; a plan says so, and refuses to run where
+        // they cannot.
+        kernel_hits: accounting && may_hold_kernel_stats(),
         bounds: crate::capture::Bounds {
             depth: cli.depth,
             max_fields: cli.max_fields,

@@ -47,6 +47,11 @@ pub struct Settings {
     /// Count every site's hits, and let the budget detach single sites (`--stats`,
     /// `--budget`).
     pub accounting: bool,
+    /// With `accounting`: a program attached at one function takes its hits from the
+    /// kernel's run count instead of counting them itself (`Accounting::kernel_hits`),
+    /// which saves it a helper call and a counter's cache line a run. Only where the
+    /// runtime will hold the kernel's statistics (`BPF_ENABLE_STATS`, CAP_SYS_ADMIN).
+    pub kernel_hits: bool,
     /// How much of a whole Go value `print` copies (`--depth`, `--max-fields`,
     /// `--max-elems`, `--string-limit`).
     pub bounds: crate::capture::Bounds,
@@ -66,6 +71,8 @@ pub struct Settings {
 #[derive(Debug, Default)]
 pub struct Layout {
     acct: Accounting,
+    /// `Settings::kernel_hits`.
+    kernel_hits: bool,
     /// The script probe (item index) of each rate bucket.
     rate_items: Vec<usize>,
     /// Each counter's slot (a wildcard's thousands of hit counters are found at once).
@@ -75,7 +82,8 @@ pub struct Layout {
 impl Layout {
     pub fn new(settings: &Settings) -> Layout {
         let acct = Accounting { hits: settings.accounting, rate: settings.rate, ..Accounting::default() };
-        Layout { acct, rate_items: Vec::new(), slot_of: Default::default() }
+        let kernel_hits = settings.accounting && settings.kernel_hits;
+        Layout { acct, kernel_hits, rate_items: Vec::new(), slot_of: Default::default() }
     }
 
     pub fn hits(&self) -> bool {
@@ -109,6 +117,20 @@ impl Layout {
         }
     }
 
+    /// Whether `program`, attached at `functions` functions (`scoped`: behind the
+    /// `--cgroup` check, which returns before the hit is counted), may take its hits from
+    /// the kernel's run count; if so, it is marked as doing so. One function only: the
+    /// kernel counts a program's runs, not its sites'.
+    pub(super) fn hits_by_kernel(&mut self, program: &str, functions: usize, scoped: bool) -> bool {
+        if !self.kernel_hits || functions != 1 || scoped {
+            return false;
+        }
+        if !self.acct.hits_by_kernel(program) {
+            self.acct.kernel_hits.push(program.to_string());
+        }
+        true
+    }
+
     /// Marks `program` as one that checks its sites' generations.
     pub(super) fn checks_generations(&mut self, program: &str) {
         let programs = &mut self.acct.generation_programs;
@@ -118,10 +140,10 @@ impl Layout {
     }
 
     /// The attach cookie of `program` at `function` (index `function_index`): the
-    /// function's index, and its hit counter when sites count their hits.
+    /// function's index, and its hit counter when sites count their hits in `counters`.
     pub fn cookie(&mut self, program: &str, function: &str, function_index: usize) -> u64 {
         let mut cookie = function_index as u64;
-        if self.acct.hits {
+        if self.acct.hits && !self.acct.hits_by_kernel(program) {
             let slot = self.slot(Counter::Hits { program: program.into(), function: function.into() });
             cookie |= (u64::from(slot) & COOKIE_SLOT_MASK) << COOKIE_SLOT_SHIFT;
         }

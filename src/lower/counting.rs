@@ -41,10 +41,12 @@ impl Gen<'_> {
     /// The start of a uprobe program with accounting: count the site's hit, but first,
     /// for a program at several functions, return at once when the cookie's generation
     /// is not the live one of the site's function (`generations`, indexed like the hit
-    /// counters). Nothing without accounting.
-    pub fn accounting_prologue(&mut self, functions: usize, span: Span) -> Result<(), LowerError> {
+    /// counters). Nothing without accounting, nor for a program at one function whose
+    /// hits the kernel counts as its runs (`Layout::hits_by_kernel`; `scoped`: behind
+    /// `--cgroup`'s check, which it is not then).
+    pub fn accounting_prologue(&mut self, functions: usize, scoped: bool, span: Span) -> Result<(), LowerError> {
         let Some(acct) = self.acct.as_mut() else { return Ok(()) };
-        if !acct.layout.hits() {
+        if !acct.layout.hits() || acct.layout.hits_by_kernel(&acct.program, functions, scoped) {
             return Ok(());
         }
         let generations = functions > 1;

@@ -59,6 +59,8 @@ mod tests_goroutines;
 #[cfg(test)]
 mod tests_guard;
 #[cfg(test)]
+mod tests_hits;
+#[cfg(test)]
 mod tests_interleave;
 #[cfg(test)]
 mod tests_reads;

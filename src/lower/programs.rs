@@ -282,7 +282,7 @@ impl Ctx<'_> {
             if self.cgroup {
                 gen.cgroup_prologue(span)?;
             }
-            gen.accounting_prologue(owner.functions, span)?;
+            gen.accounting_prologue(owner.functions, self.cgroup, span)?;
         }
         body(&mut gen)?;
         gen.epilogue()?;

@@ -25,6 +25,14 @@ pub struct Accounting {
     pub slots: Vec<Counter>,
     /// Each probe site counts its hits (`Counter::Hits`): on for --stats and --budget.
     pub hits: bool,
+    /// Programs whose site hits are not counted in `counters` but are their runs as the
+    /// kernel counts them (`run_cnt` of `bpf_prog_info`, while the runtime holds
+    /// `BPF_ENABLE_STATS` from before it attaches): each is attached at the sites of one
+    /// function, checks no generation and returns before nothing (no `--cgroup`), so
+    /// every run is one hit of that function, and its code spends no helper call on it.
+    /// They have no `Counter::Hits` slot and no slot in their cookies.
+    #[serde(default)]
+    pub kernel_hits: Vec<String>,
     /// An array of u64 indexed like `counters`: at a function's hit slot, the
     /// generation of the link that holds the function's sites. A program in
     /// `generation_programs` runs only when the generation in its attach cookie is the
@@ -131,6 +139,11 @@ impl Accounting {
             _ => None,
         });
         hits.collect()
+    }
+
+    /// Whether `program`'s site hits are its runs as the kernel counts them.
+    pub fn hits_by_kernel(&self, program: &str) -> bool {
+        self.kernel_hits.iter().any(|p| p == program)
     }
 
     /// Whether `program` checks its sites' generations.

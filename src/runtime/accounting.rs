@@ -99,11 +99,14 @@ impl Loaded {
     /// Turns the kernel's per-program statistics on for as long as this `Loaded` lives
     /// (or until `run_stats_off`). An error when the kernel cannot (before Linux 5.8).
     pub fn enable_run_stats(&mut self) -> Result<(), RuntimeError> {
+        self.enable_run_stats_for("turning on the kernel's BPF statistics (BPF_ENABLE_STATS)")
+    }
+
+    /// `enable_run_stats`, its failure said as `action`.
+    pub fn enable_run_stats_for(&mut self, action: &'static str) -> Result<(), RuntimeError> {
         if self.stats_fd.is_none() {
-            let fd = aya::sys::enable_stats(aya::sys::Stats::RunTime).map_err(|e| RuntimeError::Os {
-                action: "turning on the kernel's BPF statistics (BPF_ENABLE_STATS)",
-                source: e.io_error,
-            })?;
+            let fd = aya::sys::enable_stats(aya::sys::Stats::RunTime)
+                .map_err(|e| RuntimeError::Os { action, source: e.io_error })?;
             self.stats_fd = Some(fd);
         }
         Ok(())

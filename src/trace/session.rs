@@ -60,6 +60,7 @@ pub(super) fn start<'a>(
         eprintln!("gtrace: {e} ({})", e.hint());
     }
     let budget = crate::cli::Budget::percent(args.budget, command);
+    stats::hold_kernel_hits(&mut loaded, plan)?;
     let calibration = stats::start_costs(&mut loaded, args.wants_costs(command));
     // With --live the command's output comes through pipes: the view holds the terminal.
     let (child, captured) = match &process.command {

@@ -116,11 +116,15 @@ impl Meter {
         let mut seen = std::collections::HashSet::new();
         let functions: Vec<&str> = points.iter().map(|p| p.function.as_str()).filter(|f| seen.insert(*f)).collect();
         let attached = loaded.attached_functions(program);
+        // A program at one function whose hits the kernel counts: each run is a hit.
+        let by_kernel = acct.hits_by_kernel(program).then_some(run.run_count);
         stats.sites = functions
             .iter()
             .map(|f| SiteStats {
                 function: f.to_string(),
-                hits: self.hit_slots.get(&(program.to_string(), f.to_string())).map_or(0, |s| value(*s)),
+                hits: by_kernel.unwrap_or_else(|| {
+                    self.hit_slots.get(&(program.to_string(), f.to_string())).map_or(0, |s| value(*s))
+                }),
                 trap_ns: self.trap_ns(program, f),
                 kind: self.kinds.get(&(program.to_string(), f.to_string())).copied(),
                 cost_ns: 0.0,
@@ -176,6 +180,19 @@ impl Meter {
 /// The trap's calibration, running on its own thread while the probes attach (loading
 /// its program and making its link take the kernel several milliseconds).
 pub struct Calibration(Option<std::thread::JoinHandle<Result<TrapCost, RuntimeError>>>);
+
+/// Before attaching, where programs' hits are their runs as the kernel counts them
+/// (`Accounting::kernel_hits`): turns the kernel's per-program statistics on, or fails,
+/// rather than read those hits as none.
+pub fn hold_kernel_hits(loaded: &mut Loaded, plan: &Plan) -> Result<(), RuntimeError> {
+    match plan.accounting.kernel_hits.is_empty() {
+        true => Ok(()),
+        false => loaded.enable_run_stats_for(
+            "turning on the kernel's BPF statistics (BPF_ENABLE_STATS, CAP_SYS_ADMIN), which count the hits of \
+             the plan's probes at one function (a plan compiled without CAP_SYS_ADMIN counts them itself)",
+        ),
+    }
+}
 
 /// Before attaching, when costs will be read (`--stats`, a budget): turns the kernel's
 /// per-program statistics on and starts measuring the trap. What cannot be had is said,

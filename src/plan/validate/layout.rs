@@ -100,7 +100,9 @@ fn probes(plan: &Plan) -> Result<(), Refused> {
             let slot = (pt.cookie >> COOKIE_SLOT_SHIFT) & COOKIE_SLOT_MASK;
             let hits = slots.get(&(p.program.as_str(), pt.function.as_str()));
             let slot_ok = match (plan.accounting.hits, hits) {
-                (true, Some(h)) => slot == *h as u64,
+                // Counted by the kernel (`kernel_hits`): no counter of its own.
+                (true, None) if plan.accounting.hits_by_kernel(&p.program) => slot == 0,
+                (true, Some(h)) => slot == *h as u64 && !plan.accounting.hits_by_kernel(&p.program),
                 (true, None) => false,
                 (false, _) => slot == 0,
             };
@@ -335,6 +337,32 @@ fn accounting(plan: &Plan) -> Result<(), Refused> {
     }
     if plan.maps.iter().any(|m| m.kind == MapKind::CgroupArray && m.object_name != plan.cgroup) {
         return Err(plan_refused("has a cgroup array that is not its --cgroup's"));
+    }
+    kernel_hits(plan)
+}
+
+/// The programs whose hits are their runs as the kernel counts them: only where a run is
+/// one hit of one function, or the hits read would be wrong (several functions' hits as
+/// one, other cgroups' runs as hits, the runs a generation check turns away).
+fn kernel_hits(plan: &Plan) -> Result<(), Refused> {
+    let acct = &plan.accounting;
+    for name in &acct.kernel_hits {
+        let bad = |problem: &str| Err(Refused::Program { program: name.clone(), problem: problem.to_string() });
+        if !acct.hits || !plan.cgroup.is_empty() || acct.checks_generations(name) {
+            return bad("takes its hits from the kernel's run count where a run is not one hit (no accounting, --cgroup, or a generation check)");
+        }
+        let Some(probe) = plan.probes.iter().find(|p| p.program == *name) else {
+            return bad("has its hits counted by the kernel, but the plan has no such program");
+        };
+        let ProbeAttach::Uprobe(points) = &probe.attach else {
+            return bad("has its hits counted by the kernel, but is attached to no function");
+        };
+        if points.first().is_none_or(|first| points.iter().any(|pt| pt.function != first.function)) {
+            return bad("takes its hits from the kernel's run count, which cannot tell its functions apart");
+        }
+        if acct.slots.iter().any(|c| matches!(c, Counter::Hits { program, .. } if program == name)) {
+            return bad("has its hits both counted by the kernel and in a counter");
+        }
     }
     Ok(())
 }
