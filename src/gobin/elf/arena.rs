@@ -66,9 +66,11 @@ impl From<Name> for String {
     }
 }
 
+// Lengths first: a pass over every function for one name (`names::Functions::named`)
+// skips a name of another length without reading its bytes, as with a `String`.
 impl PartialEq for Name {
     fn eq(&self, other: &Name) -> bool {
-        self.as_str() == other.as_str()
+        self.len == other.len && self.as_str() == other.as_str()
     }
 }
 
@@ -76,37 +78,37 @@ impl Eq for Name {}
 
 impl PartialEq<str> for Name {
     fn eq(&self, other: &str) -> bool {
-        self.as_str() == other
+        self.len as usize == other.len() && self.as_str() == other
     }
 }
 
 impl PartialEq<&str> for Name {
     fn eq(&self, other: &&str) -> bool {
-        self.as_str() == *other
+        *self == **other
     }
 }
 
 impl PartialEq<String> for Name {
     fn eq(&self, other: &String) -> bool {
-        self.as_str() == other.as_str()
+        *self == *other.as_str()
     }
 }
 
 impl PartialEq<Name> for str {
     fn eq(&self, other: &Name) -> bool {
-        self == other.as_str()
+        *other == *self
     }
 }
 
 impl PartialEq<Name> for &str {
     fn eq(&self, other: &Name) -> bool {
-        *self == other.as_str()
+        *other == **self
     }
 }
 
 impl PartialEq<Name> for String {
     fn eq(&self, other: &Name) -> bool {
-        self.as_str() == other.as_str()
+        *other == *self.as_str()
     }
 }
 
