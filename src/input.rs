@@ -142,6 +142,13 @@ impl Bytes {
             m.shed();
         }
     }
+
+    /// `shed` for bytes `start..start + len` (clipped to the file) only.
+    pub fn shed_range(&self, start: usize, len: usize) {
+        if let Held::Mapped(m) = &*self.0 {
+            m.shed_range(start, len);
+        }
+    }
 }
 
 /// The regular file `path` (symbolic links followed), mapped read-only: refused as

@@ -164,7 +164,7 @@ fn leaf_functions_touch_exactly_the_stack_slots_gtrace_gives_their_values() {
     for (tc, bin) in &builds("abiarm64", PLAIN) {
         let t = open(bin);
         let mut leaves = 0;
-        let names: Vec<String> = t.find("main.*").iter().map(|f| f.name.clone()).collect();
+        let names: Vec<String> = t.find("main.*").iter().map(|f| f.name.to_string()).collect();
         for name in names {
             let lines = support::objdump(bin, &name);
             if lines.iter().any(|l| l.asm.starts_with("CALL") || l.asm.contains("R29")) {

@@ -16,14 +16,14 @@ fn many_wildcards_are_matched_against_every_function() {
 
 /// The names of the target's functions that `pattern` finds.
 fn found(target: &gtrace::gobin::Target, pattern: &str) -> Vec<String> {
-    target.find(pattern).iter().map(|f| f.name.clone()).collect()
+    target.find(pattern).iter().map(|f| f.name.to_string()).collect()
 }
 
 #[test]
 fn stars_find_what_a_plain_filter_finds() {
     let bin = support::go_build("e2e", &[]);
     let target = gtrace::gobin::Target::open(&bin).unwrap();
-    let all: Vec<String> = target.functions().iter().map(|f| f.name.clone()).collect();
+    let all: Vec<String> = target.functions().iter().map(|f| f.name.to_string()).collect();
     let filter = |keep: &dyn Fn(&str) -> bool| all.iter().filter(|n| keep(n)).cloned().collect::<Vec<_>>();
     let main_with_a = filter(&|n| n.starts_with("main.") && n["main.".len()..].contains('a'));
     assert!(main_with_a.len() > 1, "{main_with_a:?}");

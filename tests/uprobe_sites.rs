@@ -25,7 +25,7 @@ fn all_sites(target: &Target) -> Vec<(String, u64, bool)> {
     let mut sites = Vec::new();
     for f in target.functions().iter().filter(|f| f.size > 0) {
         if let Ok(s) = target.probe_sites(f) {
-            sites.push((f.name.clone(), s.entry, target.uprobe_refusal(s.entry).is_some()));
+            sites.push((f.name.to_string(), s.entry, target.uprobe_refusal(s.entry).is_some()));
         }
     }
     for s in &target.find_inlined("*") {
@@ -215,7 +215,7 @@ fn the_lock_site_in_greyobject_is_passed_over_and_the_rest_counted() {
     for callee in &callees {
         sites.extend(target.find_inlined(callee).iter().map(|s| (s.caller.clone(), s.addr)));
         for f in target.find(callee) {
-            sites.push((f.name.clone(), target.probe_sites(f).unwrap().entry));
+            sites.push((f.name.to_string(), target.probe_sites(f).unwrap().entry));
         }
     }
     let lock_at = |(function, addr): &(String, u64)| {

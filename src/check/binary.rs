@@ -148,12 +148,12 @@ fn runtime_function(target: &dyn GoBinary, name: &str) -> Option<RuntimeFunction
     let entry = target.probe_sites(&f).ok()?.entry;
     let words = vec![target.word_type(); RUNTIME_ARGS];
     let args = crate::arch::abi::assign(target.conv_of(&f), &words, &target.types());
-    Some(RuntimeFunction { name: f.name, entry, args, refusal: target.uprobe_refusal(entry) })
+    Some(RuntimeFunction { name: f.name.to_string(), entry, args, refusal: target.uprobe_refusal(entry) })
 }
 
 fn entry_point(target: &dyn GoBinary) -> Option<EntryPoint> {
     let addr = target.entry_point()?;
-    let function = target.function_at(addr).map(|f| f.name.clone());
+    let function = target.function_at(addr).map(|f| f.name.to_string());
     Some(EntryPoint { addr, refusal: target.uprobe_refusal(addr), function })
 }
 

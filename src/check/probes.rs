@@ -279,7 +279,7 @@ pub(super) fn function_site(
     target: &dyn GoBinary,
     passed_over: &mut Vec<PassedOver>,
 ) -> Option<FuncSite> {
-    let mut pass = |addr: Option<u64>, reason: SkipReason| passed_over.push((f.name.clone(), addr, reason));
+    let mut pass = |addr: Option<u64>, reason: SkipReason| passed_over.push((f.name.to_string(), addr, reason));
     if f.size == 0 {
         pass(None, SkipReason::ZeroSize);
         return None;

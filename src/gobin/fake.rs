@@ -68,7 +68,7 @@ impl Fake {
     /// Adds a function with its parameters and results, each a name and a Go type name.
     pub fn function(mut self, name: &str, params: &[(&str, &str)], results: &[(&str, &str)]) -> Fake {
         let addr = TEXT + 0x100 * self.functions.len() as u64;
-        let f = Function { name: name.to_string(), addr, size: 0x80, abi: super::Abi::Internal };
+        let f = Function { name: name.into(), addr, size: 0x80, abi: super::Abi::Internal };
         let mut list = Vec::new();
         for (i, (n, ty)) in params.iter().chain(results).enumerate() {
             let ty = self.type_id(ty);

@@ -31,6 +31,7 @@ pub mod fake;
 pub use crate::arch::ProbeSites;
 pub(crate) use dwarf::types::dictionary_position;
 pub use dwarf::{crc32, DwarfSeed, NoVariable, StoredUnits, Variable};
+pub use elf::arena::Name;
 pub use elf::debugfile::DebugSearch;
 pub(crate) use elf::symbols::{is_pattern as symbols_is_pattern, package_of};
 pub use elf::BuildIds;
@@ -56,7 +57,7 @@ use std::path::{Path, PathBuf};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Function {
     /// The Go name as the linker wrote it: `main.(*T).Add`, `net/http.(*conn).serve`.
-    pub name: String,
+    pub name: Name,
     /// Virtual address of its first instruction.
     pub addr: u64,
     /// Size of its code in bytes.

@@ -82,6 +82,18 @@ impl Mapped {
         // the addresses stay mapped.
         let _ = unsafe { self.map.unchecked_advise(memmap2::UncheckedAdvice::DontNeed) };
     }
+
+    /// `shed`, for the pages holding bytes `start..start + len` only (and whatever else
+    /// shares their first and last page): a big table read once leaves the RSS when
+    /// read, not at the end of the compile.
+    pub fn shed_range(&self, start: usize, len: usize) {
+        let Some(len) = self.map.len().checked_sub(start).map(|left| left.min(len)).filter(|l| *l > 0) else {
+            return;
+        };
+        // SAFETY: as `shed`: the range is within the mapping (memmap2 widens it to whole
+        // pages, still within it), whose pages are read again from the file if touched.
+        let _ = unsafe { self.map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, len) };
+    }
 }
 
 /// Returns the heap's free memory to the system (glibc keeps what is freed for later

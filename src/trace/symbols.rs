@@ -162,7 +162,7 @@ impl output::Symbols for TargetSymbols {
     }
     fn function(&self, pc: u64) -> Option<(String, u64)> {
         let bias = pc - self.link(pc)?;
-        self.readable("function names")?.function_containing(pc - bias).map(|f| (f.name.clone(), f.addr + bias))
+        self.readable("function names")?.function_containing(pc - bias).map(|f| (f.name.to_string(), f.addr + bias))
     }
     fn source_frames(&self, pc: u64) -> Vec<crate::gobin::SourceFrame> {
         let at = self.link(pc);

@@ -217,7 +217,7 @@ pub(crate) fn read(path: &Path, data: &[u8]) -> Result<ElfFacts, TargetError> {
         .filter(|ph| ph.p_type(endian) == PT_LOAD)
         .map(|ph| Segment { vaddr: ph.p_vaddr(endian), filesz: ph.p_filesz(endian), offset: ph.p_offset(endian) })
         .collect();
-    let mut functions = Vec::new();
+    let mut functions = super::arena::Builder::with_capacity(elf.symbols().count());
     for sym in elf.symbols() {
         if sym.elf_symbol().st_type() != STT_FUNC {
             continue;
@@ -229,10 +229,12 @@ pub(crate) fn read(path: &Path, data: &[u8]) -> Result<ElfFacts, TargetError> {
         if !in_text {
             continue;
         }
-        let Ok(name) = sym.name() else { continue };
-        let abi = if name.ends_with(".abi0") { Abi::Abi0 } else { Abi::Unknown };
-        functions.push(Function { name: name.to_string(), addr: sym.address(), size: sym.size(), abi });
+        // Checked as UTF-8 once, all together (`finish`).
+        let Ok(name) = sym.name_bytes() else { continue };
+        let abi = if name.ends_with(b".abi0") { Abi::Abi0 } else { Abi::Unknown };
+        functions.push(name, sym.address(), sym.size(), abi);
     }
+    let functions = functions.finish();
     let mut relative = HashMap::new();
     for (offset, reloc) in elf.dynamic_relocations().into_iter().flatten() {
         if reloc.flags() == (RelocationFlags::Elf { r_type: arch.relative_relocation() }) {

@@ -3,8 +3,10 @@
 //! (`image`), finding functions by the names a script gives (`symbols`), Go's function
 //! table (`pclntab`), the functions in address order found by name (`names`) and the runtime's moduledata it needs (`moduledata`), source
 //! positions from that table (`srcline`), the build info (`buildinfo`), the debug file
-//! kept aside (`debugfile`), and `open`, which puts them together.
+//! kept aside (`debugfile`), the functions' names as slices of one buffer (`arena`),
+//! and `open`, which puts them together.
 
+pub(crate) mod arena;
 mod buildinfo;
 pub(crate) mod debugfile;
 mod file;

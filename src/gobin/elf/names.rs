@@ -3,7 +3,8 @@
 //! names through a table of name hashes, patterns by one scan whose few matches are then
 //! sorted; the name order of every function (a listing, "did you mean") is made only
 //! when asked. Each table is built on first use. Answers are those of `symbols` on the
-//! functions sorted by name: same functions, same order.
+//! functions sorted by name: same functions, same order. The names are slices of one
+//! buffer (`arena`).
 
 use super::symbols;
 use crate::gobin::Function;
@@ -143,7 +144,7 @@ mod tests {
     use crate::gobin::Abi;
 
     fn f(name: &str, addr: u64, size: u64) -> Function {
-        Function { name: name.to_string(), addr, size, abi: Abi::Internal }
+        Function { name: name.into(), addr, size, abi: Abi::Internal }
     }
 
     /// The functions as `symbols` wants them: sorted by name, address and size, once each.
@@ -196,6 +197,48 @@ mod tests {
         }
         let listed: Vec<Function> = fs.sorted_by_name().into_iter().cloned().collect();
         assert_eq!(listed, sorted);
+    }
+
+    /// `sample` with its names in one buffer, as a symbol table's are read.
+    fn sample_in_one_buffer() -> Vec<Function> {
+        let mut b = super::super::arena::Builder::default();
+        for f in sample() {
+            b.push(f.name.as_bytes(), f.addr, f.size, f.abi);
+        }
+        b.finish()
+    }
+
+    #[test]
+    fn names_in_one_buffer_answer_as_names_of_their_own() {
+        let own = Functions::new(sample());
+        let shared = Functions::new(sample_in_one_buffer());
+        let same = |a: Vec<&Function>, b: Vec<&Function>| {
+            let key = |v: Vec<&Function>| v.iter().map(|f| (f.name.to_string(), f.addr, f.size)).collect::<Vec<_>>();
+            assert_eq!(key(a), key(b));
+        };
+        for p in ["main.main", "main.dup", "main.Sum[...]", "main.*", "*", "*memmove*", "nosuch", "net/http.(*Client).*"] {
+            same(own.find(p), shared.find(p));
+            same(own.named(p), shared.named(p));
+            assert_eq!(own.any_starting_with(p), shared.any_starting_with(p), "{p}");
+        }
+        same(own.sorted_by_name(), shared.sorted_by_name());
+        for addr in [0x50, 0x100, 0x101, 0x180, 0x186, 0x200, 0x210, 0x400, 0x600] {
+            assert_eq!(own.at(addr), shared.at(addr), "{addr:#x}");
+            assert_eq!(own.containing(addr), shared.containing(addr), "{addr:#x}");
+        }
+        for typo in ["main.mian", "net/http.(*Client).Dox", "nosuch.memmove"] {
+            assert_eq!(
+                symbols::closest(&own.sorted_by_name(), typo, 3),
+                symbols::closest(&shared.sorted_by_name(), typo, 3),
+                "{typo}"
+            );
+        }
+        // The hashed lookups too (made after `SCANS_BEFORE_TABLE` scans).
+        for _ in 0..=SCANS_BEFORE_TABLE {
+            own.named("main.main");
+            shared.named("main.main");
+        }
+        same(own.named("main.dup"), shared.named("main.dup"));
     }
 
     #[test]

@@ -2,8 +2,8 @@
 //! its section, or in a stripped binary searched for in the data sections by its header),
 //! and the functions from the symbol table, or from that table when there is none.
 
-use super::{buildinfo, debugfile, file as elf, image, moduledata, names, pclntab};
-use crate::gobin::{go_minor, Abi, DebugSearch, DwarfState, Function, Layout, Target, TargetError};
+use super::{arena, buildinfo, debugfile, file as elf, image, moduledata, names, pclntab};
+use crate::gobin::{go_minor, Abi, DebugSearch, DwarfState, Layout, Target, TargetError};
 use crate::gotypes::Types;
 use std::cell::{OnceCell, RefCell};
 use std::path::Path;
@@ -73,21 +73,16 @@ impl Target {
         if target.functions.is_empty() {
             let records = target.func_records()?;
             target.from_pclntab = true;
-            target.functions = names::Functions::new(
-                records
-                    .iter()
-                    .map(|r| Function {
-                        name: r.name.clone(),
-                        addr: r.entry,
-                        size: r.end - r.entry,
-                        abi: match r.asm {
-                            Some(true) => Abi::Abi0,
-                            Some(false) => Abi::Internal,
-                            None => Abi::Unknown,
-                        },
-                    })
-                    .collect(),
-            );
+            let mut functions = arena::Builder::with_capacity(records.len());
+            for r in &records {
+                let abi = match r.asm {
+                    Some(true) => Abi::Abi0,
+                    Some(false) => Abi::Internal,
+                    None => Abi::Unknown,
+                };
+                functions.push(r.name.as_bytes(), r.entry, r.end - r.entry, abi);
+            }
+            target.functions = names::Functions::new(functions.finish());
         } else {
             // Symbols name functions; the table knows which are assembly (its names
             // are not read).
@@ -103,6 +98,11 @@ impl Target {
                 }
             }
         }
+        // What opening read (the symbol table, its names, the function table's entries
+        // for the ABI marks: 14 MB of Caddy) is copied out or done with: its pages leave
+        // the RSS now, not once the probes are attached, and the compile reads again only
+        // the few it needs.
+        target.data.shed();
         Ok(target)
     }
 

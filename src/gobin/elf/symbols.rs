@@ -233,7 +233,7 @@ mod tests {
         let mut v: Vec<Function> = names
             .iter()
             .enumerate()
-            .map(|(i, n)| Function { name: n.to_string(), addr: i as u64, size: 1, abi: crate::gobin::Abi::Internal })
+            .map(|(i, n)| Function { name: (*n).into(), addr: i as u64, size: 1, abi: crate::gobin::Abi::Internal })
             .collect();
         v.sort_by(|a, b| a.name.cmp(&b.name));
         v

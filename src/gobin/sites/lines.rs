@@ -190,13 +190,13 @@ impl Target {
                 let scope = *chain.last().expect("a frame");
                 let frame = match scopes.map(|s| &s.scopes[scope].kind) {
                     Some(ScopeKind::Inlined { name, .. }) => name.clone(),
-                    _ => f.name.clone(),
+                    _ => f.name.to_string(),
                 };
                 out.push(LineSite {
                     file: table.files[at.0 as usize].clone(),
                     line: at.1,
                     addr,
-                    function: f.name.clone(),
+                    function: f.name.to_string(),
                     inlined: chain.len() > 1,
                     frame,
                     scope,

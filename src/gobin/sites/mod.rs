@@ -25,13 +25,13 @@ impl Target {
     /// Where the probes of `f` go: the entry after its stack check and every RET.
     pub fn probe_sites(&self, f: &Function) -> Result<ProbeSites, TargetError> {
         let code = self.code(f).ok_or_else(|| TargetError::CodeNotInFile {
-            function: f.name.clone(),
+            function: f.name.to_string(),
             size: f.size,
             addr: f.addr,
         })?;
         self.arch
             .probe_sites(f.addr, code, |a| self.function_at(a).map(|f| f.name.as_str()))
-            .map_err(|source| TargetError::Disassembly { function: f.name.clone(), source })
+            .map_err(|source| TargetError::Disassembly { function: f.name.to_string(), source })
     }
 
     /// How the kernel runs the instruction at `addr` under a uprobe (`Arch::trap_kind`):
