@@ -36,6 +36,9 @@ pub struct MapTable {
     pub deleted: std::collections::BTreeSet<String>,
     /// Maps some probe names whole (`print(@m)`, `clear(@m)`), not by one element.
     pub whole: std::collections::BTreeSet<String>,
+    /// Maps some probe clears (`clear(@m)`: gtrace deletes their elements while the
+    /// probes run).
+    pub cleared: std::collections::BTreeSet<String>,
     /// Some probe's `func` carries a dictionary in its high bits (check/generics.rs): a
     /// map keyed by `func` alone is then a hash, not an array indexed by it.
     pub func_dictionaries: bool,

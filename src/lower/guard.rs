@@ -22,7 +22,9 @@
 //! listed here (none of which keeps per-CPU state of its own), and every map it names
 //! is one of gtrace's own that is safe under preemption (below), or an aggregation
 //! whose every reference in the program was made by code that changes the per-CPU value
-//! with atomic instructions only (`Func::preemption_safe_since`, mapops.rs). Anything
+//! with atomic instructions only (`Func::preemption_safe_since`, mapops.rs) in a map no
+//! element of which is deleted while the probes run (a hash that is cleared or deleted
+//! from may hand a deleted element to another key at once: `UserMap::freed`). Anything
 //! else, or anything new, keeps the guard.
 
 use super::accounting::{COUNTERS, GENERATIONS, HANDOVERS, RATE};

@@ -142,9 +142,10 @@ impl Gen<'_> {
 
     /// The references of `um` made since it had `refs` (its lookup, insertion and
     /// update) are safe under preemption when `agg` changes the value with atomic
-    /// instructions only (agg.rs `atomic`) and leaves no exemplar (guard.rs).
+    /// instructions only (agg.rs `atomic`), leaves no exemplar, and no element of the
+    /// map is deleted while the probes run (`UserMap::freed`; guard.rs).
     fn atomic_only_since(&mut self, um: &UserMap, agg: Agg, refs: usize) {
-        if super::agg::atomic(agg) && um.exemplars.is_none() {
+        if super::agg::atomic(agg) && um.exemplars.is_none() && !um.freed {
             self.b.preemption_safe_since(&um.object_name, refs);
         }
     }

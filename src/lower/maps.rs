@@ -209,6 +209,12 @@ pub struct UserMap {
     pub exemplars: Option<String>,
     /// Its array of slots, when its keys are kept there first (slotted.rs).
     pub slots: Option<Slots>,
+    /// A hash whose elements are deleted while the probes run (`delete`, `take`,
+    /// `clear`): the kernel may give a deleted element to another key at once, so a
+    /// program preempted between its lookup and its update could add to that key's
+    /// value. Its updates keep the preemption guard (guard.rs), which leaves that
+    /// window the nanoseconds between two instructions, not a preemption's length.
+    pub freed: bool,
 }
 
 /// A private map's array of slots (slotted.rs): its object name, the map's name (as
@@ -318,6 +324,7 @@ impl Maps {
                 single,
                 exemplars: None,
                 slots: None,
+                freed: !(by_function || single) && (table.deleted.contains(name) || table.cleared.contains(name)),
             },
         );
     }

@@ -64,6 +64,31 @@ fn programs_that_change_per_cpu_values_in_several_steps_keep_the_guard() {
     }
 }
 
+/// A hash map whose elements are deleted while the probes run (`clear`, `delete`,
+/// `take`) may give a deleted element to another key at once: a program preempted
+/// between its lookup and its atomic add would add to that key. Its updates keep the
+/// guard; an array's (a map without keys) do not need it, its elements never change
+/// hands.
+#[test]
+fn updates_of_a_hash_that_is_cleared_or_deleted_from_keep_the_guard() {
+    for script in [
+        "on entry main.add { @c[a] = count() } on interval 1s { print(@c); clear(@c) }",
+        "on entry main.add { @c[a] = count() } on entry main.add { delete(@c[b]) }",
+    ] {
+        let (_, l) = lowered(&target(), script);
+        let text = asm(&l, "p0");
+        assert!(guarded(&text), "{script} dropped the guard:\n{text}");
+    }
+    for script in [
+        "on entry main.add { @c[a] = count() } on interval 1s { print(@c) }",
+        "on entry main.add { @c = count() } on interval 1s { print(@c); clear(@c) }",
+    ] {
+        let (_, l) = lowered(&target(), script);
+        let text = asm(&l, "p0");
+        assert!(!guarded(&text), "{script} holds the guard:\n{text}");
+    }
+}
+
 #[test]
 fn hist_run_by_the_interpreter_puts_each_value_where_hist_index_says() {
     let (_, l) = lowered(&target(), "on entry main.add { @h = hist(a) }");

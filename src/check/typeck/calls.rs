@@ -167,6 +167,7 @@ impl Cx<'_> {
                 [Expr { kind: ExprKind::Map(m), .. }] if m.keys.is_empty() => {
                     self.maps.reference(m);
                     self.maps.whole.insert(m.name.name.clone());
+                    self.maps.cleared.insert(m.name.name.clone());
                 }
                 _ => self.err(Diagnostic::error(e.span, "clear takes one map: `clear(@m)`").label("not a map")),
             },

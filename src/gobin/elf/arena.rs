@@ -243,8 +243,7 @@ mod tests {
         // (0xc3 0xa9 is `é`): each name is judged on its own, as `str::from_utf8` would.
         let names: [&[u8]; 6] = [b"a.ok", b"a.bad\xff", b"a.split\xc3", b"\xa9tail", "b.é".as_bytes(), b"c.last"];
         let kept: Vec<String> = built(&names).iter().map(|f| f.name.to_string()).collect();
-        let alone: Vec<String> =
-            names.iter().filter_map(|n| std::str::from_utf8(n).ok()).map(str::to_string).collect();
+        let alone: Vec<String> = names.iter().filter_map(|n| std::str::from_utf8(n).ok()).map(str::to_string).collect();
         assert_eq!(kept, alone);
         assert_eq!(kept, ["a.ok", "b.é", "c.last"]);
         // Split pieces alone in a buffer that is otherwise valid: still left out.

@@ -216,7 +216,9 @@ mod tests {
             let key = |v: Vec<&Function>| v.iter().map(|f| (f.name.to_string(), f.addr, f.size)).collect::<Vec<_>>();
             assert_eq!(key(a), key(b));
         };
-        for p in ["main.main", "main.dup", "main.Sum[...]", "main.*", "*", "*memmove*", "nosuch", "net/http.(*Client).*"] {
+        for p in
+            ["main.main", "main.dup", "main.Sum[...]", "main.*", "*", "*memmove*", "nosuch", "net/http.(*Client).*"]
+        {
             same(own.find(p), shared.find(p));
             same(own.named(p), shared.named(p));
             assert_eq!(own.any_starting_with(p), shared.any_starting_with(p), "{p}");
