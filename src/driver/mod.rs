@@ -269,10 +269,10 @@ fn lowering(cli: &Cli) -> lower::Settings {
         rate: cli.rate,
         accounting,
         // Where the kernel's statistics can be held (CAP_SYS_ADMIN), a program at one
-        // function takes its hits from them. Not in a plan written for elsewhere: the
-        // host that runs it may grant less (CAP_BPF and CAP_PERFMON alone), and such a
-        // plan would have to be refused there.
-        kernel_hits: accounting && cli.emit != Some(Emit::Plan) && may_hold_kernel_stats(),
+        // function takes its hits from them. Not in a plan or an object written for
+        // elsewhere: the host that runs it may grant less (CAP_BPF and CAP_PERFMON
+        // alone), and such a plan would have to be refused there.
+        kernel_hits: accounting && !matches!(cli.emit, Some(Emit::Plan | Emit::Elf)) && may_hold_kernel_stats(),
         bounds: crate::capture::Bounds {
             depth: cli.depth,
             max_fields: cli.max_fields,
