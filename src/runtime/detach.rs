@@ -1,7 +1,7 @@
 //! Taking the probes off: every one (`Loaded::detach_all`, which `Drop` calls, so on
 //! every way out), the target's (`detach_target`), or at the end of a trace on a thread
-//! of their own (`leave_target`, then `wait_left` before the last events and the maps). Each
-//! release waits for the kernel's grace period, so `release` overlaps them.
+//! of their own (`leave_target`, then `wait_left` before the last events and the
+//! maps). Each release waits for the kernel's grace period, so `release` overlaps them.
 
 use super::attach::Link;
 use super::loader::Loaded;
@@ -35,8 +35,9 @@ impl Loaded {
     /// waits for the kernel's grace period (about 70 ms on Caddy's 7 links), so they go
     /// on a thread of their own (under -b from the loop's end, while the terminal and
     /// the sink are closed). Until they are gone they still fire: `wait_left` waits for
-    /// that, and the caller reads what they sent before it prints the maps. The file guard lets held execs go on once they
-    /// are gone. Nothing when no probe is on the file (they left already).
+    /// that, and the caller reads what they sent before it prints the maps. The file
+    /// guard lets held execs go on once they are gone. Nothing when no probe is on the
+    /// file (they left already).
     pub fn leave_target(&mut self) {
         let target = self.take_target_links();
         if target.is_empty() {

@@ -189,7 +189,7 @@ pub fn hold_kernel_hits(loaded: &mut Loaded, plan: &Plan) -> Result<(), RuntimeE
         true => Ok(()),
         false => loaded.enable_run_stats_for(
             "turning on the kernel's BPF statistics (BPF_ENABLE_STATS, CAP_SYS_ADMIN), which count the hits of \
-             the plan's probes at one function (a plan compiled without CAP_SYS_ADMIN counts them itself)",
+             the probes at one function",
         ),
     }
 }
