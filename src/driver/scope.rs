@@ -14,6 +14,8 @@ use std::path::{Component, Path, PathBuf};
 pub(super) fn process(t: &TargetArgs, cgroup: Option<&Path>) -> Result<Process, Failure> {
     let cgroup = cgroup.map(Cgroup::open).transpose()?;
     if let Some(pid) = t.pid {
+        // Taken first: what gtrace reads of the pid from here on is this process's.
+        let alive = Some(runtime::Liveness::new(pid));
         let binary = runtime::process_exe(pid)?;
         let names = runtime::exe_names(pid);
         if let Some(note) = names.as_ref().and_then(|n| container_note(pid, n)) {
@@ -22,7 +24,7 @@ pub(super) fn process(t: &TargetArgs, cgroup: Option<&Path>) -> Result<Process, 
         let shown = names.map_or_else(|| binary.clone(), |n| n.own);
         let cpu_before = crate::trace::measured::Reading::now(pid);
         let read_as = runtime::file_guard::FileStamp::of_path(&binary);
-        return Ok(Process { binary, shown, pid: Some(pid), command: None, cgroup, cpu_before, read_as });
+        return Ok(Process { binary, shown, pid: Some(pid), alive, command: None, cgroup, cpu_before, read_as });
     }
     if let Some(cmd) = &t.command {
         let argv = shlex::split(cmd)
@@ -31,12 +33,21 @@ pub(super) fn process(t: &TargetArgs, cgroup: Option<&Path>) -> Result<Process, 
         let binary = runtime::resolve_command(&argv[0])?;
         let shown = std::fs::canonicalize(&binary).unwrap_or_else(|_| binary.clone());
         let read_as = runtime::file_guard::FileStamp::of_path(&binary);
-        return Ok(Process { binary, shown, pid: None, command: Some(argv), cgroup, cpu_before: None, read_as });
+        return Ok(Process {
+            binary,
+            shown,
+            pid: None,
+            alive: None,
+            command: Some(argv),
+            cgroup,
+            cpu_before: None,
+            read_as,
+        });
     }
     let binary = t.binary.clone().unwrap_or_default();
     let shown = binary_name(&binary);
     let read_as = runtime::file_guard::FileStamp::of_path(&binary);
-    Ok(Process { binary, shown, pid: None, command: None, cgroup, cpu_before: None, read_as })
+    Ok(Process { binary, shown, pid: None, alive: None, command: None, cgroup, cpu_before: None, read_as })
 }
 
 /// With -p, the size the tables of calls in flight need for a target that has had many

@@ -126,6 +126,11 @@ pub enum RuntimeError {
     #[error("no process with pid {pid}")]
     NoSuchProcess { pid: u32 },
 
+    /// The `-p PID` process ended after gtrace read it and before the probes were
+    /// attached (a process now at that pid is another one: nothing is attached to it).
+    #[error("pid {pid} ended before gtrace attached: nothing was attached")]
+    EndedBeforeAttach { pid: u32 },
+
     /// A `-p PID` whose process has no executable to trace, or hides it.
     #[error("cannot trace pid {pid} ({comm}): {why}")]
     NotTraceable { pid: u32, comm: String, why: String },
@@ -189,6 +194,9 @@ impl RuntimeError {
                 Some("this is a bug in gtrace's code generation; please report it with the script")
             }
             RuntimeError::NoSuchProcess { .. } => Some("check the pid; the process may have exited"),
+            RuntimeError::EndedBeforeAttach { .. } => {
+                Some("a process now at that pid is another one; give the pid of the process to trace as it runs now")
+            }
             RuntimeError::ChangedSinceRead { .. } => Some("run gtrace again once the new file is in place"),
             RuntimeError::NotTraceable { .. } => {
                 Some("give the pid of a running Go program (`pgrep -f NAME`), or its executable with -b PATH")

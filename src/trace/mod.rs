@@ -36,6 +36,10 @@ pub struct Process {
     /// -p process has for its executable in its own mount namespace (`/app/server`).
     pub shown: PathBuf,
     pub pid: Option<u32>,
+    /// With -p, the process as it was when gtrace read it (its `/proc/PID/stat` held
+    /// open): the probes attach only while it runs, and the trace ends when it does, a
+    /// new process that takes its pid meanwhile not taken for it.
+    pub alive: Option<runtime::Liveness>,
     pub command: Option<Vec<String>>,
     /// `--cgroup`: every probe runs only for tasks in this cgroup or below it.
     pub cgroup: Option<runtime::Cgroup>,
@@ -200,7 +204,6 @@ fn watch(
 ) -> Result<(), Halt> {
     let (process, mut child, args, stop, export, mut view) = until;
     let started = Instant::now();
-    let liveness = process.pid.map(runtime::Liveness::new);
     loop {
         symbols.learn_bias(|pid| loaded.load_bias(pid));
         costs.meter.sample_cpu();
@@ -224,7 +227,7 @@ fn watch(
                 return Ok(());
             }
         }
-        if liveness.as_ref().is_some_and(|l| !l.is_alive()) {
+        if process.alive.as_ref().is_some_and(|l| !l.is_alive()) {
             return Ok(());
         }
         if costs.govern(loaded, plan)? == budget::Left::NothingNow {

@@ -130,12 +130,25 @@ fn attach(
         (Some(pid), Some(started)) if wanted => untraced_baseline(pid, started),
         _ => None,
     };
+    // A -p process that ended while gtrace compiled: its pid may be another's now. Asked
+    // again once attached (it may end in between): then every probe is detached as the
+    // error drops `loaded`, before an event of the other process is read.
+    still_running(process)?;
     let attached = loaded.attach(&process.binary, scope, process.read_as)?;
+    still_running(process)?;
     seed_load_biases(loaded, plan, &process.binary, scope)?;
     // The user's probes: not the one gtrace adds at a PIE's entry point.
     let attached = attached - loaded.attached_functions(crate::lower::globals::LOAD_BIAS_PROGRAM).len();
     eprintln!("Attached {attached} probe{}", if attached == 1 { "" } else { "s" });
     Ok((attached, baseline))
+}
+
+/// With -p, that the process read is still the one running (`Process::alive`).
+fn still_running(process: &Process) -> Result<(), runtime::RuntimeError> {
+    match (process.pid, &process.alive) {
+        (Some(pid), Some(alive)) if !alive.is_alive() => Err(runtime::RuntimeError::EndedBeforeAttach { pid }),
+        _ => Ok(()),
+    }
 }
 
 /// Says what guards the trace could not have: a file guard that only the loop keeps,
