@@ -390,6 +390,10 @@ impl Gen<'_> {
         self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(maps::FRAMES), Arg::Stack(g)]);
         self.b.emit(store_imm(Size::W, R10, g + K_INDEX, 0));
         self.b.jmp_imm_to(JmpOp::Ne, R0, 0, place);
+        // Inserted but not found (deleted meanwhile by another CPU): lost as a refusal
+        // is, counted under no errno (`Refusal::Other`), as mapops.rs counts its own.
+        self.b.emit(mov64_imm(R0, 0));
+        self.count_refused(maps::FRAMES, span)?;
         self.b.ja_to(pushed);
         // No room for the frame: the call is not followed (counted by the errno), and
         // the record stays as it was, so that no missing frame sits on it.

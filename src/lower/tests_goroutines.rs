@@ -3,12 +3,14 @@
 //! address), and neither finds, pops nor claims the other's record, deep frame, carried
 //! parameters or `self` variables.
 
-use super::layout::{F_FUNC, F_REL, F_TIME, KEY, R_FRAMES, R_G, R_TGID, R_TOP, SLOT_BITS, SLOT_HASH};
-use super::maps::{CARRIED, GOROUTINES, GOROUTINES_SPILL, SELF_VARS};
+use super::layout::{F_FUNC, F_REL, F_TIME, INLINE, KEY, R_FRAMES, R_G, R_TGID, R_TOP, SLOT_BITS, SLOT_HASH};
+
+use super::maps::{CARRIED, FRAMES, GOROUTINES, GOROUTINES_SPILL, SELF_VARS};
 use super::tests::{asm, lowered, user_map};
 use super::Lowered;
-use crate::bpf::interp::{run_probe, HashSpec, Run, World};
+use crate::bpf::interp::{run_probe, HashSpec, Machine, Run, World};
 use crate::gobin::fake::Fake;
+use crate::plan::{Counter, Refusal};
 
 /// Every register holds this: the g register and the stack pointer alike.
 const G: u64 = 0x7000;
@@ -68,6 +70,19 @@ type Held = (&'static str, Vec<(Vec<u8>, Vec<u8>)>);
 /// relocations name (zeros of their value size, or `given`); the maps of `hashes` are
 /// hashes of their plan's shape holding the elements given.
 fn run(l: &Lowered, program: &str, tgid: u32, given: &[(&str, Vec<u8>)], hashes: &[Held]) -> Run {
+    let (prog, world) = world(l, program, tgid, given, hashes);
+    let regs: Vec<u8> = [G; 32].iter().flat_map(|w| w.to_le_bytes()).collect();
+    run_probe(prog, &world, &regs).unwrap_or_else(|e| panic!("{e}\n{}", asm(l, program)))
+}
+
+/// `program` of `l`, and the world `run` runs it in.
+fn world<'l>(
+    l: &'l Lowered,
+    program: &str,
+    tgid: u32,
+    given: &[(&str, Vec<u8>)],
+    hashes: &[Held],
+) -> (&'l crate::bpf::builder::Program, World) {
     let (_, prog) = l.programs.iter().find(|(n, _)| n == program).unwrap_or_else(|| panic!("no {program}"));
     let names = prog.relocations.iter().map(|r| r.map.clone()).collect::<std::collections::BTreeSet<_>>();
     let maps = (names.into_iter())
@@ -82,12 +97,12 @@ fn run(l: &Lowered, program: &str, tgid: u32, given: &[(&str, Vec<u8>)], hashes:
     for (name, elements) in hashes {
         let m = l.plan.maps.iter().find(|m| m.object_name == *name).unwrap_or_else(|| panic!("no map {name}"));
         assert_eq!(m.key_size, KEY, "{name} keyed by (g, index, process)");
-        let spec = HashSpec { key_size: m.key_size, value_size: m.value_size, max_entries: m.max_entries };
+        let per_cpu = m.kind == crate::plan::MapKind::PercpuHash;
+        let spec = HashSpec { key_size: m.key_size, value_size: m.value_size, max_entries: m.max_entries, per_cpu };
         world.hashes.push((name.to_string(), spec));
         world.held.extend(elements.iter().map(|(k, v)| (name.to_string(), k.clone(), v.clone())));
     }
-    let regs: Vec<u8> = [G; 32].iter().flat_map(|w| w.to_le_bytes()).collect();
-    run_probe(prog, &world, &regs).unwrap_or_else(|e| panic!("{e}\n{}", asm(l, program)))
+    (prog, world)
 }
 
 fn map_after<'r>(run: &'r Run, object: &str) -> &'r [u8] {
@@ -200,4 +215,48 @@ fn in_one_process_the_key_holds_process_0_without_a_helper_call() {
     let text = asm(&l, &ret);
     assert_eq!(text.matches("get_current_pid_tgid").count(), 1, "{text}");
     assert_eq!(u64_at(map_after(&r, &user_map(&l, "p").0.object_name), 0), u64::from(P));
+}
+
+/// A goroutine `INLINE` calls deep: its next frame goes to the `frames` hash. When that
+/// frame, just inserted, is not found by the lookup after it (another CPU deleted it),
+/// the call is not followed, and that is counted as a refusal of `frames` with no
+/// errno, as every lost frame is; untouched, the frame is there and nothing counted.
+#[test]
+fn a_deep_frame_lost_right_after_its_insert_is_counted() {
+    let mut opts = crate::compile::Options::default();
+    opts.lowering.accounting = true;
+    let (_, l) = super::tests::lowered_with(&target(), "on return main.add { @e = sum(elapsed) }", &opts);
+    let (_, entry) = programs(&l);
+    let mut rec = record(size_of(&l, GOROUTINES), Some(P), T0);
+    rec[R_TOP as usize..][..4].copy_from_slice(&(INLINE as u32).to_le_bytes());
+    // Each caller's frame above this call (its position higher), the outermost highest.
+    for i in 0..INLINE as usize {
+        let rel = G + 0x100 * (INLINE as u64 - i as u64);
+        rec[R_FRAMES as usize + i * super::layout::FRAME as usize + F_REL as usize..][..8]
+            .copy_from_slice(&rel.to_le_bytes());
+    }
+    let acct = &l.plan.accounting;
+    let lost = Counter::Refused { program: entry.clone(), map: FRAMES.into(), why: Refusal::Other };
+    let slot = acct.slots.iter().position(|c| *c == lost).unwrap_or_else(|| panic!("no {lost:?}: {:?}", acct.slots));
+    let counters = vec![0u8; 8 * acct.slots.len()];
+    let given = [(GOROUTINES, rec), (acct.counters.as_str(), counters)];
+    let hashes = [(GOROUTINES_SPILL, vec![]), (FRAMES, vec![])];
+    let (prog, mut world) = world(&l, &entry, P, &given, &hashes);
+    world.arrays.push((acct.counters.clone(), 8));
+    let regs: Vec<u8> = [G; 32].iter().flat_map(|w| w.to_le_bytes()).collect();
+    for delete in [false, true] {
+        let mut m = Machine::new(&world);
+        let mut cpu = m.start(prog, &regs);
+        let mut deleted = false;
+        while cpu.exited.is_none() {
+            let touched = m.step(&mut cpu).unwrap_or_else(|e| panic!("{e}\n{}", asm(&l, &entry)));
+            if delete && !deleted && touched.contains(&(FRAMES.to_string(), true)) {
+                deleted = m.remove(FRAMES, &key(INLINE as u32, P));
+                assert!(deleted, "the frame inserted under (g, {INLINE}, process)\n{}", asm(&l, &entry));
+            }
+        }
+        let counted = u64_at(m.map(&acct.counters), 8 * slot);
+        assert_eq!(counted, u64::from(delete), "deleted: {delete}\n{}", asm(&l, &entry));
+        assert_eq!(m.hash(FRAMES).len(), usize::from(!delete), "deleted: {delete}");
+    }
 }

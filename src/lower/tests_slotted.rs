@@ -49,7 +49,12 @@ pub(super) fn world(l: &Lowered) -> World {
         world.maps.push((m.object_name.clone(), vec![0; bytes.max(4096)]));
         match m.kind {
             MapKind::Hash => {
-                let spec = HashSpec { key_size: m.key_size, value_size: m.value_size, max_entries: m.max_entries };
+                let spec = HashSpec {
+                    key_size: m.key_size,
+                    value_size: m.value_size,
+                    max_entries: m.max_entries,
+                    per_cpu: false,
+                };
                 world.hashes.push((m.object_name.clone(), spec));
             }
             MapKind::Array | MapKind::PercpuArray if m.max_entries > 1 => {

@@ -122,6 +122,13 @@ fn hash_helper(
                 Some(_) if flags == BPF_NOEXIST => errno(17),
                 None if flags == BPF_EXIST => errno(2),
                 None if held >= spec.max_entries as usize => errno(7),
+                // A per-CPU hash's element is written in place (the kernel's
+                // `__htab_percpu_map_update_elem` copies into the one it holds): a
+                // pointer an earlier lookup gave reads the new value.
+                Some(at) if spec.per_cpu => {
+                    mem.slice(pc, at, value.len() as u64)?.copy_from_slice(&value);
+                    0
+                }
                 // The kernel links a new element in and unlinks the old one (its memory
                 // freed or reused later): a pointer an earlier lookup gave still reaches
                 // the old value, never the new.

@@ -6,8 +6,8 @@
 //! the world says its elements' size, or a hash map's element by key),
 //! `map_update_elem` and `map_delete_elem` of hash maps (with the kernel's errnos: full,
 //! present under BPF_NOEXIST, absent under BPF_EXIST or at a delete; an update of a
-//! key held puts a new element in, as the kernel's does; a hash may hold elements
-//! before the run), `map_update_elem` of an array map's one value,
+//! key held puts a new element in, as the kernel's does, but a per-CPU hash's writes the
+//! one held in place, as the kernel's does; a hash may hold elements before the run), `map_update_elem` of an array map's one value,
 //! `probe_read_user` (from the regions given as the target's memory),
 //! `get_attach_cookie` (the world's, 0 unless set),
 //! `get_current_pid_tgid` and `ktime_get_ns` (the world's), the atomic add, fetch-add,
@@ -83,12 +83,16 @@ pub struct World {
     pub cookie: u64,
 }
 
-/// A hash map's shape: its key's and value's sizes, how many elements it holds.
+/// A hash map's shape: its key's and value's sizes, how many elements it holds, and
+/// whether it is per-CPU (`BPF_MAP_TYPE_PERCPU_HASH`: an update of a key it holds writes
+/// the element in place, as the kernel's `__htab_percpu_map_update_elem` does; a plain
+/// hash's links a new element in).
 #[derive(Clone, Copy, Debug)]
 pub struct HashSpec {
     pub key_size: u32,
     pub value_size: u32,
     pub max_entries: u32,
+    pub per_cpu: bool,
 }
 
 /// A world whose maps live on from one run to the next (probes run in turn, or at once
@@ -145,6 +149,13 @@ impl<'w> Machine<'w> {
     /// A hash map's elements: key bytes, value bytes.
     pub fn hash(&self, name: &str) -> Vec<(Vec<u8>, Vec<u8>)> {
         self.mem.elements(map_index(self.world, name))
+    }
+
+    /// Deletes `key` from hash map `name`, as another CPU's program would: whether it
+    /// was held.
+    pub fn remove(&mut self, name: &str, key: &[u8]) -> bool {
+        let i = map_index(self.world, name);
+        self.mem.tables.get_mut(&i).is_some_and(|t| t.remove(key).is_some())
     }
 }
 
@@ -221,7 +232,7 @@ fn execute(
 mod tests {
     use super::step::{alu, jump};
     use super::*;
-    use crate::bpf::builder::Builder;
+    use crate::bpf::builder::{Builder, Program};
     use crate::bpf::helpers::{BPF_FUNC_map_lookup_elem, BPF_FUNC_map_update_elem, BPF_FUNC_probe_read_user};
     use crate::bpf::insn::*;
 
@@ -261,11 +272,9 @@ mod tests {
         assert_eq!(run(&prog, &failing, 0), Ok(5));
     }
 
-    /// An update of a key a hash holds puts a new element in, as the kernel's does: a
-    /// pointer looked up before still reads the old value (in place, a program that
-    /// wrote through it after an update would pass here and lose its store there).
-    #[test]
-    fn a_hash_update_of_a_held_key_makes_a_new_element() {
+    /// Updates key 1 of hash `h` to 5, keeps the pointer a lookup gives, updates it to
+    /// 7, and looks it up again: R0 = the old pointer's value * 100 + the new lookup's.
+    fn update_twice() -> Program {
         let mut b = Builder::new();
         let update = |b: &mut Builder, value: i32| {
             b.emit(store_imm(Size::DW, R10, -16, value));
@@ -295,11 +304,33 @@ mod tests {
         b.emit(alu64_imm(AluOp::Mul, R0, 100));
         b.emit(alu64_reg(AluOp::Add, R0, R7));
         b.emit(exit());
-        let prog = b.finish().unwrap();
-        let spec = HashSpec { key_size: 8, value_size: 8, max_entries: 4 };
-        let world =
-            World { maps: vec![("h".into(), vec![0; 8])], hashes: vec![("h".into(), spec)], ..World::default() };
-        assert_eq!(run(&prog, &world, 0), Ok(507));
+        b.finish().unwrap()
+    }
+
+    /// A world of one hash `h` of 8-byte keys and values.
+    fn hash_world(per_cpu: bool) -> World {
+        let spec = HashSpec { key_size: 8, value_size: 8, max_entries: 4, per_cpu };
+        World { maps: vec![("h".into(), vec![0; 8])], hashes: vec![("h".into(), spec)], ..World::default() }
+    }
+
+    /// An update of a key a hash holds puts a new element in, as the kernel's does: a
+    /// pointer looked up before still reads the old value (in place, a program that
+    /// wrote through it after an update would pass here and lose its store there).
+    #[test]
+    fn a_hash_update_of_a_held_key_makes_a_new_element() {
+        assert_eq!(run(&update_twice(), &hash_world(false), 0), Ok(507));
+    }
+
+    /// A per-CPU hash's update of a key it holds writes that element in place, as the
+    /// kernel's does: the pointer looked up before reads the new value, and the map
+    /// still holds one element.
+    #[test]
+    fn a_per_cpu_hash_update_of_a_held_key_writes_it_in_place() {
+        let world = hash_world(true);
+        assert_eq!(run(&update_twice(), &world, 0), Ok(707));
+        let run = run_probe(&update_twice(), &world, &[0; 8]).unwrap();
+        let value = 7u64.to_le_bytes().to_vec();
+        assert_eq!(run.hashes, [("h".to_string(), vec![(1u64.to_le_bytes().to_vec(), value)])]);
     }
 
     #[test]
