@@ -56,6 +56,11 @@ fn chosen(object: &aya_obj::Object) -> Vec<String> {
 pub(super) fn start(object: &[u8]) -> Making {
     let stop = Arc::new(AtomicBool::new(false));
     let mut making = Making { names: Vec::new(), threads: Vec::new(), stop: stop.clone() };
+    // A parse of its own, though aya parses the object again as it loads it: aya 0.14's
+    // `EbpfLoader::load` takes bytes only (no entry point for an `Object` parsed before),
+    // and the loader must be set up (`as_placeholders`) before it parses, so neither
+    // parse can serve the other. Building these maps from the plan instead would be a
+    // second account of them that must agree with the object's: this reads the object.
     let Ok(mut parsed) = aya_obj::Object::parse(object) else {
         return making;
     };
