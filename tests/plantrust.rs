@@ -280,6 +280,9 @@ fn an_attach_point_off_gtraces_sites_is_refused() {
 
 /// A counters array of 2^32-1 slots (it aborted gtrace at exit, reading them) is refused,
 /// even with an object rewritten to match.
+/// A program at one function (p0, whose hits the kernel can count) and one at two.
+const KERNEL_COUNTED: &str = "on entry main.add { @n = count() } on entry main.add, main.sleepy { @f[func] = count() }";
+
 /// Hits counted by the kernel (`kernel_hits`, where the compiling process holds its
 /// statistics): such a plan validates, and one that lies about which programs' hits the
 /// kernel counts is refused, not run to report wrong hits.
@@ -289,8 +292,7 @@ fn a_plan_that_lies_about_how_its_hits_are_counted_is_refused() {
     let target = Target::open(&bin).unwrap();
     let mut opts = options();
     opts.lowering.kernel_hits = true;
-    let text = "on entry main.add { @n = count() } on entry main.add, main.sleepy { @f[func] = count() }";
-    let original = bundle_with(text, None, &bin, &opts);
+    let original = bundle_with(KERNEL_COUNTED, None, &bin, &opts);
     assert_eq!(original.plan.accounting.kernel_hits, ["p0"], "{:?}", original.plan.accounting);
     accepted("kernel hits", &original, &bin);
     let refused = |what: &str, change: &dyn Fn(&mut Bundle)| {
@@ -413,22 +415,34 @@ fn every_helper_the_lowering_emits_is_allowed() {
 #[path = "plantrust/fuzz.rs"]
 mod fuzz;
 
-/// The fuzzer's plans, each with its binary.
+/// The fuzzer's plans, each with its binary; the last two with hits counted by the
+/// kernel (`kernel_hits`: a program at one function, and beside it one at two whose
+/// hits its own counters count).
 fn fuzz_bases() -> Vec<(Bundle, PathBuf)> {
     let e2e = support::go_build("e2e", &[]);
     let lines = support::go_build("lines", &[]);
     let panics = support::go_build("panics", &[]);
     let values = support::go_build("values", &[]);
     let (line_text, _, _) = scripts().into_iter().find(|(_, p, _)| *p == "lines").unwrap();
+    let mut by_kernel = options();
+    by_kernel.lowering.kernel_hits = true;
+    let kernel = |text: &str, binary: &Path| {
+        let b = bundle_with(text, None, binary, &by_kernel);
+        assert!(!b.plan.accounting.kernel_hits.is_empty(), "{text}: no hits counted by the kernel");
+        b
+    };
+    let timed = "on return main.add { @lat = hist(elapsed); @r[ret] = sum(a) }";
     vec![
         (
             bundle("on entry main.add { @n = count(); @h = hist(a) } on return main.add { @r[ret] = sum(a) }", &e2e),
             e2e.clone(),
         ),
-        (bundle("on return main.sleepy { @lat = hist(elapsed); printf(\"%d\\n\", ms) }", &e2e), e2e),
+        (bundle("on return main.sleepy { @lat = hist(elapsed); printf(\"%d\\n\", ms) }", &e2e), e2e.clone()),
         (bundle(&line_text, &lines), lines),
         (bundle("on panic main.boom { @p[func] = count() }", &panics), panics),
         (bundle("on entry main.describe { print(v); printf(\"%+v\\n\", v) }", &values), values),
+        (kernel(KERNEL_COUNTED, &e2e), e2e.clone()),
+        (kernel(timed, &e2e), e2e),
     ]
 }
 
