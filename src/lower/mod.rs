@@ -40,6 +40,7 @@ pub mod maps;
 mod mapwalk;
 mod memhash;
 mod paths;
+mod planning;
 mod programs;
 mod runtime_programs;
 pub mod scope;

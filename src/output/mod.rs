@@ -6,6 +6,7 @@
 pub mod float;
 pub mod folded;
 pub mod gofmt;
+pub mod gonames;
 pub mod json;
 pub mod live;
 pub mod losses;

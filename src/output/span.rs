@@ -50,7 +50,7 @@ impl SpanEvent {
         self.error.as_ref().map(|v| {
             let text = match v {
                 Value::Interface { type_name: Some(t), text, .. }
-                    if super::gofmt::ERROR_TYPES.contains(&t.as_str()) || t == "string" =>
+                    if super::gonames::ERROR_TYPES.contains(&t.as_str()) || t == "string" =>
                 {
                     String::from_utf8_lossy(text).into_owned()
                 }

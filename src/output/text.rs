@@ -4,7 +4,7 @@
 //! prints it, so that no byte of it can move the cursor, set the terminal's title or
 //! start a line that looks like gtrace's own; the script's own text is printed as it is.
 
-use super::gofmt::ERROR_TYPES;
+use super::gonames::ERROR_TYPES;
 use super::quote::Strings;
 use super::value::{AggValue, Value};
 use super::MapDump;
@@ -84,7 +84,7 @@ fn interface(tab: u64, data: u64, word: u64, text: &[u8], type_name: Option<&str
         "string" => super::quote::quote(text),
         t if ERROR_TYPES.contains(&t) => super::quote::quote(text),
         // Integers, bools and floats as Go's fmt prints them.
-        t => super::gofmt::basic(t, word, false).unwrap_or_else(|| format!("{data:#x}")),
+        t => super::gonames::basic(t, word, false).unwrap_or_else(|| format!("{data:#x}")),
     };
     format!("{name}({value})")
 }

@@ -31,6 +31,7 @@ mod ended;
 mod error;
 mod events;
 pub mod file_guard;
+mod held;
 pub mod kfuncs;
 pub mod liveness;
 mod loader;
@@ -55,13 +56,14 @@ pub use cgroup::{Cgroup, CgroupError};
 pub use container::{exe_names, in_host_pid_namespace, same_namespace, ExeNames};
 pub use ended::Sweeper;
 pub use error::RuntimeError;
+pub use held::{spawn_held, spawn_held_with, Captured, HeldChild};
 pub use liveness::Liveness;
 pub use loader::{failing_insn, load, prewarm, verify, Loaded};
 pub use mapped::trim_heap;
 pub use maps::{possible_cpus, Entries};
 pub use process::{
     ended_zombie, is_alive, mapping_start, process_exe, processes_mapping, read_u64, resolve_command, signal_name,
-    spawn_held, spawn_held_with, Captured, Ended, HeldChild,
+    Ended,
 };
 pub use reader::MapReader;
 pub use schedstat::{cpu_and_wait_ns, CpuReader};

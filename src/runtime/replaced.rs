@@ -18,7 +18,7 @@ pub fn runs_file(pid: u32, file: &std::fs::File) -> Option<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::process::spawn_held;
+    use crate::runtime::held::spawn_held;
 
     /// A copy of `sleep` at `path` (a file of its own: its own inode).
     fn sleep_copy(path: &std::path::Path) {

@@ -4,6 +4,7 @@
 
 mod arith;
 mod calls;
+mod consts;
 mod expr;
 mod globals;
 mod names;
@@ -20,8 +21,9 @@ use crate::gotypes::{TypeKind, Types};
 use crate::syntax::ast::*;
 use std::collections::BTreeMap;
 
-pub use arith::{conversion, float_bits};
+pub use arith::conversion;
 pub use calls::agg_of;
+pub use consts::float_bits;
 pub use span::MAX_ATTRIBUTES;
 
 /// What an instance's body may name, and how it is compiled.

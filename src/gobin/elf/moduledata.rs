@@ -6,7 +6,7 @@
 //! which identifies it. Its later fields moved between releases (coverage counters in
 //! 1.20, type and itab bounds later), so rather than a layout per version: `gofunc` is the
 //! word after `rodata`, which holds the start address of `.rodata`.
-//! (Checked against the `go:func.*` / `go.func.*` symbol by tests/target.rs.)
+//! (Checked against the `go:func.*` / `go.func.*` symbol by tests/target.)
 
 use super::image::Image;
 
