@@ -1,0 +1,258 @@
+//! Cache files not to be used, by what they hold: another gtrace's or binary's, a
+//! truncated or corrupted one, one claiming a huge blob or with a hole after its
+//! blobs, another build's of this version, a lookup answer that is not the name asked,
+//! and DWARF from the cache said bad (compiled again without it).
+
+use super::*;
+
+#[test]
+fn a_cache_of_another_gtrace_or_another_binary_is_not_used() {
+    let bin = support::go_build("e2e", &[]);
+    let other = support::go_build("values", &[]);
+    let home = cache_dir("foreign");
+    let without = outputs(&bin, &home, &["--no-cache"]);
+    outputs(&bin, &home, &[]);
+    let entry = assert_valid(&home, &bin);
+    let file = cache_file(&home, &bin);
+    let target = Target::open(&bin).unwrap();
+    let binary = format::For::new(target.build_ids(), target.file_size());
+
+    // Written by another gtrace, for this binary, with its units emptied.
+    let mut foreign = entry.clone();
+    foreign.dwarf.as_mut().unwrap().bodies.iter_mut().for_each(|(_, b)| b.fill(0));
+    std::fs::write(&file, format::encode_as("gtrace 0.0.0-other", &binary, &foreign)).unwrap();
+    assert!(matches!(store(&home).load(&target), Err(format::Rejected::Writer { .. })));
+    assert_eq!(outputs(&bin, &home, &[]), without, "a cache of another gtrace");
+    assert_eq!(assert_valid(&home, &bin), entry, "written again by this gtrace");
+
+    // Another binary's cache file under this binary's name.
+    outputs(&other, &home, &[]);
+    std::fs::copy(cache_file(&home, &other), &file).unwrap();
+    assert!(matches!(store(&home).load(&target), Err(format::Rejected::OtherBinary)));
+    assert_eq!(outputs(&bin, &home, &[]), without, "a cache of another binary");
+    assert_eq!(assert_valid(&home, &bin), entry, "written again for this binary");
+
+    // This binary's ids, but its DWARF changed in place: opened (its DWARF is checked
+    // only when DWARF is read), its units not used, and written again.
+    let mut moved = foreign.clone();
+    moved.dwarf.as_mut().unwrap().info_crc = entry.dwarf.as_ref().unwrap().info_crc.map(|c| c ^ 1);
+    std::fs::write(&file, format::encode(&binary, &moved)).unwrap();
+    assert!(store(&home).load(&target).is_ok_and(|e| e.is_some()));
+    assert_eq!(outputs(&bin, &home, &[]), without, "a cache of the same ids, other DWARF");
+    assert_eq!(assert_valid(&home, &bin), entry);
+}
+
+#[test]
+fn a_truncated_or_corrupted_cache_file_is_ignored_and_written_again() {
+    let (bin, home, without) = e2e_without_cache("truncated");
+    outputs(&bin, &home, &[]);
+    let entry = assert_valid(&home, &bin);
+    let file = cache_file(&home, &bin);
+    let whole = std::fs::read(&file).unwrap();
+    let target = Target::open(&bin).unwrap();
+    let flip = |at: usize| {
+        let mut flipped = whole.clone();
+        flipped[at] ^= 0x40;
+        flipped
+    };
+    for (what, bytes) in [
+        ("empty", Vec::new()),
+        ("the header only", whole[..36].to_vec()),
+        ("half", whole[..whole.len() / 2].to_vec()),
+        ("all but a byte", whole[..whole.len() - 1].to_vec()),
+        ("a byte flipped in the description", flip(40)),
+    ] {
+        std::fs::write(&file, &bytes).unwrap();
+        assert!(store(&home).load(&target).is_err(), "{what}: used");
+        assert_eq!(outputs(&bin, &home, &[]), without, "{what}");
+        assert_eq!(assert_valid(&home, &bin), entry, "{what}: not written again");
+    }
+    // A unit's bytes are checked when a question reaches the unit: opened, the units
+    // reached read from the binary instead, and the file written again (a byte flipped
+    // in each unit: some are only walked past by a lookup the file answers).
+    let seed = entry.dwarf.as_ref().unwrap();
+    // The blobs follow the header (36 bytes) and the description; the units first.
+    let mut at = 36 + u32::from_le_bytes(whole[20..24].try_into().unwrap()) as usize;
+    let mut flipped = whole.clone();
+    for (_, b) in &seed.bodies {
+        flipped[at + 8] ^= 0x40;
+        at += b.len();
+    }
+    std::fs::write(&file, flipped).unwrap();
+    let flipped = store(&home).load(&target).unwrap().unwrap().dwarf.unwrap();
+    assert!(flipped.read_stored().is_none(), "a unit flipped passes its check");
+    assert_eq!(outputs(&bin, &home, &[]), without, "a byte flipped in each unit");
+    // Written again with the units the run read from the binary (those it only walked
+    // past before are not in it), every one of which passes its check.
+    let again = assert_valid(&home, &bin);
+    let bodies = |e: &format::Entry| e.dwarf.as_ref().unwrap().bodies.len();
+    assert!(bodies(&again) <= bodies(&entry), "{} units, {} before", bodies(&again), bodies(&entry));
+    assert_eq!(outputs(&bin, &home, &[]), without, "the file written again");
+    // The lookups (the last blob) are checked when DWARF is loaded: opened, asked again,
+    // and the file written again.
+    let mut again = std::fs::read(&file).unwrap();
+    let last = again.len() - 3;
+    again[last] ^= 0x40;
+    std::fs::write(&file, again).unwrap();
+    let flipped = store(&home).load(&target).unwrap().unwrap().dwarf.unwrap();
+    assert!(flipped.read_stored().is_none(), "flipped lookups pass their check");
+    assert_eq!(outputs(&bin, &home, &[]), without, "a byte flipped in the lookups");
+    assert_valid(&home, &bin);
+}
+
+/// The cache file `file` rewritten with its description changed by `change` (header,
+/// lengths and CRC made to match) and `blobs_len` bytes of blobs claimed, the file's
+/// length set to match: past its real blobs, a hole (a sparse file, nothing on disk).
+fn forged(file: &Path, change: &dyn Fn(&mut serde_json::Value), blobs_len: u64) {
+    let whole = std::fs::read(file).unwrap();
+    let json_len = u32::from_le_bytes(whole[20..24].try_into().unwrap()) as usize;
+    let mut d: serde_json::Value = serde_json::from_slice(&whole[36..36 + json_len]).unwrap();
+    change(&mut d);
+    let json = serde_json::to_vec(&d).unwrap();
+    let mut out = whole[..16 + 4].to_vec();
+    out.extend_from_slice(&(json.len() as u32).to_le_bytes());
+    out.extend_from_slice(&blobs_len.to_le_bytes());
+    out.extend_from_slice(&gtrace::gobin::crc32(&json).to_le_bytes());
+    out.extend_from_slice(&json);
+    out.extend_from_slice(&whole[36 + json_len..]);
+    std::fs::write(file, &out).unwrap();
+    let f = std::fs::OpenOptions::new().write(true).open(file).unwrap();
+    f.set_len(36 + json.len() as u64 + blobs_len).unwrap();
+}
+
+/// A sparse file claiming a blob of a TiB (4 KB on disk) is ignored, never read (it
+/// aborted every run on its allocation): the output is the output without a cache, and
+/// the file is written again.
+#[test]
+fn a_cache_file_claiming_a_huge_blob_is_ignored() {
+    let (bin, home, without) = e2e_without_cache("huge");
+    outputs(&bin, &home, &[]);
+    let entry = assert_valid(&home, &bin);
+    let file = cache_file(&home, &bin);
+    let tib = 1u64 << 40;
+    forged(&file, &|d| d["dwarf"]["abbrev"] = serde_json::json!([0, tib, 0]), tib);
+    assert!(std::fs::metadata(&file).unwrap().len() > tib, "the forged file claims a TiB");
+    let target = Target::open(&bin).unwrap();
+    assert!(matches!(store(&home).load(&target), Err(format::Rejected::TooLarge { .. })));
+    assert_eq!(outputs(&bin, &home, &[]), without, "a file claiming a TiB");
+    assert_eq!(assert_valid(&home, &bin), entry, "written again");
+}
+
+/// A cache file written by another build of the same gtrace version (the writer names
+/// its build by a hash of its sources, build.rs) is not used, and is written again;
+/// and the CRC-32 of the compressed `.debug_info` a first run writes is the binary's
+/// (computed when the file is written, not when DWARF is loaded).
+#[test]
+fn a_cache_of_another_build_of_this_version_is_not_used() {
+    let (bin, home, without) = e2e_without_cache("other-build");
+    outputs(&bin, &home, &[]);
+    let entry = assert_valid(&home, &bin);
+    let target = Target::open(&bin).unwrap();
+    let crc = gtrace::gobin::crc32(target.dwarf_bytes().expect("DWARF"));
+    assert_eq!(entry.dwarf.as_ref().unwrap().info_crc, Some(crc));
+    let version = concat!("gtrace ", env!("CARGO_PKG_VERSION"));
+    assert!(format::WRITER.starts_with(&format!("{version} build ")), "{}", format::WRITER);
+    let file = cache_file(&home, &bin);
+    let binary = format::For::new(target.build_ids(), target.file_size());
+    let mut foreign = entry.clone();
+    foreign.dwarf.as_mut().unwrap().bodies.iter_mut().for_each(|(_, b)| b.fill(0));
+    for other in [version.to_string(), format!("{version} build 0123456789abcdef")] {
+        std::fs::write(&file, format::encode_as(&other, &binary, &foreign)).unwrap();
+        assert!(matches!(store(&home).load(&target), Err(format::Rejected::Writer { .. })), "{other}");
+        assert_eq!(outputs(&bin, &home, &[]), without, "a cache of {other}");
+        assert_eq!(assert_valid(&home, &bin), entry, "{other}: written again by this build");
+    }
+}
+
+/// A file whose blob area holds more than the blobs its description lists (here a hole
+/// of 200 MiB after them, nothing on disk) is not copied as it is when only new inlined
+/// sites are written (the hole became 200 MiB of disk blocks): it is written from the
+/// blobs it lists, as long as they need.
+#[test]
+fn a_hole_after_the_blobs_is_not_copied() {
+    use std::os::unix::fs::MetadataExt;
+    let bin = support::go_build("e2e", &[]);
+    let home = cache_dir("hole");
+    outputs(&bin, &home, &[]);
+    let file = cache_file(&home, &bin);
+    let whole = std::fs::read(&file).unwrap();
+    let blobs_len = u64::from_le_bytes(whole[24..32].try_into().unwrap());
+    let hole = 200u64 << 20;
+    forged(&file, &|_| {}, blobs_len + hole);
+    let before = std::fs::metadata(&file).unwrap();
+    assert!(before.len() > hole && before.blocks() * 512 < hole, "a sparse file");
+    assert!(store(&home).load(&Target::open(&bin).unwrap()).unwrap().is_some(), "the forged file is used");
+    let script = "on entry main.small8 { @c = count() }";
+    assert_eq!(plan_of(&bin, &home, script, &[]), plan_of(&bin, &home, script, &["--no-cache"]));
+    let after = assert_valid(&home, &bin);
+    assert!(after.inlined.iter().any(|(p, _)| p == "main.small8"), "{:?}", after.inlined);
+    let meta = std::fs::metadata(&file).unwrap();
+    assert!(meta.len() < hole && meta.blocks() * 512 < hole, "{} bytes, {} blocks", meta.len(), meta.blocks());
+    let json_len = u32::from_le_bytes(std::fs::read(&file).unwrap()[20..24].try_into().unwrap()) as u64;
+    let need = after.dwarf.as_ref().unwrap().bodies.iter().map(|(_, b)| b.len() as u64).sum::<u64>();
+    assert!(meta.len() >= 36 + json_len + need && meta.len() < 36 + json_len + need + (1 << 20), "{meta:?}");
+}
+
+/// A lookup's answer in the cache that is not a DIE of the name asked (two functions'
+/// answers swapped, or one pointing inside a DIE, checksums made to match) is not
+/// used: the function is looked up again, the output is the output without a cache,
+/// and the file is written again with the right answer.
+#[test]
+fn a_lookup_answer_that_is_not_the_name_asked_is_not_used() {
+    let (bin, home, without) = e2e_without_cache("memo");
+    outputs(&bin, &home, &[]);
+    let entry = assert_valid(&home, &bin);
+    let file = cache_file(&home, &bin);
+    let target = Target::open(&bin).unwrap();
+    let binary = format::For::new(target.build_ids(), target.file_size());
+    let memo = &entry.dwarf.as_ref().unwrap().memo;
+    let answer = |key: &str| memo.iter().find(|(k, _)| k == key).and_then(|(_, v)| *v);
+    let add = answer("f main.add").expect("main.add looked up");
+    let (other, other_at) = memo
+        .iter()
+        .find_map(|(k, v)| Some((k.clone(), (*v)?)).filter(|_| k.starts_with("f main.") && k != "f main.add"))
+        .expect("another function of main looked up");
+    let swapped = |key: &str, v: Option<[u64; 2]>| match key {
+        "f main.add" => Some(other_at),
+        k if k == other => Some(add),
+        _ => v,
+    };
+    let inside = |key: &str, v: Option<[u64; 2]>| if key == "f main.add" { Some([add[0] + 1, 0]) } else { v };
+    for (what, change) in [
+        ("swapped", &swapped as &dyn Fn(&str, Option<[u64; 2]>) -> _),
+        ("inside a DIE", &inside as &dyn Fn(&str, _) -> _),
+    ] {
+        let mut forged = entry.clone();
+        forged.dwarf.as_mut().unwrap().memo.iter_mut().for_each(|(k, v)| *v = change(k, *v));
+        std::fs::write(&file, format::encode(&binary, &forged)).unwrap();
+        assert_eq!(outputs(&bin, &home, &[]), without, "{what}");
+        let again = assert_valid(&home, &bin);
+        let memo = &again.dwarf.as_ref().unwrap().memo;
+        let now = |key: &str| memo.iter().find(|(k, _)| k == key).and_then(|(_, v)| *v);
+        assert_eq!(now("f main.add"), Some(add), "{what}: not written again");
+    }
+}
+
+/// A cache file whose DWARF units are bad though their checksums match (forged): the
+/// DWARF error is not blamed on the binary; the run compiles again without the cache
+/// (and says so in one line), its output is the output without a cache, and the file
+/// is written again.
+#[test]
+fn bad_dwarf_from_the_cache_is_compiled_again_without_it() {
+    let (bin, home, without) = e2e_without_cache("bad-units");
+    outputs(&bin, &home, &[]);
+    let entry = assert_valid(&home, &bin);
+    let file = cache_file(&home, &bin);
+    let target = Target::open(&bin).unwrap();
+    let binary = format::For::new(target.build_ids(), target.file_size());
+    let mut forged = entry.clone();
+    for (_, body) in &mut forged.dwarf.as_mut().unwrap().bodies {
+        body.iter_mut().skip(11).step_by(7).for_each(|b| *b = 0xff);
+    }
+    std::fs::write(&file, format::encode(&binary, &forged)).unwrap();
+    let (plan, said) = plan_and_stderr(&bin, &home, SCRIPT, &[]);
+    assert_eq!(plan, plan_of(&bin, &home, SCRIPT, &["--no-cache"]));
+    assert!(said.contains("compiled again without the cache"), "{said}");
+    assert_eq!(outputs(&bin, &home, &[]), without, "the file written again");
+    assert_valid(&home, &bin);
+}
