@@ -248,7 +248,13 @@ fn runtime_functions(binary: &Path, n: usize) -> Vec<String> {
     names.into_iter().take(n).map(|(_, n)| n).collect()
 }
 
-fn startup_and_exit(cfg: &Config, target: &Path, tools: &Tools, report: &mut Report) {
+/// A start-up and exit row: the tracer, how many probes, the command line (none when
+/// the tool is missing), its environment, its rounds, a note.
+type StartCase = (String, String, Option<Vec<String>>, Vec<(&'static str, &'static str)>, usize, Option<String>);
+
+/// Start-up and exit of gtrace and bpftrace with one probe and a thousand, on
+/// benches/go's `wait`.
+fn start_cases(cfg: &Config, target: &Path, tools: &Tools) -> Vec<StartCase> {
     let bin = target.display().to_string();
     let wait = format!("{bin} wait");
     let thousand = runtime_functions(target, 1000);
@@ -261,7 +267,7 @@ fn startup_and_exit(cfg: &Config, target: &Path, tools: &Tools, report: &mut Rep
         "-c".into(),
         wait.clone(),
     ];
-    let mut cases: Vec<(String, String, Option<Vec<String>>, Vec<(&str, &str)>, usize, Option<String>)> = vec![
+    let mut cases: Vec<StartCase> = vec![
         ("gtrace".into(), "1".into(), Some(g1), vec![], cfg.start_rounds, None),
         ("gtrace".into(), format!("{}", thousand.len()), Some(g1000.clone()), vec![], cfg.start_rounds, None),
         (
@@ -311,6 +317,12 @@ fn startup_and_exit(cfg: &Config, target: &Path, tools: &Tools, report: &mut Rep
             }
         }
     }
+    cases
+}
+
+/// Each start-up and exit row run in its rounds, its medians into `report`.
+fn startup_and_exit(cfg: &Config, target: &Path, tools: &Tools, report: &mut Report) {
+    let cases = start_cases(cfg, target, tools);
     for (name, probes, argv, env, rounds, note) in cases {
         let mut att = Vec::new();
         let mut ready = Vec::new();
