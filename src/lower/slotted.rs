@@ -50,9 +50,14 @@
 //!   needs too on arm64 (a plain load is not ordered with the loads after it, and eBPF
 //!   has no load-acquire before Linux 6.15).
 //!
-//! Never waiting without bound: an operation tries the lock `TRIES` times (a bounded
-//! loop the verifier walks) and, held by another all that while, ends the hit counted
-//! as skipped (`Counter::Skipped`, said by `--stats` and at exit), the map unchanged.
+//! Never waiting without bound: an operation tries the lock `TRIES` times and, held by
+//! another all that while, ends the hit counted as skipped (`Counter::Skipped`, said by
+//! `--stats` and at exit), the map unchanged. Once, then in `ROUNDS` rounds of
+//! `ROUND_TRIES` tries without a branch between them (`lock_slot`): the verifier walks
+//! a bounded loop one turn at a time, and its cost is by turn (about 8 us each on this
+//! project's VM), so 1,024 turns of one try made every program with a slotted map take
+//! 8-14 ms to load, most of `gtrace http`'s start-up in the kernel
+//! (docs/performance.md, "blink").
 //! Since Linux 6.10 a program runs with preemption disabled (codegen.rs's prologue), so
 //! a holder is never off its CPU in between and a hold is a few dozen instructions (a
 //! spill's, a helper call or two), unless an interrupt's handling (a softirq's
@@ -82,8 +87,11 @@ pub const SPILLED: i16 = 24;
 pub const SLOT_BYTES: u32 = 32;
 /// At most 2^MAX_BITS slots (128 KiB).
 pub const MAX_BITS: u32 = 12;
+/// The rounds of tries after the first, and the tries in each.
+pub const ROUNDS: i32 = 128;
+pub const ROUND_TRIES: i32 = 8;
 /// How many compare-and-exchanges an operation tries for its slot's lock.
-pub const TRIES: i32 = 1024;
+pub const TRIES: i32 = 1 + ROUNDS * ROUND_TRIES;
 
 /// How many bits index the slots of a map of `entries` keys (`--map-size`): the largest
 /// power of two not over it, at most 2^MAX_BITS.
@@ -133,18 +141,24 @@ impl Gen<'_> {
     /// after; held by another through `TRIES` tries, the hit is counted as skipped and
     /// ends.
     ///
-    /// The lock taken is the fall-through of each try and a try that finds it held the
-    /// jump: the verifier goes on with the fall-through and keeps the jump's state for
-    /// later, so it walks the rest of the program from the first try with one state
-    /// kept, and each later try's is pruned where it joins. The other way round it kept
-    /// a state for each of the `TRIES` tries before walking on, and a probe of eight
-    /// slotted operations went over its 8,192 ("the sequence of 8193 jumps is too
-    /// complex").
+    /// One try, whose lock taken is the fall-through (what a hit without contention
+    /// runs: the same four instructions as one try of a loop); found held, rounds of
+    /// `ROUND_TRIES` tries with no branch between them, the lock taken when any of them
+    /// found it free (the lock word is 0 or 1: the AND of what they found is 0). A try
+    /// after the one that took it finds the lock held, by this operation, and changes
+    /// nothing. The verifier walks a round as one turn of the loop (`ROUNDS` turns, not
+    /// `TRIES`), and the lock taken after a round is the jump's fall-through too: it
+    /// goes on with it and keeps one state, the next round's, for later, so each round's
+    /// is pruned where it joins. (The other way round it kept a state for each turn
+    /// before walking on, and a probe of eight slotted operations went over its 8,192:
+    /// "the sequence of 8193 jumps is too complex".)
     fn lock_slot(&mut self, s: &Slots, at: i16, span: Span) -> Result<(), LowerError> {
-        let (give_up, busy, try_lock) = (self.b.new_label(), self.b.new_label(), self.b.new_label());
+        let (give_up, busy, first, locked) =
+            (self.b.new_label(), self.b.new_label(), self.b.new_label(), self.b.new_label());
         self.b.emit(load(Size::DW, R1, R10, at));
-        self.b.emit(mov64_imm(R4, TRIES));
-        self.b.ja_to(try_lock);
+        // One more: the count goes down before each round, and the last gives up.
+        self.b.emit(mov64_imm(R4, ROUNDS + 1));
+        self.b.ja_to(first);
         self.b.bind(give_up);
         if let Some(program) = self.acct.as_ref().map(|a| a.program.clone()) {
             self.count(Counter::Skipped { program, why: busy_why(&s.name) }, span)?;
@@ -153,12 +167,25 @@ impl Gen<'_> {
         self.b.bind(busy);
         self.b.emit(alu64_imm(AluOp::Sub, R4, 1));
         self.b.jmp_imm_to(JmpOp::Eq, R4, 0, give_up);
-        self.b.bind(try_lock);
+        self.b.emit(mov64_imm(R5, 1));
+        for _ in 0..ROUND_TRIES {
+            self.try_lock();
+            self.b.emit(alu64_reg(AluOp::And, R5, R0));
+        }
+        self.b.jmp_imm_to(JmpOp::Ne, R5, 0, busy);
+        self.b.ja_to(locked);
+        self.b.bind(first);
+        self.try_lock();
+        self.b.jmp_imm_to(JmpOp::Ne, R0, 0, busy);
+        self.b.bind(locked);
+        Ok(())
+    }
+
+    /// One try of the lock of the slot at R1: R0 = what the lock word was (0: taken now).
+    fn try_lock(&mut self) {
         self.b.emit(mov64_imm(R0, 0));
         self.b.emit(mov64_imm(R3, 1));
         self.b.emit(atomic_cmpxchg(Size::DW, R1, LOCK, R3));
-        self.b.jmp_imm_to(JmpOp::Ne, R0, 0, busy);
-        Ok(())
     }
 
     /// Releases the lock of the slot whose address is in stack slot `at`.

@@ -355,3 +355,41 @@ fn a_slot_held_through_every_try_skips_the_hit_counted() {
     let at = (slot_index(k, bits) * SLOT_BYTES) as usize;
     assert_eq!((word(s.m.map(&ex.slots), at + TAG as usize), word(s.m.map(&ex.slots), at)), (k, 0), "set, released");
 }
+
+/// A lock freed while another operation is in its rounds of tries is taken by the try
+/// after, in the middle of a round: the round's later tries find it held (by that
+/// operation) and change nothing, the operation holds it once, does its work and frees
+/// it, not skipped; so for a release after each try of the first two rounds.
+#[test]
+fn a_lock_freed_in_the_middle_of_a_round_is_taken_once_by_the_next_try() {
+    let l = lower(4);
+    let (slots, bits) = slots_of(&l);
+    let [k] = colliding(bits, 0, 1)[..] else { unreachable!() };
+    let w = world(&l);
+    let spill = user_map(&l, "_t").0.object_name.clone();
+    let at = (slot_index(k, bits) * SLOT_BYTES) as usize;
+    for held_for in 1..=(1 + 2 * super::slotted::ROUND_TRIES as usize) {
+        let ops = vec![vec![Op::Set(k, 1)], vec![Op::Set(k, 2)]];
+        let ex = Explorer { l: &l, ops, slots: slots.clone(), spill: spill.clone(), bits, schedules: 0 };
+        let mut s = State { m: Machine::new(&w), next: vec![0, 0], running: vec![None, None], steps: 0, done: Vec::new() };
+        // CPU 0 takes the lock; CPU 1 tries `held_for` times meanwhile.
+        ex.advance(&mut s, 0);
+        for _ in 0..held_for {
+            assert!(ex.advance(&mut s, 1), "a try of a held lock changes nothing");
+        }
+        while s.next[0] == 0 {
+            ex.advance(&mut s, 0);
+        }
+        assert_eq!(word(s.m.map(&ex.slots), at + LOCK as usize), 0, "CPU 0 freed the lock");
+        // CPU 1's next try takes it, its round's later tries change nothing.
+        assert!(!ex.advance(&mut s, 1), "the next try takes the lock");
+        assert_eq!(word(s.m.map(&ex.slots), at + LOCK as usize), 1);
+        while s.next[1] == 0 {
+            ex.advance(&mut s, 1);
+        }
+        assert!(s.done.iter().all(|d| !d.skipped), "after {held_for} tries: {:?}", s.done);
+        let slot = |off: i16| word(s.m.map(&ex.slots), at + off as usize);
+        assert_eq!((slot(LOCK), slot(TAG), slot(VALUE)), (0, k, 2), "after {held_for} tries: the second set, freed");
+        assert_eq!(ex.skips(&s.m), 0);
+    }
+}

@@ -104,6 +104,24 @@ enum CalibrationLink {
 /// then taken off. Call it on a thread of its own: it moves that thread from CPU to CPU
 /// (and puts it back where it was allowed to run).
 pub fn calibrate_trap() -> Result<TrapCost, RuntimeError> {
+    calibration_link()?.measure()
+}
+
+/// The calibration's empty uprobe attached, not yet measured with: the calls untraced
+/// timed, the program loaded and its link made. Making a uprobe link waits for an RCU
+/// grace period (the first registration after a quiet while, milliseconds): this is the
+/// part that can be done ahead, while gtrace waits on something else.
+pub struct CalibrationLinked {
+    triggers: [Trigger; 3],
+    untraced: [f64; 3],
+    program: OwnedFd,
+    link: CalibrationLink,
+    how: &'static str,
+}
+
+/// Times the calls untraced (a few nanoseconds each, 15,000 calls), then loads the
+/// empty program and attaches it.
+pub fn calibration_link() -> Result<CalibrationLinked, RuntimeError> {
     let triggers = TrapKind::ALL.map(Trigger::Calibrate);
     let mut offsets = Vec::new();
     let mut exe = None;
@@ -115,10 +133,50 @@ pub fn calibrate_trap() -> Result<TrapCost, RuntimeError> {
     let exe = exe.ok_or(RuntimeError::TriggerNotFound { function: "gtrace_calibrate_step" })?;
     let untraced = triggers.map(|t| median_call(t, 1000, 5));
     let (program, link, how) = attach_empty(&exe, &offsets)?;
-    // The first hit of a new uprobe is slow (the kernel sets it up); not counted.
-    triggers.iter().for_each(|t| t.fire());
-    let allowed = allowed_cpus();
-    let cpus = spread(&allowed, MAX_CPUS);
+    Ok(CalibrationLinked { triggers, untraced, program, link, how })
+}
+
+impl CalibrationLinked {
+    /// Measures the trap: on each CPU in turn, rounds of calls with the uprobe on.
+    pub fn measure(self) -> Result<TrapCost, RuntimeError> {
+        let CalibrationLinked { triggers, untraced, program, link, how } = self;
+        // The first hit of a new uprobe is slow (the kernel sets it up); not counted.
+        triggers.iter().for_each(|t| t.fire());
+        let allowed = allowed_cpus();
+        let cpus = spread(&allowed, MAX_CPUS);
+        let mut rounds = rounds_on(&triggers, &cpus);
+        pin_to(&allowed);
+        rounds.retain(|r| !r[0].is_empty());
+        let pinned = rounds.len();
+        if rounds.is_empty() {
+            // Not allowed to choose a CPU (a seccomp filter, a cpuset that moved):
+            // wherever the scheduler runs it.
+            rounds.push(triggers.map(|t| (0..ROUNDS).map(|_| median_call(t, 40, 1)).collect()));
+        }
+        let own = super::accounting::run_stats_of(program.as_fd()).ok().filter(|s| s.run_count > 0);
+        let own_ns = own.map_or(0.0, |s| s.run_ns as f64 / s.run_count as f64);
+        let per_cpu: Vec<[f64; 3]> = rounds.iter().map(|r| [0, 1, 2].map(|k| median(&r[k]))).collect();
+        let ns = |k: usize, traced: f64| (traced - untraced[k] - own_ns).max(0.0);
+        let cost = |k: usize| ns(k, per_cpu.iter().map(|c| c[k]).sum::<f64>() / per_cpu.len() as f64);
+        let steps = per_cpu.iter().map(|c| ns(0, c[0]));
+        let step_range_ns = (steps.clone().fold(f64::INFINITY, f64::min), steps.fold(0.0, f64::max));
+        // Detaching waits for the kernel's grace periods (milliseconds): not on the way in.
+        std::thread::spawn(move || drop((link, program)));
+        Ok(TrapCost {
+            step_ns: cost(0),
+            push_ns: cost(1),
+            branch_ns: cost(2),
+            untraced_ns: untraced[0],
+            link: how,
+            cpus: pinned,
+            step_range_ns,
+        })
+    }
+}
+
+/// `ROUNDS` rounds of each kind on each of `cpus`, interleaved: per CPU, per kind, the
+/// ns of one call of each round (a CPU this thread could not move to has none).
+fn rounds_on(triggers: &[Trigger; 3], cpus: &[usize]) -> Vec<[Vec<f64>; 3]> {
     let mut rounds: Vec<[Vec<f64>; 3]> = Vec::new();
     let mut batches: Vec<[usize; 3]> = Vec::new();
     for _ in 0..ROUNDS {
@@ -128,7 +186,7 @@ pub fn calibrate_trap() -> Result<TrapCost, RuntimeError> {
             }
             // A thread just moved finds the trap's kernel data in another CPU's cache:
             // a few calls of each kind first, not counted.
-            for t in &triggers {
+            for t in triggers {
                 (0..WARM_UP).for_each(|_| t.fire());
             }
             if rounds.len() <= i {
@@ -145,32 +203,7 @@ pub fn calibrate_trap() -> Result<TrapCost, RuntimeError> {
             }
         }
     }
-    pin_to(&allowed);
-    rounds.retain(|r| !r[0].is_empty());
-    let pinned = rounds.len();
-    if rounds.is_empty() {
-        // Not allowed to choose a CPU (a seccomp filter, a cpuset that moved): wherever
-        // the scheduler runs it.
-        rounds.push(triggers.map(|t| (0..ROUNDS).map(|_| median_call(t, 40, 1)).collect()));
-    }
-    let own = super::accounting::run_stats_of(program.as_fd()).ok().filter(|s| s.run_count > 0);
-    let own_ns = own.map_or(0.0, |s| s.run_ns as f64 / s.run_count as f64);
-    let per_cpu: Vec<[f64; 3]> = rounds.iter().map(|r| [0, 1, 2].map(|k| median(&r[k]))).collect();
-    let ns = |k: usize, traced: f64| (traced - untraced[k] - own_ns).max(0.0);
-    let cost = |k: usize| ns(k, per_cpu.iter().map(|c| c[k]).sum::<f64>() / per_cpu.len() as f64);
-    let steps = per_cpu.iter().map(|c| ns(0, c[0]));
-    let step_range_ns = (steps.clone().fold(f64::INFINITY, f64::min), steps.fold(0.0, f64::max));
-    // Detaching waits for the kernel's grace periods (milliseconds): not on the way in.
-    std::thread::spawn(move || drop((link, program)));
-    Ok(TrapCost {
-        step_ns: cost(0),
-        push_ns: cost(1),
-        branch_ns: cost(2),
-        untraced_ns: untraced[0],
-        link: how,
-        cpus: pinned,
-        step_range_ns,
-    })
+    rounds
 }
 
 /// The median of `values` (0 when there are none).

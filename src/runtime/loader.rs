@@ -139,7 +139,14 @@ pub fn verify(object: &[u8], plan: &Plan) -> Result<(), RuntimeError> {
 /// copy is loaded only if a multi-uprobe link is refused when attaching
 /// (`Loaded::uprobe`).
 pub fn load(object: &[u8], plan: &Plan) -> Result<Loaded, RuntimeError> {
+    load_with(object, plan, &mut || {})
+}
+
+/// `load`, calling `maps_made` once every map is made (the kernel done zeroing them),
+/// before the programs are verified.
+pub fn load_with(object: &[u8], plan: &Plan, maps_made: &mut dyn FnMut()) -> Result<Loaded, RuntimeError> {
     let (mut ebpf, linked) = create_maps(object, plan)?;
+    maps_made();
     let multi = super::uprobe_multi::load_for_plan(&ebpf, &linked.object, plan);
     for probe in plan.probes.iter().filter(|p| !multi.contains_key(&p.program)) {
         load_program(&mut ebpf, probe)?;

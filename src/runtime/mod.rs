@@ -51,14 +51,14 @@ pub mod zeroed;
 pub use accounting::RunStats;
 pub use age::process_age;
 pub use attach::{RefusedPoint, Scope};
-pub use calibrate::{calibrate_trap, TrapCost};
+pub use calibrate::{calibrate_trap, calibration_link, CalibrationLinked, TrapCost};
 pub use cgroup::{Cgroup, CgroupError};
 pub use container::{exe_names, in_host_pid_namespace, same_namespace, ExeNames};
 pub use ended::Sweeper;
 pub use error::RuntimeError;
 pub use held::{spawn_held, spawn_held_with, Captured, HeldChild};
 pub use liveness::Liveness;
-pub use loader::{failing_insn, load, prewarm, verify, Loaded};
+pub use loader::{failing_insn, load, load_with, prewarm, verify, Loaded};
 pub use mapped::trim_heap;
 pub use maps::{possible_cpus, Entries};
 pub use process::{

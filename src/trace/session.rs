@@ -54,14 +54,19 @@ pub(super) fn start<'a>(
     let command = process.command.is_some();
     // An address in use or a name that cannot be exported fails before anything loads.
     let mut export = Export::prepare(&args.export(), plan)?;
-    let mut loaded = runtime::load(&bundle.object, plan).map_err(|e| super::verifier::failure(e, plan))?;
+    // The calibration's link is made while the programs load (`stats::begin_costs`).
+    let mut calibration = None;
+    let mut maps_made = || calibration = Some(stats::begin_costs(args.wants_costs(command)));
+    let mut loaded =
+        runtime::load_with(&bundle.object, plan, &mut maps_made).map_err(|e| super::verifier::failure(e, plan))?;
+    let mut calibration = calibration.unwrap_or_else(|| stats::begin_costs(false));
     // The cache file the driver wrote while this loaded: written, or said not to be.
     if let Err(e) = crate::cache::written() {
         eprintln!("gtrace: {e} ({})", e.hint());
     }
     let budget = crate::cli::Budget::percent(args.budget, command);
     stats::hold_kernel_hits(&mut loaded, plan)?;
-    let calibration = stats::start_costs(&mut loaded, args.wants_costs(command));
+    stats::start_costs(&mut loaded, &mut calibration);
     // With --live the command's output comes through pipes: the view holds the terminal.
     let (child, captured) = match &process.command {
         Some(argv) => {

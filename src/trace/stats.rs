@@ -177,10 +177,36 @@ impl Meter {
     }
 }
 
-/// The trap's calibration, running on its own thread while the probes attach (loading
-/// its program and making its link take the kernel several milliseconds).
-pub struct Calibration(Option<std::thread::JoinHandle<Result<TrapCost, RuntimeError>>>);
+/// The trap's calibration, on its own thread: its link made while the programs load
+/// (`begin_costs`: the link's wait for an RCU grace period passes beside the
+/// verifier's), its measurement once they are loaded (`start_costs`), before the
+/// probes attach. A link made within a grace period of the last one waits for none, so
+/// the probes' links, made just after the measurement, wait for none either.
+pub struct Calibration {
+    thread: Option<std::thread::JoinHandle<Result<TrapCost, RuntimeError>>>,
+    /// Tells the thread to measure (dropped unsent: it ends without measuring).
+    go: Option<std::sync::mpsc::Sender<()>>,
+}
 
+/// Once the maps are made and before the programs load, when costs will be read
+/// (`--stats`, a budget): starts the calibration's thread, which makes its link and
+/// waits for `start_costs` to measure.
+pub fn begin_costs(wanted: bool) -> Calibration {
+    if !wanted {
+        return Calibration { thread: None, go: None };
+    }
+    let (go, measure) = std::sync::mpsc::channel::<()>();
+    let thread = std::thread::spawn(move || {
+        let linked = crate::runtime::calibration_link();
+        // Not while the verifier runs on the other CPUs: told once the programs are loaded.
+        measure.recv().map_err(|_| RuntimeError::Os {
+            action: "calibrating the trap cost",
+            source: std::io::Error::from(std::io::ErrorKind::Interrupted),
+        })?;
+        linked?.measure()
+    });
+    Calibration { thread: Some(thread), go: Some(go) }
+}
 /// Before attaching, where programs' hits are their runs as the kernel counts them
 /// (`Accounting::kernel_hits`): turns the kernel's per-program statistics on, or fails,
 /// rather than read those hits as none.
@@ -194,18 +220,21 @@ pub fn hold_kernel_hits(loaded: &mut Loaded, plan: &Plan) -> Result<(), RuntimeE
     }
 }
 
-/// Before attaching, when costs will be read (`--stats`, a budget): turns the kernel's
-/// per-program statistics on and starts measuring the trap. What cannot be had is said,
-/// and the trace goes on without it.
-pub fn start_costs(loaded: &mut Loaded, wanted: bool) -> Calibration {
-    if !wanted {
-        return Calibration(None);
+/// Once loaded and before attaching, when costs will be read (`--stats`, a budget,
+/// `begin_costs`): turns the kernel's per-program statistics on and has the
+/// calibration measure the trap. What cannot be had is said, and the trace goes on
+/// without it.
+pub fn start_costs(loaded: &mut Loaded, calibration: &mut Calibration) {
+    if calibration.thread.is_none() {
+        return;
     }
     if let Err(e) = loaded.enable_run_stats() {
         let cause = std::error::Error::source(&e).map(|s| s.to_string()).unwrap_or_default();
         eprintln!("gtrace: {e}: eBPF time is not measured ({cause})");
     }
-    Calibration(Some(std::thread::spawn(crate::runtime::calibrate_trap)))
+    if let Some(go) = calibration.go.take() {
+        let _ = go.send(());
+    }
 }
 
 /// A test hook, not an option: set to a number, every calibrated trap cost is multiplied
@@ -215,8 +244,8 @@ pub const TEST_SCALE_ENV: &str = "GTRACE_TEST_HOOK_TRAP_COST_SCALE";
 
 impl Calibration {
     /// What a trap costs here, once measured (times the test hook's factor, when set).
-    pub fn finish(self) -> Option<TrapCost> {
-        let result = self.0?.join().ok()?;
+    pub fn finish(mut self) -> Option<TrapCost> {
+        let result = self.thread.take()?.join().ok()?;
         let hook = std::env::var(TEST_SCALE_ENV).ok().and_then(|v| v.parse::<f64>().ok()).filter(|f| *f > 0.0);
         match result {
             Ok(trap) => Some(hook.map_or(trap, |f| trap.scaled(f))),

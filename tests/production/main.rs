@@ -82,7 +82,7 @@ fn a_map_filled_past_its_size_reports_exactly_the_refused_updates() {
 /// nothing is refused. A skipped take leaves its 1 for the next round's set to write
 /// over (one lost), a skipped set leaves its take nothing (one lost) or the 1 a skipped
 /// take left (none): `lost <= skipped <= 2 * lost`. A skip is a slot held through all
-/// 1,024 tries: with preemption off in the program, a holder's vCPU paused by the host
+/// 1,025 tries: with preemption off in the program, a holder's vCPU paused by the host
 /// (8-12 of 400,000 operations on this 2-CPU VM under load). At most 1% skipped leaves
 /// room for a busier CI host and still fails a lock never released (all skipped).
 #[test]
@@ -112,7 +112,7 @@ fn a_slotted_private_map_set_and_taken_at_once_on_every_cpu_is_exact() {
 
 /// The hits said skipped at exit because their slot was held through every try
 /// (`skipped 3 hits of on entry main.getter: the slot of its key of @_t was held by
-/// another probe through 1024 tries`), over every probe.
+/// another probe through 1025 tries`), over every probe.
 fn skipped_at_held_slots(stderr: &str) -> i64 {
     (stderr.lines().flat_map(|l| l.split("; ")))
         .filter(|part| part.contains("held by another probe"))
