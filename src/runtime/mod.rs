@@ -64,7 +64,7 @@ pub use process::{
     spawn_held, spawn_held_with, Captured, Ended, HeldChild,
 };
 pub use reader::MapReader;
-pub use schedstat::{cpu_and_wait_ns, CpuReader};
+pub use schedstat::{cpu_and_wait_ns, CpuReader, Schedstat};
 pub use uprobe_multi::DISABLE_ENV as NO_UPROBE_MULTI_ENV;
 
 impl Loaded {
