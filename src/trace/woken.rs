@@ -3,12 +3,12 @@
 //! measured at start-up after the calibration thread slept).
 //!
 //! A server's thread wakes for a request, runs the network stack and other code, and
-//! traps once or a few times before it sleeps again: on Caddy each probe hit once a
-//! request cost 1.7-2.7 us of the server's CPU in the trap's path (cpu-clock samples)
-//! where the calibration, timed in a tight loop, said 0.9-1.0; on a test program, a
-//! trap timed right after a sleep cost 2.0-3.4 us, and the same trap between calls of a
-//! large working set only 1.0-1.2 (docs/performance.md, "A trap after its thread
-//! woke"). So the extra is paid at most once each time a thread is put on a CPU (its
+//! traps once or a few times before it sleeps again: on Caddy a probe hit once a
+//! request cost 1.7-3.3 us of the server's CPU a hit in the trap's path (cpu-clock
+//! samples) where the calibration, timed in a tight loop, said 0.9-1.1; on a test
+//! program, a trap timed right after a sleep cost 2.0-3.0 us, and the same trap between
+//! calls of a large working set only 1.0-1.2 (docs/performance.md, "A trap after its
+//! thread woke"). So the extra is paid at most once each time a thread is put on a CPU (its
 //! schedstat's third field, `runtime::Schedstat::slices`), and never more often than the
 //! probes are hit: `woken_ns * min(hits, slices)`, shared among the probes by their hits
 //! (which of them comes first after a wake-up cannot be told). A tight loop that is
