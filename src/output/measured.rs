@@ -72,11 +72,7 @@ impl TargetMeasure {
         };
         // The part of the estimate that is hits after a wake-up (`trace::woken`).
         let after_wake = match woken > 0.0 {
-            true => format!(
-                " ({}% for hits after {} wake-ups)",
-                percent(stats.share(woken)),
-                thousands(self.slices)
-            ),
+            true => format!(" ({}% for hits after {} wake-ups)", percent(stats.share(woken)), thousands(self.slices)),
             false => String::new(),
         };
         format!(
