@@ -2,7 +2,7 @@
 //! estimated to have cost it: the line of `--stats` that checks the estimate. The
 //! numbers are read by `trace::measured`; this is what they mean and how they print.
 
-use super::numbers::percent;
+use super::numbers::{percent, thousands};
 use super::stats::Stats;
 use super::text::duration;
 use crate::arch::trap::ByKind;
@@ -13,6 +13,8 @@ use serde::Serialize;
 pub struct TargetMeasure {
     /// CPU time its threads spent since the probes were attached, ns.
     pub cpu_ns: u64,
+    /// How many times its threads were put on a CPU since then (`trace::woken`).
+    pub slices: u64,
     /// Its share of a CPU before the probes were attached (from gtrace's start to the
     /// attach), in percent; `None` for a command started traced, or a window too short.
     pub before_percent: Option<f64>,
@@ -41,7 +43,8 @@ impl TargetMeasure {
     /// probes (`30% above its share before (not the probes' cost alone: ...)`).
     pub fn line(&self, stats: &Stats) -> String {
         let in_target = || stats.probes.iter().filter(|p| p.in_target);
-        let calibrated: f64 = in_target().map(|p| p.traps_ns + p.run_ns as f64).sum();
+        let calibrated: f64 = in_target().map(|p| p.traps_ns + p.run_ns as f64 + p.woken_ns).sum();
+        let woken: f64 = in_target().map(|p| p.woken_ns).sum();
         let corrected: f64 = in_target().map(|p| p.cost_ns).sum();
         let traced = stats.share(self.cpu_ns as f64);
         let before = match self.before_percent {
@@ -67,8 +70,13 @@ impl TargetMeasure {
                 percent(crate::trace::correction::MEASURABLE)
             ),
         };
+        // The part of the estimate that is hits after a wake-up (`trace::woken`).
+        let after_wake = match woken > 0.0 {
+            true => format!(" ({}% for hits after {} wake-ups)", percent(stats.share(woken)), thousands(self.slices)),
+            false => String::new(),
+        };
         format!(
-            "target: {} of CPU while traced ({}% of a CPU){before}, by its threads' own accounting\n  the probes' cost: {}% of a CPU estimated at the calibrated trap cost, {corrected}, {measured}{}\n",
+            "target: {} of CPU while traced ({}% of a CPU){before}, by its threads' own accounting\n  the probes' cost: {}% of a CPU estimated at the calibrated trap cost{after_wake}, {corrected}, {measured}{}\n",
             duration(self.cpu_ns as i64),
             percent(traced),
             percent(stats.share(calibrated)),
@@ -119,6 +127,7 @@ mod tests {
         let scales = ByKind { step: 1.3, push: 1.2, branch: 1.2 };
         let target = TargetMeasure {
             cpu_ns: 350_000_000,
+            slices: 0,
             before_percent: Some(5.0),
             trap_scale: Some(1.2),
             trap_scales: Some(scales),

@@ -85,6 +85,12 @@ pub struct ProbeStats {
     /// Hits by tasks outside the `--cgroup` cgroup: returned at once and not in `hits`,
     /// but their traps are in `cost_ns` (at the first site's trap cost).
     pub other_cgroup: u64,
+    /// What each hit pays on average beyond its trap because some hits are their
+    /// thread's first after it woke (`trace::woken`), ns; set before `price`.
+    #[serde(skip)]
+    pub woken_per_hit_ns: f64,
+    /// Its hits at that, ns (in `cost_ns`, never corrected).
+    pub woken_ns: f64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -180,16 +186,17 @@ impl ProbeStats {
         (self.run_count > 0).then(|| self.run_ns as f64 / self.run_count as f64)
     }
 
-    /// Fills in `traps_ns`, `traps_by_kind` and `cost_ns` of the probe and its sites from
-    /// their hits and trap costs, each trap at the calibrated cost of its kind times that
-    /// kind's factor in `scales` (the correction from what the target measured, 1
-    /// before any).
+    /// Fills in `traps_ns`, `traps_by_kind`, `woken_ns` and `cost_ns` of the probe and
+    /// its sites from their hits and trap costs, each trap at the calibrated cost of its
+    /// kind times that kind's factor in `scales` (the correction from what the target
+    /// measured, 1 before any), each hit with `woken_per_hit_ns` more.
     pub fn price(&mut self, scales: &ByKind) {
         let per_run = self.ns_per_hit().unwrap_or(0.0);
+        let woken = self.woken_per_hit_ns;
         let mut by_kind = ByKind::default();
         for s in &mut self.sites {
             let kind = s.kind.unwrap_or_default();
-            s.cost_ns = s.hits as f64 * (s.trap_ns * scales.of(kind) + per_run);
+            s.cost_ns = s.hits as f64 * (s.trap_ns * scales.of(kind) + per_run + woken);
             by_kind.add(kind, s.hits as f64 * s.trap_ns);
         }
         let counted: u64 = self.sites.iter().map(|s| s.hits).sum();
@@ -201,7 +208,8 @@ impl ProbeStats {
         by_kind.add(first_kind, rest as f64 * first_trap);
         self.traps_by_kind = by_kind;
         self.traps_ns = by_kind.sum();
-        self.cost_ns = by_kind.scaled(scales) + self.run_ns as f64;
+        self.woken_ns = (self.hits + self.other_cgroup) as f64 * woken;
+        self.cost_ns = by_kind.scaled(scales) + self.run_ns as f64 + self.woken_ns;
     }
 }
 
@@ -350,10 +358,11 @@ impl Stats {
         let mut out = format!("--stats: {} traced", duration(self.elapsed_ns as i64));
         match &self.trap {
             Some(t) => out.push_str(&format!(
-                "; a uprobe trap costs {} here on an instruction the kernel single-steps, {} on a PUSH, {} on a branch (measured at start-up{})",
+                "; a uprobe trap costs {} here on an instruction the kernel single-steps, {} on a PUSH, {} on a branch, {} more when its thread just woke (measured at start-up{})",
                 duration(t.step_ns as i64),
                 duration(t.push_ns as i64),
                 duration(t.branch_ns as i64),
+                duration(t.woken_ns as i64),
                 across_cpus(t),
             )),
             None => out.push_str("; the trap cost was not measured: costs are eBPF time only"),

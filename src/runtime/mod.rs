@@ -66,7 +66,7 @@ pub use process::{
     Ended,
 };
 pub use reader::MapReader;
-pub use schedstat::{cpu_and_wait_ns, CpuReader};
+pub use schedstat::{cpu_and_wait_ns, CpuReader, Schedstat};
 pub use uprobe_multi::DISABLE_ENV as NO_UPROBE_MULTI_ENV;
 
 impl Loaded {

@@ -1,4 +1,5 @@
-//! A process's CPU time and run-queue wait, from its threads' `schedstat` files: read
+//! A process's CPU time, run-queue wait and times scheduled in, from its threads'
+//! `schedstat` files: read
 //! once (`cpu_and_wait_ns`), or again and again while tracing (`CpuReader`, which keeps
 //! each thread's file open and reads it again in place, instead of listing the threads
 //! and opening a file per thread at every reading).
@@ -26,19 +27,32 @@ fn kept_open() -> usize {
     KEPT_OPEN.min(soft / 8)
 }
 
-/// The CPU time (ns) the live threads of `pid` have run so far, user and kernel, and
-/// the time they waited on a run queue for a CPU: the sums of the first two fields of
-/// each task's `/proc/PID/task/TID/schedstat` (ns). `None` when the process cannot be
-/// read (nor any of its threads).
-pub fn cpu_and_wait_ns(pid: u32) -> Option<(u64, u64)> {
+/// What the live threads of a process have done so far: the sums of the three fields
+/// of each task's `/proc/PID/task/TID/schedstat`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Schedstat {
+    /// The CPU time they ran, user and kernel, ns.
+    pub cpu_ns: u64,
+    /// The time they waited on a run queue for a CPU, ns.
+    pub wait_ns: u64,
+    /// How many times they were put on a CPU (each wake-up, each return after being
+    /// preempted): a thread's first trap after each of these pays the trap's kernel
+    /// path cold (`runtime::TrapCost::woken_ns`).
+    pub slices: u64,
+}
+
+/// `pid`'s threads' `Schedstat`. `None` when the process cannot be read (nor any of its
+/// threads).
+pub fn cpu_and_wait_ns(pid: u32) -> Option<Schedstat> {
     CpuReader::new(pid).read()
 }
 
-/// The first two numbers of a schedstat line.
-fn parse(text: &[u8]) -> (u64, u64) {
+/// The three numbers of a schedstat line.
+fn parse(text: &[u8]) -> Schedstat {
     let text = std::str::from_utf8(text).unwrap_or("");
     let mut fields = text.split_whitespace().map(|n| n.parse::<u64>().unwrap_or(0));
-    (fields.next().unwrap_or(0), fields.next().unwrap_or(0))
+    let mut next = || fields.next().unwrap_or(0);
+    Schedstat { cpu_ns: next(), wait_ns: next(), slices: next() }
 }
 
 /// What `cpu_and_wait_ns` reads, for one process read many times a second (the files
@@ -66,11 +80,11 @@ impl CpuReader {
     }
 
     /// `cpu_and_wait_ns(pid)`, read again: `None` when the process cannot be read.
-    pub fn read(&mut self) -> Option<(u64, u64)> {
+    pub fn read(&mut self) -> Option<Schedstat> {
         if self.listed.is_none_or(|at| at.elapsed() >= RELIST) {
             self.relist()?;
         }
-        let (mut cpu, mut wait, mut read) = (0u64, 0u64, false);
+        let (mut sum, mut read) = (Schedstat::default(), false);
         let mut buf = [0u8; 128];
         let pid = self.pid;
         self.threads.retain_mut(|(tid, file)| {
@@ -81,13 +95,14 @@ impl CpuReader {
             // A thread that ended is gone from the list (its time with it, as when the
             // threads are listed afresh).
             let Some(n) = n.filter(|&n| n > 0) else { return false };
-            let (c, w) = parse(&buf[..n]);
-            cpu += c;
-            wait += w;
+            let one = parse(&buf[..n]);
+            sum.cpu_ns += one.cpu_ns;
+            sum.wait_ns += one.wait_ns;
+            sum.slices += one.slices;
             read = true;
             true
         });
-        read.then_some((cpu, wait))
+        read.then_some(sum)
     }
 
     /// Lists the threads again: new ones are added (their file kept open while there is
@@ -158,12 +173,12 @@ mod tests {
             std::thread::sleep(Duration::from_millis(5));
         }
         std::thread::sleep(RELIST);
-        let (total, _) = reader.read().expect("own schedstat");
+        let total = reader.read().expect("own schedstat").cpu_ns;
         let worker_tid = tid.load(Ordering::SeqCst) as u32;
         let kept = reader.threads.iter().find(|(t, _)| *t == worker_tid).and_then(|(_, f)| f.as_ref());
         let mut buf = [0u8; 128];
         let n = kept.expect("the worker's file kept open").read_at(&mut buf, 0).expect("the worker's schedstat");
-        let (spun, _) = parse(&buf[..n]);
+        let spun = parse(&buf[..n]).cpu_ns;
         stop.store(true, Ordering::SeqCst);
         worker.join().unwrap();
         assert!(spun >= 60_000_000, "the worker's file reads {spun} ns, it spun 60 ms");
@@ -198,6 +213,24 @@ mod tests {
         assert!(reader.threads.windows(2).all(|w| w[0].0 < w[1].0), "threads out of order");
         assert!(reader.threads.iter().filter(|(_, f)| f.is_some()).count() <= reader.kept_open);
         assert!(reader.kept_open <= KEPT_OPEN && reader.kept_open > 0);
+    }
+
+    #[test]
+    fn a_line_gives_its_three_fields() {
+        let line = b"2155623811 310442 1287\n";
+        assert_eq!(parse(line), Schedstat { cpu_ns: 2155623811, wait_ns: 310442, slices: 1287 });
+        assert_eq!(parse(b""), Schedstat::default());
+    }
+
+    /// A thread that sleeps and wakes is put on a CPU again each time.
+    #[test]
+    fn a_thread_that_sleeps_is_scheduled_in_again_each_time() {
+        let before = cpu_and_wait_ns(std::process::id()).expect("own schedstat").slices;
+        for _ in 0..20 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let after = cpu_and_wait_ns(std::process::id()).expect("own schedstat").slices;
+        assert!(after >= before + 20, "20 sleeps, {} more times scheduled in", after.saturating_sub(before));
     }
 
     #[test]

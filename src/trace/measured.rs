@@ -85,12 +85,18 @@ pub struct Reading {
     pub cpu_ns: u64,
     /// Its threads' time waiting on a run queue for a CPU.
     pub wait_ns: u64,
+    /// How many times its threads were put on a CPU.
+    pub slices: u64,
 }
 
 impl Reading {
     /// `pid`'s CPU time now, when it can be read.
     pub fn now(pid: u32) -> Option<Reading> {
-        crate::runtime::cpu_and_wait_ns(pid).map(|(cpu_ns, wait_ns)| Reading { at: Instant::now(), cpu_ns, wait_ns })
+        crate::runtime::cpu_and_wait_ns(pid).map(|s| Reading::of(s, Instant::now()))
+    }
+
+    fn of(s: crate::runtime::Schedstat, at: Instant) -> Reading {
+        Reading { at, cpu_ns: s.cpu_ns, wait_ns: s.wait_ns, slices: s.slices }
     }
 
     /// Its share of a CPU since `earlier`, as a fraction.
@@ -176,7 +182,7 @@ impl TargetCpu {
         if self.newest.at.elapsed() < Duration::from_millis(20) {
             return;
         }
-        let read = self.reader.read().map(|(cpu_ns, wait_ns)| Reading { at: Instant::now(), cpu_ns, wait_ns });
+        let read = self.reader.read().map(|s| Reading::of(s, Instant::now()));
         if let Some(r) = read.filter(|r| r.cpu_ns > 0) {
             self.newest = r;
         }
@@ -208,6 +214,11 @@ impl TargetCpu {
         Some(self.correction.observe(&interval))
     }
 
+    /// How many times its threads were put on a CPU since the attach (`trace::woken`).
+    pub fn slices(&self) -> u64 {
+        self.newest.slices.saturating_sub(self.attached.slices)
+    }
+
     /// The factor each kind's calibrated trap cost is multiplied by (1 before any).
     pub fn scales(&self) -> ByKind {
         self.correction.scales().unwrap_or(ByKind::ONE)
@@ -217,6 +228,7 @@ impl TargetCpu {
     pub fn measure(&self) -> TargetMeasure {
         TargetMeasure {
             cpu_ns: self.newest.cpu_ns.saturating_sub(self.attached.cpu_ns),
+            slices: self.slices(),
             before_percent: self.before.map(|b| 100.0 * b),
             trap_scale: self.correction.common_scale(),
             trap_scales: self.correction.scales(),
@@ -256,6 +268,7 @@ mod tests {
             at: t0 + Duration::from_millis(ms),
             cpu_ns: cpu_ms * 1_000_000,
             wait_ns: 0,
+            slices: 0,
         };
         let mut cpu = TargetCpu::new(0, Some(0.10), 0.0, reading(0, 0));
         // Every 100 ms: 40 ms of CPU (10 before attaching, so 30 ms more); the estimate

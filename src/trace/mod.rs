@@ -14,6 +14,7 @@ mod session;
 pub mod stats;
 pub(crate) mod symbols;
 pub mod verifier;
+pub mod woken;
 
 use crate::arch::Arch;
 use crate::cli::TraceArgs;

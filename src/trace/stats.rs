@@ -12,6 +12,7 @@ pub use crate::output::stats::{Detached, MapStats, ProbeStats, SiteStats, Stats}
 use crate::plan::{Accounting, Counter, MapRole, MapSpec, Plan, ProbeAttach, ProbeSpec, Refusal};
 use crate::runtime::{Loaded, RuntimeError, TrapCost};
 use crate::trace::measured::{Baseline, Reading, TargetCpu};
+use crate::trace::woken;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -60,7 +61,9 @@ impl Meter {
         let counters = if acct.counters.is_empty() { Vec::new() } else { loaded.array_sums(&acct.counters)? };
         let value = |slot: usize| counters.get(slot).copied().unwrap_or(0);
         let scales = self.target.as_ref().map_or(ByKind::ONE, TargetCpu::scales);
-        let probes = plan.probes.iter().map(|probe| self.probe_stats(probe, loaded, acct, &value, &scales)).collect();
+        let mut probes: Vec<ProbeStats> =
+            plan.probes.iter().map(|probe| self.probe_stats(probe, loaded, acct, &value, &scales)).collect();
+        self.price_woken(&mut probes, &scales);
         let maps = plan.maps.iter().filter_map(|m| map_stats(m, plan, &value)).collect();
         Ok(Stats {
             elapsed_ns: self.elapsed().as_nanos() as u64,
@@ -76,6 +79,21 @@ impl Meter {
             otlp: None,
             spans: None,
         })
+    }
+
+    /// Each hit's share of what the probes' hits pay because some are their thread's
+    /// first after it woke (`woken`), from the hits and the target's times scheduled in
+    /// since the attach; the probes priced again with it. Nothing without a calibration
+    /// or a target whose threads can be read.
+    fn price_woken(&self, probes: &mut [ProbeStats], scales: &ByKind) {
+        let each = self.trap.map_or(0.0, |t| t.woken_ns);
+        let Some(slices) = self.target.as_ref().map(TargetCpu::slices) else { return };
+        let hits: u64 = probes.iter().filter(|p| p.in_target).map(|p| p.hits + p.other_cgroup).sum();
+        let per_hit = woken::per_hit_ns(each, hits, slices);
+        for p in probes.iter_mut().filter(|p| p.in_target) {
+            p.woken_per_hit_ns = per_hit;
+            p.price(scales);
+        }
     }
 
     /// One program's numbers. A program that runs in gtrace itself (`on begin`, `on
@@ -162,7 +180,9 @@ impl Meter {
         let (mut traps, mut run) = (ByKind::default(), 0.0);
         for p in in_target {
             traps = traps.plus(&p.traps_by_kind);
-            run += p.run_ns as f64;
+            // What the hits pay after a wake-up is known apart from the traps' cost,
+            // as their eBPF time is: the correction is of the traps alone.
+            run += p.run_ns as f64 + p.woken_ns;
         }
         t.observe(traps, run);
         let scales = t.scales();

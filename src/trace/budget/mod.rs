@@ -1,6 +1,7 @@
 //! The circuit breaker of `--budget PCT`. Every 100 ms it reads what each probe has cost
 //! the target so far (its hits at the calibrated trap cost of its sites' instruction,
-//! plus the eBPF run time the kernel measured: `stats::Meter::collect`), and looks back
+//! plus the eBPF run time the kernel measured: `stats::Meter::collect`; what the hits
+//! pay after the target's threads wake, `trace::woken`, over all of them), and looks back
 //! over a sliding window of one second. When the probes still attached have spent more
 //! than PCT of one CPU over a whole window (10 ms at 1%), one decision detaches the set
 //! of costliest units that brings what is left under `MARGIN` of PCT at the rate of the
@@ -11,8 +12,10 @@
 //!
 //! A unit is what can be detached alone (units.rs). What stays is weighed at the speed
 //! the target regains once the cut frees it (speedup.rs), so that a server slowed by a
-//! wide wildcard is cut once, not again each time it speeds up.
+//! wide wildcard is cut once, not again each time it speeds up, and with the wake-ups
+//! its hits will pay for once the others are gone (cut.rs).
 
+mod cut;
 mod speedup;
 pub(crate) mod units;
 
@@ -22,6 +25,7 @@ use crate::arch::trap::ByKind;
 use crate::output::numbers::{percent, thousands};
 use crate::plan::{Plan, SiteRef};
 use crate::runtime::{Loaded, RuntimeError};
+use cut::{cut_until, UnitCost, Woken};
 use speedup::Speedup;
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -39,6 +43,8 @@ struct Sample {
     hits: Vec<u64>,
     /// The target's CPU time since the attach, ns (when it is measured).
     target_ns: Option<u64>,
+    /// How many times its threads were put on a CPU since the attach (`trace::woken`).
+    slices: Option<u64>,
 }
 
 pub struct Governor {
@@ -132,7 +138,8 @@ impl Governor {
         let costed = Costed::new(stats);
         let (cost, hits): (Vec<Cost>, Vec<u64>) = self.units.iter().map(|u| costed.unit(u)).unzip();
         let target_ns = stats.target.map(|t| t.cpu_ns);
-        self.samples.push_back(Sample { at: now, cost, hits, target_ns });
+        let slices = stats.target.map(|t| t.slices);
+        self.samples.push_back(Sample { at: now, cost, hits, target_ns, slices });
         // Keep the newest sample at least a window old, as the window's start.
         while self.samples.len() > 2 && now.duration_since(self.samples[1].at) >= WINDOW {
             self.samples.pop_front();
@@ -148,7 +155,18 @@ impl Governor {
         let hits: Vec<u64> = first.hits.iter().zip(&last.hits).map(|(a, b)| b.saturating_sub(*a)).collect();
         let rate = |ns: f64| 100.0 * ns / (span * 1e9);
         let attached: Vec<usize> = (0..self.units.len()).filter(|i| self.units[*i].attached).collect();
-        let spent_ns: f64 = attached.iter().map(|i| spent[*i]).sum();
+        // What the hits pay after wake-ups, over the window: not any one unit's.
+        let woken = Woken {
+            each_percent: rate(stats.trap.map_or(0.0, |t| t.woken_ns)),
+            slices: first.slices.zip(last.slices).map_or(0, |(a, b)| b.saturating_sub(a)),
+        };
+        let attached_hits: u64 = attached.iter().map(|i| hits[*i]).sum();
+        let woken_share = |i: usize| match attached_hits {
+            0 => 0.0,
+            all => woken.of(all) * hits[i] as f64 / all as f64,
+        };
+        let woken_ns = woken.of(attached_hits) / rate(1.0);
+        let spent_ns: f64 = attached.iter().map(|i| spent[*i]).sum::<f64>() + woken_ns;
         // Past the budget once the window holds more than a whole window's allowance
         // (10 ms at 1%; more when the window is longer: a look came late): a short
         // burst at start-up is not a trend, a wildcard that costs half a CPU trips at the
@@ -178,12 +196,17 @@ impl Governor {
                 .map_or(0.0, |(a, b)| b.saturating_sub(a) as f64 / (span * 1e9)),
             // The same weighing on both sides: traps weighed high in what stays are
             // weighed high in what the target spent on them, not left in its own work.
-            probes: spent_high.iter().sum::<f64>() / (span * 1e9),
+            probes: (spent_high.iter().sum::<f64>() + woken_ns) / (span * 1e9),
         };
-        let mut order: Vec<usize> = attached.into_iter().filter(|i| spent[*i] > 0.0).collect();
-        order.sort_by(|a, b| spent[*b].total_cmp(&spent[*a]));
-        let costs: Vec<(f64, f64)> = order.iter().map(|i| (rate(spent[*i]), rate(spent_high[*i]))).collect();
-        let (n, left, stays) = cut_until(&costs, self.percent * MARGIN, &speedup);
+        // Costliest first, each with its share of the wake-ups (for the order and the
+        // line; the cut weighs the wake-ups on what stays as a whole).
+        let weighed: Vec<f64> = (0..spent.len()).map(|i| rate(spent[i]) + woken_share(i)).collect();
+        let mut order: Vec<usize> = attached.into_iter().filter(|i| weighed[*i] > 0.0).collect();
+        order.sort_by(|a, b| weighed[*b].total_cmp(&weighed[*a]));
+        let costs: Vec<UnitCost> = (order.iter())
+            .map(|i| UnitCost { now: rate(spent[*i]), high: rate(spent_high[*i]), hits: hits[*i] })
+            .collect();
+        let (n, left, stays) = cut_until(&costs, &woken, self.percent * MARGIN, &speedup);
         let cut: Vec<usize> = order[..n].to_vec();
         for i in &cut {
             self.units[*i].attached = false;
@@ -201,7 +224,7 @@ impl Governor {
             .iter()
             .map(|i| Detached {
                 what: self.describe(&self.units[*i]),
-                percent: rate(spent[*i]),
+                percent: weighed[*i],
                 at_ns,
                 programs: programs_of(&self.units[*i].sites),
             })
@@ -273,27 +296,6 @@ fn decision_line(
             percent(stays.0),
         ),
     }
-}
-
-/// How many of `costs` (each unit's share of a CPU now and with its traps weighed high,
-/// percent; costliest first) go until what stays, weighed high at the speed the target
-/// regains without the rest, is at most `under`: the count, what stays at its rate now,
-/// and what stays weighed high at that speed with the factor.
-fn cut_until(costs: &[(f64, f64)], under: f64, speedup: &Speedup) -> (usize, f64, (f64, f64)) {
-    let mut left: f64 = costs.iter().map(|c| c.0).sum();
-    let mut high: f64 = costs.iter().map(|c| c.1).sum();
-    let freed = |high: f64| {
-        let g = speedup.factor(high.max(0.0) / 100.0);
-        (high.max(0.0) * g, g)
-    };
-    for (n, (now, hi)) in costs.iter().enumerate() {
-        if freed(high).0 <= under {
-            return (n, left, freed(high));
-        }
-        left -= now;
-        high -= hi;
-    }
-    (costs.len(), left, freed(high))
 }
 
 /// What the trace loop keeps about costs: the meter, and the breaker when there is a
@@ -416,16 +418,19 @@ struct Costed<'a> {
 impl<'a> Costed<'a> {
     fn new(stats: &'a Stats) -> Costed<'a> {
         let scales = stats.target.and_then(|t| t.trap_scales).unwrap_or(ByKind::ONE);
-        // The eBPF time is what the priced cost holds beyond its traps at `scales`.
-        let cost = |traps: ByKind, total: f64| Cost { traps, run: total - traps.scaled(&scales) };
-        let probes =
-            (stats.probes.iter()).map(|p| (p.program.as_str(), (cost(p.traps_by_kind, p.cost_ns), p.hits))).collect();
+        // The eBPF time is what the priced cost holds beyond its traps at `scales` and
+        // what its hits pay after wake-ups (which the breaker weighs over all units).
+        let cost = |traps: ByKind, total: f64, woken: f64| Cost { traps, run: total - traps.scaled(&scales) - woken };
+        let probes = (stats.probes.iter())
+            .map(|p| (p.program.as_str(), (cost(p.traps_by_kind, p.cost_ns, p.woken_ns), p.hits)))
+            .collect();
         let sites = (stats.probes.iter())
             .flat_map(|p| {
                 p.sites.iter().map(move |s| {
                     let mut traps = ByKind::default();
                     traps.add(s.kind.unwrap_or_default(), s.hits as f64 * s.trap_ns);
-                    ((p.program.as_str(), s.function.as_str()), (cost(traps, s.cost_ns), s.hits))
+                    let woken = s.hits as f64 * p.woken_per_hit_ns;
+                    ((p.program.as_str(), s.function.as_str()), (cost(traps, s.cost_ns, woken), s.hits))
                 })
             })
             .collect();
