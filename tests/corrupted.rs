@@ -28,13 +28,17 @@ fn dir() -> PathBuf {
 
 /// Runs gtrace on `binary`, bounded; returns (exit code, stderr).
 fn gtrace_on(args: &[&str], what: &str) -> (i32, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_gtrace"))
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    gtrace_cached(args, None, what)
+}
+
+/// `gtrace_on` with `XDG_CACHE_HOME` set to `cache`, if given.
+fn gtrace_cached(args: &[&str], cache: Option<&Path>, what: &str) -> (i32, String) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_gtrace"));
+    if let Some(cache) = cache {
+        command.env("XDG_CACHE_HOME", cache);
+    }
+    let mut child =
+        command.args(args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
     let mut err = child.stderr.take().unwrap();
     let reader = std::thread::spawn(move || {
         let mut s = String::new();
@@ -186,6 +190,46 @@ fn a_script_that_reads_no_go_value_compiles_when_the_dwarf_is_corrupted() {
     assert_eq!(code, 1, "reading a parameter needs the DWARF:\n{stderr}");
     assert!(stderr.starts_with("error") && stderr.contains(".debug_info"), "{stderr}");
     std::fs::remove_file(&path).unwrap();
+}
+
+#[test]
+fn damaged_dwarf_inflated_early_is_the_same_clear_error() {
+    // A first run (no cache file for the build) whose script reads Go values inflates
+    // .debug_info on another thread while the binary is read; a run with a cache file
+    // there inflates it where the first question needs it. Damaged, either way the
+    // same clear error, never a panic or a hang; and a script the early guess counts
+    // as reading DWARF (it times calls, names the goroutine) but that needs none of it
+    // still compiles.
+    let (_, data) = go_binary();
+    let (start, size) = section_range(&data, ".debug_info").expect(".debug_info");
+    let mut bad = data.clone();
+    for i in (start + size / 3..start + size).step_by(89) {
+        bad[i] = !bad[i];
+    }
+    let path = dir().join("inflated-early-bad-dwarf");
+    std::fs::write(&path, &bad).unwrap();
+    let b = path.to_str().unwrap();
+    let cache = dir().join("inflated-early-cache");
+    let _ = std::fs::remove_dir_all(&cache);
+    std::fs::create_dir_all(&cache).unwrap();
+    let reads = ["-e", "on entry main.add { @s = sum(a) }", "--check", "-b", b];
+    let (code, early) = gtrace_cached(&reads, Some(&cache), "inflated early");
+    assert_eq!(code, 1, "a parameter of a binary whose DWARF does not inflate:\n{early}");
+    assert!(early.starts_with("error") && early.contains("cannot decompress section .debug_info"), "{early}");
+    assert!(!early.contains("panicked"), "{early}");
+    let (code, nocache) = gtrace_cached(&[&reads[..], &["--no-cache"]].concat(), Some(&cache), "--no-cache");
+    assert_eq!((code, &nocache), (1, &early), "--no-cache inflates early too");
+    // A script that reads no Go value writes the cache file (where main.add was inlined);
+    // with it there, the next run inflates in line.
+    let timed = "on return main.add { @h = hist(elapsed); @g[goid] = count() }";
+    let (code, said) = gtrace_cached(&["-e", timed, "--check", "-b", b], Some(&cache), "timed, guessed");
+    assert_eq!(code, 0, "a script that needs no DWARF, guessed to:\n{said}");
+    let files = std::fs::read_dir(cache.join("gtrace")).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(files, 1, "a cache file for the build");
+    let (code, in_line) = gtrace_cached(&reads, Some(&cache), "inflated in line");
+    assert_eq!((code, &in_line), (1, &early), "the same error inflated in line and early");
+    std::fs::remove_file(&path).unwrap();
+    std::fs::remove_dir_all(&cache).unwrap();
 }
 
 #[test]

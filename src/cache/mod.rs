@@ -87,7 +87,11 @@ impl Store {
     /// The file for `target`: named by its GNU build id, else its Go build id; None
     /// when it has neither.
     pub fn file_for(&self, target: &Target) -> Option<PathBuf> {
-        let ids = target.build_ids();
+        self.file_for_ids(target.build_ids())
+    }
+
+    /// The file for a binary with `ids` (`file_for`).
+    pub fn file_for_ids(&self, ids: &crate::gobin::BuildIds) -> Option<PathBuf> {
         let id = ids.gnu.clone().or_else(|| ids.go.clone())?;
         let name: String = id.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).take(128).collect();
         Some(self.dir.join(format!("{name}.gtc")))

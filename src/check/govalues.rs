@@ -265,6 +265,29 @@ pub fn atomic_value(types: &Types, id: TypeId) -> Option<TypeId> {
     }
 }
 
+/// Whether checking `script` may read the binary's DWARF: a probe at a line or at a
+/// panic, or a body that reads a Go value, times a call or names the goroutine or its
+/// panic. A guess made before the binary is opened, for what may start early
+/// (`Target::open_inflating`): wrong either way, it costs only time.
+pub fn may_read_dwarf(script: &Script) -> bool {
+    const DWARF_BUILTINS: [&str; 4] = ["elapsed", "goid", "panic", "recovered"];
+    let names_one = |block: &Block| {
+        let mut found = false;
+        block.walk_stmts(&mut |s| {
+            for e in s.exprs() {
+                e.walk(&mut |x| found |= matches!(&x.kind, ExprKind::Name(n) if DWARF_BUILTINS.contains(&n.as_str())));
+            }
+        });
+        found
+    };
+    script.items.iter().any(|item| match item {
+        Item::Probe(p) => {
+            matches!(p.kind, ProbeKind::Line(_) | ProbeKind::Panic(_)) || reads_go_values(&p.body) || names_one(&p.body)
+        }
+        Item::Use(_) | Item::Fn(_) => false,
+    })
+}
+
 /// Does the body name anything that is not a builtin or a local (so a Go value)?
 pub fn reads_go_values(block: &Block) -> bool {
     let mut locals: Vec<&str> = Vec::new();
@@ -285,4 +308,41 @@ pub fn reads_go_values(block: &Block) -> bool {
         }
     });
     found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::may_read_dwarf;
+
+    fn guess(text: &str) -> bool {
+        may_read_dwarf(&crate::syntax::parse(text, 0, &mut 0).expect("parses"))
+    }
+
+    #[test]
+    fn the_early_guess_of_dwarf_reads_what_may_need_it() {
+        // What reads a Go value, times a call, names the goroutine or probes a line or
+        // a panic may read DWARF.
+        for text in [
+            "on entry main.f { @s = sum(a) }",
+            "on return main.f { @r[ret] = count() }",
+            "on entry main.f { print(args) }",
+            "on entry main.f { @x = count(); if x.y > 1 { @z = count() } }",
+            "on return main.f { @h = hist(elapsed) }",
+            "on entry main.f { @g[goid] = count() }",
+            "on panic main.f { @p[panic] = count() }",
+            "on line \"main.go:12\" { @c = count() }",
+            "on entry main.f { n := 1; @c[n] = count() } on entry main.g { @v = sum(v) }",
+        ] {
+            assert!(guess(text), "{text}");
+        }
+        // Counts, the function's name, stacks, locals and maps alone read none.
+        for text in [
+            "on entry main.main { @c = count() }",
+            "on entry \"main.*\" { @c[func, pid, tid, comm] = count(); @t = max(nsecs) }",
+            "on entry main.f { @s[ustack] = count() } on interval 1s { print(@s) } on end { clear(@s) }",
+            "on entry main.f { n := 2; @c[n] = sum(n) }",
+        ] {
+            assert!(!guess(text), "{text}");
+        }
+    }
 }

@@ -9,7 +9,7 @@
 
 use crate::cache::{sites_crc, sites_fit, Entry, Store};
 use crate::cli::Cli;
-use crate::gobin::Target;
+use crate::gobin::{BuildIds, Target};
 
 /// The cache for this run's binary and what it held.
 pub(super) struct Cached {
@@ -41,6 +41,18 @@ pub(super) fn open(cli: &Cli, target: &Target) -> Option<Cached> {
         target.seed_dwarf(seed);
     }
     Some(Cached { store, loaded })
+}
+
+/// Whether this run will find no cache file for a binary with `ids`: `--no-cache`, no
+/// cache directory or one not to be used, no file for these ids. Asked before the
+/// binary is read further, so that what only a first run does may start at once
+/// (`Target::open_inflating`); a file there that `open` then rejects only loses that.
+pub(super) fn absent(cli: &Cli, ids: &BuildIds) -> bool {
+    if cli.no_cache {
+        return true;
+    }
+    let Some(store) = Store::user() else { return true };
+    store.trusted().is_err() || store.file_for_ids(ids).is_none_or(|file| !file.exists())
 }
 
 impl Cached {

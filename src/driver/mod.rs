@@ -63,6 +63,8 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
         string_limit: cli.string_limit,
         lowering: lowering(cli),
     };
+    // A listing prints each function's parameters.
+    let mut reads_dwarf = true;
     if cli.list.is_none() {
         // The script (and the libraries it uses) is parsed before the target is opened:
         // a syntax error is said as one, whatever the target.
@@ -71,12 +73,15 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
             print_stdout(&format!("{}\n", serde_json::to_string_pretty(&script).unwrap_or_default()))?;
             return Ok(0);
         }
+        reads_dwarf = crate::check::govalues::may_read_dwarf(&script);
     }
     let process = scope::process(&cli.target, cli.trace.cgroup.as_deref())?;
     let search = scope::debug_search(cli.debug_file.as_ref(), &cli.debug_dir, &process);
+    // A first run that will read DWARF inflates it while the rest of the binary is read.
+    let early = |ids: &crate::gobin::BuildIds| reads_dwarf && cached::absent(cli, ids);
     // Not freed when a listing or a check ends: the process is ending, and freeing a big
     // binary's tables cost a sixth of a check (a trace takes it, and keeps it to its end).
-    let mut target = std::mem::ManuallyDrop::new(Target::open_with(&process.binary, &search)?);
+    let mut target = std::mem::ManuallyDrop::new(Target::open_inflating(&process.binary, &search, &early)?);
     // Written once, then dropped: a trace holds no cache file open.
     let cached = cached::open(cli, &target);
     let seeded = cached.as_ref().is_some_and(|c| c.has_dwarf());

@@ -21,6 +21,7 @@ use std::sync::Arc;
 pub(crate) mod eval;
 mod globals;
 mod index;
+mod inflating;
 mod lines;
 mod locations;
 mod query;
@@ -30,6 +31,7 @@ mod units;
 mod variables;
 
 pub use globals::{NoVariable, Variable};
+pub(crate) use inflating::Inflating;
 pub(crate) use lines::LineTable;
 pub(crate) use locations::DwarfLocation;
 use locations::Lists;

@@ -9,8 +9,9 @@ use std::path::Path;
 
 /// The DWARF of the target, loaded on first use.
 pub(crate) enum DwarfState {
-    /// Not read yet; what a cache knows of it, if anything.
-    NotLoaded(Option<Box<super::DwarfSeed>>),
+    /// Not read yet; what a cache knows of it, if anything, and the section being
+    /// inflated on another thread (`Target::open_inflating`), if it is.
+    NotLoaded(Option<Box<super::DwarfSeed>>, Option<super::Inflating>),
     Absent,
     Loaded(Box<DwarfInfo>),
 }
@@ -27,13 +28,13 @@ impl Target {
     /// Whether a question has made the DWARF be read (a script that reads no Go value
     /// should not: see `check::binary`).
     pub fn dwarf_read(&self) -> bool {
-        !matches!(*self.dwarf.borrow(), DwarfState::NotLoaded(_))
+        !matches!(*self.dwarf.borrow(), DwarfState::NotLoaded(..))
     }
 
     /// Starts the DWARF from what a cache kept (src/cache), before a question reads it:
     /// the units it holds are read from it, the rest from the binary.
     pub fn seed_dwarf(&self, seed: super::DwarfSeed) {
-        if let DwarfState::NotLoaded(slot) = &mut *self.dwarf.borrow_mut() {
+        if let DwarfState::NotLoaded(slot, _) = &mut *self.dwarf.borrow_mut() {
             *slot = Some(Box::new(seed));
         }
     }
@@ -78,7 +79,7 @@ impl Target {
     /// and symbolizing read stays (the functions, the Go types parsed); a later question
     /// that needs DWARF reads it again.
     pub fn release_compiler_tables(&mut self) {
-        *self.dwarf.borrow_mut() = DwarfState::NotLoaded(None);
+        *self.dwarf.borrow_mut() = DwarfState::NotLoaded(None, None);
         self.cfgs.borrow_mut().clear();
         self.sp_deltas.borrow_mut().clear();
         self.inlined.take();
@@ -103,9 +104,9 @@ impl Target {
         path: &Path,
         data: &crate::input::Bytes,
     ) -> Result<Option<&'s mut DwarfInfo>, TargetError> {
-        if let DwarfState::NotLoaded(seed) = state {
-            let seed = seed.take().map(|s| *s);
-            *state = match DwarfInfo::load(path, data, seed) {
+        if let DwarfState::NotLoaded(seed, inflating) = state {
+            let (seed, inflating) = (seed.take().map(|s| *s), inflating.take());
+            *state = match DwarfInfo::load(path, data, seed, inflating) {
                 Ok(Some(d)) => DwarfState::Loaded(Box::new(d)),
                 Ok(None) => DwarfState::Absent,
                 Err(e) => {

@@ -8,6 +8,7 @@
 //! fails its check is read from the binary, and the seed counts as outgrown (written
 //! again).
 
+use super::inflating::Inflating;
 use super::{string, DwarfInfo, UnitSlot, R};
 use crate::gobin::{elf, TargetError};
 use gimli::{constants as dw, DebugInfoOffset, Reader, UnitOffset};
@@ -116,11 +117,13 @@ fn reader(bytes: &[u8]) -> R {
 impl DwarfInfo {
     /// Loads the DWARF of the ELF in `data`: `.debug_info` is decompressed and its unit
     /// headers listed (no unit is parsed further); with a `seed` that matches the
-    /// section, nothing is decompressed. None when it has no `.debug_info`.
+    /// section, nothing is decompressed. Without one, the section `inflating` has
+    /// inflated on another thread, if it is this one. None when it has no `.debug_info`.
     pub(crate) fn load(
         path: &Path,
         data: &crate::input::Bytes,
         seed: Option<DwarfSeed>,
+        inflating: Option<Inflating>,
     ) -> Result<Option<DwarfInfo>, TargetError> {
         let Some(compressed) = elf::compressed_section(path, data, ".debug_info")? else { return Ok(None) };
         let size = compressed.uncompressed_size;
@@ -163,7 +166,11 @@ impl DwarfInfo {
             None => {
                 let abbrev = elf::section(path, data, ".debug_abbrev")?.unwrap_or_default();
                 info.set_abbrev(reader(&abbrev));
-                let bytes = info.inflate(compressed)?;
+                // Inflated on another thread since the binary was opened, if it was.
+                let bytes = match inflating.and_then(|i| i.take(data, compressed.data)) {
+                    Some(inflated) => inflated.map_err(|problem| info.inflate_error(problem))?,
+                    None => info.inflate(compressed)?,
+                };
                 let _ = info.sections.info.set(bytes);
                 info.list_units()?;
             }
@@ -332,11 +339,15 @@ impl DwarfInfo {
     /// it does not inflate to exactly its size; other formats through object.
     fn inflate(&self, compressed: object::CompressedData<'_>) -> Result<R, TargetError> {
         if compressed.format == object::CompressionFormat::Zlib {
-            return inflate_zlib(compressed.data, compressed.uncompressed_size)
-                .map_err(|problem| TargetError::Inflate { path: self.path.clone(), section: ".debug_info", problem });
+            return inflate_zlib(compressed.data, compressed.uncompressed_size).map_err(|p| self.inflate_error(p));
         }
         let bytes = compressed.decompress().map_err(|source| self.bad_section(source))?;
         Ok(reader(&bytes))
+    }
+
+    /// Why `.debug_info` did not inflate, as an error.
+    fn inflate_error(&self, problem: String) -> TargetError {
+        TargetError::Inflate { path: self.path.clone(), section: ".debug_info", problem }
     }
 
     /// Whether the whole of `.debug_info` was decompressed (not when a seed held every
@@ -411,7 +422,7 @@ const MOST_INFLATED: u64 = 32;
 /// falls short of costs no memory it does not fill. A size past `MOST_INFLATED` times
 /// the data's or 4 GiB, data that ends before `size`, runs past it or is not zlib:
 /// Err, why.
-fn inflate_zlib(data: &[u8], size: u64) -> Result<R, String> {
+pub(super) fn inflate_zlib(data: &[u8], size: u64) -> Result<R, String> {
     let most = (data.len() as u64).saturating_mul(MOST_INFLATED).min(1 << 32);
     if size > most {
         return Err(format!(

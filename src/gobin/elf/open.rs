@@ -3,7 +3,8 @@
 //! and the functions from the symbol table, or from that table when there is none.
 
 use super::{arena, buildinfo, debugfile, file as elf, image, moduledata, names, pclntab};
-use crate::gobin::{go_minor, Abi, DebugSearch, DwarfState, Layout, Target, TargetError};
+use crate::gobin::dwarf::Inflating;
+use crate::gobin::{go_minor, Abi, BuildIds, DebugSearch, DwarfState, Layout, Target, TargetError};
 use crate::gotypes::Types;
 use std::cell::{OnceCell, RefCell};
 use std::path::Path;
@@ -20,6 +21,25 @@ impl Target {
     /// binary's build id.
     pub fn open_with(path: &Path, debug: &DebugSearch) -> Result<Target, TargetError> {
         Target::from_bytes(path, elf::read_file(path)?, debug)
+    }
+
+    /// `open_with`, with the binary's own `.debug_info` inflated on another thread while
+    /// the rest is read (`dwarf::Inflating`) when `early` says so of its build ids: a
+    /// run that will read DWARF and has no cache file for this build. Not with a debug
+    /// file given (`--debug-file`): its DWARF is the one read.
+    pub fn open_inflating(
+        path: &Path,
+        debug: &DebugSearch,
+        early: &dyn Fn(&BuildIds) -> bool,
+    ) -> Result<Target, TargetError> {
+        let data = elf::read_file(path)?;
+        let ids = debug.file.is_none().then(|| elf::read_build_ids(path, &data).ok()).flatten();
+        let inflating = ids.filter(|ids| early(ids)).and_then(|_| Inflating::start(path, &data));
+        let target = Target::from_bytes(path, data, debug)?;
+        if let (Some(inflating), None) = (inflating, &target.debug_file) {
+            *target.dwarf.borrow_mut() = DwarfState::NotLoaded(None, Some(inflating));
+        }
+        Ok(target)
     }
 
     /// `open_with` on the bytes of `path` already read or mapped: the reader is the
@@ -49,7 +69,7 @@ impl Target {
             inlined: OnceCell::new(),
             inlined_found: RefCell::new(std::collections::BTreeMap::new()),
             code_crc: OnceCell::new(),
-            dwarf: RefCell::new(DwarfState::NotLoaded(None)),
+            dwarf: RefCell::new(DwarfState::NotLoaded(None, None)),
             types: RefCell::new(Types::default()),
             g_layout: OnceCell::new(),
             types_base: OnceCell::new(),
