@@ -111,12 +111,52 @@ pub struct Detached {
     pub at_ns: u64,
     /// The programs that lost sites: every map they write holds partial data from then on.
     pub programs: Vec<String>,
+    /// Duty-cycled from `at_ns` rather than detached (the budget's `duty.rs`): its
+    /// programs were attached only part of the time since, and their counts are of that
+    /// time alone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duty: Option<Duty>,
+}
+
+/// A duty cycle's numbers at one moment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Duty {
+    /// The fraction of each second the probes are attached now (1 once the cycle ended
+    /// with them attached, 0 once they were detached).
+    pub fraction: f64,
+    /// Time since the cycle began (to now, or to the end of the trace), ns.
+    pub since_ns: u64,
+    /// Time attached within it, ns.
+    pub attached_ns: u64,
+}
+
+impl Duty {
+    /// The share of the time since the cycle began that the probes were attached.
+    pub fn attached_share(&self) -> f64 {
+        match self.since_ns {
+            0 => 1.0,
+            since => (self.attached_ns as f64 / since as f64).min(1.0),
+        }
+    }
 }
 
 impl Detached {
-    /// `on entry main.F detached by --budget after 0.2s`.
+    /// `on entry main.F detached by --budget after 0.2s`, or `duty-cycled by --budget
+    /// from 0.4s, attached 38% of the time since`.
     pub fn said(&self) -> String {
-        format!("{} detached by --budget after {}", self.what, duration_rounded(self.at_ns))
+        match &self.duty {
+            Some(d) => format!(
+                "duty-cycled by --budget from {}, attached {}% of the time since",
+                duration_rounded(self.at_ns),
+                (100.0 * d.attached_share()).round()
+            ),
+            None => format!("{} detached by --budget after {}", self.what, duration_rounded(self.at_ns)),
+        }
+    }
+
+    /// A unit detached, not duty-cycled.
+    pub fn is_cut(&self) -> bool {
+        self.duty.is_none()
     }
 }
 
@@ -126,12 +166,16 @@ impl Detached {
 pub fn partial(plan: &crate::plan::Plan, object_name: &str, detached: &[Detached]) -> Option<String> {
     let uses =
         |program: &String| plan.probes.iter().any(|p| p.program == *program && p.maps.iter().any(|m| m == object_name));
-    let mut cuts = detached.iter().filter(|d| d.programs.iter().any(uses));
-    let first = cuts.next()?.said();
-    match cuts.count() {
-        0 => Some(first),
-        n => Some(format!("{first}, and {} more probe unit{}", thousands(n as u64), plural(n as u64))),
-    }
+    let touched: Vec<&Detached> = detached.iter().filter(|d| d.programs.iter().any(uses)).collect();
+    // A duty cycle first (what the counts are of), then the first cut and how many more.
+    let cycled = touched.iter().filter(|d| !d.is_cut()).map(|d| d.said());
+    let mut cuts = touched.iter().filter(|d| d.is_cut());
+    let cut = cuts.next().map(|first| match cuts.count() {
+        0 => first.said(),
+        n => format!("{}, and {} more probe unit{}", first.said(), thousands(n as u64), plural(n as u64)),
+    });
+    let parts: Vec<String> = cycled.chain(cut).collect();
+    (!parts.is_empty()).then(|| parts.join("; "))
 }
 
 /// A kind of trap as `--stats` says it.
@@ -269,12 +313,16 @@ impl Stats {
                 plural(missed)
             ));
         }
-        if !self.detached.is_empty() {
-            let mut what: Vec<String> = self.detached.iter().take(3).map(|d| d.what.clone()).collect();
-            if self.detached.len() > 3 {
-                what.push(format!("and {} more (--stats lists them)", thousands(self.detached.len() as u64 - 3)));
+        let budget = self.budget_percent.map(|b| format!(" {}%", percent(b))).unwrap_or_default();
+        for d in self.detached.iter().filter(|d| !d.is_cut()) {
+            parts.push(format!("{}: {} (their counts are of that time only)", d.said(), d.what));
+        }
+        let cuts: Vec<&Detached> = self.detached.iter().filter(|d| d.is_cut()).collect();
+        if !cuts.is_empty() {
+            let mut what: Vec<String> = cuts.iter().take(3).map(|d| d.what.clone()).collect();
+            if cuts.len() > 3 {
+                what.push(format!("and {} more (--stats lists them)", thousands(cuts.len() as u64 - 3)));
             }
-            let budget = self.budget_percent.map(|b| format!(" {}%", percent(b))).unwrap_or_default();
             parts.push(format!("detached by --budget{budget}: {}", what.join(", ")));
         }
         (!parts.is_empty()).then(|| parts.join("; "))
@@ -289,10 +337,13 @@ impl Stats {
             _ if twins => format!("{} [{}]", p.probe, p.program),
             _ => p.probe.clone(),
         };
-        if p.attached {
-            probe
-        } else {
-            format!("{probe} (detached)")
+        let cycled = self.detached.iter().filter_map(|d| d.duty.filter(|_| d.programs.contains(&p.program)));
+        match (p.attached, cycled.last()) {
+            (true, Some(d)) if d.fraction < 1.0 => {
+                format!("{probe} (duty-cycled: {}% of each second now)", (100.0 * d.fraction).round())
+            }
+            (true, _) => probe,
+            (false, _) => format!("{probe} (detached)"),
         }
     }
 
@@ -372,6 +423,14 @@ impl Stats {
         }
         if let Some(target) = &self.target {
             out.push_str(&target.line(self));
+        }
+        for (d, duty) in self.detached.iter().filter_map(|d| Some((d, d.duty?))) {
+            out.push_str(&format!(
+                "--budget: {}, {}% of each second now: {} (their counts are of the attached time only)\n",
+                d.said(),
+                (100.0 * duty.fraction).round(),
+                d.what
+            ));
         }
         for p in self.probes.iter().filter(|p| p.reads_failed > 0) {
             out.push_str(&format!("{}\n", p.failed_reads()));

@@ -49,6 +49,10 @@ pub struct Loaded {
     /// Those probes being released on a thread of their own meanwhile: joined before
     /// `detach_all` returns (so on every way out, `Drop`).
     pub(crate) leaving: Option<JoinHandle<()>>,
+    /// A duty cycle's probes while they are off the target (park.rs), and the thread
+    /// releasing their links.
+    pub(crate) parked: Vec<super::park::Parked>,
+    pub(crate) parking: Option<super::park::Parking>,
 }
 
 /// A loader being prepared on another thread (see `prewarm`).
@@ -177,6 +181,8 @@ pub fn load(object: &[u8], plan: &Plan) -> Result<Loaded, RuntimeError> {
         file_guard: None,
         left_at_end: Vec::new(),
         leaving: None,
+        parked: Vec::new(),
+        parking: None,
     })
 }
 
