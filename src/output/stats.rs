@@ -337,10 +337,11 @@ impl Stats {
             _ if twins => format!("{} [{}]", p.probe, p.program),
             _ => p.probe.clone(),
         };
+        // A duty cycle's probe parked at the end is cycled, not detached.
         let cycled = self.detached.iter().filter_map(|d| d.duty.filter(|_| d.programs.contains(&p.program)));
         match (p.attached, cycled.last()) {
-            (true, Some(d)) if d.fraction < 1.0 => {
-                format!("{probe} (duty-cycled: {}% of each second now)", (100.0 * d.fraction).round())
+            (_, Some(d)) if d.fraction > 0.0 && d.fraction < 1.0 => {
+                format!("{probe} (duty-cycled, {}% now)", (100.0 * d.fraction).round())
             }
             (true, _) => probe,
             (false, _) => format!("{probe} (detached)"),
