@@ -40,8 +40,10 @@ pub struct SelfCounter {
 /// estimated cost (when the kernel's statistics are on: --stats, or a budget), events
 /// the ring buffer refused, events --rate dropped and reads of target memory that
 /// failed; per map the updates it refused;
-/// and a gauge of 1 per probe unit the budget detached (`gtrace_probe_detached`), with
-/// the maps it wrote, whose data is partial from then on.
+/// a gauge of 1 per probe unit the budget detached (`gtrace_probe_detached`), with
+/// the maps it wrote, whose data is partial from then on; and per probe the budget
+/// duty-cycled, the share of the time since the cycle began that it was attached
+/// (`gtrace_probe_duty_cycle`, with its maps: their counts are of that time only).
 pub fn from_stats(stats: &Stats, plan: &Plan) -> Vec<SelfCounter> {
     let counter = |name: &str, help: &str, label: (&str, &str), value: f64, seconds: bool| SelfCounter {
         name: name.to_string(),
@@ -70,7 +72,18 @@ pub fn from_stats(stats: &Stats, plan: &Plan) -> Vec<SelfCounter> {
         let help = "Map updates the kernel refused: the map was full, or had no memory ready for a new key";
         out.push(counter("map_updates_refused", help, ("map", m.map.as_str()), m.refused as f64, false));
     }
-    for d in &stats.detached {
+    for d in stats.detached.iter().filter(|d| !d.is_cut()) {
+        let share = d.duty.map_or(1.0, |duty| duty.attached_share());
+        for program in &d.programs {
+            let Some(probe) = plan.probes.iter().find(|p| p.program == *program) else { continue };
+            let help = "A probe the budget duty-cycled: the share of the time since the cycle began that it was attached; the maps it wrote count that time only";
+            let mut c = counter("probe_duty_cycle", help, ("probe", probe.describe.as_str()), share, false);
+            c.labels.push(("maps".to_string(), partial_maps(plan, std::slice::from_ref(program)).join(",")));
+            c.kind = Kind::Gauge;
+            out.push(c);
+        }
+    }
+    for d in stats.detached.iter().filter(|d| d.is_cut()) {
         let help = "A probe the budget detached (1): the maps it wrote hold partial data since then";
         let mut c = counter("probe_detached", help, ("probe", d.what.as_str()), 1.0, false);
         c.labels.push(("maps".to_string(), partial_maps(plan, &d.programs).join(",")));
@@ -104,7 +117,7 @@ pub fn own_families() -> Vec<(String, Kind, bool)> {
         ("map_updates_refused", false),
     ];
     let counted = counted.iter().map(|(name, seconds)| (format!("gtrace_{name}"), Kind::Counter, *seconds));
-    let gauges = std::iter::once(("gtrace_probe_detached".to_string(), Kind::Gauge, false));
+    let gauges = ["gtrace_probe_detached", "gtrace_probe_duty_cycle"].map(|g| (g.to_string(), Kind::Gauge, false));
     fixed.chain(counted).chain(gauges).collect()
 }
 
@@ -185,8 +198,22 @@ mod tests {
             ..Plan::default()
         };
         let detached =
-            Detached { what: "on entry main.p0".into(), percent: 3.0, at_ns: 1, programs: vec!["p0".into()] };
-        let stats = Stats { detached: vec![detached], ..Stats::default() };
+            Detached { what: "on entry main.p0".into(), percent: 3.0, at_ns: 1, programs: vec!["p0".into()], duty: None };
+        let duty = crate::output::stats::Duty { fraction: 0.5, since_ns: 4_000_000_000, attached_ns: 1_000_000_000 };
+        let cycled = Detached {
+            what: "on entry main.p1".into(),
+            percent: 9.0,
+            at_ns: 2,
+            programs: vec!["p1".into()],
+            duty: Some(duty),
+        };
+        let stats = Stats { detached: vec![detached, cycled], ..Stats::default() };
+        let cycles: Vec<SelfCounter> =
+            from_stats(&stats, &plan).into_iter().filter(|c| c.name == "probe_duty_cycle").collect();
+        assert_eq!(cycles.len(), 1, "{cycles:?}");
+        assert_eq!((cycles[0].kind, cycles[0].value), (Kind::Gauge, 0.25));
+        let labels = vec![("probe".into(), "on entry main.p1".into()), ("maps".into(), "@cold".into())];
+        assert_eq!(cycles[0].labels, labels);
         let gauges: Vec<SelfCounter> =
             from_stats(&stats, &plan).into_iter().filter(|c| c.name == "probe_detached").collect();
         assert_eq!(gauges.len(), 1);

@@ -3,6 +3,7 @@
 //! `text` or `json` (`folded` keeps standard output for the folded stacks that
 //! crate::profile writes at exit); nothing else prints results.
 
+pub mod cuts;
 pub mod float;
 pub mod folded;
 pub mod gofmt;

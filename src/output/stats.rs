@@ -3,8 +3,9 @@
 //! exit whatever was lost, with or without `--stats`. The numbers are collected by
 //! `trace::stats`; this is only what they mean and how they print.
 
+pub use super::cuts::{partial, Detached, Duty};
 pub use super::losses::{MapStats, UnsentLogs, UnsentSpans, CARRIED_TABLE, DEEP_FRAMES_TABLE, INFLIGHT_TABLE};
-use super::numbers::{duration_rounded, elide, percent, plural, thousands};
+use super::numbers::{elide, percent, plural, thousands};
 use super::text::duration;
 use crate::arch::trap::{ByKind, TrapKind};
 use serde::Serialize;
@@ -104,40 +105,6 @@ pub struct SiteStats {
     /// Its hits' traps and their share of the program's run time, ns.
     pub cost_ns: f64,
     pub attached: bool,
-}
-
-/// What the budget detached, and why.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct Detached {
-    /// `on entry main.F`, or `on entry "main.*" at main.hot` for one function's sites.
-    pub what: String,
-    /// Its estimated cost, in percent of one CPU, over the budget's window.
-    pub percent: f64,
-    /// Since the probes were attached.
-    pub at_ns: u64,
-    /// The programs that lost sites: every map they write holds partial data from then on.
-    pub programs: Vec<String>,
-}
-
-impl Detached {
-    /// `on entry main.F detached by --budget after 0.2s`.
-    pub fn said(&self) -> String {
-        format!("{} detached by --budget after {}", self.what, duration_rounded(self.at_ns))
-    }
-}
-
-/// Why the map `object_name` holds partial data: the cuts of programs that use it
-/// (`plan.probes[..].maps`), the first named and the rest counted; `None` when no
-/// program that uses it lost a site.
-pub fn partial(plan: &crate::plan::Plan, object_name: &str, detached: &[Detached]) -> Option<String> {
-    let uses =
-        |program: &String| plan.probes.iter().any(|p| p.program == *program && p.maps.iter().any(|m| m == object_name));
-    let mut cuts = detached.iter().filter(|d| d.programs.iter().any(uses));
-    let first = cuts.next()?.said();
-    match cuts.count() {
-        0 => Some(first),
-        n => Some(format!("{first}, and {} more probe unit{}", thousands(n as u64), plural(n as u64))),
-    }
 }
 
 /// A kind of trap as `--stats` says it.
@@ -277,12 +244,16 @@ impl Stats {
                 plural(missed)
             ));
         }
-        if !self.detached.is_empty() {
-            let mut what: Vec<String> = self.detached.iter().take(3).map(|d| d.what.clone()).collect();
-            if self.detached.len() > 3 {
-                what.push(format!("and {} more (--stats lists them)", thousands(self.detached.len() as u64 - 3)));
+        let budget = self.budget_percent.map(|b| format!(" {}%", percent(b))).unwrap_or_default();
+        for d in self.detached.iter().filter(|d| !d.is_cut()) {
+            parts.push(format!("{}: {} (their counts are of that time only)", d.said(), d.what));
+        }
+        let cuts: Vec<&Detached> = self.detached.iter().filter(|d| d.is_cut()).collect();
+        if !cuts.is_empty() {
+            let mut what: Vec<String> = cuts.iter().take(3).map(|d| d.what.clone()).collect();
+            if cuts.len() > 3 {
+                what.push(format!("and {} more (--stats lists them)", thousands(cuts.len() as u64 - 3)));
             }
-            let budget = self.budget_percent.map(|b| format!(" {}%", percent(b))).unwrap_or_default();
             parts.push(format!("detached by --budget{budget}: {}", what.join(", ")));
         }
         (!parts.is_empty()).then(|| parts.join("; "))
@@ -297,10 +268,14 @@ impl Stats {
             _ if twins => format!("{} [{}]", p.probe, p.program),
             _ => p.probe.clone(),
         };
-        if p.attached {
-            probe
-        } else {
-            format!("{probe} (detached)")
+        // A duty cycle's probe parked at the end is cycled, not detached.
+        let cycled = self.detached.iter().filter_map(|d| d.duty.filter(|_| d.programs.contains(&p.program)));
+        match (p.attached, cycled.last()) {
+            (_, Some(d)) if d.fraction > 0.0 && d.fraction < 1.0 => {
+                format!("{probe} (duty-cycled, {}% now)", (100.0 * d.fraction).round())
+            }
+            (true, _) => probe,
+            (false, _) => format!("{probe} (detached)"),
         }
     }
 
@@ -381,6 +356,14 @@ impl Stats {
         }
         if let Some(target) = &self.target {
             out.push_str(&target.line(self));
+        }
+        for (d, duty) in self.detached.iter().filter_map(|d| Some((d, d.duty?))) {
+            out.push_str(&format!(
+                "--budget: {}, {}% of each second now: {} (their counts are of the attached time only)\n",
+                d.said(),
+                (100.0 * duty.fraction).round(),
+                d.what
+            ));
         }
         for p in self.probes.iter().filter(|p| p.reads_failed > 0) {
             out.push_str(&format!("{}\n", p.failed_reads()));

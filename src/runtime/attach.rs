@@ -219,7 +219,7 @@ impl Loaded {
     }
 
     /// Attaches `program` at one point; `own` for gtrace's own triggers.
-    fn attach_uprobe(
+    pub(super) fn attach_uprobe(
         &mut self,
         program: &str,
         point: &AttachPoint,
@@ -341,7 +341,9 @@ impl Loaded {
     pub fn attached_functions(&self, program: &str) -> std::collections::HashSet<&str> {
         let links = self.links.iter().filter(|l| l.program == program).map(|l| &l.points);
         let left = self.left_at_end.iter().filter(|(p, _)| p == program).map(|(_, points)| points);
-        links.chain(left).flat_map(|points| points.iter().map(|p| p.function.as_str())).collect()
+        // A duty cycle's parked probes are still the trace's.
+        let parked = self.parked.iter().filter(|p| p.program == program).map(|p| &p.points);
+        links.chain(left).chain(parked).flat_map(|points| points.iter().map(|p| p.function.as_str())).collect()
     }
 
     /// Whether `program` is attached at the target, at `function` (or anywhere).
@@ -476,7 +478,7 @@ impl Loaded {
 pub const MULTI_CHUNK: usize = 256;
 
 /// The hit slot an attach cookie carries (see `plan::COOKIE_SLOT_SHIFT`).
-fn cookie_slot(cookie: u64) -> u32 {
+pub(super) fn cookie_slot(cookie: u64) -> u32 {
     ((cookie >> crate::plan::COOKIE_SLOT_SHIFT) & crate::plan::COOKIE_SLOT_MASK) as u32
 }
 
@@ -505,7 +507,7 @@ pub(crate) fn chunks(points: &[AttachPoint], max: usize) -> Vec<Vec<AttachPoint>
 
 /// One multi-uprobe link of `program` at `points`, each cookie carrying the generation
 /// `generation` gives its point (see `plan::COOKIE_GEN_SHIFT`).
-fn multi_link(
+pub(super) fn multi_link(
     program: std::os::fd::BorrowedFd<'_>,
     points: &[AttachPoint],
     binary: &Path,

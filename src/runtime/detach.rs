@@ -13,6 +13,7 @@ impl Loaded {
     /// Detaches every probe (the programs stay loaded, the maps keep their contents).
     pub fn detach_all(&mut self) {
         self.wait_left();
+        self.parked.clear();
         release(std::mem::take(&mut self.links));
         self.intervals.clear();
         if let Some(guard) = &self.file_guard {
@@ -23,6 +24,7 @@ impl Loaded {
     /// Detaches every probe on the target's file, keeping gtrace's own (`on end` still
     /// runs); under -b, a process held at its exec then goes on.
     pub fn detach_target(&mut self) {
+        self.forget_parked();
         let target = self.take_target_links();
         release(target);
         if let Some(guard) = &self.file_guard {
@@ -61,10 +63,11 @@ impl Loaded {
         if let Some(thread) = self.leaving.take() {
             let _ = thread.join();
         }
+        self.join_parking();
     }
 
     /// The links on the target's file, taken out of `links`.
-    fn take_target_links(&mut self) -> Vec<Link> {
+    pub(super) fn take_target_links(&mut self) -> Vec<Link> {
         let (target, own): (Vec<Link>, Vec<Link>) =
             std::mem::take(&mut self.links).into_iter().partition(|l| !l.points.is_empty());
         self.links = own;

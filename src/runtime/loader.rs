@@ -49,6 +49,10 @@ pub struct Loaded {
     /// Those probes being released on a thread of their own meanwhile: joined before
     /// `detach_all` returns (so on every way out, `Drop`).
     pub(crate) leaving: Option<JoinHandle<()>>,
+    /// A duty cycle's probes while they are off the target (park.rs), and the thread
+    /// releasing their links.
+    pub(crate) parked: Vec<super::park::Parked>,
+    pub(crate) parking: Option<super::park::Parking>,
 }
 
 /// A loader being prepared on another thread (see `prewarm`).
@@ -184,6 +188,8 @@ pub fn load_with(object: &[u8], plan: &Plan, maps_made: &mut dyn FnMut()) -> Res
         file_guard: None,
         left_at_end: Vec::new(),
         leaving: None,
+        parked: Vec::new(),
+        parking: None,
     })
 }
 

@@ -12,7 +12,8 @@
 //! `capabilities` names those gtrace lacks when the kernel refuses it; `mapped` maps
 //! the target's file read-only for the reader (src/gobin sees a byte slice);
 //! `file_guard` keeps a process from running a file changed in place under -b's probes;
-//! `detach` takes probes off (under -b at the end, on a thread of its own); `schedstat`
+//! `detach` takes probes off (under -b at the end, on a thread of its own), `park` takes
+//! them off and puts them back for a duty cycle; `schedstat`
 //! and `liveness` read the target's CPU time and whether it runs, their files kept open.
 
 mod accounting;
@@ -35,6 +36,7 @@ mod held;
 pub mod kfuncs;
 pub mod liveness;
 mod loader;
+mod park;
 pub mod mapped;
 mod maps;
 pub mod preemption;

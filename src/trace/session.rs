@@ -236,6 +236,8 @@ impl Running<'_> {
         // and `--stats` then agree (every hit counted has its event read, every event its
         // count in the maps). It costs the kernel's grace period (about 70 ms) before the
         // maps print.
+        // A duty cycle's clock stops with the trace; its parked probes stay off.
+        self.costs.stop(&mut self.loaded);
         self.loaded.leave_target();
         self.loaded.wait_left();
         // Events already in the ring buffer belong to the run.

@@ -10,22 +10,28 @@
 //! with the rest; when nothing is left, a -c command runs on to its end untraced, and a
 //! -p or -b trace ends as if the target had.
 //!
+//! A cut that would take every probe that was hit duty-cycles them instead, when a
+//! fraction of each second worth having fits (duty.rs).
+//!
 //! A unit is what can be detached alone (units.rs). What stays is weighed at the speed
 //! the target regains once the cut frees it (speedup.rs), so that a server slowed by a
 //! wide wildcard is cut once, not again each time it speeds up, and with the wake-ups
 //! its hits will pay for once the others are gone (cut.rs).
 
 mod cut;
+mod drive;
+pub(crate) mod duty;
 mod speedup;
 pub(crate) mod units;
 
 use super::measured::SCALE_RANGE;
-use super::stats::{Detached, Meter, Stats};
+use super::stats::{Detached, Stats};
 use crate::arch::trap::ByKind;
 use crate::output::numbers::{percent, thousands};
 use crate::plan::{Plan, SiteRef};
-use crate::runtime::{Loaded, RuntimeError};
+use crate::runtime::Loaded;
 use cut::{cut_until, UnitCost, Woken};
+pub use drive::{Costs, Left};
 use speedup::Speedup;
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -45,6 +51,8 @@ struct Sample {
     target_ns: Option<u64>,
     /// How many times its threads were put on a CPU since the attach (`trace::woken`).
     slices: Option<u64>,
+    /// The cycled probes' attached time so far, ns (once a duty cycle ran).
+    on_ns: Option<u64>,
 }
 
 pub struct Governor {
@@ -56,6 +64,9 @@ pub struct Governor {
     shared: Vec<String>,
     samples: VecDeque<Sample>,
     next: Instant,
+    /// The duty cycle running, if any, and how long its probes were attached.
+    cycle: Option<duty::Cycle>,
+    clock: Option<duty::Clock>,
 }
 
 /// What stays attached after a cut costs at most this share of the budget.
@@ -68,6 +79,18 @@ pub struct Decision {
     pub sites: Vec<SiteRef>,
     pub detached: Vec<Detached>,
     pub message: String,
+    pub act: Act,
+}
+
+/// What a decision does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Act {
+    /// Detaches `sites`.
+    Detach,
+    /// Duty-cycles every unit attached (`detached` holds the cycle's record).
+    Cycle,
+    /// Ends the duty cycle: its probes stay attached.
+    Steady,
 }
 
 /// The three costliest units of a cut, then how many more (`--stats` lists them all).
@@ -103,6 +126,8 @@ impl Governor {
             shared,
             samples: VecDeque::new(),
             next: Instant::now(),
+            cycle: None,
+            clock: None,
         })
     }
 
@@ -139,7 +164,8 @@ impl Governor {
         let (cost, hits): (Vec<Cost>, Vec<u64>) = self.units.iter().map(|u| costed.unit(u)).unzip();
         let target_ns = stats.target.map(|t| t.cpu_ns);
         let slices = stats.target.map(|t| t.slices);
-        self.samples.push_back(Sample { at: now, cost, hits, target_ns, slices });
+        let on_ns = self.on_ns(now);
+        self.samples.push_back(Sample { at: now, cost, hits, target_ns, slices, on_ns });
         // Keep the newest sample at least a window old, as the window's start.
         while self.samples.len() > 2 && now.duration_since(self.samples[1].at) >= WINDOW {
             self.samples.pop_front();
@@ -167,15 +193,8 @@ impl Governor {
         };
         let woken_ns = woken.of(attached_hits) / rate(1.0);
         let spent_ns: f64 = attached.iter().map(|i| spent[*i]).sum::<f64>() + woken_ns;
-        // Past the budget once the window holds more than a whole window's allowance
-        // (10 ms at 1%; more when the window is longer: a look came late): a short
-        // burst at start-up is not a trend, a wildcard that costs half a CPU trips at the
-        // first look.
-        let allowance = self.percent / 100.0 * WINDOW.max(Duration::from_secs_f64(span)).as_nanos() as f64;
-        if spent_ns <= allowance {
-            return None;
-        }
-        let total = rate(spent_ns);
+        let on = first.on_ns.zip(last.on_ns).map_or(0, |(a, b)| b.saturating_sub(a));
+        let target = first.target_ns.zip(last.target_ns);
         // What stays is weighed at the speed the target regains without what goes, and
         // its traps at the most the correction may make them until the target's CPU has
         // corrected their cost (half a second after the attach; a first cut comes
@@ -191,9 +210,20 @@ impl Governor {
             _ => scales,
         };
         let spent_high: Vec<f64> = first.cost.iter().zip(&last.cost).map(|(a, b)| b.since(a, &high)).collect();
+        if self.cycle.is_some() {
+            return self.recheck(span, on, (&spent_high, woken_ns), &spent, stats.elapsed_ns);
+        }
+        // Past the budget once the window holds more than a whole window's allowance
+        // (10 ms at 1%; more when the window is longer: a look came late): a short
+        // burst at start-up is not a trend, a wildcard that costs half a CPU trips at the
+        // first look.
+        let allowance = self.percent / 100.0 * WINDOW.max(Duration::from_secs_f64(span)).as_nanos() as f64;
+        if spent_ns <= allowance {
+            return None;
+        }
+        let total = rate(spent_ns);
         let speedup = Speedup {
-            cpu: (first.target_ns.zip(last.target_ns).filter(|_| running.is_some()))
-                .map_or(0.0, |(a, b)| b.saturating_sub(a) as f64 / (span * 1e9)),
+            cpu: (target.filter(|_| running.is_some())).map_or(0.0, |(a, b)| b.saturating_sub(a) as f64 / (span * 1e9)),
             // The same weighing on both sides: traps weighed high in what stays are
             // weighed high in what the target spent on them, not left in its own work.
             probes: (spent_high.iter().sum::<f64>() + woken_ns) / (span * 1e9),
@@ -207,6 +237,18 @@ impl Governor {
             .map(|i| UnitCost { now: rate(spent[*i]), high: rate(spent_high[*i]), hits: hits[*i] })
             .collect();
         let (n, left, stays) = cut_until(&costs, &woken, self.percent * MARGIN, &speedup);
+        // A cut of everything that was hit leaves the user nothing: a duty cycle instead,
+        // when the fraction of each second that fits is worth having. What they cost while
+        // attached is what they cost now (all of them stay, and the target's speed with
+        // them), weighed high as what a cut keeps is, with the wake-ups their hits pay.
+        if n > 0 && n == order.len() {
+            let all_hits: u64 = costs.iter().map(|c| c.hits).sum();
+            let whole: f64 = costs.iter().map(|c| c.high).sum::<f64>() + woken.of(all_hits);
+            if let duty::Rule::Cycle(f) = duty::rule(whole, self.percent * MARGIN) {
+                let hits_s = (all_hits as f64 / span).round() as u64;
+                return Some(self.start_cycle(f, now, (stats.elapsed_ns, span), total, hits_s));
+            }
+        }
         let cut: Vec<usize> = order[..n].to_vec();
         for i in &cut {
             self.units[*i].attached = false;
@@ -216,9 +258,7 @@ impl Governor {
         }
         // A cut starts a new window: the next decision, if any, weighs what stays at
         // the speed it then runs at, over a whole window.
-        let newest = self.samples.pop_back();
-        self.samples.clear();
-        self.samples.extend(newest);
+        self.restart_window();
         let at_ns = stats.elapsed_ns;
         let detached: Vec<Detached> = cut
             .iter()
@@ -227,12 +267,20 @@ impl Governor {
                 percent: weighed[*i],
                 at_ns,
                 programs: programs_of(&self.units[*i].sites),
+                duty: None,
             })
             .collect();
         let sites = cut.iter().flat_map(|i| self.units[*i].sites.iter().cloned()).collect();
         let first_hits = thousands((hits[cut[0]] as f64 / span).round() as u64);
         let message = decision_line(self.percent, span, &detached, &first_hits, total - left, stays);
-        Some(Decision { sites, detached, message })
+        Some(Decision { sites, detached, message, act: Act::Detach })
+    }
+
+    /// A new window from the newest look.
+    fn restart_window(&mut self) {
+        let newest = self.samples.pop_back();
+        self.samples.clear();
+        self.samples.extend(newest);
     }
 
     /// `on entry main.hot`, `on entry "main.*" at main.hot`; tied units joined with `+`.
@@ -296,77 +344,6 @@ fn decision_line(
             percent(stays.0),
         ),
     }
-}
-
-/// What the trace loop keeps about costs: the meter, and the breaker when there is a
-/// budget.
-pub struct Costs {
-    pub meter: Meter,
-    pub governor: Option<Governor>,
-    /// The budget has left nothing attached (said once).
-    emptied: bool,
-}
-
-/// What a look of the breaker leaves.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Left {
-    /// Probes are still attached (or there is no budget).
-    Some,
-    /// This look detached the last probes.
-    NothingNow,
-    /// Nothing was attached before this look either.
-    Nothing,
-}
-
-impl Costs {
-    pub fn new(meter: Meter, plan: &Plan) -> Costs {
-        let governor = meter.budget_percent.and_then(|percent| Governor::new(plan, percent));
-        Costs { meter, governor, emptied: false }
-    }
-
-    /// Lets the breaker look, when due, and says what is left attached.
-    pub fn govern(&mut self, loaded: &mut Loaded, plan: &Plan) -> Result<Left, RuntimeError> {
-        if self.emptied {
-            return Ok(Left::Nothing);
-        }
-        let Some(g) = self.governor.as_mut() else { return Ok(Left::Some) };
-        if govern(g, loaded, plan, &mut self.meter)? {
-            self.emptied = true;
-            return Ok(Left::NothingNow);
-        }
-        Ok(Left::Some)
-    }
-}
-
-/// One look, when due: detaches what the breaker decides, each program once for the
-/// whole decision, and says so in one line on stderr. Returns true when nothing is left
-/// attached.
-fn govern(governor: &mut Governor, loaded: &mut Loaded, plan: &Plan, meter: &mut Meter) -> Result<bool, RuntimeError> {
-    let now = Instant::now();
-    if !governor.due(now) {
-        return Ok(false);
-    }
-    // The target's CPU read now (the loop reads it at most every 20 ms, and a look that
-    // found it unchanged over the first window would take the target to spend nothing).
-    meter.sample_cpu();
-    let mut stats = meter.collect(loaded, plan)?;
-    // The trap cost is checked against what the target spent before it is acted on.
-    meter.observe(&mut stats);
-    if let Some(decision) = governor.check(&stats, now) {
-        eprintln!("{}", decision.message);
-        for (program, functions) in by_program(&decision.sites) {
-            match loaded.detach_sites(&program, functions.as_deref()) {
-                Ok(_) => {}
-                Err(e @ RuntimeError::Reattach { .. }) => {
-                    eprintln!("--budget: {e}: they were detached too");
-                    governor.detached_program(&program, loaded);
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        meter.detached.extend(decision.detached);
-    }
-    Ok(!governor.anything_left())
 }
 
 /// The sites of one decision by program, each program's functions together (None: all
@@ -549,9 +526,10 @@ mod tests {
         for i in 1..=10 {
             assert!(g.check(&stats(5e6 * i as f64, 0.0, TICK * i), t0 + TICK * i).is_none());
         }
-        // The hot site at 19.5% and the cold one at 12% over the last second: both go,
-        // costliest first (12% alone is still over).
-        let d = g.check(&stats(5e6 * 10.0 + 150e6, 120e6, TICK * 11), t0 + TICK * 11).expect("a cut");
+        // The hot site at 54.5% and the cold one at 40% over the last second: both go,
+        // costliest first (40% alone is still over), and a duty cycle at 8% of each
+        // second would be under its floor (duty.rs).
+        let d = g.check(&stats(5e6 * 10.0 + 500e6, 400e6, TICK * 11), t0 + TICK * 11).expect("a cut");
         assert_eq!(d.detached.len(), 2, "{d:?}");
         assert!(d.detached[0].what.ends_with("at main.hot") && d.detached[1].what.ends_with("at main.cold"));
         assert!(d.message.starts_with("--budget 10%: detached 2 probe units that cost"), "{}", d.message);

@@ -1,0 +1,3 @@
+module example.com/duty
+
+go 1.21
