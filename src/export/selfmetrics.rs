@@ -197,8 +197,13 @@ mod tests {
             maps: vec![user("m0", "hot"), user("m1", "cold")],
             ..Plan::default()
         };
-        let detached =
-            Detached { what: "on entry main.p0".into(), percent: 3.0, at_ns: 1, programs: vec!["p0".into()], duty: None };
+        let detached = Detached {
+            what: "on entry main.p0".into(),
+            percent: 3.0,
+            at_ns: 1,
+            programs: vec!["p0".into()],
+            duty: None,
+        };
         let duty = crate::output::stats::Duty { fraction: 0.5, since_ns: 4_000_000_000, attached_ns: 1_000_000_000 };
         let cycled = Detached {
             what: "on entry main.p1".into(),

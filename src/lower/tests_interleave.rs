@@ -371,7 +371,8 @@ fn a_lock_freed_in_the_middle_of_a_round_is_taken_once_by_the_next_try() {
     for held_for in 1..=(1 + 2 * super::slotted::ROUND_TRIES as usize) {
         let ops = vec![vec![Op::Set(k, 1)], vec![Op::Set(k, 2)]];
         let ex = Explorer { l: &l, ops, slots: slots.clone(), spill: spill.clone(), bits, schedules: 0 };
-        let mut s = State { m: Machine::new(&w), next: vec![0, 0], running: vec![None, None], steps: 0, done: Vec::new() };
+        let mut s =
+            State { m: Machine::new(&w), next: vec![0, 0], running: vec![None, None], steps: 0, done: Vec::new() };
         // CPU 0 takes the lock; CPU 1 tries `held_for` times meanwhile.
         ex.advance(&mut s, 0);
         for _ in 0..held_for {
