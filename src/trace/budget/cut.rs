@@ -27,9 +27,10 @@ pub struct Woken {
 }
 
 impl Woken {
-    /// What `hits` hits pay after wake-ups, percent of a CPU.
+    /// What `hits` hits pay after wake-ups, percent of a CPU (`trace::woken`'s rule, in
+    /// a share of a CPU rather than ns).
     pub fn of(&self, hits: u64) -> f64 {
-        self.each_percent * hits.min(self.slices) as f64
+        crate::trace::woken::extra_ns(self.each_percent, hits, self.slices)
     }
 }
 
