@@ -16,20 +16,7 @@ use crate::syntax::ast::*;
 impl Gen<'_> {
     /// Evaluates a scalar expression into R0.
     pub fn expr(&mut self, e: &Expr) -> Result<(), LowerError> {
-        if let Some(v) = self.facts.consts.get(&e.id) {
-            // An untyped constant (folded by the checker), as its type holds it.
-            let bits = super::arith::constant_bits(*v, self.facts.ty(e.id));
-            self.constant(bits);
-            return Ok(());
-        }
-        if let Some(text) = self.facts.floats.get(&e.id) {
-            // An untyped float constant, rounded once to the float type it took.
-            let Ty::Float { size } = self.facts.ty(e.id) else {
-                return Err(LowerError::unsupported(e.span, "a float constant of this type"));
-            };
-            let bits = crate::check::typeck::float_bits(text, *size)
-                .ok_or_else(|| LowerError::unsupported(e.span, "a float constant that overflows its type"))?;
-            self.constant(bits);
+        if self.folded_constant(e)? {
             return Ok(());
         }
         match &e.kind {
@@ -49,21 +36,7 @@ impl Gen<'_> {
             ExprKind::Index { .. } | ExprKind::Assert { .. } if self.is_go_value(e) => self.go_scalar(e)?,
             ExprKind::Assert { .. } => return Err(LowerError::unsupported(e.span, "this type assertion")),
             ExprKind::Field { .. } => return Err(LowerError::unsupported(e.span, "field access")),
-            ExprKind::Map(m) => {
-                let um = self.user_map(&m.name.name, m.span)?;
-                let mark = self.b.frame.mark();
-                let key = self.key(&um, &m.keys, e.span)?;
-                if let Some(s) = &um.slots {
-                    self.slotted_read(&um, s, key, e.span)?;
-                } else {
-                    let end = self.b.new_label();
-                    self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(&um.object_name), Arg::Stack(key)]);
-                    self.b.jmp_imm_to(JmpOp::Eq, R0, 0, end);
-                    self.b.emit(load(Size::DW, R0, R0, 0));
-                    self.b.bind(end);
-                }
-                self.b.frame.release(mark);
-            }
+            ExprKind::Map(m) => self.map_value(m, e.span)?,
             ExprKind::Unary { op, operand } => match op {
                 UnOp::Neg => self.negate(operand, &self.facts.ty(e.id).clone())?,
                 UnOp::Not => {
@@ -73,30 +46,76 @@ impl Gen<'_> {
                 UnOp::Deref => return Err(LowerError::unsupported(e.span, "pointer dereference")),
             },
             ExprKind::Binary { op, lhs, rhs } => self.binary(*op, lhs, rhs, e.span)?,
-            ExprKind::SelfVar(name) => {
-                let mark = self.b.frame.mark();
-                self.lookup_self(name, e.span)?;
-                let end = self.b.new_label();
-                self.b.jmp_imm_to(JmpOp::Eq, R0, 0, end);
-                self.b.emit(load(Size::DW, R0, R0, 0));
-                self.b.bind(end);
-                self.b.frame.release(mark);
-            }
+            ExprKind::SelfVar(name) => self.self_value(name, e.span)?,
             ExprKind::Index { .. } => return Err(LowerError::unsupported(e.span, "indexing")),
-            ExprKind::Call { func, args, .. } => match (func.name.as_str(), args.as_slice()) {
-                ("take", [Expr { kind: ExprKind::Map(m), .. }]) => self.take(m, e.span)?,
-                ("len", [x]) => self.length(x)?,
-                ("cap", [x]) => self.capacity(x)?,
-                ("hasPrefix", [s, l @ Expr { kind: ExprKind::Str(lit), .. }]) => {
-                    self.string_matches(s, lit, l.span, true)?
-                }
-                (name, [x]) if crate::check::typeck::conversion(name).is_some() => {
-                    self.conversion(x, &self.facts.ty(e.id).clone())?
-                }
-                _ => return Err(LowerError::unsupported(func.span, "this call as a value")),
-            },
+            ExprKind::Call { func, args, .. } => self.call_value(e, func, args)?,
         }
         Ok(())
+    }
+
+    /// An untyped constant the checker folded, into R0 as its type holds it; false when
+    /// `e` is not one.
+    fn folded_constant(&mut self, e: &Expr) -> Result<bool, LowerError> {
+        if let Some(v) = self.facts.consts.get(&e.id) {
+            let bits = super::arith::constant_bits(*v, self.facts.ty(e.id));
+            self.constant(bits);
+            return Ok(true);
+        }
+        if let Some(text) = self.facts.floats.get(&e.id) {
+            // An untyped float constant, rounded once to the float type it took.
+            let Ty::Float { size } = self.facts.ty(e.id) else {
+                return Err(LowerError::unsupported(e.span, "a float constant of this type"));
+            };
+            let bits = crate::check::typeck::float_bits(text, *size)
+                .ok_or_else(|| LowerError::unsupported(e.span, "a float constant that overflows its type"))?;
+            self.constant(bits);
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// `@m[k]` into R0: the element's value, or 0 when it is absent.
+    fn map_value(&mut self, m: &MapRef, span: Span) -> Result<(), LowerError> {
+        let um = self.user_map(&m.name.name, m.span)?;
+        let mark = self.b.frame.mark();
+        let key = self.key(&um, &m.keys, span)?;
+        if let Some(s) = &um.slots {
+            self.slotted_read(&um, s, key, span)?;
+        } else {
+            let end = self.b.new_label();
+            self.b.call(BPF_FUNC_map_lookup_elem, &[Arg::Map(&um.object_name), Arg::Stack(key)]);
+            self.b.jmp_imm_to(JmpOp::Eq, R0, 0, end);
+            self.b.emit(load(Size::DW, R0, R0, 0));
+            self.b.bind(end);
+        }
+        self.b.frame.release(mark);
+        Ok(())
+    }
+
+    /// `self.name` into R0: the variable's value, or 0 when this goroutine has not set it.
+    fn self_value(&mut self, name: &str, span: Span) -> Result<(), LowerError> {
+        let mark = self.b.frame.mark();
+        self.lookup_self(name, span)?;
+        let end = self.b.new_label();
+        self.b.jmp_imm_to(JmpOp::Eq, R0, 0, end);
+        self.b.emit(load(Size::DW, R0, R0, 0));
+        self.b.bind(end);
+        self.b.frame.release(mark);
+        Ok(())
+    }
+
+    /// A call that is a value (`take`, `len`, `cap`, `hasPrefix`, a conversion) into R0.
+    fn call_value(&mut self, e: &Expr, func: &Ident, args: &[Expr]) -> Result<(), LowerError> {
+        match (func.name.as_str(), args) {
+            ("take", [Expr { kind: ExprKind::Map(m), .. }]) => self.take(m, e.span),
+            ("len", [x]) => self.length(x),
+            ("cap", [x]) => self.capacity(x),
+            ("hasPrefix", [s, l @ Expr { kind: ExprKind::Str(lit), .. }]) => self.string_matches(s, lit, l.span, true),
+            (name, [x]) if crate::check::typeck::conversion(name).is_some() => {
+                self.conversion(x, &self.facts.ty(e.id).clone())
+            }
+            _ => Err(LowerError::unsupported(func.span, "this call as a value")),
+        }
     }
 
     /// `take(@m[k])` into R0: the element's value, when this probe's delete removed it;

@@ -13,6 +13,7 @@ use super::LowerError;
 use crate::arch::abi::Location;
 use crate::check::binary::{RuntimeFunction, GOEXIT0};
 use crate::check::{Facts, Instance, InstanceKind};
+use crate::gobin::PanicLayout;
 use crate::plan::{ProbeAttach, SiteRef};
 use crate::syntax::ast::{Probe, Span};
 
@@ -59,6 +60,23 @@ impl<'a> Ctx<'a> {
     /// goroutine's end) when a trace context keeps frames, and with `on panic` probes
     /// (`panics`) the panics' values and the deaths of goroutines.
     pub(super) fn runtime_programs(&mut self, panics: bool, span: Span) -> Result<(), LowerError> {
+        self.stack_programs(panics, span)?;
+        self.goroutine_end_programs(panics, span)?;
+        // Frames of calls no `on return` probe pops: popped at their RETs, whether or not
+        // there are `on panic` probes (a trace context's frame left in flight would be
+        // the parent of spans made after its call returned, or on a goroutine reusing
+        // its g).
+        self.frame_pops(span)?;
+        match self.binary.panic_layout.filter(|_| panics) {
+            Some(layout) => self.fatal_panic_programs(layout, span),
+            None => Ok(()),
+        }
+    }
+
+    /// Stack copies (always: without runtime.copystack no frame can be trusted) and
+    /// recovered panics (when the binary's panic layout is known; `on panic` probes
+    /// need it).
+    fn stack_programs(&mut self, panics: bool, span: Span) -> Result<(), LowerError> {
         let moved = self.runtime_program(
             STACK_MOVES,
             "runtime.copystack",
@@ -70,8 +88,7 @@ impl<'a> Ctx<'a> {
         if !moved {
             return Err(LowerError::NoRuntimeFunction { span, function: "runtime.copystack".into() });
         }
-        let layout = self.binary.panic_layout;
-        match layout {
+        match self.binary.panic_layout {
             Some(layout) => {
                 self.runtime_program(
                     UNWIND,
@@ -85,6 +102,11 @@ impl<'a> Ctx<'a> {
             None if panics => return Err(LowerError::NoPanicLayout { span }),
             None => {}
         }
+        Ok(())
+    }
+
+    /// The ends of goroutines: their frames go.
+    fn goroutine_end_programs(&mut self, panics: bool, span: Span) -> Result<(), LowerError> {
         // A goroutine that runtime.Goexit ends has no call in flight: its frames go, so
         // that a goroutine reusing its g (the runtime reuses dead ones) finds none of
         // them below its own calls (a span's parent, an `elapsed`).
@@ -110,12 +132,12 @@ impl<'a> Ctx<'a> {
                 1,
             )?;
         }
-        // Frames of calls no `on return` probe pops: popped at their RETs, whether or not
-        // there are `on panic` probes (a trace context's frame left in flight would be
-        // the parent of spans made after its call returned, or on a goroutine reusing
-        // its g).
-        self.frame_pops(span)?;
-        let Some(layout) = layout.filter(|_| panics) else { return Ok(()) };
+        Ok(())
+    }
+
+    /// With `on panic` probes: the values of fatal panics, the frames of the goroutine
+    /// they kill, and (Go 1.17 to 1.21) every panic's value at runtime.gopanic.
+    fn fatal_panic_programs(&mut self, layout: PanicLayout, span: Span) -> Result<(), LowerError> {
         self.runtime_program(
             FATAL_VALUE,
             "runtime.preprintpanics",

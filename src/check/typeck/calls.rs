@@ -105,22 +105,7 @@ impl Cx<'_> {
             return;
         };
         if agg_of(&func.name).is_some() {
-            // A bare aggregation: into the implicit map `@`, keyed by the probed function.
-            if let Some(v) = self.agg(func, args, e) {
-                if !self.has_function {
-                    self.err(
-                        Diagnostic::error(
-                            e.span,
-                            "a bare aggregation is keyed by the probed function; this probe has none",
-                        )
-                        .label("no function here")
-                        .hint("aggregate into a map: `@name = count()`"),
-                    );
-                    return;
-                }
-                let key = KeyName { name: "func".into(), explicit: false, span: e.span };
-                self.maps.declare("", vec![Ty::Func], vec![key], v, e.span, self.diags);
-            }
+            self.bare_aggregation(e, func, args);
             return;
         }
         if func.name == "span" {
@@ -135,42 +120,10 @@ impl Cx<'_> {
             return;
         }
         match func.name.as_str() {
-            "print" => {
-                if args.is_empty() {
-                    self.err(Diagnostic::error(e.span, "print() needs something to print").label("no arguments"));
-                }
-                for a in args {
-                    if let ExprKind::Map(m) = &a.kind {
-                        if m.keys.is_empty() && args.len() == 1 {
-                            self.maps.reference(m);
-                            self.maps.whole.insert(m.name.name.clone());
-                            continue;
-                        }
-                    }
-                    let t = self.expr(a);
-                    self.storable(a, &t, "printed");
-                }
-            }
+            "print" => self.print(e, args),
             "printf" => self.printf(e, args),
-            "delete" => match args.as_slice() {
-                [Expr { kind: ExprKind::Map(m), .. }] if !m.keys.is_empty() => {
-                    self.keys(m);
-                    self.maps.reference(m);
-                    self.maps.deleted.insert(m.name.name.clone());
-                }
-                _ => self.err(
-                    Diagnostic::error(e.span, "delete takes one map element: `delete(@m[key])`")
-                        .label("not a map element"),
-                ),
-            },
-            "clear" => match args.as_slice() {
-                [Expr { kind: ExprKind::Map(m), .. }] if m.keys.is_empty() => {
-                    self.maps.reference(m);
-                    self.maps.whole.insert(m.name.name.clone());
-                    self.maps.cleared.insert(m.name.name.clone());
-                }
-                _ => self.err(Diagnostic::error(e.span, "clear takes one map: `clear(@m)`").label("not a map")),
-            },
+            "delete" => self.delete(e, args),
+            "clear" => self.clear(e, args),
             "exit" => {
                 if !args.is_empty() {
                     self.err(Diagnostic::error(e.span, "exit() takes no arguments").label("unexpected arguments"));
@@ -188,6 +141,65 @@ impl Cx<'_> {
             }
         }
         self.facts.types.insert(e.id, Ty::Void);
+    }
+
+    /// A bare aggregation: into the implicit map `@`, keyed by the probed function.
+    fn bare_aggregation(&mut self, e: &Expr, func: &Ident, args: &[Expr]) {
+        let Some(v) = self.agg(func, args, e) else { return };
+        if !self.has_function {
+            self.err(
+                Diagnostic::error(e.span, "a bare aggregation is keyed by the probed function; this probe has none")
+                    .label("no function here")
+                    .hint("aggregate into a map: `@name = count()`"),
+            );
+            return;
+        }
+        let key = KeyName { name: "func".into(), explicit: false, span: e.span };
+        self.maps.declare("", vec![Ty::Func], vec![key], v, e.span, self.diags);
+    }
+
+    /// `print(...)`: a whole map alone, or values that can be stored.
+    fn print(&mut self, e: &Expr, args: &[Expr]) {
+        if args.is_empty() {
+            self.err(Diagnostic::error(e.span, "print() needs something to print").label("no arguments"));
+        }
+        for a in args {
+            if let ExprKind::Map(m) = &a.kind {
+                if m.keys.is_empty() && args.len() == 1 {
+                    self.maps.reference(m);
+                    self.maps.whole.insert(m.name.name.clone());
+                    continue;
+                }
+            }
+            let t = self.expr(a);
+            self.storable(a, &t, "printed");
+        }
+    }
+
+    /// `delete(@m[key])`: one element.
+    fn delete(&mut self, e: &Expr, args: &[Expr]) {
+        match args {
+            [Expr { kind: ExprKind::Map(m), .. }] if !m.keys.is_empty() => {
+                self.keys(m);
+                self.maps.reference(m);
+                self.maps.deleted.insert(m.name.name.clone());
+            }
+            _ => self.err(
+                Diagnostic::error(e.span, "delete takes one map element: `delete(@m[key])`").label("not a map element"),
+            ),
+        }
+    }
+
+    /// `clear(@m)`: a whole map.
+    fn clear(&mut self, e: &Expr, args: &[Expr]) {
+        match args {
+            [Expr { kind: ExprKind::Map(m), .. }] if m.keys.is_empty() => {
+                self.maps.reference(m);
+                self.maps.whole.insert(m.name.name.clone());
+                self.maps.cleared.insert(m.name.name.clone());
+            }
+            _ => self.err(Diagnostic::error(e.span, "clear takes one map: `clear(@m)`").label("not a map")),
+        }
     }
 
     /// Only span() names its arguments.

@@ -102,89 +102,135 @@ const NEWLINES: &[&str] = &["\n", "\r\n", "\r"];
 
 /// pest's expected rules and tokens, grouped into the words a user thinks in.
 fn expected_words(positives: &[Rule], tokens: &[String]) -> Vec<String> {
-    let has = |t: &str| tokens.iter().any(|x| x == t);
-    let is_infix = |r: &Rule| {
-        use Rule::*;
-        matches!(
-            r,
-            or | and | eq | ne | shl | shr | le | ge | lt | gt | add | sub | bor | bxor | mul | div | rem | band
-        )
-    };
-    let top_level = has("on") && has("fn") && has("use");
-    let statement = has("@") && has("if");
-    let expression = has("@") && !statement;
-    let operator = positives.iter().any(is_infix);
-    let probe_head = positives.contains(&Rule::head_bare);
-
+    let x = Expected::of(positives, tokens);
     let mut words: Vec<String> = Vec::new();
     let mut push = |w: String| {
         if !words.contains(&w) {
             words.push(w)
         }
     };
-    // Closers and structural tokens first: they are usually what is missing.
-    for t in ["}", ")", "]"] {
-        if has(t) {
+    x.structure(&mut push);
+    x.rule_words(&mut push);
+    for t in tokens {
+        if !x.said_otherwise(t) {
             push(format!("`{t}`"));
         }
     }
-    if positives.contains(&Rule::angle_close) {
-        push("`>`".to_string());
-    }
-    if top_level {
-        for kw in ["`on`", "`fn`", "`use`", "`param`"] {
-            push(kw.to_string());
+    x.ending(&mut push);
+    words
+}
+
+/// What pest expected at an error, and what kind of place that makes it.
+struct Expected<'a> {
+    positives: &'a [Rule],
+    tokens: &'a [String],
+    top_level: bool,
+    statement: bool,
+    expression: bool,
+    operator: bool,
+    probe_head: bool,
+}
+
+impl<'a> Expected<'a> {
+    fn of(positives: &'a [Rule], tokens: &'a [String]) -> Self {
+        let has = |t: &str| tokens.iter().any(|x| x == t);
+        let is_infix = |r: &Rule| {
+            use Rule::*;
+            matches!(
+                r,
+                or | and | eq | ne | shl | shr | le | ge | lt | gt | add | sub | bor | bxor | mul | div | rem | band
+            )
+        };
+        let statement = has("@") && has("if");
+        Expected {
+            positives,
+            tokens,
+            top_level: has("on") && has("fn") && has("use"),
+            statement,
+            expression: has("@") && !statement,
+            operator: positives.iter().any(is_infix),
+            probe_head: positives.contains(&Rule::head_bare),
         }
     }
-    if probe_head {
-        push("`entry`, `return`, `line`, `panic`, `begin`, `end`, `interval` or a function name".to_string());
+
+    fn has(&self, t: &str) -> bool {
+        self.tokens.iter().any(|x| x == t)
     }
-    if statement {
-        push("a statement".to_string());
+
+    /// Closers and structural tokens first (they are usually what is missing), then the
+    /// kind of place: a top-level item, a probe's head, a statement, an expression.
+    fn structure(&self, push: &mut impl FnMut(String)) {
+        for t in ["}", ")", "]"] {
+            if self.has(t) {
+                push(format!("`{t}`"));
+            }
+        }
+        if self.positives.contains(&Rule::angle_close) {
+            push("`>`".to_string());
+        }
+        if self.top_level {
+            for kw in ["`on`", "`fn`", "`use`", "`param`"] {
+                push(kw.to_string());
+            }
+        }
+        if self.probe_head {
+            push("`entry`, `return`, `line`, `panic`, `begin`, `end`, `interval` or a function name".to_string());
+        }
+        if self.statement {
+            push("a statement".to_string());
+        }
+        if self.expression {
+            push("an expression".to_string());
+        }
     }
-    if expression {
-        push("an expression".to_string());
+
+    /// The rules that name a thing: a duration, a name, a string, a block.
+    fn rule_words(&self, push: &mut impl FnMut(String)) {
+        for r in self.positives {
+            let w = match r {
+                Rule::number => "a duration such as `1s`",
+                Rule::decl_name if !self.statement => "a name",
+                Rule::field_name => "a field name or a type assertion `(*T)`",
+                Rule::string | Rule::sym_quoted => "a string",
+                Rule::sym_bare => "a function name",
+                Rule::brace_block if !self.has("<") => "a block `{ ... }`",
+                _ => continue,
+            };
+            push(w.to_string());
+        }
     }
-    for r in positives {
-        let w = match r {
-            Rule::number => "a duration such as `1s`",
-            Rule::decl_name if !statement => "a name",
-            Rule::field_name => "a field name or a type assertion `(*T)`",
-            Rule::string | Rule::sym_quoted => "a string",
-            Rule::sym_bare => "a function name",
-            Rule::brace_block if !has("<") => "a block `{ ... }`",
-            _ => continue,
-        };
-        push(w.to_string());
-    }
-    for t in tokens {
-        let t = t.as_str();
-        let skip = LAYOUT.contains(&t)
+
+    /// Whether the token `t` goes without saying: layout, or covered by a word already
+    /// pushed (a statement, an operator, the first character of a string or a name).
+    fn said_otherwise(&self, t: &str) -> bool {
+        let positives = self.positives;
+        LAYOUT.contains(&t)
             || NEWLINES.contains(&t)
-            || (top_level && (t == ";" || t == "on" || t == "fn" || t == "use" || t == "param"))
-            || (probe_head && matches!(t, "\"" | "*" | "entry" | "return" | "line" | "panic" | "begin" | "end" | "interval"))
-            || ((statement || expression) && (EXPR_START.contains(&t) || t == ";"))
-            || (operator && (OPERATORS.contains(&t) || t == "." || t == "["))
+            || (self.top_level && (t == ";" || t == "on" || t == "fn" || t == "use" || t == "param"))
+            || (self.probe_head
+                && matches!(t, "\"" | "*" | "entry" | "return" | "line" | "panic" | "begin" | "end" | "interval"))
+            || ((self.statement || self.expression) && (EXPR_START.contains(&t) || t == ";"))
+            || (self.operator && (OPERATORS.contains(&t) || t == "." || t == "["))
             || matches!(t, "}" | ")" | "]")
             // The first character of something already named in words.
             || (t == "\"" && positives.iter().any(|r| matches!(r, Rule::string | Rule::sym_quoted)))
             || (t == "(" && positives.contains(&Rule::field_name))
             || (matches!(t, "_" | "*")
                 && positives.iter().any(|r| matches!(r, Rule::field_name | Rule::decl_name | Rule::sym_bare)))
-            || (t == "{" && positives.contains(&Rule::brace_block) && !has("<"));
-        if !skip {
-            push(format!("`{t}`"));
+            || (t == "{" && positives.contains(&Rule::brace_block) && !self.has("<"))
+    }
+
+    /// A new line is worth mentioning where it ends something, not where one may be
+    /// skipped; an operator last.
+    fn ending(&self, push: &mut impl FnMut(String)) {
+        let newline = self.tokens.iter().any(|t| NEWLINES.contains(&t.as_str())) && self.has(";");
+        if newline && !self.top_level && !self.statement && !self.expression {
+            push("a new line".to_string());
+        }
+        if self.operator {
+            push("an operator".to_string());
         }
     }
-    // A new line is worth mentioning where it ends something, not where one may be skipped.
-    let newline = tokens.iter().any(|t| NEWLINES.contains(&t.as_str())) && has(";");
-    if newline && !top_level && !statement && !expression {
-        push("a new line".to_string());
-    }
-    if operator {
-        push("an operator".to_string());
-    }
-    words
 }
 
 /// `a`, `a or b`, `a, b or c`.
