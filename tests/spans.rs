@@ -92,60 +92,76 @@ fn a_real_collector_receives_a_span_per_call_nested_as_the_program_nested_them()
     assert_eq!(got.len(), calls.len(), "spans received");
 
     // One span per (function, user): each call's.
-    let by_call: BTreeMap<(String, i64), &Value> = got
-        .iter()
+    let by_call = spans_by_call(&got);
+    assert_eq!(by_call.len(), calls.len(), "a span per call");
+    let error = truth.lines().find_map(|l| l.strip_prefix("truth-error: ")).expect("the error's text");
+    let mut traces = BTreeSet::new();
+    for call in &calls {
+        if let Some(trace) = span_of_call(call, &by_call, error) {
+            traces.insert(trace);
+        }
+    }
+    let roots = calls.iter().filter(|c| c.parent.is_none()).count();
+    assert_eq!(traces.len(), roots, "a trace per checkout");
+    let charges = calls.iter().filter(|c| c.function == "main.charge").count();
+    charge_exemplar(&c, &got, charges);
+}
+
+/// The spans received, by (function, user).
+fn spans_by_call(got: &[Value]) -> BTreeMap<(String, i64), &Value> {
+    got.iter()
         .map(|s| {
             let function = attribute(s, "code.function.name").expect("code.function.name");
             let user = attribute(s, "user").and_then(|u| u.parse().ok()).expect("user");
             ((function, user), s)
         })
-        .collect();
-    assert_eq!(by_call.len(), calls.len(), "a span per call");
-    let error = truth.lines().find_map(|l| l.strip_prefix("truth-error: ")).expect("the error's text");
-    let mut traces = BTreeSet::new();
-    for call in &calls {
-        let s = by_call[&(call.function.clone(), call.user)];
-        let what = format!("{} of user {}: {s}", call.function, call.user);
-        assert_eq!(s["name"], span_name(&call.function), "{what}");
-        for (k, v) in &call.attrs {
-            assert_eq!(attribute(s, k).as_deref(), Some(v.as_str()), "{what}");
+        .collect()
+}
+
+/// Checks the span of `call` against what the program said of it (`error`: the failed
+/// calls' err.Error()); the trace it begins, if it has no parent.
+fn span_of_call(call: &Call, by_call: &BTreeMap<(String, i64), &Value>, error: &str) -> Option<String> {
+    let s = by_call[&(call.function.clone(), call.user)];
+    let what = format!("{} of user {}: {s}", call.function, call.user);
+    assert_eq!(s["name"], span_name(&call.function), "{what}");
+    for (k, v) in &call.attrs {
+        assert_eq!(attribute(s, k).as_deref(), Some(v.as_str()), "{what}");
+    }
+    // Inside the call as its caller timed it (the same wall clock; gtrace's kernel
+    // times moved to it once per batch of events: 1ms of leeway), and at least what
+    // the call slept.
+    let (start, end) = (nanos(&s["startTimeUnixNano"]), nanos(&s["endTimeUnixNano"]));
+    assert!(start + 1_000_000 >= call.start && end <= call.end + 1_000_000, "{what}: not in {call:?}");
+    assert!(end - start <= call.end - call.start, "{what}: longer than the call took: {call:?}");
+    assert!(end - start >= call.slept, "{what}: shorter than the call slept: {call:?}");
+    // Errors as status, with err.Error()'s text.
+    let code = s["status"]["code"].as_u64().unwrap_or(0);
+    if call.failed {
+        assert_eq!((code, s["status"]["message"].as_str()), (2, Some(error)), "{what}");
+    } else {
+        assert_eq!(code, 0, "{what}");
+    }
+    // Nested as the program nested them: the parent is the span of the call this
+    // one was made in, in its trace; a checkout begins a trace of its own.
+    match &call.parent {
+        Some(parent) => {
+            let p = by_call[&(parent.clone(), call.user)];
+            assert_eq!(s["parentSpanId"], p["spanId"], "{what}");
+            assert_eq!(s["traceId"], p["traceId"], "{what}");
+            None
         }
-        // Inside the call as its caller timed it (the same wall clock; gtrace's kernel
-        // times moved to it once per batch of events: 1ms of leeway), and at least what
-        // the call slept.
-        let (start, end) = (nanos(&s["startTimeUnixNano"]), nanos(&s["endTimeUnixNano"]));
-        assert!(start + 1_000_000 >= call.start && end <= call.end + 1_000_000, "{what}: not in {call:?}");
-        assert!(end - start <= call.end - call.start, "{what}: longer than the call took: {call:?}");
-        assert!(end - start >= call.slept, "{what}: shorter than the call slept: {call:?}");
-        // Errors as status, with err.Error()'s text.
-        let code = s["status"]["code"].as_u64().unwrap_or(0);
-        if call.failed {
-            assert_eq!((code, s["status"]["message"].as_str()), (2, Some(error)), "{what}");
-        } else {
-            assert_eq!(code, 0, "{what}");
-        }
-        // Nested as the program nested them: the parent is the span of the call this
-        // one was made in, in its trace; a checkout begins a trace of its own.
-        match &call.parent {
-            Some(parent) => {
-                let p = by_call[&(parent.clone(), call.user)];
-                assert_eq!(s["parentSpanId"], p["spanId"], "{what}");
-                assert_eq!(s["traceId"], p["traceId"], "{what}");
-            }
-            None => {
-                assert_eq!(s["parentSpanId"].as_str().unwrap_or_default(), "", "{what}");
-                traces.insert(s["traceId"].as_str().unwrap_or_default().to_string());
-            }
+        None => {
+            assert_eq!(s["parentSpanId"].as_str().unwrap_or_default(), "", "{what}");
+            Some(s["traceId"].as_str().unwrap_or_default().to_string())
         }
     }
-    let roots = calls.iter().filter(|c| c.parent.is_none()).count();
-    assert_eq!(traces.len(), roots, "a trace per checkout");
+}
 
-    // The histogram of charge's latency carries an exemplar: one charge's span, with
-    // that span's duration (in seconds) as its value.
+/// The histogram of charge's latency carries an exemplar: one charge's span, with
+/// that span's duration (in seconds) as its value.
+fn charge_exemplar(c: &collector::Collector, got: &[Value], charges: usize) {
     // The last push holds every charge; it may reach the collector's file a little after
     // the spans of the last calls, sent apart: waited for, at most 10 s.
-    let charges = calls.iter().filter(|c| c.function == "main.charge").count();
     let count = |r: &Value| {
         collector::metric(r, "gtrace_charge")
             .map(|m| collector::number(&m["exponentialHistogram"]["dataPoints"][0]["count"]))
