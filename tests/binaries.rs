@@ -206,7 +206,7 @@ fn the_same_script_gives_the_same_answer_on_every_kind() {
                 // Parameters by name, and at inlined calls where DWARF places them.
                 script.push_str(" on entry main.add { @sum = sum(a) } on entry main.triple { @tx = sum(x) }");
             }
-            let out = Command::new(env!("CARGO_BIN_EXE_gtrace"))
+            let out = support::gtrace_command()
                 .args(["-e", &script, "-c", &format!("{} all {n}", path.display())])
                 .output()
                 .expect("run gtrace");
@@ -248,7 +248,7 @@ fn the_same_script_gives_the_same_answer_on_every_kind() {
 #[test]
 fn return_of_an_only_inlined_function_is_refused() {
     let path = build("kinds", "local", KINDS[1]).ok().expect("local build");
-    let out = Command::new(env!("CARGO_BIN_EXE_gtrace"))
+    let out = support::gtrace_command()
         .args(["--check", "-e", "on return main.triple { @n = count() }", "-b", path.to_str().unwrap()])
         .output()
         .expect("run gtrace");
@@ -306,7 +306,7 @@ fn gofmt_parses_each_file_once() {
     }
     for stripped in [false, true] {
         let bin = gofmt(stripped);
-        let out = Command::new(env!("CARGO_BIN_EXE_gtrace"))
+        let out = support::gtrace_command()
             .args(["-e", r#"on entry "go/parser.(*parser).parseFile" { @files = count() }"#, "-c"])
             .arg(format!("{} -l {}", bin.display(), dir.display()))
             .output()

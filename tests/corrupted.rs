@@ -26,17 +26,17 @@ fn dir() -> PathBuf {
     d
 }
 
-/// Runs gtrace on `binary`, bounded; returns (exit code, stderr).
+/// Runs gtrace on `binary`, bounded, with the test's own cache directory (never the
+/// user's: a corrupted variant's cache file must neither reach it nor come from another
+/// test); returns (exit code, stderr).
 fn gtrace_on(args: &[&str], what: &str) -> (i32, String) {
-    gtrace_cached(args, None, what)
+    gtrace_cached(args, &support::private_cache(), what)
 }
 
-/// `gtrace_on` with `XDG_CACHE_HOME` set to `cache`, if given.
-fn gtrace_cached(args: &[&str], cache: Option<&Path>, what: &str) -> (i32, String) {
+/// `gtrace_on` with `XDG_CACHE_HOME` set to `cache`.
+fn gtrace_cached(args: &[&str], cache: &Path, what: &str) -> (i32, String) {
     let mut command = Command::new(env!("CARGO_BIN_EXE_gtrace"));
-    if let Some(cache) = cache {
-        command.env("XDG_CACHE_HOME", cache);
-    }
+    command.env("XDG_CACHE_HOME", cache);
     let mut child =
         command.args(args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
     let mut err = child.stderr.take().unwrap();
@@ -213,20 +213,20 @@ fn damaged_dwarf_inflated_early_is_the_same_clear_error() {
     let _ = std::fs::remove_dir_all(&cache);
     std::fs::create_dir_all(&cache).unwrap();
     let reads = ["-e", "on entry main.add { @s = sum(a) }", "--check", "-b", b];
-    let (code, early) = gtrace_cached(&reads, Some(&cache), "inflated early");
+    let (code, early) = gtrace_cached(&reads, &cache, "inflated early");
     assert_eq!(code, 1, "a parameter of a binary whose DWARF does not inflate:\n{early}");
     assert!(early.starts_with("error") && early.contains("cannot decompress section .debug_info"), "{early}");
     assert!(!early.contains("panicked"), "{early}");
-    let (code, nocache) = gtrace_cached(&[&reads[..], &["--no-cache"]].concat(), Some(&cache), "--no-cache");
+    let (code, nocache) = gtrace_cached(&[&reads[..], &["--no-cache"]].concat(), &cache, "--no-cache");
     assert_eq!((code, &nocache), (1, &early), "--no-cache inflates early too");
     // A script that reads no Go value writes the cache file (where main.add was inlined);
     // with it there, the next run inflates in line.
     let timed = "on return main.add { @h = hist(elapsed); @g[goid] = count() }";
-    let (code, said) = gtrace_cached(&["-e", timed, "--check", "-b", b], Some(&cache), "timed, guessed");
+    let (code, said) = gtrace_cached(&["-e", timed, "--check", "-b", b], &cache, "timed, guessed");
     assert_eq!(code, 0, "a script that needs no DWARF, guessed to:\n{said}");
     let files = std::fs::read_dir(cache.join("gtrace")).map(|d| d.count()).unwrap_or(0);
     assert_eq!(files, 1, "a cache file for the build");
-    let (code, in_line) = gtrace_cached(&reads, Some(&cache), "inflated in line");
+    let (code, in_line) = gtrace_cached(&reads, &cache, "inflated in line");
     assert_eq!((code, &in_line), (1, &early), "the same error inflated in line and early");
     std::fs::remove_file(&path).unwrap();
     std::fs::remove_dir_all(&cache).unwrap();

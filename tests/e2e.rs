@@ -109,6 +109,7 @@ fn attaches_to_a_running_process_by_pid() {
     assert_eq!(line.trim(), "ready");
     let pid = target.id().to_string();
     let mut tracer = Command::new(gtrace_bin())
+        .env("XDG_CACHE_HOME", support::private_cache())
         .args(["-e", "on entry main.add { @calls = count(); @sum = sum(a) }", "-p", &pid])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -370,6 +371,7 @@ fn sigterm_and_ctrl_c_end_the_trace_cleanly_with_the_maps() {
         // `hold` calls add 25 times, says so, then holds on 30s: the signal comes then.
         let cmd = format!("{} hold 25", bin.display());
         let mut tracer = Command::new(gtrace_bin())
+            .env("XDG_CACHE_HOME", support::private_cache())
             .args(["-e", "on entry main.add { @n = count() }", "-c", &cmd])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -81,7 +81,7 @@ fn trace_prod(budget: &str, scale: Option<f64>) -> Option<Seen> {
     let pid = program.0.id().to_string();
     let script = "on entry main.hot { @calls = count() }";
     let args = ["-e", script, "-p", &pid, "--stats", "-f", "json", "--budget", budget, "--duration", "4s"];
-    let mut command = Command::new(env!("CARGO_BIN_EXE_gtrace"));
+    let mut command = support::gtrace_command();
     if let Some(f) = scale {
         command.env(TRAP_COST_SCALE, f.to_string());
     }

@@ -70,7 +70,7 @@ fn gc_pauses_are_what_gctrace_says() {
     }
     for toolchain in toolchains() {
         let Some(libs) = build_plain("libs", &toolchain) else { continue };
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_gtrace"))
+        let out = support::gtrace_command()
             .args(["gc", "--set", "gc_slow_pause=0ns", "-c", &format!("{} gc 8", libs.display())])
             .env("GODEBUG", "gctrace=1")
             .output()

@@ -146,7 +146,7 @@ fn live_view_redraws_the_maps_and_q_prints_them() {
         return;
     }
     let mut program = Program::start(200, "20ms");
-    let gtrace = env!("CARGO_BIN_EXE_gtrace");
+    let gtrace = format!("XDG_CACHE_HOME='{}' {}", support::private_cache().display(), env!("CARGO_BIN_EXE_gtrace"));
     let tmux = Tmux::start(&format!("{gtrace} --live -e '{SCRIPT}' -p {}", program.pid));
     let open = tmux.wait_for(Duration::from_secs(30), |s| s.contains("gtrace --live") && s.contains("@calls"));
     let open = open.unwrap_or_else(|| panic!("the view does not open:\n{}", tmux.capture()));
@@ -210,7 +210,7 @@ fn live_view_of_a_command_shows_its_output_and_writes_it_all_at_the_end() {
         return;
     }
     let program = support::go_build("live", &[]);
-    let gtrace = env!("CARGO_BIN_EXE_gtrace");
+    let gtrace = format!("XDG_CACHE_HOME='{}' {}", support::private_cache().display(), env!("CARGO_BIN_EXE_gtrace"));
     // Its stdin is /dev/null under --live: it does not wait for "go".
     let tmux = Tmux::start(&format!("{gtrace} --live -e '{SCRIPT}' -c '{} 150 20ms'", program.display()));
     let shown = tmux.wait_for(Duration::from_secs(30), |s| {
@@ -237,7 +237,7 @@ fn live_view_closes_on_ctrl_c_and_gives_the_terminal_back() {
         return;
     }
     let mut program = Program::start(20, "10ms");
-    let gtrace = env!("CARGO_BIN_EXE_gtrace");
+    let gtrace = format!("XDG_CACHE_HOME='{}' {}", support::private_cache().display(), env!("CARGO_BIN_EXE_gtrace"));
     let tmux = Tmux::start(&format!("{gtrace} --live -e '{SCRIPT}' -p {}", program.pid));
     let open = tmux.wait_for(Duration::from_secs(30), |s| s.contains("gtrace --live") && s.contains("@calls"));
     assert!(open.is_some(), "the view does not open:\n{}", tmux.capture());

@@ -74,7 +74,7 @@ fn traced_strings_cannot_drive_the_terminal() {
         on entry main.tag { printf("t=%v\n", t); printf("t+=%+v\n", t) }
         on entry main.fail { printf("e=%s\n", err) }
     "#;
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gtrace"))
+    let out = support::gtrace_command()
         .args(["-e", script, "-c", &format!("{} strings 2", bin.display())])
         .output()
         .expect("run gtrace");
@@ -143,7 +143,7 @@ fn json_keeps_traced_strings_exact_and_escaped_by_json() {
         return;
     }
     let bin = support::go_build("e2e", &[]);
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gtrace"))
+    let out = support::gtrace_command()
         .args(["-f", "json", "-e", r#"on entry main.label { printf("%s\n", s); @k[s] = count() }"#])
         .args(["-c", &format!("{} strings 1", bin.display())])
         .output()

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 const BOUND: Duration = Duration::from_secs(60);
 
 fn gtrace_cmd(args: &[&str]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_gtrace"));
+    let mut c = support::gtrace_command();
     c.args(args).stdin(Stdio::null());
     c
 }
@@ -159,6 +159,7 @@ fn huge_files_are_refused_by_size_and_kind_before_reading() {
         let quoted: Vec<String> = args.iter().map(|a| format!("'{a}'")).collect();
         let line = format!("ulimit -v 1048576 && exec '{gt}' {}", quoted.join(" "));
         let mut child = Command::new("sh")
+            .env("XDG_CACHE_HOME", support::private_cache())
             .args(["-c", &line])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

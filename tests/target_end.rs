@@ -75,7 +75,7 @@ fn a_process_that_dies_of_a_signal_under_p_is_said_when_it_can_be_known() {
     out.read_line(&mut ready).unwrap();
     assert_eq!(ready.trim(), "ready");
     let pid = program.id().to_string();
-    let mut gtrace = Command::new(env!("CARGO_BIN_EXE_gtrace"))
+    let mut gtrace = support::gtrace_command()
         .args(["-e", "on entry main.add { @calls = count() }", "-p", &pid])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -113,7 +113,7 @@ fn ctrl_c_to_the_process_group_is_a_normal_stop() {
     }
     use std::os::unix::process::CommandExt;
     let bin = support::go_build("e2e", &[]);
-    let mut g = Command::new(env!("CARGO_BIN_EXE_gtrace"))
+    let mut g = support::gtrace_command()
         .args(["-e", "on entry main.add { @calls = count() }", "-c", &format!("{} hold 3", bin.display())])
         .process_group(0)
         .stdin(Stdio::null())

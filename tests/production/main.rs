@@ -12,7 +12,7 @@ mod counted;
 mod support;
 
 use std::io::Read;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 use support::{map_value, privileged, truth};
 
@@ -231,7 +231,7 @@ fn a_ring_buffer_overrun_is_counted_and_said() {
     let done = std::env::temp_dir().join(format!("gtrace-overrun-{}", std::process::id()));
     let _ = std::fs::remove_file(&done);
     let cmd = format!("{} print 30000 400 {}", prod(), done.display());
-    let mut child = Command::new(env!("CARGO_BIN_EXE_gtrace"))
+    let mut child = support::gtrace_command()
         .args(["-e", "on entry main.emit { printf(\"e %d %s\\n\", i, s) }", "--string-limit", "400", "-c", &cmd])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -347,15 +347,45 @@ pub struct Run {
     pub code: i32,
 }
 
+/// The cache directory (`XDG_CACHE_HOME`) of the running test, never the user's: one
+/// per test (named by its thread, as the test harness names it), emptied the first time
+/// this test process asks for it, so that tests neither read what an earlier run left
+/// nor race each other's cache files. A thread a test spawned itself shares one directory
+/// with the other such threads of the process.
+pub fn private_cache() -> PathBuf {
+    static MADE: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+    let thread = std::thread::current();
+    let test = match thread.name() {
+        Some(name) if name != "main" => name.replace(|c: char| !c.is_ascii_alphanumeric() && c != '_', "_"),
+        _ => format!("process-{}", std::process::id()),
+    };
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("xdg-cache").join(test);
+    let mut made = MADE.lock().unwrap_or_else(|e| e.into_inner());
+    if !made.contains(&dir) {
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create the test's cache directory");
+        made.push(dir.clone());
+    }
+    dir
+}
+
+/// A command for the real gtrace binary with the test's own cache directory
+/// (`private_cache`).
+pub fn gtrace_command() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_gtrace"));
+    c.env("XDG_CACHE_HOME", private_cache());
+    c
+}
+
 /// Runs the real gtrace binary.
 pub fn gtrace(args: &[&str]) -> Run {
     gtrace_env(args, &[])
 }
 
-/// `gtrace` with extra environment variables, e.g. `[("GTRACE_NO_UPROBE_MULTI", "1")]`.
+/// `gtrace` with extra environment variables, e.g. `[("GTRACE_NO_UPROBE_MULTI", "1")]`
+/// (an `XDG_CACHE_HOME` there replaces the test's own cache directory).
 pub fn gtrace_env(args: &[&str], env: &[(&str, &str)]) -> Run {
-    let out =
-        Command::new(env!("CARGO_BIN_EXE_gtrace")).args(args).envs(env.iter().copied()).output().expect("run gtrace");
+    let out = gtrace_command().args(args).envs(env.iter().copied()).output().expect("run gtrace");
     Run {
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),

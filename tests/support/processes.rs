@@ -177,9 +177,11 @@ impl Gtrace {
         Gtrace::start_command(env!("CARGO_BIN_EXE_gtrace"), args)
     }
 
-    /// `program ARGS` (gtrace under a wrapper such as unshare), read the same way.
+    /// `program ARGS` (gtrace under a wrapper such as unshare), read the same way; with
+    /// the test's own cache directory (`support::private_cache`).
     pub fn start_command(program: &str, args: &[&str]) -> Gtrace {
         let mut child = Command::new(program)
+            .env("XDG_CACHE_HOME", super::private_cache())
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
