@@ -424,8 +424,12 @@ impl DutyCpu {
     }
 }
 
-/// A decision line cut to its first clause.
+/// A decision line cut short: its start and its end (where the fraction is).
 fn short(line: &str) -> String {
-    let cut: String = line.chars().take(140).collect();
+    let chars: Vec<char> = line.chars().collect();
+    let cut = match chars.len() {
+        0..=200 => line.to_string(),
+        n => format!("{} ... {}", chars[..60].iter().collect::<String>(), chars[n - 120..].iter().collect::<String>()),
+    };
     cut.replace('|', "/")
 }
