@@ -21,6 +21,11 @@
 //! Each statistic is a mean with its 95% interval; a goal is met when the interval's
 //! top is under the budget, not met when its bottom is above it, and undecided otherwise.
 //!
+//! - The same wildcard toggled fast (`GTRACE_BENCH_TOGGLES` pairs, default 0): gtrace
+//!   started, `TOGGLE_SETTLE` after `Attached` a traced window of `TOGGLE_WINDOW`,
+//!   SIGINT, and an untraced window as long right after it (or, every other pair, the
+//!   untraced one first): the two halves of a pair are about a second apart.
+//!
 //! `GTRACE_BENCH_CADDY=PATH` serves with Caddy (`caddy respond`), else with echo
 //! (benches/server); `GTRACE_BENCH_RATE` is the paced rate (default 10,000 a second),
 //! `GTRACE_BENCH_ROUNDS` the rounds (default 12, 4 with --quick).
@@ -36,6 +41,11 @@ use std::time::{Duration, Instant};
 const WILDCARD: &str = r#"on entry "net/http.*" { @c = count() }"#;
 const HTTP_WINDOW: Duration = Duration::from_secs(10);
 const WILDCARD_WINDOW: Duration = Duration::from_secs(3);
+/// The fast toggle's windows, and its wait from `Attached` (past the breaker's first
+/// decision at 0.1 s and its first correction at 0.5 s) and from gtrace's exit.
+const TOGGLE_WINDOW: Duration = Duration::from_millis(1500);
+const TOGGLE_SETTLE: Duration = Duration::from_millis(700);
+const TOGGLE_GAP: Duration = Duration::from_millis(300);
 /// Each untraced window.
 const UNTRACED_WINDOW: Duration = Duration::from_secs(5);
 /// From `Attached` (or the duty-cycle decision) to the traced window, and from gtrace's
@@ -77,6 +87,8 @@ pub struct DutyCpu {
     pub meter: String,
     pub http: Vec<Round>,
     pub wildcard: Vec<Round>,
+    /// The wildcard toggled fast: each pair's traced and (one) untraced window.
+    pub toggled: Vec<Round>,
     /// The loader's last progress line: how many requests were sent late.
     pub loader: String,
     pub note: Option<String>,
@@ -135,7 +147,8 @@ fn run(gtrace: &str, root: &Path, work: &Path, rounds: usize, d: &mut DutyCpu) -
     let address = probe_address(gtrace, pid)?;
     let sampler = Sampler::start(pid, Some(address))?;
     d.meter = sampler.how.clone();
-    let secs = (rounds as u64 + 1) * 60;
+    let toggles: u64 = std::env::var("GTRACE_BENCH_TOGGLES").ok().and_then(|r| r.parse().ok()).unwrap_or(0);
+    let secs = (rounds as u64 + 1) * 60 + toggles * 10;
     let mut loader = Command::new(&bench)
         .args(["pace", &url, &d.rate.to_string(), &secs.to_string(), CONNECTIONS])
         .stdout(Stdio::piped())
@@ -171,6 +184,12 @@ fn run(gtrace: &str, root: &Path, work: &Path, rounds: usize, d: &mut DutyCpu) -
         d.wildcard.push(round);
         before = after;
     }
+    for r in 0..toggles {
+        if r % 10 == 0 {
+            eprintln!("dutycpu: toggle {r} (load average {:.1})", load_average());
+        }
+        d.toggled.push(toggle(gtrace, &wildcard_args, &sampler, &count, r % 2 == 1)?);
+    }
     d.loader = last.lock().unwrap().clone();
     Ok(())
 }
@@ -182,6 +201,48 @@ fn untraced(sampler: &Sampler, count: &dyn Fn(u64, u64) -> f64) -> Result<(f64, 
     std::thread::sleep(UNTRACED_WINDOW);
     let to = Instant::now();
     Ok((sampler.per_request(from, to, count).ok_or("no samples or no requests")?.0, from, to))
+}
+
+/// One fast pair: gtrace started, a traced window once settled, stopped, and an
+/// untraced window right after (`untraced_first`: right before it is started).
+fn toggle(
+    gtrace: &str,
+    args: &[String],
+    sampler: &Sampler,
+    count: &dyn Fn(u64, u64) -> f64,
+    untraced_first: bool,
+) -> Result<Round, String> {
+    let quiet = |sampler: &Sampler| -> Result<f64, String> {
+        std::thread::sleep(TOGGLE_GAP);
+        let from = Instant::now();
+        std::thread::sleep(TOGGLE_WINDOW);
+        Ok(sampler.per_request(from, Instant::now(), count).ok_or("no samples or no requests")?.0)
+    };
+    let before = if untraced_first { Some(quiet(sampler)?) } else { None };
+    let mut g = Killed(
+        Command::new(gtrace)
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot run gtrace: {e}"))?,
+    );
+    let err = lines(g.0.stderr.take().ok_or("no gtrace stderr")?);
+    wait_for(&err, "Attached", "gtrace")?;
+    std::thread::sleep(TOGGLE_SETTLE);
+    let from = Instant::now();
+    std::thread::sleep(TOGGLE_WINDOW);
+    let to = Instant::now();
+    let _ = Command::new("kill").args(["-INT", &g.0.id().to_string()]).status();
+    let _ = g.0.wait();
+    let said: Vec<String> = err.try_iter().filter(|l| l.starts_with("--budget")).collect();
+    let (traced, rate) = sampler.per_request(from, to, count).ok_or("no samples or no requests")?;
+    let untraced = match before {
+        Some(u) => u,
+        None => quiet(sampler)?,
+    };
+    let (periods, sham) = (Vec::new(), Vec::new());
+    Ok(Round { traced, untraced: (untraced, untraced), rate, said, periods, sham, load_average: load_average() })
 }
 
 /// `untraced`'s samples marked attached as the duty cycle in `traced` would have been:
@@ -351,7 +412,9 @@ impl DutyCpu {
         }
         out.push_str("| case | round | traced ns/req | untraced before, after | req/s | extra % of a CPU | periods | within-second extra | load avg | gtrace said |\n");
         out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
-        for (name, rounds) in [("`gtrace http`", &self.http), ("wildcard at 2%", &self.wildcard)] {
+        let cases =
+            [("`gtrace http`", &self.http), ("wildcard at 2%", &self.wildcard), ("wildcard toggled", &self.toggled)];
+        for (name, rounds) in cases {
             for (i, r) in rounds.iter().enumerate() {
                 let within = mean_ci(&r.periods.iter().map(Period::extra).collect::<Vec<_>>());
                 out.push_str(&format!(
@@ -420,6 +483,22 @@ impl DutyCpu {
             "rounds",
             2.0,
         ));
+        if !self.toggled.is_empty() {
+            out.push(line(
+                "the wildcard at --budget 2%, settled, toggled fast: traced less untraced",
+                &extra(&self.toggled),
+                "pairs",
+                2.0,
+            ));
+            let cycled =
+                self.toggled.iter().filter(|r| r.said.iter().any(|l| l.contains("duty-cycled instead"))).count();
+            let nothing =
+                self.toggled.iter().filter(|r| r.said.iter().any(|l| l.contains("what stays costs 0%"))).count();
+            out.push(format!(
+                "  ({} pairs: {nothing} said \"what stays costs 0%\", {cycled} duty-cycled the rest)",
+                self.toggled.len()
+            ));
+        }
         out
     }
 }
