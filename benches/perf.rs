@@ -9,9 +9,10 @@
 //!     cargo bench --bench perf -- --wildcard   # only the budget on a real server's wildcard, and its settled extra CPU (no file)
 //!     cargo bench --bench perf -- --estimate   # only the estimate against a real server's CPU a request (no file)
 //!     cargo bench --bench perf -- --startup    # only start-up and RSS on a small binary and Caddy (no file)
+//!     cargo bench --bench perf -- --dutycpu    # only the server's own extra CPU at a paced rate: `gtrace http` duty-cycled, the settled wildcard (no file)
 //!
 //! `GTRACE_BENCH_BIN=PATH` runs the one-section modes (`--governor`, `--server`,
-//! `--wildcard`, `--estimate`, `--gomap`, `--ebpf`, `--startup`) with another gtrace binary (a build before a change,
+//! `--wildcard`, `--estimate`, `--dutycpu`, `--gomap`, `--ebpf`, `--startup`) with another gtrace binary (a build before a change,
 //! to compare two builds back to back on a loaded host).
 //!
 //! On one Go target (benches/go, a hot `//go:noinline` function that the program times
@@ -33,6 +34,8 @@
 
 #[path = "perf/compiler.rs"]
 mod compiler;
+#[path = "perf/dutycpu.rs"]
+mod dutycpu;
 #[path = "perf/ebpf.rs"]
 mod ebpf;
 #[path = "perf/estimate.rs"]
@@ -45,6 +48,8 @@ mod governor;
 mod percall;
 #[path = "perf/report.rs"]
 mod report;
+#[path = "perf/sampler.rs"]
+mod sampler;
 #[path = "perf/server.rs"]
 mod server;
 #[path = "perf/settled.rs"]
@@ -110,6 +115,11 @@ fn main() {
     if std::env::args().any(|a| a == "--wildcard") {
         let w = wildcard::measure(bin, Path::new(ROOT), &work, quick);
         print!("{}\n{}\n", w.render(), w.goals().join("\n"));
+        return;
+    }
+    if std::env::args().any(|a| a == "--dutycpu") {
+        let d = dutycpu::measure(bin, Path::new(ROOT), &work, quick);
+        print!("{}\n{}\n", d.render(), d.goals().join("\n"));
         return;
     }
     if std::env::args().any(|a| a == "--estimate") {

@@ -6,6 +6,9 @@
 //! (a start whose end fell in a detached interval would pair with a later request's end:
 //! the tables of starts are emptied before each re-attach); the program's own output is
 //! whole; and after the trace no probe is left in its code (its bytes are its file's).
+//! Over OTLP, a real OpenTelemetry Collector (built from the Go module proxy, as
+//! tests/otlp.rs builds it) receives the `gtrace_probe_duty_cycle` gauge while the
+//! probes cycle, and at the end the share the text output says.
 //! Needs root (SKIP without it, a failure when CI=true). No timing is asserted.
 
 mod support;
@@ -14,6 +17,7 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 use support::code::bytes_changed;
+use support::collector::{self, attributes, metric, number};
 use support::processes::{poll, Gtrace, Lines, Owned};
 use support::{map_value, privileged, truth};
 
@@ -33,6 +37,15 @@ on entry main.end {
 /// (a fraction above the 10% floor).
 const LOAD: [&str; 3] = ["4", "12000", "8"];
 
+/// One load at a time: each test's program makes 12,000 requests a second, and two at
+/// once on this 2-CPU machine raise the trap's cost past what even 10% of each second
+/// fits (the probes are cut, not cycled).
+static ONE_LOAD: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_load() -> std::sync::MutexGuard<'static, ()> {
+    ONE_LOAD.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// The program's requests and its slowest (ns), checked against gtrace's `n` and
 /// `slowest`.
 fn check_counts(program: &str, n: i64, slowest: i64, said: &str) {
@@ -49,6 +62,7 @@ fn a_pair_too_costly_for_the_budget_is_duty_cycled_to_the_end_and_marked_everywh
     if !privileged(test) {
         return;
     }
+    let _one = one_load();
     let bin = support::go_build("duty", &[]);
     let mut child = Command::new(&bin)
         .arg("hold")
@@ -103,6 +117,7 @@ fn a_command_duty_cycled_on_perf_event_links_runs_whole_and_its_json_says_so() {
     if !privileged(test) {
         return;
     }
+    let _one = one_load();
     // Perf-event links (no multi-uprobe links): the loop makes them again itself.
     let bin = support::go_build("duty", &[]);
     let command = format!("{} run {}", bin.display(), LOAD.join(" "));
@@ -125,4 +140,75 @@ fn a_command_duty_cycled_on_perf_event_links_runs_whole_and_its_json_says_so() {
     };
     // The command's own lines, whole, beside gtrace's.
     check_counts(&run.stdout, value("@n"), value("@slowest"), &run.stderr);
+}
+
+/// The `gtrace_probe_duty_cycle` points of an OTLP metrics request: (probe, maps, share).
+fn duty_points(request: &serde_json::Value) -> Vec<(String, String, f64)> {
+    let Some(m) = metric(request, "gtrace_probe_duty_cycle") else { return Vec::new() };
+    let points = m["gauge"]["dataPoints"].as_array().cloned().unwrap_or_default();
+    let label = |p: &serde_json::Value, key: &str| {
+        attributes(p).into_iter().find(|(k, _)| k == key).map(|(_, v)| v).unwrap_or_default()
+    };
+    points.iter().map(|p| (label(p, "probe"), label(p, "maps"), number(&p["asDouble"]))).collect()
+}
+
+#[test]
+fn a_real_collector_receives_the_duty_cycle_gauge_while_the_probes_cycle() {
+    let test = "a_real_collector_receives_the_duty_cycle_gauge_while_the_probes_cycle";
+    let Some(c) = collector::for_test(test, "duty-otlp") else { return };
+    let _one = one_load();
+    let bin = support::go_build("duty", &[]);
+    let mut child = Command::new(&bin)
+        .arg("hold")
+        .args(LOAD)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start the program");
+    let mut stdin = child.stdin.take().unwrap();
+    let out = Lines::of(child.stdout.take().unwrap());
+    let pid = child.id();
+    let mut child = Owned(child);
+    out.wait_for(Duration::from_secs(10), |l| l == "ready").expect("the program is ready");
+    let p = pid.to_string();
+    let mut g =
+        Gtrace::start(&["-e", SCRIPT, "--budget", "1%", "-p", &p, "--otlp", &c.url, "--otlp-interval", "200ms"]);
+    g.attached();
+    writeln!(stdin, "go").unwrap();
+    // While the program runs: a push whose gauge says the pair was attached part of the
+    // time, naming the maps whose counts are of that time only.
+    let cycling = |r: &serde_json::Value| duty_points(r).into_iter().any(|(_, _, v)| v > 0.0 && v < 1.0);
+    let pushed = poll(Duration::from_secs(15), || c.received().into_iter().find(|r| cycling(r)));
+    let pushed = pushed.unwrap_or_else(|| panic!("no gtrace_probe_duty_cycle under 1 received:\n{}", g.err.text()));
+    let points = duty_points(&pushed);
+    let end = points.iter().find(|(probe, _, _)| probe.contains("main.end")).unwrap_or_else(|| panic!("{points:?}"));
+    // (As the Prometheus gauge: the private `@_t0` is named too.)
+    assert!(end.1.ends_with("@n,@slowest"), "{points:?}");
+    assert!(metric(&pushed, "gtrace_probe_duty_cycle").unwrap()["gauge"].is_object(), "{pushed}");
+    out.wait_for(Duration::from_secs(20), |l| l.starts_with("slowest_ns=")).expect("the program's count");
+    assert_eq!(g.stop("INT"), 0, "{}", g.err.text());
+    let (said, text) = (g.err.text(), g.out.text());
+    assert!(said.contains("duty-cycled instead"), "{said}");
+    // The push at exit: the share the text says ("attached N% of the time since"), and
+    // the count it prints, of fewer requests than the program made.
+    let line = text.lines().find(|l| l.starts_with("@n: ")).unwrap_or_else(|| panic!("{text}"));
+    let said_share: f64 = line
+        .split("attached ")
+        .nth(1)
+        .and_then(|r| r.split('%').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    let n = map_value(&text, "@n") as f64;
+    let counted = |r: &serde_json::Value| {
+        metric(r, "gtrace_n").map(|m| number(&m["sum"]["dataPoints"][0]["asDouble"])) == Some(n)
+    };
+    let last = poll(Duration::from_secs(10), || c.received().into_iter().filter(|r| counted(r)).last());
+    let last = last.unwrap_or_else(|| panic!("no push with @n = {n}:\n{said}"));
+    let share = duty_points(&last).into_iter().find(|(probe, _, _)| probe.contains("main.end")).map(|p| p.2);
+    let share = share.unwrap_or_else(|| panic!("no gauge in the last push: {last}"));
+    assert!((100.0 * share - said_share).abs() <= 1.0, "pushed {share}, printed {said_share}%: {line}");
+    check_counts(&out.text(), n as i64, map_value(&text, "@slowest"), &said);
+    drop(stdin);
+    let status = child.0.wait().expect("wait for the program");
+    assert!(status.success());
 }

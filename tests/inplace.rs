@@ -259,3 +259,83 @@ fn a_new_file_renamed_to_the_path_leaves_the_trace_of_the_old_one_alone() {
     assert_eq!(count(&g.out.text(), "@work"), field(&first.1, "calls"), "{}", g.out.text());
     assert!(g.out.text().contains("main.work"), "stacks named: {}", g.out.text());
 }
+
+/// A duty cycle (the budget's, runtime/park.rs) takes the probes off the file and puts
+/// them back on a thread of its own, telling the guard: off, an exec of the changed file
+/// goes on at once (nothing is on it), and they may not go back on it.
+#[test]
+fn a_duty_cycle_off_the_file_lets_an_exec_go_and_never_goes_back_on_a_changed_file() {
+    let test = "a_duty_cycle_off_the_file_lets_an_exec_go_and_never_goes_back_on_a_changed_file";
+    if !support::privileged(test) {
+        return;
+    }
+    let (file, newer, untraced) = setup("inplace-cycle-off");
+    let guard = FileGuard::start(&file).expect("a guard");
+    assert_eq!(guard.strength, Strength::BeforeExec);
+    let cycling = guard.cycling().expect("the guard as a duty cycle sees it");
+    assert!(cycling.back_on(), "the file is as it was: the probes may go back");
+    cycling.off();
+    write_over(&file, &newer);
+    let started = Instant::now();
+    assert_eq!(run(&file), untraced);
+    assert!(started.elapsed() < DETACH_WAIT, "held {:?} with nothing on the file", started.elapsed());
+    assert!(!cycling.back_on(), "the probes went back on a file changed in place");
+    assert!(guard.changed().is_some(), "the change is not said to the loop");
+}
+
+/// Back on the file after a duty cycle's detached part, an exec of the file changed since
+/// is held again until the probes are off (before the guard was told, every exec went on
+/// from the first time they were off).
+#[test]
+fn a_duty_cycle_back_on_the_file_holds_an_exec_of_the_changed_file_again() {
+    let test = "a_duty_cycle_back_on_the_file_holds_an_exec_of_the_changed_file_again";
+    if !support::privileged(test) {
+        return;
+    }
+    let (file, newer, untraced) = setup("inplace-cycle-on");
+    let guard = FileGuard::start(&file).expect("a guard");
+    let cycling = guard.cycling().expect("the guard as a duty cycle sees it");
+    cycling.off();
+    assert!(cycling.back_on());
+    write_over(&file, &newer);
+    let exec = {
+        let file = file.clone();
+        std::thread::spawn(move || run(&file))
+    };
+    let held = poll(Duration::from_secs(10), || guard.changed().and_then(|c| c.exec_pid));
+    assert!(held.is_some(), "no exec was held");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!exec.is_finished(), "the exec went on while the probes were back on the file");
+    cycling.off();
+    assert_eq!(exec.join().unwrap(), untraced);
+}
+
+/// The same through gtrace: a copy of tests/go/duty under -b at `--budget 1%` (a pair of
+/// probes duty-cycled), written over in place by another build as soon as it ends (the
+/// cycle still runs then, the probes on the file or off it): the new build runs as it
+/// runs untraced, and gtrace ends saying why, its counts of the old run's time.
+#[test]
+fn a_duty_cycled_file_written_over_in_place_is_never_run_under_its_probes() {
+    let test = "a_duty_cycled_file_written_over_in_place_is_never_run_under_its_probes";
+    if !support::privileged(test) {
+        return;
+    }
+    let (_, newer, untraced) = setup("inplace-duty");
+    let traced = scratch_dir("inplace-duty").join("duty");
+    support::copy_executable(&support::go_build("duty", &[]), &traced);
+    let script = "on entry main.begin { @_t0[r] = nsecs }
+on entry main.end { t0 := take(@_t0[r]); if t0 != 0 { @n = count() } }";
+    let mut g = Gtrace::start(&["-b", traced.to_str().unwrap(), "-e", script, "--budget", "1%"]);
+    g.attached();
+    let out = Command::new(&traced).args(["run", "3", "12000", "8"]).output().expect("run the program");
+    assert!(out.status.success(), "{out:?}");
+    write_over(&traced, &newer);
+    assert_eq!(run(&traced), untraced, "the newer build, run where the older one was traced:\n{}", g.err.text());
+    assert!(g.err.text().contains("duty-cycled instead"), "{}", g.err.text());
+    assert_eq!(g.wait(), 0, "{}", g.err.text());
+    let err = g.err.text();
+    assert!(err.contains("was changed in place since the probes were placed in it"), "{err}");
+    let requests = support::truth(&String::from_utf8_lossy(&out.stdout), "requests");
+    let n = count(&g.out.text(), "@n") as i64;
+    assert!(n > 0 && n < requests, "{n} of {requests} counted:\n{}", g.out.text());
+}

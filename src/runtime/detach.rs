@@ -22,9 +22,11 @@ impl Loaded {
     }
 
     /// Detaches every probe on the target's file, keeping gtrace's own (`on end` still
-    /// runs); under -b, a process held at its exec then goes on.
+    /// runs); under -b, a process held at its exec then goes on, once a duty cycle's
+    /// thread is done (links it made again meanwhile are released first).
     pub fn detach_target(&mut self) {
         self.forget_parked();
+        self.join_parking();
         let target = self.take_target_links();
         release(target);
         if let Some(guard) = &self.file_guard {
@@ -39,10 +41,16 @@ impl Loaded {
     /// the sink are closed). Until they are gone they still fire: `wait_left` waits for
     /// that, and the caller reads what they sent before it prints the maps. The file
     /// guard lets held execs go on once they are gone. Nothing when no probe is on the
-    /// file (they left already).
+    /// file (they left already, or a duty cycle has them off: it is stopped, and what
+    /// it made again released, before the guard hears).
     pub fn leave_target(&mut self) {
         let target = self.take_target_links();
         if target.is_empty() {
+            if !self.parked.is_empty() || self.parking.is_some() {
+                self.forget_parked();
+                self.join_parking();
+                self.file_guard.iter().for_each(|g| g.detached());
+            }
             return;
         }
         self.wait_left();

@@ -18,6 +18,14 @@
 //! The change time is not compared: a rename or a link moves it, and a deploy by rename
 //! (a new file at the path) changes nothing of the file traced.
 //!
+//! A duty cycle (the budget's, runtime/park.rs) takes the probes off the file and puts
+//! them back many times a minute, on a thread of its own: it tells the guard each way
+//! (`Cycling`). Off, nothing is on the file, so a held exec goes on; before they go back,
+//! the file must still have its stamp, or they stay off (the change is recorded, and the
+//! loop's look ends the trace); back on, an exec of a changed file is held again. A
+//! detach for good waits for that thread first (`Loaded::detach_target`): links it made
+//! again are gone before the guard lets a held exec go.
+//!
 //! For the moment between the write and that look, with CAP_SYS_ADMIN gtrace asks the
 //! kernel (fanotify, `FAN_OPEN_EXEC_PERM`) to hold every exec of the file until it
 //! answers: when the file differs, the exec waits until the loop has detached the probes;
@@ -169,9 +177,44 @@ impl FileGuard {
         move || shared.detached()
     }
 
+    /// What a duty cycle's thread tells the guard as it takes the probes off the file and
+    /// puts them back; `None` when the file cannot be opened again.
+    pub fn cycling(&self) -> Option<Cycling> {
+        let file = self.file.try_clone().ok()?;
+        Some(Cycling { file, stamp: self.stamp, shared: self.shared.clone() })
+    }
+
     /// Held execs whose answer the kernel did not take (they waited until gtrace ended).
     pub fn unanswered(&self) -> u32 {
         self.shared.unanswered.load(Ordering::SeqCst)
+    }
+}
+
+/// The guard as a duty cycle's thread sees it (`FileGuard::cycling`).
+pub struct Cycling {
+    file: std::fs::File,
+    stamp: FileStamp,
+    shared: Arc<Shared>,
+}
+
+impl Cycling {
+    /// The probes are off the file (released): held execs go on.
+    pub fn off(&self) {
+        self.shared.detached();
+    }
+
+    /// Before the probes go back on the file: false when it changed since they were first
+    /// placed (the change is recorded for the loop's look; they must stay off); else from
+    /// here on an exec of a changed file is held again until they are off.
+    pub fn back_on(&self) -> bool {
+        let mut state = self.shared.state();
+        let now = self.file.metadata().ok().map(|m| FileStamp::of(&m));
+        if state.change.is_some() || now != Some(self.stamp) {
+            state.change.get_or_insert_with(Change::default);
+            return false;
+        }
+        state.detached = false;
+        true
     }
 }
 

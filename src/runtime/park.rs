@@ -9,6 +9,10 @@
 //! takes the new links when the thread is done (`unparked`). Probes on perf-event links
 //! (a kernel without multi-uprobe links) are made again by the loop itself.
 //!
+//! Under -b the file guard hears both ways (`file_guard::Cycling`): off once they are
+//! released, and before they are made again, which it refuses when the file was changed
+//! in place meanwhile (they stay off: an error for the loop).
+//!
 //! `forget_parked` keeps them off: a thread still waiting is told to stop, one that made
 //! links meanwhile has them released. Every way out (`detach_all`, `wait_left`) joins it.
 
@@ -91,14 +95,19 @@ impl Loaded {
             }
         };
         let (stop, stopped) = channel::<()>();
+        let guard = self.file_guard.as_ref().and_then(|g| g.cycling());
         let work = move || -> Result<Back, String> {
             release_all(links);
+            guard.iter().for_each(|g| g.off());
             for m in &maps {
                 m.clear().map_err(|e| e.to_string())?;
             }
             match stopped.recv_timeout(at.saturating_duration_since(Instant::now())) {
                 Err(RecvTimeoutError::Timeout) => {}
                 _ => return Ok(Back::Stopped),
+            }
+            if guard.as_ref().is_some_and(|g| !g.back_on()) {
+                return Err("the file was changed in place while they were off: not attached again".into());
             }
             remake(remakes, &target).map(|links| Back::Links(links, Instant::now()))
         };
