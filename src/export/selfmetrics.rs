@@ -93,11 +93,12 @@ pub fn from_stats(stats: &Stats, plan: &Plan) -> Vec<SelfCounter> {
     out
 }
 
-/// The user maps (`@name`) that `programs` use.
+/// The user maps (`@name`) that `programs` use, but the private ones (`@_name`: a
+/// library's scratch tables, never printed or exported, so nothing to mark).
 fn partial_maps(plan: &Plan, programs: &[String]) -> Vec<String> {
     let used: Vec<&String> =
         plan.probes.iter().filter(|p| programs.contains(&p.program)).flat_map(|p| p.maps.iter()).collect();
-    let user = plan.maps.iter().filter(|m| used.contains(&&m.object_name));
+    let user = plan.maps.iter().filter(|m| m.role.is_shown_user() && used.contains(&&m.object_name));
     user.filter_map(|m| match &m.role {
         MapRole::User { name, .. } => Some(format!("@{name}")),
         _ => None,
@@ -193,8 +194,9 @@ mod tests {
             },
         };
         let plan = Plan {
-            probes: vec![probe("p0", &["m0", "counters"]), probe("p1", &["m1"])],
-            maps: vec![user("m0", "hot"), user("m1", "cold")],
+            probes: vec![probe("p0", &["m0", "counters"]), probe("p1", &["m1", "m2"])],
+            // `@_t0` is private: never named in a label.
+            maps: vec![user("m0", "hot"), user("m1", "cold"), user("m2", "_t0")],
             ..Plan::default()
         };
         let detached = Detached {
