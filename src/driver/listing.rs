@@ -24,13 +24,14 @@ pub fn functions_to(target: &Target, pattern: &str, emit: &mut dyn FnMut(&str) -
     let names: Vec<&str> = target.find(pattern).iter().map(|f| f.name.as_str()).collect();
     let generic = names.iter().any(|n| crate::gobin::dictionary_position(n).is_some());
     let dictionaries = if generic { target.dictionaries() } else { Vec::new() };
+    let by_package = crate::gobin::dictionaries_by_package(&dictionaries);
     let mut out = String::new();
     for name in &names {
         out.push_str(&function(target, name));
         out.push('\n');
         // Go 1.18's function table (all a stripped build has) writes shapes `[...]`.
         if crate::gobin::dictionary_position(name).is_some() || name.contains("[...]") {
-            out.push_str(&instantiations(target, name, &dictionaries));
+            out.push_str(&instantiations(target, name, &dictionaries, &by_package));
         }
         if out.len() >= 16 << 10 {
             if !emit(&out) {
@@ -47,11 +48,18 @@ pub fn functions_to(target: &Target, pattern: &str, emit: &mut dyn FnMut(&str) -
 
 /// Under a shape function, the instantiations the binary has dictionaries for (what
 /// `func` names at its probes).
-fn instantiations(target: &Target, shape: &str, dictionaries: &[crate::gobin::Dictionary]) -> String {
+fn instantiations(
+    target: &Target,
+    shape: &str,
+    dictionaries: &[crate::gobin::Dictionary],
+    by_package: &std::collections::HashMap<&str, Vec<usize>>,
+) -> String {
     if target.is_stripped() {
         return "    instantiations: unknown (stripped: no symbol table names the dictionaries)\n".to_string();
     }
-    let names: Vec<String> = target.instantiations_of(shape, dictionaries).into_iter().map(|(_, n)| n).collect();
+    let mine = by_package.get(crate::gobin::package_of(shape)).map_or(&[][..], |v| v.as_slice());
+    let made = target.instantiations_among(shape, dictionaries, mine.iter().copied());
+    let names: Vec<String> = made.into_iter().map(|(_, n)| n).collect();
     if names.is_empty() {
         return "    instantiations: none with a dictionary in the symbol table\n".to_string();
     }

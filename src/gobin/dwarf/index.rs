@@ -42,17 +42,23 @@ impl DwarfInfo {
         {
             let unit = self.unit(u)?;
             // From the root, its children are at depth 1; from a top-level DIE (the last
-            // one the earlier walk added, skipped), at depth 0.
-            let (mut entries, top) = match resume {
-                None => (unit.header.entries(&unit.abbrevs), 1),
-                Some(at) => (unit.header.entries_at_offset(&unit.abbrevs, at).map_err(|e| self.bad(e))?, 0),
-            };
+            // one the earlier walk added, skipped), at depth 0. Deeper DIEs are skipped
+            // over, their attributes not read.
+            let mut raw = unit.header.entries_raw(&unit.abbrevs, resume).map_err(|e| self.bad(e))?;
+            let top = if resume.is_some() { 0 } else { 1 };
             let mut skip = resume.is_some();
-            while let Some(entry) = entries.next_dfs().map_err(|e| self.bad(e))? {
-                if entry.depth() != top || std::mem::take(&mut skip) {
+            let mut entry = Entry::null();
+            while !raw.is_empty() {
+                if raw.next_depth() != top || std::mem::take(&mut skip) {
+                    if let Some(abbrev) = raw.read_abbreviation().map_err(|e| self.bad(e))? {
+                        raw.skip_attributes(abbrev.attributes()).map_err(|e| self.bad(e))?;
+                    }
                     continue;
                 }
-                if self.add(u, entry, &mut index)? && enough(&index) {
+                if !raw.read_entry(&mut entry).map_err(|e| self.bad(e))? {
+                    continue;
+                }
+                if self.add(u, &entry, &mut index)? && enough(&index) {
                     stopped = Some(entry.offset());
                     break;
                 }
@@ -146,7 +152,8 @@ impl DwarfInfo {
         }
         self.memo.insert(key, found.map(|at| [at.0 as u64, 0]));
         if found.is_none() && !self.everywhere.contains_key(kind) && self.units.iter().all(|s| s.index.is_some()) {
-            let mut all: HashMap<u64, Vec<u32>> = HashMap::new();
+            let names = self.units.iter().flat_map(|s| s.index.iter().map(|i| pick(i).len())).sum();
+            let mut all: HashMap<u64, Vec<u32>> = HashMap::with_capacity(names);
             for (u, slot) in self.units.iter().enumerate() {
                 for name in slot.index.iter().flat_map(|i| pick(i).keys()) {
                     all.entry(name_hash(name)).or_default().push(u as u32);

@@ -178,8 +178,13 @@ impl DwarfInfo {
     }
 
     fn read_die(&self, u: usize, entry: &Entry) -> Result<Die, TargetError> {
-        let mut die = Die { tag: Some(entry.tag()), ..Die::default() };
-        for attr in entry.attrs() {
+        self.read_die_attrs(u, entry.tag(), entry.attrs())
+    }
+
+    /// `read_die` of a DIE with tag `tag` and attributes `attrs`.
+    fn read_die_attrs(&self, u: usize, tag: DwTag, attrs: &[gimli::Attribute<R>]) -> Result<Die, TargetError> {
+        let mut die = Die { tag: Some(tag), ..Die::default() };
+        for attr in attrs {
             let value = attr.value();
             match attr.name() {
                 dw::DW_AT_name => {
@@ -220,25 +225,41 @@ impl DwarfInfo {
         Ok(die)
     }
 
-    /// The DIE at `at` and its direct children.
+    /// The DIE at `at` and its direct children. Deeper DIEs (a function's variables,
+    /// scopes and inlined calls: most of a big function's DIEs) are skipped over, their
+    /// attributes not read (`-l '*'` asks this of every function).
     fn die_with_children(&self, at: DebugInfoOffset) -> Result<(Die, Vec<Die>), TargetError> {
+        self.die_with_children_of(at, &|_| true)
+    }
+
+    /// `die_with_children` with only the children whose tag `keep` takes read (the rest
+    /// skipped over like deeper DIEs: a function's parameters, not its variables).
+    fn die_with_children_of(
+        &self,
+        at: DebugInfoOffset,
+        keep: &dyn Fn(DwTag) -> bool,
+    ) -> Result<(Die, Vec<Die>), TargetError> {
         let (u, off) = self.locate(at).ok_or_else(|| self.bad_ref("reference outside .debug_info", at))?;
         let unit = self.unit(u)?;
-        let mut entries = unit.header.entries_at_offset(&unit.abbrevs, off).map_err(|e| self.bad(e))?;
-        let first = entries.next_dfs().map_err(|e| self.bad(e))?.ok_or_else(|| self.bad_ref("no DIE", at))?;
-        let base = first.depth();
-        let has_children = first.has_children();
-        let die = self.read_die(u, first)?;
-        let mut children = Vec::new();
-        if has_children {
-            while let Some(entry) = entries.next_dfs().map_err(|e| self.bad(e))? {
-                let depth = entry.depth() - base;
-                if depth <= 0 {
-                    break;
-                }
-                if depth == 1 {
-                    children.push(self.read_die(u, entry)?);
-                }
+        let mut raw = unit.header.entries_raw(&unit.abbrevs, Some(off)).map_err(|e| self.bad(e))?;
+        let mut entry = Entry::null();
+        // A null entry first is no DIE (what `next_dfs` would have skipped to is not this
+        // DIE's).
+        if !raw.read_entry(&mut entry).map_err(|e| self.bad(e))? {
+            return Err(self.bad_ref("no DIE", at));
+        }
+        let die = self.read_die(u, &entry)?;
+        let (mut children, mut attrs) = (Vec::new(), Vec::new());
+        // Depth 1: the DIE's children; deeper: theirs; 0: past the DIE's last child.
+        let has_children = entry.has_children();
+        while has_children && raw.next_depth() > 0 && !raw.is_empty() {
+            let child = raw.next_depth() == 1;
+            let Some(abbrev) = raw.read_abbreviation().map_err(|e| self.bad(e))? else { continue };
+            if child && keep(abbrev.tag()) {
+                raw.read_attributes(abbrev.attributes(), &mut attrs).map_err(|e| self.bad(e))?;
+                children.push(self.read_die_attrs(u, abbrev.tag(), &attrs)?);
+            } else {
+                raw.skip_attributes(abbrev.attributes()).map_err(|e| self.bad(e))?;
             }
         }
         Ok((die, children))

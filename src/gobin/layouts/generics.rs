@@ -157,6 +157,19 @@ fn may_have_shape(arg: &str, kind: Option<u8>, shape: &str) -> bool {
     }
 }
 
+/// The dictionaries of `all` by their package (the text before `..dict.`), as indexes
+/// in `all`: the candidates `instantiations_among` needs for a shape function of that
+/// package (no package path holds `..`).
+pub fn dictionaries_by_package(all: &[Dictionary]) -> std::collections::HashMap<&str, Vec<usize>> {
+    let mut by: std::collections::HashMap<&str, Vec<usize>> = std::collections::HashMap::new();
+    for (i, d) in all.iter().enumerate() {
+        if let Some(at) = d.symbol.find(DICT) {
+            by.entry(&d.symbol[..at]).or_default().push(i);
+        }
+    }
+    by
+}
+
 /// Offset of the kind byte in a runtime type descriptor (Go 1.17 to 1.26).
 const KIND: u64 = 23;
 /// The most words of a dictionary searched for its type arguments' descriptors.
@@ -181,13 +194,25 @@ impl Target {
     /// instantiation each makes: those of its generic code whose type arguments may have
     /// its shapes (told from the kinds of the runtime types the dictionary points at).
     pub fn instantiations_of(&self, shape: &str, all: &[Dictionary]) -> Vec<(Dictionary, String)> {
+        self.instantiations_among(shape, all, 0..all.len())
+    }
+
+    /// `instantiations_of` among the dictionaries at `candidates` in `all` (those of the
+    /// shape's package, `dictionaries_by_package`, when a listing asks of many shapes).
+    pub fn instantiations_among(
+        &self,
+        shape: &str,
+        all: &[Dictionary],
+        candidates: impl IntoIterator<Item = usize>,
+    ) -> Vec<(Dictionary, String)> {
         let Some((generic, range)) = generic_of(shape) else { return Vec::new() };
         let shapes: Vec<&str> = split_args(&shape[range.clone()]).into_iter().map(bare_shape).collect();
         // Only the dictionaries of the shape's package can make it (a prefix compared
         // before any name is taken apart: `-l '*'` asks this of every shape function).
         let mine = format!("{}{DICT}", symbols::package_of(shape));
         let mut out = Vec::new();
-        for (i, d) in all.iter().enumerate() {
+        for i in candidates {
+            let Some(d) = all.get(i) else { continue };
             if !d.symbol.starts_with(&mine) {
                 continue;
             }
