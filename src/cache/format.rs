@@ -11,6 +11,7 @@
 //! the file is written again (`gobin::StoredUnits`).
 
 use crate::gobin::{crc32, BuildIds, DwarfSeed, InlinedSite, StoredUnits};
+use crate::object::MapDef;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::fs::File;
@@ -20,7 +21,7 @@ use std::sync::Arc;
 /// The first bytes of every cache file.
 pub const MAGIC: &[u8; 16] = b"gtrace cache\n\0\0\0";
 /// The version of this layout. A file of another is ignored.
-pub const FORMAT: u32 = 3;
+pub const FORMAT: u32 = 4;
 /// The gtrace that writes and reads caches, its version and its build (a hash of the
 /// sources it was built from, build.rs): a file written by another is ignored, even by
 /// another build of the same version.
@@ -43,7 +44,15 @@ pub struct Entry {
     /// `Target::code_crc` of the binary the inlined sites were found in (None without
     /// sites): build ids alone may name two builds.
     pub code_crc: Option<u32>,
+    /// The large maps the last traces' objects had (`runtime::large_maps`), by a key of
+    /// their script and options (`driver::cached::plan_key`), the newest first: made
+    /// ahead by the next trace of the same script (`runtime::premake`), used only if
+    /// its compiled object's are exactly these.
+    pub maps: Vec<(u32, Vec<MapDef>)>,
 }
+
+/// How many scripts' large maps a file keeps.
+pub const MAPS_KEPT: usize = 8;
 
 /// The binary a cache file is for.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -69,6 +78,7 @@ struct Description {
     dwarf: Option<DwarfPart>,
     inlined: Vec<(String, Vec<InlinedSite>)>,
     code_crc: Option<u32>,
+    maps: Vec<(u32, Vec<MapDef>)>,
 }
 
 /// The seed without its blobs: where each unit's bytes are in the blob area (offset,
@@ -137,6 +147,7 @@ pub fn encode_parts_in(writer: &str, binary: &For, entry: &Entry, mut blobs: Vec
         dwarf,
         inlined: entry.inlined.clone(),
         code_crc: entry.code_crc,
+        maps: entry.maps.clone(),
     };
     let json = serde_json::to_vec(&description).unwrap_or_default();
     let mut head = header(json.len(), blobs.len() as u64, &json);
@@ -200,10 +211,10 @@ fn u32_at(bytes: &[u8], at: usize) -> u32 {
 pub fn decode(file: File, binary: &For) -> Result<Entry, Rejected> {
     let (d, blobs) = description(file, binary)?;
     let dwarf = d.dwarf.map(|part| dwarf_seed(part, blobs)).transpose()?;
-    Ok(Entry { dwarf, inlined: d.inlined, code_crc: d.code_crc })
+    Ok(Entry { dwarf, inlined: d.inlined, code_crc: d.code_crc, maps: d.maps })
 }
 
-/// A cache file to write again with other inlined sites and the same DWARF: the header
+/// A cache file to write again with other inlined sites or maps and the same DWARF: the header
 /// and description to write (`head`), and the blob area to copy after them as it is.
 pub struct Resited {
     pub head: Vec<u8>,
@@ -219,8 +230,8 @@ pub struct Resited {
 pub fn with_sites(
     file: File,
     binary: &For,
-    inlined: &[(String, Vec<InlinedSite>)],
-    code_crc: Option<u32>,
+    (inlined, code_crc): (&[(String, Vec<InlinedSite>)], Option<u32>),
+    maps: &[(u32, Vec<MapDef>)],
 ) -> Result<Resited, Rejected> {
     let (mut d, blobs) = description(file, binary)?;
     if !covers(d.dwarf.as_ref(), blobs.len) {
@@ -228,6 +239,7 @@ pub fn with_sites(
     }
     d.inlined = inlined.to_vec();
     d.code_crc = code_crc;
+    d.maps = maps.to_vec();
     let json = serde_json::to_vec(&d).unwrap_or_default();
     let mut head = header(json.len(), blobs.len, &json);
     head.extend_from_slice(&json);

@@ -3,7 +3,9 @@
 //! (`$XDG_CACHE_HOME/gtrace`, else `~/.cache/gtrace`). It holds the DWARF units and
 //! lookups the run reached (`gobin::DwarfSeed`) and where its patterns' functions were
 //! inlined (`Target::find_inlined`), so the next run decompresses and walks none of it
-//! and reads no inline tree. Opening the file reads its description only; a unit's bytes
+//! and reads no inline tree; and the large maps of the last traces' objects, so that the
+//! next trace of a script makes them while it compiles (`runtime::premake`: used only if
+//! its object's are exactly those). Opening the file reads its description only; a unit's bytes
 //! are read from it when a question reaches the unit (`format::decode`). A binary
 //! without a build id is not cached.
 //!
@@ -149,17 +151,23 @@ impl Store {
         })
     }
 
-    /// Writes the file for `target` again with `inlined` as its inlined sites, its DWARF
+    /// Writes the file for `target` again with `inlined` as its inlined sites and `maps`
+    /// as its large maps, its DWARF
     /// blobs copied from the file as it is now, unread (by the kernel: no copy in this
     /// process). Ok(false) when that file is not one this gtrace would use (nothing
     /// written: `save` writes it whole).
-    pub fn save_sites(&self, target: &Target, inlined: &[(String, Vec<InlinedSite>)]) -> Result<bool, WriteError> {
+    pub fn save_sites(
+        &self,
+        target: &Target,
+        inlined: &[(String, Vec<InlinedSite>)],
+        maps: &[(u32, Vec<crate::object::MapDef>)],
+    ) -> Result<bool, WriteError> {
         let Some(path) = self.file_for(target) else { return Ok(true) };
         if self.trusted().is_err() {
             return Ok(false);
         }
         let Some(file) = trust::open_file(&path) else { return Ok(false) };
-        let Ok(old) = format::with_sites(file, &binary(target), inlined, sites_crc(target, inlined)) else {
+        let Ok(old) = format::with_sites(file, &binary(target), (inlined, sites_crc(target, inlined)), maps) else {
             return Ok(false);
         };
         if old.head.len() as u64 + old.blobs_len > format::LARGEST {

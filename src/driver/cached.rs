@@ -7,9 +7,11 @@
 //! in one line); a DWARF error while the cache's DWARF is in use compiles again without
 //! it (`compile_seeded` in mod.rs).
 
+use crate::cache::format::MAPS_KEPT;
 use crate::cache::{sites_crc, sites_fit, Entry, Store};
 use crate::cli::Cli;
 use crate::gobin::{BuildIds, Target};
+use crate::object::MapDef;
 
 /// The cache for this run's binary and what it held.
 pub(super) struct Cached {
@@ -61,27 +63,35 @@ impl Cached {
         self.loaded.dwarf.is_some()
     }
 
+    /// The large maps the last trace of the script keyed `key` had, if the file kept them.
+    pub(super) fn maps_for(&self, key: u32) -> Option<&[MapDef]> {
+        self.loaded.maps.iter().find(|(k, _)| *k == key).map(|(_, defs)| defs.as_slice())
+    }
+
     /// Writes what the run learned, when it is more than the cache held; a whole file
-    /// on another thread when `background` (`cache::written` waits for it).
-    pub(super) fn save(&self, target: &Target, background: bool) {
+    /// on another thread when `background` (`cache::written` waits for it). `maps`: a
+    /// trace's script key and its object's large maps, kept for the next trace.
+    pub(super) fn save(&self, target: &Target, background: bool, maps: Option<(u32, Vec<MapDef>)>) {
         // The units are copied out only when the run reached more than the cache held.
         let dwarf = if target.dwarf_grew() { target.dwarf_learned() } else { None };
         let inlined = target.inlined_learned();
+        let kept = self.kept_maps(maps);
         // The units the cache held (read from its file when written again) count as
         // learned only when the run reached more.
-        if dwarf.is_none() && inlined == self.loaded.inlined {
+        if dwarf.is_none() && inlined == self.loaded.inlined && kept == self.loaded.maps {
             return;
         }
-        // Only the inlined sites are new: the file's DWARF is copied as it is, unread.
+        // Only the inlined sites or the maps are new: the file's DWARF is copied as it
+        // is, unread.
         if dwarf.is_none() && self.loaded.dwarf.is_some() {
-            match self.store.save_sites(target, &inlined) {
+            match self.store.save_sites(target, &inlined, &kept) {
                 Ok(true) => return,
                 Ok(false) => {}
                 Err(e) => return eprintln!("gtrace: {e} ({})", e.hint()),
             }
         }
         let code_crc = sites_crc(target, &inlined);
-        let learned = Entry { dwarf: dwarf.or_else(|| self.loaded.dwarf.clone()), inlined, code_crc };
+        let learned = Entry { dwarf: dwarf.or_else(|| self.loaded.dwarf.clone()), inlined, code_crc, maps: kept };
         if background {
             return self.store.save_in_background(target, learned);
         }
@@ -89,6 +99,29 @@ impl Cached {
             eprintln!("gtrace: {e} ({})", e.hint());
         }
     }
+}
+
+impl Cached {
+    /// The large maps the file keeps after this run: `maps` (a trace's) first, then the
+    /// others it held, `MAPS_KEPT` scripts at most. A trace with no large maps keeps
+    /// none for its key (nothing to make ahead).
+    fn kept_maps(&self, maps: Option<(u32, Vec<MapDef>)>) -> Vec<(u32, Vec<MapDef>)> {
+        let Some((key, defs)) = maps else { return self.loaded.maps.clone() };
+        let others = self.loaded.maps.iter().filter(|(k, _)| *k != key).cloned();
+        let new = (!defs.is_empty()).then_some((key, defs));
+        new.into_iter().chain(others).take(MAPS_KEPT).collect()
+    }
+}
+
+/// A key of what decides a trace's maps as far as the command line says it, before the
+/// script is compiled: the script's name and text and the options of the compile. Two
+/// runs with one key usually make the same maps; when not, the maps made ahead are not
+/// used (`runtime::premake`): a key is a guess, never trusted.
+pub(super) fn plan_key(root: &crate::library::Root, opts: &crate::compile::Options) -> u32 {
+    let options =
+        format!("{:?} {:?} {} {:?} {:?}", opts.include, opts.sets, opts.otlp, opts.string_limit, opts.lowering);
+    let text = [root.name.as_bytes(), b"\0", root.text.as_bytes(), b"\0", options.as_bytes()].concat();
+    crate::gobin::crc32(&text)
 }
 
 /// Waits for the cache file being written on another thread, if any, and says if it

@@ -84,9 +84,15 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
     let mut target = std::mem::ManuallyDrop::new(Target::open_inflating(&process.binary, &search, &early)?);
     // Written once, then dropped: a trace holds no cache file open.
     let cached = cached::open(cli, &target);
+    // A trace's large maps, as the last trace of this script had them, are made now,
+    // beside the compile (used only if the compiled object's are exactly these).
+    let key = tracing.then(|| root(cli).map(|r| cached::plan_key(&r, &opts))).transpose()?;
+    if let Some(defs) = key.and_then(|k| cached.as_ref()?.maps_for(k)) {
+        runtime::premake(defs.to_vec());
+    }
     let seeded = cached.as_ref().is_some_and(|c| c.has_dwarf());
     let cache = std::cell::Cell::new(cached);
-    let save = |target: &Target| cache.take().iter().for_each(|c| c.save(target, false));
+    let save = |target: &Target| cache.take().iter().for_each(|c| c.save(target, false, None));
     if let Some(pattern) = &cli.list {
         return list_functions(&target, pattern, &save);
     }
@@ -97,8 +103,10 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
     let reopen = || Target::open_with(&process.binary, &search);
     let compiled = compile_seeded(cli, &opts, &mut target, seeded, &reopen)?;
     library::forget_reads();
-    // A trace writes the cache while it loads (`trace::session` waits for it).
-    cache.take().iter().for_each(|c| c.save(&target, tracing));
+    // A trace writes the cache while it loads (`trace::session` waits for it), with its
+    // large maps for the next trace of the script to make ahead.
+    let maps = key.map(|k| (k, runtime::large_maps(&compiled.object)));
+    cache.take().iter().for_each(|c| c.save(&target, tracing, maps.clone()));
     check_map_sizes(cli, &compiled)?;
     say_grown(grown, &compiled);
     if !compiled.warnings.diagnostics.is_empty() {

@@ -31,7 +31,7 @@ pub struct BpfObject {
 }
 
 /// A legacy map definition, as `struct bpf_map_def`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct MapDef {
     /// The map's symbol; relocations name it.
     pub name: String,

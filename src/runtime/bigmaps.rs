@@ -13,13 +13,20 @@
 //! made on a thread takes the placeholder's fd number (`dup3`, which closes the
 //! placeholder): the fd aya holds, and that its programs' instructions name, is then the
 //! full map's. Nothing has loaded a program before that.
+//!
+//! On a trace the cache knows, they are made earlier still (`premake`): from the
+//! description of the last object of the same script the cache kept, as soon as the
+//! cache is read, so that the kernel's zeroing overlaps the compile; `start` takes them
+//! only if the object's large maps are exactly those (every field of every definition,
+//! in order), and otherwise closes them and makes its own.
 
+pub use crate::object::MapDef;
 use aya::maps::{MapData, MapError};
 use aya::{Ebpf, EbpfLoader};
 use std::collections::HashMap;
 use std::os::fd::{AsFd, AsRawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 /// A per-CPU hash of at least this many keys is made on a thread: its cost is about one
@@ -53,30 +60,45 @@ fn chosen(object: &aya_obj::Object) -> Vec<String> {
 
 /// Starts making `object`'s large per-CPU hashes on threads (none when it has none, or
 /// cannot be parsed: aya then makes every map, and says what is wrong with the object).
+/// Maps made ahead from the cache's description (`premake`) are taken instead when they
+/// are exactly these; else they are closed, and these are made now.
 pub(super) fn start(object: &[u8]) -> Making {
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut making = Making { names: Vec::new(), threads: Vec::new(), stop: stop.clone() };
     // A parse of its own, though aya parses the object again as it loads it: aya 0.14's
     // `EbpfLoader::load` takes bytes only (no entry point for an `Object` parsed before),
     // and the loader must be set up (`as_placeholders`) before it parses, so neither
     // parse can serve the other. Building these maps from the plan instead would be a
     // second account of them that must agree with the object's: this reads the object.
     let Ok(mut parsed) = aya_obj::Object::parse(object) else {
-        return making;
+        return Making::none();
     };
     let names = chosen(&parsed);
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let threads = names.len().min(cpus.clamp(1, MAX_THREADS));
-    // The largest first, in turn to each thread.
-    let mut shares: Vec<Vec<(String, aya_obj::Map)>> = (0..threads).map(|_| Vec::new()).collect();
-    for (i, name) in names.iter().enumerate() {
-        if let Some(map) = parsed.maps.remove(name) {
-            shares[i % threads].push((name.clone(), map));
+    let maps: Vec<(String, aya_obj::Map)> =
+        names.iter().filter_map(|name| Some((name.clone(), parsed.maps.remove(name)?))).collect();
+    let defs: Option<Vec<MapDef>> = maps.iter().map(|(name, map)| def_of(name, map)).collect();
+    let premade = PREMADE.lock().unwrap_or_else(|e| e.into_inner()).take();
+    if let Some(premade) = premade {
+        if defs.as_ref() == Some(&premade.defs) && !premade.defs.is_empty() {
+            return premade.making;
         }
+        // Not this object's maps: closed on a thread (joining waits for them to be made).
+        let _ = std::thread::Builder::new().spawn(move || drop(premade));
+    }
+    spawn(maps)
+}
+
+/// Makes `maps` on threads (one a map, as many as CPUs and `MAX_THREADS` at most), the
+/// largest first in turn to each thread.
+fn spawn(maps: Vec<(String, aya_obj::Map)>) -> Making {
+    let mut making = Making::none();
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = maps.len().min(cpus.clamp(1, MAX_THREADS));
+    let mut shares: Vec<Vec<(String, aya_obj::Map)>> = (0..threads).map(|_| Vec::new()).collect();
+    for (i, map) in maps.into_iter().enumerate() {
+        shares[i % threads].push(map);
     }
     for share in shares {
         let names: Vec<String> = share.iter().map(|(n, _)| n.clone()).collect();
-        let stop = stop.clone();
+        let stop = making.stop.clone();
         let spawned = std::thread::Builder::new().spawn(move || make(share, &stop));
         // A thread that cannot be started: aya makes its maps at their size.
         if let Ok(thread) = spawned {
@@ -85,6 +107,78 @@ pub(super) fn start(object: &[u8]) -> Making {
         }
     }
     making
+}
+
+/// The large maps made ahead of the object (`premake`), taken by `start` when the
+/// object's are exactly these.
+struct Premade {
+    defs: Vec<MapDef>,
+    making: Making,
+}
+
+static PREMADE: Mutex<Option<Premade>> = Mutex::new(None);
+
+/// The definitions of `object`'s maps that `start` makes on threads, in its order: what
+/// a run keeps (in the cache) for the next to `premake`. Empty when it has none or
+/// cannot be parsed.
+pub fn large_maps(object: &[u8]) -> Vec<MapDef> {
+    let Ok(parsed) = aya_obj::Object::parse(object) else { return Vec::new() };
+    let defs: Option<Vec<MapDef>> = chosen(&parsed).iter().map(|name| def_of(name, parsed.maps.get(name)?)).collect();
+    defs.unwrap_or_default()
+}
+
+/// Starts making `defs` (the large maps a past run's object had, as the cache kept
+/// them) on threads now, before the script is compiled: the kernel's zeroing of them
+/// then overlaps the compile. `start` takes them if the compiled object's large maps are
+/// exactly these (each definition equal, in the same order), else closes them: a
+/// description that is wrong costs time only. Only maps `start` itself would make on
+/// threads are made (a preallocated per-CPU hash of `MIN_KEYS` keys or more).
+pub fn premake(defs: Vec<MapDef>) {
+    let per_cpu_hash = aya_obj::generated::bpf_map_type::BPF_MAP_TYPE_PERCPU_HASH as u32;
+    let no_prealloc = aya_obj::generated::BPF_F_NO_PREALLOC;
+    let fits = |d: &MapDef| d.map_type == per_cpu_hash && d.map_flags & no_prealloc == 0 && d.max_entries >= MIN_KEYS;
+    if defs.is_empty() || !defs.iter().all(fits) {
+        return;
+    }
+    super::loader::raise_memlock_limit();
+    let making = spawn(defs.iter().map(|d| (d.name.clone(), legacy(d))).collect());
+    let earlier = PREMADE.lock().unwrap_or_else(|e| e.into_inner()).replace(Premade { defs, making });
+    drop(earlier);
+}
+
+/// `map`'s definition, when it is a legacy map as gtrace writes them (no inner map, not
+/// pinned, no id): what `premake` can make again exactly.
+fn def_of(name: &str, map: &aya_obj::Map) -> Option<MapDef> {
+    let aya_obj::Map::Legacy(m) = map else { return None };
+    let d = &m.def;
+    let plain = m.inner_def.is_none() && d.id == 0 && d.pinning == aya_obj::maps::PinningType::None;
+    plain.then(|| MapDef {
+        name: name.to_string(),
+        map_type: d.map_type,
+        key_size: d.key_size,
+        value_size: d.value_size,
+        max_entries: d.max_entries,
+        map_flags: d.map_flags,
+    })
+}
+
+/// A legacy map of definition `d`, as the object's parse gives it.
+fn legacy(d: &MapDef) -> aya_obj::Map {
+    aya_obj::Map::Legacy(aya_obj::maps::LegacyMap {
+        def: aya_obj::maps::bpf_map_def {
+            map_type: d.map_type,
+            key_size: d.key_size,
+            value_size: d.value_size,
+            max_entries: d.max_entries,
+            map_flags: d.map_flags,
+            ..Default::default()
+        },
+        inner_def: None,
+        section_index: 0,
+        section_kind: aya_obj::EbpfSectionKind::Maps,
+        symbol_index: None,
+        data: Vec::new(),
+    })
 }
 
 /// Makes each map of `share` in turn, as aya would (`MapData::create`, no BTF: gtrace's
@@ -106,6 +200,10 @@ fn make(share: Vec<(String, aya_obj::Map)>, stop: &AtomicBool) -> Vec<(String, R
 }
 
 impl Making {
+    fn none() -> Making {
+        Making { names: Vec::new(), threads: Vec::new(), stop: Arc::new(AtomicBool::new(false)) }
+    }
+
     /// Has aya make each of these maps with one element only (see the module's comment).
     pub(super) fn as_placeholders<'a>(&'a self, loader: &mut EbpfLoader<'a>) {
         for name in &self.names {

@@ -58,7 +58,8 @@ const WOKEN_CALLS: usize = 9;
 /// trap then is grows with the sleep: on a test program a trap after a sleep of 10 us
 /// cost 1.3 us more than in a tight loop, after 50 us 1.6, after 200 us 1.8, after 1 ms
 /// 2.2; Caddy under load paid 1.7-2.2 us more on hits after its threads woke. 9 calls on
-/// each of 2 CPUs add about 5 ms to the calibration, before the attach.
+/// each of 2 CPUs add about 5 ms to the calibration, which measures once the probes are
+/// attached (`trace::calibration`).
 const WOKEN_SLEEP: std::time::Duration = std::time::Duration::from_micros(200);
 
 /// What one uprobe trap costs on this machine, measured at start-up for each kind of

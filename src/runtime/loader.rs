@@ -290,7 +290,7 @@ fn map_data(map: Map) -> MapData {
 }
 
 /// Before kernel 5.11 BPF memory counts against RLIMIT_MEMLOCK; raise it as far as allowed.
-fn raise_memlock_limit() {
+pub(super) fn raise_memlock_limit() {
     let unlimited = libc::rlimit { rlim_cur: libc::RLIM_INFINITY, rlim_max: libc::RLIM_INFINITY };
     // SAFETY: setrlimit/getrlimit with valid pointers to rlimit structs.
     unsafe {

@@ -53,6 +53,7 @@ pub mod zeroed;
 pub use accounting::RunStats;
 pub use age::process_age;
 pub use attach::{RefusedPoint, Scope};
+pub use bigmaps::{large_maps, premake};
 pub use calibrate::{calibrate_trap, calibration_link, CalibrationLinked, TrapCost};
 pub use cgroup::{Cgroup, CgroupError};
 pub use container::{exe_names, in_host_pid_namespace, same_namespace, ExeNames};

@@ -5,6 +5,7 @@
 //! (`runtime::Loaded` owns the links) and a started command never outlives the trace.
 
 pub mod budget;
+mod calibration;
 pub mod correction;
 mod ended;
 mod live;
@@ -127,7 +128,7 @@ fn seed_load_biases(loaded: &Loaded, plan: &Plan, binary: &std::path::Path, scop
 }
 
 /// The target's share of a CPU untraced, read once gtrace's own work before attaching
-/// is done (compiling, loading, the trap calibration). A window over that work is no
+/// is done (compiling, loading; the trap's calibration measures after the attach). A window over that work is no
 /// measure of it: on every CPU of a small host, the target spent more while gtrace ran
 /// (a steady program at 5.6% of a CPU read 7.4-11.6% from gtrace's start:
 /// tests/estimate.rs). Its share over its life up to gtrace's start (its CPU time over

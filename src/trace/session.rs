@@ -4,6 +4,7 @@
 //! drains what is left, prints the maps and what was lost, and detaches. Where the
 //! order of two steps matters, the step says why.
 
+use super::calibration::{self, Calibration};
 use super::symbols::TargetSymbols;
 use super::{
     budget, drain, live, live_title, pictures, print_maps, report_skipped, run_until_stopped, seed_load_biases, stats,
@@ -54,19 +55,20 @@ pub(super) fn start<'a>(
     let command = process.command.is_some();
     // An address in use or a name that cannot be exported fails before anything loads.
     let mut export = Export::prepare(&args.export(), plan)?;
-    // The calibration's link is made while the programs load (`stats::begin_costs`).
+    // The calibration's link is made while the programs load, its measurement once the
+    // probes are attached (`calibration`).
     let mut calibration = None;
-    let mut maps_made = || calibration = Some(stats::begin_costs(args.wants_costs(command)));
+    let mut maps_made = || calibration = Some(calibration::begin(args.wants_costs(command)));
     let mut loaded =
         runtime::load_with(&bundle.object, plan, &mut maps_made).map_err(|e| super::verifier::failure(e, plan))?;
-    let mut calibration = calibration.unwrap_or_else(|| stats::begin_costs(false));
+    let mut calibration = calibration.unwrap_or_else(Calibration::none);
     // The cache file the driver wrote while this loaded: written, or said not to be.
     if let Err(e) = crate::cache::written() {
         eprintln!("gtrace: {e} ({})", e.hint());
     }
     let budget = crate::cli::Budget::percent(args.budget, command);
     stats::hold_kernel_hits(&mut loaded, plan)?;
-    stats::start_costs(&mut loaded, &mut calibration);
+    calibration::run_stats_on(&mut loaded, &calibration);
     // With --live the command's output comes through pipes: the view holds the terminal.
     let (child, captured) = match &process.command {
         Some(argv) => {
@@ -80,16 +82,17 @@ pub(super) fn start<'a>(
         (None, Some(c)) => Scope::Process(c.pid()),
         (None, None) => Scope::AllProcesses,
     };
-    // The calibration's loops end before the target's baseline is read (`attach`).
-    let calibrated = calibration.finish();
     let (attached, baseline) = attach(&mut loaded, plan, process, args, scope)?;
+    // Measured beside what follows and the trace's first turns: the meter's first
+    // reading of a cost waits for it.
+    calibration.measure();
     // A trace may run for days: the compiler's tables go now.
     target.release_compiler_tables();
     // What was freed goes back to the system, not only to the allocator.
     runtime::trim_heap();
     warn_unguarded(&loaded, process);
     report_skipped(&loaded, plan)?;
-    let mut costs = budget::Costs::new(stats::Meter::new(plan, calibrated, budget), plan);
+    let mut costs = budget::Costs::new(stats::Meter::new(plan, calibration, budget), plan);
     let traced_pid = process.pid.or(child.as_ref().map(|c| c.pid()));
     // One symbolizer for the output, the pictures and the exporters' threads.
     let symbols = Arc::new(TargetSymbols::new(target, plan, traced_pid));

@@ -7,6 +7,7 @@
 //! by `output::stats`) feeds the `--stats` table, the line of losses at exit, the budget,
 //! and any exporter of gtrace's own metrics (probes, hits, losses, cost).
 
+pub use super::calibration::{Calibration, TEST_SCALE_ENV};
 use crate::arch::trap::{ByKind, TrapKind};
 pub use crate::output::stats::{Detached, MapStats, ProbeStats, SiteStats, Stats};
 use crate::plan::{Accounting, Counter, MapRole, MapSpec, Plan, ProbeAttach, ProbeSpec, Refusal};
@@ -14,14 +15,19 @@ use crate::runtime::{Loaded, RuntimeError, TrapCost};
 use crate::trace::measured::{Baseline, Reading, TargetCpu};
 use crate::trace::woken;
 use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// What gtrace knows of its trace beyond the kernel's counters: when it started, what a
 /// trap costs at each probed function, the budget and what it detached.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct Meter {
     pub started: Instant,
-    pub trap: Option<TrapCost>,
+    /// What a trap costs here, once read (`trap`).
+    trap: OnceLock<Option<TrapCost>>,
+    /// The calibration, measured on its thread once the probes are attached (taken when
+    /// the trap cost is first read).
+    calibration: Mutex<Option<Calibration>>,
     /// The kind of instruction under each (program, function)'s probes.
     kinds: HashMap<(String, String), TrapKind>,
     pub budget_percent: Option<f64>,
@@ -34,7 +40,9 @@ pub struct Meter {
 }
 
 impl Meter {
-    pub fn new(plan: &Plan, trap: Option<TrapCost>, budget_percent: Option<f64>) -> Meter {
+    /// The meter of `plan`'s probes: `calibration` is measured meanwhile, and the first
+    /// reading of a cost waits for it (`trap`).
+    pub fn new(plan: &Plan, calibration: Calibration, budget_percent: Option<f64>) -> Meter {
         let mut kinds = HashMap::new();
         for probe in &plan.probes {
             let ProbeAttach::Uprobe(points) = &probe.attach else { continue };
@@ -46,13 +54,33 @@ impl Meter {
             }
         }
         let hit_slots = plan.accounting.hits_slots();
-        Meter { started: Instant::now(), trap, kinds, budget_percent, detached: Vec::new(), hit_slots, target: None }
+        Meter {
+            started: Instant::now(),
+            trap: OnceLock::new(),
+            calibration: Mutex::new(Some(calibration)),
+            kinds,
+            budget_percent,
+            detached: Vec::new(),
+            hit_slots,
+            target: None,
+        }
+    }
+
+    /// What a trap costs here (None when it could not be measured). The calibration is
+    /// measured after the attach, so that it costs the start-up nothing; the first
+    /// reading waits for it, so that every cost read (the budget's first look, `--stats`,
+    /// an exporter, the live view) has it: none is ever priced without the traps.
+    pub fn trap(&self) -> Option<TrapCost> {
+        *self.trap.get_or_init(|| {
+            let pending = self.calibration.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take();
+            pending.and_then(Calibration::finish)
+        })
     }
 
     /// What a trap costs at `program`'s probes of `function`, as calibrated.
     fn trap_ns(&self, program: &str, function: &str) -> f64 {
         let kind = self.kinds.get(&(program.to_string(), function.to_string())).copied();
-        self.trap.map_or(0.0, |t| t.of(kind.unwrap_or(TrapKind::Step)))
+        self.trap().map_or(0.0, |t| t.of(kind.unwrap_or(TrapKind::Step)))
     }
 
     /// Reads every counter and statistic now.
@@ -67,7 +95,7 @@ impl Meter {
         let maps = plan.maps.iter().filter_map(|m| map_stats(m, plan, &value)).collect();
         Ok(Stats {
             elapsed_ns: self.elapsed().as_nanos() as u64,
-            trap: self.trap,
+            trap: self.trap(),
             run_stats: loaded.run_stats_on(),
             probes,
             maps,
@@ -86,7 +114,7 @@ impl Meter {
     /// since the attach; the probes priced again with it. Nothing without a calibration
     /// or a target whose threads can be read.
     fn price_woken(&self, probes: &mut [ProbeStats], scales: &ByKind) {
-        let each = self.trap.map_or(0.0, |t| t.woken_ns);
+        let each = self.trap().map_or(0.0, |t| t.woken_ns);
         let Some(slices) = self.target.as_ref().map(TargetCpu::slices) else { return };
         let hits: u64 = probes.iter().filter(|p| p.in_target).map(|p| p.hits + p.other_cgroup).sum();
         let per_hit = woken::per_hit_ns(each, hits, slices);
@@ -197,36 +225,6 @@ impl Meter {
     }
 }
 
-/// The trap's calibration, on its own thread: its link made while the programs load
-/// (`begin_costs`: the link's wait for an RCU grace period passes beside the
-/// verifier's), its measurement once they are loaded (`start_costs`), before the
-/// probes attach. A link made within a grace period of the last one waits for none, so
-/// the probes' links, made just after the measurement, wait for none either.
-pub struct Calibration {
-    thread: Option<std::thread::JoinHandle<Result<TrapCost, RuntimeError>>>,
-    /// Tells the thread to measure (dropped unsent: it ends without measuring).
-    go: Option<std::sync::mpsc::Sender<()>>,
-}
-
-/// Once the maps are made and before the programs load, when costs will be read
-/// (`--stats`, a budget): starts the calibration's thread, which makes its link and
-/// waits for `start_costs` to measure.
-pub fn begin_costs(wanted: bool) -> Calibration {
-    if !wanted {
-        return Calibration { thread: None, go: None };
-    }
-    let (go, measure) = std::sync::mpsc::channel::<()>();
-    let thread = std::thread::spawn(move || {
-        let linked = crate::runtime::calibration_link();
-        // Not while the verifier runs on the other CPUs: told once the programs are loaded.
-        measure.recv().map_err(|_| RuntimeError::Os {
-            action: "calibrating the trap cost",
-            source: std::io::Error::from(std::io::ErrorKind::Interrupted),
-        })?;
-        linked?.measure()
-    });
-    Calibration { thread: Some(thread), go: Some(go) }
-}
 /// Before attaching, where programs' hits are their runs as the kernel counts them
 /// (`Accounting::kernel_hits`): turns the kernel's per-program statistics on, or fails,
 /// rather than read those hits as none.
@@ -237,43 +235,6 @@ pub fn hold_kernel_hits(loaded: &mut Loaded, plan: &Plan) -> Result<(), RuntimeE
             "turning on the kernel's BPF statistics (BPF_ENABLE_STATS, CAP_SYS_ADMIN), which count the hits of \
              the probes at one function",
         ),
-    }
-}
-
-/// Once loaded and before attaching, when costs will be read (`--stats`, a budget,
-/// `begin_costs`): turns the kernel's per-program statistics on and has the
-/// calibration measure the trap. What cannot be had is said, and the trace goes on
-/// without it.
-pub fn start_costs(loaded: &mut Loaded, calibration: &mut Calibration) {
-    if calibration.thread.is_none() {
-        return;
-    }
-    if let Err(e) = loaded.enable_run_stats() {
-        let cause = std::error::Error::source(&e).map(|s| s.to_string()).unwrap_or_default();
-        eprintln!("gtrace: {e}: eBPF time is not measured ({cause})");
-    }
-    if let Some(go) = calibration.go.take() {
-        let _ = go.send(());
-    }
-}
-
-/// A test hook, not an option: set to a number, every calibrated trap cost is multiplied
-/// by it, so that tests/estimate.rs can show the correction recovering from a
-/// calibration that is off by that much. Nothing else reads it.
-pub const TEST_SCALE_ENV: &str = "GTRACE_TEST_HOOK_TRAP_COST_SCALE";
-
-impl Calibration {
-    /// What a trap costs here, once measured (times the test hook's factor, when set).
-    pub fn finish(mut self) -> Option<TrapCost> {
-        let result = self.thread.take()?.join().ok()?;
-        let hook = std::env::var(TEST_SCALE_ENV).ok().and_then(|v| v.parse::<f64>().ok()).filter(|f| *f > 0.0);
-        match result {
-            Ok(trap) => Some(hook.map_or(trap, |f| trap.scaled(f))),
-            Err(e) => {
-                eprintln!("gtrace: cannot measure what a uprobe trap costs here: {e}; costs count eBPF time only");
-                None
-            }
-        }
     }
 }
 

@@ -256,3 +256,49 @@ fn bad_dwarf_from_the_cache_is_compiled_again_without_it() {
     assert_eq!(outputs(&bin, &home, &[]), without, "the file written again");
     assert_valid(&home, &bin);
 }
+
+/// A trace keeps its object's large maps in the cache (the next trace of its script
+/// makes them ahead, `runtime::premake`); a file whose description is not the object's
+/// (forged sizes, with a valid checksum) changes no output, and is written again with
+/// the object's own.
+#[test]
+fn a_traces_large_maps_are_kept_and_a_description_not_its_own_changes_nothing() {
+    let test = "a_traces_large_maps_are_kept_and_a_description_not_its_own_changes_nothing";
+    if !support::privileged(test) {
+        return;
+    }
+    let bin = support::go_build("e2e", &[]);
+    let home = cache_dir("maps");
+    // `@b` is a per-CPU hash of the default size: made on a thread, so kept.
+    let script = "on entry main.add { @b[b] = count() }";
+    let command = format!("{} add 300", bin.display());
+    let env = [("XDG_CACHE_HOME", home.to_str().unwrap())];
+    let trace = |extra: &[&str]| {
+        let mut args = vec!["-e", script, "-c", &command, "--budget", "off"];
+        args.extend(extra);
+        let r = support::gtrace_env(&args, &env);
+        assert_eq!(r.code, 0, "gtrace {args:?}:\n{}", r.stderr);
+        r.stdout
+    };
+    let without = trace(&["--no-cache"]);
+    assert!(without.contains("@b["), "{without}");
+    assert_eq!(trace(&[]), without, "the first run");
+    let target = Target::open(&bin).unwrap();
+    let entry = store(&home).load(&target).unwrap().expect("the cache file");
+    let [(key, defs)] = entry.maps.as_slice() else { panic!("{:?}", entry.maps) };
+    assert!(defs.iter().any(|d| d.map_type == 5 && d.max_entries >= 1024), "a per-CPU hash: {defs:?}");
+    // The maps made ahead from it are the object's: the same output.
+    assert_eq!(trace(&[]), without, "with the maps made ahead");
+    // Forged: another size, and another type, for this script's key.
+    let file = cache_file(&home, &bin);
+    let binary = format::For::new(target.build_ids(), target.file_size());
+    for forge in [|d: &mut gtrace::object::MapDef| d.max_entries += 1, |d: &mut gtrace::object::MapDef| d.map_type = 1]
+    {
+        let mut forged = entry.clone();
+        forged.maps[0].1.iter_mut().for_each(forge);
+        std::fs::write(&file, format::encode(&binary, &forged)).unwrap();
+        assert_eq!(trace(&[]), without, "with a description not the object's");
+        let again = store(&home).load(&target).unwrap().expect("the cache file");
+        assert_eq!(again.maps, [(*key, defs.clone())], "written again with the object's maps");
+    }
+}

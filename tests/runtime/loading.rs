@@ -1,5 +1,6 @@
 //! Loading: plain maps of one value and arrays cleared to zero, the verifier's rejection
-//! with its log, large per-CPU maps made on threads (and the one refused among them).
+//! with its log, large per-CPU maps made on threads (and the one refused among them), and
+//! made ahead from a description (used only when the object has exactly them).
 
 use super::*;
 
@@ -120,4 +121,64 @@ fn a_map_refused_while_others_are_made_is_said_once_and_every_map_is_closed() {
         // Every map made, on a thread or by aya, is closed.
         assert_eq!(maps_with_key_size(KEY), Vec::<u32>::new(), "{refused}");
     }
+}
+
+/// The ids of the BPF maps this process holds whose keys are `key_size` bytes and that
+/// hold `max_entries` (/proc/self/fdinfo), sorted.
+fn map_ids(key_size: u32, max_entries: u32) -> Vec<u32> {
+    let number = |f: &std::collections::HashMap<String, String>, name: &str| f.get(name)?.parse::<u32>().ok();
+    let fds = fdinfos().into_iter().filter(|f| number(f, "key_size") == Some(key_size));
+    let fds = fds.filter(|f| number(f, "max_entries") == Some(max_entries));
+    let mut ids: Vec<u32> = fds.filter_map(|f| number(&f, "map_id")).collect();
+    ids.sort();
+    ids
+}
+
+/// Polls `f` every 10 ms for up to 10 s until it is true; whether it became so.
+fn within_seconds(f: &dyn Fn() -> bool) -> bool {
+    (0..1000).any(|_| {
+        f() || {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            false
+        }
+    })
+}
+
+#[test]
+fn large_maps_made_ahead_are_used_only_when_the_object_has_exactly_them() {
+    let _serial = serial();
+    // No other test's maps have this many keys.
+    const KEYS: u32 = 3001;
+    let counts = map_spec(COUNTS, MapKind::PercpuHash, 8, 8, KEYS, MapRole::Scratch);
+    let (bytes, plan) = object_and_plan(vec![(probe("on_begin", ProbeAttach::Begin), count_by_cookie())], vec![counts]);
+    // What the cache keeps for the next run: the object's large maps.
+    let defs = runtime::large_maps(&bytes);
+    assert_eq!(defs.iter().map(|d| (d.name.as_str(), d.max_entries)).collect::<Vec<_>>(), [(COUNTS, KEYS)]);
+    // Made ahead, as a cached run does before it compiles: the object then uses that map.
+    runtime::premake(defs.clone());
+    let made = within_seconds(&|| map_ids(8, KEYS).len() == 1);
+    let ahead = map_ids(8, KEYS);
+    let Some(mut loaded) = load_or_skip(&bytes, &plan) else {
+        return;
+    };
+    assert!(made, "the map was not made ahead");
+    assert_eq!(map_ids(8, KEYS), ahead, "the map made ahead is not the one in use");
+    assert_eq!(loaded.attach(go_target(), Scope::AllProcesses, None).unwrap(), 1);
+    loaded.run_begin();
+    loaded.run_begin();
+    assert_eq!(count_of(&loaded, 0), 2);
+    drop(loaded);
+    assert!(within_seconds(&|| map_ids(8, KEYS).is_empty()));
+    // A description that is not the object's (a key fewer): not used, and closed; the
+    // object's map is made at its own size.
+    let mut wrong = defs.clone();
+    wrong[0].max_entries = KEYS - 1;
+    runtime::premake(wrong);
+    assert!(within_seconds(&|| map_ids(8, KEYS - 1).len() == 1));
+    let mut loaded = load_or_skip(&bytes, &plan).expect("loaded once already");
+    assert_eq!(map_ids(8, KEYS).len(), 1);
+    assert_eq!(loaded.attach(go_target(), Scope::AllProcesses, None).unwrap(), 1);
+    loaded.run_begin();
+    assert_eq!(count_of(&loaded, 0), 1);
+    assert!(within_seconds(&|| map_ids(8, KEYS - 1).is_empty()), "the map made ahead was not closed");
 }
