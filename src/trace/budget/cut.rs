@@ -96,6 +96,27 @@ mod tests {
     }
 
     #[test]
+    fn what_a_loaded_server_slowed_by_a_wildcard_keeps_is_weighed_at_its_speed_freed() {
+        // Caddy's first window under `wrk` at load 11-13: 75.5% of a CPU spent, the
+        // wildcard estimated at 35.6% (52.1% weighed high), 6,560 wake-ups a second at
+        // 2.0 us more each. Its 86 costliest units (here one of 35.2%) and two hit 1,059
+        // times a second between them, 0.13% of their own and 0.21% of wake-ups: weighed
+        // 3.2x faster they stayed (1.1%), and 0.6 s later, hit 14x as often, cost 3.6%
+        // (a second decision). Weighed with the estimate at `UNDER` they go at once.
+        // Hits over the window of 0.112 s.
+        let span = 0.112;
+        let costs = [unit(35.2, 8300), unit(0.066, 59), unit(0.066, 59)];
+        let woken = Woken { each_percent: 100.0 * 2018e-9 / span, slices: (6560.0 * span) as u64 };
+        let before = Speedup { cpu: 0.755, probes: 0.521 };
+        let (n, _, (stays, g)) = cut_until(&costs, &woken, 1.6, &before);
+        assert_eq!(n, 1);
+        assert!((stays - 1.1).abs() < 0.01 && (g - 3.18).abs() < 0.01, "{stays}% at {g}x");
+        let (n, left, (stays, g)) = cut_until(&costs, &woken, 1.6, &Speedup::of(0.755, 0.3555, 0.521, false));
+        assert_eq!(n, 3, "kept {stays}% at {g}x");
+        assert!(left.abs() < 1e-9, "{left}");
+    }
+
+    #[test]
     fn one_unit_that_costs_the_budget_with_its_wake_ups_goes() {
         // The one function a wildcard's cut kept on Caddy: 8,300 hits a second at 1 us
         // (0.83%), the server woke 4,200 times, each 1.3 us more: 0.55% more, 1.38% in
