@@ -61,7 +61,7 @@ pub fn cut_until(costs: &[UnitCost], woken: &Woken, under: f64, speedup: &Speedu
 mod tests {
     use super::*;
 
-    const STILL: Speedup = Speedup { cpu: 0.0, probes: 0.0 };
+    const STILL: Speedup = Speedup { cpu: 0.0, before: 0.0, probes: 0.0 };
 
     fn unit(now: f64, hits: u64) -> UnitCost {
         UnitCost { now, high: now, hits }
@@ -107,11 +107,11 @@ mod tests {
         let span = 0.112;
         let costs = [unit(35.2, 8300), unit(0.066, 59), unit(0.066, 59)];
         let woken = Woken { each_percent: 100.0 * 2018e-9 / span, slices: (6560.0 * span) as u64 };
-        let before = Speedup { cpu: 0.755, probes: 0.521 };
+        let before = Speedup { cpu: 0.755, before: 0.0, probes: 0.521 };
         let (n, _, (stays, g)) = cut_until(&costs, &woken, 1.6, &before);
         assert_eq!(n, 1);
         assert!((stays - 1.1).abs() < 0.01 && (g - 3.18).abs() < 0.01, "{stays}% at {g}x");
-        let (n, left, (stays, g)) = cut_until(&costs, &woken, 1.6, &Speedup::of(0.755, 0.3555, 0.521, false));
+        let (n, left, (stays, g)) = cut_until(&costs, &woken, 1.6, &Speedup::of(0.755, 0.0, 0.3555, 0.521, false));
         assert_eq!(n, 3, "kept {stays}% at {g}x");
         assert!(left.abs() < 1e-9, "{left}");
     }

@@ -228,8 +228,10 @@ impl Governor {
         // corrected, the estimate may run below what the probes cost it (speedup::UNDER).
         let of_cpu = |ns: f64| ns / (span * 1e9);
         let cpu = (target.filter(|_| running.is_some())).map_or(0.0, |(a, b)| of_cpu(b.saturating_sub(a) as f64));
+        let before = running.and_then(|t| t.before_percent).map_or(0.0, |p| p / 100.0);
         let speedup = Speedup::of(
             cpu,
+            before,
             of_cpu(spent.iter().sum::<f64>() + woken_ns),
             of_cpu(spent_high.iter().sum::<f64>() + woken_ns),
             !uncorrected,

@@ -43,6 +43,8 @@ pub const UNDER: f64 = 2.0;
 pub struct Speedup {
     /// What its threads spent (0 when not measured).
     pub cpu: f64,
+    /// Its share of a CPU before the probes were attached (0 when not measured).
+    pub before: f64,
     /// What the probes attached over the window cost it, by the estimate.
     pub probes: f64,
 }
@@ -53,9 +55,9 @@ impl Speedup {
     /// most the correction may make them): until the correction has measured the traps
     /// (`corrected` false), the probes are taken to have cost the target `UNDER` times
     /// their estimate, or `high` where that is more.
-    pub fn of(cpu: f64, now: f64, high: f64, corrected: bool) -> Speedup {
+    pub fn of(cpu: f64, before: f64, now: f64, high: f64, corrected: bool) -> Speedup {
         let probes = if corrected { now } else { high.max(UNDER * now) };
-        Speedup { cpu, probes }
+        Speedup { cpu, before, probes }
     }
 
     /// The factor the rate of the probes that stay grows by once only `kept` (a fraction
@@ -64,9 +66,12 @@ impl Speedup {
         if self.cpu <= 0.0 {
             return 1.0;
         }
-        // Its own work; an estimate above what it spent leaves it the least.
+        // Its own work; an estimate above what it spent leaves it the least. Freed, it
+        // fills the CPU it spent, or what it had before the attach if more: a window in
+        // which the host held it back as well says less (Caddy at load 12-20 spent 6.7%
+        // of a CPU in a first window, 34% a second later).
         let work = (self.cpu - self.probes).max(self.cpu / MOST);
-        (self.cpu / (work + kept.max(0.0))).clamp(1.0, MOST)
+        (self.cpu.max(self.before) / (work + kept.max(0.0))).clamp(1.0, MOST)
     }
 }
 
@@ -78,7 +83,7 @@ mod tests {
     fn a_server_slowed_eightfold_regains_its_speed() {
         // 1.2 CPUs spent, 1.05 of them in probes (as corrected): its own work is 0.15;
         // freed, it fills the 1.2 again, 8x faster.
-        let s = Speedup { cpu: 1.2, probes: 1.05 };
+        let s = Speedup { cpu: 1.2, before: 0.0, probes: 1.05 };
         assert!((s.factor(0.0) - 8.0).abs() < 1e-9, "{}", s.factor(0.0));
         // What is kept takes some of the CPU back.
         assert!(s.factor(0.05) < s.factor(0.0) && s.factor(0.05) > 1.0);
@@ -86,16 +91,16 @@ mod tests {
 
     #[test]
     fn probes_that_cost_little_leave_the_speed_as_it_is() {
-        let s = Speedup { cpu: 0.9, probes: 0.0 };
+        let s = Speedup { cpu: 0.9, before: 0.0, probes: 0.0 };
         assert_eq!(s.factor(0.0), 1.0);
         assert_eq!(s.factor(0.1), 1.0);
     }
 
     #[test]
     fn an_unmeasured_target_or_an_estimate_above_the_measure_is_bounded() {
-        assert_eq!(Speedup { cpu: 0.0, probes: 0.9 }.factor(0.0), 1.0);
+        assert_eq!(Speedup { cpu: 0.0, before: 0.0, probes: 0.9 }.factor(0.0), 1.0);
         // The estimate says more than the target spent: its work is the least.
-        assert_eq!(Speedup { cpu: 1.0, probes: 2.0 }.factor(0.0), MOST);
+        assert_eq!(Speedup { cpu: 1.0, before: 0.0, probes: 2.0 }.factor(0.0), MOST);
     }
 
     #[test]
@@ -104,24 +109,41 @@ mod tests {
         // estimated at 35.6% (52.1% with its traps weighed 1.5x); the two units the cut
         // kept, 0.35% at that rate, were hit 14x as often once freed.
         let (cpu, now, high, kept) = (0.755, 0.3555, 0.521, 0.0035);
-        let before = Speedup { cpu, probes: high }.factor(kept);
+        let before = Speedup { cpu, before: 0.0, probes: high }.factor(kept);
         assert!((before - 3.17).abs() < 0.01, "{before}");
-        let s = Speedup::of(cpu, now, high, false);
+        let s = Speedup::of(cpu, 0.0, now, high, false);
         assert!(s.factor(kept) > 14.0 && s.factor(kept) < 17.0, "{}", s.factor(kept));
         // Another: 60.6% spent, 38% estimated; the one unit kept was hit 24x as often.
-        let s = Speedup::of(0.606, 0.38, 0.564, false);
+        let s = Speedup::of(0.606, 0.0, 0.38, 0.564, false);
         assert!(s.factor(0.0015) > 24.0, "{}", s.factor(0.0015));
         // A window the host held back as well (load 16.5): 17.7% spent, 8.8% estimated;
         // the one unit kept, 0.034% at 86 hits a second, was hit 103x as often once
         // freed: weighed at the factor, it passes 2% x 0.8 and goes with the rest.
-        let s = Speedup::of(0.177, 0.0885, 0.177, false);
+        let s = Speedup::of(0.177, 0.0, 0.0885, 0.177, false);
         assert!(0.034 * s.factor(0.00034) > 1.6, "{}", s.factor(0.00034));
         // Once corrected, the estimate is taken as it is: a server with spare CPU (90%
         // spent, 5% in probes) hardly speeds up.
-        let s = Speedup::of(0.9, 0.05, 0.05, true);
+        let s = Speedup::of(0.9, 0.3, 0.05, 0.05, true);
         assert!((s.factor(0.0) - 0.9 / 0.85).abs() < 1e-9);
         // Uncorrected, the same: its own work at 80% of a CPU, not less.
-        let s = Speedup::of(0.9, 0.05, 0.075, false);
+        let s = Speedup::of(0.9, 0.0, 0.05, 0.075, false);
         assert!((s.factor(0.0) - 0.9 / 0.8).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_window_the_host_held_back_is_weighed_at_the_share_before_the_attach() {
+        // Caddy at load 12-20: 6.7% of a CPU in the first window, the wildcard 2.1% by
+        // the estimate (4.2% weighed high): weighed at that CPU, what stays could grow
+        // 2x; it spent 34% a second later, and a second decision came. With a share of
+        // 30% before the attach, it is taken to fill that.
+        let held = Speedup::of(0.067, 0.0, 0.021, 0.042, false);
+        assert!((held.factor(0.0) - 0.067 / 0.025).abs() < 1e-9);
+        let s = Speedup::of(0.067, 0.30, 0.021, 0.042, false);
+        assert!((s.factor(0.0) - 0.30 / 0.025).abs() < 1e-9);
+        // A share before under what it spends changes nothing.
+        assert_eq!(
+            Speedup::of(0.9, 0.3, 0.05, 0.05, true).factor(0.0),
+            Speedup::of(0.9, 0.0, 0.05, 0.05, true).factor(0.0)
+        );
     }
 }
