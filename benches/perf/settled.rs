@@ -14,7 +14,8 @@
 //! server's entry): what it reads is the measure's own noise and bias, which the
 //! wildcard's extra must clear before it says anything.
 
-use super::server::{cpu_ns, lines, load, start, wait_for};
+use super::server::{cpu_ns, lines, load, wait_for};
+use super::wildcard::start_target;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -67,7 +68,7 @@ fn run(gtrace: &str, bin: &Path, rounds: usize, requests: u64, s: &mut Settled) 
     let mut servers: Vec<(u32, String)> = Vec::new();
     let result = (|| {
         for _ in 0..2 {
-            let (child, addr) = start(bin)?;
+            let (child, addr) = start_target(bin)?;
             servers.push((child.id(), addr));
             children.push(child);
         }

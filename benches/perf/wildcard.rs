@@ -9,8 +9,11 @@
 //! settled (settled.rs): the traced server's own extra CPU a request against an untraced
 //! twin under the same load, as a share of a CPU against the budget. Goal (issue 19):
 //! settled within 0.25 s, and under 2% by the target's own accounting.
+//!
+//! `GTRACE_BENCH_CADDY=PATH` serves with that Caddy (`caddy respond --body hello`, about
+//! 3,500 sites under the wildcard) in place of echo, for both parts.
 
-use super::server::{build, lines, start, wait_for};
+use super::server::{build, lines, wait_for};
 use super::settled::{self, Settled};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -43,6 +46,33 @@ fn load(bin: &Path, url: &str, secs: u64) -> Result<(Child, Receiver<String>), S
     Ok((child, rx))
 }
 
+/// The server traced: Caddy when `GTRACE_BENCH_CADDY` names one, else echo (`bin serve`);
+/// and the address it listens on.
+pub fn start_target(bin: &Path) -> Result<(Child, String), String> {
+    let Some(caddy) = std::env::var_os("GTRACE_BENCH_CADDY") else { return super::server::start(bin) };
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| format!("no free port: {e}"))?
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut child = Command::new(&caddy)
+        .args(["respond", "--listen", &addr, "--body", "hello"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", Path::new(&caddy).display()))?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if std::net::TcpStream::connect(&addr).is_ok() {
+            return Ok((child, addr));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    Err(format!("caddy did not listen on {addr}"))
+}
+
 fn window(line: &str) -> Option<(u64, u64)> {
     let field = |k: &str| line.split_whitespace().find_map(|w| w.strip_prefix(k)?.parse::<u64>().ok());
     Some((field("at_ns=")?, field("requests=")?))
@@ -72,7 +102,7 @@ pub fn measure(gtrace: &str, root: &Path, work: &Path, quick: bool) -> Wildcard 
 
 fn run(gtrace: &str, root: &Path, work: &Path, w: &mut Wildcard) -> Result<(), String> {
     let bin = build(root, work)?;
-    let (mut server, addr) = start(&bin)?;
+    let (mut server, addr) = start_target(&bin)?;
     let url = format!("http://{addr}/hello");
     let (mut untraced, rx) = load(&bin, &url, 3)?;
     let _ = untraced.wait();

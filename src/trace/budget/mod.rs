@@ -205,9 +205,10 @@ impl Governor {
         // is known): a -c command may be a fixed amount of work that ends the sooner, and
         // what stays of it is weighed at its rate now.
         let running = stats.target.filter(|t| t.before_percent.is_some());
-        let high = match running {
-            Some(t) if t.trap_scales.is_none() && t.set_aside == 0 => scales.map(|s| SCALE_RANGE.1.max(s)),
-            _ => scales,
+        let uncorrected = running.is_some_and(|t| t.trap_scales.is_none() && t.set_aside == 0);
+        let high = match uncorrected {
+            true => scales.map(|s| SCALE_RANGE.1.max(s)),
+            false => scales,
         };
         let spent_high: Vec<f64> = first.cost.iter().zip(&last.cost).map(|(a, b)| b.since(a, &high)).collect();
         if self.cycle.is_some() {
@@ -222,12 +223,19 @@ impl Governor {
             return None;
         }
         let total = rate(spent_ns);
-        let speedup = Speedup {
-            cpu: (target.filter(|_| running.is_some())).map_or(0.0, |(a, b)| b.saturating_sub(a) as f64 / (span * 1e9)),
-            // The same weighing on both sides: traps weighed high in what stays are
-            // weighed high in what the target spent on them, not left in its own work.
-            probes: (spent_high.iter().sum::<f64>() + woken_ns) / (span * 1e9),
-        };
+        // The same weighing on both sides: traps weighed high in what stays are weighed
+        // high in what the target spent on them, not left in its own work; and until
+        // corrected, the estimate may run below what the probes cost it (speedup::UNDER).
+        let of_cpu = |ns: f64| ns / (span * 1e9);
+        let cpu = (target.filter(|_| running.is_some())).map_or(0.0, |(a, b)| of_cpu(b.saturating_sub(a) as f64));
+        let before = running.and_then(|t| t.before_percent).map_or(0.0, |p| p / 100.0);
+        let speedup = Speedup::of(
+            cpu,
+            before,
+            of_cpu(spent.iter().sum::<f64>() + woken_ns),
+            of_cpu(spent_high.iter().sum::<f64>() + woken_ns),
+            !uncorrected,
+        );
         // Costliest first, each with its share of the wake-ups (for the order and the
         // line; the cut weighs the wake-ups on what stays as a whole).
         let weighed: Vec<f64> = (0..spent.len()).map(|i| rate(spent[i]) + woken_share(i)).collect();
