@@ -39,6 +39,24 @@ fn every_inlined_call_has_one_place_every_call_passes() {
     }
 }
 
+/// What `find_inlined_each` finds for many names at once (the plan check's way) is what
+/// `find_inlined` finds for each alone, on a target that has answered nothing yet.
+#[test]
+fn inlined_calls_found_together_are_those_found_alone() {
+    for toolchain in toolchains() {
+        let Some(bin) = build_plain("inline", &toolchain) else { continue };
+        let (alone, together) = (Target::open(&bin).unwrap(), Target::open(&bin).unwrap());
+        let mut names: Vec<&str> = CALLEES.iter().map(|c| c.0).collect();
+        names.extend(["main.main", "main.absent", "main.*"]);
+        let found = together.find_inlined_each(&names);
+        assert_eq!(found.len(), names.len(), "{toolchain}");
+        for name in &names {
+            assert_eq!(found[*name], alone.find_inlined(name), "{toolchain}: {name}");
+        }
+        assert!(found["main.*"].len() > CALLEES.len(), "{toolchain}: {:?}", found["main.*"]);
+    }
+}
+
 #[test]
 fn inlined_calls_are_counted_exactly() {
     if !privileged("inlined_calls_are_counted_exactly") {

@@ -10,7 +10,7 @@
 //! (the load-bias program). A uprobe must be allowed there, as the checker requires.
 
 use super::Refused;
-use crate::gobin::{LineSite, Target};
+use crate::gobin::{InlinedSite, LineSite, Target};
 use crate::plan::{AttachPoint, Plan, ProbeAttach, ProbeSpec};
 use std::collections::{HashMap, HashSet};
 
@@ -20,7 +20,8 @@ pub fn check(plan: &Plan, target: &Target) -> Result<(), Refused> {
     pie_base(plan, target)?;
     let entry = target.entry_point();
     let trap_kinds = &plan.trap_kinds;
-    let mut chosen = Chosen { target, entry, functions: HashMap::new(), lines: HashMap::new(), trap_kinds };
+    let inlined = target.find_inlined_each(&named(plan));
+    let mut chosen = Chosen { target, entry, functions: HashMap::new(), inlined, lines: HashMap::new(), trap_kinds };
     for probe in &plan.probes {
         let ProbeAttach::Uprobe(points) = &probe.attach else { continue };
         let line = line_of(&probe.describe);
@@ -41,6 +42,16 @@ fn refused(probe: &ProbeSpec, pt: &AttachPoint, problem: String) -> Refused {
     }
 }
 
+/// Each function the plan's attach points name, once.
+fn named(plan: &Plan) -> Vec<&str> {
+    let points = plan.probes.iter().filter_map(|p| match &p.attach {
+        ProbeAttach::Uprobe(points) => Some(points),
+        _ => None,
+    });
+    let names: HashSet<&str> = points.flatten().map(|pt| pt.function.as_str()).collect();
+    names.into_iter().collect()
+}
+
 /// The file and line of an `on line "FILE:LINE"` probe, from its header.
 fn line_of(describe: &str) -> Option<(String, u32)> {
     let spec = describe.strip_prefix("on line \"")?.strip_suffix('"')?;
@@ -54,6 +65,9 @@ struct Chosen<'t> {
     /// The ELF entry point.
     entry: Option<u64>,
     functions: HashMap<String, HashSet<u64>>,
+    /// Where each function the plan names was inlined (`find_inlined` of its name),
+    /// found for them all at once.
+    inlined: HashMap<String, Vec<InlinedSite>>,
     lines: HashMap<(String, u32), Vec<LineSite>>,
     /// The plan's trap kinds, by attach address.
     trap_kinds: &'t std::collections::BTreeMap<u64, crate::arch::trap::TrapKind>,
@@ -63,7 +77,7 @@ impl Chosen<'_> {
     /// The entry after the stack check and every RET of each function named `name`,
     /// every place it was inlined, and the ELF entry point when it is there.
     fn of_function(&mut self, name: &str) -> &HashSet<u64> {
-        let (target, elf_entry) = (self.target, self.entry);
+        let (target, elf_entry, inlined) = (self.target, self.entry, &self.inlined);
         self.functions.entry(name.to_string()).or_insert_with(|| {
             let mut sites = HashSet::new();
             for f in target.find(name).into_iter().filter(|f| f.name == name) {
@@ -72,7 +86,7 @@ impl Chosen<'_> {
                     sites.extend(s.returns);
                 }
             }
-            sites.extend(target.find_inlined(name).into_iter().filter(|s| s.callee == name).map(|s| s.addr));
+            sites.extend(inlined.get(name).into_iter().flatten().filter(|s| s.callee == name).map(|s| s.addr));
             if let Some(entry) = elf_entry {
                 let at = target.function_at(entry).map_or("the entry point", |f| f.name.as_str());
                 if at == name {
@@ -106,7 +120,7 @@ fn judge(chosen: &mut Chosen<'_>, pt: &AttachPoint, line: Option<&(String, u32)>
             Some((file, n)) if target.has_dwarf() => {
                 chosen.of_line(file, *n).iter().any(|s| s.addr == pt.address && s.frame == pt.function)
             }
-            Some((_, n)) => line_without_dwarf(target, &pt.function, pt.address, *n),
+            Some((_, n)) => line_without_dwarf(chosen, &pt.function, pt.address, *n),
             None => false,
         };
     if !site {
@@ -128,9 +142,11 @@ fn judge(chosen: &mut Chosen<'_>, pt: &AttachPoint, line: Option<&(String, u32)>
 /// Without DWARF, a line's site: an instruction start of `function`, or of the function
 /// `function` was inlined into, at `addr`, that the function table puts on `line` (its
 /// own line, or the line of an inlined call it is part of).
-fn line_without_dwarf(target: &Target, function: &str, addr: u64, line: u32) -> bool {
+fn line_without_dwarf(chosen: &Chosen<'_>, function: &str, addr: u64, line: u32) -> bool {
+    let target = chosen.target;
     let Some(f) = target.function_containing(addr) else { return false };
-    let holds = f.name == function || target.find_inlined(function).iter().any(|s| s.caller == f.name);
+    let mut inlined = chosen.inlined.get(function).into_iter().flatten();
+    let holds = f.name == function || inlined.any(|s| s.caller == f.name);
     holds && target.cfg_of(f).is_some_and(|g| g.insn_at(addr).is_some()) && target.pc_lines(addr).contains(&line)
 }
 
