@@ -115,6 +115,16 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
     if cli.check {
         return checked(cli, &compiled);
     }
+    emit_or_trace(cli, compiled, target, process)
+}
+
+/// What a compiled script is for: printed (`--emit`) or traced.
+fn emit_or_trace(
+    cli: &Cli,
+    compiled: compile::Compiled,
+    target: std::mem::ManuallyDrop<Target>,
+    process: trace::Process,
+) -> Result<i32, Failure> {
     match cli.emit {
         Some(Emit::Asm) => print_stdout(&listing::assembly(&compiled))?,
         Some(Emit::Plan) => emit_plan(&compiled, cli.output.as_ref())?,

@@ -27,6 +27,7 @@ pub(crate) mod units;
 use super::measured::SCALE_RANGE;
 use super::stats::{Detached, Stats};
 use crate::arch::trap::ByKind;
+use crate::output::measured::TargetMeasure;
 use crate::output::numbers::{percent, thousands};
 use crate::plan::{Plan, SiteRef};
 use crate::runtime::Loaded;
@@ -161,15 +162,7 @@ impl Governor {
     pub fn check(&mut self, stats: &Stats, now: Instant) -> Option<Decision> {
         self.next = now + TICK;
         let costed = Costed::new(stats);
-        let (cost, hits): (Vec<Cost>, Vec<u64>) = self.units.iter().map(|u| costed.unit(u)).unzip();
-        let target_ns = stats.target.map(|t| t.cpu_ns);
-        let slices = stats.target.map(|t| t.slices);
-        let on_ns = self.on_ns(now);
-        self.samples.push_back(Sample { at: now, cost, hits, target_ns, slices, on_ns });
-        // Keep the newest sample at least a window old, as the window's start.
-        while self.samples.len() > 2 && now.duration_since(self.samples[1].at) >= WINDOW {
-            self.samples.pop_front();
-        }
+        self.push_sample(stats, &costed, now);
         let (first, last) = (self.samples.front()?, self.samples.back()?);
         let span = last.at.duration_since(first.at).as_secs_f64();
         if span <= 0.0 {
@@ -195,21 +188,7 @@ impl Governor {
         let spent_ns: f64 = attached.iter().map(|i| spent[*i]).sum::<f64>() + woken_ns;
         let on = first.on_ns.zip(last.on_ns).map_or(0, |(a, b)| b.saturating_sub(a));
         let target = first.target_ns.zip(last.target_ns);
-        // What stays is weighed at the speed the target regains without what goes, and
-        // its traps at the most the correction may make them until the target's CPU has
-        // corrected their cost (half a second after the attach; a first cut comes
-        // before): on echo the one function a cut kept at the calibrated cost cost 1.5x
-        // that a second later, and was cut alone. Only until the first interval has been
-        // measured: one set aside (the target's load changed) does not keep it high.
-        // Only for a process gtrace attached to (-p: its share of a CPU before attaching
-        // is known): a -c command may be a fixed amount of work that ends the sooner, and
-        // what stays of it is weighed at its rate now.
-        let running = stats.target.filter(|t| t.before_percent.is_some());
-        let uncorrected = running.is_some_and(|t| t.trap_scales.is_none() && t.set_aside == 0);
-        let high = match uncorrected {
-            true => scales.map(|s| SCALE_RANGE.1.max(s)),
-            false => scales,
-        };
+        let (running, uncorrected, high) = weighed_high(stats, scales);
         let spent_high: Vec<f64> = first.cost.iter().zip(&last.cost).map(|(a, b)| b.since(a, &high)).collect();
         if self.cycle.is_some() {
             return self.recheck(span, on, (&spent_high, woken_ns), &spent, stats.elapsed_ns);
@@ -246,41 +225,69 @@ impl Governor {
             .collect();
         let (n, left, stays) = cut_until(&costs, &woken, self.percent * MARGIN, &speedup);
         // A cut of everything that was hit leaves the user nothing: a duty cycle instead,
-        // when the fraction of each second that fits is worth having. What they cost while
-        // attached is what they cost now (all of them stay, and the target's speed with
-        // them), weighed high as what a cut keeps is, with the wake-ups their hits pay.
+        // when the fraction of each second that fits is worth having.
         if n > 0 && n == order.len() {
-            let all_hits: u64 = costs.iter().map(|c| c.hits).sum();
-            let whole: f64 = costs.iter().map(|c| c.high).sum::<f64>() + woken.of(all_hits);
-            if let duty::Rule::Cycle(f) = duty::rule(whole, self.percent * MARGIN) {
-                let hits_s = (all_hits as f64 / span).round() as u64;
-                return Some(self.start_cycle(f, now, (stats.elapsed_ns, span), total, hits_s));
+            if let Some(cycle) = self.cycle_instead(&costs, &woken, now, (stats.elapsed_ns, span), total) {
+                return Some(cycle);
             }
         }
-        let cut: Vec<usize> = order[..n].to_vec();
-        for i in &cut {
+        let cut = Cut { units: order[..n].to_vec(), weighed: &weighed, hits: &hits, span, at_ns: stats.elapsed_ns };
+        self.cut(cut, total - left, stays)
+    }
+
+    /// Keeps `stats` as the newest sample, and the newest one at least a window old as
+    /// the window's start.
+    fn push_sample(&mut self, stats: &Stats, costed: &Costed, now: Instant) {
+        let (cost, hits): (Vec<Cost>, Vec<u64>) = self.units.iter().map(|u| costed.unit(u)).unzip();
+        let target_ns = stats.target.map(|t| t.cpu_ns);
+        let slices = stats.target.map(|t| t.slices);
+        let on_ns = self.on_ns(now);
+        self.samples.push_back(Sample { at: now, cost, hits, target_ns, slices, on_ns });
+        while self.samples.len() > 2 && now.duration_since(self.samples[1].at) >= WINDOW {
+            self.samples.pop_front();
+        }
+    }
+
+    /// A cut of everything that was hit, as a duty cycle when a fraction of each second
+    /// fits: what they cost while attached is what they cost now, weighed high as what a
+    /// cut keeps is, with the wake-ups their hits pay.
+    fn cycle_instead(
+        &mut self,
+        costs: &[UnitCost],
+        woken: &Woken,
+        now: Instant,
+        (at_ns, span): (u64, f64),
+        total: f64,
+    ) -> Option<Decision> {
+        let all_hits: u64 = costs.iter().map(|c| c.hits).sum();
+        let whole: f64 = costs.iter().map(|c| c.high).sum::<f64>() + woken.of(all_hits);
+        let duty::Rule::Cycle(f) = duty::rule(whole, self.percent * MARGIN) else { return None };
+        let hits_s = (all_hits as f64 / span).round() as u64;
+        Some(self.start_cycle(f, now, (at_ns, span), total, hits_s))
+    }
+
+    /// Detaches the units of `cut`, one decision and its line (`after`: what stays costs,
+    /// `stays`: as `cut_until` says it).
+    fn cut(&mut self, cut: Cut, after: f64, stays: (f64, f64)) -> Option<Decision> {
+        for i in &cut.units {
             self.units[*i].attached = false;
         }
-        if cut.is_empty() {
-            return None;
-        }
+        let first = *cut.units.first()?;
         // A cut starts a new window: the next decision, if any, weighs what stays at
         // the speed it then runs at, over a whole window.
         self.restart_window();
-        let at_ns = stats.elapsed_ns;
-        let detached: Vec<Detached> = cut
-            .iter()
+        let detached: Vec<Detached> = (cut.units.iter())
             .map(|i| Detached {
                 what: self.describe(&self.units[*i]),
-                percent: weighed[*i],
-                at_ns,
+                percent: cut.weighed[*i],
+                at_ns: cut.at_ns,
                 programs: programs_of(&self.units[*i].sites),
                 duty: None,
             })
             .collect();
-        let sites = cut.iter().flat_map(|i| self.units[*i].sites.iter().cloned()).collect();
-        let first_hits = thousands((hits[cut[0]] as f64 / span).round() as u64);
-        let message = decision_line(self.percent, span, &detached, &first_hits, total - left, stays);
+        let sites = cut.units.iter().flat_map(|i| self.units[*i].sites.iter().cloned()).collect();
+        let first_hits = thousands((cut.hits[first] as f64 / cut.span).round() as u64);
+        let message = decision_line(self.percent, cut.span, &detached, &first_hits, after, stays);
         Some(Decision { sites, detached, message, act: Act::Detach })
     }
 
@@ -324,6 +331,39 @@ impl Governor {
 /// The one line a decision says: the unit it cut and its hits a second (`first_hits`),
 /// or how many, what they cost (`gone`), the costliest three and what stays (`stays`:
 /// its cost at the speed the target regains, and that factor).
+/// What stays is weighed at the speed the target regains without what goes, and its
+/// traps at the most the correction may make them until the target's CPU has corrected
+/// their cost (half a second after the attach; a first cut comes before): on echo the
+/// one function a cut kept at the calibrated cost cost 1.5x that a second later, and was
+/// cut alone. Only until the first interval has been measured: one set aside (the
+/// target's load changed) does not keep it high. Only for a process gtrace attached to
+/// (-p: its share of a CPU before attaching is known): a -c command may be a fixed
+/// amount of work that ends the sooner, and what stays of it is weighed at its rate now.
+/// Returns the target's measure when it is such a process, whether its traps are not
+/// yet corrected, and the scales to weigh them high by.
+fn weighed_high(stats: &Stats, scales: ByKind) -> (Option<TargetMeasure>, bool, ByKind) {
+    let running = stats.target.filter(|t| t.before_percent.is_some());
+    let uncorrected = running.is_some_and(|t| t.trap_scales.is_none() && t.set_aside == 0);
+    let high = match uncorrected {
+        true => scales.map(|s| SCALE_RANGE.1.max(s)),
+        false => scales,
+    };
+    (running, uncorrected, high)
+}
+
+/// The units a decision cuts (costliest first), with the window's figures for its line.
+struct Cut<'a> {
+    units: Vec<usize>,
+    /// Each unit's share of a CPU, with its share of the wake-ups.
+    weighed: &'a [f64],
+    /// Each unit's hits over the window.
+    hits: &'a [u64],
+    /// The window, seconds.
+    span: f64,
+    /// When, ns since the trace began.
+    at_ns: u64,
+}
+
 fn decision_line(
     budget: f64,
     span: f64,
@@ -441,147 +481,4 @@ impl<'a> Costed<'a> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_decision_detaches_each_program_once() {
-        let site = |program: &str, function: Option<&str>| SiteRef {
-            program: program.into(),
-            function: function.map(str::to_string),
-        };
-        let sites =
-            [site("p0", Some("main.a")), site("p1", Some("main.b")), site("p0", Some("main.c")), site("p2", None)];
-        let grouped = by_program(&sites);
-        assert_eq!(
-            grouped,
-            [
-                ("p0".to_string(), Some(vec!["main.a".to_string(), "main.c".to_string()])),
-                ("p1".to_string(), Some(vec!["main.b".to_string()])),
-                ("p2".to_string(), None),
-            ]
-        );
-        // A whole program and one of its functions: the whole program.
-        assert_eq!(by_program(&[site("p0", Some("main.a")), site("p0", None)]), [("p0".to_string(), None)]);
-    }
-    use crate::output::stats::{ProbeStats, SiteStats};
-    use crate::plan::{Accounting, AttachPoint, ProbeAttach, ProbeSpec};
-
-    fn point(function: &str) -> AttachPoint {
-        AttachPoint { function: function.into(), address: 0, file_offset: 0, cookie: 0 }
-    }
-
-    fn probe(program: &str, describe: &str, functions: &[&str]) -> ProbeSpec {
-        ProbeSpec {
-            program: program.into(),
-            section: format!("uprobe/{program}"),
-            attach: ProbeAttach::Uprobe(functions.iter().map(|f| point(f)).collect()),
-            describe: describe.into(),
-            source_lines: Vec::new(),
-            maps: Vec::new(),
-        }
-    }
-
-    /// Stats of p0 (main.hot, main.cold) after `hot` and `cold` ns of cost.
-    fn stats(hot: f64, cold: f64, elapsed: Duration) -> Stats {
-        let site = |f: &str, c: f64| SiteStats {
-            function: f.into(),
-            hits: (c / 1000.0) as u64,
-            cost_ns: c,
-            ..SiteStats::default()
-        };
-        let p0 = ProbeStats {
-            program: "p0".into(),
-            cost_ns: hot + cold,
-            sites: vec![site("main.hot", hot), site("main.cold", cold)],
-            ..ProbeStats::default()
-        };
-        Stats { elapsed_ns: elapsed.as_nanos() as u64, probes: vec![p0], ..Stats::default() }
-    }
-
-    fn plan() -> Plan {
-        let accounting = Accounting { hits: true, generation_programs: vec!["p0".into()], ..Accounting::default() };
-        Plan {
-            probes: vec![probe("p0", "on entry main.hot, main.cold", &["main.hot", "main.cold"])],
-            accounting,
-            ..Plan::default()
-        }
-    }
-
-    #[test]
-    fn trips_on_the_hot_site_and_keeps_the_cold_one() {
-        let mut g = Governor::new(&plan(), 1.0).unwrap();
-        let t0 = Instant::now();
-        assert!(g.check(&stats(0.0, 0.0, Duration::ZERO), t0).is_none());
-        // 100 ms later the hot site has cost 50 ms (50% of a CPU), the cold one 10 us.
-        let d = g.check(&stats(50e6, 10e3, TICK), t0 + TICK).expect("a cut");
-        assert_eq!(d.detached.len(), 1, "{d:?}");
-        assert_eq!(d.sites, vec![SiteRef { program: "p0".into(), function: Some("main.hot".into()) }]);
-        assert_eq!(d.detached[0].what, "on entry main.hot, main.cold at main.hot");
-        assert_eq!(d.detached[0].programs, vec!["p0".to_string()]);
-        assert!(d.message.contains("50% of a CPU"), "{}", d.message);
-        assert!(g.anything_left());
-        // Detached, it costs nothing more; the cold site alone stays under the budget.
-        assert!(g.check(&stats(50e6, 20e3, 2 * TICK), t0 + 2 * TICK).is_none());
-    }
-
-    #[test]
-    fn stays_quiet_under_the_budget_and_ends_when_nothing_is_left() {
-        let mut g = Governor::new(&plan(), 10.0).unwrap();
-        let t0 = Instant::now();
-        g.check(&stats(0.0, 0.0, Duration::ZERO), t0);
-        // 5% of a CPU for a whole window: under 10%.
-        for i in 1..=10 {
-            assert!(g.check(&stats(5e6 * i as f64, 0.0, TICK * i), t0 + TICK * i).is_none());
-        }
-        // The hot site at 54.5% and the cold one at 40% over the last second: both go,
-        // costliest first (40% alone is still over), and a duty cycle at 8% of each
-        // second would be under its floor (duty.rs).
-        let d = g.check(&stats(5e6 * 10.0 + 500e6, 400e6, TICK * 11), t0 + TICK * 11).expect("a cut");
-        assert_eq!(d.detached.len(), 2, "{d:?}");
-        assert!(d.detached[0].what.ends_with("at main.hot") && d.detached[1].what.ends_with("at main.cold"));
-        assert!(d.message.starts_with("--budget 10%: detached 2 probe units that cost"), "{}", d.message);
-        assert!(!g.anything_left());
-    }
-
-    #[test]
-    fn a_late_look_weighs_its_spend_by_the_time_it_covers() {
-        let mut g = Governor::new(&plan(), 2.0).unwrap();
-        let t0 = Instant::now();
-        g.check(&stats(0.0, 0.0, Duration::ZERO), t0);
-        // The next look comes 1.3 s later (the loop was busy): 1.6% of a CPU over it is
-        // 20.8 ms, more than one second's allowance (20 ms) but under the budget's rate.
-        let late = Duration::from_millis(1300);
-        assert!(g.check(&stats(20.8e6, 0.0, late), t0 + late).is_none());
-        assert!(g.anything_left());
-    }
-
-    #[test]
-    fn tied_sites_go_together() {
-        let mut plan = plan();
-        plan.probes.push(probe("p1", "on return main.hot", &["main.hot"]));
-        plan.accounting.ties = vec![vec![
-            SiteRef { program: "p1".into(), function: Some("main.hot".into()) },
-            SiteRef { program: "p0".into(), function: Some("main.hot".into()) },
-        ]];
-        let g = Governor::new(&plan, 1.0).unwrap();
-        assert_eq!(g.units.len(), 2, "{:?}", g.units);
-        let tied = g.units.iter().find(|u| u.sites.len() == 2).expect("a tied unit");
-        // In the tie's order.
-        assert_eq!(g.describe(tied), "on return main.hot + on entry main.hot, main.cold at main.hot");
-    }
-
-    #[test]
-    fn a_unit_of_many_functions_names_a_few_and_counts_the_rest() {
-        let functions: Vec<String> = (0..1500).map(|i| format!("main.f{i}")).collect();
-        let names: Vec<&str> = functions.iter().map(String::as_str).collect();
-        let mut plan = plan();
-        plan.probes.push(probe("p1", "entry times for elapsed", &names));
-        plan.accounting.generation_programs.push("p1".into());
-        plan.accounting.ties =
-            vec![names.iter().map(|f| SiteRef { program: "p1".into(), function: Some(f.to_string()) }).collect()];
-        let g = Governor::new(&plan, 1.0).unwrap();
-        let tied = g.units.iter().find(|u| u.sites.len() == 1500).expect("the tied unit");
-        assert_eq!(g.describe(tied), "entry times for elapsed at 1,500 functions (main.f0, main.f1, main.f2, ...)");
-    }
-}
+mod tests;

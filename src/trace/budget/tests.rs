@@ -1,0 +1,143 @@
+//! The breaker's decisions on made-up windows: what a look cuts, keeps and says.
+
+use super::*;
+
+#[test]
+fn a_decision_detaches_each_program_once() {
+    let site = |program: &str, function: Option<&str>| SiteRef {
+        program: program.into(),
+        function: function.map(str::to_string),
+    };
+    let sites = [site("p0", Some("main.a")), site("p1", Some("main.b")), site("p0", Some("main.c")), site("p2", None)];
+    let grouped = by_program(&sites);
+    assert_eq!(
+        grouped,
+        [
+            ("p0".to_string(), Some(vec!["main.a".to_string(), "main.c".to_string()])),
+            ("p1".to_string(), Some(vec!["main.b".to_string()])),
+            ("p2".to_string(), None),
+        ]
+    );
+    // A whole program and one of its functions: the whole program.
+    assert_eq!(by_program(&[site("p0", Some("main.a")), site("p0", None)]), [("p0".to_string(), None)]);
+}
+use crate::output::stats::{ProbeStats, SiteStats};
+use crate::plan::{Accounting, AttachPoint, ProbeAttach, ProbeSpec};
+
+fn point(function: &str) -> AttachPoint {
+    AttachPoint { function: function.into(), address: 0, file_offset: 0, cookie: 0 }
+}
+
+fn probe(program: &str, describe: &str, functions: &[&str]) -> ProbeSpec {
+    ProbeSpec {
+        program: program.into(),
+        section: format!("uprobe/{program}"),
+        attach: ProbeAttach::Uprobe(functions.iter().map(|f| point(f)).collect()),
+        describe: describe.into(),
+        source_lines: Vec::new(),
+        maps: Vec::new(),
+    }
+}
+
+/// Stats of p0 (main.hot, main.cold) after `hot` and `cold` ns of cost.
+fn stats(hot: f64, cold: f64, elapsed: Duration) -> Stats {
+    let site = |f: &str, c: f64| SiteStats {
+        function: f.into(),
+        hits: (c / 1000.0) as u64,
+        cost_ns: c,
+        ..SiteStats::default()
+    };
+    let p0 = ProbeStats {
+        program: "p0".into(),
+        cost_ns: hot + cold,
+        sites: vec![site("main.hot", hot), site("main.cold", cold)],
+        ..ProbeStats::default()
+    };
+    Stats { elapsed_ns: elapsed.as_nanos() as u64, probes: vec![p0], ..Stats::default() }
+}
+
+fn plan() -> Plan {
+    let accounting = Accounting { hits: true, generation_programs: vec!["p0".into()], ..Accounting::default() };
+    Plan {
+        probes: vec![probe("p0", "on entry main.hot, main.cold", &["main.hot", "main.cold"])],
+        accounting,
+        ..Plan::default()
+    }
+}
+
+#[test]
+fn trips_on_the_hot_site_and_keeps_the_cold_one() {
+    let mut g = Governor::new(&plan(), 1.0).unwrap();
+    let t0 = Instant::now();
+    assert!(g.check(&stats(0.0, 0.0, Duration::ZERO), t0).is_none());
+    // 100 ms later the hot site has cost 50 ms (50% of a CPU), the cold one 10 us.
+    let d = g.check(&stats(50e6, 10e3, TICK), t0 + TICK).expect("a cut");
+    assert_eq!(d.detached.len(), 1, "{d:?}");
+    assert_eq!(d.sites, vec![SiteRef { program: "p0".into(), function: Some("main.hot".into()) }]);
+    assert_eq!(d.detached[0].what, "on entry main.hot, main.cold at main.hot");
+    assert_eq!(d.detached[0].programs, vec!["p0".to_string()]);
+    assert!(d.message.contains("50% of a CPU"), "{}", d.message);
+    assert!(g.anything_left());
+    // Detached, it costs nothing more; the cold site alone stays under the budget.
+    assert!(g.check(&stats(50e6, 20e3, 2 * TICK), t0 + 2 * TICK).is_none());
+}
+
+#[test]
+fn stays_quiet_under_the_budget_and_ends_when_nothing_is_left() {
+    let mut g = Governor::new(&plan(), 10.0).unwrap();
+    let t0 = Instant::now();
+    g.check(&stats(0.0, 0.0, Duration::ZERO), t0);
+    // 5% of a CPU for a whole window: under 10%.
+    for i in 1..=10 {
+        assert!(g.check(&stats(5e6 * i as f64, 0.0, TICK * i), t0 + TICK * i).is_none());
+    }
+    // The hot site at 54.5% and the cold one at 40% over the last second: both go,
+    // costliest first (40% alone is still over), and a duty cycle at 8% of each
+    // second would be under its floor (duty.rs).
+    let d = g.check(&stats(5e6 * 10.0 + 500e6, 400e6, TICK * 11), t0 + TICK * 11).expect("a cut");
+    assert_eq!(d.detached.len(), 2, "{d:?}");
+    assert!(d.detached[0].what.ends_with("at main.hot") && d.detached[1].what.ends_with("at main.cold"));
+    assert!(d.message.starts_with("--budget 10%: detached 2 probe units that cost"), "{}", d.message);
+    assert!(!g.anything_left());
+}
+
+#[test]
+fn a_late_look_weighs_its_spend_by_the_time_it_covers() {
+    let mut g = Governor::new(&plan(), 2.0).unwrap();
+    let t0 = Instant::now();
+    g.check(&stats(0.0, 0.0, Duration::ZERO), t0);
+    // The next look comes 1.3 s later (the loop was busy): 1.6% of a CPU over it is
+    // 20.8 ms, more than one second's allowance (20 ms) but under the budget's rate.
+    let late = Duration::from_millis(1300);
+    assert!(g.check(&stats(20.8e6, 0.0, late), t0 + late).is_none());
+    assert!(g.anything_left());
+}
+
+#[test]
+fn tied_sites_go_together() {
+    let mut plan = plan();
+    plan.probes.push(probe("p1", "on return main.hot", &["main.hot"]));
+    plan.accounting.ties = vec![vec![
+        SiteRef { program: "p1".into(), function: Some("main.hot".into()) },
+        SiteRef { program: "p0".into(), function: Some("main.hot".into()) },
+    ]];
+    let g = Governor::new(&plan, 1.0).unwrap();
+    assert_eq!(g.units.len(), 2, "{:?}", g.units);
+    let tied = g.units.iter().find(|u| u.sites.len() == 2).expect("a tied unit");
+    // In the tie's order.
+    assert_eq!(g.describe(tied), "on return main.hot + on entry main.hot, main.cold at main.hot");
+}
+
+#[test]
+fn a_unit_of_many_functions_names_a_few_and_counts_the_rest() {
+    let functions: Vec<String> = (0..1500).map(|i| format!("main.f{i}")).collect();
+    let names: Vec<&str> = functions.iter().map(String::as_str).collect();
+    let mut plan = plan();
+    plan.probes.push(probe("p1", "entry times for elapsed", &names));
+    plan.accounting.generation_programs.push("p1".into());
+    plan.accounting.ties =
+        vec![names.iter().map(|f| SiteRef { program: "p1".into(), function: Some(f.to_string()) }).collect()];
+    let g = Governor::new(&plan, 1.0).unwrap();
+    let tied = g.units.iter().find(|u| u.sites.len() == 1500).expect("the tied unit");
+    assert_eq!(g.describe(tied), "entry times for elapsed at 1,500 functions (main.f0, main.f1, main.f2, ...)");
+}
