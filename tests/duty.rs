@@ -52,6 +52,24 @@ fn one_load() -> std::sync::MutexGuard<'static, ()> {
     ONE_LOAD.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// tests/go/duty started with `hold`: ready, its load waiting for a line on its stdin.
+fn held_program() -> (Owned, std::process::ChildStdin, Lines, u32, std::path::PathBuf) {
+    let bin = support::go_build("duty", &[]);
+    let mut child = Command::new(&bin)
+        .arg("hold")
+        .args(LOAD)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start the program");
+    let stdin = child.stdin.take().unwrap();
+    let out = Lines::of(child.stdout.take().unwrap());
+    let pid = child.id();
+    let child = Owned(child);
+    out.wait_for(Duration::from_secs(10), |l| l == "ready").expect("the program is ready");
+    (child, stdin, out, pid, bin)
+}
+
 /// The program's requests and its slowest (ns), checked against gtrace's `n` and
 /// `slowest`.
 fn check_counts(program: &str, n: i64, slowest: i64, said: &str) {
@@ -69,19 +87,7 @@ fn a_pair_too_costly_for_the_budget_is_duty_cycled_to_the_end_and_marked_everywh
         return;
     }
     let _one = one_load();
-    let bin = support::go_build("duty", &[]);
-    let mut child = Command::new(&bin)
-        .arg("hold")
-        .args(LOAD)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start the program");
-    let mut stdin = child.stdin.take().unwrap();
-    let out = Lines::of(child.stdout.take().unwrap());
-    let pid = child.id();
-    let mut child = Owned(child);
-    out.wait_for(Duration::from_secs(10), |l| l == "ready").expect("the program is ready");
+    let (mut child, mut stdin, out, pid, bin) = held_program();
     let p = pid.to_string();
     let mut g = Gtrace::start(&["-e", SCRIPT, "--budget", BUDGET, "-p", &p, "--prometheus", "127.0.0.1:0"]);
     let addr = g.serving();
@@ -163,19 +169,7 @@ fn a_real_collector_receives_the_duty_cycle_gauge_while_the_probes_cycle() {
     let test = "a_real_collector_receives_the_duty_cycle_gauge_while_the_probes_cycle";
     let Some(c) = collector::for_test(test, "duty-otlp") else { return };
     let _one = one_load();
-    let bin = support::go_build("duty", &[]);
-    let mut child = Command::new(&bin)
-        .arg("hold")
-        .args(LOAD)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start the program");
-    let mut stdin = child.stdin.take().unwrap();
-    let out = Lines::of(child.stdout.take().unwrap());
-    let pid = child.id();
-    let mut child = Owned(child);
-    out.wait_for(Duration::from_secs(10), |l| l == "ready").expect("the program is ready");
+    let (mut child, mut stdin, out, pid, _) = held_program();
     let p = pid.to_string();
     let mut g =
         Gtrace::start(&["-e", SCRIPT, "--budget", BUDGET, "-p", &p, "--otlp", &c.url, "--otlp-interval", "200ms"]);

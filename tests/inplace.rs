@@ -70,6 +70,20 @@ fn write_over(traced: &Path, newer: &Path) {
     assert_eq!(std::fs::metadata(traced).unwrap().ino(), inode, "written in place");
 }
 
+/// `file` written over by `newer`, then run on a thread: the guard holds that exec (it
+/// is seen held, and 300 ms later still has not run). The thread answers as `run` does.
+fn held_exec(guard: &FileGuard, file: &Path, newer: &Path) -> std::thread::JoinHandle<(Option<i32>, String)> {
+    write_over(file, newer);
+    let exec = {
+        let file = file.to_path_buf();
+        std::thread::spawn(move || run(&file))
+    };
+    let held = poll(Duration::from_secs(10), || guard.changed().and_then(|c| c.exec_pid));
+    assert!(held.is_some(), "no exec was held");
+    std::thread::sleep(Duration::from_millis(300));
+    exec
+}
+
 #[test]
 fn an_exec_of_a_file_written_over_in_place_waits_until_no_probe_is_on_it() {
     let test = "an_exec_of_a_file_written_over_in_place_waits_until_no_probe_is_on_it";
@@ -148,14 +162,7 @@ fn the_guard_holds_an_exec_of_the_changed_file_until_nothing_is_attached() {
     // As it was: an exec goes at once, and nothing changed.
     assert_eq!(run(&file).0, Some(0));
     assert_eq!(guard.changed(), None);
-    write_over(&file, &newer);
-    let exec = {
-        let file = file.clone();
-        std::thread::spawn(move || run(&file))
-    };
-    let held = poll(Duration::from_secs(10), || guard.changed().and_then(|c| c.exec_pid));
-    assert!(held.is_some(), "no exec was held");
-    std::thread::sleep(Duration::from_millis(300));
+    let exec = held_exec(&guard, &file, &newer);
     assert!(!exec.is_finished(), "the exec went on while probes were said attached");
     guard.detached();
     assert_eq!(exec.join().unwrap(), untraced);
@@ -297,14 +304,7 @@ fn a_duty_cycle_back_on_the_file_holds_an_exec_of_the_changed_file_again() {
     let cycling = guard.cycling().expect("the guard as a duty cycle sees it");
     cycling.off();
     assert!(cycling.back_on());
-    write_over(&file, &newer);
-    let exec = {
-        let file = file.clone();
-        std::thread::spawn(move || run(&file))
-    };
-    let held = poll(Duration::from_secs(10), || guard.changed().and_then(|c| c.exec_pid));
-    assert!(held.is_some(), "no exec was held");
-    std::thread::sleep(Duration::from_millis(300));
+    let exec = held_exec(&guard, &file, &newer);
     assert!(!exec.is_finished(), "the exec went on while the probes were back on the file");
     cycling.off();
     assert_eq!(exec.join().unwrap(), untraced);
