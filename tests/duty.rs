@@ -202,7 +202,15 @@ fn a_real_collector_receives_the_duty_cycle_gauge_while_the_probes_cycle() {
     let counted = |r: &serde_json::Value| {
         metric(r, "gtrace_n").map(|m| number(&m["sum"]["dataPoints"][0]["asDouble"])) == Some(n)
     };
-    let last = poll(Duration::from_secs(10), || c.received().into_iter().filter(|r| counted(r)).last());
+    // The pushes made after the program's load ended count the same @n with shares that
+    // drift as time passes: the one at exit is the last, once nothing more arrives.
+    let all_in = poll(Duration::from_secs(10), || {
+        let before = c.received().len();
+        std::thread::sleep(Duration::from_millis(1000));
+        (before > 0 && c.received().len() == before).then_some(())
+    });
+    assert!(all_in.is_some(), "the collector kept receiving after gtrace ended");
+    let last = c.received().into_iter().filter(|r| counted(r)).last();
     let last = last.unwrap_or_else(|| panic!("no push with @n = {n}:\n{said}"));
     let share = duty_points(&last).into_iter().find(|(probe, _, _)| probe.contains("main.end")).map(|p| p.2);
     let share = share.unwrap_or_else(|| panic!("no gauge in the last push: {last}"));

@@ -310,7 +310,7 @@ fn a_duty_cycle_back_on_the_file_holds_an_exec_of_the_changed_file_again() {
     assert_eq!(exec.join().unwrap(), untraced);
 }
 
-/// The same through gtrace: a copy of tests/go/duty under -b at `--budget 2.5%` (a pair of
+/// The same through gtrace: a copy of tests/go/duty under -b at `--budget 1%` (a pair of
 /// probes duty-cycled), written over in place by another build as soon as it ends (the
 /// cycle still runs then, the probes on the file or off it): the new build runs as it
 /// runs untraced, and gtrace ends saying why, its counts of the old run's time.
@@ -325,7 +325,7 @@ fn a_duty_cycled_file_written_over_in_place_is_never_run_under_its_probes() {
     support::copy_executable(&support::go_build("duty", &[]), &traced);
     let script = "on entry main.begin { @_t0[r] = nsecs }
 on entry main.end { t0 := take(@_t0[r]); if t0 != 0 { @n = count() } }";
-    let mut g = Gtrace::start(&["-b", traced.to_str().unwrap(), "-e", script, "--budget", "2.5%"]);
+    let mut g = Gtrace::start(&["-b", traced.to_str().unwrap(), "-e", script, "--budget", "1%"]);
     g.attached();
     let out = Command::new(&traced).args(["run", "3", "12000", "8"]).output().expect("run the program");
     assert!(out.status.success(), "{out:?}");
