@@ -65,10 +65,14 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
     };
     // A listing prints each function's parameters.
     let mut reads_dwarf = true;
+    // A trace's key for the large maps the cache keeps (`cached::plan_key`).
+    let mut key = None;
     if cli.list.is_none() {
         // The script (and the libraries it uses) is parsed before the target is opened:
         // a syntax error is said as one, whatever the target.
-        let (_, script) = compile::parse(root(cli)?, &opts)?;
+        let root = root(cli)?;
+        key = tracing.then(|| cached::plan_key(&root, &opts));
+        let (_, script) = compile::parse(root, &opts)?;
         if cli.emit == Some(Emit::Ast) {
             print_stdout(&format!("{}\n", serde_json::to_string_pretty(&script).unwrap_or_default()))?;
             return Ok(0);
@@ -86,7 +90,6 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
     let cached = cached::open(cli, &target);
     // A trace's large maps, as the last trace of this script had them, are made now,
     // beside the compile (used only if the compiled object's are exactly these).
-    let key = tracing.then(|| root(cli).map(|r| cached::plan_key(&r, &opts))).transpose()?;
     if let Some(defs) = key.and_then(|k| cached.as_ref()?.maps_for(k)) {
         runtime::premake(defs.to_vec());
     }
