@@ -159,10 +159,7 @@ impl FileGuard {
     /// at it now, or at an exec the guard held.
     pub fn changed(&self) -> Option<Change> {
         let mut state = self.shared.state();
-        let now = self.file.metadata().ok().map(|m| FileStamp::of(&m));
-        if state.change.is_none() && now != Some(self.stamp) {
-            state.change = Some(Change::default());
-        }
+        look(&self.file, self.stamp, &mut state);
         state.change.clone()
     }
 
@@ -208,9 +205,7 @@ impl Cycling {
     /// here on an exec of a changed file is held again until they are off.
     pub fn back_on(&self) -> bool {
         let mut state = self.shared.state();
-        let now = self.file.metadata().ok().map(|m| FileStamp::of(&m));
-        if state.change.is_some() || now != Some(self.stamp) {
-            state.change.get_or_insert_with(Change::default);
+        if look(&self.file, self.stamp, &mut state) {
             return false;
         }
         state.detached = false;
@@ -291,6 +286,15 @@ fn answer_execs(group: &OwnedFd, stamp: FileStamp, shared: &Shared) {
             }
         }
     }
+}
+
+/// Records a change when `file` no longer has `stamp` (or cannot be looked at): whether
+/// a change is recorded, now or before.
+fn look(file: &std::fs::File, stamp: FileStamp, state: &mut State) -> bool {
+    if file.metadata().ok().map(|m| FileStamp::of(&m)) != Some(stamp) {
+        state.change.get_or_insert_with(Change::default);
+    }
+    state.change.is_some()
 }
 
 /// Whether a held exec of `file` by `pid` may go on: at once when the file is as it
