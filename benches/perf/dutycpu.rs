@@ -31,7 +31,7 @@
 //! `GTRACE_BENCH_ROUNDS` the rounds (default 12, 4 with --quick).
 
 use super::sampler::{load_average, mean_ci, periods, Period, Sample, Sampler};
-use super::server::{lines, wait_for};
+use super::server::{lines, wait_for, Killed};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::Receiver;
@@ -102,16 +102,6 @@ pub fn measure(gtrace: &str, root: &Path, work: &Path, quick: bool) -> DutyCpu {
         d.note = Some(e);
     }
     d
-}
-
-/// Kills a child when dropped.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// The loader's progress: (wall-clock ns, requests answered so far), every 50 ms.
@@ -219,23 +209,7 @@ fn toggle(
         Ok(sampler.per_request(from, Instant::now(), count).ok_or("no samples or no requests")?.0)
     };
     let before = if untraced_first { Some(quiet(sampler)?) } else { None };
-    let mut g = Killed(
-        Command::new(gtrace)
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("cannot run gtrace: {e}"))?,
-    );
-    let err = lines(g.0.stderr.take().ok_or("no gtrace stderr")?);
-    wait_for(&err, "Attached", "gtrace")?;
-    std::thread::sleep(TOGGLE_SETTLE);
-    let from = Instant::now();
-    std::thread::sleep(TOGGLE_WINDOW);
-    let to = Instant::now();
-    let _ = Command::new("kill").args(["-INT", &g.0.id().to_string()]).status();
-    let _ = g.0.wait();
-    let said: Vec<String> = err.try_iter().filter(|l| l.starts_with("--budget")).collect();
+    let (from, to, said) = traced_window(gtrace, args, (TOGGLE_SETTLE, TOGGLE_WINDOW), false)?;
     let (traced, rate) = sampler.per_request(from, to, count).ok_or("no samples or no requests")?;
     let untraced = match before {
         Some(u) => u,
@@ -270,7 +244,7 @@ fn sandwich(
     before: f64,
     duty: bool,
 ) -> Result<(Round, f64), String> {
-    let (from, to, said) = traced_window(gtrace, args, window, duty)?;
+    let (from, to, said) = traced_window(gtrace, args, (SETTLE, window), duty)?;
     let (traced, rate) = sampler.per_request(from, to, count).ok_or("no samples or no requests")?;
     let (after, after_from, after_to) = untraced(sampler, count)?;
     let samples = sampler.between(from, to);
@@ -342,12 +316,13 @@ fn probe_address(gtrace: &str, pid: u32) -> Result<u64, String> {
     Err("the probe's offset is in no mapping of the server".into())
 }
 
-/// gtrace run with `args` until it settles (or says it duty-cycles): the traced
-/// window's start and end, and what gtrace said on stderr.
+/// gtrace run with `args` until it settles (`settle` after `Attached`, or after it says
+/// it duty-cycles), then for `window`: the traced window's start and end, and what gtrace
+/// said on stderr.
 fn traced_window(
     gtrace: &str,
     args: &[String],
-    window: Duration,
+    (settle, window): (Duration, Duration),
     duty: bool,
 ) -> Result<(Instant, Instant, Vec<String>), String> {
     let mut g = Killed(
@@ -364,7 +339,7 @@ fn traced_window(
     if duty {
         said.extend(until(&err, "duty-cycled instead", Duration::from_secs(8)));
     }
-    std::thread::sleep(SETTLE);
+    std::thread::sleep(settle);
     let from = Instant::now();
     std::thread::sleep(window);
     let to = Instant::now();

@@ -9,9 +9,9 @@
 //! run interleaved over rounds; medians. The host's load average is printed with them:
 //! the trap cost moves with it.
 
-use super::server::{build, cpu_ns, lines, start, wait_for};
+use super::server::{build, cpu_ns, lines, start, wait_for, Killed};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -97,15 +97,6 @@ fn windows(rx: &Receiver<String>, into: &mut Vec<(u64, u64)>) {
         if let (Some(at), Some(n)) = (field(&l, "at_ns"), field(&l, "requests")) {
             into.push((at, n));
         }
-    }
-}
-
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
     }
 }
 

@@ -183,6 +183,17 @@ pub fn build(root: &Path, work: &Path) -> Result<PathBuf, String> {
     status.success().then_some(out).ok_or_else(|| "go build of benches/server failed".to_string())
 }
 
+/// A child killed (and waited for) when dropped: no bench leaves a server or a gtrace
+/// behind, whatever way it ends.
+pub struct Killed(pub Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Lines of a child's pipe, as they come.
 pub fn lines(pipe: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
     let (tx, rx) = mpsc::channel();
