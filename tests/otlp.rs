@@ -97,21 +97,39 @@ fn a_real_collector_receives_the_programs_truth_as_metrics_and_logs() {
         .collect();
     assert_eq!(got, requests(&truth));
 
-    // The histogram: exponential at scale 4 (16 buckets a power of two, OTLP's bucket i
-    // holding (2^(i/16), 2^((i+1)/16)]), its count, sum and exact extremes, and the
-    // buckets of each power of two adding up to what the program counted there.
-    let h = &metric(&r, "gtrace_size").expect("gtrace_size")["exponentialHistogram"];
+    assert_size_histogram(&r, &truth, total);
+    // Durations in seconds.
+    let w = metric(&r, "gtrace_work").expect("gtrace_work");
+    assert_eq!(w["unit"], "s");
+    let p = &w["exponentialHistogram"]["dataPoints"][0];
+    assert_eq!(number(&p["count"]), truth_of(&truth, "work") as f64);
+    assert!(number(&p["sum"]) >= truth_of(&truth, "slept_ms") as f64 / 1000.0);
+    // The program sleeps 1 to 4 ms a call.
+    assert!(number(&p["min"]) >= 0.001 && number(&p["max"]) >= 0.004, "{p}");
+
+    // Every printed line, as a log record, in order.
+    let want: Vec<String> = truth.lines().filter_map(|l| l.strip_prefix("truth-line: ")).map(String::from).collect();
+    assert_eq!(want.len() as u64, truth_of(&truth, "big"));
+    let logs = poll(Duration::from_secs(10), || Some(log_bodies(&c)).filter(|b| b.len() >= want.len()));
+    assert_eq!(logs.unwrap_or_else(|| log_bodies(&c)), want);
+}
+
+/// `gtrace_size`, exponential at scale 4 (16 buckets a power of two, OTLP's bucket i
+/// holding (2^(i/16), 2^((i+1)/16)]): its count, sum and exact extremes, and the
+/// buckets of each power of two adding up to what the program counted there.
+fn assert_size_histogram(r: &Value, truth: &str, total: f64) {
+    let h = &metric(r, "gtrace_size").expect("gtrace_size")["exponentialHistogram"];
     assert_eq!(number(&h["aggregationTemporality"]), 2.0, "{h}");
     let p = &h["dataPoints"][0];
     assert_eq!((number(&p["scale"]), number(&p["count"])), (4.0, total), "{p}");
-    assert_eq!(number(&p["sum"]), truth_of(&truth, "size_sum") as f64);
-    assert_eq!(number(&p["min"]), truth_of(&truth, "size_min") as f64);
-    assert_eq!(number(&p["max"]), truth_of(&truth, "size_max") as f64);
+    assert_eq!(number(&p["sum"]), truth_of(truth, "size_sum") as f64);
+    assert_eq!(number(&p["min"]), truth_of(truth, "size_min") as f64);
+    assert_eq!(number(&p["max"]), truth_of(truth, "size_max") as f64);
     // proto3's JSON leaves out an offset of 0.
     let offset = if p["positive"]["offset"].is_null() { 0 } else { number(&p["positive"]["offset"]) as i64 };
     let counts: Vec<f64> = p["positive"]["bucketCounts"].as_array().unwrap().iter().map(number).collect();
     assert_eq!(counts.iter().sum::<f64>(), total);
-    for (k, n) in bucket_truth(&truth) {
+    for (k, n) in bucket_truth(truth) {
         let power = i64::from(k) - 1;
         let within: f64 = counts
             .iter()
@@ -128,25 +146,11 @@ fn a_real_collector_receives_the_programs_truth_as_metrics_and_logs() {
         seen >= rank
     });
     let i = (offset + at.expect("a median bucket") as i64) as f64;
-    let median = truth_of(&truth, "size_median") as f64;
+    let median = truth_of(truth, "size_median") as f64;
     assert!(
         2f64.powf(i / 16.0) <= median * 1.000001 && median < 2f64.powf((i + 1.0) / 16.0),
         "median {median} not in bucket {i}"
     );
-    // Durations in seconds.
-    let w = metric(&r, "gtrace_work").expect("gtrace_work");
-    assert_eq!(w["unit"], "s");
-    let p = &w["exponentialHistogram"]["dataPoints"][0];
-    assert_eq!(number(&p["count"]), truth_of(&truth, "work") as f64);
-    assert!(number(&p["sum"]) >= truth_of(&truth, "slept_ms") as f64 / 1000.0);
-    // The program sleeps 1 to 4 ms a call.
-    assert!(number(&p["min"]) >= 0.001 && number(&p["max"]) >= 0.004, "{p}");
-
-    // Every printed line, as a log record, in order.
-    let want: Vec<String> = truth.lines().filter_map(|l| l.strip_prefix("truth-line: ")).map(String::from).collect();
-    assert_eq!(want.len() as u64, truth_of(&truth, "big"));
-    let logs = poll(Duration::from_secs(10), || Some(log_bodies(&c)).filter(|b| b.len() >= want.len()));
-    assert_eq!(logs.unwrap_or_else(|| log_bodies(&c)), want);
 }
 
 #[test]

@@ -90,9 +90,21 @@ impl Target {
                 return Err(TargetError::TooOld { path: target.path.clone(), version: version.to_string() });
             }
         }
-        if target.functions.is_empty() {
-            let records = target.func_records()?;
-            target.from_pclntab = true;
+        target.mark_abis()?;
+        // What opening read (the symbol table, its names, the function table's entries
+        // for the ABI marks: 14 MB of Caddy) is copied out or done with: its pages leave
+        // the RSS now, not once the probes are attached, and the compile reads again only
+        // the few it needs.
+        target.data.shed();
+        Ok(target)
+    }
+
+    /// The functions' ABIs: from the function table when there are no symbols (the
+    /// functions are then its records), else the symbols' functions marked from it.
+    fn mark_abis(&mut self) -> Result<(), TargetError> {
+        if self.functions.is_empty() {
+            let records = self.func_records()?;
+            self.from_pclntab = true;
             let mut functions = arena::Builder::with_capacity(records.len());
             for r in &records {
                 let abi = match r.asm {
@@ -102,13 +114,13 @@ impl Target {
                 };
                 functions.push(r.name.as_bytes(), r.entry, r.end - r.entry, abi);
             }
-            target.functions = names::Functions::new(functions.finish());
+            self.functions = names::Functions::new(functions.finish());
         } else {
             // Symbols name functions; the table knows which are assembly (its names
             // are not read).
-            let mut asm = target.abi_marks()?;
+            let mut asm = self.abi_marks()?;
             asm.sort_unstable();
-            for f in target.functions.all_mut() {
+            for f in self.functions.all_mut() {
                 if f.abi == Abi::Unknown {
                     f.abi = match asm.binary_search_by_key(&f.addr, |m| m.0) {
                         Ok(i) if asm[i].1 => Abi::Abi0,
@@ -118,12 +130,7 @@ impl Target {
                 }
             }
         }
-        // What opening read (the symbol table, its names, the function table's entries
-        // for the ABI marks: 14 MB of Caddy) is copied out or done with: its pages leave
-        // the RSS now, not once the probes are attached, and the compile reads again only
-        // the few it needs.
-        target.data.shed();
-        Ok(target)
+        Ok(())
     }
 
     pub(crate) fn image(&self) -> image::Image<'_> {
