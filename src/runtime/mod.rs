@@ -40,6 +40,7 @@ pub mod mapped;
 mod maps;
 mod park;
 pub mod preemption;
+pub mod priority;
 pub mod process;
 pub mod progstats;
 mod reader;

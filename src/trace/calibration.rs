@@ -7,7 +7,12 @@
 //! tight loops and the calls after a sleep take 5-10 ms of a 2-CPU machine, a seventh
 //! of a one-probe start. What reads a cost waits for it (`stats::Meter::trap`): the
 //! budget's first look, `--stats`, the exporters and the live view never price a hit
-//! without its trap.
+//! without its trap. So the measurement runs at a raised priority
+//! (`runtime::priority`: its work is bounded, and it sleeps only between its calls after
+//! a sleep): at the normal priority on a loaded host its loops, pinned to each CPU in
+//! turn, waited for those CPUs (3-4 ms of CPU took 18-498 ms at a load average of 8-17
+//! on 2 CPUs: docs/performance.md, "The breaker's first look on a saturated host"), and
+//! the breaker's first look with them.
 
 use crate::runtime::{Loaded, RuntimeError, TrapCost};
 use std::sync::mpsc::{channel, Sender};
@@ -84,6 +89,8 @@ impl Calibration {
             if let Some(ms) = std::env::var(TEST_DELAY_ENV).ok().and_then(|v| v.parse::<u64>().ok()) {
                 std::thread::sleep(Duration::from_millis(ms));
             }
+            // Not held back by the host's load: the budget's first look waits for it.
+            let _raised = crate::runtime::priority::raise();
             linked?()
         });
         Calibration { thread: Some(thread), go: Some(go) }
@@ -158,6 +165,31 @@ mod tests {
         assert!(measured.load(Ordering::SeqCst));
         // Read once: the same after.
         assert_eq!(meter.trap().map(|t| t.woken_ns), Some(2200.0));
+    }
+
+    #[test]
+    fn counters_read_before_the_calibration_is_in_are_priced_with_it() {
+        // The budget's first window begins as the probes attach, read without waiting
+        // (`Meter::read_unpriced`: no trap cost yet), and is priced at its first look.
+        use crate::arch::trap::TrapKind;
+        use crate::trace::stats::{ProbeStats, SiteStats, Stats};
+        let measured = Arc::new(AtomicBool::new(false));
+        let mut calibration = slow(50, measured.clone());
+        calibration.measure();
+        let meter = Meter::new(&crate::plan::Plan::default(), calibration, Some(2.0));
+        let site =
+            SiteStats { function: "main.hot".into(), hits: 1000, kind: Some(TrapKind::Step), ..Default::default() };
+        let probe =
+            ProbeStats { program: "p0".into(), in_target: true, hits: 1000, sites: vec![site], ..Default::default() };
+        let mut stats = Stats { probes: vec![probe], ..Default::default() };
+        meter.price(&mut stats);
+        assert!(measured.load(Ordering::SeqCst));
+        assert_eq!(stats.trap, Some(cost(2200.0)));
+        let p = &stats.probes[0];
+        assert_eq!(p.sites[0].trap_ns, 9000.0);
+        // 1,000 single-stepped traps at the calibrated 9 us, no wake-ups.
+        assert_eq!(p.cost_ns, 1000.0 * 9000.0);
+        assert_eq!(p.woken_ns, 0.0);
     }
 
     #[test]

@@ -179,9 +179,13 @@ impl TargetCpu {
     /// Reads the CPU time again, at most every 20 ms (its threads' files are read each
     /// time); the last reading stands once the process has ended.
     pub fn sample(&mut self) {
-        if self.newest.at.elapsed() < Duration::from_millis(20) {
-            return;
+        if self.newest.at.elapsed() >= Duration::from_millis(20) {
+            self.sample_now();
         }
+    }
+
+    /// Reads the CPU time now (the last reading stands once the process has ended).
+    pub fn sample_now(&mut self) {
         let read = self.reader.read().map(|s| Reading::of(s, Instant::now()));
         if let Some(r) = read.filter(|r| r.cpu_ns > 0) {
             self.newest = r;

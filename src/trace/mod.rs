@@ -210,7 +210,8 @@ fn watch(
         symbols.learn_bias(|pid| loaded.load_bias(pid));
         costs.meter.sample_cpu();
         // Short waits, so gtrace notices promptly when the target ends.
-        if drain(loaded, plan, &costs.meter.detached, symbols, sink, Duration::from_millis(20))? {
+        let wait = costs.wait(Duration::from_millis(20));
+        if drain(loaded, plan, &costs.meter.detached, symbols, sink, wait)? {
             return Ok(());
         }
         if stop.load(std::sync::atomic::Ordering::SeqCst) {

@@ -86,20 +86,24 @@ pub(super) fn start<'a>(
     // Measured beside what follows and the trace's first turns: the meter's first
     // reading of a cost waits for it.
     calibration.measure();
+    let mut meter = stats::Meter::new(plan, calibration, budget);
+    let traced_pid = process.pid.or(child.as_ref().map(|c| c.pid()));
+    if let Some(pid) = traced_pid {
+        let before = baseline.or(process.cpu_before.map(crate::trace::measured::Baseline::Quiet));
+        meter.watch_cpu(pid, before, process.cpu_before);
+    }
+    // The breaker's first window begins as the probes attach, whenever its first look
+    // comes: after the start-up below, and the calibration it waits for.
+    let mut costs = budget::Costs::new(meter, plan);
+    costs.begin_window(&loaded, plan);
     // A trace may run for days: the compiler's tables go now.
     target.release_compiler_tables();
     // What was freed goes back to the system, not only to the allocator.
     runtime::trim_heap();
     warn_unguarded(&loaded, process);
     report_skipped(&loaded, plan)?;
-    let mut costs = budget::Costs::new(stats::Meter::new(plan, calibration, budget), plan);
-    let traced_pid = process.pid.or(child.as_ref().map(|c| c.pid()));
     // One symbolizer for the output, the pictures and the exporters' threads.
     let symbols = Arc::new(TargetSymbols::new(target, plan, traced_pid));
-    if let Some(pid) = traced_pid {
-        let before = baseline.or(process.cpu_before.map(crate::trace::measured::Baseline::Quiet));
-        costs.meter.watch_cpu(pid, before, process.cpu_before);
-    }
     // The exporters read symbols from the file the probes are attached to.
     let file = loaded.target_file().unwrap_or(&process.binary).to_path_buf();
     let module = plan.binary.module.as_deref();

@@ -77,25 +77,52 @@ impl Meter {
         })
     }
 
-    /// What a trap costs at `program`'s probes of `function`, as calibrated.
-    fn trap_ns(&self, program: &str, function: &str) -> f64 {
+    /// What a trap costs at `program`'s probes of `function`, at `trap`.
+    fn trap_ns(&self, trap: Option<TrapCost>, program: &str, function: &str) -> f64 {
         let kind = self.kinds.get(&(program.to_string(), function.to_string())).copied();
-        self.trap().map_or(0.0, |t| t.of(kind.unwrap_or(TrapKind::Step)))
+        trap.map_or(0.0, |t| t.of(kind.unwrap_or(TrapKind::Step)))
     }
 
     /// Reads every counter and statistic now.
     pub fn collect(&self, loaded: &Loaded, plan: &Plan) -> Result<Stats, RuntimeError> {
+        self.collect_at(loaded, plan, self.trap())
+    }
+
+    /// Reads every counter and statistic now without waiting for the trap's
+    /// calibration: the hits are priced at no trap cost until `price` prices them (the
+    /// budget's window begins with this read, as the probes attach).
+    pub fn read_unpriced(&self, loaded: &Loaded, plan: &Plan) -> Result<Stats, RuntimeError> {
+        self.collect_at(loaded, plan, None)
+    }
+
+    /// Prices `stats`, read by `read_unpriced`, at the calibrated trap cost (waiting for
+    /// it). Its hits pay no wake-ups: none of the target's threads was counted waking
+    /// before it was read.
+    pub fn price(&self, stats: &mut Stats) {
+        let trap = self.trap();
+        stats.trap = trap;
+        for p in stats.probes.iter_mut().filter(|p| p.in_target) {
+            for s in &mut p.sites {
+                s.trap_ns = self.trap_ns(trap, &p.program, &s.function);
+            }
+            p.woken_per_hit_ns = 0.0;
+            p.price(&ByKind::ONE);
+        }
+    }
+
+    /// Every counter and statistic now, the hits priced at `trap`.
+    fn collect_at(&self, loaded: &Loaded, plan: &Plan, trap: Option<TrapCost>) -> Result<Stats, RuntimeError> {
         let acct = &plan.accounting;
         let counters = if acct.counters.is_empty() { Vec::new() } else { loaded.array_sums(&acct.counters)? };
         let value = |slot: usize| counters.get(slot).copied().unwrap_or(0);
         let scales = self.target.as_ref().map_or(ByKind::ONE, TargetCpu::scales);
         let mut probes: Vec<ProbeStats> =
-            plan.probes.iter().map(|probe| self.probe_stats(probe, loaded, acct, &value, &scales)).collect();
-        self.price_woken(&mut probes, &scales);
+            plan.probes.iter().map(|probe| self.probe_stats(probe, (loaded, trap), acct, &value, &scales)).collect();
+        self.price_woken(&mut probes, trap, &scales);
         let maps = plan.maps.iter().filter_map(|m| map_stats(m, plan, &value)).collect();
         Ok(Stats {
             elapsed_ns: self.elapsed().as_nanos() as u64,
-            trap: self.trap(),
+            trap,
             run_stats: loaded.run_stats_on(),
             probes,
             maps,
@@ -113,8 +140,8 @@ impl Meter {
     /// first after it woke (`woken`), from the hits and the target's times scheduled in
     /// since the attach; the probes priced again with it. Nothing without a calibration
     /// or a target whose threads can be read.
-    fn price_woken(&self, probes: &mut [ProbeStats], scales: &ByKind) {
-        let each = self.trap().map_or(0.0, |t| t.woken_ns);
+    fn price_woken(&self, probes: &mut [ProbeStats], trap: Option<TrapCost>, scales: &ByKind) {
+        let each = trap.map_or(0.0, |t| t.woken_ns);
         let Some(slices) = self.target.as_ref().map(TargetCpu::slices) else { return };
         let hits: u64 = probes.iter().filter(|p| p.in_target).map(|p| p.hits + p.other_cgroup).sum();
         let per_hit = woken::per_hit_ns(each, hits, slices);
@@ -129,7 +156,7 @@ impl Meter {
     fn probe_stats(
         &self,
         probe: &ProbeSpec,
-        loaded: &Loaded,
+        (loaded, trap): (&Loaded, Option<TrapCost>),
         acct: &Accounting,
         value: &dyn Fn(usize) -> u64,
         scales: &ByKind,
@@ -171,7 +198,7 @@ impl Meter {
                 hits: by_kernel.unwrap_or_else(|| {
                     self.hit_slots.get(&(program.to_string(), f.to_string())).map_or(0, |s| value(*s))
                 }),
-                trap_ns: self.trap_ns(program, f),
+                trap_ns: self.trap_ns(trap, program, f),
                 kind: self.kinds.get(&(program.to_string(), f.to_string())).copied(),
                 cost_ns: 0.0,
                 attached: attached.contains(f),
@@ -196,6 +223,13 @@ impl Meter {
     pub fn sample_cpu(&mut self) {
         if let Some(t) = self.target.as_mut() {
             t.sample();
+        }
+    }
+
+    /// Reads the watched process's CPU time now (a look of the budget).
+    pub fn sample_cpu_now(&mut self) {
+        if let Some(t) = self.target.as_mut() {
+            t.sample_now();
         }
     }
 

@@ -6,7 +6,7 @@ use super::{by_program, duty, Act, Governor};
 use crate::plan::Plan;
 use crate::runtime::{Loaded, RuntimeError};
 use crate::trace::stats::Meter;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// What the trace loop keeps about costs: the meter, and the breaker when there is a
 /// budget.
@@ -60,6 +60,26 @@ impl Costs {
         Ok(Left::Some)
     }
 
+    /// As the probes attach: the breaker's first window begins now, with the counters as
+    /// they are (read without waiting for the trap's calibration). When they cannot be
+    /// read, it begins at the first look, as later windows do.
+    pub fn begin_window(&mut self, loaded: &Loaded, plan: &Plan) {
+        let Some(g) = self.governor.as_mut() else { return };
+        let now = Instant::now();
+        if let Ok(first) = self.meter.read_unpriced(loaded, plan) {
+            g.begin_at(first, now);
+        }
+    }
+
+    /// How long the loop may wait for events, at most `most`: no longer than until the
+    /// breaker's next look is due, so that a look is not late by the loop's wait.
+    pub fn wait(&self, most: Duration) -> Duration {
+        match &self.governor {
+            Some(g) if !self.emptied => g.until_due(Instant::now()).min(most),
+            _ => most,
+        }
+    }
+
     /// The duty cycle's record brought up to `now`.
     fn mark_duty(&mut self, now: Instant) {
         let duty = self.governor.as_ref().and_then(|g| g.duty(now));
@@ -84,13 +104,26 @@ impl Costs {
 /// whole decision, and says so in one line on stderr. Returns true when nothing is left
 /// attached.
 fn govern(governor: &mut Governor, loaded: &mut Loaded, plan: &Plan, meter: &mut Meter) -> Result<bool, RuntimeError> {
-    let now = Instant::now();
-    if !governor.due(now) {
+    let due = Instant::now();
+    if !governor.due(due) {
         return Ok(false);
     }
-    // The target's CPU read now (the loop reads it at most every 20 ms, and a look that
-    // found it unchanged over the first window would take the target to spend nothing).
-    meter.sample_cpu();
+    // A look is not held back by the host's load (`runtime::priority`): its work is
+    // bounded (the counters read once, a decision over the units, a detach of what it
+    // cuts), and the loop sleeps between looks.
+    let _raised = crate::runtime::priority::raise();
+    // The first window's start priced, once the calibration is in (waited for here,
+    // before the window's end is taken).
+    if let Some((mut first, at)) = governor.first.take() {
+        meter.price(&mut first);
+        governor.begin_priced(&first, at);
+    }
+    let _calibrated = meter.trap();
+    // The target's CPU read now (the loop reads it at most every 20 ms: a look that
+    // found it unchanged over the first window would take the target to spend nothing,
+    // and one read up to 20 ms before the look would take it to spend less).
+    meter.sample_cpu_now();
+    let now = Instant::now();
     let mut stats = meter.collect(loaded, plan)?;
     // The trap cost is checked against what the target spent before it is acted on.
     meter.observe(&mut stats);

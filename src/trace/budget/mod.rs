@@ -68,6 +68,8 @@ pub struct Governor {
     /// The duty cycle running, if any, and how long its probes were attached.
     cycle: Option<duty::Cycle>,
     clock: Option<duty::Clock>,
+    /// The first window's start until the first look prices it (`begin_at`).
+    first: Option<(Stats, Instant)>,
 }
 
 /// What stays attached after a cut costs at most this share of the budget.
@@ -129,12 +131,35 @@ impl Governor {
             next: Instant::now(),
             cycle: None,
             clock: None,
+            first: None,
         })
+    }
+
+    /// The first window begins at `at`, as the probes attach, with the counters as they
+    /// were then (`first`, read without waiting for the trap's calibration and priced
+    /// with it at the first look: `begin_priced`). That look is due a tick later,
+    /// whenever the loop gets to it: not a tick after the loop's first turn, which comes
+    /// after the trace's start-up and, on a busy host, late.
+    fn begin_at(&mut self, first: Stats, at: Instant) {
+        self.first = Some((first, at));
+        self.next = at + TICK;
+    }
+
+    /// The first window's start, once `first` (from `begin_at`) has been priced.
+    fn begin_priced(&mut self, first: &Stats, at: Instant) {
+        let costed = Costed::new(first);
+        self.samples.clear();
+        self.push_sample(first, &costed, at);
     }
 
     /// Whether it is time to look again.
     pub fn due(&self, now: Instant) -> bool {
         now >= self.next
+    }
+
+    /// How long until the next look is due (zero when it is).
+    pub fn until_due(&self, now: Instant) -> Duration {
+        self.next.saturating_duration_since(now)
     }
 
     /// Marks detached every unit of `program` with a site that is no longer attached (a

@@ -141,3 +141,34 @@ fn a_unit_of_many_functions_names_a_few_and_counts_the_rest() {
     let tied = g.units.iter().find(|u| u.sites.len() == 1500).expect("the tied unit");
     assert_eq!(g.describe(tied), "entry times for elapsed at 1,500 functions (main.f0, main.f1, main.f2, ...)");
 }
+
+#[test]
+fn the_first_window_begins_at_the_attach() {
+    // Read as the probes attached, a few hits in already.
+    let t0 = Instant::now();
+    let mut g = Governor::new(&plan(), 1.0).unwrap();
+    g.begin_at(stats(2e6, 0.0, Duration::ZERO), t0);
+    // The first look is due a tick after the attach, not at the loop's first turn.
+    assert!(!g.due(t0 + TICK / 2) && g.due(t0 + TICK));
+    assert_eq!(g.until_due(t0 + TICK / 4), TICK * 3 / 4);
+    let (first, at) = g.first.take().expect("the window's start, until the first look");
+    g.begin_priced(&first, at);
+    // That look weighs what the probes cost since the attach (not what they cost
+    // before it): the hot site, 50% of a CPU over that tick, is cut at once, where a
+    // first look that began the window would wait a tick.
+    let d = g.check(&stats(52e6, 10e3, TICK), t0 + TICK).expect("a cut at the first look");
+    assert_eq!(d.sites, vec![SiteRef { program: "p0".into(), function: Some("main.hot".into()) }]);
+    assert!(d.message.contains("50% of a CPU"), "{}", d.message);
+}
+
+#[test]
+fn the_loop_waits_for_events_no_longer_than_until_the_next_look() {
+    use crate::trace::stats::{Calibration, Meter};
+    let most = Duration::from_millis(20);
+    // The first look is due at once (no window begun at the attach): no wait.
+    let costs = Costs::new(Meter::new(&plan(), Calibration::none(), Some(1.0)), &plan());
+    assert_eq!(costs.wait(most), Duration::ZERO);
+    // Without a budget, the loop's own wait.
+    let costs = Costs::new(Meter::new(&plan(), Calibration::none(), None), &plan());
+    assert_eq!(costs.wait(most), most);
+}
