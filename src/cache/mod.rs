@@ -102,11 +102,18 @@ impl Store {
     /// What an earlier run kept for `target`, or why nothing is used (no file is not
     /// an error: Ok(None)).
     pub fn load(&self, target: &Target) -> Result<Option<Entry>, Rejected> {
-        let Some(path) = self.file_for(target).filter(|_| self.trusted().is_ok()) else { return Ok(None) };
+        self.load_for(&binary(target))
+    }
+
+    /// `load` for the binary `binary` names (its build ids and size): what can be read
+    /// before the binary's symbol table is.
+    pub fn load_for(&self, binary: &For) -> Result<Option<Entry>, Rejected> {
+        let ids = crate::gobin::BuildIds { gnu: binary.gnu.clone(), go: binary.go.clone() };
+        let Some(path) = self.file_for_ids(&ids).filter(|_| self.trusted().is_ok()) else { return Ok(None) };
         let Some(file) = trust::open_file(&path) else { return Ok(None) };
         // Used now: the last to be evicted (through the file opened, not its name).
         let _ = file.set_modified(std::time::SystemTime::now());
-        Ok(Some(format::decode(file, &binary(target))?))
+        Ok(Some(format::decode(file, binary)?))
     }
 
     /// Writes `entry` for `target` (whole, then renamed into place), then evicts the

@@ -1,5 +1,6 @@
 //! The cache of what runs learned of a binary (src/cache), as the command line uses it:
-//! read right after the binary is opened (unless `--no-cache`), written back once the
+//! read as soon as the binary's build ids are, before its symbol table (`Early`), and
+//! taken once the binary is opened (unless `--no-cache`), written back once the
 //! compiler has asked all it will, when the run learned something new (DWARF, or where
 //! a pattern's functions were inlined). A cache file
 //! that is not used is as no file (it is written again); a write that fails is said in
@@ -8,7 +9,7 @@
 //! it (`compile_seeded` in mod.rs).
 
 use crate::cache::format::MAPS_KEPT;
-use crate::cache::{sites_crc, sites_fit, Entry, Store};
+use crate::cache::{sites_crc, sites_fit, Entry, For, Store};
 use crate::cli::Cli;
 use crate::gobin::{BuildIds, Target};
 use crate::object::MapDef;
@@ -19,9 +20,9 @@ pub(super) struct Cached {
     loaded: Entry,
 }
 
-/// Reads the cache for `target` into it; None with `--no-cache` or without a cache
-/// directory.
-pub(super) fn open(cli: &Cli, target: &Target) -> Option<Cached> {
+/// Reads the cache for `target` into it (the file `early` read, when it read one for
+/// this binary); None with `--no-cache` or without a cache directory.
+pub(super) fn open(cli: &Cli, target: &Target, early: Option<Early>) -> Option<Cached> {
     if cli.no_cache {
         return None;
     }
@@ -33,7 +34,11 @@ pub(super) fn open(cli: &Cli, target: &Target) -> Option<Cached> {
     }
     // A file that is not what this gtrace writes for this binary is not used, and is
     // written again below: the run is as without a cache.
-    let mut loaded = store.load(target).ok().flatten().unwrap_or_default();
+    let binary = For::new(target.build_ids(), target.file_size());
+    let mut loaded = match early.filter(|e| e.binary == binary) {
+        Some(early) => early.entry.unwrap_or_default(),
+        None => store.load(target).ok().flatten().unwrap_or_default(),
+    };
     // Sites found in another build's code (build ids may name two builds: `sites_fit`),
     // or not in this binary's: the file is not used at all.
     if !sites_fit(&loaded, target) || !target.seed_inlined(&loaded.inlined) {
@@ -45,16 +50,50 @@ pub(super) fn open(cli: &Cli, target: &Target) -> Option<Cached> {
     Some(Cached { store, loaded })
 }
 
-/// Whether this run will find no cache file for a binary with `ids`: `--no-cache`, no
-/// cache directory or one not to be used, no file for these ids. Asked before the
-/// binary is read further, so that what only a first run does may start at once
-/// (`Target::open_inflating`); a file there that `open` then rejects only loses that.
-pub(super) fn absent(cli: &Cli, ids: &BuildIds) -> bool {
+/// The cache file for a binary, read as soon as its build ids and size are known,
+/// before its symbol table (`Target::open_inflating`): what only a first run does may
+/// then start at once (inflating `.debug_info`), and so may the large maps the last
+/// trace of the script had (`maps_for`, `runtime::premake`). The file passed every check
+/// `Store::load` makes (format, this gtrace's build, this binary, its checksum); `open`
+/// still makes the checks that need the binary read (its inlined sites), and whatever
+/// was started from a file it then sets aside is only a guess: a wrong one costs time.
+pub(super) struct Early {
+    binary: For,
+    /// None: no file, or one not used.
+    entry: Option<Entry>,
+}
+
+/// The cache file for a binary with `ids` of `size` bytes (`Early`); None with
+/// `--no-cache`, without a cache directory, or with one not to be used (`open` says why).
+pub(super) fn read_early(cli: &Cli, ids: &BuildIds, size: u64) -> Option<Early> {
     if cli.no_cache {
-        return true;
+        return None;
     }
-    let Some(store) = Store::user() else { return true };
-    store.trusted().is_err() || store.file_for_ids(ids).is_none_or(|file| !file.exists())
+    let store = Store::user()?;
+    store.trusted().ok()?;
+    let binary = For::new(ids, size);
+    let entry = store.load_for(&binary).ok().flatten();
+    Some(Early { binary, entry })
+}
+
+impl Early {
+    /// Whether this run has no cache file for its binary (`--no-cache`, no cache
+    /// directory or one not to be used, no file, one not used): a first run, which
+    /// inflates the DWARF it will read at once. (A file without DWARF leaves it to the
+    /// first question, as one with DWARF: tests/corrupted.rs reads both ways.)
+    pub(super) fn absent(early: Option<&Early>) -> bool {
+        early.is_none_or(|e| e.entry.is_none())
+    }
+
+    /// The large maps the last trace of the script keyed `key` had, if the file kept them.
+    pub(super) fn maps_for(&self, key: u32) -> Option<&[MapDef]> {
+        maps_for(self.entry.as_ref()?, key)
+    }
+}
+
+/// The large maps `entry` keeps for the script keyed `key`.
+fn maps_for(entry: &Entry, key: u32) -> Option<&[MapDef]> {
+    entry.maps.iter().find(|(k, _)| *k == key).map(|(_, defs)| defs.as_slice())
 }
 
 impl Cached {
@@ -65,7 +104,7 @@ impl Cached {
 
     /// The large maps the last trace of the script keyed `key` had, if the file kept them.
     pub(super) fn maps_for(&self, key: u32) -> Option<&[MapDef]> {
-        self.loaded.maps.iter().find(|(k, _)| *k == key).map(|(_, defs)| defs.as_slice())
+        maps_for(&self.loaded, key)
     }
 
     /// Writes what the run learned, when it is more than the cache held; a whole file

@@ -81,16 +81,27 @@ pub fn run(cli: &Cli) -> Result<i32, Failure> {
     }
     let process = scope::process(&cli.target, cli.trace.cgroup.as_deref())?;
     let search = scope::debug_search(cli.debug_file.as_ref(), &cli.debug_dir, &process);
-    // A first run that will read DWARF inflates it while the rest of the binary is read.
-    let early = |ids: &crate::gobin::BuildIds| reads_dwarf && cached::absent(cli, ids);
+    // The cache file is read as soon as the binary's build ids are (`cached::Early`).
+    // A trace's large maps, as the last trace of this script had them, are made from
+    // then on, beside the reading of the binary and the compile (used only if the
+    // compiled object's are exactly these); a first run that will read DWARF inflates
+    // it while the rest of the binary is read.
+    let (mut early_read, mut asked) = (None, false);
+    let mut early = |ids: &crate::gobin::BuildIds, size: u64| {
+        asked = true;
+        early_read = cached::read_early(cli, ids, size);
+        if let Some(defs) = key.and_then(|k| early_read.as_ref()?.maps_for(k)) {
+            runtime::premake(defs.to_vec());
+        }
+        reads_dwarf && cached::Early::absent(early_read.as_ref())
+    };
     // Not freed when a listing or a check ends: the process is ending, and freeing a big
     // binary's tables cost a sixth of a check (a trace takes it, and keeps it to its end).
-    let mut target = std::mem::ManuallyDrop::new(Target::open_inflating(&process.binary, &search, &early)?);
+    let mut target = std::mem::ManuallyDrop::new(Target::open_inflating(&process.binary, &search, &mut early)?);
     // Written once, then dropped: a trace holds no cache file open.
-    let cached = cached::open(cli, &target);
-    // A trace's large maps, as the last trace of this script had them, are made now,
-    // beside the compile (used only if the compiled object's are exactly these).
-    if let Some(defs) = key.and_then(|k| cached.as_ref()?.maps_for(k)) {
+    let cached = cached::open(cli, &target, early_read);
+    // Build ids not read early (`--debug-file`): the maps are made ahead from here.
+    if let Some(defs) = key.filter(|_| !asked).and_then(|k| cached.as_ref()?.maps_for(k)) {
         runtime::premake(defs.to_vec());
     }
     let seeded = cached.as_ref().is_some_and(|c| c.has_dwarf());

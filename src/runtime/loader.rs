@@ -72,12 +72,9 @@ pub fn prewarm() {
             // aya probes what the kernel supports (BTF kinds, program and map types:
             // some thirty bpf() calls) the first time it loads an object: here instead.
             aya::features();
-            let mut loader = EbpfLoader::new();
-            // aya parsed the kernel's BTF for relocating a program's BTF (CO-RE) against
-            // it; gtrace's objects have no BTF, so nothing reads it: dropped now, not
-            // held (11 MB on a 6.x kernel) through the compile and the load.
-            loader.btf(None);
-            loader
+            // Without aya's parse of the kernel's BTF, which gtrace's objects never use
+            // (nobtf.rs): this thread ends once the loader is made.
+            super::nobtf::loader_on_this_thread()
         }));
     }
 }

@@ -9,7 +9,8 @@
 //! reads what probes cost (the kernel's statistics), `calibrate` what a trap costs; `kfuncs`
 //! links the programs' kfunc calls (the preemption guards) to the running kernel, and
 //! `preemption` says whether it can preempt a uprobe's program where they are missing;
-//! `capabilities` names those gtrace lacks when the kernel refuses it; `mapped` maps
+//! `capabilities` names those gtrace lacks when the kernel refuses it; `nobtf` makes
+//! aya's loader without its parse of the kernel's BTF, which gtrace never uses; `mapped` maps
 //! the target's file read-only for the reader (src/gobin sees a byte slice);
 //! `file_guard` keeps a process from running a file changed in place under -b's probes;
 //! `detach` takes probes off (under -b at the end, on a thread of its own), `park` takes
@@ -38,6 +39,7 @@ pub mod liveness;
 mod loader;
 pub mod mapped;
 mod maps;
+mod nobtf;
 mod park;
 pub mod preemption;
 pub mod priority;

@@ -1,7 +1,8 @@
 //! Cache files not to be used, by what they hold: another gtrace's or binary's, a
 //! truncated or corrupted one, one claiming a huge blob or with a hole after its
 //! blobs, another build's of this version, a lookup answer that is not the name asked,
-//! and DWARF from the cache said bad (compiled again without it).
+//! DWARF from the cache said bad (compiled again without it), and large maps made
+//! ahead that are not the object's (from a forged description, or a file set aside).
 
 use super::*;
 
@@ -301,4 +302,46 @@ fn a_traces_large_maps_are_kept_and_a_description_not_its_own_changes_nothing() 
         let again = store(&home).load(&target).unwrap().expect("the cache file");
         assert_eq!(again.maps, [(*key, defs.clone())], "written again with the object's maps");
     }
+}
+
+/// The cache file is read as soon as the binary's build ids are, before its symbol
+/// table, and its large maps made from then on; the checks that need the binary read
+/// come after (inlined sites found in another build's code). A file those checks set
+/// aside, whose maps were made ahead at another size, changes no output, and is written
+/// again with this run's own maps and sites.
+#[test]
+fn a_file_set_aside_once_the_binary_is_read_had_its_maps_made_ahead_for_nothing() {
+    let test = "a_file_set_aside_once_the_binary_is_read_had_its_maps_made_ahead_for_nothing";
+    if !support::privileged(test) {
+        return;
+    }
+    let bin = support::go_build("e2e", &[]);
+    let home = cache_dir("maps-set-aside");
+    let script = "on entry main.add { @b[b] = count() }";
+    let command = format!("{} add 300", bin.display());
+    let env = [("XDG_CACHE_HOME", home.to_str().unwrap())];
+    let trace = |extra: &[&str]| {
+        let mut args = vec!["-e", script, "-c", &command, "--budget", "off"];
+        args.extend(extra);
+        let r = support::gtrace_env(&args, &env);
+        assert_eq!(r.code, 0, "gtrace {args:?}:\n{}", r.stderr);
+        r.stdout
+    };
+    let without = trace(&["--no-cache"]);
+    assert_eq!(trace(&[]), without, "the first run");
+    let target = Target::open(&bin).unwrap();
+    let entry = store(&home).load(&target).unwrap().expect("the cache file");
+    let [(key, defs)] = entry.maps.as_slice() else { panic!("{:?}", entry.maps) };
+    // Its maps another size (made ahead: the early read takes the file), its sites
+    // found in another build's code (then the file is not used at all).
+    let mut forged = entry.clone();
+    forged.maps[0].1.iter_mut().for_each(|d| d.max_entries += 1);
+    forged.inlined = vec![("main.nosuch".into(), Vec::new())];
+    forged.code_crc = Some(target.code_crc() ^ 1);
+    let binary = format::For::new(target.build_ids(), target.file_size());
+    std::fs::write(cache_file(&home, &bin), format::encode(&binary, &forged)).unwrap();
+    assert_eq!(trace(&[]), without, "with a file set aside after its maps were made");
+    let again = store(&home).load(&target).unwrap().expect("the cache file");
+    assert_eq!(again.maps, [(*key, defs.clone())], "written again with the object's maps");
+    assert_eq!((&again.inlined, again.code_crc), (&entry.inlined, entry.code_crc), "this run's sites");
 }

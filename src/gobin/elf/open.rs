@@ -24,17 +24,20 @@ impl Target {
     }
 
     /// `open_with`, with the binary's own `.debug_info` inflated on another thread while
-    /// the rest is read (`dwarf::Inflating`) when `early` says so of its build ids: a
-    /// run that will read DWARF and has no cache file for this build. Not with a debug
-    /// file given (`--debug-file`): its DWARF is the one read.
+    /// the rest is read (`dwarf::Inflating`) when `early` says so of its build ids and
+    /// its size in bytes, read from the ELF headers before the symbol table (what only
+    /// needs them, a cache file named by the build id, may start there too): a run that
+    /// will read DWARF and has no cache file for this build. Not with a debug file given
+    /// (`--debug-file`): its DWARF is the one read, and `early` is not asked.
     pub fn open_inflating(
         path: &Path,
         debug: &DebugSearch,
-        early: &dyn Fn(&BuildIds) -> bool,
+        early: &mut dyn FnMut(&BuildIds, u64) -> bool,
     ) -> Result<Target, TargetError> {
         let data = elf::read_file(path)?;
         let ids = debug.file.is_none().then(|| elf::read_build_ids(path, &data).ok()).flatten();
-        let inflating = ids.filter(|ids| early(ids)).and_then(|_| Inflating::start(path, &data));
+        let size = data.len() as u64;
+        let inflating = ids.filter(|ids| early(ids, size)).and_then(|_| Inflating::start(path, &data));
         let target = Target::from_bytes(path, data, debug)?;
         if let (Some(inflating), None) = (inflating, &target.debug_file) {
             *target.dwarf.borrow_mut() = DwarfState::NotLoaded(None, Some(inflating));
