@@ -76,7 +76,7 @@ impl DwarfInfo {
         // parameters but not its unnamed results; its out-of-line copy lists them all
         // (the parameters by their abstract origin).
         let at = self.concrete_of(named)?.unwrap_or(named);
-        let (_, children) = self.die_with_children_of(at, &|tag| tag == dw::DW_TAG_formal_parameter)?;
+        let children = self.children_of(at, &|tag| tag == dw::DW_TAG_formal_parameter)?;
         let mut params = Vec::new();
         let mut results = 0;
         for child in children {

@@ -170,6 +170,11 @@ pub fn dictionaries_by_package(all: &[Dictionary]) -> std::collections::HashMap<
     by
 }
 
+/// The names and kinds of the runtime types a dictionary's words point at, by the
+/// words' span, as `instantiations_kept` read them.
+#[derive(Default)]
+pub struct ArgumentKinds(std::collections::HashMap<(u64, u64), std::collections::HashMap<String, u8>>);
+
 /// Offset of the kind byte in a runtime type descriptor (Go 1.17 to 1.26).
 const KIND: u64 = 23;
 /// The most words of a dictionary searched for its type arguments' descriptors.
@@ -205,6 +210,19 @@ impl Target {
         all: &[Dictionary],
         candidates: impl IntoIterator<Item = usize>,
     ) -> Vec<(Dictionary, String)> {
+        self.instantiations_kept(shape, all, candidates, &mut ArgumentKinds::default())
+    }
+
+    /// `instantiations_among`, the kinds of each dictionary's type arguments read once
+    /// into `kinds` for every shape asked of it (a listing asks of 1,130 shapes on Caddy,
+    /// each against the dictionaries of its package).
+    pub fn instantiations_kept(
+        &self,
+        shape: &str,
+        all: &[Dictionary],
+        candidates: impl IntoIterator<Item = usize>,
+        kinds: &mut ArgumentKinds,
+    ) -> Vec<(Dictionary, String)> {
         let Some((generic, range)) = generic_of(shape) else { return Vec::new() };
         let shapes: Vec<&str> = split_args(&shape[range.clone()]).into_iter().map(bare_shape).collect();
         // Only the dictionaries of the shape's package can make it (a prefix compared
@@ -219,7 +237,7 @@ impl Target {
             let Some(name) = made_by(shape, (&generic, range.clone()), &d.symbol) else { continue };
             let Some((_, args)) = dictionary_parts(&d.symbol) else { continue };
             let end = all.get(i + 1).map_or(d.addr + 8 * DICT_WORDS, |n| n.addr.min(d.addr + 8 * DICT_WORDS));
-            let kinds = self.argument_kinds(d.addr, end);
+            let kinds = kinds.0.entry((d.addr, end)).or_insert_with(|| self.argument_kinds(d.addr, end));
             let fits = split_args(args).iter().zip(&shapes).all(|(a, s)| may_have_shape(a, kinds.get(*a).copied(), s));
             if fits {
                 out.push((d.clone(), name));
