@@ -24,15 +24,15 @@ pub fn functions_to(target: &Target, pattern: &str, emit: &mut dyn FnMut(&str) -
     let names: Vec<&str> = target.find(pattern).iter().map(|f| f.name.as_str()).collect();
     let generic = names.iter().any(|n| crate::gobin::dictionary_position(n).is_some());
     let dictionaries = if generic { target.dictionaries() } else { Vec::new() };
-    let by_package = crate::gobin::dictionaries_by_package(&dictionaries);
+    let by_generic = crate::gobin::dictionaries_by_generic(&dictionaries);
     let mut kinds = crate::gobin::ArgumentKinds::default();
     let mut out = String::new();
     for name in &names {
         function(&mut out, target, name);
         out.push('\n');
         // Go 1.18's function table (all a stripped build has) writes shapes `[...]`.
-        if crate::gobin::dictionary_position(name).is_some() || name.contains("[...]") {
-            out.push_str(&instantiations(target, name, (&dictionaries, &by_package), &mut kinds));
+        if name.contains('[') && (crate::gobin::dictionary_position(name).is_some() || name.contains("[...]")) {
+            out.push_str(&instantiations(target, name, (&dictionaries, &by_generic), &mut kinds));
         }
         if out.len() >= 16 << 10 {
             if !emit(&out) {
@@ -52,13 +52,14 @@ pub fn functions_to(target: &Target, pattern: &str, emit: &mut dyn FnMut(&str) -
 fn instantiations(
     target: &Target,
     shape: &str,
-    (dictionaries, by_package): (&[crate::gobin::Dictionary], &std::collections::HashMap<&str, Vec<usize>>),
+    (dictionaries, by_generic): (&[crate::gobin::Dictionary], &std::collections::HashMap<String, Vec<usize>>),
     kinds: &mut crate::gobin::ArgumentKinds,
 ) -> String {
     if target.is_stripped() {
         return "    instantiations: unknown (stripped: no symbol table names the dictionaries)\n".to_string();
     }
-    let mine = by_package.get(crate::gobin::package_of(shape)).map_or(&[][..], |v| v.as_slice());
+    let generic = crate::gobin::generic_name(shape);
+    let mine = generic.and_then(|g| by_generic.get(&g)).map_or(&[][..], |v| v.as_slice());
     let made = target.instantiations_kept(shape, dictionaries, mine.iter().copied(), kinds);
     let names: Vec<String> = made.into_iter().map(|(_, n)| n).collect();
     if names.is_empty() {

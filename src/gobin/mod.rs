@@ -40,8 +40,8 @@ pub use error::TargetError;
 pub(crate) use layouts::rtype as runtime_type;
 pub use layouts::rtype::{needs_layout, RuntimeType};
 pub use layouts::{
-    any_type_args, dictionaries_by_package, instantiation, AesGlobals, ArgumentKinds, Dictionary, MapLayout,
-    OtelContext, PanicLayout, Recovery,
+    any_type_args, dictionaries_by_generic, generic_name, instantiation, AesGlobals, ArgumentKinds, Dictionary,
+    MapLayout, OtelContext, PanicLayout, Recovery,
 };
 pub use rtypes::NoRuntimeType;
 pub use sites::{InlinedEntry, InlinedSite, LineError, LineSite, Local, LocalState, Placement, ValueLocation};

@@ -12,7 +12,8 @@ use crate::gotypes::{GoType, StructField, TypeKind, Types};
 /// (`pkg.(*T[go.shape.int]).M`, after the receiver); None for everything else, closures
 /// (`pkg.F[go.shape.int].func1`) and method values (`-fm`) included: they capture it.
 pub(crate) fn dictionary_position(name: &str) -> Option<usize> {
-    if !name.contains("[go.shape.") {
+    // A name without `[` (most) is passed at the cost of a byte search.
+    if !name.contains('[') || !name.contains("[go.shape.") {
         return None;
     }
     let package = symbols::package_of(name);

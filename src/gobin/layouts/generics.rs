@@ -157,17 +157,29 @@ fn may_have_shape(arg: &str, kind: Option<u8>, shape: &str) -> bool {
     }
 }
 
-/// The dictionaries of `all` by their package (the text before `..dict.`), as indexes
-/// in `all`: the candidates `instantiations_among` needs for a shape function of that
-/// package (no package path holds `..`).
-pub fn dictionaries_by_package(all: &[Dictionary]) -> std::collections::HashMap<&str, Vec<usize>> {
-    let mut by: std::collections::HashMap<&str, Vec<usize>> = std::collections::HashMap::new();
+/// The dictionaries of `all` by the generic code they may instantiate, as its name
+/// (`main.Stack` for `main..dict.Stack[int]` and Go 1.18's `main..dict.(*Stack[int]).Push`;
+/// `generic_name` of a shape function), as indexes in `all` in their order: the only
+/// ones whose instantiation `instantiations_among` can find for a shape function of
+/// that code (a listing asks of 1,130 shapes on Caddy, each of which was matched with
+/// every dictionary of its package).
+pub fn dictionaries_by_generic(all: &[Dictionary]) -> std::collections::HashMap<String, Vec<usize>> {
+    let mut by: std::collections::HashMap<String, Vec<usize>> = std::collections::HashMap::new();
     for (i, d) in all.iter().enumerate() {
-        if let Some(at) = d.symbol.find(DICT) {
-            by.entry(&d.symbol[..at]).or_default().push(i);
-        }
+        let Some(at) = d.symbol.find(DICT) else { continue };
+        let (package, rest) = (&d.symbol[..at], &d.symbol[at + DICT.len()..]);
+        let Some(open) = rest.find('[') else { continue };
+        // As `generic_of` takes a shape function's name apart.
+        let ident = rest[..open].trim_start_matches("(*").trim_start_matches('(');
+        by.entry(format!("{package}.{ident}")).or_default().push(i);
     }
     by
+}
+
+/// The generic code shape function `shape` was made from, as `dictionaries_by_generic`
+/// names it: `main.Stack` for `main.(*Stack[go.shape.int]).Push`.
+pub fn generic_name(shape: &str) -> Option<String> {
+    generic_of(shape).map(|(generic, _)| generic)
 }
 
 /// The names and kinds of the runtime types a dictionary's words point at, by the
@@ -203,7 +215,8 @@ impl Target {
     }
 
     /// `instantiations_of` among the dictionaries at `candidates` in `all` (those of the
-    /// shape's package, `dictionaries_by_package`, when a listing asks of many shapes).
+    /// shape's generic code, `dictionaries_by_generic`, when a listing asks of many
+    /// shapes).
     pub fn instantiations_among(
         &self,
         shape: &str,
@@ -214,8 +227,7 @@ impl Target {
     }
 
     /// `instantiations_among`, the kinds of each dictionary's type arguments read once
-    /// into `kinds` for every shape asked of it (a listing asks of 1,130 shapes on Caddy,
-    /// each against the dictionaries of its package).
+    /// into `kinds` for every shape asked of it.
     pub fn instantiations_kept(
         &self,
         shape: &str,
