@@ -10,7 +10,7 @@
 //! refused. A unit whose bytes fail their check is read from the binary instead, and
 //! the file is written again (`gobin::StoredUnits`).
 
-use crate::gobin::{crc32, BuildIds, DwarfSeed, InlinedSite, StoredUnits};
+use crate::gobin::{crc32, BuildIds, DwarfSeed, InlinedSite, StoredUnits, UnitBytes};
 use crate::object::MapDef;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -122,25 +122,54 @@ pub enum Rejected {
 /// (units still stored in another file are read from it; one that cannot be is left
 /// out, and a seed without `info_crc` is not written).
 pub fn encode_as(writer: &str, binary: &For, entry: &Entry) -> Vec<u8> {
-    let (mut out, blobs) = encode_parts(writer, binary, entry);
-    out.extend_from_slice(&blobs);
+    let encoded = encode_parts(writer, binary, entry);
+    let mut out = Vec::with_capacity(encoded.len() as usize);
+    out.extend_from_slice(&encoded.head);
+    encoded.units.iter().for_each(|u| out.extend_from_slice(u));
+    out.extend_from_slice(&encoded.rest);
     out
 }
 
-/// `encode_as` in two parts, to be written one after the other: the header with the
-/// description, and the blobs (not copied into one buffer: megabytes after `-l '*'`).
-pub fn encode_parts(writer: &str, binary: &For, entry: &Entry) -> (Vec<u8>, Vec<u8>) {
+/// A cache file's bytes in the parts written one after the other: the header with the
+/// description, the units' bytes (the seed's own, shared: not copied into one buffer,
+/// 20 MB after `-l '*'` on Caddy), and the rest of the blobs (the abbreviations and
+/// the lookups).
+pub struct Encoded {
+    pub head: Vec<u8>,
+    pub units: Vec<UnitBytes>,
+    pub rest: Vec<u8>,
+}
+
+impl Encoded {
+    /// The file's length.
+    pub fn len(&self) -> u64 {
+        (self.head.len() + self.units.iter().map(|u| u.len()).sum::<usize>() + self.rest.len()) as u64
+    }
+
+    /// Writes the parts to `out` in order.
+    pub fn write_to(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        out.write_all(&self.head)?;
+        for unit in &self.units {
+            out.write_all(unit)?;
+        }
+        out.write_all(&self.rest)
+    }
+}
+
+/// `encode_as` in parts (`Encoded`).
+pub fn encode_parts(writer: &str, binary: &For, entry: &Entry) -> Encoded {
     encode_parts_in(writer, binary, entry, Vec::new())
 }
 
-/// `encode_parts`, the blobs written into `blobs` (emptied first). A buffer the main
-/// thread allocated stays in glibc's main arena however another thread grows and frees
-/// it, and `malloc_trim` returns it to the system; one a writer thread allocated would
-/// be freed at the top of that thread's arena, which `malloc_trim` does not shrink (6 MB
-/// more held while tracing after a first run on Caddy).
-pub fn encode_parts_in(writer: &str, binary: &For, entry: &Entry, mut blobs: Vec<u8>) -> (Vec<u8>, Vec<u8>) {
-    blobs.clear();
-    let dwarf = entry.dwarf.as_ref().and_then(|seed| dwarf_part(seed, &mut blobs));
+/// `encode_parts`, the blobs after the units written into `rest` (emptied first). A
+/// buffer the main thread allocated stays in glibc's main arena however another thread
+/// grows and frees it, and `malloc_trim` returns it to the system; one a writer thread
+/// allocated would be freed at the top of that thread's arena, which `malloc_trim` does
+/// not shrink (6 MB more held while tracing after a first run on Caddy).
+pub fn encode_parts_in(writer: &str, binary: &For, entry: &Entry, mut rest: Vec<u8>) -> Encoded {
+    rest.clear();
+    let mut units = Vec::new();
+    let dwarf = entry.dwarf.as_ref().and_then(|seed| dwarf_part(seed, &mut units, &mut rest));
     let description = Description {
         writer: writer.to_string(),
         binary: binary.clone(),
@@ -150,29 +179,31 @@ pub fn encode_parts_in(writer: &str, binary: &For, entry: &Entry, mut blobs: Vec
         maps: entry.maps.clone(),
     };
     let json = serde_json::to_vec(&description).unwrap_or_default();
-    let mut head = header(json.len(), blobs.len() as u64, &json);
+    let blobs = units.iter().map(|u| u.len() as u64).sum::<u64>() + rest.len() as u64;
+    let mut head = header(json.len(), blobs, &json);
     head.extend_from_slice(&json);
-    (head, blobs)
+    Encoded { head, units, rest }
 }
 
-/// `seed` without its blobs, which go to the end of `blobs`; None without `info_crc`.
-fn dwarf_part(seed: &DwarfSeed, blobs: &mut Vec<u8>) -> Option<DwarfPart> {
-    // The bytes `fill` adds to `blobs`, as a blob.
-    let mut blob = |fill: &mut dyn FnMut(&mut Vec<u8>)| {
-        let at = blobs.len();
-        fill(blobs);
-        (at as u64, (blobs.len() - at) as u64, crc32(&blobs[at..]))
-    };
+/// `seed` without its blobs: its units' bytes go to `units` (shared), each one's blob
+/// after the last; the abbreviations and lookups after them, into `rest`. None without
+/// `info_crc`.
+fn dwarf_part(seed: &DwarfSeed, units: &mut Vec<UnitBytes>, rest: &mut Vec<u8>) -> Option<DwarfPart> {
+    let mut at = 0u64;
     let mut bodies: Vec<(u32, u64, u64, u32)> = Vec::new();
-    for (u, b) in &seed.bodies {
-        let (at, len, c) = blob(&mut |v| v.extend_from_slice(b));
-        bodies.push((*u, at, len, c));
-    }
-    for (u, b) in seed.stored.iter().flat_map(|s| s.held().into_iter().filter_map(|u| Some((u, s.read(u)?)))) {
-        let (at, len, c) = blob(&mut |v| v.extend_from_slice(&b));
-        bodies.push((u, at, len, c));
+    let stored = seed.stored.iter().flat_map(|s| s.held().into_iter().filter_map(|u| Some((u, s.read(u)?))));
+    for (u, b) in seed.bodies.iter().cloned().chain(stored) {
+        bodies.push((u, at, b.len() as u64, crc32(&b)));
+        at += b.len() as u64;
+        units.push(b);
     }
     bodies.sort_by_key(|b| b.0);
+    // The bytes `fill` adds to `rest`, as a blob (after the units).
+    let mut blob = |fill: &mut dyn FnMut(&mut Vec<u8>)| {
+        let start = rest.len();
+        fill(rest);
+        (at + start as u64, (rest.len() - start) as u64, crc32(&rest[start..]))
+    };
     let abbrev = blob(&mut |v| v.extend_from_slice(&seed.abbrev));
     // The lookups as JSON, written straight into the blobs (megabytes after `-l '*'`).
     let stored = seed.stored.as_ref().and_then(|s| s.memo()).filter(|m| !m.is_empty());
@@ -187,13 +218,12 @@ fn dwarf_part(seed: &DwarfSeed, blobs: &mut Vec<u8>) -> Option<DwarfPart> {
     Some(DwarfPart { units: seed.units.clone(), abbrev, bodies, memo, info_crc: seed.info_crc? })
 }
 
-/// About how many bytes `encode_parts` writes as blobs for `entry`: its units' bytes,
-/// the abbreviations and the lookups (units still stored in a file are not counted).
-pub fn blobs_size(entry: &Entry) -> usize {
+/// About how many bytes `encode_parts` writes after the units for `entry`: the
+/// abbreviations and the lookups.
+pub fn rest_size(entry: &Entry) -> usize {
     let Some(seed) = &entry.dwarf else { return 0 };
-    let bodies: usize = seed.bodies.iter().map(|(_, b)| b.len()).sum();
     let memo: usize = seed.memo.iter().map(|(k, _)| k.len() + 48).sum();
-    bodies + seed.abbrev.len() + memo
+    seed.abbrev.len() + memo
 }
 
 /// `encode_as` by this gtrace.
@@ -341,6 +371,16 @@ impl Blobs {
         self.file.read_exact_at(&mut bytes, self.at + at).ok()?;
         (crc32(&bytes) == sum).then_some(bytes)
     }
+
+    /// `read` into a buffer of its own (zeroed pages the system has not touched, which
+    /// the read fills), shared as a unit's bytes: not zero-filled, then copied.
+    fn read_unit(&self, (at, len, sum): (u64, u64, u32)) -> Option<UnitBytes> {
+        at.checked_add(len).filter(|end| *end <= self.len)?;
+        let mut bytes = crate::runtime::zeroed::zeroed(usize::try_from(len).ok()?);
+        let buffer = Arc::get_mut(&mut bytes)?;
+        self.file.read_exact_at(buffer, self.at + at).ok()?;
+        (crc32(buffer) == sum).then(|| UnitBytes::shared(bytes))
+    }
 }
 
 /// The DWARF units of a cache file, read when a question reaches one, and its lookups.
@@ -360,8 +400,8 @@ impl StoredUnits for FileUnits {
         held
     }
 
-    fn read(&self, u: u32) -> Option<Vec<u8>> {
-        self.blobs.read(*self.bodies.get(&u)?)
+    fn read(&self, u: u32) -> Option<UnitBytes> {
+        self.blobs.read_unit(*self.bodies.get(&u)?)
     }
 
     /// The lookups, each answer inside `.debug_info` (but a runtime type's key, `n

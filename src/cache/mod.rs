@@ -120,9 +120,9 @@ impl Store {
     /// least recently used files past the bound. Nothing for a binary without build id.
     pub fn save(&self, target: &Target, entry: &Entry) -> Result<(), WriteError> {
         let Some(path) = self.file_for(target) else { return Ok(()) };
-        // Sized at once: grown by doubling, the blobs (27 MB after `-l '*'` on Caddy)
+        // Sized at once: grown by doubling, the lookups (7 MB after `-l '*'` on Caddy)
         // were copied and their pages touched twice over.
-        self.save_to(path, &binary(target), entry, Vec::with_capacity(format::blobs_size(entry)))
+        self.save_to(path, &binary(target), entry, Vec::with_capacity(format::rest_size(entry)))
     }
 
     /// `save` on another thread, which `written` waits for: a first run on Caddy spent
@@ -132,7 +132,7 @@ impl Store {
         let Some(path) = self.file_for(target) else { return };
         let (store, binary) = (self.clone(), binary(target));
         // The blobs' buffer is this (the main) thread's: `format::encode_parts_in` says why.
-        let blobs = Vec::with_capacity(format::blobs_size(&entry));
+        let blobs = Vec::with_capacity(format::rest_size(&entry));
         let spawned = std::thread::Builder::new().spawn(move || store.save_to(path, &binary, &entry, blobs));
         let mut slot = WRITING.lock().unwrap_or_else(|e| e.into_inner());
         // A thread that cannot be started writes nothing: the next run writes the file.
@@ -145,17 +145,13 @@ impl Store {
         let bad = |source| WriteError { path: path.clone(), source };
         trust::create_dir(&self.dir).map_err(bad)?;
         self.trusted().map_err(|e| bad(std::io::Error::other(e.to_string())))?;
-        let (head, blobs) = format::encode_parts_in(format::WRITER, binary, entry, blobs);
-        let len = (head.len() + blobs.len()) as u64;
+        let encoded = format::encode_parts_in(format::WRITER, binary, entry, blobs);
+        let len = encoded.len();
         if len > format::LARGEST {
             let problem = format!("{len} bytes, more than a cache file holds ({})", format::LARGEST);
             return Err(bad(std::io::Error::other(problem)));
         }
-        self.replace(&path, &mut |out| {
-            use std::io::Write;
-            out.write_all(&head)?;
-            out.write_all(&blobs)
-        })
+        self.replace(&path, &mut |out| encoded.write_to(out))
     }
 
     /// Writes the file for `target` again with `inlined` as its inlined sites and `maps`

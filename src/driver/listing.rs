@@ -24,14 +24,15 @@ pub fn functions_to(target: &Target, pattern: &str, emit: &mut dyn FnMut(&str) -
     let names: Vec<&str> = target.find(pattern).iter().map(|f| f.name.as_str()).collect();
     let generic = names.iter().any(|n| crate::gobin::dictionary_position(n).is_some());
     let dictionaries = if generic { target.dictionaries() } else { Vec::new() };
-    let by_package = crate::gobin::dictionaries_by_package(&dictionaries);
+    let by_generic = crate::gobin::dictionaries_by_generic(&dictionaries);
+    let mut kinds = crate::gobin::ArgumentKinds::default();
     let mut out = String::new();
     for name in &names {
-        out.push_str(&function(target, name));
+        function(&mut out, target, name);
         out.push('\n');
         // Go 1.18's function table (all a stripped build has) writes shapes `[...]`.
-        if crate::gobin::dictionary_position(name).is_some() || name.contains("[...]") {
-            out.push_str(&instantiations(target, name, &dictionaries, &by_package));
+        if name.contains('[') && (crate::gobin::dictionary_position(name).is_some() || name.contains("[...]")) {
+            out.push_str(&instantiations(target, name, (&dictionaries, &by_generic), &mut kinds));
         }
         if out.len() >= 16 << 10 {
             if !emit(&out) {
@@ -51,14 +52,15 @@ pub fn functions_to(target: &Target, pattern: &str, emit: &mut dyn FnMut(&str) -
 fn instantiations(
     target: &Target,
     shape: &str,
-    dictionaries: &[crate::gobin::Dictionary],
-    by_package: &std::collections::HashMap<&str, Vec<usize>>,
+    (dictionaries, by_generic): (&[crate::gobin::Dictionary], &std::collections::HashMap<String, Vec<usize>>),
+    kinds: &mut crate::gobin::ArgumentKinds,
 ) -> String {
     if target.is_stripped() {
         return "    instantiations: unknown (stripped: no symbol table names the dictionaries)\n".to_string();
     }
-    let mine = by_package.get(crate::gobin::package_of(shape)).map_or(&[][..], |v| v.as_slice());
-    let made = target.instantiations_among(shape, dictionaries, mine.iter().copied());
+    let generic = crate::gobin::generic_name(shape);
+    let mine = generic.and_then(|g| by_generic.get(&g)).map_or(&[][..], |v| v.as_slice());
+    let made = target.instantiations_kept(shape, dictionaries, mine.iter().copied(), kinds);
     let names: Vec<String> = made.into_iter().map(|(_, n)| n).collect();
     if names.is_empty() {
         return "    instantiations: none with a dictionary in the symbol table\n".to_string();
@@ -66,7 +68,10 @@ fn instantiations(
     format!("    instantiations: {}\n", names.join(", "))
 }
 
-fn function(target: &Target, name: &str) -> String {
+/// Function `name`'s line (no newline) at the end of `out`: written there, not made of
+/// a string a parameter (`-l '*'` writes 72,707 of them on Caddy).
+fn function(out: &mut String, target: &Target, name: &str) {
+    use std::fmt::Write;
     let params = match target.params(name) {
         Ok(Some(p)) => p,
         Ok(None) if !target.has_dwarf() => {
@@ -78,10 +83,17 @@ fn function(target: &Target, name: &str) -> String {
                 let names: Vec<&str> = regs.iter().map(|r| r.name()).collect();
                 format!("arg0 … arg{} as words in {}", regs.len() - 1, names.join(" "))
             };
-            return format!("{name}  (no DWARF: parameters by position, {words})");
+            let _ = write!(out, "{name}  (no DWARF: parameters by position, {words})");
+            return;
         }
-        Ok(None) => return format!("{name}  (no DWARF for this function: parameters unknown)"),
-        Err(e) => return format!("{name}  ({e})"),
+        Ok(None) => {
+            let _ = write!(out, "{name}  (no DWARF for this function: parameters unknown)");
+            return;
+        }
+        Err(e) => {
+            let _ = write!(out, "{name}  ({e})");
+            return;
+        }
     };
     let types = target.types();
     let (ins, outs): (Vec<&Param>, Vec<&Param>) = params.iter().partition(|p| !p.is_result);
@@ -91,34 +103,70 @@ fn function(target: &Target, name: &str) -> String {
         &outs.iter().map(|p| p.ty).collect::<Vec<_>>(),
         &types,
     );
-    let show = |ps: &[&Param], locs: &[Location]| -> String {
-        ps.iter()
-            .zip(locs)
-            .map(|(p, l)| format!("{} {} {}", p.name, types.get(p.ty).name, location(l)))
-            .collect::<Vec<_>>()
-            .join(", ")
+    // `a T [where], b U [where]`
+    let show = |out: &mut String, ps: &[&Param], locs: &[Location]| {
+        for (i, (p, l)) in ps.iter().zip(locs).enumerate() {
+            if i > 0 {
+                out.push_str(", ");
+            }
+            let _ = write!(out, "{} {} ", p.name, types.get(p.ty).name);
+            location_to(out, l);
+        }
     };
-    let mut line = format!("{name}({})", show(&ins, &layout.params));
+    out.push_str(name);
+    out.push('(');
+    show(out, &ins, &layout.params);
+    out.push(')');
     if !outs.is_empty() {
-        line.push_str(&format!(" ({})", show(&outs, &layout.results)));
+        out.push_str(" (");
+        show(out, &outs, &layout.results);
+        out.push(')');
     }
-    line
 }
 
 pub(super) fn location(l: &Location) -> String {
+    let mut out = String::new();
+    location_to(&mut out, l);
+    out
+}
+
+/// Where a value is, `[AX BX]`, at the end of `out`.
+fn location_to(out: &mut String, l: &Location) {
+    use std::fmt::Write;
     match l {
-        Location::Regs(pieces) => format!("[{}]", pieces.iter().map(|p| p.reg.name()).collect::<Vec<_>>().join(" ")),
-        Location::Stack { offset } => format!("[{offset}(SP)]"),
-        Location::Pieces(pieces) => {
-            let at = |p: &crate::arch::abi::Piece| match &p.at {
-                crate::arch::abi::PieceAt::Reg(r) => r.name().to_string(),
-                crate::arch::abi::PieceAt::Stack { offset } => format!("{offset}(SP)"),
-                crate::arch::abi::PieceAt::Missing => "-".to_string(),
-            };
-            format!("[{}]", pieces.iter().map(at).collect::<Vec<_>>().join(" "))
+        Location::Regs(pieces) => {
+            out.push('[');
+            for (i, p) in pieces.iter().enumerate() {
+                if i > 0 {
+                    out.push(' ');
+                }
+                out.push_str(p.reg.name());
+            }
+            out.push(']');
         }
-        Location::Unreadable { reason } => format!("[unreadable: {reason}]"),
-        Location::Empty => "[empty]".into(),
+        Location::Stack { offset } => {
+            let _ = write!(out, "[{offset}(SP)]");
+        }
+        Location::Pieces(pieces) => {
+            out.push('[');
+            for (i, p) in pieces.iter().enumerate() {
+                if i > 0 {
+                    out.push(' ');
+                }
+                match &p.at {
+                    crate::arch::abi::PieceAt::Reg(r) => out.push_str(r.name()),
+                    crate::arch::abi::PieceAt::Stack { offset } => {
+                        let _ = write!(out, "{offset}(SP)");
+                    }
+                    crate::arch::abi::PieceAt::Missing => out.push('-'),
+                }
+            }
+            out.push(']');
+        }
+        Location::Unreadable { reason } => {
+            let _ = write!(out, "[unreadable: {reason}]");
+        }
+        Location::Empty => out.push_str("[empty]"),
     }
 }
 

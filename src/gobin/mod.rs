@@ -30,7 +30,7 @@ pub mod fake;
 
 pub use crate::arch::ProbeSites;
 pub(crate) use dwarf::types::dictionary_position;
-pub use dwarf::{crc32, DwarfSeed, NoVariable, StoredUnits, Variable};
+pub use dwarf::{crc32, DwarfSeed, NoVariable, StoredUnits, UnitBytes, Variable};
 pub use elf::arena::Name;
 pub use elf::debugfile::DebugSearch;
 pub(crate) use elf::symbols::{is_pattern as symbols_is_pattern, package_of};
@@ -40,8 +40,8 @@ pub use error::TargetError;
 pub(crate) use layouts::rtype as runtime_type;
 pub use layouts::rtype::{needs_layout, RuntimeType};
 pub use layouts::{
-    any_type_args, dictionaries_by_package, instantiation, AesGlobals, Dictionary, MapLayout, OtelContext, PanicLayout,
-    Recovery,
+    any_type_args, dictionaries_by_generic, generic_name, instantiation, AesGlobals, ArgumentKinds, Dictionary,
+    MapLayout, OtelContext, PanicLayout, Recovery,
 };
 pub use rtypes::NoRuntimeType;
 pub use sites::{InlinedEntry, InlinedSite, LineError, LineSite, Local, LocalState, Placement, ValueLocation};

@@ -20,7 +20,7 @@ fn a_cache_of_another_gtrace_or_another_binary_is_not_used() {
 
     // Written by another gtrace, for this binary, with its units emptied.
     let mut foreign = entry.clone();
-    foreign.dwarf.as_mut().unwrap().bodies.iter_mut().for_each(|(_, b)| b.fill(0));
+    foreign.dwarf.as_mut().unwrap().bodies.iter_mut().for_each(|(_, b)| *b = vec![0; b.len()].into());
     std::fs::write(&file, format::encode_as("gtrace 0.0.0-other", &binary, &foreign)).unwrap();
     assert!(matches!(store(&home).load(&target), Err(format::Rejected::Writer { .. })));
     assert_eq!(outputs(&bin, &home, &[]), without, "a cache of another gtrace");
@@ -156,7 +156,7 @@ fn a_cache_of_another_build_of_this_version_is_not_used() {
     let file = cache_file(&home, &bin);
     let binary = format::For::new(target.build_ids(), target.file_size());
     let mut foreign = entry.clone();
-    foreign.dwarf.as_mut().unwrap().bodies.iter_mut().for_each(|(_, b)| b.fill(0));
+    foreign.dwarf.as_mut().unwrap().bodies.iter_mut().for_each(|(_, b)| *b = vec![0; b.len()].into());
     for other in [version.to_string(), format!("{version} build 0123456789abcdef")] {
         std::fs::write(&file, format::encode_as(&other, &binary, &foreign)).unwrap();
         assert!(matches!(store(&home).load(&target), Err(format::Rejected::Writer { .. })), "{other}");
@@ -248,7 +248,9 @@ fn bad_dwarf_from_the_cache_is_compiled_again_without_it() {
     let binary = format::For::new(target.build_ids(), target.file_size());
     let mut forged = entry.clone();
     for (_, body) in &mut forged.dwarf.as_mut().unwrap().bodies {
-        body.iter_mut().skip(11).step_by(7).for_each(|b| *b = 0xff);
+        let mut bytes = body.to_vec();
+        bytes.iter_mut().skip(11).step_by(7).for_each(|b| *b = 0xff);
+        *body = bytes.into();
     }
     std::fs::write(&file, format::encode(&binary, &forged)).unwrap();
     let (plan, said) = plan_and_stderr(&bin, &home, SCRIPT, &[]);

@@ -13,7 +13,7 @@ impl StoredUnits for Counted {
     fn held(&self) -> Vec<u32> {
         self.0.held()
     }
-    fn read(&self, u: u32) -> Option<Vec<u8>> {
+    fn read(&self, u: u32) -> Option<gtrace::gobin::UnitBytes> {
         self.1.fetch_add(1, Ordering::Relaxed);
         self.0.read(u)
     }

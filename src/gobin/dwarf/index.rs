@@ -23,7 +23,7 @@ impl DwarfInfo {
         &mut self,
         u: usize,
         name: &str,
-        pick: fn(&UnitIndex) -> &HashMap<String, V>,
+        pick: fn(&UnitIndex) -> &FastMap<String, V>,
     ) -> Result<Option<V>, TargetError> {
         if self.units[u].index.is_none() {
             self.index_until(u, &|i| pick(i).contains_key(name))?;
@@ -117,10 +117,9 @@ impl DwarfInfo {
         kind: &str,
         package: &str,
         name: &str,
-        pick: fn(&UnitIndex) -> &HashMap<String, UnitOffset>,
+        pick: fn(&UnitIndex) -> &FastMap<String, UnitOffset>,
     ) -> Result<Option<DebugInfoOffset>, TargetError> {
-        let key = format!("{kind} {name}");
-        match self.memo.get(&key).copied() {
+        match self.memo.recall(kind, name) {
             None => {}
             Some(None) => return Ok(None),
             Some(Some([at, _])) if self.names(DebugInfoOffset(at as usize), kind, name) => {
@@ -128,10 +127,7 @@ impl DwarfInfo {
             }
             // An answer (from a cache) that is not a DIE of that name: asked again, and
             // the cache written again.
-            Some(Some(_)) => {
-                self.memo.remove(&key);
-                self.seed_was_wrong();
-            }
+            Some(Some(_)) => self.seed_was_wrong(),
         }
         let mut found = None;
         // The package's own units first (and runtime's for a type): the others are walked
@@ -150,7 +146,8 @@ impl DwarfInfo {
                 }
             }
         }
-        self.memo.insert(key, found.map(|at| [at.0 as u64, 0]));
+        // Kept in place of a wrong answer from a cache, if there was one.
+        self.memo.keep(found.map(|at| [at.0 as u64, 0]));
         if found.is_none() && !self.everywhere.contains_key(kind) && self.units.iter().all(|s| s.index.is_some()) {
             let names = self.units.iter().flat_map(|s| s.index.iter().map(|i| pick(i).len())).sum();
             let mut all: HashMap<u64, Vec<u32>> = HashMap::with_capacity(names);
@@ -165,16 +162,46 @@ impl DwarfInfo {
     }
 
     /// Whether the DIE at `at` is one `lookup` of `kind` finds by `name`: that name, and
-    /// a tag its index keeps under that kind.
+    /// a tag its index keeps under that kind. Its attributes are read up to its name,
+    /// which is compared where it is (a cached `-l '*'` asks this of every function).
     fn names(&self, at: DebugInfoOffset, kind: &str, name: &str) -> bool {
-        let Ok(die) = self.die(at) else { return false };
+        let Some((u, off)) = self.locate(at) else { return false };
+        let Ok(unit) = self.unit(u) else { return false };
+        let Ok(mut raw) = unit.header.entries_raw(&unit.abbrevs, Some(off)) else { return false };
+        let Ok(Some(abbrev)) = raw.read_abbreviation() else { return false };
         let tag = match kind {
-            "f" => matches!(die.tag, Some(dw::DW_TAG_subprogram)),
-            "t" => matches!(die.tag, Some(dw::DW_TAG_structure_type | dw::DW_TAG_typedef)),
-            "v" => matches!(die.tag, Some(dw::DW_TAG_variable)),
+            "f" => abbrev.tag() == dw::DW_TAG_subprogram,
+            "t" => matches!(abbrev.tag(), dw::DW_TAG_structure_type | dw::DW_TAG_typedef),
+            "v" => abbrev.tag() == dw::DW_TAG_variable,
             _ => true,
         };
-        tag && die.name.as_deref() == Some(name)
+        if !tag {
+            return false;
+        }
+        for spec in abbrev.attributes() {
+            let Ok(attr) = raw.read_attribute(*spec) else { return false };
+            if attr.name() == dw::DW_AT_name {
+                return self.is_string(attr.value(), name);
+            }
+        }
+        false
+    }
+
+    /// Whether the string attribute `value` is `name` (as `string` reads it: a name not
+    /// in UTF-8 is compared as its lossy form).
+    fn is_string(&self, value: AttributeValue<R>, name: &str) -> bool {
+        let r = match value {
+            AttributeValue::String(r) => r,
+            AttributeValue::DebugStrRef(off) => match self.debug_str.get_str(off) {
+                Ok(r) => r,
+                Err(_) => return false,
+            },
+            _ => return false,
+        };
+        match std::str::from_utf8(r.bytes()) {
+            Ok(s) => s == name,
+            Err(_) => r.to_string_lossy().is_ok_and(|s| s == name),
+        }
     }
 
     /// What the walk of every unit but `first` finds, from `everywhere`: the first unit
@@ -184,7 +211,7 @@ impl DwarfInfo {
         kind: &str,
         name: &str,
         first: &[usize],
-        pick: fn(&UnitIndex) -> &HashMap<String, UnitOffset>,
+        pick: fn(&UnitIndex) -> &FastMap<String, UnitOffset>,
     ) -> Option<DebugInfoOffset> {
         let units = self.everywhere.get(kind)?.get(&name_hash(name))?;
         // Another name of the same hash may have put a unit in the list.
@@ -197,14 +224,13 @@ impl DwarfInfo {
     /// The out-of-line copy of the function whose (abstract) DIE is at `at`, when it is
     /// also inlined elsewhere: Go lists its results only there.
     pub(super) fn concrete_of(&mut self, at: DebugInfoOffset) -> Result<Option<DebugInfoOffset>, TargetError> {
-        let key = format!("c {}", at.0);
-        if let Some(found) = self.memo.get(&key) {
+        if let Some(found) = self.memo.recall("c", at.0) {
             return Ok(found.map(|[c, _]| DebugInfoOffset(c as usize)));
         }
         let Some((u, _)) = self.locate(at) else { return Ok(None) };
         let index = self.index(u)?;
         let found = index.concrete.get(&at).map(|c| self.at(u, *c));
-        self.memo.insert(key, found.map(|c| [c.0 as u64, 0]));
+        self.memo.keep(found.map(|c| [c.0 as u64, 0]));
         Ok(found)
     }
 

@@ -24,6 +24,7 @@ mod index;
 mod inflating;
 mod lines;
 mod locations;
+mod memo;
 mod query;
 mod scopes;
 pub(crate) mod types;
@@ -37,7 +38,7 @@ pub(crate) use locations::DwarfLocation;
 use locations::Lists;
 pub(crate) use query::DwarfState;
 pub(crate) use scopes::{ScopeKind, Scopes};
-pub use units::{crc32, DwarfSeed, StoredUnits};
+pub use units::{crc32, DwarfSeed, StoredUnits, UnitBytes};
 
 type R = gimli::EndianArcSlice<gimli::LittleEndian>;
 type Entry = gimli::DebuggingInformationEntry<R>;
@@ -63,22 +64,26 @@ mod kind {
 /// How many typedefs of typedefs are followed before giving up (a cycle in bad DWARF).
 const TYPEDEF_DEPTH: usize = 16;
 
+/// A map by a name or an offset of the binary's: hashed by foldhash (hashbrown's), not
+/// SipHash (`-l '*'` hashes 150,000 names and offsets on Caddy).
+type FastMap<K, V> = hashbrown::HashMap<K, V>;
+
 /// Top-level named DIEs of one compile unit.
 #[derive(Default)]
 struct UnitIndex {
-    functions: HashMap<String, UnitOffset>,
-    types: HashMap<String, UnitOffset>,
+    functions: FastMap<String, UnitOffset>,
+    types: FastMap<String, UnitOffset>,
     /// Package-level variables (`DW_TAG_variable` at the top of the unit).
-    variables: HashMap<String, UnitOffset>,
+    variables: FastMap<String, UnitOffset>,
     /// Types by their runtime descriptor: its link-time address, or (Go writes this
     /// since 1.2x) its offset from `runtime.types`.
-    runtime_types: HashMap<u64, UnitOffset>,
+    runtime_types: FastMap<u64, UnitOffset>,
     /// The out-of-line copy of a function also inlined elsewhere: a subprogram without a
     /// name whose abstract origin is the named one, by the named one's offset.
-    concrete: HashMap<DebugInfoOffset, UnitOffset>,
+    concrete: FastMap<DebugInfoOffset, UnitOffset>,
     /// The same key by the type's name (pointer types too: `*context.valueCtx`), and
     /// whether it is an address (`DW_FORM_addr`).
-    runtime_type_names: HashMap<String, (u64, bool)>,
+    runtime_type_names: FastMap<String, (u64, bool)>,
 }
 
 /// One compile unit: where it is in `.debug_info`, its package, and, once a question
@@ -142,8 +147,8 @@ pub(crate) struct DwarfInfo {
     /// The units of each package (Go writes one a package).
     by_package: HashMap<String, Vec<usize>>,
     /// The answers of lookups that may walk every unit (`index.rs`), kept for a cache.
-    memo: HashMap<String, Option<[u64; 2]>>,
-    type_ids: HashMap<DebugInfoOffset, TypeId>,
+    memo: memo::Memo,
+    type_ids: FastMap<DebugInfoOffset, TypeId>,
     unsafe_pointer: Option<TypeId>,
     /// How many units and lookups the seed brought (`grew`).
     seeded: (usize, usize),
@@ -249,10 +254,38 @@ impl DwarfInfo {
             return Err(self.bad_ref("no DIE", at));
         }
         let die = self.read_die(u, &entry)?;
+        let children = if entry.has_children() { self.children(u, &mut raw, keep)? } else { Vec::new() };
+        Ok((die, children))
+    }
+
+    /// The children of the DIE at `at` whose tag `keep` takes, as `die_with_children_of`
+    /// reads them; the DIE's own attributes skipped over, not read (`-l '*'` asks for
+    /// every function's parameters).
+    fn children_of(&self, at: DebugInfoOffset, keep: &dyn Fn(DwTag) -> bool) -> Result<Vec<Die>, TargetError> {
+        let (u, off) = self.locate(at).ok_or_else(|| self.bad_ref("reference outside .debug_info", at))?;
+        let unit = self.unit(u)?;
+        let mut raw = unit.header.entries_raw(&unit.abbrevs, Some(off)).map_err(|e| self.bad(e))?;
+        let Some(abbrev) = raw.read_abbreviation().map_err(|e| self.bad(e))? else {
+            return Err(self.bad_ref("no DIE", at));
+        };
+        raw.skip_attributes(abbrev.attributes()).map_err(|e| self.bad(e))?;
+        if !abbrev.has_children() {
+            return Ok(Vec::new());
+        }
+        self.children(u, &mut raw, keep)
+    }
+
+    /// The children `keep` takes of the DIE `raw` has just read (it has children):
+    /// read; theirs and the rest skipped over.
+    fn children(
+        &self,
+        u: usize,
+        raw: &mut gimli::EntriesRaw<'_, R>,
+        keep: &dyn Fn(DwTag) -> bool,
+    ) -> Result<Vec<Die>, TargetError> {
         let (mut children, mut attrs) = (Vec::new(), Vec::new());
         // Depth 1: the DIE's children; deeper: theirs; 0: past the DIE's last child.
-        let has_children = entry.has_children();
-        while has_children && raw.next_depth() > 0 && !raw.is_empty() {
+        while raw.next_depth() > 0 && !raw.is_empty() {
             let child = raw.next_depth() == 1;
             let Some(abbrev) = raw.read_abbreviation().map_err(|e| self.bad(e))? else { continue };
             if child && keep(abbrev.tag()) {
@@ -262,7 +295,7 @@ impl DwarfInfo {
                 raw.skip_attributes(abbrev.attributes()).map_err(|e| self.bad(e))?;
             }
         }
-        Ok((die, children))
+        Ok(children)
     }
 
     fn die(&self, at: DebugInfoOffset) -> Result<Die, TargetError> {

@@ -12,7 +12,8 @@ use crate::gotypes::{GoType, StructField, TypeKind, Types};
 /// (`pkg.(*T[go.shape.int]).M`, after the receiver); None for everything else, closures
 /// (`pkg.F[go.shape.int].func1`) and method values (`-fm`) included: they capture it.
 pub(crate) fn dictionary_position(name: &str) -> Option<usize> {
-    if !name.contains("[go.shape.") {
+    // A name without `[` (most) is passed at the cost of a byte search.
+    if !name.contains('[') || !name.contains("[go.shape.") {
         return None;
     }
     let package = symbols::package_of(name);
@@ -76,7 +77,7 @@ impl DwarfInfo {
         // parameters but not its unnamed results; its out-of-line copy lists them all
         // (the parameters by their abstract origin).
         let at = self.concrete_of(named)?.unwrap_or(named);
-        let (_, children) = self.die_with_children_of(at, &|tag| tag == dw::DW_TAG_formal_parameter)?;
+        let children = self.children_of(at, &|tag| tag == dw::DW_TAG_formal_parameter)?;
         let mut params = Vec::new();
         let mut results = 0;
         for child in children {

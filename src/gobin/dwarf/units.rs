@@ -43,13 +43,39 @@ pub(super) struct Sections {
     stored_failed: Cell<bool>,
 }
 
+/// A unit's bytes in a seed: a share of what they were read from (the inflated section,
+/// a buffer a cache file's blob was read into), not a copy (20 MB after `-l '*'` on
+/// Caddy, copied twice over by a first run's cache writing before).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnitBytes(R);
+
+impl UnitBytes {
+    /// The bytes of `all`, shared.
+    pub fn shared(all: Arc<[u8]>) -> UnitBytes {
+        UnitBytes(R::new(all, gimli::LittleEndian))
+    }
+}
+
+impl From<Vec<u8>> for UnitBytes {
+    fn from(bytes: Vec<u8>) -> UnitBytes {
+        UnitBytes::shared(Arc::from(bytes))
+    }
+}
+
+impl std::ops::Deref for UnitBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.0.bytes()
+    }
+}
+
 /// A seed's units kept outside memory (a cache file): read when a question reaches one;
 /// its lookups too, read when the DWARF is loaded.
 pub trait StoredUnits: std::fmt::Debug + Send + Sync {
     /// The units held, by index in the seed's `units`.
     fn held(&self) -> Vec<u32>;
     /// Unit `u`'s bytes, checked; None when they cannot be read or fail their check.
-    fn read(&self, u: u32) -> Option<Vec<u8>>;
+    fn read(&self, u: u32) -> Option<UnitBytes>;
     /// The lookups' answers it holds (beside the seed's `memo`), checked; None when they
     /// cannot be read or fail their check.
     fn memo(&self) -> Option<Vec<(String, Option<[u64; 2]>)>> {
@@ -66,7 +92,7 @@ pub struct DwarfSeed {
     pub units: Vec<(u64, u64, String)>,
     pub abbrev: Vec<u8>,
     /// The units reached: index in `units`, bytes.
-    pub bodies: Vec<(u32, Vec<u8>)>,
+    pub bodies: Vec<(u32, UnitBytes)>,
     /// More units reached, not read yet (their bytes are in a cache file).
     pub stored: Option<Arc<dyn StoredUnits>>,
     pub memo: Vec<(String, Option<[u64; 2]>)>,
@@ -154,8 +180,8 @@ impl DwarfInfo {
             scopes_cache: HashMap::new(),
             units: Vec::new(),
             by_package: HashMap::new(),
-            memo: HashMap::new(),
-            type_ids: HashMap::new(),
+            memo: super::memo::Memo::default(),
+            type_ids: Default::default(),
             unsafe_pointer: None,
             seeded: seed.as_ref().map_or((0, 0), |s| (s.bodies.len() + stored_count(s), 0)),
             info_crc,
@@ -255,9 +281,9 @@ impl DwarfInfo {
             })
             .collect();
         for (u, bytes) in seed.bodies {
-            self.sections.seeded.insert(u as usize, reader(&bytes));
+            self.sections.seeded.insert(u as usize, bytes.0);
         }
-        self.memo = seed.memo.into_iter().collect();
+        self.memo.extend(seed.memo);
         if let Some(stored) = seed.stored {
             let held = stored.held().into_iter().map(|u| u as usize).filter(|u| *u < self.units.len()).collect();
             // Lookups that cannot be read are asked again (and the file written again).
@@ -310,7 +336,7 @@ impl DwarfInfo {
         }
         let bytes = stored.read(u as u32).filter(|b| b.len() as u64 == self.units[u].len);
         self.sections.stored_failed.set(self.sections.stored_failed.get() || bytes.is_none());
-        Some(reader(&bytes?))
+        Some(bytes?.0)
     }
 
     fn abbreviations(&self, at: gimli::DebugAbbrevOffset) -> Result<Arc<gimli::Abbreviations>, TargetError> {
@@ -384,21 +410,23 @@ impl DwarfInfo {
     }
 
     /// What this run learned, for the next (src/cache): the directory, every unit
-    /// parsed so far (or brought by the seed) and every memoized lookup; its `info_crc`
-    /// only if a seed's was checked at load (`Target::dwarf_learned` computes it else).
+    /// parsed so far (or brought by the seed; shares of their bytes, not copies) and
+    /// every memoized lookup; its `info_crc` only if a seed's was checked at load
+    /// (`Target::dwarf_learned` computes it else).
     pub(crate) fn seed(&self) -> DwarfSeed {
         let units = self.units.iter().map(|s| (s.start.0 as u64, s.len, s.name.clone())).collect();
-        let bytes = |u: usize| -> Option<Vec<u8>> {
+        let bytes = |u: usize| -> Option<UnitBytes> {
             let r = match self.units[u].parsed.get() {
                 Some(p) => p.bytes.clone(),
                 None => self.sections.seeded.get(&u).cloned().or_else(|| self.read_stored(u))?,
             };
-            Some(r.to_slice().ok()?.into_owned())
+            Some(UnitBytes(r))
         };
         let bodies = (0..self.units.len()).filter_map(|u| Some((u as u32, bytes(u)?))).collect();
         let abbrev = self.sections.abbrev_bytes.to_slice().map(|b| b.into_owned()).unwrap_or_default();
-        let mut memo: Vec<(String, Option<[u64; 2]>)> = self.memo.iter().map(|(k, v)| (k.clone(), *v)).collect();
-        memo.sort();
+        // In the order first asked (the order a cache brought them in, then this run's):
+        // the same lookups make the same file, unsorted.
+        let memo = self.memo.entries().to_vec();
         DwarfSeed { units, abbrev, bodies, stored: None, memo, info_crc: self.info_crc }
     }
 }

@@ -51,8 +51,7 @@ impl DwarfInfo {
         keys: &[u64],
         types: &mut Types,
     ) -> Result<Option<TypeId>, TargetError> {
-        let key = format!("r {keys:?}");
-        let found = match self.memo.get(&key) {
+        let found = match self.memo.recall("r", format_args!("{keys:?}")) {
             Some(found) => found.map(|[at, _]| DebugInfoOffset(at as usize)),
             None => {
                 let mut found = None;
@@ -63,7 +62,7 @@ impl DwarfInfo {
                         break;
                     }
                 }
-                self.memo.insert(key, found.map(|at| [at.0 as u64, 0]));
+                self.memo.keep(found.map(|at| [at.0 as u64, 0]));
                 found
             }
         };
@@ -76,8 +75,7 @@ impl DwarfInfo {
     /// The runtime descriptor of the type DWARF names `name` (pointer types too): its
     /// key, and whether that is an address (else an offset from `runtime.types`).
     pub(crate) fn runtime_type_named(&mut self, name: &str) -> Result<Option<(u64, bool)>, TargetError> {
-        let key = format!("n {name}");
-        if let Some(found) = self.memo.get(&key) {
+        if let Some(found) = self.memo.recall("n", name) {
             return Ok(found.map(|[k, is_addr]| (k, is_addr != 0)));
         }
         let package = crate::gobin::symbols::package_of(name.trim_start_matches('*'));
@@ -92,7 +90,7 @@ impl DwarfInfo {
                 }
             }
         }
-        self.memo.insert(key, found.map(|(k, is_addr)| [k, is_addr as u64]));
+        self.memo.keep(found.map(|(k, is_addr)| [k, is_addr as u64]));
         Ok(found)
     }
 

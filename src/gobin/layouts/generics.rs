@@ -157,18 +157,35 @@ fn may_have_shape(arg: &str, kind: Option<u8>, shape: &str) -> bool {
     }
 }
 
-/// The dictionaries of `all` by their package (the text before `..dict.`), as indexes
-/// in `all`: the candidates `instantiations_among` needs for a shape function of that
-/// package (no package path holds `..`).
-pub fn dictionaries_by_package(all: &[Dictionary]) -> std::collections::HashMap<&str, Vec<usize>> {
-    let mut by: std::collections::HashMap<&str, Vec<usize>> = std::collections::HashMap::new();
+/// The dictionaries of `all` by the generic code they may instantiate, as its name
+/// (`main.Stack` for `main..dict.Stack[int]` and Go 1.18's `main..dict.(*Stack[int]).Push`;
+/// `generic_name` of a shape function), as indexes in `all` in their order: the only
+/// ones whose instantiation `instantiations_among` can find for a shape function of
+/// that code (a listing asks of 1,130 shapes on Caddy, each of which was matched with
+/// every dictionary of its package).
+pub fn dictionaries_by_generic(all: &[Dictionary]) -> std::collections::HashMap<String, Vec<usize>> {
+    let mut by: std::collections::HashMap<String, Vec<usize>> = std::collections::HashMap::new();
     for (i, d) in all.iter().enumerate() {
-        if let Some(at) = d.symbol.find(DICT) {
-            by.entry(&d.symbol[..at]).or_default().push(i);
-        }
+        let Some(at) = d.symbol.find(DICT) else { continue };
+        let (package, rest) = (&d.symbol[..at], &d.symbol[at + DICT.len()..]);
+        let Some(open) = rest.find('[') else { continue };
+        // As `generic_of` takes a shape function's name apart.
+        let ident = rest[..open].trim_start_matches("(*").trim_start_matches('(');
+        by.entry(format!("{package}.{ident}")).or_default().push(i);
     }
     by
 }
+
+/// The generic code shape function `shape` was made from, as `dictionaries_by_generic`
+/// names it: `main.Stack` for `main.(*Stack[go.shape.int]).Push`.
+pub fn generic_name(shape: &str) -> Option<String> {
+    generic_of(shape).map(|(generic, _)| generic)
+}
+
+/// The names and kinds of the runtime types a dictionary's words point at, by the
+/// words' span, as `instantiations_kept` read them.
+#[derive(Default)]
+pub struct ArgumentKinds(std::collections::HashMap<(u64, u64), std::collections::HashMap<String, u8>>);
 
 /// Offset of the kind byte in a runtime type descriptor (Go 1.17 to 1.26).
 const KIND: u64 = 23;
@@ -198,12 +215,25 @@ impl Target {
     }
 
     /// `instantiations_of` among the dictionaries at `candidates` in `all` (those of the
-    /// shape's package, `dictionaries_by_package`, when a listing asks of many shapes).
+    /// shape's generic code, `dictionaries_by_generic`, when a listing asks of many
+    /// shapes).
     pub fn instantiations_among(
         &self,
         shape: &str,
         all: &[Dictionary],
         candidates: impl IntoIterator<Item = usize>,
+    ) -> Vec<(Dictionary, String)> {
+        self.instantiations_kept(shape, all, candidates, &mut ArgumentKinds::default())
+    }
+
+    /// `instantiations_among`, the kinds of each dictionary's type arguments read once
+    /// into `kinds` for every shape asked of it.
+    pub fn instantiations_kept(
+        &self,
+        shape: &str,
+        all: &[Dictionary],
+        candidates: impl IntoIterator<Item = usize>,
+        kinds: &mut ArgumentKinds,
     ) -> Vec<(Dictionary, String)> {
         let Some((generic, range)) = generic_of(shape) else { return Vec::new() };
         let shapes: Vec<&str> = split_args(&shape[range.clone()]).into_iter().map(bare_shape).collect();
@@ -219,7 +249,7 @@ impl Target {
             let Some(name) = made_by(shape, (&generic, range.clone()), &d.symbol) else { continue };
             let Some((_, args)) = dictionary_parts(&d.symbol) else { continue };
             let end = all.get(i + 1).map_or(d.addr + 8 * DICT_WORDS, |n| n.addr.min(d.addr + 8 * DICT_WORDS));
-            let kinds = self.argument_kinds(d.addr, end);
+            let kinds = kinds.0.entry((d.addr, end)).or_insert_with(|| self.argument_kinds(d.addr, end));
             let fits = split_args(args).iter().zip(&shapes).all(|(a, s)| may_have_shape(a, kinds.get(*a).copied(), s));
             if fits {
                 out.push((d.clone(), name));

@@ -13,7 +13,7 @@ mod otel;
 mod panicinfo;
 pub(crate) mod rtype;
 
-pub use generics::{any_type_args, dictionaries_by_package, instantiation, Dictionary};
+pub use generics::{any_type_args, dictionaries_by_generic, generic_name, instantiation, ArgumentKinds, Dictionary};
 pub use hashkeys::AesGlobals;
 pub use maplayout::MapLayout;
 pub use otel::OtelContext;
