@@ -89,8 +89,9 @@ fn govern(governor: &mut Governor, loaded: &mut Loaded, plan: &Plan, meter: &mut
         return Ok(false);
     }
     // The target's CPU read now (the loop reads it at most every 20 ms, and a look that
-    // found it unchanged over the first window would take the target to spend nothing).
-    meter.sample_cpu();
+    // found it unchanged over the first window would take the target to spend nothing),
+    // with the duty cycle's phase (its own measure pairs the parts: trace::paired).
+    meter.read_cpu(governor.phase());
     let mut stats = meter.collect(loaded, plan)?;
     // The trap cost is checked against what the target spent before it is acted on.
     meter.observe(&mut stats);
