@@ -13,7 +13,8 @@ use serde::Serialize;
 pub struct TargetMeasure {
     /// CPU time its threads spent since the probes were attached, ns.
     pub cpu_ns: u64,
-    /// How many times its threads were put on a CPU since then (`trace::woken`).
+    /// How many times its threads were put on a CPU since then while the probes were
+    /// attached (`trace::woken`; not while a duty cycle had them off).
     pub slices: u64,
     /// Its share of a CPU before the probes were attached (from gtrace's start to the
     /// attach), in percent; `None` for a command started traced, or a window too short.
@@ -31,9 +32,35 @@ pub struct TargetMeasure {
     /// traps' cost).
     pub intervals: u32,
     pub set_aside: u32,
+    /// What a duty cycle measured of the probes, each attached part against the
+    /// detached parts around it (`trace::paired`); `None` when none was paired.
+    pub duty: Option<DutyMeasure>,
+}
+
+/// A duty cycle's own measure of the probes' cost (`trace::paired`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct DutyMeasure {
+    /// Periods paired.
+    pub periods: u32,
+    /// While attached, percent of a CPU: what the target spent more than in the
+    /// detached parts around, and what the estimate said of the same time (uncorrected).
+    pub measured_percent: f64,
+    pub estimated_percent: f64,
+    /// The factor on the estimate beyond eBPF time (traps and wake-ups), once enough
+    /// periods were paired: from then on it stands for the correction.
+    pub factor: Option<f64>,
 }
 
 impl TargetMeasure {
+    /// The factor each kind of trap is priced at: a duty cycle's measure once it has
+    /// one, else the correction's; `None` before either.
+    pub fn scales(&self) -> Option<ByKind> {
+        match self.duty.and_then(|d| d.factor) {
+            Some(f) => Some(ByKind::all(f)),
+            None => self.trap_scales,
+        }
+    }
+
     /// Two lines: what the target spent, then the probes' cost three ways, side by side:
     ///
     /// `target: 1.63s of CPU while traced (41% of a CPU), 5% before attaching, by its threads' own accounting`
@@ -62,7 +89,7 @@ impl TargetMeasure {
             Some(b) => format!("{}% measured (above its share before)", percent((traced - b).max(0.0))),
             None => "not measured (no share of a CPU before attaching to compare with)".into(),
         };
-        let corrected = match (self.trap_scale, self.before_percent) {
+        let corrected = match (self.scales(), self.before_percent) {
             (Some(_), _) => format!("{}% corrected", percent(stats.share(corrected))),
             (None, None) => "not corrected".into(),
             (None, Some(_)) => format!(
@@ -81,6 +108,24 @@ impl TargetMeasure {
             percent(traced),
             percent(stats.share(calibrated)),
             self.how_corrected(),
+        ) + &self.duty_line()
+    }
+
+    /// `  duty-cycled, while attached: 12% of a CPU measured (each attached part less the
+    /// detached ones around it, 9 periods), 4.1% estimated; traps and wake-ups priced x2.90
+    /// from it`, or nothing when no period was paired.
+    fn duty_line(&self) -> String {
+        let Some(d) = self.duty else { return String::new() };
+        let priced = match d.factor {
+            Some(f) => format!("; traps and wake-ups priced x{f:.2} from it"),
+            None => format!(" (priced from it after {} periods)", crate::trace::paired::LEAST_PERIODS),
+        };
+        format!(
+            "  duty-cycled, while attached: {}% of a CPU measured (each attached part less the detached ones around it, {} period{}), {}% estimated{priced}\n",
+            percent(d.measured_percent),
+            d.periods,
+            if d.periods == 1 { "" } else { "s" },
+            percent(d.estimated_percent),
         )
     }
 
@@ -133,6 +178,7 @@ mod tests {
             trap_scales: Some(scales),
             intervals: 3,
             set_aside: 1,
+            duty: None,
         };
         let line = target.line(&stats);
         assert!(line.starts_with("target: 350ms of CPU while traced (35% of a CPU), 5% before attaching"), "{line}");
@@ -155,5 +201,25 @@ mod tests {
         };
         let line = started.line(&stats);
         assert!(line.contains("not corrected, not measured (no share of a CPU before attaching"), "{line}");
+    }
+
+    #[test]
+    fn a_duty_cycles_own_measure_prints_beside_the_estimate_and_prices_it() {
+        let probe =
+            ProbeStats { in_target: true, traps_ns: 20e6, run_ns: 10_000_000, cost_ns: 60e6, ..Default::default() };
+        let stats = Stats { elapsed_ns: 1_000_000_000, probes: vec![probe], ..Stats::default() };
+        let duty = DutyMeasure { periods: 9, measured_percent: 12.0, estimated_percent: 4.1, factor: Some(2.9) };
+        let target = TargetMeasure { before_percent: None, duty: Some(duty), ..TargetMeasure::default() };
+        let line = target.line(&stats);
+        assert!(line.contains(", 6% corrected, not measured (no share"), "{line}");
+        assert!(
+            line.ends_with("  duty-cycled, while attached: 12% of a CPU measured (each attached part less the detached ones around it, 9 periods), 4.1% estimated; traps and wake-ups priced x2.90 from it\n"),
+            "{line}"
+        );
+        assert_eq!(target.scales(), Some(ByKind::all(2.9)));
+        // Too few periods yet: said, not priced.
+        let early = TargetMeasure { duty: Some(DutyMeasure { periods: 1, factor: None, ..duty }), ..target };
+        assert!(early.line(&stats).contains("1 period), 4.1% estimated (priced from it after 3 periods)"));
+        assert_eq!(early.scales(), None);
     }
 }

@@ -14,6 +14,7 @@
 //! follows the host's load as it goes.
 
 use super::correction::{Correction, Interval, Seen};
+use super::paired::{Look, Paired, Phase};
 use crate::arch::trap::ByKind;
 use crate::output::measured::TargetMeasure;
 use std::time::{Duration, Instant};
@@ -118,6 +119,18 @@ impl Reading {
     }
 }
 
+/// The probes' estimate so far, as the budget's look reads it: their traps by kind at
+/// the calibrated cost, their eBPF time, what their hits pay after wake-ups, their hits,
+/// and what one hit pays after its thread woke (`trace::woken`), ns.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Estimate {
+    pub traps_ns: ByKind,
+    pub ebpf_ns: f64,
+    pub woken_ns: f64,
+    pub hits: u64,
+    pub woken_each_ns: f64,
+}
+
 /// Where the current interval began: the reading, and the probes' estimate then.
 #[derive(Clone, Copy, Debug)]
 struct Mark {
@@ -140,6 +153,14 @@ pub struct TargetCpu {
     newest: Reading,
     mark: Mark,
     correction: Correction,
+    /// A duty cycle's own measure (`trace::paired`), and the cycle's phase now.
+    paired: Paired,
+    phase: Option<Phase>,
+    /// Times its threads were put on a CPU while a duty cycle had the probes off (no
+    /// hit can follow those wake-ups), and the count at the last look with whether the
+    /// probes were off then.
+    slices_off: u64,
+    last_look: Option<(u64, bool)>,
 }
 
 impl TargetCpu {
@@ -173,29 +194,64 @@ impl TargetCpu {
     fn new(pid: u32, before: Option<f64>, waited_before: f64, attached: Reading) -> TargetCpu {
         let mark = Mark { at: attached, traps_ns: ByKind::default(), run_ns: 0.0 };
         let reader = crate::runtime::CpuReader::new(pid);
-        TargetCpu { reader, before, waited_before, attached, newest: attached, mark, correction: Correction::default() }
+        TargetCpu {
+            reader,
+            before,
+            waited_before,
+            attached,
+            newest: attached,
+            mark,
+            correction: Correction::default(),
+            paired: Paired::default(),
+            phase: None,
+            slices_off: 0,
+            last_look: None,
+        }
     }
 
     /// Reads the CPU time again, at most every 20 ms (its threads' files are read each
     /// time); the last reading stands once the process has ended.
     pub fn sample(&mut self) {
         if self.newest.at.elapsed() >= Duration::from_millis(20) {
-            self.sample_now();
+            self.read();
         }
     }
 
-    /// Reads the CPU time now (the last reading stands once the process has ended).
-    pub fn sample_now(&mut self) {
+    /// Reads the CPU time now, whenever it was last read (a look of the budget); the
+    /// last reading stands once the process has ended.
+    pub fn read(&mut self) {
         let read = self.reader.read().map(|s| Reading::of(s, Instant::now()));
         if let Some(r) = read.filter(|r| r.cpu_ns > 0) {
             self.newest = r;
         }
     }
 
-    /// One look of the budget: the probes' estimated traps by kind (uncorrected) and
-    /// eBPF time since they were attached, ns. Once an interval has passed, it goes to
-    /// the correction and a new one begins.
-    pub fn observe(&mut self, traps_ns: ByKind, run_ns: f64) -> Option<Seen> {
+    /// The duty cycle's phase from now on (None: no cycle running).
+    pub fn phase(&mut self, phase: Option<Phase>) {
+        self.phase = phase;
+    }
+
+    /// One look of the budget at the probes' estimate since they were attached. A duty
+    /// cycle's pairs are read from it (`trace::paired`); once an interval has passed, it
+    /// goes to the correction and a new one begins.
+    pub fn observe(&mut self, e: &Estimate) -> Option<Seen> {
+        let look = Look {
+            at: self.newest.at,
+            cpu_ns: self.newest.cpu_ns,
+            slices: self.newest.slices,
+            traps_ns: e.traps_ns.sum(),
+            run_ns: e.ebpf_ns,
+            hits: e.hits,
+        };
+        self.paired.look(look, self.phase, e.woken_each_ns);
+        // The wake-ups since the last look, while the probes were off then.
+        if let Some((slices, true)) = self.last_look {
+            self.slices_off += look.slices.saturating_sub(slices);
+        }
+        self.last_look = Some((look.slices, self.phase.is_some_and(|p| !p.on)));
+        // What the hits pay after a wake-up is known apart from the traps' cost, as
+        // their eBPF time is: this correction is of the traps alone.
+        let (traps_ns, run_ns) = (e.traps_ns, e.ebpf_ns + e.woken_ns);
         let before = self.before?;
         let wall = self.newest.at.checked_duration_since(self.mark.at.at)?;
         let first = self.mark.at.at == self.attached.at;
@@ -218,14 +274,27 @@ impl TargetCpu {
         Some(self.correction.observe(&interval))
     }
 
-    /// How many times its threads were put on a CPU since the attach (`trace::woken`).
+    /// How many times its threads were put on a CPU since the attach while the probes
+    /// were attached (`trace::woken`: a wake-up while a duty cycle has them off is
+    /// followed by no hit, and counted it made every hit of tests/go/paced pay one).
     pub fn slices(&self) -> u64 {
-        self.newest.slices.saturating_sub(self.attached.slices)
+        self.newest.slices.saturating_sub(self.attached.slices).saturating_sub(self.slices_off)
     }
 
-    /// The factor each kind's calibrated trap cost is multiplied by (1 before any).
+    /// The factor each kind's calibrated trap cost is multiplied by (1 before any):
+    /// a duty cycle's measure once it has one (its two halves ran under the same load),
+    /// else the correction from the share before attaching.
     pub fn scales(&self) -> ByKind {
-        self.correction.scales().unwrap_or(ByKind::ONE)
+        match self.paired.factor() {
+            Some(f) => ByKind::all(f),
+            None => self.correction.scales().unwrap_or(ByKind::ONE),
+        }
+    }
+
+    /// The factor on what hits pay after wake-ups: a duty cycle's measure, else 1 (the
+    /// correction from the share before attaching takes it as known).
+    pub fn woken_scale(&self) -> f64 {
+        self.paired.factor().unwrap_or(1.0)
     }
 
     /// What `--stats` says of the target.
@@ -238,6 +307,7 @@ impl TargetCpu {
             trap_scales: self.correction.scales(),
             intervals: self.correction.taken,
             set_aside: self.correction.set_aside,
+            duty: self.paired.measure(),
         }
     }
 }
@@ -281,7 +351,8 @@ mod tests {
         for i in 0..=25u64 {
             cpu.newest = reading(100 * i, 40 * i);
             let traps = ByKind { step: 35e6 * i as f64, ..ByKind::default() };
-            if let Some(seen) = cpu.observe(traps, 5e6 * i as f64) {
+            let e = Estimate { traps_ns: traps, ebpf_ns: 5e6 * i as f64, ..Estimate::default() };
+            if let Some(seen) = cpu.observe(&e) {
                 taken.push((i, seen));
             }
         }
@@ -297,7 +368,8 @@ mod tests {
         // Without a share before attaching (a command started traced): never corrected.
         let mut started = TargetCpu { before: None, ..TargetCpu::new(0, None, 0.0, reading(0, 0)) };
         started.newest = reading(2000, 800);
-        assert_eq!(started.observe(ByKind::all(7e8), 1e8), None);
+        let e = Estimate { traps_ns: ByKind::all(7e8), ebpf_ns: 1e8, ..Estimate::default() };
+        assert_eq!(started.observe(&e), None);
         assert_eq!(started.scales(), ByKind::ONE);
     }
 }

@@ -10,6 +10,7 @@ pub mod correction;
 mod ended;
 mod live;
 pub mod measured;
+pub mod paired;
 mod pictures;
 mod session;
 pub mod stats;

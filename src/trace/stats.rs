@@ -12,7 +12,7 @@ use crate::arch::trap::{ByKind, TrapKind};
 pub use crate::output::stats::{Detached, MapStats, ProbeStats, SiteStats, Stats};
 use crate::plan::{Accounting, Counter, MapRole, MapSpec, Plan, ProbeAttach, ProbeSpec, Refusal};
 use crate::runtime::{Loaded, RuntimeError, TrapCost};
-use crate::trace::measured::{Baseline, Reading, TargetCpu};
+use crate::trace::measured::{Baseline, Estimate, Reading, TargetCpu};
 use crate::trace::woken;
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
@@ -144,7 +144,8 @@ impl Meter {
         let each = trap.map_or(0.0, |t| t.woken_ns);
         let Some(slices) = self.target.as_ref().map(TargetCpu::slices) else { return };
         let hits: u64 = probes.iter().filter(|p| p.in_target).map(|p| p.hits + p.other_cgroup).sum();
-        let per_hit = woken::per_hit_ns(each, hits, slices);
+        let scale = self.target.as_ref().map_or(1.0, TargetCpu::woken_scale);
+        let per_hit = woken::per_hit_ns(each, hits, slices) * scale;
         for p in probes.iter_mut().filter(|p| p.in_target) {
             p.woken_per_hit_ns = per_hit;
             p.price(scales);
@@ -226,10 +227,12 @@ impl Meter {
         }
     }
 
-    /// Reads the watched process's CPU time now (a look of the budget).
-    pub fn sample_cpu_now(&mut self) {
+    /// Reads it now (a look of the budget: its hits and its CPU time read together),
+    /// with the duty cycle's phase then (`trace::paired`).
+    pub fn read_cpu(&mut self, phase: Option<crate::trace::paired::Phase>) {
         if let Some(t) = self.target.as_mut() {
-            t.sample_now();
+            t.read();
+            t.phase(phase);
         }
     }
 
@@ -237,18 +240,21 @@ impl Meter {
     /// the target spent, corrects the trap cost of each kind from then on, and prices
     /// `stats` again with the correction.
     pub fn observe(&mut self, stats: &mut Stats) {
+        let woken_each_ns = self.trap().map_or(0.0, |t| t.woken_ns);
         let Some(t) = self.target.as_mut() else { return };
-        let in_target = stats.probes.iter().filter(|p| p.in_target);
-        let (mut traps, mut run) = (ByKind::default(), 0.0);
-        for p in in_target {
-            traps = traps.plus(&p.traps_by_kind);
-            // What the hits pay after a wake-up is known apart from the traps' cost,
-            // as their eBPF time is: the correction is of the traps alone.
-            run += p.run_ns as f64 + p.woken_ns;
+        let mut e = Estimate { woken_each_ns, ..Estimate::default() };
+        for p in stats.probes.iter().filter(|p| p.in_target) {
+            e.traps_ns = e.traps_ns.plus(&p.traps_by_kind);
+            e.ebpf_ns += p.run_ns as f64;
+            e.hits += p.hits + p.other_cgroup;
         }
-        t.observe(traps, run);
+        // What the hits pay after wake-ups, uncorrected (as `price_woken` shares it).
+        let per_hit = woken::per_hit_ns(woken_each_ns, e.hits, t.slices());
+        e.woken_ns = per_hit * e.hits as f64;
+        t.observe(&e);
         let scales = t.scales();
         for p in stats.probes.iter_mut().filter(|p| p.in_target) {
+            p.woken_per_hit_ns = per_hit * t.woken_scale();
             p.price(&scales);
         }
         stats.target = Some(t.measure());
@@ -284,6 +290,10 @@ pub fn report(
     sink: &mut dyn crate::output::Sink,
 ) -> Result<Result<(), crate::output::OutputError>, RuntimeError> {
     let mut stats = meter.collect(loaded, plan)?;
+    // A duty cycle's parts end with the trace: nothing pairs across its end.
+    if let Some(t) = meter.target.as_mut() {
+        t.phase(None);
+    }
     meter.observe(&mut stats);
     (stats.otlp, stats.spans) = otlp;
     if let Some(line) = stats.lost_line() {

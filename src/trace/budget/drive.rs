@@ -121,8 +121,9 @@ fn govern(governor: &mut Governor, loaded: &mut Loaded, plan: &Plan, meter: &mut
     let _calibrated = meter.trap();
     // The target's CPU read now (the loop reads it at most every 20 ms: a look that
     // found it unchanged over the first window would take the target to spend nothing,
-    // and one read up to 20 ms before the look would take it to spend less).
-    meter.sample_cpu_now();
+    // and one read up to 20 ms before the look would take it to spend less), with the
+    // duty cycle's phase (its own measure pairs the parts: trace::paired).
+    meter.read_cpu(governor.phase());
     let now = Instant::now();
     let mut stats = meter.collect(loaded, plan)?;
     // The trap cost is checked against what the target spent before it is acted on.

@@ -19,6 +19,7 @@ use crate::output::numbers::{percent, thousands};
 use crate::output::stats::{Detached, Duty};
 use crate::plan::{MapRole, Plan, ProbeAttach};
 use crate::runtime::{Loaded, RuntimeError};
+use crate::trace::paired::Phase;
 use std::time::{Duration, Instant};
 
 /// A duty cycle's period: attached for `f` of it, detached for the rest.
@@ -97,6 +98,8 @@ impl Cycle {
 #[derive(Clone, Copy, Debug)]
 pub struct Clock {
     began: Instant,
+    /// When the probes were last put back (or the cycle began).
+    on_since: Instant,
     /// Detached time before `off_since`.
     off: Duration,
     /// Detached since then (the probes are parked).
@@ -107,7 +110,7 @@ pub struct Clock {
 
 impl Clock {
     fn new(now: Instant) -> Clock {
-        Clock { began: now, off: Duration::ZERO, off_since: None, ended: None }
+        Clock { began: now, on_since: now, off: Duration::ZERO, off_since: None, ended: None }
     }
 
     pub fn is_on(&self) -> bool {
@@ -121,6 +124,7 @@ impl Clock {
     pub fn attached(&mut self, now: Instant) {
         if let Some(since) = self.off_since.take() {
             self.off += now.saturating_duration_since(since);
+            self.on_since = now;
         }
     }
 
@@ -137,6 +141,16 @@ impl Governor {
     /// The probes' attached time so far when a duty cycle has run (for the window).
     pub(super) fn on_ns(&self, now: Instant) -> Option<u64> {
         self.clock.map(|c| c.times(now).1.as_nanos() as u64)
+    }
+
+    /// The phase of the cycle running, for its own measure of the probes' cost
+    /// (`trace::paired`): None when none runs or it is ending.
+    pub fn phase(&self) -> Option<Phase> {
+        let (cycle, clock) = (self.cycle.filter(|c| !c.ending)?, self.clock?);
+        Some(match clock.off_since {
+            None => Phase { on: true, since: clock.on_since, back: None },
+            Some(off) => Phase { on: false, since: off, back: Some(cycle.next_start(off)) },
+        })
     }
 
     /// The duty cycle's numbers now, if one ran.
@@ -468,6 +482,51 @@ mod tests {
         let d = g.check(&stats(30e6, 30e6, 3 * S), t1 + 2 * S).expect("the cycle ends");
         assert_eq!(d.act, Act::Steady, "{d:?}");
         assert!(g.anything_left());
+    }
+
+    /// `stats`, with every ns of cost a trap (1 us a hit, a PUSH) and the target's
+    /// duty-cycle factor `factor` (trace::paired), if any.
+    fn trapped(begin: f64, end: f64, elapsed: Duration, factor: Option<f64>) -> Stats {
+        let mut s = stats(begin, end, elapsed);
+        // Priced as the meter prices them: at the factor.
+        let f = factor.unwrap_or(1.0);
+        for p in &mut s.probes {
+            p.in_target = true;
+            p.traps_by_kind = crate::arch::trap::ByKind { push: p.cost_ns, ..Default::default() };
+            p.cost_ns *= f;
+            for site in &mut p.sites {
+                site.trap_ns = 1000.0;
+                site.kind = Some(crate::arch::trap::TrapKind::Push);
+                site.cost_ns *= f;
+            }
+        }
+        let duty =
+            factor.map(|f| crate::output::measured::DutyMeasure { periods: 5, factor: Some(f), ..Default::default() });
+        s.target = Some(crate::output::measured::TargetMeasure { duty, ..Default::default() });
+        s
+    }
+
+    #[test]
+    fn while_cycling_the_fraction_and_the_end_act_on_the_cycles_own_measure() {
+        // As above, the load falls to a quarter: 1% of a CPU while attached by the
+        // estimate, which ends the cycle; but the cycle measured the probes at 3x their
+        // estimate (trace::paired): 3% while attached, so it goes on, at 1.6 / 3.
+        for (factor, steady) in [(None, true), (Some(3.0), false)] {
+            let mut g = Governor::new(&plan(), 2.0).unwrap();
+            let t0 = Instant::now();
+            assert!(g.check(&trapped(0.0, 0.0, Duration::ZERO, None), t0).is_none());
+            let d = g.check(&trapped(20e6, 20e6, S, None), t0 + S).expect("a cycle");
+            assert_eq!(d.act, Act::Cycle);
+            let t1 = t0 + S;
+            g.clock.as_mut().unwrap().parked(t1 + S * 2 / 5);
+            g.clock.as_mut().unwrap().attached(t1 + S);
+            let d = g.check(&trapped(22e6, 22e6, 2 * S, factor), t1 + S);
+            assert_eq!(d.as_ref().map(|d| d.act), steady.then_some(Act::Steady), "{factor:?}: {d:?}");
+            if !steady {
+                let f = g.duty(t1 + S).unwrap().fraction;
+                assert!((f - 1.6 / 3.0).abs() < 1e-6, "{f}");
+            }
+        }
     }
 
     #[test]

@@ -201,7 +201,7 @@ impl Governor {
         let attached: Vec<usize> = (0..self.units.len()).filter(|i| self.units[*i].attached).collect();
         // What the hits pay after wake-ups, over the window: not any one unit's.
         let woken = Woken {
-            each_percent: rate(stats.trap.map_or(0.0, |t| t.woken_ns)),
+            each_percent: rate(stats.trap.map_or(0.0, |t| t.woken_ns) * woken_scale(stats)),
             slices: first.slices.zip(last.slices).map_or(0, |(a, b)| b.saturating_sub(a)),
         };
         let attached_hits: u64 = attached.iter().map(|i| hits[*i]).sum();
@@ -368,12 +368,17 @@ impl Governor {
 /// yet corrected, and the scales to weigh them high by.
 fn weighed_high(stats: &Stats, scales: ByKind) -> (Option<TargetMeasure>, bool, ByKind) {
     let running = stats.target.filter(|t| t.before_percent.is_some());
-    let uncorrected = running.is_some_and(|t| t.trap_scales.is_none() && t.set_aside == 0);
+    let uncorrected = running.is_some_and(|t| t.scales().is_none() && t.set_aside == 0);
     let high = match uncorrected {
         true => scales.map(|s| SCALE_RANGE.1.max(s)),
         false => scales,
     };
     (running, uncorrected, high)
+}
+
+/// The factor on what hits pay after wake-ups (a duty cycle's measure, else 1).
+fn woken_scale(stats: &Stats) -> f64 {
+    stats.target.and_then(|t| t.duty).and_then(|d| d.factor).unwrap_or(1.0)
 }
 
 /// The units a decision cuts (costliest first), with the window's figures for its line.
@@ -467,7 +472,7 @@ struct Costed<'a> {
 
 impl<'a> Costed<'a> {
     fn new(stats: &'a Stats) -> Costed<'a> {
-        let scales = stats.target.and_then(|t| t.trap_scales).unwrap_or(ByKind::ONE);
+        let scales = stats.target.and_then(|t| t.scales()).unwrap_or(ByKind::ONE);
         // The eBPF time is what the priced cost holds beyond its traps at `scales` and
         // what its hits pay after wake-ups (which the breaker weighs over all units).
         let cost = |traps: ByKind, total: f64, woken: f64| Cost { traps, run: total - traps.scaled(&scales) - woken };

@@ -1,0 +1,3 @@
+module example.com/paced
+
+go 1.21
