@@ -272,17 +272,7 @@ fn a_traces_large_maps_are_kept_and_a_description_not_its_own_changes_nothing() 
     }
     let bin = support::go_build("e2e", &[]);
     let home = cache_dir("maps");
-    // `@b` is a per-CPU hash of the default size: made on a thread, so kept.
-    let script = "on entry main.add { @b[b] = count() }";
-    let command = format!("{} add 300", bin.display());
-    let env = [("XDG_CACHE_HOME", home.to_str().unwrap())];
-    let trace = |extra: &[&str]| {
-        let mut args = vec!["-e", script, "-c", &command, "--budget", "off"];
-        args.extend(extra);
-        let r = support::gtrace_env(&args, &env);
-        assert_eq!(r.code, 0, "gtrace {args:?}:\n{}", r.stderr);
-        r.stdout
-    };
+    let trace = |extra: &[&str]| trace_per_cpu_hash(&bin, &home, extra);
     let without = trace(&["--no-cache"]);
     assert!(without.contains("@b["), "{without}");
     assert_eq!(trace(&[]), without, "the first run");
@@ -319,16 +309,7 @@ fn a_file_set_aside_once_the_binary_is_read_had_its_maps_made_ahead_for_nothing(
     }
     let bin = support::go_build("e2e", &[]);
     let home = cache_dir("maps-set-aside");
-    let script = "on entry main.add { @b[b] = count() }";
-    let command = format!("{} add 300", bin.display());
-    let env = [("XDG_CACHE_HOME", home.to_str().unwrap())];
-    let trace = |extra: &[&str]| {
-        let mut args = vec!["-e", script, "-c", &command, "--budget", "off"];
-        args.extend(extra);
-        let r = support::gtrace_env(&args, &env);
-        assert_eq!(r.code, 0, "gtrace {args:?}:\n{}", r.stderr);
-        r.stdout
-    };
+    let trace = |extra: &[&str]| trace_per_cpu_hash(&bin, &home, extra);
     let without = trace(&["--no-cache"]);
     assert_eq!(trace(&[]), without, "the first run");
     let target = Target::open(&bin).unwrap();
@@ -346,4 +327,15 @@ fn a_file_set_aside_once_the_binary_is_read_had_its_maps_made_ahead_for_nothing(
     let again = store(&home).load(&target).unwrap().expect("the cache file");
     assert_eq!(again.maps, [(*key, defs.clone())], "written again with the object's maps");
     assert_eq!((&again.inlined, again.code_crc), (&entry.inlined, entry.code_crc), "this run's sites");
+}
+
+/// `@b[b] = count()` on the e2e program's 300 adds, with the cache in `home`: `@b` is a
+/// per-CPU hash of the default size, made on a thread, so kept in the cache file.
+fn trace_per_cpu_hash(bin: &Path, home: &Path, extra: &[&str]) -> String {
+    let command = format!("{} add 300", bin.display());
+    let mut args = vec!["-e", "on entry main.add { @b[b] = count() }", "-c", &command, "--budget", "off"];
+    args.extend(extra);
+    let r = support::gtrace_env(&args, &[("XDG_CACHE_HOME", home.to_str().unwrap())]);
+    assert_eq!(r.code, 0, "gtrace {args:?}:\n{}", r.stderr);
+    r.stdout
 }
