@@ -21,10 +21,12 @@ impl Events {
         Ok(Events { ring })
     }
 
-    /// Calls `f` on every record now in the buffer; returns how many.
-    fn drain(&mut self, f: &mut dyn FnMut(&[u8])) -> usize {
+    /// Calls `f` on the records now in the buffer, at most `most` of them; returns how
+    /// many.
+    fn drain(&mut self, most: usize, f: &mut dyn FnMut(&[u8])) -> usize {
         let mut n = 0;
-        while let Some(item) = self.ring.next() {
+        while n < most {
+            let Some(item) = self.ring.next() else { break };
             f(&item);
             n += 1;
         }
@@ -63,13 +65,20 @@ fn poll_millis(timeout: Duration) -> i32 {
 }
 
 impl Loaded {
-    /// Calls `f` on every event record, in order, waiting up to `timeout` for the first.
-    /// Returns early once records were delivered, or when a signal arrives (check
-    /// `signals::stop_requested`). Due `on interval` programs run meanwhile.
-    pub fn poll_events(&mut self, timeout: Duration, f: &mut dyn FnMut(&[u8])) -> Result<(), RuntimeError> {
+    /// Calls `f` on the event records, in order, at most `most` of them, waiting up to
+    /// `timeout` for the first; returns how many. Returns early once records were
+    /// delivered, or when a signal arrives (check `signals::stop_requested`). Due `on
+    /// interval` programs run meanwhile. The bound keeps what a caller holds at once
+    /// bounded: a buffer that probes fill as fast as it is read is never empty.
+    pub fn poll_events(
+        &mut self,
+        timeout: Duration,
+        most: usize,
+        f: &mut dyn FnMut(&[u8]),
+    ) -> Result<usize, RuntimeError> {
         let deadline = Instant::now() + timeout;
         loop {
-            let mut delivered = self.events.as_mut().map_or(0, |e| e.drain(f));
+            let mut delivered = self.events.as_mut().map_or(0, |e| e.drain(most, f));
             let now = Instant::now();
             for timer in &mut self.intervals {
                 if timer.next <= now {
@@ -80,14 +89,14 @@ impl Loaded {
                     }
                 }
             }
-            delivered += self.events.as_mut().map_or(0, |e| e.drain(f));
+            delivered += self.events.as_mut().map_or(0, |e| e.drain(most - delivered, f));
             if delivered > 0 || now >= deadline {
-                return Ok(());
+                return Ok(delivered);
             }
             let wake = self.intervals.iter().map(|t| t.next).fold(deadline, Instant::min);
             let fd = self.events.as_ref().map(|e| e.ring.as_raw_fd());
             if !wait_readable(fd, wake.saturating_duration_since(Instant::now()))? {
-                return Ok(());
+                return Ok(0);
             }
         }
     }

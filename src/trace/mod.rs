@@ -212,7 +212,7 @@ fn watch(
         costs.meter.sample_cpu();
         // Short waits, so gtrace notices promptly when the target ends.
         let wait = costs.wait(Duration::from_millis(20));
-        if drain(loaded, plan, &costs.meter.detached, symbols, sink, wait)? {
+        if drain(loaded, plan, &costs.meter.detached, symbols, sink, wait)? == Drained::Exit {
             return Ok(());
         }
         if stop.load(std::sync::atomic::Ordering::SeqCst) {
@@ -260,7 +260,23 @@ fn watch(
     }
 }
 
-/// Handles the events waiting in the ring buffer; true when one was `exit()`.
+/// The most events decoded and held at once: a ring buffer that probes fill as fast as
+/// gtrace reads it is never empty, and its records were all held until it was (a debug
+/// build of gtrace, slower than the probes, grew by 30 MB over 600,000 lines under -b).
+const BATCH: usize = 4096;
+
+/// What one call of `drain` found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Drained {
+    /// An event was `exit()`.
+    Exit,
+    /// A whole batch: more may be waiting.
+    More,
+    /// Everything that was waiting.
+    All,
+}
+
+/// Handles the events waiting in the ring buffer, `BATCH` at most.
 fn drain(
     loaded: &mut Loaded,
     plan: &Plan,
@@ -268,9 +284,9 @@ fn drain(
     symbols: &TargetSymbols,
     sink: &mut dyn Sink,
     wait: Duration,
-) -> Result<bool, Halt> {
+) -> Result<Drained, Halt> {
     let mut events = Vec::new();
-    loaded.poll_events(wait, &mut |rec| {
+    let read = loaded.poll_events(wait, BATCH, &mut |rec| {
         if let Some(e) = output::decode_event(rec, plan) {
             events.push(e);
         }
@@ -292,7 +308,11 @@ fn drain(
             Event::Exit => exit = true,
         }
     }
-    Ok(exit)
+    Ok(match (exit, read) {
+        (true, _) => Drained::Exit,
+        (false, BATCH) => Drained::More,
+        _ => Drained::All,
+    })
 }
 
 /// Prints every non-empty user map (or only `only`), in the order of their names, each

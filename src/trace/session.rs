@@ -8,7 +8,7 @@ use super::calibration::{self, Calibration};
 use super::symbols::TargetSymbols;
 use super::{
     budget, drain, live, live_title, pictures, print_maps, report_skipped, run_until_stopped, seed_load_biases, stats,
-    untraced_baseline, written, Halt, Process,
+    untraced_baseline, written, Drained, Halt, Process,
 };
 use crate::cli::TraceArgs;
 use crate::export::{Export, Traced};
@@ -278,9 +278,16 @@ impl Running<'_> {
         Ok(ended)
     }
 
-    /// Prints the events in the ring buffer now. Returns true when one was `exit()`.
+    /// Prints every event in the ring buffer now, a batch at a time. Returns true when
+    /// one was `exit()`.
     fn drain(&mut self) -> Result<bool, Halt> {
-        let detached = &self.costs.meter.detached;
-        drain(&mut self.loaded, self.plan, detached, &self.symbols, self.sink.as_mut(), Duration::ZERO)
+        loop {
+            let detached = &self.costs.meter.detached;
+            match drain(&mut self.loaded, self.plan, detached, &self.symbols, self.sink.as_mut(), Duration::ZERO)? {
+                Drained::More => continue,
+                Drained::Exit => return Ok(true),
+                Drained::All => return Ok(false),
+            }
+        }
     }
 }

@@ -12,13 +12,39 @@ fn ring_buffer_round_trip_from_begin() {
     };
     assert_eq!(loaded.attach(go_target(), Scope::AllProcesses, None).unwrap(), 1);
     let mut records = Vec::new();
-    loaded.poll_events(Duration::ZERO, &mut |r| records.push(r.to_vec())).unwrap();
+    loaded.poll_events(Duration::ZERO, usize::MAX, &mut |r| records.push(r.to_vec())).unwrap();
     assert!(records.is_empty(), "begin ran before run_begin");
     loaded.run_begin();
-    loaded.poll_events(Duration::from_secs(2), &mut |r| records.push(r.to_vec())).unwrap();
+    loaded.poll_events(Duration::from_secs(2), usize::MAX, &mut |r| records.push(r.to_vec())).unwrap();
     let mut expected = 7u64.to_ne_bytes().to_vec();
     expected.extend(0x1122_3344_5566_7788u64.to_ne_bytes());
     assert_eq!(records, vec![expected]);
+}
+
+/// At most `most` records a call: the rest stay in the buffer, in order, for the next
+/// (a buffer filled as fast as it is read is never empty: the trace loop holds one batch
+/// at a time).
+#[test]
+fn records_are_delivered_at_most_a_batch_at_a_time() {
+    let _serial = serial();
+    let probes =
+        vec![(probe("begin", ProbeAttach::Begin), send_event()), (probe("end", ProbeAttach::End), send_event())];
+    let (bytes, plan) = object_and_plan(probes, vec![events_map()]);
+    let Some(mut loaded) = load_or_skip(&bytes, &plan) else {
+        return;
+    };
+    assert_eq!(loaded.attach(go_target(), Scope::AllProcesses, None).unwrap(), 2);
+    loaded.run_begin();
+    loaded.run_end();
+    let mut records = Vec::new();
+    let mut poll = |wait: Duration, records: &mut Vec<Vec<u8>>| {
+        loaded.poll_events(wait, 1, &mut |r| records.push(r.to_vec())).unwrap()
+    };
+    assert_eq!(poll(Duration::from_secs(2), &mut records), 1);
+    assert_eq!(records.len(), 1, "one record of the two");
+    assert_eq!(poll(Duration::ZERO, &mut records), 1);
+    assert_eq!(poll(Duration::ZERO, &mut records), 0);
+    assert_eq!(records.len(), 2, "the second came with the next call");
 }
 
 #[test]
@@ -59,7 +85,7 @@ fn interval_probes_fire_from_poll_events() {
     let mut calls = 0;
     while start.elapsed() < Duration::from_millis(250) {
         let call = Instant::now();
-        loaded.poll_events(Duration::from_millis(50), &mut |_| {}).unwrap();
+        loaded.poll_events(Duration::from_millis(50), usize::MAX, &mut |_| {}).unwrap();
         calls += u64::from(call.elapsed() >= Duration::from_millis(50));
     }
     assert!(calls > 0, "no poll waited its 50ms");
