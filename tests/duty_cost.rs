@@ -23,9 +23,45 @@ use support::processes::{Lines, Owned};
 const SCRIPT: &str = "on entry main.begin { @begun = count() }\non entry main.end { @ended = count() }";
 /// Paced by sleeps: requests a second, workers, rounds of the known work a request.
 const LOAD: [&str; 4] = ["sleep", "8000", "8", "4"];
-/// Low enough that the pair is duty-cycled at that load, high enough that a fraction
-/// of each second over the floor fits.
-const BUDGET: &str = "1%";
+/// The budget: a third of what the pair costs this host at that load, by gtrace's own
+/// estimate (`--stats`, no budget) of 3 s of another run of the program, measured once.
+/// A fixed budget (1%) holds only where the pair costs 0.8-8% of a CPU: at a third it
+/// is cycled (a cut must take both, and 80% of the budget fits over the 10% floor of
+/// each second) wherever it costs 0.53x to 1.8x what the measure said.
+fn budget() -> String {
+    static BUDGET: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let measure = || {
+        let (_child, _stdin, _out, pid) = start_paced();
+        let args = ["-e", SCRIPT, "--budget", "off", "-p", &pid, "--stats", "-f", "json", "--duration", "3s"];
+        let run = support::gtrace(&args);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        let stats = (run.stdout.lines())
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find(|v| v["type"] == "stats")
+            .unwrap_or_else(|| panic!("no stats:\n{}", run.stdout));
+        let probes = stats["probes"].as_array().cloned().unwrap_or_default();
+        let cost: f64 = probes.iter().filter_map(|p| p["cost_ns"].as_f64()).sum();
+        let percent = 100.0 * cost / stats["elapsed_ns"].as_f64().unwrap_or(f64::INFINITY);
+        assert!(probes.len() == 2 && percent > 0.03, "the pair cost {percent}% of a CPU: {stats}");
+        eprintln!("the pair costs {percent:.2}% of a CPU by the estimate: --budget {:.3}%", percent / 3.0);
+        format!("{:.3}%", percent / 3.0)
+    };
+    BUDGET.get_or_init(measure).clone()
+}
+
+/// tests/go/paced running its load, ready: the process, its stdin (closed, it ends),
+/// its lines, its pid.
+fn start_paced() -> (Owned, std::process::ChildStdin, Lines, String) {
+    let bin = support::go_build("paced", &[]);
+    let mut child = Command::new(&bin).args(LOAD).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+    let out = Lines::of(child.stdout.take().unwrap());
+    let stdin = child.stdin.take().unwrap();
+    let pid = child.id().to_string();
+    let child = Owned(child);
+    out.wait_for(Duration::from_secs(10), |l| l == "ready").expect("the program is ready");
+    (child, stdin, out, pid)
+}
+
 /// Time left out of each part next to a change of the probe's byte.
 const MARGIN_NS: u64 = 20_000_000;
 
@@ -114,16 +150,11 @@ struct Seen {
 }
 
 fn trace_paced() -> Result<Seen, String> {
-    let bin = support::go_build("paced", &[]);
-    let mut child = Command::new(&bin).args(LOAD).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
-    let out = Lines::of(child.stdout.take().unwrap());
-    let mut stdin = child.stdin.take().unwrap();
-    let pid = child.id().to_string();
-    let _child = Owned(child);
-    out.wait_for(Duration::from_secs(10), |l| l == "ready").expect("the program is ready");
+    let budget = budget();
+    let (_child, mut stdin, out, pid) = start_paced();
     // Its share untraced, for gtrace's baseline, and its pace before.
     std::thread::sleep(Duration::from_millis(2500));
-    let args = ["-e", SCRIPT, "--budget", BUDGET, "-p", &pid, "--stats", "-f", "json", "--duration", "16s"];
+    let args = ["-e", SCRIPT, "--budget", &budget, "-p", &pid, "--stats", "-f", "json", "--duration", "16s"];
     // Another build to check (`GTRACE_TEST_HOOK_BIN`: main's, to show it fails), else this one.
     let mut command = match std::env::var("GTRACE_TEST_HOOK_BIN") {
         Ok(bin) => Command::new(bin),
