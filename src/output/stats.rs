@@ -86,11 +86,15 @@ pub struct ProbeStats {
     /// Hits by tasks outside the `--cgroup` cgroup: returned at once and not in `hits`,
     /// but their traps are in `cost_ns` (at the first site's trap cost).
     pub other_cgroup: u64,
-    /// What each hit pays on average beyond its trap because some hits are their
-    /// thread's first after it woke (`trace::woken`), ns; set before `price`.
+    /// What a hit that is its thread's first after it woke pays beyond its trap
+    /// (`trace::woken`, with a duty cycle's factor), ns; set before `price`.
     #[serde(skip)]
-    pub woken_per_hit_ns: f64,
-    /// Its hits at that, ns (in `cost_ns`, never corrected).
+    pub woken_each_ns: f64,
+    /// Of the hits its sites do not count apart (and those by other cgroups), how many
+    /// paid that, as the trace went (`woken::Ledger`); set before `price`.
+    #[serde(skip)]
+    pub woken_rest: f64,
+    /// What its hits paid after wake-ups, ns (in `cost_ns`, never corrected).
     pub woken_ns: f64,
 }
 
@@ -102,9 +106,14 @@ pub struct SiteStats {
     pub trap_ns: f64,
     /// The kind of instruction under its probes (how the kernel runs it), when known.
     pub kind: Option<crate::arch::trap::TrapKind>,
-    /// Its hits' traps and their share of the program's run time, ns.
+    /// Its hits' traps and their share of the program's run time, and what they paid
+    /// after wake-ups, ns.
     pub cost_ns: f64,
     pub attached: bool,
+    /// How many of its hits paid a wake-up, as the trace went (`woken::Ledger`); set
+    /// before `price`.
+    #[serde(skip)]
+    pub woken_hits: f64,
 }
 
 /// A kind of trap as `--stats` says it.
@@ -148,6 +157,11 @@ impl ProbeStats {
         }
     }
 
+    /// How many of its hits paid a wake-up, as the trace went (`woken::Ledger`).
+    pub fn woken_paid(&self) -> f64 {
+        self.sites.iter().map(|s| s.woken_hits).sum::<f64>() + self.woken_rest
+    }
+
     /// The eBPF program's own time per run.
     pub fn ns_per_hit(&self) -> Option<f64> {
         (self.run_count > 0).then(|| self.run_ns as f64 / self.run_count as f64)
@@ -156,14 +170,15 @@ impl ProbeStats {
     /// Fills in `traps_ns`, `traps_by_kind`, `woken_ns` and `cost_ns` of the probe and
     /// its sites from their hits and trap costs, each trap at the calibrated cost of its
     /// kind times that kind's factor in `scales` (the correction from what the target
-    /// measured, 1 before any), each hit with `woken_per_hit_ns` more.
+    /// measured, 1 before any), each hit that paid a wake-up (`woken_hits` of a site,
+    /// `woken_rest`) with `woken_each_ns` more.
     pub fn price(&mut self, scales: &ByKind) {
         let per_run = self.ns_per_hit().unwrap_or(0.0);
-        let woken = self.woken_per_hit_ns;
+        let woken = self.woken_each_ns;
         let mut by_kind = ByKind::default();
         for s in &mut self.sites {
             let kind = s.kind.unwrap_or_default();
-            s.cost_ns = s.hits as f64 * (s.trap_ns * scales.of(kind) + per_run + woken);
+            s.cost_ns = s.hits as f64 * (s.trap_ns * scales.of(kind) + per_run) + s.woken_hits * woken;
             by_kind.add(kind, s.hits as f64 * s.trap_ns);
         }
         let counted: u64 = self.sites.iter().map(|s| s.hits).sum();
@@ -175,7 +190,7 @@ impl ProbeStats {
         by_kind.add(first_kind, rest as f64 * first_trap);
         self.traps_by_kind = by_kind;
         self.traps_ns = by_kind.sum();
-        self.woken_ns = (self.hits + self.other_cgroup) as f64 * woken;
+        self.woken_ns = self.woken_paid() * woken;
         self.cost_ns = by_kind.scaled(scales) + self.run_ns as f64 + self.woken_ns;
     }
 }
@@ -555,5 +570,34 @@ mod tests {
         assert_eq!(scoped.cost_ns, 990.0 * 2_000.0 + 10.0 * 500.0 + 100.0 * 2_000.0 + 50_000.0);
         let s = Stats { probes: vec![scoped], cgroup: true, ..Stats::default() };
         assert!(s.table().contains("--cgroup: 100 hits by tasks in other cgroups returned at once"), "{}", s.table());
+    }
+
+    #[test]
+    fn each_site_pays_the_wake_ups_its_own_hits_paid() {
+        // A wildcard cut down to main.F: G's 10,000 hits shared 100 wake-ups with F's
+        // 100 before the cut, then F's 900 hits after it each followed one.
+        let site = |function: &str, hits, woken_hits| SiteStats {
+            function: function.into(),
+            hits,
+            trap_ns: 1_000.0,
+            woken_hits,
+            ..SiteStats::default()
+        };
+        let mut p = ProbeStats {
+            in_target: true,
+            hits: 11_000,
+            other_cgroup: 50,
+            sites: vec![site("main.F", 1_000, 900.0 + 100.0 * 100.0 / 10_100.0), site("main.G", 10_000, 99.0)],
+            woken_rest: 10.0,
+            woken_each_ns: 2_000.0,
+            ..ProbeStats::default()
+        };
+        p.price(&ByKind::ONE);
+        let f = &p.sites[0];
+        assert!((f.cost_ns / 1_000.0 - (1_000.0 + 2_000.0 * (0.9 + 0.1 / 101.0))).abs() < 1e-6, "{f:?}");
+        assert_eq!(p.sites[1].cost_ns, 10_000.0 * 1_000.0 + 99.0 * 2_000.0);
+        assert!((p.woken_paid() - (f.woken_hits + 99.0 + 10.0)).abs() < 1e-9);
+        assert!((p.woken_ns - 2_000.0 * p.woken_paid()).abs() < 1e-6);
+        assert!((p.cost_ns - (11_050.0 * 1_000.0 + p.woken_ns)).abs() < 1e-6, "{p:?}");
     }
 }

@@ -281,6 +281,13 @@ impl TargetCpu {
         self.newest.slices.saturating_sub(self.attached.slices).saturating_sub(self.slices_off)
     }
 
+    /// How many times its threads were put on a CPU since the attach, as last read,
+    /// whether the probes were attached or not (`trace::woken::Ledger` prices them
+    /// interval by interval: an interval with no hit pays none).
+    pub fn slices_read(&self) -> u64 {
+        self.newest.slices.saturating_sub(self.attached.slices)
+    }
+
     /// The factor each kind's calibrated trap cost is multiplied by (1 before any):
     /// a duty cycle's measure once it has one (its two halves ran under the same load),
     /// else the correction from the share before attaching.

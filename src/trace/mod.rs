@@ -210,6 +210,7 @@ fn watch(
     loop {
         symbols.learn_bias(|pid| loaded.load_bias(pid));
         costs.meter.sample_cpu();
+        costs.meter.accrue_due(loaded, plan);
         // Short waits, so gtrace notices promptly when the target ends.
         let wait = costs.wait(Duration::from_millis(20));
         if drain(loaded, plan, &costs.meter.detached, symbols, sink, wait)? == Drained::Exit {

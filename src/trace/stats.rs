@@ -37,7 +37,23 @@ pub struct Meter {
     /// The traced process's own CPU time (`watch_cpu`), and from it the correction of
     /// the trap cost.
     target: Option<TargetCpu>,
+    /// What the hits paid after wake-ups, interval by interval: each reading of the
+    /// counters (`collect_at`) ends one.
+    woken: Mutex<Accrued>,
 }
+
+/// The wake-ups paid so far, and when the counters were last read for them.
+#[derive(Debug, Default)]
+struct Accrued {
+    ledger: woken::Ledger,
+    at: Option<Instant>,
+}
+
+/// How often the counters are read for the wake-ups when nothing else reads them (a
+/// look of the budget, an exporter's publication and the live view end an interval
+/// too): an interval's wake-ups are shared by its own hits, so a trace whose hit rate
+/// changes pays each part's (`Meter::accrue_due`).
+pub const ACCRUE_EVERY: Duration = Duration::from_millis(100);
 
 impl Meter {
     /// The meter of `plan`'s probes: `calibration` is measured meanwhile, and the first
@@ -63,6 +79,7 @@ impl Meter {
             detached: Vec::new(),
             hit_slots,
             target: None,
+            woken: Mutex::new(Accrued::default()),
         }
     }
 
@@ -105,7 +122,7 @@ impl Meter {
             for s in &mut p.sites {
                 s.trap_ns = self.trap_ns(trap, &p.program, &s.function);
             }
-            p.woken_per_hit_ns = 0.0;
+            p.woken_each_ns = 0.0;
             p.price(&ByKind::ONE);
         }
     }
@@ -136,20 +153,39 @@ impl Meter {
         })
     }
 
-    /// Each hit's share of what the probes' hits pay because some are their thread's
-    /// first after it woke (`woken`), from the hits and the target's times scheduled in
-    /// since the attach; the probes priced again with it. Nothing without a calibration
-    /// or a target whose threads can be read.
+    /// What the probes' hits paid because some are their thread's first after it woke
+    /// (`woken`): this reading ends an interval, whose wake-ups its own hits share
+    /// (`woken::Ledger`); the probes priced again with what each site's hits paid so
+    /// far. Nothing without a target whose threads can be read; at no cost without a
+    /// calibration (the wake-ups are counted all the same).
     fn price_woken(&self, probes: &mut [ProbeStats], trap: Option<TrapCost>, scales: &ByKind) {
-        let each = trap.map_or(0.0, |t| t.woken_ns);
-        let Some(slices) = self.target.as_ref().map(TargetCpu::slices) else { return };
-        let hits: u64 = probes.iter().filter(|p| p.in_target).map(|p| p.hits + p.other_cgroup).sum();
-        let scale = self.target.as_ref().map_or(1.0, TargetCpu::woken_scale);
-        let per_hit = woken::per_hit_ns(each, hits, slices) * scale;
+        let Some(t) = self.target.as_ref() else { return };
+        let mut accrued = self.woken.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        accrued.at = Some(Instant::now());
+        let paid = accrued.ledger.accrue(&woken_counts(probes), t.slices_read());
+        let each = trap.map_or(0.0, |t| t.woken_ns) * t.woken_scale();
+        let mut paid = paid.iter().copied();
         for p in probes.iter_mut().filter(|p| p.in_target) {
-            p.woken_per_hit_ns = per_hit;
+            for s in &mut p.sites {
+                s.woken_hits = paid.next().unwrap_or(0.0);
+            }
+            p.woken_rest = paid.next().unwrap_or(0.0);
+            p.woken_each_ns = each;
             p.price(scales);
         }
+    }
+
+    /// Ends an interval of the wake-ups (`price_woken`) when none has for
+    /// `ACCRUE_EVERY`: the trace loop's turn, with a target whose threads are read and
+    /// hits counted per site (`--stats`, a budget). The target's CPU is read with the
+    /// counters.
+    pub fn accrue_due(&mut self, loaded: &Loaded, plan: &Plan) {
+        let last = self.woken.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).at;
+        let due = last.is_none_or(|at| at.elapsed() >= ACCRUE_EVERY);
+        let Some(t) = self.target.as_mut().filter(|_| due && plan.accounting.hits) else { return };
+        t.read();
+        // Read at no trap cost: only the counts are kept.
+        let _ = self.collect_at(loaded, plan, None);
     }
 
     /// One program's numbers. A program that runs in gtrace itself (`on begin`, `on
@@ -203,6 +239,7 @@ impl Meter {
                 kind: self.kinds.get(&(program.to_string(), f.to_string())).copied(),
                 cost_ns: 0.0,
                 attached: attached.contains(f),
+                woken_hits: 0.0,
             })
             .collect();
         if acct.hits {
@@ -247,14 +284,14 @@ impl Meter {
             e.traps_ns = e.traps_ns.plus(&p.traps_by_kind);
             e.ebpf_ns += p.run_ns as f64;
             e.hits += p.hits + p.other_cgroup;
+            // What the hits paid after wake-ups, uncorrected (as `price_woken` priced
+            // them interval by interval).
+            e.woken_ns += p.woken_paid() * woken_each_ns;
         }
-        // What the hits pay after wake-ups, uncorrected (as `price_woken` shares it).
-        let per_hit = woken::per_hit_ns(woken_each_ns, e.hits, t.slices());
-        e.woken_ns = per_hit * e.hits as f64;
         t.observe(&e);
         let scales = t.scales();
         for p in stats.probes.iter_mut().filter(|p| p.in_target) {
-            p.woken_per_hit_ns = per_hit * t.woken_scale();
+            p.woken_each_ns = woken_each_ns * t.woken_scale();
             p.price(&scales);
         }
         stats.target = Some(t.measure());
@@ -263,6 +300,19 @@ impl Meter {
     pub fn elapsed(&self) -> Duration {
         self.started.elapsed()
     }
+}
+
+/// The hit counts the wake-ups are shared by, in a fixed order: each probe in the
+/// target, its sites' hits, then the hits they do not count apart and those by other
+/// cgroups (`price_woken` gives back what each paid in the same order).
+fn woken_counts(probes: &[ProbeStats]) -> Vec<u64> {
+    let mut counts = Vec::new();
+    for p in probes.iter().filter(|p| p.in_target) {
+        counts.extend(p.sites.iter().map(|s| s.hits));
+        let counted: u64 = p.sites.iter().map(|s| s.hits).sum();
+        counts.push(p.hits.saturating_sub(counted) + p.other_cgroup);
+    }
+    counts
 }
 
 /// Before attaching, where programs' hits are their runs as the kernel counts them

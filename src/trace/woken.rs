@@ -14,6 +14,12 @@
 //! (which of them comes first after a wake-up cannot be told). A tight loop that is
 //! rarely scheduled out pays it almost never; a target whose threads wake more often
 //! than the probes are hit pays it on every hit.
+//!
+//! It is priced as it accrues (`Ledger`): interval by interval, each interval's
+//! `min(hits, slices)` shared by that interval's hits. Over the whole trace at once a
+//! function a budget cut kept of a wide wildcard was priced at the wildcard's share
+//! (many hits a wake-up before the cut), though after it every one of its hits follows a
+//! wake-up; so were a duty cycle's parts and any trace whose hit rate changed.
 
 /// What the hits of a trace cost beyond their calibrated traps, ns: `each_ns` on at
 /// most one hit each time a thread of the target was put on a CPU.
@@ -27,6 +33,42 @@ pub fn per_hit_ns(each_ns: f64, hits: u64, slices: u64) -> f64 {
         0.0
     } else {
         extra_ns(each_ns, hits, slices) / hits as f64
+    }
+}
+
+/// What the hits of a trace have paid after wake-ups so far, priced interval by
+/// interval: each reading of the hit counters (`accrue`) ends an interval, whose wake-ups
+/// are paid by at most as many of its own hits (`extra_ns`), shared among them. The
+/// counters are a flat list in a fixed order (the same at every reading); a count lower
+/// than at the last reading (a counter read anew) starts again from there.
+#[derive(Clone, Debug, Default)]
+pub struct Ledger {
+    /// Each counter's hits and the target's wake-ups at the last reading.
+    hits: Vec<u64>,
+    slices: u64,
+    /// Each counter's hits that paid a wake-up so far (a share of a hit where an
+    /// interval had more hits than wake-ups).
+    paid: Vec<f64>,
+}
+
+impl Ledger {
+    /// One interval ends now: `hits` is each counter's hits so far, `slices` the times
+    /// the target's threads were put on a CPU so far (both since the attach). Returns
+    /// each counter's hits that paid a wake-up so far.
+    pub fn accrue(&mut self, hits: &[u64], slices: u64) -> &[f64] {
+        self.hits.resize(hits.len(), 0);
+        self.paid.resize(hits.len(), 0.0);
+        let new: Vec<u64> = hits.iter().zip(&self.hits).map(|(now, was)| now.saturating_sub(*was)).collect();
+        let all: u64 = new.iter().sum();
+        // Wake-ups of threads that have since ended leave the sum: none are counted then.
+        let woke = slices.saturating_sub(self.slices);
+        let share = if all == 0 { 0.0 } else { extra_ns(1.0, all, woke) / all as f64 };
+        for (paid, n) in self.paid.iter_mut().zip(&new) {
+            *paid += *n as f64 * share;
+        }
+        self.hits.copy_from_slice(hits);
+        self.slices = slices;
+        &self.paid
     }
 }
 
@@ -58,5 +100,47 @@ mod tests {
         let (all, kept) = (per_hit_ns(1500.0, 400_000, 4200), per_hit_ns(1500.0, 8300, 4200));
         assert!(kept > 40.0 * all);
         assert!(extra_ns(1500.0, 8300, 4200) <= extra_ns(1500.0, 400_000, 4200));
+    }
+
+    #[test]
+    fn a_survivor_of_a_cut_pays_what_its_intervals_after_the_cut_say() {
+        // A wildcard's two counters: a helper hit 200 times a request, the survivor once;
+        // 2,000 requests a second, each after a wake-up, read every 100 ms. The cut takes
+        // the helper after the first 0.2 s; the trace runs 3 s.
+        let mut ledger = Ledger::default();
+        let (mut helper, mut survivor, mut slices) = (0u64, 0u64, 0u64);
+        let mut paid = Vec::new();
+        for look in 1..=30 {
+            if look <= 2 {
+                helper += 40_000;
+            }
+            survivor += 200;
+            slices += 200;
+            paid = ledger.accrue(&[helper, survivor], slices).to_vec();
+        }
+        // Before the cut its 400 hits paid 1/201 each, after it every one of its 5,600.
+        let expected = 400.0 / 201.0 + 5600.0;
+        assert!((paid[1] - expected).abs() < 1e-6, "{paid:?}");
+        assert!((paid[0] - 80_000.0 * 200.0 / 40_200.0).abs() < 1e-6, "{paid:?}");
+        // Over the whole trace at once it would have paid 6,000 of 86,000 hits' share.
+        let whole = per_hit_ns(1.0, helper + survivor, slices) * survivor as f64;
+        assert!(whole < 0.08 * paid[1], "{whole} against {}", paid[1]);
+        // Every wake-up was paid once, never more.
+        assert!((paid.iter().sum::<f64>() - slices as f64).abs() < 1e-6);
+    }
+
+    #[test]
+    fn an_interval_without_hits_pays_nothing_and_counts_going_down_start_again() {
+        let mut ledger = Ledger::default();
+        // A duty cycle's detached part: wake-ups, no hits.
+        assert_eq!(ledger.accrue(&[0, 0], 500), [0.0, 0.0]);
+        // Attached again: 100 hits after 80 more wake-ups pay 80, by their hits.
+        assert_eq!(ledger.accrue(&[75, 25], 580), [60.0, 20.0]);
+        // A thread ended (fewer wake-ups in the sum) and a counter read anew (lower):
+        // from there on, nothing paid twice or lost below zero.
+        assert_eq!(ledger.accrue(&[75, 10], 300), [60.0, 20.0]);
+        assert_eq!(ledger.accrue(&[85, 20], 320), [70.0, 30.0]);
+        // A counter more (the list grows): it starts at nothing.
+        assert_eq!(ledger.accrue(&[85, 20, 5], 400), [70.0, 30.0, 5.0]);
     }
 }

@@ -484,7 +484,7 @@ impl<'a> Costed<'a> {
                 p.sites.iter().map(move |s| {
                     let mut traps = ByKind::default();
                     traps.add(s.kind.unwrap_or_default(), s.hits as f64 * s.trap_ns);
-                    let woken = s.hits as f64 * p.woken_per_hit_ns;
+                    let woken = s.woken_hits * p.woken_each_ns;
                     ((p.program.as_str(), s.function.as_str()), (cost(traps, s.cost_ns, woken), s.hits))
                 })
             })

@@ -1,0 +1,3 @@
+module example.com/survivor
+
+go 1.21
