@@ -9,7 +9,7 @@
 //! it (`compile_seeded` in mod.rs).
 
 use crate::cache::format::MAPS_KEPT;
-use crate::cache::{sites_crc, sites_fit, Entry, For, Store};
+use crate::cache::{sites_crc, sites_fit, Entry, For, Store, Untrusted};
 use crate::cli::Cli;
 use crate::gobin::{BuildIds, Target};
 use crate::object::MapDef;
@@ -21,22 +21,30 @@ pub(super) struct Cached {
 }
 
 /// Reads the cache for `target` into it (the file `early` read, when it read one for
-/// this binary); None with `--no-cache` or without a cache directory.
+/// this binary, from the directory it checked); None with `--no-cache` or without a
+/// cache directory.
 pub(super) fn open(cli: &Cli, target: &Target, early: Option<Early>) -> Option<Cached> {
     if cli.no_cache {
         return None;
     }
-    let store = Store::user()?;
+    // The directory is checked once a run: by `read_early` when it ran.
+    let (store, early) = match early {
+        Some(Early { store, binary, entry }) => (store, Some((binary, entry))),
+        None => (trusted(Store::user()?), None),
+    };
     // A directory another user could write is neither read nor written; said every run.
-    if let Err(e) = store.trusted() {
-        eprintln!("gtrace: {e} ({})", e.hint());
-        return None;
-    }
+    let store = match store {
+        Ok(store) => store,
+        Err(e) => {
+            eprintln!("gtrace: {e} ({})", e.hint());
+            return None;
+        }
+    };
     // A file that is not what this gtrace writes for this binary is not used, and is
     // written again below: the run is as without a cache.
     let binary = For::new(target.build_ids(), target.file_size());
-    let mut loaded = match early.filter(|e| e.binary == binary) {
-        Some(early) => early.entry.unwrap_or_default(),
+    let mut loaded = match early.filter(|(read_for, _)| *read_for == binary) {
+        Some((_, entry)) => entry.unwrap_or_default(),
         None => store.load(target).ok().flatten().unwrap_or_default(),
     };
     // Sites found in another build's code (build ids may name two builds: `sites_fit`),
@@ -58,22 +66,29 @@ pub(super) fn open(cli: &Cli, target: &Target, early: Option<Early>) -> Option<C
 /// still makes the checks that need the binary read (its inlined sites), and whatever
 /// was started from a file it then sets aside is only a guess: a wrong one costs time.
 pub(super) struct Early {
+    /// The cache directory, or why it is not to be used (`open` says it).
+    store: Result<Store, Untrusted>,
     binary: For,
     /// None: no file, or one not used.
     entry: Option<Entry>,
 }
 
 /// The cache file for a binary with `ids` of `size` bytes (`Early`); None with
-/// `--no-cache`, without a cache directory, or with one not to be used (`open` says why).
+/// `--no-cache` or without a cache directory. A directory not to be used is read no
+/// further (`open` says why).
 pub(super) fn read_early(cli: &Cli, ids: &BuildIds, size: u64) -> Option<Early> {
     if cli.no_cache {
         return None;
     }
-    let store = Store::user()?;
-    store.trusted().ok()?;
+    let store = trusted(Store::user()?);
     let binary = For::new(ids, size);
-    let entry = store.load_for(&binary).ok().flatten();
-    Some(Early { binary, entry })
+    let entry = store.as_ref().ok().and_then(|s| s.load_for(&binary).ok().flatten());
+    Some(Early { store, binary, entry })
+}
+
+/// `store`, if it may be used (`Store::trusted`).
+fn trusted(store: Store) -> Result<Store, Untrusted> {
+    store.trusted().map(|()| store)
 }
 
 impl Early {
