@@ -12,6 +12,7 @@ use crate::cache::format::MAPS_KEPT;
 use crate::cache::{sites_crc, sites_fit, Entry, For, Store, Untrusted};
 use crate::cli::Cli;
 use crate::gobin::{BuildIds, Target};
+use crate::input::Stamp;
 use crate::object::MapDef;
 
 /// The cache for this run's binary and what it held.
@@ -47,12 +48,20 @@ pub(super) fn open(cli: &Cli, target: &Target, early: Option<Early>) -> Option<C
         Some((_, entry)) => entry.unwrap_or_default(),
         None => store.load(target).ok().flatten().unwrap_or_default(),
     };
+    // Written from this very file, unchanged since (`Entry::stamp`): its CRCs are this
+    // file's, not summed again (21 MB of `.gopclntab` and 6 MB of DWARF on Caddy).
+    let same_file = target.stamp().is_some_and(|now| loaded.stamp == Some(now));
+    if let Some(crc) = loaded.code_crc.filter(|_| same_file) {
+        target.known_code_crc(crc);
+    }
     // Sites found in another build's code (build ids may name two builds: `sites_fit`),
     // or not in this binary's: the file is not used at all.
     if !sites_fit(&loaded, target) || !target.seed_inlined(&loaded.inlined) {
         loaded = Entry::default();
     }
-    if let Some(seed) = loaded.dwarf.clone() {
+    if let Some(mut seed) = loaded.dwarf.clone() {
+        // The stamp is the binary's: DWARF from a debug file is checked.
+        seed.info_crc_known = same_file && target.debug_file().is_none();
         target.seed_dwarf(seed);
     }
     Some(Cached { store, loaded })
@@ -130,22 +139,25 @@ impl Cached {
         let dwarf = if target.dwarf_grew() { target.dwarf_learned() } else { None };
         let inlined = target.inlined_learned();
         let kept = self.kept_maps(maps);
+        let stamp = self.stamp_kept(target, dwarf.is_some());
         // The units the cache held (read from its file when written again) count as
         // learned only when the run reached more.
-        if dwarf.is_none() && inlined == self.loaded.inlined && kept == self.loaded.maps {
+        let stamp_new = stamp.is_some() && stamp != self.loaded.stamp;
+        if dwarf.is_none() && inlined == self.loaded.inlined && kept == self.loaded.maps && !stamp_new {
             return;
         }
-        // Only the inlined sites or the maps are new: the file's DWARF is copied as it
-        // is, unread.
+        // Only the inlined sites, the maps or the stamp are new: the file's DWARF is
+        // copied as it is, unread.
         if dwarf.is_none() && self.loaded.dwarf.is_some() {
-            match self.store.save_sites(target, &inlined, &kept) {
+            match self.store.save_sites(target, &inlined, &kept, stamp) {
                 Ok(true) => return,
                 Ok(false) => {}
                 Err(e) => return eprintln!("gtrace: {e} ({})", e.hint()),
             }
         }
         let code_crc = sites_crc(target, &inlined);
-        let learned = Entry { dwarf: dwarf.or_else(|| self.loaded.dwarf.clone()), inlined, code_crc, maps: kept };
+        let dwarf = dwarf.or_else(|| self.loaded.dwarf.clone());
+        let learned = Entry { dwarf, inlined, code_crc, maps: kept, stamp };
         if background {
             return self.store.save_in_background(target, learned);
         }
@@ -156,6 +168,17 @@ impl Cached {
 }
 
 impl Cached {
+    /// The binary's stamp the file keeps (`Entry::stamp`), if the CRCs it will hold are
+    /// this file's: the inlined sites' always (summed this run, or known for this
+    /// stamp), the DWARF's if the file keeps none, if this run's DWARF is written
+    /// (`learned`) or was read (its CRC checked), or if the file held it for this stamp.
+    fn stamp_kept(&self, target: &Target, learned: bool) -> Option<Stamp> {
+        // A debug file's DWARF is not the binary's to vouch for.
+        let now = target.stamp().filter(|_| target.debug_file().is_none())?;
+        let held = self.loaded.stamp == Some(now) || self.loaded.dwarf.is_none();
+        (learned || held || target.dwarf_read()).then_some(now)
+    }
+
     /// The large maps the file keeps after this run: `maps` (a trace's) first, then the
     /// others it held, `MAPS_KEPT` scripts at most. A trace with no large maps keeps
     /// none for its key (nothing to make ahead).
