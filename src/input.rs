@@ -115,7 +115,8 @@ pub struct Bytes(std::sync::Arc<Held>);
 
 enum Held {
     Owned(Vec<u8>),
-    Mapped(crate::runtime::mapped::Mapped),
+    /// A mapped file, and its `Stamp` when it had settled as it was mapped.
+    Mapped(crate::runtime::mapped::Mapped, Option<Stamp>),
 }
 
 impl std::ops::Deref for Bytes {
@@ -123,7 +124,7 @@ impl std::ops::Deref for Bytes {
     fn deref(&self) -> &[u8] {
         match &*self.0 {
             Held::Owned(v) => v,
-            Held::Mapped(m) => m.bytes(),
+            Held::Mapped(m, _) => m.bytes(),
         }
     }
 }
@@ -138,16 +139,55 @@ impl Bytes {
     /// Gives back the memory the bytes hold where that costs nothing to undo: a mapped
     /// file's pages (read again when touched); bytes in memory stay.
     pub fn shed(&self) {
-        if let Held::Mapped(m) = &*self.0 {
+        if let Held::Mapped(m, _) = &*self.0 {
             m.shed();
         }
     }
 
     /// `shed` for bytes `start..start + len` (clipped to the file) only.
     pub fn shed_range(&self, start: usize, len: usize) {
-        if let Held::Mapped(m) = &*self.0 {
+        if let Held::Mapped(m, _) = &*self.0 {
             m.shed_range(start, len);
         }
+    }
+
+    /// The file's `Stamp` as it was mapped, if it had settled; None for bytes in memory.
+    pub fn stamp(&self) -> Option<Stamp> {
+        match &*self.0 {
+            Held::Mapped(_, stamp) => *stamp,
+            Held::Owned(_) => None,
+        }
+    }
+}
+
+/// Which file, and which version of it: its device and inode, size, and times of last
+/// change (data: mtime; anything, a write or `utimes` included: ctime, which no user
+/// can set). What was computed from a file's bytes (a cache's CRCs: src/cache) holds
+/// for a file of the same stamp, as git's index trusts a file's stat. Taken only from
+/// a file whose ctime is a second or more in the past as it is mapped (`settled`): a
+/// change in the same clock tick as the stamp could not be told apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Stamp {
+    pub dev: u64,
+    pub ino: u64,
+    pub size: u64,
+    pub mtime: (i64, i64),
+    pub ctime: (i64, i64),
+}
+
+impl Stamp {
+    /// `meta`'s stamp, if its last change was a second or more before `now`.
+    pub fn settled(meta: &std::fs::Metadata, now: std::time::SystemTime) -> Option<Stamp> {
+        use std::os::unix::fs::MetadataExt;
+        let since = now.duration_since(std::time::UNIX_EPOCH).ok()?;
+        let settled = i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec()) + 1_000_000_000;
+        (settled <= since.as_nanos() as i128).then_some(Stamp {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            size: meta.size(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+        })
     }
 }
 
@@ -169,7 +209,9 @@ pub fn map_file(path: &Path, max: u64) -> Result<Bytes, InputError> {
     if meta.len() == 0 {
         return Ok(Bytes::from(Vec::new()));
     }
-    Ok(Bytes(std::sync::Arc::new(Held::Mapped(crate::runtime::mapped::Mapped::map(&file, meta.len()).map_err(io)?))))
+    let stamp = Stamp::settled(&meta, std::time::SystemTime::now());
+    let mapped = crate::runtime::mapped::Mapped::map(&file, meta.len()).map_err(io)?;
+    Ok(Bytes(std::sync::Arc::new(Held::Mapped(mapped, stamp))))
 }
 
 /// `bytes` as script text named `name`; when they are not UTF-8, an error at the first
@@ -242,5 +284,31 @@ mod tests {
         assert_eq!(sources.line_col(d.span.file, d.span.start), (2, 10));
         assert!(d.message.contains("0xff"), "{}", d.message);
         assert_eq!(script_text(&mut sources, "y.gt", b"ok".to_vec()).unwrap(), "ok");
+    }
+    #[test]
+    fn a_file_is_stamped_once_settled_and_its_stamp_changes_with_it() {
+        let dir = std::env::temp_dir().join(format!("gtrace-stamp-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("f");
+        std::fs::write(&path, b"one").unwrap();
+        let meta = || std::fs::metadata(&path).unwrap();
+        let changed = meta().modified().unwrap();
+        let second = std::time::Duration::from_secs(1);
+        // Changed less than a second ago: no stamp.
+        assert_eq!(Stamp::settled(&meta(), changed), None);
+        assert_eq!(Stamp::settled(&meta(), changed + second / 2), None);
+        let first = Stamp::settled(&meta(), changed + 2 * second).expect("settled");
+        assert_eq!(Stamp::settled(&meta(), changed + 3 * second), Some(first));
+        // Written in place (same inode, same size): another stamp.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::write(&path, b"two").unwrap();
+        let later = std::time::SystemTime::now() + 2 * second;
+        let again = Stamp::settled(&meta(), later).expect("settled");
+        assert_eq!((again.ino, again.size), (first.ino, first.size));
+        assert_ne!(again, first);
+        // Mapped: the file's stamp, not yet settled; bytes in memory have none.
+        assert_eq!(map_file(&path, 16).unwrap().stamp(), None);
+        assert_eq!(Bytes::from(b"two".to_vec()).stamp(), None);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

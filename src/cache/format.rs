@@ -49,6 +49,10 @@ pub struct Entry {
     /// ahead by the next trace of the same script (`runtime::premake`), used only if
     /// its compiled object's are exactly these.
     pub maps: Vec<(u32, Vec<MapDef>)>,
+    /// The binary's `Stamp` when `code_crc` and the DWARF's `info_crc` were its own: a
+    /// run on a file of the same stamp takes them without reading the megabytes they
+    /// sum (`driver::cached`). None: both are checked.
+    pub stamp: Option<crate::input::Stamp>,
 }
 
 /// How many scripts' large maps a file keeps.
@@ -79,6 +83,8 @@ struct Description {
     inlined: Vec<(String, Vec<InlinedSite>)>,
     code_crc: Option<u32>,
     maps: Vec<(u32, Vec<MapDef>)>,
+    #[serde(default)]
+    stamp: Option<crate::input::Stamp>,
 }
 
 /// The seed without its blobs: where each unit's bytes are in the blob area (offset,
@@ -177,6 +183,7 @@ pub fn encode_parts_in(writer: &str, binary: &For, entry: &Entry, mut rest: Vec<
         inlined: entry.inlined.clone(),
         code_crc: entry.code_crc,
         maps: entry.maps.clone(),
+        stamp: entry.stamp,
     };
     let json = serde_json::to_vec(&description).unwrap_or_default();
     let blobs = units.iter().map(|u| u.len() as u64).sum::<u64>() + rest.len() as u64;
@@ -241,7 +248,7 @@ fn u32_at(bytes: &[u8], at: usize) -> u32 {
 pub fn decode(file: File, binary: &For) -> Result<Entry, Rejected> {
     let (d, blobs) = description(file, binary)?;
     let dwarf = d.dwarf.map(|part| dwarf_seed(part, blobs)).transpose()?;
-    Ok(Entry { dwarf, inlined: d.inlined, code_crc: d.code_crc, maps: d.maps })
+    Ok(Entry { dwarf, inlined: d.inlined, code_crc: d.code_crc, maps: d.maps, stamp: d.stamp })
 }
 
 /// A cache file to write again with other inlined sites or maps and the same DWARF: the header
@@ -254,7 +261,7 @@ pub struct Resited {
 }
 
 /// `file`, a whole cache file this gtrace wrote for `binary`, with `inlined` as its
-/// inlined sites: its blobs (the DWARF units and lookups, megabytes after `-l '*'`) are
+/// inlined sites (`code_crc` theirs, `stamp` the file's: `Entry`): its blobs (the DWARF units and lookups, megabytes after `-l '*'`) are
 /// not read, only copied (`Resited`), and only if they fill its blob area exactly
 /// (`covers`): a file holding anything else is written from the blobs it lists.
 pub fn with_sites(
@@ -262,6 +269,7 @@ pub fn with_sites(
     binary: &For,
     (inlined, code_crc): (&[(String, Vec<InlinedSite>)], Option<u32>),
     maps: &[(u32, Vec<MapDef>)],
+    stamp: Option<crate::input::Stamp>,
 ) -> Result<Resited, Rejected> {
     let (mut d, blobs) = description(file, binary)?;
     if !covers(d.dwarf.as_ref(), blobs.len) {
@@ -270,6 +278,7 @@ pub fn with_sites(
     d.inlined = inlined.to_vec();
     d.code_crc = code_crc;
     d.maps = maps.to_vec();
+    d.stamp = stamp;
     let json = serde_json::to_vec(&d).unwrap_or_default();
     let mut head = header(json.len(), blobs.len, &json);
     head.extend_from_slice(&json);
@@ -449,5 +458,6 @@ fn dwarf_seed(part: DwarfPart, blobs: Blobs) -> Result<DwarfSeed, Rejected> {
         stored: Some(stored),
         memo: Vec::new(),
         info_crc: Some(part.info_crc),
+        info_crc_known: false,
     })
 }

@@ -154,8 +154,8 @@ impl Store {
         self.replace(&path, &mut |out| encoded.write_to(out))
     }
 
-    /// Writes the file for `target` again with `inlined` as its inlined sites and `maps`
-    /// as its large maps, its DWARF
+    /// Writes the file for `target` again with `inlined` as its inlined sites, `maps`
+    /// as its large maps and `stamp` as the binary's (`Entry::stamp`), its DWARF
     /// blobs copied from the file as it is now, unread (by the kernel: no copy in this
     /// process). Ok(false) when that file is not one this gtrace would use (nothing
     /// written: `save` writes it whole).
@@ -164,13 +164,15 @@ impl Store {
         target: &Target,
         inlined: &[(String, Vec<InlinedSite>)],
         maps: &[(u32, Vec<crate::object::MapDef>)],
+        stamp: Option<crate::input::Stamp>,
     ) -> Result<bool, WriteError> {
         let Some(path) = self.file_for(target) else { return Ok(true) };
         if self.trusted().is_err() {
             return Ok(false);
         }
         let Some(file) = trust::open_file(&path) else { return Ok(false) };
-        let Ok(old) = format::with_sites(file, &binary(target), (inlined, sites_crc(target, inlined)), maps) else {
+        let Ok(old) = format::with_sites(file, &binary(target), (inlined, sites_crc(target, inlined)), maps, stamp)
+        else {
             return Ok(false);
         };
         if old.head.len() as u64 + old.blobs_len > format::LARGEST {

@@ -9,9 +9,10 @@
 //! it (`compile_seeded` in mod.rs).
 
 use crate::cache::format::MAPS_KEPT;
-use crate::cache::{sites_crc, sites_fit, Entry, For, Store};
+use crate::cache::{sites_crc, sites_fit, Entry, For, Store, Untrusted};
 use crate::cli::Cli;
 use crate::gobin::{BuildIds, Target};
+use crate::input::Stamp;
 use crate::object::MapDef;
 
 /// The cache for this run's binary and what it held.
@@ -21,30 +22,46 @@ pub(super) struct Cached {
 }
 
 /// Reads the cache for `target` into it (the file `early` read, when it read one for
-/// this binary); None with `--no-cache` or without a cache directory.
+/// this binary, from the directory it checked); None with `--no-cache` or without a
+/// cache directory.
 pub(super) fn open(cli: &Cli, target: &Target, early: Option<Early>) -> Option<Cached> {
     if cli.no_cache {
         return None;
     }
-    let store = Store::user()?;
+    // The directory is checked once a run: by `read_early` when it ran.
+    let (store, early) = match early {
+        Some(Early { store, binary, entry }) => (store, Some((binary, entry))),
+        None => (trusted(Store::user()?), None),
+    };
     // A directory another user could write is neither read nor written; said every run.
-    if let Err(e) = store.trusted() {
-        eprintln!("gtrace: {e} ({})", e.hint());
-        return None;
-    }
+    let store = match store {
+        Ok(store) => store,
+        Err(e) => {
+            eprintln!("gtrace: {e} ({})", e.hint());
+            return None;
+        }
+    };
     // A file that is not what this gtrace writes for this binary is not used, and is
     // written again below: the run is as without a cache.
     let binary = For::new(target.build_ids(), target.file_size());
-    let mut loaded = match early.filter(|e| e.binary == binary) {
-        Some(early) => early.entry.unwrap_or_default(),
+    let mut loaded = match early.filter(|(read_for, _)| *read_for == binary) {
+        Some((_, entry)) => entry.unwrap_or_default(),
         None => store.load(target).ok().flatten().unwrap_or_default(),
     };
+    // Written from this very file, unchanged since (`Entry::stamp`): its CRCs are this
+    // file's, not summed again (21 MB of `.gopclntab` and 6 MB of DWARF on Caddy).
+    let same_file = target.stamp().is_some_and(|now| loaded.stamp == Some(now));
+    if let Some(crc) = loaded.code_crc.filter(|_| same_file) {
+        target.known_code_crc(crc);
+    }
     // Sites found in another build's code (build ids may name two builds: `sites_fit`),
     // or not in this binary's: the file is not used at all.
     if !sites_fit(&loaded, target) || !target.seed_inlined(&loaded.inlined) {
         loaded = Entry::default();
     }
-    if let Some(seed) = loaded.dwarf.clone() {
+    if let Some(mut seed) = loaded.dwarf.clone() {
+        // The stamp is the binary's: DWARF from a debug file is checked.
+        seed.info_crc_known = same_file && target.debug_file().is_none();
         target.seed_dwarf(seed);
     }
     Some(Cached { store, loaded })
@@ -58,22 +75,29 @@ pub(super) fn open(cli: &Cli, target: &Target, early: Option<Early>) -> Option<C
 /// still makes the checks that need the binary read (its inlined sites), and whatever
 /// was started from a file it then sets aside is only a guess: a wrong one costs time.
 pub(super) struct Early {
+    /// The cache directory, or why it is not to be used (`open` says it).
+    store: Result<Store, Untrusted>,
     binary: For,
     /// None: no file, or one not used.
     entry: Option<Entry>,
 }
 
 /// The cache file for a binary with `ids` of `size` bytes (`Early`); None with
-/// `--no-cache`, without a cache directory, or with one not to be used (`open` says why).
+/// `--no-cache` or without a cache directory. A directory not to be used is read no
+/// further (`open` says why).
 pub(super) fn read_early(cli: &Cli, ids: &BuildIds, size: u64) -> Option<Early> {
     if cli.no_cache {
         return None;
     }
-    let store = Store::user()?;
-    store.trusted().ok()?;
+    let store = trusted(Store::user()?);
     let binary = For::new(ids, size);
-    let entry = store.load_for(&binary).ok().flatten();
-    Some(Early { binary, entry })
+    let entry = store.as_ref().ok().and_then(|s| s.load_for(&binary).ok().flatten());
+    Some(Early { store, binary, entry })
+}
+
+/// `store`, if it may be used (`Store::trusted`).
+fn trusted(store: Store) -> Result<Store, Untrusted> {
+    store.trusted().map(|()| store)
 }
 
 impl Early {
@@ -115,22 +139,25 @@ impl Cached {
         let dwarf = if target.dwarf_grew() { target.dwarf_learned() } else { None };
         let inlined = target.inlined_learned();
         let kept = self.kept_maps(maps);
+        let stamp = self.stamp_kept(target, dwarf.is_some());
         // The units the cache held (read from its file when written again) count as
         // learned only when the run reached more.
-        if dwarf.is_none() && inlined == self.loaded.inlined && kept == self.loaded.maps {
+        let stamp_new = stamp.is_some() && stamp != self.loaded.stamp;
+        if dwarf.is_none() && inlined == self.loaded.inlined && kept == self.loaded.maps && !stamp_new {
             return;
         }
-        // Only the inlined sites or the maps are new: the file's DWARF is copied as it
-        // is, unread.
+        // Only the inlined sites, the maps or the stamp are new: the file's DWARF is
+        // copied as it is, unread.
         if dwarf.is_none() && self.loaded.dwarf.is_some() {
-            match self.store.save_sites(target, &inlined, &kept) {
+            match self.store.save_sites(target, &inlined, &kept, stamp) {
                 Ok(true) => return,
                 Ok(false) => {}
                 Err(e) => return eprintln!("gtrace: {e} ({})", e.hint()),
             }
         }
         let code_crc = sites_crc(target, &inlined);
-        let learned = Entry { dwarf: dwarf.or_else(|| self.loaded.dwarf.clone()), inlined, code_crc, maps: kept };
+        let dwarf = dwarf.or_else(|| self.loaded.dwarf.clone());
+        let learned = Entry { dwarf, inlined, code_crc, maps: kept, stamp };
         if background {
             return self.store.save_in_background(target, learned);
         }
@@ -141,6 +168,17 @@ impl Cached {
 }
 
 impl Cached {
+    /// The binary's stamp the file keeps (`Entry::stamp`), if the CRCs it will hold are
+    /// this file's: the inlined sites' always (summed this run, or known for this
+    /// stamp), the DWARF's if the file keeps none, if this run's DWARF is written
+    /// (`learned`) or was read (its CRC checked), or if the file held it for this stamp.
+    fn stamp_kept(&self, target: &Target, learned: bool) -> Option<Stamp> {
+        // A debug file's DWARF is not the binary's to vouch for.
+        let now = target.stamp().filter(|_| target.debug_file().is_none())?;
+        let held = self.loaded.stamp == Some(now) || self.loaded.dwarf.is_none();
+        (learned || held || target.dwarf_read()).then_some(now)
+    }
+
     /// The large maps the file keeps after this run: `maps` (a trace's) first, then the
     /// others it held, `MAPS_KEPT` scripts at most. A trace with no large maps keeps
     /// none for its key (nothing to make ahead).

@@ -259,6 +259,11 @@ impl Target {
         self.data.len() as u64
     }
 
+    /// The file's `Stamp` as it was opened, if it had settled (None for bytes in memory).
+    pub fn stamp(&self) -> Option<crate::input::Stamp> {
+        self.data.stamp()
+    }
+
     /// The Go version from the build info, e.g. `go1.22.3`.
     pub fn go_version(&self) -> Option<&str> {
         self.go_version.as_deref()

@@ -1,8 +1,9 @@
 //! Cache files not to be used, by what they hold: another gtrace's or binary's, a
 //! truncated or corrupted one, one claiming a huge blob or with a hole after its
 //! blobs, another build's of this version, a lookup answer that is not the name asked,
-//! DWARF from the cache said bad (compiled again without it), and large maps made
-//! ahead that are not the object's (from a forged description, or a file set aside).
+//! DWARF from the cache said bad (compiled again without it), large maps made
+//! ahead that are not the object's (from a forged description, or a file set aside),
+//! and CRCs kept for a binary that has changed since (its stamp another).
 
 use super::*;
 
@@ -37,6 +38,8 @@ fn a_cache_of_another_gtrace_or_another_binary_is_not_used() {
     // only when DWARF is read), its units not used, and written again.
     let mut moved = foreign.clone();
     moved.dwarf.as_mut().unwrap().info_crc = entry.dwarf.as_ref().unwrap().info_crc.map(|c| c ^ 1);
+    // A binary changed in place has another stamp (a file of the same one is not summed).
+    moved.stamp = None;
     std::fs::write(&file, format::encode(&binary, &moved)).unwrap();
     assert!(store(&home).load(&target).is_ok_and(|e| e.is_some()));
     assert_eq!(outputs(&bin, &home, &[]), without, "a cache of the same ids, other DWARF");
@@ -321,6 +324,8 @@ fn a_file_set_aside_once_the_binary_is_read_had_its_maps_made_ahead_for_nothing(
     forged.maps[0].1.iter_mut().for_each(|d| d.max_entries += 1);
     forged.inlined = vec![("main.nosuch".into(), Vec::new())];
     forged.code_crc = Some(target.code_crc() ^ 1);
+    // Another build's code is another file: not this binary's stamp.
+    forged.stamp = None;
     let binary = format::For::new(target.build_ids(), target.file_size());
     std::fs::write(cache_file(&home, &bin), format::encode(&binary, &forged)).unwrap();
     assert_eq!(trace(&[]), without, "with a file set aside after its maps were made");
@@ -338,4 +343,32 @@ fn trace_per_cpu_hash(bin: &Path, home: &Path, extra: &[&str]) -> String {
     let r = support::gtrace_env(&args, &[("XDG_CACHE_HOME", home.to_str().unwrap())]);
     assert_eq!(r.code, 0, "gtrace {args:?}:\n{}", r.stderr);
     r.stdout
+}
+
+/// A file written from a settled binary keeps its stamp; once the binary has changed
+/// (here its mode: a new ctime), the file's CRCs are summed again, not taken: a forged
+/// `info_crc` then sets its DWARF aside, and the file is written again.
+#[test]
+fn crcs_kept_for_a_binary_that_changed_since_are_summed_again() {
+    let dir = cache_dir("stamp-bin");
+    let bin = dir.join("e2e");
+    std::fs::copy(support::go_build("e2e", &[]), &bin).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let home = cache_dir("stamp");
+    let without = outputs(&bin, &home, &["--no-cache"]);
+    assert_eq!(outputs(&bin, &home, &[]), without, "the first run");
+    let target = Target::open(&bin).unwrap();
+    let entry = store(&home).load(&target).unwrap().expect("the cache file");
+    assert!(entry.stamp.is_some() && entry.stamp == target.stamp(), "{:?} {:?}", entry.stamp, target.stamp());
+    let mut forged = assert_valid(&home, &bin);
+    forged.stamp = entry.stamp;
+    forged.dwarf.as_mut().unwrap().bodies.iter_mut().for_each(|(_, b)| *b = vec![0; b.len()].into());
+    forged.dwarf.as_mut().unwrap().info_crc = entry.dwarf.as_ref().unwrap().info_crc.map(|c| c ^ 1);
+    let binary = format::For::new(target.build_ids(), target.file_size());
+    std::fs::write(cache_file(&home, &bin), format::encode(&binary, &forged)).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o700)).unwrap();
+    assert_eq!(outputs(&bin, &home, &[]), without, "a binary changed since its file was written");
+    let again = store(&home).load(&Target::open(&bin).unwrap()).unwrap().expect("the cache file");
+    assert_eq!(again.dwarf.as_ref().unwrap().info_crc, entry.dwarf.as_ref().unwrap().info_crc, "written again");
 }

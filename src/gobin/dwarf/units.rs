@@ -100,6 +100,10 @@ pub struct DwarfSeed {
     /// from: a seed for other bytes (a file changed in place under the same build id)
     /// is not used. None: not checked.
     pub info_crc: Option<u32>,
+    /// `info_crc` is known to be the section's: the seed comes from a cache file written
+    /// from this very file, unchanged since (`input::Stamp`); not computed again. Not
+    /// part of what a seed holds (seeds compare without it).
+    pub info_crc_known: bool,
 }
 
 /// Seeds are equal when they hold the same units, lookups and bytes; units still
@@ -160,7 +164,11 @@ impl DwarfInfo {
         let seed = seed.filter(|s| s.units.last().is_some_and(|(start, len, _)| start + len == size));
         // Computed only to check a seed (the megabytes of compressed DWARF are read for
         // it): without a cache, never; a cache's first run computes it when it writes.
-        let info_crc = seed.as_ref().and_then(|s| s.info_crc).map(|_| crc32(compressed.data));
+        // A file unchanged since the cache's was written (`info_crc_known`) is not read.
+        let info_crc = seed.as_ref().and_then(|s| {
+            let known = s.info_crc.filter(|_| s.info_crc_known);
+            s.info_crc.map(|_| known.unwrap_or_else(|| crc32(compressed.data)))
+        });
         let seed = seed.filter(|s| s.info_crc.is_none_or(|c| Some(c) == info_crc));
         let mut info = DwarfInfo {
             path: path.to_path_buf(),
@@ -427,7 +435,7 @@ impl DwarfInfo {
         // In the order first asked (the order a cache brought them in, then this run's):
         // the same lookups make the same file, unsorted.
         let memo = self.memo.entries().to_vec();
-        DwarfSeed { units, abbrev, bodies, stored: None, memo, info_crc: self.info_crc }
+        DwarfSeed { units, abbrev, bodies, stored: None, memo, info_crc: self.info_crc, info_crc_known: false }
     }
 }
 

@@ -202,6 +202,12 @@ impl Target {
         })
     }
 
+    /// Takes `crc` as `code_crc`, not computed: a cache's, written from this very file
+    /// unchanged since (`input::Stamp`). Nothing if it was computed already.
+    pub fn known_code_crc(&self, crc: u32) {
+        let _ = self.code_crc.set(crc);
+    }
+
     /// Takes `find_inlined`'s answers from an earlier run on this build, if every site
     /// is where it says, in this binary's code: the caller's function holds its probe
     /// address and its body, and both are starts of instructions of the caller's code
