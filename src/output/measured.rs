@@ -16,6 +16,10 @@ pub struct TargetMeasure {
     /// How many times its threads were put on a CPU since then while the probes were
     /// attached (`trace::woken`; not while a duty cycle had them off).
     pub slices: u64,
+    /// How long its threads waited on a run queue for a CPU since then, ns (the
+    /// budget's look at a window the host held it back in: `trace::budget::held`).
+    #[serde(skip)]
+    pub wait_ns: u64,
     /// Its share of a CPU before the probes were attached (from gtrace's start to the
     /// attach), in percent; `None` for a command started traced, or a window too short.
     pub before_percent: Option<f64>,
@@ -173,6 +177,7 @@ mod tests {
         let target = TargetMeasure {
             cpu_ns: 350_000_000,
             slices: 0,
+            wait_ns: 0,
             before_percent: Some(5.0),
             trap_scale: Some(1.2),
             trap_scales: Some(scales),

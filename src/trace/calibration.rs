@@ -82,6 +82,10 @@ impl Calibration {
         let (go, told) = channel::<()>();
         let thread = std::thread::spawn(move || {
             let linked = link();
+            // Not held back by the host's load, from the moment it is told (the budget's
+            // first look waits for it): told as the probes attach, its wake-up at the
+            // normal priority waited up to 49 ms for a CPU on a saturated host.
+            let _raised = crate::runtime::priority::raise();
             told.recv().map_err(|_| RuntimeError::Os {
                 action: "calibrating the trap cost",
                 source: std::io::Error::from(std::io::ErrorKind::Interrupted),
@@ -89,8 +93,6 @@ impl Calibration {
             if let Some(ms) = std::env::var(TEST_DELAY_ENV).ok().and_then(|v| v.parse::<u64>().ok()) {
                 std::thread::sleep(Duration::from_millis(ms));
             }
-            // Not held back by the host's load: the budget's first look waits for it.
-            let _raised = crate::runtime::priority::raise();
             linked?()
         });
         Calibration { thread: Some(thread), go: Some(go) }

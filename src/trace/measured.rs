@@ -309,6 +309,7 @@ impl TargetCpu {
         TargetMeasure {
             cpu_ns: self.newest.cpu_ns.saturating_sub(self.attached.cpu_ns),
             slices: self.slices(),
+            wait_ns: self.newest.wait_ns.saturating_sub(self.attached.wait_ns),
             before_percent: self.before.map(|b| 100.0 * b),
             trap_scale: self.correction.common_scale(),
             trap_scales: self.correction.scales(),

@@ -83,6 +83,9 @@ pub(super) fn start<'a>(
         (None, None) => Scope::AllProcesses,
     };
     let (attached, baseline) = attach(&mut loaded, plan, process, args, scope)?;
+    // From the attach to the budget's first look, not held back by the host's load
+    // (`budget::Costs::raised_until_first_look`).
+    let raised = budget.map(|_| runtime::priority::raise());
     // Measured beside what follows and the trace's first turns: the meter's first
     // reading of a cost waits for it.
     calibration.measure();
@@ -96,6 +99,7 @@ pub(super) fn start<'a>(
     // comes: after the start-up below, and the calibration it waits for.
     let mut costs = budget::Costs::new(meter, plan);
     costs.begin_window(&loaded, plan);
+    costs.raised_until_first_look(raised);
     // A trace may run for days: the compiler's tables go now.
     target.release_compiler_tables();
     // What was freed goes back to the system, not only to the allocator.

@@ -4,6 +4,7 @@
 
 use super::{by_program, duty, Act, Governor};
 use crate::plan::Plan;
+use crate::runtime::priority::Raised;
 use crate::runtime::{Loaded, RuntimeError};
 use crate::trace::stats::Meter;
 use std::time::{Duration, Instant};
@@ -19,6 +20,8 @@ pub struct Costs {
     start_tables: Vec<String>,
     /// The duty cycle's record in `meter.detached`, once one ran.
     duty_at: Option<usize>,
+    /// The loop's thread raised from the attach until the breaker's first look is done.
+    startup: Option<Raised>,
 }
 
 /// What a look of the breaker leaves.
@@ -36,7 +39,7 @@ impl Costs {
     pub fn new(meter: Meter, plan: &Plan) -> Costs {
         let governor = meter.budget_percent.and_then(|percent| Governor::new(plan, percent));
         let start_tables = duty::start_tables(plan);
-        Costs { meter, governor, emptied: false, start_tables, duty_at: None }
+        Costs { meter, governor, emptied: false, start_tables, duty_at: None, startup: None }
     }
 
     /// Drives a duty cycle, lets the breaker look when due, and says what is left
@@ -49,6 +52,7 @@ impl Costs {
         let Some(g) = self.governor.as_mut() else { return Ok(Left::Some) };
         g.drive(loaded, &self.start_tables, Instant::now())?;
         let left = govern(g, loaded, plan, &mut self.meter);
+        self.drop_raised_once_looked();
         if self.duty_at.is_none() {
             self.duty_at = self.meter.detached.iter().position(|d| !d.is_cut());
         }
@@ -68,6 +72,27 @@ impl Costs {
         let now = Instant::now();
         if let Ok(first) = self.meter.read_unpriced(loaded, plan) {
             g.begin_at(first, now);
+        }
+    }
+
+    /// Keeps `raised` (the loop's thread raised as the probes attached: `runtime::priority`)
+    /// until the breaker's first look is done, when there is a breaker. The trace's
+    /// start-up after the attach (5-24 ms of CPU: the compiler's tables freed, the
+    /// symbolizer, the outputs) and the loop's wake-up for the first look waited 90-170 ms
+    /// for a CPU on a saturated host, and the first look with them (docs/performance.md,
+    /// "The breaker's first look on a saturated host"). What the loop does meanwhile is
+    /// bounded by the first look's time, a tick after the attach when it is not late.
+    pub fn raised_until_first_look(&mut self, raised: Option<Raised>) {
+        if self.governor.is_some() {
+            self.startup = raised;
+        }
+    }
+
+    /// The loop's thread back to its normal priority once the first look is done (after
+    /// the look's own raise in `govern` was put back).
+    pub(super) fn drop_raised_once_looked(&mut self) {
+        if self.governor.as_ref().is_none_or(Governor::looked) {
+            self.startup = None;
         }
     }
 
@@ -91,6 +116,7 @@ impl Costs {
     /// The trace is over: a duty cycle's clock stops now (its parked probes are not put
     /// back) and its record says so.
     pub fn stop(&mut self, loaded: &mut Loaded) {
+        self.startup = None;
         let now = Instant::now();
         if let Some(g) = self.governor.as_mut() {
             g.stop_clock(now);

@@ -21,6 +21,7 @@
 mod cut;
 mod drive;
 pub(crate) mod duty;
+mod held;
 mod speedup;
 pub(crate) mod units;
 
@@ -33,6 +34,7 @@ use crate::plan::{Plan, SiteRef};
 use crate::runtime::Loaded;
 use cut::{cut_until, UnitCost, Woken};
 pub use drive::{Costs, Left};
+use held::Held;
 use speedup::Speedup;
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -52,6 +54,8 @@ struct Sample {
     target_ns: Option<u64>,
     /// How many times its threads were put on a CPU since the attach (`trace::woken`).
     slices: Option<u64>,
+    /// How long its threads waited on a run queue for a CPU since the attach, ns.
+    wait_ns: Option<u64>,
     /// The cycled probes' attached time so far, ns (once a duty cycle ran).
     on_ns: Option<u64>,
 }
@@ -152,6 +156,11 @@ impl Governor {
         self.push_sample(first, &costed, at);
     }
 
+    /// Whether the first look is done.
+    pub fn looked(&self) -> bool {
+        self.first.is_none() && !self.samples.is_empty()
+    }
+
     /// Whether it is time to look again.
     pub fn due(&self, now: Instant) -> bool {
         now >= self.next
@@ -218,21 +227,29 @@ impl Governor {
         if self.cycle.is_some() {
             return self.recheck(span, on, (&spent_high, woken_ns), &spent, stats.elapsed_ns);
         }
+        let of_cpu = |ns: f64| ns / (span * 1e9);
+        let cpu = (target.filter(|_| running.is_some())).map_or(0.0, |(a, b)| of_cpu(b.saturating_sub(a) as f64));
+        let before = running.and_then(|t| t.before_percent).map_or(0.0, |p| p / 100.0);
         // Past the budget once the window holds more than a whole window's allowance
         // (10 ms at 1%; more when the window is longer: a look came late): a short
         // burst at start-up is not a trend, a wildcard that costs half a CPU trips at the
-        // first look.
+        // first look. A window not yet whole that the host held the target back in is
+        // weighed at the target's share before (held.rs).
         let allowance = self.percent / 100.0 * WINDOW.max(Duration::from_secs_f64(span)).as_nanos() as f64;
-        if spent_ns <= allowance {
+        let held = match span < WINDOW.as_secs_f64() {
+            true => {
+                let waited = first.wait_ns.zip(last.wait_ns).map_or(0, |(a, b)| b.saturating_sub(a));
+                Held { cpu, waited: of_cpu(waited as f64), before }.factor()
+            }
+            false => 1.0,
+        };
+        if spent_ns * held <= allowance {
             return None;
         }
         let total = rate(spent_ns);
         // The same weighing on both sides: traps weighed high in what stays are weighed
         // high in what the target spent on them, not left in its own work; and until
         // corrected, the estimate may run below what the probes cost it (speedup::UNDER).
-        let of_cpu = |ns: f64| ns / (span * 1e9);
-        let cpu = (target.filter(|_| running.is_some())).map_or(0.0, |(a, b)| of_cpu(b.saturating_sub(a) as f64));
-        let before = running.and_then(|t| t.before_percent).map_or(0.0, |p| p / 100.0);
         let speedup = Speedup::of(
             cpu,
             before,
@@ -252,7 +269,7 @@ impl Governor {
         // A cut of everything that was hit leaves the user nothing: a duty cycle instead,
         // when the fraction of each second that fits is worth having.
         if n > 0 && n == order.len() {
-            if let Some(cycle) = self.cycle_instead(&costs, &woken, now, (stats.elapsed_ns, span), total) {
+            if let Some(cycle) = self.cycle_instead(&costs, &woken, now, (stats.elapsed_ns, span, held), total) {
                 return Some(cycle);
             }
         }
@@ -266,8 +283,9 @@ impl Governor {
         let (cost, hits): (Vec<Cost>, Vec<u64>) = self.units.iter().map(|u| costed.unit(u)).unzip();
         let target_ns = stats.target.map(|t| t.cpu_ns);
         let slices = stats.target.map(|t| t.slices);
+        let wait_ns = stats.target.map(|t| t.wait_ns);
         let on_ns = self.on_ns(now);
-        self.samples.push_back(Sample { at: now, cost, hits, target_ns, slices, on_ns });
+        self.samples.push_back(Sample { at: now, cost, hits, target_ns, slices, wait_ns, on_ns });
         while self.samples.len() > 2 && now.duration_since(self.samples[1].at) >= WINDOW {
             self.samples.pop_front();
         }
@@ -275,17 +293,18 @@ impl Governor {
 
     /// A cut of everything that was hit, as a duty cycle when a fraction of each second
     /// fits: what they cost while attached is what they cost now, weighed high as what a
-    /// cut keeps is, with the wake-ups their hits pay.
+    /// cut keeps is, with the wake-ups their hits pay (and weighed up as the window was,
+    /// `held`, when the host held the target back).
     fn cycle_instead(
         &mut self,
         costs: &[UnitCost],
         woken: &Woken,
         now: Instant,
-        (at_ns, span): (u64, f64),
+        (at_ns, span, held): (u64, f64, f64),
         total: f64,
     ) -> Option<Decision> {
         let all_hits: u64 = costs.iter().map(|c| c.hits).sum();
-        let whole: f64 = costs.iter().map(|c| c.high).sum::<f64>() + woken.of(all_hits);
+        let whole: f64 = (costs.iter().map(|c| c.high).sum::<f64>() + woken.of(all_hits)) * held;
         let duty::Rule::Cycle(f) = duty::rule(whole, self.percent * MARGIN) else { return None };
         let hits_s = (all_hits as f64 / span).round() as u64;
         Some(self.start_cycle(f, now, (at_ns, span), total, hits_s))

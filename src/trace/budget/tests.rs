@@ -172,3 +172,69 @@ fn the_loop_waits_for_events_no_longer_than_until_the_next_look() {
     let costs = Costs::new(Meter::new(&plan(), Calibration::none(), None), &plan());
     assert_eq!(costs.wait(most), most);
 }
+
+/// `stats` with the target's CPU and run-queue wait since the attach, and its share
+/// before.
+fn with_target(mut s: Stats, cpu_ms: u64, wait_ms: u64, before_percent: f64) -> Stats {
+    s.target = Some(crate::output::measured::TargetMeasure {
+        cpu_ns: cpu_ms * 1_000_000,
+        wait_ns: wait_ms * 1_000_000,
+        before_percent: Some(before_percent),
+        ..Default::default()
+    });
+    s
+}
+
+#[test]
+fn a_first_window_the_host_held_the_target_back_in_is_weighed_at_its_share_before() {
+    // Caddy on a saturated host: over the first tick it ran 15 ms (40% of a CPU before
+    // the attach), its threads waiting 120 ms for a CPU; the hot site cost 12 ms of it,
+    // under a whole window's allowance at 2% (20 ms). At its share before it would have
+    // cost 32 ms: cut at the first look, the cold site kept.
+    let t0 = Instant::now();
+    let look = |cpu_ms, wait_ms| {
+        let mut g = Governor::new(&plan(), 2.0).unwrap();
+        g.check(&with_target(stats(0.0, 0.0, Duration::ZERO), 0, 0, 40.0), t0);
+        g.check(&with_target(stats(12e6, 10e3, TICK), cpu_ms, wait_ms, 40.0), t0 + TICK)
+    };
+    let d = look(15, 120).expect("a cut at the first look");
+    assert_eq!(d.sites, vec![SiteRef { program: "p0".into(), function: Some("main.hot".into()) }]);
+    // It says what the probes cost as they ran.
+    assert!(d.message.contains("it cost 12% of a CPU over the last 0.1s"), "{}", d.message);
+    // A target that was idle, not held back (it did not wait for a CPU), is weighed as
+    // it ran: no cut yet.
+    assert!(look(15, 0).is_none());
+    // Nor one that had its share.
+    assert!(look(45, 120).is_none());
+    // A whole window is weighed as it ran: 1.6% of a CPU over 1.3 s, the target held
+    // back, is under the budget.
+    let mut g = Governor::new(&plan(), 2.0).unwrap();
+    g.check(&with_target(stats(0.0, 0.0, Duration::ZERO), 0, 0, 40.0), t0);
+    let late = Duration::from_millis(1300);
+    assert!(g.check(&with_target(stats(20.8e6, 0.0, late), 195, 1500, 40.0), t0 + late).is_none());
+}
+
+#[test]
+fn the_loop_is_raised_until_the_first_look_is_done() {
+    use crate::trace::stats::{Calibration, Meter};
+    // On a thread of its own: the harness's thread keeps its policy.
+    std::thread::spawn(|| {
+        let normal = crate::runtime::priority::policy();
+        let mut costs = Costs::new(Meter::new(&plan(), Calibration::none(), Some(1.0)), &plan());
+        let raised = crate::runtime::priority::raise();
+        let held = raised.held();
+        costs.raised_until_first_look(Some(raised));
+        let g = costs.governor.as_mut().unwrap();
+        assert!(!g.looked());
+        if held {
+            assert_eq!(crate::runtime::priority::policy(), libc::SCHED_FIFO);
+        }
+        // The first look (the governor's part of it): then back to normal.
+        g.check(&stats(0.0, 0.0, Duration::ZERO), Instant::now());
+        assert!(g.looked());
+        costs.drop_raised_once_looked();
+        assert_eq!(crate::runtime::priority::policy(), normal);
+    })
+    .join()
+    .unwrap();
+}
