@@ -62,19 +62,16 @@ fn budget_detaches_a_return_probe_with_its_entry_timing_and_ends_when_nothing_is
     assert!(run.stderr.contains("detached on return main.hot + entry times for elapsed"), "{}", run.stderr);
     assert_eq!(map_value(&run.stdout, "@cold"), cold);
     // Only the hot probe: once it is gone, the command runs on untraced to its end, its
-    // own output intact, and the maps print then, marked partial (text and JSON).
+    // own output intact, and the maps print then, marked partial (text and JSON). Cut
+    // whole, not duty-cycled: the budget is a fortieth of what it costs this host by the
+    // estimate of a shorter run (`support::cost::a_fortieth`).
+    let hot = "on entry main.hot { @hot = count() }";
+    let short = format!("{} hotcold 300000 20000", prod());
+    let budget =
+        support::cost::a_fortieth(support::cost::percent_of_cpu(&support::cost::stats_of(&["-e", hot, "-c", &short])));
     let cmd = format!("{} hotcold 3000000 20000", prod());
     for format in ["text", "json"] {
-        let run = support::gtrace(&[
-            "-e",
-            "on entry main.hot { @hot = count() }",
-            "--budget",
-            "1%",
-            "-f",
-            format,
-            "-c",
-            &cmd,
-        ]);
+        let run = support::gtrace(&["-e", hot, "--budget", &budget, "-f", format, "-c", &cmd]);
         assert_eq!(run.code, 0, "{}", run.stderr);
         let said = "no probe is left attached; the command runs on untraced, and the maps print when it ends";
         assert!(run.stderr.contains(said), "{}", run.stderr);

@@ -34,3 +34,15 @@ pub fn a_third(percent: f64) -> String {
     assert!(percent > 0.03, "the probes cost {percent}% of a CPU: too little to give a third of as a budget");
     format!("{:.3}%", percent / 3.0)
 }
+
+/// `--budget` a fortieth of `percent`, for a test whose probes must be cut whole, not
+/// duty-cycled: a cut that would leave nothing cycles them instead when MARGIN (0.8) of
+/// the budget fits at least the 10% floor of each second (trace/budget/duty.rs), so they
+/// must cost over 8x the budget. A fortieth leaves room for the estimate to read 2x
+/// from one trace to the next and for the 1.8x a cycle weighs the traps high. A fixed
+/// `--budget 1%` on a tight loop held here and failed with the trap cost scaled by 0.35
+/// (GTRACE_TEST_HOOK_TRAP_COST_SCALE): the loop cost 5.2% and was duty-cycled.
+pub fn a_fortieth(percent: f64) -> String {
+    assert!(percent > 0.4, "the probes cost {percent}% of a CPU: too little to give a fortieth of as a budget");
+    format!("{:.3}%", percent / 40.0)
+}
