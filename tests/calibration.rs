@@ -12,10 +12,12 @@ mod support;
 use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::Duration;
-use support::privileged;
 use support::processes::{Lines, Owned};
+use support::{cost, privileged};
 
 const DELAY_ENV: &str = "GTRACE_TEST_HOOK_CALIBRATION_DELAY_MS";
+
+const SCRIPT: &str = "on entry main.hot { @calls = count() }";
 
 /// `prod cpu K` started and reporting.
 fn program(k: &str) -> (Owned, Lines) {
@@ -31,7 +33,7 @@ fn program(k: &str) -> (Owned, Lines) {
 /// attach, to its end: its stdout and stderr.
 fn trace(pid: u32, delay_ms: u64, args: &[&str]) -> (String, String) {
     let pid = pid.to_string();
-    let mut all = vec!["-e", "on entry main.hot { @calls = count() }", "-p", &pid];
+    let mut all = vec!["-e", SCRIPT, "-p", &pid];
     all.extend_from_slice(args);
     let out = Command::new(env!("CARGO_BIN_EXE_gtrace"))
         .args(&all)
@@ -91,23 +93,32 @@ fn the_budget_looks_once_the_calibration_is_in_and_cuts_by_the_traps() {
     if !privileged(test) {
         return;
     }
-    // 5,000 hits a second: their eBPF time is a few hundredths of a percent of a CPU,
-    // their traps (0.8-17 us each on this machine) several percent.
+    // Up to 5,000 hits a second: their eBPF time is a few hundredths of a percent of a
+    // CPU, their traps (single steps: 9.4 us each on this VM, 0.8-17 us under load) 1.7
+    // to 2.1% by the estimate here at load 11-12. A trap's cost is the host's: the
+    // `--budget 1%` given before held here, and would not where traps cost half as much.
+    // The budget is a third of what the probe costs this host by gtrace's estimate of 2 s
+    // of it (without the hook); the decision may cut it or duty-cycle it.
     let (child, _out) = program("5");
     let pid = child.0.id();
-    let (json, stderr) = trace(pid, 1000, &["--budget", "1%", "--stats", "-f", "json", "--duration", "6s"]);
+    let p = pid.to_string();
+    let measured = cost::percent_of_cpu(&cost::stats_of(&["-e", SCRIPT, "-p", &p, "--duration", "2s"]));
+    let budget = cost::a_third(measured);
+    eprintln!("the probe costs {measured:.2}% of a CPU by the estimate: --budget {budget}");
+    let (json, stderr) = trace(pid, 1000, &["--budget", &budget, "--stats", "-f", "json", "--duration", "6s"]);
     let stats: serde_json::Value = json
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .find(|v| v["type"] == "stats")
         .unwrap_or_else(|| panic!("no stats object in:\n{json}\n{stderr}"));
-    // The premise: the eBPF time alone is far under the budget.
+    // The premise: the eBPF time alone is far under the budget (under half of it: a
+    // cut by it alone would need it past the budget).
     let hot = stats["probes"].as_array().unwrap().iter().find(|p| p["in_target"] == true).expect("the probe");
-    let ebpf = hot["run_ns"].as_f64().unwrap() / stats["elapsed_ns"].as_f64().unwrap();
-    assert!(ebpf < 0.002, "eBPF time {:.4} of a CPU: {stats}", ebpf);
+    let ebpf = 100.0 * hot["run_ns"].as_f64().unwrap() / stats["elapsed_ns"].as_f64().unwrap();
+    assert!(ebpf < measured / 6.0, "eBPF time {ebpf:.4}% of a CPU against --budget {budget}: {stats}");
     // The budget decided, by the traps' cost.
     assert!(
-        stderr.lines().any(|l| l.starts_with("--budget 1%:") && l.contains("main.hot") && l.contains("cost")),
+        stderr.lines().any(|l| l.starts_with("--budget ") && l.contains("main.hot") && l.contains("cost")),
         "no decision:\n{stderr}"
     );
     let detached = stats["detached"].as_array().unwrap();

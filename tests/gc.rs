@@ -10,8 +10,10 @@
 //! begins at the entry of stopTheWorldWithSema, where the runtime read its clock just
 //! before the call, and gtrace reads it in the probe, after the uprobe trap. So gtrace's
 //! pause may be shorter than gctrace's by that trap's latency, never longer: TRAP_LATENCY
-//! bounds it (a few microseconds here, over 30 seen while other builds load the 2 CPUs; 100 allows for that). gtrace
-//! prints its pause with three significant digits: half a unit of those either way too.
+//! bounds it (a few microseconds here, over 30 seen while other builds load the 2 CPUs;
+//! 100 allows for that, and a run where a pause starts later still, its thread held up
+//! longer on a busier host, is made again, up to three times). gtrace prints its pause
+//! with three significant digits: half a unit of those either way too.
 
 mod support;
 
@@ -70,35 +72,62 @@ fn gc_pauses_are_what_gctrace_says() {
     }
     for toolchain in toolchains() {
         let Some(libs) = build_plain("libs", &toolchain) else { continue };
-        let out = support::gtrace_command()
-            .args(["gc", "--set", "gc_slow_pause=0ns", "-c", &format!("{} gc 8", libs.display())])
-            .env("GODEBUG", "gctrace=1")
-            .output()
-            .expect("run gtrace");
-        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        assert!(out.status.success(), "{toolchain}:\n{stdout}\n{stderr}");
-        let cycles = gctrace_pauses(&stderr);
-        assert!(cycles.len() >= 8, "{toolchain}: {stderr}");
-        // Every cycle once, and its two pauses; no other stop of the world.
-        assert_eq!(map_value(&stdout, "@gc_cycles"), cycles.len(), "{toolchain}:\n{stdout}");
-        assert_eq!(map_value(&stdout, "@gc_pauses"), 2 * cycles.len(), "{toolchain}:\n{stdout}");
-        let sweep = printed(&stdout, "sweep termination");
-        let mark = printed(&stdout, "mark termination");
-        assert_eq!((sweep.len(), mark.len()), (cycles.len(), cycles.len()), "{toolchain}:\n{stdout}");
-        for (i, (((s, su), (m, mu)), (gs, gm))) in cycles.iter().zip(sweep.iter().zip(&mark)).enumerate() {
-            let within =
-                |(ours, r): (f64, f64), (p, unit): (f64, f64)| ours + r >= p - TRAP_LATENCY_US && ours - r < p + unit;
-            assert!(within(*gs, (*s, *su)), "{toolchain} cycle {}: sweep termination {gs:?}, gctrace {s}+{su}", i + 1);
-            // Go 1.17 reads the end of mark termination after it restarts the world: the
-            // pause ends at the restart's start instead, after gctrace's end by the
-            // runtime's bookkeeping, so only later Go is held to gctrace's value.
-            if toolchain != support::toolchain::OLDEST {
-                assert!(
-                    within(*gm, (*m, *mu)),
-                    "{toolchain} cycle {}: mark termination {gm:?}, gctrace {m}+{mu}",
-                    i + 1
-                );
+        // TRAP_LATENCY is this host's: a trap held up longer (its thread preempted in it
+        // on a host busier than any seen here) makes one run say nothing of gtrace. Such
+        // a run is made again, up to three times; every other check holds in each.
+        let mut late = Vec::new();
+        while let Err(why) = check_run(&toolchain, &libs) {
+            late.push(why);
+            assert!(
+                late.len() < 3,
+                "{toolchain}: three runs, a pause late by more than the trap's latency in each:\n{}",
+                late.join("\n")
+            );
+            eprintln!("{toolchain}: {}; again", late[late.len() - 1]);
+        }
+    }
+}
+
+/// One run of `libs gc 8` under `gc` with gctrace on: every check, the pauses' start
+/// within TRAP_LATENCY of gctrace's (`Err` says which was not).
+fn check_run(toolchain: &str, libs: &std::path::Path) -> Result<(), String> {
+    let out = support::gtrace_command()
+        .args(["gc", "--set", "gc_slow_pause=0ns", "-c", &format!("{} gc 8", libs.display())])
+        .env("GODEBUG", "gctrace=1")
+        .output()
+        .expect("run gtrace");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{toolchain}:\n{stdout}\n{stderr}");
+    let cycles = gctrace_pauses(&stderr);
+    assert!(cycles.len() >= 8, "{toolchain}: {stderr}");
+    // Every cycle once, and its two pauses; no other stop of the world.
+    assert_eq!(map_value(&stdout, "@gc_cycles"), cycles.len(), "{toolchain}:\n{stdout}");
+    assert_eq!(map_value(&stdout, "@gc_pauses"), 2 * cycles.len(), "{toolchain}:\n{stdout}");
+    let sweep = printed(&stdout, "sweep termination");
+    let mark = printed(&stdout, "mark termination");
+    assert_eq!((sweep.len(), mark.len()), (cycles.len(), cycles.len()), "{toolchain}:\n{stdout}");
+    let mut late = Ok(());
+    for (i, (((s, su), (m, mu)), (gs, gm))) in cycles.iter().zip(sweep.iter().zip(&mark)).enumerate() {
+        // Never longer than gctrace's; shorter by at most the trap's latency.
+        let not_longer = |(ours, r): (f64, f64), (p, unit): (f64, f64)| ours - r < p + unit;
+        let not_late = |(ours, r): (f64, f64), p: f64| ours + r >= p - TRAP_LATENCY_US;
+        assert!(not_longer(*gs, (*s, *su)), "{toolchain} cycle {}: sweep termination {gs:?}, gctrace {s}+{su}", i + 1);
+        if !not_late(*gs, *s) {
+            late = Err(format!("cycle {}: sweep termination {gs:?}, gctrace {s}+{su}", i + 1));
+        }
+        // Go 1.17 reads the end of mark termination after it restarts the world: the
+        // pause ends at the restart's start instead, after gctrace's end by the
+        // runtime's bookkeeping, so only later Go is held to gctrace's value.
+        if toolchain != support::toolchain::OLDEST {
+            assert!(
+                not_longer(*gm, (*m, *mu)),
+                "{toolchain} cycle {}: mark termination {gm:?}, gctrace {m}+{mu}",
+                i + 1
+            );
+            if !not_late(*gm, *m) {
+                late = Err(format!("cycle {}: mark termination {gm:?}, gctrace {m}+{mu}", i + 1));
             }
         }
     }
+    late
 }

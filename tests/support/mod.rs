@@ -8,6 +8,7 @@ pub mod toolchain;
 pub mod code;
 pub mod collector;
 pub mod container;
+pub mod cost;
 pub mod jsonout;
 pub mod processes;
 pub mod prometheus;
