@@ -264,16 +264,22 @@ pub struct Resited {
 /// inlined sites (`code_crc` theirs, `stamp` the file's: `Entry`): its blobs (the DWARF units and lookups, megabytes after `-l '*'`) are
 /// not read, only copied (`Resited`), and only if they fill its blob area exactly
 /// (`covers`): a file holding anything else is written from the blobs it lists.
+/// `info_crc`: the DWARF's CRC the run read (the one `stamp` vouches for). A file whose
+/// DWARF is another (rewritten meanwhile by a gtrace on another build of the same ids
+/// and size) is refused: the stamp would vouch for that build's DWARF.
 pub fn with_sites(
     file: File,
     binary: &For,
     (inlined, code_crc): (&[(String, Vec<InlinedSite>)], Option<u32>),
     maps: &[(u32, Vec<MapDef>)],
-    stamp: Option<crate::input::Stamp>,
+    (stamp, info_crc): (Option<crate::input::Stamp>, Option<u32>),
 ) -> Result<Resited, Rejected> {
     let (mut d, blobs) = description(file, binary)?;
     if !covers(d.dwarf.as_ref(), blobs.len) {
         return Err(inconsistent("a blob area holding more than its blobs"));
+    }
+    if d.dwarf.as_ref().map(|p| p.info_crc) != info_crc {
+        return Err(inconsistent("DWARF other than the run read"));
     }
     d.inlined = inlined.to_vec();
     d.code_crc = code_crc;

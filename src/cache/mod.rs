@@ -157,14 +157,15 @@ impl Store {
     /// Writes the file for `target` again with `inlined` as its inlined sites, `maps`
     /// as its large maps and `stamp` as the binary's (`Entry::stamp`), its DWARF
     /// blobs copied from the file as it is now, unread (by the kernel: no copy in this
-    /// process). Ok(false) when that file is not one this gtrace would use (nothing
-    /// written: `save` writes it whole).
+    /// process), if they are still the DWARF of `info_crc` that the run read. Ok(false)
+    /// when that file is not one this gtrace would use (nothing written: `save` writes
+    /// it whole).
     pub fn save_sites(
         &self,
         target: &Target,
         inlined: &[(String, Vec<InlinedSite>)],
         maps: &[(u32, Vec<crate::object::MapDef>)],
-        stamp: Option<crate::input::Stamp>,
+        stamp: (Option<crate::input::Stamp>, Option<u32>),
     ) -> Result<bool, WriteError> {
         let Some(path) = self.file_for(target) else { return Ok(true) };
         if self.trusted().is_err() {

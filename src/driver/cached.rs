@@ -149,7 +149,8 @@ impl Cached {
         // Only the inlined sites, the maps or the stamp are new: the file's DWARF is
         // copied as it is, unread.
         if dwarf.is_none() && self.loaded.dwarf.is_some() {
-            match self.store.save_sites(target, &inlined, &kept, stamp) {
+            let read = self.loaded.dwarf.as_ref().and_then(|d| d.info_crc);
+            match self.store.save_sites(target, &inlined, &kept, (stamp, read)) {
                 Ok(true) => return,
                 Ok(false) => {}
                 Err(e) => return eprintln!("gtrace: {e} ({})", e.hint()),

@@ -4,6 +4,7 @@
 //! DWARF from the cache said bad (compiled again without it), large maps made
 //! ahead that are not the object's (from a forged description, or a file set aside),
 //! and CRCs kept for a binary that has changed since (its stamp another).
+//! Sites are not written beside DWARF other than the run read.
 
 use super::*;
 
@@ -371,4 +372,27 @@ fn crcs_kept_for_a_binary_that_changed_since_are_summed_again() {
     assert_eq!(outputs(&bin, &home, &[]), without, "a binary changed since its file was written");
     let again = store(&home).load(&Target::open(&bin).unwrap()).unwrap().expect("the cache file");
     assert_eq!(again.dwarf.as_ref().unwrap().info_crc, entry.dwarf.as_ref().unwrap().info_crc, "written again");
+}
+
+/// A run that learned only inlined sites, maps or the binary's stamp writes them beside
+/// the file's DWARF, copied unread. If the file was written again meanwhile (by a gtrace
+/// on another build of the same ids and size), that DWARF is not the one the run read,
+/// and the run's stamp would vouch for it: nothing is written that way (the run writes
+/// the whole file instead), and with the DWARF it read, it is.
+#[test]
+fn sites_are_not_written_beside_dwarf_other_than_the_run_read() {
+    let bin = support::go_build("e2e", &[]);
+    let home = cache_dir("resite");
+    outputs(&bin, &home, &[]);
+    let entry = assert_valid(&home, &bin);
+    let file = cache_file(&home, &bin);
+    let target = Target::open(&bin).unwrap();
+    let read = entry.dwarf.as_ref().unwrap().info_crc;
+    assert!(read.is_some(), "a written seed has its CRC");
+    let before = std::fs::read(&file).unwrap();
+    let other = (entry.stamp, read.map(|c| c ^ 1));
+    assert!(!store(&home).save_sites(&target, &entry.inlined, &entry.maps, other).unwrap());
+    assert_eq!(std::fs::read(&file).unwrap(), before, "not written beside another DWARF");
+    assert!(store(&home).save_sites(&target, &entry.inlined, &entry.maps, (entry.stamp, read)).unwrap());
+    assert_eq!(assert_valid(&home, &bin), entry, "written beside the DWARF it read");
 }
