@@ -36,7 +36,7 @@ on entry main.end {
 const LOAD: [&str; 3] = ["4", "12000", "8"];
 
 /// The budget these tests give: a third of what the pair costs this host at that load,
-/// by gtrace's own estimate of a short run of it (`--stats`, no budget), measured once.
+/// by gtrace's own estimate of a short run of it (`--stats`, no budget).
 /// A fixed budget held on one machine and not another: the estimate was 8-10% of a CPU
 /// here at load 3-14, 2.8% on a quiet host, and under 2.5% on CI's, where the pair then
 /// stayed on. At a third the pair is past the budget and a cut must take both (one
@@ -45,24 +45,31 @@ const LOAD: [&str; 3] = ["4", "12000", "8"];
 /// before `-p`'s correction): it cycles, not stays on or is cut, wherever it costs from
 /// 0.53x to 1.8x what the measure said.
 fn budget() -> String {
-    static BUDGET: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    let measure = || {
-        let bin = support::go_build("duty", &[]);
-        let command = format!("{} run 2 {} {}", bin.display(), LOAD[1], LOAD[2]);
-        let run = support::gtrace(&["-e", SCRIPT, "--stats", "-f", "json", "-c", &command]);
-        assert_eq!(run.code, 0, "{}", run.stderr);
-        let stats = (run.stdout.lines())
-            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-            .find(|v| v["type"] == "stats")
-            .unwrap_or_else(|| panic!("no stats:\n{}", run.stdout));
-        let probes = stats["probes"].as_array().cloned().unwrap_or_default();
-        let cost: f64 = probes.iter().filter_map(|p| p["cost_ns"].as_f64()).sum();
-        let percent = 100.0 * cost / stats["elapsed_ns"].as_f64().unwrap_or(f64::INFINITY);
-        assert!(probes.len() == 2 && percent > 0.03, "the pair cost {percent}% of a CPU: {stats}");
-        eprintln!("the pair costs {percent:.2}% of a CPU by the estimate: --budget {:.3}%", percent / 3.0);
-        format!("{:.3}%", percent / 3.0)
-    };
-    BUDGET.get_or_init(measure).clone()
+    let bin = support::go_build("duty", &[]);
+    let command = format!("{} run 2 {} {}", bin.display(), LOAD[1], LOAD[2]);
+    let run = support::gtrace(&["-e", SCRIPT, "--stats", "-f", "json", "-c", &command]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let stats = (run.stdout.lines())
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["type"] == "stats")
+        .unwrap_or_else(|| panic!("no stats:\n{}", run.stdout));
+    let probes = stats["probes"].as_array().cloned().unwrap_or_default();
+    let cost: f64 = probes.iter().filter_map(|p| p["cost_ns"].as_f64()).sum();
+    let percent = 100.0 * cost / stats["elapsed_ns"].as_f64().unwrap_or(f64::INFINITY);
+    assert!(probes.len() == 2 && percent > 0.03, "the pair cost {percent}% of a CPU: {stats}");
+    eprintln!("the pair costs {percent:.2}% of a CPU by the estimate: --budget {:.3}%", percent / 3.0);
+    format!("{:.3}%", percent / 3.0)
+}
+
+/// How many traces a test makes, each with its budget measured again, before it says
+/// the pair was never duty-cycled: a loaded host's 2 s measures of the pair spread by
+/// 2x (1.5-3.3% of a CPU at load 11-18), past what a third of one tolerates.
+const TRIES: usize = 3;
+
+/// Fails once `TRIES` traces were not duty-cycled (`tried`: what each said).
+fn another_try(tried: &mut Vec<String>, budget: &str, said: String) {
+    tried.push(format!("--budget {budget}:\n{said}"));
+    assert!(tried.len() < TRIES, "not duty-cycled in {TRIES} traces, each budget measured again:\n{}", tried.join("\n"));
 }
 
 /// One load at a time: each test's program makes 12,000 requests a second, and two at
@@ -109,20 +116,27 @@ fn a_pair_too_costly_for_the_budget_is_duty_cycled_to_the_end_and_marked_everywh
         return;
     }
     let _one = one_load();
-    let (mut child, mut stdin, out, pid, bin) = held_program();
-    let (p, budget) = (pid.to_string(), budget());
-    let mut g = Gtrace::start(&["-e", SCRIPT, "--budget", &budget, "-p", &p, "--prometheus", "127.0.0.1:0"]);
-    let addr = g.serving();
-    writeln!(stdin, "go").unwrap();
     // While it runs, the export says what share of the time since the cycle began each
     // probe was attached (1 at its very start, less once it has been off).
     let share = |line: &str| line.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()).unwrap_or(-1.0);
-    let gauge = poll(Duration::from_secs(10), || {
-        let text = ureq::get(&format!("http://{addr}/metrics")).call().ok()?.body_mut().read_to_string().ok()?;
-        let line = text.lines().find(|l| l.starts_with("gtrace_probe_duty_cycle{") && l.contains("main.end"))?;
-        (share(line) < 1.0).then(|| line.to_string())
-    });
-    let gauge = gauge.unwrap_or_else(|| panic!("no gtrace_probe_duty_cycle under 1:\n{}", g.err.text()));
+    let mut tried = Vec::new();
+    let (mut child, stdin, out, pid, bin, mut g, gauge) = loop {
+        let (child, mut stdin, out, pid, bin) = held_program();
+        let (p, budget) = (pid.to_string(), budget());
+        let mut g = Gtrace::start(&["-e", SCRIPT, "--budget", &budget, "-p", &p, "--prometheus", "127.0.0.1:0"]);
+        let addr = g.serving();
+        writeln!(stdin, "go").unwrap();
+        let gauge = poll(Duration::from_secs(10), || {
+            let text = ureq::get(&format!("http://{addr}/metrics")).call().ok()?.body_mut().read_to_string().ok()?;
+            let line = text.lines().find(|l| l.starts_with("gtrace_probe_duty_cycle{") && l.contains("main.end"))?;
+            (share(line) < 1.0).then(|| line.to_string())
+        });
+        if let Some(gauge) = gauge {
+            break (child, stdin, out, pid, bin, g, gauge);
+        }
+        g.stop("INT");
+        another_try(&mut tried, &budget, format!("no gtrace_probe_duty_cycle under 1:\n{}", g.err.text()));
+    };
     assert!(gauge.contains("maps=\"@n,@slowest\""), "{gauge}");
     assert!(share(&gauge) > 0.0, "{gauge}");
     out.wait_for(Duration::from_secs(20), |l| l.starts_with("slowest_ns=")).expect("the program's count");
@@ -156,11 +170,16 @@ fn a_command_duty_cycled_on_perf_event_links_runs_whole_and_its_json_says_so() {
     let bin = support::go_build("duty", &[]);
     let command = format!("{} run {}", bin.display(), LOAD.join(" "));
     let env = [("GTRACE_NO_UPROBE_MULTI", "1")];
-    let budget = budget();
-    let run = support::gtrace_env(&["-e", SCRIPT, "--budget", &budget, "-f", "json", "-c", &command], &env);
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    assert!(run.stderr.contains("duty-cycled instead"), "{}", run.stderr);
-    assert!(!run.stderr.contains("no probe is left attached"), "{}", run.stderr);
+    let mut tried = Vec::new();
+    let run = loop {
+        let budget = budget();
+        let run = support::gtrace_env(&["-e", SCRIPT, "--budget", &budget, "-f", "json", "-c", &command], &env);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        if run.stderr.contains("duty-cycled instead") && !run.stderr.contains("no probe is left attached") {
+            break run;
+        }
+        another_try(&mut tried, &budget, run.stderr);
+    };
     let maps: Vec<serde_json::Value> = run
         .stdout
         .lines()
@@ -192,17 +211,24 @@ fn a_real_collector_receives_the_duty_cycle_gauge_while_the_probes_cycle() {
     let test = "a_real_collector_receives_the_duty_cycle_gauge_while_the_probes_cycle";
     let Some(c) = collector::for_test(test, "duty-otlp") else { return };
     let _one = one_load();
-    let (mut child, mut stdin, out, pid, _) = held_program();
-    let (p, budget) = (pid.to_string(), budget());
-    let mut g =
-        Gtrace::start(&["-e", SCRIPT, "--budget", &budget, "-p", &p, "--otlp", &c.url, "--otlp-interval", "200ms"]);
-    g.attached();
-    writeln!(stdin, "go").unwrap();
     // While the program runs: a push whose gauge says the pair was attached part of the
     // time, naming the maps whose counts are of that time only.
     let cycling = |r: &serde_json::Value| duty_points(r).into_iter().any(|(_, _, v)| v > 0.0 && v < 1.0);
-    let pushed = poll(Duration::from_secs(15), || c.received().into_iter().find(|r| cycling(r)));
-    let pushed = pushed.unwrap_or_else(|| panic!("no gtrace_probe_duty_cycle under 1 received:\n{}", g.err.text()));
+    let mut tried = Vec::new();
+    let (mut child, stdin, out, mut g, pushed) = loop {
+        let (child, mut stdin, out, pid, _) = held_program();
+        let (p, budget) = (pid.to_string(), budget());
+        let args = ["-e", SCRIPT, "--budget", &budget, "-p", &p, "--otlp", &c.url, "--otlp-interval", "200ms"];
+        let mut g = Gtrace::start(&args);
+        g.attached();
+        writeln!(stdin, "go").unwrap();
+        let pushed = poll(Duration::from_secs(15), || c.received().into_iter().find(|r| cycling(r)));
+        if let Some(pushed) = pushed {
+            break (child, stdin, out, g, pushed);
+        }
+        g.stop("INT");
+        another_try(&mut tried, &budget, format!("no gtrace_probe_duty_cycle under 1 received:\n{}", g.err.text()));
+    };
     let points = duty_points(&pushed);
     let end = points.iter().find(|(probe, _, _)| probe.contains("main.end")).unwrap_or_else(|| panic!("{points:?}"));
     // The private `@_t0` is not named: it is never printed or exported.
