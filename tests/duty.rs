@@ -47,18 +47,12 @@ const LOAD: [&str; 3] = ["4", "12000", "8"];
 fn budget() -> String {
     let bin = support::go_build("duty", &[]);
     let command = format!("{} run 2 {} {}", bin.display(), LOAD[1], LOAD[2]);
-    let run = support::gtrace(&["-e", SCRIPT, "--stats", "-f", "json", "-c", &command]);
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    let stats = (run.stdout.lines())
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .find(|v| v["type"] == "stats")
-        .unwrap_or_else(|| panic!("no stats:\n{}", run.stdout));
-    let probes = stats["probes"].as_array().cloned().unwrap_or_default();
-    let cost: f64 = probes.iter().filter_map(|p| p["cost_ns"].as_f64()).sum();
-    let percent = 100.0 * cost / stats["elapsed_ns"].as_f64().unwrap_or(f64::INFINITY);
-    assert!(probes.len() == 2 && percent > 0.03, "the pair cost {percent}% of a CPU: {stats}");
-    eprintln!("the pair costs {percent:.2}% of a CPU by the estimate: --budget {:.3}%", percent / 3.0);
-    format!("{:.3}%", percent / 3.0)
+    let stats = support::cost::stats_of(&["-e", SCRIPT, "-c", &command]);
+    let percent = support::cost::percent_of_cpu(&stats);
+    assert_eq!(stats["probes"].as_array().map(Vec::len), Some(2), "{stats}");
+    let budget = support::cost::a_third(percent);
+    eprintln!("the pair costs {percent:.2}% of a CPU by the estimate: --budget {budget}");
+    budget
 }
 
 /// How many traces a test makes, each with its budget measured again, before it says
